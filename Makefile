@@ -1,0 +1,89 @@
+# attograd -- one Makefile, no CMake. `make help` lists the targets.
+#
+# Sources are found by wildcard: adding src/tensor/ops/<op>.c or tests/test_<op>.c needs no
+# change here. Every library source is built twice: build/f32 (float, the real thing) and
+# build/f64 (-DAG_DOUBLE, where the gradient checks are tight).
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN     = -Wall -Wextra
+STD      = -std=c11 -D_DEFAULT_SOURCE
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev
+# recursive (=) so pkg-config only runs once `make deps` has installed it
+PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+ALL_CFLAGS = $(STD) $(WARN) $(CFLAGS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
+LIBS       = $(PKG_LIBS) -lm
+
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/nn/*.c src/optim/*.c)
+TEST_SRC := $(wildcard tests/*.c)
+LM_SRC   := $(wildcard examples/char_lm/*.c)
+# everything of char_lm but main() is also linked into the tests
+LM_LIB_SRC := $(filter-out examples/char_lm/main.c,$(LM_SRC))
+HEADERS  := $(wildcard src/*.h src/*/*.h tests/*.h examples/char_lm/*.h)
+
+B = build
+LIB32 = $(B)/f32/libattograd.a
+LIB64 = $(B)/f64/libattograd.a
+
+.PHONY: all deps test run clean help check-deps
+all: $(LIB32) $(B)/char_lm                      ## build the library and build/char_lm
+
+help:                                             ## this list
+	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
+
+# --- dependencies: install what is missing (as root), or print the exact command ---
+deps:                                             ## install missing Debian packages
+	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	elif command -v sudo >/dev/null 2>&1; then sudo apt-get update -qq && sudo apt-get install -y$$missing || exit 1; \
+	else echo "deps: missing$$missing; run as root: apt-get update && apt-get install -y$$missing"; exit 1; fi
+
+# --- the library, float and double ---
+$(B)/f32/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(B)/f64/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DAG_DOUBLE -c $< -o $@
+
+$(LIB32): $(LIB_SRC:%.c=$(B)/f32/%.o)
+	@rm -f $@; ar rcs $@ $^
+$(LIB64): $(LIB_SRC:%.c=$(B)/f64/%.o)
+	@rm -f $@; ar rcs $@ $^
+
+# --- tests: the same test sources against both builds ---
+# one SUITE(name) line per `Suite *name_suite(void)` in tests/*.c (see tests/run_tests.c)
+$(B)/gen/suites.inc: $(TEST_SRC)
+	@mkdir -p $(dir $@)
+	@grep -ho '^Suite \*[a-z0-9_]*_suite(void)' $(TEST_SRC) | sed 's/^Suite \*\(.*\)_suite(void)/SUITE(\1)/' | sort > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
+$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm
+
+$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+	$(CC) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
+	$(CC) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+
+# one OpenBLAS thread in tests: results must not depend on the thread count
+# (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
+TEST_ENV = OPENBLAS_NUM_THREADS=1 CK_DEFAULT_TIMEOUT=600
+test: deps                                        ## build and run every test (double, then float)
+	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(B)/char_lm
+	$(TEST_ENV) ./$(B)/test_f64
+	$(TEST_ENV) ./$(B)/test_f32
+
+# --- the char_lm program ---
+$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+	$(CC) -o $@ $^ $(LIBS)
+
+run: deps                                         ## train the baby model on Tiny Shakespeare
+	@$(MAKE) --no-print-directory $(B)/char_lm
+	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby
+
+clean:                                            ## remove build/
+	rm -rf $(B)

@@ -1,0 +1,51 @@
+/* params.h -- the model store: every parameter of a model in one flat buffer.
+ *
+ * OWNERSHIP: an ag_params owns its ag_tensor structs, their names, and four flat buffers of
+ * `total` elements: data, grad, and Adam's m and v. Each parameter tensor's data/grad point
+ * into them (llm.c's malloc_and_point_parameters), so the optimizer, gradient clipping and
+ * zero_grad are single loops over flat memory. ag_params_free releases everything.
+ *
+ * LIFECYCLE: ag_params_new -> ag_params_add (each layer registers its tensors under their
+ * PyTorch names) -> ag_params_alloc (one allocation per buffer; tensors now usable) ->
+ * ag_params_init (seeded) -> training -> ag_params_free. */
+#ifndef AG_PARAMS_H
+#define AG_PARAMS_H
+
+#include "../tensor/tensor.h"
+
+typedef enum { AG_INIT_ZEROS, AG_INIT_ONES, AG_INIT_NORMAL } ag_init_kind;
+
+typedef struct {
+    ag_tensor *t;        /* t->name is the PyTorch state_dict name */
+    size_t offset;       /* element offset into the flat buffers */
+    ag_init_kind init;
+    double init_std;     /* for AG_INIT_NORMAL */
+    bool decay;          /* AdamW weight decay applies (2-D weights only) */
+} ag_param_entry;
+
+typedef struct ag_params {
+    ag_param_entry *entries;
+    int n, cap;
+    size_t total;        /* elements in all parameters together */
+    ag_real *data;       /* [total] */
+    ag_real *grad;       /* [total] */
+    ag_real *m;          /* [total] Adam first moment */
+    ag_real *v;          /* [total] Adam second moment */
+} ag_params;
+
+/* NULL on OOM. */
+ag_params *ag_params_new(void);
+void ag_params_free(ag_params *P);  /* NULL ok */
+/* Registers a parameter (before ag_params_alloc). The name is copied. Returns the tensor,
+ * whose data stays NULL until ag_params_alloc; NULL on OOM, a duplicate name or a bad shape. */
+ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *shape,
+                         ag_init_kind init, double init_std, bool decay);
+/* Allocates the flat buffers (zeroed) and points every tensor into them. AG_ERR_NOMEM on OOM. */
+ag_status ag_params_alloc(ag_params *P);
+/* Fills every parameter by its init rule from a seeded RNG, in registration order. */
+void ag_params_init(ag_params *P, uint64_t seed);
+void ag_params_zero_grad(ag_params *P);
+/* The parameter with this name, or NULL. */
+ag_tensor *ag_params_find(const ag_params *P, const char *name);
+
+#endif

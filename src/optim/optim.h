@@ -1,0 +1,34 @@
+/* optim.h -- optimizers over the flat buffers of an ag_params, the learning-rate schedule and
+ * global-norm gradient clipping, exactly as ../shared/MODEL.md defines them. Each update is one
+ * loop over P->total elements. None of these can fail. */
+#ifndef AG_OPTIM_H
+#define AG_OPTIM_H
+
+#include "../nn/params.h"
+
+typedef struct {
+    double beta1, beta2, eps;    /* 0.9, 0.99, 1e-8 */
+    double weight_decay;         /* AdamW: decoupled, on params registered with decay only;
+                                    Adam: L2 added to the gradient of those params */
+} ag_adam_cfg;
+
+/* t is the step count, starting at 1 (bias correction). Uses P->m and P->v. */
+void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t);
+void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t);
+/* p -= lr * g, or with momentum > 0: buf = momentum*buf + g; p -= lr*buf (buf is P->m). */
+void ag_sgd_step(ag_params *P, double lr, double momentum);
+
+typedef struct {
+    double lr, min_lr;
+    long warmup_iters, lr_decay_iters;
+} ag_lr_schedule;
+/* Linear warmup, then cosine decay to min_lr (MODEL.md); it is 0-based. */
+double ag_lr_at(const ag_lr_schedule *s, long it);
+
+/* Global L2 norm of all gradients (computed in double). */
+double ag_grad_norm(const ag_params *P);
+/* If the norm exceeds max_norm (> 0), scales every gradient by max_norm/(norm + 1e-6).
+ * Returns the norm before clipping. max_norm <= 0 only measures. */
+double ag_clip_grad_norm(ag_params *P, double max_norm);
+
+#endif

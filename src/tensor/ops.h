@@ -1,0 +1,79 @@
+/* ops.h -- every differentiable op, one per file in ops/, each with its shape contract.
+ *
+ * Common contract for every op below:
+ *   - returns a new contiguous tensor in ctx, valid until ag_ctx_reset; inputs are not modified;
+ *   - when grad mode is on and an input requires grad, records a tape node whose backward adds
+ *     (+=) into the inputs' grads;
+ *   - on error returns NULL and sets the ctx error (first error sticks); a NULL input returns
+ *     NULL and keeps the earlier message. The tape is unchanged on error.
+ * Shapes use MODEL.md's letters: B batch, T time, C channels, H heads, D = C/H, V vocab. */
+#ifndef AG_OPS_H
+#define AG_OPS_H
+
+#include "tensor.h"
+
+/* ---- shape ops (ops/reshape.c) ---- */
+/* A view of x with a new shape of the same numel: shares data, no copy. */
+ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *x, int ndim, const int *shape);
+/* [..., M, N] -> [..., N, M]: an explicit copy. */
+ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *x);
+
+/* ---- matmul (ops/matmul.c) ---- */
+/* a [..., M, K] @ b [..., K, N] -> [..., M, N]. Leading dims of a and b must be equal (a batch
+ * of products, e.g. [B,H,T,D] @ [B,H,D,T]), or b is 2-D and is shared by every batch entry. */
+ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+
+/* ---- linear (ops/linear.c) ---- */
+/* x [..., in] W [out, in] b [out] or NULL -> y = x W^T + b, [..., out]. W in PyTorch layout. */
+ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
+
+/* ---- elementwise (ops/add.c, ops/scale.c) ---- */
+/* a [...] + b: b has a's shape, or a's trailing dims (a bias [C], positions [T,C]) and is
+ * broadcast over the leading ones; its gradient is summed back to its own shape. */
+ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+/* x [...] * s (s a constant, e.g. 1/sqrt(D)) -> [...]. */
+ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *x, ag_real s);
+
+/* ---- softmax (ops/softmax.c) ---- */
+/* Softmax over the last dim, max subtracted: [..., N] -> [..., N]. A row whose entries are all
+ * -inf (fully masked) gives all zeros and zero gradient, not NaN. */
+ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x);
+
+/* ---- masked_fill (ops/masked_fill.c) ---- */
+/* y = x where mask != 0, else value (usually -INFINITY). mask has x's shape or x's trailing
+ * dims (a causal [T,T] mask for scores [B,H,T,T]); it gets no gradient. */
+ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value);
+/* A new [T,T] tensor with 1 where j <= i (position i sees 0..i), 0 above the diagonal. */
+ag_tensor *ag_causal_mask(ag_ctx *ctx, int T);
+
+/* ---- layernorm (ops/layernorm.c) ---- */
+/* LayerNorm over the last dim: x [..., C], w [C], b [C] -> [..., C]; biased variance. */
+ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_real eps);
+
+/* ---- gelu (ops/gelu.c) ---- */
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise. */
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x);
+
+/* ---- embedding (ops/embedding.c) ---- */
+/* W [V, C], ids [B*T] (ints in [0, V)) -> [B, T, C]; rows of W gathered, gradient
+ * scatter-added. ids are copied into the ctx. An id out of range is an AG_ERR_ARG. */
+ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int *ids, int B, int T);
+
+/* ---- cross_entropy (ops/cross_entropy.c) ---- */
+/* logits [..., V], targets [rows] in [0, V) -> scalar [1]: the mean over rows of
+ * -log softmax(logits)[target], with a stable log-sum-exp. Targets are copied into the ctx. */
+ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int *targets);
+
+/* ---- dropout (ops/dropout.c) ---- */
+/* Inverted dropout: zero each element with probability p and scale the rest by 1/(1-p).
+ * The mask is drawn from `seed` (same seed, same mask). Identity when !train or p == 0.
+ * p must be in [0, 1). */
+ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool train);
+
+/* ---- heads (ops/heads.c) ---- */
+/* [B, T, C] -> [B, H, T, D] with D = C/H: head h takes channels h*D .. h*D+D-1. */
+ag_tensor *ag_split_heads(ag_ctx *ctx, ag_tensor *x, int H);
+/* [B, H, T, D] -> [B, T, H*D]: the inverse of ag_split_heads. */
+ag_tensor *ag_merge_heads(ag_ctx *ctx, ag_tensor *x);
+
+#endif

@@ -1,0 +1,45 @@
+/* dropout.c -- inverted dropout, seeded.
+ *
+ * forward:  keep[i] = hash(seed, i) >= p;   y[i] = keep[i] ? x[i] / (1 - p) : 0
+ *           (scaling at train time keeps E[y] = x, so eval needs no rescale: it is the identity)
+ * backward: dx[i] += keep[i] ? dy[i] / (1 - p) : 0
+ * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask. */
+#include "../internal.h"
+#include "../rng.h"
+
+static ag_status dropout_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y = x * scale_mask  =>  dx += dy * scale_mask */
+    ag_tensor *x = n->in[0];
+    const ag_real *m = n->saved; /* 0 or 1/(1-p) per element */
+    const ag_real *dy = n->out->grad;
+    ag_real *dx = ag_grad(ctx, x);
+    if (!dx) return ag_ctx_status(ctx);
+    size_t N = ag_numel(x);
+    for (size_t i = 0; i < N; i++) dx[i] += dy[i] * m[i];
+    return AG_OK;
+}
+
+static const ag_op dropout_op = { "dropout", dropout_backward };
+
+ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool train)
+{
+    if (ag__skip(ctx, x, x)) return NULL;
+    if (!(p >= 0 && p < 1)) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_dropout: p = %g is outside [0, 1)", (double)p);
+        return NULL;
+    }
+    if (!train || p == 0) return x; /* the identity: no copy, no node */
+    size_t N = ag_numel(x);
+    ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
+    ag_real *m = y ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: 0 or 1/(1-p)
+    if (!m) return NULL;
+    ag_real scale = 1 / (1 - p);
+    for (size_t i = 0; i < N; i++) {
+        m[i] = ag_hash_uniform(seed, i) >= (double)p ? scale : 0;
+        y->data[i] = x->data[i] * m[i];
+    }
+    ag_node *n = ag_record(ctx, &dropout_op, y, &x, 1);
+    if (n) n->saved = m;
+    return ag__done(ctx, y);
+}

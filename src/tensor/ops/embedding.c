@@ -1,0 +1,52 @@
+/* embedding.c -- embedding lookup: rows of a table gathered by token id.
+ *
+ * forward:  y[b, t, :] = W[ids[b*T + t], :]
+ * backward: dW[ids[b*T + t], :] += dy[b, t, :]   (scatter-add: a token that appears twice
+ *           gets both contributions). The ids get no gradient. */
+#include "../internal.h"
+
+static ag_status embedding_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y[r] = W[ids[r]]  =>  dW[ids[r]] += dy[r] */
+    ag_tensor *W = n->in[0];
+    const int *ids = n->saved;
+    int C = W->shape[1];
+    size_t R = ag_rows(n->out);
+    const ag_real *dy = n->out->grad;
+    ag_real *dW = ag_grad(ctx, W);
+    if (!dW) return ag_ctx_status(ctx);
+    for (size_t r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) dW[(size_t)ids[r] * C + c] += dy[r * C + c];
+    return AG_OK;
+}
+
+static const ag_op embedding_op = { "embedding", embedding_backward };
+
+ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int *ids, int B, int T)
+{
+    if (ag__skip(ctx, W, W)) return NULL;
+    if (W->ndim != 2 || !ids || B <= 0 || T <= 0) {
+        char sw[AG_SHAPE_BUF];
+        ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_embedding: table %s with B=%d T=%d (need a [V,C] table, B,T > 0, ids)",
+                    ag_shape_str(W, sw, sizeof sw), B, T);
+        return NULL;
+    }
+    int V = W->shape[0], C = W->shape[1];
+    size_t R = (size_t)B * T;
+    for (size_t r = 0; r < R; r++)
+        if (ids[r] < 0 || ids[r] >= V) {
+            ag_ctx_fail(ctx, AG_ERR_ARG, "ag_embedding: id %d at position %zu is outside [0, %d)", ids[r], r, V);
+            return NULL;
+        }
+    ag_tensor *y = ag_tensor_new3(ctx, B, T, C);                    // [B,T,C]
+    if (!y) return NULL;
+    for (size_t r = 0; r < R; r++) memcpy(y->data + r * C, W->data + (size_t)ids[r] * C, (size_t)C * sizeof(ag_real));
+    ag_node *n = ag_record(ctx, &embedding_op, y, &W, 1);
+    if (n) { /* the caller's ids may change before backward: keep a copy */
+        int *saved = ag_ctx_alloc(ctx, R * sizeof(int));
+        if (!saved) return NULL;
+        memcpy(saved, ids, R * sizeof(int));
+        n->saved = saved;
+    }
+    return ag__done(ctx, y);
+}

@@ -1,0 +1,77 @@
+/* linear.c -- y = x W^T + b, the PyTorch Linear, with W stored [out, in].
+ *
+ * forward:  y[r, o] = sum_i x[r, i] W[o, i] + b[o]       for every row r of x [..., in]
+ * backward: dx = dy @ W        ([R,out] x [out,in] -> [R,in])
+ *           dW = dy^T @ x      ([out,R] x [R,in]  -> [out,in]), summed over all rows
+ *           db = sum over rows of dy
+ * Every product is one OpenBLAS gemm over all rows at once; the transposes are gemm flags. */
+#include "../internal.h"
+
+// --- kernels ---
+
+static void add_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
+{
+    for (size_t r = 0; r < R; r++)
+        for (int o = 0; o < Fout; o++) y[r * Fout + o] += b[o];
+}
+
+static void sum_rows(ag_real *db, const ag_real *dy, size_t R, int Fout)
+{
+    for (size_t r = 0; r < R; r++)
+        for (int o = 0; o < Fout; o++) db[o] += dy[r * Fout + o];
+}
+
+// --- backward ---
+
+static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y = x W^T + b */
+    ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *y = n->out;
+    int Fin = W->shape[1], Fout = W->shape[0]; /* in and out features */
+    int R = (int)ag_rows(x);
+    const ag_real *dy = y->grad;                                  // [R, Fout]
+    if (x->requires_grad) { /* dx += dy @ W */
+        ag_real *dx = ag_grad(ctx, x);                            // [R, Fin]
+        if (!dx) return ag_ctx_status(ctx);
+        AG_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, Fin, Fout, 1, dy, Fout, W->data, Fin, 1, dx, Fin);
+    }
+    if (W->requires_grad) { /* dW += dy^T @ x */
+        ag_real *dW = ag_grad(ctx, W);                            // [Fout, Fin]
+        if (!dW) return ag_ctx_status(ctx);
+        AG_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin);
+    }
+    if (b && b->requires_grad) { /* db += sum_r dy[r] */
+        ag_real *db = ag_grad(ctx, b);                            // [Fout]
+        if (!db) return ag_ctx_status(ctx);
+        sum_rows(db, dy, (size_t)R, Fout);
+    }
+    return AG_OK;
+}
+
+// --- op ---
+
+static const ag_op linear_op = { "linear", linear_backward };
+
+ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
+{
+    if (ag__skip(ctx, x, W)) return NULL;
+    char sx[AG_SHAPE_BUF], sw[AG_SHAPE_BUF], sb[AG_SHAPE_BUF];
+    if (W->ndim != 2 || ag_last(x) != W->shape[1] || (b && (b->ndim != 1 || b->shape[0] != W->shape[0]))) {
+        ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_linear: x %s, W %s, b %s (need x [...,in], W [out,in], b [out])",
+                    ag_shape_str(x, sx, sizeof sx), ag_shape_str(W, sw, sizeof sw),
+                    b ? ag_shape_str(b, sb, sizeof sb) : "none");
+        return NULL;
+    }
+    int Fin = W->shape[1], Fout = W->shape[0];
+    int R = (int)ag_rows(x);
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = Fout;
+    ag_tensor *y = ag_tensor_new(ctx, x->ndim, shape);          // [..., out]
+    if (!y) return NULL;
+    AG_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, 0, y->data, Fout);
+    if (b) add_bias_rows(y->data, b->data, (size_t)R, Fout);
+    ag_tensor *in[3] = { x, W, b };
+    ag_record(ctx, &linear_op, y, in, b ? 3 : 2);
+    return ag__done(ctx, y);
+}

@@ -1,0 +1,54 @@
+/* masked_fill.c -- y = x where mask != 0, else a fill value; and the causal mask.
+ *
+ * forward:  y[i] = mask[i mod nm] != 0 ? x[i] : value     (mask: x's shape or its trailing dims)
+ * backward: dx[i] += mask[i mod nm] != 0 ? dy[i] : 0       (a filled entry no longer depends on x)
+ * With value = -inf before a softmax, a masked score gets exactly zero weight. */
+#include "../internal.h"
+
+static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y = mask ? x : value  =>  dx += mask ? dy : 0 */
+    ag_tensor *x = n->in[0], *mask = n->in[1];
+    const ag_real *dy = n->out->grad;
+    ag_real *dx = ag_grad(ctx, x);
+    if (!dx) return ag_ctx_status(ctx);
+    size_t N = ag_numel(x), nm = ag_numel(mask);
+    for (size_t i = 0; i < N; i += nm)
+        for (size_t j = 0; j < nm; j++)
+            if (mask->data[j] != 0) dx[i + j] += dy[i + j];
+    return AG_OK;
+}
+
+static const ag_op masked_fill_op = { "masked_fill", masked_fill_backward };
+
+ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value)
+{
+    if (ag__skip(ctx, x, mask)) return NULL;
+    bool ok = mask->ndim <= x->ndim;
+    for (int i = 0; ok && i < mask->ndim; i++) ok = mask->shape[i] == x->shape[x->ndim - mask->ndim + i];
+    if (!ok) {
+        char sx[AG_SHAPE_BUF], sm[AG_SHAPE_BUF];
+        ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_masked_fill: mask %s does not match the trailing dims of %s",
+                    ag_shape_str(mask, sm, sizeof sm), ag_shape_str(x, sx, sizeof sx));
+        return NULL;
+    }
+    ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
+    if (!y) return NULL;
+    size_t N = ag_numel(x), nm = ag_numel(mask);
+    for (size_t i = 0; i < N; i += nm)
+        for (size_t j = 0; j < nm; j++) y->data[i + j] = mask->data[j] != 0 ? x->data[i + j] : value;
+    /* the mask is never differentiated: only x is an input of the node that needs a grad */
+    ag_tensor *in[2] = { x, mask };
+    ag_record(ctx, &masked_fill_op, y, in, 2);
+    return ag__done(ctx, y);
+}
+
+ag_tensor *ag_causal_mask(ag_ctx *ctx, int T)
+{
+    if (ag_ctx_status(ctx) != AG_OK) return NULL;
+    ag_tensor *m = ag_tensor_new2(ctx, T, T);                       // [T,T]
+    if (!m) return NULL;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j <= i; j++) m->data[i * T + j] = 1; /* row i (a query) sees keys 0..i */
+    return m;
+}

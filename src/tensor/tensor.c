@@ -1,0 +1,61 @@
+/* tensor.c -- shapes, strides and status strings. Nothing here allocates. */
+#include <stdio.h>
+#include <string.h>
+#include "tensor.h"
+
+const char *ag_status_str(ag_status s)
+{
+    switch (s) {
+    case AG_OK: return "ok";
+    case AG_ERR_SHAPE: return "shape mismatch";
+    case AG_ERR_ARG: return "bad argument";
+    case AG_ERR_NOMEM: return "out of memory";
+    case AG_ERR_IO: return "i/o error";
+    case AG_ERR_FORMAT: return "bad file format";
+    case AG_ERR_NONFINITE: return "non-finite value";
+    }
+    return "unknown error";
+}
+
+size_t ag_numel(const ag_tensor *t)
+{
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+int ag_last(const ag_tensor *t) { return t->shape[t->ndim - 1]; }
+
+size_t ag_rows(const ag_tensor *t) { return ag_numel(t) / (size_t)ag_last(t); }
+
+bool ag_same_shape(const ag_tensor *a, const ag_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+char *ag_shape_str(const ag_tensor *t, char *buf, size_t n)
+{
+    size_t used = 0;
+    if (n == 0) return buf;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ",%d" : "%d", t->shape[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+void ag_tensor_set_shape(ag_tensor *t, int ndim, const int *shape)
+{
+    t->ndim = ndim;
+    int s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->stride[i] = s;
+        s *= shape[i];
+    }
+    for (int i = ndim; i < AG_MAX_DIMS; i++) { t->shape[i] = 1; t->stride[i] = 1; }
+}

@@ -1,0 +1,24 @@
+/* run_tests.c -- runs every suite in tests/ with check.
+ *
+ * The Makefile writes build/gen/suites.inc with one SUITE(name) line for each
+ * `Suite *name_suite(void)` it finds in the test files, so a new test file needs no edit here.
+ * CK_RUN_SUITE=softmax runs one suite; CK_FORK=no runs all in one process (for sanitizers).
+ * Exits non-zero when any test fails (llm.c's test_gpt2.c printed a verdict and returned 0). */
+#include <check.h>
+#include <stdlib.h>
+
+#define SUITE(name) Suite *name##_suite(void);
+#include "suites.inc"
+#undef SUITE
+
+int main(void)
+{
+    SRunner *sr = srunner_create(NULL);
+#define SUITE(name) srunner_add_suite(sr, name##_suite());
+#include "suites.inc"
+#undef SUITE
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

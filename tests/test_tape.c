@@ -1,0 +1,103 @@
+/* test_tape.c -- the autograd driver and the step context: accumulation where a tensor feeds
+ * several ops, no-grad mode, scalar-only backward, sticky errors, and a step arena that stops
+ * allocating after the first step. */
+#include <check.h>
+#include "gradcheck.h"
+
+/* x feeds three linears and a residual, like x -> w_q, w_k, w_v and x + attn(x) */
+static ag_tensor *build_fanout(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    (void)user;
+    ag_tensor *x = in[0], *W = in[1];
+    ag_tensor *a = ag_linear(ctx, x, W, NULL), *b = ag_linear(ctx, x, W, NULL), *c = ag_scale(ctx, x, 2);
+    return ag_add(ctx, ag_add(ctx, ag_matmul(ctx, a, ag_transpose(ctx, b)), ag_linear(ctx, c, W, NULL)), x);
+}
+
+START_TEST(test_gradients_accumulate_over_fanout)
+{
+    int sx[2] = { 4, 4 }, sw[2] = { 4, 4 };
+    ag_tensor *in[2] = { gc_tensor_new(2, sx, 41, -1, 1), gc_tensor_new(2, sw, 42, -1, 1) };
+    gc_opts o = gc_defaults("fan-out");
+    o.max_elems = 0;
+    GC_ASSERT(&o, build_fanout, in, 2, NULL);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+START_TEST(test_no_grad_mode_records_nothing)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    int s[2] = { 3, 4 };
+    ag_tensor *x = ag_tensor_leaf(ctx, 2, s);
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *y = ag_softmax(ctx, ag_gelu(ctx, x));
+    ck_assert_ptr_nonnull(y);
+    ck_assert(!y->requires_grad);
+    ck_assert_ptr_null(y->grad);
+    ck_assert_int_eq(ag_ctx_get_stats(ctx).tape_nodes, 0);
+    ag_ctx_set_grad(ctx, true);
+    y = ag_softmax(ctx, ag_gelu(ctx, x));
+    ck_assert(y->requires_grad);
+    ck_assert_int_eq(ag_ctx_get_stats(ctx).tape_nodes, 2);
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_backward_needs_a_scalar)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    int s[2] = { 3, 4 };
+    ag_tensor *x = ag_tensor_leaf(ctx, 2, s);
+    ck_assert_int_eq(ag_backward(ctx, ag_gelu(ctx, x)), AG_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "scalar"));
+    ag_ctx_reset(ctx);
+    ck_assert_ptr_null(ag_ctx_error(ctx));
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_arena_stops_growing)
+{
+    int sx[3] = { 4, 16, 32 }, sw[2] = { 64, 32 };
+    ag_tensor *x = gc_tensor_new(3, sx, 43, -1, 1), *W = gc_tensor_new(2, sw, 44, -1, 1);
+    ag_ctx *ctx = ag_ctx_new();
+    uint64_t mallocs[4];
+    size_t cap[4];
+    for (int step = 0; step < 4; step++) {
+        /* a step bigger than one 1 MiB chunk, so step 1 needs several */
+        for (int rep = 0; rep < 40; rep++) {
+            ag_tensor *y = ag_gelu(ctx, ag_linear(ctx, x, W, NULL));
+            int t[64];
+            for (int i = 0; i < 64; i++) t[i] = i % 64;
+            ag_tensor *L = ag_cross_entropy(ctx, y, t);
+            ck_assert_ptr_nonnull(L);
+            ck_assert_int_eq(ag_backward(ctx, L), AG_OK);
+        }
+        ag_ctx_stats st = ag_ctx_get_stats(ctx);
+        mallocs[step] = st.chunk_mallocs;
+        cap[step] = st.arena_capacity;
+        ag_ctx_reset(ctx);
+    }
+    ck_assert_uint_gt(mallocs[0], 1);
+    /* reset after step 1 coalesces into one chunk (one malloc); from then on: none */
+    ck_assert_uint_eq(mallocs[2], mallocs[1]);
+    ck_assert_uint_eq(mallocs[3], mallocs[1]);
+    ck_assert_uint_eq(cap[3], cap[1]);
+    ag_ctx_free(ctx);
+    gc_tensor_free(x);
+    gc_tensor_free(W);
+}
+END_TEST
+
+Suite *tape_suite(void)
+{
+    Suite *s = suite_create("tape");
+    TCase *t = tcase_create("tape");
+    tcase_add_test(t, test_gradients_accumulate_over_fanout);
+    tcase_add_test(t, test_no_grad_mode_records_nothing);
+    tcase_add_test(t, test_backward_needs_a_scalar);
+    tcase_add_test(t, test_arena_stops_growing);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -13,7 +13,7 @@ DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
-ALL_CFLAGS = $(STD) $(WARN) $(CFLAGS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
+ALL_CFLAGS = $(STD) $(WARN) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
 LIBS       = $(PKG_LIBS) -lm
 
 LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/nn/*.c src/optim/*.c)
@@ -27,7 +27,7 @@ B = build
 LIB32 = $(B)/f32/libattograd.a
 LIB64 = $(B)/f64/libattograd.a
 
-.PHONY: all deps test run clean help check-deps
+.PHONY: all deps test run clean help asan
 all: $(LIB32) $(B)/char_lm                      ## build the library and build/char_lm
 
 help:                                             ## this list
@@ -65,9 +65,9 @@ $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
 $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm
 
 $(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
-	$(CC) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
-	$(CC) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 
 # one OpenBLAS thread in tests: results must not depend on the thread count
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
@@ -79,11 +79,19 @@ test: deps                                        ## build and run every test (d
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
-	$(CC) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 run: deps                                         ## train the baby model on Tiny Shakespeare
 	@$(MAKE) --no-print-directory $(B)/char_lm
 	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby
+
+# --- sanitizers: the whole suite under ASan + UBSan, one malloc per arena block so ASan sees
+# overflows a bump allocator would hide, all tests in one process so LeakSanitizer reports once
+asan: deps                                        ## run the test suite under ASan and UBSan
+	@$(MAKE) --no-print-directory B=$(B)/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(B)/asan/test_f64 $(B)/asan/test_f32
+	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_f64
+	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_f32
 
 clean:                                            ## remove build/
 	rm -rf $(B)

@@ -79,11 +79,16 @@ START_TEST(test_arena_stops_growing)
         cap[step] = st.arena_capacity;
         ag_ctx_reset(ctx);
     }
+#ifndef AG_ARENA_DEBUG /* the sanitizer build mallocs every block on purpose */
     ck_assert_uint_gt(mallocs[0], 1);
     /* reset after step 1 coalesces into one chunk (one malloc); from then on: none */
     ck_assert_uint_eq(mallocs[2], mallocs[1]);
     ck_assert_uint_eq(mallocs[3], mallocs[1]);
     ck_assert_uint_eq(cap[3], cap[1]);
+#else
+    (void)mallocs;
+    (void)cap;
+#endif
     ag_ctx_free(ctx);
     gc_tensor_free(x);
     gc_tensor_free(W);

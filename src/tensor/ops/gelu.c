@@ -5,8 +5,8 @@
  *           dx += dy * dy/dx */
 #include "../internal.h"
 
-#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
-#define GELU_A 0.044715
+#define GELU_K ((ag_real)0.7978845608028654) /* sqrt(2/pi) */
+#define GELU_A ((ag_real)0.044715)
 
 static ag_status gelu_backward(ag_ctx *ctx, ag_node *n)
 {
@@ -18,8 +18,9 @@ static ag_status gelu_backward(ag_ctx *ctx, ag_node *n)
     size_t N = ag_numel(x);
     for (size_t i = 0; i < N; i++) {
         ag_real v = x->data[i];
-        ag_real th = tanh(GELU_K * (v + GELU_A * v * v * v));
-        ag_real local = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * GELU_K * (1 + 3 * GELU_A * v * v);
+        ag_real th = AG_TANH(GELU_K * (v + GELU_A * v * v * v));
+        ag_real half = 0.5;
+        ag_real local = half * (1 + th) + half * v * (1 - th * th) * GELU_K * (1 + 3 * GELU_A * v * v);
         dx[i] += dy[i] * local;
     }
     return AG_OK;
@@ -35,7 +36,7 @@ ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x)
     size_t N = ag_numel(x);
     for (size_t i = 0; i < N; i++) {
         ag_real v = x->data[i];
-        y->data[i] = 0.5 * v * (1 + tanh(GELU_K * (v + GELU_A * v * v * v)));
+        y->data[i] = (ag_real)0.5 * v * (1 + AG_TANH(GELU_K * (v + GELU_A * v * v * v)));
     }
     ag_record(ctx, &gelu_op, y, &x, 1);
     return ag__done(ctx, y);

@@ -22,7 +22,7 @@ static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x,
         mean /= C;
         for (int c = 0; c < C; c++) var += (xr[c] - mean) * (xr[c] - mean);
         var /= C;
-        ag_real rstd = 1 / sqrt(var + eps);
+        ag_real rstd = 1 / AG_SQRT(var + eps);
         for (int c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
         stats[2 * r] = mean;
         stats[2 * r + 1] = rstd;

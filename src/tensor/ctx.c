@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "tensor.h"
 
 #define ARENA_ALIGN 64
@@ -32,6 +33,7 @@ struct ag_ctx {
     size_t tape_nodes;
     bool grad_on;
     const char *scope;
+    ag_profile *profile;   /* NULL unless benchmarking */
     ag_status err;
     char errmsg[512];
 };
@@ -230,6 +232,33 @@ ag_tensor *ag_tensor_leaf(ag_ctx *ctx, int ndim, const int *shape)
     return t;
 }
 
+/* ---------- profiling ---------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ag_ctx_set_profile(ag_ctx *ctx, ag_profile *p) { ctx->profile = p; }
+
+void ag_ctx_profile_mark(ag_ctx *ctx)
+{
+    if (ctx->profile) ctx->profile->last_mark = now_s();
+}
+
+/* the profile slot of op, or NULL when the table is full */
+static int profile_slot(ag_profile *p, const ag_op *op)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->ops[i].op == op) return i;
+    if (p->n == AG_PROFILE_MAX_OPS) return -1;
+    memset(&p->ops[p->n], 0, sizeof p->ops[0]);
+    p->ops[p->n].op = op;
+    return p->n++;
+}
+
 /* ---------- the tape ---------- */
 
 ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const *in, int n_in)
@@ -250,6 +279,15 @@ ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const 
     ctx->tape = n;
     ctx->tape_nodes++;
     y->requires_grad = true;
+    if (ctx->profile) {
+        double t = now_s();
+        int i = profile_slot(ctx->profile, op);
+        if (i >= 0) {
+            ctx->profile->ops[i].fwd_s += t - ctx->profile->last_mark;
+            ctx->profile->ops[i].fwd_calls++;
+        }
+        ctx->profile->last_mark = t;
+    }
     return n;
 }
 
@@ -269,8 +307,16 @@ static ag_status run_tape(ag_ctx *ctx)
 {
     for (ag_node *n = ctx->tape; n; n = n->prev) {
         if (!n->out->grad) continue; /* nothing flowed back into this output */
+        double t0 = ctx->profile ? now_s() : 0;
         ag_status s = n->op->backward(ctx, n);
         if (s != AG_OK) return s;
+        if (ctx->profile) {
+            int i = profile_slot(ctx->profile, n->op);
+            if (i >= 0) {
+                ctx->profile->ops[i].bwd_s += now_s() - t0;
+                ctx->profile->ops[i].bwd_calls++;
+            }
+        }
     }
     return AG_OK;
 }

@@ -145,6 +145,24 @@ ag_status ag_backward(ag_ctx *ctx, ag_tensor *loss);
 /* The same from any tensor y with a given upstream gradient dy [numel(y)] (gradient checks). */
 ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy);
 
+/* ---------- profiling (for make bench) ----------
+ * With a profile attached, every recorded op adds the time since the previous record (or
+ * since ag_ctx_profile_mark) to its forward total, and every backward its own time. */
+#define AG_PROFILE_MAX_OPS 32
+typedef struct {
+    int n;
+    struct {
+        const ag_op *op;
+        double fwd_s, bwd_s;
+        uint64_t fwd_calls, bwd_calls;
+    } ops[AG_PROFILE_MAX_OPS];
+    double last_mark;  /* internal: monotonic time of the last record */
+} ag_profile;
+/* Attaches p (owned by the caller; NULL detaches). */
+void ag_ctx_set_profile(ag_ctx *ctx, ag_profile *p);
+/* Starts the forward clock (call before the first op of a step). */
+void ag_ctx_profile_mark(ag_ctx *ctx);
+
 /* Calls fn for each recorded node in execution order (for --trace-shapes). */
 void ag_tape_foreach(const ag_ctx *ctx, void (*fn)(const ag_node *n, void *user), void *user);
 

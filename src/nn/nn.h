@@ -56,6 +56,7 @@ ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor 
 typedef struct {
     ag_linear_layer fc1;  /* C -> 4C */
     ag_linear_layer fc2;  /* 4C -> C */
+    char scope[64];       /* "blocks.0.mlp", for --trace-shapes */
 } ag_mlp;
 ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, double std, double std_out);
 ag_tensor *ag_mlp_forward(ag_ctx *ctx, const ag_mlp *M, ag_tensor *x); /* [...,C] -> [...,C] */

@@ -38,6 +38,7 @@ struct ag_ctx {
     char errmsg[512];
 };
 
+#ifndef AG_ARENA_DEBUG /* the debug arena mallocs each block itself */
 static chunk *chunk_new(ag_ctx *ctx, size_t size)
 {
     chunk *c = malloc(sizeof(chunk) + size + ARENA_ALIGN);
@@ -50,6 +51,7 @@ static chunk *chunk_new(ag_ctx *ctx, size_t size)
     c->base = (unsigned char *)((p + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1));
     return c;
 }
+#endif
 
 static void chunks_free(chunk *c)
 {

@@ -1,0 +1,58 @@
+/* attention.c -- multi-head self-attention (MODEL.md), built from ops only:
+ *
+ *   q = x Wq^T + bq,  k = x Wk^T + bk,  v = x Wv^T + bv          [B,T,C]
+ *   split into H heads of D = C/H channels                         [B,H,T,D]
+ *   s = q k^T / sqrt(D), masked to -inf where mask == 0             [B,H,T,T]
+ *   a = softmax(s) over the keys, then dropout                     [B,H,T,T]
+ *   y = merge_heads(a v) Wo^T + bo                                  [B,T,C]
+ *
+ * Every backward comes from the ops' own. Reference: Vaswani et al. 2017, "Attention is all you
+ * need", section 3.2; nanoGPT's CausalSelfAttention. */
+#include <math.h>
+#include <stdio.h>
+#include "nn.h"
+
+ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out)
+{
+    if (!A || !P || !prefix || C <= 0 || H <= 0 || C % H != 0) return AG_ERR_ARG;
+    int n = snprintf(A->scope, sizeof A->scope, "%s", prefix);
+    if (n < 0 || (size_t)n >= sizeof A->scope) return AG_ERR_ARG;
+    A->C = C;
+    A->H = H;
+    char name[128];
+    const char *sub[4] = { "w_q", "w_k", "w_v", "w_o" };
+    ag_linear_layer *lin[4] = { &A->w_q, &A->w_k, &A->w_v, &A->w_o };
+    for (int i = 0; i < 4; i++) {
+        n = snprintf(name, sizeof name, "%s.%s", prefix, sub[i]);
+        if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
+        /* w_o writes into the residual stream: its smaller std keeps the sum's variance in check */
+        ag_status s = ag_linear_layer_init(lin[i], P, name, C, C, true, i == 3 ? std_out : std);
+        if (s != AG_OK) return s;
+    }
+    return AG_OK;
+}
+
+ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask,
+                          ag_real dropout, uint64_t seed, bool train)
+{
+    const char *outer = ag_ctx_scope(ctx);
+    ag_ctx_set_scope(ctx, A->scope);
+    int D = A->C / A->H;
+    ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [B,T,C]
+    ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [B,T,C]
+    ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [B,T,C]
+    q = ag_split_heads(ctx, q, A->H);                               // [B,H,T,D]
+    k = ag_split_heads(ctx, k, A->H);                               // [B,H,T,D]
+    v = ag_split_heads(ctx, v, A->H);                               // [B,H,T,D]
+    ag_tensor *kT = ag_transpose(ctx, k);                           // [B,H,D,T]
+    ag_tensor *s = ag_matmul(ctx, q, kT);                           // [B,H,T,T]
+    s = ag_scale(ctx, s, (ag_real)(1.0 / sqrt((double)D)));         // [B,H,T,T]
+    if (mask) s = ag_masked_fill(ctx, s, mask, -INFINITY);          // [B,H,T,T] query t sees keys where mask[t,:] != 0
+    ag_tensor *a = ag_softmax(ctx, s);                              // [B,H,T,T] each row sums to 1
+    a = ag_dropout(ctx, a, dropout, seed, train);                   // [B,H,T,T]
+    ag_tensor *o = ag_matmul(ctx, a, v);                            // [B,H,T,D]
+    o = ag_merge_heads(ctx, o);                                     // [B,T,C]
+    ag_tensor *y = ag_linear_layer_forward(ctx, &A->w_o, o);       // [B,T,C]
+    ag_ctx_set_scope(ctx, outer);
+    return y;
+}

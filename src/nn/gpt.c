@@ -1,0 +1,135 @@
+/* gpt.c -- the GPT of MODEL.md: token + learned position embeddings, n_layer Pre-LN blocks,
+ * a final LayerNorm and an untied lm_head; the loss is the mean cross-entropy over all B*T
+ * positions.
+ *
+ *   x      = dropout(tok_emb[ids] + pos_emb[0..T-1])      [B,T,C]
+ *   x      = block_i(x, causal mask)   for i < n_layer     [B,T,C]
+ *   logits = lm_head(ln_f(x))                              [B,T,V]
+ *
+ * Parameters are registered in MODEL.md's order under its names, and initialised as it says:
+ * Linear/Embedding weights N(0, 0.02), w_o and fc2 weights N(0, 0.02/sqrt(2 n_layer)) (GPT-2:
+ * each block adds two branches to the residual stream), biases 0, LayerNorm weight 1, bias 0.
+ * Reference: Radford et al. 2019 (GPT-2); karpathy/nanoGPT model.py. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "nn.h"
+
+#define INIT_STD 0.02
+
+/* A distinct dropout seed per site: the embedding sum is site 0, block l is site 1 + l. */
+static uint64_t site_seed(uint64_t seed, uint64_t site)
+{
+    uint64_t z = seed + (site + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Writes one line into err (if there is room) and returns NULL, for `return fail(...)`. */
+static ag_gpt *fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static ag_gpt *fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return NULL;
+}
+
+// --- lifecycle ---
+
+ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t errlen)
+{
+    if (err && errlen) err[0] = '\0';
+    if (!cfg) return fail(err, errlen, "ag_gpt_new: no config");
+    if (cfg->vocab_size <= 0) return fail(err, errlen, "vocab_size must be > 0 (got %d)", cfg->vocab_size);
+    if (cfg->n_layer <= 0) return fail(err, errlen, "n_layer must be > 0 (got %d)", cfg->n_layer);
+    if (cfg->n_head <= 0) return fail(err, errlen, "n_head must be > 0 (got %d)", cfg->n_head);
+    if (cfg->n_embd <= 0 || cfg->n_embd % cfg->n_head != 0)
+        return fail(err, errlen, "n_embd %d must be > 0 and divisible by n_head %d", cfg->n_embd, cfg->n_head);
+    if (cfg->block_size <= 0) return fail(err, errlen, "block_size must be > 0 (got %d)", cfg->block_size);
+    if (!(cfg->dropout >= 0 && cfg->dropout < 1))
+        return fail(err, errlen, "dropout must be in [0, 1) (got %g)", cfg->dropout);
+
+    int V = cfg->vocab_size, C = cfg->n_embd, L = cfg->n_layer;
+    ag_gpt *g = calloc(1, sizeof *g);
+    if (!g) return fail(err, errlen, "ag_gpt_new: out of memory");
+    g->cfg = *cfg;
+    g->params = ag_params_new();
+    g->blocks = calloc((size_t)L, sizeof *g->blocks);               // [n_layer]
+    if (!g->params || !g->blocks) {
+        ag_gpt_free(g);
+        return fail(err, errlen, "ag_gpt_new: out of memory");
+    }
+    ag_params *P = g->params;
+    double std_out = INIT_STD / sqrt(2.0 * L);
+    ag_status s = ag_embedding_layer_init(&g->tok_emb, P, "tok_emb", V, C, INIT_STD);
+    if (s == AG_OK) s = ag_embedding_layer_init(&g->pos_emb, P, "pos_emb", cfg->block_size, C, INIT_STD);
+    for (int l = 0; l < L && s == AG_OK; l++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "blocks.%d", l);
+        s = ag_block_init(&g->blocks[l], P, prefix, C, cfg->n_head, INIT_STD, std_out);
+    }
+    if (s == AG_OK) s = ag_layernorm_layer_init(&g->ln_f, P, "ln_f", C);
+    if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);
+    if (s == AG_OK) s = ag_params_alloc(P);
+    if (s != AG_OK) {
+        ag_gpt_free(g);
+        return fail(err, errlen, "ag_gpt_new: cannot create the parameters: %s", ag_status_str(s));
+    }
+    ag_params_init(P, seed);
+    return g;
+}
+
+void ag_gpt_free(ag_gpt *g)
+{
+    if (!g) return;
+    ag_params_free(g->params);
+    free(g->blocks);
+    free(g);
+}
+
+// --- forward ---
+
+ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
+                          bool train, uint64_t seed, ag_tensor **loss)
+{
+    if (loss) *loss = NULL;
+    if (ag_ctx_status(ctx) != AG_OK) return NULL;
+    if (!g || !ids || B <= 0 || T <= 0 || T > g->cfg.block_size) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward: B=%d T=%d (need ids, B > 0 and 0 < T <= block_size %d)",
+                    B, T, g ? g->cfg.block_size : 0);
+        return NULL;
+    }
+    const char *outer = ag_ctx_scope(ctx);
+    int C = g->cfg.n_embd;
+    ag_real p = (ag_real)g->cfg.dropout;
+    int *pos = ag_ctx_alloc(ctx, (size_t)T * sizeof(int));           // [T] = 0, 1, ..., T-1
+    if (!pos) return NULL;
+    for (int t = 0; t < T; t++) pos[t] = t;
+
+    ag_ctx_set_scope(ctx, "tok_emb");
+    ag_tensor *tok = ag_embedding_layer_forward(ctx, &g->tok_emb, ids, B, T);  // [B,T,C]
+    ag_ctx_set_scope(ctx, "pos_emb");
+    ag_tensor *pe = ag_embedding_layer_forward(ctx, &g->pos_emb, pos, 1, T);   // [1,T,C]
+    pe = ag_reshape(ctx, pe, 2, (int[2]){ T, C });                             // [T,C]
+    ag_tensor *x = ag_add(ctx, tok, pe);                                       // [B,T,C] positions broadcast over B
+    x = ag_dropout(ctx, x, p, site_seed(seed, 0), train);                     // [B,T,C]
+    ag_tensor *mask = ag_causal_mask(ctx, T);                                  // [T,T] position t sees 0..t
+    for (int l = 0; l < g->cfg.n_layer; l++)
+        x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, site_seed(seed, 1 + (uint64_t)l), train); // [B,T,C]
+    ag_ctx_set_scope(ctx, "ln_f");
+    x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                          // [B,T,C]
+    ag_ctx_set_scope(ctx, "lm_head");
+    ag_tensor *logits = ag_linear_layer_forward(ctx, &g->lm_head, x);          // [B,T,V]
+    if (loss && targets) {
+        ag_ctx_set_scope(ctx, "loss");
+        *loss = ag_cross_entropy(ctx, logits, targets);                        // [1]
+    }
+    ag_ctx_set_scope(ctx, outer);
+    return ag_ctx_status(ctx) == AG_OK ? logits : NULL;
+}

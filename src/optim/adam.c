@@ -1,0 +1,47 @@
+/* adam.c -- Adam and AdamW (Kingma & Ba 2015; Loshchilov & Hutter 2019), as MODEL.md defines
+ * them, with t the step count from 1:
+ *
+ *   AdamW:  p -= lr*wd*p                       (decoupled decay, on decay params only)
+ *           m = b1 m + (1-b1) g;   v = b2 v + (1-b2) g^2
+ *           p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ *   Adam:   the same without the first line; on decay params g += wd*p (L2) before the moments.
+ *
+ * The bias corrections 1/(1-b^t) undo the moments' start at zero. Arithmetic in double, stored
+ * as ag_real. Each parameter's decay flag comes from its registration (2-D weights only), so
+ * the loop runs over the entries and then over each entry's elements. Cannot fail. */
+#include <math.h>
+#include "optim.h"
+
+// --- the shared update ---
+
+/* m, v and p of n elements, for one parameter; decoupled selects AdamW's decay, l2 Adam's */
+static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adam_cfg *c,
+                        double lr, double bc1, double bc2, double decoupled, double l2)
+{
+    for (size_t i = 0; i < n; i++) {
+        double pi = p[i] - lr * decoupled * p[i];
+        double gi = g[i] + l2 * p[i];
+        double mi = c->beta1 * m[i] + (1 - c->beta1) * gi;
+        double vi = c->beta2 * v[i] + (1 - c->beta2) * gi * gi;
+        m[i] = (ag_real)mi;
+        v[i] = (ag_real)vi;
+        p[i] = (ag_real)(pi - lr * (mi / bc1) / (sqrt(vi / bc2) + c->eps));
+    }
+}
+
+static void adam_steps(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled)
+{
+    double bc1 = 1 - pow(c->beta1, (double)t), bc2 = 1 - pow(c->beta2, (double)t);
+    for (int e = 0; e < P->n; e++) {
+        const ag_param_entry *E = &P->entries[e];
+        double wd = E->decay ? c->weight_decay : 0;
+        size_t o = E->offset;
+        adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, ag_numel(E->t), c, lr, bc1, bc2,
+                    decoupled ? wd : 0, decoupled ? 0 : wd);
+    }
+}
+
+// --- the two optimizers ---
+
+void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_steps(P, c, lr, t, true); }
+void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_steps(P, c, lr, t, false); }

@@ -1,0 +1,419 @@
+/* test_gpt.c -- the whole GPT of MODEL.md: parameter names, order, shapes, decay flags and init;
+ * config validation; the untrained loss; a gradient check of the loss with respect to every
+ * parameter; dropout determinism; overfitting one batch; the KV cache against a full
+ * recompute; and a training loop whose step arena stops growing after the first steps. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "gradcheck.h"
+
+#ifdef AG_DOUBLE
+#define KV_TOL 1e-10
+#else
+#define KV_TOL 1e-5
+#endif
+
+static const ag_adam_cfg adamw = { 0.9, 0.99, 1e-8, 0.1 };
+
+static ag_gpt *gpt_new(int V, int L, int H, int C, int T_max, double dropout, uint64_t seed)
+{
+    ag_gpt_config cfg = { V, L, H, C, T_max, dropout };
+    char err[128];
+    ag_gpt *g = ag_gpt_new(&cfg, seed, err, sizeof err);
+    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err);
+    return g;
+}
+
+/* Every parameter uniform in [-0.5, 0.5), LayerNorm weights in 1 +- 0.3: far from the tiny
+ * init, so attention is not uniform and every path carries gradient. */
+static void randomize(ag_params *P, uint64_t seed)
+{
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    for (int e = 0; e < P->n; e++) {
+        ag_tensor *t = P->entries[e].t;
+        double base = P->entries[e].init == AG_INIT_ONES ? 1 : 0;
+        double half = P->entries[e].init == AG_INIT_ONES ? 0.3 : 0.5;
+        for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = (ag_real)(base + half * (2 * ag_rng_uniform(&r) - 1));
+    }
+}
+
+static void random_ids(int *ids, int n, int V, uint64_t seed)
+{
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) ids[i] = (int)ag_rng_below(&r, (uint64_t)V);
+}
+
+static void sample_stats(const ag_tensor *t, double *mean, double *std)
+{
+    size_t n = ag_numel(t);
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) s += t->data[i];
+    *mean = s / (double)n;
+    for (size_t i = 0; i < n; i++) s2 += (t->data[i] - *mean) * (t->data[i] - *mean);
+    *std = sqrt(s2 / (double)n);
+}
+
+// --- construction ---
+
+START_TEST(test_gpt_params_as_model_md)
+{
+    enum { V = 65, L = 2, H = 4, C = 64, TM = 32 };
+    ag_gpt *g = gpt_new(V, L, H, C, TM, 0, 42);
+    ag_params *P = g->params;
+    const char *blk[16] = { "ln1.weight", "ln1.bias", "attn.w_q.weight", "attn.w_q.bias", "attn.w_k.weight",
+                            "attn.w_k.bias", "attn.w_v.weight", "attn.w_v.bias", "attn.w_o.weight", "attn.w_o.bias",
+                            "ln2.weight", "ln2.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight",
+                            "mlp.fc2.bias" };
+    const int blk_shape[16][2] = { { C }, { C }, { C, C }, { C }, { C, C }, { C }, { C, C }, { C },
+                                   { C, C }, { C }, { C }, { C }, { 4 * C, C }, { 4 * C }, { C, 4 * C }, { C } };
+    char want[64][64];
+    int shape[64][2], n = 0;
+    snprintf(want[n], 64, "tok_emb.weight"); shape[n][0] = V; shape[n++][1] = C;
+    snprintf(want[n], 64, "pos_emb.weight"); shape[n][0] = TM; shape[n++][1] = C;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < 16; k++) {
+            snprintf(want[n], 64, "blocks.%d.%s", l, blk[k]);
+            shape[n][0] = blk_shape[k][0];
+            shape[n++][1] = blk_shape[k][1];
+        }
+    snprintf(want[n], 64, "ln_f.weight"); shape[n][0] = C; shape[n++][1] = 0;
+    snprintf(want[n], 64, "ln_f.bias"); shape[n][0] = C; shape[n++][1] = 0;
+    snprintf(want[n], 64, "lm_head.weight"); shape[n][0] = V; shape[n++][1] = C;
+    snprintf(want[n], 64, "lm_head.bias"); shape[n][0] = V; shape[n++][1] = 0;
+    ck_assert_int_eq(P->n, n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const ag_param_entry *e = &P->entries[i];
+        int ndim = shape[i][1] ? 2 : 1;
+        ck_assert_str_eq(e->t->name, want[i]);
+        ck_assert_int_eq(e->t->ndim, ndim);
+        ck_assert_int_eq(e->t->shape[0], shape[i][0]);
+        if (ndim == 2) ck_assert_int_eq(e->t->shape[1], shape[i][1]);
+        ck_assert_msg(e->decay == (ndim == 2), "%s: decay %d", want[i], e->decay); /* 2-D weights only */
+        total += ag_numel(e->t);
+        /* init: LN weight 1, biases 0, weights N(0, 0.02) or N(0, 0.02/sqrt(2L)) for w_o, fc2 */
+        bool is_out = strstr(want[i], "w_o.weight") || strstr(want[i], "fc2.weight");
+        double mean, std, want_std = ndim == 1 ? 0 : is_out ? 0.02 / sqrt(2.0 * L) : 0.02;
+        sample_stats(e->t, &mean, &std);
+        if (ndim == 1) {
+            double want_val = strstr(want[i], "ln") && strstr(want[i], ".weight") ? 1 : 0;
+            for (size_t j = 0; j < ag_numel(e->t); j++) ck_assert(e->t->data[j] == want_val);
+        } else {
+            ck_assert_msg(fabs(std / want_std - 1) < 0.08, "%s: std %g want %g", want[i], std, want_std);
+            ck_assert_msg(fabs(mean) < 4 * want_std / sqrt((double)ag_numel(e->t)), "%s: mean %g", want[i], mean);
+        }
+    }
+    ck_assert_uint_eq(P->total, total);
+    /* the same seed gives the same model */
+    ag_gpt *g2 = gpt_new(V, L, H, C, TM, 0, 42);
+    ck_assert(memcmp(g->params->data, g2->params->data, total * sizeof(ag_real)) == 0);
+    ag_gpt_free(g2);
+    ag_gpt_free(g);
+    ag_gpt_free(NULL);
+}
+END_TEST
+
+START_TEST(test_gpt_bad_config)
+{
+    const struct { ag_gpt_config cfg; const char *word; } bad[] = {
+        { { 0, 2, 2, 8, 4, 0 }, "vocab_size" },
+        { { 5, 0, 2, 8, 4, 0 }, "n_layer" },
+        { { 5, 2, 0, 8, 4, 0 }, "n_head" },
+        { { 5, 2, 3, 8, 4, 0 }, "divisible" },
+        { { 5, 2, 2, 8, 0, 0 }, "block_size" },
+        { { 5, 2, 2, 8, 4, 1.0 }, "dropout" },
+        { { 5, 2, 2, 8, 4, -0.1 }, "dropout" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[128] = "";
+        ck_assert_ptr_null(ag_gpt_new(&bad[i].cfg, 1, err, sizeof err));
+        ck_assert_msg(strstr(err, bad[i].word) != NULL, "case %zu: message \"%s\" lacks \"%s\"", i, err, bad[i].word);
+        ck_assert_ptr_null(strchr(err, '\n'));                      /* one line */
+        ck_assert_ptr_null(ag_gpt_new(&bad[i].cfg, 1, NULL, 0));    /* no buffer: still fine */
+    }
+}
+END_TEST
+
+// --- forward ---
+
+START_TEST(test_gpt_untrained_loss_is_ln_v)
+{
+    enum { V = 65, Bn = 4, Tn = 16 };
+    ag_gpt *g = gpt_new(V, 2, 2, 32, Tn, 0, 3);
+    int ids[Bn * Tn], tg[Bn * Tn];
+    random_ids(ids, Bn * Tn, V, 5);
+    random_ids(tg, Bn * Tn, V, 6);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *loss;
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, false, 0, &loss); // [B,T,V]
+    ck_assert_msg(logits != NULL, "%s", ag_ctx_error(ctx));
+    ck_assert_int_eq(logits->ndim, 3);
+    ck_assert_int_eq(logits->shape[0], Bn);
+    ck_assert_int_eq(logits->shape[1], Tn);
+    ck_assert_int_eq(logits->shape[2], V);
+    ck_assert_ptr_nonnull(loss);
+    ck_assert_double_eq_tol(loss->data[0], log((double)V), 0.1);
+    /* without targets there is no loss */
+    ck_assert_ptr_nonnull(ag_gpt_forward(ctx, g, ids, NULL, Bn, Tn, false, 0, &loss));
+    ck_assert_ptr_null(loss);
+    /* errors: T past block_size, an id outside the vocabulary */
+    ck_assert_ptr_null(ag_gpt_forward(ctx, g, ids, tg, 1, Tn + 1, false, 0, &loss));
+    ck_assert_ptr_null(loss);
+    ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "block_size"));
+    ag_ctx_reset(ctx);
+    ids[3] = V;
+    ck_assert_ptr_null(ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, false, 0, &loss));
+    ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "ag_embedding"));
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
+typedef struct { int n; const char *seen[64]; } scope_list;
+
+static void collect_scope(const ag_node *n, void *user)
+{
+    scope_list *s = user;
+    const char *sc = n->scope ? n->scope : "(none)";
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->seen[i], sc) == 0) return;
+    if (s->n < 64) s->seen[s->n++] = sc;
+}
+
+static bool has_scope(const scope_list *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->seen[i], name) == 0) return true;
+    return false;
+}
+
+START_TEST(test_gpt_tape_scopes)
+{
+    ag_gpt *g = gpt_new(5, 2, 2, 8, 4, 0, 1);
+    int ids[6] = { 0, 1, 2, 3, 4, 0 }, tg[6] = { 1, 2, 3, 4, 0, 1 };
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *loss;
+    ck_assert_ptr_nonnull(ag_gpt_forward(ctx, g, ids, tg, 2, 3, true, 0, &loss));
+    ck_assert_ptr_null(ag_ctx_scope(ctx));                          /* restored */
+    scope_list s = { 0 };
+    ag_tape_foreach(ctx, collect_scope, &s);
+    const char *want[] = { "tok_emb", "pos_emb", "blocks.0", "blocks.0.attn", "blocks.0.mlp", "blocks.1",
+                           "blocks.1.attn", "blocks.1.mlp", "ln_f", "lm_head", "loss" };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(has_scope(&s, want[i]), "no node in scope %s", want[i]);
+    ck_assert(!has_scope(&s, "(none)"));
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
+/* Dropout: the same seed gives the same masks, another seed others, and eval ignores it. */
+START_TEST(test_gpt_dropout)
+{
+    ag_gpt *g = gpt_new(7, 2, 2, 16, 8, 0.2, 9), *g0 = gpt_new(7, 2, 2, 16, 8, 0, 9);
+    int ids[16];
+    random_ids(ids, 16, 7, 4);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *a = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, true, 100, NULL);
+    ag_tensor *b = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, true, 100, NULL);
+    ag_tensor *c = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, true, 101, NULL);
+    ag_tensor *e = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, false, 100, NULL);
+    ag_tensor *e0 = ag_gpt_forward(ctx, g0, ids, NULL, 2, 8, true, 100, NULL);
+    ck_assert_ptr_nonnull(e0);
+    size_t n = ag_numel(a);
+    double dab = 0, dac = 0, dae = 0, dee0 = 0;
+    for (size_t i = 0; i < n; i++) {
+        dab = fmax(dab, fabs(a->data[i] - b->data[i]));
+        dac = fmax(dac, fabs(a->data[i] - c->data[i]));
+        dae = fmax(dae, fabs(a->data[i] - e->data[i]));
+        dee0 = fmax(dee0, fabs(e->data[i] - e0->data[i]));
+    }
+    ck_assert(dab == 0);
+    ck_assert_double_gt(dac, 0);
+    ck_assert_double_gt(dae, 0);
+    ck_assert(dee0 == 0);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+    ag_gpt_free(g0);
+}
+END_TEST
+
+// --- the whole loss, gradient-checked ---
+
+typedef struct {
+    ag_gpt *g;
+    int ids[6], targets[6];
+    bool train;
+} gpt_case;
+
+static ag_tensor *build_gpt_loss(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    (void)in; /* the inputs are g's own parameters */
+    gpt_case *c = user;
+    ag_tensor *loss = NULL;
+    ag_gpt_forward(ctx, c->g, c->ids, c->targets, 2, 3, c->train, 1234, &loss);
+    return loss;                                                    // [1]
+}
+
+static void check_gpt_grad(double dropout, bool train, const char *name)
+{
+    /* V=5, n_layer=2, n_head=2, n_embd=8, block_size=4, B=2, T=3: all distinct */
+    gpt_case c = { gpt_new(5, 2, 2, 8, 4, dropout, 21), { 0, 3, 1, 4, 2, 2 }, { 3, 1, 4, 2, 2, 0 }, train };
+    randomize(c.g->params, 22);
+    ag_params *P = c.g->params;
+    ag_tensor *in[64];
+    for (int e = 0; e < P->n; e++) in[e] = P->entries[e].t;
+    ck_assert_int_eq(P->n, 38);
+    gc_opts o = gc_defaults(name);
+    GC_ASSERT(&o, build_gpt_loss, in, P->n, &c);
+    ag_gpt_free(c.g);
+}
+
+START_TEST(test_gpt_loss_grad) { check_gpt_grad(0, false, "gpt loss"); }
+END_TEST
+
+START_TEST(test_gpt_loss_grad_dropout) { check_gpt_grad(0.2, true, "gpt loss with dropout"); }
+END_TEST
+
+// --- training ---
+
+/* One step: forward, backward, clip, AdamW, zero_grad, reset. Returns the loss. */
+static double train_step(ag_ctx *ctx, ag_gpt *g, const int *x, const int *y, int Bn, int Tn, double lr, long t)
+{
+    ag_tensor *loss;
+    ag_gpt_forward(ctx, g, x, y, Bn, Tn, true, (uint64_t)t, &loss);
+    ck_assert_msg(loss != NULL, "%s", ag_ctx_error(ctx));
+    double L = loss->data[0];
+    ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
+    ag_clip_grad_norm(g->params, 1.0);
+    ag_adamw_step(g->params, &adamw, lr, t);
+    ag_params_zero_grad(g->params);
+    ag_ctx_reset(ctx);
+    return L;
+}
+
+START_TEST(test_gpt_overfits_one_batch)
+{
+    enum { V = 10, Bn = 4, Tn = 8 };
+    ag_gpt *g = gpt_new(V, 2, 2, 32, Tn, 0, 8);
+    int data[Bn * (Tn + 1)], x[Bn * Tn], y[Bn * Tn];
+    random_ids(data, Bn * (Tn + 1), V, 17);
+    for (int b = 0; b < Bn; b++) data[b * (Tn + 1)] = b; /* distinct first tokens: every target is learnable */
+    for (int b = 0; b < Bn; b++)
+        for (int t = 0; t < Tn; t++) {
+            x[b * Tn + t] = data[b * (Tn + 1) + t];
+            y[b * Tn + t] = data[b * (Tn + 1) + t + 1];
+        }
+    ag_ctx *ctx = ag_ctx_new();
+    double first = 0, L = 0;
+    int steps = 0;
+    for (long t = 1; t <= 400; t++) {
+        L = train_step(ctx, g, x, y, Bn, Tn, 1e-2, t);
+        if (t == 1) first = L;
+        steps = (int)t;
+        if (L < 0.05) break;
+    }
+    ck_assert_double_eq_tol(first, log((double)V), 0.1);
+    ck_assert_msg(L < 0.1, "loss %g after %d steps", L, steps);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
+START_TEST(test_arena_stops_growing)
+{
+    enum { V = 65, Bn = 8, Tn = 32 };
+    ag_gpt *g = gpt_new(V, 2, 4, 64, Tn, 0.1, 5); /* several MiB a step: more than one chunk */
+    int x[Bn * Tn], y[Bn * Tn];
+    random_ids(x, Bn * Tn, V, 1);
+    random_ids(y, Bn * Tn, V, 2);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_stats s[4];
+    for (int t = 1; t <= 3; t++) {
+        train_step(ctx, g, x, y, Bn, Tn, 1e-3, t);
+        s[t] = ag_ctx_get_stats(ctx);
+    }
+    ck_assert_uint_gt(s[1].arena_high_water, (size_t)1 << 20);
+#ifdef AG_ARENA_DEBUG
+    /* the ASan build mallocs every block: then every step makes the same blocks */
+    ck_assert_uint_eq(s[3].chunk_mallocs - s[2].chunk_mallocs, s[2].chunk_mallocs - s[1].chunk_mallocs);
+#else
+    /* step 1's reset coalesces its chunks into one; from then on nothing is allocated */
+    ck_assert_uint_eq(s[3].chunk_mallocs, s[2].chunk_mallocs);
+    ck_assert_uint_eq(s[3].arena_capacity, s[2].arena_capacity);
+#endif
+    ck_assert_uint_eq(s[3].arena_high_water, s[1].arena_high_water);
+    ck_assert_uint_eq(s[2].arena_high_water, s[1].arena_high_water);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
+// --- the KV cache ---
+
+START_TEST(test_kv_cache_matches_full_forward)
+{
+    enum { V = 7, TM = 8 };
+    ag_gpt *g = gpt_new(V, 2, 2, 16, TM, 0.1, 3); /* dropout is off when sampling */
+    randomize(g->params, 4);
+    int ids[TM];
+    random_ids(ids, TM, V, 5);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *full = ag_gpt_forward(ctx, g, ids, NULL, 1, TM, false, 0, NULL); // [1,TM,V]
+    ck_assert_ptr_nonnull(full);
+    ag_kv_cache *kv = ag_kv_cache_new(g);
+    ck_assert_ptr_nonnull(kv);
+    for (int round = 0; round < 2; round++) { /* the second round after ag_kv_cache_clear */
+        double worst = 0;
+        for (int p = 0; p < TM; p++) {
+            ag_tensor *lg = ag_gpt_forward_cached(ctx, g, kv, ids[p]); // [V]
+            ck_assert_msg(lg != NULL, "%s", ag_ctx_error(ctx));
+            ck_assert_int_eq(lg->ndim, 1);
+            ck_assert_int_eq(lg->shape[0], V);
+            ck_assert_int_eq(kv->len, p + 1);
+            for (int v = 0; v < V; v++) worst = fmax(worst, fabs(lg->data[v] - full->data[p * V + v]));
+        }
+        ck_assert_msg(worst < KV_TOL, "round %d: max |cached - full| = %g", round, worst);
+        ck_assert(ag_ctx_grad_enabled(ctx));                        /* grad mode restored */
+        /* the cache is full: an error, and the cache is unchanged */
+        ck_assert_ptr_null(ag_gpt_forward_cached(ctx, g, kv, ids[0]));
+        ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "full"));
+        ck_assert_int_eq(kv->len, TM);
+        ag_ctx_clear_error(ctx);
+        ag_kv_cache_clear(kv);
+        ck_assert_int_eq(kv->len, 0);
+    }
+    ag_kv_cache_free(kv);
+    ag_kv_cache_free(NULL);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
+Suite *gpt_suite(void)
+{
+    Suite *s = suite_create("gpt");
+    TCase *m = tcase_create("model");
+    tcase_add_test(m, test_gpt_params_as_model_md);
+    tcase_add_test(m, test_gpt_bad_config);
+    tcase_add_test(m, test_gpt_untrained_loss_is_ln_v);
+    tcase_add_test(m, test_gpt_tape_scopes);
+    tcase_add_test(m, test_gpt_dropout);
+    tcase_add_test(m, test_kv_cache_matches_full_forward);
+    suite_add_tcase(s, m);
+    TCase *g = tcase_create("grad");
+    tcase_set_timeout(g, 60);
+    tcase_add_test(g, test_gpt_loss_grad);
+    tcase_add_test(g, test_gpt_loss_grad_dropout);
+    suite_add_tcase(s, g);
+    TCase *t = tcase_create("train");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_gpt_overfits_one_batch);
+    tcase_add_test(t, test_arena_stops_growing);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -1,0 +1,388 @@
+/* test_nn.c -- the layers of src/nn: Linear, Embedding and LayerNorm registration and forward,
+ * multi-head causal self-attention (known values, causality, a whole-layer gradient check) and
+ * the Pre-LN block (identity when its branches are zero, whole-block gradient checks with and
+ * without dropout).
+ *
+ * Gradient checks use MODEL.md's distinct sizes B=2, T=3, C=8, H=2 (D=4), so a missing
+ * transpose or a head mix-up fails. Parameters are set to O(1) random values first: at the
+ * real init (std 0.02) attention is almost uniform and a wrong gradient could hide. */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+#include "gradcheck.h"
+
+#ifdef AG_DOUBLE
+#define TOL 1e-12
+#else
+#define TOL 1e-5
+#endif
+
+enum { B = 2, T = 3, C = 8, H = 2 };
+
+/* Every parameter uniform in [-0.5, 0.5), LayerNorm weights in 1 +- 0.3. */
+static void randomize(ag_params *P, uint64_t seed)
+{
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    for (int e = 0; e < P->n; e++) {
+        ag_tensor *t = P->entries[e].t;
+        double base = P->entries[e].init == AG_INIT_ONES ? 1 : 0;
+        double half = P->entries[e].init == AG_INIT_ONES ? 0.3 : 0.5;
+        for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = (ag_real)(base + half * (2 * ag_rng_uniform(&r) - 1));
+    }
+}
+
+/* The parameters of P plus an extra leading input x, as gradcheck inputs. */
+static int params_as_inputs(ag_tensor **in, ag_tensor *x, const ag_params *P)
+{
+    int n = 0;
+    if (x) in[n++] = x;
+    for (int e = 0; e < P->n; e++) in[n++] = P->entries[e].t;
+    return n;
+}
+
+static void assert_entry(const ag_params *P, int i, const char *name, int ndim, const int *shape, bool decay)
+{
+    ck_assert_int_lt(i, P->n);
+    const ag_param_entry *e = &P->entries[i];
+    ck_assert_str_eq(e->t->name, name);
+    ck_assert_int_eq(e->t->ndim, ndim);
+    for (int d = 0; d < ndim; d++) ck_assert_int_eq(e->t->shape[d], shape[d]);
+    ck_assert_msg(e->decay == decay, "%s: decay %d", name, e->decay);
+}
+
+// --- Linear, Embedding, LayerNorm layers ---
+
+START_TEST(test_linear_layer)
+{
+    ag_params *P = ag_params_new();
+    ag_linear_layer L, L2;
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, "fc", 2, 3, true, 0.02), AG_OK);
+    ck_assert_int_eq(ag_linear_layer_init(&L2, P, "proj", 3, 2, false, 0.02), AG_OK);
+    ck_assert_int_eq(ag_linear_layer_init(&L2, P, "fc", 2, 3, true, 0.02), AG_ERR_ARG); /* duplicate */
+    ck_assert_int_eq(ag_linear_layer_init(&L2, P, "bad", 0, 3, true, 0.02), AG_ERR_ARG);
+    ck_assert_int_eq(P->n, 3);
+    assert_entry(P, 0, "fc.weight", 2, (int[]){ 3, 2 }, true);
+    assert_entry(P, 1, "fc.bias", 1, (int[]){ 3 }, false);
+    assert_entry(P, 2, "proj.weight", 2, (int[]){ 2, 3 }, true);
+    ck_assert_ptr_null(L2.b);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ag_params_init(P, 1);
+    ck_assert(L.b->data[0] == 0 && L.b->data[2] == 0);              /* biases start at 0 */
+    const ag_real w[6] = { 1, 0, 0, 1, 1, 1 }, b[3] = { 0.5, 0, -1 };
+    memcpy(L.W->data, w, sizeof w);
+    memcpy(L.b->data, b, sizeof b);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *x = ag_tensor_new3(ctx, 1, 1, 2);
+    x->data[0] = 1;
+    x->data[1] = 2;
+    ag_tensor *y = ag_linear_layer_forward(ctx, &L, x);              // [1,1,3]
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(y->ndim, 3);
+    ck_assert_int_eq(y->shape[2], 3);
+    ck_assert_double_eq_tol(y->data[0], 1.5, TOL);                   /* x W^T + b, W [out,in] */
+    ck_assert_double_eq_tol(y->data[1], 2.0, TOL);
+    ck_assert_double_eq_tol(y->data[2], 2.0, TOL);
+    ag_ctx_free(ctx);
+    ag_params_free(P);
+}
+END_TEST
+
+START_TEST(test_embedding_and_layernorm_layers)
+{
+    ag_params *P = ag_params_new();
+    ag_embedding_layer E;
+    ag_layernorm_layer N, dup;
+    ck_assert_int_eq(ag_embedding_layer_init(&E, P, "tok_emb", 5, 4, 0.02), AG_OK);
+    ck_assert_int_eq(ag_layernorm_layer_init(&N, P, "ln_f", 4), AG_OK);
+    ck_assert_int_eq(ag_layernorm_layer_init(&dup, P, "ln_f", 4), AG_ERR_ARG);
+    assert_entry(P, 0, "tok_emb.weight", 2, (int[]){ 5, 4 }, true);
+    assert_entry(P, 1, "ln_f.weight", 1, (int[]){ 4 }, false);
+    assert_entry(P, 2, "ln_f.bias", 1, (int[]){ 4 }, false);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ag_params_init(P, 7);
+    for (int c = 0; c < 4; c++) {
+        ck_assert(N.w->data[c] == 1);
+        ck_assert(N.b->data[c] == 0);
+    }
+    ag_ctx *ctx = ag_ctx_new();
+    const int ids[3] = { 4, 0, 4 };
+    ag_tensor *e = ag_embedding_layer_forward(ctx, &E, ids, 1, 3);   // [1,3,4]
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->shape[1], 3);
+    for (int c = 0; c < 4; c++) {
+        ck_assert(e->data[c] == E.W->data[4 * 4 + c]);
+        ck_assert(e->data[4 + c] == E.W->data[c]);
+    }
+    ag_tensor *y = ag_layernorm_layer_forward(ctx, &N, e);           // [1,3,4]
+    for (int t = 0; t < 3; t++) {
+        double m = 0;
+        for (int c = 0; c < 4; c++) m += y->data[t * 4 + c];
+        ck_assert_double_eq_tol(m, 0, 1e-5);
+    }
+    ag_ctx_free(ctx);
+    ag_params_free(P);
+}
+END_TEST
+
+// --- multi-head attention ---
+
+static ag_params *P;
+static ag_mha A;
+static ag_block Bk;
+
+static void mha_setup(void)
+{
+    P = ag_params_new();
+    ck_assert_int_eq(ag_mha_init(&A, P, "blocks.0.attn", C, H, 0.02, 0.01), AG_OK);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ag_params_init(P, 11);
+    randomize(P, 12);
+}
+
+static void block_setup(void)
+{
+    P = ag_params_new();
+    ck_assert_int_eq(ag_block_init(&Bk, P, "blocks.1", C, H, 0.02, 0.01), AG_OK);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ag_params_init(P, 13);
+    randomize(P, 14);
+}
+
+static void teardown(void) { ag_params_free(P); }
+
+typedef struct {
+    bool causal;
+    ag_real dropout;
+    bool train;
+} fwd_opts;
+
+static ag_tensor *build_mha(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    const fwd_opts *o = user;
+    ag_tensor *mask = o->causal ? ag_causal_mask(ctx, in[0]->shape[1]) : NULL;
+    return ag_mha_forward(ctx, &A, in[0], mask, o->dropout, 99, o->train);
+}
+
+static ag_tensor *build_block(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    const fwd_opts *o = user;
+    return ag_block_forward(ctx, &Bk, in[0], ag_causal_mask(ctx, in[0]->shape[1]), o->dropout, 77, o->train);
+}
+
+START_TEST(test_mha_params)
+{
+    const char *names[8] = { "blocks.0.attn.w_q.weight", "blocks.0.attn.w_q.bias", "blocks.0.attn.w_k.weight",
+                             "blocks.0.attn.w_k.bias", "blocks.0.attn.w_v.weight", "blocks.0.attn.w_v.bias",
+                             "blocks.0.attn.w_o.weight", "blocks.0.attn.w_o.bias" };
+    ck_assert_int_eq(P->n, 8);
+    for (int i = 0; i < 8; i++)
+        assert_entry(P, i, names[i], i % 2 ? 1 : 2, i % 2 ? (int[]){ C } : (int[]){ C, C }, i % 2 == 0);
+    ck_assert_double_eq(P->entries[0].init_std, 0.02);
+    ck_assert_double_eq(P->entries[6].init_std, 0.01);             /* w_o: the residual std */
+    ck_assert_str_eq(A.scope, "blocks.0.attn");
+    ag_mha bad;
+    ck_assert_int_eq(ag_mha_init(&bad, P, "x", 8, 3, 0.02, 0.02), AG_ERR_ARG); /* 3 does not divide 8 */
+}
+END_TEST
+
+/* With one position, softmax over one key is 1: the layer is w_o(w_v(x)). */
+START_TEST(test_mha_single_position)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *x = ag_tensor_new3(ctx, 2, 1, C);
+    for (int i = 0; i < 2 * C; i++) x->data[i] = (ag_real)sin(1.0 + i);
+    ag_tensor *y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, 1), 0, 0, false); // [2,1,C]
+    ck_assert_ptr_nonnull(y);
+    for (int b = 0; b < 2; b++) {
+        double v[C], want;
+        for (int o = 0; o < C; o++) {
+            v[o] = A.w_v.b->data[o];
+            for (int i = 0; i < C; i++) v[o] += A.w_v.W->data[o * C + i] * x->data[b * C + i];
+        }
+        for (int o = 0; o < C; o++) {
+            want = A.w_o.b->data[o];
+            for (int i = 0; i < C; i++) want += A.w_o.W->data[o * C + i] * v[i];
+            ck_assert_double_eq_tol(y->data[b * C + o], want, 1e-5);
+        }
+    }
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+/* Changing the last position changes no earlier output under the causal mask, and does
+ * without a mask (so the test can fail). */
+START_TEST(test_mha_is_causal)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *x = ag_tensor_new3(ctx, B, T, C), *x2 = ag_tensor_new3(ctx, B, T, C);
+    for (int i = 0; i < B * T * C; i++) x->data[i] = x2->data[i] = (ag_real)cos(0.7 * i);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) x2->data[(b * T + T - 1) * C + c] += 1;
+    ag_tensor *mask = ag_causal_mask(ctx, T);                        // [T,T]
+    ag_tensor *y = ag_mha_forward(ctx, &A, x, mask, 0, 0, false);    // [B,T,C]
+    ag_tensor *y2 = ag_mha_forward(ctx, &A, x2, mask, 0, 0, false);  // [B,T,C]
+    ag_tensor *u = ag_mha_forward(ctx, &A, x, NULL, 0, 0, false);    // [B,T,C] no mask
+    ag_tensor *u2 = ag_mha_forward(ctx, &A, x2, NULL, 0, 0, false);  // [B,T,C]
+    ck_assert_ptr_nonnull(u2);
+    double dmask = 0, dfree = 0, dlast = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                int i = (b * T + t) * C + c;
+                if (t < T - 1) dmask = fmax(dmask, fabs(y->data[i] - y2->data[i]));
+                if (t < T - 1) dfree = fmax(dfree, fabs(u->data[i] - u2->data[i]));
+                if (t == T - 1) dlast = fmax(dlast, fabs(y->data[i] - y2->data[i]));
+            }
+    ck_assert_double_le(dmask, TOL);
+    ck_assert_double_gt(dfree, 1e-3);
+    ck_assert_double_gt(dlast, 1e-3);
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+static void check_scope(const ag_node *n, void *user)
+{
+    int *bad = user;
+    if (!n->scope || strcmp(n->scope, "blocks.0.attn") != 0) (*bad)++;
+}
+
+START_TEST(test_mha_scope_on_tape)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    int s[3] = { B, T, C };
+    ag_tensor *x = ag_tensor_leaf(ctx, 3, s);
+    ag_ctx_set_scope(ctx, "outer");
+    ag_tensor *y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, T), 0, 0, true);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_str_eq(ag_ctx_scope(ctx), "outer");                   /* restored */
+    ck_assert_uint_gt(ag_ctx_get_stats(ctx).tape_nodes, 10);
+    int bad = 0;
+    ag_tape_foreach(ctx, check_scope, &bad);
+    ck_assert_int_eq(bad, 0);
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_mha_grad)
+{
+    int sx[3] = { B, T, C };
+    ag_tensor *x = gc_tensor_new(3, sx, 31, -1, 1);
+    ag_tensor *in[9];
+    int n = params_as_inputs(in, x, P); /* x, then w_q/w_k/w_v/w_o weight and bias */
+    ck_assert_int_eq(n, 9);
+    fwd_opts causal = { true, 0, false }, full = { false, 0, false };
+    gc_opts o = gc_defaults("mha causal");
+    GC_ASSERT(&o, build_mha, in, n, &causal);
+    o.name = "mha unmasked";
+    GC_ASSERT(&o, build_mha, in, n, &full);
+    gc_tensor_free(x);
+}
+END_TEST
+
+START_TEST(test_mha_grad_dropout)
+{
+    int sx[3] = { B, T, C };
+    ag_tensor *x = gc_tensor_new(3, sx, 32, -1, 1);
+    ag_tensor *in[9];
+    int n = params_as_inputs(in, x, P);
+    fwd_opts drop = { true, 0.3, true }; /* a fixed seed gives a fixed mask */
+    gc_opts o = gc_defaults("mha dropout");
+    GC_ASSERT(&o, build_mha, in, n, &drop);
+    gc_tensor_free(x);
+}
+END_TEST
+
+// --- the Pre-LN block ---
+
+START_TEST(test_block_params)
+{
+    ck_assert_int_eq(P->n, 16);
+    ck_assert_str_eq(P->entries[0].t->name, "blocks.1.ln1.weight");
+    ck_assert_str_eq(P->entries[1].t->name, "blocks.1.ln1.bias");
+    ck_assert_str_eq(P->entries[2].t->name, "blocks.1.attn.w_q.weight");
+    ck_assert_str_eq(P->entries[9].t->name, "blocks.1.attn.w_o.bias");
+    ck_assert_str_eq(P->entries[10].t->name, "blocks.1.ln2.weight");
+    ck_assert_str_eq(P->entries[11].t->name, "blocks.1.ln2.bias");
+    assert_entry(P, 12, "blocks.1.mlp.fc1.weight", 2, (int[]){ 4 * C, C }, true);
+    assert_entry(P, 13, "blocks.1.mlp.fc1.bias", 1, (int[]){ 4 * C }, false);
+    assert_entry(P, 14, "blocks.1.mlp.fc2.weight", 2, (int[]){ C, 4 * C }, true);
+    assert_entry(P, 15, "blocks.1.mlp.fc2.bias", 1, (int[]){ C }, false);
+    ck_assert_double_eq(P->entries[14].init_std, 0.01);            /* fc2: the residual std */
+    ck_assert_double_eq(P->entries[12].init_std, 0.02);
+    ck_assert_str_eq(Bk.mlp.scope, "blocks.1.mlp");
+}
+END_TEST
+
+/* With w_o and fc2 all zero, both branches add nothing: the block is the identity. */
+START_TEST(test_block_zero_branches_is_identity)
+{
+    ag_linear_layer *outs[2] = { &Bk.attn.w_o, &Bk.mlp.fc2 };
+    for (int k = 0; k < 2; k++) {
+        memset(outs[k]->W->data, 0, ag_numel(outs[k]->W) * sizeof(ag_real));
+        memset(outs[k]->b->data, 0, ag_numel(outs[k]->b) * sizeof(ag_real));
+    }
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *x = ag_tensor_new3(ctx, B, T, C);
+    for (int i = 0; i < B * T * C; i++) x->data[i] = (ag_real)sin(0.3 * i);
+    ag_tensor *y = ag_block_forward(ctx, &Bk, x, ag_causal_mask(ctx, T), 0, 0, false);
+    ck_assert_ptr_nonnull(y);
+    for (int i = 0; i < B * T * C; i++) ck_assert(y->data[i] == x->data[i]);
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_block_grad)
+{
+    int sx[3] = { B, T, C };
+    ag_tensor *x = gc_tensor_new(3, sx, 33, -1, 1);
+    ag_tensor *in[17];
+    int n = params_as_inputs(in, x, P); /* x, ln1, the attention, ln2 and the MLP */
+    ck_assert_int_eq(n, 17);
+    fwd_opts plain = { true, 0, false };
+    gc_opts o = gc_defaults("pre-ln block");
+    GC_ASSERT(&o, build_block, in, n, &plain);
+    gc_tensor_free(x);
+}
+END_TEST
+
+START_TEST(test_block_grad_dropout)
+{
+    int sx[3] = { B, T, C };
+    ag_tensor *x = gc_tensor_new(3, sx, 34, -1, 1);
+    ag_tensor *in[17];
+    int n = params_as_inputs(in, x, P);
+    fwd_opts drop = { true, 0.25, true };
+    gc_opts o = gc_defaults("pre-ln block with dropout");
+    GC_ASSERT(&o, build_block, in, n, &drop);
+    gc_tensor_free(x);
+}
+END_TEST
+
+Suite *nn_suite(void)
+{
+    Suite *s = suite_create("nn");
+    TCase *l = tcase_create("layers");
+    tcase_add_test(l, test_linear_layer);
+    tcase_add_test(l, test_embedding_and_layernorm_layers);
+    suite_add_tcase(s, l);
+    TCase *a = tcase_create("attention");
+    tcase_add_checked_fixture(a, mha_setup, teardown);
+    tcase_set_timeout(a, 60);
+    tcase_add_test(a, test_mha_params);
+    tcase_add_test(a, test_mha_single_position);
+    tcase_add_test(a, test_mha_is_causal);
+    tcase_add_test(a, test_mha_scope_on_tape);
+    tcase_add_test(a, test_mha_grad);
+    tcase_add_test(a, test_mha_grad_dropout);
+    suite_add_tcase(s, a);
+    TCase *b = tcase_create("block");
+    tcase_add_checked_fixture(b, block_setup, teardown);
+    tcase_set_timeout(b, 60);
+    tcase_add_test(b, test_block_params);
+    tcase_add_test(b, test_block_zero_branches_is_identity);
+    tcase_add_test(b, test_block_grad);
+    tcase_add_test(b, test_block_grad_dropout);
+    suite_add_tcase(s, b);
+    return s;
+}

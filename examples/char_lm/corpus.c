@@ -1,0 +1,516 @@
+/* corpus.c -- see corpus.h: strict UTF-8, the sorted character vocabulary, token ids, split.
+ *
+ * UTF-8 (RFC 3629, Unicode 15 table 3-7): a code point U+0000..U+10FFFF other than the
+ * surrogates U+D800..U+DFFF, written in the shortest form:
+ *   U+0000..U+007F     0xxxxxxx
+ *   U+0080..U+07FF     110xxxxx 10xxxxxx                    (lead C2..DF; C0, C1 overlong)
+ *   U+0800..U+FFFF     1110xxxx 10xxxxxx 10xxxxxx           (E0 needs >= U+0800)
+ *   U+10000..U+10FFFF  11110xxx 10xxxxxx 10xxxxxx 10xxxxxx  (F0 needs >= U+10000; F5..FF never)
+ * Anything else is rejected with the offset of the sequence's first byte. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "corpus.h"
+
+#define CORPUS_MAX_BYTES ((size_t)INT_MAX)   /* token positions must fit an int */
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static bool is_scalar_value(uint32_t cp)
+{
+    return cp <= UTF8_MAX_CP && (cp < 0xD800 || cp > 0xDFFF);
+}
+
+// ---------------------------------------------------------------------------------------------
+// UTF-8
+
+int utf8_next(const unsigned char *s, size_t len, uint32_t *cp, const char **why)
+{
+    static const uint32_t min_cp[5] = { 0, 0, 0x80, 0x800, 0x10000 };  /* shortest form, by length */
+    const char *dummy;
+    if (!why) why = &dummy;
+    if (len == 0) {
+        *why = "truncated sequence";
+        return 0;
+    }
+    unsigned b0 = s[0];
+    if (b0 < 0x80) {
+        *cp = b0;
+        return 1;
+    }
+    if (b0 < 0xC0) {
+        *why = "stray continuation byte";
+        return 0;
+    }
+    if (b0 >= 0xF8) {
+        *why = "invalid byte (0xF8..0xFF never occur in UTF-8)";
+        return 0;
+    }
+    int need = b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4;
+    uint32_t c = b0 & (0x7Fu >> need);   /* 5, 4 or 3 payload bits */
+    for (int i = 1; i < need; i++) {
+        if ((size_t)i >= len) {
+            *why = "truncated sequence";
+            return 0;
+        }
+        if ((s[i] & 0xC0) != 0x80) {
+            *why = "missing continuation byte";
+            return 0;
+        }
+        c = (c << 6) | (s[i] & 0x3Fu);
+    }
+    if (c < min_cp[need]) {
+        *why = "overlong encoding";
+        return 0;
+    }
+    if (c >= 0xD800 && c <= 0xDFFF) {
+        *why = "surrogate U+D800..U+DFFF";
+        return 0;
+    }
+    if (c > UTF8_MAX_CP) {
+        *why = "above U+10FFFF";
+        return 0;
+    }
+    *cp = c;
+    return need;
+}
+
+int utf8_put(uint32_t cp, char out[5])
+{
+    unsigned char *o = (unsigned char *)out;
+    int n = 0;
+    if (!is_scalar_value(cp)) {
+        n = 0;
+    } else if (cp < 0x80) {
+        o[n++] = (unsigned char)cp;
+    } else if (cp < 0x800) {
+        o[n++] = (unsigned char)(0xC0 | cp >> 6);
+        o[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        o[n++] = (unsigned char)(0xE0 | cp >> 12);
+        o[n++] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        o[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+    } else {
+        o[n++] = (unsigned char)(0xF0 | cp >> 18);
+        o[n++] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+        o[n++] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        o[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+    }
+    o[n] = 0;
+    return n;
+}
+
+static ag_status utf8_fail(const char *what, size_t at, const char *why, char *err, size_t errlen)
+{
+    seterr(err, errlen, "%s: invalid UTF-8 at byte %zu (%s)", what, at, why);
+    return AG_ERR_FORMAT;
+}
+
+ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cps, size_t *n,
+                      char *err, size_t errlen)
+{
+    *cps = NULL;
+    *n = 0;
+    if (!s && len > 0) {
+        seterr(err, errlen, "%s: no text", what);
+        return AG_ERR_ARG;
+    }
+    uint32_t *out = malloc((len ? len : 1) * sizeof *out);   /* never more code points than bytes */
+    if (!out) {
+        seterr(err, errlen, "%s: out of memory decoding %zu bytes", what, len);
+        return AG_ERR_NOMEM;
+    }
+    const unsigned char *u = (const unsigned char *)s;
+    size_t k = 0;
+    for (size_t i = 0; i < len;) {
+        const char *why;
+        int step = utf8_next(u + i, len - i, &out[k], &why);
+        if (!step) {
+            free(out);
+            return utf8_fail(what, i, why, err, errlen);
+        }
+        i += (size_t)step;
+        k++;
+    }
+    *cps = out;
+    *n = k;
+    return AG_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// vocabulary
+
+void vocab_free(vocab *v)
+{
+    if (!v) return;
+    free(v->cp);
+    v->cp = NULL;
+    v->V = 0;
+}
+
+int vocab_id(const vocab *v, uint32_t cp)
+{
+    int lo = 0, hi = v ? v->V - 1 : -1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (v->cp[mid] == cp) return mid;
+        if (v->cp[mid] < cp) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+int vocab_utf8(const vocab *v, int id, char out[5])
+{
+    if (!v || id < 0 || id >= v->V) {
+        out[0] = 0;
+        return 0;
+    }
+    return utf8_put(v->cp[id], out);
+}
+
+ag_status vocab_copy(vocab *dst, const vocab *src)
+{
+    dst->cp = NULL;
+    dst->V = 0;
+    if (!src || src->V <= 0) return AG_ERR_ARG;
+    dst->cp = malloc((size_t)src->V * sizeof *dst->cp);
+    if (!dst->cp) return AG_ERR_NOMEM;
+    memcpy(dst->cp, src->cp, (size_t)src->V * sizeof *dst->cp);
+    dst->V = src->V;
+    return AG_OK;
+}
+
+/* "'é' (U+00E9)", or "U+000A" for a control character, into buf. */
+static void describe_cp(char *buf, size_t n, uint32_t cp)
+{
+    char u[5];
+    if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || !utf8_put(cp, u)) snprintf(buf, n, "U+%04X", (unsigned)cp);
+    else snprintf(buf, n, "'%s' (U+%04X)", u, (unsigned)cp);
+}
+
+ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_t len, int **ids,
+                       size_t *n, char *err, size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!v || v->V <= 0 || (!text && len > 0)) {
+        seterr(err, errlen, "%s: no vocabulary or no text", what);
+        return AG_ERR_ARG;
+    }
+    int *out = malloc((len ? len : 1) * sizeof *out);
+    if (!out) {
+        seterr(err, errlen, "%s: out of memory encoding %zu bytes", what, len);
+        return AG_ERR_NOMEM;
+    }
+    const unsigned char *u = (const unsigned char *)text;
+    size_t k = 0;
+    for (size_t i = 0; i < len; k++) {
+        const char *why;
+        uint32_t cp;
+        int step = utf8_next(u + i, len - i, &cp, &why);
+        if (!step) {
+            free(out);
+            return utf8_fail(what, i, why, err, errlen);
+        }
+        int id = vocab_id(v, cp);
+        if (id < 0) {
+            char d[32];
+            describe_cp(d, sizeof d, cp);
+            seterr(err, errlen, "%s: character %s at position %zu (byte %zu) is not in the vocabulary",
+                   what, d, k, i);
+            free(out);
+            return AG_ERR_ARG;
+        }
+        out[k] = id;
+        i += (size_t)step;
+    }
+    *ids = out;
+    *n = k;
+    return AG_OK;
+}
+
+char *vocab_to_json(const vocab *v)
+{
+    if (!v || v->V <= 0) return NULL;
+    size_t cap = (size_t)v->V * 8 + 3;   /* at most 7 digits and a comma each, "[", "]", NUL */
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    size_t k = 0;
+    s[k++] = '[';
+    for (int i = 0; i < v->V; i++)
+        k += (size_t)snprintf(s + k, cap - k, i ? ",%u" : "%u", (unsigned)v->cp[i]);
+    s[k++] = ']';
+    s[k] = 0;
+    return s;
+}
+
+ag_status vocab_from_json(const char *what, const char *json, vocab *v, char *err, size_t errlen)
+{
+    v->cp = NULL;
+    v->V = 0;
+    if (!json) {
+        seterr(err, errlen, "%s: no vocab", what);
+        return AG_ERR_FORMAT;
+    }
+    json_error_t je;
+    json_t *a = json_loads(json, 0, &je);
+    if (!a) {
+        seterr(err, errlen, "%s: vocab is not valid JSON: %s", what, je.text);
+        return AG_ERR_FORMAT;
+    }
+    ag_status st = AG_ERR_FORMAT;
+    size_t V = json_is_array(a) ? json_array_size(a) : 0;
+    if (V == 0) {
+        seterr(err, errlen, "%s: vocab is not a non-empty JSON array", what);
+        goto out;
+    }
+    if (V > (size_t)UTF8_MAX_CP + 1) {
+        seterr(err, errlen, "%s: vocab has %zu entries, more than there are code points", what, V);
+        goto out;
+    }
+    v->cp = malloc(V * sizeof *v->cp);
+    if (!v->cp) {
+        st = AG_ERR_NOMEM;
+        seterr(err, errlen, "%s: out of memory", what);
+        goto out;
+    }
+    for (size_t i = 0; i < V; i++) {
+        json_t *e = json_array_get(a, i);
+        json_int_t x = json_is_integer(e) ? json_integer_value(e) : -1;
+        if (x < 0 || x > UTF8_MAX_CP || !is_scalar_value((uint32_t)x)) {
+            seterr(err, errlen, "%s: vocab entry %zu is not a Unicode code point (0..0x10FFFF, no "
+                   "surrogates)", what, i);
+            goto out;
+        }
+        if (i > 0 && (uint32_t)x <= v->cp[i - 1]) {
+            seterr(err, errlen, "%s: vocab is not sorted and distinct: %lld after %u at index %zu", what,
+                   (long long)x, (unsigned)v->cp[i - 1], i);
+            goto out;
+        }
+        v->cp[i] = (uint32_t)x;
+    }
+    v->V = (int)V;
+    st = AG_OK;
+out:
+    json_decref(a);
+    if (st != AG_OK) vocab_free(v);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// corpus
+
+/* Reads a whole file into *buf (malloc'd, [*len], len >= 1). */
+static ag_status read_text(const char *path, char **buf, size_t *len, char *err, size_t errlen)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0) {
+        seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        fclose(fp);
+        return AG_ERR_IO;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        seterr(err, errlen, "%s: is a directory, not a text file", path);
+        fclose(fp);
+        return AG_ERR_IO;
+    }
+    /* a regular file is read in one go; anything else (a pipe) until EOF */
+    size_t cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
+    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > CORPUS_MAX_BYTES) {
+        seterr(err, errlen, "%s: file is %lld bytes, more than the 2 GiB char_lm accepts", path,
+               (long long)sb.st_size);
+        fclose(fp);
+        return AG_ERR_IO;
+    }
+    char *b = malloc(cap);
+    size_t n = 0;
+    while (b) {
+        n += fread(b + n, 1, cap - n, fp);
+        if (n < cap) break;   /* EOF or error */
+        if (cap > CORPUS_MAX_BYTES) break;
+        char *nb = realloc(b, cap * 2);
+        if (!nb) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        cap *= 2;
+    }
+    int rerr = ferror(fp) ? errno : 0;
+    fclose(fp);
+    if (!b) {
+        seterr(err, errlen, "%s: out of memory reading the file", path);
+        return AG_ERR_NOMEM;
+    }
+    if (rerr) {
+        seterr(err, errlen, "%s: read failed: %s", path, strerror(rerr));
+        free(b);
+        return AG_ERR_IO;
+    }
+    if (n > CORPUS_MAX_BYTES) {
+        seterr(err, errlen, "%s: more than the 2 GiB char_lm accepts", path);
+        free(b);
+        return AG_ERR_IO;
+    }
+    if (n == 0) {
+        seterr(err, errlen, "%s: file is empty", path);
+        free(b);
+        return AG_ERR_FORMAT;
+    }
+    *buf = b;
+    *len = n;
+    return AG_OK;
+}
+
+void corpus_free(corpus *c)
+{
+    if (!c) return;
+    free(c->path);
+    vocab_free(&c->vocab);
+    free(c->ids);
+    memset(c, 0, sizeof *c);
+}
+
+/* The sorted distinct code points of cps[0 .. n), n >= 1. */
+static ag_status build_vocab(vocab *v, const uint32_t *cps, size_t n)
+{
+    enum { WORDS = (UTF8_MAX_CP + 1) / 32 };
+    uint32_t *seen = calloc(WORDS, sizeof *seen);   /* one bit per code point: 136 KiB */
+    if (!seen) return AG_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) seen[cps[i] >> 5] |= 1u << (cps[i] & 31);
+    int V = 0;
+    for (size_t w = 0; w < WORDS; w++)
+        for (uint32_t x = seen[w]; x; x &= x - 1) V++;
+    v->cp = malloc((size_t)V * sizeof *v->cp);
+    if (!v->cp) {
+        free(seen);
+        return AG_ERR_NOMEM;
+    }
+    v->V = V;
+    int k = 0;
+    for (uint32_t cp = 0; cp <= UTF8_MAX_CP; cp++)
+        if (seen[cp >> 5] >> (cp & 31) & 1) v->cp[k++] = cp;
+    free(seen);
+    return AG_OK;
+}
+
+/* corpus_load and corpus_load_vocab: given == NULL builds the file's own vocabulary. */
+static ag_status load(const char *path, const vocab *given, corpus *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    if (!path) {
+        seterr(err, errlen, "corpus_load: no path");
+        return AG_ERR_ARG;
+    }
+    char *text;
+    size_t len;
+    ag_status st = read_text(path, &text, &len, err, errlen);
+    if (st) return st;
+    c->path = strdup(path);
+    if (!c->path) {
+        st = AG_ERR_NOMEM;
+        goto nomem;
+    }
+    if (given) {
+        st = vocab_copy(&c->vocab, given);
+        if (st == AG_ERR_NOMEM) goto nomem;
+        if (st) {
+            seterr(err, errlen, "%s: the given vocabulary is empty", path);
+            goto fail;
+        }
+        st = vocab_encode(given, path, text, len, &c->ids, &c->n, err, errlen);
+        if (st) goto fail;
+    } else {
+        uint32_t *cps;
+        st = utf8_decode(path, text, len, &cps, &c->n, err, errlen);
+        if (st) goto fail;
+        st = build_vocab(&c->vocab, cps, c->n);
+        c->ids = st ? NULL : malloc(c->n * sizeof *c->ids);
+        if (!c->ids) {
+            free(cps);
+            st = AG_ERR_NOMEM;
+            goto nomem;
+        }
+        for (size_t i = 0; i < c->n; i++) c->ids[i] = vocab_id(&c->vocab, cps[i]);
+        free(cps);
+    }
+    free(text);
+    return AG_OK;
+nomem:
+    seterr(err, errlen, "%s: out of memory", path);
+fail:
+    free(text);
+    corpus_free(c);
+    return st;
+}
+
+ag_status corpus_load(const char *path, corpus *c, char *err, size_t errlen)
+{
+    return load(path, NULL, c, err, errlen);
+}
+
+ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, char *err, size_t errlen)
+{
+    if (!v || v->V <= 0) {
+        memset(c, 0, sizeof *c);
+        seterr(err, errlen, "%s: no vocabulary given", path ? path : "corpus_load_vocab");
+        return AG_ERR_ARG;
+    }
+    return load(path, v, c, err, errlen);
+}
+
+ag_status corpus_split(const corpus *c, double val_fraction, int block_size, size_t *n_train,
+                       size_t *n_val, char *err, size_t errlen)
+{
+    const char *path = c && c->path ? c->path : "corpus";
+    if (!c || !(val_fraction >= 0.0 && val_fraction < 1.0) || block_size < 1) {
+        seterr(err, errlen, "%s: val_fraction must be in [0, 1) and block_size >= 1 (got %g, %d)", path,
+               val_fraction, block_size);
+        return AG_ERR_ARG;
+    }
+    /* as int(0.9 * len(data)) in the reference: 1 - 0.1 == 0.9 exactly in double */
+    size_t nt = (size_t)((1.0 - val_fraction) * (double)c->n);
+    if (nt > c->n) nt = c->n;
+    size_t nv = c->n - nt;
+    size_t need = (size_t)block_size + 1;
+    if (nt < need) {
+        seterr(err, errlen, "%s: the training split has %zu tokens, block_size %d needs at least %zu",
+               path, nt, block_size, need);
+        return AG_ERR_ARG;
+    }
+    if (val_fraction > 0 && nv < need) {
+        seterr(err, errlen, "%s: the validation split has %zu tokens, block_size %d needs at least %zu",
+               path, nv, block_size, need);
+        return AG_ERR_ARG;
+    }
+    *n_train = nt;
+    *n_val = nv;
+    return AG_OK;
+}

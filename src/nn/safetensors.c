@@ -1,0 +1,654 @@
+/* safetensors.c -- the safetensors reader and writer (see safetensors.h for the format).
+ *
+ * Layout of a file:
+ *   bytes [0, 8)          N, the header length, a little-endian uint64
+ *   bytes [8, 8+N)        the JSON header, padded with spaces so that the data starts at an
+ *                         8-byte aligned offset (as huggingface/safetensors does)
+ *   bytes [8+N, size)     the data area; each tensor's "data_offsets" [begin, end) count from
+ *                         its start; values are little-endian IEEE floats (we use F32 only)
+ *
+ * Writing: the header is built with jansson in the caller's order, tensors get contiguous
+ * offsets in that order, and the whole file goes to "<path>.tmp.<pid>" in the same directory:
+ * fwrite, fflush, fsync, fclose, rename over <path>, fsync of the directory. Every return
+ * value is checked; on a failure before the rename the temporary file is removed and an old
+ * <path> is untouched.
+ *
+ * Reading: the whole file is read into memory, then every claim of the header is checked
+ * against the bytes actually there before anything is trusted (a truncated or hostile file
+ * gives an error, never a read out of bounds). The parsed JSON stays alive in the ag_st_file,
+ * so names and metadata values point into it.
+ *
+ * Byte order is handled explicitly (bytes assembled by shifts), so the code is correct on a
+ * big-endian host too. Reference: https://github.com/huggingface/safetensors (README,
+ * "Format"). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "safetensors.h"
+
+#define ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)  /* as the reference: 100 MB */
+#define ST_MAX_FILE ((uint64_t)4 << 30)               /* we read the whole file: 4 GiB at most */
+#define ST_META_KEY "__metadata__"
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t get_u64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_u64le(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static float get_f32le(const unsigned char *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void put_f32le(unsigned char *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(u >> (8 * i));
+}
+
+/* "[2,3]" for messages; "[]" for a scalar. */
+static void shape_str(char *buf, size_t n, int ndim, const int *shape)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ",%d" : "%d", shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* numel of a shape, or false when a dim is negative or numel*4 overflows (or exceeds limit). */
+static bool shape_bytes(int ndim, const int *shape, uint64_t limit, uint64_t *bytes)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return false;
+        if (shape[i] && n > limit / 4 / (uint64_t)shape[i]) return false;
+        n *= (uint64_t)shape[i];
+    }
+    *bytes = n * 4;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// writer
+
+/* The header JSON (unpadded) for tensors laid out contiguously in the given order.
+ * NULL with a message (and *st) on a bad argument or OOM. */
+static char *build_header(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
+                          int n_meta, ag_status *st, char *err, size_t errlen)
+{
+    json_t *root = json_object();
+    json_t *md = NULL;
+    char *out = NULL;
+    uint64_t off = 0;
+    *st = AG_ERR_NOMEM;
+    if (!root) goto nomem;
+    for (int i = 0; i < n; i++) {
+        const ag_st_tensor *t = &tensors[i];
+        *st = AG_ERR_ARG;
+        if (!t->name || !t->name[0]) {
+            seterr(err, errlen, "%s: tensor %d has no name", path, i);
+            goto fail;
+        }
+        if (strcmp(t->name, ST_META_KEY) == 0) {
+            seterr(err, errlen, "%s: '%s' is reserved and cannot name a tensor", path, ST_META_KEY);
+            goto fail;
+        }
+        if (json_object_get(root, t->name)) {
+            seterr(err, errlen, "%s: tensor name '%s' appears twice", path, t->name);
+            goto fail;
+        }
+        if (t->ndim < 0 || t->ndim > AG_MAX_DIMS) {
+            seterr(err, errlen, "%s: tensor '%s' has %d dims (0..%d allowed)", path, t->name, t->ndim,
+                   AG_MAX_DIMS);
+            goto fail;
+        }
+        uint64_t bytes;
+        if (!shape_bytes(t->ndim, t->shape, ST_MAX_FILE, &bytes)) {
+            char sb[64];
+            shape_str(sb, sizeof sb, t->ndim, t->shape);
+            seterr(err, errlen, "%s: tensor '%s' has a bad shape %s", path, t->name, sb);
+            goto fail;
+        }
+        if (!t->data && bytes > 0) {
+            seterr(err, errlen, "%s: tensor '%s' has no data", path, t->name);
+            goto fail;
+        }
+        if (off + bytes > ST_MAX_FILE) {
+            seterr(err, errlen, "%s: tensors add up to more than 4 GiB", path);
+            goto fail;
+        }
+        *st = AG_ERR_NOMEM;
+        json_t *e = json_object(), *shape = json_array(), *offs = json_array();
+        if (!e || !shape || !offs) {
+            json_decref(e);
+            json_decref(shape);
+            json_decref(offs);
+            goto nomem;
+        }
+        int bad = json_object_set_new(e, "dtype", json_string("F32"));
+        bad |= json_object_set_new(e, "shape", shape);
+        bad |= json_object_set_new(e, "data_offsets", offs);
+        for (int d = 0; d < t->ndim; d++)
+            bad |= json_array_append_new(shape, json_integer(t->shape[d]));
+        bad |= json_array_append_new(offs, json_integer((json_int_t)off));
+        bad |= json_array_append_new(offs, json_integer((json_int_t)(off + bytes)));
+        if (json_object_set_new(root, t->name, e) || bad) {
+            /* json_string refuses a name that is not valid UTF-8, so this is not only OOM */
+            *st = AG_ERR_ARG;
+            seterr(err, errlen, "%s: cannot put tensor '%s' in the header (name not UTF-8?)", path,
+                   t->name);
+            goto fail;
+        }
+        off += bytes;
+    }
+    if (n_meta > 0) {
+        md = json_object();
+        if (!md) goto nomem;
+        for (int i = 0; i < n_meta; i++) {
+            *st = AG_ERR_ARG;
+            if (!meta[i].key || !meta[i].value) {
+                seterr(err, errlen, "%s: metadata entry %d has no key or no value", path, i);
+                goto fail;
+            }
+            if (json_object_get(md, meta[i].key)) {
+                seterr(err, errlen, "%s: metadata key '%s' appears twice", path, meta[i].key);
+                goto fail;
+            }
+            if (json_object_set_new(md, meta[i].key, json_string(meta[i].value))) {
+                seterr(err, errlen, "%s: metadata '%s' is not valid UTF-8", path, meta[i].key);
+                goto fail;
+            }
+        }
+        json_t *tmp = md;
+        md = NULL;
+        if (json_object_set_new(root, ST_META_KEY, tmp)) goto nomem;
+    }
+    /* jansson keeps insertion order, so tensors appear in the caller's order, metadata last */
+    out = json_dumps(root, JSON_COMPACT);
+    if (!out) goto nomem;
+    json_decref(root);
+    *st = AG_OK;
+    return out;
+nomem:
+    *st = AG_ERR_NOMEM;
+    seterr(err, errlen, "%s: out of memory building the header", path);
+fail:
+    json_decref(md);
+    json_decref(root);
+    return NULL;
+}
+
+/* fwrite that reports failure as false (errno set by the stream). */
+static bool write_all(FILE *fp, const void *p, size_t n)
+{
+    return n == 0 || fwrite(p, 1, n, fp) == n;
+}
+
+/* Writes the data area: each tensor converted to F32 little-endian, in order. */
+static bool write_data(FILE *fp, const ag_st_tensor *tensors, int n)
+{
+    enum { CHUNK = 4096 };
+    unsigned char buf[CHUNK * 4];
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = 0;
+        shape_bytes(tensors[i].ndim, tensors[i].shape, ST_MAX_FILE, &bytes);  /* checked before */
+        size_t numel = (size_t)(bytes / 4);
+        for (size_t j = 0; j < numel; j += CHUNK) {
+            size_t m = numel - j < CHUNK ? numel - j : CHUNK;
+            for (size_t k = 0; k < m; k++) put_f32le(buf + 4 * k, (float)tensors[i].data[j + k]);
+            if (!write_all(fp, buf, 4 * m)) return false;
+        }
+    }
+    return true;
+}
+
+/* The directory part of path ("." when there is none), malloc'd; NULL on OOM. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);   /* "/x" -> "/" */
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, path, n);
+    d[n] = '\0';
+    return d;
+}
+
+ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
+                     int n_meta, char *err, size_t errlen)
+{
+    if (!path || !path[0]) {
+        seterr(err, errlen, "ag_st_save: no path");
+        return AG_ERR_ARG;
+    }
+    if (n < 0 || (n > 0 && !tensors) || n_meta < 0 || (n_meta > 0 && !meta)) {
+        seterr(err, errlen, "%s: bad tensor or metadata list (n=%d, n_meta=%d)", path, n, n_meta);
+        return AG_ERR_ARG;
+    }
+    /* everything that can be wrong with the arguments is found here, before any file exists */
+    ag_status st;
+    char *hdr = build_header(path, tensors, n, meta, n_meta, &st, err, errlen);
+    if (!hdr) return st;
+    size_t hlen = strlen(hdr);
+    size_t padded = (hlen + 7) / 8 * 8;   /* 8 + padded is a multiple of 8: data aligned */
+
+    char *tmp = NULL, *dir = NULL;
+    FILE *fp = NULL;
+    bool created = false;
+    st = AG_ERR_NOMEM;
+    size_t tlen = strlen(path) + 32;
+    tmp = malloc(tlen);
+    dir = dir_of(path);
+    if (!tmp || !dir) {
+        seterr(err, errlen, "%s: out of memory", path);
+        goto out;
+    }
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+
+    st = AG_ERR_IO;
+    fp = fopen(tmp, "wb");
+    if (!fp) {
+        seterr(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        goto out;
+    }
+    created = true;
+    unsigned char len8[8];
+    put_u64le(len8, (uint64_t)padded);
+    static const char spaces[] = "       ";   /* 7: the most padding needed */
+    if (!write_all(fp, len8, 8) || !write_all(fp, hdr, hlen) || !write_all(fp, spaces, padded - hlen)
+        || !write_data(fp, tensors, n) || fflush(fp) != 0) {
+        seterr(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (fsync(fileno(fp)) != 0) {
+        seterr(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    int rc = fclose(fp);
+    fp = NULL;
+    if (rc != 0) {
+        seterr(err, errlen, "%s: close failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        seterr(err, errlen, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+        goto out;
+    }
+    created = false;   /* the temporary file is now <path> */
+    /* make the rename itself durable; a filesystem that cannot sync directories says EINVAL */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
+        seterr(err, errlen, "%s: written, but syncing directory %s failed: %s", path, dir,
+               strerror(errno));
+        if (dfd >= 0) close(dfd);
+        goto out;
+    }
+    close(dfd);
+    st = AG_OK;
+out:
+    if (fp) fclose(fp);
+    if (created) remove(tmp);
+    free(tmp);
+    free(dir);
+    free(hdr);
+    return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reader
+
+typedef struct {
+    const char *name;          /* points into f->root (a key of the header object) */
+    int ndim;
+    int shape[AG_MAX_DIMS];
+    uint64_t begin, end;       /* byte offsets in the data area */
+} st_entry;
+
+struct ag_st_file {
+    char *path;                /* copy, for messages */
+    unsigned char *buf;        /* the whole file */
+    const unsigned char *data; /* the data area inside buf */
+    uint64_t data_size;
+    json_t *root;              /* the header; keeps names and metadata values alive */
+    json_t *meta;              /* root's "__metadata__" object, or NULL */
+    st_entry *e;               /* [n] in file order */
+    int n;
+};
+
+void ag_st_free(ag_st_file *f)
+{
+    if (!f) return;
+    json_decref(f->root);
+    free(f->e);
+    free(f->buf);
+    free(f->path);
+    free(f);
+}
+
+/* Reads the whole file into f->buf. */
+static bool read_file(ag_st_file *f, uint64_t *size, char *err, size_t errlen)
+{
+    const char *path = f->path;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return false;
+    }
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0) {
+        seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        fclose(fp);
+        return false;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        seterr(err, errlen, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
+        fclose(fp);
+        return false;
+    }
+    uint64_t n = (uint64_t)sb.st_size;
+    if (n > ST_MAX_FILE || n > SIZE_MAX) {
+        seterr(err, errlen, "%s: file is %llu bytes, more than the 4 GiB this reader accepts", path,
+               (unsigned long long)n);
+        fclose(fp);
+        return false;
+    }
+    if (n < 8) {
+        seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte header length", path,
+               (unsigned long long)n);
+        fclose(fp);
+        return false;
+    }
+    f->buf = malloc((size_t)n);
+    if (!f->buf) {
+        seterr(err, errlen, "%s: out of memory reading %llu bytes", path, (unsigned long long)n);
+        fclose(fp);
+        return false;
+    }
+    size_t got = fread(f->buf, 1, (size_t)n, fp);
+    int rerr = ferror(fp) ? errno : 0;
+    fclose(fp);
+    if (got != (size_t)n) {
+        seterr(err, errlen, "%s: read %zu of %llu bytes%s%s", path, got, (unsigned long long)n,
+               rerr ? ": " : "", rerr ? strerror(rerr) : " (file shrank?)");
+        return false;
+    }
+    *size = n;
+    return true;
+}
+
+/* An integer in [0, max] from a JSON value. */
+static bool json_uint(const json_t *v, uint64_t max, uint64_t *out)
+{
+    if (!json_is_integer(v)) return false;
+    json_int_t x = json_integer_value(v);
+    if (x < 0 || (uint64_t)x > max) return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+/* Checks one header entry and fills e. */
+static bool parse_entry(const ag_st_file *f, const char *name, const json_t *v, st_entry *e, char *err,
+                        size_t errlen)
+{
+    const char *path = f->path;
+    e->name = name;
+    if (!json_is_object(v)) {
+        seterr(err, errlen, "%s: header entry '%s' is not an object", path, name);
+        return false;
+    }
+    const json_t *dtype = json_object_get(v, "dtype");
+    if (!json_is_string(dtype)) {
+        seterr(err, errlen, "%s: tensor '%s' has no dtype string", path, name);
+        return false;
+    }
+    if (strcmp(json_string_value(dtype), "F32") != 0) {
+        seterr(err, errlen, "%s: tensor '%s' has dtype %.32s, only F32 is supported", path, name,
+               json_string_value(dtype));
+        return false;
+    }
+    const json_t *shape = json_object_get(v, "shape");
+    if (!json_is_array(shape) || json_array_size(shape) > AG_MAX_DIMS) {
+        seterr(err, errlen, "%s: tensor '%s' needs a shape array of 0..%d dims", path, name, AG_MAX_DIMS);
+        return false;
+    }
+    e->ndim = (int)json_array_size(shape);
+    for (int d = 0; d < e->ndim; d++) {
+        uint64_t s;
+        if (!json_uint(json_array_get(shape, (size_t)d), INT_MAX, &s)) {
+            seterr(err, errlen, "%s: tensor '%s': shape entry %d is not an integer in [0, %d]", path,
+                   name, d, INT_MAX);
+            return false;
+        }
+        e->shape[d] = (int)s;
+    }
+    const json_t *offs = json_object_get(v, "data_offsets");
+    if (!json_is_array(offs) || json_array_size(offs) != 2
+        || !json_uint(json_array_get(offs, 0), UINT64_MAX >> 1, &e->begin)
+        || !json_uint(json_array_get(offs, 1), UINT64_MAX >> 1, &e->end)) {
+        seterr(err, errlen, "%s: tensor '%s' needs data_offsets [begin, end] of non-negative integers",
+               path, name);
+        return false;
+    }
+    if (e->begin > e->end) {
+        seterr(err, errlen, "%s: tensor '%s' has data_offsets [%llu, %llu] with begin > end", path, name,
+               (unsigned long long)e->begin, (unsigned long long)e->end);
+        return false;
+    }
+    if (e->end > f->data_size) {
+        seterr(err, errlen, "%s: tensor '%s' has data_offsets [%llu, %llu] outside the data area "
+               "of %llu bytes", path, name, (unsigned long long)e->begin,
+               (unsigned long long)e->end, (unsigned long long)f->data_size);
+        return false;
+    }
+    uint64_t bytes;
+    char sb[64];
+    shape_str(sb, sizeof sb, e->ndim, e->shape);
+    if (!shape_bytes(e->ndim, e->shape, UINT64_MAX, &bytes)) {
+        seterr(err, errlen, "%s: tensor '%s' has an impossibly large shape %s", path, name, sb);
+        return false;
+    }
+    if (bytes != e->end - e->begin) {
+        seterr(err, errlen, "%s: tensor '%s' of shape %s needs %llu bytes of F32, data_offsets "
+               "[%llu, %llu] hold %llu", path, name, sb, (unsigned long long)bytes,
+               (unsigned long long)e->begin, (unsigned long long)e->end,
+               (unsigned long long)(e->end - e->begin));
+        return false;
+    }
+    return true;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+/* No two tensors share a byte (zero-size tensors share none). */
+static bool check_overlap(const ag_st_file *f, char *err, size_t errlen)
+{
+    if (f->n < 2) return true;
+    const st_entry **s = malloc((size_t)f->n * sizeof *s);
+    if (!s) {
+        seterr(err, errlen, "%s: out of memory", f->path);
+        return false;
+    }
+    for (int i = 0; i < f->n; i++) s[i] = &f->e[i];
+    qsort(s, (size_t)f->n, sizeof *s, cmp_begin);
+    const st_entry *last = NULL;   /* the non-empty tensor that ends furthest so far */
+    for (int i = 0; i < f->n; i++) {
+        if (s[i]->begin == s[i]->end) continue;
+        if (last && s[i]->begin < last->end) {
+            seterr(err, errlen, "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", f->path,
+                   last->name, (unsigned long long)last->begin, (unsigned long long)last->end,
+                   s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
+            free(s);
+            return false;
+        }
+        last = s[i];
+    }
+    free(s);
+    return true;
+}
+
+ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
+{
+    if (!path) {
+        seterr(err, errlen, "ag_st_load: no path");
+        return NULL;
+    }
+    ag_st_file *f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path))) {
+        seterr(err, errlen, "%s: out of memory", path);
+        ag_st_free(f);
+        return NULL;
+    }
+    uint64_t size;
+    if (!read_file(f, &size, err, errlen)) goto fail;
+
+    uint64_t hlen = get_u64le(f->buf);
+    if (hlen > size - 8) {
+        seterr(err, errlen, "%s: header length %llu exceeds file size %llu", path,
+               (unsigned long long)hlen, (unsigned long long)size);
+        goto fail;
+    }
+    if (hlen > ST_MAX_HEADER) {
+        seterr(err, errlen, "%s: header length %llu is over the 100 MB limit", path,
+               (unsigned long long)hlen);
+        goto fail;
+    }
+    f->data = f->buf + 8 + hlen;
+    f->data_size = size - 8 - hlen;
+
+    json_error_t je;
+    f->root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!f->root) {
+        seterr(err, errlen, "%s: header is not valid JSON: %s (header byte %d)", path, je.text,
+               je.position);
+        goto fail;
+    }
+    if (!json_is_object(f->root)) {
+        seterr(err, errlen, "%s: header is not a JSON object", path);
+        goto fail;
+    }
+    size_t count = json_object_size(f->root);
+    f->e = malloc((count ? count : 1) * sizeof *f->e);
+    if (!f->e) {
+        seterr(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->root, key, v) {   /* insertion order = file order */
+        if (strcmp(key, ST_META_KEY) == 0) {
+            if (!json_is_object(v)) {
+                seterr(err, errlen, "%s: %s is not an object", path, ST_META_KEY);
+                goto fail;
+            }
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(v, mk, mv) {
+                if (!json_is_string(mv)) {
+                    seterr(err, errlen, "%s: %s value for '%s' is not a string", path, ST_META_KEY, mk);
+                    goto fail;
+                }
+            }
+            f->meta = v;
+            continue;
+        }
+        if (f->n >= INT_MAX) {
+            seterr(err, errlen, "%s: too many tensors", path);
+            goto fail;
+        }
+        if (!parse_entry(f, key, v, &f->e[f->n], err, errlen)) goto fail;
+        f->n++;
+    }
+    if (!check_overlap(f, err, errlen)) goto fail;
+    return f;
+fail:
+    ag_st_free(f);
+    return NULL;
+}
+
+const char *ag_st_meta_get(const ag_st_file *f, const char *key)
+{
+    if (!f || !f->meta || !key) return NULL;
+    return json_string_value(json_object_get(f->meta, key));
+}
+
+int ag_st_count(const ag_st_file *f)
+{
+    return f ? f->n : 0;
+}
+
+const char *ag_st_name(const ag_st_file *f, int i)
+{
+    return f && i >= 0 && i < f->n ? f->e[i].name : NULL;
+}
+
+ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int ndim, const int *shape,
+                     char *err, size_t errlen)
+{
+    if (!f || !name || (!shape && ndim > 0) || ndim < 0 || ndim > AG_MAX_DIMS) {
+        seterr(err, errlen, "ag_st_read: bad arguments");
+        return AG_ERR_ARG;
+    }
+    const st_entry *e = NULL;
+    for (int i = 0; i < f->n && !e; i++)
+        if (strcmp(f->e[i].name, name) == 0) e = &f->e[i];
+    if (!e) {
+        seterr(err, errlen, "%s: no tensor '%s'", f->path, name);
+        return AG_ERR_FORMAT;
+    }
+    bool same = e->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = e->shape[d] == shape[d];
+    if (!same) {
+        char have[64], want[64];
+        shape_str(have, sizeof have, e->ndim, e->shape);
+        shape_str(want, sizeof want, ndim, shape);
+        seterr(err, errlen, "%s: tensor '%s' has shape %s, expected %s", f->path, name, have, want);
+        return AG_ERR_FORMAT;
+    }
+    size_t numel = (size_t)((e->end - e->begin) / 4);
+    if (numel > 0 && !dst) {
+        seterr(err, errlen, "ag_st_read: no destination for '%s'", name);
+        return AG_ERR_ARG;
+    }
+    const unsigned char *p = f->data + e->begin;
+    for (size_t i = 0; i < numel; i++) dst[i] = (ag_real)get_f32le(p + 4 * i);
+    return AG_OK;
+}

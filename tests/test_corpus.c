@@ -1,0 +1,426 @@
+/* test_corpus.c -- examples/char_lm/corpus.c: strict UTF-8 (each kind of invalid input with the
+ * offset of its first byte), the sorted vocabulary and token ids, prompt encoding, the vocab
+ * JSON round trip, file errors and MODEL.md's 90/10 split. */
+#include <check.h>
+#include <dirent.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "corpus.h"
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+static char dir[64];
+static char err[512];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/ag_corpus_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    err[0] = 0;
+}
+
+static void teardown(void)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[PATH_MAX];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        remove(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Writes n bytes to <dir>/name and returns the path (valid until the next call). */
+static const char *file_with(const char *name, const char *bytes, size_t n)
+{
+    static char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *fp = fopen(p, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, fp), n);
+    ck_assert_int_eq(fclose(fp), 0);
+    return p;
+}
+
+static const char *chinese = "床前明月光，疑是地上霜。";   /* 12 characters, 36 bytes */
+
+// ---------------------------------------------------------------------------------------------
+// UTF-8
+
+START_TEST(utf8_valid)
+{
+    uint32_t *cp;
+    size_t n;
+    ck_assert_int_eq(utf8_decode("t", "Hi!\n", 4, &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_eq(cp[0], 'H');
+    ck_assert_uint_eq(cp[3], '\n');
+    free(cp);
+
+    ck_assert_int_eq(utf8_decode("t", chinese, strlen(chinese), &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(n, 12);
+    ck_assert_uint_eq(cp[0], 0x5E8A);    /* 床 */
+    ck_assert_uint_eq(cp[5], 0xFF0C);    /* ， */
+    ck_assert_uint_eq(cp[11], 0x3002);   /* 。 */
+    free(cp);
+
+    /* the boundaries of each length, a NUL, and the last code point */
+    const char edge[] = "\x00\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xED\x9F\xBF\xEE\x80\x80\xEF\xBF\xBF"
+                        "\xF0\x90\x80\x80\xF4\x8F\xBF\xBF";
+    const uint32_t want[] = { 0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF };
+    ck_assert_int_eq(utf8_decode("t", edge, sizeof edge - 1, &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(n, 10);
+    for (int i = 0; i < 10; i++) {
+        ck_assert_uint_eq(cp[i], want[i]);
+        char out[5];
+        int k = utf8_put(want[i], out);   /* and back to the same bytes */
+        ck_assert_int_gt(k, 0);
+        ck_assert_int_eq((int)strlen(out), want[i] == 0 ? 0 : k);
+    }
+    free(cp);
+
+    ck_assert_int_eq(utf8_decode("t", "", 0, &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ptr_nonnull(cp);
+    free(cp);
+
+    char out[5];
+    ck_assert_int_eq(utf8_put(0xD800, out), 0);
+    ck_assert_str_eq(out, "");
+    ck_assert_int_eq(utf8_put(0x110000, out), 0);
+    ck_assert_int_eq(utf8_put(0x6708, out), 3);
+    ck_assert_str_eq(out, "月");
+}
+END_TEST
+
+/* One invalid input per case, the offset of the bad sequence, and a word of the reason. */
+static const struct {
+    const char *bytes;
+    size_t len;
+    size_t at;
+    const char *why;
+} bad_utf8[] = {
+    { "ab\x80", 3, 2, "stray continuation" },
+    { "abc\xBF\x41", 5, 3, "stray continuation" },
+    { "\xC0\xAF", 2, 0, "overlong" },              /* '/' in two bytes */
+    { "x\xC1\xBF", 3, 1, "overlong" },
+    { "xy\xE0\x80\xAF", 5, 2, "overlong" },       /* '/' in three bytes */
+    { "\xE0\x9F\xBF", 3, 0, "overlong" },          /* U+07FF in three bytes */
+    { "\xF0\x8F\xBF\xBF", 4, 0, "overlong" },      /* U+FFFF in four bytes */
+    { "ok\xED\xA0\x80", 5, 2, "surrogate" },       /* U+D800 */
+    { "\xED\xBF\xBF", 3, 0, "surrogate" },         /* U+DFFF */
+    { "\xF4\x90\x80\x80", 4, 0, "above U+10FFFF" },
+    { "\xF5\x80\x80\x80", 4, 0, "above U+10FFFF" },
+    { "\xF8\x88\x80\x80\x80", 5, 0, "invalid byte" },
+    { "\xFF", 1, 0, "invalid byte" },
+    { "abcd\xE6\x9C", 6, 4, "truncated" },          /* 月 cut short at the end */
+    { "\xF0\x9F\x98", 3, 0, "truncated" },
+    { "\xC3", 1, 0, "truncated" },
+    { "\xE6\x9C\x41", 3, 0, "missing continuation" },
+    { "\xC3\xC3\xA9", 3, 0, "missing continuation" },
+    { "\xE5\xBA\x8A\xE5\x89\x8D\xE6\x98\x8E\xE6\x9C\x88\xE5\x85\x89\xFF", 16, 15, "invalid byte" },
+};
+
+START_TEST(utf8_invalid)
+{
+    uint32_t *cp = (uint32_t *)1;
+    size_t n = 7;
+    char want[64];
+    snprintf(want, sizeof want, "data.txt: invalid UTF-8 at byte %zu (", bad_utf8[_i].at);
+    ck_assert_int_eq(utf8_decode("data.txt", bad_utf8[_i].bytes, bad_utf8[_i].len, &cp, &n, err, sizeof err),
+                     AG_ERR_FORMAT);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: %s", _i, err);
+    ck_assert_msg(strstr(err, bad_utf8[_i].why), "case %d: %s", _i, err);
+    ck_assert_ptr_null(cp);
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// corpus files
+
+START_TEST(load_ascii)
+{
+    const char *p = file_with("a.txt", "hello world\n", 12);
+    corpus c;
+    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(c.n, 12);
+    /* sorted distinct: \n ' ' d e h l o r w */
+    ck_assert_int_eq(c.vocab.V, 9);
+    const char *sorted = "\n dehlorw";
+    for (int i = 0; i < 9; i++) ck_assert_uint_eq(c.vocab.cp[i], (unsigned char)sorted[i]);
+    const int ids[12] = { 4, 3, 5, 5, 6, 1, 8, 6, 7, 5, 2, 0 };
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(c.ids[i], ids[i]);
+    ck_assert_str_eq(c.path, p);
+    corpus_free(&c);
+    ck_assert_ptr_null(c.ids);
+    corpus_free(&c);     /* twice is fine: the struct was zeroed */
+    corpus_free(NULL);
+}
+END_TEST
+
+START_TEST(load_chinese)
+{
+    const char *p = file_with("poem.txt", chinese, strlen(chinese));
+    corpus c;
+    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(c.n, 12);
+    ck_assert_int_eq(c.vocab.V, 12);   /* all distinct */
+    for (int i = 1; i < c.vocab.V; i++) ck_assert_uint_lt(c.vocab.cp[i - 1], c.vocab.cp[i]);
+    /* decoding the ids gives the text back */
+    char text[64] = "";
+    for (size_t i = 0; i < c.n; i++) {
+        char ch[5];
+        ck_assert_int_eq(vocab_utf8(&c.vocab, c.ids[i], ch), 3);
+        strcat(text, ch);
+    }
+    ck_assert_str_eq(text, chinese);
+    char ch[5] = "x";
+    ck_assert_int_eq(vocab_utf8(&c.vocab, 12, ch), 0);
+    ck_assert_str_eq(ch, "");
+    ck_assert_int_eq(vocab_utf8(&c.vocab, -1, ch), 0);
+    ck_assert_int_eq(vocab_id(&c.vocab, 0x6708), c.ids[3]);   /* 月 */
+    ck_assert_int_eq(vocab_id(&c.vocab, 'a'), -1);
+    corpus_free(&c);
+}
+END_TEST
+
+START_TEST(load_errors)
+{
+    corpus c;
+    char p[PATH_MAX], want[PATH_MAX + 64];
+    /* missing */
+    snprintf(p, sizeof p, "%s/missing.txt", dir);
+    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_ERR_IO);
+    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", p);
+    ck_assert_str_eq(err, want);
+    ck_assert_ptr_null(c.ids);
+    ck_assert_ptr_null(c.vocab.cp);
+    /* a directory */
+    ck_assert_int_eq(corpus_load(dir, &c, err, sizeof err), AG_ERR_IO);
+    snprintf(want, sizeof want, "%s: is a directory", dir);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    /* empty */
+    const char *e = file_with("empty.txt", "", 0);
+    ck_assert_int_eq(corpus_load(e, &c, err, sizeof err), AG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: file is empty", e);
+    ck_assert_str_eq(err, want);
+    /* invalid UTF-8 deep in the file: the absolute byte offset */
+    char buf[3000];
+    memset(buf, 'a', sizeof buf);
+    memcpy(buf + 1234, "\xED\xA0\x80", 3);
+    const char *b = file_with("data.txt", buf, sizeof buf);
+    ck_assert_int_eq(corpus_load(b, &c, err, sizeof err), AG_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s: invalid UTF-8 at byte 1234 (surrogate", b);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    ck_assert_ptr_null(c.ids);
+    ck_assert_ptr_null(c.path);
+    /* unreadable: only meaningful when not root (root reads anything) */
+    if (geteuid() != 0) {
+        const char *u = file_with("secret.txt", "abc", 3);
+        chmod(u, 0);
+        ck_assert_int_eq(corpus_load(u, &c, err, sizeof err), AG_ERR_IO);
+        ck_assert_ptr_nonnull(strstr(err, "cannot open: Permission denied"));
+    }
+    ck_assert_int_eq(corpus_load(NULL, &c, NULL, 0), AG_ERR_ARG);   /* no err buffer: no crash */
+}
+END_TEST
+
+START_TEST(load_with_vocab)
+{
+    corpus c, d;
+    ck_assert_int_eq(corpus_load(file_with("a.txt", "abcab", 5), &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load_vocab(file_with("b.txt", "cab", 3), &c.vocab, &d, err, sizeof err), AG_OK);
+    ck_assert_int_eq(d.vocab.V, 3);
+    ck_assert_uint_eq(d.n, 3);
+    ck_assert_int_eq(d.ids[0], 2);
+    ck_assert_int_eq(d.ids[1], 0);
+    corpus_free(&d);
+    const char *p = file_with("c.txt", "ab\nd", 4);
+    ck_assert_int_eq(corpus_load_vocab(p, &c.vocab, &d, err, sizeof err), AG_ERR_ARG);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "%s: character U+000A at position 2 (byte 2) is not in the vocabulary", p);
+    ck_assert_str_eq(err, want);
+    ck_assert_ptr_null(d.ids);
+    corpus_free(&c);
+}
+END_TEST
+
+START_TEST(tiny_shakespeare_has_65)
+{
+    const char *p = "data/tinyshakespeare.txt";
+    if (access(p, R_OK) != 0) return;   /* not run from the repository root */
+    corpus c;
+    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(c.vocab.V, 65);
+    ck_assert_uint_eq(c.n, 1115394);   /* all ASCII: one character per byte */
+    size_t nt, nv;
+    ck_assert_int_eq(corpus_split(&c, 0.1, 256, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(nt, 1003854);    /* int(0.9 * 1115394) */
+    ck_assert_uint_eq(nv, 111540);
+    corpus_free(&c);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// vocabulary: prompts and JSON
+
+START_TEST(encode_prompt)
+{
+    corpus c;
+    ck_assert_int_eq(corpus_load(file_with("p.txt", chinese, strlen(chinese)), &c, err, sizeof err), AG_OK);
+    int *ids;
+    size_t n;
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明月", strlen("明月"), &ids, &n, err, sizeof err),
+                     AG_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], c.ids[2]);
+    ck_assert_int_eq(ids[1], c.ids[3]);
+    free(ids);
+    /* an empty prompt is fine (non-NULL, n 0) */
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "", 0, &ids, &n, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(n, 0);
+    free(ids);
+    /* outside the vocabulary: the character, its position (characters) and byte offset */
+    const char *s = "明月光é";
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", s, strlen(s), &ids, &n, err, sizeof err), AG_ERR_ARG);
+    ck_assert_str_eq(err, "--prompt: character 'é' (U+00E9) at position 3 (byte 9) is not in the vocabulary");
+    ck_assert_ptr_null(ids);
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "月\t", 4, &ids, &n, err, sizeof err), AG_ERR_ARG);
+    ck_assert_str_eq(err, "--prompt: character U+0009 at position 1 (byte 3) is not in the vocabulary");
+    /* invalid UTF-8 in a prompt */
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明\xE6", 4, &ids, &n, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_str_eq(err, "--prompt: invalid UTF-8 at byte 3 (truncated sequence)");
+    corpus_free(&c);
+}
+END_TEST
+
+START_TEST(vocab_json_roundtrip)
+{
+    corpus c;
+    const char *text = "ab\n 床前明月光\xF0\x9F\x98\x80";   /* ... U+1F600 */
+    ck_assert_int_eq(corpus_load(file_with("v.txt", text, strlen(text)), &c, err, sizeof err), AG_OK);
+    char *json = vocab_to_json(&c.vocab);
+    ck_assert_ptr_nonnull(json);
+    ck_assert_str_eq(json, "[10,32,97,98,20809,21069,24202,26126,26376,128512]");
+    vocab v;
+    ck_assert_int_eq(vocab_from_json("ckpt", json, &v, err, sizeof err), AG_OK);
+    ck_assert_int_eq(v.V, c.vocab.V);
+    ck_assert(memcmp(v.cp, c.vocab.cp, (size_t)v.V * sizeof *v.cp) == 0);
+    vocab w;
+    ck_assert_int_eq(vocab_copy(&w, &v), AG_OK);
+    ck_assert_int_eq(w.V, v.V);
+    vocab_free(&w);
+    vocab_free(&v);
+    ck_assert_ptr_null(v.cp);
+    vocab_free(NULL);
+    free(json);
+    ck_assert_ptr_null(vocab_to_json(&v));   /* empty */
+    corpus_free(&c);
+}
+END_TEST
+
+static const struct {
+    const char *json;
+    const char *why;
+} bad_vocab[] = {
+    { "[97,98,98]", "not sorted and distinct: 98 after 98 at index 2" },
+    { "[97,66]", "not sorted and distinct: 66 after 97 at index 1" },
+    { "[55296]", "entry 0 is not a Unicode code point" },    /* U+D800 */
+    { "[1114112]", "entry 0 is not a Unicode code point" },  /* U+110000 */
+    { "[10,-1]", "entry 1 is not a Unicode code point" },
+    { "[10,\"a\"]", "entry 1 is not a Unicode code point" },
+    { "[10,32.0]", "entry 1 is not a Unicode code point" },
+    { "[]", "not a non-empty JSON array" },
+    { "{\"a\":1}", "not a non-empty JSON array" },
+    { "[10,", "not valid JSON" },
+    { "", "not valid JSON" },
+};
+
+START_TEST(vocab_json_invalid)
+{
+    vocab v = { (uint32_t *)1, 5 };
+    ck_assert_int_eq(vocab_from_json("ck", bad_vocab[_i].json, &v, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_msg(strncmp(err, "ck: vocab ", 10) == 0 && strstr(err, bad_vocab[_i].why), "case %d: %s", _i,
+                  err);
+    ck_assert_ptr_null(v.cp);
+    ck_assert_int_eq(v.V, 0);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// split
+
+START_TEST(split_90_10)
+{
+    char text[1001];
+    for (int i = 0; i < 1000; i++) text[i] = (char)('a' + i % 7);
+    corpus c;
+    const char *p = file_with("s.txt", text, 1000);
+    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    size_t nt = 0, nv = 0;
+    ck_assert_int_eq(corpus_split(&c, 0.1, 8, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(nt, 900);
+    ck_assert_uint_eq(nv, 100);
+    ck_assert_int_eq(corpus_split(&c, 0.0, 8, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(nt, 1000);
+    ck_assert_uint_eq(nv, 0);
+    ck_assert_int_eq(corpus_split(&c, 0.25, 8, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(nt, 750);
+    /* a window needs block_size + 1 tokens in each split used */
+    ck_assert_int_eq(corpus_split(&c, 0.1, 100, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    char want[PATH_MAX + 96];
+    snprintf(want, sizeof want, "%s: the validation split has 100 tokens, block_size 100 needs at least 101", p);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 99, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_split(&c, 0.0, 1000, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err, "the training split has 1000 tokens"));
+    ck_assert_int_eq(corpus_split(&c, 0.0, 999, &nt, &nv, err, sizeof err), AG_OK);
+    /* bad arguments */
+    ck_assert_int_eq(corpus_split(&c, 1.0, 8, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, -0.1, 8, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, NAN, 8, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 0, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    corpus_free(&c);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+
+Suite *corpus_suite(void)
+{
+    Suite *s = suite_create("corpus");
+    TCase *tc = tcase_create("utf8");
+    tcase_add_test(tc, utf8_valid);
+    tcase_add_loop_test(tc, utf8_invalid, 0, (int)(sizeof bad_utf8 / sizeof bad_utf8[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, load_ascii);
+    tcase_add_test(tc, load_chinese);
+    tcase_add_test(tc, load_errors);
+    tcase_add_test(tc, load_with_vocab);
+    tcase_add_test(tc, tiny_shakespeare_has_65);
+    tcase_add_test(tc, split_90_10);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("vocab");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, encode_prompt);
+    tcase_add_test(tc, vocab_json_roundtrip);
+    tcase_add_loop_test(tc, vocab_json_invalid, 0, (int)(sizeof bad_vocab / sizeof bad_vocab[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -27,7 +27,7 @@ B = build
 LIB32 = $(B)/f32/libattograd.a
 LIB64 = $(B)/f64/libattograd.a
 
-.PHONY: all deps test run clean help asan
+.PHONY: all deps test run clean help asan bench
 all: $(LIB32) $(B)/char_lm                      ## build the library and build/char_lm
 
 help:                                             ## this list
@@ -84,6 +84,16 @@ $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 run: deps                                         ## train the baby model on Tiny Shakespeare
 	@$(MAKE) --no-print-directory $(B)/char_lm
 	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby
+
+# --- benchmark: kept out of the test suite (tests check correctness, bench measures) ---
+# malloc/calloc/realloc are wrapped so the bench can count our code's allocations per step
+$(B)/bench: $(B)/f32/bench/bench.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+	$(CC) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ $^ $(LIBS)
+$(B)/f32/bench/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
+
+bench: deps                                       ## tokens/s, GFLOP/s, time per op, allocations, RSS
+	@$(MAKE) --no-print-directory $(B)/bench
+	./$(B)/bench $(BENCH_ARGS)
 
 # --- sanitizers: the whole suite under ASan + UBSan, one malloc per arena block so ASan sees
 # overflows a bump allocator would hide, all tests in one process so LeakSanitizer reports once

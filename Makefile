@@ -6,6 +6,8 @@
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
+# OpenMP is the one thread pool (src/tensor/parallel.h); OpenBLAS is kept single-threaded
+OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
 DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev
@@ -13,8 +15,8 @@ DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
-ALL_CFLAGS = $(STD) $(WARN) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
-LIBS       = $(PKG_LIBS) -lm
+ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
+LIBS       = $(OMP) $(PKG_LIBS) -lm
 
 LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/nn/*.c src/optim/*.c)
 TEST_SRC := $(wildcard tests/*.c)

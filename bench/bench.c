@@ -23,7 +23,6 @@
 #include "attograd.h"
 #include "corpus.h"
 
-void openblas_set_num_threads(int);
 
 /* ---- allocation counters (the link wraps malloc, calloc and realloc of our own code) ---- */
 void *__real_malloc(size_t n);
@@ -102,7 +101,7 @@ static int run_config(const bench_config *bc, const corpus *data, int steps, int
 {
     char err[256];
     int V = data->vocab.V, B = bc->batch, T = bc->block_size;
-    ag_gpt_config cfg = { V, bc->n_layer, bc->n_head, bc->n_embd, bc->block_size, 0 };
+    ag_gpt_config cfg = { V, bc->n_layer, bc->n_head, bc->n_embd, bc->block_size, 0, false };
     ag_gpt *g = ag_gpt_new(&cfg, 1337, err, sizeof err);
     ag_ctx *ctx = ag_ctx_new();
     int *x = malloc((size_t)B * T * sizeof(int)), *y = malloc((size_t)B * T * sizeof(int));
@@ -230,7 +229,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench: error: --threads must be >= 1 and --steps >= 10\n");
         return 2;
     }
-    openblas_set_num_threads(threads);
+    ag_threads_init(threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
     char err[256];
     corpus data;
     if (corpus_load(path, &data, err, sizeof err) != AG_OK) {

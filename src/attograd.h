@@ -12,6 +12,7 @@
 #include "tensor/tensor.h"
 #include "tensor/ops.h"
 #include "tensor/rng.h"
+#include "tensor/parallel.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 

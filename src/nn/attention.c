@@ -18,6 +18,7 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
     int n = snprintf(A->scope, sizeof A->scope, "%s", prefix);
     if (n < 0 || (size_t)n >= sizeof A->scope) return AG_ERR_ARG;
     A->C = C;
+    A->composed = false;
     A->H = H;
     char name[128];
     const char *sub[4] = { "w_q", "w_k", "w_v", "w_o" };
@@ -32,6 +33,18 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
     return AG_OK;
 }
 
+/* true when mask is the [T,T] causal mask for q [B,T,C] (1 on and below the diagonal, 0 above) */
+static bool is_causal(const ag_tensor *mask, const ag_tensor *q)
+{
+    if (!q || mask->ndim != 2 || q->ndim != 3 || mask->shape[0] != q->shape[1] || mask->shape[1] != q->shape[1])
+        return false;
+    int T = mask->shape[0];
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++)
+            if ((mask->data[i * T + j] != 0) != (j <= i)) return false;
+    return true;
+}
+
 ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask,
                           ag_real dropout, uint64_t seed, bool train)
 {
@@ -41,6 +54,14 @@ ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor 
     ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [B,T,C]
     ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [B,T,C]
     ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [B,T,C]
+    bool causal = mask && is_causal(mask, q);
+    if (!A->composed && (!mask || causal) && !(train && dropout > 0)) {
+        /* the fused kernel: exactly the lines below in one op (src/tensor/ops/attention.c) */
+        ag_tensor *o = ag_attention(ctx, q, k, v, A->H, (ag_real)(1.0 / sqrt((double)D)), causal); // [B,T,C]
+        ag_tensor *y = ag_linear_layer_forward(ctx, &A->w_o, o);   // [B,T,C]
+        ag_ctx_set_scope(ctx, outer);
+        return y;
+    }
     q = ag_split_heads(ctx, q, A->H);                               // [B,H,T,D]
     k = ag_split_heads(ctx, k, A->H);                               // [B,H,T,D]
     v = ag_split_heads(ctx, v, A->H);                               // [B,H,T,D]

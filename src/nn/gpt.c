@@ -73,6 +73,7 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t er
         char prefix[32];
         snprintf(prefix, sizeof prefix, "blocks.%d", l);
         s = ag_block_init(&g->blocks[l], P, prefix, C, cfg->n_head, INIT_STD, std_out);
+        g->blocks[l].attn.composed = cfg->composed_attention;
     }
     if (s == AG_OK) s = ag_layernorm_layer_init(&g->ln_f, P, "ln_f", C);
     if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);

@@ -44,6 +44,8 @@ ag_tensor *ag_layernorm_layer_forward(ag_ctx *ctx, const ag_layernorm_layer *L, 
 typedef struct {
     ag_linear_layer w_q, w_k, w_v, w_o;   /* each C -> C with bias */
     int C, H;
+    bool composed;                         /* true: the op-by-op path below; false (default):
+                                              the fused ag_attention kernel, same results */
     char scope[64];                        /* "blocks.0.attn", for --trace-shapes */
 } ag_mha;
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out);
@@ -80,6 +82,7 @@ typedef struct {
     int n_embd;       /* C */
     int block_size;   /* T_max */
     double dropout;   /* 0 by default */
+    bool composed_attention; /* attention op by op (readable, slower) instead of fused */
 } ag_gpt_config;
 
 typedef struct {

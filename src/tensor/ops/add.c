@@ -10,6 +10,7 @@
 
 static void add_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t n, size_t nb)
 {
+#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i += nb)
         for (size_t j = 0; j < nb; j++) y[i + j] = a[i + j] + b[j];
 }
@@ -25,13 +26,16 @@ static ag_status add_backward(ag_ctx *ctx, ag_node *n)
     if (a->requires_grad) {
         ag_real *da = ag_grad(ctx, a);
         if (!da) return ag_ctx_status(ctx);
+#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < N; i++) da[i] += dy[i];
     }
     if (b->requires_grad) {
         ag_real *db = ag_grad(ctx, b);
         if (!db) return ag_ctx_status(ctx);
-        for (size_t i = 0; i < N; i += nb)
-            for (size_t j = 0; j < nb; j++) db[j] += dy[i + j];
+        /* columns in parallel: each thread sums its own entries of db over every row */
+#pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < nb; j++)
+            for (size_t i = 0; i < N; i += nb) db[j] += dy[i + j];
     }
     return AG_OK;
 }

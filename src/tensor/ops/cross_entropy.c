@@ -24,6 +24,7 @@ static ag_status cross_entropy_backward(ag_ctx *ctx, ag_node *n)
     ag_real scale = n->out->grad[0] / (ag_real)R;
     ag_real *dz = ag_grad(ctx, z);
     if (!dz) return ag_ctx_status(ctx);
+#pragma omp parallel for schedule(static)
     for (size_t r = 0; r < R; r++) {
         const ag_real *p = s->probs + r * V;
         for (int j = 0; j < V; j++) dz[r * V + j] += scale * (p[j] - (j == s->targets[r]));
@@ -59,6 +60,7 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
         memcpy(s->targets, targets, R * sizeof(int));
     }
     double total = 0; /* accumulate in double: R can be thousands of rows */
+#pragma omp parallel for schedule(static) reduction(+ : total)
     for (size_t r = 0; r < R; r++) {
         const ag_real *zr = z->data + r * V;
         ag_real m = zr[0];

@@ -16,6 +16,7 @@ static ag_status gelu_backward(ag_ctx *ctx, ag_node *n)
     ag_real *dx = ag_grad(ctx, x);
     if (!dx) return ag_ctx_status(ctx);
     size_t N = ag_numel(x);
+#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) {
         ag_real v = x->data[i];
         ag_real th = AG_TANH(GELU_K * (v + GELU_A * v * v * v));
@@ -34,6 +35,7 @@ ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x)
     ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
     if (!y) return NULL;
     size_t N = ag_numel(x);
+#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < N; i++) {
         ag_real v = x->data[i];
         y->data[i] = (ag_real)0.5 * v * (1 + AG_TANH(GELU_K * (v + GELU_A * v * v * v)));

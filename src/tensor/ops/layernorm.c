@@ -14,6 +14,7 @@
 static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w,
                                    const ag_real *b, size_t R, int C, ag_real eps)
 {
+#pragma omp parallel for schedule(static)
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * C;
         ag_real *yr = y + r * C;
@@ -32,23 +33,39 @@ static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x,
 static void layernorm_backward_rows(ag_real *dx, ag_real *dw, ag_real *db, const ag_real *dy,
                                     const ag_real *x, const ag_real *w, const ag_real *stats, size_t R, int C)
 {
-    for (size_t r = 0; r < R; r++) {
-        const ag_real *xr = x + r * C, *dyr = dy + r * C;
-        ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
-        ag_real g_mean = 0, gx_mean = 0; /* mean(g), mean(g * xhat) */
-        for (int c = 0; c < C; c++) {
-            ag_real xhat = (xr[c] - mean) * rstd;
-            ag_real g = dyr[c] * w[c];
-            g_mean += g;
-            gx_mean += g * xhat;
+    if (dx) {
+        /* rows in parallel: each row's dx needs only that row */
+#pragma omp parallel for schedule(static)
+        for (size_t r = 0; r < R; r++) {
+            const ag_real *xr = x + r * C, *dyr = dy + r * C;
+            ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
+            ag_real g_mean = 0, gx_mean = 0; /* mean(g), mean(g * xhat) */
+            for (int c = 0; c < C; c++) {
+                ag_real xhat = (xr[c] - mean) * rstd;
+                ag_real g = dyr[c] * w[c];
+                g_mean += g;
+                gx_mean += g * xhat;
+            }
+            g_mean /= C;
+            gx_mean /= C;
+            for (int c = 0; c < C; c++) {
+                ag_real xhat = (xr[c] - mean) * rstd;
+                dx[r * C + c] += rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
+            }
         }
-        g_mean /= C;
-        gx_mean /= C;
+    }
+    if (dw || db) {
+        /* columns in parallel: each thread owns its entries of dw and db, summed over rows */
+#pragma omp parallel for schedule(static)
         for (int c = 0; c < C; c++) {
-            ag_real xhat = (xr[c] - mean) * rstd;
-            if (dx) dx[r * C + c] += rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
-            if (dw) dw[c] += dyr[c] * xhat;
-            if (db) db[c] += dyr[c];
+            ag_real sw = 0, sb = 0;
+            for (size_t r = 0; r < R; r++) {
+                ag_real xhat = (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
+                sw += dy[r * C + c] * xhat;
+                sb += dy[r * C + c];
+            }
+            if (dw) dw[c] += sw;
+            if (db) db[c] += sb;
         }
     }
 }

@@ -6,19 +6,23 @@
  *           db = sum over rows of dy
  * Every product is one OpenBLAS gemm over all rows at once; the transposes are gemm flags. */
 #include "../internal.h"
+#include "../parallel.h"
 
 // --- kernels ---
 
 static void add_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
 {
+#pragma omp parallel for schedule(static)
     for (size_t r = 0; r < R; r++)
         for (int o = 0; o < Fout; o++) y[r * Fout + o] += b[o];
 }
 
 static void sum_rows(ag_real *db, const ag_real *dy, size_t R, int Fout)
 {
-    for (size_t r = 0; r < R; r++)
-        for (int o = 0; o < Fout; o++) db[o] += dy[r * Fout + o];
+    /* columns in parallel: each thread owns its entries of db */
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < Fout; o++)
+        for (size_t r = 0; r < R; r++) db[o] += dy[r * Fout + o];
 }
 
 // --- backward ---
@@ -33,12 +37,12 @@ static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
     if (x->requires_grad) { /* dx += dy @ W */
         ag_real *dx = ag_grad(ctx, x);                            // [R, Fin]
         if (!dx) return ag_ctx_status(ctx);
-        AG_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, Fin, Fout, 1, dy, Fout, W->data, Fin, 1, dx, Fin);
+        ag_gemm(false, false, R, Fin, Fout, 1, dy, Fout, W->data, Fin, 1, dx, Fin);
     }
     if (W->requires_grad) { /* dW += dy^T @ x */
         ag_real *dW = ag_grad(ctx, W);                            // [Fout, Fin]
         if (!dW) return ag_ctx_status(ctx);
-        AG_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin);
+        ag_gemm(true, false, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin);
     }
     if (b && b->requires_grad) { /* db += sum_r dy[r] */
         ag_real *db = ag_grad(ctx, b);                            // [Fout]
@@ -69,7 +73,7 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     shape[x->ndim - 1] = Fout;
     ag_tensor *y = ag_tensor_new(ctx, x->ndim, shape);          // [..., out]
     if (!y) return NULL;
-    AG_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, 0, y->data, Fout);
+    ag_gemm(false, true, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, 0, y->data, Fout);
     if (b) add_bias_rows(y->data, b->data, (size_t)R, Fout);
     ag_tensor *in[3] = { x, W, b };
     ag_record(ctx, &linear_op, y, in, b ? 3 : 2);

@@ -1,0 +1,124 @@
+/* attention.c -- scaled dot-product attention over heads in one fused op: the fast path.
+ *
+ * The readable path (src/nn/attention.c with composed=true) spells the same thing out op by op:
+ * split_heads, transpose, matmul, scale, masked_fill, softmax, matmul, merge_heads. This op
+ * gives the same forward and the same gradients (tests/test_fused.c checks both), but reads
+ * q, k and v in their [B,T,C] layout (head h is the column block h*D .. h*D+D-1, passed to
+ * gemm with a row stride of C, so there is no split or merge copy), skips the masked scores,
+ * and keeps only the attention weights for the backward.
+ *
+ * forward, for each batch entry b and head h, with Q, K, V the [T,D] blocks of q, k, v:
+ *   S = scale Q K^T                                    [T,T]
+ *   A = softmax(S) over each row, where a causal row i only sees keys 0..i (the rest weigh 0)
+ *   O = A V                                            [T,D], written into y's [B,T,C] block
+ * backward:
+ *   dA = dO V^T;   dV += A^T dO
+ *   dS = A * (dA - rowsum(dA * A))                     (softmax backward; masked entries: 0)
+ *   dQ += scale dS K;   dK += scale dS^T Q
+ * Different (b, h) write disjoint blocks of dq, dk, dv, so they run in parallel. */
+#include <omp.h>
+#include "../internal.h"
+#include "../parallel.h"
+
+// --- kernels ---
+
+/* A[T,T] = row-wise softmax of S (in place), each row i over keys 0..(causal ? i : T-1) */
+static void softmax_rows_causal(ag_real *S, int T, bool causal)
+{
+    for (int i = 0; i < T; i++) {
+        ag_real *row = S + (size_t)i * T;
+        int n = causal ? i + 1 : T;
+        ag_real max = row[0];
+        for (int j = 1; j < n; j++) max = row[j] > max ? row[j] : max;
+        ag_real sum = 0;
+        for (int j = 0; j < n; j++) {
+            row[j] = AG_EXP(row[j] - max);
+            sum += row[j];
+        }
+        ag_real inv = 1 / sum;
+        for (int j = 0; j < n; j++) row[j] *= inv;
+        for (int j = n; j < T; j++) row[j] = 0; /* the future: exactly zero weight */
+    }
+}
+
+/* single-threaded gemm on blocks with explicit leading dims (we are inside a parallel loop) */
+static void gemm_block(bool tA, bool tB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                       const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc)
+{
+    AG_GEMM(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+            lda, B, ldb, beta, C, ldc);
+}
+
+// --- backward ---
+
+static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y_bh = softmax(scale Q K^T [causal]) V, per batch entry and head */
+    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out;
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2], H = n->iparam[0], D = C / H;
+    ag_real scale = (ag_real)n->fparam[0];
+    const ag_real *A = n->saved;                                   // [B,H,T,T]
+    ag_real *dq = q->requires_grad ? ag_grad(ctx, q) : NULL;
+    ag_real *dk = k->requires_grad ? ag_grad(ctx, k) : NULL;
+    ag_real *dv = v->requires_grad ? ag_grad(ctx, v) : NULL;
+    int nt = omp_get_max_threads();
+    ag_real *scratch = ag_ctx_alloc(ctx, (size_t)nt * T * T * sizeof(ag_real)); // [threads,T,T] dA, then dS
+    if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
+            const ag_real *Ab = A + ((size_t)b * H + h) * T * T;       // [T,T]
+            const ag_real *dO = y->grad + off;                         // [T,D]
+            ag_real *dS = scratch + (size_t)omp_get_thread_num() * T * T;  // [T,T]
+            if (dv) gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, 1, dv + off, C);      /* dV += A^T dO */
+            if (!dq && !dk) continue;
+            gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);        /* dA = dO V^T */
+            for (int i = 0; i < T; i++) { /* dS = A * (dA - rowsum(dA * A)) */
+                ag_real *dr = dS + (size_t)i * T;
+                const ag_real *ar = Ab + (size_t)i * T;
+                ag_real dot = 0;
+                for (int j = 0; j < T; j++) dot += dr[j] * ar[j];
+                for (int j = 0; j < T; j++) dr[j] = ar[j] * (dr[j] - dot);
+            }
+            if (dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, 1, dq + off, C); /* dQ += s dS K */
+            if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, 1, dk + off, C);  /* dK += s dS^T Q */
+        }
+    return AG_OK;
+}
+
+// --- op ---
+
+static const ag_op attention_op = { "attention", attention_backward };
+
+ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale, bool causal)
+{
+    if (ag__skip(ctx, q, k) || !v) return NULL;
+    if (q->ndim != 3 || !ag_same_shape(q, k) || !ag_same_shape(q, v) || H <= 0 || q->shape[2] % H != 0) {
+        char sq[AG_SHAPE_BUF], sk[AG_SHAPE_BUF], sv[AG_SHAPE_BUF];
+        ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_attention: q %s, k %s, v %s with %d heads (need three equal [B,T,C], C %% H == 0)",
+                    ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk), ag_shape_str(v, sv, sizeof sv), H);
+        return NULL;
+    }
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2], D = C / H;
+    ag_tensor *y = ag_tensor_like(ctx, q);                          // [B,T,C]
+    ag_real *A = y ? ag_ctx_alloc(ctx, (size_t)B * H * T * T * sizeof(ag_real)) : NULL; // [B,H,T,T]
+    if (!A) return NULL;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * D;
+            ag_real *Ab = A + ((size_t)b * H + h) * T * T;              // [T,T]
+            gemm_block(false, true, T, T, D, scale, q->data + off, C, k->data + off, C, 0, Ab, T); /* S = s Q K^T */
+            softmax_rows_causal(Ab, T, causal);                                                   /* A = softmax(S) */
+            gemm_block(false, false, T, D, T, 1, Ab, T, v->data + off, C, 0, y->data + off, C);  /* O = A V */
+        }
+    ag_tensor *in[3] = { q, k, v };
+    ag_node *n = ag_record(ctx, &attention_op, y, in, 3);
+    if (n) {
+        n->saved = A;
+        n->fparam[0] = scale;
+        n->iparam[0] = H;
+    }
+    return ag__done(ctx, y);
+}

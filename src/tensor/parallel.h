@@ -1,0 +1,25 @@
+/* parallel.h -- one thread pool for everything.
+ *
+ * Two pools that both spin (OpenMP's and OpenBLAS's own) fight for the cores and make a step
+ * several times slower. So attograd keeps OpenBLAS single-threaded and runs everything,
+ * matrix products included, on OpenMP's pool: row-wise kernels split their rows, and a big
+ * gemm is split into row blocks, one single-threaded sgemm per thread. */
+#ifndef AG_PARALLEL_H
+#define AG_PARALLEL_H
+
+#include <stdbool.h>
+#include "real.h"
+
+/* Sets the number of threads (n >= 1; 0 = the number of cores) for OpenMP and makes OpenBLAS
+ * single-threaded. Programs call it once at start; it changes the OpenMP runtime's and
+ * OpenBLAS's process-wide settings, the only global state attograd touches. */
+void ag_threads_init(int n);
+int ag_threads(void);  /* the threads a parallel region gets */
+
+/* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose when the flag is set), split
+ * over row blocks of C across the threads when the product is big enough to pay for it.
+ * The same contract as cblas_?gemm with CblasRowMajor. Cannot fail. */
+void ag_gemm(bool transA, bool transB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+             const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
+
+#endif

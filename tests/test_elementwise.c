@@ -73,6 +73,15 @@ START_TEST(test_gelu_forward_known_values)
     memcpy(x->data, xs, sizeof xs);
     ag_tensor *y = ag_gelu(ctx, x);
     for (int i = 0; i < 5; i++) ck_assert_double_eq_tol(y->data[i], want[i], 1e-6);
+    /* the tails: tanh saturates without overflow or NaN */
+    ag_tensor *t = ag_tensor_new1(ctx, 4);
+    ag_real ts[4] = { 30, -30, INFINITY, 1e30 };
+    memcpy(t->data, ts, sizeof ts);
+    ag_tensor *yt = ag_gelu(ctx, t);
+    ck_assert_double_eq_tol(yt->data[0], 30, 1e-5);
+    ck_assert(isfinite(yt->data[1]) && fabs(yt->data[1]) < 1e-6);
+    ck_assert(isinf(yt->data[2]) && yt->data[2] > 0);
+    ck_assert(isinf(yt->data[3]) || yt->data[3] == (ag_real)1e30);
     ag_ctx_free(ctx);
 }
 END_TEST

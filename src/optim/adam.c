@@ -18,6 +18,7 @@
 static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adam_cfg *c,
                         double lr, double bc1, double bc2, double decoupled, double l2)
 {
+#pragma omp parallel for schedule(static) if (n > 4096)
     for (size_t i = 0; i < n; i++) {
         double pi = p[i] - lr * decoupled * p[i];
         double gi = g[i] + l2 * p[i];

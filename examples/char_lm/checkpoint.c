@@ -1,0 +1,348 @@
+/* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run, written and
+ * read through the ag_st_* API (src/nn/safetensors.h). See checkpoint.h for the layout. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "checkpoint.h"
+
+#define PATHLEN 4096
+
+uint64_t lm_ids_hash(const int *ids, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;                 /* FNV-1a, 64 bit */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = (uint32_t)ids[i];
+        for (int b = 0; b < 4; b++) {
+            h ^= (x >> (8 * b)) & 0xFF;
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
+bool lm_path_join(char *buf, size_t n, const char *dir, const char *name)
+{
+    int w = snprintf(buf, n, "%s/%s", dir, name);
+    return w >= 0 && (size_t)w < n;
+}
+
+static ag_status path_of(char *buf, const char *dir, const char *name, char *err, size_t errlen)
+{
+    if (lm_path_join(buf, PATHLEN, dir, name)) return AG_OK;
+    snprintf(err, errlen, "%s: path too long", dir);
+    return AG_ERR_ARG;
+}
+
+// --- writing ---
+
+/* The parameters of g as safetensors entries, named prefix + param name ("m." for moments),
+ * with data from buf (P->data, P->m or P->v). names[] holds the prefixed names. */
+static ag_status tensors_of(const ag_gpt *g, const char *prefix, const ag_real *buf,
+                            ag_st_tensor **out, char ***names)
+{
+    const ag_params *P = g->params;
+    ag_st_tensor *t = calloc((size_t)P->n, sizeof *t);
+    char **nm = calloc((size_t)P->n, sizeof *nm);
+    if (!t || !nm) goto oom;
+    for (int i = 0; i < P->n; i++) {
+        const ag_param_entry *e = &P->entries[i];
+        size_t len = strlen(prefix) + strlen(e->t->name) + 1;
+        if (!(nm[i] = malloc(len))) goto oom;
+        snprintf(nm[i], len, "%s%s", prefix, e->t->name);
+        t[i].name = nm[i];
+        t[i].ndim = e->t->ndim;
+        memcpy(t[i].shape, e->t->shape, sizeof t[i].shape);
+        t[i].data = buf + e->offset;
+    }
+    *out = t;
+    *names = nm;
+    return AG_OK;
+oom:
+    for (int i = 0; nm && i < P->n; i++) free(nm[i]);
+    free(nm);
+    free(t);
+    return AG_ERR_NOMEM;
+}
+
+static void free_names(char **nm, int n)
+{
+    for (int i = 0; nm && i < n; i++) free(nm[i]);
+    free(nm);
+}
+
+ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+                             long iter, char *err, size_t errlen)
+{
+    char path[PATHLEN];
+    if (path_of(path, dir, "model.safetensors", err, errlen)) return AG_ERR_ARG;
+    lm_config c = *cfg;
+    c.model = g->cfg;
+    c.model.vocab_size = v->V;
+    char *config = lm_config_to_json(&c);
+    char *vjson = vocab_to_json(v);
+    ag_st_tensor *t = NULL;
+    char **names = NULL;
+    ag_status st = AG_ERR_NOMEM;
+    if (!config || !vjson || tensors_of(g, "", g->params->data, &t, &names)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto out;
+    }
+    char iters[32];
+    snprintf(iters, sizeof iters, "%ld", iter);
+    ag_st_meta meta[] = {
+        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters},
+    };
+    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), err, errlen);
+out:
+    free_names(names, g->params->n);
+    free(t);
+    free(vjson);
+    free(config);
+    return st;
+}
+
+ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *s, char *err,
+                             size_t errlen)
+{
+    char path[PATHLEN];
+    if (path_of(path, dir, "train_state.safetensors", err, errlen)) return AG_ERR_ARG;
+    const ag_params *P = g->params;
+    ag_st_tensor *tm = NULL, *tv = NULL, *all = NULL;
+    char **nm = NULL, **nv = NULL;
+    ag_status st = AG_ERR_NOMEM;
+    all = calloc(2 * (size_t)P->n, sizeof *all);
+    if (!all || tensors_of(g, "m.", P->m, &tm, &nm) || tensors_of(g, "v.", P->v, &tv, &nv)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto out;
+    }
+    memcpy(all, tm, (size_t)P->n * sizeof *all);
+    memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
+
+    char iter[32], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
+    snprintf(iter, sizeof iter, "%ld", s->iter);
+    snprintf(step, sizeof step, "%ld", s->step);
+    snprintf(rs, sizeof rs, "%llu", (unsigned long long)s->rng.state);
+    snprintf(ri, sizeof ri, "%llu", (unsigned long long)s->rng.inc);
+    snprintf(nt, sizeof nt, "%zu", s->n_tokens);
+    snprintf(ntr, sizeof ntr, "%zu", s->n_train);
+    snprintf(nva, sizeof nva, "%zu", s->n_val);
+    snprintf(hash, sizeof hash, "%llu", (unsigned long long)s->data_hash);
+    lm_format_real(et, sizeof et, s->eval_train);
+    lm_format_real(ev, sizeof ev, s->eval_val);
+    ag_st_meta meta[] = {
+        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"step", step}, {"rng_state", rs},
+        {"rng_inc", ri}, {"n_tokens", nt}, {"n_train", ntr}, {"n_val", nva}, {"data_hash", hash},
+        {"eval_train_loss", et}, {"eval_val_loss", ev},
+    };
+    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (s->has_eval ? 0 : 2);
+    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, err, errlen);
+out:
+    free_names(nm, P->n);
+    free_names(nv, P->n);
+    free(tm);
+    free(tv);
+    free(all);
+    return st;
+}
+
+ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+                       const lm_train_state *st, char *err, size_t errlen)
+{
+    ag_status s = lm_ckpt_save_state(dir, g, st, err, errlen);
+    if (s == AG_OK) s = lm_ckpt_save_model(dir, g, cfg, v, st->iter, err, errlen);
+    return s;
+}
+
+// --- reading ---
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE) return false;
+    *out = v;
+    return true;
+}
+
+/* Metadata key as an unsigned integer <= max; a message naming the file otherwise. */
+static ag_status meta_u64(const ag_st_file *f, const char *path, const char *key, uint64_t max,
+                          uint64_t *out, char *err, size_t errlen)
+{
+    const char *s = ag_st_meta_get(f, key);
+    if (!s) {
+        snprintf(err, errlen, "%s: metadata has no \"%s\"", path, key);
+        return AG_ERR_FORMAT;
+    }
+    if (!parse_u64(s, out) || *out > max) {
+        snprintf(err, errlen, "%s: metadata \"%s\" is not a valid count: '%s'", path, key, s);
+        return AG_ERR_FORMAT;
+    }
+    return AG_OK;
+}
+
+/* Every parameter of g, read from f under prefix + name into buf; and f holds nothing else. */
+static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt *g, int n_prefixes,
+                             const char *const *prefixes, ag_real *const *bufs, char *err, size_t errlen)
+{
+    const ag_params *P = g->params;
+    if (ag_st_count(f) != n_prefixes * P->n) {
+        snprintf(err, errlen, "%s: holds %d tensors, the model needs %d", path, ag_st_count(f),
+                 n_prefixes * P->n);
+        /* name the first one that is not the model's, if that is the problem */
+        for (int i = 0; i < ag_st_count(f); i++) {
+            const char *nm = ag_st_name(f, i);
+            bool known = false;
+            for (int k = 0; k < n_prefixes && !known; k++) {
+                size_t pl = strlen(prefixes[k]);
+                known = strncmp(nm, prefixes[k], pl) == 0 && ag_params_find(P, nm + pl);
+            }
+            if (!known) {
+                snprintf(err, errlen, "%s: unexpected tensor '%s' (not a parameter of this model)", path, nm);
+                break;
+            }
+        }
+        return AG_ERR_FORMAT;
+    }
+    for (int k = 0; k < n_prefixes; k++)
+        for (int i = 0; i < P->n; i++) {
+            const ag_param_entry *e = &P->entries[i];
+            char name[512];
+            snprintf(name, sizeof name, "%s%s", prefixes[k], e->t->name);
+            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err, errlen);
+            if (s) return s;
+        }
+    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on */
+    for (int k = 0; k < n_prefixes; k++)
+        for (size_t j = 0; j < P->total; j++)
+            if (!isfinite(bufs[k][j])) {
+                snprintf(err, errlen, "%s: holds a non-finite value", path);
+                return AG_ERR_FORMAT;
+            }
+    return AG_OK;
+}
+
+void lm_model_free(lm_model *m)
+{
+    if (!m) return;
+    ag_gpt_free(m->g);
+    vocab_free(&m->vocab);
+    memset(m, 0, sizeof *m);
+}
+
+ag_status lm_model_load(const char *dir, lm_model *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    char path[PATHLEN], why[512];
+    if (path_of(path, dir, "model.safetensors", err, errlen)) return AG_ERR_ARG;
+    ag_st_file *f = ag_st_load(path, err, errlen);
+    if (!f) return AG_ERR_IO;   /* ag_st_load's message says whether missing or malformed */
+    ag_status st = AG_ERR_FORMAT;
+    const char *fmt = ag_st_meta_get(f, "format");
+    const char *config = ag_st_meta_get(f, "config");
+    const char *vjson = ag_st_meta_get(f, "vocab");
+    const char *iter = ag_st_meta_get(f, "iter");
+    uint64_t it = 0;
+    if (!fmt || strcmp(fmt, LM_CKPT_FORMAT) != 0) {
+        snprintf(err, errlen, "%s: not a char_lm checkpoint (metadata format is %s%s%s, expected \"%s\")",
+                 path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", LM_CKPT_FORMAT);
+        goto fail;
+    }
+    if (!config || !vjson) {
+        snprintf(err, errlen, "%s: metadata has no \"%s\"", path, config ? "vocab" : "config");
+        goto fail;
+    }
+    if (lm_config_from_json(&m->cfg, config, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        goto fail;
+    }
+    if ((st = vocab_from_json(path, vjson, &m->vocab, err, errlen))) goto fail;
+    st = AG_ERR_FORMAT;
+    if (m->vocab.V != m->cfg.model.vocab_size) {
+        snprintf(err, errlen, "%s: the vocab has %d characters, the config says vocab_size %d", path,
+                 m->vocab.V, m->cfg.model.vocab_size);
+        goto fail;
+    }
+    if (iter && !parse_u64(iter, &it)) {
+        snprintf(err, errlen, "%s: metadata \"iter\" is not a count: '%s'", path, iter);
+        goto fail;
+    }
+    m->iter = (long)it;
+    if (!(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, why, sizeof why))) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        st = AG_ERR_NOMEM;
+        goto fail;
+    }
+    const char *pre[] = {""};
+    ag_real *bufs[] = {m->g->params->data};
+    if ((st = read_params(f, path, m->g, 1, pre, bufs, err, errlen))) goto fail;
+    ag_st_free(f);
+    return AG_OK;
+fail:
+    ag_st_free(f);
+    lm_model_free(m);
+    return st;
+}
+
+ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    char path[PATHLEN];
+    if (path_of(path, dir, "train_state.safetensors", err, errlen)) return AG_ERR_ARG;
+    ag_st_file *f = ag_st_load(path, err, errlen);
+    if (!f) return AG_ERR_IO;
+    ag_status st = AG_ERR_FORMAT;
+    const char *fmt = ag_st_meta_get(f, "format");
+    if (!fmt || strcmp(fmt, LM_STATE_FORMAT) != 0) {
+        snprintf(err, errlen, "%s: not a char_lm train state (metadata format %s, expected \"%s\")", path,
+                 fmt ? fmt : "missing", LM_STATE_FORMAT);
+        goto out;
+    }
+    uint64_t iter, step, rs, ri, nt, ntr, nva, hash;
+    const uint64_t big = (uint64_t)1 << 53;
+    if ((st = meta_u64(f, path, "iter", big, &iter, err, errlen)) ||
+        (st = meta_u64(f, path, "step", big, &step, err, errlen)) ||
+        (st = meta_u64(f, path, "rng_state", UINT64_MAX, &rs, err, errlen)) ||
+        (st = meta_u64(f, path, "rng_inc", UINT64_MAX, &ri, err, errlen)) ||
+        (st = meta_u64(f, path, "n_tokens", big, &nt, err, errlen)) ||
+        (st = meta_u64(f, path, "n_train", big, &ntr, err, errlen)) ||
+        (st = meta_u64(f, path, "n_val", big, &nva, err, errlen)) ||
+        (st = meta_u64(f, path, "data_hash", UINT64_MAX, &hash, err, errlen)))
+        goto out;
+    st = AG_ERR_FORMAT;
+    if (ri % 2 == 0 || ntr + nva != nt) {
+        snprintf(err, errlen, "%s: inconsistent metadata (%s)", path,
+                 ri % 2 == 0 ? "rng_inc must be odd" : "n_train + n_val != n_tokens");
+        goto out;
+    }
+    s->iter = (long)iter;
+    s->step = (long)step;
+    s->rng.state = rs;
+    s->rng.inc = ri;
+    s->n_tokens = (size_t)nt;
+    s->n_train = (size_t)ntr;
+    s->n_val = (size_t)nva;
+    s->data_hash = hash;
+    const char *et = ag_st_meta_get(f, "eval_train_loss"), *ev = ag_st_meta_get(f, "eval_val_loss");
+    s->eval_val = NAN;
+    if (et && ev) {
+        char *e1 = NULL, *e2 = NULL;
+        s->eval_train = strtod(et, &e1);
+        s->eval_val = strtod(ev, &e2);
+        if (!*et || *e1 || !*ev || *e2) {
+            snprintf(err, errlen, "%s: metadata eval losses are not numbers", path);
+            goto out;
+        }
+        s->has_eval = true;
+    }
+    const char *pre[] = {"m.", "v."};
+    ag_real *bufs[] = {g->params->m, g->params->v};
+    st = read_params(f, path, g, 2, pre, bufs, err, errlen);
+out:
+    ag_st_free(f);
+    if (st) memset(s, 0, sizeof *s);
+    return st;
+}

@@ -1,0 +1,365 @@
+/* cli.c -- char_lm's command line: one parser per subcommand, all checks before any work.
+ * The hyper-parameter flags of `train` come from the table in config.c; the few others
+ * (--data, --out, --resume, ...) are handled here. Nothing is printed: errors come back as a
+ * one-line message for main.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+// --- usage texts ---
+
+static const char usage_main[] =
+    "usage: char_lm <command> [flags]\n"
+    "\n"
+    "A character-level GPT language model, trained with attograd.\n"
+    "\n"
+    "commands:\n"
+    "  train   train a model on a UTF-8 text file, writing a checkpoint directory\n"
+    "  sample  generate text from a checkpoint\n"
+    "  eval    deterministic loss of a checkpoint on a text file\n"
+    "\n"
+    "`char_lm <command> --help` lists the flags of each command. A first run:\n"
+    "  char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby\n"
+    "  char_lm sample --ckpt out/baby --prompt 'ROMEO:'\n";
+
+static const char usage_train[] =
+    "usage: char_lm train --data FILE --out DIR [flags]\n"
+    "\n"
+    "Trains a character-level GPT on FILE (UTF-8). DIR becomes a checkpoint directory:\n"
+    "model.safetensors, train_state.safetensors (written at every evaluation and at the end),\n"
+    "metrics.csv (one row per step) and loss.png (needs gnuplot). Ctrl-C stops after the\n"
+    "current step and writes a checkpoint (exit 130); --resume then continues the run.\n"
+    "\n"
+    "  --data FILE            training text (UTF-8); the vocabulary is its set of characters\n"
+    "  --out DIR              checkpoint directory (created if missing)\n"
+    "  --config NAME          tiny, baby (default) or small; the flags below override it\n"
+    "  --resume               continue the run in DIR exactly where its checkpoint stopped;\n"
+    "                         flags given again override the saved ones, except the model shape\n"
+    "  --init-from DIR        start a new run from another checkpoint's weights and vocabulary\n"
+    "  --threads N            threads (default: 2, or the number of cores if fewer)\n"
+    "\n"
+    "model                                      tiny    baby    small\n"
+    "  --n-layer N            blocks              2       4       6\n"
+    "  --n-head N             attention heads     2       4       6\n"
+    "  --n-embd N             channels            64      128     384\n"
+    "  --block-size N         context length      32      64      256\n"
+    "  --dropout F            dropout             0       0       0\n"
+    "training\n"
+    "  --batch-size N         windows per step    16      12      64\n"
+    "  --max-iters N          optimizer steps     500     2000    5000\n"
+    "  --lr F                 peak learning rate  1e-3    1e-3    1e-3\n"
+    "  --min-lr F             final learning rate 1e-4    1e-4    1e-4\n"
+    "  --warmup-iters N       linear warmup       50      100     100\n"
+    "  --lr-decay-iters N     cosine decay ends   (default: --max-iters)\n"
+    "  --optimizer NAME       adamw (default), adam or sgd\n"
+    "  --weight-decay F       0.1 (AdamW: decoupled, 2-D weights only; Adam: L2)\n"
+    "  --beta1 F, --beta2 F   0.9, 0.99\n"
+    "  --momentum F           SGD momentum, 0\n"
+    "  --grad-clip F          global gradient norm limit, 1.0 (0: off)\n"
+    "evaluation\n"
+    "  --val-fraction F       last share of the text that validates, 0.1 (0: none)\n"
+    "  --eval-interval N      steps between evaluations and checkpoints, 250 (tiny: 100)\n"
+    "  --eval-iters N         random batches per split in an evaluation, 20\n"
+    "  --seed N               random seed, 1337\n";
+
+static const char usage_sample[] =
+    "usage: char_lm sample --ckpt DIR [flags]\n"
+    "\n"
+    "Generates text from a checkpoint, one character at a time (with a KV cache).\n"
+    "\n"
+    "  --ckpt DIR             checkpoint directory (written by char_lm train)\n"
+    "  --prompt TEXT          text to continue (default: a newline); every character must\n"
+    "                         be in the checkpoint's vocabulary\n"
+    "  --max-new-tokens N     characters to generate, 500\n"
+    "  --temperature F        > 0; below 1 is more conservative, above 1 more random; 1.0\n"
+    "  --top-k N              sample only among the N likeliest characters (0: all), 0\n"
+    "  --seed N               random seed, 1337 (same seed, same text)\n";
+
+static const char usage_eval[] =
+    "usage: char_lm eval --ckpt DIR --data FILE\n"
+    "\n"
+    "Deterministic loss of a checkpoint on a text file: the file is cut into consecutive\n"
+    "windows of block_size+1 characters starting at 0, T, 2T, ...; every target of every whole\n"
+    "window counts once. The last line printed is {\"loss\": F, \"tokens\": N}.\n"
+    "\n"
+    "  --ckpt DIR             checkpoint directory\n"
+    "  --data FILE            UTF-8 text; every character must be in the checkpoint's vocabulary\n";
+
+const char *lm_cli_usage(lm_command cmd)
+{
+    switch (cmd) {
+    case LM_CMD_TRAIN: return usage_train;
+    case LM_CMD_SAMPLE: return usage_sample;
+    case LM_CMD_EVAL: return usage_eval;
+    default: return usage_main;
+    }
+}
+
+// --- helpers ---
+
+static const char *cmd_name(lm_command c)
+{
+    return c == LM_CMD_TRAIN ? "train" : c == LM_CMD_SAMPLE ? "sample" : c == LM_CMD_EVAL ? "eval" : "";
+}
+
+/* Splits argv[*i] into flag and value ("--lr=3e-4", or "--lr" "3e-4" taking argv[*i+1]).
+ * flag is copied into fbuf. *value is NULL when the flag has none (yet). */
+static void split_flag(char **argv, int *i, char *fbuf, size_t fn, const char **value, bool *inline_value)
+{
+    const char *a = argv[*i];
+    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    if (eq) {
+        size_t n = (size_t)(eq - a) < fn - 1 ? (size_t)(eq - a) : fn - 1;
+        memcpy(fbuf, a, n);
+        fbuf[n] = '\0';
+        *value = eq + 1;
+        *inline_value = true;
+    } else {
+        snprintf(fbuf, fn, "%s", a);
+        *value = NULL;
+        *inline_value = false;
+    }
+}
+
+/* The value of a flag that takes one: inline, or the next argument. */
+static ag_status take_value(int argc, char **argv, int *i, const char *flag, const char **value,
+                            bool inline_value, char *err, size_t errlen)
+{
+    if (inline_value) return AG_OK;
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "%s needs a value", flag);
+        return AG_ERR_ARG;
+    }
+    *value = argv[++*i];
+    return AG_OK;
+}
+
+static ag_status parse_long(const char *flag, const char *s, long lo, long hi, long *out, char *err,
+                            size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno == ERANGE || *s == ' ' || *s == '\t') {
+        snprintf(err, errlen, "%s: not a whole number: '%s'", flag, s);
+        return AG_ERR_ARG;
+    }
+    if (v < lo || v > hi) {
+        snprintf(err, errlen, "%s must be in [%ld, %ld] (got %ld)", flag, lo, hi, v);
+        return AG_ERR_ARG;
+    }
+    *out = v;
+    return AG_OK;
+}
+
+static ag_status no_value(const char *flag, bool inline_value, char *err, size_t errlen)
+{
+    if (!inline_value) return AG_OK;
+    snprintf(err, errlen, "%s takes no value", flag);
+    return AG_ERR_ARG;
+}
+
+static ag_status unknown(lm_command cmd, const char *arg, char *err, size_t errlen)
+{
+    if (strncmp(arg, "-", 1) == 0)
+        snprintf(err, errlen, "unknown flag '%s' for %s (see: char_lm %s --help)", arg, cmd_name(cmd),
+                 cmd_name(cmd));
+    else
+        snprintf(err, errlen, "unexpected argument '%s' (see: char_lm %s --help)", arg, cmd_name(cmd));
+    return AG_ERR_ARG;
+}
+
+static ag_status require(const char *v, const char *flag, lm_command cmd, char *err, size_t errlen)
+{
+    if (v && *v) return AG_OK;
+    if (v) snprintf(err, errlen, "%s must not be empty", flag);
+    else snprintf(err, errlen, "%s is required (see: char_lm %s --help)", flag, cmd_name(cmd));
+    return AG_ERR_ARG;
+}
+
+/* --help anywhere after the command wins over every other flag (even a bad one). */
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
+// --- train ---
+
+static ag_status parse_train(lm_train_args *t, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->config_name = "baby";
+    /* pass 1: --config picks the preset the other flags then override, wherever it stands */
+    for (int i = 2; i < argc; i++) {
+        char flag[64];
+        const char *value;
+        bool inl;
+        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        if (strcmp(flag, "--config") == 0) {
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+            t->config_name = value;
+            t->config_given = true;
+        }
+    }
+    if (lm_config_preset(&t->cfg, t->config_name)) {
+        snprintf(err, errlen, "--config must be tiny, baby or small (got '%s')", t->config_name);
+        return AG_ERR_ARG;
+    }
+    /* pass 2: everything */
+    for (int i = 2; i < argc; i++) {
+        char flag[64];
+        const char *value;
+        bool inl;
+        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        const lm_field *f = lm_field_by_flag(flag);
+        if (f) {
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+            if (lm_field_parse(&t->cfg, f, value, err, errlen)) return AG_ERR_ARG;
+            t->given[f - lm_fields] = true;
+        } else if (strcmp(flag, "--config") == 0) {
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        } else if (strcmp(flag, "--data") == 0) {
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+            t->data = value;
+        } else if (strcmp(flag, "--out") == 0) {
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+            t->out = value;
+        } else if (strcmp(flag, "--init-from") == 0) {
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+            t->init_from = value;
+            if (!*value) return require(value, flag, LM_CMD_TRAIN, err, errlen);
+        } else if (strcmp(flag, "--threads") == 0) {
+            long v;
+            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen) ||
+                parse_long(flag, value, 1, 1024, &v, err, errlen))
+                return AG_ERR_ARG;
+            t->threads = (int)v;
+        } else if (strcmp(flag, "--resume") == 0) {
+            if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
+            t->resume = true;
+        } else {
+            return unknown(LM_CMD_TRAIN, argv[i], err, errlen);
+        }
+    }
+    if (require(t->data, "--data", LM_CMD_TRAIN, err, errlen) ||
+        require(t->out, "--out", LM_CMD_TRAIN, err, errlen))
+        return AG_ERR_ARG;
+    if (t->resume && t->init_from) {
+        snprintf(err, errlen, "--resume and --init-from exclude each other (--resume continues "
+                              "--out's own run)");
+        return AG_ERR_ARG;
+    }
+    /* lr_decay_iters follows max_iters unless given */
+    const lm_field *decay = lm_field_by_key("lr_decay_iters");
+    if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
+    return lm_config_validate(&t->cfg, false, err, errlen);
+}
+
+// --- sample and eval ---
+
+static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->max_new_tokens = 500;
+    s->temperature = 1.0;
+    s->top_k = 0;
+    s->seed = 1337;
+    for (int i = 2; i < argc; i++) {
+        char flag[64];
+        const char *value;
+        bool inl;
+        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
+                     strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
+                     strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
+        if (!known) return unknown(LM_CMD_SAMPLE, argv[i], err, errlen);
+        if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        long v;
+        if (strcmp(flag, "--ckpt") == 0) {
+            s->ckpt = value;
+        } else if (strcmp(flag, "--prompt") == 0) {
+            s->prompt = value;
+        } else if (strcmp(flag, "--max-new-tokens") == 0) {
+            if (parse_long(flag, value, 0, 10000000, &v, err, errlen)) return AG_ERR_ARG;
+            s->max_new_tokens = v;
+        } else if (strcmp(flag, "--top-k") == 0) {
+            if (parse_long(flag, value, 0, 1114112, &v, err, errlen)) return AG_ERR_ARG;
+            s->top_k = (int)v;
+        } else if (strcmp(flag, "--temperature") == 0) {
+            char *end = NULL;
+            errno = 0;
+            double d = strtod(value, &end);
+            if (!*value || *end || errno == ERANGE || !isfinite(d) || *value == ' ') {
+                snprintf(err, errlen, "--temperature: not a finite number: '%s'", value);
+                return AG_ERR_ARG;
+            }
+            if (!(d > 0)) {
+                snprintf(err, errlen, "--temperature must be > 0 (got %s)", value);
+                return AG_ERR_ARG;
+            }
+            s->temperature = d;
+        } else { /* --seed: the same rules as train's */
+            lm_config c;
+            if (lm_field_parse(&c, lm_field_by_key("seed"), value, err, errlen)) return AG_ERR_ARG;
+            s->seed = c.seed;
+        }
+    }
+    return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err, errlen);
+}
+
+static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    for (int i = 2; i < argc; i++) {
+        char flag[64];
+        const char *value;
+        bool inl;
+        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        const char **dst = strcmp(flag, "--ckpt") == 0 ? &e->ckpt
+                         : strcmp(flag, "--data") == 0 ? &e->data : NULL;
+        if (!dst) return unknown(LM_CMD_EVAL, argv[i], err, errlen);
+        if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        *dst = value;
+    }
+    if (require(e->ckpt, "--ckpt", LM_CMD_EVAL, err, errlen) ||
+        require(e->data, "--data", LM_CMD_EVAL, err, errlen))
+        return AG_ERR_ARG;
+    return AG_OK;
+}
+
+// --- entry ---
+
+ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(cli, 0, sizeof *cli);
+    if (argc < 2) {
+        snprintf(err, errlen, "no command given (train, sample or eval; see: char_lm --help)");
+        return AG_ERR_ARG;
+    }
+    const char *c = argv[1];
+    if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
+        cli->help = true;
+        return AG_OK;
+    }
+    cli->cmd = strcmp(c, "train") == 0 ? LM_CMD_TRAIN
+             : strcmp(c, "sample") == 0 ? LM_CMD_SAMPLE
+             : strcmp(c, "eval") == 0 ? LM_CMD_EVAL : LM_CMD_NONE;
+    if (cli->cmd == LM_CMD_NONE) {
+        snprintf(err, errlen, "unknown command '%s' (train, sample or eval; see: char_lm --help)", c);
+        return AG_ERR_ARG;
+    }
+    if (wants_help(argc, argv)) {
+        cli->help = true;
+        return AG_OK;
+    }
+    switch (cli->cmd) {
+    case LM_CMD_TRAIN: return parse_train(&cli->train, argc, argv, err, errlen);
+    case LM_CMD_SAMPLE: return parse_sample(&cli->sample, argc, argv, err, errlen);
+    default: return parse_eval(&cli->eval, argc, argv, err, errlen);
+    }
+}

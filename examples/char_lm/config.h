@@ -1,0 +1,94 @@
+/* config.h -- every hyper-parameter of a char_lm run in one struct, the named configurations
+ * of ../shared/MODEL.md (tiny, baby, small), and one table that describes each field once:
+ * its command-line flag, its JSON key in a checkpoint, its type and its valid range. The
+ * command-line parser (cli.c), the checkpoint writer and reader (checkpoint.c) and --resume's
+ * "may this change?" check (train.c) all walk that table, so a new hyper-parameter is one
+ * struct field plus one table row.
+ *
+ * Nothing here prints or exits: errors come back as a status and a one-line message. */
+#ifndef LM_CONFIG_H
+#define LM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "attograd.h"
+
+typedef enum { LM_ADAMW = 0, LM_ADAM, LM_SGD } lm_optimizer;
+
+typedef struct {
+    ag_gpt_config model;    /* vocab_size, n_layer, n_head, n_embd, block_size, dropout */
+    int batch_size;         /* B */
+    long max_iters;         /* optimizer steps in the whole run */
+    double lr, min_lr;
+    long warmup_iters;
+    long lr_decay_iters;    /* cosine reaches min_lr here; defaults to max_iters */
+    double weight_decay;
+    double beta1, beta2;
+    double grad_clip;       /* global-norm clip; 0 disables */
+    lm_optimizer optimizer;
+    double momentum;        /* SGD only */
+    double val_fraction;    /* the last fraction of the tokens validates; 0: no validation */
+    long eval_interval;     /* evaluate (and checkpoint) every this many steps */
+    long eval_iters;        /* random batches per split in one evaluation */
+    uint64_t seed;          /* initialisation, batches, dropout and evaluation batches */
+} lm_config;
+
+/* The table: one row per field of lm_config. */
+typedef enum { LM_T_INT, LM_T_LONG, LM_T_DOUBLE, LM_T_U64, LM_T_OPTIMIZER } lm_field_type;
+
+typedef struct {
+    const char *key;        /* JSON key in the checkpoint's config ("n_embd") */
+    const char *flag;       /* command-line flag ("--n-embd"), or NULL (vocab_size) */
+    lm_field_type type;
+    size_t offset;          /* offsetof(lm_config, ...) */
+    double lo, hi;          /* valid range, inclusive */
+    bool lo_open;           /* the range excludes lo ("must be > 0") */
+    bool hi_open;           /* the range excludes hi ("must be < 1") */
+    bool shape;             /* part of the model's shape: a resumed run may not change it */
+    const char *help;
+} lm_field;
+
+#define LM_N_FIELDS 22            /* rows in lm_fields (config.c checks it) */
+extern const lm_field lm_fields[LM_N_FIELDS];
+extern const int lm_n_fields;
+/* The row with this JSON key or flag ("--n-embd"), or NULL. */
+const lm_field *lm_field_by_key(const char *key);
+const lm_field *lm_field_by_flag(const char *flag);
+
+/* The field's value as a double (exact for every field but a seed above 2^53), for messages
+ * and range checks. */
+double lm_field_get(const lm_config *c, const lm_field *f);
+/* Whether field f holds the same value in a and b (compared in its own type). */
+bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f);
+/* Copies field f from src into dst. */
+void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f);
+/* Parses s (the whole string: "12", "3e-4", "adamw") into field f of c, then checks the
+ * field's range. AG_ERR_ARG and a message such as "--lr: not a number: 'abc'". */
+ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, char *err, size_t errlen);
+
+/* Fills c with the named configuration (tiny, baby, small) and the common defaults.
+ * vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown. */
+ag_status lm_config_preset(lm_config *c, const char *name);
+extern const char *const lm_config_names[];   /* NULL-terminated */
+
+/* Checks every range and every relation between fields (n_embd % n_head, ...).
+ * vocab_size is checked only when check_vocab. AG_ERR_ARG and a message naming the flag. */
+ag_status lm_config_validate(const lm_config *c, bool check_vocab, char *err, size_t errlen);
+
+/* "adamw", "adam", "sgd"; lm_optimizer_parse returns -1 for anything else. */
+const char *lm_optimizer_name(lm_optimizer o);
+int lm_optimizer_parse(const char *s);
+
+/* The whole config as one flat JSON object, keys in table order:
+ * {"vocab_size": 65, "n_layer": 2, ..., "optimizer": "adamw", ...}. Reals are written with the
+ * fewest digits that read back to the same double. malloc'd; NULL on OOM. */
+char *lm_config_to_json(const lm_config *c);
+/* Reads a JSON object written by lm_config_to_json. Every key of the table must be present
+ * with the right type; unknown keys are an error too. AG_ERR_FORMAT and a message. */
+ag_status lm_config_from_json(lm_config *c, const char *json, char *err, size_t errlen);
+
+/* Formats a double with the fewest significant digits (up to 17) that read back exactly. */
+void lm_format_real(char *buf, size_t n, double v);
+
+#endif

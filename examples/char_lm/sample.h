@@ -1,0 +1,44 @@
+/* sample.h -- text generation from a trained model, one character at a time.
+ *
+ * The prompt is fed through a KV cache (src/nn/nn.h), then each new token costs one position:
+ * its logits are divided by the temperature, all but the top_k largest are dropped (top_k 0
+ * keeps all), and the next token is drawn from the softmax with a seeded ag_rng, so the same
+ * seed gives the same text. The model sees at most block_size positions; when the cache is
+ * full, it is cleared and the last ceil(block_size/2) tokens are fed again (positions restart at
+ * 0), so the context slides in half-window steps and each token still costs about two
+ * positions on average, instead of block_size for a full recompute.
+ *
+ * Nothing prints: each token is handed to an emit callback as it is drawn. */
+#ifndef LM_SAMPLE_H
+#define LM_SAMPLE_H
+
+#include <stddef.h>
+#include "attograd.h"
+#include "checkpoint.h"
+
+typedef struct {
+    long max_new_tokens;   /* tokens to generate (>= 0) */
+    double temperature;    /* > 0 */
+    int top_k;             /* 0: off; >= V: off */
+    uint64_t seed;
+} lm_sample_opts;
+
+/* Called with each new token id, in order. */
+typedef void (*lm_emit_fn)(int id, void *user);
+
+/* prompt [n_prompt] ids in [0, V), n_prompt >= 1. If out is not NULL it receives the new ids
+ * [max_new_tokens]. AG_ERR_ARG for bad options or ids; AG_ERR_NOMEM; an op's status. */
+ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
+                      lm_emit_fn emit, void *user, int *out, char *err, size_t errlen);
+
+/* Encodes prompt (UTF-8; NULL or "": a newline if the vocabulary has one, else token 0) with
+ * the model's vocabulary and generates. A character outside the vocabulary is AG_ERR_ARG
+ * ("--prompt: character 'é' (U+00E9) at position 3 ..."). *prompt_ids (malloc'd [*n_prompt],
+ * may be NULL to skip) receives the encoded prompt. */
+ag_status lm_sample_text(lm_model *m, const char *prompt, const lm_sample_opts *o, lm_emit_fn emit,
+                         void *user, int **prompt_ids, size_t *n_prompt, char *err, size_t errlen);
+
+/* One draw from logits [V] with temperature and top_k, using u uniform in [0, 1). Pure. */
+int lm_sample_logits(const ag_real *logits, int V, double temperature, int top_k, double u, double *scratch);
+
+#endif

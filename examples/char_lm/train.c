@@ -1,0 +1,530 @@
+/* train.c -- the training loop of char_lm (see train.h for the whole recipe).
+ *
+ * Reproducibility: three streams of randomness, all derived from --seed, so a run is a
+ * function of its flags and a resumed run equals the uninterrupted one:
+ *   - the batch sampler, an ag_rng saved in every checkpoint (train_state.safetensors);
+ *   - evaluation batches, from an RNG seeded by (seed, it) afresh at each evaluation;
+ *   - dropout masks, seeded by (seed, it) per step.
+ * Evaluating more or less often therefore never changes the training losses. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "plot.h"
+#include "train.h"
+
+#define PATHLEN 4096
+#define TAG_BATCH 0x62617463686573ull   /* "batches" */
+#define TAG_EVAL 0x6576616c7561ull      /* "evalua" */
+#define TAG_DROP 0x64726f706f7574ull    /* "dropout" */
+
+// --- small helpers ---
+
+static uint64_t mix64(uint64_t a, uint64_t b)
+{
+    uint64_t z = a ^ (b * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_duration(char *buf, size_t n, double s)
+{
+    if (!(s >= 0) || s > 360000) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+}
+
+/* mkdir -p: every missing component of dir. */
+static ag_status mkdir_p(const char *dir, char *err, size_t errlen)
+{
+    char buf[PATHLEN];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return AG_ERR_ARG;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
+            return AG_ERR_IO;
+        }
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            snprintf(err, errlen, "%s: %s is not a directory", dir, buf);
+            return AG_ERR_IO;
+        }
+        *p = c;
+        if (c == '\0') break;
+        while (p[1] == '/') p++;
+    }
+    return AG_OK;
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char path[PATHLEN];
+    struct stat sb;
+    return lm_path_join(path, sizeof path, dir, name) && stat(path, &sb) == 0;
+}
+
+/* x, y [B,T]: B windows at uniform offsets in [0, n - T - 1] (MODEL.md), targets shifted by one. */
+static void get_batch(const int *ids, size_t n, int B, int T, ag_rng *rng, int *x, int *y)
+{
+    for (int b = 0; b < B; b++) {
+        size_t off = (size_t)ag_rng_below(rng, (uint64_t)(n - (size_t)T));
+        memcpy(x + (size_t)b * T, ids + off, (size_t)T * sizeof *x);
+        memcpy(y + (size_t)b * T, ids + off + 1, (size_t)T * sizeof *y);
+    }
+}
+
+// --- the run's state ---
+
+typedef struct {
+    const lm_train_opts *o;
+    lm_config cfg;
+    lm_model m;            /* model, vocab (unused for a new run: the corpus has it) */
+    corpus c;
+    const vocab *voc;      /* &c.vocab */
+    size_t n_train, n_val;
+    lm_train_state st;
+    ag_ctx *ctx;
+    int *x, *y;            /* [B,T] */
+    FILE *metrics;
+    bool plot_ok;
+    bool resumed;
+} run;
+
+static void run_free(run *R)
+{
+    if (R->metrics) fclose(R->metrics);
+    free(R->x);
+    free(R->y);
+    ag_ctx_free(R->ctx);
+    corpus_free(&R->c);
+    lm_model_free(&R->m);
+}
+
+static void warn(const run *R, const char *msg)
+{
+    if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
+}
+
+// --- setting up: model, data, config ---
+
+/* The model's shape may not change on --resume / --init-from: a flag (or --config) that says
+ * otherwise is an error. Other fields: the checkpoint's (resume) or the command line's. */
+static ag_status merge_config(run *R, const lm_config *ck, bool resume, const char *dir, char *err,
+                              size_t errlen)
+{
+    const lm_train_opts *o = R->o;
+    lm_config cfg = resume ? *ck : o->cfg;
+    for (int i = 0; i < lm_n_fields; i++) {
+        const lm_field *f = &lm_fields[i];
+        bool given = o->given && o->given[i];
+        if (f->shape) {
+            if (f->flag && (given || o->config_given) && !lm_field_equal(&o->cfg, ck, f)) {
+                snprintf(err, errlen, "%s: the checkpoint in %s has %s %.0f, but %s asks for %.0f%s", f->flag,
+                         dir, f->key, lm_field_get(ck, f), given ? "the flag" : "--config",
+                         lm_field_get(&o->cfg, f),
+                         resume ? " (a resumed run keeps its model shape)" : "");
+                return AG_ERR_ARG;
+            }
+            lm_field_copy(&cfg, ck, f);
+        } else if (resume && given) {
+            lm_field_copy(&cfg, &o->cfg, f);
+        }
+    }
+    R->cfg = cfg;
+    return AG_OK;
+}
+
+static ag_status setup(run *R, char *err, size_t errlen)
+{
+    const lm_train_opts *o = R->o;
+    char why[1024];
+    ag_status s;
+    if (o->resume || o->init_from) {
+        const char *dir = o->resume ? o->out_dir : o->init_from;
+        const char *flag = o->resume ? "--resume" : "--init-from";
+        if ((s = lm_model_load(dir, &R->m, why, sizeof why))) {
+            snprintf(err, errlen, "%s: %s", flag, why);
+            return s;
+        }
+        if ((s = merge_config(R, &R->m.cfg, o->resume, dir, err, errlen))) return s;
+        R->m.g->cfg.dropout = R->cfg.model.dropout;
+        if ((s = corpus_load_vocab(o->data_path, &R->m.vocab, &R->c, why, sizeof why))) {
+            snprintf(err, errlen, "%s (the vocabulary of %s)", why, dir);
+            return s;
+        }
+    } else {
+        R->cfg = o->cfg;
+        if ((s = corpus_load(o->data_path, &R->c, err, errlen))) return s;
+        R->cfg.model.vocab_size = R->c.vocab.V;
+    }
+    R->voc = &R->c.vocab;
+    if ((s = lm_config_validate(&R->cfg, true, err, errlen))) return s;
+    if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err,
+                          errlen)))
+        return s;
+    if (!R->m.g) {
+        R->m.cfg = R->cfg;
+        if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, why, sizeof why))) {
+            snprintf(err, errlen, "cannot build the model: %s", why);
+            return AG_ERR_NOMEM;
+        }
+    }
+
+    memset(&R->st, 0, sizeof R->st);
+    if (o->resume) {
+        if ((s = lm_train_state_load(o->out_dir, R->m.g, &R->st, why, sizeof why))) {
+            snprintf(err, errlen, "--resume: %s", why);
+            return s;
+        }
+        if (R->st.iter != R->m.iter) {
+            snprintf(err, errlen, "--resume: %s holds model.safetensors of iteration %ld but "
+                     "train_state.safetensors of iteration %ld (a write was interrupted?)",
+                     o->out_dir, R->m.iter, R->st.iter);
+            return AG_ERR_FORMAT;
+        }
+        if (R->st.n_tokens != R->c.n || R->st.data_hash != lm_ids_hash(R->c.ids, R->c.n)) {
+            snprintf(err, errlen, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
+                     "the run had %zu); to train on it from these weights use --init-from",
+                     o->data_path, o->out_dir, R->c.n, R->st.n_tokens);
+            return AG_ERR_ARG;
+        }
+        R->resumed = true;
+    } else {
+        ag_rng_seed(&R->st.rng, mix64(R->cfg.seed, TAG_BATCH));
+        R->st.n_tokens = R->c.n;
+        R->st.data_hash = lm_ids_hash(R->c.ids, R->c.n);
+    }
+    R->st.n_train = R->n_train;
+    R->st.n_val = R->n_val;
+
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    R->ctx = ag_ctx_new();
+    R->x = malloc((size_t)B * T * sizeof *R->x);
+    R->y = malloc((size_t)B * T * sizeof *R->y);
+    if (!R->ctx || !R->x || !R->y) {
+        snprintf(err, errlen, "out of memory");
+        return AG_ERR_NOMEM;
+    }
+    return AG_OK;
+}
+
+// --- metrics.csv ---
+
+static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s\n";
+
+/* New run: a fresh file. Resume: the rows before `start` are kept (rewritten atomically). */
+static ag_status open_metrics(run *R, long start, char *err, size_t errlen)
+{
+    char path[PATHLEN], tmp[PATHLEN + 8];
+    if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv")) {
+        snprintf(err, errlen, "%s: path too long", R->o->out_dir);
+        return AG_ERR_ARG;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = R->resumed ? fopen(path, "r") : NULL;
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        if (in) fclose(in);
+        return AG_ERR_IO;
+    }
+    bool ok = fputs(metrics_header, out) >= 0;
+    if (in) {
+        char line[512];
+        while (ok && fgets(line, sizeof line, in)) {
+            char *end;
+            long it = strtol(line, &end, 10);
+            if (end != line && *end == ',' && it < start) ok = fputs(line, out) >= 0;
+        }
+        fclose(in);
+    }
+    if (fclose(out) != 0 || !ok || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        remove(tmp);
+        return AG_ERR_IO;
+    }
+    if (!(R->metrics = fopen(path, "a"))) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    return AG_OK;
+}
+
+static void fmt_loss(char *buf, size_t n, bool have, double v)
+{
+    if (have && !isnan(v)) snprintf(buf, n, "%.6f", v);
+    else buf[0] = '\0';
+}
+
+// --- evaluation ---
+
+/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. */
+static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double *out, char *err,
+                          size_t errlen)
+{
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    double sum = 0;
+    ag_ctx_set_grad(R->ctx, false);
+    for (long k = 0; k < R->cfg.eval_iters; k++) {
+        get_batch(ids, n, B, T, rng, R->x, R->y);
+        ag_ctx_reset(R->ctx);
+        ag_tensor *loss = NULL;
+        ag_gpt_forward(R->ctx, R->m.g, R->x, R->y, B, T, false, 0, &loss);
+        if (!loss) {
+            snprintf(err, errlen, "evaluation: %s", ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
+            ag_status s = ag_ctx_status(R->ctx);
+            ag_ctx_reset(R->ctx);
+            ag_ctx_set_grad(R->ctx, true);
+            return s ? s : AG_ERR_ARG;
+        }
+        sum += (double)loss->data[0];
+    }
+    ag_ctx_reset(R->ctx);
+    ag_ctx_set_grad(R->ctx, true);
+    *out = sum / (double)R->cfg.eval_iters;
+    return AG_OK;
+}
+
+static ag_status evaluate(run *R, long it, double *tl, double *vl, char *err, size_t errlen)
+{
+    ag_rng rng;
+    ag_rng_seed(&rng, mix64(R->cfg.seed ^ TAG_EVAL, (uint64_t)it));
+    ag_status s = estimate(R, R->c.ids, R->n_train, &rng, tl, err, errlen);
+    *vl = NAN;
+    if (s == AG_OK && R->n_val > 0) s = estimate(R, R->c.ids + R->n_train, R->n_val, &rng, vl, err, errlen);
+    return s;
+}
+
+// --- one optimizer step ---
+
+static ag_status step(run *R, long it, double lr, double *loss_out, char *err, size_t errlen)
+{
+    const lm_config *c = &R->cfg;
+    ag_gpt *g = R->m.g;
+    ag_params *P = g->params;
+    int B = c->batch_size, T = c->model.block_size;
+    get_batch(R->c.ids, R->n_train, B, T, &R->st.rng, R->x, R->y);
+    ag_params_zero_grad(P);
+    ag_ctx_reset(R->ctx);
+    ag_tensor *loss = NULL;
+    ag_gpt_forward(R->ctx, g, R->x, R->y, B, T, true, mix64(c->seed ^ TAG_DROP, (uint64_t)it), &loss);
+    ag_status s = ag_ctx_status(R->ctx);
+    if (!loss || s) {
+        snprintf(err, errlen, "iteration %ld: %s", it, ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
+        return s ? s : AG_ERR_ARG;
+    }
+    double lv = (double)loss->data[0];
+    if (!isfinite(lv)) {
+        snprintf(err, errlen, "iteration %ld: the loss is %g; stopped before the optimizer step, the last "
+                 "checkpoint (iteration %ld) is untouched (try a lower --lr)", it, lv, R->st.iter);
+        return AG_ERR_NONFINITE;
+    }
+    if ((s = ag_backward(R->ctx, loss))) {
+        snprintf(err, errlen, "iteration %ld: backward: %s", it, ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : ag_status_str(s));
+        return s;
+    }
+    double norm = ag_clip_grad_norm(P, c->grad_clip);   /* clip <= 0: only measures */
+    if (!isfinite(norm)) {
+        snprintf(err, errlen, "iteration %ld: the gradient norm is %g; stopped before the optimizer step, "
+                 "the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, norm, R->st.iter);
+        return AG_ERR_NONFINITE;
+    }
+    long t = ++R->st.step;
+    ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
+    switch (c->optimizer) {
+    case LM_ADAMW: ag_adamw_step(P, &ac, lr, t); break;
+    case LM_ADAM: ag_adam_step(P, &ac, lr, t); break;
+    case LM_SGD: ag_sgd_step(P, lr, c->momentum); break;
+    }
+    ag_ctx_reset(R->ctx);
+    *loss_out = lv;
+    return AG_OK;
+}
+
+// --- the loop ---
+
+static void log_header(const run *R)
+{
+    FILE *f = R->o->log;
+    if (!f) return;
+    const lm_config *c = &R->cfg;
+    fprintf(f, "data: %s: %zu characters, vocabulary %d; train %zu, val %zu tokens\n", R->o->data_path, R->c.n,
+            R->voc->V, R->n_train, R->n_val);
+    fprintf(f, "model: %d layers, %d heads, n_embd %d, block_size %d, vocab %d: %zu parameters\n",
+            c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.block_size, c->model.vocab_size,
+            R->m.g->params->total);
+    fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %ld), batch %d, %ld steps, eval every %ld; "
+            "checkpoint %s\n", lm_optimizer_name(c->optimizer), c->lr, c->min_lr, c->warmup_iters,
+            c->lr_decay_iters, c->batch_size, c->max_iters, c->eval_interval, R->o->out_dir);
+    if (R->resumed) fprintf(f, "resuming at iteration %ld\n", R->st.iter);
+    if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
+    fflush(f);
+}
+
+ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t errlen)
+{
+    run R;
+    memset(&R, 0, sizeof R);
+    memset(r, 0, sizeof *r);
+    R.o = o;
+    R.plot_ok = o->plot;
+    ag_status s = AG_ERR_ARG;
+    if (o->resume && o->init_from) {
+        snprintf(err, errlen, "--resume and --init-from exclude each other");
+        goto out;
+    }
+    if ((s = setup(&R, err, errlen))) goto out;
+    const lm_config *c = &R.cfg;
+    long start = R.st.iter;
+    r->n_params = (long)R.m.g->params->total;
+    r->vocab_size = R.voc->V;
+    r->train_loss = r->val_loss = NAN;
+    if (R.resumed && start >= c->max_iters) {
+        if (o->log)
+            fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir,
+                    start, c->max_iters);
+        r->iter = start;
+        if (R.st.has_eval) {
+            r->train_loss = R.st.eval_train;
+            r->val_loss = R.st.eval_val;
+        }
+        s = AG_OK;
+        goto out;
+    }
+    if ((s = mkdir_p(o->out_dir, err, errlen))) goto out;
+    if (!R.resumed && file_exists(o->out_dir, "model.safetensors")) {
+        char msg[PATHLEN + 128];
+        snprintf(msg, sizeof msg, "%s already holds a checkpoint; starting a new run over it "
+                 "(use --resume to continue it instead)", o->out_dir);
+        warn(&R, msg);
+    }
+    if ((s = open_metrics(&R, start, err, errlen))) goto out;
+    log_header(&R);
+
+    bool tty = o->log && isatty(fileno(o->log));
+    long log_every = o->log_every > 0 ? o->log_every : 10;
+    int B = c->batch_size, T = c->model.block_size;
+    ag_lr_schedule sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
+    double t_start = now_s(), ema_dt = 0, t_shown = 0;
+    long saved_at = R.resumed ? start : -1;
+    long it;
+    for (it = start;; it++) {
+        if (o->stop && *o->stop) {
+            if (saved_at != it) {
+                R.st.iter = it;
+                R.st.has_eval = false;
+                if ((s = lm_ckpt_save(o->out_dir, R.m.g, c, R.voc, &R.st, err, errlen))) goto out;
+            }
+            if (tty) fputs("\n", o->log);
+            r->interrupted = true;
+            break;
+        }
+        bool last = it == c->max_iters;
+        char tl_s[32] = "", vl_s[32] = "";
+        if (it % c->eval_interval == 0 || last) {
+            double tl, vl;
+            if (R.resumed && it == start && R.st.has_eval) {
+                tl = R.st.eval_train;
+                vl = R.st.eval_val;
+            } else if ((s = evaluate(&R, it, &tl, &vl, err, errlen))) {
+                goto out;
+            }
+            r->train_loss = tl;
+            r->val_loss = vl;
+            fmt_loss(tl_s, sizeof tl_s, true, tl);
+            fmt_loss(vl_s, sizeof vl_s, R.n_val > 0, vl);
+            if (o->log) {
+                if (tty) fputs("\r\033[K", o->log);
+                if (R.n_val > 0) fprintf(o->log, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
+                else fprintf(o->log, "iter %ld: train %.4f\n", it, tl);
+                fflush(o->log);
+            }
+            if (saved_at != it) {
+                R.st.iter = it;
+                R.st.has_eval = true;
+                R.st.eval_train = tl;
+                R.st.eval_val = vl;
+                fflush(R.metrics);
+                if ((s = lm_ckpt_save(o->out_dir, R.m.g, c, R.voc, &R.st, err, errlen))) goto out;
+                saved_at = it;
+            }
+            if (last && fprintf(R.metrics, "%ld,,,%s,%s,\n", it, tl_s, vl_s) < 0) {
+                snprintf(err, errlen, "%s/metrics.csv: write failed", o->out_dir);
+                s = AG_ERR_IO;
+                goto out;
+            }
+            fflush(R.metrics);
+            if (R.plot_ok && it > 0) {
+                char why[512];
+                if (lm_plot_loss(o->out_dir, R.n_val > 0, why, sizeof why)) {
+                    warn(&R, why);
+                    R.plot_ok = false;
+                }
+            }
+        }
+        if (last) break;
+
+        double t0 = now_s(), lr = ag_lr_at(&sched, it), loss;
+        if ((s = step(&R, it, lr, &loss, err, errlen))) {
+            if (tty) fputs("\n", o->log);
+            goto out;
+        }
+        double dt = now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
+        ema_dt = it == start ? (dt > 0 ? dt : 1e-9) : 0.9 * ema_dt + 0.1 * dt;   /* smoothed step time */
+        if (o->losses && it < o->n_losses) o->losses[it] = loss;
+        if (fprintf(R.metrics, "%ld,%.6g,%.6f,%s,%s,%.1f\n", it, lr, loss, tl_s, vl_s, tok_s) < 0) {
+            snprintf(err, errlen, "%s/metrics.csv: write failed", o->out_dir);
+            s = AG_ERR_IO;
+            goto out;
+        }
+        fflush(R.metrics);
+        /* on a terminal one line redrawn at most 10 times a second; in a file every log_every */
+        double t1 = now_s();
+        bool show = tty ? t1 - t_shown >= 0.1 || it + 1 == c->max_iters
+                        : it % log_every == 0 || it + 1 == c->max_iters;
+        if (o->log && show) {
+            char eta[32];
+            fmt_duration(eta, sizeof eta, ema_dt * (double)(c->max_iters - it - 1));
+            fprintf(o->log, "%siter %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", tty ? "\r\033[K" : "",
+                    it, c->max_iters, loss, lr, (double)B * T / ema_dt, eta, tty ? "" : "\n");
+            fflush(o->log);
+            t_shown = t1;
+        }
+    }
+    r->iter = it;
+    if (o->log) {
+        char el[32];
+        fmt_duration(el, sizeof el, now_s() - t_start);
+        if (r->interrupted)
+            fprintf(o->log, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n",
+                    it, el, o->out_dir);
+        else
+            fprintf(o->log, "done: %ld iterations in %s; checkpoint in %s\n", it - start, el, o->out_dir);
+        fflush(o->log);
+    }
+    s = AG_OK;
+out:
+    run_free(&R);
+    return s;
+}

@@ -1,0 +1,66 @@
+/* train.h -- the training loop of char_lm, as a library function the program and the tests
+ * both call.
+ *
+ * One run (../shared/MODEL.md, "Optimisation" and "Evaluation"):
+ *   for it = start .. max_iters:
+ *     if it % eval_interval == 0 or it == max_iters:
+ *         mean loss of eval_iters random batches of each split (no-grad mode; the batches
+ *         are drawn from an RNG seeded by (seed, it), so evaluating never changes training);
+ *         checkpoint (train_state, then model), loss.png
+ *     if it == max_iters: stop
+ *     lr = ag_lr_at(it); a batch of B random windows from the training split (the run's
+ *     batch RNG, saved in every checkpoint); forward, backward; clip; a finite loss and
+ *     gradient norm or stop before the optimizer touches the weights; optimizer step t = it+1;
+ *     one row of DIR/metrics.csv
+ *
+ * --resume (opts.resume): the model, its vocabulary, the Adam moments, the iteration, the
+ * optimizer step and the batch RNG come from DIR, so the run continues with exactly the losses
+ * of an uninterrupted one. The hyper-parameters are the checkpoint's, except those whose flags
+ * are marked in opts.given (e.g. a larger --max-iters); the model's shape may not change
+ * (AG_ERR_ARG). metrics.csv keeps its rows before the resumed iteration.
+ * --init-from (opts.init_from): a new run whose weights and vocabulary are another
+ * checkpoint's; the model's shape is that checkpoint's (flags that contradict it: AG_ERR_ARG).
+ *
+ * ERRORS: the function returns a status and one line in err; main.c prints it. AG_ERR_ARG means
+ * "the arguments do not fit the data or the checkpoint" (block_size longer than the text, a
+ * different model shape on --resume, ...), so main.c exits 2 for it and 1 for the rest.
+ * A non-finite loss or gradient norm is AG_ERR_NONFINITE; the last checkpoint stays intact. */
+#ifndef LM_TRAIN_H
+#define LM_TRAIN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include "attograd.h"
+#include "config.h"
+
+typedef struct {
+    const char *data_path;       /* UTF-8 text */
+    const char *out_dir;         /* checkpoint directory; created (with parents) if missing */
+    const char *init_from;       /* a checkpoint directory, or NULL */
+    bool resume;
+    lm_config cfg;               /* every hyper-parameter (vocab_size is ignored: the data's) */
+    const bool *given;           /* [LM_N_FIELDS] flags the user gave, or NULL (none) */
+    bool config_given;           /* --config was given (its model shape must match on resume) */
+    FILE *log;                   /* progress and evaluation lines, or NULL: quiet */
+    FILE *warn;                  /* warnings (no gnuplot, ...), or NULL */
+    bool plot;                   /* draw loss.png with gnuplot */
+    long log_every;              /* progress line every this many steps when log is not a
+                                    terminal (0: 10); on a terminal every step, in place */
+    const volatile sig_atomic_t *stop;  /* when *stop becomes non-zero (SIGINT): finish the
+                                    step, write a checkpoint, return AG_OK with interrupted */
+    double *losses;              /* if not NULL: losses[it] = the loss of step it, */
+    long n_losses;               /*   for it < n_losses (tests compare runs with it) */
+} lm_train_opts;
+
+typedef struct {
+    long iter;                   /* where the run stopped (max_iters unless interrupted) */
+    bool interrupted;
+    double train_loss, val_loss; /* the last evaluation (val NaN without a validation split) */
+    long n_params;
+    int vocab_size;
+} lm_train_result;
+
+ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t errlen);
+
+#endif

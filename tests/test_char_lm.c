@@ -1,0 +1,796 @@
+/* test_char_lm.c -- the char_lm program's parts (examples/char_lm): the command-line table of
+ * bad arguments (each one line, exit code 2), the config JSON round trip, the untrained loss,
+ * a pinned fixed-seed `tiny` run, exact checkpoint round trips, --resume equal to the
+ * uninterrupted run, --init-from, a non-finite loss that leaves the last checkpoint intact,
+ * reproducible sampling and the hand-checkable token count of `eval`.
+ *
+ * Every test writes a small generated corpus into its own mkdtemp directory under /tmp and
+ * removes it afterwards. Runs use the `tiny` shape with few steps and eval_iters 2, so the
+ * whole suite takes a few seconds per build. */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "cli.h"
+#include "eval.h"
+#include "sample.h"
+#include "train.h"
+
+#ifdef AG_DOUBLE
+#define RESUME_TOL 1e-5   /* checkpoints are F32: a resumed f64 run restarts from rounded weights */
+#else
+#define RESUME_TOL 0.0    /* float: bit-identical */
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// fixture: a temporary directory with a corpus in it
+
+static char dir[96];
+static char corpus_path[128];
+static char err[2048];
+
+/* rm -r of a directory tree (only ever our own mkdtemp directory). */
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        remove(path);
+        return;
+    }
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        remove_tree(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static const char *in_dir(const char *name)
+{
+    static char p[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void write_file(const char *path, const char *text, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(text, 1, n, fp), n);
+    ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* About 4000 characters of made-up sentences from a fixed word list and a fixed seed, the
+ * same on every machine: a learnable text with a 30-odd character vocabulary. */
+static void write_corpus(const char *path)
+{
+    static const char *words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to",
+                                  "red", "barn", "where", "old", "king", "said", "good", "night", "my",
+                                  "lord", "what", "is", "it", "you", "see", "there"};
+    const int nw = (int)(sizeof words / sizeof words[0]);
+    char *buf = malloc(8192);
+    ck_assert_ptr_nonnull(buf);
+    size_t n = 0;
+    ag_rng r;
+    ag_rng_seed(&r, 42);
+    while (n < 4000) {
+        int len = 3 + (int)ag_rng_below(&r, 6);
+        for (int i = 0; i < len; i++) {
+            const char *w = words[ag_rng_below(&r, (uint64_t)nw)];
+            size_t wl = strlen(w);
+            memcpy(buf + n, w, wl);
+            if (i == 0) buf[n] = (char)(buf[n] - 'a' + 'A');
+            n += wl;
+            buf[n++] = i + 1 < len ? ' ' : '.';
+        }
+        buf[n++] = ag_rng_below(&r, 3) == 0 ? '\n' : ' ';
+    }
+    write_file(path, buf, n);
+    free(buf);
+}
+
+/* root: one directory per TCase, made and removed by the unchecked fixture (in the parent
+ * process), so a failing test that never reaches its teardown leaves nothing behind. */
+static char root[64];
+
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_char_lm_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void root_teardown(void) { remove_tree(root); }
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "%s/t_XXXXXX", root);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", dir);
+    write_corpus(corpus_path);
+    err[0] = 0;
+}
+
+static void teardown(void) { remove_tree(dir); }
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+/* The tiny configuration, shortened for tests. */
+static lm_config tiny(long iters)
+{
+    lm_config c;
+    ck_assert_int_eq(lm_config_preset(&c, "tiny"), AG_OK);
+    c.max_iters = iters;
+    c.lr_decay_iters = iters;
+    c.warmup_iters = 5;
+    c.eval_interval = 5;
+    c.eval_iters = 2;
+    return c;
+}
+
+static lm_train_opts opts(const char *out, lm_config c)
+{
+    lm_train_opts o;
+    memset(&o, 0, sizeof o);
+    o.data_path = corpus_path;
+    o.out_dir = out;
+    o.cfg = c;
+    o.plot = false;   /* gnuplot is tested by hand (make run); tests stay quiet and fast */
+    return o;
+}
+
+static void train_ok(const lm_train_opts *o, lm_train_result *r)
+{
+    ag_status s = lm_train(o, r, err, sizeof err);
+    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), err);
+}
+
+/* argv from a string split at spaces (at most 32 words; the strings live in a static buffer). */
+static int split_args(const char *line, char **argv)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "char_lm %s", line);
+    int argc = 0;
+    for (char *tok = strtok(buf, " "); tok && argc < 32; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    return argc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// command line
+
+/* Every one of these must be refused before any work, with a one-line message that contains
+ * the given text; main.c then prints "char_lm: error: <message>" and exits 2. */
+static const struct {
+    const char *args;
+    const char *msg;
+} bad_args[] = {
+    {"", "no command"},
+    {"fly", "unknown command 'fly'"},
+    {"train", "--data is required"},
+    {"train --data c.txt", "--out is required"},
+    {"train --out d", "--data is required"},
+    {"train --data c.txt --out d --bogus", "unknown flag '--bogus'"},
+    {"train --data c.txt --out d extra", "unexpected argument 'extra'"},
+    {"train --data c.txt --out d --lr", "--lr needs a value"},
+    {"train --data c.txt --out d --lr abc", "--lr: not a finite number"},
+    {"train --data c.txt --out d --lr 1e-3x", "--lr: not a finite number"},
+    {"train --data c.txt --out d --lr nan", "--lr: not a finite number"},
+    {"train --data c.txt --out d --lr inf", "--lr: not a finite number"},
+    {"train --data c.txt --out d --lr -0.001", "--lr must be > 0"},
+    {"train --data c.txt --out d --lr 0", "--lr must be > 0"},
+    {"train --data c.txt --out d --min-lr -1e-4", "--min-lr must be >= 0"},
+    {"train --data c.txt --out d --weight-decay -0.1", "--weight-decay must be >= 0"},
+    {"train --data c.txt --out d --grad-clip -1", "--grad-clip must be >= 0"},
+    {"train --data c.txt --out d --dropout 1", "--dropout must be in [0, 1)"},
+    {"train --data c.txt --out d --beta1 1", "--beta1 must be in [0, 1)"},
+    {"train --data c.txt --out d --beta2 -0.5", "--beta2 must be in [0, 1)"},
+    {"train --data c.txt --out d --momentum 1.5", "--momentum must be in [0, 1)"},
+    {"train --data c.txt --out d --val-fraction 1", "--val-fraction must be in [0, 1)"},
+    {"train --data c.txt --out d --n-layer 0", "--n-layer must be in [1, 256]"},
+    {"train --data c.txt --out d --n-layer 2.5", "--n-layer: not a whole number"},
+    {"train --data c.txt --out d --n-layer 99999999999999999999", "--n-layer: not a whole number"},
+    {"train --data c.txt --out d --n-head 3 --n-embd 64", "--n-head 3 does not divide --n-embd 64"},
+    {"train --data c.txt --out d --n-embd 102", "--n-head 4 does not divide --n-embd 102"},
+    {"train --data c.txt --out d --block-size -8", "--block-size must be in [1, 16384]"},
+    {"train --data c.txt --out d --batch-size 0", "--batch-size must be in"},
+    {"train --data c.txt --out d --max-iters -1", "--max-iters must be in"},
+    {"train --data c.txt --out d --warmup-iters -5", "--warmup-iters must be in"},
+    {"train --data c.txt --out d --eval-interval 0", "--eval-interval must be in"},
+    {"train --data c.txt --out d --eval-iters 0", "--eval-iters must be in"},
+    {"train --data c.txt --out d --seed -1", "--seed: not a whole number >= 0"},
+    {"train --data c.txt --out d --seed 18446744073709551615", "--seed must be in"},
+    {"train --data c.txt --out d --optimizer lion", "--optimizer must be adamw, adam or sgd"},
+    {"train --data c.txt --out d --config huge", "--config must be tiny, baby or small"},
+    {"train --data c.txt --out d --threads 0", "--threads must be in [1, 1024]"},
+    {"train --data c.txt --out d --resume=yes", "--resume takes no value"},
+    {"train --data c.txt --out d --resume --init-from e", "--resume and --init-from exclude each other"},
+    {"train --data= --out d", "--data must not be empty"},
+    {"sample", "--ckpt is required"},
+    {"sample --ckpt d --temperature 0", "--temperature must be > 0"},
+    {"sample --ckpt d --temperature -1", "--temperature must be > 0"},
+    {"sample --ckpt d --top-k -1", "--top-k must be in"},
+    {"sample --ckpt d --max-new-tokens x", "--max-new-tokens: not a whole number"},
+    {"sample --ckpt d --data c.txt", "unknown flag '--data'"},
+    {"eval --ckpt d", "--data is required"},
+    {"eval --data c.txt", "--ckpt is required"},
+    {"eval --ckpt d --data c.txt --top-k 3", "unknown flag '--top-k'"},
+};
+
+START_TEST(test_cli_bad_args)
+{
+    const char *args = bad_args[_i].args, *want = bad_args[_i].msg;
+    char *argv[34];
+    int argc = split_args(args, argv);
+    lm_cli cli;
+    err[0] = 0;
+    ag_status s = lm_cli_parse(&cli, argc, argv, err, sizeof err);
+    ck_assert_msg(s == AG_ERR_ARG, "'%s' was accepted", args);
+    ck_assert_msg(strstr(err, want) != NULL, "'%s': message '%s' lacks '%s'", args, err, want);
+    ck_assert_msg(strchr(err, '\n') == NULL, "'%s': message is not one line", args);
+}
+END_TEST
+
+START_TEST(test_cli_good_args)
+{
+    char *argv[34];
+    lm_cli cli;
+    int argc = split_args("train --data c.txt --out d --config tiny --lr=3e-4 --max-iters 80 --resume", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(cli.cmd, LM_CMD_TRAIN);
+    ck_assert_str_eq(cli.train.data, "c.txt");
+    ck_assert_int_eq(cli.train.cfg.model.n_embd, 64);          /* from the preset */
+    ck_assert_int_eq(cli.train.cfg.eval_interval, 100);        /* tiny's own default */
+    ck_assert(cli.train.cfg.lr == 3e-4);
+    ck_assert_int_eq(cli.train.cfg.lr_decay_iters, 80);        /* follows --max-iters */
+    ck_assert(cli.train.resume && cli.train.config_given);
+    ck_assert(cli.train.given[lm_field_by_key("lr") - lm_fields]);
+    ck_assert(!cli.train.given[lm_field_by_key("n_embd") - lm_fields]);
+
+    /* the default config is baby, and --config may come after the flags it is overridden by */
+    argc = split_args("train --n-layer 3 --data c.txt --out d --lr-decay-iters 500", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(cli.train.cfg.model.n_layer, 3);
+    ck_assert_int_eq(cli.train.cfg.model.n_embd, 128);
+    ck_assert_int_eq(cli.train.cfg.max_iters, 2000);
+    ck_assert_int_eq(cli.train.cfg.lr_decay_iters, 500);
+    ck_assert_int_eq(cli.train.cfg.eval_interval, 250);
+    ck_assert_uint_eq(cli.train.cfg.seed, 1337);
+    argc = split_args("train --n-layer 3 --data c.txt --out d --config small", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(cli.train.cfg.model.n_layer, 3);
+    ck_assert_int_eq(cli.train.cfg.model.n_embd, 384);
+
+    argc = split_args("sample --ckpt d --top-k 5 --temperature 0.8 --seed 9", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(cli.sample.top_k, 5);
+    ck_assert(cli.sample.temperature == 0.8);
+    ck_assert_uint_eq(cli.sample.seed, 9);
+    ck_assert_int_eq(cli.sample.max_new_tokens, 500);
+
+    /* --help wins, even next to a bad flag */
+    argc = split_args("train --bogus --help", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert(cli.help);
+    ck_assert_int_eq(cli.cmd, LM_CMD_TRAIN);
+    ck_assert_ptr_nonnull(strstr(lm_cli_usage(cli.cmd), "--n-embd"));
+    argc = split_args("--help", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert(cli.help && cli.cmd == LM_CMD_NONE);
+}
+END_TEST
+
+START_TEST(test_config_json_roundtrip)
+{
+    lm_config a = tiny(123), b;
+    a.model.vocab_size = 65;
+    a.lr = 0.1;             /* not exact in binary: the JSON must still read back bit-equal */
+    a.min_lr = 1.0 / 3.0;
+    a.optimizer = LM_SGD;
+    a.seed = 9007199254740993ull;   /* 2^53 + 1: not a double */
+    char *js = lm_config_to_json(&a);
+    ck_assert_ptr_nonnull(js);
+    ck_assert_ptr_nonnull(strstr(js, "\"vocab_size\": 65"));
+    ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"sgd\""));
+    ck_assert_ptr_nonnull(strstr(js, "\"dropout\": 0.0"));
+    ck_assert_int_eq(lm_config_from_json(&b, js, err, sizeof err), AG_OK);
+    for (int i = 0; i < lm_n_fields; i++)
+        ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
+    free(js);
+    ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err, "missing"));
+    ck_assert_int_eq(lm_config_from_json(&b, "[1]", err, sizeof err), AG_ERR_FORMAT);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// the model before and after a few steps
+
+START_TEST(test_untrained_loss_is_ln_v)
+{
+    corpus c;
+    ck_assert_int_eq(corpus_load(corpus_path, &c, err, sizeof err), AG_OK);
+    lm_config cfg = tiny(0);
+    cfg.model.vocab_size = c.vocab.V;
+    ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, err, sizeof err);
+    ck_assert_ptr_nonnull(g);
+    double loss;
+    size_t tokens;
+    ck_assert_int_eq(lm_eval_ids(g, c.ids, c.n, &loss, &tokens, err, sizeof err), AG_OK);
+    /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
+    ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
+    ag_gpt_free(g);
+    corpus_free(&c);
+}
+END_TEST
+
+/* The loss of step 9 of a fixed-seed tiny run (10 AdamW steps, warmup 5, lr 1e-3, batch 16,
+ * block 32) on the generated corpus. A learner who changes an op, a layer or the optimizer and
+ * still gets this number to 4 decimals has not changed the maths. It was computed once with
+ * this code (float: OpenBLAS sgemm; -DAG_DOUBLE: dgemm); a different BLAS or CPU moves it by
+ * ~1e-6, far inside the tolerance, while a wrong gradient or a missed term moves it by 1e-2 or
+ * more (float and double agree to ~1e-8 here). To compare your own numbers: run
+ * `CK_RUN_SUITE=char_lm ./build/test_f32` (and test_f64); a failure prints the loss you got. */
+#ifdef AG_DOUBLE
+#define PINNED_LOSS_9 3.05538224   /* f64: 3.055382242 when computed */
+#define PINNED_TOL 1e-6
+#else
+#define PINNED_LOSS_9 3.0553823    /* f32: 3.055382252 when computed */
+#define PINNED_TOL 1e-4
+#endif
+
+START_TEST(test_pinned_tiny_run)
+{
+    double losses[10] = {0};
+    lm_train_opts o = opts(in_dir("run"), tiny(10));
+    o.losses = losses;
+    o.n_losses = 10;
+    lm_train_result r;
+    train_ok(&o, &r);
+    ck_assert_int_eq(r.iter, 10);
+    ck_assert(!r.interrupted);
+    ck_assert_msg(fabs(losses[9] - PINNED_LOSS_9) < PINNED_TOL, "%s: loss after 10 steps %.6f, pinned %.6f",
+                  AG_REAL_NAME, losses[9], PINNED_LOSS_9);
+    ck_assert(losses[9] < losses[0]);   /* and it learns */
+
+    /* metrics.csv: the header, one row per step with the eval columns at 0, 5, and an eval row */
+    FILE *fp = fopen(in_dir("run/metrics.csv"), "r");
+    ck_assert_ptr_nonnull(fp);
+    char line[256];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
+    ck_assert_str_eq(line, "iter,lr,loss,train_loss,val_loss,tokens_per_s\n");
+    int rows = 0;
+    while (fgets(line, sizeof line, fp)) {
+        long it;
+        double lr, loss, tl, vl;
+        if (rows < 10) {
+            int k = sscanf(line, "%ld,%lf,%lf,%lf,%lf", &it, &lr, &loss, &tl, &vl);
+            ck_assert_int_eq(it, rows);
+            ck_assert_msg(k == (rows % 5 == 0 ? 5 : 3), "row %d: %s", rows, line);
+            ck_assert(fabs(loss - losses[rows]) < 1e-6);
+        } else {
+            ck_assert_int_eq(sscanf(line, "10,,,%lf,%lf,", &tl, &vl), 2);
+            ck_assert(fabs(tl - r.train_loss) < 1e-6 && fabs(vl - r.val_loss) < 1e-6);
+        }
+        rows++;
+    }
+    fclose(fp);
+    ck_assert_int_eq(rows, 11);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// checkpoints
+
+/* Fills buf [n] with values away from 0 and 1 so a swapped or dropped tensor shows. */
+static void fill(ag_real *buf, size_t n, uint64_t seed)
+{
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) buf[i] = (ag_real)(ag_rng_normal(&r) * 0.3);
+}
+
+START_TEST(test_checkpoint_roundtrip)
+{
+    corpus c;
+    ck_assert_int_eq(corpus_load(corpus_path, &c, err, sizeof err), AG_OK);
+    lm_config cfg = tiny(7);
+    cfg.model.vocab_size = c.vocab.V;
+    ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, err, sizeof err);
+    ck_assert_ptr_nonnull(g);
+    ag_params *P = g->params;
+    fill(P->data, P->total, 1);
+    fill(P->m, P->total, 2);
+    fill(P->v, P->total, 3);
+    for (size_t i = 0; i < P->total; i++) P->v[i] *= P->v[i];
+    lm_train_state st = {.iter = 7, .step = 7, .n_tokens = c.n, .n_train = c.n - 100, .n_val = 100,
+                         .data_hash = lm_ids_hash(c.ids, c.n), .has_eval = true, .eval_train = 1.25,
+                         .eval_val = 0.1};
+    ag_rng_seed(&st.rng, 99);
+    ag_rng_u32(&st.rng);
+    ck_assert_int_eq(lm_ckpt_save(dir, g, &cfg, &c.vocab, &st, err, sizeof err), AG_OK);
+
+    lm_model m;
+    ck_assert_msg(lm_model_load(dir, &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(m.iter, 7);
+    ck_assert_int_eq(m.vocab.V, c.vocab.V);
+    ck_assert_int_eq(memcmp(m.vocab.cp, c.vocab.cp, (size_t)c.vocab.V * sizeof *c.vocab.cp), 0);
+    for (int i = 0; i < lm_n_fields; i++)
+        ck_assert_msg(lm_field_equal(&m.cfg, &cfg, &lm_fields[i]), "config %s", lm_fields[i].key);
+    ag_params *Q = m.g->params;
+    ck_assert_uint_eq(Q->total, P->total);
+    for (int e = 0; e < P->n; e++) ck_assert_str_eq(Q->entries[e].t->name, P->entries[e].t->name);
+    /* F32 on disk: exact in the float build, the float rounding in the double build */
+    for (size_t i = 0; i < P->total; i++)
+        ck_assert_msg(Q->data[i] == (ag_real)(float)P->data[i], "param %zu", i);
+
+    lm_train_state s2;
+    ck_assert_msg(lm_train_state_load(dir, m.g, &s2, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(s2.iter, 7);
+    ck_assert_int_eq(s2.step, 7);
+    ck_assert(s2.rng.state == st.rng.state && s2.rng.inc == st.rng.inc);
+    ck_assert(s2.n_tokens == st.n_tokens && s2.n_train == st.n_train && s2.n_val == st.n_val);
+    ck_assert(s2.data_hash == st.data_hash);
+    ck_assert(s2.has_eval && s2.eval_train == 1.25 && s2.eval_val == 0.1);
+    for (size_t i = 0; i < P->total; i++) {
+        ck_assert(Q->m[i] == (ag_real)(float)P->m[i]);
+        ck_assert(Q->v[i] == (ag_real)(float)P->v[i]);
+    }
+
+    /* the same weights give the same loss */
+    int T = cfg.model.block_size;
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *l1 = NULL, *l2 = NULL;
+    for (size_t i = 0; i < P->total; i++) P->data[i] = (ag_real)(float)P->data[i];
+    ag_gpt_forward(ctx, g, c.ids, c.ids + 1, 2, T, false, 0, &l1);
+    double a = l1 ? (double)l1->data[0] : NAN;
+    ag_ctx_reset(ctx);
+    ag_gpt_forward(ctx, m.g, c.ids, c.ids + 1, 2, T, false, 0, &l2);
+    ck_assert_ptr_nonnull(l2);
+    ck_assert_msg(a == (double)l2->data[0], "loss %.9g vs %.9g", a, (double)l2->data[0]);
+    ag_ctx_free(ctx);
+
+    /* a model file with a tensor missing is refused with a message naming the file */
+    lm_model_free(&m);
+    ag_st_tensor one = {"tok_emb.weight", 2, {c.vocab.V, 64}, P->data};
+    ag_st_meta meta[] = {{"format", "char_lm-1"}};
+    ck_assert_int_eq(ag_st_save(in_dir("model.safetensors"), &one, 1, meta, 1, err, sizeof err), AG_OK);
+    ck_assert_int_ne(lm_model_load(dir, &m, err, sizeof err), AG_OK);
+    ck_assert_ptr_nonnull(strstr(err, "model.safetensors"));
+    ag_gpt_free(g);
+    corpus_free(&c);
+}
+END_TEST
+
+/* 20 steps in one go == 10 steps, then --resume for 10 more: every loss, bit for bit (float). */
+START_TEST(test_resume_equals_uninterrupted)
+{
+    double full[20] = {0}, parts[20] = {0};
+    lm_config c = tiny(20);
+    c.eval_interval = 4;     /* evaluations at other places than the split point: no influence */
+    c.model.dropout = 0.1;   /* dropout masks must continue too */
+    lm_train_opts o = opts(in_dir("full"), c);
+    o.losses = full;
+    o.n_losses = 20;
+    lm_train_result r;
+    train_ok(&o, &r);
+
+    lm_config c1 = c;
+    c1.max_iters = 10;       /* same schedule (lr_decay_iters 20), stops at 10 */
+    c1.eval_interval = 5;
+    lm_train_opts o1 = opts(in_dir("parts"), c1);
+    o1.losses = parts;
+    o1.n_losses = 20;
+    train_ok(&o1, &r);
+    ck_assert_int_eq(r.iter, 10);
+
+    bool given[LM_N_FIELDS] = {0};
+    given[lm_field_by_key("max_iters") - lm_fields] = true;
+    lm_config c2 = c;        /* only max_iters counts: the rest comes from the checkpoint */
+    c2.lr = 99;
+    lm_train_opts o2 = opts(in_dir("parts"), c2);
+    o2.resume = true;
+    o2.given = given;
+    o2.losses = parts;
+    o2.n_losses = 20;
+    train_ok(&o2, &r);
+    ck_assert_int_eq(r.iter, 20);
+    for (int i = 0; i < 20; i++)
+        ck_assert_msg(fabs(full[i] - parts[i]) <= RESUME_TOL * fabs(full[i]), "step %d: %.9g vs %.9g", i,
+                      full[i], parts[i]);
+
+    /* metrics.csv of the resumed run: rows 0..19 and the final eval row, nothing twice */
+    FILE *fp = fopen(in_dir("parts/metrics.csv"), "r");
+    ck_assert_ptr_nonnull(fp);
+    char line[256];
+    int rows = -1;
+    while (fgets(line, sizeof line, fp)) {
+        if (rows >= 0) ck_assert_int_eq(atol(line), rows);
+        rows++;
+    }
+    fclose(fp);
+    ck_assert_int_eq(rows, 21);
+
+    /* again at the end: nothing to do, nothing changed */
+    train_ok(&o2, &r);
+    ck_assert_int_eq(r.iter, 20);
+}
+END_TEST
+
+START_TEST(test_resume_refuses_other_shape_or_data)
+{
+    lm_train_opts o = opts(in_dir("run"), tiny(5));
+    lm_train_result r;
+    train_ok(&o, &r);
+
+    bool given[LM_N_FIELDS] = {0};
+    given[lm_field_by_key("n_embd") - lm_fields] = true;
+    lm_config c = tiny(10);
+    c.model.n_embd = 32;
+    lm_train_opts o2 = opts(in_dir("run"), c);
+    o2.resume = true;
+    o2.given = given;
+    ck_assert_int_eq(lm_train(&o2, &r, err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "n_embd 64") && strstr(err, "32"), "%s", err);
+
+    /* --config baby on a tiny checkpoint */
+    lm_config b;
+    lm_config_preset(&b, "baby");
+    lm_train_opts o3 = opts(in_dir("run"), b);
+    o3.resume = true;
+    o3.config_given = true;
+    ck_assert_int_eq(lm_train(&o3, &r, err, sizeof err), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err, "--config"));
+
+    /* another text */
+    char other[2048] = "";
+    while (strlen(other) + 49 < sizeof other) strcat(other, "the cat sat on the mat. the dog ran to the barn.\n");
+    write_file(in_dir("other.txt"), other, strlen(other));
+    lm_train_opts o4 = opts(in_dir("run"), tiny(10));
+    o4.resume = true;
+    o4.data_path = in_dir("other.txt");
+    ck_assert_int_eq(lm_train(&o4, &r, err, sizeof err), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err, "--init-from"));
+
+    /* nothing to resume */
+    lm_train_opts o5 = opts(in_dir("none"), tiny(10));
+    o5.resume = true;
+    ck_assert_int_ne(lm_train(&o5, &r, err, sizeof err), AG_OK);
+    ck_assert_ptr_nonnull(strstr(err, "--resume"));
+}
+END_TEST
+
+START_TEST(test_init_from)
+{
+    lm_train_opts o = opts(in_dir("a"), tiny(5));
+    lm_train_result r;
+    train_ok(&o, &r);
+    lm_model a;
+    ck_assert_int_eq(lm_model_load(in_dir("a"), &a, err, sizeof err), AG_OK);
+
+    /* a text that uses part of the vocabulary; the new run keeps the old vocabulary */
+    const char *text = "The cat sat on the mat. The dog ran to the barn. "
+                       "My lord what is it you see there. Good night.\n";
+    char big[4096] = "";
+    while (strlen(big) + strlen(text) < sizeof big) strcat(big, text);
+    write_file(in_dir("sub.txt"), big, strlen(big));
+    lm_config c = tiny(0);   /* 0 steps: the checkpoint must hold a's weights */
+    lm_train_opts o2 = opts(in_dir("b"), c);
+    o2.init_from = in_dir("a");
+    o2.data_path = in_dir("sub.txt");
+    train_ok(&o2, &r);
+    lm_model b;
+    ck_assert_int_eq(lm_model_load(in_dir("b"), &b, err, sizeof err), AG_OK);
+    ck_assert_int_eq(b.vocab.V, a.vocab.V);
+    ck_assert_int_eq(memcmp(a.g->params->data, b.g->params->data, a.g->params->total * sizeof(ag_real)), 0);
+    lm_model_free(&b);
+    lm_model_free(&a);
+
+    /* a character the checkpoint has never seen */
+    write_file(in_dir("new.txt"), big, strlen(big));
+    FILE *fp = fopen(in_dir("new.txt"), "ab");
+    fputs("Zebra!", fp);
+    fclose(fp);
+    lm_train_opts o3 = opts(in_dir("c"), c);
+    o3.init_from = in_dir("a");
+    o3.data_path = in_dir("new.txt");
+    ck_assert_int_eq(lm_train(&o3, &r, err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_data_too_short)
+{
+    write_file(in_dir("short.txt"), "abcabcabcabc\n", 13);
+    lm_train_opts o = opts(in_dir("run"), tiny(5));
+    o.data_path = in_dir("short.txt");
+    lm_train_result r;
+    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "block_size 32"), "%s", err);
+    o.data_path = in_dir("missing.txt");
+    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_IO);
+}
+END_TEST
+
+/* A learning rate of 1e300 blows the weights up after one step; the next loss is not finite.
+ * The run stops before the optimizer step, and the checkpoint of iteration 0 is still whole. */
+START_TEST(test_nonfinite_stops_before_the_step)
+{
+    lm_config c = tiny(10);
+    c.lr = 1e300;
+    c.warmup_iters = 0;
+    c.grad_clip = 0;
+    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_result r;
+    ag_status s = lm_train(&o, &r, err, sizeof err);
+    ck_assert_int_eq(s, AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err, "iteration") && strstr(err, "last checkpoint"), "%s", err);
+    lm_model m;
+    ck_assert_msg(lm_model_load(in_dir("run"), &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(m.iter, 0);
+    lm_model_free(&m);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// sampling and eval
+
+static void collect(int id, void *user)
+{
+    int **p = user;
+    *(*p)++ = id;
+}
+
+START_TEST(test_sampling_reproducible)
+{
+    lm_config c = tiny(5);
+    c.model.block_size = 8;   /* 40 new tokens slide the window several times */
+    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_result r;
+    train_ok(&o, &r);
+    lm_model m;
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+
+    int a[40], b[40], d[40], e[40], *pa = a;
+    lm_sample_opts so = {40, 1.0, 0, 7};
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, err, sizeof err), AG_OK);
+    ck_assert_int_eq(pa - a, 40);
+    int *pb = b;
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pb, NULL, NULL, err, sizeof err), AG_OK);
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    so.seed = 8;
+    int *pd = d;
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pd, NULL, NULL, err, sizeof err), AG_OK);
+    ck_assert_int_ne(memcmp(a, d, sizeof a), 0);
+    for (int i = 0; i < 40; i++) ck_assert(a[i] >= 0 && a[i] < m.vocab.V);
+
+    /* greedy (top_k 1) through the cache == argmax of a full forward over the prompt */
+    int prompt[5];
+    size_t np = 0;
+    int *ids = NULL;
+    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, err, sizeof err), AG_OK);
+    memcpy(prompt, ids, sizeof prompt);
+    free(ids);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *logits = ag_gpt_forward(ctx, m.g, prompt, NULL, 1, 5, false, 0, NULL);   // [1,5,V]
+    ck_assert_ptr_nonnull(logits);
+    const ag_real *last = logits->data + 4 * (size_t)m.vocab.V;
+    int best = 0;
+    for (int i = 1; i < m.vocab.V; i++)
+        if (last[i] > last[best]) best = i;
+    so.top_k = 1;
+    so.max_new_tokens = 1;
+    ck_assert_int_eq(lm_generate(m.g, prompt, 5, &so, NULL, NULL, e, err, sizeof err), AG_OK);
+    ck_assert_int_eq(e[0], best);
+    ag_ctx_free(ctx);
+
+    /* a prompt character outside the vocabulary: AG_ERR_ARG naming it */
+    ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "U+00E9"), "%s", err);
+    lm_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_sample_logits)
+{
+    ag_real logits[4] = {1.0f, 3.0f, 2.0f, -1.0f};
+    double scratch[8];
+    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 1, 0.999, scratch), 1);   /* top-1 = argmax */
+    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 2, 0.0, scratch), 1);     /* first kept */
+    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 2, 0.99, scratch), 2);
+    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 0, 0.0, scratch), 0);
+    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 0, 0.9999999, scratch), 3);
+    /* a very low temperature is greedy */
+    ck_assert_int_eq(lm_sample_logits(logits, 4, 1e-3, 0, 0.999999, scratch), 1);
+}
+END_TEST
+
+/* eval on a 100-character text with block_size 8: windows at 0, 8, ..., 88 (each needs 9
+ * characters: the last starts at 88 and ends at 96 <= 99), so 12 windows and 96 targets. With
+ * lm_head all zero every prediction is uniform and the loss is exactly ln V. */
+START_TEST(test_eval_counts_whole_windows)
+{
+    lm_config c = tiny(0);
+    c.model.block_size = 8;
+    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_result r;
+    train_ok(&o, &r);
+    lm_model m;
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    FILE *fp = fopen(corpus_path, "rb");
+    char text[101] = {0};
+    ck_assert_uint_eq(fread(text, 1, 100, fp), 100);
+    fclose(fp);
+    write_file(in_dir("hundred.txt"), text, 100);
+
+    double loss;
+    size_t tokens;
+    ck_assert_msg(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_uint_eq(tokens, 96);
+    ag_tensor *W = ag_params_find(m.g->params, "lm_head.weight"), *b = ag_params_find(m.g->params, "lm_head.bias");
+    memset(W->data, 0, ag_numel(W) * sizeof(ag_real));
+    memset(b->data, 0, ag_numel(b) * sizeof(ag_real));
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_msg(fabs(loss - log(m.vocab.V)) < 1e-5, "loss %.7f, ln V %.7f", loss, log(m.vocab.V));
+
+    /* 97 characters: still 12 windows (the last ends at 96); 96: only 11 */
+    write_file(in_dir("n97.txt"), text, 97);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("n97.txt"), &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(tokens, 96);
+    write_file(in_dir("n96.txt"), text, 96);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("n96.txt"), &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_uint_eq(tokens, 88);
+    /* shorter than one window, or a character the model does not know */
+    write_file(in_dir("n8.txt"), text, 8);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("n8.txt"), &loss, &tokens, err, sizeof err), AG_ERR_ARG);
+    write_file(in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("odd.txt"), &loss, &tokens, err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
+    lm_model_free(&m);
+}
+END_TEST
+
+Suite *char_lm_suite(void)
+{
+    Suite *s = suite_create("char_lm");
+    TCase *cli = tcase_create("cli");
+    tcase_add_loop_test(cli, test_cli_bad_args, 0, (int)(sizeof bad_args / sizeof bad_args[0]));
+    tcase_add_test(cli, test_cli_good_args);
+    tcase_add_test(cli, test_config_json_roundtrip);
+    suite_add_tcase(s, cli);
+
+    TCase *run = tcase_create("train");
+    tcase_add_unchecked_fixture(run, root_setup, root_teardown);
+    tcase_add_checked_fixture(run, setup, teardown);
+    tcase_set_timeout(run, 120);
+    tcase_add_test(run, test_untrained_loss_is_ln_v);
+    tcase_add_test(run, test_pinned_tiny_run);
+    tcase_add_test(run, test_checkpoint_roundtrip);
+    tcase_add_test(run, test_resume_equals_uninterrupted);
+    tcase_add_test(run, test_resume_refuses_other_shape_or_data);
+    tcase_add_test(run, test_init_from);
+    tcase_add_test(run, test_data_too_short);
+    tcase_add_test(run, test_nonfinite_stops_before_the_step);
+    suite_add_tcase(s, run);
+
+    TCase *smp = tcase_create("sample_eval");
+    tcase_add_unchecked_fixture(smp, root_setup, root_teardown);
+    tcase_add_checked_fixture(smp, setup, teardown);
+    tcase_set_timeout(smp, 120);
+    tcase_add_test(smp, test_sampling_reproducible);
+    tcase_add_test(smp, test_sample_logits);
+    tcase_add_test(smp, test_eval_counts_whole_windows);
+    suite_add_tcase(s, smp);
+    return s;
+}

@@ -95,6 +95,39 @@ START_TEST(test_arena_stops_growing)
 }
 END_TEST
 
+START_TEST(test_detect_anomaly_names_the_op)
+{
+    int sx[2] = { 3, 3 }, sw[2] = { 3, 3 };
+    ag_tensor *x = gc_tensor_new(2, sx, 45, -1, 1), *W = gc_tensor_new(2, sw, 46, 0.5, 1);
+    x->data[4] = (ag_real)INFINITY; /* a poisoned input: the linear's output goes non-finite */
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_scope(ctx, "blocks.1.mlp");
+    ck_assert_ptr_nonnull(ag_gelu(ctx, ag_linear(ctx, x, W, NULL))); /* off by default: no check */
+    ag_ctx_reset(ctx);
+    ag_ctx_set_detect_anomaly(ctx, true);
+    ag_ctx_set_scope(ctx, "blocks.1.mlp");
+    ck_assert_ptr_null(ag_gelu(ctx, ag_linear(ctx, x, W, NULL)));
+    ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "output of linear [3,3] in blocks.1.mlp"));
+    /* the causal mask's -inf is not an anomaly, and a clean backward passes */
+    ag_ctx_reset(ctx);
+    x->data[4] = 0.5;
+    ag_tensor *a = ag_softmax(ctx, ag_masked_fill(ctx, ag_linear(ctx, x, W, NULL), ag_causal_mask(ctx, 3), -INFINITY));
+    ck_assert_msg(a != NULL, "%s", ag_ctx_error(ctx));
+    ag_real dy[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    ck_assert_int_eq(ag_backward_from(ctx, a, dy), AG_OK);
+    /* a non-finite upstream gradient is caught at the first backward that passes it on */
+    ag_ctx_reset(ctx);
+    a = ag_softmax(ctx, ag_linear(ctx, x, W, NULL));
+    dy[2] = (ag_real)NAN;
+    ck_assert_int_eq(ag_backward_from(ctx, a, dy), AG_ERR_NONFINITE);
+    ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "gradient from the backward of softmax"));
+    ag_ctx_free(ctx);
+    gc_tensor_free(x);
+    gc_tensor_free(W);
+}
+END_TEST
+
 Suite *tape_suite(void)
 {
     Suite *s = suite_create("tape");
@@ -103,6 +136,7 @@ Suite *tape_suite(void)
     tcase_add_test(t, test_no_grad_mode_records_nothing);
     tcase_add_test(t, test_backward_needs_a_scalar);
     tcase_add_test(t, test_arena_stops_growing);
+    tcase_add_test(t, test_detect_anomaly_names_the_op);
     suite_add_tcase(s, t);
     return s;
 }

@@ -6,6 +6,7 @@
  * the high-water size, so from the second step on a training loop allocates nothing.
  * With -DAG_ARENA_DEBUG (the ASan build) every block is its own malloc, so the sanitizer sees
  * an overflow that a bump allocator would hide. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ struct ag_ctx {
     bool grad_on;
     const char *scope;
     ag_profile *profile;   /* NULL unless benchmarking */
+    bool detect_anomaly;
     ag_status err;
     char errmsg[512];
 };
@@ -152,6 +154,7 @@ void ag_ctx_reset(ag_ctx *ctx)
 }
 
 void ag_ctx_set_grad(ag_ctx *ctx, bool on) { ctx->grad_on = on; }
+void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on) { ctx->detect_anomaly = on; }
 bool ag_ctx_grad_enabled(const ag_ctx *ctx) { return ctx->grad_on; }
 void ag_ctx_set_scope(ag_ctx *ctx, const char *scope) { ctx->scope = scope; }
 const char *ag_ctx_scope(const ag_ctx *ctx) { return ctx->scope; }
@@ -261,6 +264,24 @@ static int profile_slot(ag_profile *p, const ag_op *op)
     return p->n++;
 }
 
+/* ---------- anomaly detection ---------- */
+
+/* the index of the first NaN or Inf in x[0..n), or -1; -inf passes where allow_neg_inf */
+static long first_nonfinite(const ag_real *x, size_t n, bool allow_neg_inf)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && !(allow_neg_inf && x[i] == -INFINITY)) return (long)i;
+    return -1;
+}
+
+static void report_nonfinite(ag_ctx *ctx, const char *what, const ag_op *op, const ag_tensor *t,
+                             const char *scope, long i, ag_real v)
+{
+    char b[64];
+    ag_ctx_fail(ctx, AG_ERR_NONFINITE, "non-finite %s of %s %s in %s (element %ld is %g)", what, op->name,
+                ag_shape_str(t, b, sizeof b), scope ? scope : "(no layer)", i, (double)v);
+}
+
 /* ---------- the tape ---------- */
 
 ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const *in, int n_in)
@@ -281,6 +302,11 @@ ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const 
     ctx->tape = n;
     ctx->tape_nodes++;
     y->requires_grad = true;
+    if (ctx->detect_anomaly) {
+        /* masked_fill writes -inf on purpose; anything else non-finite is a fault */
+        long i = first_nonfinite(y->data, ag_numel(y), strcmp(op->name, "masked_fill") == 0);
+        if (i >= 0) report_nonfinite(ctx, "output", op, y, n->scope, i, y->data[i]);
+    }
     if (ctx->profile) {
         double t = now_s();
         int i = profile_slot(ctx->profile, op);
@@ -312,6 +338,14 @@ static ag_status run_tape(ag_ctx *ctx)
         double t0 = ctx->profile ? now_s() : 0;
         ag_status s = n->op->backward(ctx, n);
         if (s != AG_OK) return s;
+        for (int k = 0; ctx->detect_anomaly && k < n->n_in; k++) {
+            ag_tensor *in = n->in[k];
+            long i = in && in->grad ? first_nonfinite(in->grad, ag_numel(in), false) : -1;
+            if (i >= 0) {
+                report_nonfinite(ctx, "gradient from the backward", n->op, in, n->scope, i, in->grad[i]);
+                return ctx->err;
+            }
+        }
         if (ctx->profile) {
             int i = profile_slot(ctx->profile, n->op);
             if (i >= 0) {

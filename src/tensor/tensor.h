@@ -90,6 +90,12 @@ ag_status ag_ctx_status(const ag_ctx *ctx);
 ag_status ag_ctx_fail(ag_ctx *ctx, ag_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ag_ctx_clear_error(ag_ctx *ctx);
+/* Anomaly detection (off by default; it costs a pass over every op output and gradient): when
+ * on, the first recorded op whose output holds a NaN or Inf (or the first backward that writes
+ * one into a gradient) sets an AG_ERR_NONFINITE error naming the op, its shape and its layer:
+ * "non-finite output of softmax [12,4,64,64] in blocks.1.attn". Only -inf where masked_fill put
+ * it on purpose is allowed. */
+void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on);
 ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx);
 /* Names the layer now running ("blocks.0.attn"); every node recorded from now on carries it.
  * The string must outlive the tape (a literal, or a layer's own name). NULL clears it. */

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <math.h>
 #include "gradcheck.h"
+#include "tensor/internal.h"
 
 static ag_tensor *build_add(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_add(ctx, in[0], in[1]); }
 static ag_tensor *build_scale(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_scale(ctx, in[0], -0.37); }
@@ -135,6 +136,26 @@ START_TEST(test_dropout_grad)
 }
 END_TEST
 
+/* the kernels' exp: within 2e-7 relative of the exact value, and right at the edges */
+START_TEST(test_kernel_exp_accuracy)
+{
+    double worst = 0;
+    for (double v = -87.0; v < 88.5; v += 0.00731) {
+        ag_real x = (ag_real)v;
+        double exact = exp((double)x), got = (double)ag__exp(x);
+        double rel = fabs(got - exact) / exact;
+        worst = rel > worst ? rel : worst;
+    }
+    ck_assert_msg(worst < 2e-7, "max relative error %g", worst);
+    ck_assert(isinf(ag__exp((ag_real)INFINITY)) && ag__exp((ag_real)INFINITY) > 0);
+    ck_assert(ag__exp((ag_real)-INFINITY) == 0);
+    ck_assert(isnan(ag__exp((ag_real)NAN)));
+    ck_assert(ag__exp(0) == 1);
+    ck_assert(ag__exp(-200) == 0);
+    ck_assert(isinf(ag__exp(200)));
+}
+END_TEST
+
 Suite *elementwise_suite(void)
 {
     Suite *s = suite_create("elementwise");
@@ -142,6 +163,7 @@ Suite *elementwise_suite(void)
     tcase_add_test(f, test_add_broadcast_forward_and_error);
     tcase_add_test(f, test_gelu_forward_known_values);
     tcase_add_test(f, test_dropout_forward);
+    tcase_add_test(f, test_kernel_exp_accuracy);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_add_test(g, test_add_grad_same_shape);

@@ -6,27 +6,34 @@
  *           p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  *   Adam:   the same without the first line; on decay params g += wd*p (L2) before the moments.
  *
- * The bias corrections 1/(1-b^t) undo the moments' start at zero. Arithmetic in double, stored
- * as ag_real. Each parameter's decay flag comes from its registration (2-D weights only), so
+ * The bias corrections 1/(1-b^t) undo the moments' start at zero. Each parameter's decay
+ * flag comes from its registration (2-D weights only), so
  * the loop runs over the entries and then over each entry's elements. Cannot fail. */
 #include <math.h>
 #include "optim.h"
 
 // --- the shared update ---
 
-/* m, v and p of n elements, for one parameter; decoupled selects AdamW's decay, l2 Adam's */
+/* m, v and p of n elements, for one parameter; decoupled selects AdamW's decay, l2 Adam's.
+ * In ag_real, in the order PyTorch's AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g g; p -= (lr/bc1) m / (sqrt(v)/sqrt(bc2) + eps)), so the loop vectorizes
+ * and rounds like the reference. */
 static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adam_cfg *c,
                         double lr, double bc1, double bc2, double decoupled, double l2)
 {
+    const ag_real keep = (ag_real)(1 - lr * decoupled), wd2 = (ag_real)l2;
+    const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, a1 = (ag_real)(1 - c->beta1),
+                  a2 = (ag_real)(1 - c->beta2);
+    const ag_real step = (ag_real)(lr / bc1), inv_sqrt_bc2 = (ag_real)(1 / sqrt(bc2)), eps = (ag_real)c->eps;
 #pragma omp parallel for schedule(static) if (n > 4096)
     for (size_t i = 0; i < n; i++) {
-        double pi = p[i] - lr * decoupled * p[i];
-        double gi = g[i] + l2 * p[i];
-        double mi = c->beta1 * m[i] + (1 - c->beta1) * gi;
-        double vi = c->beta2 * v[i] + (1 - c->beta2) * gi * gi;
-        m[i] = (ag_real)mi;
-        v[i] = (ag_real)vi;
-        p[i] = (ag_real)(pi - lr * (mi / bc1) / (sqrt(vi / bc2) + c->eps));
+        ag_real gi = g[i] + wd2 * p[i];
+        ag_real pi = keep * p[i];
+        ag_real mi = b1 * m[i] + a1 * gi;
+        ag_real vi = b2 * v[i] + a2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step * mi / (AG_SQRT(vi) * inv_sqrt_bc2 + eps);
     }
 }
 

@@ -32,7 +32,7 @@ static void softmax_rows_causal(ag_real *S, int T, bool causal)
         for (int j = 1; j < n; j++) max = row[j] > max ? row[j] : max;
         ag_real sum = 0;
         for (int j = 0; j < n; j++) {
-            row[j] = AG_EXP(row[j] - max);
+            row[j] = ag__exp(row[j] - max);
             sum += row[j];
         }
         ag_real inv = 1 / sum;

@@ -16,7 +16,7 @@
 static inline ag_real gelu_tanh_u(ag_real x)
 {
     ag_real u = GELU_K * (x + GELU_A * x * x * x);
-    return 1 - 2 / (1 + AG_EXP(2 * u));
+    return 1 - 2 / (1 + ag__exp(2 * u));
 }
 
 static void gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N)

@@ -23,7 +23,7 @@ static void softmax_forward_rows(ag_real *y, const ag_real *x, size_t R, int N)
         }
         ag_real sum = 0;
         for (int j = 0; j < N; j++) {
-            yr[j] = AG_EXP(xr[j] - max);
+            yr[j] = ag__exp(xr[j] - max);
             sum += yr[j];
         }
         ag_real inv = 1 / sum;

@@ -5,9 +5,10 @@
 # build/f64 (-DAG_DOUBLE, where the gradient checks are tight).
 
 CC      ?= cc
-# -O3 -march=native: the row kernels (exp, GELU, LayerNorm, AdamW) vectorize; never -ffast-math
-# or -Ofast (they break GELU and softmax edge cases). With -std=c11 there is no FMA contraction.
-CFLAGS  ?= -O3 -march=native -g
+# -O3 so the row kernels vectorize. Never -ffast-math or -Ofast (they break GELU and softmax edge
+# cases). Not -march=native: GCC 12 with it miscompiled a constant vector store on this CPU
+# (tests/test_attention_ops.c's three-token example caught it).
+CFLAGS  ?= -O3 -g
 # OpenMP is the one thread pool (src/tensor/parallel.h); OpenBLAS is kept single-threaded
 OMP      = -fopenmp
 WARN     = -Wall -Wextra

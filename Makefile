@@ -21,7 +21,9 @@ PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
-LIBS       = $(OMP) $(PKG_LIBS) -lm
+# libmvec: glibc's vector expf (see src/tensor/internal.h)
+MVEC       = $(if $(filter x86_64,$(shell uname -m)),-lmvec)
+LIBS       = $(OMP) $(PKG_LIBS) $(MVEC) -lm
 
 LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/nn/*.c src/optim/*.c)
 TEST_SRC := $(wildcard tests/*.c)
@@ -36,7 +38,7 @@ LIB64 = $(B)/f64/libattograd.a
 
 .PHONY: all deps test run clean help asan bench FORCE
 FORCE:
-all: $(LIB32) $(B)/char_lm                      ## build the library and build/char_lm
+all: $(LIB32) $(B)/char_lm $(B)/attention_demo  ## build the library, build/char_lm and build/attention_demo
 
 help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
@@ -94,6 +96,31 @@ $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 run: deps                                         ## train the baby model on Tiny Shakespeare
 	@$(MAKE) --no-print-directory $(B)/char_lm
 	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby
+
+# --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
+$(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+
+# --- install: the float library, the public headers (their src/ layout kept under
+# include/attograd/, since they include each other by relative path) and attograd.pc, so a
+# program elsewhere builds with `pkg-config --cflags --libs attograd` and
+# `#include <attograd/attograd.h>` (examples/out_of_tree). DESTDIR is honoured for packagers.
+PREFIX  ?= /usr/local
+VERSION  = 0.1.0
+PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
+                 src/tensor/parallel.h src/nn/nn.h src/nn/params.h src/nn/safetensors.h src/optim/optim.h
+.PHONY: install uninstall
+install: $(LIB32) attograd.pc.in                 ## install lib, headers, attograd.pc under PREFIX (/usr/local)
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd
+	install -m 644 $(LIB32) $(DESTDIR)$(PREFIX)/lib/libattograd.a
+	for h in $(PUBLIC_HEADERS); do install -D -m 644 $$h $(DESTDIR)$(PREFIX)/include/attograd/$${h#src/} || exit 1; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
+	  -e 's|@DEP_LIBS@|$(strip $(PKG_LIBS))|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
+	@echo "installed into $(DESTDIR)$(PREFIX); try: PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig pkg-config --cflags --libs attograd"
+
+uninstall:                                        ## remove what `make install PREFIX=...` installed
+	rm -f $(DESTDIR)$(PREFIX)/lib/libattograd.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/attograd
 
 # --- benchmark: kept out of the test suite (tests check correctness, bench measures) ---
 # malloc/calloc/realloc are wrapped so the bench can count our code's allocations per step

@@ -23,9 +23,13 @@ static inline ag_tensor *ag__done(ag_ctx *ctx, ag_tensor *y)
 }
 
 /* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
- * precision. (A vectorizable polynomial exp was 4x faster than expf with -march=native, but
- * GCC 12 with -march=native miscompiles constant vector stores on this CPU (a test caught it),
- * and without AVX-512 the polynomial does not vectorize and is slower than expf.) */
+ * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
+ * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns
+ * per element here, within 2.3e-7 relative; inf, -inf and NaN handled). AG_NO_LIBMVEC turns
+ * it off for other C libraries. */
+#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(AG_NO_LIBMVEC)
+float expf(float) __attribute__((__simd__("notinbranch")));
+#endif
 static inline ag_real ag__exp(ag_real x) { return AG_EXP(x); }
 
 #endif

@@ -30,11 +30,10 @@ static void softmax_rows_causal(ag_real *S, int T, bool causal)
         int n = causal ? i + 1 : T;
         ag_real max = row[0];
         for (int j = 1; j < n; j++) max = row[j] > max ? row[j] : max;
-        ag_real sum = 0;
-        for (int j = 0; j < n; j++) {
-            row[j] = ag__exp(row[j] - max);
-            sum += row[j];
-        }
+#pragma omp simd
+        for (int j = 0; j < n; j++) row[j] = ag__exp(row[j] - max);
+        ag_real sum = 0; /* a separate loop: the exps vectorize, the sum keeps its order */
+        for (int j = 0; j < n; j++) sum += row[j];
         ag_real inv = 1 / sum;
         for (int j = 0; j < n; j++) row[j] *= inv;
         for (int j = n; j < T; j++) row[j] = 0; /* the future: exactly zero weight */

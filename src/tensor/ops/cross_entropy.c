@@ -66,11 +66,20 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
         ag_real m = zr[0];
         for (int j = 1; j < V; j++) m = zr[j] > m ? zr[j] : m;
         ag_real sum = 0;
-        for (int j = 0; j < V; j++) sum += ag__exp(zr[j] - m);
+        ag_real *p = keep ? s->probs + r * V : NULL;
+        if (p) { /* exps into the saved row first: they vectorize; the sum keeps its order */
+#pragma omp simd
+            for (int j = 0; j < V; j++) p[j] = ag__exp(zr[j] - m);
+            for (int j = 0; j < V; j++) sum += p[j];
+        } else {
+            for (int j = 0; j < V; j++) sum += ag__exp(zr[j] - m);
+        }
         ag_real lse = m + AG_LOG(sum);
         total += (double)(lse - zr[targets[r]]);
-        if (keep)
-            for (int j = 0; j < V; j++) s->probs[r * V + j] = ag__exp(zr[j] - lse);
+        if (p) {
+            ag_real inv = 1 / sum; /* p = exp(z - m) / sum = exp(z - lse) */
+            for (int j = 0; j < V; j++) p[j] *= inv;
+        }
     }
     L->data[0] = (ag_real)(total / (double)R);
     ag_node *n = ag_record(ctx, &cross_entropy_op, L, &z, 1);

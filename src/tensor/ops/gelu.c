@@ -21,7 +21,7 @@ static inline ag_real gelu_tanh_u(ag_real x)
 
 static void gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < N; i++) {
         ag_real t = gelu_tanh_u(x[i]);
         if (th) th[i] = t;

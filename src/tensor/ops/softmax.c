@@ -21,11 +21,10 @@ static void softmax_forward_rows(ag_real *y, const ag_real *x, size_t R, int N)
             for (int j = 0; j < N; j++) yr[j] = 0;
             continue;
         }
-        ag_real sum = 0;
-        for (int j = 0; j < N; j++) {
-            yr[j] = ag__exp(xr[j] - max);
-            sum += yr[j];
-        }
+#pragma omp simd
+        for (int j = 0; j < N; j++) yr[j] = ag__exp(xr[j] - max);
+        ag_real sum = 0; /* a separate loop: the exps vectorize, the sum keeps its order */
+        for (int j = 0; j < N; j++) sum += yr[j];
         ag_real inv = 1 / sum;
         for (int j = 0; j < N; j++) yr[j] *= inv;
     }

@@ -22,6 +22,25 @@ static inline ag_tensor *ag__done(ag_ctx *ctx, ag_tensor *y)
     return ag_ctx_status(ctx) == AG_OK ? y : NULL;
 }
 
+/* out[c] += sum over rows r of x[r, c], for x [R, C]: the gradient of a broadcast bias.
+ * Threads take blocks of AG_COL_BLOCK adjacent columns, so no two write the same out[c], and
+ * each row's block is contiguous (vectorizes, unlike walking one column down the rows). */
+#define AG_COL_BLOCK 32
+static inline void ag__sum_rows(ag_real *out, const ag_real *x, size_t R, int C)
+{
+    int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < n_blocks; blk++) {
+        int c0 = blk * AG_COL_BLOCK, w = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
+        ag_real acc[AG_COL_BLOCK] = { 0 };
+        for (size_t r = 0; r < R; r++) {
+            const ag_real *row = x + r * (size_t)C + c0;
+            for (int c = 0; c < w; c++) acc[c] += row[c];
+        }
+        for (int c = 0; c < w; c++) out[c0 + c] += acc[c];
+    }
+}
+
 /* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
  * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
  * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns

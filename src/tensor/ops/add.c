@@ -32,10 +32,7 @@ static ag_status add_backward(ag_ctx *ctx, ag_node *n)
     if (b->requires_grad) {
         ag_real *db = ag_grad(ctx, b);
         if (!db) return ag_ctx_status(ctx);
-        /* columns in parallel: each thread sums its own entries of db over every row */
-#pragma omp parallel for schedule(static)
-        for (size_t j = 0; j < nb; j++)
-            for (size_t i = 0; i < N; i += nb) db[j] += dy[i + j];
+        ag__sum_rows(db, dy, N / nb, (int)nb); /* dy viewed as [N/nb, nb] rows */
     }
     return AG_OK;
 }

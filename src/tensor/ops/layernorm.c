@@ -55,17 +55,24 @@ static void layernorm_backward_rows(ag_real *dx, ag_real *dw, ag_real *db, const
         }
     }
     if (dw || db) {
-        /* columns in parallel: each thread owns its entries of dw and db, summed over rows */
+        /* blocks of adjacent columns in parallel: each thread owns its entries of dw and db */
+        int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
 #pragma omp parallel for schedule(static)
-        for (int c = 0; c < C; c++) {
-            ag_real sw = 0, sb = 0;
+        for (int blk = 0; blk < n_blocks; blk++) {
+            int c0 = blk * AG_COL_BLOCK, wd = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
+            ag_real sw[AG_COL_BLOCK] = { 0 }, sb[AG_COL_BLOCK] = { 0 };
             for (size_t r = 0; r < R; r++) {
-                ag_real xhat = (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
-                sw += dy[r * C + c] * xhat;
-                sb += dy[r * C + c];
+                const ag_real *xr = x + r * C + c0, *dyr = dy + r * C + c0;
+                ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
+                for (int c = 0; c < wd; c++) {
+                    sw[c] += dyr[c] * ((xr[c] - mean) * rstd);
+                    sb[c] += dyr[c];
+                }
             }
-            if (dw) dw[c] += sw;
-            if (db) db[c] += sb;
+            for (int c = 0; c < wd; c++) {
+                if (dw) dw[c0 + c] += sw[c];
+                if (db) db[c0 + c] += sb[c];
+            }
         }
     }
 }

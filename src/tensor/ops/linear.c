@@ -17,13 +17,6 @@ static void add_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
         for (int o = 0; o < Fout; o++) y[r * Fout + o] += b[o];
 }
 
-static void sum_rows(ag_real *db, const ag_real *dy, size_t R, int Fout)
-{
-    /* columns in parallel: each thread owns its entries of db */
-#pragma omp parallel for schedule(static)
-    for (int o = 0; o < Fout; o++)
-        for (size_t r = 0; r < R; r++) db[o] += dy[r * Fout + o];
-}
 
 // --- backward ---
 
@@ -47,7 +40,7 @@ static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
     if (b && b->requires_grad) { /* db += sum_r dy[r] */
         ag_real *db = ag_grad(ctx, b);                            // [Fout]
         if (!db) return ag_ctx_status(ctx);
-        sum_rows(db, dy, (size_t)R, Fout);
+        ag__sum_rows(db, dy, (size_t)R, Fout);
     }
     return AG_OK;
 }

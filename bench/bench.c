@@ -109,6 +109,49 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* characters/s generating n tokens from an untrained model (greedy: the argmax, so both ways
+ * pick the same tokens): with the KV cache (one position per token) and by recomputing the
+ * whole context for every token, as a model without a cache must. Also checks the two
+ * agree on every token; returns -1 if they do not. */
+static int sample_speed(ag_gpt *g, int n, double *cached_cps, double *recompute_cps)
+{
+    int T = g->cfg.block_size, V = g->cfg.vocab_size;
+    if (n > T) n = T;
+    ag_ctx *ctx = ag_ctx_new();
+    ag_kv_cache *cache = ag_kv_cache_new(g);
+    int *ids = malloc((size_t)(n + 1) * sizeof(int)), *ids2 = malloc((size_t)(n + 1) * sizeof(int));
+    if (!ctx || !cache || !ids || !ids2) return -1;
+    ag_ctx_set_grad(ctx, false);
+    ids[0] = ids2[0] = 0;
+    double t0 = now_s();
+    for (int p = 0; p < n; p++) {
+        ag_tensor *logits = ag_gpt_forward_cached(ctx, g, cache, ids[p]);   // [V]
+        if (!logits) return -1;
+        int best = 0;
+        for (int j = 1; j < V; j++) best = logits->data[j] > logits->data[best] ? j : best;
+        ids[p + 1] = best;
+        ag_ctx_reset(ctx);
+    }
+    double t1 = now_s();
+    for (int p = 0; p < n; p++) {
+        ag_tensor *logits = ag_gpt_forward(ctx, g, ids2, NULL, 1, p + 1, false, 0, NULL); // [1,p+1,V]
+        if (!logits) return -1;
+        const ag_real *last = logits->data + (size_t)p * V;
+        int best = 0;
+        for (int j = 1; j < V; j++) best = last[j] > last[best] ? j : best;
+        ids2[p + 1] = best;
+        ag_ctx_reset(ctx);
+    }
+    double t2 = now_s();
+    int same = memcmp(ids, ids2, (size_t)(n + 1) * sizeof(int)) == 0;
+    *cached_cps = n / (t1 - t0);
+    *recompute_cps = n / (t2 - t1);
+    free(ids); free(ids2);
+    ag_kv_cache_free(cache);
+    ag_ctx_free(ctx);
+    return same ? 0 : -1;
+}
+
 static int run_config(const bench_config *bc, const corpus *data, int steps, int threads, bool json)
 {
     char err[256];
@@ -178,6 +221,11 @@ static int run_config(const bench_config *bc, const corpus *data, int steps, int
     double gflops = step_flops(bc, V) / (total / timed) / 1e9;
     double sgemm_own = gemm_gflops(bc, V, false, threads), sgemm_split = gemm_gflops(bc, V, true, threads);
     double ceiling = sgemm_own > sgemm_split ? sgemm_own : sgemm_split;
+    double cached_cps = 0, recompute_cps = 0;
+    if (sample_speed(g, bc->block_size, &cached_cps, &recompute_cps) != 0) {
+        fprintf(stderr, "bench: sampling with the KV cache disagrees with recomputing\n");
+        return 1;
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024;
@@ -192,9 +240,11 @@ static int run_config(const bench_config *bc, const corpus *data, int steps, int
         printf("{\"config\": \"%s\", \"threads\": %d, \"steps_timed\": %d, \"tokens_per_s\": %.1f, "
                "\"mean_ms_per_step\": %.3f, \"median_ms_per_step\": %.3f, \"matmul_gflops\": %.1f, "
                "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, \"allocs_per_step\": %lu, \"arena_chunk_mallocs_after_step1\": %llu, "
-               "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, \"ops\": {",
+               "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
+               "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"ops\": {",
                bc->name, threads, timed, tok_s, 1000 * total / timed, 1000 * median, gflops, ceiling, sgemm_own, sgemm_split,
-               allocs_per_step, (unsigned long long)chunk_growth, rss_mb, expected_mb, P->total);
+               allocs_per_step, (unsigned long long)chunk_growth, rss_mb, expected_mb, P->total, cached_cps,
+               recompute_cps);
         for (int i = 0; i < prof.n; i++)
             printf("%s\"%s\": {\"fwd_share\": %.4f, \"bwd_share\": %.4f}", i ? ", " : "", prof.ops[i].op->name,
                    prof.ops[i].fwd_s / op_total, prof.ops[i].bwd_s / op_total);
@@ -215,6 +265,8 @@ static int run_config(const bench_config *bc, const corpus *data, int steps, int
                100 * *t_adam / op_total);
         printf("  allocations per step after the first: %lu (arena chunk mallocs since step 1: %llu)\n",
                allocs_per_step, (unsigned long long)chunk_growth);
+        printf("  sampling %d characters: %.0f chars/s with the KV cache, %.0f recomputing the context "
+               "(x%.1f), same tokens\n", bc->block_size, cached_cps, recompute_cps, cached_cps / recompute_cps);
         printf("  peak RSS %.1f MiB; params+grads+adam %.1f + step arena %.1f + data %.1f = %.1f MiB (x%.2f)\n",
                rss_mb, model_mb, arena_mb, data_mb, expected_mb, rss_mb / expected_mb);
     }

@@ -22,6 +22,10 @@ static inline ag_tensor *ag__done(ag_ctx *ctx, ag_tensor *y)
     return ag_ctx_status(ctx) == AG_OK ? y : NULL;
 }
 
+/* Below this many elements an op runs on one thread: waking the others costs more than it
+ * saves (sampling feeds one position at a time through every op). */
+#define AG_PAR_MIN 16384
+
 /* out[c] += sum over rows r of x[r, c], for x [R, C]: the gradient of a broadcast bias.
  * Threads take blocks of AG_COL_BLOCK adjacent columns, so no two write the same out[c], and
  * each row's block is contiguous (vectorizes, unlike walking one column down the rows). */
@@ -29,7 +33,7 @@ static inline ag_tensor *ag__done(ag_ctx *ctx, ag_tensor *y)
 static inline void ag__sum_rows(ag_real *out, const ag_real *x, size_t R, int C)
 {
     int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (int blk = 0; blk < n_blocks; blk++) {
         int c0 = blk * AG_COL_BLOCK, w = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
         ag_real acc[AG_COL_BLOCK] = { 0 };

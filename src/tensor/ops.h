@@ -82,4 +82,20 @@ ag_tensor *ag_merge_heads(ag_ctx *ctx, ag_tensor *x);
  * scale, masked_fill(causal, -inf), softmax, matmul, merge_heads; no dropout. */
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale, bool causal);
 
+/* ---- rmsnorm (ops/rmsnorm.c) ---- */
+/* RMSNorm over the last dim: x [..., C], w [C] -> [..., C],
+ * y = x / sqrt(mean_c(x^2) + eps) * w (no centring, no bias). eps must be > 0 (AG_ERR_ARG).
+ * w not [C]: AG_ERR_SHAPE, e.g. "ag_rmsnorm: x [2,3,8], w [4] (need w [C] ...)". */
+ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps);
+
+/* ---- mul (ops/mul.c) ---- */
+/* a [...] * b [...] elementwise -> [...]; a and b must have the same shape (no broadcasting:
+ * AG_ERR_SHAPE "ag_mul: shapes differ: [2,3] * [3,2] ..."). a == b (x * x) is fine. */
+ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+
+/* ---- silu (ops/silu.c) ---- */
+/* x * sigmoid(x), elementwise: [...] -> [...]. Finite for every finite x (silu(-1000) = 0,
+ * silu(1000) = 1000): the sigmoid never computes exp of a large positive number. */
+ag_tensor *ag_silu(ag_ctx *ctx, ag_tensor *x);
+
 #endif

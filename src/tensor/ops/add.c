@@ -10,7 +10,7 @@
 
 static void add_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t n, size_t nb)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= AG_PAR_MIN)
     for (size_t i = 0; i < n; i += nb)
         for (size_t j = 0; j < nb; j++) y[i + j] = a[i + j] + b[j];
 }
@@ -26,7 +26,7 @@ static ag_status add_backward(ag_ctx *ctx, ag_node *n)
     if (a->requires_grad) {
         ag_real *da = ag_grad(ctx, a);
         if (!da) return ag_ctx_status(ctx);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
         for (size_t i = 0; i < N; i++) da[i] += dy[i];
     }
     if (b->requires_grad) {

@@ -63,7 +63,7 @@ static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
     int nt = omp_get_max_threads();
     ag_real *scratch = ag_ctx_alloc(ctx, (size_t)nt * T * T * sizeof(ag_real)); // [threads,T,T] dA, then dS
     if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
@@ -103,7 +103,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, i
     ag_tensor *y = ag_tensor_like(ctx, q);                          // [B,T,C]
     ag_real *A = y ? ag_ctx_alloc(ctx, (size_t)B * H * T * T * sizeof(ag_real)) : NULL; // [B,H,T,T]
     if (!A) return NULL;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * D;

@@ -24,7 +24,7 @@ static ag_status cross_entropy_backward(ag_ctx *ctx, ag_node *n)
     ag_real scale = n->out->grad[0] / (ag_real)R;
     ag_real *dz = ag_grad(ctx, z);
     if (!dz) return ag_ctx_status(ctx);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * V >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *p = s->probs + r * V;
         for (int j = 0; j < V; j++) dz[r * V + j] += scale * (p[j] - (j == s->targets[r]));
@@ -60,7 +60,7 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
         memcpy(s->targets, targets, R * sizeof(int));
     }
     double total = 0; /* accumulate in double: R can be thousands of rows */
-#pragma omp parallel for schedule(static) reduction(+ : total)
+#pragma omp parallel for schedule(static) reduction(+ : total) if (R * V >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *zr = z->data + r * V;
         ag_real m = zr[0];

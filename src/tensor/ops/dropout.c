@@ -16,7 +16,7 @@ static ag_status dropout_backward(ag_ctx *ctx, ag_node *n)
     ag_real *dx = ag_grad(ctx, x);
     if (!dx) return ag_ctx_status(ctx);
     size_t N = ag_numel(x);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) dx[i] += dy[i] * m[i];
     return AG_OK;
 }
@@ -36,7 +36,7 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool 
     ag_real *m = y ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: 0 or 1/(1-p)
     if (!m) return NULL;
     ag_real scale = 1 / (1 - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         m[i] = ag_hash_uniform(seed, i) >= (double)p ? scale : 0;
         y->data[i] = x->data[i] * m[i];

@@ -40,7 +40,7 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int *ids, int B, int T)
         }
     ag_tensor *y = ag_tensor_new3(ctx, B, T, C);                    // [B,T,C]
     if (!y) return NULL;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) memcpy(y->data + r * C, W->data + (size_t)ids[r] * C, (size_t)C * sizeof(ag_real));
     ag_node *n = ag_record(ctx, &embedding_op, y, &W, 1);
     if (n) { /* the caller's ids may change before backward: keep a copy */

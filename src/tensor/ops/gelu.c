@@ -21,7 +21,7 @@ static inline ag_real gelu_tanh_u(ag_real x)
 
 static void gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         ag_real t = gelu_tanh_u(x[i]);
         if (th) th[i] = t;
@@ -32,7 +32,7 @@ static void gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N)
 static void gelu_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *x, const ag_real *th, size_t N)
 {
     const ag_real half = 0.5;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         ag_real v = x[i], t = th[i];
         ag_real local = half * (1 + t) + half * v * (1 - t * t) * GELU_K * (1 + 3 * GELU_A * v * v);

@@ -11,7 +11,7 @@
 static void permute_heads(ag_real *bthd, ag_real *bhtd, int B, int T, int H, int D, bool to_heads, bool accumulate)
 {
     int C = H * D;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * C >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {

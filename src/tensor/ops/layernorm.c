@@ -14,7 +14,7 @@
 static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w,
                                    const ag_real *b, size_t R, int C, ag_real eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * C;
         ag_real *yr = y + r * C;
@@ -35,7 +35,7 @@ static void layernorm_backward_rows(ag_real *dx, ag_real *dw, ag_real *db, const
 {
     if (dx) {
         /* rows in parallel: each row's dx needs only that row */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
         for (size_t r = 0; r < R; r++) {
             const ag_real *xr = x + r * C, *dyr = dy + r * C;
             ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
@@ -57,7 +57,7 @@ static void layernorm_backward_rows(ag_real *dx, ag_real *dw, ag_real *db, const
     if (dw || db) {
         /* blocks of adjacent columns in parallel: each thread owns its entries of dw and db */
         int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
         for (int blk = 0; blk < n_blocks; blk++) {
             int c0 = blk * AG_COL_BLOCK, wd = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
             ag_real sw[AG_COL_BLOCK] = { 0 }, sb[AG_COL_BLOCK] = { 0 };

@@ -12,7 +12,7 @@
 
 static void add_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * Fout >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++)
         for (int o = 0; o < Fout; o++) y[r * Fout + o] += b[o];
 }

@@ -13,7 +13,7 @@ static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
     ag_real *dx = ag_grad(ctx, x);
     if (!dx) return ag_ctx_status(ctx);
     size_t N = ag_numel(x), nm = ag_numel(mask);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i += nm)
         for (size_t j = 0; j < nm; j++)
             if (mask->data[j] != 0) dx[i + j] += dy[i + j];
@@ -36,7 +36,7 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real va
     ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
     if (!y) return NULL;
     size_t N = ag_numel(x), nm = ag_numel(mask);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i += nm)
         for (size_t j = 0; j < nm; j++) y->data[i + j] = mask->data[j] != 0 ? x->data[i + j] : value;
     /* the mask is never differentiated: only x is an input of the node that needs a grad */

@@ -36,7 +36,7 @@ static ag_status matmul_backward(ag_ctx *ctx, ag_node *n)
         if (shared_b) /* dA[batch*M, K] += dC[batch*M, N] @ B^T */
             gemm(dA, dC, B->data, (int)(batch * M), K, N, false, true, 1);
         else
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
             for (size_t b = 0; b < batch; b++) /* dA_b += dC_b @ B_b^T */
                 gemm(dA + b * M * K, dC + b * M * N, B->data + b * K * N, M, K, N, false, true, 1);
     }
@@ -46,7 +46,7 @@ static ag_status matmul_backward(ag_ctx *ctx, ag_node *n)
         if (shared_b) /* dB[K, N] += A[batch*M, K]^T @ dC[batch*M, N]: summed over the batch */
             gemm(dB, A->data, dC, K, N, (int)(batch * M), true, false, 1);
         else
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
             for (size_t b = 0; b < batch; b++) /* dB_b += A_b^T @ dC_b */
                 gemm(dB + b * K * N, A->data + b * M * K, dC + b * M * N, K, N, M, true, false, 1);
     }
@@ -82,7 +82,7 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
     if (shared_b) /* one gemm: the batch flattened into rows */
         gemm(C->data, A->data, B->data, (int)(batch * M), N, K, false, false, 0);
     else
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
         for (size_t b = 0; b < batch; b++)
             gemm(C->data + b * M * N, A->data + b * M * K, B->data + b * K * N, M, N, K, false, false, 0);
     ag_tensor *in[2] = { A, B };

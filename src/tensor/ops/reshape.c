@@ -10,7 +10,7 @@
 /* out [batch, N, M] = in [batch, M, N] transposed, or += when accumulate */
 static void transpose_rows(ag_real *out, const ag_real *in, size_t batch, int M, int N, bool accumulate)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
     for (size_t b = 0; b < batch; b++) {
         const ag_real *src = in + b * (size_t)M * N;
         ag_real *dst = out + b * (size_t)M * N;

@@ -13,7 +13,7 @@ static ag_status scale_backward(ag_ctx *ctx, ag_node *n)
     ag_real *dx = ag_grad(ctx, x);
     if (!dx) return ag_ctx_status(ctx);
     size_t N = ag_numel(x);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) dx[i] += s * dy[i];
     return AG_OK;
 }
@@ -26,7 +26,7 @@ ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *x, ag_real s)
     ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
     if (!y) return NULL;
     size_t N = ag_numel(x);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) y->data[i] = s * x->data[i];
     ag_node *n = ag_record(ctx, &scale_op, y, &x, 1);
     if (n) n->fparam[0] = s;

@@ -11,7 +11,7 @@
 
 static void softmax_forward_rows(ag_real *y, const ag_real *x, size_t R, int N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * N >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * N;
         ag_real *yr = y + r * N;
@@ -32,7 +32,7 @@ static void softmax_forward_rows(ag_real *y, const ag_real *x, size_t R, int N)
 
 static void softmax_backward_rows(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * N >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *yr = y + r * N, *dyr = dy + r * N;
         ag_real *dxr = dx + r * N;

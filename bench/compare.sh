@@ -36,9 +36,17 @@ json_field() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" | tail -1; }
 for c in "${configs[@]}"; do
     declare -A best=()
     ours=()
+    samp_ours=0; samp_torch=0
     for r in $(seq "$ROUNDS"); do
-        a=$(./build/bench --config "$c" --steps "$(steps_for "$c")" --threads "$THREADS" --json | json_field tokens_per_s)
+        j=$(./build/bench --config "$c" --steps "$(steps_for "$c")" --threads "$THREADS" --json)
+        a=$(echo "$j" | json_field tokens_per_s)
         ours+=("$a")
+        sa=$(echo "$j" | json_field sample_cached_chars_per_s)
+        awk "BEGIN{exit !($sa > $samp_ours)}" && samp_ours=$sa
+        for th in 1 "$THREADS"; do
+            st=$("$TORCH" bench/torch_sample.py --config "$c" --threads "$th" --ref "$REF" | json_field chars_per_s)
+            awk "BEGIN{exit !($st > $samp_torch)}" && samp_torch=$st
+        done
         for s in "${settings[@]}"; do
             set -- $s
             t=$("$TORCH" "$REF" $(args_for "$c") --threads "$1" --blas-threads "$2" --eval-interval 100000 \
@@ -57,5 +65,6 @@ for c in "${configs[@]}"; do
     for k in $(printf '%s\n' "${!best[@]}" | sort); do echo "   pytorch intra x blas $k: ${best[$k]} tokens/s"; done
     awk -v a="$our_best" -v t="$torch_best" -v k="$torch_best_k" \
         'BEGIN{printf "   ratio attograd / best pytorch (%s): %.2fx\n", k, a / t}'
+    awk -v a="$samp_ours" -v t="$samp_torch" 'BEGIN{printf "   sampling: attograd with KV cache %.0f chars/s, pytorch recomputing %.0f chars/s: %.1fx\n", a, t, a / t}'
     unset best
 done

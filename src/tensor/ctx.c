@@ -193,7 +193,7 @@ ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx)
 
 /* ---------- tensors in the arena ---------- */
 
-ag_tensor *ag_tensor_new(ag_ctx *ctx, int ndim, const int *shape)
+ag_tensor *ag__tensor_uninit(ag_ctx *ctx, int ndim, const int *shape)
 {
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         return ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_tensor_new: %d dims (1..%d allowed)", ndim, AG_MAX_DIMS), NULL;
@@ -208,8 +208,14 @@ ag_tensor *ag_tensor_new(ag_ctx *ctx, int ndim, const int *shape)
     if (!data) return NULL;
     memset(t, 0, sizeof *t);
     ag_tensor_set_shape(t, ndim, shape);
-    memset(data, 0, n * sizeof(ag_real));
     t->data = data;
+    return t;
+}
+
+ag_tensor *ag_tensor_new(ag_ctx *ctx, int ndim, const int *shape)
+{
+    ag_tensor *t = ag__tensor_uninit(ctx, ndim, shape);
+    if (t) memset(t->data, 0, ag_numel(t) * sizeof(ag_real));
     return t;
 }
 
@@ -325,6 +331,13 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
     size_t n = ag_numel(t);
     t->grad = ag_ctx_alloc(ctx, n * sizeof(ag_real));
     if (t->grad) memset(t->grad, 0, n * sizeof(ag_real));
+    return t->grad;
+}
+
+ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate)
+{
+    *accumulate = t->grad != NULL;
+    if (!t->grad) t->grad = ag_ctx_alloc(ctx, ag_numel(t) * sizeof(ag_real)); /* not zeroed */
     return t->grad;
 }
 

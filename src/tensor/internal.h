@@ -9,6 +9,17 @@
 /* "[2,3,8]" for error messages: `char b[AG_SHAPE_BUF]; ag_shape_str(t, b, sizeof b)` */
 #define AG_SHAPE_BUF 48
 
+/* A new tensor in ctx whose data is NOT zeroed: for op outputs that the kernel overwrites
+ * entirely (saves a memset of every activation). Defined in ctx.c. */
+ag_tensor *ag__tensor_uninit(ag_ctx *ctx, int ndim, const int *shape);
+
+/* The gradient buffer of t for a backward that writes EVERY element of it. The first
+ * contribution to a gradient needs no zeroed buffer: *accumulate is false and the backward
+ * writes with `=` (gemm beta 0); later ones find the buffer and add (`+=`, beta 1). This saves
+ * a memset of every activation gradient. Backwards that write only some elements (a scatter,
+ * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in ctx.c. */
+ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
+
 /* The start of every op: a NULL input or an earlier error makes the op a no-op that returns
  * NULL, so a forward pass reads straight through and is checked once at the end. */
 static inline bool ag__skip(ag_ctx *ctx, const ag_tensor *a, const ag_tensor *b)

@@ -24,12 +24,19 @@ static ag_status add_backward(ag_ctx *ctx, ag_node *n)
     const ag_real *dy = n->out->grad;
     size_t N = ag_numel(a), nb = ag_numel(b);
     if (a->requires_grad) {
-        ag_real *da = ag_grad(ctx, a);
+        bool acc;
+        ag_real *da = ag__grad_into(ctx, a, &acc);
         if (!da) return ag_ctx_status(ctx);
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-        for (size_t i = 0; i < N; i++) da[i] += dy[i];
+        for (size_t i = 0; i < N; i++) da[i] = acc ? da[i] + dy[i] : dy[i];
     }
-    if (b->requires_grad) {
+    if (b->requires_grad && nb == N) { /* the residual: b has a's shape */
+        bool acc;
+        ag_real *db = ag__grad_into(ctx, b, &acc);
+        if (!db) return ag_ctx_status(ctx);
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+        for (size_t i = 0; i < N; i++) db[i] = acc ? db[i] + dy[i] : dy[i];
+    } else if (b->requires_grad) {
         ag_real *db = ag_grad(ctx, b);
         if (!db) return ag_ctx_status(ctx);
         ag__sum_rows(db, dy, N / nb, (int)nb); /* dy viewed as [N/nb, nb] rows */
@@ -52,7 +59,7 @@ ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
                     ag_shape_str(b, sb, sizeof sb), ag_shape_str(a, sa, sizeof sa));
         return NULL;
     }
-    ag_tensor *y = ag_tensor_like(ctx, a);                          // a's shape
+    ag_tensor *y = ag__tensor_uninit(ctx, a->ndim, a->shape);                          // a's shape
     if (!y) return NULL;
     add_forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
     ag_tensor *in[2] = { a, b };

@@ -100,7 +100,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, i
         return NULL;
     }
     int B = q->shape[0], T = q->shape[1], C = q->shape[2], D = C / H;
-    ag_tensor *y = ag_tensor_like(ctx, q);                          // [B,T,C]
+    ag_tensor *y = ag__tensor_uninit(ctx, 3, q->shape);                          // [B,T,C]
     ag_real *A = y ? ag_ctx_alloc(ctx, (size_t)B * H * T * T * sizeof(ag_real)) : NULL; // [B,H,T,T]
     if (!A) return NULL;
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)

@@ -32,7 +32,7 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool 
     }
     if (!train || p == 0) return x; /* the identity: no copy, no node */
     size_t N = ag_numel(x);
-    ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     ag_real *m = y ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: 0 or 1/(1-p)
     if (!m) return NULL;
     ag_real scale = 1 / (1 - p);

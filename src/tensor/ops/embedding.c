@@ -38,7 +38,7 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int *ids, int B, int T)
             ag_ctx_fail(ctx, AG_ERR_ARG, "ag_embedding: id %d at position %zu is outside [0, %d)", ids[r], r, V);
             return NULL;
         }
-    ag_tensor *y = ag_tensor_new3(ctx, B, T, C);                    // [B,T,C]
+    ag_tensor *y = ag__tensor_uninit(ctx, 3, (int[3]){ B, T, C });                    // [B,T,C]
     if (!y) return NULL;
 #pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) memcpy(y->data + r * C, W->data + (size_t)ids[r] * C, (size_t)C * sizeof(ag_real));

@@ -29,14 +29,15 @@ static void gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N)
     }
 }
 
-static void gelu_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *x, const ag_real *th, size_t N)
+static void gelu_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *x, const ag_real *th, size_t N,
+                                 bool acc)
 {
     const ag_real half = 0.5;
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         ag_real v = x[i], t = th[i];
         ag_real local = half * (1 + t) + half * v * (1 - t * t) * GELU_K * (1 + 3 * GELU_A * v * v);
-        dx[i] += dy[i] * local;
+        dx[i] = acc ? dx[i] + dy[i] * local : dy[i] * local;
     }
 }
 
@@ -46,9 +47,10 @@ static ag_status gelu_backward(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3) */
     ag_tensor *x = n->in[0];
-    ag_real *dx = ag_grad(ctx, x);
+    bool acc;
+    ag_real *dx = ag__grad_into(ctx, x, &acc);
     if (!dx) return ag_ctx_status(ctx);
-    gelu_backward_kernel(dx, n->out->grad, x->data, n->saved, ag_numel(x));
+    gelu_backward_kernel(dx, n->out->grad, x->data, n->saved, ag_numel(x), acc);
     return AG_OK;
 }
 
@@ -59,7 +61,7 @@ static const ag_op gelu_op = { "gelu", gelu_backward };
 ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x)
 {
     if (ag__skip(ctx, x, x)) return NULL;
-    ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     if (!y) return NULL;
     size_t N = ag_numel(x);
     bool keep = ag_ctx_grad_enabled(ctx) && x->requires_grad;

@@ -60,7 +60,7 @@ ag_tensor *ag_split_heads(ag_ctx *ctx, ag_tensor *x, int H)
         return NULL;
     }
     int B = x->shape[0], T = x->shape[1], D = x->shape[2] / H;
-    ag_tensor *y = ag_tensor_new4(ctx, B, H, T, D);                 // [B,H,T,D]
+    ag_tensor *y = ag__tensor_uninit(ctx, 4, (int[4]){ B, H, T, D });                 // [B,H,T,D]
     if (!y) return NULL;
     permute_heads(x->data, y->data, B, T, H, D, true, false);
     ag_record(ctx, &split_heads_op, y, &x, 1);
@@ -76,7 +76,7 @@ ag_tensor *ag_merge_heads(ag_ctx *ctx, ag_tensor *x)
         return NULL;
     }
     int B = x->shape[0], H = x->shape[1], T = x->shape[2], D = x->shape[3];
-    ag_tensor *y = ag_tensor_new3(ctx, B, T, H * D);                // [B,T,C]
+    ag_tensor *y = ag__tensor_uninit(ctx, 3, (int[3]){ B, T, H * D });                // [B,T,C]
     if (!y) return NULL;
     permute_heads(y->data, x->data, B, T, H, D, false, false);
     ag_record(ctx, &merge_heads_op, y, &x, 1);

@@ -30,7 +30,7 @@ static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x,
     }
 }
 
-static void layernorm_backward_rows(ag_real *dx, ag_real *dw, ag_real *db, const ag_real *dy,
+static void layernorm_backward_rows(ag_real *dx, bool acc, ag_real *dw, ag_real *db, const ag_real *dy,
                                     const ag_real *x, const ag_real *w, const ag_real *stats, size_t R, int C)
 {
     if (dx) {
@@ -50,7 +50,8 @@ static void layernorm_backward_rows(ag_real *dx, ag_real *dw, ag_real *db, const
             gx_mean /= C;
             for (int c = 0; c < C; c++) {
                 ag_real xhat = (xr[c] - mean) * rstd;
-                dx[r * C + c] += rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
+                ag_real d = rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
+                dx[r * C + c] = acc ? dx[r * C + c] + d : d;
             }
         }
     }
@@ -84,10 +85,11 @@ static ag_status layernorm_backward(ag_ctx *ctx, ag_node *n)
     /* forward: y = (x - mean) * rstd * w + b */
     ag_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
     ag_real *dx = NULL, *dw = NULL, *db = NULL;
-    if (x->requires_grad && !(dx = ag_grad(ctx, x))) return ag_ctx_status(ctx);
+    bool acc = true;
+    if (x->requires_grad && !(dx = ag__grad_into(ctx, x, &acc))) return ag_ctx_status(ctx);
     if (w->requires_grad && !(dw = ag_grad(ctx, w))) return ag_ctx_status(ctx);
     if (b->requires_grad && !(db = ag_grad(ctx, b))) return ag_ctx_status(ctx);
-    layernorm_backward_rows(dx, dw, db, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
+    layernorm_backward_rows(dx, acc, dw, db, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
     return AG_OK;
 }
 
@@ -105,7 +107,7 @@ ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, a
                     ag_shape_str(x, sx, sizeof sx), ag_shape_str(w, sw, sizeof sw), ag_shape_str(b, sb, sizeof sb));
         return NULL;
     }
-    ag_tensor *y = ag_tensor_like(ctx, x);                          // [..., C]
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // [..., C]
     size_t R = ag_rows(x);
     ag_real *stats = y ? ag_ctx_alloc(ctx, 2 * R * sizeof(ag_real)) : NULL; // [R, 2] mean, rstd
     if (!stats) return NULL;

@@ -28,9 +28,10 @@ static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
     int R = (int)ag_rows(x);
     const ag_real *dy = y->grad;                                  // [R, Fout]
     if (x->requires_grad) { /* dx += dy @ W */
-        ag_real *dx = ag_grad(ctx, x);                            // [R, Fin]
+        bool acc;
+        ag_real *dx = ag__grad_into(ctx, x, &acc);                // [R, Fin]
         if (!dx) return ag_ctx_status(ctx);
-        ag_gemm(false, false, R, Fin, Fout, 1, dy, Fout, W->data, Fin, 1, dx, Fin);
+        ag_gemm(false, false, R, Fin, Fout, 1, dy, Fout, W->data, Fin, acc ? 1 : 0, dx, Fin);
     }
     if (W->requires_grad) { /* dW += dy^T @ x */
         ag_real *dW = ag_grad(ctx, W);                            // [Fout, Fin]
@@ -64,7 +65,7 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = Fout;
-    ag_tensor *y = ag_tensor_new(ctx, x->ndim, shape);          // [..., out]
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, shape);          // [..., out]
     if (!y) return NULL;
     ag_gemm(false, true, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, 0, y->data, Fout);
     if (b) add_bias_rows(y->data, b->data, (size_t)R, Fout);

@@ -33,7 +33,7 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real va
                     ag_shape_str(mask, sm, sizeof sm), ag_shape_str(x, sx, sizeof sx));
         return NULL;
     }
-    ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     if (!y) return NULL;
     size_t N = ag_numel(x), nm = ag_numel(mask);
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)

@@ -76,7 +76,7 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
     int shape[AG_MAX_DIMS];
     memcpy(shape, A->shape, sizeof shape);
     shape[A->ndim - 1] = N;
-    ag_tensor *C = ag_tensor_new(ctx, A->ndim, shape);          // [..., M, N]
+    ag_tensor *C = ag__tensor_uninit(ctx, A->ndim, shape);          // [..., M, N]
     if (!C) return NULL;
     size_t batch = ag_numel(A) / ((size_t)M * K);
     if (shared_b) /* one gemm: the batch flattened into rows */

@@ -89,7 +89,7 @@ ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *x)
     int M = x->shape[x->ndim - 2], N = x->shape[x->ndim - 1];
     shape[x->ndim - 2] = N;
     shape[x->ndim - 1] = M;
-    ag_tensor *y = ag_tensor_new(ctx, x->ndim, shape);           // [..., N, M]
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, shape);           // [..., N, M]
     if (!y) return NULL;
     transpose_rows(y->data, x->data, ag_numel(x) / ((size_t)M * N), M, N, false);
     ag_record(ctx, &transpose_op, y, &x, 1);

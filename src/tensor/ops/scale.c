@@ -23,7 +23,7 @@ static const ag_op scale_op = { "scale", scale_backward };
 ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *x, ag_real s)
 {
     if (ag__skip(ctx, x, x)) return NULL;
-    ag_tensor *y = ag_tensor_like(ctx, x);                          // x's shape
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     if (!y) return NULL;
     size_t N = ag_numel(x);
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)

@@ -61,7 +61,7 @@ static const ag_op softmax_op = { "softmax", softmax_backward };
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x)
 {
     if (ag__skip(ctx, x, x)) return NULL;
-    ag_tensor *y = ag_tensor_like(ctx, x);                          // [..., N]
+    ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // [..., N]
     if (!y) return NULL;
     softmax_forward_rows(y->data, x->data, ag_rows(x), ag_last(x));
     ag_record(ctx, &softmax_op, y, &x, 1);

@@ -115,7 +115,7 @@ install: $(LIB32) attograd.pc.in                 ## install lib, headers, attogr
 	install -m 644 $(LIB32) $(DESTDIR)$(PREFIX)/lib/libattograd.a
 	for h in $(PUBLIC_HEADERS); do install -D -m 644 $$h $(DESTDIR)$(PREFIX)/include/attograd/$${h#src/} || exit 1; done
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
-	  -e 's|@DEP_LIBS@|$(strip $(PKG_LIBS))|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
+	  -e 's|@DEP_LIBS@|$(strip $(LIBS))|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
 	@echo "installed into $(DESTDIR)$(PREFIX); try: PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig pkg-config --cflags --libs attograd"
 
 uninstall:                                        ## remove what `make install PREFIX=...` installed

@@ -10,14 +10,14 @@
 
 static void mul_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) y[i] = a[i] * b[i];
 }
 
 /* dx += dy * other: one call per input, so a == b needs no special case */
 static void mul_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *other, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) dx[i] += dy[i] * other[i];
 }
 

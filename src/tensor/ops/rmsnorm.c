@@ -21,7 +21,7 @@
 static void rmsnorm_forward_rows(ag_real *y, ag_real *rstd, const ag_real *x, const ag_real *w,
                                  size_t R, int C, ag_real eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * C;
         ag_real *yr = y + r * C;
@@ -39,7 +39,7 @@ static void rmsnorm_backward_rows(ag_real *dx, ag_real *dw, const ag_real *dy, c
 {
     if (dx) {
         /* rows in parallel: each row's dx needs only that row */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
         for (size_t r = 0; r < R; r++) {
             const ag_real *xr = x + r * C, *dyr = dy + r * C;
             ag_real rs = rstd[r];
@@ -53,7 +53,7 @@ static void rmsnorm_backward_rows(ag_real *dx, ag_real *dw, const ag_real *dy, c
         /* blocks of adjacent columns in parallel: each thread owns its entries of dw, summed
          * over rows, and reads each row's block contiguously */
         int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
         for (int blk = 0; blk < n_blocks; blk++) {
             int c0 = blk * AG_COL_BLOCK, wd = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
             ag_real sw[AG_COL_BLOCK] = { 0 };

@@ -20,7 +20,7 @@ static inline ag_real silu_sigmoid(ag_real x)
 
 static void silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         ag_real s = silu_sigmoid(x[i]);
         if (sig) sig[i] = s;
@@ -30,7 +30,7 @@ static void silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N)
 
 static void silu_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *x, const ag_real *sig, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
         ag_real s = sig[i];
         dx[i] += dy[i] * s * (1 + x[i] * (1 - s));

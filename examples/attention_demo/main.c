@@ -1,0 +1,304 @@
+/* attention_demo -- scaled dot-product attention step by step, on numbers small enough to
+ * follow by hand: 4 tokens, d_model 6, d_k 3 (the classic tutorial walk-through), computed with
+ * attograd's own ops and printed at every stop.
+ *
+ *   1. one head:      Q = X W_q, K = X W_k, V = X W_v;  scores = Q K^T;  scaled by 1/sqrt(d_k);
+ *                     weights = softmax(scaled) (each row sums to 1);  out = weights V
+ *   2. causal mask:   the scores above the diagonal become -inf before the softmax, so token t
+ *                     attends to tokens 0..t only: exact zeros above the diagonal
+ *   3. two heads:     d_model 6 -> 2 heads of d_k 3 with ag_split_heads, attention per head,
+ *                     ag_merge_heads back to [1,4,6]; head 0 reuses W_q/W_k/W_v, so its half of
+ *                     the result is exactly part 2's output
+ *   4. one training step: a mean-squared-error loss against a fixed target, ag_backward, the
+ *                     gradients dW_q, dW_k, dW_v, one SGD step, and the loss going down
+ *
+ * Every number is fixed (seeded, rounded to one decimal), so two runs print the same thing.
+ * Usage: build/attention_demo   (no arguments; exits 0) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "attograd.h"
+
+enum { T = 4, C = 6, D = 3, H = 2 };   /* tokens, d_model, d_k (= d_model / H), heads */
+
+// --- printing ---
+
+static void banner(const char *title) { printf("\n==== %s ====\n\n", title); }
+
+/* m [rows, cols] row-major; row labels "t0".. when tokens, with each row's sum when sums */
+static void print_matrix(const char *title, const ag_real *m, int rows, int cols, bool sums)
+{
+    printf("%s\n", title);
+    for (int r = 0; r < rows; r++) {
+        printf("  t%d |", r);
+        double s = 0;
+        for (int c = 0; c < cols; c++) {
+            printf(" %7.3f", (double)m[r * cols + c]);
+            s += m[r * cols + c];
+        }
+        if (sums) printf("  | sum %.3f", s);
+        printf("\n");
+    }
+    printf("\n");
+}
+
+/* a weight matrix: rows are d_model inputs, not tokens */
+static void print_weights(const char *title, const ag_real *m, int rows, int cols)
+{
+    printf("%s\n", title);
+    for (int r = 0; r < rows; r++) {
+        printf("  %2d |", r);
+        for (int c = 0; c < cols; c++) printf(" %7.3f", (double)m[r * cols + c]);
+        printf("\n");
+    }
+    printf("\n");
+}
+
+static const char *shape(const ag_tensor *t)
+{
+    static char buf[4][48]; /* a few shapes in one printf */
+    static int next;
+    next = (next + 1) % 4;
+    return t ? ag_shape_str(t, buf[next], sizeof buf[next]) : "(error)";
+}
+
+/* Uniform in [-1, 1), rounded to one decimal so the inputs can be checked by hand. */
+static void fill_rounded(ag_real *x, size_t n, ag_rng *r)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = round(10 * (2 * ag_rng_uniform(r) - 1)) / 10;
+        x[i] = (ag_real)(v == 0 ? 0 : v); /* no -0.0 in the printout */
+    }
+}
+
+// --- one head, op by op ---
+
+typedef struct {
+    ag_tensor *Wq, *Wk, *Wv;   /* [C,D] each: Q = X W_q (the tutorials' layout, not Linear's) */
+} head_weights;
+
+/* X [1,T,C] -> out [1,T,D]: softmax(Q K^T / sqrt(D) [causal]) V. Prints every step when
+ * verbose. Valid until ag_ctx_reset; NULL on error (message in ctx). */
+static ag_tensor *attention(ag_ctx *ctx, ag_tensor *X, const head_weights *w, bool causal, bool verbose)
+{
+    ag_tensor *Q = ag_matmul(ctx, X, w->Wq);                       // [1,T,D]
+    ag_tensor *K = ag_matmul(ctx, X, w->Wk);                       // [1,T,D]
+    ag_tensor *V = ag_matmul(ctx, X, w->Wv);                       // [1,T,D]
+    ag_tensor *Kt = ag_transpose(ctx, K);                           // [1,D,T]
+    ag_tensor *S = ag_matmul(ctx, Q, Kt);                           // [1,T,T]
+    ag_tensor *Ss = ag_scale(ctx, S, (ag_real)(1 / sqrt((double)D))); // [1,T,T]
+    ag_tensor *mask = causal ? ag_causal_mask(ctx, T) : NULL;       // [T,T]
+    ag_tensor *Sm = causal ? ag_masked_fill(ctx, Ss, mask, -INFINITY) : Ss; // [1,T,T]
+    ag_tensor *A = ag_softmax(ctx, Sm);                             // [1,T,T]
+    ag_tensor *out = ag_matmul(ctx, A, V);                          // [1,T,D]
+    if (!out || !verbose) return out;
+    if (!causal) {
+        print_matrix("Q = X W_q   [4 tokens, d_k 3]: what each token is looking for", Q->data, T, D, false);
+        print_matrix("K = X W_k   [4, 3]: what each token offers to be found by", K->data, T, D, false);
+        print_matrix("V = X W_v   [4, 3]: what each token passes on when attended to", V->data, T, D, false);
+        print_matrix("scores = Q K^T   [4, 4]: row t = how well token t's query matches each key", S->data, T, T,
+                     false);
+        printf("scaled = scores / sqrt(d_k) = scores * %.4f   (keeps the softmax out of saturation:\n"
+               "a dot product of d_k terms grows like sqrt(d_k))\n", 1 / sqrt((double)D));
+        print_matrix("", Ss->data, T, T, false);
+    } else {
+        print_matrix("mask [4, 4] (ag_causal_mask): 1 where key j <= query t, 0 above the diagonal", mask->data, T,
+                     T, false);
+        print_matrix("scaled scores, masked (ag_masked_fill with -inf where mask is 0)", Sm->data, T, T, false);
+    }
+    print_matrix("weights = softmax(row by row)   [4, 4]", A->data, T, T, true);
+    print_matrix("out = weights V   [4, 3]: each row a weighted mix of V's rows", out->data, T, D, false);
+    return out;
+}
+
+/* mean((out - target)^2) as a [1,1] tensor, from ops: add, scale, mul, reshape, matmul */
+static ag_tensor *mse(ag_ctx *ctx, ag_tensor *out, ag_tensor *target)
+{
+    int n = (int)ag_numel(out);
+    ag_tensor *diff = ag_add(ctx, out, ag_scale(ctx, target, -1));  // [1,T,D]
+    ag_tensor *sq = ag_mul(ctx, diff, diff);                        // [1,T,D]
+    int s_row[2] = { 1, n };
+    ag_tensor *row = ag_reshape(ctx, sq, 2, s_row);                 // [1,T*D]
+    ag_tensor *ones = ag_tensor_new2(ctx, n, 1);                    // [T*D,1]
+    if (!ones) return NULL;
+    for (int i = 0; i < n; i++) ones->data[i] = 1;
+    ag_tensor *sum = ag_matmul(ctx, row, ones);                     // [1,1]
+    return ag_scale(ctx, sum, (ag_real)(1.0 / n));                  // [1,1]
+}
+
+static int fail(ag_ctx *ctx, ag_params *P)
+{
+    fprintf(stderr, "attention_demo: error: %s\n", ctx && ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "out of memory");
+    ag_ctx_free(ctx);
+    ag_params_free(P);
+    return 1;
+}
+
+int main(void)
+{
+    ag_threads_init(1);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params *P = ag_params_new();
+    if (!ctx || !P) return fail(ctx, P);
+
+    /* the three projections are the model's parameters: gradients flow into them */
+    int sw[2] = { C, D };
+    head_weights w = {
+        ag_params_add(P, "w_q", 2, sw, AG_INIT_ZEROS, 0, false),   // [C,D]
+        ag_params_add(P, "w_k", 2, sw, AG_INIT_ZEROS, 0, false),   // [C,D]
+        ag_params_add(P, "w_v", 2, sw, AG_INIT_ZEROS, 0, false),   // [C,D]
+    };
+    if (!w.Wq || !w.Wk || !w.Wv || ag_params_alloc(P) != AG_OK) return fail(ctx, P);
+    ag_rng rng;
+    ag_rng_seed(&rng, 2024);
+    ag_real X_data[T * C], Y_data[T * D];                           /* inputs: data, not parameters */
+    fill_rounded(X_data, T * C, &rng);
+    fill_rounded(P->data, P->total, &rng);
+    fill_rounded(Y_data, T * D, &rng);
+
+    // --- 1. one head ---
+    banner("1. Scaled dot-product attention, one head: 4 tokens, d_model 6, d_k 3");
+    ag_ctx_set_grad(ctx, false); /* looking only: no tape is recorded */
+    ag_tensor *X = ag_tensor_new3(ctx, 1, T, C);                    // [1,T,C]
+    if (!X) return fail(ctx, P);
+    memcpy(X->data, X_data, sizeof X_data);
+    print_matrix("X   [4 tokens, d_model 6]: one embedding per token (fixed, seeded values)", X->data, T, C, false);
+    print_weights("W_q   [d_model 6, d_k 3]", w.Wq->data, C, D);
+    print_weights("W_k   [6, 3]", w.Wk->data, C, D);
+    print_weights("W_v   [6, 3]", w.Wv->data, C, D);
+    if (!attention(ctx, X, &w, false, true)) return fail(ctx, P);
+
+    // --- 2. causal ---
+    banner("2. The same with a causal mask: token t sees tokens 0..t only");
+    ag_tensor *causal_out = attention(ctx, X, &w, true, true);      // [1,T,D]
+    if (!causal_out) return fail(ctx, P);
+    printf("Row 0 attends only to itself (weight 1.000): the first token has nothing else to read.\n");
+
+    // --- 3. two heads ---
+    banner("3. Two heads: d_model 6 -> 2 heads of d_k 3, split and merged");
+    /* full projections [C,C]: head h owns columns h*D .. h*D+D-1. Head 0's columns are W_q,
+     * W_k, W_v of parts 1-2; head 1's are new. */
+    ag_tensor *Wm[3];
+    const ag_tensor *single[3] = { w.Wq, w.Wk, w.Wv };
+    for (int k = 0; k < 3; k++) {
+        Wm[k] = ag_tensor_new2(ctx, C, C);                          // [C,C]
+        if (!Wm[k]) return fail(ctx, P);
+        ag_real extra[C * D];
+        fill_rounded(extra, C * D, &rng);
+        for (int i = 0; i < C; i++)
+            for (int j = 0; j < D; j++) {
+                Wm[k]->data[i * C + j] = single[k]->data[i * D + j];
+                Wm[k]->data[i * C + D + j] = extra[i * D + j];
+            }
+    }
+    print_weights("W_Q   [6, 6] = [ W_q of head 0 | W_q of head 1 ]", Wm[0]->data, C, C);
+    ag_tensor *Q = ag_matmul(ctx, X, Wm[0]);                        // [1,T,C]
+    ag_tensor *K = ag_matmul(ctx, X, Wm[1]);                        // [1,T,C]
+    ag_tensor *V = ag_matmul(ctx, X, Wm[2]);                        // [1,T,C]
+    ag_tensor *q = ag_split_heads(ctx, Q, H);                       // [1,H,T,D]
+    ag_tensor *k = ag_split_heads(ctx, K, H);                       // [1,H,T,D]
+    ag_tensor *v = ag_split_heads(ctx, V, H);                       // [1,H,T,D]
+    ag_tensor *kt = ag_transpose(ctx, k);                           // [1,H,D,T]
+    ag_tensor *s = ag_scale(ctx, ag_matmul(ctx, q, kt), (ag_real)(1 / sqrt((double)D))); // [1,H,T,T]
+    ag_tensor *sm = ag_masked_fill(ctx, s, ag_causal_mask(ctx, T), -INFINITY); // [1,H,T,T]
+    ag_tensor *a = ag_softmax(ctx, sm);                             // [1,H,T,T]
+    ag_tensor *o = ag_matmul(ctx, a, v);                            // [1,H,T,D]
+    ag_tensor *merged = ag_merge_heads(ctx, o);                     // [1,T,C]
+    if (!merged) return fail(ctx, P);
+    printf("shapes ([B,T,C] with B = 1 sequence, H = 2 heads, D = d_k = 3):\n");
+    printf("  X %s  @ W_Q %s          -> Q %s\n", shape(X), shape(Wm[0]), shape(Q));
+    printf("  ag_split_heads(Q, 2)             -> q %s   head h = channels 3h..3h+2\n", shape(q));
+    printf("  q @ k^T (ag_transpose(k) %s) -> scores %s, one [4,4] per head\n", shape(kt), shape(s));
+    printf("  softmax(masked scores / sqrt 3) @ v -> o %s\n", shape(o));
+    printf("  ag_merge_heads(o)                -> %s   the heads side by side again\n\n", shape(merged));
+    for (int h = 0; h < H; h++) {
+        char title[80];
+        snprintf(title, sizeof title, "head %d weights   [4, 4]", h);
+        print_matrix(title, a->data + h * T * T, T, T, true);
+    }
+    print_matrix("merged output   [4, 6] = [ head 0 | head 1 ]", merged->data, T, C, false);
+    double dmax = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < D; j++) dmax = fmax(dmax, fabs(merged->data[t * C + j] - causal_out->data[t * D + j]));
+    printf("Columns 0-2 (head 0) equal part 2's output: max difference %.1e.\n"
+           "Each head attends in its own way; a real layer then mixes them with W_o [6, 6].\n", dmax);
+
+    // --- 4. one training step ---
+    banner("4. One training step: the gradient changes W_q, W_k and W_v");
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true); /* now record the tape */
+    X = ag_tensor_new3(ctx, 1, T, C);                               // [1,T,C]
+    ag_tensor *Y = ag_tensor_new3(ctx, 1, T, D);                    // [1,T,D]
+    if (!X || !Y) return fail(ctx, P);
+    memcpy(X->data, X_data, sizeof X_data);
+    memcpy(Y->data, Y_data, sizeof Y_data);
+    print_matrix("target   [4, 3] (fixed): what the causal output should become", Y->data, T, D, false);
+    ag_params_zero_grad(P);
+    ag_tensor *out = attention(ctx, X, &w, true, false);            // [1,T,D]
+    ag_tensor *loss = mse(ctx, out, Y);                             // [1,1]
+    if (ag_backward(ctx, loss) != AG_OK) return fail(ctx, P);
+    double loss0 = loss->data[0];
+    printf("loss = mean((out - target)^2) = %.6f   (%zu ops on the tape, ag_backward walks them back)\n\n",
+           loss0, ag_ctx_get_stats(ctx).tape_nodes);
+    print_weights("dW_q = dloss/dW_q   [6, 3]", w.Wq->grad, C, D);
+    print_weights("dW_k   [6, 3]", w.Wk->grad, C, D);
+    print_weights("dW_v   [6, 3]", w.Wv->grad, C, D);
+    printf("X gets no gradient (%s): it is data, not a parameter; only W_q, W_k, W_v will move.\n\n",
+           X->grad ? "allocated" : "X.grad is NULL");
+
+    const double lr = 0.5;
+    ag_real before[3 * C * D];
+    memcpy(before, P->data, sizeof before);
+    ag_sgd_step(P, lr, 0);                                          /* W -= lr * dW */
+    const char *names[3] = { "W_q", "W_k", "W_v" };
+    double worst = 0;
+    for (int m = 0; m < 3; m++) {
+        ag_real delta[C * D];
+        for (int i = 0; i < C * D; i++) {
+            delta[i] = P->data[m * C * D + i] - before[m * C * D + i];
+            worst = fmax(worst, fabs(delta[i] + lr * P->grad[m * C * D + i]));
+        }
+        char title[96];
+        snprintf(title, sizeof title, "%s after one SGD step (lr %.1f): change = new - old = -lr * d%s", names[m], lr,
+                 names[m]);
+        print_weights(title, delta, C, D);
+    }
+    printf("every change equals -lr * gradient (max deviation %.1e)\n\n", worst);
+
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, false);
+    X = ag_tensor_new3(ctx, 1, T, C);
+    Y = ag_tensor_new3(ctx, 1, T, D);
+    if (!X || !Y) return fail(ctx, P);
+    memcpy(X->data, X_data, sizeof X_data);
+    memcpy(Y->data, Y_data, sizeof Y_data);
+    loss = mse(ctx, attention(ctx, X, &w, true, false), Y);
+    if (!loss) return fail(ctx, P);
+    printf("loss before the step %.6f, after %.6f: the same X, new weights, a smaller error.\n", loss0,
+           (double)loss->data[0]);
+
+    /* a few more steps, the training loop in five lines */
+    ag_ctx_set_grad(ctx, true);
+    for (int it = 2; it <= 50; it++) {
+        ag_ctx_reset(ctx);
+        X = ag_tensor_new3(ctx, 1, T, C);
+        Y = ag_tensor_new3(ctx, 1, T, D);
+        if (!X || !Y) return fail(ctx, P);
+        memcpy(X->data, X_data, sizeof X_data);
+        memcpy(Y->data, Y_data, sizeof Y_data);
+        ag_params_zero_grad(P);
+        loss = mse(ctx, attention(ctx, X, &w, true, false), Y);
+        if (ag_backward(ctx, loss) != AG_OK) return fail(ctx, P);
+        if (it % 10 == 0) printf("  step %2d: loss %.6f\n", it, (double)loss->data[0]);
+        ag_sgd_step(P, lr, 0);
+    }
+    out = attention(ctx, X, &w, true, false);                      // [1,T,D]
+    if (!out) return fail(ctx, P);
+    print_matrix("\nafter 50 steps, the causal output   [4, 3] (compare with the target above)", out->data, T, D,
+                 false);
+
+    ag_ctx_free(ctx);
+    ag_params_free(P);
+    return 0;
+}

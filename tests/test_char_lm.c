@@ -225,6 +225,24 @@ static const struct {
     {"eval --ckpt d", "--data is required"},
     {"eval --data c.txt", "--ckpt is required"},
     {"eval --ckpt d --data c.txt --top-k 3", "unknown flag '--top-k'"},
+    /* the switches of issue 6 */
+    {"train --data c.txt --out d --norm-position middle", "--norm-position must be pre or post (got 'middle')"},
+    {"train --data c.txt --out d --norm batchnorm", "--norm must be layernorm or rmsnorm"},
+    {"train --data c.txt --out d --mlp relu", "--mlp must be gelu or swiglu"},
+    {"train --data c.txt --out d --init kaiming", "--init must be normal or xavier"},
+    {"train --data c.txt --out d --mask-fill 0", "--mask-fill must be -inf or -1e9"},
+    {"train --data c.txt --out d --mask-fill", "--mask-fill needs a value"},
+    {"train --data c.txt --out d --no-scale=1", "--no-scale takes no value"},
+    {"train --data c.txt --out d --detect-anomaly=yes", "--detect-anomaly takes no value"},
+    {"train --data c.txt --out d --trace-only=1", "--trace-only takes no value"},
+    {"sample --ckpt d --trace-shapes=x", "--trace-shapes takes no value"},
+    {"attn", "--ckpt is required"},
+    {"attn --ckpt d --out a.png", "--prompt is required"},
+    {"attn --ckpt d --prompt ab", "--out is required"},
+    {"attn --ckpt d --prompt ab --out a.jpg", "--out must end in .png"},
+    {"attn --ckpt d --prompt ab --out a.png --layer -1", "--layer must be in"},
+    {"attn --ckpt d --prompt ab --out a.png --head x", "--head: not a whole number"},
+    {"attn --ckpt d --prompt ab --out a.png --top-k 3", "unknown flag '--top-k' for attn"},
 };
 
 START_TEST(test_cli_bad_args)

@@ -93,7 +93,7 @@ END_TEST
 START_TEST(test_gpt_fused_equals_composed)
 {
     char err[128];
-    ag_gpt_config cfg = { 7, 2, 2, 8, 6, 0, false };
+    ag_gpt_config cfg = { .vocab_size = 7, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 6 };
     ag_gpt *gf = ag_gpt_new(&cfg, 3, err, sizeof err);
     cfg.composed_attention = true;
     ag_gpt *gc = ag_gpt_new(&cfg, 3, err, sizeof err);

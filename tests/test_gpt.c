@@ -18,7 +18,7 @@ static const ag_adam_cfg adamw = { 0.9, 0.99, 1e-8, 0.1 };
 
 static ag_gpt *gpt_new(int V, int L, int H, int C, int T_max, double dropout, uint64_t seed)
 {
-    ag_gpt_config cfg = { V, L, H, C, T_max, dropout, false };
+    ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = T_max, .dropout = dropout };
     char err[128];
     ag_gpt *g = ag_gpt_new(&cfg, seed, err, sizeof err);
     ck_assert_msg(g != NULL, "ag_gpt_new: %s", err);
@@ -119,13 +119,13 @@ END_TEST
 START_TEST(test_gpt_bad_config)
 {
     const struct { ag_gpt_config cfg; const char *word; } bad[] = {
-        { { 0, 2, 2, 8, 4, 0, false }, "vocab_size" },
-        { { 5, 0, 2, 8, 4, 0, false }, "n_layer" },
-        { { 5, 2, 0, 8, 4, 0, false }, "n_head" },
-        { { 5, 2, 3, 8, 4, 0, false }, "divisible" },
-        { { 5, 2, 2, 8, 0, 0, false }, "block_size" },
-        { { 5, 2, 2, 8, 4, 1.0, false }, "dropout" },
-        { { 5, 2, 2, 8, 4, -0.1, false }, "dropout" },
+        { { .vocab_size = 0, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 4, .dropout = 0 }, "vocab_size" },
+        { { .vocab_size = 5, .n_layer = 0, .n_head = 2, .n_embd = 8, .block_size = 4, .dropout = 0 }, "n_layer" },
+        { { .vocab_size = 5, .n_layer = 2, .n_head = 0, .n_embd = 8, .block_size = 4, .dropout = 0 }, "n_head" },
+        { { .vocab_size = 5, .n_layer = 2, .n_head = 3, .n_embd = 8, .block_size = 4, .dropout = 0 }, "divisible" },
+        { { .vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 0, .dropout = 0 }, "block_size" },
+        { { .vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 4, .dropout = 1.0 }, "dropout" },
+        { { .vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 4, .dropout = -0.1 }, "dropout" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[128] = "";

@@ -143,7 +143,7 @@ static void mha_setup(void)
 static void block_setup(void)
 {
     P = ag_params_new();
-    ck_assert_int_eq(ag_block_init(&Bk, P, "blocks.1", C, H, 0.02, 0.01), AG_OK);
+    ck_assert_int_eq(ag_block_init(&Bk, P, "blocks.1", C, H, NULL, 0.02, 0.01), AG_OK);
     ck_assert_int_eq(ag_params_alloc(P), AG_OK);
     ag_params_init(P, 13);
     randomize(P, 14);

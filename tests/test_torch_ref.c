@@ -66,7 +66,8 @@ static void read_ids(const ag_st_file *f, const char *name, int *ids)
 /* The tiny GPT with every parameter copied from the fixture. */
 static ag_gpt *load_model(const ag_st_file *f, bool composed)
 {
-    ag_gpt_config cfg = { V, L, H, C, TM, 0.0, composed };
+    ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = TM,
+                          .composed_attention = composed };
     char err[256] = "";
     ag_gpt *g = ag_gpt_new(&cfg, 1, err, sizeof err);
     ck_assert_msg(g != NULL, "ag_gpt_new: %s", err);

@@ -72,11 +72,28 @@ static void free_names(char **nm, int n)
     free(nm);
 }
 
+/* A poisoned model is never written, so the checkpoint on disk stays the last good one. */
+static bool params_finite(const ag_gpt *g, const char *path, char *err, size_t errlen)
+{
+    const ag_params *P = g->params;
+    for (int e = 0; e < P->n; e++) {
+        const ag_tensor *t = P->entries[e].t;
+        for (size_t i = 0; i < ag_numel(t); i++)
+            if (!isfinite(t->data[i])) {
+                snprintf(err, errlen, "%s: not written: parameter %s holds a non-finite value (element %zu is %g); "
+                         "the checkpoint there is the last good one", path, t->name, i, (double)t->data[i]);
+                return false;
+            }
+    }
+    return true;
+}
+
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                              long iter, char *err, size_t errlen)
 {
     char path[PATHLEN];
     if (path_of(path, dir, "model.safetensors", err, errlen)) return AG_ERR_ARG;
+    if (!params_finite(g, path, err, errlen)) return AG_ERR_NONFINITE;
     lm_config c = *cfg;
     c.model = g->cfg;
     c.model.vocab_size = v->V;
@@ -150,6 +167,9 @@ out:
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                        const lm_train_state *st, char *err, size_t errlen)
 {
+    char path[PATHLEN];
+    if (path_of(path, dir, "model.safetensors", err, errlen)) return AG_ERR_ARG;
+    if (!params_finite(g, path, err, errlen)) return AG_ERR_NONFINITE;   /* before either file */
     ag_status s = lm_ckpt_save_state(dir, g, st, err, errlen);
     if (s == AG_OK) s = lm_ckpt_save_model(dir, g, cfg, v, st->iter, err, errlen);
     return s;

@@ -53,7 +53,8 @@ uint64_t lm_ids_hash(const int *ids, size_t n);
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
 
-/* Writes DIR/model.safetensors from g's parameters (DIR must exist). */
+/* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
+ * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                              long iter, char *err, size_t errlen);
 /* Writes DIR/train_state.safetensors from g->params->m, ->v and st. */

@@ -20,6 +20,7 @@ static const char usage_main[] =
     "  train   train a model on a UTF-8 text file, writing a checkpoint directory\n"
     "  sample  generate text from a checkpoint\n"
     "  eval    deterministic loss of a checkpoint on a text file\n"
+    "  attn    draw the attention weights of a prompt as a heat map (gnuplot)\n"
     "\n"
     "`char_lm <command> --help` lists the flags of each command. A first run:\n"
     "  char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby\n"
@@ -40,6 +41,8 @@ static const char usage_train[] =
     "                         flags given again override the saved ones, except the model shape\n"
     "  --init-from DIR        start a new run from another checkpoint's weights and vocabulary\n"
     "  --threads N            threads (default: 2, or the number of cores if fewer)\n"
+    "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
+    "  --trace-only           print the trace and stop\n"
     "\n"
     "model                                      tiny    baby    small\n"
     "  --n-layer N            blocks              2       4       6\n"
@@ -47,6 +50,21 @@ static const char usage_train[] =
     "  --n-embd N             channels            64      128     384\n"
     "  --block-size N         context length      32      64      256\n"
     "  --dropout F            dropout             0       0       0\n"
+    "compare what the tutorials argue about (saved in the checkpoint; defaults are MODEL.md's)\n"
+    "  --norm-position P      pre (default): x + f(LN(x)); post: LN(x + f(x)), as in the 2017\n"
+    "                         paper (ln_f is kept in both)\n"
+    "  --norm N               layernorm (default) or rmsnorm (x / rms(x) * w; no mean, no bias;\n"
+    "                         the parameters keep their names ln1, ln2, ln_f, weight only)\n"
+    "  --mlp M                gelu (default: fc2(GELU(fc1 x)), 4C wide) or swiglu\n"
+    "                         (w_down(SiLU(w_gate x) * w_up x), round(8C/3) wide: same size)\n"
+    "  --init I               normal (default: N(0, 0.02), residual projections scaled) or\n"
+    "                         xavier (Linear weights uniform, a = sqrt(6/(fan_in+fan_out)))\n"
+    "  --no-scale             scores q k^T without the 1/sqrt(D): watch softmax saturate\n"
+    "  --mask-fill V          -inf (default) or -1e9 for the masked scores (op-by-op attention)\n"
+    "  --log-attn-stats       at each evaluation: per layer the mean attention entropy and the\n"
+    "                         mean peak weight, as metrics.csv columns and DIR/attn.png\n"
+    "  --detect-anomaly       stop at the first op whose output or gradient is NaN/Inf, naming\n"
+    "                         it, its shape and its layer (slower: attention runs op by op)\n"
     "training\n"
     "  --batch-size N         windows per step    16      12      64\n"
     "  --max-iters N          optimizer steps     500     2000    5000\n"
@@ -76,7 +94,9 @@ static const char usage_sample[] =
     "  --max-new-tokens N     characters to generate, 500\n"
     "  --temperature F        > 0; below 1 is more conservative, above 1 more random; 1.0\n"
     "  --top-k N              sample only among the N likeliest characters (0: all), 0\n"
-    "  --seed N               random seed, 1337 (same seed, same text)\n";
+    "  --seed N               random seed, 1337 (same seed, same text)\n"
+    "  --trace-shapes         print one forward pass over the prompt op by op first\n"
+    "  --trace-only           print the trace and stop\n";
 
 static const char usage_eval[] =
     "usage: char_lm eval --ckpt DIR --data FILE\n"
@@ -86,7 +106,24 @@ static const char usage_eval[] =
     "window counts once. The last line printed is {\"loss\": F, \"tokens\": N}.\n"
     "\n"
     "  --ckpt DIR             checkpoint directory\n"
-    "  --data FILE            UTF-8 text; every character must be in the checkpoint's vocabulary\n";
+    "  --data FILE            UTF-8 text; every character must be in the checkpoint's vocabulary\n"
+    "  --trace-shapes         print one forward pass over the first windows op by op first\n"
+    "  --trace-only           print the trace and stop\n";
+
+static const char usage_attn[] =
+    "usage: char_lm attn --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png\n"
+    "\n"
+    "Runs the prompt through the model and draws the attention weights of one layer as a heat\n"
+    "map: row i is query position i, column j the key it attends to, both labelled with the\n"
+    "prompt's characters; the masked upper triangle (the future) stays blank. Writes FILE.png\n"
+    "with gnuplot, and beside it FILE.dat (the weights) and FILE.gp (the script; redraw with\n"
+    "`gnuplot FILE.gp` in that directory).\n"
+    "\n"
+    "  --ckpt DIR             checkpoint directory\n"
+    "  --prompt TEXT          at most block_size characters, all in the vocabulary\n"
+    "  --layer L              block 0 .. n_layer-1, 0\n"
+    "  --head H               head 0 .. n_head-1; without it, every head of the layer in a grid\n"
+    "  --out FILE.png         the picture\n";
 
 const char *lm_cli_usage(lm_command cmd)
 {
@@ -94,6 +131,7 @@ const char *lm_cli_usage(lm_command cmd)
     case LM_CMD_TRAIN: return usage_train;
     case LM_CMD_SAMPLE: return usage_sample;
     case LM_CMD_EVAL: return usage_eval;
+    case LM_CMD_ATTN: return usage_attn;
     default: return usage_main;
     }
 }
@@ -102,7 +140,8 @@ const char *lm_cli_usage(lm_command cmd)
 
 static const char *cmd_name(lm_command c)
 {
-    return c == LM_CMD_TRAIN ? "train" : c == LM_CMD_SAMPLE ? "sample" : c == LM_CMD_EVAL ? "eval" : "";
+    return c == LM_CMD_TRAIN ? "train" : c == LM_CMD_SAMPLE ? "sample" : c == LM_CMD_EVAL ? "eval"
+         : c == LM_CMD_ATTN ? "attn" : "";
 }
 
 /* Splits argv[*i] into flag and value ("--lr=3e-4", or "--lr" "3e-4" taking argv[*i+1]).
@@ -162,6 +201,18 @@ static ag_status no_value(const char *flag, bool inline_value, char *err, size_t
     return AG_ERR_ARG;
 }
 
+/* --trace-shapes / --trace-only: true when flag is one of them (and sets it). */
+static bool trace_flag(lm_trace_args *t, const char *flag, bool inline_value, ag_status *st, char *err,
+                       size_t errlen)
+{
+    bool shapes = strcmp(flag, "--trace-shapes") == 0, only = strcmp(flag, "--trace-only") == 0;
+    if (!shapes && !only) return false;
+    *st = no_value(flag, inline_value, err, errlen);
+    t->shapes = true;
+    t->only = t->only || only;
+    return true;
+}
+
 static ag_status unknown(lm_command cmd, const char *arg, char *err, size_t errlen)
 {
     if (strncmp(arg, "-", 1) == 0)
@@ -217,10 +268,17 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, char *err,
         bool inl;
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
         const lm_field *f = lm_field_by_flag(flag);
-        if (f) {
+        ag_status st = AG_OK;
+        if (f && f->type == LM_T_BOOL) {   /* a switch: --no-scale */
+            if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
+            if (lm_field_parse(&t->cfg, f, "true", err, errlen)) return AG_ERR_ARG;
+            t->given[f - lm_fields] = true;
+        } else if (f) {
             if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
             if (lm_field_parse(&t->cfg, f, value, err, errlen)) return AG_ERR_ARG;
             t->given[f - lm_fields] = true;
+        } else if (trace_flag(&t->trace, flag, inl, &st, err, errlen)) {
+            if (st) return st;
         } else if (strcmp(flag, "--config") == 0) {
             if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
         } else if (strcmp(flag, "--data") == 0) {
@@ -274,6 +332,11 @@ static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, char *er
         const char *value;
         bool inl;
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        ag_status st = AG_OK;
+        if (trace_flag(&s->trace, flag, inl, &st, err, errlen)) {
+            if (st) return st;
+            continue;
+        }
         bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
                      strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
                      strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
@@ -320,6 +383,11 @@ static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, char *err, s
         const char *value;
         bool inl;
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        ag_status st = AG_OK;
+        if (trace_flag(&e->trace, flag, inl, &st, err, errlen)) {
+            if (st) return st;
+            continue;
+        }
         const char **dst = strcmp(flag, "--ckpt") == 0 ? &e->ckpt
                          : strcmp(flag, "--data") == 0 ? &e->data : NULL;
         if (!dst) return unknown(LM_CMD_EVAL, argv[i], err, errlen);
@@ -332,13 +400,51 @@ static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, char *err, s
     return AG_OK;
 }
 
+static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->head = -1;
+    for (int i = 2; i < argc; i++) {
+        char flag[64];
+        const char *value;
+        bool inl;
+        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
+        bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 || strcmp(flag, "--out") == 0 ||
+                     strcmp(flag, "--layer") == 0 || strcmp(flag, "--head") == 0;
+        if (!known) return unknown(LM_CMD_ATTN, argv[i], err, errlen);
+        if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        long v;
+        if (strcmp(flag, "--ckpt") == 0) {
+            a->ckpt = value;
+        } else if (strcmp(flag, "--prompt") == 0) {
+            a->prompt = value;
+        } else if (strcmp(flag, "--out") == 0) {
+            a->out = value;
+        } else {   /* --layer, --head: the upper bound is the model's, checked once it is loaded */
+            if (parse_long(flag, value, 0, 1 << 20, &v, err, errlen)) return AG_ERR_ARG;
+            if (strcmp(flag, "--layer") == 0) a->layer = (int)v;
+            else a->head = (int)v;
+        }
+    }
+    if (require(a->ckpt, "--ckpt", LM_CMD_ATTN, err, errlen) ||
+        require(a->prompt, "--prompt", LM_CMD_ATTN, err, errlen) ||
+        require(a->out, "--out", LM_CMD_ATTN, err, errlen))
+        return AG_ERR_ARG;
+    size_t n = strlen(a->out);
+    if (n < 5 || strcmp(a->out + n - 4, ".png") != 0) {
+        snprintf(err, errlen, "--out must end in .png (got '%s')", a->out);
+        return AG_ERR_ARG;
+    }
+    return AG_OK;
+}
+
 // --- entry ---
 
 ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t errlen)
 {
     memset(cli, 0, sizeof *cli);
     if (argc < 2) {
-        snprintf(err, errlen, "no command given (train, sample or eval; see: char_lm --help)");
+        snprintf(err, errlen, "no command given (train, sample, eval or attn; see: char_lm --help)");
         return AG_ERR_ARG;
     }
     const char *c = argv[1];
@@ -348,9 +454,10 @@ ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t err
     }
     cli->cmd = strcmp(c, "train") == 0 ? LM_CMD_TRAIN
              : strcmp(c, "sample") == 0 ? LM_CMD_SAMPLE
-             : strcmp(c, "eval") == 0 ? LM_CMD_EVAL : LM_CMD_NONE;
+             : strcmp(c, "eval") == 0 ? LM_CMD_EVAL
+             : strcmp(c, "attn") == 0 ? LM_CMD_ATTN : LM_CMD_NONE;
     if (cli->cmd == LM_CMD_NONE) {
-        snprintf(err, errlen, "unknown command '%s' (train, sample or eval; see: char_lm --help)", c);
+        snprintf(err, errlen, "unknown command '%s' (train, sample, eval or attn; see: char_lm --help)", c);
         return AG_ERR_ARG;
     }
     if (wants_help(argc, argv)) {
@@ -360,6 +467,7 @@ ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t err
     switch (cli->cmd) {
     case LM_CMD_TRAIN: return parse_train(&cli->train, argc, argv, err, errlen);
     case LM_CMD_SAMPLE: return parse_sample(&cli->sample, argc, argv, err, errlen);
+    case LM_CMD_ATTN: return parse_attn(&cli->attn, argc, argv, err, errlen);
     default: return parse_eval(&cli->eval, argc, argv, err, errlen);
     }
 }

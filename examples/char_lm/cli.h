@@ -1,10 +1,11 @@
 /* cli.h -- the command line of char_lm: parsing and validation, with no I/O.
  *
  *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [hyper-parameter flags]
- *                  [--threads N] [--resume] [--init-from DIR]
+ *                  [--threads N] [--resume] [--init-from DIR] [--trace-shapes] [--trace-only]
  *   char_lm sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F]
- *                  [--top-k N] [--seed N]
- *   char_lm eval   --ckpt DIR --data FILE
+ *                  [--top-k N] [--seed N] [--trace-shapes] [--trace-only]
+ *   char_lm eval   --ckpt DIR --data FILE [--trace-shapes] [--trace-only]
+ *   char_lm attn   --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png
  *
  * Everything that can be checked without reading a file is checked here, before any work:
  * unknown flags, missing values, numbers (the whole string must parse; ranges), and relations
@@ -16,7 +17,14 @@
 #include <stdbool.h>
 #include "config.h"
 
-typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL } lm_command;
+typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
+
+/* --trace-shapes prints one forward pass op by op first; --trace-only (which implies it)
+ * stops after it. */
+typedef struct {
+    bool shapes;
+    bool only;
+} lm_trace_args;
 
 typedef struct {
     const char *data;          /* --data, required */
@@ -26,6 +34,7 @@ typedef struct {
     const char *init_from;     /* --init-from DIR, or NULL */
     bool resume;               /* --resume */
     int threads;               /* --threads, 0: the default (min(2, cores)) */
+    lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */
     bool given[LM_N_FIELDS];   /* given[i]: lm_fields[i]'s flag was on the command line */
 } lm_train_args;
@@ -37,12 +46,22 @@ typedef struct {
     double temperature;        /* > 0, default 1.0 */
     int top_k;                 /* 0: off (default) */
     uint64_t seed;             /* default 1337 */
+    lm_trace_args trace;
 } lm_sample_args;
 
 typedef struct {
     const char *ckpt;          /* --ckpt, required */
     const char *data;          /* --data, required */
+    lm_trace_args trace;
 } lm_eval_args;
+
+typedef struct {
+    const char *ckpt;          /* --ckpt, required */
+    const char *prompt;        /* --prompt, required, non-empty */
+    int layer;                 /* --layer, default 0 (checked against the model in attn.c) */
+    int head;                  /* --head, -1 (default): every head of the layer in a grid */
+    const char *out;           /* --out, required: the .png (a .dat and a .gp beside it) */
+} lm_attn_args;
 
 typedef struct {
     lm_command cmd;
@@ -50,6 +69,7 @@ typedef struct {
     lm_train_args train;
     lm_sample_args sample;
     lm_eval_args eval;
+    lm_attn_args attn;
 } lm_cli;
 
 /* Parses argv[1..argc-1]. AG_OK: run cli->cmd (or print help when cli->help).

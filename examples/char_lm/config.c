@@ -13,39 +13,66 @@
 #define INF HUGE_VAL
 #define BIG 1e9   /* iteration counts: far beyond any run, still exact in a double and in JSON */
 
-/* key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help */
+static const char *const optimizer_names[] = {"adamw", "adam", "sgd", NULL};
+static const char *const norm_position_names[] = {"pre", "post", NULL};
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const mlp_names[] = {"gelu", "swiglu", NULL};
+static const char *const init_names[] = {"normal", "xavier", NULL};
+static const char *const mask_fill_names[] = {"-inf", "-1e9", NULL};
+
+/* The enums the table reads and writes as int. */
+_Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
+               sizeof(ag_norm_kind) == sizeof(int) && sizeof(ag_mlp_kind) == sizeof(int) &&
+               sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int),
+               "enums are int-sized");
+
+/* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help. */
+#define ROW(key, flag, type, field, lo, hi, lo_open, hi_open, shape, help) \
+    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help}
+/* A switch added with issue 6: optional in older checkpoints; enum rows name their values. */
+#define ENUM(key, flag, field, names, n, help) \
+    {key, flag, LM_T_ENUM, F(field), 0, (n) - 1, 0, 0, 1, true, names, help}
+#define FLAG(key, flag, field, shape, help) \
+    {key, flag, LM_T_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help}
+
 const lm_field lm_fields[] = {
-    {"vocab_size", NULL, LM_T_INT, F(model.vocab_size), 1, 1114112, 0, 0, 1,
-     "distinct code points of the corpus"},
-    {"n_layer", "--n-layer", LM_T_INT, F(model.n_layer), 1, 256, 0, 0, 1, "Transformer blocks"},
-    {"n_head", "--n-head", LM_T_INT, F(model.n_head), 1, 1024, 0, 0, 1, "attention heads"},
-    {"n_embd", "--n-embd", LM_T_INT, F(model.n_embd), 1, 16384, 0, 0, 1, "channels C"},
-    {"block_size", "--block-size", LM_T_INT, F(model.block_size), 1, 16384, 0, 0, 1,
-     "context length T"},
-    {"dropout", "--dropout", LM_T_DOUBLE, F(model.dropout), 0, 1, 0, 1, 0, "dropout probability"},
-    {"batch_size", "--batch-size", LM_T_INT, F(batch_size), 1, 1 << 20, 0, 0, 0, "windows per batch B"},
-    {"max_iters", "--max-iters", LM_T_LONG, F(max_iters), 0, BIG, 0, 0, 0, "optimizer steps"},
-    {"lr", "--lr", LM_T_DOUBLE, F(lr), 0, INF, 1, 0, 0, "peak learning rate"},
-    {"min_lr", "--min-lr", LM_T_DOUBLE, F(min_lr), 0, INF, 0, 0, 0, "final learning rate"},
-    {"warmup_iters", "--warmup-iters", LM_T_LONG, F(warmup_iters), 0, BIG, 0, 0, 0,
-     "linear warmup steps"},
-    {"lr_decay_iters", "--lr-decay-iters", LM_T_LONG, F(lr_decay_iters), 0, BIG, 0, 0, 0,
-     "cosine decay ends here (default: max-iters)"},
-    {"weight_decay", "--weight-decay", LM_T_DOUBLE, F(weight_decay), 0, INF, 0, 0, 0,
-     "decay of 2-D weights"},
-    {"beta1", "--beta1", LM_T_DOUBLE, F(beta1), 0, 1, 0, 1, 0, "Adam beta1"},
-    {"beta2", "--beta2", LM_T_DOUBLE, F(beta2), 0, 1, 0, 1, 0, "Adam beta2"},
-    {"grad_clip", "--grad-clip", LM_T_DOUBLE, F(grad_clip), 0, INF, 0, 0, 0,
-     "global gradient norm limit (0: off)"},
-    {"optimizer", "--optimizer", LM_T_OPTIMIZER, F(optimizer), 0, 2, 0, 0, 0, "adamw, adam or sgd"},
-    {"momentum", "--momentum", LM_T_DOUBLE, F(momentum), 0, 1, 0, 1, 0, "SGD momentum"},
-    {"val_fraction", "--val-fraction", LM_T_DOUBLE, F(val_fraction), 0, 1, 0, 1, 0,
-     "share of tokens that validates (0: none)"},
-    {"eval_interval", "--eval-interval", LM_T_LONG, F(eval_interval), 1, BIG, 0, 0, 0,
-     "steps between evaluations and checkpoints"},
-    {"eval_iters", "--eval-iters", LM_T_LONG, F(eval_iters), 1, 1e6, 0, 0, 0,
-     "batches per split in an evaluation"},
-    {"seed", "--seed", LM_T_U64, F(seed), 0, 9223372036854775807.0, 0, 0, 0, "random seed"},
+    ROW("vocab_size", NULL, LM_T_INT, model.vocab_size, 1, 1114112, 0, 0, 1,
+        "distinct code points of the corpus"),
+    ROW("n_layer", "--n-layer", LM_T_INT, model.n_layer, 1, 256, 0, 0, 1, "Transformer blocks"),
+    ROW("n_head", "--n-head", LM_T_INT, model.n_head, 1, 1024, 0, 0, 1, "attention heads"),
+    ROW("n_embd", "--n-embd", LM_T_INT, model.n_embd, 1, 16384, 0, 0, 1, "channels C"),
+    ROW("block_size", "--block-size", LM_T_INT, model.block_size, 1, 16384, 0, 0, 1, "context length T"),
+    ROW("dropout", "--dropout", LM_T_DOUBLE, model.dropout, 0, 1, 0, 1, 0, "dropout probability"),
+    ENUM("norm_position", "--norm-position", model.norm_position, norm_position_names, 2,
+         "pre (MODEL.md) or post"),
+    ENUM("norm", "--norm", model.norm, norm_names, 2, "layernorm (MODEL.md) or rmsnorm"),
+    ENUM("mlp", "--mlp", model.mlp, mlp_names, 2, "gelu (MODEL.md) or swiglu"),
+    ENUM("init", "--init", model.init, init_names, 2, "normal (MODEL.md) or xavier"),
+    FLAG("no_scale", "--no-scale", model.no_scale, 1, "scores without 1/sqrt(D)"),
+    ENUM("mask_fill", "--mask-fill", model.mask_fill, mask_fill_names, 2, "-inf (MODEL.md) or -1e9"),
+    ROW("batch_size", "--batch-size", LM_T_INT, batch_size, 1, 1 << 20, 0, 0, 0, "windows per batch B"),
+    ROW("max_iters", "--max-iters", LM_T_LONG, max_iters, 0, BIG, 0, 0, 0, "optimizer steps"),
+    ROW("lr", "--lr", LM_T_DOUBLE, lr, 0, INF, 1, 0, 0, "peak learning rate"),
+    ROW("min_lr", "--min-lr", LM_T_DOUBLE, min_lr, 0, INF, 0, 0, 0, "final learning rate"),
+    ROW("warmup_iters", "--warmup-iters", LM_T_LONG, warmup_iters, 0, BIG, 0, 0, 0, "linear warmup steps"),
+    ROW("lr_decay_iters", "--lr-decay-iters", LM_T_LONG, lr_decay_iters, 0, BIG, 0, 0, 0,
+        "cosine decay ends here (default: max-iters)"),
+    ROW("weight_decay", "--weight-decay", LM_T_DOUBLE, weight_decay, 0, INF, 0, 0, 0, "decay of 2-D weights"),
+    ROW("beta1", "--beta1", LM_T_DOUBLE, beta1, 0, 1, 0, 1, 0, "Adam beta1"),
+    ROW("beta2", "--beta2", LM_T_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),
+    ROW("grad_clip", "--grad-clip", LM_T_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
+        "global gradient norm limit (0: off)"),
+    {"optimizer", "--optimizer", LM_T_ENUM, F(optimizer), 0, 2, 0, 0, 0, false, optimizer_names,
+     "adamw, adam or sgd"},
+    ROW("momentum", "--momentum", LM_T_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
+    ROW("val_fraction", "--val-fraction", LM_T_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
+        "share of tokens that validates (0: none)"),
+    ROW("eval_interval", "--eval-interval", LM_T_LONG, eval_interval, 1, BIG, 0, 0, 0,
+        "steps between evaluations and checkpoints"),
+    ROW("eval_iters", "--eval-iters", LM_T_LONG, eval_iters, 1, 1e6, 0, 0, 0, "batches per split in an evaluation"),
+    ROW("seed", "--seed", LM_T_U64, seed, 0, 9223372036854775807.0, 0, 0, 0, "random seed"),
+    FLAG("detect_anomaly", "--detect-anomaly", detect_anomaly, 0, "name the first op that goes non-finite"),
+    FLAG("log_attn_stats", "--log-attn-stats", log_attn_stats, 0, "attention entropy and peak per layer"),
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
@@ -74,11 +101,11 @@ const lm_field *lm_field_by_flag(const char *flag)
 double lm_field_get(const lm_config *c, const lm_field *f)
 {
     switch (f->type) {
-    case LM_T_INT: return *CAT(c, f, int);
+    case LM_T_INT: case LM_T_ENUM: return *CAT(c, f, int);
     case LM_T_LONG: return (double)*CAT(c, f, long);
     case LM_T_DOUBLE: return *CAT(c, f, double);
     case LM_T_U64: return (double)*CAT(c, f, uint64_t);
-    case LM_T_OPTIMIZER: return *CAT(c, f, lm_optimizer);
+    case LM_T_BOOL: return *CAT(c, f, bool);
     }
     return 0;
 }
@@ -86,22 +113,64 @@ double lm_field_get(const lm_config *c, const lm_field *f)
 bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f)
 {
     switch (f->type) {
-    case LM_T_INT: return *CAT(a, f, int) == *CAT(b, f, int);
+    case LM_T_INT: case LM_T_ENUM: return *CAT(a, f, int) == *CAT(b, f, int);
     case LM_T_LONG: return *CAT(a, f, long) == *CAT(b, f, long);
     case LM_T_DOUBLE: return *CAT(a, f, double) == *CAT(b, f, double);
     case LM_T_U64: return *CAT(a, f, uint64_t) == *CAT(b, f, uint64_t);
-    case LM_T_OPTIMIZER: return *CAT(a, f, lm_optimizer) == *CAT(b, f, lm_optimizer);
+    case LM_T_BOOL: return *CAT(a, f, bool) == *CAT(b, f, bool);
     }
     return false;
 }
 
+static size_t field_size(const lm_field *f)
+{
+    switch (f->type) {
+    case LM_T_INT: case LM_T_ENUM: return sizeof(int);
+    case LM_T_LONG: return sizeof(long);
+    case LM_T_DOUBLE: return sizeof(double);
+    case LM_T_U64: return sizeof(uint64_t);
+    case LM_T_BOOL: return sizeof(bool);
+    }
+    return 0;
+}
+
 void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f)
 {
-    size_t n = f->type == LM_T_INT ? sizeof(int)
-             : f->type == LM_T_LONG ? sizeof(long)
-             : f->type == LM_T_DOUBLE ? sizeof(double)
-             : f->type == LM_T_U64 ? sizeof(uint64_t) : sizeof(lm_optimizer);
-    memcpy((char *)dst + f->offset, (const char *)src + f->offset, n);
+    memcpy((char *)dst + f->offset, (const char *)src + f->offset, field_size(f));
+}
+
+/* The name of enum value v, or "?" outside the list. */
+static const char *enum_name(const lm_field *f, int v)
+{
+    for (int i = 0; f->names[i]; i++)
+        if (i == v) return f->names[i];
+    return "?";
+}
+
+const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n)
+{
+    switch (f->type) {
+    case LM_T_INT: snprintf(buf, n, "%d", *CAT(c, f, int)); break;
+    case LM_T_LONG: snprintf(buf, n, "%ld", *CAT(c, f, long)); break;
+    case LM_T_U64: snprintf(buf, n, "%llu", (unsigned long long)*CAT(c, f, uint64_t)); break;
+    case LM_T_DOUBLE: lm_format_real(buf, n, *CAT(c, f, double)); break;
+    case LM_T_ENUM: snprintf(buf, n, "%s", enum_name(f, *CAT(c, f, int))); break;
+    case LM_T_BOOL: snprintf(buf, n, "%s", *CAT(c, f, bool) ? "true" : "false"); break;
+    }
+    return buf;
+}
+
+/* "adamw, adam or sgd" */
+static void enum_choices(const lm_field *f, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; f->names[i] && len < n; i++) {
+        const char *sep = i == 0 ? "" : f->names[i + 1] ? ", " : " or ";
+        int w = snprintf(buf + len, n - len, "%s%s", sep, f->names[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
 }
 
 const char *lm_optimizer_name(lm_optimizer o)
@@ -111,9 +180,16 @@ const char *lm_optimizer_name(lm_optimizer o)
 
 int lm_optimizer_parse(const char *s)
 {
-    if (strcmp(s, "adamw") == 0) return LM_ADAMW;
-    if (strcmp(s, "adam") == 0) return LM_ADAM;
-    if (strcmp(s, "sgd") == 0) return LM_SGD;
+    for (int i = 0; optimizer_names[i]; i++)
+        if (strcmp(s, optimizer_names[i]) == 0) return i;
+    return -1;
+}
+
+/* The index of s in the field's names, or -1. */
+static int enum_parse(const lm_field *f, const char *s)
+{
+    for (int i = 0; f->names[i]; i++)
+        if (strcmp(s, f->names[i]) == 0) return i;
     return -1;
 }
 
@@ -139,9 +215,11 @@ static ag_status check_range(const lm_field *f, double v, char *err, size_t errl
     lm_format_real(lo, sizeof lo, f->lo);
     lm_format_real(hi, sizeof hi, f->hi);
     lm_format_real(got, sizeof got, v);
-    if (f->type == LM_T_OPTIMIZER)
-        snprintf(err, errlen, "%s must be adamw, adam or sgd", field_label(f));
-    else if (isinf(f->hi))
+    if (f->type == LM_T_ENUM || f->type == LM_T_BOOL) {
+        char choices[128] = "false or true";
+        if (f->type == LM_T_ENUM) enum_choices(f, choices, sizeof choices);
+        snprintf(err, errlen, "%s must be %s", field_label(f), choices);
+    } else if (isinf(f->hi))
         snprintf(err, errlen, "%s must be %s %s (got %s)", field_label(f), f->lo_open ? ">" : ">=",
                  lo, got);
     else
@@ -156,13 +234,24 @@ ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, char *e
     char *end = NULL;
     errno = 0;
     switch (f->type) {
-    case LM_T_OPTIMIZER: {
-        int o = lm_optimizer_parse(s);
+    case LM_T_ENUM: {
+        int o = enum_parse(f, s);
         if (o < 0) {
-            snprintf(err, errlen, "%s must be adamw, adam or sgd (got '%s')", label, s);
+            char choices[128];
+            enum_choices(f, choices, sizeof choices);
+            snprintf(err, errlen, "%s must be %s (got '%s')", label, choices, s);
             return AG_ERR_ARG;
         }
-        *AT(c, f, lm_optimizer) = (lm_optimizer)o;
+        *AT(c, f, int) = o;
+        return AG_OK;
+    }
+    case LM_T_BOOL: {
+        bool t = !strcmp(s, "true") || !strcmp(s, "1"), no = !strcmp(s, "false") || !strcmp(s, "0");
+        if (!t && !no) {
+            snprintf(err, errlen, "%s must be true or false (got '%s')", label, s);
+            return AG_ERR_ARG;
+        }
+        *AT(c, f, bool) = t;
         return AG_OK;
     }
     case LM_T_DOUBLE: {
@@ -267,7 +356,7 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, char *err, si
 
 char *lm_config_to_json(const lm_config *c)
 {
-    size_t cap = 2048, len = 0;
+    size_t cap = 4096, len = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
     len += (size_t)snprintf(s + len, cap - len, "{");
@@ -278,7 +367,8 @@ char *lm_config_to_json(const lm_config *c)
         case LM_T_INT: snprintf(v, sizeof v, "%d", *CAT(c, f, int)); break;
         case LM_T_LONG: snprintf(v, sizeof v, "%ld", *CAT(c, f, long)); break;
         case LM_T_U64: snprintf(v, sizeof v, "%llu", (unsigned long long)*CAT(c, f, uint64_t)); break;
-        case LM_T_OPTIMIZER: snprintf(v, sizeof v, "\"%s\"", lm_optimizer_name(*CAT(c, f, lm_optimizer))); break;
+        case LM_T_ENUM: snprintf(v, sizeof v, "\"%s\"", enum_name(f, *CAT(c, f, int))); break;
+        case LM_T_BOOL: snprintf(v, sizeof v, "%s", *CAT(c, f, bool) ? "true" : "false"); break;
         case LM_T_DOUBLE: {
             /* always a JSON real ("0.0", "1e-05"), so a reader sees the type */
             lm_format_real(v, sizeof v, *CAT(c, f, double));
@@ -287,7 +377,7 @@ char *lm_config_to_json(const lm_config *c)
         }
         }
         int w = snprintf(s + len, cap - len, "%s\"%s\": %s", i ? ", " : "", f->key, v);
-        if (w < 0 || (size_t)w >= cap - len) { /* the table is small: 2 KiB is plenty */
+        if (w < 0 || (size_t)w >= cap - len) { /* the table is small: 4 KiB is plenty */
             free(s);
             return NULL;
         }
@@ -324,6 +414,7 @@ ag_status lm_config_from_json(lm_config *c, const char *json, char *err, size_t 
     for (int i = 0; i < lm_n_fields; i++) {
         const lm_field *f = &lm_fields[i];
         json_t *v = json_object_get(root, f->key);
+        if (!v && f->optional) continue;   /* an older checkpoint: the default (0) */
         if (!v) {
             snprintf(err, errlen, "config: missing \"%s\"", f->key);
             st = AG_ERR_FORMAT;
@@ -331,12 +422,16 @@ ag_status lm_config_from_json(lm_config *c, const char *json, char *err, size_t 
         }
         bool ok = true;
         switch (f->type) {
-        case LM_T_OPTIMIZER: {
-            int o = json_is_string(v) ? lm_optimizer_parse(json_string_value(v)) : -1;
+        case LM_T_ENUM: {
+            int o = json_is_string(v) ? enum_parse(f, json_string_value(v)) : -1;
             ok = o >= 0;
-            if (ok) *AT(c, f, lm_optimizer) = (lm_optimizer)o;
+            if (ok) *AT(c, f, int) = o;
             break;
         }
+        case LM_T_BOOL:
+            ok = json_is_boolean(v);
+            if (ok) *AT(c, f, bool) = json_is_true(v);
+            break;
         case LM_T_DOUBLE:
             ok = json_is_number(v);
             if (ok) *AT(c, f, double) = json_number_value(v);

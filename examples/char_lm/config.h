@@ -17,7 +17,8 @@
 typedef enum { LM_ADAMW = 0, LM_ADAM, LM_SGD } lm_optimizer;
 
 typedef struct {
-    ag_gpt_config model;    /* vocab_size, n_layer, n_head, n_embd, block_size, dropout */
+    ag_gpt_config model;    /* vocab_size, n_layer, n_head, n_embd, block_size, dropout, and the
+                               switches norm_position, norm, mlp, init, no_scale, mask_fill */
     int batch_size;         /* B */
     long max_iters;         /* optimizer steps in the whole run */
     double lr, min_lr;
@@ -32,10 +33,14 @@ typedef struct {
     long eval_interval;     /* evaluate (and checkpoint) every this many steps */
     long eval_iters;        /* random batches per split in one evaluation */
     uint64_t seed;          /* initialisation, batches, dropout and evaluation batches */
+    bool detect_anomaly;    /* the training ctx names the first op whose output goes non-finite */
+    bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
 } lm_config;
 
 /* The table: one row per field of lm_config. */
-typedef enum { LM_T_INT, LM_T_LONG, LM_T_DOUBLE, LM_T_U64, LM_T_OPTIMIZER } lm_field_type;
+/* LM_T_ENUM: an int-sized enum written as one of its names ("adamw", "post", "-inf");
+ * LM_T_BOOL: a flag without a value on the command line ("--no-scale"), true/false in JSON. */
+typedef enum { LM_T_INT, LM_T_LONG, LM_T_DOUBLE, LM_T_U64, LM_T_ENUM, LM_T_BOOL } lm_field_type;
 
 typedef struct {
     const char *key;        /* JSON key in the checkpoint's config ("n_embd") */
@@ -46,10 +51,13 @@ typedef struct {
     bool lo_open;           /* the range excludes lo ("must be > 0") */
     bool hi_open;           /* the range excludes hi ("must be < 1") */
     bool shape;             /* part of the model's shape: a resumed run may not change it */
+    bool optional;          /* may be missing from a checkpoint written before the field
+                               existed: then it reads as 0, its MODEL.md default */
+    const char *const *names; /* LM_T_ENUM: the value names, in enum order, NULL-terminated */
     const char *help;
 } lm_field;
 
-#define LM_N_FIELDS 22            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 30            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
 /* The row with this JSON key or flag ("--n-embd"), or NULL. */
@@ -59,12 +67,16 @@ const lm_field *lm_field_by_flag(const char *flag);
 /* The field's value as a double (exact for every field but a seed above 2^53), for messages
  * and range checks. */
 double lm_field_get(const lm_config *c, const lm_field *f);
+/* The field's value as text, as the command line writes it: "64", "0.001", "adamw", "post",
+ * "true". buf is always NUL-terminated; returns buf. */
+const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n);
 /* Whether field f holds the same value in a and b (compared in its own type). */
 bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f);
 /* Copies field f from src into dst. */
 void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f);
-/* Parses s (the whole string: "12", "3e-4", "adamw") into field f of c, then checks the
- * field's range. AG_ERR_ARG and a message such as "--lr: not a number: 'abc'". */
+/* Parses s (the whole string: "12", "3e-4", "adamw"; "true"/"false"/"1"/"0" for a bool) into
+ * field f of c, then checks the field's range. AG_ERR_ARG and a message such as
+ * "--lr: not a number: 'abc'". */
 ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, char *err, size_t errlen);
 
 /* Fills c with the named configuration (tiny, baby, small) and the common defaults.
@@ -81,11 +93,14 @@ const char *lm_optimizer_name(lm_optimizer o);
 int lm_optimizer_parse(const char *s);
 
 /* The whole config as one flat JSON object, keys in table order:
- * {"vocab_size": 65, "n_layer": 2, ..., "optimizer": "adamw", ...}. Reals are written with the
- * fewest digits that read back to the same double. malloc'd; NULL on OOM. */
+ * {"vocab_size": 65, "n_layer": 2, ..., "norm_position": "pre", ..., "optimizer": "adamw", ...,
+ * "no_scale": false, ...}. Reals are written with the fewest digits that read back to the same
+ * double. malloc'd; NULL on OOM. */
 char *lm_config_to_json(const lm_config *c);
 /* Reads a JSON object written by lm_config_to_json. Every key of the table must be present
- * with the right type; unknown keys are an error too. AG_ERR_FORMAT and a message. */
+ * with the right type, except the optional ones (the switches added after the first
+ * checkpoints: absent means MODEL.md's default); unknown keys are an error too.
+ * AG_ERR_FORMAT and a message. */
 ag_status lm_config_from_json(lm_config *c, const char *json, char *err, size_t errlen);
 
 /* Formats a double with the fewest significant digits (up to 17) that read back exactly. */

@@ -3,6 +3,9 @@
  *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [flags]   (see --help)
  *   char_lm sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k N] [--seed N]
  *   char_lm eval   --ckpt DIR --data FILE
+ *   char_lm attn   --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png
+ * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
+ * --trace-only (the trace, then stop).
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
@@ -13,11 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "attn.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
 #include "plot.h"
 #include "sample.h"
+#include "trace.h"
 #include "train.h"
 
 static volatile sig_atomic_t stop_signal = 0;
@@ -97,11 +102,14 @@ static int cmd_train(const lm_train_args *a)
         .warn = stderr,
         .plot = true,
         .stop = &stop_signal,
+        .trace = a->trace.shapes ? stdout : NULL,
+        .trace_only = a->trace.only,
     };
     lm_train_result r;
     char err[2048];
     ag_status s = lm_train(&o, &r, err, sizeof err);
     if (s) return fail(s, err);
+    if (a->trace.only) return 0;
     if (r.interrupted) return stop_signal == SIGTERM ? 143 : 130;
 
     /* a taste of what it learned, then where the curve is */
@@ -126,6 +134,23 @@ static int cmd_sample(const lm_sample_args *a)
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, err, sizeof err);
     if (s) return fail(s, err);
+    if (a->trace.shapes) {   /* the forward over the prompt (its last block_size characters) */
+        const char *p = a->prompt && *a->prompt ? a->prompt : "\n";
+        int *ids = NULL;
+        size_t n = 0;
+        s = vocab_encode(&m.vocab, "--prompt", p, strlen(p), &ids, &n, err, sizeof err);
+        if (s == AG_OK) {
+            int T = n > (size_t)m.g->cfg.block_size ? m.g->cfg.block_size : (int)n;
+            char what[96];
+            snprintf(what, sizeof what, "the prompt (B=1, T=%d; sampling then feeds one position at a time)", T);
+            s = lm_trace_forward(stdout, m.g, ids + (n - (size_t)T), NULL, 1, T, false, what, err, sizeof err);
+        }
+        free(ids);
+        if (s || a->trace.only) {
+            lm_model_free(&m);
+            return s ? fail(s, err) : 0;
+        }
+    }
     lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed};
     s = sample_to(stdout, &m, a->prompt, &so, err, sizeof err);
     lm_model_free(&m);
@@ -139,6 +164,16 @@ static int cmd_eval(const lm_eval_args *a)
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, err, sizeof err);
     if (s) return fail(s, err);
+    if (a->trace.shapes) {   /* the forward over the first windows of the file */
+        corpus c;
+        s = corpus_load_vocab(a->data, &m.vocab, &c, err, sizeof err);
+        if (s == AG_OK) s = lm_trace_text(stdout, m.g, c.ids, c.n, false, a->data, err, sizeof err);
+        corpus_free(&c);
+        if (s || a->trace.only) {
+            lm_model_free(&m);
+            return s ? fail(s, err) : 0;
+        }
+    }
     double loss = 0;
     size_t tokens = 0;
     s = lm_eval_file(&m, a->data, &loss, &tokens, err, sizeof err);
@@ -148,8 +183,37 @@ static int cmd_eval(const lm_eval_args *a)
     return 0;
 }
 
+static int cmd_attn(const lm_attn_args *a)
+{
+    set_threads(0);
+    char err[2048];
+    lm_model m;
+    ag_status s = lm_model_load(a->ckpt, &m, err, sizeof err);
+    if (s) return fail(s, err);
+    s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, err, sizeof err);
+    lm_model_free(&m);
+    if (s) return fail(s, err);
+    if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
+    else printf("%s: layer %d, every head", a->out, a->layer);
+    printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
+    return 0;
+}
+
+/* OpenMP reads its wait policy when the program loads. Its default spins ~300k iterations
+ * before sleeping: fastest on an idle machine, but when another process wants a core the
+ * spinning threads make a step several times slower. A bounded spin (GOMP_SPINCOUNT=10000,
+ * tens of microseconds: long enough to catch the next op's parallel region) kept the idle
+ * speed within 2% (make bench). So re-run ourselves once with it, unless the user chose. */
+static void bounded_omp_spin(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
+    execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
+}
+
 int main(int argc, char **argv)
 {
+    bounded_omp_spin(argv);
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     char err[1024];
     if (lm_cli_parse(&cli, argc, argv, err, sizeof err)) return fail(AG_ERR_ARG, err);
@@ -160,6 +224,7 @@ int main(int argc, char **argv)
     switch (cli.cmd) {
     case LM_CMD_TRAIN: return cmd_train(&cli.train);
     case LM_CMD_SAMPLE: return cmd_sample(&cli.sample);
+    case LM_CMD_ATTN: return cmd_attn(&cli.attn);
     default: return cmd_eval(&cli.eval);
     }
 }

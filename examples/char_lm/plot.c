@@ -1,9 +1,11 @@
-/* plot.c -- DIR/loss.gp and DIR/loss.png with gnuplot (see plot.h).
+/* plot.c -- loss.png, attn.png and attention heat maps with gnuplot (see plot.h).
  * gnuplot runs as a child process (fork + exec, no shell, so any directory name is safe) with
- * DIR as its working directory; its own messages are discarded. */
+ * the script's directory as its working directory; its own messages are discarded. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,23 +28,9 @@ static const char script_head[] =
 static const char script_val[] =
     ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'";
 
-ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
+/* Runs `gnuplot script` in dir; what names the picture in messages ("loss.png"). */
+static ag_status run_gnuplot(const char *dir, const char *script, const char *what, char *err, size_t errlen)
 {
-    char path[4096];
-    if (!lm_path_join(path, sizeof path, dir, "loss.gp")) {
-        snprintf(err, errlen, "%s: path too long", dir);
-        return AG_ERR_ARG;
-    }
-    FILE *fp = fopen(path, "w");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
-    int ok = fputs(script_head, fp) >= 0 && (!with_val || fputs(script_val, fp) >= 0) && fputs("\n", fp) >= 0;
-    if (fclose(fp) != 0 || !ok) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
     fflush(NULL);   /* the child must not inherit and re-flush our buffered output */
     pid_t pid = fork();
     if (pid < 0) {
@@ -57,7 +45,7 @@ ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
             dup2(null, 2);
         }
         if (chdir(dir) != 0) _exit(126);
-        execlp("gnuplot", "gnuplot", "loss.gp", (char *)NULL);
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
         _exit(127);
     }
     int status = 0;
@@ -68,9 +56,214 @@ ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
         }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return AG_OK;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        snprintf(err, errlen, "gnuplot not found, so no loss.png (install it: apt-get install gnuplot-nox)");
+        snprintf(err, errlen, "gnuplot not found, so no %s (install it: apt-get install gnuplot-nox)", what);
     else
-        snprintf(err, errlen, "gnuplot failed on %s (status %d); loss.png not updated", path,
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        snprintf(err, errlen, "gnuplot failed on %s/%s (status %d); %s not updated", dir, script,
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
     return AG_ERR_IO;
+}
+
+/* Writes text to dir/name. */
+static ag_status write_text(const char *dir, const char *name, const char *text, char *err, size_t errlen)
+{
+    char path[4096];
+    if (!lm_path_join(path, sizeof path, dir, name)) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return AG_ERR_ARG;
+    }
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    int ok = fputs(text, fp) >= 0;
+    if (fclose(fp) != 0 || !ok) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    return AG_OK;
+}
+
+ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
+{
+    char script[sizeof script_head + sizeof script_val + 2];
+    snprintf(script, sizeof script, "%s%s\n", script_head, with_val ? script_val : "");
+    ag_status s = write_text(dir, "loss.gp", script, err, errlen);
+    return s ? s : run_gnuplot(dir, "loss.gp", "loss.png", err, errlen);
+}
+
+// --- attention statistics over the run ---
+
+ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, size_t errlen)
+{
+    /* uniform weights over the keys 0..t, averaged like the statistics over t = 1 .. T-1 */
+    double u_ent = 0, u_peak = 0;
+    for (int t = 1; t < T; t++) {
+        u_ent += log(t + 1.0) / (T - 1);
+        u_peak += 1.0 / (t + 1.0) / (T - 1);
+    }
+    size_t cap = 4096 + (size_t)n_layer * 256, len = 0;
+    char *s = malloc(cap);
+    if (!s) {
+        snprintf(err, errlen, "attn.gp: out of memory");
+        return AG_ERR_NOMEM;
+    }
+#define PUT(...) len += (size_t)snprintf(s + len, len < cap ? cap - len : 0, __VA_ARGS__)
+    PUT("# attn.gp -- written by char_lm train --log-attn-stats; redraw by hand with: gnuplot attn.gp\n"
+        "# metrics.csv columns 7, 8, ...: attn_entropy_L0, attn_max_L0, attn_entropy_L1, ...\n"
+        "set terminal pngcairo size 960,720 font ',10' noenhanced\n"
+        "set output 'attn.png'\n"
+        "set datafile separator ','\n"
+        "set grid\n"
+        "set key outside right top\n"
+        "set lmargin 10\n"
+        "set rmargin 22\n"
+        "set multiplot layout 2,1 title 'char_lm: attention at each evaluation (mean over queries t >= 1, heads, batch)'\n"
+        "set title 'attention entropy (nats): high = spread out, 0 = all weight on one key'\n"
+        "set ylabel 'entropy'\n"
+        "set yrange [0:%.4f]\n"
+        "plot %.6f with lines dt 2 lw 2 lc rgb '#808080' title 'uniform weights', \\\n"
+        "     %.6f with lines dt 4 lw 1.5 lc rgb '#404040' title 'ln T (the most a row can have)'", log((double)T) * 1.05 + 1e-3, u_ent,
+        log((double)T));
+    for (int l = 0; l < n_layer; l++)
+        PUT(", \\\n     'metrics.csv' using 1:%d with linespoints pt 7 ps 0.6 lw 2 lc %d title 'layer %d'", 7 + 2 * l,
+            l + 1, l);
+    PUT("\nset title 'peak attention weight: 1 = saturated (one-hot rows)'\n"
+        "set ylabel 'largest weight'\n"
+        "set xlabel 'iteration'\n"
+        "set yrange [0:1.05]\n"
+        "plot %.6f with lines dt 2 lw 2 lc rgb '#808080' title 'uniform weights'", u_peak);
+    for (int l = 0; l < n_layer; l++)
+        PUT(", \\\n     'metrics.csv' using 1:%d with linespoints pt 7 ps 0.6 lw 2 lc %d title 'layer %d'", 8 + 2 * l,
+            l + 1, l);
+    PUT("\nunset multiplot\n");
+#undef PUT
+    ag_status st = AG_ERR_NOMEM;
+    if (len < cap) st = write_text(dir, "attn.gp", s, err, errlen);
+    else snprintf(err, errlen, "attn.gp: script too long");
+    free(s);
+    return st ? st : run_gnuplot(dir, "attn.gp", "attn.png", err, errlen);
+}
+
+// --- attention heat maps ---
+
+/* s as a gnuplot double-quoted string: backslash and double quote escaped. */
+static void put_quoted(FILE *fp, const char *s)
+{
+    fputc('"', fp);
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"') fputc('\\', fp);
+        fputc(*s, fp);
+    }
+    fputc('"', fp);
+}
+
+/* "--tics-- ("a" 0, "b" 1, ...)" */
+static void put_tics(FILE *fp, const char *axis, const char *const *labels, int T)
+{
+    fprintf(fp, "set %stics (", axis);
+    for (int i = 0; i < T; i++) {
+        if (i) fputs(", ", fp);
+        put_quoted(fp, labels[i]);
+        fprintf(fp, " %d", i);
+    }
+    fputs(")\n", fp);
+}
+
+ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T, const char *const *labels,
+                            const char *const *titles, const char *title, char *err, size_t errlen)
+{
+    size_t n = strlen(png);
+    if (n < 5 || strcmp(png + n - 4, ".png") != 0) {
+        snprintf(err, errlen, "--out must end in .png (got '%s')", png);
+        return AG_ERR_ARG;
+    }
+    /* dir and base name: gnuplot runs in dir, so the script names files without a path */
+    char dir[4096], base[1024], path[4096 + 1024 + 16];
+    const char *slash = strrchr(png, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - png) > 0 ? (int)(slash - png) : 1, png);
+    else snprintf(dir, sizeof dir, ".");
+    const char *file = slash ? slash + 1 : png;
+    if (strlen(file) - 4 >= sizeof base || !*file) {
+        snprintf(err, errlen, "--out: file name too long");
+        return AG_ERR_ARG;
+    }
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(file) - 4), file);
+
+    /* the weights: one T x T block per map, NaN (blank) above the diagonal */
+    snprintf(path, sizeof path, "%s/%s.dat", dir, base);
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    for (int k = 0; k < n_maps; k++) {
+        if (k) fputs("\n\n", fp);
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j < T; j++) {
+                double w = (double)W[((size_t)k * T + i) * T + j];
+                if (isnan(w)) fprintf(fp, "%sNaN", j ? " " : "");
+                else fprintf(fp, "%s%.6f", j ? " " : "", w);
+            }
+            fputc('\n', fp);
+        }
+    }
+    if (fclose(fp) != 0) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+
+    /* the script */
+    int cols = 1;
+    while (cols * cols < n_maps) cols++;
+    int rows = (n_maps + cols - 1) / cols;
+    int panel = T > 32 ? 720 : 480;
+    snprintf(path, sizeof path, "%s/%s.gp", dir, base);
+    if (!(fp = fopen(path, "w"))) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    fprintf(fp, "# %s.gp -- written by char_lm attn; redraw with: gnuplot %s.gp (in this directory)\n", base, base);
+    fprintf(fp, "# %s.dat: one %d x %d block per panel (gnuplot index k); row i = query i, column j = key j;\n"
+                "# NaN = masked (key in the future), drawn blank\n", base, T, T);
+    fprintf(fp, "set terminal pngcairo size %d,%d font ',10' noenhanced\n", cols * panel + 80, rows * panel + 60);
+    fputs("set output ", fp);
+    char out_name[1100];
+    snprintf(out_name, sizeof out_name, "%s.png", base);
+    put_quoted(fp, out_name);
+    fputs("\nset palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21918c', 0.75 '#5ec962', 1 '#fde725')\n"
+          "set cbrange [0:1]\n"
+          "set cblabel 'attention weight'\n", fp);
+    fprintf(fp, "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset size ratio -1\n", T - 1, T - 1);
+    fputs("set xlabel 'key: the position attended to'\nset ylabel 'query: the position attending'\n", fp);
+    fputs("set tics scale 0\n", fp);
+    if (T > 24) fputs("set tics font ',7'\n", fp);
+    put_tics(fp, "x", labels, T);
+    put_tics(fp, "y", labels, T);
+    fputs("set multiplot layout ", fp);
+    fprintf(fp, "%d,%d title ", rows, cols);
+    put_quoted(fp, title);
+    fputc('\n', fp);
+    char dat_name[1100];
+    snprintf(dat_name, sizeof dat_name, "%s.dat", base);
+    for (int k = 0; k < n_maps; k++) {
+        fputs("set title ", fp);
+        put_quoted(fp, titles[k]);
+        fputs("\nplot ", fp);
+        put_quoted(fp, dat_name);
+        fprintf(fp, " index %d matrix with image notitle", k);
+        if (T <= 12 && n_maps <= 4)   /* small enough to print each weight in its cell */
+            fprintf(fp, ", \\\n     '' index %d matrix using 1:2:($3 < 0.6 ? sprintf('%%.2f', $3) : '') with labels"
+                        " tc rgb 'white' notitle, \\\n     '' index %d matrix using 1:2:($3 >= 0.6 ?"
+                        " sprintf('%%.2f', $3) : '') with labels tc rgb 'black' notitle", k, k);
+        fputc('\n', fp);
+    }
+    fputs("unset multiplot\n", fp);
+    if (fclose(fp) != 0) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        return AG_ERR_IO;
+    }
+    char script[1100];
+    snprintf(script, sizeof script, "%s.gp", base);
+    return run_gnuplot(dir, script, png, err, errlen);
 }

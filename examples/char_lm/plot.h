@@ -13,4 +13,18 @@
 /* with_val: draw the validation curve too (false when the run has no validation split). */
 ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen);
 
+/* --log-attn-stats: DIR/attn.gp and DIR/attn.png from the attn_entropy_L<l> and attn_max_L<l>
+ * columns of DIR/metrics.csv (columns 7 + 2l and 8 + 2l), one curve per layer in two panels,
+ * each with the value uniform weights would give (and ln T, the largest entropy of a row). */
+ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, size_t errlen);
+
+/* Heat maps of attention weights: W [n_maps, T, T], row i = query i, column j = key j; NaN
+ * entries (the masked future) are drawn blank, the weights on a fixed colour scale [0, 1].
+ * One panel per map (a grid when n_maps > 1) titled titles[k]; both axes labelled with
+ * labels[T] (UTF-8, shown as given; gnuplot quoting is done here). png must end in ".png":
+ * beside it go <base>.dat (the weights, one T x T block per map, blocks separated by two blank
+ * lines: gnuplot's "index") and <base>.gp, the script gnuplot runs. */
+ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T, const char *const *labels,
+                            const char *const *titles, const char *title, char *err, size_t errlen);
+
 #endif

@@ -46,23 +46,44 @@ int lm_sample_logits(const ag_real *logits, int V, double temperature, int top_k
 
 // --- generation ---
 
+/* Feeds tokens at positions 0, 1, ... and keeps the logits of the last one. With a KV cache
+ * each token costs one position; for the switches the cache does not implement
+ * (ag_gpt_cache_exact false: Post-LN, RMSNorm, --no-scale) the same logits come from a full
+ * forward over the tokens fed so far, which costs up to block_size positions per token. */
 typedef struct {
     ag_ctx *ctx;
     ag_gpt *g;
-    ag_kv_cache *cache;
-    ag_real *logits;   /* [V] of the last token fed */
+    ag_kv_cache *cache;   /* or NULL: full forwards over ids */
+    int *ids;             /* [T] the tokens fed since the last clear */
+    int len;
+    ag_real *logits;      /* [V] of the last token fed */
 } feeder;
 
 static ag_status feed(feeder *f, int id, char *err, size_t errlen)
 {
     ag_ctx_reset(f->ctx);
-    ag_tensor *y = ag_gpt_forward_cached(f->ctx, f->g, f->cache, id);   // [V]
+    ag_tensor *y;
+    f->ids[f->len++] = id;
+    if (f->cache) {
+        y = ag_gpt_forward_cached(f->ctx, f->g, f->cache, id);                  // [V]
+    } else {
+        y = ag_gpt_forward(f->ctx, f->g, f->ids, NULL, 1, f->len, false, 0, NULL); // [1,len,V]
+        if (y) y = ag_reshape(f->ctx, y, 2, (int[2]){ f->len, f->g->cfg.vocab_size }); // [len,V]
+    }
     if (!y) {
+        f->len--;
         snprintf(err, errlen, "sampling: %s", ag_ctx_error(f->ctx) ? ag_ctx_error(f->ctx) : "forward failed");
         return ag_ctx_status(f->ctx) ? ag_ctx_status(f->ctx) : AG_ERR_ARG;
     }
-    memcpy(f->logits, y->data, (size_t)f->g->cfg.vocab_size * sizeof(ag_real));
+    size_t V = (size_t)f->g->cfg.vocab_size;
+    memcpy(f->logits, y->data + (ag_numel(y) - V), V * sizeof(ag_real));   /* the last position */
     return AG_OK;
+}
+
+static void feeder_clear(feeder *f)
+{
+    f->len = 0;
+    if (f->cache) ag_kv_cache_clear(f->cache);
 }
 
 ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
@@ -85,10 +106,12 @@ ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sa
     if (o->max_new_tokens == 0) return AG_OK;
 
     ag_status st = AG_ERR_NOMEM;
-    feeder f = {ag_ctx_new(), g, ag_kv_cache_new(g), malloc((size_t)V * sizeof(ag_real))};
+    bool cached = ag_gpt_cache_exact(g);
+    feeder f = {ag_ctx_new(), g, cached ? ag_kv_cache_new(g) : NULL, malloc((size_t)T * sizeof(int)), 0,
+                malloc((size_t)V * sizeof(ag_real))};
     int *win = malloc((size_t)T * sizeof *win);                 /* [T] the tokens in the cache */
     double *scratch = malloc(2 * (size_t)V * sizeof *scratch);  /* [2V] */
-    if (!f.ctx || !f.cache || !f.logits || !win || !scratch) {
+    if (!f.ctx || (cached && !f.cache) || !f.ids || !f.logits || !win || !scratch) {
         snprintf(err, errlen, "sampling: out of memory");
         goto out;
     }
@@ -109,10 +132,10 @@ ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sa
         if (emit) emit(id, user);
         if (out) out[k] = id;
         if (k + 1 == o->max_new_tokens) break;
-        if (f.cache->len == T) {   /* full: slide by refeeding the last keep-1 tokens, then id */
+        if (f.len == T) {   /* full: slide by refeeding the last keep-1 tokens, then id */
             memmove(win, win + wn - (keep - 1), (size_t)(keep - 1) * sizeof *win);
             wn = keep - 1;
-            ag_kv_cache_clear(f.cache);
+            feeder_clear(&f);
             for (int i = 0; i < wn; i++)
                 if ((st = feed(&f, win[i], err, errlen))) goto out;
         }
@@ -124,6 +147,7 @@ out:
     free(scratch);
     free(win);
     free(f.logits);
+    free(f.ids);
     ag_kv_cache_free(f.cache);
     ag_ctx_free(f.ctx);
     return st;

@@ -14,14 +14,17 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "attn.h"
 #include "checkpoint.h"
 #include "plot.h"
+#include "trace.h"
 #include "train.h"
 
 #define PATHLEN 4096
 #define TAG_BATCH 0x62617463686573ull   /* "batches" */
 #define TAG_EVAL 0x6576616c7561ull      /* "evalua" */
 #define TAG_DROP 0x64726f706f7574ull    /* "dropout" */
+#define TAG_STATS 0x6174746e737473ull   /* "attnsts" */
 
 // --- small helpers ---
 
@@ -106,6 +109,10 @@ typedef struct {
     lm_train_state st;
     ag_ctx *ctx;
     int *x, *y;            /* [B,T] */
+    ag_tensor **attn;      /* [n_layer] recorded attention weights (--log-attn-stats) */
+    double *entropy, *peak; /* [n_layer] their statistics at the last evaluation */
+    char *stats;           /* metrics.csv's attention columns of this row, ",e0,p0,..." */
+    size_t stats_cap;
     FILE *metrics;
     bool plot_ok;
     bool resumed;
@@ -116,6 +123,10 @@ static void run_free(run *R)
     if (R->metrics) fclose(R->metrics);
     free(R->x);
     free(R->y);
+    free(R->attn);
+    free(R->entropy);
+    free(R->peak);
+    free(R->stats);
     ag_ctx_free(R->ctx);
     corpus_free(&R->c);
     lm_model_free(&R->m);
@@ -140,9 +151,10 @@ static ag_status merge_config(run *R, const lm_config *ck, bool resume, const ch
         bool given = o->given && o->given[i];
         if (f->shape) {
             if (f->flag && (given || o->config_given) && !lm_field_equal(&o->cfg, ck, f)) {
-                snprintf(err, errlen, "%s: the checkpoint in %s has %s %.0f, but %s asks for %.0f%s", f->flag,
-                         dir, f->key, lm_field_get(ck, f), given ? "the flag" : "--config",
-                         lm_field_get(&o->cfg, f),
+                char have[64], want[64];
+                snprintf(err, errlen, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag,
+                         dir, f->key, lm_field_format(ck, f, have, sizeof have), given ? "the flag" : "--config",
+                         lm_field_format(&o->cfg, f, want, sizeof want),
                          resume ? " (a resumed run keeps its model shape)" : "");
                 return AG_ERR_ARG;
             }
@@ -222,16 +234,34 @@ static ag_status setup(run *R, char *err, size_t errlen)
     R->ctx = ag_ctx_new();
     R->x = malloc((size_t)B * T * sizeof *R->x);
     R->y = malloc((size_t)B * T * sizeof *R->y);
-    if (!R->ctx || !R->x || !R->y) {
+    R->attn = calloc((size_t)R->cfg.model.n_layer, sizeof *R->attn);
+    R->entropy = calloc((size_t)R->cfg.model.n_layer, sizeof *R->entropy);
+    R->peak = calloc((size_t)R->cfg.model.n_layer, sizeof *R->peak);
+    R->stats_cap = 48 * (size_t)R->cfg.model.n_layer + 8;   /* ",%.6f,%.6f" per layer */
+    R->stats = calloc(R->stats_cap, 1);
+    if (!R->ctx || !R->x || !R->y || !R->attn || !R->entropy || !R->peak || !R->stats) {
         snprintf(err, errlen, "out of memory");
         return AG_ERR_NOMEM;
     }
+    ag_ctx_set_detect_anomaly(R->ctx, R->cfg.detect_anomaly);
+    /* with --detect-anomaly attention runs op by op, so the message can name the step that went
+     * wrong (the scores' matmul, the softmax, ...) instead of the one fused op */
+    for (int l = 0; R->cfg.detect_anomaly && l < R->cfg.model.n_layer; l++) R->m.g->blocks[l].attn.composed = true;
     return AG_OK;
 }
 
 // --- metrics.csv ---
 
-static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s\n";
+static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s";
+
+/* The header line: the six columns, then two per layer with --log-attn-stats. */
+static bool put_header(const run *R, FILE *out)
+{
+    bool ok = fputs(metrics_header, out) >= 0;
+    for (int l = 0; ok && R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++)
+        ok = fprintf(out, ",attn_entropy_L%d,attn_max_L%d", l, l) >= 0;
+    return ok && fputs("\n", out) >= 0;
+}
 
 /* New run: a fresh file. Resume: the rows before `start` are kept (rewritten atomically). */
 static ag_status open_metrics(run *R, long start, char *err, size_t errlen)
@@ -249,14 +279,16 @@ static ag_status open_metrics(run *R, long start, char *err, size_t errlen)
         if (in) fclose(in);
         return AG_ERR_IO;
     }
-    bool ok = fputs(metrics_header, out) >= 0;
+    bool ok = put_header(R, out);
     if (in) {
-        char line[512];
-        while (ok && fgets(line, sizeof line, in)) {
+        char *line = NULL;
+        size_t cap = 0;
+        while (ok && getline(&line, &cap, in) >= 0) {
             char *end;
             long it = strtol(line, &end, 10);
             if (end != line && *end == ',' && it < start) ok = fputs(line, out) >= 0;
         }
+        free(line);
         fclose(in);
     }
     if (fclose(out) != 0 || !ok || rename(tmp, path) != 0) {
@@ -306,6 +338,34 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
     return AG_OK;
 }
 
+/* --log-attn-stats: one batch (validation split, else training) through the model with every
+ * layer's attention weights recorded; R->entropy[l] and R->peak[l] get their statistics, and
+ * cols the metrics.csv columns ",entropy_0,peak_0,entropy_1,...". */
+static ag_status attn_stats(run *R, long it, char *cols, size_t n, char *err, size_t errlen)
+{
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
+    ag_rng rng;
+    ag_rng_seed(&rng, mix64(R->cfg.seed ^ TAG_STATS, (uint64_t)it));
+    bool val = R->n_val > 0;
+    get_batch(R->c.ids + (val ? R->n_train : 0), val ? R->n_val : R->n_train, B, T, &rng, R->x, R->y);
+    ag_ctx_reset(R->ctx);
+    ag_status s = lm_attn_record(R->ctx, R->m.g, R->x, B, T, R->attn);
+    if (s) {
+        snprintf(err, errlen, "attention statistics: %s", ag_ctx_error(R->ctx));
+        ag_ctx_reset(R->ctx);
+        return s;
+    }
+    size_t len = 0;
+    cols[0] = '\0';
+    for (int l = 0; l < L; l++) {
+        lm_attn_stats(R->attn[l]->data, B, R->cfg.model.n_head, T, &R->entropy[l], &R->peak[l]);
+        int w = snprintf(cols + len, len < n ? n - len : 0, ",%.6f,%.6f", R->entropy[l], R->peak[l]);
+        if (w > 0) len += (size_t)w;
+    }
+    ag_ctx_reset(R->ctx);
+    return AG_OK;
+}
+
 static ag_status evaluate(run *R, long it, double *tl, double *vl, char *err, size_t errlen)
 {
     ag_rng rng;
@@ -330,6 +390,11 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
     ag_tensor *loss = NULL;
     ag_gpt_forward(R->ctx, g, R->x, R->y, B, T, true, mix64(c->seed ^ TAG_DROP, (uint64_t)it), &loss);
     ag_status s = ag_ctx_status(R->ctx);
+    if (s == AG_ERR_NONFINITE) {   /* --detect-anomaly: the first op that went non-finite */
+        snprintf(err, errlen, "iteration %ld: %s; stopped before the optimizer step, the last checkpoint "
+                 "(iteration %ld) is untouched", it, ag_ctx_error(R->ctx), R->st.iter);
+        return s;
+    }
     if (!loss || s) {
         snprintf(err, errlen, "iteration %ld: %s", it, ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
         return s ? s : AG_ERR_ARG;
@@ -341,7 +406,9 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
         return AG_ERR_NONFINITE;
     }
     if ((s = ag_backward(R->ctx, loss))) {
-        snprintf(err, errlen, "iteration %ld: backward: %s", it, ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : ag_status_str(s));
+        snprintf(err, errlen, "iteration %ld: backward: %s%s", it,
+                 ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : ag_status_str(s),
+                 s == AG_ERR_NONFINITE ? "; stopped before the optimizer step, the last checkpoint is untouched" : "");
         return s;
     }
     double norm = ag_clip_grad_norm(P, c->grad_clip);   /* clip <= 0: only measures */
@@ -357,6 +424,17 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
     case LM_ADAM: ag_adam_step(P, &ac, lr, t); break;
     case LM_SGD: ag_sgd_step(P, lr, c->momentum); break;
     }
+    if (c->detect_anomaly)   /* the optimizer is no op on the tape: check what it wrote */
+        for (int e = 0; e < P->n; e++) {
+            const ag_tensor *t = P->entries[e].t;
+            for (size_t i = 0; i < ag_numel(t); i++)
+                if (!isfinite(t->data[i])) {
+                    snprintf(err, errlen, "iteration %ld: the %s step made %s non-finite (element %zu is %g; lr %g); "
+                             "the last checkpoint (iteration %ld) is untouched", it,
+                             lm_optimizer_name(c->optimizer), t->name, i, (double)t->data[i], lr, R->st.iter);
+                    return AG_ERR_NONFINITE;
+                }
+        }
     ag_ctx_reset(R->ctx);
     *loss_out = lv;
     return AG_OK;
@@ -374,6 +452,17 @@ static void log_header(const run *R)
     fprintf(f, "model: %d layers, %d heads, n_embd %d, block_size %d, vocab %d: %zu parameters\n",
             c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.block_size, c->model.vocab_size,
             R->m.g->params->total);
+    char sw[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < lm_n_fields; i++) {   /* the switches that are not MODEL.md's default */
+        const lm_field *fl = &lm_fields[i];
+        char v[64];
+        if (!fl->optional || lm_field_get(c, fl) == 0 || len >= sizeof sw) continue;
+        int w = snprintf(sw + len, sizeof sw - len, "%s%s%s%s", len ? ", " : "", fl->flag,
+                         fl->type == LM_T_BOOL ? "" : " ", fl->type == LM_T_BOOL ? "" : lm_field_format(c, fl, v, sizeof v));
+        if (w > 0) len += (size_t)w;
+    }
+    if (len) fprintf(f, "switches: %s\n", sw);
     fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %ld), batch %d, %ld steps, eval every %ld; "
             "checkpoint %s\n", lm_optimizer_name(c->optimizer), c->lr, c->min_lr, c->warmup_iters,
             c->lr_decay_iters, c->batch_size, c->max_iters, c->eval_interval, R->o->out_dir);
@@ -400,6 +489,15 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
     r->n_params = (long)R.m.g->params->total;
     r->vocab_size = R.voc->V;
     r->train_loss = r->val_loss = NAN;
+    if (o->trace) {   /* --trace-shapes: one forward pass of a few training windows, op by op */
+        log_header(&R);
+        if ((s = lm_trace_text(o->trace, R.m.g, R.c.ids, R.n_train, true, "the training text", err, errlen)))
+            goto out;
+        if (o->trace_only) {
+            r->iter = start;
+            goto out;
+        }
+    }
     if (R.resumed && start >= c->max_iters) {
         if (o->log)
             fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir,
@@ -420,7 +518,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
         warn(&R, msg);
     }
     if ((s = open_metrics(&R, start, err, errlen))) goto out;
-    log_header(&R);
+    if (!o->trace) log_header(&R);
 
     bool tty = o->log && isatty(fileno(o->log));
     long log_every = o->log_every > 0 ? o->log_every : 10;
@@ -442,6 +540,9 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
         }
         bool last = it == c->max_iters;
         char tl_s[32] = "", vl_s[32] = "";
+        char *stats = R.stats;   /* --log-attn-stats: ",e0,p0,e1,p1..." at evaluations, else ",,,," */
+        stats[0] = '\0';
+        for (int l = 0; c->log_attn_stats && l < c->model.n_layer; l++) strcat(stats, ",,");
         if (it % c->eval_interval == 0 || last) {
             double tl, vl;
             if (R.resumed && it == start && R.st.has_eval) {
@@ -454,10 +555,17 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
             r->val_loss = vl;
             fmt_loss(tl_s, sizeof tl_s, true, tl);
             fmt_loss(vl_s, sizeof vl_s, R.n_val > 0, vl);
+            if (c->log_attn_stats && (s = attn_stats(&R, it, stats, R.stats_cap, err, errlen))) goto out;
             if (o->log) {
                 if (tty) fputs("\r\033[K", o->log);
                 if (R.n_val > 0) fprintf(o->log, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
                 else fprintf(o->log, "iter %ld: train %.4f\n", it, tl);
+                if (c->log_attn_stats) {
+                    fprintf(o->log, "  attention entropy / peak weight:");
+                    for (int l = 0; l < c->model.n_layer; l++)
+                        fprintf(o->log, "  L%d %.3f / %.3f", l, R.entropy[l], R.peak[l]);
+                    fputs("\n", o->log);
+                }
                 fflush(o->log);
             }
             if (saved_at != it) {
@@ -469,7 +577,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
                 if ((s = lm_ckpt_save(o->out_dir, R.m.g, c, R.voc, &R.st, err, errlen))) goto out;
                 saved_at = it;
             }
-            if (last && fprintf(R.metrics, "%ld,,,%s,%s,\n", it, tl_s, vl_s) < 0) {
+            if (last && fprintf(R.metrics, "%ld,,,%s,%s,%s\n", it, tl_s, vl_s, stats) < 0) {
                 snprintf(err, errlen, "%s/metrics.csv: write failed", o->out_dir);
                 s = AG_ERR_IO;
                 goto out;
@@ -477,7 +585,9 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
             fflush(R.metrics);
             if (R.plot_ok && it > 0) {
                 char why[512];
-                if (lm_plot_loss(o->out_dir, R.n_val > 0, why, sizeof why)) {
+                if (lm_plot_loss(o->out_dir, R.n_val > 0, why, sizeof why) ||
+                    (c->log_attn_stats &&
+                     lm_plot_attn_stats(o->out_dir, c->model.n_layer, c->model.block_size, why, sizeof why))) {
                     warn(&R, why);
                     R.plot_ok = false;
                 }
@@ -486,6 +596,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
         if (last) break;
 
         double t0 = now_s(), lr = ag_lr_at(&sched, it), loss;
+        if (o->before_step) o->before_step(it, R.m.g, o->hook_user);
         if ((s = step(&R, it, lr, &loss, err, errlen))) {
             if (tty) fputs("\n", o->log);
             goto out;
@@ -493,7 +604,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
         double dt = now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
         ema_dt = it == start ? (dt > 0 ? dt : 1e-9) : 0.9 * ema_dt + 0.1 * dt;   /* smoothed step time */
         if (o->losses && it < o->n_losses) o->losses[it] = loss;
-        if (fprintf(R.metrics, "%ld,%.6g,%.6f,%s,%s,%.1f\n", it, lr, loss, tl_s, vl_s, tok_s) < 0) {
+        if (fprintf(R.metrics, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, tl_s, vl_s, tok_s, stats) < 0) {
             snprintf(err, errlen, "%s/metrics.csv: write failed", o->out_dir);
             s = AG_ERR_IO;
             goto out;

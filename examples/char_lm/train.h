@@ -21,6 +21,22 @@
  * --init-from (opts.init_from): a new run whose weights and vocabulary are another
  * checkpoint's; the model's shape is that checkpoint's (flags that contradict it: AG_ERR_ARG).
  *
+ * --trace-shapes (opts.trace): after the model is built, one forward pass of a few training
+ * windows is printed op by op (trace.h); opts.trace_only stops there (nothing is written).
+ * --detect-anomaly (cfg.detect_anomaly): the training ctx checks every op output and every
+ * gradient, so the first one that goes NaN/Inf stops the step with AG_ERR_NONFINITE and a
+ * message naming the op, its shape and its layer (attention then runs op by op, so the op is
+ * the matmul of the scores, the softmax, ... rather than the fused kernel); after each
+ * optimizer step the weights are checked too. Either way the optimizer never takes the step and the last checkpoint stays (a
+ * checkpoint with a non-finite weight is never written: lm_ckpt_save refuses it).
+ * --log-attn-stats (cfg.log_attn_stats): at each evaluation one batch (of the validation split,
+ * or the training split without one) runs with every layer's attention weights recorded;
+ * metrics.csv gains, per layer l, attn_entropy_L<l> (the mean entropy, in nats, of the
+ * attention rows over queries t >= 1, heads and batch: ln(t+1) for uniform weights, 0 for a
+ * one-hot row) and attn_max_L<l> (the mean over the same rows of the largest weight: 1/(t+1)
+ * uniform, 1 saturated). Query 0 sees only itself (weight 1, entropy 0) and is left out. The
+ * companion plot DIR/attn.png is redrawn with loss.png.
+ *
  * ERRORS: the function returns a status and one line in err; main.c prints it. AG_ERR_ARG means
  * "the arguments do not fit the data or the checkpoint" (block_size longer than the text, a
  * different model shape on --resume, ...), so main.c exits 2 for it and 1 for the rest.
@@ -51,6 +67,12 @@ typedef struct {
                                     step, write a checkpoint, return AG_OK with interrupted */
     double *losses;              /* if not NULL: losses[it] = the loss of step it, */
     long n_losses;               /*   for it < n_losses (tests compare runs with it) */
+    FILE *trace;                 /* --trace-shapes: the trace goes here (NULL: none) */
+    bool trace_only;             /* --trace-only: stop after the trace */
+    /* A hook for tests and experiments: called before each optimizer step with the model
+     * (e.g. to poison a weight and watch --detect-anomaly catch it). NULL: none. */
+    void (*before_step)(long it, ag_gpt *g, void *user);
+    void *hook_user;
 } lm_train_opts;
 
 typedef struct {

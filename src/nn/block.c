@@ -1,10 +1,15 @@
-/* block.c -- one Pre-LN Transformer block (MODEL.md):
+/* block.c -- one Transformer block, Pre-LN as MODEL.md (the default) or Post-LN, its norms
+ * LayerNorm (MODEL.md) or RMSNorm, its MLP GELU (MODEL.md) or SwiGLU (mlp.c):
  *
- *   x = x + dropout(attn(LN1(x)))        [B,T,C]
- *   x = x + dropout(mlp(LN2(x)))         [B,T,C]
+ *   Pre-LN:   x = x + dropout(attn(LN1(x)))        [B,T,C]
+ *             x = x + dropout(mlp(LN2(x)))         [B,T,C]
+ *   Post-LN:  x = LN1(x + dropout(attn(x)))        [B,T,C]   (Vaswani et al. 2017)
+ *             x = LN2(x + dropout(mlp(x)))         [B,T,C]
  *
  * Pre-LN (the norm inside the residual branch, as GPT-2) keeps an identity path from the
- * output to the input, so gradients reach the first block undiminished. Built from ops only. */
+ * output to the input, so gradients reach the first block undiminished. Post-LN puts every
+ * path through a norm; it trains too, but wants a warmup (Xiong et al. 2020, "On Layer
+ * Normalization in the Transformer Architecture"). Built from ops only. */
 #include <stdio.h>
 #include "nn.h"
 
@@ -18,21 +23,46 @@ static uint64_t site_seed(uint64_t seed, uint64_t site)
     return z ^ (z >> 31);
 }
 
-ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, double std, double std_out)
+/* Registers prefix.which ("ln1", "ln2") as the block's kind of norm: LayerNorm (weight, bias)
+ * or RMSNorm (weight) under the same name. */
+static ag_status norm_init(ag_norm_kind kind, ag_params *P, const char *prefix, const char *which,
+                           ag_layernorm_layer *ln, ag_rmsnorm_layer *rms, int C)
+{
+    char name[128];
+    int n = snprintf(name, sizeof name, "%s.%s", prefix, which);
+    if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
+    return kind == AG_RMSNORM ? ag_rmsnorm_layer_init(rms, P, name, C) : ag_layernorm_layer_init(ln, P, name, C);
+}
+
+/* The block's norm of x [B,T,C]: LN1 or LN2 (LayerNorm or RMSNorm). */
+static ag_tensor *norm(ag_ctx *ctx, const ag_block *Bk, int which, ag_tensor *x)
+{
+    if (Bk->norm == AG_RMSNORM) return ag_rmsnorm_layer_forward(ctx, which == 1 ? &Bk->rms1 : &Bk->rms2, x);
+    return ag_layernorm_layer_forward(ctx, which == 1 ? &Bk->ln1 : &Bk->ln2, x);   // [B,T,C]
+}
+
+ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, const ag_block_opts *opts,
+                        double std, double std_out)
 {
     if (!Bk || !P || !prefix) return AG_ERR_ARG;
+    const ag_block_opts def = { AG_PRE_LN, AG_LAYERNORM, AG_MLP_GELU };
+    if (!opts) opts = &def;
+    if (opts->norm_position != AG_PRE_LN && opts->norm_position != AG_POST_LN) return AG_ERR_ARG;
+    if (opts->norm != AG_LAYERNORM && opts->norm != AG_RMSNORM) return AG_ERR_ARG;
     int n = snprintf(Bk->scope, sizeof Bk->scope, "%s", prefix);
     if (n < 0 || (size_t)n >= sizeof Bk->scope) return AG_ERR_ARG;
+    Bk->norm_position = opts->norm_position;
+    Bk->norm = opts->norm;
+    Bk->ln1 = Bk->ln2 = (ag_layernorm_layer){ 0 };
+    Bk->rms1 = Bk->rms2 = (ag_rmsnorm_layer){ 0 };
     char name[128];
     /* registration order is MODEL.md's: ln1, attn, ln2, mlp */
-    snprintf(name, sizeof name, "%s.ln1", prefix);
-    ag_status s = ag_layernorm_layer_init(&Bk->ln1, P, name, C);
+    ag_status s = norm_init(Bk->norm, P, prefix, "ln1", &Bk->ln1, &Bk->rms1, C);
     snprintf(name, sizeof name, "%s.attn", prefix);
     if (s == AG_OK) s = ag_mha_init(&Bk->attn, P, name, C, H, std, std_out);
-    snprintf(name, sizeof name, "%s.ln2", prefix);
-    if (s == AG_OK) s = ag_layernorm_layer_init(&Bk->ln2, P, name, C);
+    if (s == AG_OK) s = norm_init(Bk->norm, P, prefix, "ln2", &Bk->ln2, &Bk->rms2, C);
     snprintf(name, sizeof name, "%s.mlp", prefix);
-    if (s == AG_OK) s = ag_mlp_init(&Bk->mlp, P, name, C, std, std_out);
+    if (s == AG_OK) s = ag_mlp_init(&Bk->mlp, P, name, C, opts->mlp, std, std_out);
     return s;
 }
 
@@ -41,14 +71,24 @@ ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_te
 {
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, Bk->scope);
-    ag_tensor *h = ag_layernorm_layer_forward(ctx, &Bk->ln1, x);                   // [B,T,C]
-    h = ag_mha_forward(ctx, &Bk->attn, h, mask, dropout, site_seed(seed, 0), train); // [B,T,C]
-    h = ag_dropout(ctx, h, dropout, site_seed(seed, 1), train);                    // [B,T,C]
-    x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
-    h = ag_layernorm_layer_forward(ctx, &Bk->ln2, x);                              // [B,T,C]
-    h = ag_mlp_forward(ctx, &Bk->mlp, h);                                          // [B,T,C]
-    h = ag_dropout(ctx, h, dropout, site_seed(seed, 2), train);                    // [B,T,C]
-    x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
+    ag_tensor *h;
+    if (Bk->norm_position == AG_POST_LN) {
+        h = ag_mha_forward(ctx, &Bk->attn, x, mask, dropout, site_seed(seed, 0), train); // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, site_seed(seed, 1), train);                    // [B,T,C]
+        x = norm(ctx, Bk, 1, ag_add(ctx, x, h));                                // [B,T,C] LN1(x + attn(x))
+        h = ag_mlp_forward(ctx, &Bk->mlp, x);                                          // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, site_seed(seed, 2), train);                    // [B,T,C]
+        x = norm(ctx, Bk, 2, ag_add(ctx, x, h));                                // [B,T,C] LN2(x + mlp(x))
+    } else {
+        h = norm(ctx, Bk, 1, x);                                                // [B,T,C]
+        h = ag_mha_forward(ctx, &Bk->attn, h, mask, dropout, site_seed(seed, 0), train); // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, site_seed(seed, 1), train);                    // [B,T,C]
+        x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
+        h = norm(ctx, Bk, 2, x);                                                // [B,T,C]
+        h = ag_mlp_forward(ctx, &Bk->mlp, h);                                          // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, site_seed(seed, 2), train);                    // [B,T,C]
+        x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
+    }
     ag_ctx_set_scope(ctx, outer);
     return x;
 }

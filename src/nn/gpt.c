@@ -9,11 +9,19 @@
  * Parameters are registered in MODEL.md's order under its names, and initialised as it says:
  * Linear/Embedding weights N(0, 0.02), w_o and fc2 weights N(0, 0.02/sqrt(2 n_layer)) (GPT-2:
  * each block adds two branches to the residual stream), biases 0, LayerNorm weight 1, bias 0.
+ * With cfg->init == AG_WEIGHTS_XAVIER every Linear weight (w_q, w_k, w_v, w_o, the MLP's and
+ * lm_head) is drawn again, uniform in [-a, a] with a = sqrt(6 / (fan_in + fan_out)) (Glorot &
+ * Bengio 2010; PyTorch's xavier_uniform_), which keeps the variance of activations and of
+ * gradients about equal from layer to layer; embeddings keep N(0, 0.02).
+ * The other switches of ag_gpt_config go to the blocks (norm position, norm, MLP) and to the
+ * attention layers (scale, mask fill). With Post-LN the final ln_f is kept, so every
+ * configuration has the same parameter names; after a Post-LN block it is nearly an affine map.
  * Reference: Radford et al. 2019 (GPT-2); karpathy/nanoGPT model.py. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "../tensor/rng.h"
 #include "nn.h"
 
 #define INIT_STD 0.02
@@ -42,6 +50,36 @@ static ag_gpt *fail(char *err, size_t errlen, const char *fmt, ...)
 
 // --- lifecycle ---
 
+/* W [out,in] uniform in [-a, a], a = sqrt(6 / (in + out)): Var = a^2/3 = 2 / (in + out). */
+static void xavier_fill(ag_tensor *W, ag_rng *r)
+{
+    double a = sqrt(6.0 / (double)(W->shape[0] + W->shape[1]));
+    for (size_t i = 0; i < ag_numel(W); i++) W->data[i] = (ag_real)(a * (2 * ag_rng_uniform(r) - 1));
+}
+
+/* --init xavier: every Linear weight drawn again (from its own stream of seed). */
+static void xavier_init(ag_gpt *g, uint64_t seed)
+{
+    ag_rng r;
+    ag_rng_seed(&r, site_seed(seed, 0x78617669ull));   /* "xavi" */
+    for (int l = 0; l < g->cfg.n_layer; l++) {
+        ag_block *Bk = &g->blocks[l];
+        xavier_fill(Bk->attn.w_q.W, &r);
+        xavier_fill(Bk->attn.w_k.W, &r);
+        xavier_fill(Bk->attn.w_v.W, &r);
+        xavier_fill(Bk->attn.w_o.W, &r);
+        if (Bk->mlp.kind == AG_MLP_SWIGLU) {
+            xavier_fill(Bk->mlp.swiglu.w_gate.W, &r);
+            xavier_fill(Bk->mlp.swiglu.w_up.W, &r);
+            xavier_fill(Bk->mlp.swiglu.w_down.W, &r);
+        } else {
+            xavier_fill(Bk->mlp.fc1.W, &r);
+            xavier_fill(Bk->mlp.fc2.W, &r);
+        }
+    }
+    xavier_fill(g->lm_head.W, &r);
+}
+
 ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t errlen)
 {
     if (err && errlen) err[0] = '\0';
@@ -54,6 +92,16 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t er
     if (cfg->block_size <= 0) return fail(err, errlen, "block_size must be > 0 (got %d)", cfg->block_size);
     if (!(cfg->dropout >= 0 && cfg->dropout < 1))
         return fail(err, errlen, "dropout must be in [0, 1) (got %g)", cfg->dropout);
+    if (cfg->norm_position != AG_PRE_LN && cfg->norm_position != AG_POST_LN)
+        return fail(err, errlen, "norm_position must be AG_PRE_LN or AG_POST_LN (got %d)", (int)cfg->norm_position);
+    if (cfg->norm != AG_LAYERNORM && cfg->norm != AG_RMSNORM)
+        return fail(err, errlen, "norm must be AG_LAYERNORM or AG_RMSNORM (got %d)", (int)cfg->norm);
+    if (cfg->mlp != AG_MLP_GELU && cfg->mlp != AG_MLP_SWIGLU)
+        return fail(err, errlen, "mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got %d)", (int)cfg->mlp);
+    if (cfg->init != AG_WEIGHTS_NORMAL && cfg->init != AG_WEIGHTS_XAVIER)
+        return fail(err, errlen, "init must be AG_WEIGHTS_NORMAL or AG_WEIGHTS_XAVIER (got %d)", (int)cfg->init);
+    if (cfg->mask_fill != AG_MASK_NEG_INF && cfg->mask_fill != AG_MASK_NEG_1E9)
+        return fail(err, errlen, "mask_fill must be AG_MASK_NEG_INF or AG_MASK_NEG_1E9 (got %d)", (int)cfg->mask_fill);
 
     int V = cfg->vocab_size, C = cfg->n_embd, L = cfg->n_layer;
     ag_gpt *g = calloc(1, sizeof *g);
@@ -67,15 +115,20 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t er
     }
     ag_params *P = g->params;
     double std_out = INIT_STD / sqrt(2.0 * L);
+    const ag_block_opts bo = { cfg->norm_position, cfg->norm, cfg->mlp };
     ag_status s = ag_embedding_layer_init(&g->tok_emb, P, "tok_emb", V, C, INIT_STD);
     if (s == AG_OK) s = ag_embedding_layer_init(&g->pos_emb, P, "pos_emb", cfg->block_size, C, INIT_STD);
     for (int l = 0; l < L && s == AG_OK; l++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "blocks.%d", l);
-        s = ag_block_init(&g->blocks[l], P, prefix, C, cfg->n_head, INIT_STD, std_out);
-        g->blocks[l].attn.composed = cfg->composed_attention;
+        s = ag_block_init(&g->blocks[l], P, prefix, C, cfg->n_head, &bo, INIT_STD, std_out);
+        ag_mha *A = &g->blocks[l].attn;
+        A->composed = cfg->composed_attention;
+        if (cfg->no_scale) A->scale = 1;
+        if (cfg->mask_fill == AG_MASK_NEG_1E9) A->mask_fill = (ag_real)-1e9;
     }
-    if (s == AG_OK) s = ag_layernorm_layer_init(&g->ln_f, P, "ln_f", C);
+    if (s == AG_OK && cfg->norm == AG_RMSNORM) s = ag_rmsnorm_layer_init(&g->rms_f, P, "ln_f", C);
+    else if (s == AG_OK) s = ag_layernorm_layer_init(&g->ln_f, P, "ln_f", C);
     if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);
     if (s == AG_OK) s = ag_params_alloc(P);
     if (s != AG_OK) {
@@ -83,6 +136,7 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t er
         return fail(err, errlen, "ag_gpt_new: cannot create the parameters: %s", ag_status_str(s));
     }
     ag_params_init(P, seed);
+    if (cfg->init == AG_WEIGHTS_XAVIER) xavier_init(g, seed);
     return g;
 }
 
@@ -92,6 +146,12 @@ void ag_gpt_free(ag_gpt *g)
     ag_params_free(g->params);
     free(g->blocks);
     free(g);
+}
+
+bool ag_gpt_cache_exact(const ag_gpt *g)
+{
+    /* kv_cache.c runs the Pre-LN LayerNorm block with 1/sqrt(D) itself; the MLP is ag_mlp_forward */
+    return g && g->cfg.norm_position == AG_PRE_LN && g->cfg.norm == AG_LAYERNORM;
 }
 
 // --- forward ---
@@ -124,7 +184,8 @@ ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *tar
     for (int l = 0; l < g->cfg.n_layer; l++)
         x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, site_seed(seed, 1 + (uint64_t)l), train); // [B,T,C]
     ag_ctx_set_scope(ctx, "ln_f");
-    x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                          // [B,T,C]
+    if (g->cfg.norm == AG_RMSNORM) x = ag_rmsnorm_layer_forward(ctx, &g->rms_f, x); // [B,T,C]
+    else x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                     // [B,T,C]
     ag_ctx_set_scope(ctx, "lm_head");
     ag_tensor *logits = ag_linear_layer_forward(ctx, &g->lm_head, x);          // [B,T,V]
     if (loss && targets) {

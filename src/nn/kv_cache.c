@@ -76,7 +76,7 @@ static ag_tensor *cache_rows(ag_ctx *ctx, ag_kv_cache *c, ag_real *buf, int l, i
 /* x [1,1,C] at position p = c->len -> [1,1,C]; stores this position's k and v. */
 static ag_tensor *mha_cached(ag_ctx *ctx, const ag_mha *A, ag_kv_cache *c, int l, ag_tensor *x)
 {
-    int D = A->C / A->H, p = c->len;
+    int p = c->len;
     ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [1,1,C]
     ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [1,1,C]
     ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [1,1,C]
@@ -89,7 +89,7 @@ static ag_tensor *mha_cached(ag_ctx *ctx, const ag_mha *A, ag_kv_cache *c, int l
     ag_tensor *K = cache_rows(ctx, c, c->k, l, p + 1);              // [1,H,p+1,D]
     ag_tensor *V = cache_rows(ctx, c, c->v, l, p + 1);              // [1,H,p+1,D]
     ag_tensor *s = ag_matmul(ctx, q, ag_transpose(ctx, K));         // [1,H,1,p+1]
-    s = ag_scale(ctx, s, (ag_real)(1.0 / sqrt((double)D)));         // [1,H,1,p+1]
+    s = ag_scale(ctx, s, A->scale);                                 // [1,H,1,p+1] 1/sqrt(D) or 1
     ag_tensor *a = ag_softmax(ctx, s);                              // [1,H,1,p+1]
     ag_tensor *o = ag_matmul(ctx, a, V);                            // [1,H,1,D]
     o = ag_merge_heads(ctx, o);                                     // [1,1,C]
@@ -103,6 +103,11 @@ ag_tensor *ag_gpt_forward_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int
     if (ag_ctx_status(ctx) != AG_OK) return NULL;
     if (!g || !cache) {
         ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: no model or no cache");
+        return NULL;
+    }
+    if (!ag_gpt_cache_exact(g)) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: this model's configuration (post-LN or RMSNorm) "
+                    "has no cached path; use ag_gpt_forward");
         return NULL;
     }
     int p = cache->len;

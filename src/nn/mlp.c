@@ -1,13 +1,25 @@
-/* mlp.c -- the Transformer's feed-forward part: y = fc2(GELU(fc1(x))), C -> 4C -> C
- * (MODEL.md; GELU in its tanh form). Built from ops only. */
+/* mlp.c -- the Transformer's feed-forward part, one of two kinds:
+ *
+ *   GELU (MODEL.md):     y = fc2(GELU(fc1(x)))              C -> 4C -> C, GELU in its tanh form
+ *   SwiGLU (--mlp swiglu, Shazeer 2020; LLaMA):
+ *                        y = w_down(SiLU(w_gate(x)) * w_up(x))   C -> F -> C
+ *
+ * SwiGLU has three matrices instead of two, so its width F = round(8C/3) keeps the parameter
+ * count of the 4C GELU MLP (3 * C * 8C/3 = 2 * C * 4C): a comparison at the same size.
+ * Built from ops only (the SwiGLU layer lives in swiglu.c). */
 #include <stdio.h>
 #include "nn.h"
 
-ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, double std, double std_out)
+int ag_swiglu_width(int C) { return (8 * C + 1) / 3; }   /* 8C/3 rounded to the nearest */
+
+ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, ag_mlp_kind kind, double std,
+                      double std_out)
 {
-    if (!M || !P || !prefix || C <= 0) return AG_ERR_ARG;
+    if (!M || !P || !prefix || C <= 0 || (kind != AG_MLP_GELU && kind != AG_MLP_SWIGLU)) return AG_ERR_ARG;
     int n = snprintf(M->scope, sizeof M->scope, "%s", prefix);
     if (n < 0 || (size_t)n >= sizeof M->scope) return AG_ERR_ARG;
+    M->kind = kind;
+    if (kind == AG_MLP_SWIGLU) return ag_swiglu_init(&M->swiglu, P, prefix, C, ag_swiglu_width(C), std, std_out);
     char name[128];
     n = snprintf(name, sizeof name, "%s.fc1", prefix);
     if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
@@ -20,6 +32,7 @@ ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, double
 
 ag_tensor *ag_mlp_forward(ag_ctx *ctx, const ag_mlp *M, ag_tensor *x)
 {
+    if (M->kind == AG_MLP_SWIGLU) return ag_swiglu_forward(ctx, &M->swiglu, x);   // [...,C]
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, M->scope);
     ag_tensor *h = ag_linear_layer_forward(ctx, &M->fc1, x);       // [...,4C]

@@ -40,37 +40,107 @@ typedef struct {
 ag_status ag_layernorm_layer_init(ag_layernorm_layer *L, ag_params *P, const char *prefix, int C);
 ag_tensor *ag_layernorm_layer_forward(ag_ctx *ctx, const ag_layernorm_layer *L, ag_tensor *x); /* [...,C] */
 
+/* ---- RMSNorm (eps 1e-5): x / sqrt(mean(x^2) + eps) * w, the alternative to LayerNorm ---- */
+typedef struct {
+    ag_tensor *w;   /* [C] ones */
+    int C;
+} ag_rmsnorm_layer;
+/* Registers prefix.weight [C] (ones, not decayed). AG_ERR_ARG for C <= 0, a name too long or
+ * a duplicate; AG_ERR_NOMEM otherwise. */
+ag_status ag_rmsnorm_layer_init(ag_rmsnorm_layer *L, ag_params *P, const char *prefix, int C);
+ag_tensor *ag_rmsnorm_layer_forward(ag_ctx *ctx, const ag_rmsnorm_layer *L, ag_tensor *x); /* [...,C] */
+
+/* ---- SwiGLU MLP: w_down(silu(w_gate(x)) * w_up(x)), the alternative to ag_mlp ---- */
+typedef struct {
+    ag_linear_layer w_gate;  /* C -> hidden, with bias */
+    ag_linear_layer w_up;    /* C -> hidden, with bias */
+    ag_linear_layer w_down;  /* hidden -> C, with bias */
+    int C, hidden;
+    char scope[64];          /* "blocks.0.mlp", for --trace-shapes */
+} ag_swiglu;
+/* Registers prefix.w_gate, prefix.w_up (weights N(0, std)) and prefix.w_down (weight
+ * N(0, std_out): it writes into the residual stream), each .weight (decayed) and .bias
+ * (zeros), in that order. AG_ERR_ARG for C or hidden <= 0 or a bad name; AG_ERR_NOMEM. */
+ag_status ag_swiglu_init(ag_swiglu *S, ag_params *P, const char *prefix, int C, int hidden, double std,
+                         double std_out);
+/* x [...,C] -> [...,C], composed from ops only (three linears, silu, mul): no backward of its
+ * own. Nodes are recorded under S->scope; the ctx's scope is restored afterwards. */
+ag_tensor *ag_swiglu_forward(ag_ctx *ctx, const ag_swiglu *S, ag_tensor *x);
+
+/* ---- the switches of `char_lm train` (issue 6: compare what the tutorials argue about) ----
+ * Each enum's zero value is MODEL.md's choice, so a zero-initialised config is MODEL.md's model. */
+typedef enum { AG_PRE_LN = 0, AG_POST_LN } ag_norm_position;  /* norm inside / after the residual */
+typedef enum { AG_LAYERNORM = 0, AG_RMSNORM } ag_norm_kind;
+typedef enum { AG_MLP_GELU = 0, AG_MLP_SWIGLU } ag_mlp_kind;
+typedef enum { AG_WEIGHTS_NORMAL = 0, AG_WEIGHTS_XAVIER } ag_weight_init;
+typedef enum { AG_MASK_NEG_INF = 0, AG_MASK_NEG_1E9 } ag_mask_fill;
+
 /* ---- multi-head causal self-attention ---- */
 typedef struct {
     ag_linear_layer w_q, w_k, w_v, w_o;   /* each C -> C with bias */
     int C, H;
     bool composed;                         /* true: the op-by-op path below; false (default):
                                               the fused ag_attention kernel, same results */
+    ag_real scale;                         /* s = scale * q k^T: 1/sqrt(D) (MODEL.md, set by
+                                              ag_mha_init); 1 drops the scaling (--no-scale) */
+    ag_real mask_fill;                     /* the score of a masked position: -INFINITY
+                                              (MODEL.md, set by init) or a finite stand-in such
+                                              as -1e9, which takes the composed path */
+    ag_tensor **record;                    /* NULL (default), or where each forward stores its
+                                              attention weights A = softmax(s) [B,H,T,T] (a
+                                              tensor in ctx, valid until ag_ctx_reset; before
+                                              dropout). Recording takes the composed path. */
     char scope[64];                        /* "blocks.0.attn", for --trace-shapes */
 } ag_mha;
+/* Registers w_q, w_k, w_v (N(0, std)) and w_o (N(0, std_out)); scale 1/sqrt(D), mask_fill
+ * -inf, composed false, record NULL. AG_ERR_ARG when H does not divide C. */
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out);
 /* x [B,T,C], mask [T,T] (1 = may attend) or NULL for no mask -> [B,T,C].
  * dropout p on the attention weights when train (seeded by seed). */
 ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask,
                           ag_real dropout, uint64_t seed, bool train);
 
-/* ---- MLP: fc2(GELU(fc1(x))) ---- */
+/* ---- MLP: fc2(GELU(fc1(x))), C -> 4C -> C (MODEL.md), or a SwiGLU of width round(8C/3) ---- */
 typedef struct {
-    ag_linear_layer fc1;  /* C -> 4C */
-    ag_linear_layer fc2;  /* 4C -> C */
+    ag_mlp_kind kind;     /* AG_MLP_GELU (MODEL.md) or AG_MLP_SWIGLU */
+    ag_linear_layer fc1;  /* GELU: C -> 4C */
+    ag_linear_layer fc2;  /* GELU: 4C -> C */
+    ag_swiglu swiglu;     /* SWIGLU: w_gate, w_up C -> F, w_down F -> C, F = ag_swiglu_width(C) */
     char scope[64];       /* "blocks.0.mlp", for --trace-shapes */
 } ag_mlp;
-ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, double std, double std_out);
+/* The SwiGLU width round(8C/3): three matrices of C x F hold what the GELU MLP's two of C x 4C
+ * do, so the two kinds compare at (almost) the same parameter count. */
+int ag_swiglu_width(int C);
+/* GELU: registers prefix.fc1 (N(0, std)) and prefix.fc2 (N(0, std_out)). SwiGLU: prefix.w_gate,
+ * prefix.w_up (N(0, std)) and prefix.w_down (N(0, std_out)). AG_ERR_ARG for a bad kind. */
+ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, ag_mlp_kind kind, double std,
+                      double std_out);
 ag_tensor *ag_mlp_forward(ag_ctx *ctx, const ag_mlp *M, ag_tensor *x); /* [...,C] -> [...,C] */
 
-/* ---- Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x)) ---- */
+/* ---- Transformer block ----
+ *   Pre-LN (MODEL.md):  x = x + attn(LN1(x));   x = x + mlp(LN2(x))
+ *   Post-LN (Vaswani et al. 2017, --norm-position post):
+ *                       x = LN1(x + attn(x));   x = LN2(x + mlp(x))
+ * with dropout on each branch's output. */
 typedef struct {
-    ag_layernorm_layer ln1, ln2;
+    ag_norm_position norm_position;   /* AG_PRE_LN (MODEL.md) or AG_POST_LN */
+    ag_norm_kind norm;                /* AG_LAYERNORM (MODEL.md) */
+    ag_mlp_kind mlp;                  /* AG_MLP_GELU (MODEL.md) */
+} ag_block_opts;
+
+typedef struct {
+    ag_norm_position norm_position;
+    ag_norm_kind norm;
+    ag_layernorm_layer ln1, ln2;      /* norm == AG_LAYERNORM (else zeroed) */
+    ag_rmsnorm_layer rms1, rms2;      /* norm == AG_RMSNORM, registered under the same names
+                                         prefix.ln1 and prefix.ln2 (weight only) */
     ag_mha attn;
     ag_mlp mlp;
     char scope[64];
 } ag_block;
-ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, double std, double std_out);
+/* Registers ln1, attn, ln2, mlp under prefix in MODEL.md's order. opts NULL: MODEL.md's block. */
+ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, const ag_block_opts *opts,
+                        double std, double std_out);
 ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_tensor *mask,
                             ag_real dropout, uint64_t seed, bool train); /* [B,T,C] -> [B,T,C] */
 
@@ -83,6 +153,14 @@ typedef struct {
     int block_size;   /* T_max */
     double dropout;   /* 0 by default */
     bool composed_attention; /* attention op by op (readable, slower) instead of fused */
+    /* the switches; every zero value is MODEL.md's (so `{ V, L, H, C, T, 0, false }` is it) */
+    ag_norm_position norm_position; /* pre (MODEL.md) or post; ln_f is kept in both */
+    ag_norm_kind norm;               /* layernorm (MODEL.md) or rmsnorm */
+    ag_mlp_kind mlp;                 /* gelu (MODEL.md) or swiglu */
+    ag_weight_init init;             /* normal (MODEL.md) or xavier: Linear weights
+                                        U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
+    bool no_scale;                   /* drop the 1/sqrt(D) of the scores */
+    ag_mask_fill mask_fill;          /* -inf (MODEL.md) or -1e9 (the composed path) */
 } ag_gpt_config;
 
 typedef struct {
@@ -91,13 +169,14 @@ typedef struct {
     ag_embedding_layer tok_emb;    /* [V,C] */
     ag_embedding_layer pos_emb;    /* [T_max,C] */
     ag_block *blocks;              /* [n_layer], owned */
-    ag_layernorm_layer ln_f;
+    ag_layernorm_layer ln_f;       /* norm == AG_LAYERNORM (else zeroed) */
+    ag_rmsnorm_layer rms_f;        /* norm == AG_RMSNORM: "ln_f.weight" */
     ag_linear_layer lm_head;       /* C -> V */
 } ag_gpt;
 
 /* Checks the config (message in err), registers every parameter under its MODEL.md name in
- * MODEL.md's order, allocates them and initialises them from seed as MODEL.md says.
- * NULL on error. Free with ag_gpt_free. */
+ * MODEL.md's order, allocates them and initialises them from seed as MODEL.md says (or as
+ * cfg->init says). NULL on error. Free with ag_gpt_free. */
 ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t errlen);
 void ag_gpt_free(ag_gpt *g); /* NULL ok */
 
@@ -105,6 +184,11 @@ void ag_gpt_free(ag_gpt *g); /* NULL ok */
  * cross-entropy, a scalar [1]. T <= block_size. dropout uses seed when train. */
 ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
                           bool train, uint64_t seed, ag_tensor **loss);
+
+/* Whether ag_gpt_forward_cached below computes exactly what ag_gpt_forward does for g's
+ * config: true for Pre-LN with LayerNorm (either MLP, either scale, either mask
+ * fill, either init). Otherwise sample with full forwards (char_lm's sample.c does). */
+bool ag_gpt_cache_exact(const ag_gpt *g);
 
 /* ---- KV cache for sampling: each new token costs one position ---- */
 typedef struct {

@@ -1,0 +1,295 @@
+/* trace.c -- --trace-shapes (see trace.h): the tape of one forward pass, one line per op. */
+#include <stdlib.h>
+#include <string.h>
+#include "trace.h"
+
+// --- sizes and their letters ---
+
+#define MAX_LETTERS 10
+
+typedef struct {
+    int n;
+    int value[MAX_LETTERS];
+    const char *name[MAX_LETTERS];
+} letters;
+
+static void add_letter(letters *L, const char *name, int value)
+{
+    if (L->n < MAX_LETTERS) {
+        L->name[L->n] = name;
+        L->value[L->n++] = value;
+    }
+}
+
+/* The width of the MLP's hidden layer: 4C (GELU) or the SwiGLU width. */
+static int mlp_width(const ag_gpt_config *cfg, const char **name)
+{
+    *name = cfg->mlp == AG_MLP_SWIGLU ? "F" : "4C";
+    return cfg->mlp == AG_MLP_SWIGLU ? (8 * cfg->n_embd + 1) / 3 : 4 * cfg->n_embd;
+}
+
+/* The sizes of the model's activations but B and T (params: those of its parameters, where
+ * T_max appears and H, D do not). */
+static letters model_letters(const ag_gpt_config *cfg, bool params)
+{
+    letters L = { 0 };
+    const char *wname;
+    int width = mlp_width(cfg, &wname);
+    add_letter(&L, "C", cfg->n_embd);
+    if (!params) add_letter(&L, "H", cfg->n_head);
+    if (!params) add_letter(&L, "D", cfg->n_embd / cfg->n_head);
+    add_letter(&L, "V", cfg->vocab_size);
+    if (params) add_letter(&L, "T_max", cfg->block_size);
+    add_letter(&L, wname, width);
+    return L;
+}
+
+static bool taken(const letters *L, int v)
+{
+    if (v == 1) return true;   /* 1 is printed as itself (a scalar loss, a batch of one) */
+    for (int i = 0; i < L->n; i++)
+        if (L->value[i] == v) return true;
+    return false;
+}
+
+void lm_trace_dims(const ag_gpt_config *cfg, int max_B, int max_T, int *B, int *T)
+{
+    letters L = model_letters(cfg, false);
+    int t0 = max_T < 8 ? max_T : 8, b0 = max_B < 4 ? max_B : 4;
+    *T = t0 >= 1 ? t0 : 1;
+    for (int t = t0; t >= 2; t--)
+        if (!taken(&L, t)) {
+            *T = t;
+            break;
+        }
+    add_letter(&L, "T", *T);
+    *B = b0 >= 2 ? 2 : 1;
+    for (int b = 2; b <= b0; b++)
+        if (!taken(&L, b)) {
+            *B = b;
+            break;
+        }
+}
+
+/* "[B,T,C]": each size by its letter when exactly one letter has it, else the number. */
+static char *shape_letters(const ag_tensor *t, const letters *L, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < t->ndim && len < n; d++) {
+        int v = t->shape[d], hits = 0;
+        const char *name = NULL;
+        for (int i = 0; i < L->n; i++)
+            if (L->value[i] == v) {
+                hits++;
+                name = L->name[i];
+            }
+        char num[16];
+        snprintf(num, sizeof num, "%d", v);
+        int w = snprintf(buf + len, n - len, "%s%s", d ? "," : "[", hits == 1 && v != 1 ? name : num);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+    if (len + 2 <= n) strcat(buf, "]");
+    return buf;
+}
+
+// --- one line per node ---
+
+typedef struct {
+    FILE *out;
+    const letters *L;      /* activations */
+    const letters *P;      /* parameters */
+    const ag_gpt_config *cfg;
+    int count;
+} tracer;
+
+/* A parameter's name without the layer's own prefix ("w_q.weight" in blocks.0.attn), when
+ * something with a dot is left; else the whole name ("lm_head.weight"). */
+static const char *short_name(const char *name, const char *scope)
+{
+    size_t n = scope ? strlen(scope) : 0;
+    if (n && strncmp(name, scope, n) == 0 && name[n] == '.' && strchr(name + n + 1, '.')) return name + n + 1;
+    return name;
+}
+
+/* A few words on what the op does, for the ops of a GPT. */
+static void op_note(const ag_node *n, const tracer *tr, char *buf, size_t len)
+{
+    const char *op = n->op->name;
+    buf[0] = '\0';
+    if (!strcmp(op, "embedding")) snprintf(buf, len, "rows of the table picked by the ids");
+    else if (!strcmp(op, "linear")) snprintf(buf, len, "x W^T + b");
+    else if (!strcmp(op, "layernorm")) snprintf(buf, len, "each row to mean 0, variance 1; * w + b");
+    else if (!strcmp(op, "rmsnorm")) snprintf(buf, len, "each row / its root mean square; * w");
+    else if (!strcmp(op, "split_heads")) snprintf(buf, len, "H heads of D channels each");
+    else if (!strcmp(op, "transpose")) snprintf(buf, len, "k^T");
+    else if (!strcmp(op, "reshape")) snprintf(buf, len, "a view: the same numbers, another shape");
+    else if (!strcmp(op, "matmul") && n->out->ndim == 4 && n->in[1] && n->in[1]->ndim == 4 &&
+             n->out->shape[3] == n->out->shape[2] && n->in[0]->shape[3] != n->out->shape[3])
+        snprintf(buf, len, "scores q k^T: query t against every key");
+    else if (!strcmp(op, "matmul")) snprintf(buf, len, "weights @ v: a mix of the values");
+    else if (!strcmp(op, "scale"))
+        snprintf(buf, len, "* %.4g%s", n->fparam[0], tr->cfg->no_scale ? " (--no-scale)" : " = 1/sqrt(D)");
+    else if (!strcmp(op, "masked_fill"))
+        snprintf(buf, len, "future keys -> %s (causal mask)", tr->cfg->mask_fill == AG_MASK_NEG_1E9 ? "-1e9" : "-inf");
+    else if (!strcmp(op, "softmax")) snprintf(buf, len, "attention weights: each row sums to 1");
+    else if (!strcmp(op, "merge_heads")) snprintf(buf, len, "heads side by side again");
+    else if (!strcmp(op, "attention")) snprintf(buf, len, "fused: softmax(q k^T * scale, causal) v, heads merged");
+    else if (!strcmp(op, "gelu")) snprintf(buf, len, "GELU, elementwise");
+    else if (!strcmp(op, "silu")) snprintf(buf, len, "SiLU x * sigmoid(x), elementwise");
+    else if (!strcmp(op, "mul")) snprintf(buf, len, "gate * up, elementwise");
+    else if (!strcmp(op, "dropout")) snprintf(buf, len, "zero a random share, scale the rest");
+    else if (!strcmp(op, "cross_entropy")) snprintf(buf, len, "mean of -log p(target): the loss");
+    else if (!strcmp(op, "add") && n->in[1] && n->in[1]->ndim < n->in[0]->ndim)
+        snprintf(buf, len, "+ positions, broadcast over B");
+    else if (!strcmp(op, "add")) snprintf(buf, len, "residual: x + branch");
+}
+
+static void trace_node(const ag_node *n, void *user)
+{
+    tracer *tr = user;
+    char io[256], s[64], note[96];
+    size_t len = 0;
+    io[0] = '\0';
+    for (int i = 0; i < n->n_in; i++) {
+        const ag_tensor *t = n->in[i];
+        if (!t) continue;
+        int w = snprintf(io + len, sizeof io - len, "%s%s%s", len ? ", " : "", t->name ? short_name(t->name, n->scope) : "",
+                         shape_letters(t, t->name ? tr->P : tr->L, s, sizeof s));
+        if (w < 0 || (size_t)w >= sizeof io - len) break;
+        len += (size_t)w;
+    }
+    if (len < sizeof io) snprintf(io + len, sizeof io - len, " -> %s", shape_letters(n->out, tr->L, s, sizeof s));
+    op_note(n, tr, note, sizeof note);
+    fprintf(tr->out, "%4d  %-13s %-14s %-54s %s\n", ++tr->count, n->op->name, n->scope ? n->scope : "", io, note);
+}
+
+// --- parameters by layer ---
+
+/* The layer of a parameter: "blocks.0.attn" for blocks.0.attn.w_q.weight, "tok_emb" for
+ * tok_emb.weight. Writes the prefix's length into *n. */
+static size_t group_len(const char *name)
+{
+    int parts = strncmp(name, "blocks.", 7) == 0 ? 3 : 1;
+    size_t i = 0;
+    for (int dots = 0; name[i]; i++)
+        if (name[i] == '.' && ++dots == parts) break;
+    return i;
+}
+
+/* 1234567 -> "1,234,567" */
+static char *with_commas(size_t v, char *buf, size_t n)
+{
+    char raw[32];
+    int len = snprintf(raw, sizeof raw, "%zu", v), o = 0;
+    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
+        if (i > 0 && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+void lm_trace_params(FILE *out, const ag_params *P)
+{
+    fprintf(out, "parameters by layer (grouped by name prefix):\n");
+    char num[32];
+    for (int i = 0; i < P->n;) {
+        const char *name = P->entries[i].t->name;
+        size_t k = group_len(name), count = 0;
+        int j = i;
+        for (; j < P->n; j++) {   /* the layer's parameters are registered one after another */
+            const char *nj = P->entries[j].t->name;
+            if (group_len(nj) != k || strncmp(nj, name, k) != 0) break;
+            count += ag_numel(P->entries[j].t);
+        }
+        fprintf(out, "  %-24.*s %12s\n", (int)k, name, with_commas(count, num, sizeof num));
+        i = j;
+    }
+    fprintf(out, "  %-24s %12s\n", "total", with_commas(P->total, num, sizeof num));
+}
+
+// --- the trace ---
+
+ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T, bool train,
+                           const char *what, char *err, size_t errlen)
+{
+    const ag_gpt_config *cfg = &g->cfg;
+    letters L = model_letters(cfg, false), LP = model_letters(cfg, true);
+    add_letter(&L, "B", B);
+    add_letter(&L, "T", T);
+    ag_ctx *ctx = ag_ctx_new();
+    bool *was = malloc((size_t)cfg->n_layer * sizeof *was);
+    if (!ctx || !was) {
+        ag_ctx_free(ctx);
+        free(was);
+        snprintf(err, errlen, "--trace-shapes: out of memory");
+        return AG_ERR_NOMEM;
+    }
+    /* attention op by op for this pass: the learner sees every step the fused kernel does */
+    for (int l = 0; l < cfg->n_layer; l++) {
+        was[l] = g->blocks[l].attn.composed;
+        g->blocks[l].attn.composed = true;
+    }
+    ag_tensor *loss = NULL;
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, targets, B, T, train, 1, targets ? &loss : NULL);
+    for (int l = 0; l < cfg->n_layer; l++) g->blocks[l].attn.composed = was[l];
+    free(was);
+    if (!logits) {
+        ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+        snprintf(err, errlen, "--trace-shapes: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
+        ag_ctx_free(ctx);
+        return s;
+    }
+
+    fprintf(out, "--trace-shapes: one forward pass of %s, op by op as the tape recorded it\n", what);
+    fprintf(out, "attention is shown op by op (composed_attention = true for this pass); %s\n",
+            cfg->composed_attention ? "the run takes the same composed path"
+                                    : "the run uses the fused kernel (one op \"attention\", the same numbers) where it can");
+    fprintf(out, "sizes: B=%d T=%d C=%d H=%d D=%d V=%d T_max=%d %s=%d  (a size two letters share is printed as a "
+            "number)\n", B, T, cfg->n_embd, cfg->n_head, cfg->n_embd / cfg->n_head, cfg->vocab_size, cfg->block_size,
+            LP.name[LP.n - 1], LP.value[LP.n - 1]);
+    fprintf(out, "%4s  %-13s %-14s %-54s %s\n", "#", "op", "layer", "inputs -> output", "what it does");
+    tracer tr = { out, &L, &LP, cfg, 0 };
+    ag_tape_foreach(ctx, trace_node, &tr);
+    fprintf(out, "%d ops", tr.count);
+    if (loss) fprintf(out, "; loss %.4f", (double)loss->data[0]);
+    fprintf(out, "\n");
+    lm_trace_params(out, g->params);
+    fflush(out);
+    ag_ctx_free(ctx);
+    return AG_OK;
+}
+
+ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what, char *err,
+                        size_t errlen)
+{
+    int B, T;
+    int max_T = g->cfg.block_size;
+    if (n < 2) {
+        snprintf(err, errlen, "--trace-shapes: the text has %zu tokens, fewer than one window", n);
+        return AG_ERR_ARG;
+    }
+    if ((size_t)max_T > n - 1) max_T = (int)(n - 1);
+    lm_trace_dims(&g->cfg, 4, max_T, &B, &T);
+    if ((size_t)B * T + 1 > n) B = (int)((n - 1) / (size_t)T);   /* consecutive windows that fit */
+    int *x = malloc((size_t)B * T * sizeof *x), *y = malloc((size_t)B * T * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        snprintf(err, errlen, "--trace-shapes: out of memory");
+        return AG_ERR_NOMEM;
+    }
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            x[b * T + t] = ids[(size_t)b * T + t];
+            y[b * T + t] = ids[(size_t)b * T + t + 1];
+        }
+    char desc[256];
+    snprintf(desc, sizeof desc, "B=%d windows of T=%d characters from %s", B, T, what);
+    ag_status s = lm_trace_forward(out, g, x, y, B, T, train, desc, err, errlen);
+    free(x);
+    free(y);
+    return s;
+}

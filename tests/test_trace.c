@@ -1,0 +1,733 @@
+/* test_trace.c -- looking inside a char_lm run (issue 6): --trace-shapes, `char_lm attn`,
+ * --log-attn-stats, --detect-anomaly, the switches in the checkpoint config, and a Chinese
+ * corpus that trains and samples valid UTF-8.
+ *
+ *   - the trace lists every op of one forward pass with its shapes in MODEL.md's letters, its
+ *     layer and the parameter count per layer, shows attention op by op and leaves the model
+ *     as it was; --trace-only writes nothing;
+ *   - lm_attn_stats on known rows (uniform: ln(t+1) and 1/(t+1); one-hot: 0 and 1);
+ *   - --log-attn-stats adds two columns per layer to metrics.csv, filled at evaluations with
+ *     finite values, entropies in [0, ln T];
+ *   - `attn` writes a PNG, a .dat with the masked triangle blank (NaN) and rows that sum to 1,
+ *     and refuses a bad layer, head, prompt or file name (skipped without gnuplot);
+ *   - --detect-anomaly names the op, shape and layer of an Inf injected into a weight through
+ *     lm_train_opts.before_step, and the checkpoint on disk stays the last good one; a model
+ *     with a non-finite weight is never written;
+ *   - the config JSON round trip with every switch set, an older JSON without them, the
+ *     switches surviving a checkpoint, and --resume refusing to change one;
+ *   - Chinese text (classical poems, UTF-8) trains a few steps and samples valid UTF-8 that
+ *     uses only the vocabulary's characters, with and without the KV cache.
+ * Runs are tiny (1-2 layers, a few steps); the suite takes a few seconds per build. */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "attn.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "eval.h"
+#include "sample.h"
+#include "trace.h"
+#include "train.h"
+
+// ---------------------------------------------------------------------------------------------
+// fixture: a temporary directory with an English corpus
+
+static char root[64], dir[96], corpus_path[128], err[2048];
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        remove(path);
+        return;
+    }
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        remove_tree(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static const char *in_dir(const char *name)
+{
+    static char p[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void write_file(const char *path, const char *text, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(text, 1, n, fp), n);
+    ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* About 3000 characters of sentences made from a fixed word list and seed. */
+static void write_corpus(const char *path)
+{
+    static const char *words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "red",
+                                  "barn", "old", "king", "said", "good", "night", "my", "lord"};
+    const int nw = (int)(sizeof words / sizeof words[0]);
+    char buf[4096];
+    size_t n = 0;
+    ag_rng r;
+    ag_rng_seed(&r, 7);
+    while (n < 3000) {
+        int len = 3 + (int)ag_rng_below(&r, 5);
+        for (int i = 0; i < len; i++) {
+            const char *w = words[ag_rng_below(&r, (uint64_t)nw)];
+            memcpy(buf + n, w, strlen(w));
+            n += strlen(w);
+            buf[n++] = i + 1 < len ? ' ' : '.';
+        }
+        buf[n++] = ag_rng_below(&r, 3) == 0 ? '\n' : ' ';
+    }
+    write_file(path, buf, n);
+}
+
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_trace_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void root_teardown(void) { remove_tree(root); }
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "%s/t_XXXXXX", root);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", dir);
+    write_corpus(corpus_path);
+    err[0] = 0;
+}
+
+static void teardown(void) { remove_tree(dir); }
+
+/* A small run: tiny's shape, block_size 16, few steps, quick evaluations. */
+static lm_config small(long iters)
+{
+    lm_config c;
+    ck_assert_int_eq(lm_config_preset(&c, "tiny"), AG_OK);
+    c.model.block_size = 16;
+    c.batch_size = 4;
+    c.max_iters = iters;
+    c.lr_decay_iters = iters;
+    c.warmup_iters = 2;
+    c.eval_interval = 3;
+    c.eval_iters = 1;
+    return c;
+}
+
+static lm_train_opts opts(const char *out, lm_config c)
+{
+    lm_train_opts o;
+    memset(&o, 0, sizeof o);
+    o.data_path = corpus_path;
+    o.out_dir = out;
+    o.cfg = c;
+    return o;
+}
+
+static void train_ok(const lm_train_opts *o)
+{
+    lm_train_result r;
+    ag_status s = lm_train(o, &r, err, sizeof err);
+    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), err);
+}
+
+static bool has_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// --trace-shapes
+
+START_TEST(test_trace_lines)
+{
+    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32 };
+    ag_gpt *g = ag_gpt_new(&cfg, 1, err, sizeof err);
+    ck_assert_ptr_nonnull(g);
+    int B, T;
+    lm_trace_dims(&cfg, 4, 32, &B, &T);
+    ck_assert_int_eq(T, 8);
+    ck_assert_int_eq(B, 3);          /* 2 is H: B takes the next free size */
+    int ids[24], tg[24];
+    for (int i = 0; i < 24; i++) ids[i] = (i * 7) % 65, tg[i] = (i * 11) % 65;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_int_eq(lm_trace_forward(out, g, ids, tg, B, T, true, "a test batch", err, sizeof err), AG_OK);
+    fclose(out);
+    const char *want[] = {
+        "one forward pass of a test batch",
+        "composed_attention = true",
+        "B=3 T=8 C=64 H=2 D=32 V=65 T_max=32 4C=256",
+        "tok_emb.weight[V,C] -> [B,T,C]",
+        "pos_emb.weight[T_max,C] -> [1,T,C]",
+        "split_heads   blocks.0.attn  [B,T,C] -> [B,H,T,D]",
+        "transpose     blocks.0.attn  [B,H,T,D] -> [B,H,D,T]",
+        "matmul        blocks.0.attn  [B,H,T,D], [B,H,D,T] -> [B,H,T,T]",
+        "scale         blocks.1.attn  [B,H,T,T] -> [B,H,T,T]",
+        "masked_fill   blocks.1.attn  [B,H,T,T], [T,T] -> [B,H,T,T]",
+        "softmax       blocks.1.attn",
+        "merge_heads   blocks.1.attn  [B,H,T,D] -> [B,T,C]",
+        "w_q.weight[C,C], w_q.bias[C] -> [B,T,C]",
+        "fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]",
+        "layernorm     ln_f",
+        "lm_head.weight[V,C], lm_head.bias[V] -> [B,T,V]",
+        "cross_entropy loss           [B,T,V] -> [1]",
+        "49 ops; loss",
+        "blocks.0.attn                  16,640",
+        "blocks.1.mlp                   33,088",
+        "total                         110,529",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
+    ck_assert_ptr_null(strstr(text, "attention (fused)"));
+    ck_assert(!g->blocks[0].attn.composed && !g->blocks[1].attn.composed);   /* restored */
+    free(text);
+    ag_gpt_free(g);
+}
+END_TEST
+
+START_TEST(test_trace_only_writes_nothing)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    lm_config c = small(5);
+    c.model.mlp = AG_MLP_SWIGLU;
+    c.model.norm = AG_RMSNORM;
+    lm_train_opts o = opts(in_dir("run"), c);
+    o.trace = out;
+    o.trace_only = true;
+    train_ok(&o);
+    fclose(out);
+    struct stat sb;
+    ck_assert_int_ne(stat(in_dir("run"), &sb), 0);   /* not even the directory */
+    const char *want[] = { "from the training text", "rmsnorm       blocks.0 ", "ln1.weight[C] -> [B,T,C]",
+                           "silu          blocks.0.mlp   [B,T,F] -> [B,T,F]", "w_gate.weight[F,C]", "F=171" };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
+    free(text);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// attention statistics
+
+START_TEST(test_attn_stats_known_rows)
+{
+    enum { T = 4 };
+    ag_real A[2][T * T] = { { 0 } };   /* [B=1, H=2, T, T]: head 0 uniform, head 1 one-hot */
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++) {
+            A[0][t * T + j] = (ag_real)(1.0 / (t + 1));
+            A[1][t * T + j] = j == 0 ? 1 : 0;
+        }
+    double e, p;
+    lm_attn_stats(A[0], 1, 1, T, &e, &p);
+    ck_assert_double_eq_tol(e, (log(2.0) + log(3.0) + log(4.0)) / 3, 1e-6);
+    ck_assert_double_eq_tol(p, (1.0 / 2 + 1.0 / 3 + 1.0 / 4) / 3, 1e-6);
+    lm_attn_stats(A[1], 1, 1, T, &e, &p);
+    ck_assert_double_eq_tol(e, 0, 1e-12);
+    ck_assert_double_eq_tol(p, 1, 1e-12);
+    lm_attn_stats(&A[0][0], 1, 2, T, &e, &p);   /* both heads: the mean */
+    ck_assert_double_eq_tol(e, (log(2.0) + log(3.0) + log(4.0)) / 6, 1e-6);
+    lm_attn_stats(A[0], 1, 1, 1, &e, &p);       /* T = 1: row 0 only */
+    ck_assert(e == 0 && p == 1);
+}
+END_TEST
+
+START_TEST(test_log_attn_stats_columns)
+{
+    lm_config c = small(6);
+    c.log_attn_stats = true;
+    train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("run"), .cfg = c });
+    FILE *fp = fopen(in_dir("run/metrics.csv"), "r");
+    ck_assert_ptr_nonnull(fp);
+    char line[1024];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
+    ck_assert_str_eq(line, "iter,lr,loss,train_loss,val_loss,tokens_per_s,attn_entropy_L0,attn_max_L0,"
+                           "attn_entropy_L1,attn_max_L1\n");
+    int rows = 0, with_stats = 0;
+    while (fgets(line, sizeof line, fp)) {
+        /* split at commas, keeping empty fields */
+        char *f[16];
+        int nf = 0;
+        for (char *p = line; nf < 16;) {
+            f[nf++] = p;
+            char *comma = strchr(p, ',');
+            if (!comma) break;
+            *comma = '\0';
+            p = comma + 1;
+        }
+        ck_assert_int_eq(nf, 10);
+        long it = atol(f[0]);
+        bool eval = it % 3 == 0;
+        for (int k = 6; k < 10; k++) {
+            bool empty = f[k][0] == '\0' || f[k][0] == '\n';
+            ck_assert_msg(empty != eval, "row %ld column %d: '%s'", it, k, f[k]);
+            if (!eval) continue;
+            double v = atof(f[k]);
+            ck_assert(isfinite(v));
+            if (k % 2 == 0) ck_assert_msg(v >= 0 && v <= log(16.0), "entropy %g outside [0, ln T]", v);
+            else ck_assert_msg(v > 0 && v <= 1, "peak weight %g", v);
+        }
+        with_stats += eval;
+        rows++;
+    }
+    fclose(fp);
+    ck_assert_int_eq(rows, 7);          /* steps 0..5 and the final evaluation row */
+    ck_assert_int_eq(with_stats, 3);    /* the evaluations at 0, 3 and 6 */
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// char_lm attn
+
+/* A tiny checkpoint in dir/run (0 steps: the weights as initialised). */
+static void make_ckpt(lm_model *m)
+{
+    lm_config c = small(0);
+    train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("run"), .cfg = c });
+    ck_assert_int_eq(lm_model_load(in_dir("run"), m, err, sizeof err), AG_OK);
+}
+
+START_TEST(test_attn_png)
+{
+    if (!has_gnuplot()) return;   /* the drawing needs gnuplot; the checks below do not */
+    lm_model m;
+    make_ckpt(&m);
+    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, in_dir("a.png"), err, sizeof err) == AG_OK, "%s", err);
+    FILE *fp = fopen(in_dir("a.png"), "rb");
+    ck_assert_ptr_nonnull(fp);
+    unsigned char sig[8];
+    ck_assert_uint_eq(fread(sig, 1, 8, fp), 8);
+    fclose(fp);
+    ck_assert_int_eq(memcmp(sig, "\x89PNG\r\n\x1a\n", 8), 0);
+    /* the data: 11 rows of 11, NaN above the diagonal, rows summing to 1 */
+    fp = fopen(in_dir("a.dat"), "r");
+    ck_assert_ptr_nonnull(fp);
+    for (int i = 0; i < 11; i++) {
+        double sum = 0;
+        for (int j = 0; j < 11; j++) {
+            char tok[32];
+            ck_assert_int_eq(fscanf(fp, "%31s", tok), 1);
+            if (j > i) ck_assert_str_eq(tok, "NaN");
+            else sum += atof(tok);
+        }
+        ck_assert_double_eq_tol(sum, 1, 1e-4);
+    }
+    fclose(fp);
+    /* the script labels the axes with the characters, the space made visible */
+    fp = fopen(in_dir("a.gp"), "r");
+    char gp[8192] = "";
+    ck_assert_uint_gt(fread(gp, 1, sizeof gp - 1, fp), 0);
+    fclose(fp);
+    ck_assert_msg(strstr(gp, "set xtics (\"t\" 0, \"h\" 1, \"e\" 2, \"\xe2\x90\xa3\" 3"), "%s", gp);
+
+    /* every head of a layer: one panel each */
+    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, in_dir("all.png"), err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(access(in_dir("all.png"), F_OK), 0);
+    lm_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_attn_rejects_bad_args)
+{
+    lm_model m;
+    make_ckpt(&m);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "--layer 2") && strstr(err, "2 layers"), "%s", err);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "--head 2") && strstr(err, "2 heads"), "%s", err);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, in_dir("a.png"), err, sizeof err),
+                     AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "block_size 16"), "%s", err);
+    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
+    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, in_dir("a.jpg"), err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, ".png"), "%s", err);
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_ne(access(in_dir("a.png"), F_OK), 0);   /* nothing drawn */
+    lm_model_free(&m);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// --detect-anomaly and poisoned models
+
+typedef struct {
+    long at;
+    const char *param;
+} poison;
+
+/* lm_train_opts.before_step: an Inf in one weight before step p->at */
+static void inject_inf(long it, ag_gpt *g, void *user)
+{
+    const poison *p = user;
+    if (it != p->at) return;
+    ag_tensor *w = ag_params_find(g->params, p->param);
+    ck_assert_ptr_nonnull(w);
+    w->data[5] = (ag_real)INFINITY;
+}
+
+START_TEST(test_detect_anomaly_names_the_op)
+{
+    lm_config c = small(8);
+    c.eval_interval = 4;
+    c.detect_anomaly = true;
+    poison p = { 2, "blocks.1.attn.w_q.weight" };
+    lm_train_opts o = opts(in_dir("run"), c);
+    o.before_step = inject_inf;
+    o.hook_user = &p;
+    lm_train_result r;
+    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err, "iteration 2") && strstr(err, "non-finite output of linear [4,16,64] in blocks.1.attn") &&
+                  strstr(err, "checkpoint (iteration 0) is untouched"), "%s", err);
+    ck_assert_ptr_null(strchr(err, '\n'));
+    lm_model m;
+    ck_assert_msg(lm_model_load(in_dir("run"), &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(m.iter, 0);
+    ck_assert(m.cfg.detect_anomaly);
+    lm_model_free(&m);
+
+    /* without the flag the same fault is caught later, at the loss, with no op named */
+    c.detect_anomaly = false;
+    lm_train_opts o2 = opts(in_dir("run2"), c);
+    o2.before_step = inject_inf;
+    o2.hook_user = &p;
+    ck_assert_int_eq(lm_train(&o2, &r, err, sizeof err), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err, "the loss is") && !strstr(err, "linear"), "%s", err);
+}
+END_TEST
+
+/* A learning rate of 1e308 with no clipping: the AdamW step itself writes Inf; with
+ * --detect-anomaly the run names the parameter right after the step. */
+START_TEST(test_detect_anomaly_after_the_step)
+{
+    lm_config c = small(8);
+    c.eval_interval = 1;     /* an evaluation (and a checkpoint) right after the bad step */
+    c.lr = 1e308;            /* lr / (1 - beta1) overflows, in double too */
+    c.warmup_iters = 0;
+    c.grad_clip = 0;
+    c.detect_anomaly = true;
+    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_result r;
+    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err, "iteration 0: the adamw step made") && strstr(err, "non-finite"), "%s", err);
+    lm_model m;
+    ck_assert_msg(lm_model_load(in_dir("run"), &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(m.iter, 0);
+    lm_model_free(&m);
+}
+END_TEST
+
+START_TEST(test_poisoned_model_never_written)
+{
+    lm_model m;
+    make_ckpt(&m);
+    ag_tensor *w = ag_params_find(m.g->params, "lm_head.weight");
+    w->data[3] = (ag_real)NAN;
+    lm_train_state st = { .iter = 5, .step = 5, .n_tokens = 10, .n_train = 10 };
+    ag_rng_seed(&st.rng, 1);
+    ck_assert_int_eq(lm_ckpt_save(in_dir("run"), m.g, &m.cfg, &m.vocab, &st, err, sizeof err), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err, "lm_head.weight") && strstr(err, "not written"), "%s", err);
+    lm_model_free(&m);
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);   /* still the old one */
+    ck_assert_int_eq(m.iter, 0);
+    lm_train_state s2;
+    ck_assert_int_eq(lm_train_state_load(in_dir("run"), m.g, &s2, err, sizeof err), AG_OK);
+    ck_assert_int_eq(s2.iter, 0);
+    lm_model_free(&m);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// the switches in the config, the CLI and the checkpoint
+
+static lm_config all_switches(void)
+{
+    lm_config c = small(2);
+    c.model.vocab_size = 40;
+    c.model.norm_position = AG_POST_LN;
+    c.model.norm = AG_RMSNORM;
+    c.model.mlp = AG_MLP_SWIGLU;
+    c.model.init = AG_WEIGHTS_XAVIER;
+    c.model.no_scale = true;
+    c.model.mask_fill = AG_MASK_NEG_1E9;
+    c.detect_anomaly = true;
+    c.log_attn_stats = true;
+    return c;
+}
+
+START_TEST(test_config_json_switches)
+{
+    lm_config a = all_switches(), b;
+    char *js = lm_config_to_json(&a);
+    ck_assert_ptr_nonnull(js);
+    const char *want[] = { "\"norm_position\": \"post\"", "\"norm\": \"rmsnorm\"", "\"mlp\": \"swiglu\"",
+                           "\"init\": \"xavier\"", "\"no_scale\": true", "\"mask_fill\": \"-1e9\"",
+                           "\"detect_anomaly\": true", "\"log_attn_stats\": true", "\"optimizer\": \"adamw\"" };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) ck_assert_msg(strstr(js, want[i]), "%s", js);
+    ck_assert_int_eq(lm_config_from_json(&b, js, err, sizeof err), AG_OK);
+    for (int i = 0; i < lm_n_fields; i++)
+        ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
+    free(js);
+
+    /* the defaults as JSON, then without the switches' keys (a checkpoint from before them) */
+    lm_config d = small(2);
+    d.model.vocab_size = 40;
+    js = lm_config_to_json(&d);
+    ck_assert_ptr_nonnull(strstr(js, "\"norm_position\": \"pre\", \"norm\": \"layernorm\", \"mlp\": \"gelu\", "
+                                     "\"init\": \"normal\", \"no_scale\": false, \"mask_fill\": \"-inf\""));
+    const char *keys[] = { "norm_position", "norm", "mlp", "init", "no_scale", "mask_fill", "detect_anomaly",
+                           "log_attn_stats" };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {   /* cut "key": value, */
+        char pat[64];
+        snprintf(pat, sizeof pat, ", \"%s\": ", keys[k]);
+        char *p = strstr(js, pat);
+        ck_assert_ptr_nonnull(p);
+        char *q = strchr(p + 2, ',');
+        if (!q) q = strchr(p, '}');
+        memmove(p, q, strlen(q) + 1);
+    }
+    ck_assert_ptr_null(strstr(js, "norm"));
+    a = all_switches();
+    ck_assert_msg(lm_config_from_json(&a, js, err, sizeof err) == AG_OK, "%s: %s", err, js);
+    for (int i = 0; i < lm_n_fields; i++) ck_assert(lm_field_equal(&a, &d, &lm_fields[i]));
+    free(js);
+
+    /* a bad value */
+    ck_assert_int_eq(lm_config_from_json(&b, "{\"norm\": \"batchnorm\"}", err, sizeof err), AG_ERR_FORMAT);
+    js = lm_config_to_json(&d);
+    char *p = strstr(js, "\"gelu\"");
+    memcpy(p, "\"relu\"", 6);
+    ck_assert_int_eq(lm_config_from_json(&b, js, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_msg(strstr(err, "\"mlp\""), "%s", err);
+    free(js);
+}
+END_TEST
+
+/* argv from a string split at spaces */
+static int split_args(const char *line, char **argv)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "char_lm %s", line);
+    int argc = 0;
+    for (char *tok = strtok(buf, " "); tok && argc < 32; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    return argc;
+}
+
+START_TEST(test_cli_switches)
+{
+    char *argv[34];
+    lm_cli cli;
+    int argc = split_args("train --data c --out d --norm-position post --norm=rmsnorm --mlp swiglu --init xavier "
+                          "--no-scale --mask-fill -1e9 --detect-anomaly --log-attn-stats --trace-only", argv);
+    ck_assert_msg(lm_cli_parse(&cli, argc, argv, err, sizeof err) == AG_OK, "%s", err);
+    const ag_gpt_config *m = &cli.train.cfg.model;
+    ck_assert(m->norm_position == AG_POST_LN && m->norm == AG_RMSNORM && m->mlp == AG_MLP_SWIGLU &&
+              m->init == AG_WEIGHTS_XAVIER && m->no_scale && m->mask_fill == AG_MASK_NEG_1E9);
+    ck_assert(cli.train.cfg.detect_anomaly && cli.train.cfg.log_attn_stats);
+    ck_assert(cli.train.trace.shapes && cli.train.trace.only);
+    ck_assert(cli.train.given[lm_field_by_key("no_scale") - lm_fields]);
+    argc = split_args("train --data c --out d", argv);   /* the defaults: MODEL.md's */
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    m = &cli.train.cfg.model;
+    ck_assert(m->norm_position == AG_PRE_LN && m->norm == AG_LAYERNORM && m->mlp == AG_MLP_GELU &&
+              m->init == AG_WEIGHTS_NORMAL && !m->no_scale && m->mask_fill == AG_MASK_NEG_INF);
+    ck_assert(!cli.train.trace.shapes);
+    argc = split_args("sample --ckpt d --trace-shapes", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert(cli.sample.trace.shapes && !cli.sample.trace.only);
+    argc = split_args("eval --ckpt d --data c --trace-only", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert(cli.eval.trace.shapes && cli.eval.trace.only);
+    argc = split_args("attn --ckpt d --prompt ab --layer 1 --head 0 --out x.png", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert(cli.cmd == LM_CMD_ATTN && cli.attn.layer == 1 && cli.attn.head == 0);
+    ck_assert_str_eq(cli.attn.out, "x.png");
+    argc = split_args("attn --ckpt d --prompt ab --out x.png", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert(cli.attn.layer == 0 && cli.attn.head == -1);
+}
+END_TEST
+
+/* Every switch survives the checkpoint; eval and sample rebuild the same model; --resume may not
+ * change a switch. */
+START_TEST(test_switches_in_checkpoint)
+{
+    lm_config c = all_switches();
+    c.log_attn_stats = false;
+    c.detect_anomaly = false;
+    double losses[2];
+    lm_train_opts o = opts(in_dir("run"), c);
+    o.losses = losses;
+    o.n_losses = 2;
+    train_ok(&o);
+    lm_model m;
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    ck_assert(m.cfg.model.norm_position == AG_POST_LN && m.cfg.model.norm == AG_RMSNORM &&
+              m.cfg.model.mlp == AG_MLP_SWIGLU && m.cfg.model.init == AG_WEIGHTS_XAVIER && m.cfg.model.no_scale &&
+              m.cfg.model.mask_fill == AG_MASK_NEG_1E9);
+    ck_assert_ptr_nonnull(ag_params_find(m.g->params, "blocks.1.mlp.w_down.weight"));
+    ck_assert_ptr_null(ag_params_find(m.g->params, "ln_f.bias"));
+    ck_assert(m.g->blocks[0].attn.scale == 1 && m.g->blocks[0].attn.mask_fill == (ag_real)-1e9);
+    double loss;
+    size_t tokens;
+    ck_assert_msg(lm_eval_file(&m, corpus_path, &loss, &tokens, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert(isfinite(loss) && loss < log(m.vocab.V) + 1);
+    lm_model_free(&m);
+
+    bool given[LM_N_FIELDS] = { 0 };
+    given[lm_field_by_key("norm_position") - lm_fields] = true;
+    lm_config c2 = c;
+    c2.max_iters = 4;
+    c2.model.norm_position = AG_PRE_LN;
+    lm_train_opts o2 = opts(in_dir("run"), c2);
+    o2.resume = true;
+    o2.given = given;
+    lm_train_result r;
+    ck_assert_int_eq(lm_train(&o2, &r, err, sizeof err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err, "--norm-position") && strstr(err, "norm_position post") && strstr(err, "asks for pre"),
+                  "%s", err);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// a Chinese corpus
+
+static const char poems[] =
+    "床前明月光，疑是地上霜。举头望明月，低头思故乡。\n"
+    "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。\n"
+    "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n"
+    "红豆生南国，春来发几枝。愿君多采撷，此物最相思。\n";
+
+static void collect(int id, void *user)
+{
+    int **p = user;
+    *(*p)++ = id;
+}
+
+/* Samples 60 characters as UTF-8 bytes and as ids; checks both. */
+static void check_sample(lm_model *m)
+{
+    int got[60], *pg = got;
+    lm_sample_opts so = { 60, 1.0, 0, 3 };
+    ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(pg - got, 60);
+    char text[60 * 4 + 1];
+    size_t n = 0;
+    for (int i = 0; i < 60; i++) {
+        ck_assert(got[i] >= 0 && got[i] < m->vocab.V);
+        n += (size_t)vocab_utf8(&m->vocab, got[i], text + n);
+    }
+    uint32_t *cps = NULL;
+    size_t ncp = 0;
+    ck_assert_msg(utf8_decode("sample", text, n, &cps, &ncp, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_uint_eq(ncp, 60);
+    for (size_t i = 0; i < ncp; i++) ck_assert_int_ge(vocab_id(&m->vocab, cps[i]), 0);
+    free(cps);
+}
+
+START_TEST(test_chinese_corpus)
+{
+    size_t len = strlen(poems);
+    char *big = malloc(len * 12 + 1);
+    for (int k = 0; k < 12; k++) memcpy(big + k * len, poems, len);
+    write_file(corpus_path, big, len * 12);
+    free(big);
+    lm_config c = small(6);
+    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_result r;
+    ck_assert_msg(lm_train(&o, &r, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(r.vocab_size, 74);   /* 71 distinct hanzi, "，", "。" and the newline */
+    lm_model m;
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    ck_assert_int_eq(m.vocab.cp[0], '\n');
+    ck_assert_int_ge(vocab_id(&m.vocab, 0x6708), 0);   /* 月 */
+    check_sample(&m);                                  /* through the KV cache */
+    lm_model_free(&m);
+
+    c.model.norm_position = AG_POST_LN;                /* no cache: full forwards */
+    lm_train_opts o2 = opts(in_dir("post"), c);
+    ck_assert_msg(lm_train(&o2, &r, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_int_eq(lm_model_load(in_dir("post"), &m, err, sizeof err), AG_OK);
+    ck_assert(!ag_gpt_cache_exact(m.g));
+    check_sample(&m);
+
+    /* greedy sampling without the cache = the argmax of a full forward over the prompt */
+    int *ids = NULL;
+    size_t np = 0;
+    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, err, sizeof err), AG_OK);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *lg = ag_gpt_forward(ctx, m.g, ids, NULL, 1, (int)np, false, 0, NULL);   // [1,4,V]
+    ck_assert_ptr_nonnull(lg);
+    const ag_real *last = lg->data + (np - 1) * (size_t)m.vocab.V;
+    int best = 0, e[1];
+    for (int i = 1; i < m.vocab.V; i++)
+        if (last[i] > last[best]) best = i;
+    lm_sample_opts so = { 1, 1.0, 1, 1 };
+    ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, err, sizeof err), AG_OK);
+    ck_assert_int_eq(e[0], best);
+    ag_ctx_free(ctx);
+    free(ids);
+    lm_model_free(&m);
+}
+END_TEST
+
+Suite *trace_suite(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *t = tcase_create("trace");
+    tcase_add_unchecked_fixture(t, root_setup, root_teardown);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_trace_lines);
+    tcase_add_test(t, test_trace_only_writes_nothing);
+    tcase_add_test(t, test_attn_stats_known_rows);
+    tcase_add_test(t, test_log_attn_stats_columns);
+    tcase_add_test(t, test_attn_png);
+    tcase_add_test(t, test_attn_rejects_bad_args);
+    suite_add_tcase(s, t);
+
+    TCase *a = tcase_create("anomaly");
+    tcase_add_unchecked_fixture(a, root_setup, root_teardown);
+    tcase_add_checked_fixture(a, setup, teardown);
+    tcase_set_timeout(a, 60);
+    tcase_add_test(a, test_detect_anomaly_names_the_op);
+    tcase_add_test(a, test_detect_anomaly_after_the_step);
+    tcase_add_test(a, test_poisoned_model_never_written);
+    suite_add_tcase(s, a);
+
+    TCase *c = tcase_create("config");
+    tcase_add_unchecked_fixture(c, root_setup, root_teardown);
+    tcase_add_checked_fixture(c, setup, teardown);
+    tcase_set_timeout(c, 60);
+    tcase_add_test(c, test_config_json_switches);
+    tcase_add_test(c, test_cli_switches);
+    tcase_add_test(c, test_switches_in_checkpoint);
+    tcase_add_test(c, test_chinese_corpus);
+    suite_add_tcase(s, c);
+    return s;
+}

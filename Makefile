@@ -95,7 +95,7 @@ $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 
 run: deps                                         ## train the baby model on Tiny Shakespeare
 	@$(MAKE) --no-print-directory $(B)/char_lm
-	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby
+	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby --overwrite
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
@@ -136,9 +136,86 @@ bench: deps                                       ## tokens/s, GFLOP/s, time per
 # overflows a bump allocator would hide, all tests in one process so LeakSanitizer reports once
 asan: deps                                        ## run the test suite under ASan and UBSan
 	@$(MAKE) --no-print-directory B=$(B)/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(B)/asan/test_f64 $(B)/asan/test_f32
-	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_f64
-	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 ./$(B)/asan/test_f32
+	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(B)/asan/test_f64 $(B)/asan/test_f32 $(B)/asan/char_lm
+	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(B)/asan/char_lm ./$(B)/asan/test_f64
+	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(B)/asan/char_lm ./$(B)/asan/test_f32
+
+# --- issue 5, the robustness proofs that .ci/run runs after `make test` ---
+# check-asan: the suite above (the error table and the signal tests run the ASan build of
+# char_lm), then a short train, resume, sample and eval of that build on real text.
+SAN_DIR = $(B)/check-asan
+SAN_RUN = ASAN_OPTIONS=detect_leaks=1 OPENBLAS_NUM_THREADS=1 ./$(B)/asan/char_lm
+.PHONY: check-asan check-valgrind deps-valgrind fuzz deps-fuzz
+check-asan: asan                                  ## asan, plus char_lm train/resume/sample/eval under ASan
+	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
+	head -c 50000 data/tinyshakespeare.txt > $(SAN_DIR)/train.txt
+	head -c 3000 data/tinyshakespeare.txt > $(SAN_DIR)/eval.txt
+	$(SAN_RUN) train --data $(SAN_DIR)/train.txt --out $(SAN_DIR)/run --config tiny --max-iters 4 --eval-interval 2 --eval-iters 2
+	$(SAN_RUN) train --data $(SAN_DIR)/train.txt --out $(SAN_DIR)/run --resume --max-iters 6
+	$(SAN_RUN) sample --ckpt $(SAN_DIR)/run --prompt "ROMEO:" --max-new-tokens 100 --top-k 5 --temperature 0.8
+	$(SAN_RUN) eval --ckpt $(SAN_DIR)/run --data $(SAN_DIR)/eval.txt
+
+# check-valgrind: no leaked block (definite or indirect; libgomp's thread stacks stay reachable)
+# after a short training run, a resume, a sample, an eval and every error path of
+# tests/test_errors.c. Its own -O2 build: valgrind cannot run code built for AVX-512.
+VALGRIND = valgrind -q --vgdb=no --leak-check=full --show-leak-kinds=definite,indirect \
+           --errors-for-leak-kinds=definite,indirect --error-exitcode=9
+VG_DIR = $(B)/check-valgrind
+# GOMP_SPINCOUNT given: char_lm then does not re-exec itself through /proc/self/exe, which under
+# valgrind is valgrind's own tool binary ("You cannot run ... directly")
+VG_ENV = OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
+VG_RUN = $(VG_ENV) $(VALGRIND) ./$(B)/vg/char_lm
+# the tiny preset, smaller: valgrind runs it about 50 times slower than native
+VG_MODEL = --config tiny --n-layer 2 --n-embd 32 --block-size 16 --batch-size 4 --eval-iters 1
+deps-valgrind:                                    ## install valgrind if missing
+	@$(MAKE) --no-print-directory deps DEPS_PKGS=valgrind
+check-valgrind: deps deps-valgrind               ## valgrind: no leaks in train/resume/sample/eval and every error path
+	@$(MAKE) --no-print-directory B=$(B)/vg CFLAGS="-O2 -g" $(B)/vg/char_lm
+	@$(MAKE) --no-print-directory $(B)/test_f32
+	rm -rf $(VG_DIR) && mkdir -p $(VG_DIR)
+	head -c 20000 data/tinyshakespeare.txt > $(VG_DIR)/train.txt
+	head -c 1000 data/tinyshakespeare.txt > $(VG_DIR)/eval.txt
+	$(VG_RUN) train --data $(VG_DIR)/train.txt --out $(VG_DIR)/run $(VG_MODEL) --max-iters 5 --eval-interval 3
+	$(VG_RUN) train --data $(VG_DIR)/train.txt --out $(VG_DIR)/run --resume --max-iters 7
+	$(VG_RUN) sample --ckpt $(VG_DIR)/run --prompt "ROMEO:" --max-new-tokens 40 --top-k 5
+	$(VG_RUN) eval --ckpt $(VG_DIR)/run --data $(VG_DIR)/eval.txt
+	$(TEST_ENV) $(VG_ENV) CK_RUN_SUITE=errors CHAR_LM=./$(B)/vg/char_lm CHAR_LM_WRAP="$(VALGRIND)" ./$(B)/test_f32
+
+# fuzz: libFuzzer (clang) on the checkpoint loader and the corpus reader, each for FUZZ_SECONDS,
+# starting from the seeds in fuzz/seeds/<target>/ (new inputs go to build/fuzz/corpus/, a crash
+# to build/fuzz/crashes/<target>/, and fails the target). Replay one: build/fuzz/fuzz_<t> FILE
+FUZZ_CC ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_PKGS = clang-14 libclang-rt-14-dev
+FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+             -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc -Iexamples/char_lm \
+             $(shell pkg-config --cflags jansson 2>/dev/null)
+FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+FUZZ_TARGETS = safetensors corpus
+$(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/nn/safetensors.c fuzz/coverage_ignore.txt $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/nn/safetensors.c $(FUZZ_LIBS)
+$(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c examples/char_lm/corpus.c fuzz/coverage_ignore.txt $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c examples/char_lm/corpus.c $(FUZZ_LIBS)
+deps-fuzz:                                        ## install clang and libFuzzer if missing
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
+fuzz: deps deps-fuzz                              ## run each fuzzer for FUZZ_SECONDS (60)
+	@$(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+	@failed=; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(B)/fuzz/corpus/$$t $(B)/fuzz/crashes/$$t; \
+	  dict=; [ -f fuzz/$$t.dict ] && dict=-dict=fuzz/$$t.dict; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (log: $(B)/fuzz/$$t.log)"; \
+	  if ./$(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	       -artifact_prefix=$(B)/fuzz/crashes/$$t/ $$dict $(B)/fuzz/corpus/$$t fuzz/seeds/$$t > $(B)/fuzz/$$t.log 2>&1; then \
+	    grep -E '^Done|stat::number_of_executed_units|stat::peak_rss_mb' $(B)/fuzz/$$t.log | sed "s/^/fuzz: $$t: /"; \
+	  else \
+	    tail -n 60 $(B)/fuzz/$$t.log; \
+	    echo "fuzz: $$t FAILED; reproducer(s): $$(ls $(B)/fuzz/crashes/$$t/)"; \
+	    echo "      replay: ./$(B)/fuzz/fuzz_$$t $(B)/fuzz/crashes/$$t/<file>"; failed="$$failed $$t"; \
+	  fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
 
 clean:                                            ## remove build/
 	rm -rf $(B)

@@ -291,6 +291,19 @@ ag_status lm_model_load(const char *dir, lm_model *m, char *err, size_t errlen)
         goto fail;
     }
     m->iter = (long)it;
+    {
+        /* Before allocating a model of the config's size, check the file can hold it: a forged
+         * header (n_embd 2048, n_layer 9 in an 18 KB file) must not cost gigabytes. Any variant
+         * has at least the embeddings plus 4C^2 (attention) + C(8C-1) (MLP) per layer. */
+        const lm_config *c = &m->cfg;
+        double C = c->model.n_embd, need = ((double)c->model.vocab_size + c->model.block_size) * C +
+                                           (double)c->model.n_layer * (12 * C * C - C);
+        if (4 * need > (double)ag_st_data_bytes(f)) {
+            snprintf(err, errlen, "%s: the config needs at least %.0f parameters (%.0f bytes), the file holds "
+                     "%llu bytes of tensors", path, need, 4 * need, (unsigned long long)ag_st_data_bytes(f));
+            goto fail;
+        }
+    }
     if (!(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, why, sizeof why))) {
         snprintf(err, errlen, "%s: %s", path, why);
         st = AG_ERR_NOMEM;

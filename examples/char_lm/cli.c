@@ -37,6 +37,8 @@ static const char usage_train[] =
     "  --data FILE            training text (UTF-8); the vocabulary is its set of characters\n"
     "  --out DIR              checkpoint directory (created if missing)\n"
     "  --config NAME          tiny, baby (default) or small; the flags below override it\n"
+    "  --overwrite            start a new run in a DIR that already holds a checkpoint (without it,\n"
+    "                         train refuses: the old run is not thrown away by accident)\n"
     "  --resume               continue the run in DIR exactly where its checkpoint stopped;\n"
     "                         flags given again override the saved ones, except the model shape\n"
     "  --init-from DIR        start a new run from another checkpoint's weights and vocabulary\n"
@@ -300,6 +302,9 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, char *err,
         } else if (strcmp(flag, "--resume") == 0) {
             if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
             t->resume = true;
+        } else if (strcmp(flag, "--overwrite") == 0) {
+            if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
+            t->overwrite = true;
         } else {
             return unknown(LM_CMD_TRAIN, argv[i], err, errlen);
         }

@@ -33,6 +33,7 @@ typedef struct {
     bool config_given;         /* --config was on the command line */
     const char *init_from;     /* --init-from DIR, or NULL */
     bool resume;               /* --resume */
+    bool overwrite;            /* --overwrite: a new run over an existing checkpoint */
     int threads;               /* --threads, 0: the default (min(2, cores)) */
     lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */

@@ -29,9 +29,17 @@ static volatile sig_atomic_t stop_signal = 0;
 
 static void on_signal(int sig) { stop_signal = sig; }
 
+/* One line on stderr, always: a path, a flag value or a name read from a file may hold a line
+ * break or an escape sequence, so control bytes are written as \n or \xNN. */
 static int fail(ag_status s, const char *msg)
 {
-    fprintf(stderr, "char_lm: error: %s\n", msg);
+    fputs("char_lm: error: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p == '\n') fputs("\\n", stderr);
+        else if (*p < 0x20 || *p == 0x7F) fprintf(stderr, "\\x%02X", *p);
+        else fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
     return s == AG_ERR_ARG ? 2 : 1;
 }
 
@@ -95,6 +103,7 @@ static int cmd_train(const lm_train_args *a)
         .out_dir = a->out,
         .init_from = a->init_from,
         .resume = a->resume,
+        .overwrite = a->overwrite,
         .cfg = a->cfg,
         .given = a->given,
         .config_given = a->config_given,
@@ -207,6 +216,9 @@ static int cmd_attn(const lm_attn_args *a)
 static void bounded_omp_spin(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    /* under valgrind /proc/self/exe is valgrind's tool, which cannot be exec'ed directly */
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload")) return;
     if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
     execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
 }

@@ -512,9 +512,15 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
     }
     if ((s = mkdir_p(o->out_dir, err, errlen))) goto out;
     if (!R.resumed && file_exists(o->out_dir, "model.safetensors")) {
+        if (!o->overwrite) { /* hours of training are one forgotten --resume away from lost */
+            snprintf(err, errlen, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
+                     "over, or choose another --out", o->out_dir);
+            s = AG_ERR_ARG;
+            goto out;
+        }
         char msg[PATHLEN + 128];
-        snprintf(msg, sizeof msg, "%s already holds a checkpoint; starting a new run over it "
-                 "(use --resume to continue it instead)", o->out_dir);
+        snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it",
+                 o->out_dir);
         warn(&R, msg);
     }
     if ((s = open_metrics(&R, start, err, errlen))) goto out;

@@ -55,6 +55,8 @@ typedef struct {
     const char *out_dir;         /* checkpoint directory; created (with parents) if missing */
     const char *init_from;       /* a checkpoint directory, or NULL */
     bool resume;
+    bool overwrite;              /* start over in an out_dir that holds a checkpoint; without
+                                    it (and without resume) that is an AG_ERR_ARG */
     lm_config cfg;               /* every hyper-parameter (vocab_size is ignored: the data's) */
     const bool *given;           /* [LM_N_FIELDS] flags the user gave, or NULL (none) */
     bool config_given;           /* --config was given (its model shape must match on resume) */

@@ -50,6 +50,10 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+    /* names and metadata come from the file: a control character in them (a line break, an
+     * escape sequence) must not break the one-line message or reach the terminal */
+    for (char *p = err; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = '?';
 }
 
 static uint64_t get_u64le(const unsigned char *p)
@@ -618,6 +622,11 @@ int ag_st_count(const ag_st_file *f)
 const char *ag_st_name(const ag_st_file *f, int i)
 {
     return f && i >= 0 && i < f->n ? f->e[i].name : NULL;
+}
+
+uint64_t ag_st_data_bytes(const ag_st_file *f)
+{
+    return f ? f->data_size : 0;
 }
 
 ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int ndim, const int *shape,

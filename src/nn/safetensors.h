@@ -39,6 +39,9 @@ void ag_st_free(ag_st_file *f);  /* NULL ok */
 const char *ag_st_meta_get(const ag_st_file *f, const char *key);
 int ag_st_count(const ag_st_file *f);               /* tensors in the file */
 const char *ag_st_name(const ag_st_file *f, int i); /* i-th tensor's name, file order */
+/* Bytes in the file's data area (all tensors together): lets a caller check that a header's
+ * claims fit the file before allocating a model of that size. */
+uint64_t ag_st_data_bytes(const ag_st_file *f);
 /* Copies tensor `name` into dst (converted to ag_real) after checking it exists and has
  * exactly this shape. AG_ERR_FORMAT with a message in err otherwise. */
 ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int ndim, const int *shape,

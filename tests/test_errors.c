@@ -1,0 +1,458 @@
+/* test_errors.c -- every bad input a user can give build/char_lm, run as a real process: a
+ * one-line error, the documented exit code, no crash, nothing lost (issue 5).
+ *
+ * The table below has one row per case: what to prepare in a fresh directory (a copy of a
+ * small trained checkpoint and its corpus, then a change: an empty or invalid corpus, a
+ * truncated or edited checkpoint, ...), the command, the exit code and a piece of the message.
+ * Each row is one check test, and each asserts that char_lm
+ *   - exits (not killed by a signal, not hung) with the expected code: 2 for a usage error
+ *     (a bad flag or value, arguments that do not fit the data or the checkpoint), 1 for the
+ *     rest (a file that cannot be read, a corrupt checkpoint, a failed write);
+ *   - writes exactly one line to stderr, "char_lm: error: ...", containing the expected text,
+ *     and nothing to stdout (except the rows that train before failing); one line even when
+ *     what it quotes (a path, a flag value, a tensor name from a corrupt file) holds a line
+ *     break;
+ *   - leaves the directory exactly as it was: every file byte-identical, nothing new (no
+ *     half-written checkpoint, no *.tmp.* file), except where the row says otherwise.
+ * A last row fills the "disk" (RLIMIT_FSIZE) while a resumed run writes its checkpoint: the
+ * write fails with a clear error and the earlier checkpoint still samples, evaluates and
+ * resumes.
+ *
+ * The checkpoint is the `tiny` preset made smaller (1 layer, n_embd 16, block_size 8) so the
+ * whole table also runs under valgrind (`make check-valgrind` sets CHAR_LM_WRAP) in about a
+ * minute. See proc.h for CHAR_LM, CHAR_LM_WRAP and CHAR_LM_TIMEOUT; CHAR_LM_TABLE=1 prints each
+ * row's exit status and message as it runs. */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "proc.h"
+
+// ---------------------------------------------------------------------------------------------
+// the table
+
+typedef enum {
+    P_NONE,            /* the copy of the good checkpoint (ckpt/) and corpus (corpus.txt) only */
+    P_EMPTY,           /* empty.txt, 0 bytes */
+    P_UNREADABLE,      /* unreadable.txt, mode 000 (as root the run drops to nobody) */
+    P_DIR,             /* adir/, a directory */
+    P_FILE,            /* file, a regular file (for --out file/out) */
+    P_RO_DIR,          /* rodir/, mode 555 (the run drops to nobody as root) */
+    P_EMPTY_DIR,       /* nockpt/, an empty directory */
+    P_TRUNC_MODEL,     /* ckpt/model.safetensors cut to half its size */
+    P_TRUNC_MODEL_HDR, /* ckpt/model.safetensors cut to 100 bytes (inside the header) */
+    P_TRUNC_STATE,     /* ckpt/train_state.safetensors cut to half its size */
+    P_HDR_LEN,         /* model: header length field 2^62 */
+    P_HDR_JSON,        /* model: the header is not JSON any more */
+    P_DTYPE,           /* model: first dtype F16 */
+    P_OFFSETS,         /* model: first tensor's data_offsets [4, end] */
+    P_NAN,             /* model: last weight NaN */
+    P_FORMAT,          /* model: format tag "char_lm-7" */
+    P_SHAPE,           /* model: config says n_embd 8, tensors have 16 */
+    P_HUGE,            /* model: config says n_embd 96: far more than the file holds */
+    P_VOCAB_SIZE,      /* model: config's vocab_size + 1 */
+    P_VOCAB_OTHER,     /* model: the largest code point of the vocab + 1 (so the corpus's is gone) */
+    P_MODEL_IS_DIR,    /* ckpt2/model.safetensors is a directory */
+    P_NAME_NL,         /* model: the first tensor is called "tok_emb<LF>weigh" and has dtype F16 */
+    P_FORMAT_NL,       /* model: format tag "cha<LF>lm-1" */
+} prep_kind;
+
+enum {
+    F_STDOUT = 1,      /* stdout may have lines (the run trained before failing) */
+    F_DROP = 2,        /* as root, run as nobody (skipped if that is impossible here) */
+    F_FSIZE = 4,       /* RLIMIT_FSIZE: half of train_state.safetensors */
+    F_METRICS = 8,     /* ckpt/metrics.csv may change (a resumed run appends its steps) */
+    F_LOADS = 16,      /* afterwards ckpt/ must still sample, evaluate and resume */
+};
+
+typedef struct {
+    const char *name;
+    prep_kind prep;
+    const char *text;           /* if not NULL: written to input.txt */
+    const char *const *args;
+    int code;                   /* expected exit code */
+    const char *msg;            /* expected in the stderr line */
+    int flags;
+} err_case;
+
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* the shape of the good checkpoint: tiny, smaller */
+#define MICRO "--config", "tiny", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", \
+              "--batch-size", "4", "--eval-iters", "1", "--threads", "1"
+#define TRAIN(data, out, ...) A("train", "--data", data, "--out", out, MICRO, "--max-iters", "2", ##__VA_ARGS__)
+#define RESUME(...) A("train", "--data", "corpus.txt", "--out", "ckpt", "--resume", "--threads", "1", ##__VA_ARGS__)
+
+static const err_case cases[] = {
+    // --- the corpus ---
+    {"missing corpus", P_NONE, NULL, TRAIN("missing.txt", "new"), 1,
+     "missing.txt: cannot open: No such file or directory", 0},
+    {"empty corpus", P_EMPTY, NULL, TRAIN("empty.txt", "new"), 1, "empty.txt: file is empty", 0},
+    {"unreadable corpus", P_UNREADABLE, NULL, TRAIN("unreadable.txt", "new"), 1,
+     "unreadable.txt: cannot open: Permission denied", F_DROP},
+    {"corpus path with a line break", P_NONE, NULL, TRAIN("missing\nfile.txt", "new"), 1,
+     "file.txt: cannot open: No such file or directory", 0},
+    {"corpus is a directory", P_DIR, NULL, TRAIN("adir", "new"), 1, "adir: is a directory", 0},
+    {"corpus shorter than block_size+1", P_NONE, "abc", TRAIN("input.txt", "new"), 2,
+     "the training split has 2 tokens, block_size 8 needs at least 9", 0},
+    {"validation split shorter than block_size+1", P_NONE, "the cat sat on the mat and the dog ran off",
+     TRAIN("input.txt", "new"), 2, "the validation split has 5 tokens, block_size 8 needs at least 9", 0},
+    {"invalid UTF-8: overlong", P_NONE, "The cat sat\xc0\xaf on the mat.\n", TRAIN("input.txt", "new"), 1,
+     "input.txt: invalid UTF-8 at byte 11 (overlong", 0},
+    {"invalid UTF-8: truncated at the end", P_NONE, "The cat \xe5\xa4\xa9\xe5\x9c", TRAIN("input.txt", "new"), 1,
+     "input.txt: invalid UTF-8 at byte 11 (truncated", 0},
+    {"invalid UTF-8: surrogate", P_NONE, "ab\xed\xa0\x80", TRAIN("input.txt", "new"), 1,
+     "invalid UTF-8 at byte 2 (surrogate", 0},
+    {"invalid UTF-8: byte 0xFF first", P_NONE, "\xff the cat", TRAIN("input.txt", "new"), 1,
+     "invalid UTF-8 at byte 0", 0},
+    {"invalid UTF-8: stray continuation byte", P_NONE, "the cat\x80", TRAIN("input.txt", "new"), 1,
+     "invalid UTF-8 at byte 7 (stray continuation", 0},
+
+    // --- prompts and eval data outside the vocabulary ---
+    {"prompt outside the vocabulary", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--prompt", "the \xce\xa9"), 2,
+     "--prompt: character '\xce\xa9' (U+03A9) at position 4 (byte 4) is not in the vocabulary", 0},
+    {"prompt with a Chinese character outside the vocabulary", P_NONE, NULL,
+     A("sample", "--ckpt", "ckpt", "--prompt", "\xe5\xa4\xa9\xe4\xb8\xad"), 2,
+     "(U+4E2D) at position 1 (byte 3) is not in the vocabulary", 0},
+    {"prompt that is not UTF-8", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--prompt", "the\xff"), 1,
+     "--prompt: invalid UTF-8 at byte 3", 0},
+    {"eval data outside the vocabulary", P_NONE, "The cat sat on the Zebra mat.\n",
+     A("eval", "--ckpt", "ckpt", "--data", "input.txt"), 2, "'Z' (U+005A) at position 19", 0},
+    {"eval data not UTF-8", P_NONE, "The cat sat \xf8 on the mat.\n", A("eval", "--ckpt", "ckpt", "--data", "input.txt"),
+     1, "input.txt: invalid UTF-8 at byte 12", 0},
+    {"eval data missing", P_NONE, NULL, A("eval", "--ckpt", "ckpt", "--data", "missing.txt"), 1,
+     "missing.txt: cannot open", 0},
+    {"eval data shorter than a window", P_NONE, "the cat", A("eval", "--ckpt", "ckpt", "--data", "input.txt"), 2,
+     "input.txt", 0},
+
+    // --- command-line values out of range ---
+    {"no command", P_NONE, NULL, A("--verbose"), 2, "unknown command '--verbose'", 0},
+    {"negative --lr", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr", "-0.001"), 2, "--lr must be > 0", 0},
+    {"bad number --lr 1e", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr", "1e"), 2, "--lr: not a finite number: '1e'", 0},
+    {"--n-head does not divide --n-embd", P_NONE, NULL, TRAIN("corpus.txt", "new", "--n-head", "3"), 2,
+     "--n-head 3 does not divide --n-embd 16", 0},
+    {"--dropout 1", P_NONE, NULL, TRAIN("corpus.txt", "new", "--dropout", "1"), 2, "--dropout must be in [0, 1)", 0},
+    {"--max-iters 1e3", P_NONE, NULL, TRAIN("corpus.txt", "new", "--max-iters", "1e3"), 2,
+     "--max-iters: not a whole number", 0},
+    {"--batch-size 0", P_NONE, NULL, TRAIN("corpus.txt", "new", "--batch-size", "0"), 2, "--batch-size must be in", 0},
+    {"--val-fraction 1", P_NONE, NULL, TRAIN("corpus.txt", "new", "--val-fraction", "1"), 2,
+     "--val-fraction must be in [0, 1)", 0},
+    {"--threads 0", P_NONE, NULL, TRAIN("corpus.txt", "new", "--threads", "0"), 2, "--threads must be in", 0},
+    {"unknown flag", P_NONE, NULL, TRAIN("corpus.txt", "new", "--bogus"), 2, "unknown flag '--bogus' for train", 0},
+    {"missing value", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr"), 2, "--lr needs a value", 0},
+    {"--top-k -1", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--top-k", "-1"), 2, "--top-k must be in", 0},
+    {"--temperature 0", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--temperature", "0"), 2,
+     "--temperature must be > 0", 0},
+    {"--max-new-tokens -5", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--max-new-tokens", "-5"), 2,
+     "--max-new-tokens must be in", 0},
+    {"a flag value with a line break", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr", "1\n2"), 2,
+     "--lr: not a finite number", 0},
+    {"--out empty", P_NONE, NULL, A("train", "--data", "corpus.txt", "--out="), 2, "--out must not be empty", 0},
+
+    // --- --resume ---
+    {"--resume with another n_layer", P_NONE, NULL, RESUME("--n-layer", "2"), 2,
+     "--n-layer: the checkpoint in ckpt has n_layer 1, but the flag asks for 2", 0},
+    {"--resume with another n_embd", P_NONE, NULL, RESUME("--n-embd", "32"), 2,
+     "a resumed run keeps its model shape", 0},
+    {"--resume with another --config", P_NONE, NULL, RESUME("--config", "small"), 2, "but --config asks for", 0},
+    {"--resume on another text", P_NONE, "The cat sat on the mat. The dog ran to the barn. My lord said good night. The old king sat on the mat.\n",
+     A("train", "--data", "input.txt", "--out", "ckpt", "--resume"), 2, "is not the text the run in ckpt", 0},
+    {"--resume without a checkpoint", P_EMPTY_DIR, NULL,
+     A("train", "--data", "corpus.txt", "--out", "nockpt", "--resume"), 1,
+     "nockpt/model.safetensors: cannot open: No such file or directory", 0},
+    {"--resume from a truncated model", P_TRUNC_MODEL, NULL, RESUME("--max-iters", "4"), 1,
+     "--resume: ckpt/model.safetensors: ", 0},
+    {"--resume from a truncated train state", P_TRUNC_STATE, NULL, RESUME("--max-iters", "4"), 1,
+     "ckpt/train_state.safetensors: ", 0},
+    {"--resume from a corrupt header", P_HDR_JSON, NULL, RESUME("--max-iters", "4"), 1,
+     "ckpt/model.safetensors: header is not valid JSON", 0},
+
+    // --- an output directory that cannot be written ---
+    {"--out under a regular file", P_FILE, NULL, TRAIN("corpus.txt", "file/out"), 1, "file is not a directory", 0},
+    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/model.safetensors/run"), 1,
+     "ckpt/model.safetensors is not a directory", 0},
+    {"--out under a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir/run"), 1,
+     "Permission denied", F_DROP},
+    {"--out is a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir"), 1, "Permission denied",
+     F_DROP},
+
+    // --- sample and eval from a missing or corrupt checkpoint ---
+    {"sample: no checkpoint directory", P_NONE, NULL, A("sample", "--ckpt", "missing"), 1,
+     "missing/model.safetensors: cannot open: No such file or directory", 0},
+    {"sample: --ckpt is a file", P_FILE, NULL, A("sample", "--ckpt", "file"), 1,
+     "file/model.safetensors: cannot open: Not a directory", 0},
+    {"sample: model.safetensors is a directory", P_MODEL_IS_DIR, NULL, A("sample", "--ckpt", "ckpt2"), 1,
+     "ckpt2/model.safetensors: not a regular file", 0},
+    {"sample: truncated model", P_TRUNC_MODEL, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "outside the data area", 0},
+    {"eval: truncated model", P_TRUNC_MODEL, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
+     "outside the data area", 0},
+    {"sample: model cut inside its header", P_TRUNC_MODEL_HDR, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "exceeds file size 100", 0},
+    {"sample: header length 2^62", P_HDR_LEN, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "header length 4611686018427387904 exceeds file size", 0},
+    {"sample: header not JSON", P_HDR_JSON, NULL, A("sample", "--ckpt", "ckpt"), 1, "header is not valid JSON", 0},
+    {"eval: header not JSON", P_HDR_JSON, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
+     "header is not valid JSON", 0},
+    {"sample: dtype F16", P_DTYPE, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "tensor 'tok_emb.weight' has dtype F16, only F32 is supported", 0},
+    {"sample: data_offsets that do not fit the shape", P_OFFSETS, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "tensor 'tok_emb.weight' of shape", 0},
+    {"sample: a NaN weight", P_NAN, NULL, A("sample", "--ckpt", "ckpt"), 1, "holds a non-finite value", 0},
+    {"sample: a tensor name with a line break", P_NAME_NL, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "has dtype F16, only F32 is supported", 0},
+    {"sample: a format tag with a line break", P_FORMAT_NL, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "not a char_lm checkpoint", 0},
+    {"sample: not a char_lm checkpoint", P_FORMAT, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "not a char_lm checkpoint", 0},
+    {"sample: shapes do not match the config", P_SHAPE, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "tensor 'tok_emb.weight' has shape", 0},
+    {"eval: shapes do not match the config", P_SHAPE, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
+     "has shape", 0},
+    /* checked before allocating: a forged header must not cost gigabytes */
+    /* a new run over a checkpoint without --resume or --overwrite: refused, nothing touched */
+    {"train over an existing checkpoint", P_NONE, NULL, TRAIN("corpus.txt", "ckpt"), 2,
+     "already holds a checkpoint: --resume continues it, --overwrite starts over", 0},
+    {"sample: the config is bigger than the file", P_HUGE, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "the config needs at least", 0},
+    {"sample: vocab and vocab_size disagree", P_VOCAB_SIZE, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "characters, the config says vocab_size", 0},
+    {"eval: the vocab does not match the data", P_VOCAB_OTHER, NULL,
+     A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 2, "(U+9EC4) at position", 0},
+    {"--resume: the vocab does not match the data", P_VOCAB_OTHER, NULL, RESUME("--max-iters", "4"), 2,
+     "is not in the vocabulary", 0},
+
+    // --- a full disk while checkpointing: the old checkpoint survives ---
+    {"checkpoint write fails (file size limit)", P_NONE, NULL, RESUME("--max-iters", "4"), 1, "write failed",
+     F_STDOUT | F_FSIZE | F_METRICS | F_LOADS},
+};
+
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+// ---------------------------------------------------------------------------------------------
+// fixture: one good checkpoint per TCase (made in the parent, copied into each test's directory)
+
+static char root[64];
+static char good[96];
+
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_errors_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    chmod(root, 0755);   /* the rows that run as nobody need to reach their directory */
+    snprintf(good, sizeof good, "%s", proc_path(root, "good"));
+    ck_assert_int_eq(mkdir(good, 0755), 0);
+    char p[PATH_MAX];
+    size_t n;
+    char *text = proc_make_corpus(3000, &n);
+    snprintf(p, sizeof p, "%s", proc_path(good, "corpus.txt"));
+    proc_write_file(p, text, n);
+    free(text);
+    proc_opts o = {.no_wrap = true};
+    proc_result r;
+    snprintf(p, sizeof p, "%s", proc_path(root, "fixture"));
+    proc_run(good, TRAIN("corpus.txt", "ckpt"), p, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0, "training the fixture checkpoint: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+
+static void root_teardown(void) { proc_remove_tree(root); }
+
+// ---------------------------------------------------------------------------------------------
+// preparing a case
+
+static void truncate_to(const char *path, long size)
+{
+    ck_assert_int_eq(truncate(path, size), 0);
+}
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    return (long)sb.st_size;
+}
+
+/* Adds 1 to the last digit of the number that follows `key` in the file (same length). */
+static void bump_number_after(const char *path, const char *key, const char *stop)
+{
+    size_t n;
+    char *b = proc_read_file(path, &n);
+    ck_assert_ptr_nonnull(b);
+    char *k = strstr(b + 8, key);   /* the header is text from byte 8 on */
+    ck_assert_msg(k != NULL, "%s: no '%s'", path, key);
+    char *end = strstr(k, stop);
+    ck_assert_ptr_nonnull(end);
+    char *d = end - 1;
+    ck_assert_msg(*d >= '0' && *d <= '8', "%s: cannot bump '%c'", path, *d);
+    (*d)++;
+    proc_write_file(path, b, n);
+    free(b);
+}
+
+static void prepare(const char *dir, const err_case *c)
+{
+    char p[PATH_MAX], model[PATH_MAX];
+    proc_copy_tree(good, dir);
+    snprintf(model, sizeof model, "%s", proc_path(dir, "ckpt/model.safetensors"));
+    if (c->text) {
+        snprintf(p, sizeof p, "%s", proc_path(dir, "input.txt"));
+        proc_write_file(p, c->text, strlen(c->text));
+    }
+    switch (c->prep) {
+    case P_NONE: break;
+    case P_EMPTY:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "empty.txt"));
+        proc_write_file(p, "", 0);
+        break;
+    case P_UNREADABLE:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "unreadable.txt"));
+        proc_write_file(p, "the cat sat on the mat\n", 23);
+        ck_assert_int_eq(chmod(p, 0), 0);
+        break;
+    case P_DIR:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "adir"));
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        break;
+    case P_FILE:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "file"));
+        proc_write_file(p, "not a directory\n", 16);
+        break;
+    case P_RO_DIR:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "rodir"));
+        ck_assert_int_eq(mkdir(p, 0555), 0);
+        ck_assert_int_eq(chmod(p, 0555), 0);
+        break;
+    case P_EMPTY_DIR:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "nockpt"));
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        break;
+    case P_TRUNC_MODEL: truncate_to(model, file_size(model) / 2); break;
+    case P_TRUNC_MODEL_HDR: truncate_to(model, 100); break;
+    case P_TRUNC_STATE:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt/train_state.safetensors"));
+        truncate_to(p, file_size(p) / 2);
+        break;
+    case P_HDR_LEN: {
+        size_t n;
+        char *b = proc_read_file(model, &n);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b, "\0\0\0\0\0\0\0\x40", 8);   /* little-endian 2^62 */
+        proc_write_file(model, b, n);
+        free(b);
+        break;
+    }
+    case P_HDR_JSON: proc_patch_file(model, "\"dtype\":", "\"dtype\";"); break;
+    case P_DTYPE: proc_patch_file(model, "\"dtype\":\"F32\"", "\"dtype\":\"F16\""); break;
+    case P_OFFSETS: proc_patch_file(model, "\"data_offsets\":[0,", "\"data_offsets\":[4,"); break;
+    case P_NAN: {
+        size_t n;
+        char *b = proc_read_file(model, &n);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b + n - 4, "\x01\x00\xc0\x7f", 4);   /* a quiet NaN, little-endian */
+        proc_write_file(model, b, n);
+        free(b);
+        break;
+    }
+    case P_FORMAT: proc_patch_file(model, "\"format\":\"char_lm-1\"", "\"format\":\"char_lm-7\""); break;
+    case P_SHAPE: proc_patch_file(model, "\\\"n_embd\\\": 16", "\\\"n_embd\\\":  8"); break;
+    case P_HUGE: proc_patch_file(model, "\\\"n_embd\\\": 16", "\\\"n_embd\\\": 96"); break;
+    case P_VOCAB_SIZE: bump_number_after(model, "\\\"vocab_size\\\": ", ","); break;
+    case P_VOCAB_OTHER: bump_number_after(model, "\"vocab\":\"[", "]"); break;
+    case P_NAME_NL:
+        proc_patch_file(model, "\"tok_emb.weight\":{\"dtype\":\"F32\"", "\"tok_emb\\nweigh\":{\"dtype\":\"F16\"");
+        break;
+    case P_FORMAT_NL: proc_patch_file(model, "\"format\":\"char_lm-1\"", "\"format\":\"cha\\nlm-1\""); break;
+    case P_MODEL_IS_DIR:
+        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt2"));
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt2/model.safetensors"));
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        break;
+    }
+    if (c->flags & F_DROP) chmod(dir, 0755);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the test
+
+/* The earlier checkpoint in dir/ckpt still samples, evaluates and resumes. */
+static void check_still_loads(const char *dir, const char *io)
+{
+    const char *const *const runs[] = {
+        A("sample", "--ckpt", "ckpt", "--max-new-tokens", "5"),
+        A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"),
+        RESUME("--max-iters", "3"),
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        proc_result r;
+        proc_run(dir, runs[k], io, NULL, &r);
+        ck_assert_msg(r.exited && r.code == 0, "after the failed write, `char_lm %s` in %s: %s\n%s", runs[k][0], dir,
+                      proc_status_str(&r), r.err);
+        proc_result_free(&r);
+    }
+}
+
+START_TEST(test_error_case)
+{
+    const err_case *c = &cases[_i];
+    char dir[PATH_MAX], io[PATH_MAX], p[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/case%02d", root, _i);
+    snprintf(io, sizeof io, "%s/io%02d", root, _i);
+    proc_remove_tree(dir);
+    prepare(dir, c);
+
+    proc_opts o = {.drop_root = (c->flags & F_DROP) != 0};
+    if (c->flags & F_FSIZE) {
+        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt/train_state.safetensors"));
+        o.fsize_limit = file_size(p) / 2;
+    }
+    proc_snapshot before, after;
+    proc_snapshot_take(dir, &before);
+    proc_result r;
+    proc_run(dir, c->args, io, &o, &r);
+    if (r.skipped) {
+        fprintf(stderr, "test_errors: '%s' skipped: cannot run as an unprivileged user here\n", c->name);
+        proc_result_free(&r);
+        proc_snapshot_free(&before);
+        return;
+    }
+    if (getenv("CHAR_LM_TABLE"))   /* the table as it runs, for a report */
+        printf("%-55s %-8s %s", c->name, proc_status_str(&r), r.err);
+    ck_assert_msg(!r.timed_out && !r.signaled, "%s: char_lm %s\nstderr: %s", c->name, proc_status_str(&r), r.err);
+    ck_assert_msg(r.code == c->code, "%s: %s, expected exit %d\nstderr: %s", c->name, proc_status_str(&r), c->code,
+                  r.err);
+    ck_assert_msg(proc_lines(r.err) == 1 && strncmp(r.err, "char_lm: error: ", 16) == 0,
+                  "%s: stderr is not one 'char_lm: error:' line:\n%s", c->name, r.err);
+    ck_assert_msg(strstr(r.err, c->msg) != NULL, "%s: the error\n  %s  lacks '%s'", c->name, r.err, c->msg);
+    ck_assert_msg((c->flags & F_STDOUT) || r.out_len == 0, "%s: unexpected stdout:\n%s", c->name, r.out);
+
+    /* nothing the user had is lost, nothing half-written is left */
+    proc_snapshot_take(dir, &after);
+    const char *const allow_metrics[] = {"ckpt/metrics.csv", NULL};
+    const char *diff = proc_snapshot_diff(&before, &after, (c->flags & F_METRICS) ? allow_metrics : NULL);
+    ck_assert_msg(diff == NULL, "%s: %s", c->name, diff);
+    const char *tmp = proc_find_tmp(dir);
+    ck_assert_msg(tmp == NULL, "%s: left %s behind", c->name, tmp);
+    proc_snapshot_free(&before);
+    proc_snapshot_free(&after);
+    proc_result_free(&r);
+
+    if (c->flags & F_LOADS) check_still_loads(dir, io);
+    proc_remove_tree(dir);
+}
+END_TEST
+
+Suite *errors_suite(void)
+{
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("table");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, proc_wrapped() ? 900 : 300);
+    tcase_add_loop_test(tc, test_error_case, 0, N_CASES);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,166 @@
+/* test_signals.c -- Ctrl-C and SIGTERM during `char_lm train` (issue 5): the program finishes
+ * the step it is in, writes a checkpoint, says where, and exits 130 (SIGINT) or 143 (SIGTERM);
+ * `--resume` from that checkpoint then continues with exactly the losses of a run that was
+ * never interrupted (one thread), down to identical checkpoint files.
+ *
+ * The run is long (10^7 steps of a very small model) and the signal is sent once the
+ * progress line of step 10 is out, so it always lands mid-run however fast or slow the
+ * machine is; the comparison run is then made just as long as the resumed one. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "proc.h"
+
+static char root[64];
+
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_signals_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void root_teardown(void) { proc_remove_tree(root); }
+
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* the tiny preset made smaller; the schedule does not depend on --max-iters */
+#define RUN_FLAGS "--config", "tiny", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", \
+                  "--batch-size", "4", "--eval-iters", "1", "--threads", "1", "--warmup-iters", "20",           \
+                  "--lr-decay-iters", "100000", "--eval-interval", "100000"
+
+/* metrics.csv without its last column (tokens/s, a timing) */
+static char *metrics_losses(const char *dir)
+{
+    size_t n;
+    char *b = proc_read_file(proc_path(dir, "metrics.csv"), &n);
+    ck_assert_msg(b != NULL, "%s/metrics.csv missing", dir);
+    char *out = malloc(n + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t k = 0;
+    for (char *line = b; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        size_t keep = len;
+        while (keep > 0 && line[keep - 1] != ',') keep--;   /* up to and with the last comma */
+        memcpy(out + k, line, keep);
+        k += keep;
+        out[k++] = '\n';
+        line += len + (nl != NULL);
+    }
+    out[k] = '\0';
+    free(b);
+    return out;
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    char *x = proc_read_file(a, &na), *y = proc_read_file(b, &nb);
+    ck_assert_msg(x && y, "missing %s or %s", a, b);
+    ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+static const int sigs[] = {SIGINT, SIGTERM};
+
+START_TEST(test_signal_then_resume)
+{
+    int sig = sigs[_i];
+    int want = sig == SIGINT ? 130 : 143;
+    char dir[128], io[160];
+    snprintf(dir, sizeof dir, "%s/%s", root, sig == SIGINT ? "int" : "term");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    size_t n;
+    char *text = proc_make_corpus(3000, &n);
+    proc_write_file(proc_path(dir, "corpus.txt"), text, n);
+    free(text);
+    proc_opts o = {.no_wrap = true};
+
+    /* 1. a long run, interrupted after its 10th step */
+    snprintf(io, sizeof io, "%s/run1", dir);
+    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "10000000"),
+                           io, &o);
+    char outfile[200];
+    snprintf(outfile, sizeof outfile, "%s.out", io);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    bool seen = false;
+    while (!seen) {
+        char *so = proc_read_file(outfile, NULL);
+        seen = so && strstr(so, "iter 10/");
+        free(so);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (seen || (double)(t.tv_sec - t0.tv_sec) > proc_timeout(&o)) break;
+        if (!proc_running(pid)) break;
+        struct timespec d = {0, 5000000};
+        nanosleep(&d, NULL);
+    }
+    if (seen) kill(pid, sig);
+    else if (proc_running(pid)) kill(pid, SIGKILL);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    ck_assert_msg(seen, "no progress line for step 10: %s\nstdout: %s\nstderr: %s", proc_status_str(&r), r.out, r.err);
+    ck_assert_msg(r.exited && r.code == want, "after signal %d: %s, expected exit %d\nstderr: %s", sig,
+                  proc_status_str(&r), want, r.err);
+    ck_assert_msg(strstr(r.err, "error") == NULL, "stderr: %s", r.err);
+    const char *said = strstr(r.out, "interrupted at iteration ");
+    ck_assert_msg(said != NULL, "stdout does not say it was interrupted:\n%s", r.out);
+    long stopped = atol(said + strlen("interrupted at iteration "));
+    ck_assert_msg(strstr(said, "checkpoint in run") != NULL, "stdout does not say where:\n%s", said);
+    ck_assert_int_ge(stopped, 11);
+    proc_result_free(&r);
+    ck_assert_ptr_null(proc_find_tmp(dir));
+
+    /* 2. the checkpoint it wrote is whole: it samples */
+    snprintf(io, sizeof io, "%s/sample", dir);
+    proc_run(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "5"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0, "sample: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+
+    /* 3. resume it for 12 more steps; 4. the same run, never interrupted */
+    char iters[32];
+    snprintf(iters, sizeof iters, "%ld", stopped + 12);
+    snprintf(io, sizeof io, "%s/resume", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--threads", "1", "--max-iters", iters),
+             io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0, "resume: %s\n%s", proc_status_str(&r), r.err);
+    char resuming[64];
+    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", stopped);
+    ck_assert_msg(strstr(r.out, resuming) != NULL, "resume did not start at %ld:\n%s", stopped, r.out);
+    proc_result_free(&r);
+    snprintf(io, sizeof io, "%s/ref", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "ref", RUN_FLAGS, "--max-iters", iters), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0, "reference run: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+
+    /* every loss the same, to the last printed digit, and the same final checkpoint */
+    char run[160], ref[160];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    char *a = metrics_losses(run), *b = metrics_losses(ref);
+    ck_assert_msg(strcmp(a, b) == 0, "losses differ after resuming at %ld:\nresumed:\n%s\nuninterrupted:\n%s", stopped,
+                  a, b);
+    ck_assert_int_eq(proc_lines(a), 1 + (int)(stopped + 12) + 1);   /* header, steps, final evaluation */
+    free(a);
+    free(b);
+    assert_same_file(proc_path(run, "model.safetensors"), proc_path(ref, "model.safetensors"));
+    assert_same_file(proc_path(run, "train_state.safetensors"), proc_path(ref, "train_state.safetensors"));
+    proc_remove_tree(dir);
+}
+END_TEST
+
+Suite *signals_suite(void)
+{
+    Suite *s = suite_create("signals");
+    TCase *tc = tcase_create("interrupt");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_signal_then_resume, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}

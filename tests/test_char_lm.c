@@ -20,6 +20,7 @@
 #include "eval.h"
 #include "sample.h"
 #include "train.h"
+#include "proc.h"
 
 #ifdef AG_DOUBLE
 #define RESUME_TOL 1e-5   /* checkpoints are F32: a resumed f64 run restarts from rounded weights */
@@ -35,24 +36,6 @@ static char corpus_path[128];
 static char err[2048];
 
 /* rm -r of a directory tree (only ever our own mkdtemp directory). */
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        remove(path);
-        return;
-    }
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        remove_tree(p);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
 static const char *in_dir(const char *name)
 {
     static char p[8][256];
@@ -60,14 +43,6 @@ static const char *in_dir(const char *name)
     k = (k + 1) % 8;
     snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
     return p[k];
-}
-
-static void write_file(const char *path, const char *text, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    ck_assert_ptr_nonnull(fp);
-    ck_assert_uint_eq(fwrite(text, 1, n, fp), n);
-    ck_assert_int_eq(fclose(fp), 0);
 }
 
 /* About 4000 characters of made-up sentences from a fixed word list and a fixed seed, the
@@ -95,7 +70,7 @@ static void write_corpus(const char *path)
         }
         buf[n++] = ag_rng_below(&r, 3) == 0 ? '\n' : ' ';
     }
-    write_file(path, buf, n);
+    proc_write_file(path, buf, n);
     free(buf);
 }
 
@@ -109,7 +84,7 @@ static void root_setup(void)
     ck_assert_ptr_nonnull(mkdtemp(root));
 }
 
-static void root_teardown(void) { remove_tree(root); }
+static void root_teardown(void) { proc_remove_tree(root); }
 
 static void setup(void)
 {
@@ -120,7 +95,7 @@ static void setup(void)
     err[0] = 0;
 }
 
-static void teardown(void) { remove_tree(dir); }
+static void teardown(void) { proc_remove_tree(dir); }
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -573,7 +548,7 @@ START_TEST(test_resume_refuses_other_shape_or_data)
     /* another text */
     char other[2048] = "";
     while (strlen(other) + 49 < sizeof other) strcat(other, "the cat sat on the mat. the dog ran to the barn.\n");
-    write_file(in_dir("other.txt"), other, strlen(other));
+    proc_write_file(in_dir("other.txt"), other, strlen(other));
     lm_train_opts o4 = opts(in_dir("run"), tiny(10));
     o4.resume = true;
     o4.data_path = in_dir("other.txt");
@@ -601,7 +576,7 @@ START_TEST(test_init_from)
                        "My lord what is it you see there. Good night.\n";
     char big[4096] = "";
     while (strlen(big) + strlen(text) < sizeof big) strcat(big, text);
-    write_file(in_dir("sub.txt"), big, strlen(big));
+    proc_write_file(in_dir("sub.txt"), big, strlen(big));
     lm_config c = tiny(0);   /* 0 steps: the checkpoint must hold a's weights */
     lm_train_opts o2 = opts(in_dir("b"), c);
     o2.init_from = in_dir("a");
@@ -615,7 +590,7 @@ START_TEST(test_init_from)
     lm_model_free(&a);
 
     /* a character the checkpoint has never seen */
-    write_file(in_dir("new.txt"), big, strlen(big));
+    proc_write_file(in_dir("new.txt"), big, strlen(big));
     FILE *fp = fopen(in_dir("new.txt"), "ab");
     fputs("Zebra!", fp);
     fclose(fp);
@@ -629,7 +604,7 @@ END_TEST
 
 START_TEST(test_data_too_short)
 {
-    write_file(in_dir("short.txt"), "abcabcabcabc\n", 13);
+    proc_write_file(in_dir("short.txt"), "abcabcabcabc\n", 13);
     lm_train_opts o = opts(in_dir("run"), tiny(5));
     o.data_path = in_dir("short.txt");
     lm_train_result r;
@@ -750,7 +725,7 @@ START_TEST(test_eval_counts_whole_windows)
     char text[101] = {0};
     ck_assert_uint_eq(fread(text, 1, 100, fp), 100);
     fclose(fp);
-    write_file(in_dir("hundred.txt"), text, 100);
+    proc_write_file(in_dir("hundred.txt"), text, 100);
 
     double loss;
     size_t tokens;
@@ -763,16 +738,16 @@ START_TEST(test_eval_counts_whole_windows)
     ck_assert_msg(fabs(loss - log(m.vocab.V)) < 1e-5, "loss %.7f, ln V %.7f", loss, log(m.vocab.V));
 
     /* 97 characters: still 12 windows (the last ends at 96); 96: only 11 */
-    write_file(in_dir("n97.txt"), text, 97);
+    proc_write_file(in_dir("n97.txt"), text, 97);
     ck_assert_int_eq(lm_eval_file(&m, in_dir("n97.txt"), &loss, &tokens, err, sizeof err), AG_OK);
     ck_assert_uint_eq(tokens, 96);
-    write_file(in_dir("n96.txt"), text, 96);
+    proc_write_file(in_dir("n96.txt"), text, 96);
     ck_assert_int_eq(lm_eval_file(&m, in_dir("n96.txt"), &loss, &tokens, err, sizeof err), AG_OK);
     ck_assert_uint_eq(tokens, 88);
     /* shorter than one window, or a character the model does not know */
-    write_file(in_dir("n8.txt"), text, 8);
+    proc_write_file(in_dir("n8.txt"), text, 8);
     ck_assert_int_eq(lm_eval_file(&m, in_dir("n8.txt"), &loss, &tokens, err, sizeof err), AG_ERR_ARG);
-    write_file(in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
+    proc_write_file(in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
     ck_assert_int_eq(lm_eval_file(&m, in_dir("odd.txt"), &loss, &tokens, err, sizeof err), AG_ERR_ARG);
     ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
     lm_model_free(&m);

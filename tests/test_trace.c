@@ -33,29 +33,12 @@
 #include "sample.h"
 #include "trace.h"
 #include "train.h"
+#include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
 // fixture: a temporary directory with an English corpus
 
 static char root[64], dir[96], corpus_path[128], err[2048];
-
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        remove(path);
-        return;
-    }
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        remove_tree(p);
-    }
-    closedir(d);
-    rmdir(path);
-}
 
 static const char *in_dir(const char *name)
 {
@@ -64,14 +47,6 @@ static const char *in_dir(const char *name)
     k = (k + 1) % 8;
     snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
     return p[k];
-}
-
-static void write_file(const char *path, const char *text, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    ck_assert_ptr_nonnull(fp);
-    ck_assert_uint_eq(fwrite(text, 1, n, fp), n);
-    ck_assert_int_eq(fclose(fp), 0);
 }
 
 /* About 3000 characters of sentences made from a fixed word list and seed. */
@@ -94,7 +69,7 @@ static void write_corpus(const char *path)
         }
         buf[n++] = ag_rng_below(&r, 3) == 0 ? '\n' : ' ';
     }
-    write_file(path, buf, n);
+    proc_write_file(path, buf, n);
 }
 
 static void root_setup(void)
@@ -103,7 +78,7 @@ static void root_setup(void)
     ck_assert_ptr_nonnull(mkdtemp(root));
 }
 
-static void root_teardown(void) { remove_tree(root); }
+static void root_teardown(void) { proc_remove_tree(root); }
 
 static void setup(void)
 {
@@ -114,7 +89,7 @@ static void setup(void)
     err[0] = 0;
 }
 
-static void teardown(void) { remove_tree(dir); }
+static void teardown(void) { proc_remove_tree(dir); }
 
 /* A small run: tiny's shape, block_size 16, few steps, quick evaluations. */
 static lm_config small(long iters)
@@ -654,7 +629,7 @@ START_TEST(test_chinese_corpus)
     size_t len = strlen(poems);
     char *big = malloc(len * 12 + 1);
     for (int k = 0; k < 12; k++) memcpy(big + k * len, poems, len);
-    write_file(corpus_path, big, len * 12);
+    proc_write_file(corpus_path, big, len * 12);
     free(big);
     lm_config c = small(6);
     lm_train_opts o = opts(in_dir("run"), c);

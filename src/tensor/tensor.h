@@ -146,7 +146,9 @@ ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const 
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
 
 /* Reverse-mode pass from a scalar loss: seeds dloss = 1 and runs every recorded backward in
- * reverse order. Gradients accumulate (+=) into parameters' grads: zero them before a step. */
+ * reverse order. Gradients accumulate (+=) into parameters' grads: zero them before a step.
+ * One backward per ag_ctx_reset: the tape holds every node since the reset, so a second call
+ * would run the earlier graph's backwards again and count its gradients twice. */
 ag_status ag_backward(ag_ctx *ctx, ag_tensor *loss);
 /* The same from any tensor y with a given upstream gradient dy [numel(y)] (gradient checks). */
 ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy);

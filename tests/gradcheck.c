@@ -1,4 +1,5 @@
 /* gradcheck.c -- see gradcheck.h. */
+#include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,13 @@ int gc_check(const gc_opts *o, gc_build_fn build, ag_tensor **in, int n_in, void
 {
     int fails = 0;
     msg[0] = '\0';
+    /* the harness's own preconditions: an input without a grad buffer would be compared with
+     * whatever memory its grad pointer holds */
+    ck_assert_msg(n_in > 0 && in != NULL, "%s: gradcheck needs at least one input", o->name);
+    for (int k = 0; k < n_in; k++)
+        ck_assert_msg(in[k] && in[k]->grad && in[k]->requires_grad,
+                      "%s: gradcheck input %d needs requires_grad and a grad buffer (gc_tensor_new or a parameter)",
+                      o->name, k);
     ag_ctx *ctx = ag_ctx_new();
     if (!ctx) {
         snprintf(msg, msglen, "%s: no memory for a ctx", o->name);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "corpus.h"
+#include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -25,20 +26,7 @@ static void setup(void)
     err[0] = 0;
 }
 
-static void teardown(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[PATH_MAX];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
+static void teardown(void) { proc_remove_tree(dir); }
 
 /* Writes n bytes to <dir>/name and returns the path (valid until the next call). */
 static const char *file_with(const char *name, const char *bytes, size_t n)

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "nn/safetensors.h"
+#include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -29,20 +30,7 @@ static void setup(void)
     err[0] = 0;
 }
 
-static void teardown(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[PATH_MAX];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
+static void teardown(void) { proc_remove_tree(dir); }
 
 static const char *in_dir(const char *name)
 {

@@ -22,4 +22,25 @@ int ag_threads(void);  /* the threads a parallel region gets */
 void ag_gemm(bool transA, bool transB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
              const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
 
+/* The arguments of one ag_gemm call, for ag_gemm_pair. */
+typedef struct {
+    bool transA, transB;
+    int M, N, K;
+    ag_real alpha;
+    const ag_real *A;
+    int lda;
+    const ag_real *B;
+    int ldb;
+    ag_real beta;
+    ag_real *C;
+    int ldc;
+} ag_gemm_args;
+
+/* Two independent products at once (a backward's dx = dy W and dW = dy^T x): the threads
+ * split into two teams, one per product, each sharing its product by row blocks. With two
+ * threads each product runs whole on one core: no core packs the other's operands again, and
+ * there is one barrier instead of two. The products must not write to the same memory.
+ * g1 may be NULL: then it is ag_gemm on g0. */
+void ag_gemm_pair(const ag_gemm_args *g0, const ag_gemm_args *g1);
+
 #endif

@@ -10,11 +10,12 @@
 
 // --- kernels ---
 
-static void add_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
+/* y[r, :] = b for every row: the gemm then adds x W^T on top (beta 1). With beta 0 OpenBLAS
+ * would first zero y in a pass of its own, and adding the bias afterwards would be a third. */
+static void fill_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
 {
 #pragma omp parallel for schedule(static) if (R * Fout >= AG_PAR_MIN)
-    for (size_t r = 0; r < R; r++)
-        for (int o = 0; o < Fout; o++) y[r * Fout + o] += b[o];
+    for (size_t r = 0; r < R; r++) memcpy(y + r * Fout, b, (size_t)Fout * sizeof *b);
 }
 
 
@@ -27,17 +28,21 @@ static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
     int Fin = W->shape[1], Fout = W->shape[0]; /* in and out features */
     int R = (int)ag_rows(x);
     const ag_real *dy = y->grad;                                  // [R, Fout]
+    ag_gemm_args dx_job = { 0 }, dW_job = { 0 };
     if (x->requires_grad) { /* dx += dy @ W */
         bool acc;
         ag_real *dx = ag__grad_into(ctx, x, &acc);                // [R, Fin]
         if (!dx) return ag_ctx_status(ctx);
-        ag_gemm(false, false, R, Fin, Fout, 1, dy, Fout, W->data, Fin, acc ? 1 : 0, dx, Fin);
+        dx_job = (ag_gemm_args){ false, false, R, Fin, Fout, 1, dy, Fout, W->data, Fin, acc ? 1 : 0, dx, Fin };
     }
     if (W->requires_grad) { /* dW += dy^T @ x */
         ag_real *dW = ag_grad(ctx, W);                            // [Fout, Fin]
         if (!dW) return ag_ctx_status(ctx);
-        ag_gemm(true, false, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin);
+        dW_job = (ag_gemm_args){ true, false, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin };
     }
+    /* the two products have the same size (R Fin Fout multiply-adds) and run side by side */
+    if (dx_job.C) ag_gemm_pair(&dx_job, dW_job.C ? &dW_job : NULL);
+    else if (dW_job.C) ag_gemm_pair(&dW_job, NULL);
     if (b && b->requires_grad) { /* db += sum_r dy[r] */
         ag_real *db = ag_grad(ctx, b);                            // [Fout]
         if (!db) return ag_ctx_status(ctx);
@@ -67,8 +72,8 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     shape[x->ndim - 1] = Fout;
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, shape);          // [..., out]
     if (!y) return NULL;
-    ag_gemm(false, true, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, 0, y->data, Fout);
-    if (b) add_bias_rows(y->data, b->data, (size_t)R, Fout);
+    if (b) fill_bias_rows(y->data, b->data, (size_t)R, Fout);                      // [R, out] = b
+    ag_gemm(false, true, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, b ? 1 : 0, y->data, Fout);
     ag_tensor *in[3] = { x, W, b };
     ag_record(ctx, &linear_op, y, in, b ? 3 : 2);
     return ag__done(ctx, y);

@@ -56,6 +56,55 @@ static inline void ag__sum_rows(ag_real *out, const ag_real *x, size_t R, int C)
     }
 }
 
+/* Row reductions (sum, dot, max) with AG_LANES independent running values. One running sum is
+ * a chain of dependent adds, 4 cycles each, that the compiler may not split (that would reorder
+ * the sum); these lanes are that split written out, so they vectorize and the result is the
+ * same on every machine. The lanes are combined pairwise at the end, in a fixed order. */
+#define AG_LANES 16
+
+static inline ag_real ag__lanes_total(ag_real *lane)
+{
+    for (int w = AG_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
+/* x[0] + ... + x[n-1] */
+static inline ag_real ag__sum(const ag_real *x, int n)
+{
+    ag_real lane[AG_LANES] = { 0 };
+    int i = 0;
+    for (; i + AG_LANES <= n; i += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++) lane[l] += x[i + l];
+    for (int l = 0; i < n; i++, l++) lane[l] += x[i];
+    return ag__lanes_total(lane);
+}
+
+/* x[0] y[0] + ... + x[n-1] y[n-1] */
+static inline ag_real ag__dot(const ag_real *x, const ag_real *y, int n)
+{
+    ag_real lane[AG_LANES] = { 0 };
+    int i = 0;
+    for (; i + AG_LANES <= n; i += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++) lane[l] += x[i + l] * y[i + l];
+    for (int l = 0; i < n; i++, l++) lane[l] += x[i] * y[i];
+    return ag__lanes_total(lane);
+}
+
+/* the largest of x[0..n-1] and floor (NaNs are passed over, as `x > m ? x : m` does) */
+static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
+{
+    ag_real lane[AG_LANES];
+    for (int l = 0; l < AG_LANES; l++) lane[l] = floor;
+    int i = 0;
+    for (; i + AG_LANES <= n; i += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    for (int l = 0; i < n; i++, l++) lane[l] = x[i] > lane[l] ? x[i] : lane[l];
+    for (int w = AG_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+    return lane[0];
+}
+
 /* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
  * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
  * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns

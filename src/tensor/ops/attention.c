@@ -28,13 +28,10 @@ static void softmax_rows_causal(ag_real *S, int T, bool causal)
     for (int i = 0; i < T; i++) {
         ag_real *row = S + (size_t)i * T;
         int n = causal ? i + 1 : T;
-        ag_real max = row[0];
-        for (int j = 1; j < n; j++) max = row[j] > max ? row[j] : max;
+        ag_real max = ag__max(row, n, row[0]);
 #pragma omp simd
         for (int j = 0; j < n; j++) row[j] = ag__exp(row[j] - max);
-        ag_real sum = 0; /* a separate loop: the exps vectorize, the sum keeps its order */
-        for (int j = 0; j < n; j++) sum += row[j];
-        ag_real inv = 1 / sum;
+        ag_real inv = 1 / ag__sum(row, n);
         for (int j = 0; j < n; j++) row[j] *= inv;
         for (int j = n; j < T; j++) row[j] = 0; /* the future: exactly zero weight */
     }
@@ -57,9 +54,14 @@ static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
     int B = q->shape[0], T = q->shape[1], C = q->shape[2], H = n->iparam[0], D = C / H;
     ag_real scale = (ag_real)n->fparam[0];
     const ag_real *A = n->saved;                                   // [B,H,T,T]
-    ag_real *dq = q->requires_grad ? ag_grad(ctx, q) : NULL;
-    ag_real *dk = k->requires_grad ? ag_grad(ctx, k) : NULL;
-    ag_real *dv = v->requires_grad ? ag_grad(ctx, v) : NULL;
+    /* Every (b, h) writes its whole [T,D] block of dv, then dq, then dk, so the first of these
+     * gemms to reach a fresh gradient writes it (beta 0) and no memset is needed. Asked for in
+     * the same order, q = k = v (self-attention on one tensor) comes out right too: the block
+     * is written by dv's gemm and added to by the other two. */
+    bool acc_v = false, acc_q = false, acc_k = false;
+    ag_real *dv = v->requires_grad ? ag__grad_into(ctx, v, &acc_v) : NULL;
+    ag_real *dq = q->requires_grad ? ag__grad_into(ctx, q, &acc_q) : NULL;
+    ag_real *dk = k->requires_grad ? ag__grad_into(ctx, k, &acc_k) : NULL;
     int nt = omp_get_max_threads();
     ag_real *scratch = ag_ctx_alloc(ctx, (size_t)nt * T * T * sizeof(ag_real)); // [threads,T,T] dA, then dS
     if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
@@ -70,18 +72,17 @@ static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
             const ag_real *Ab = A + ((size_t)b * H + h) * T * T;       // [T,T]
             const ag_real *dO = y->grad + off;                         // [T,D]
             ag_real *dS = scratch + (size_t)omp_get_thread_num() * T * T;  // [T,T]
-            if (dv) gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, 1, dv + off, C);      /* dV += A^T dO */
+            if (dv) gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, acc_v ? 1 : 0, dv + off, C);      /* dV += A^T dO */
             if (!dq && !dk) continue;
             gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);        /* dA = dO V^T */
             for (int i = 0; i < T; i++) { /* dS = A * (dA - rowsum(dA * A)) */
                 ag_real *dr = dS + (size_t)i * T;
                 const ag_real *ar = Ab + (size_t)i * T;
-                ag_real dot = 0;
-                for (int j = 0; j < T; j++) dot += dr[j] * ar[j];
+                ag_real dot = ag__dot(dr, ar, T);
                 for (int j = 0; j < T; j++) dr[j] = ar[j] * (dr[j] - dot);
             }
-            if (dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, 1, dq + off, C); /* dQ += s dS K */
-            if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, 1, dk + off, C);  /* dK += s dS^T Q */
+            if (dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, acc_q ? 1 : 0, dq + off, C); /* dQ += s dS K */
+            if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, acc_k ? 1 : 0, dk + off, C);  /* dK += s dS^T Q */
         }
     return AG_OK;
 }

@@ -15,17 +15,14 @@ static void softmax_forward_rows(ag_real *y, const ag_real *x, size_t R, int N)
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * N;
         ag_real *yr = y + r * N;
-        ag_real max = -INFINITY;
-        for (int j = 0; j < N; j++) max = xr[j] > max ? xr[j] : max;
+        ag_real max = ag__max(xr, N, -INFINITY);
         if (max == -INFINITY) { /* fully masked row */
             for (int j = 0; j < N; j++) yr[j] = 0;
             continue;
         }
 #pragma omp simd
         for (int j = 0; j < N; j++) yr[j] = ag__exp(xr[j] - max);
-        ag_real sum = 0; /* a separate loop: the exps vectorize, the sum keeps its order */
-        for (int j = 0; j < N; j++) sum += yr[j];
-        ag_real inv = 1 / sum;
+        ag_real inv = 1 / ag__sum(yr, N);
         for (int j = 0; j < N; j++) yr[j] *= inv;
     }
 }
@@ -36,8 +33,7 @@ static void softmax_backward_rows(ag_real *dx, const ag_real *y, const ag_real *
     for (size_t r = 0; r < R; r++) {
         const ag_real *yr = y + r * N, *dyr = dy + r * N;
         ag_real *dxr = dx + r * N;
-        ag_real dot = 0;
-        for (int j = 0; j < N; j++) dot += dyr[j] * yr[j];
+        ag_real dot = ag__dot(dyr, yr, N);
         for (int j = 0; j < N; j++) dxr[j] += yr[j] * (dyr[j] - dot);
     }
 }

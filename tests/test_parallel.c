@@ -1,0 +1,186 @@
+/* test_parallel.c -- the threaded gemm (ag_gemm, ag_gemm_pair) against a plain triple loop, and
+ * the lane reductions of internal.h (ag__sum, ag__dot, ag__max) against plain loops.
+ *
+ * The products are big enough to take the threaded paths (row blocks, two teams) and are run
+ * with 1, 2 and 3 threads, so an odd team split and a one-thread team are covered too. */
+#include <check.h>
+#include <omp.h>
+#include <stdlib.h>
+#include "tensor/internal.h"
+#include "tensor/parallel.h"
+#include "tensor/rng.h"
+
+#ifdef AG_DOUBLE
+#define GEMM_TOL 1e-10
+#else
+#define GEMM_TOL 2e-4
+#endif
+
+static ag_real *random_buf(ag_rng *r, size_t n)
+{
+    ag_real *p = malloc(n * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++) p[i] = (ag_real)(2 * ag_rng_uniform(r) - 1);
+    return p;
+}
+
+/* C = alpha op(A) op(B) + beta C by definition, in double */
+static void gemm_reference(const ag_gemm_args *g)
+{
+    for (int m = 0; m < g->M; m++)
+        for (int n = 0; n < g->N; n++) {
+            double acc = 0;
+            for (int k = 0; k < g->K; k++) {
+                double a = g->transA ? g->A[(size_t)k * g->lda + m] : g->A[(size_t)m * g->lda + k];
+                double b = g->transB ? g->B[(size_t)n * g->ldb + k] : g->B[(size_t)k * g->ldb + n];
+                acc += a * b;
+            }
+            ag_real *c = &g->C[(size_t)m * g->ldc + n];
+            *c = (ag_real)(g->alpha * acc + (g->beta == 0 ? 0 : g->beta * *c));
+        }
+}
+
+/* a product [M,N] = op(A) op(B) with fresh random operands; C starts random (beta must matter) */
+static ag_gemm_args make_gemm(ag_rng *r, bool tA, bool tB, int M, int N, int K, ag_real alpha, ag_real beta)
+{
+    ag_gemm_args g = { tA, tB, M, N, K, alpha, NULL, tA ? M : K, NULL, tB ? K : N, beta, NULL, N };
+    g.A = random_buf(r, (size_t)M * K);
+    g.B = random_buf(r, (size_t)K * N);
+    g.C = random_buf(r, (size_t)M * N);
+    return g;
+}
+
+static void free_gemm(ag_gemm_args *g)
+{
+    free((void *)g->A);
+    free((void *)g->B);
+    free(g->C);
+}
+
+static void assert_close(const ag_real *got, const ag_real *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) ck_assert_double_eq_tol(got[i], want[i], GEMM_TOL * (1 + fabs((double)want[i])));
+}
+
+/* runs g through ag_gemm and checks it against the reference */
+static void check_gemm(ag_gemm_args g)
+{
+    size_t n = (size_t)g.M * g.N;
+    ag_real *want = malloc(n * sizeof *want);
+    ck_assert_ptr_nonnull(want);
+    memcpy(want, g.C, n * sizeof *want);
+    ag_gemm_args ref = g;
+    ref.C = want;
+    gemm_reference(&ref);
+    ag_gemm(g.transA, g.transB, g.M, g.N, g.K, g.alpha, g.A, g.lda, g.B, g.ldb, g.beta, g.C, g.ldc);
+    assert_close(g.C, want, n);
+    free(want);
+}
+
+START_TEST(test_gemm_threaded_matches_reference)
+{
+    ag_rng r;
+    ag_rng_seed(&r, 11);
+    int threads[3] = { 1, 2, 3 };
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++)
+                for (int beta = 0; beta < 2; beta++) {
+                    /* 97 x 70 x 53 = 360k multiply-adds: above the threshold that splits a product */
+                    ag_gemm_args g = make_gemm(&r, tA, tB, 97, 70, 53, (ag_real)0.5, (ag_real)beta);
+                    check_gemm(g);
+                    free_gemm(&g);
+                }
+    }
+    omp_set_num_threads(2);
+}
+END_TEST
+
+START_TEST(test_gemm_pair_matches_reference)
+{
+    ag_rng r;
+    ag_rng_seed(&r, 12);
+    int threads[3] = { 1, 2, 3 };
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int beta = 0; beta < 2; beta++) {
+            /* the shapes of a linear's backward: dx [R,in] = dy W, dW [out,in] = dy^T x */
+            int R = 301, in = 40, out = 72;
+            ag_gemm_args dx = make_gemm(&r, false, false, R, in, out, 1, (ag_real)beta);
+            ag_gemm_args dW = make_gemm(&r, true, false, out, in, R, 1, 1);
+            ag_real *want_dx = malloc((size_t)R * in * sizeof(ag_real));
+            ag_real *want_dW = malloc((size_t)out * in * sizeof(ag_real));
+            memcpy(want_dx, dx.C, (size_t)R * in * sizeof(ag_real));
+            memcpy(want_dW, dW.C, (size_t)out * in * sizeof(ag_real));
+            ag_gemm_args ref_dx = dx, ref_dW = dW;
+            ref_dx.C = want_dx;
+            ref_dW.C = want_dW;
+            gemm_reference(&ref_dx);
+            gemm_reference(&ref_dW);
+            ag_gemm_pair(&dx, &dW);
+            assert_close(dx.C, want_dx, (size_t)R * in);
+            assert_close(dW.C, want_dW, (size_t)out * in);
+            free(want_dx);
+            free(want_dW);
+            free_gemm(&dx);
+            free_gemm(&dW);
+        }
+        /* one product alone (g1 NULL) */
+        ag_gemm_args g = make_gemm(&r, false, true, 150, 64, 48, 2, 1);
+        ag_real *want = malloc((size_t)150 * 64 * sizeof(ag_real));
+        memcpy(want, g.C, (size_t)150 * 64 * sizeof(ag_real));
+        ag_gemm_args ref = g;
+        ref.C = want;
+        gemm_reference(&ref);
+        ag_gemm_pair(&g, NULL);
+        assert_close(g.C, want, (size_t)150 * 64);
+        free(want);
+        free_gemm(&g);
+    }
+    omp_set_num_threads(2);
+}
+END_TEST
+
+START_TEST(test_lane_reductions_match_plain_loops)
+{
+    ag_rng r;
+    ag_rng_seed(&r, 13);
+    /* lengths below, at and around multiples of the lane count */
+    int lengths[] = { 0, 1, 5, AG_LANES - 1, AG_LANES, AG_LANES + 1, 3 * AG_LANES + 7, 128, 1000 };
+    for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+        int n = lengths[t];
+        ag_real *x = random_buf(&r, (size_t)n + 1), *y = random_buf(&r, (size_t)n + 1);
+        double sum = 0, dot = 0;
+        ag_real max = -INFINITY;
+        for (int i = 0; i < n; i++) {
+            sum += x[i];
+            dot += (double)x[i] * y[i];
+            max = x[i] > max ? x[i] : max;
+        }
+        ck_assert_double_eq_tol(ag__sum(x, n), sum, 1e-5);
+        ck_assert_double_eq_tol(ag__dot(x, y, n), dot, 1e-5);
+        ck_assert(ag__max(x, n, -INFINITY) == max);          /* the max is exact: no rounding */
+        ck_assert(ag__max(x, n, 5) == 5);                     /* floor above every element */
+        if (n >= 3) {
+            x[n / 2] = 7;                                     /* the largest, somewhere inside */
+            ck_assert(ag__max(x, n, -INFINITY) == 7);
+            x[0] = NAN;                                       /* NaN is passed over, as before */
+            ck_assert(ag__max(x, n, -INFINITY) == 7);
+        }
+        free(x);
+        free(y);
+    }
+}
+END_TEST
+
+Suite *parallel_suite(void)
+{
+    Suite *s = suite_create("parallel");
+    TCase *t = tcase_create("gemm");
+    tcase_add_test(t, test_gemm_threaded_matches_reference);
+    tcase_add_test(t, test_gemm_pair_matches_reference);
+    tcase_add_test(t, test_lane_reductions_match_plain_loops);
+    suite_add_tcase(s, t);
+    return s;
+}

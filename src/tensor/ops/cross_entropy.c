@@ -63,15 +63,15 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
 #pragma omp parallel for schedule(static) reduction(+ : total) if (R * V >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *zr = z->data + r * V;
-        ag_real m = zr[0];
-        for (int j = 1; j < V; j++) m = zr[j] > m ? zr[j] : m;
+        ag_real m = ag__max(zr, V, zr[0]);
         ag_real sum = 0;
         ag_real *p = keep ? s->probs + r * V : NULL;
-        if (p) { /* exps into the saved row first: they vectorize; the sum keeps its order */
+        if (p) { /* exps into the saved row first, then their sum */
 #pragma omp simd
             for (int j = 0; j < V; j++) p[j] = ag__exp(zr[j] - m);
-            for (int j = 0; j < V; j++) sum += p[j];
+            sum = ag__sum(p, V);
         } else {
+#pragma omp simd reduction(+ : sum)
             for (int j = 0; j < V; j++) sum += ag__exp(zr[j] - m);
         }
         ag_real lse = m + AG_LOG(sum);

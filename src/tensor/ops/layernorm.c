@@ -18,13 +18,11 @@ static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x,
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * C;
         ag_real *yr = y + r * C;
-        ag_real mean = 0, var = 0;
-        for (int c = 0; c < C; c++) mean += xr[c];
-        mean /= C;
-        for (int c = 0; c < C; c++) var += (xr[c] - mean) * (xr[c] - mean);
-        var /= C;
+        ag_real mean = ag__sum(xr, C) / C;
+        for (int c = 0; c < C; c++) yr[c] = xr[c] - mean;             /* y holds x - mean for now */
+        ag_real var = ag__dot(yr, yr, C) / C;
         ag_real rstd = 1 / AG_SQRT(var + eps);
-        for (int c = 0; c < C; c++) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+        for (int c = 0; c < C; c++) yr[c] = yr[c] * rstd * w[c] + b[c];
         stats[2 * r] = mean;
         stats[2 * r + 1] = rstd;
     }
@@ -39,15 +37,14 @@ static void layernorm_backward_rows(ag_real *dx, bool acc, ag_real *dw, ag_real 
         for (size_t r = 0; r < R; r++) {
             const ag_real *xr = x + r * C, *dyr = dy + r * C;
             ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
-            ag_real g_mean = 0, gx_mean = 0; /* mean(g), mean(g * xhat) */
+            ag_real g_sum = 0, gx_sum = 0; /* sum(g), sum(g * xhat): simd lanes, see ag__sum */
+#pragma omp simd reduction(+ : g_sum, gx_sum)
             for (int c = 0; c < C; c++) {
-                ag_real xhat = (xr[c] - mean) * rstd;
                 ag_real g = dyr[c] * w[c];
-                g_mean += g;
-                gx_mean += g * xhat;
+                g_sum += g;
+                gx_sum += g * ((xr[c] - mean) * rstd);
             }
-            g_mean /= C;
-            gx_mean /= C;
+            ag_real g_mean = g_sum / C, gx_mean = gx_sum / C;
             for (int c = 0; c < C; c++) {
                 ag_real xhat = (xr[c] - mean) * rstd;
                 ag_real d = rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);

@@ -25,9 +25,7 @@ static void rmsnorm_forward_rows(ag_real *y, ag_real *rstd, const ag_real *x, co
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x + r * C;
         ag_real *yr = y + r * C;
-        ag_real ms = 0;
-        for (int c = 0; c < C; c++) ms += xr[c] * xr[c];
-        ms /= C;
+        ag_real ms = ag__dot(xr, xr, C) / C;
         ag_real rs = 1 / AG_SQRT(ms + eps);
         for (int c = 0; c < C; c++) yr[c] = xr[c] * rs * w[c];
         rstd[r] = rs;
@@ -43,9 +41,10 @@ static void rmsnorm_backward_rows(ag_real *dx, ag_real *dw, const ag_real *dy, c
         for (size_t r = 0; r < R; r++) {
             const ag_real *xr = x + r * C, *dyr = dy + r * C;
             ag_real rs = rstd[r];
-            ag_real gx_mean = 0; /* mean(g * xhat), g = dy * w */
-            for (int c = 0; c < C; c++) gx_mean += dyr[c] * w[c] * xr[c] * rs;
-            gx_mean /= C;
+            ag_real gx_sum = 0; /* sum(g * xhat), g = dy * w */
+#pragma omp simd reduction(+ : gx_sum)
+            for (int c = 0; c < C; c++) gx_sum += dyr[c] * w[c] * xr[c] * rs;
+            ag_real gx_mean = gx_sum / C;
             for (int c = 0; c < C; c++) dx[r * C + c] += rs * (dyr[c] * w[c] - xr[c] * rs * gx_mean);
         }
     }

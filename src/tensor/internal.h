@@ -41,19 +41,33 @@ static inline ag_tensor *ag__done(ag_ctx *ctx, ag_tensor *y)
  * Threads take blocks of AG_COL_BLOCK adjacent columns, so no two write the same out[c], and
  * each row's block is contiguous (vectorizes, unlike walking one column down the rows). */
 #define AG_COL_BLOCK 32
+static inline void ag__sum_rows_block(ag_real *out, const ag_real *x, size_t R, int C, int blk)
+{
+    int c0 = blk * AG_COL_BLOCK, w = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
+    ag_real acc[AG_COL_BLOCK] = { 0 };
+    if (w == AG_COL_BLOCK) { /* a fixed width: acc stays in registers */
+        for (size_t r = 0; r < R; r++)
+            for (int c = 0; c < AG_COL_BLOCK; c++) acc[c] += x[r * (size_t)C + c0 + c];
+    } else {
+        for (size_t r = 0; r < R; r++)
+            for (int c = 0; c < w; c++) acc[c] += x[r * (size_t)C + c0 + c];
+    }
+    for (int c = 0; c < w; c++) out[c0 + c] += acc[c];
+}
+
 static inline void ag__sum_rows(ag_real *out, const ag_real *x, size_t R, int C)
 {
     int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
 #pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
-    for (int blk = 0; blk < n_blocks; blk++) {
-        int c0 = blk * AG_COL_BLOCK, w = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
-        ag_real acc[AG_COL_BLOCK] = { 0 };
-        for (size_t r = 0; r < R; r++) {
-            const ag_real *row = x + r * (size_t)C + c0;
-            for (int c = 0; c < w; c++) acc[c] += row[c];
-        }
-        for (int c = 0; c < w; c++) out[c0 + c] += acc[c];
-    }
+    for (int blk = 0; blk < n_blocks; blk++) ag__sum_rows_block(out, x, R, C, blk);
+}
+
+/* The same, for the caller's thread `part` of n_parts (inside a parallel region): the column
+ * blocks part, part + n_parts, ... */
+static inline void ag__sum_rows_part(ag_real *out, const ag_real *x, size_t R, int C, int part, int n_parts)
+{
+    int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
+    for (int blk = part; blk < n_blocks; blk += n_parts) ag__sum_rows_block(out, x, R, C, blk);
 }
 
 /* Row reductions (sum, dot, max) with AG_LANES independent running values. One running sum is

@@ -48,22 +48,19 @@ void ag_gemm(bool transA, bool transB, int M, int N, int K, ag_real alpha, const
     gemm_rows(&g, omp_get_thread_num(), omp_get_num_threads());
 }
 
-static void gemm_args(const ag_gemm_args *g)
+void ag_gemm_run(const ag_gemm_args *g)
 {
     ag_gemm(g->transA, g->transB, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
 }
 
-void ag_gemm_pair(const ag_gemm_args *g0, const ag_gemm_args *g1)
+void ag_gemm_pair(const ag_gemm_args *g0, ag_team_work then0, void *user, const ag_gemm_args *g1)
 {
-    if (!g1) {
-        gemm_args(g0);
-        return;
-    }
     double macs = (double)g0->M * g0->N * g0->K + (double)g1->M * g1->N * g1->K;
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nt <= 1 || macs < 2 * PARALLEL_GEMM_MIN_MACS) {
-        gemm_args(g0);
-        gemm_args(g1);
+        ag_gemm_run(g0);
+        if (then0) then0(user, 0, 1);
+        ag_gemm_run(g1);
         return;
     }
 #pragma omp parallel num_threads(nt)
@@ -72,9 +69,11 @@ void ag_gemm_pair(const ag_gemm_args *g0, const ag_gemm_args *g1)
         int n0 = (n + 1) / 2; /* threads 0..n0-1 take g0, the rest g1 */
         if (n == 1) { /* the runtime gave us fewer threads than asked */
             gemm_rows(g0, 0, 1);
+            if (then0) then0(user, 0, 1);
             gemm_rows(g1, 0, 1);
         } else if (id < n0) {
             gemm_rows(g0, id, n0);
+            if (then0) then0(user, id, n0);
         } else {
             gemm_rows(g1, id - n0, n - n0);
         }

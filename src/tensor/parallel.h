@@ -36,11 +36,17 @@ typedef struct {
     int ldc;
 } ag_gemm_args;
 
-/* Two independent products at once (a backward's dx = dy W and dW = dy^T x): the threads
- * split into two teams, one per product, each sharing its product by row blocks. With two
- * threads each product runs whole on one core: no core packs the other's operands again, and
- * there is one barrier instead of two. The products must not write to the same memory.
- * g1 may be NULL: then it is ag_gemm on g0. */
-void ag_gemm_pair(const ag_gemm_args *g0, const ag_gemm_args *g1);
+void ag_gemm_run(const ag_gemm_args *g); /* ag_gemm with these arguments */
+
+/* Work for a team of threads: called once by each of its n_parts threads, part = 0..n_parts-1. */
+typedef void (*ag_team_work)(void *user, int part, int n_parts);
+
+/* Two independent products at once (a linear's backward: dx = dy W and dW = dy^T x): the
+ * threads split into two teams, one per product, each sharing its product by row blocks. With
+ * two threads each product runs whole on one core: no core packs the other's operands again,
+ * and there is one barrier instead of two. then0 (may be NULL) runs on g0's team after g0
+ * (the bias gradient: dx's product is the quicker of the two). Nothing may be written by more
+ * than one of g0, then0 and g1. */
+void ag_gemm_pair(const ag_gemm_args *g0, ag_team_work then0, void *user, const ag_gemm_args *g1);
 
 #endif

@@ -19,6 +19,20 @@ static void fill_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
 }
 
 
+/* db += sum over rows of dy, the share of one thread of a team (see ag_gemm_pair) */
+typedef struct {
+    ag_real *db;
+    const ag_real *dy;
+    size_t R;
+    int Fout;
+} bias_grad;
+
+static void bias_grad_part(void *user, int part, int n_parts)
+{
+    const bias_grad *bg = user;
+    ag__sum_rows_part(bg->db, bg->dy, bg->R, bg->Fout, part, n_parts);
+}
+
 // --- backward ---
 
 static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
@@ -40,14 +54,18 @@ static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
         if (!dW) return ag_ctx_status(ctx);
         dW_job = (ag_gemm_args){ true, false, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin };
     }
-    /* the two products have the same size (R Fin Fout multiply-adds) and run side by side */
-    if (dx_job.C) ag_gemm_pair(&dx_job, dW_job.C ? &dW_job : NULL);
-    else if (dW_job.C) ag_gemm_pair(&dW_job, NULL);
-    if (b && b->requires_grad) { /* db += sum_r dy[r] */
-        ag_real *db = ag_grad(ctx, b);                            // [Fout]
-        if (!db) return ag_ctx_status(ctx);
-        ag__sum_rows(db, dy, (size_t)R, Fout);
+    ag_real *db = NULL;                                           // [Fout]
+    if (b && b->requires_grad && !(db = ag_grad(ctx, b))) return ag_ctx_status(ctx);
+    if (dx_job.C && dW_job.C) {
+        /* the two products have the same size (R Fin Fout multiply-adds): side by side, with
+         * db += sum_r dy[r] on dx's side */
+        bias_grad bg = { db, dy, (size_t)R, Fout };
+        ag_gemm_pair(&dx_job, db ? bias_grad_part : NULL, &bg, &dW_job);
+        return AG_OK;
     }
+    if (dx_job.C) ag_gemm_run(&dx_job);
+    if (dW_job.C) ag_gemm_run(&dW_job);
+    if (db) ag__sum_rows(db, dy, (size_t)R, Fout); /* db += sum_r dy[r] */
     return AG_OK;
 }
 

@@ -119,6 +119,24 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
     return lane[0];
 }
 
+/* AG_CLONES before a kernel compiles it twice, for plain x86-64 and for AVX2 (8 floats per
+ * instruction, and libmvec's 8-lane expf), and the loader picks the one the CPU can run. The
+ * build has no -march (GCC 12 miscompiled one of our loops with -march=native), so this is
+ * how the few compute-bound loops (GELU, the exps) get the wider vectors. No FMA: a fused
+ * multiply-add would round differently from the plain clone. AG_NO_CLONES turns it off. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
+#define AG_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define AG_CLONES
+#endif
+
+/* The range [*i0, *i1) of n items that thread `part` of n_parts takes: equal shares in order. */
+static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t *i1)
+{
+    *i0 = n * (size_t)part / (size_t)n_parts;
+    *i1 = n * (size_t)(part + 1) / (size_t)n_parts;
+}
+
 /* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
  * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
  * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns

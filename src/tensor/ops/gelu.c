@@ -5,7 +5,10 @@
  *           dx += dy * dy/dx
  * tanh(u) is computed as 1 - 2 / (1 + exp(2u)): exact at u = +-inf (exp gives inf or 0), within
  * 2e-7 of tanhf elsewhere, and 3.5x faster than tanhf on this machine. The forward saves
- * tanh(u) so the backward needs no transcendental at all. */
+ * tanh(u) so the backward needs no transcendental at all (recomputing it there instead was
+ * slower: 290 vs 230 us per baby layer). The forward's loop is the compute-bound one and is
+ * cloned for AVX2 (AG_CLONES): 295 -> 140 us per baby layer. */
+#include <omp.h>
 #include "../internal.h"
 
 #define GELU_K ((ag_real)0.7978845608028654) /* sqrt(2/pi) */
@@ -19,13 +22,29 @@ static inline ag_real gelu_tanh_u(ag_real x)
     return 1 - 2 / (1 + ag__exp(2 * u));
 }
 
+/* items [0, n) on this thread: the loop that does the work, in two clones (see AG_CLONES) */
+AG_CLONES static void gelu_forward_span(ag_real *y, ag_real *th, const ag_real *x, size_t n)
+{
+    if (th) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            ag_real t = gelu_tanh_u(x[i]);
+            th[i] = t;
+            y[i] = (ag_real)0.5 * x[i] * (1 + t);
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) y[i] = (ag_real)0.5 * x[i] * (1 + gelu_tanh_u(x[i]));
+    }
+}
+
 static void gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N)
 {
-#pragma omp parallel for simd schedule(static) if (N >= AG_PAR_MIN)
-    for (size_t i = 0; i < N; i++) {
-        ag_real t = gelu_tanh_u(x[i]);
-        if (th) th[i] = t;
-        y[i] = (ag_real)0.5 * x[i] * (1 + t);
+#pragma omp parallel if (N >= AG_PAR_MIN)
+    {
+        size_t i0, i1;
+        ag__share(N, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
+        gelu_forward_span(y + i0, th ? th + i0 : NULL, x + i0, i1 - i0);
     }
 }
 

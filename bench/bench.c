@@ -167,6 +167,7 @@ static int run_config(const bench_config *bc, const corpus *data, int steps, int
         fprintf(stderr, "bench: %s\n", g ? "out of memory" : err);
         return 1;
     }
+    ag_ctx_set_recycle_grads(ctx, true); /* as char_lm train does */
     ag_params *P = g->params;
     ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.1 };
     ag_lr_schedule sched = { 1e-3, 1e-4, 100, 2000 };

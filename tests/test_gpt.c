@@ -3,6 +3,7 @@
  * parameter; dropout determinism; overfitting one batch; the KV cache against a full
  * recompute; and a training loop whose step arena stops growing after the first steps. */
 #include <check.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -394,6 +395,51 @@ START_TEST(test_kv_cache_matches_full_forward)
 }
 END_TEST
 
+/* Gradient recycling (ag_ctx_set_recycle_grads) changes where gradients live, never what they
+ * are: the parameters' gradients of one step are bit-identical with it on and off, through the
+ * fused attention and the op-by-op one (split/merge heads, transpose, masked_fill, softmax,
+ * reshape views), and the step needs less arena memory. */
+START_TEST(test_recycled_gradients_are_identical)
+{
+    int V = 11, B = 3, T = 8;
+    ag_gpt *g = gpt_new(V, 2, 2, 16, T, 0, 21);
+    randomize(g->params, 22);
+    ag_params *P = g->params;
+    int ids[24], tg[24];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (i * 7 + 3) % V;
+        tg[i] = (i * 5 + 1) % V;
+    }
+    ag_real *plain = malloc(P->total * sizeof(ag_real));
+    ck_assert_ptr_nonnull(plain);
+    for (int composed = 0; composed < 2; composed++) {
+        for (int l = 0; l < 2; l++) g->blocks[l].attn.composed = composed;
+        size_t high[2];
+        for (int recycle = 0; recycle < 2; recycle++) {
+            ag_ctx *ctx = ag_ctx_new();
+            ag_ctx_set_recycle_grads(ctx, recycle);
+            ag_params_zero_grad(P);
+            ag_tensor *loss = NULL;
+            ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, B, T, true, 0, &loss); // [B,T,V]
+            ck_assert_ptr_nonnull(loss);
+            ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
+            /* an op's output keeps its gradient only without recycling */
+            ck_assert(recycle ? logits->grad == NULL : logits->grad != NULL);
+            if (!recycle) memcpy(plain, P->grad, P->total * sizeof(ag_real));
+            else ck_assert_msg(memcmp(plain, P->grad, P->total * sizeof(ag_real)) == 0,
+                               "recycled gradients differ (composed %d)", composed);
+            high[recycle] = ag_ctx_get_stats(ctx).arena_high_water;
+            ag_ctx_free(ctx);
+        }
+#ifndef AG_ARENA_DEBUG /* the sanitizer build poisons released buffers instead of reusing them */
+        ck_assert_uint_lt(high[1], high[0]);
+#endif
+    }
+    free(plain);
+    ag_gpt_free(g);
+}
+END_TEST
+
 Suite *gpt_suite(void)
 {
     Suite *s = suite_create("gpt");
@@ -409,6 +455,7 @@ Suite *gpt_suite(void)
     tcase_set_timeout(g, 60);
     tcase_add_test(g, test_gpt_loss_grad);
     tcase_add_test(g, test_gpt_loss_grad_dropout);
+    tcase_add_test(g, test_recycled_gradients_are_identical);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("train");
     tcase_set_timeout(t, 60);

@@ -244,6 +244,7 @@ static ag_status setup(run *R, char *err, size_t errlen)
         return AG_ERR_NOMEM;
     }
     ag_ctx_set_detect_anomaly(R->ctx, R->cfg.detect_anomaly);
+    ag_ctx_set_recycle_grads(R->ctx, true); /* only the parameters' gradients are read */
     /* with --detect-anomaly attention runs op by op, so the message can name the step that went
      * wrong (the scores' matmul, the softmax, ...) instead of the one fused op */
     for (int l = 0; R->cfg.detect_anomaly && l < R->cfg.model.n_layer; l++) R->m.g->blocks[l].attn.composed = true;

@@ -24,6 +24,12 @@ typedef struct chunk {
     unsigned char *base;
 } chunk;
 
+/* a released gradient buffer, waiting in ag_ctx.free_grads for a gradient of the same size */
+typedef struct free_block {
+    struct free_block *next;
+    size_t bytes;
+} free_block;
+
 struct ag_ctx {
     chunk *chunks;     /* first chunk; allocation walks forward from `cur` */
     chunk *cur;
@@ -36,6 +42,8 @@ struct ag_ctx {
     const char *scope;
     ag_profile *profile;   /* NULL unless benchmarking */
     bool detect_anomaly;
+    bool recycle_grads;
+    free_block *free_grads; /* with recycle_grads: released gradient buffers, reused by size */
     ag_status err;
     char errmsg[512];
 };
@@ -150,11 +158,13 @@ void ag_ctx_reset(ag_ctx *ctx)
     ctx->tape = NULL;
     ctx->tape_nodes = 0;
     ctx->scope = NULL;
+    ctx->free_grads = NULL; /* their memory went back with the arena */
     ag_ctx_clear_error(ctx);
 }
 
 void ag_ctx_set_grad(ag_ctx *ctx, bool on) { ctx->grad_on = on; }
 void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on) { ctx->detect_anomaly = on; }
+void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on) { ctx->recycle_grads = on; }
 bool ag_ctx_grad_enabled(const ag_ctx *ctx) { return ctx->grad_on; }
 void ag_ctx_set_scope(ag_ctx *ctx, const char *scope) { ctx->scope = scope; }
 const char *ag_ctx_scope(const ag_ctx *ctx) { return ctx->scope; }
@@ -325,11 +335,47 @@ ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const 
     return n;
 }
 
+/* memory for a new gradient of `bytes`: a released buffer of that size if there is one (it is
+ * likely still in cache), else fresh arena memory. Not zeroed. */
+static ag_real *grad_alloc(ag_ctx *ctx, size_t bytes)
+{
+    for (free_block **p = &ctx->free_grads; *p; p = &(*p)->next)
+        if ((*p)->bytes == bytes) {
+            free_block *b = *p;
+            *p = b->next;
+            return (ag_real *)(void *)b;
+        }
+    return ag_ctx_alloc(ctx, bytes);
+}
+
+/* With recycle_grads: the backward of node n has run, so nothing reads n->out's gradient any
+ * more; its buffer goes to free_grads. Not when an input shares it (a reshape view's gradient
+ * is its input's). */
+static void grad_release(ag_ctx *ctx, ag_node *n)
+{
+    ag_tensor *y = n->out;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] && n->in[k]->grad == y->grad) return;
+    size_t bytes = ag_numel(y) * sizeof(ag_real);
+#ifdef AG_ARENA_DEBUG
+    /* the sanitizer build does not reuse: it poisons, so a stale read shows up as NaN */
+    for (size_t i = 0; i < ag_numel(y); i++) y->grad[i] = (ag_real)NAN;
+#else
+    if (bytes >= sizeof(free_block)) {
+        free_block *b = (free_block *)(void *)y->grad;
+        b->bytes = bytes;
+        b->next = ctx->free_grads;
+        ctx->free_grads = b;
+    }
+#endif
+    y->grad = NULL;
+}
+
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
 {
     if (t->grad) return t->grad;
     size_t n = ag_numel(t);
-    t->grad = ag_ctx_alloc(ctx, n * sizeof(ag_real));
+    t->grad = grad_alloc(ctx, n * sizeof(ag_real));
     if (t->grad) memset(t->grad, 0, n * sizeof(ag_real));
     return t->grad;
 }
@@ -337,7 +383,7 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
 ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate)
 {
     *accumulate = t->grad != NULL;
-    if (!t->grad) t->grad = ag_ctx_alloc(ctx, ag_numel(t) * sizeof(ag_real)); /* not zeroed */
+    if (!t->grad) t->grad = grad_alloc(ctx, ag_numel(t) * sizeof(ag_real)); /* not zeroed */
     return t->grad;
 }
 
@@ -366,6 +412,7 @@ static ag_status run_tape(ag_ctx *ctx)
                 ctx->profile->ops[i].bwd_calls++;
             }
         }
+        if (ctx->recycle_grads) grad_release(ctx, n);
     }
     return AG_OK;
 }

@@ -96,6 +96,13 @@ void ag_ctx_clear_error(ag_ctx *ctx);
  * "non-finite output of softmax [12,4,64,64] in blocks.1.attn". Only -inf where masked_fill put
  * it on purpose is allowed. */
 void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on);
+/* Gradient recycling (off by default). On, the gradient of a tensor that an op made is handed
+ * back as soon as that op's backward has run (nothing reads it after that) and the next
+ * gradient of the same size reuses the buffer, while it is still in cache, instead of fresh
+ * arena memory. Leaves (inputs, parameters) keep their gradients; an op's output has grad NULL
+ * after ag_backward. Training loops turn it on; leave it off to look at intermediate
+ * gradients (the attention weights' dL/dA, say). */
+void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
 ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx);
 /* Names the layer now running ("blocks.0.attn"); every node recorded from now on carries it.
  * The string must outlive the tape (a literal, or a layer's own name). NULL clears it. */

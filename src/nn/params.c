@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "params.h"
+#include "../tensor/internal.h"
 #include "../tensor/rng.h"
 
 ag_params *ag_params_new(void) { return calloc(1, sizeof(ag_params)); }
@@ -57,10 +58,10 @@ ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *sh
 ag_status ag_params_alloc(ag_params *P)
 {
     size_t bytes = (P->total ? P->total : 1) * sizeof(ag_real);
-    P->data = calloc(1, bytes);
-    P->grad = calloc(1, bytes);
-    P->m = calloc(1, bytes);
-    P->v = calloc(1, bytes);
+    P->data = ag__alloc_big(bytes, true);
+    P->grad = ag__alloc_big(bytes, true);
+    P->m = ag__alloc_big(bytes, true);
+    P->v = ag__alloc_big(bytes, true);
     if (!P->data || !P->grad || !P->m || !P->v) {
         free(P->data); free(P->grad); free(P->m); free(P->v);
         P->data = P->grad = P->m = P->v = NULL;

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include "internal.h"
 #include "tensor.h"
 
 #define ARENA_ALIGN 64
@@ -48,10 +50,24 @@ struct ag_ctx {
     char errmsg[512];
 };
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *ag__alloc_big(size_t bytes, bool zero)
+{
+    if (bytes < HUGE_PAGE) return zero ? calloc(1, bytes) : malloc(bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    if (zero) memset(p, 0, bytes);
+    return p;
+}
+
 #ifndef AG_ARENA_DEBUG /* the debug arena mallocs each block itself */
 static chunk *chunk_new(ag_ctx *ctx, size_t size)
 {
-    chunk *c = malloc(sizeof(chunk) + size + ARENA_ALIGN);
+    chunk *c = ag__alloc_big(sizeof(chunk) + size + ARENA_ALIGN, false);
     if (!c) return NULL;
     ctx->chunk_mallocs++;
     c->next = NULL;

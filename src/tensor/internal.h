@@ -20,6 +20,14 @@ ag_tensor *ag__tensor_uninit(ag_ctx *ctx, int ndim, const int *shape);
  * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in ctx.c. */
 ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
 
+/* Memory for a big buffer (the step arena, the parameters and the optimizer state), freed with
+ * free(): from 2 MiB up it is aligned to 2 MiB and the kernel is asked to back it with 2 MiB
+ * pages (transparent huge pages; Debian's default mode is "madvise", so nothing happens
+ * without asking). A step streams through tens of MB, and with 4 KiB pages the TLB misses
+ * cost about 10% of a baby step here. zero: zero-filled, as calloc. NULL when out of memory.
+ * Defined in ctx.c. */
+void *ag__alloc_big(size_t bytes, bool zero);
+
 /* The start of every op: a NULL input or an earlier error makes the op a no-op that returns
  * NULL, so a forward pass reads straight through and is checked once at the end. */
 static inline bool ag__skip(ag_ctx *ctx, const ag_tensor *a, const ag_tensor *b)

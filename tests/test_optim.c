@@ -235,6 +235,58 @@ START_TEST(test_clip_leaves_small_grads)
 }
 END_TEST
 
+/* Clipping folded into the update (ag_*_step_scaled with ag_clip_scale, as char_lm trains) is
+ * the same update as clipping the gradients first and stepping, bit for bit, and leaves the
+ * gradients themselves alone. The store is big enough (17k elements, odd sizes) for the
+ * threaded path that shares every parameter out between the threads. */
+static ag_params *big_store(void)
+{
+    ag_params *Q = ag_params_new();
+    int sw[2] = { 130, 131 }, sb[1] = { 77 };
+    ck_assert_ptr_nonnull(ag_params_add(Q, "w", 2, sw, AG_INIT_NORMAL, 0.02, true));
+    ck_assert_ptr_nonnull(ag_params_add(Q, "b", 1, sb, AG_INIT_ZEROS, 0, false));
+    ck_assert_int_eq(ag_params_alloc(Q), AG_OK);
+    ag_rng r;
+    ag_rng_seed(&r, 5);
+    for (size_t i = 0; i < Q->total; i++) {
+        Q->data[i] = (ag_real)(2 * ag_rng_uniform(&r) - 1);
+        Q->grad[i] = (ag_real)(0.1 * (2 * ag_rng_uniform(&r) - 1)); /* norm about 7.6: clipped at 1 */
+    }
+    return Q;
+}
+
+START_TEST(test_clip_folded_into_the_update)
+{
+    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        ag_params *A = big_store(), *B = big_store();
+        size_t bytes = A->total * sizeof(ag_real);
+        for (long t = 1; t <= 3; t++) {
+            double norm = ag_grad_norm(B);
+            double scale = ag_clip_scale(norm, 1.0);
+            ck_assert_double_lt(scale, 0.5);                      /* it does clip */
+            ck_assert_double_eq_tol(ag_clip_grad_norm(A, 1.0), norm, 1e-9);
+            if (decoupled) {
+                ag_adamw_step(A, &cfg, 1e-2, t);
+                ag_adamw_step_scaled(B, &cfg, 1e-2, t, scale);
+            } else {
+                ag_adam_step(A, &cfg, 1e-2, t);
+                ag_adam_step_scaled(B, &cfg, 1e-2, t, scale);
+            }
+            ck_assert(memcmp(A->data, B->data, bytes) == 0);
+            ck_assert(memcmp(A->m, B->m, bytes) == 0);
+            ck_assert(memcmp(A->v, B->v, bytes) == 0);
+            ck_assert_double_eq_tol(ag_grad_norm(B), norm, 1e-9);   /* B's gradients untouched */
+            memcpy(A->grad, B->grad, bytes);                          /* the next step's gradients */
+        }
+        ag_params_free(A);
+        ag_params_free(B);
+    }
+    ck_assert(ag_clip_scale(0.5, 1.0) == 1 && ag_clip_scale(5, 0) == 1 && ag_clip_scale(1.0, 1.0) == 1);
+    ck_assert_double_eq_tol(ag_clip_scale(4, 2), 2 / (4 + 1e-6), 1e-15);
+}
+END_TEST
+
 Suite *optim_suite(void)
 {
     Suite *s = suite_create("optim");
@@ -254,6 +306,7 @@ Suite *optim_suite(void)
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_add_test(c, test_clip_scales_above_threshold);
     tcase_add_test(c, test_clip_leaves_small_grads);
+    tcase_add_test(c, test_clip_folded_into_the_update);
     suite_add_tcase(s, c);
     return s;
 }

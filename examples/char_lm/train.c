@@ -412,7 +412,8 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
                  s == AG_ERR_NONFINITE ? "; stopped before the optimizer step, the last checkpoint is untouched" : "");
         return s;
     }
-    double norm = ag_clip_grad_norm(P, c->grad_clip);   /* clip <= 0: only measures */
+    double norm = ag_grad_norm(P);
+    double gscale = ag_clip_scale(norm, c->grad_clip);   /* 1 unless clipping (clip <= 0: never) */
     if (!isfinite(norm)) {
         snprintf(err, errlen, "iteration %ld: the gradient norm is %g; stopped before the optimizer step, "
                  "the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, norm, R->st.iter);
@@ -421,9 +422,12 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
     long t = ++R->st.step;
     ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
     switch (c->optimizer) {
-    case LM_ADAMW: ag_adamw_step(P, &ac, lr, t); break;
-    case LM_ADAM: ag_adam_step(P, &ac, lr, t); break;
-    case LM_SGD: ag_sgd_step(P, lr, c->momentum); break;
+    case LM_ADAMW: ag_adamw_step_scaled(P, &ac, lr, t, gscale); break;   /* the clip folded in */
+    case LM_ADAM: ag_adam_step_scaled(P, &ac, lr, t, gscale); break;
+    case LM_SGD:
+        if (gscale != 1) ag_scale_grads(P, gscale);
+        ag_sgd_step(P, lr, c->momentum);
+        break;
     }
     if (c->detect_anomaly)   /* the optimizer is no op on the tape: check what it wrote */
         for (int e = 0; e < P->n; e++) {

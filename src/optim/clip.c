@@ -24,13 +24,22 @@ double ag_grad_norm(const ag_params *P)
     return sqrt(sum);
 }
 
+double ag_clip_scale(double norm, double max_norm)
+{
+    return max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1;
+}
+
+void ag_scale_grads(ag_params *P, double scale)
+{
+    ag_real s = (ag_real)scale; /* in ag_real, as PyTorch's g.mul_(coef) */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < P->total; i++) P->grad[i] *= s;
+}
+
 double ag_clip_grad_norm(ag_params *P, double max_norm)
 {
     double n = ag_grad_norm(P);
-    if (max_norm > 0 && n > max_norm) {
-        double scale = max_norm / (n + 1e-6);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < P->total; i++) P->grad[i] = (ag_real)(P->grad[i] * scale);
-    }
+    double scale = ag_clip_scale(n, max_norm);
+    if (scale != 1) ag_scale_grads(P, scale);
     return n;
 }

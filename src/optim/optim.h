@@ -15,6 +15,10 @@ typedef struct {
 /* t is the step count, starting at 1 (bias correction). Uses P->m and P->v. */
 void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t);
 void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t);
+/* The same with every gradient taken as grad_scale * g, the gradients themselves untouched:
+ * clipping (ag_clip_scale) folded into the update, one pass over the gradients fewer. */
+void ag_adamw_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale);
+void ag_adam_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale);
 /* p -= lr * g, or with momentum > 0: buf = momentum*buf + g; p -= lr*buf (buf is P->m). */
 void ag_sgd_step(ag_params *P, double lr, double momentum);
 
@@ -30,5 +34,10 @@ double ag_grad_norm(const ag_params *P);
 /* If the norm exceeds max_norm (> 0), scales every gradient by max_norm/(norm + 1e-6).
  * Returns the norm before clipping. max_norm <= 0 only measures. */
 double ag_clip_grad_norm(ag_params *P, double max_norm);
+/* The factor that clipping to max_norm multiplies every gradient by, given their global norm:
+ * max_norm/(norm + 1e-6) when max_norm > 0 and norm > max_norm, else 1. */
+double ag_clip_scale(double norm, double max_norm);
+/* every gradient *= scale */
+void ag_scale_grads(ag_params *P, double scale);
 
 #endif

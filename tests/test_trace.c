@@ -19,6 +19,8 @@
  *     uses only the vocabulary's characters, with and without the KV cache.
  * Runs are tiny (1-2 layers, a few steps); the suite takes a few seconds per build. */
 #include <check.h>
+#include <errno.h>
+#include <sys/wait.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -282,6 +284,31 @@ static void make_ckpt(lm_model *m)
     train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("run"), .cfg = c });
     ck_assert_int_eq(lm_model_load(in_dir("run"), m, err, sizeof err), AG_OK);
 }
+
+/* loss.png during training: drawn in the background at each evaluation but the last, which is
+ * drawn to the end; the run leaves a whole PNG and no gnuplot behind. */
+START_TEST(test_loss_png_in_the_background)
+{
+    if (!has_gnuplot()) return;
+    lm_config c = small(24);   /* evaluations at 0, 3, ..., 24: seven plots */
+    FILE *warnings = tmpfile();
+    ck_assert_ptr_nonnull(warnings);
+    train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("plotted"), .cfg = c, .plot = true,
+                               .warn = warnings });
+    ck_assert_int_eq(ftell(warnings), 0);   /* no "gnuplot failed" */
+    fclose(warnings);
+    FILE *fp = fopen(in_dir("plotted/loss.png"), "rb");
+    ck_assert_ptr_nonnull(fp);
+    unsigned char sig[8];
+    ck_assert_uint_eq(fread(sig, 1, 8, fp), 8);
+    ck_assert(fseek(fp, 0, SEEK_END) == 0 && ftell(fp) > 1000);
+    fclose(fp);
+    ck_assert_int_eq(memcmp(sig, "\x89PNG\r\n\x1a\n", 8), 0);
+    errno = 0;
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);   /* every gnuplot reaped */
+    ck_assert_int_eq(errno, ECHILD);
+}
+END_TEST
 
 START_TEST(test_attn_png)
 {
@@ -683,6 +710,7 @@ Suite *trace_suite(void)
     tcase_add_test(t, test_attn_stats_known_rows);
     tcase_add_test(t, test_log_attn_stats_columns);
     tcase_add_test(t, test_attn_png);
+    tcase_add_test(t, test_loss_png_in_the_background);
     tcase_add_test(t, test_attn_rejects_bad_args);
     suite_add_tcase(s, t);
 

@@ -28,16 +28,16 @@ static const char script_head[] =
 static const char script_val[] =
     ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'";
 
-/* Runs `gnuplot script` in dir; what names the picture in messages ("loss.png"). */
-static ag_status run_gnuplot(const char *dir, const char *script, const char *what, char *err, size_t errlen)
+/* Starts `gnuplot script` in dir; *pid gets the child. */
+static ag_status start_gnuplot(const char *dir, const char *script, pid_t *pid, char *err, size_t errlen)
 {
     fflush(NULL);   /* the child must not inherit and re-flush our buffered output */
-    pid_t pid = fork();
-    if (pid < 0) {
+    *pid = fork();
+    if (*pid < 0) {
         snprintf(err, errlen, "cannot start gnuplot: %s", strerror(errno));
         return AG_ERR_IO;
     }
-    if (pid == 0) {   /* child: only async-signal-safe calls until exec */
+    if (*pid == 0) {   /* child: only async-signal-safe calls until exec */
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
             dup2(null, 0);
@@ -48,12 +48,25 @@ static ag_status run_gnuplot(const char *dir, const char *script, const char *wh
         execlp("gnuplot", "gnuplot", script, (char *)NULL);
         _exit(127);
     }
+    return AG_OK;
+}
+
+/* Waits for (block) or looks at (!block) the gnuplot child pid; *done: it has ended, and the
+ * status says how. what names the picture in messages ("loss.png"). */
+static ag_status reap_gnuplot(pid_t pid, bool block, bool *done, const char *dir, const char *script,
+                              const char *what, char *err, size_t errlen)
+{
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
+    pid_t r;
+    *done = false;
+    while ((r = waitpid(pid, &status, block ? 0 : WNOHANG)) < 0)
         if (errno != EINTR) {
+            *done = true;
             snprintf(err, errlen, "waiting for gnuplot: %s", strerror(errno));
             return AG_ERR_IO;
         }
+    if (r == 0) return AG_OK;   /* still drawing */
+    *done = true;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return AG_OK;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         snprintf(err, errlen, "gnuplot not found, so no %s (install it: apt-get install gnuplot-nox)", what);
@@ -61,6 +74,15 @@ static ag_status run_gnuplot(const char *dir, const char *script, const char *wh
         snprintf(err, errlen, "gnuplot failed on %s/%s (status %d); %s not updated", dir, script,
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
     return AG_ERR_IO;
+}
+
+/* Runs `gnuplot script` in dir to the end. */
+static ag_status run_gnuplot(const char *dir, const char *script, const char *what, char *err, size_t errlen)
+{
+    pid_t pid;
+    bool done;
+    ag_status s = start_gnuplot(dir, script, &pid, err, errlen);
+    return s ? s : reap_gnuplot(pid, true, &done, dir, script, what, err, errlen);
 }
 
 /* Writes text to dir/name. */
@@ -84,12 +106,28 @@ static ag_status write_text(const char *dir, const char *name, const char *text,
     return AG_OK;
 }
 
-ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
+static ag_status write_loss_script(const char *dir, bool with_val, char *err, size_t errlen)
 {
     char script[sizeof script_head + sizeof script_val + 2];
     snprintf(script, sizeof script, "%s%s\n", script_head, with_val ? script_val : "");
-    ag_status s = write_text(dir, "loss.gp", script, err, errlen);
+    return write_text(dir, "loss.gp", script, err, errlen);
+}
+
+ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
+{
+    ag_status s = write_loss_script(dir, with_val, err, errlen);
     return s ? s : run_gnuplot(dir, "loss.gp", "loss.png", err, errlen);
+}
+
+ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, char *err, size_t errlen)
+{
+    ag_status s = write_loss_script(dir, with_val, err, errlen);
+    return s ? s : start_gnuplot(dir, "loss.gp", pid, err, errlen);
+}
+
+ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, char *err, size_t errlen)
+{
+    return reap_gnuplot(pid, block, done, dir, "loss.gp", "loss.png", err, errlen);
 }
 
 // --- attention statistics over the run ---

@@ -8,10 +8,17 @@
 #define LM_PLOT_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include "attograd.h"
 
 /* with_val: draw the validation curve too (false when the run has no validation split). */
 ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen);
+/* The same without waiting, so training goes on while gnuplot draws: *pid gets the gnuplot
+ * process, for lm_plot_loss_wait. */
+ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, char *err, size_t errlen);
+/* Reaps the plot started as pid: block waits for it; without block only *done tells whether it
+ * has ended yet. Once *done, the status is lm_plot_loss's. */
+ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, char *err, size_t errlen);
 
 /* --log-attn-stats: DIR/attn.gp and DIR/attn.png from the attn_entropy_L<l> and attn_max_L<l>
  * columns of DIR/metrics.csv (columns 7 + 2l and 8 + 2l), one curve per layer in two panels,

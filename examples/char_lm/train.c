@@ -115,11 +115,17 @@ typedef struct {
     size_t stats_cap;
     FILE *metrics;
     bool plot_ok;
+    pid_t plot_pid;        /* a loss.png still being drawn in the background, or 0 */
     bool resumed;
 } run;
 
 static void run_free(run *R)
 {
+    if (R->plot_pid > 0) { /* a run that stops early still leaves a whole picture */
+        char why[512];
+        bool done;
+        (void)lm_plot_loss_wait(R->plot_pid, true, &done, R->o->out_dir, why, sizeof why);
+    }
     if (R->metrics) fclose(R->metrics);
     free(R->x);
     free(R->y);
@@ -595,10 +601,19 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t
             }
             fflush(R.metrics);
             if (R.plot_ok && it > 0) {
+                /* loss.png is drawn in the background while training goes on (gnuplot takes about
+                 * 0.1 s), skipped if the previous one is still drawing; the last one to the end */
                 char why[512];
-                if (lm_plot_loss(o->out_dir, R.n_val > 0, why, sizeof why) ||
-                    (c->log_attn_stats &&
-                     lm_plot_attn_stats(o->out_dir, c->model.n_layer, c->model.block_size, why, sizeof why))) {
+                bool done = true;
+                ag_status ps = AG_OK;
+                if (R.plot_pid > 0) ps = lm_plot_loss_wait(R.plot_pid, last, &done, o->out_dir, why, sizeof why);
+                if (done) R.plot_pid = 0;
+                if (!ps && R.plot_pid == 0)
+                    ps = last ? lm_plot_loss(o->out_dir, R.n_val > 0, why, sizeof why)
+                              : lm_plot_loss_start(o->out_dir, R.n_val > 0, &R.plot_pid, why, sizeof why);
+                if (!ps && c->log_attn_stats)
+                    ps = lm_plot_attn_stats(o->out_dir, c->model.n_layer, c->model.block_size, why, sizeof why);
+                if (ps) {
                     warn(&R, why);
                     R.plot_ok = false;
                 }

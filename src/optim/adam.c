@@ -11,6 +11,7 @@
  * the loop runs over the entries and then over each entry's elements. Cannot fail. */
 #include <math.h>
 #include <omp.h>
+#include "../tensor/internal.h"
 #include "optim.h"
 
 // --- the shared update ---
@@ -51,7 +52,8 @@ static void adam_steps(ag_params *P, const ag_adam_cfg *c, double lr, long t, bo
             const ag_param_entry *E = &P->entries[e];
             double wd = E->decay ? c->weight_decay : 0;
             size_t n = ag_numel(E->t);
-            size_t i0 = n * (size_t)part / (size_t)n_parts, i1 = n * (size_t)(part + 1) / (size_t)n_parts;
+            size_t i0, i1;
+            ag__share(n, part, n_parts, &i0, &i1);
             size_t o = E->offset + i0;
             adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, i1 - i0, c, lr, bc1, bc2,
                         decoupled ? wd : 0, decoupled ? 0 : wd, gs);

@@ -130,7 +130,7 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
 /* AG_CLONES before a kernel compiles it twice, for plain x86-64 and for AVX2 (8 floats per
  * instruction, and libmvec's 8-lane expf), and the loader picks the one the CPU can run. The
  * build has no -march (GCC 12 miscompiled one of our loops with -march=native), so this is
- * how the few compute-bound loops (GELU, the exps) get the wider vectors. No FMA: a fused
+ * how a compute-bound loop (GELU's forward) gets the wider vectors. No FMA: a fused
  * multiply-add would round differently from the plain clone. AG_NO_CLONES turns it off. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
 #define AG_CLONES __attribute__((target_clones("avx2", "default")))

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "attograd.h"
 #include "corpus.h"
@@ -296,6 +297,39 @@ static void bounded_omp_spin(char **argv)
     execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
 }
 
+/* --config all: each configuration in a process of its own (this program again, with --config
+ * NAME and the other flags as given). Peak RSS is a per-process figure: a configuration run
+ * after another would count what the first left behind (glibc keeps freed memory). */
+static int run_each_config_alone(int argc, char **argv)
+{
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return 1;
+    int rc = 0;
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+        int n = 0;
+        args[n++] = argv[0];
+        args[n++] = "--config";
+        args[n++] = (char *)configs[c].name;
+        for (int i = 1; i < argc; i++) {
+            if (!strcmp(argv[i], "--config")) { i++; continue; }
+            args[n++] = argv[i];
+        }
+        args[n] = NULL;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) { rc = 1; break; }
+        if (pid == 0) {
+            execv("/proc/self/exe", args);
+            _exit(127);
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0) {}
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+    }
+    free(args);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     bounded_omp_spin(argv);
@@ -317,6 +351,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench: error: --threads must be >= 1 and --steps >= 10\n");
         return 2;
     }
+    if (!strcmp(which, "all")) return run_each_config_alone(argc, argv);
     ag_threads_init(threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
     char err[256];
     corpus data;

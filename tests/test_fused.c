@@ -70,6 +70,46 @@ END_TEST
 START_TEST(test_fused_equals_composed_unmasked) { compare(false); }
 END_TEST
 
+/* q, k and v made by ops, so their gradients start fresh and the fused backward writes them
+ * with beta 0 instead of zeroing them first: once as one tensor (self-attention on x itself,
+ * where dv's product writes the block and dq's and dk's add to it) and once as three. x's
+ * gradient must match the op-by-op path's. */
+static void fresh_qkv_grads(bool fused, bool same, ag_tensor *x, const ag_real *dy, ag_real *dx)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    memset(x->grad, 0, ag_numel(x) * sizeof(ag_real));
+    ag_tensor *q = ag_scale(ctx, x, 0.5);                                       // [B,T,C]
+    ag_tensor *k = same ? q : ag_scale(ctx, x, 1.5), *v = same ? q : ag_scale(ctx, x, -1);
+    int D = x->shape[2] / 3;
+    ag_tensor *y = fused ? ag_attention(ctx, q, k, v, 3, 1 / sqrt((double)D), true) : composed(ctx, q, k, v, 3, true);
+    ck_assert_int_eq(ag_backward_from(ctx, y, dy), AG_OK);
+    memcpy(dx, x->grad, ag_numel(x) * sizeof(ag_real));
+    ag_ctx_free(ctx);
+}
+
+START_TEST(test_fused_fresh_gradients)
+{
+    int s[3] = { 2, 5, 12 };
+    ag_tensor *x = gc_tensor_new(3, s, 55, -1, 1), *dy = gc_tensor_new(3, s, 56, -1, 1);
+    size_t n = ag_numel(x);
+    ag_real *gf = malloc(n * sizeof(ag_real)), *gc = malloc(n * sizeof(ag_real));
+#ifdef AG_DOUBLE
+    const double tol = 1e-12;
+#else
+    const double tol = 1e-5;
+#endif
+    for (int same = 0; same < 2; same++) {
+        fresh_qkv_grads(true, same, x, dy->data, gf);
+        fresh_qkv_grads(false, same, x, dy->data, gc);
+        for (size_t i = 0; i < n; i++) ck_assert_double_eq_tol(gf[i], gc[i], tol);
+    }
+    free(gf);
+    free(gc);
+    gc_tensor_free(x);
+    gc_tensor_free(dy);
+}
+END_TEST
+
 START_TEST(test_fused_gradcheck)
 {
     int s[3] = { 2, 4, 6 }; /* H=2, D=3 */
@@ -125,6 +165,7 @@ Suite *fused_suite(void)
     TCase *t = tcase_create("fused");
     tcase_add_test(t, test_fused_equals_composed_causal);
     tcase_add_test(t, test_fused_equals_composed_unmasked);
+    tcase_add_test(t, test_fused_fresh_gradients);
     tcase_add_test(t, test_fused_gradcheck);
     tcase_add_test(t, test_gpt_fused_equals_composed);
     suite_add_tcase(s, t);

@@ -44,9 +44,10 @@ typedef void (*ag_team_work)(void *user, int part, int n_parts);
 /* Two independent products at once (a linear's backward: dx = dy W and dW = dy^T x): the
  * threads split into two teams, one per product, each sharing its product by row blocks. With
  * two threads each product runs whole on one core: no core packs the other's operands again,
- * and there is one barrier instead of two. then0 (may be NULL) runs on g0's team after g0
- * (the bias gradient: dx's product is the quicker of the two). Nothing may be written by more
- * than one of g0, then0 and g1. */
+ * and there is one barrier instead of two. then0 (may be NULL) is more work for g0's team
+ * (the bias gradient: dx's product is the quicker of the two); each of its threads starts it
+ * after its own share of g0, so it must not read what g0 writes. Nothing may be written by
+ * more than one of g0, then0 and g1. */
 void ag_gemm_pair(const ag_gemm_args *g0, ag_team_work then0, void *user, const ag_gemm_args *g1);
 
 #endif

@@ -35,7 +35,7 @@ static char dir[96];
 static char corpus_path[128];
 static char err[2048];
 
-/* rm -r of a directory tree (only ever our own mkdtemp directory). */
+/* dir/name, in one of 8 rotating buffers (a test may hold a few paths at once) */
 static const char *in_dir(const char *name)
 {
     static char p[8][256];

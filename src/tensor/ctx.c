@@ -372,11 +372,12 @@ static void grad_release(ag_ctx *ctx, ag_node *n)
     ag_tensor *y = n->out;
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] && n->in[k]->grad == y->grad) return;
-    size_t bytes = ag_numel(y) * sizeof(ag_real);
 #ifdef AG_ARENA_DEBUG
     /* the sanitizer build does not reuse: it poisons, so a stale read shows up as NaN */
+    (void)ctx;
     for (size_t i = 0; i < ag_numel(y); i++) y->grad[i] = (ag_real)NAN;
 #else
+    size_t bytes = ag_numel(y) * sizeof(ag_real);
     if (bytes >= sizeof(free_block)) {
         free_block *b = (free_block *)(void *)y->grad;
         b->bytes = bytes;

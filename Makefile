@@ -25,7 +25,7 @@ ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAG
 MVEC       = $(if $(filter x86_64,$(shell uname -m)),-lmvec)
 LIBS       = $(OMP) $(PKG_LIBS) $(MVEC) -lm
 
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/nn/*.c src/optim/*.c)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() is also linked into the tests
@@ -108,7 +108,7 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 PREFIX  ?= /usr/local
 VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
-                 src/tensor/parallel.h src/nn/nn.h src/nn/params.h src/nn/safetensors.h src/optim/optim.h
+                 src/tensor/parallel.h src/nn/nn.h src/params/params.h src/io/safetensors.h src/optim/optim.h
 .PHONY: install uninstall
 install: $(LIB32) attograd.pc.in                 ## install lib, headers, attograd.pc under PREFIX (/usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd
@@ -192,9 +192,9 @@ FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sani
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_TARGETS = safetensors corpus
-$(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/nn/safetensors.c fuzz/coverage_ignore.txt $(HEADERS)
+$(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/nn/safetensors.c $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c $(FUZZ_LIBS)
 $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c examples/char_lm/corpus.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c examples/char_lm/corpus.c $(FUZZ_LIBS)

@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
 #include "corpus.h"
 

@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c -- libFuzzer target for the checkpoint loader (src/nn/safetensors.c).
+/* fuzz_safetensors.c -- libFuzzer target for the checkpoint loader (src/io/safetensors.c).
  *
  * Each input is the bytes of a would-be .safetensors file. It is written to a memfd (no disk
  * I/O, no fsync) and loaded through its /proc/self/fd path with ag_st_load, exactly as char_lm
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 
 #define CHECK(cond)                                                                     \
     do {                                                                                \

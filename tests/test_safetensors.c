@@ -1,4 +1,4 @@
-/* test_safetensors.c -- src/nn/safetensors.c: exact round trips, atomic writes, and a loader
+/* test_safetensors.c -- src/io/safetensors.c: exact round trips, atomic writes, and a loader
  * that turns every malformed file (truncated at each length, bad JSON, wrong dtype, offsets
  * overlapping or past the end, ...) into one clear error instead of a crash.
  *
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "nn/safetensors.h"
+#include "io/safetensors.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------

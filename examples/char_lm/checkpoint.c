@@ -1,5 +1,5 @@
 /* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run, written and
- * read through the ag_st_* API (src/nn/safetensors.h). See checkpoint.h for the layout. */
+ * read through the ag_st_* API (src/io/safetensors.h). See checkpoint.h for the layout. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
 #define AG_NN_H
 
 #include "../tensor/ops.h"
-#include "params.h"
-#include "safetensors.h"
+#include "../params/params.h"
+#include "../io/safetensors.h"
 
 /* ---- Linear: y = x W^T + b ---- */
 typedef struct {

@@ -4,7 +4,7 @@
 #ifndef AG_OPTIM_H
 #define AG_OPTIM_H
 
-#include "../nn/params.h"
+#include "../params/params.h"
 
 typedef struct {
     double beta1, beta2, eps;    /* 0.9, 0.99, 1e-8 */

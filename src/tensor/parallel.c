@@ -1,5 +1,6 @@
 /* parallel.c -- the thread pool settings and the row-block-parallel gemm (see parallel.h). */
 #include <omp.h>
+#include "blas.h"
 #include "parallel.h"
 
 void openblas_set_num_threads(int n); /* OpenBLAS's own, declared here: not every cblas.h has it */

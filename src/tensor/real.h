@@ -7,15 +7,12 @@
 #ifndef AG_REAL_H
 #define AG_REAL_H
 
-#include <cblas.h>
-
 #include <math.h>
 
 /* AG_EXP, AG_TANH, ...: the libm function of ag_real's own precision (expf on floats: calling
  * the double exp on a float is correct but several times slower). */
 #ifdef AG_DOUBLE
 typedef double ag_real;
-#define AG_GEMM cblas_dgemm
 #define AG_REAL_NAME "f64"
 #define AG_EXP exp
 #define AG_LOG log
@@ -23,7 +20,6 @@ typedef double ag_real;
 #define AG_SQRT sqrt
 #else
 typedef float ag_real;
-#define AG_GEMM cblas_sgemm
 #define AG_REAL_NAME "f32"
 #define AG_EXP expf
 #define AG_LOG logf

@@ -18,6 +18,7 @@
  * Different (b, h) write disjoint blocks of dq, dk, dv, so they run in parallel. */
 #include <omp.h>
 #include "../internal.h"
+#include "../blas.h"
 #include "../parallel.h"
 
 // --- kernels ---

@@ -25,14 +25,25 @@ ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAG
 MVEC       = $(if $(filter x86_64,$(shell uname -m)),-lmvec)
 LIBS       = $(OMP) $(PKG_LIBS) $(MVEC) -lm
 
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c)
+# REFERENCE=1: the library with the reference kernels only (ops/<op>.c), without src/tensor/fast/,
+# built under build/ref (src/tensor/kernel.h explains the two paths)
+ifeq ($(REFERENCE),1)
+FAST_SRC :=
+DEFS     += -DAG_REFERENCE
+else
+FAST_SRC := $(wildcard src/tensor/fast/*.c)
+endif
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() is also linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c,$(LM_SRC))
-HEADERS  := $(wildcard src/*.h src/*/*.h tests/*.h examples/char_lm/*.h)
+HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h)
 
 B = build
+ifeq ($(REFERENCE),1)
+B = build/ref
+endif
 LIB32 = $(B)/f32/libattograd.a
 LIB64 = $(B)/f64/libattograd.a
 
@@ -84,10 +95,19 @@ $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
 # passive OpenMP waits: on a shared machine, spinning threads make tests 50x slower
 TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
-test: deps                                        ## build and run every test (double, then float)
+test: deps                                        ## every test: double, float, then both on the REFERENCE=1 library
 	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(B)/char_lm
 	$(TEST_ENV) ./$(B)/test_f64
 	$(TEST_ENV) ./$(B)/test_f32
+	@$(MAKE) --no-print-directory test-reference
+
+# the same suite on the library built with the reference kernels only (its own char_lm too:
+# the program tests run the binary they find in CHAR_LM)
+.PHONY: test-reference
+test-reference:                                   ## the whole suite on the REFERENCE=1 library
+	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref $(B)/ref/test_f64 $(B)/ref/test_f32 $(B)/ref/char_lm
+	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f64
+	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f32
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)

@@ -2,7 +2,7 @@
 #include <check.h>
 #include <math.h>
 #include "gradcheck.h"
-#include "tensor/internal.h"
+#include "tensor/kernel.h"
 
 static ag_tensor *build_add(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_add(ctx, in[0], in[1]); }
 static ag_tensor *build_scale(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_scale(ctx, in[0], -0.37); }

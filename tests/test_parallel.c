@@ -1,12 +1,12 @@
 /* test_parallel.c -- the threaded gemm (ag_gemm, ag_gemm_pair) against a plain triple loop, and
- * the lane reductions of internal.h (ag__sum, ag__dot, ag__max) against plain loops.
+ * the lane reductions of tensor/fast/fast.h (ag__sum, ag__dot, ag__max) against plain loops.
  *
  * The products are big enough to take the threaded paths (row blocks, two teams) and are run
  * with 1, 2 and 3 threads, so an odd team split and a one-thread team are covered too. */
 #include <check.h>
 #include <omp.h>
 #include <stdlib.h>
-#include "tensor/internal.h"
+#include "tensor/fast/fast.h"
 #include "tensor/parallel.h"
 #include "tensor/rng.h"
 

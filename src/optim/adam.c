@@ -11,7 +11,7 @@
  * the loop runs over the entries and then over each entry's elements. Cannot fail. */
 #include <math.h>
 #include <omp.h>
-#include "../tensor/internal.h"
+#include "../tensor/kernel.h"
 #include "optim.h"
 
 // --- the shared update ---

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "params.h"
-#include "../tensor/internal.h"
+#include "../tensor/alloc.h"
 #include "../tensor/rng.h"
 
 ag_params *ag_params_new(void) { return calloc(1, sizeof(ag_params)); }

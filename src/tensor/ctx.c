@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include "internal.h"
+#include "alloc.h"
 #include "tensor.h"
 
 #define ARENA_ALIGN 64
@@ -45,6 +45,7 @@ struct ag_ctx {
     ag_profile *profile;   /* NULL unless benchmarking */
     bool detect_anomaly;
     bool recycle_grads;
+    bool reference_kernels; /* run the plain kernels even where fast ones were built */
     free_block *free_grads; /* with recycle_grads: released gradient buffers, reused by size */
     ag_status err;
     char errmsg[512];
@@ -181,6 +182,8 @@ void ag_ctx_reset(ag_ctx *ctx)
 void ag_ctx_set_grad(ag_ctx *ctx, bool on) { ctx->grad_on = on; }
 void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on) { ctx->detect_anomaly = on; }
 void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on) { ctx->recycle_grads = on; }
+void ag_ctx_set_reference_kernels(ag_ctx *ctx, bool on) { ctx->reference_kernels = on; }
+bool ag_ctx_reference_kernels(const ag_ctx *ctx) { return ctx->reference_kernels; }
 bool ag_ctx_grad_enabled(const ag_ctx *ctx) { return ctx->grad_on; }
 void ag_ctx_set_scope(ag_ctx *ctx, const char *scope) { ctx->scope = scope; }
 const char *ag_ctx_scope(const ag_ctx *ctx) { return ctx->scope; }

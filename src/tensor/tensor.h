@@ -103,6 +103,12 @@ void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on);
  * after ag_backward. Training loops turn it on; leave it off to look at intermediate
  * gradients (the attention weights' dL/dA, say). */
 void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
+/* Reference kernels (off by default): on, every op runs the plain loops of its ops/<op>.c even
+ * where a fast kernel (fast/<op>.c) was built, so the two paths can be compared on the same
+ * inputs (tests/test_fast_ref.c). Set it before the forward; a `make REFERENCE=1` library has
+ * only the reference kernels and ignores it. */
+void ag_ctx_set_reference_kernels(ag_ctx *ctx, bool on);
+bool ag_ctx_reference_kernels(const ag_ctx *ctx);
 ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx);
 /* Names the layer now running ("blocks.0.attn"); every node recorded from now on carries it.
  * The string must outlive the tape (a literal, or a layer's own name). NULL clears it. */

@@ -4,7 +4,9 @@
  * forward:  y[i] = a[i] + b[i mod nb]
  * backward: da[i] += dy[i];   db[j] += sum over every i with i mod nb == j of dy[i]
  *           (a broadcast input sums its gradient back to its own shape) */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernels ---
 

@@ -17,7 +17,9 @@
  *   dQ += scale dS K;   dK += scale dS^T Q
  * Different (b, h) write disjoint blocks of dq, dk, dv, so they run in parallel. */
 #include <omp.h>
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 #include "../blas.h"
 #include "../parallel.h"
 

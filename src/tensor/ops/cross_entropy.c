@@ -7,7 +7,9 @@
  * backward: dL/dz[r,j] = (softmax(z[r])[j] - [j == t_r]) / R, times the upstream dL.
  *           Fused because this form is both simpler and stabler than softmax -> log -> pick.
  * The softmax probabilities are saved for the backward. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 typedef struct {
     ag_real *probs; /* [R, V] */

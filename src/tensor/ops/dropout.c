@@ -4,7 +4,9 @@
  *           (scaling at train time keeps E[y] = x, so eval needs no rescale: it is the identity)
  * backward: dx[i] += keep[i] ? dy[i] / (1 - p) : 0
  * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 #include "../rng.h"
 
 static ag_status dropout_backward(ag_ctx *ctx, ag_node *n)

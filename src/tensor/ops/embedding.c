@@ -3,7 +3,9 @@
  * forward:  y[b, t, :] = W[ids[b*T + t], :]
  * backward: dW[ids[b*T + t], :] += dy[b, t, :]   (scatter-add: a token that appears twice
  *           gets both contributions). The ids get no gradient. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 static ag_status embedding_backward(ag_ctx *ctx, ag_node *n)
 {

@@ -9,7 +9,9 @@
  * slower: 290 vs 230 us per baby layer). The forward's loop is the compute-bound one and is
  * cloned for AVX2 (AG_CLONES): 295 -> 140 us per baby layer. */
 #include <omp.h>
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 #define GELU_K ((ag_real)0.7978845608028654) /* sqrt(2/pi) */
 #define GELU_A ((ag_real)0.044715)

@@ -2,7 +2,9 @@
  *
  * split:  y[b,h,t,d] = x[b,t,h*D + d]        merge: the inverse permutation
  * Both are pure permutations, so each backward is the other op's forward, accumulated. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernel: one loop for both directions ---
 

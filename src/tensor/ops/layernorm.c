@@ -6,7 +6,9 @@
  *           with g = dy * w:  dx = rstd (g - mean(g) - xhat mean(g xhat))
  *           (the two means are the gradient through mean and through var; llm.c derives the
  *           same in layernorm_backward). mean and rstd are saved per row. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernels ---
 

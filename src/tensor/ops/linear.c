@@ -5,7 +5,9 @@
  *           dW = dy^T @ x      ([out,R] x [R,in]  -> [out,in]), summed over all rows
  *           db = sum over rows of dy
  * Every product is one OpenBLAS gemm over all rows at once; the transposes are gemm flags. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 #include "../parallel.h"
 
 // --- kernels ---

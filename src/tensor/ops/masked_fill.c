@@ -3,7 +3,9 @@
  * forward:  y[i] = mask[i mod nm] != 0 ? x[i] : value     (mask: x's shape or its trailing dims)
  * backward: dx[i] += mask[i mod nm] != 0 ? dy[i] : 0       (a filled entry no longer depends on x)
  * With value = -inf before a softmax, a masked score gets exactly zero weight. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
 {

@@ -6,7 +6,9 @@
  *           batch entry, its gradient is the sum over the batch, which is a single gemm over
  *           the batch flattened into rows.
  * gemm's beta = 1 makes the backward accumulate (+=) into the grads, as the tape requires. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 #include "../parallel.h"
 
 // --- kernels ---

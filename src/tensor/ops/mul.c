@@ -4,7 +4,9 @@
  * backward: da[i] += dy[i] b[i];   db[i] += dy[i] a[i]
  *           (product rule; with a == b, as in x * x, both terms land in the same grad and
  *           give 2 x dy, which is right because gradients accumulate) */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernels ---
 

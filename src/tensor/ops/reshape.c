@@ -3,7 +3,9 @@
  * reshape:   y = x viewed with another shape of the same numel. y shares x's data AND x's
  *            gradient buffer, so dy lands directly in dx and the backward has nothing to do.
  * transpose: y[..., n, m] = x[..., m, n];  backward: dx[..., m, n] += dy[..., n, m]. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernels ---
 

@@ -13,7 +13,9 @@
  *                 = rstd (g[j] - xhat[j] mean(g xhat))
  *           (LayerNorm's dx without the mean(g) term, which came from the centring).
  *           rstd is saved per row. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernels ---
 

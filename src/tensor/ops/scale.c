@@ -2,7 +2,9 @@
  *
  * forward:  y[i] = s x[i]
  * backward: dx[i] += s dy[i] */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 static ag_status scale_backward(ag_ctx *ctx, ag_node *n)
 {

@@ -7,7 +7,9 @@
  * s = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0. So silu(1000) = 1000 and
  * silu(-1000) = -0, never NaN. Branch-free (a select, and ag__exp), so it vectorizes like
  * GELU. The forward saves s so the backward needs no exp. */
-#include "../internal.h"
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
 // --- kernels ---
 

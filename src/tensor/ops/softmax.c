@@ -4,62 +4,72 @@
  *           A row that is entirely -inf (every position masked) has no distribution: it gives
  *           all zeros instead of 0/0 = NaN, and then zero gradient.
  * backward: dx[j] = sum_k dy[k] dy[k]/dx[j] = sum_k dy[k] y[k] (delta_jk - y[j])
- *                 = y[j] (dy[j] - sum_k dy[k] y[k]) */
-#include "../internal.h"
+ *                 = y[j] (dy[j] - sum_k dy[k] y[k])
+ * Fast kernels: fast/softmax.c (lane reductions); tests/test_fast_ref.c proves them equal. */
+#include "../alloc.h"
+#include "../kernel.h"
+#include "../fast/fast.h"
 
-// --- kernels ---
+// --- reference kernels: the formulas above as plain loops ---
 
-static void softmax_forward_rows(ag_real *y, const ag_real *x, size_t R, int N)
+static void softmax_forward(ag_real *y, const ag_real *x, size_t R, int N)
 {
 #pragma omp parallel for schedule(static) if (R * N >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
-        const ag_real *xr = x + r * N;
-        ag_real *yr = y + r * N;
-        ag_real max = ag__max(xr, N, -INFINITY);
+        const ag_real *xr = x + r * N;  // [N]
+        ag_real *yr = y + r * N;        // [N]
+        ag_real max = -INFINITY;
+        for (int j = 0; j < N; j++)
+            if (xr[j] > max) max = xr[j];
         if (max == -INFINITY) { /* fully masked row */
             for (int j = 0; j < N; j++) yr[j] = 0;
             continue;
         }
-#pragma omp simd
-        for (int j = 0; j < N; j++) yr[j] = ag__exp(xr[j] - max);
-        ag_real inv = 1 / ag__sum(yr, N);
-        for (int j = 0; j < N; j++) yr[j] *= inv;
+        ag_real sum = 0;
+        for (int j = 0; j < N; j++) {
+            yr[j] = ag__exp(xr[j] - max);
+            sum += yr[j];
+        }
+        for (int j = 0; j < N; j++) yr[j] /= sum;
     }
 }
 
-static void softmax_backward_rows(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N)
+static void softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N)
 {
 #pragma omp parallel for schedule(static) if (R * N >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
-        const ag_real *yr = y + r * N, *dyr = dy + r * N;
-        ag_real *dxr = dx + r * N;
-        ag_real dot = ag__dot(dyr, yr, N);
+        const ag_real *yr = y + r * N, *dyr = dy + r * N;  // [N]
+        ag_real *dxr = dx + r * N;                          // [N]
+        ag_real dot = 0;                                    /* sum_k dy[k] y[k] */
+        for (int k = 0; k < N; k++) dot += dyr[k] * yr[k];
         for (int j = 0; j < N; j++) dxr[j] += yr[j] * (dyr[j] - dot);
     }
 }
 
-// --- backward ---
+// --- backward step ---
 
-static ag_status softmax_backward(ag_ctx *ctx, ag_node *n)
+static ag_status softmax_backward_step(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = softmax(x)  =>  dx = y * (dy - sum(dy * y)), row by row */
     ag_tensor *x = n->in[0], *y = n->out;
-    ag_real *dx = ag_grad(ctx, x);
+    ag_real *dx = ag_grad(ctx, x);                                       // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    softmax_backward_rows(dx, y->data, y->grad, ag_rows(y), ag_last(y));
+    if (AG_FAST(ctx)) ag_fast_softmax_backward(dx, y->data, y->grad, ag_rows(y), ag_last(y));
+    else softmax_backward(dx, y->data, y->grad, ag_rows(y), ag_last(y));
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op softmax_op = { "softmax", softmax_backward };
+static const ag_op softmax_op = { "softmax", softmax_backward_step };
 
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x)
 {
     if (ag__skip(ctx, x, x)) return NULL;
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // [..., N]
     if (!y) return NULL;
-    softmax_forward_rows(y->data, x->data, ag_rows(x), ag_last(x));
+    if (AG_FAST(ctx)) ag_fast_softmax_forward(y->data, x->data, ag_rows(x), ag_last(x));
+    else softmax_forward(y->data, x->data, ag_rows(x), ag_last(x));
     ag_record(ctx, &softmax_op, y, &x, 1);
     return ag__done(ctx, y);
 }

@@ -1,49 +1,15 @@
-/* internal.h -- helpers shared by the op files; not installed, not part of the API. */
-#ifndef AG_INTERNAL_H
-#define AG_INTERNAL_H
+/* fast.h -- the tools of the fast kernels (fast/<op>.c), and their declarations.
+ *
+ * A fast kernel does what its op's reference kernel does (ops/<op>.c), in another order or
+ * with other memory traffic: lane reductions, column blocks, gemm pairs, target clones,
+ * gradients written instead of zeroed and added to, fused attention. tests/test_fast_ref.c
+ * runs both on random shapes and requires them equal. Not compiled with `make REFERENCE=1`.
+ * Not installed, not part of the API. */
+#ifndef AG_FAST_H
+#define AG_FAST_H
 
-#include <math.h>
-#include <string.h>
-#include "ops.h"
-
-/* "[2,3,8]" for error messages: `char b[AG_SHAPE_BUF]; ag_shape_str(t, b, sizeof b)` */
-#define AG_SHAPE_BUF 48
-
-/* A new tensor in ctx whose data is NOT zeroed: for op outputs that the kernel overwrites
- * entirely (saves a memset of every activation). Defined in ctx.c. */
-ag_tensor *ag__tensor_uninit(ag_ctx *ctx, int ndim, const int *shape);
-
-/* The gradient buffer of t for a backward that writes EVERY element of it. The first
- * contribution to a gradient needs no zeroed buffer: *accumulate is false and the backward
- * writes with `=` (gemm beta 0); later ones find the buffer and add (`+=`, beta 1). This saves
- * a memset of every activation gradient. Backwards that write only some elements (a scatter,
- * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in ctx.c. */
-ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
-
-/* Memory for a big buffer (the step arena, the parameters and the optimizer state), freed with
- * free(): from 2 MiB up it is aligned to 2 MiB and the kernel is asked to back it with 2 MiB
- * pages (transparent huge pages; Debian's default mode is "madvise", so nothing happens
- * without asking). A step streams through tens of MB, and with 4 KiB pages the TLB misses
- * cost about 10% of a baby step here. zero: zero-filled, as calloc. NULL when out of memory.
- * Defined in ctx.c. */
-void *ag__alloc_big(size_t bytes, bool zero);
-
-/* The start of every op: a NULL input or an earlier error makes the op a no-op that returns
- * NULL, so a forward pass reads straight through and is checked once at the end. */
-static inline bool ag__skip(ag_ctx *ctx, const ag_tensor *a, const ag_tensor *b)
-{
-    return ag_ctx_status(ctx) != AG_OK || !a || !b;
-}
-
-/* The end of every op: y unless an error happened on the way (OOM while recording). */
-static inline ag_tensor *ag__done(ag_ctx *ctx, ag_tensor *y)
-{
-    return ag_ctx_status(ctx) == AG_OK ? y : NULL;
-}
-
-/* Below this many elements an op runs on one thread: waking the others costs more than it
- * saves (sampling feeds one position at a time through every op). */
-#define AG_PAR_MIN 16384
+#include "../alloc.h"
+#include "../kernel.h"
 
 /* out[c] += sum over rows r of x[r, c], for x [R, C]: the gradient of a broadcast bias.
  * Threads take blocks of AG_COL_BLOCK adjacent columns, so no two write the same out[c], and
@@ -138,21 +104,10 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
 #define AG_CLONES
 #endif
 
-/* The range [*i0, *i1) of n items that thread `part` of n_parts takes: equal shares in order. */
-static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t *i1)
-{
-    *i0 = n * (size_t)part / (size_t)n_parts;
-    *i1 = n * (size_t)(part + 1) / (size_t)n_parts;
-}
+/* ---------- the fast kernels, one group per op ---------- */
 
-/* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
- * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
- * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns
- * per element here, within 2.3e-7 relative; inf, -inf and NaN handled). AG_NO_LIBMVEC turns
- * it off for other C libraries. */
-#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(AG_NO_LIBMVEC)
-float expf(float) __attribute__((__simd__("notinbranch")));
-#endif
-static inline ag_real ag__exp(ag_real x) { return AG_EXP(x); }
+/* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
+void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
+void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);
 
 #endif

@@ -47,8 +47,7 @@ struct ag_ctx {
     bool recycle_grads;
     bool reference_kernels; /* run the plain kernels even where fast ones were built */
     free_block *free_grads; /* with recycle_grads: released gradient buffers, reused by size */
-    ag_status err;
-    char errmsg[512];
+    ag_error err;           /* the first error since the last reset */
 };
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -188,26 +187,19 @@ bool ag_ctx_grad_enabled(const ag_ctx *ctx) { return ctx->grad_on; }
 void ag_ctx_set_scope(ag_ctx *ctx, const char *scope) { ctx->scope = scope; }
 const char *ag_ctx_scope(const ag_ctx *ctx) { return ctx->scope; }
 
-const char *ag_ctx_error(const ag_ctx *ctx) { return ctx->err ? ctx->errmsg : NULL; }
-ag_status ag_ctx_status(const ag_ctx *ctx) { return ctx->err; }
+const char *ag_ctx_error(const ag_ctx *ctx) { return ctx->err.status ? ctx->err.msg : NULL; }
+ag_status ag_ctx_status(const ag_ctx *ctx) { return ctx->err.status; }
 
 ag_status ag_ctx_fail(ag_ctx *ctx, ag_status s, const char *fmt, ...)
 {
-    if (ctx->err == AG_OK) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
-        va_end(ap);
-        ctx->err = s;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    ag_vseterr(&ctx->err, s, fmt, ap);
+    va_end(ap);
     return s;
 }
 
-void ag_ctx_clear_error(ag_ctx *ctx)
-{
-    ctx->err = AG_OK;
-    ctx->errmsg[0] = '\0';
-}
+void ag_ctx_clear_error(ag_ctx *ctx) { ag_error_clear(&ctx->err); }
 
 ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx)
 {
@@ -422,7 +414,7 @@ static ag_status run_tape(ag_ctx *ctx)
             long i = in && in->grad ? first_nonfinite(in->grad, ag_numel(in), false) : -1;
             if (i >= 0) {
                 report_nonfinite(ctx, "gradient from the backward", n->op, in, n->scope, i, in->grad[i]);
-                return ctx->err;
+                return ctx->err.status;
             }
         }
         if (ctx->profile) {
@@ -439,12 +431,12 @@ static ag_status run_tape(ag_ctx *ctx)
 
 ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy)
 {
-    if (ctx->err) return ctx->err;
+    if (ctx->err.status) return ctx->err.status;
     if (!y) return ag_ctx_fail(ctx, AG_ERR_ARG, "ag_backward: no output tensor");
     if (!y->requires_grad)
         return ag_ctx_fail(ctx, AG_ERR_ARG, "ag_backward: the output does not depend on anything that requires grad");
     ag_real *g = ag_grad(ctx, y);
-    if (!g) return ctx->err;
+    if (!g) return ctx->err.status;
     size_t n = ag_numel(y);
     for (size_t i = 0; i < n; i++) g[i] += dy[i];
     return run_tape(ctx);
@@ -452,7 +444,7 @@ ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy)
 
 ag_status ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
-    if (ctx->err) return ctx->err;
+    if (ctx->err.status) return ctx->err.status;
     if (!loss) return ag_ctx_fail(ctx, AG_ERR_ARG, "ag_backward: no loss tensor");
     if (ag_numel(loss) != 1) {
         char b[64];

@@ -17,6 +17,31 @@ const char *ag_status_str(ag_status s)
     return "unknown error";
 }
 
+ag_status ag_vseterr(ag_error *e, ag_status s, const char *fmt, va_list ap)
+{
+    if (e && e->status == AG_OK && s != AG_OK) {
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        e->status = s;
+    }
+    return s;
+}
+
+ag_status ag_seterr(ag_error *e, ag_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ag_vseterr(e, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void ag_error_clear(ag_error *e)
+{
+    if (!e) return;
+    e->status = AG_OK;
+    e->msg[0] = '\0';
+}
+
 size_t ag_numel(const ag_tensor *t)
 {
     size_t n = 1;

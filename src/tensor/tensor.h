@@ -21,6 +21,7 @@
 #ifndef AG_TENSOR_H
 #define AG_TENSOR_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,24 @@ typedef enum {
 } ag_status;
 
 const char *ag_status_str(ag_status s);
+
+/* ---------- errors: one convention everywhere ----------
+ * A call that can fail returns an ag_status (or a pointer, NULL on failure) and says why in one
+ * line, in an ag_error: the ctx's own for ops (ag_ctx_error), the ag_params' for layer inits
+ * (ag_params_error), or one the caller passes to a call that has neither (file I/O, building a
+ * model). The first error sticks: a later failure keeps the message that explains the first. */
+typedef struct {
+    ag_status status;   /* AG_OK while nothing failed */
+    char msg[512];      /* one line, no newline: "w_q: n_head 3 does not divide n_embd 64" */
+} ag_error;
+
+/* Records s and the printf-style message in e unless e already holds an error (or e is NULL);
+ * returns s, for `return ag_seterr(e, AG_ERR_ARG, "...")`. */
+ag_status ag_seterr(ag_error *e, ag_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same with a va_list, for functions that wrap it. */
+ag_status ag_vseterr(ag_error *e, ag_status s, const char *fmt, va_list ap);
+/* Forgets the error: status AG_OK, empty message. Cannot fail; NULL ok. */
+void ag_error_clear(ag_error *e);
 
 typedef struct ag_node ag_node;
 

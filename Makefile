@@ -79,8 +79,20 @@ $(LIB64): $(LIB_SRC:%.c=$(B)/f64/%.o)
 # --- tests: the same test sources against both builds ---
 # one SUITE(name) line per `Suite *name_suite(void)` in tests/*.c (see tests/run_tests.c)
 # (rebuilt every time, replaced only when it changes: a deleted test file drops its suite)
+# Every tests/test_*.c must define its suite spelled exactly so: a file whose suite the grep
+# below would miss (`Suite* x_suite(void)`, or none) fails the build, naming the file, instead of
+# being silently left out of the run.
+TEST_FILES = $(foreach f,$(TEST_SRC),$(if $(findstring /test_,/$(f)),$(f)))
+SUITE_LINE = ^Suite \*[a-z0-9_]*_suite(void)$$
 $(B)/gen/suites.inc: FORCE
 	@mkdir -p $(dir $@)
+	@for f in $(TEST_FILES); do \
+	  if ! grep -q '$(SUITE_LINE)' $$f; then \
+	    echo "$$f: no line 'Suite *<name>_suite(void)' (spelled exactly so, at the start of a line): its tests would never run" >&2; exit 1; fi; \
+	  bad=$$(grep -nE '^[[:space:]]*Suite[[:space:]]*\*[[:space:]]*[A-Za-z0-9_]+_suite[[:space:]]*\(' $$f | grep -v ':$(SUITE_LINE:^%=%)' | head -n 1); \
+	  if [ -n "$$bad" ]; then \
+	    echo "$$f:$${bad%%:*}: a suite spelled '$${bad#*:}' is not registered; write 'Suite *<name>_suite(void)'" >&2; exit 1; fi; \
+	done
 	@grep -ho '^Suite \*[a-z0-9_]*_suite(void)' $(TEST_SRC) | sed 's/^Suite \*\(.*\)_suite(void)/SUITE(\1)/' | sort > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc

@@ -30,8 +30,7 @@ static void report_nonfinite(ag_ctx *ctx, const char *what, const ag_op *op, con
 void ag__check_output(ag_ctx *ctx, const ag_node *n)
 {
     const ag_tensor *y = n->out;
-    /* masked_fill writes -inf on purpose; anything else non-finite is a fault */
-    long i = first_nonfinite(y->data, ag_numel(y), strcmp(n->op->name, "masked_fill") == 0);
+    long i = first_nonfinite(y->data, ag_numel(y), n->op->may_output_neg_inf);
     if (i >= 0) report_nonfinite(ctx, "output", n->op, y, n->scope, i, y->data[i]);
 }
 

@@ -61,13 +61,12 @@ static ag_real *grad_alloc(ag_ctx *ctx, size_t bytes)
 }
 
 /* With recycle_grads: the backward of node n has run, so nothing reads n->out's gradient any
- * more; its buffer goes to free_grads. Not when an input shares it (a reshape view's gradient
- * is its input's). */
+ * more; its buffer goes to free_grads. Not when the output is a view: its gradient is its
+ * input's, which the input's own consumers and producer still need. */
 static void grad_release(ag_ctx *ctx, ag_node *n)
 {
+    if (n->op->output_is_view) return;
     ag_tensor *y = n->out;
-    for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] && n->in[k]->grad == y->grad) return;
 #ifdef AG_ARENA_DEBUG
     /* the sanitizer build does not reuse: it poisons, so a stale read shows up as NaN */
     (void)ctx;

@@ -15,9 +15,9 @@
  *   end with ag_ctx_error(). Library code never exits or prints.
  *
  * LAYOUT
- *   Row-major, up to AG_MAX_DIMS dims, strides in elements. Every tensor an op returns is
- *   contiguous. ag_reshape returns a view that shares data (no copy); ag_transpose (last two
- *   dims) makes an explicit copy, so kernels only ever see contiguous rows. */
+ *   Row-major, up to AG_MAX_DIMS dims. Every tensor an op returns is contiguous. ag_reshape
+ *   returns a view that shares data (no copy); ag_transpose (last two dims) makes an explicit
+ *   copy, so kernels only ever see contiguous rows. */
 #ifndef AG_TENSOR_H
 #define AG_TENSOR_H
 
@@ -64,8 +64,7 @@ typedef struct ag_node ag_node;
 
 typedef struct ag_tensor {
     int ndim;
-    int shape[AG_MAX_DIMS];
-    int stride[AG_MAX_DIMS];   /* in elements; always contiguous row-major */
+    int shape[AG_MAX_DIMS];    /* dims past ndim are 1; data is contiguous row-major */
     ag_real *data;             /* [numel] */
     ag_real *grad;             /* [numel] or NULL: activations get one (zeroed) on first touch */
     bool requires_grad;        /* a parameter, or computed from one while grad mode was on */
@@ -79,7 +78,7 @@ size_t ag_rows(const ag_tensor *t);           /* numel / last dim */
 bool ag_same_shape(const ag_tensor *a, const ag_tensor *b);
 /* Writes "[2,3,8]" into buf (always NUL-terminated); returns buf. */
 char *ag_shape_str(const ag_tensor *t, char *buf, size_t n);
-/* Fills shape[] and contiguous strides. Cannot fail for 1 <= ndim <= AG_MAX_DIMS. */
+/* Sets ndim and shape[] (1 past ndim). Cannot fail for 1 <= ndim <= AG_MAX_DIMS. */
 void ag_tensor_set_shape(ag_tensor *t, int ndim, const int *shape);
 
 /* ---------- the step context ---------- */

@@ -10,14 +10,14 @@
 #define AG_SHAPE_BUF 48
 
 /* A new tensor in ctx whose data is NOT zeroed: for op outputs that the kernel overwrites
- * entirely (saves a memset of every activation). Defined in ctx.c. */
+ * entirely (saves a memset of every activation). Defined in arena.c. */
 ag_tensor *ag__tensor_uninit(ag_ctx *ctx, int ndim, const int *shape);
 
 /* The gradient buffer of t for a backward that writes EVERY element of it. The first
  * contribution to a gradient needs no zeroed buffer: *accumulate is false and the backward
  * writes with `=` (gemm beta 0); later ones find the buffer and add (`+=`, beta 1). This saves
  * a memset of every activation gradient. Backwards that write only some elements (a scatter,
- * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in ctx.c. */
+ * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in tape.c. */
 ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
 
 /* Memory for a big buffer (the step arena, the parameters and the optimizer state), freed with
@@ -25,7 +25,7 @@ ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
  * pages (transparent huge pages; Debian's default mode is "madvise", so nothing happens
  * without asking). A step streams through tens of MB, and with 4 KiB pages the TLB misses
  * cost about 10% of a baby step here. zero: zero-filled, as calloc. NULL when out of memory.
- * Defined in ctx.c. */
+ * Defined in arena.c. */
 void *ag__alloc_big(size_t bytes, bool zero);
 
 /* The start of every op: a NULL input or an earlier error makes the op a no-op that returns

@@ -1,4 +1,4 @@
-/* tensor.c -- shapes, strides and status strings. Nothing here allocates. */
+/* tensor.c -- shapes and status strings. Nothing here allocates. */
 #include <stdio.h>
 #include <string.h>
 #include "tensor.h"
@@ -76,11 +76,6 @@ char *ag_shape_str(const ag_tensor *t, char *buf, size_t n)
 void ag_tensor_set_shape(ag_tensor *t, int ndim, const int *shape)
 {
     t->ndim = ndim;
-    int s = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t->shape[i] = shape[i];
-        t->stride[i] = s;
-        s *= shape[i];
-    }
-    for (int i = ndim; i < AG_MAX_DIMS; i++) { t->shape[i] = 1; t->stride[i] = 1; }
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    for (int i = ndim; i < AG_MAX_DIMS; i++) t->shape[i] = 1;
 }

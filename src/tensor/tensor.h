@@ -15,9 +15,9 @@
  *   end with ag_ctx_error(). Library code never exits or prints.
  *
  * LAYOUT
- *   Row-major, up to AG_MAX_DIMS dims, strides in elements. Every tensor an op returns is
- *   contiguous. ag_reshape returns a view that shares data (no copy); ag_transpose (last two
- *   dims) makes an explicit copy, so kernels only ever see contiguous rows. */
+ *   Row-major, up to AG_MAX_DIMS dims. Every tensor an op returns is contiguous. ag_reshape
+ *   returns a view that shares data (no copy); ag_transpose (last two dims) makes an explicit
+ *   copy, so kernels only ever see contiguous rows. */
 #ifndef AG_TENSOR_H
 #define AG_TENSOR_H
 
@@ -64,8 +64,7 @@ typedef struct ag_node ag_node;
 
 typedef struct ag_tensor {
     int ndim;
-    int shape[AG_MAX_DIMS];
-    int stride[AG_MAX_DIMS];   /* in elements; always contiguous row-major */
+    int shape[AG_MAX_DIMS];    /* dims past ndim are 1; data is contiguous row-major */
     ag_real *data;             /* [numel] */
     ag_real *grad;             /* [numel] or NULL: activations get one (zeroed) on first touch */
     bool requires_grad;        /* a parameter, or computed from one while grad mode was on */
@@ -79,7 +78,7 @@ size_t ag_rows(const ag_tensor *t);           /* numel / last dim */
 bool ag_same_shape(const ag_tensor *a, const ag_tensor *b);
 /* Writes "[2,3,8]" into buf (always NUL-terminated); returns buf. */
 char *ag_shape_str(const ag_tensor *t, char *buf, size_t n);
-/* Fills shape[] and contiguous strides. Cannot fail for 1 <= ndim <= AG_MAX_DIMS. */
+/* Sets ndim and shape[] (1 past ndim). Cannot fail for 1 <= ndim <= AG_MAX_DIMS. */
 void ag_tensor_set_shape(ag_tensor *t, int ndim, const int *shape);
 
 /* ---------- the step context ---------- */
@@ -112,8 +111,8 @@ void ag_ctx_clear_error(ag_ctx *ctx);
 /* Anomaly detection (off by default; it costs a pass over every op output and gradient): when
  * on, the first recorded op whose output holds a NaN or Inf (or the first backward that writes
  * one into a gradient) sets an AG_ERR_NONFINITE error naming the op, its shape and its layer:
- * "non-finite output of softmax [12,4,64,64] in blocks.1.attn". Only -inf where masked_fill put
- * it on purpose is allowed. */
+ * "non-finite output of softmax [12,4,64,64] in blocks.1.attn". Only -inf from an op that writes
+ * it on purpose (ag_op.may_output_neg_inf: masked_fill) is allowed. */
 void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on);
 /* Gradient recycling (off by default). On, the gradient of a tensor that an op made is handed
  * back as soon as that op's backward has run (nothing reads it after that) and the next
@@ -152,9 +151,17 @@ ag_tensor *ag_tensor_leaf(ag_ctx *ctx, int ndim, const int *shape);
 /* ---------- autograd ---------- */
 typedef ag_status (*ag_backward_fn)(ag_ctx *ctx, ag_node *n);
 
+/* What the driver knows about an op; one `static const` per op, next to its backward. The
+ * flags default to false: an op that needs one names it, e.g.
+ * `{ .name = "reshape", .backward = reshape_backward, .output_is_view = true }`. */
 typedef struct ag_op {
     const char *name;          /* shows in error messages and in --trace-shapes */
     ag_backward_fn backward;   /* adds (+=) d(loss)/d(input) into each input's grad */
+    bool may_output_neg_inf;   /* -inf in the output is on purpose (masked_fill): anomaly
+                                  detection lets it pass; NaN and +inf are still faults */
+    bool output_is_view;       /* the output shares its input's data AND gradient buffer
+                                  (reshape): gradient recycling must not release that buffer
+                                  after this op's backward, since it is the input's gradient */
 } ag_op;
 
 struct ag_node {

@@ -22,7 +22,7 @@ static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
     return AG_OK;
 }
 
-static const ag_op masked_fill_op = { "masked_fill", masked_fill_backward };
+static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward, .may_output_neg_inf = true };
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value)
 {

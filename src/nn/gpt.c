@@ -156,17 +156,9 @@ bool ag_gpt_cache_exact(const ag_gpt *g)
 
 // --- forward ---
 
-ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
-                          bool train, uint64_t seed, ag_tensor **loss)
+/* ids [B*T] -> logits [B,T,V]: the whole model but the loss. */
+static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B, int T, const ag_forward_opts *opts)
 {
-    if (loss) *loss = NULL;
-    if (ag_ctx_status(ctx) != AG_OK) return NULL;
-    if (!g || !ids || B <= 0 || T <= 0 || T > g->cfg.block_size) {
-        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward: B=%d T=%d (need ids, B > 0 and 0 < T <= block_size %d)",
-                    B, T, g ? g->cfg.block_size : 0);
-        return NULL;
-    }
-    const char *outer = ag_ctx_scope(ctx);
     int C = g->cfg.n_embd;
     ag_real p = (ag_real)g->cfg.dropout;
     int *pos = ag_ctx_alloc(ctx, (size_t)T * sizeof(int));           // [T] = 0, 1, ..., T-1
@@ -179,15 +171,34 @@ ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *tar
     ag_tensor *pe = ag_embedding_layer_forward(ctx, &g->pos_emb, pos, 1, T);   // [1,T,C]
     pe = ag_reshape(ctx, pe, 2, (int[2]){ T, C });                             // [T,C]
     ag_tensor *x = ag_add(ctx, tok, pe);                                       // [B,T,C] positions broadcast over B
-    x = ag_dropout(ctx, x, p, site_seed(seed, 0), train);                     // [B,T,C]
+    x = ag_dropout(ctx, x, p, site_seed(opts->seed, 0), opts->train);          // [B,T,C]
     ag_tensor *mask = ag_causal_mask(ctx, T);                                  // [T,T] position t sees 0..t
-    for (int l = 0; l < g->cfg.n_layer; l++)
-        x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, site_seed(seed, 1 + (uint64_t)l), train); // [B,T,C]
+    for (int l = 0; l < g->cfg.n_layer; l++) {
+        ag_forward_opts block = *opts;           /* block l's dropout seed and record slot */
+        block.seed = site_seed(opts->seed, 1 + (uint64_t)l);
+        block.layer = l;
+        x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, &block);          // [B,T,C]
+    }
     ag_ctx_set_scope(ctx, "ln_f");
     if (g->cfg.norm == AG_RMSNORM) x = ag_rmsnorm_layer_forward(ctx, &g->rms_f, x); // [B,T,C]
     else x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                     // [B,T,C]
     ag_ctx_set_scope(ctx, "lm_head");
-    ag_tensor *logits = ag_linear_layer_forward(ctx, &g->lm_head, x);          // [B,T,V]
+    return ag_linear_layer_forward(ctx, &g->lm_head, x);                       // [B,T,V]
+}
+
+ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
+                          const ag_forward_opts *opts, ag_tensor **loss)
+{
+    static const ag_forward_opts eval = { 0 };
+    if (loss) *loss = NULL;
+    if (ag_ctx_status(ctx) != AG_OK) return NULL;
+    if (!g || !ids || B <= 0 || T <= 0 || T > g->cfg.block_size) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward: B=%d T=%d (need ids, B > 0 and 0 < T <= block_size %d)",
+                    B, T, g ? g->cfg.block_size : 0);
+        return NULL;
+    }
+    const char *outer = ag_ctx_scope(ctx);
+    ag_tensor *logits = gpt_logits(ctx, g, ids, B, T, opts ? opts : &eval);   // [B,T,V]
     if (loss && targets) {
         ag_ctx_set_scope(ctx, "loss");
         *loss = ag_cross_entropy(ctx, logits, targets);                        // [1]

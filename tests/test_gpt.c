@@ -1,7 +1,8 @@
 /* test_gpt.c -- the whole GPT of MODEL.md: parameter names, order, shapes, decay flags and init;
  * config validation; the untrained loss; a gradient check of the loss with respect to every
  * parameter; dropout determinism; overfitting one batch; the KV cache against a full
- * recompute; the options of one forward call (ag_forward_opts) honoured; and a training loop whose step arena stops growing after the first steps. */
+ * recompute, for the whole model and for one block; the options of one forward call
+ * (ag_forward_opts) honoured; and a training loop whose step arena stops growing after the first steps. */
 #include <check.h>
 #include <stdlib.h>
 #include <math.h>
@@ -422,7 +423,7 @@ static ag_tensor *logits_with(ag_ctx **ctx, ag_gpt *g, const int *ids, int T, co
 
 /* ag_forward_opts is honoured, and the model is left as it was: NULL and { 0 } are evaluation
  * (fused attention); composed_attention takes the op-by-op path with the same logits;
- * record_attention fills one slot per layer with causal weights. */
+ * record_attention fills one slot per layer with causal weights; a cache is refused. */
 START_TEST(test_forward_opts_honoured)
 {
     enum { V = 7, L = 2, H = 2, T = 5 };
@@ -465,11 +466,77 @@ START_TEST(test_forward_opts_honoured)
     double dt = 0;
     for (size_t i = 0; i < ag_numel(y0); i++) dt = fmax(dt, fabs(y0->data[i] - yt->data[i]));
     ck_assert(dt > 1e-3);
+    /* a cache belongs to ag_gpt_forward_cached */
+    ag_kv_cache *kv = ag_kv_cache_new(g);
+    ck_assert_ptr_null(ag_gpt_forward(c1, g, ids, NULL, 1, 1, &(ag_forward_opts){ .cache = kv }, NULL));
+    ck_assert_int_eq(ag_ctx_status(c1), AG_ERR_ARG);
+    ck_assert_int_eq(kv->len, 0);
+    ag_kv_cache_free(kv);
     ag_ctx_free(c0);
     ag_ctx_free(c1);
     ag_ctx_free(c2);
     ag_ctx_free(c3);
     ag_gpt_free(g);
+}
+END_TEST
+
+/* One block, run position by position through the KV cache (opts.cache, opts.layer), gives
+ * the full forward's rows, and the attention weights it records are the full weights' row p
+ * (keys 0..p). Post-LN with RMSNorm too: the cached step is the same ag_block_forward. */
+static void check_block_cached(ag_norm_position pos, ag_norm_kind norm)
+{
+    enum { V = 7, L = 2, H = 2, C = 16, T = 6 };
+    ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = 8,
+                          .norm_position = pos, .norm = norm };
+    char err[128];
+    ag_gpt *g = ag_gpt_new(&cfg, 11, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    randomize(g->params, 12);
+    const ag_block *Bk = &g->blocks[1];
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *x = ag_tensor_new3(ctx, 1, T, C);                                   // [1,T,C]
+    for (int i = 0; i < T * C; i++) x->data[i] = (ag_real)sin(0.37 * i + 1);
+    ag_tensor *A[L] = { NULL, NULL };
+    ag_tensor *full = ag_block_forward(ctx, Bk, x, ag_causal_mask(ctx, T), 0,
+                                       &(ag_forward_opts){ .record_attention = A, .layer = 1 }); // [1,T,C]
+    ck_assert_msg(full != NULL && A[1] != NULL && A[0] == NULL, "%s", ag_ctx_error(ctx));
+    ag_kv_cache *kv = ag_kv_cache_new(g);
+    double worst = 0, worst_a = 0;
+    for (int p = 0; p < T; p++) {
+        ag_tensor *xp = ag_tensor_new3(ctx, 1, 1, C);                              // [1,1,C] position p
+        memcpy(xp->data, x->data + (size_t)p * C, C * sizeof(ag_real));
+        ag_tensor *Ap[L] = { NULL, NULL };
+        const ag_forward_opts step = { .cache = kv, .layer = 1, .record_attention = Ap };
+        ag_tensor *y = ag_block_forward(ctx, Bk, xp, NULL, 0, &step);              // [1,1,C]
+        ck_assert_msg(y != NULL, "%s", ag_ctx_error(ctx));
+        ck_assert(Ap[1]->shape[1] == H && Ap[1]->shape[2] == 1 && Ap[1]->shape[3] == p + 1); // [1,H,1,p+1]
+        for (int c = 0; c < C; c++) worst = fmax(worst, fabs(y->data[c] - full->data[p * C + c]));
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j <= p; j++)
+                worst_a = fmax(worst_a, fabs(Ap[1]->data[h * (p + 1) + j] - A[1]->data[(h * T + p) * T + j]));
+        kv->len++;   /* the block stores position p; ag_gpt_forward_cached advances after all layers */
+    }
+    ck_assert_msg(worst < KV_TOL && worst_a < KV_TOL, "cached vs full: out %g, weights %g", worst, worst_a);
+    /* the cache is for no-grad passes and for layers it has */
+    ag_kv_cache_clear(kv);
+    ag_ctx_set_grad(ctx, true);
+    ck_assert_ptr_null(ag_block_forward(ctx, Bk, x, NULL, 0, &(ag_forward_opts){ .cache = kv }));
+    ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_ARG);
+    ag_ctx_clear_error(ctx);
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *x0 = ag_tensor_new3(ctx, 1, 1, C);                                  // [1,1,C]
+    ck_assert_ptr_null(ag_block_forward(ctx, Bk, x0, NULL, 0, &(ag_forward_opts){ .cache = kv, .layer = L }));
+    ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_SHAPE);
+    ag_kv_cache_free(kv);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+
+START_TEST(test_block_cached_equals_full)
+{
+    check_block_cached(AG_PRE_LN, AG_LAYERNORM);
+    check_block_cached(AG_POST_LN, AG_RMSNORM);
 }
 END_TEST
 
@@ -531,6 +598,7 @@ Suite *gpt_suite(void)
     tcase_add_test(m, test_gpt_dropout);
     tcase_add_test(m, test_kv_cache_matches_full_forward);
     tcase_add_test(m, test_forward_opts_honoured);
+    tcase_add_test(m, test_block_cached_equals_full);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
     tcase_set_timeout(g, 60);

@@ -10,10 +10,14 @@
  * by default; 1 with --no-scale, and the scores of wide heads grow like sqrt(D), so softmax
  * saturates) and A->mask_fill (-inf by default; a finite -1e9 gives weights exp(-1e9 - max) = 0
  * in float and double alike, so the same result on a causal mask).
+ * Sampling with a KV cache takes the same lines for one new position p: its k and v join the
+ * cache (kv_cache.c), and the query attends over the cached k and v of positions 0..p, with no
+ * mask since p may see them all.
  * Every backward comes from the ops' own. Reference: Vaswani et al. 2017, "Attention is all you
  * need", section 3.2; nanoGPT's CausalSelfAttention. */
 #include <math.h>
 #include <stdio.h>
+#include "kv_cache.h"
 #include "nn.h"
 
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out)
@@ -52,22 +56,25 @@ static bool is_causal(const ag_tensor *mask, const ag_tensor *q)
 }
 
 /* The fused kernel computes exactly attend()'s lines when none of them is wanted on its own:
- * op by op not asked for, nothing recorded, no dropout on the weights, and no mask or
+ * op by op not asked for, nothing recorded, no cache, no dropout on the weights, and no mask or
  * a causal one filled with -inf. */
 static bool fusable(const ag_mha *A, const ag_tensor *mask, bool causal, ag_real dropout, const ag_forward_opts *opt)
 {
-    if (A->composed || opt->composed_attention || opt->record_attention) return false;
+    if (A->composed || opt->composed_attention || opt->record_attention || opt->cache) return false;
     if (opt->train && dropout > 0) return false;
     return !mask || (causal && A->mask_fill == -INFINITY);
 }
 
-/* Attention op by op: q, k, v [B,T,C] -> [B,T,C]. */
+/* Attention op by op: q, k, v [B,T,C] -> [B,T,C]. With a cache (the one new position, B = T = 1)
+ * k and v join the cache, and the query attends over every cached position: position p may
+ * see 0..p, so there is no mask. */
 static ag_tensor *attend(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask,
                          ag_real dropout, const ag_forward_opts *opt)
 {
     q = ag_split_heads(ctx, q, A->H);                               // [B,H,T,D]
     k = ag_split_heads(ctx, k, A->H);                               // [B,H,T,D]
     v = ag_split_heads(ctx, v, A->H);                               // [B,H,T,D]
+    if (opt->cache) ag__kv_cache_extend(ctx, opt->cache, opt->layer, &k, &v); // [1,H,p+1,D] positions 0..p
     ag_tensor *kT = ag_transpose(ctx, k);                           // [B,H,D,T]
     ag_tensor *s = ag_matmul(ctx, q, kT);                           // [B,H,T,T]
     s = ag_scale(ctx, s, A->scale);                                 // [B,H,T,T] 1/sqrt(D) unless --no-scale

@@ -9,7 +9,9 @@
  * Pre-LN (the norm inside the residual branch, as GPT-2) keeps an identity path from the
  * output to the input, so gradients reach the first block undiminished. Post-LN puts every
  * path through a norm; it trains too, but wants a warmup (Xiong et al. 2020, "On Layer
- * Normalization in the Transformer Architecture"). Built from ops only. */
+ * Normalization in the Transformer Architecture"). Built from ops only.
+ * Sampling runs these same lines on one new position with opts->cache set: only attention looks
+ * at other positions (through the KV cache), so the result is the full forward's. */
 #include <stdio.h>
 #include "nn.h"
 

@@ -142,7 +142,7 @@ static int sample_speed(ag_gpt *g, int n, double *cached_cps, double *recompute_
         }
         double t1 = now_s();
         for (int p = 0; p < n; p++) {
-            ag_tensor *logits = ag_gpt_forward(ctx, g, ids2, NULL, 1, p + 1, false, 0, NULL); // [1,p+1,V]
+            ag_tensor *logits = ag_gpt_forward(ctx, g, ids2, NULL, 1, p + 1, NULL, NULL); // [1,p+1,V]
             if (!logits) return -1;
             const ag_real *last = logits->data + (size_t)p * V;
             int best = 0;
@@ -202,7 +202,7 @@ static int run_config(const bench_config *bc, const corpus *data, int steps, int
         }
         ag_ctx_profile_mark(ctx);
         ag_tensor *loss = NULL;
-        ag_gpt_forward(ctx, g, x, y, B, T, true, 0, &loss);
+        ag_gpt_forward(ctx, g, x, y, B, T, &(ag_forward_opts){ .train = true }, &loss);
         ag_params_zero_grad(P);
         if (!loss || ag_backward(ctx, loss) != AG_OK) {
             fprintf(stderr, "bench: %s\n", ag_ctx_error(ctx));

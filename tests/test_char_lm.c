@@ -445,10 +445,10 @@ START_TEST(test_checkpoint_roundtrip)
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *l1 = NULL, *l2 = NULL;
     for (size_t i = 0; i < P->total; i++) P->data[i] = (ag_real)(float)P->data[i];
-    ag_gpt_forward(ctx, g, c.ids, c.ids + 1, 2, T, false, 0, &l1);
+    ag_gpt_forward(ctx, g, c.ids, c.ids + 1, 2, T, NULL, &l1);
     double a = l1 ? (double)l1->data[0] : NAN;
     ag_ctx_reset(ctx);
-    ag_gpt_forward(ctx, m.g, c.ids, c.ids + 1, 2, T, false, 0, &l2);
+    ag_gpt_forward(ctx, m.g, c.ids, c.ids + 1, 2, T, NULL, &l2);
     ck_assert_ptr_nonnull(l2);
     ck_assert_msg(a == (double)l2->data[0], "loss %.9g vs %.9g", a, (double)l2->data[0]);
     ag_ctx_free(ctx);
@@ -676,7 +676,7 @@ START_TEST(test_sampling_reproducible)
     free(ids);
     ag_ctx *ctx = ag_ctx_new();
     ag_ctx_set_grad(ctx, false);
-    ag_tensor *logits = ag_gpt_forward(ctx, m.g, prompt, NULL, 1, 5, false, 0, NULL);   // [1,5,V]
+    ag_tensor *logits = ag_gpt_forward(ctx, m.g, prompt, NULL, 1, 5, NULL, NULL);   // [1,5,V]
     ck_assert_ptr_nonnull(logits);
     const ag_real *last = logits->data + 4 * (size_t)m.vocab.V;
     int best = 0;

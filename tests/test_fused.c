@@ -144,11 +144,11 @@ START_TEST(test_gpt_fused_equals_composed)
     ag_tensor *lf = NULL, *lc = NULL;
     ag_params_zero_grad(gf->params);
     ag_params_zero_grad(gc->params);
-    ag_gpt_forward(ctx, gf, ids, tg, 2, 6, true, 0, &lf);
+    ag_gpt_forward(ctx, gf, ids, tg, 2, 6, &(ag_forward_opts){ .train = true }, &lf);
     ck_assert_int_eq(ag_backward(ctx, lf), AG_OK);
     ag_real loss_f = lf->data[0];
     ag_ctx_reset(ctx);
-    ag_gpt_forward(ctx, gc, ids, tg, 2, 6, true, 0, &lc);
+    ag_gpt_forward(ctx, gc, ids, tg, 2, 6, &(ag_forward_opts){ .train = true }, &lc);
     ck_assert_int_eq(ag_backward(ctx, lc), AG_OK);
     ck_assert_double_eq_tol(loss_f, lc->data[0], 1e-6);
     for (size_t i = 0; i < gf->params->total; i++)

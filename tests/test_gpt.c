@@ -1,7 +1,8 @@
 /* test_gpt.c -- the whole GPT of MODEL.md: parameter names, order, shapes, decay flags and init;
  * config validation; the untrained loss; a gradient check of the loss with respect to every
  * parameter; dropout determinism; overfitting one batch; the KV cache against a full
- * recompute; and a training loop whose step arena stops growing after the first steps. */
+ * recompute, for the whole model and for one block; the options of one forward call
+ * (ag_forward_opts) honoured; and a training loop whose step arena stops growing after the first steps. */
 #include <check.h>
 #include <stdlib.h>
 #include <math.h>
@@ -149,7 +150,7 @@ START_TEST(test_gpt_untrained_loss_is_ln_v)
     random_ids(tg, Bn * Tn, V, 6);
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *loss;
-    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, false, 0, &loss); // [B,T,V]
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, NULL, &loss); // [B,T,V]
     ck_assert_msg(logits != NULL, "%s", ag_ctx_error(ctx));
     ck_assert_int_eq(logits->ndim, 3);
     ck_assert_int_eq(logits->shape[0], Bn);
@@ -158,16 +159,16 @@ START_TEST(test_gpt_untrained_loss_is_ln_v)
     ck_assert_ptr_nonnull(loss);
     ck_assert_double_eq_tol(loss->data[0], log((double)V), 0.1);
     /* without targets there is no loss */
-    ck_assert_ptr_nonnull(ag_gpt_forward(ctx, g, ids, NULL, Bn, Tn, false, 0, &loss));
+    ck_assert_ptr_nonnull(ag_gpt_forward(ctx, g, ids, NULL, Bn, Tn, NULL, &loss));
     ck_assert_ptr_null(loss);
     /* errors: T past block_size, an id outside the vocabulary */
-    ck_assert_ptr_null(ag_gpt_forward(ctx, g, ids, tg, 1, Tn + 1, false, 0, &loss));
+    ck_assert_ptr_null(ag_gpt_forward(ctx, g, ids, tg, 1, Tn + 1, NULL, &loss));
     ck_assert_ptr_null(loss);
     ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_ARG);
     ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "block_size"));
     ag_ctx_reset(ctx);
     ids[3] = V;
-    ck_assert_ptr_null(ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, false, 0, &loss));
+    ck_assert_ptr_null(ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, NULL, &loss));
     ck_assert_ptr_nonnull(strstr(ag_ctx_error(ctx), "ag_embedding"));
     ag_ctx_free(ctx);
     ag_gpt_free(g);
@@ -198,7 +199,7 @@ START_TEST(test_gpt_tape_scopes)
     int ids[6] = { 0, 1, 2, 3, 4, 0 }, tg[6] = { 1, 2, 3, 4, 0, 1 };
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *loss;
-    ck_assert_ptr_nonnull(ag_gpt_forward(ctx, g, ids, tg, 2, 3, true, 0, &loss));
+    ck_assert_ptr_nonnull(ag_gpt_forward(ctx, g, ids, tg, 2, 3, &(ag_forward_opts){ .train = true }, &loss));
     ck_assert_ptr_null(ag_ctx_scope(ctx));                          /* restored */
     scope_list s = { 0 };
     ag_tape_foreach(ctx, collect_scope, &s);
@@ -219,11 +220,11 @@ START_TEST(test_gpt_dropout)
     int ids[16];
     random_ids(ids, 16, 7, 4);
     ag_ctx *ctx = ag_ctx_new();
-    ag_tensor *a = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, true, 100, NULL);
-    ag_tensor *b = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, true, 100, NULL);
-    ag_tensor *c = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, true, 101, NULL);
-    ag_tensor *e = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, false, 100, NULL);
-    ag_tensor *e0 = ag_gpt_forward(ctx, g0, ids, NULL, 2, 8, true, 100, NULL);
+    ag_tensor *a = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, &(ag_forward_opts){ .train = true, .seed = 100 }, NULL);
+    ag_tensor *b = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, &(ag_forward_opts){ .train = true, .seed = 100 }, NULL);
+    ag_tensor *c = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, &(ag_forward_opts){ .train = true, .seed = 101 }, NULL);
+    ag_tensor *e = ag_gpt_forward(ctx, g, ids, NULL, 2, 8, &(ag_forward_opts){ .seed = 100 }, NULL);
+    ag_tensor *e0 = ag_gpt_forward(ctx, g0, ids, NULL, 2, 8, &(ag_forward_opts){ .train = true, .seed = 100 }, NULL);
     ck_assert_ptr_nonnull(e0);
     size_t n = ag_numel(a);
     double dab = 0, dac = 0, dae = 0, dee0 = 0;
@@ -256,7 +257,7 @@ static ag_tensor *build_gpt_loss(ag_ctx *ctx, ag_tensor **in, void *user)
     (void)in; /* the inputs are g's own parameters */
     gpt_case *c = user;
     ag_tensor *loss = NULL;
-    ag_gpt_forward(ctx, c->g, c->ids, c->targets, 2, 3, c->train, 1234, &loss);
+    ag_gpt_forward(ctx, c->g, c->ids, c->targets, 2, 3, &(ag_forward_opts){ .train = c->train, .seed = 1234 }, &loss);
     return loss;                                                    // [1]
 }
 
@@ -286,7 +287,7 @@ END_TEST
 static double train_step(ag_ctx *ctx, ag_gpt *g, const int *x, const int *y, int Bn, int Tn, double lr, long t)
 {
     ag_tensor *loss;
-    ag_gpt_forward(ctx, g, x, y, Bn, Tn, true, (uint64_t)t, &loss);
+    ag_gpt_forward(ctx, g, x, y, Bn, Tn, &(ag_forward_opts){ .train = true, .seed = (uint64_t)t }, &loss);
     ck_assert_msg(loss != NULL, "%s", ag_ctx_error(ctx));
     double L = loss->data[0];
     ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
@@ -364,7 +365,7 @@ START_TEST(test_kv_cache_matches_full_forward)
     int ids[TM];
     random_ids(ids, TM, V, 5);
     ag_ctx *ctx = ag_ctx_new();
-    ag_tensor *full = ag_gpt_forward(ctx, g, ids, NULL, 1, TM, false, 0, NULL); // [1,TM,V]
+    ag_tensor *full = ag_gpt_forward(ctx, g, ids, NULL, 1, TM, NULL, NULL); // [1,TM,V]
     ck_assert_ptr_nonnull(full);
     ag_kv_cache *kv = ag_kv_cache_new(g);
     ck_assert_ptr_nonnull(kv);
@@ -395,6 +396,150 @@ START_TEST(test_kv_cache_matches_full_forward)
 }
 END_TEST
 
+// --- the options of one forward call ---
+
+typedef struct {
+    int fused, softmax;   /* "attention" nodes (the fused kernel), "softmax" nodes (op by op) */
+} op_count;
+
+static void count_ops(const ag_node *n, void *user)
+{
+    op_count *c = user;
+    if (strcmp(n->op->name, "attention") == 0) c->fused++;
+    if (strcmp(n->op->name, "softmax") == 0) c->softmax++;
+}
+
+/* Logits of g on ids [2,T] with opts, in a ctx of their own (*ctx, freed by the caller). */
+static ag_tensor *logits_with(ag_ctx **ctx, ag_gpt *g, const int *ids, int T, const ag_forward_opts *opts,
+                              op_count *ops)
+{
+    *ctx = ag_ctx_new();
+    ag_tensor *y = ag_gpt_forward(*ctx, g, ids, NULL, 2, T, opts, NULL);            // [2,T,V]
+    ck_assert_msg(y != NULL, "%s", ag_ctx_error(*ctx));
+    *ops = (op_count){ 0 };
+    ag_tape_foreach(*ctx, count_ops, ops);
+    return y;
+}
+
+/* ag_forward_opts is honoured, and the model is left as it was: NULL and { 0 } are evaluation
+ * (fused attention); composed_attention takes the op-by-op path with the same logits;
+ * record_attention fills one slot per layer with causal weights; a cache is refused. */
+START_TEST(test_forward_opts_honoured)
+{
+    enum { V = 7, L = 2, H = 2, T = 5 };
+    ag_gpt *g = gpt_new(V, L, H, 16, 8, 0.1, 3);   /* dropout 0.1: only with .train */
+    randomize(g->params, 4);
+    int ids[2 * T];
+    random_ids(ids, 2 * T, V, 5);
+    ag_ctx *c0, *c1, *c2, *c3;
+    op_count n0, n1, n2, n3;
+    ag_tensor *y0 = logits_with(&c0, g, ids, T, NULL, &n0);
+    ag_tensor *y1 = logits_with(&c1, g, ids, T, &(ag_forward_opts){ 0 }, &n1);
+    ag_tensor *y2 = logits_with(&c2, g, ids, T, &(ag_forward_opts){ .composed_attention = true }, &n2);
+    ag_tensor *A[L] = { NULL, NULL };
+    ag_tensor *y3 = logits_with(&c3, g, ids, T, &(ag_forward_opts){ .record_attention = A }, &n3);
+    ck_assert(n0.fused == L && n0.softmax == 0 && n1.fused == L && n1.softmax == 0);
+    ck_assert(n2.fused == 0 && n2.softmax == L && n3.fused == 0 && n3.softmax == L);
+    double d01 = 0, d02 = 0, d03 = 0;
+    for (size_t i = 0; i < ag_numel(y0); i++) {
+        d01 = fmax(d01, fabs(y0->data[i] - y1->data[i]));
+        d02 = fmax(d02, fabs(y0->data[i] - y2->data[i]));
+        d03 = fmax(d03, fabs(y0->data[i] - y3->data[i]));
+    }
+    ck_assert(d01 == 0);
+    ck_assert_msg(d02 < KV_TOL && d03 < KV_TOL, "fused vs composed %g, vs recording %g", d02, d03);
+    for (int l = 0; l < L; l++) {
+        ck_assert_ptr_nonnull(A[l]);
+        ck_assert(A[l]->ndim == 4 && A[l]->shape[0] == 2 && A[l]->shape[1] == H && A[l]->shape[2] == T);
+        for (int r = 0; r < 2 * H * T; r++) {   /* each row: sums to 1, nothing after its own position */
+            const ag_real *row = A[l]->data + (size_t)r * T;
+            double sum = 0;
+            for (int j = 0; j < T; j++) sum += row[j];
+            ck_assert_double_eq_tol(sum, 1, 1e-5);
+            for (int j = r % T + 1; j < T; j++) ck_assert(row[j] == 0);
+        }
+        ck_assert(!g->blocks[l].attn.composed);   /* per call: the model is not touched */
+    }
+    /* .train turns dropout on (0.1 here), from .seed */
+    ag_tensor *yt = ag_gpt_forward(c0, g, ids, NULL, 2, T, &(ag_forward_opts){ .train = true, .seed = 9 }, NULL);
+    ck_assert_ptr_nonnull(yt);
+    double dt = 0;
+    for (size_t i = 0; i < ag_numel(y0); i++) dt = fmax(dt, fabs(y0->data[i] - yt->data[i]));
+    ck_assert(dt > 1e-3);
+    /* a cache belongs to ag_gpt_forward_cached */
+    ag_kv_cache *kv = ag_kv_cache_new(g);
+    ck_assert_ptr_null(ag_gpt_forward(c1, g, ids, NULL, 1, 1, &(ag_forward_opts){ .cache = kv }, NULL));
+    ck_assert_int_eq(ag_ctx_status(c1), AG_ERR_ARG);
+    ck_assert_int_eq(kv->len, 0);
+    ag_kv_cache_free(kv);
+    ag_ctx_free(c0);
+    ag_ctx_free(c1);
+    ag_ctx_free(c2);
+    ag_ctx_free(c3);
+    ag_gpt_free(g);
+}
+END_TEST
+
+/* One block, run position by position through the KV cache (opts.cache, opts.layer), gives
+ * the full forward's rows, and the attention weights it records are the full weights' row p
+ * (keys 0..p). Post-LN with RMSNorm too: the cached step is the same ag_block_forward. */
+static void check_block_cached(ag_norm_position pos, ag_norm_kind norm)
+{
+    enum { V = 7, L = 2, H = 2, C = 16, T = 6 };
+    ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = 8,
+                          .norm_position = pos, .norm = norm };
+    char err[128];
+    ag_gpt *g = ag_gpt_new(&cfg, 11, err, sizeof err);
+    ck_assert_msg(g != NULL, "%s", err);
+    randomize(g->params, 12);
+    const ag_block *Bk = &g->blocks[1];
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *x = ag_tensor_new3(ctx, 1, T, C);                                   // [1,T,C]
+    for (int i = 0; i < T * C; i++) x->data[i] = (ag_real)sin(0.37 * i + 1);
+    ag_tensor *A[L] = { NULL, NULL };
+    ag_tensor *full = ag_block_forward(ctx, Bk, x, ag_causal_mask(ctx, T), 0,
+                                       &(ag_forward_opts){ .record_attention = A, .layer = 1 }); // [1,T,C]
+    ck_assert_msg(full != NULL && A[1] != NULL && A[0] == NULL, "%s", ag_ctx_error(ctx));
+    ag_kv_cache *kv = ag_kv_cache_new(g);
+    double worst = 0, worst_a = 0;
+    for (int p = 0; p < T; p++) {
+        ag_tensor *xp = ag_tensor_new3(ctx, 1, 1, C);                              // [1,1,C] position p
+        memcpy(xp->data, x->data + (size_t)p * C, C * sizeof(ag_real));
+        ag_tensor *Ap[L] = { NULL, NULL };
+        const ag_forward_opts step = { .cache = kv, .layer = 1, .record_attention = Ap };
+        ag_tensor *y = ag_block_forward(ctx, Bk, xp, NULL, 0, &step);              // [1,1,C]
+        ck_assert_msg(y != NULL, "%s", ag_ctx_error(ctx));
+        ck_assert(Ap[1]->shape[1] == H && Ap[1]->shape[2] == 1 && Ap[1]->shape[3] == p + 1); // [1,H,1,p+1]
+        for (int c = 0; c < C; c++) worst = fmax(worst, fabs(y->data[c] - full->data[p * C + c]));
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j <= p; j++)
+                worst_a = fmax(worst_a, fabs(Ap[1]->data[h * (p + 1) + j] - A[1]->data[(h * T + p) * T + j]));
+        kv->len++;   /* the block stores position p; ag_gpt_forward_cached advances after all layers */
+    }
+    ck_assert_msg(worst < KV_TOL && worst_a < KV_TOL, "cached vs full: out %g, weights %g", worst, worst_a);
+    /* the cache is for no-grad passes and for layers it has */
+    ag_kv_cache_clear(kv);
+    ag_ctx_set_grad(ctx, true);
+    ck_assert_ptr_null(ag_block_forward(ctx, Bk, x, NULL, 0, &(ag_forward_opts){ .cache = kv }));
+    ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_ARG);
+    ag_ctx_clear_error(ctx);
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *x0 = ag_tensor_new3(ctx, 1, 1, C);                                  // [1,1,C]
+    ck_assert_ptr_null(ag_block_forward(ctx, Bk, x0, NULL, 0, &(ag_forward_opts){ .cache = kv, .layer = L }));
+    ck_assert_int_eq(ag_ctx_status(ctx), AG_ERR_SHAPE);
+    ag_kv_cache_free(kv);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+
+START_TEST(test_block_cached_equals_full)
+{
+    check_block_cached(AG_PRE_LN, AG_LAYERNORM);
+    check_block_cached(AG_POST_LN, AG_RMSNORM);
+}
+END_TEST
+
 /* Gradient recycling (ag_ctx_set_recycle_grads) changes where gradients live, never what they
  * are: the parameters' gradients of one step are bit-identical with it on and off, through the
  * fused attention and the op-by-op one (split/merge heads, transpose, masked_fill, softmax,
@@ -413,14 +558,14 @@ START_TEST(test_recycled_gradients_are_identical)
     ag_real *plain = malloc(P->total * sizeof(ag_real));
     ck_assert_ptr_nonnull(plain);
     for (int composed = 0; composed < 2; composed++) {
-        for (int l = 0; l < 2; l++) g->blocks[l].attn.composed = composed;
+        const ag_forward_opts fo = { .train = true, .composed_attention = composed };
         size_t high[2];
         for (int recycle = 0; recycle < 2; recycle++) {
             ag_ctx *ctx = ag_ctx_new();
             ag_ctx_set_recycle_grads(ctx, recycle);
             ag_params_zero_grad(P);
             ag_tensor *loss = NULL;
-            ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, B, T, true, 0, &loss); // [B,T,V]
+            ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, B, T, &fo, &loss); // [B,T,V]
             ck_assert_ptr_nonnull(loss);
             ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
             /* an op's output keeps its gradient only without recycling */
@@ -452,6 +597,8 @@ Suite *gpt_suite(void)
     tcase_add_test(m, test_gpt_tape_scopes);
     tcase_add_test(m, test_gpt_dropout);
     tcase_add_test(m, test_kv_cache_matches_full_forward);
+    tcase_add_test(m, test_forward_opts_honoured);
+    tcase_add_test(m, test_block_cached_equals_full);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
     tcase_set_timeout(g, 60);

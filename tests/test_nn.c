@@ -161,13 +161,14 @@ static ag_tensor *build_mha(ag_ctx *ctx, ag_tensor **in, void *user)
 {
     const fwd_opts *o = user;
     ag_tensor *mask = o->causal ? ag_causal_mask(ctx, in[0]->shape[1]) : NULL;
-    return ag_mha_forward(ctx, &A, in[0], mask, o->dropout, 99, o->train);
+    return ag_mha_forward(ctx, &A, in[0], mask, o->dropout, &(ag_forward_opts){ .train = o->train, .seed = 99 });
 }
 
 static ag_tensor *build_block(ag_ctx *ctx, ag_tensor **in, void *user)
 {
     const fwd_opts *o = user;
-    return ag_block_forward(ctx, &Bk, in[0], ag_causal_mask(ctx, in[0]->shape[1]), o->dropout, 77, o->train);
+    const ag_forward_opts fo = { .train = o->train, .seed = 77 };
+    return ag_block_forward(ctx, &Bk, in[0], ag_causal_mask(ctx, in[0]->shape[1]), o->dropout, &fo);
 }
 
 START_TEST(test_mha_params)
@@ -192,7 +193,7 @@ START_TEST(test_mha_single_position)
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *x = ag_tensor_new3(ctx, 2, 1, C);
     for (int i = 0; i < 2 * C; i++) x->data[i] = (ag_real)sin(1.0 + i);
-    ag_tensor *y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, 1), 0, 0, false); // [2,1,C]
+    ag_tensor *y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, 1), 0, NULL); // [2,1,C]
     ck_assert_ptr_nonnull(y);
     for (int b = 0; b < 2; b++) {
         double v[C], want;
@@ -220,10 +221,10 @@ START_TEST(test_mha_is_causal)
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) x2->data[(b * T + T - 1) * C + c] += 1;
     ag_tensor *mask = ag_causal_mask(ctx, T);                        // [T,T]
-    ag_tensor *y = ag_mha_forward(ctx, &A, x, mask, 0, 0, false);    // [B,T,C]
-    ag_tensor *y2 = ag_mha_forward(ctx, &A, x2, mask, 0, 0, false);  // [B,T,C]
-    ag_tensor *u = ag_mha_forward(ctx, &A, x, NULL, 0, 0, false);    // [B,T,C] no mask
-    ag_tensor *u2 = ag_mha_forward(ctx, &A, x2, NULL, 0, 0, false);  // [B,T,C]
+    ag_tensor *y = ag_mha_forward(ctx, &A, x, mask, 0, NULL);        // [B,T,C]
+    ag_tensor *y2 = ag_mha_forward(ctx, &A, x2, mask, 0, NULL);      // [B,T,C]
+    ag_tensor *u = ag_mha_forward(ctx, &A, x, NULL, 0, NULL);        // [B,T,C] no mask
+    ag_tensor *u2 = ag_mha_forward(ctx, &A, x2, NULL, 0, NULL);      // [B,T,C]
     ck_assert_ptr_nonnull(u2);
     double dmask = 0, dfree = 0, dlast = 0;
     for (int b = 0; b < B; b++)
@@ -254,14 +255,13 @@ START_TEST(test_mha_scope_on_tape)
     ag_tensor *x = ag_tensor_leaf(ctx, 3, s);
     ag_ctx_set_scope(ctx, "outer");
     /* the composed path records each op (4 linears + 9 attention ops); the fused one 5 nodes */
-    ag_mha readable = A;
-    readable.composed = true;
-    ag_tensor *y = ag_mha_forward(ctx, &readable, x, ag_causal_mask(ctx, T), 0, 0, true);
+    const ag_forward_opts readable = { .train = true, .composed_attention = true };
+    ag_tensor *y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, T), 0, &readable);
     ck_assert_ptr_nonnull(y);
     ck_assert_str_eq(ag_ctx_scope(ctx), "outer");                   /* restored */
     ck_assert_uint_gt(ag_ctx_get_stats(ctx).tape_nodes, 10);
     size_t composed_nodes = ag_ctx_get_stats(ctx).tape_nodes;
-    y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, T), 0, 0, true);
+    y = ag_mha_forward(ctx, &A, x, ag_causal_mask(ctx, T), 0, &(ag_forward_opts){ .train = true });
     ck_assert_ptr_nonnull(y);
     ck_assert_uint_eq(ag_ctx_get_stats(ctx).tape_nodes - composed_nodes, 5);
     int bad = 0;
@@ -332,7 +332,7 @@ START_TEST(test_block_zero_branches_is_identity)
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *x = ag_tensor_new3(ctx, B, T, C);
     for (int i = 0; i < B * T * C; i++) x->data[i] = (ag_real)sin(0.3 * i);
-    ag_tensor *y = ag_block_forward(ctx, &Bk, x, ag_causal_mask(ctx, T), 0, 0, false);
+    ag_tensor *y = ag_block_forward(ctx, &Bk, x, ag_causal_mask(ctx, T), 0, NULL);
     ck_assert_ptr_nonnull(y);
     for (int i = 0; i < B * T * C; i++) ck_assert(y->data[i] == x->data[i]);
     ag_ctx_free(ctx);

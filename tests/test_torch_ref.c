@@ -147,7 +147,7 @@ START_TEST(test_torch_ref_tiny)
     ck_assert_ptr_nonnull(ctx);
     ag_params_zero_grad(g->params);
     ag_tensor *loss;
-    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, true, 0, &loss);    // [B,T,V]
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, &(ag_forward_opts){ .train = true }, &loss);    // [B,T,V]
     ck_assert_msg(logits != NULL && loss != NULL, "ag_gpt_forward: %s", ag_ctx_error(ctx));
     ag_status s = ag_backward(ctx, loss);
     ck_assert_msg(s == AG_OK, "ag_backward: %s", ag_ctx_error(ctx));
@@ -174,7 +174,7 @@ START_TEST(test_torch_ref_tiny)
     /* no-grad mode: the same logits and loss, and nothing recorded */
     ag_ctx_set_grad(ctx, false);
     ag_tensor *loss2;
-    ag_tensor *logits2 = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, false, 0, &loss2);  // [B,T,V]
+    ag_tensor *logits2 = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, NULL, &loss2);  // [B,T,V]
     ck_assert_msg(logits2 != NULL && loss2 != NULL, "no-grad ag_gpt_forward: %s", ag_ctx_error(ctx));
     ck_assert(!loss2->requires_grad);
     double dmax = 0;

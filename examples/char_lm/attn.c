@@ -32,15 +32,11 @@ void lm_attn_stats(const ag_real *A, int B, int H, int T, double *entropy, doubl
 ag_status lm_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A)
 {
     int L = g->cfg.n_layer;
-    for (int l = 0; l < L; l++) {
-        A[l] = NULL;
-        g->blocks[l].attn.record = &A[l];
-    }
+    for (int l = 0; l < L; l++) A[l] = NULL;
     bool grad = ag_ctx_grad_enabled(ctx);
     ag_ctx_set_grad(ctx, false);
-    ag_gpt_forward(ctx, g, ids, NULL, B, T, false, 0, NULL);
+    ag_gpt_forward(ctx, g, ids, NULL, B, T, &(ag_forward_opts){ .record_attention = A }, NULL);
     ag_ctx_set_grad(ctx, grad);
-    for (int l = 0; l < L; l++) g->blocks[l].attn.record = NULL;
     ag_status s = ag_ctx_status(ctx);
     if (s)
         for (int l = 0; l < L; l++) A[l] = NULL;

@@ -36,7 +36,7 @@ ag_status lm_eval_ids(ag_gpt *g, const int *ids, size_t n, double *loss, size_t 
             }
         ag_ctx_reset(ctx);
         ag_tensor *l = NULL;
-        ag_gpt_forward(ctx, g, x, y, B, T, false, 0, &l);
+        ag_gpt_forward(ctx, g, x, y, B, T, NULL, &l);
         if (!l) {
             st = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
             snprintf(err, errlen, "eval: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");

@@ -67,7 +67,7 @@ static ag_status feed(feeder *f, int id, char *err, size_t errlen)
     if (f->cache) {
         y = ag_gpt_forward_cached(f->ctx, f->g, f->cache, id);                  // [V]
     } else {
-        y = ag_gpt_forward(f->ctx, f->g, f->ids, NULL, 1, f->len, false, 0, NULL); // [1,len,V]
+        y = ag_gpt_forward(f->ctx, f->g, f->ids, NULL, 1, f->len, NULL, NULL);   // [1,len,V]
         if (y) y = ag_reshape(f->ctx, y, 2, (int[2]){ f->len, f->g->cfg.vocab_size }); // [len,V]
     }
     if (!y) {

@@ -220,22 +220,14 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
     add_letter(&L, "B", B);
     add_letter(&L, "T", T);
     ag_ctx *ctx = ag_ctx_new();
-    bool *was = malloc((size_t)cfg->n_layer * sizeof *was);
-    if (!ctx || !was) {
-        ag_ctx_free(ctx);
-        free(was);
+    if (!ctx) {
         snprintf(err, errlen, "--trace-shapes: out of memory");
         return AG_ERR_NOMEM;
     }
     /* attention op by op for this pass: the learner sees every step the fused kernel does */
-    for (int l = 0; l < cfg->n_layer; l++) {
-        was[l] = g->blocks[l].attn.composed;
-        g->blocks[l].attn.composed = true;
-    }
+    const ag_forward_opts fo = { .train = train, .seed = 1, .composed_attention = true };
     ag_tensor *loss = NULL;
-    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, targets, B, T, train, 1, targets ? &loss : NULL);
-    for (int l = 0; l < cfg->n_layer; l++) g->blocks[l].attn.composed = was[l];
-    free(was);
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, targets, B, T, &fo, targets ? &loss : NULL);
     if (!logits) {
         ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
         snprintf(err, errlen, "--trace-shapes: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");

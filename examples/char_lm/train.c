@@ -251,9 +251,6 @@ static ag_status setup(run *R, char *err, size_t errlen)
     }
     ag_ctx_set_detect_anomaly(R->ctx, R->cfg.detect_anomaly);
     ag_ctx_set_recycle_grads(R->ctx, true); /* only the parameters' gradients are read */
-    /* with --detect-anomaly attention runs op by op, so the message can name the step that went
-     * wrong (the scores' matmul, the softmax, ...) instead of the one fused op */
-    for (int l = 0; R->cfg.detect_anomaly && l < R->cfg.model.n_layer; l++) R->m.g->blocks[l].attn.composed = true;
     return AG_OK;
 }
 
@@ -329,7 +326,8 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
         get_batch(ids, n, B, T, rng, R->x, R->y);
         ag_ctx_reset(R->ctx);
         ag_tensor *loss = NULL;
-        ag_gpt_forward(R->ctx, R->m.g, R->x, R->y, B, T, false, 0, &loss);
+        const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in step() */
+        ag_gpt_forward(R->ctx, R->m.g, R->x, R->y, B, T, &fo, &loss);
         if (!loss) {
             snprintf(err, errlen, "evaluation: %s", ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
             ag_status s = ag_ctx_status(R->ctx);
@@ -395,7 +393,11 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
     ag_params_zero_grad(P);
     ag_ctx_reset(R->ctx);
     ag_tensor *loss = NULL;
-    ag_gpt_forward(R->ctx, g, R->x, R->y, B, T, true, mix64(c->seed ^ TAG_DROP, (uint64_t)it), &loss);
+    /* with --detect-anomaly attention runs op by op, so the message can name the step that went
+     * wrong (the scores' matmul, the softmax, ...) instead of the one fused op */
+    const ag_forward_opts fo = { .train = true, .seed = mix64(c->seed ^ TAG_DROP, (uint64_t)it),
+                                 .composed_attention = c->detect_anomaly };
+    ag_gpt_forward(R->ctx, g, R->x, R->y, B, T, &fo, &loss);
     ag_status s = ag_ctx_status(R->ctx);
     if (s == AG_ERR_NONFINITE) {   /* --detect-anomaly: the first op that went non-finite */
         snprintf(err, errlen, "iteration %ld: %s; stopped before the optimizer step, the last checkpoint "

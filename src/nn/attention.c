@@ -10,10 +10,14 @@
  * by default; 1 with --no-scale, and the scores of wide heads grow like sqrt(D), so softmax
  * saturates) and A->mask_fill (-inf by default; a finite -1e9 gives weights exp(-1e9 - max) = 0
  * in float and double alike, so the same result on a causal mask).
+ * Sampling with a KV cache takes the same lines for one new position p: its k and v join the
+ * cache (kv_cache.c), and the query attends over the cached k and v of positions 0..p, with no
+ * mask since p may see them all.
  * Every backward comes from the ops' own. Reference: Vaswani et al. 2017, "Attention is all you
  * need", section 3.2; nanoGPT's CausalSelfAttention. */
 #include <math.h>
 #include <stdio.h>
+#include "kv_cache.h"
 #include "nn.h"
 
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out)
@@ -26,7 +30,6 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
     A->composed = false;
     A->scale = (ag_real)(1.0 / sqrt((double)(C / H)));
     A->mask_fill = -INFINITY;
-    A->record = NULL;
     char name[128];
     const char *sub[4] = { "w_q", "w_k", "w_v", "w_o" };
     ag_linear_layer *lin[4] = { &A->w_q, &A->w_k, &A->w_v, &A->w_o };
@@ -52,35 +55,51 @@ static bool is_causal(const ag_tensor *mask, const ag_tensor *q)
     return true;
 }
 
-ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask,
-                          ag_real dropout, uint64_t seed, bool train)
+/* The fused kernel computes exactly attend()'s lines when none of them is wanted on its own:
+ * op by op not asked for, nothing recorded, no cache, no dropout on the weights, and no mask or
+ * a causal one filled with -inf. */
+static bool fusable(const ag_mha *A, const ag_tensor *mask, bool causal, ag_real dropout, const ag_forward_opts *opt)
 {
+    if (A->composed || opt->composed_attention || opt->record_attention || opt->cache) return false;
+    if (opt->train && dropout > 0) return false;
+    return !mask || (causal && A->mask_fill == -INFINITY);
+}
+
+/* Attention op by op: q, k, v [B,T,C] -> [B,T,C]. With a cache (the one new position, B = T = 1)
+ * k and v join the cache, and the query attends over every cached position: position p may
+ * see 0..p, so there is no mask. */
+static ag_tensor *attend(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *k, ag_tensor *v, ag_tensor *mask,
+                         ag_real dropout, const ag_forward_opts *opt)
+{
+    q = ag_split_heads(ctx, q, A->H);                               // [B,H,T,D]
+    k = ag_split_heads(ctx, k, A->H);                               // [B,H,T,D]
+    v = ag_split_heads(ctx, v, A->H);                               // [B,H,T,D]
+    if (opt->cache) ag__kv_cache_extend(ctx, opt->cache, opt->layer, &k, &v); // [1,H,p+1,D] positions 0..p
+    ag_tensor *kT = ag_transpose(ctx, k);                           // [B,H,D,T]
+    ag_tensor *s = ag_matmul(ctx, q, kT);                           // [B,H,T,T]
+    s = ag_scale(ctx, s, A->scale);                                 // [B,H,T,T] 1/sqrt(D) unless --no-scale
+    if (mask) s = ag_masked_fill(ctx, s, mask, A->mask_fill);       // [B,H,T,T] query t sees keys where mask[t,:] != 0
+    ag_tensor *a = ag_softmax(ctx, s);                              // [B,H,T,T] each row sums to 1
+    if (opt->record_attention) opt->record_attention[opt->layer] = a; // for `char_lm attn` and --log-attn-stats
+    a = ag_dropout(ctx, a, dropout, opt->seed, opt->train);         // [B,H,T,T]
+    ag_tensor *o = ag_matmul(ctx, a, v);                            // [B,H,T,D]
+    return ag_merge_heads(ctx, o);                                  // [B,T,C]
+}
+
+ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask, ag_real dropout,
+                          const ag_forward_opts *opts)
+{
+    static const ag_forward_opts eval = { 0 };
+    if (!opts) opts = &eval;
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, A->scope);
     ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [B,T,C]
     ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [B,T,C]
     ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [B,T,C]
     bool causal = mask && is_causal(mask, q);
-    bool fusable = !mask || (causal && A->mask_fill == -INFINITY);
-    if (!A->composed && !A->record && fusable && !(train && dropout > 0)) {
-        /* the fused kernel: exactly the lines below in one op (src/tensor/ops/attention.c) */
-        ag_tensor *o = ag_attention(ctx, q, k, v, A->H, A->scale, causal); // [B,T,C]
-        ag_tensor *y = ag_linear_layer_forward(ctx, &A->w_o, o);   // [B,T,C]
-        ag_ctx_set_scope(ctx, outer);
-        return y;
-    }
-    q = ag_split_heads(ctx, q, A->H);                               // [B,H,T,D]
-    k = ag_split_heads(ctx, k, A->H);                               // [B,H,T,D]
-    v = ag_split_heads(ctx, v, A->H);                               // [B,H,T,D]
-    ag_tensor *kT = ag_transpose(ctx, k);                           // [B,H,D,T]
-    ag_tensor *s = ag_matmul(ctx, q, kT);                           // [B,H,T,T]
-    s = ag_scale(ctx, s, A->scale);                                 // [B,H,T,T] 1/sqrt(D) unless --no-scale
-    if (mask) s = ag_masked_fill(ctx, s, mask, A->mask_fill);       // [B,H,T,T] query t sees keys where mask[t,:] != 0
-    ag_tensor *a = ag_softmax(ctx, s);                              // [B,H,T,T] each row sums to 1
-    if (A->record) *A->record = a;                                  // for `char_lm attn` and --log-attn-stats
-    a = ag_dropout(ctx, a, dropout, seed, train);                   // [B,H,T,T]
-    ag_tensor *o = ag_matmul(ctx, a, v);                            // [B,H,T,D]
-    o = ag_merge_heads(ctx, o);                                     // [B,T,C]
+    ag_tensor *o = fusable(A, mask, causal, dropout, opts)          /* attend() in one op, ops/attention.c */
+                       ? ag_attention(ctx, q, k, v, A->H, A->scale, causal) // [B,T,C]
+                       : attend(ctx, A, q, k, v, mask, dropout, opts);      // [B,T,C]
     ag_tensor *y = ag_linear_layer_forward(ctx, &A->w_o, o);       // [B,T,C]
     ag_ctx_set_scope(ctx, outer);
     return y;

@@ -9,7 +9,9 @@
  * Pre-LN (the norm inside the residual branch, as GPT-2) keeps an identity path from the
  * output to the input, so gradients reach the first block undiminished. Post-LN puts every
  * path through a norm; it trains too, but wants a warmup (Xiong et al. 2020, "On Layer
- * Normalization in the Transformer Architecture"). Built from ops only. */
+ * Normalization in the Transformer Architecture"). Built from ops only.
+ * Sampling runs these same lines on one new position with opts->cache set: only attention looks
+ * at other positions (through the KV cache), so the result is the full forward's. */
 #include <stdio.h>
 #include "nn.h"
 
@@ -66,27 +68,33 @@ ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, i
     return s;
 }
 
-ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_tensor *mask,
-                            ag_real dropout, uint64_t seed, bool train)
+ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_tensor *mask, ag_real dropout,
+                            const ag_forward_opts *opts)
 {
+    static const ag_forward_opts eval = { 0 };
+    if (!opts) opts = &eval;
+    ag_forward_opts at = *opts;                     /* the attention weights get their own seed */
+    at.seed = site_seed(opts->seed, 0);
+    uint64_t seed1 = site_seed(opts->seed, 1), seed2 = site_seed(opts->seed, 2);
+    bool train = opts->train;
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, Bk->scope);
     ag_tensor *h;
     if (Bk->norm_position == AG_POST_LN) {
-        h = ag_mha_forward(ctx, &Bk->attn, x, mask, dropout, site_seed(seed, 0), train); // [B,T,C]
-        h = ag_dropout(ctx, h, dropout, site_seed(seed, 1), train);                    // [B,T,C]
+        h = ag_mha_forward(ctx, &Bk->attn, x, mask, dropout, &at);                     // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, seed1, train);                                 // [B,T,C]
         x = norm(ctx, Bk, 1, ag_add(ctx, x, h));                                // [B,T,C] LN1(x + attn(x))
         h = ag_mlp_forward(ctx, &Bk->mlp, x);                                          // [B,T,C]
-        h = ag_dropout(ctx, h, dropout, site_seed(seed, 2), train);                    // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, seed2, train);                                 // [B,T,C]
         x = norm(ctx, Bk, 2, ag_add(ctx, x, h));                                // [B,T,C] LN2(x + mlp(x))
     } else {
         h = norm(ctx, Bk, 1, x);                                                // [B,T,C]
-        h = ag_mha_forward(ctx, &Bk->attn, h, mask, dropout, site_seed(seed, 0), train); // [B,T,C]
-        h = ag_dropout(ctx, h, dropout, site_seed(seed, 1), train);                    // [B,T,C]
+        h = ag_mha_forward(ctx, &Bk->attn, h, mask, dropout, &at);                     // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, seed1, train);                                 // [B,T,C]
         x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
         h = norm(ctx, Bk, 2, x);                                                // [B,T,C]
         h = ag_mlp_forward(ctx, &Bk->mlp, h);                                          // [B,T,C]
-        h = ag_dropout(ctx, h, dropout, site_seed(seed, 2), train);                    // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, seed2, train);                                 // [B,T,C]
         x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
     }
     ag_ctx_set_scope(ctx, outer);

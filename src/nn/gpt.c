@@ -16,6 +16,8 @@
  * The other switches of ag_gpt_config go to the blocks (norm position, norm, MLP) and to the
  * attention layers (scale, mask fill). With Post-LN the final ln_f is kept, so every
  * configuration has the same parameter names; after a Post-LN block it is nearly an affine map.
+ * ag_gpt_forward_cached runs the same embeddings, blocks and head on one new position, with
+ * attention reading a KV cache (kv_cache.c) instead of the whole sequence.
  * Reference: Radford et al. 2019 (GPT-2); karpathy/nanoGPT model.py. */
 #include <math.h>
 #include <stdarg.h>
@@ -150,28 +152,21 @@ void ag_gpt_free(ag_gpt *g)
 
 bool ag_gpt_cache_exact(const ag_gpt *g)
 {
-    /* kv_cache.c runs the Pre-LN LayerNorm block with 1/sqrt(D) itself; the MLP is ag_mlp_forward */
-    return g && g->cfg.norm_position == AG_PRE_LN && g->cfg.norm == AG_LAYERNORM;
+    /* the cached step runs ag_block_forward itself, whatever the block's norms, MLP or scale */
+    return g != NULL;
 }
 
 // --- forward ---
 
-ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
-                          bool train, uint64_t seed, ag_tensor **loss)
+/* ids [B*T] at positions first..first+T-1 -> logits [B,T,V], where first is 0, or cache->len for
+ * the one cached position (opts->cache: no mask, attention reads the cache instead). */
+static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B, int T, const ag_forward_opts *opts)
 {
-    if (loss) *loss = NULL;
-    if (ag_ctx_status(ctx) != AG_OK) return NULL;
-    if (!g || !ids || B <= 0 || T <= 0 || T > g->cfg.block_size) {
-        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward: B=%d T=%d (need ids, B > 0 and 0 < T <= block_size %d)",
-                    B, T, g ? g->cfg.block_size : 0);
-        return NULL;
-    }
-    const char *outer = ag_ctx_scope(ctx);
-    int C = g->cfg.n_embd;
+    int C = g->cfg.n_embd, first = opts->cache ? opts->cache->len : 0;
     ag_real p = (ag_real)g->cfg.dropout;
-    int *pos = ag_ctx_alloc(ctx, (size_t)T * sizeof(int));           // [T] = 0, 1, ..., T-1
+    int *pos = ag_ctx_alloc(ctx, (size_t)T * sizeof(int));           // [T] = first, ..., first+T-1
     if (!pos) return NULL;
-    for (int t = 0; t < T; t++) pos[t] = t;
+    for (int t = 0; t < T; t++) pos[t] = first + t;
 
     ag_ctx_set_scope(ctx, "tok_emb");
     ag_tensor *tok = ag_embedding_layer_forward(ctx, &g->tok_emb, ids, B, T);  // [B,T,C]
@@ -179,19 +174,65 @@ ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *tar
     ag_tensor *pe = ag_embedding_layer_forward(ctx, &g->pos_emb, pos, 1, T);   // [1,T,C]
     pe = ag_reshape(ctx, pe, 2, (int[2]){ T, C });                             // [T,C]
     ag_tensor *x = ag_add(ctx, tok, pe);                                       // [B,T,C] positions broadcast over B
-    x = ag_dropout(ctx, x, p, site_seed(seed, 0), train);                     // [B,T,C]
-    ag_tensor *mask = ag_causal_mask(ctx, T);                                  // [T,T] position t sees 0..t
-    for (int l = 0; l < g->cfg.n_layer; l++)
-        x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, site_seed(seed, 1 + (uint64_t)l), train); // [B,T,C]
+    x = ag_dropout(ctx, x, p, site_seed(opts->seed, 0), opts->train);          // [B,T,C]
+    ag_tensor *mask = opts->cache ? NULL : ag_causal_mask(ctx, T);             // [T,T] position t sees 0..t
+    for (int l = 0; l < g->cfg.n_layer; l++) {
+        ag_forward_opts block = *opts;           /* block l's dropout seed, record slot, cache layer */
+        block.seed = site_seed(opts->seed, 1 + (uint64_t)l);
+        block.layer = l;
+        x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, &block);          // [B,T,C]
+    }
     ag_ctx_set_scope(ctx, "ln_f");
     if (g->cfg.norm == AG_RMSNORM) x = ag_rmsnorm_layer_forward(ctx, &g->rms_f, x); // [B,T,C]
     else x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                     // [B,T,C]
     ag_ctx_set_scope(ctx, "lm_head");
-    ag_tensor *logits = ag_linear_layer_forward(ctx, &g->lm_head, x);          // [B,T,V]
+    return ag_linear_layer_forward(ctx, &g->lm_head, x);                       // [B,T,V]
+}
+
+ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
+                          const ag_forward_opts *opts, ag_tensor **loss)
+{
+    static const ag_forward_opts eval = { 0 };
+    if (loss) *loss = NULL;
+    if (ag_ctx_status(ctx) != AG_OK) return NULL;
+    if (!g || !ids || B <= 0 || T <= 0 || T > g->cfg.block_size) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward: B=%d T=%d (need ids, B > 0 and 0 < T <= block_size %d)",
+                    B, T, g ? g->cfg.block_size : 0);
+        return NULL;
+    }
+    if (opts && opts->cache) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward: a KV cache goes through ag_gpt_forward_cached");
+        return NULL;
+    }
+    const char *outer = ag_ctx_scope(ctx);
+    ag_tensor *logits = gpt_logits(ctx, g, ids, B, T, opts ? opts : &eval);   // [B,T,V]
     if (loss && targets) {
         ag_ctx_set_scope(ctx, "loss");
         *loss = ag_cross_entropy(ctx, logits, targets);                        // [1]
     }
     ag_ctx_set_scope(ctx, outer);
     return ag_ctx_status(ctx) == AG_OK ? logits : NULL;
+}
+
+ag_tensor *ag_gpt_forward_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int id)
+{
+    if (ag_ctx_status(ctx) != AG_OK) return NULL;
+    if (!g || !cache) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: no model or no cache");
+        return NULL;
+    }
+    if (cache->len >= g->cfg.block_size) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: the cache is full (block_size %d)", g->cfg.block_size);
+        return NULL;
+    }
+    bool grad_was_on = ag_ctx_grad_enabled(ctx);
+    const char *outer = ag_ctx_scope(ctx);
+    ag_ctx_set_grad(ctx, false);                 /* sampling never needs a tape */
+    ag_tensor *logits = gpt_logits(ctx, g, &id, 1, 1, &(ag_forward_opts){ .cache = cache }); // [1,1,V]
+    logits = ag_reshape(ctx, logits, 1, &g->cfg.vocab_size);                  // [V]
+    ag_ctx_set_scope(ctx, outer);
+    ag_ctx_set_grad(ctx, grad_was_on);
+    if (ag_ctx_status(ctx) != AG_OK) return NULL;
+    cache->len++;                                /* every layer has stored this position */
+    return logits;
 }

@@ -1,17 +1,17 @@
-/* kv_cache.c -- incremental decoding: the keys and values of every position already fed are
- * kept, so feeding token number p costs one position instead of recomputing all p + 1.
+/* kv_cache.c -- the KV cache for sampling: the keys and values of every position already fed
+ * are kept, so feeding token number p costs one position instead of recomputing all p + 1.
  *
- * For the new position p only:   q, k, v = w_q(h), w_k(h), w_v(h)               [1,H,1,D]
- *                                 K[:, p] = k,  V[:, p] = v          (into the cache)
- *                                 y = w_o(merge(softmax(q K[0..p]^T / sqrt(D)) V[0..p]))
- * No causal mask is needed: position p may see every cached position 0..p. Everything else
- * (embeddings, LayerNorms, MLP, residuals, lm_head) acts on the one position exactly as in
- * ag_gpt_forward, so the logits are the same as a full recompute over the prefix (a test
- * checks it). Runs in no-grad mode: sampling never needs a tape. */
-#include <math.h>
+ * ag_gpt_forward_cached (gpt.c) runs the model's own blocks on the one new position p, with
+ * opts.cache set. Every step of a block but attention acts on each position alone; attention
+ * (attention.c) takes one step here, for layer l:
+ *     K[l, :, p] = k,  V[l, :, p] = v                  (into the cache)
+ *     k, v <- K[l, :, 0..p], V[l, :, 0..p]             [1,H,p+1,D]
+ * and then attends as over a whole sequence, with no mask: p may see every cached position.
+ * So the logits are those of a full forward over the prefix (tests/test_gpt.c checks it for
+ * every configuration). No-grad only: sampling never needs a tape. */
 #include <stdlib.h>
 #include <string.h>
-#include "nn.h"
+#include "kv_cache.h"
 
 // --- lifecycle ---
 
@@ -71,80 +71,33 @@ static ag_tensor *cache_rows(ag_ctx *ctx, ag_kv_cache *c, ag_real *buf, int l, i
     return y;
 }
 
-// --- attention over the cache ---
+// --- the attention step ---
 
-/* x [1,1,C] at position p = c->len -> [1,1,C]; stores this position's k and v. */
-static ag_tensor *mha_cached(ag_ctx *ctx, const ag_mha *A, ag_kv_cache *c, int l, ag_tensor *x)
+/* true when x is the [1,H,1,D] of one position of c's heads */
+static bool one_position(const ag_kv_cache *c, const ag_tensor *x)
 {
-    int p = c->len;
-    ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [1,1,C]
-    ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [1,1,C]
-    ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [1,1,C]
-    q = ag_split_heads(ctx, q, A->H);                               // [1,H,1,D]
-    k = ag_split_heads(ctx, k, A->H);                               // [1,H,1,D]
-    v = ag_split_heads(ctx, v, A->H);                               // [1,H,1,D]
-    if (!q || !k || !v) return NULL;
-    cache_store(c, c->k, l, p, k);
-    cache_store(c, c->v, l, p, v);
-    ag_tensor *K = cache_rows(ctx, c, c->k, l, p + 1);              // [1,H,p+1,D]
-    ag_tensor *V = cache_rows(ctx, c, c->v, l, p + 1);              // [1,H,p+1,D]
-    ag_tensor *s = ag_matmul(ctx, q, ag_transpose(ctx, K));         // [1,H,1,p+1]
-    s = ag_scale(ctx, s, A->scale);                                 // [1,H,1,p+1] 1/sqrt(D) or 1
-    ag_tensor *a = ag_softmax(ctx, s);                              // [1,H,1,p+1]
-    ag_tensor *o = ag_matmul(ctx, a, V);                            // [1,H,1,D]
-    o = ag_merge_heads(ctx, o);                                     // [1,1,C]
-    return ag_linear_layer_forward(ctx, &A->w_o, o);                // [1,1,C]
+    return x->ndim == 4 && x->shape[0] == 1 && x->shape[1] == c->H && x->shape[2] == 1 && x->shape[3] == c->D;
 }
 
-// --- one token through the whole model ---
-
-ag_tensor *ag_gpt_forward_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int id)
+void ag__kv_cache_extend(ag_ctx *ctx, ag_kv_cache *c, int l, ag_tensor **k, ag_tensor **v)
 {
-    if (ag_ctx_status(ctx) != AG_OK) return NULL;
-    if (!g || !cache) {
-        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: no model or no cache");
-        return NULL;
+    ag_tensor *kp = *k, *vp = *v;                                   // [1,H,1,D] position p
+    *k = *v = NULL;
+    if (!kp || !vp) return;                                         /* an earlier error, kept in ctx */
+    int p = c->len;
+    if (ag_ctx_grad_enabled(ctx)) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_mha_forward: a KV cache needs no-grad mode (ag_ctx_set_grad(ctx, false))");
+        return;
     }
-    if (!ag_gpt_cache_exact(g)) {
-        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: this model's configuration (post-LN or RMSNorm) "
-                    "has no cached path; use ag_gpt_forward");
-        return NULL;
+    if (l < 0 || l >= c->n_layer || p >= c->T_max || !one_position(c, kp) || !one_position(c, vp)) {
+        char b[64];
+        ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_mha_forward: k %s at layer %d does not fit a KV cache of %d layers, "
+                    "%d heads of %d channels, %d of %d positions used", ag_shape_str(kp, b, sizeof b), l,
+                    c->n_layer, c->H, c->D, p, c->T_max);
+        return;
     }
-    int p = cache->len;
-    if (p >= g->cfg.block_size) {
-        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_gpt_forward_cached: the cache is full (block_size %d)", g->cfg.block_size);
-        return NULL;
-    }
-    bool grad_was_on = ag_ctx_grad_enabled(ctx);
-    const char *outer = ag_ctx_scope(ctx);
-    ag_ctx_set_grad(ctx, false);
-
-    ag_ctx_set_scope(ctx, "tok_emb");
-    ag_tensor *tok = ag_embedding_layer_forward(ctx, &g->tok_emb, &id, 1, 1);  // [1,1,C]
-    ag_ctx_set_scope(ctx, "pos_emb");
-    ag_tensor *pe = ag_embedding_layer_forward(ctx, &g->pos_emb, &p, 1, 1);    // [1,1,C]
-    ag_tensor *x = ag_add(ctx, tok, pe);                                       // [1,1,C]
-    for (int l = 0; l < g->cfg.n_layer; l++) {
-        const ag_block *Bk = &g->blocks[l];
-        ag_ctx_set_scope(ctx, Bk->scope);
-        ag_tensor *h = ag_layernorm_layer_forward(ctx, &Bk->ln1, x);           // [1,1,C]
-        ag_ctx_set_scope(ctx, Bk->attn.scope);
-        h = mha_cached(ctx, &Bk->attn, cache, l, h);                           // [1,1,C]
-        ag_ctx_set_scope(ctx, Bk->scope);
-        x = ag_add(ctx, x, h);                                                 // [1,1,C] residual
-        h = ag_layernorm_layer_forward(ctx, &Bk->ln2, x);                      // [1,1,C]
-        h = ag_mlp_forward(ctx, &Bk->mlp, h);                                  // [1,1,C]
-        x = ag_add(ctx, x, h);                                                 // [1,1,C] residual
-    }
-    ag_ctx_set_scope(ctx, "ln_f");
-    x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                          // [1,1,C]
-    ag_ctx_set_scope(ctx, "lm_head");
-    ag_tensor *logits = ag_linear_layer_forward(ctx, &g->lm_head, x);          // [1,1,V]
-    logits = ag_reshape(ctx, logits, 1, &g->cfg.vocab_size);                   // [V]
-
-    ag_ctx_set_scope(ctx, outer);
-    ag_ctx_set_grad(ctx, grad_was_on);
-    if (ag_ctx_status(ctx) != AG_OK) return NULL;
-    cache->len = p + 1;
-    return logits;
+    cache_store(c, c->k, l, p, kp);
+    cache_store(c, c->v, l, p, vp);
+    *k = cache_rows(ctx, c, c->k, l, p + 1);                        // [1,H,p+1,D]
+    *v = cache_rows(ctx, c, c->v, l, p + 1);                        // [1,H,p+1,D]
 }

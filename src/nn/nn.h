@@ -75,30 +75,54 @@ typedef enum { AG_MLP_GELU = 0, AG_MLP_SWIGLU } ag_mlp_kind;
 typedef enum { AG_WEIGHTS_NORMAL = 0, AG_WEIGHTS_XAVIER } ag_weight_init;
 typedef enum { AG_MASK_NEG_INF = 0, AG_MASK_NEG_1E9 } ag_mask_fill;
 
+/* ---- the choices of one forward call ----
+ * What belongs to the model (the dropout rate, scale, mask fill, cfg.composed_attention) lives
+ * in its config; what one call wants lives here, handed down ag_gpt_forward -> ag_block_forward
+ * -> ag_mha_forward. A zero value, or a NULL pointer, is evaluation: no dropout, attention
+ * fused where the model allows it, nothing recorded, no cache. A training step:
+ *     ag_gpt_forward(ctx, g, x, y, B, T, &(ag_forward_opts){ .train = true, .seed = it }, &loss); */
+typedef struct ag_kv_cache ag_kv_cache;
+typedef struct {
+    bool train;                    /* dropout on, at the model's rate (false: dropout is the identity) */
+    uint64_t seed;                 /* the dropout masks' seed when train; each site derives its own */
+    bool composed_attention;       /* attention op by op in this call even where the model uses the
+                                      fused kernel: the same numbers, every step on the tape
+                                      (--trace-shapes, --detect-anomaly) */
+    ag_tensor **record_attention;  /* NULL, or one slot per layer: slot l gets layer l's attention
+                                      weights A = softmax(s) [B,H,T,T] (a tensor in ctx, valid until
+                                      ag_ctx_reset; before dropout). Recording takes the composed path */
+    ag_kv_cache *cache;            /* NULL, or a KV cache: x is the one position cache->len, whose
+                                      keys and values attention adds to the cache before attending
+                                      over every cached position. No-grad mode only. Set by
+                                      ag_gpt_forward_cached (ag_gpt_forward refuses it) */
+    int layer;                     /* the slot of record_attention and the layer of cache this block
+                                      uses: ag_gpt_forward sets it per block; 0 for a lone block */
+} ag_forward_opts;
+
 /* ---- multi-head causal self-attention ---- */
 typedef struct {
     ag_linear_layer w_q, w_k, w_v, w_o;   /* each C -> C with bias */
     int C, H;
-    bool composed;                         /* true: the op-by-op path below; false (default):
-                                              the fused ag_attention kernel, same results */
+    bool composed;                         /* the model's choice (cfg.composed_attention): true, the
+                                              op-by-op path of attention.c; false (default), the
+                                              fused ag_attention kernel where it applies, same
+                                              results. A call asks for op by op with
+                                              opts->composed_attention */
     ag_real scale;                         /* s = scale * q k^T: 1/sqrt(D) (MODEL.md, set by
                                               ag_mha_init); 1 drops the scaling (--no-scale) */
     ag_real mask_fill;                     /* the score of a masked position: -INFINITY
                                               (MODEL.md, set by init) or a finite stand-in such
                                               as -1e9, which takes the composed path */
-    ag_tensor **record;                    /* NULL (default), or where each forward stores its
-                                              attention weights A = softmax(s) [B,H,T,T] (a
-                                              tensor in ctx, valid until ag_ctx_reset; before
-                                              dropout). Recording takes the composed path. */
     char scope[64];                        /* "blocks.0.attn", for --trace-shapes */
 } ag_mha;
 /* Registers w_q, w_k, w_v (N(0, std)) and w_o (N(0, std_out)); scale 1/sqrt(D), mask_fill
- * -inf, composed false, record NULL. AG_ERR_ARG when H does not divide C. */
+ * -inf, composed false. AG_ERR_ARG when H does not divide C. */
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out);
-/* x [B,T,C], mask [T,T] (1 = may attend) or NULL for no mask -> [B,T,C].
- * dropout p on the attention weights when train (seeded by seed). */
-ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask,
-                          ag_real dropout, uint64_t seed, bool train);
+/* x [B,T,C], mask [T,T] (1 = may attend) or NULL for no mask -> [B,T,C]; dropout p on the
+ * attention weights when opts->train. opts NULL: evaluation. With opts->cache, x [1,1,C] is the
+ * one new position and mask is NULL: it may see every cached position. */
+ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask, ag_real dropout,
+                          const ag_forward_opts *opts);
 
 /* ---- MLP: fc2(GELU(fc1(x))), C -> 4C -> C (MODEL.md), or a SwiGLU of width round(8C/3) ---- */
 typedef struct {
@@ -141,8 +165,11 @@ typedef struct {
 /* Registers ln1, attn, ln2, mlp under prefix in MODEL.md's order. opts NULL: MODEL.md's block. */
 ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, const ag_block_opts *opts,
                         double std, double std_out);
-ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_tensor *mask,
-                            ag_real dropout, uint64_t seed, bool train); /* [B,T,C] -> [B,T,C] */
+/* x [B,T,C] -> [B,T,C]; mask and opts as for ag_mha_forward, dropout p on the attention
+ * weights and on both branches when opts->train. The same lines serve a full sequence and one
+ * cached position (opts->cache): every step but attention acts on each position alone. */
+ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_tensor *mask, ag_real dropout,
+                            const ag_forward_opts *opts);
 
 /* ---- GPT ---- */
 typedef struct {
@@ -181,26 +208,29 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t er
 void ag_gpt_free(ag_gpt *g); /* NULL ok */
 
 /* ids [B*T] -> logits [B,T,V]. With targets [B*T] (or NULL), *loss gets the mean
- * cross-entropy, a scalar [1]. T <= block_size. dropout uses seed when train. */
+ * cross-entropy, a scalar [1]. T <= block_size. opts NULL or { 0 }: evaluation; .train and .seed
+ * for dropout; .record_attention gets n_layer slots (opts->layer is ignored; .cache is refused:
+ * see ag_gpt_forward_cached). */
 ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
-                          bool train, uint64_t seed, ag_tensor **loss);
+                          const ag_forward_opts *opts, ag_tensor **loss);
 
-/* Whether ag_gpt_forward_cached below computes exactly what ag_gpt_forward does for g's
- * config: true for Pre-LN with LayerNorm (either MLP, either scale, either mask
- * fill, either init). Otherwise sample with full forwards (char_lm's sample.c does). */
+/* Whether ag_gpt_forward_cached below computes what ag_gpt_forward does for g's config (within
+ * rounding): true for every model, since the cached step runs the same blocks (Pre- or Post-LN,
+ * LayerNorm or RMSNorm, either MLP, scale, mask fill and init); false only for NULL. */
 bool ag_gpt_cache_exact(const ag_gpt *g);
 
 /* ---- KV cache for sampling: each new token costs one position ---- */
-typedef struct {
+struct ag_kv_cache {
     int n_layer, H, D, T_max;
     int len;                 /* positions cached so far */
     ag_real *k, *v;          /* [n_layer, H, T_max, D] each, owned */
-} ag_kv_cache;
+};
 ag_kv_cache *ag_kv_cache_new(const ag_gpt *g); /* NULL on OOM */
 void ag_kv_cache_free(ag_kv_cache *c);         /* NULL ok */
 void ag_kv_cache_clear(ag_kv_cache *c);
-/* Feeds one token at position cache->len (must be < block_size) in no-grad mode; returns its
- * logits [V] in ctx and advances the cache. The caller resets ctx between calls as it likes. */
+/* Feeds one token at position cache->len (must be < block_size) through ag_gpt_forward's own
+ * blocks in no-grad mode (opts.cache); returns its logits [V] in ctx and advances the cache.
+ * The caller resets ctx between calls as it likes. */
 ag_tensor *ag_gpt_forward_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int id);
 
 #endif

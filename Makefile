@@ -33,7 +33,7 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c) $(FAST_SRC)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() is also linked into the tests
@@ -140,7 +140,8 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 PREFIX  ?= /usr/local
 VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
-                 src/tensor/parallel.h src/nn/nn.h src/params/params.h src/io/safetensors.h src/optim/optim.h
+                 src/tensor/parallel.h src/nn/nn.h src/params/params.h src/io/safetensors.h src/optim/optim.h \
+                 src/check/gradcheck.h
 .PHONY: install uninstall
 install: $(LIB32) attograd.pc.in                 ## install lib, headers, attograd.pc under PREFIX (/usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd

@@ -255,6 +255,7 @@ char *ag_gradcheck_message(const ag_gradcheck_opts *opts, const ag_gradcheck_res
     if (failed)
         snprintf(buf, len, "%s (%s): %s (%zu of %zu elements fail)", name, AG_REAL_NAME, what, failed, checked);
     else
-        snprintf(buf, len, "%s (%s): ok, %d inputs, %zu elements, worst %s", name, AG_REAL_NAME, n, checked, what);
+        snprintf(buf, len, "%s (%s): ok, %d input%s, %zu elements, worst %s", name, AG_REAL_NAME, n, n == 1 ? "" : "s",
+                 checked, what);
     return buf;
 }

@@ -35,7 +35,7 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c) $(FAST_SRC)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() is also linked into the tests
@@ -109,11 +109,12 @@ $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
 # passive OpenMP waits: on a shared machine, spinning threads make tests 50x slower
 TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
-test: deps                                        ## every test: double, float, then both on the REFERENCE=1 library
+test: deps                                        ## every test: double, float, both on the REFERENCE=1 library, the installed library
 	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(B)/char_lm
 	$(TEST_ENV) ./$(B)/test_f64
 	$(TEST_ENV) ./$(B)/test_f32
 	@$(MAKE) --no-print-directory test-reference
+	@$(MAKE) --no-print-directory test-install
 
 # the same suite on the library built with the reference kernels only (its own char_lm too:
 # the program tests run the binary they find in CHAR_LM)
@@ -122,6 +123,18 @@ test-reference:                                   ## the whole suite on the REFE
 	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref $(B)/ref/test_f64 $(B)/ref/test_f32 $(B)/ref/char_lm
 	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f64
 	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f32
+
+# the installed library seen from outside: `make install` into a scratch prefix, then
+# examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
+# pkg-config alone and run: an MLP on the float library, a custom op's gradient check on the
+# double one (attograd-f64). Either failing fails the target.
+OOT = $(abspath $(B)/out_of_tree)
+.PHONY: test-install
+test-install:                                     ## install into build/out_of_tree, build and run examples/out_of_tree there
+	rm -rf $(OOT) && mkdir -p $(OOT)/example
+	@$(MAKE) --no-print-directory install PREFIX=$(OOT)/prefix DESTDIR=
+	cp examples/out_of_tree/Makefile examples/out_of_tree/*.c $(OOT)/example/
+	$(TEST_ENV) $(MAKE) --no-print-directory -C $(OOT)/example PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
@@ -135,25 +148,33 @@ run: deps                                         ## train the baby model on Tin
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
-# --- install: the float library, the public headers (their src/ layout kept under
-# include/attograd/, since they include each other by relative path) and attograd.pc, so a
-# program elsewhere builds with `pkg-config --cflags --libs attograd` and
+# --- install: the float and the double library, the public headers (their src/ layout kept
+# under include/attograd/, since they include each other by relative path) and a .pc file for
+# each, so a program elsewhere builds with `pkg-config --cflags --libs attograd` (float) or
+# `attograd-f64` (double, Cflags -DAG_DOUBLE: for gradient checks at rtol 1e-6) and
 # `#include <attograd/attograd.h>` (examples/out_of_tree). DESTDIR is honoured for packagers.
 PREFIX  ?= /usr/local
 VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
-                 src/tensor/parallel.h src/nn/nn.h src/params/params.h src/io/safetensors.h src/optim/optim.h
+                 src/tensor/parallel.h src/nn/nn.h src/params/params.h src/io/safetensors.h src/optim/optim.h \
+                 src/check/gradcheck.h
+# $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
+write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
+             -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \
+             -e 's|@PC_REAL@|$(4)|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$(1).pc
 .PHONY: install uninstall
-install: $(LIB32) attograd.pc.in                 ## install lib, headers, attograd.pc under PREFIX (/usr/local)
+install: $(LIB32) $(LIB64) attograd.pc.in        ## install both libs, headers, attograd{,-f64}.pc under PREFIX (/usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd
 	install -m 644 $(LIB32) $(DESTDIR)$(PREFIX)/lib/libattograd.a
+	install -m 644 $(LIB64) $(DESTDIR)$(PREFIX)/lib/libattograd_f64.a
 	for h in $(PUBLIC_HEADERS); do install -D -m 644 $$h $(DESTDIR)$(PREFIX)/include/attograd/$${h#src/} || exit 1; done
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
-	  -e 's|@DEP_LIBS@|$(strip $(LIBS))|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
-	@echo "installed into $(DESTDIR)$(PREFIX); try: PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig pkg-config --cflags --libs attograd"
+	$(call write_pc,attograd,attograd,,float)
+	$(call write_pc,attograd-f64,attograd_f64,-DAG_DOUBLE,double)
+	@echo "installed into $(DESTDIR)$(PREFIX); try: PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig pkg-config --cflags --libs attograd (or attograd-f64)"
 
 uninstall:                                        ## remove what `make install PREFIX=...` installed
 	rm -f $(DESTDIR)$(PREFIX)/lib/libattograd.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd.pc
+	rm -f $(DESTDIR)$(PREFIX)/lib/libattograd_f64.a $(DESTDIR)$(PREFIX)/lib/pkgconfig/attograd-f64.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/attograd
 
 # --- benchmark: kept out of the test suite (tests check correctness, bench measures) ---

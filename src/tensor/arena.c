@@ -166,6 +166,7 @@ ag_tensor *ag__tensor_uninit(ag_ctx *ctx, int ndim, const int *shape)
     memset(t, 0, sizeof *t);
     ag_tensor_set_shape(t, ndim, shape);
     t->data = data;
+    t->in_arena = true;
     return t;
 }
 

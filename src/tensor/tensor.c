@@ -1,5 +1,7 @@
-/* tensor.c -- shapes and status strings. Nothing here allocates. */
+/* tensor.c -- shapes and status strings; at the end, the persistent tensors
+ * (ag_tensor_new_owned), the one allocation here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "tensor.h"
 
@@ -78,4 +80,33 @@ void ag_tensor_set_shape(ag_tensor *t, int ndim, const int *shape)
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     for (int i = ndim; i < AG_MAX_DIMS; i++) t->shape[i] = 1;
+}
+
+/* ---------- tensors outside any ctx ---------- */
+
+ag_tensor *ag_tensor_new_owned(int ndim, const int *shape)
+{
+    if (ndim < 1 || ndim > AG_MAX_DIMS) return NULL;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] <= 0) return NULL;
+    ag_tensor *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    ag_tensor_set_shape(t, ndim, shape);
+    size_t n = ag_numel(t);
+    t->data = calloc(n, sizeof(ag_real));
+    t->grad = calloc(n, sizeof(ag_real));
+    if (!t->data || !t->grad) {
+        ag_tensor_free_owned(t);
+        return NULL;
+    }
+    t->requires_grad = true;
+    return t;
+}
+
+void ag_tensor_free_owned(ag_tensor *t)
+{
+    if (!t || t->in_arena) return;
+    free(t->data);
+    free(t->grad);
+    free(t);
 }

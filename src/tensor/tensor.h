@@ -7,6 +7,8 @@
  *     lives in the ag_ctx arena and is "valid until ag_ctx_reset". Nothing is freed one by one.
  *     After the first training step the arena has reached its high-water mark and later steps
  *     allocate nothing (ag_ctx_stats shows it).
+ *   - ag_tensor_new_owned makes a persistent leaf outside any ctx (ag_gradcheck's inputs);
+ *     the caller frees it with ag_tensor_free_owned.
  *
  * ERRORS
  *   Ops return NULL on error and store the first message in the ctx ("ag_matmul: inner dims
@@ -69,6 +71,8 @@ typedef struct ag_tensor {
     ag_real *grad;             /* [numel] or NULL: activations get one (zeroed) on first touch */
     bool requires_grad;        /* a parameter, or computed from one while grad mode was on */
     const char *name;          /* parameter name ("blocks.0.attn.w_q.weight") or NULL */
+    bool in_arena;             /* made in a ctx arena (ag_tensor_new, an op output): its struct
+                                * dies at ag_ctx_reset. ag_gradcheck refuses such inputs. */
 } ag_tensor;
 
 /* ---------- shapes ---------- */
@@ -147,6 +151,17 @@ ag_tensor *ag_tensor_new4(ag_ctx *ctx, int d0, int d1, int d2, int d3);
 ag_tensor *ag_tensor_like(ag_ctx *ctx, const ag_tensor *x);
 /* A leaf that gradients flow into (for tests and inputs): requires_grad true, grad allocated. */
 ag_tensor *ag_tensor_leaf(ag_ctx *ctx, int ndim, const int *shape);
+
+/* ---------- tensors outside any ctx ---------- */
+/* A persistent leaf: the struct, a zero-filled data buffer and a zero-filled grad buffer are
+ * malloc'ed (no ctx, so it survives every ag_ctx_reset), requires_grad true. For inputs that
+ * must outlive a reset: the inputs of ag_gradcheck (which resets its ctx between evaluations),
+ * a fixed batch kept across steps. NULL on a bad shape (ndim outside 1..AG_MAX_DIMS, a dim
+ * <= 0) or out of memory. Free with ag_tensor_free_owned. */
+ag_tensor *ag_tensor_new_owned(int ndim, const int *shape);
+/* Frees a tensor from ag_tensor_new_owned: struct, data and grad. NULL ok; an arena tensor
+ * (in_arena) is left alone, the arena frees it. Cannot fail. */
+void ag_tensor_free_owned(ag_tensor *t);
 
 /* ---------- autograd ---------- */
 typedef ag_status (*ag_backward_fn)(ag_ctx *ctx, ag_node *n);

@@ -1,0 +1,279 @@
+/* test_gradcheck.c -- the public gradient check (src/check/gradcheck.h) checked itself: it must
+ * catch the backward mistakes it exists for, report per input, refuse inputs that would crash
+ * it, pass the build's errors on, and leave the inputs as it found them.
+ *
+ * The ops under test are written here with the public API only (ag_op, ag_record, ag_grad),
+ * the way a user outside the tree writes one, and each can be given a known bug. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "gradcheck.h"
+
+typedef enum { BWD_RIGHT, BWD_DA_TWICE, BWD_DB_OVERWRITES, BWD_NONE } bwd_bug;
+
+// --- y = a * b, with a selectable bug in its backward ---
+
+static ag_status mul_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y = a * b  =>  da += dy * b,  db += dy * a */
+    ag_tensor *a = n->in[0], *b = n->in[1];
+    const ag_real *dy = n->out->grad;
+    ag_real *da = ag_grad(ctx, a), *db = ag_grad(ctx, b);
+    if (!da || !db) return ag_ctx_status(ctx);
+    bwd_bug bug = (bwd_bug)n->iparam[0];
+    for (size_t i = 0; i < ag_numel(a); i++) {
+        da[i] += (bug == BWD_DA_TWICE ? 2 : 1) * dy[i] * b->data[i];
+        if (bug == BWD_DB_OVERWRITES) db[i] = dy[i] * a->data[i];
+        else db[i] += dy[i] * a->data[i];
+    }
+    return AG_OK;
+}
+
+static const ag_op test_mul_op = { "test_mul", mul_backward };
+
+static ag_tensor *build_mul(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    ag_tensor *y = ag_tensor_like(ctx, in[0]);                      // a's shape
+    if (!y) return NULL;
+    for (size_t i = 0; i < ag_numel(y); i++) y->data[i] = in[0]->data[i] * in[1]->data[i];
+    ag_node *n = ag_record(ctx, &test_mul_op, y, in, 2);
+    if (n) n->iparam[0] = *(const bwd_bug *)user;
+    return ag_ctx_status(ctx) == AG_OK ? y : NULL;
+}
+
+// --- softmax over the last dim whose backward adds nothing ---
+
+static ag_status no_backward(ag_ctx *ctx, ag_node *n)
+{
+    (void)ctx, (void)n;
+    return AG_OK;
+}
+
+static const ag_op lazy_softmax_op = { "lazy_softmax", no_backward };
+
+static ag_tensor *build_lazy_softmax(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    (void)user;
+    ag_tensor *y = ag_tensor_like(ctx, in[0]);                      // [R,N]
+    if (!y) return NULL;
+    int N = ag_last(in[0]);
+    for (size_t r = 0; r < ag_rows(in[0]); r++) {
+        const ag_real *x = in[0]->data + r * N;
+        ag_real *yr = y->data + r * N, m = x[0], s = 0;
+        for (int c = 1; c < N; c++) m = x[c] > m ? x[c] : m;
+        for (int c = 0; c < N; c++) s += yr[c] = AG_EXP(x[c] - m);
+        for (int c = 0; c < N; c++) yr[c] /= s;
+    }
+    ag_record(ctx, &lazy_softmax_op, y, in, 1);
+    return ag_ctx_status(ctx) == AG_OK ? y : NULL;
+}
+
+// --- what it catches, per input ---
+
+START_TEST(test_right_backward_passes)
+{
+    int s[2] = { 2, 3 };
+    ag_tensor *in[2] = { gc_tensor_new(2, s, 1, -1, 1), gc_tensor_new(2, s, 2, -1, 1) };
+    ag_gradcheck_opts o = ag_gradcheck_defaults("test_mul");
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_RIGHT;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 2, &o, r, &err), AG_OK);
+    ck_assert_uint_eq(ag_gradcheck_failed(r, 2), 0);
+    ck_assert_uint_eq(r[0].checked, 6);
+    char line[AG_GRADCHECK_MSG];
+    ag_gradcheck_message(&o, r, 2, line, sizeof line);
+    ck_assert_msg(strstr(line, "test_mul (" AG_REAL_NAME "): ok, 2 inputs, 12 elements, worst input"), "%s", line);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+/* a factor of 2 in da: input 0 fails with the doubled value, input 1 passes */
+START_TEST(test_wrong_factor_fails_its_own_input)
+{
+    int s[2] = { 2, 3 };
+    ag_tensor *in[2] = { gc_tensor_new(2, s, 1, 0.5, 1), gc_tensor_new(2, s, 2, 0.5, 1) };
+    ag_gradcheck_opts o = ag_gradcheck_defaults("test_mul");
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_DA_TWICE;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 2, &o, r, &err), AG_OK);
+    ck_assert_uint_gt(r[0].failed, 0);
+    ck_assert_uint_eq(r[1].failed, 0);
+    ck_assert(fabs(r[0].analytic - 2 * r[0].numeric) <= 0.1 * fabs(r[0].numeric)); /* the worst: twice */
+    char line[AG_GRADCHECK_MSG], want[96];
+    ag_gradcheck_message(&o, r, 2, line, sizeof line);
+    snprintf(want, sizeof want, "test_mul (%s): input 0 element %zu: analytic ", AG_REAL_NAME, r[0].worst);
+    ck_assert_msg(strstr(line, want) && strstr(line, " of 12 elements fail)"), "%s", line);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+/* a backward that writes `=` passes a check that starts from zero gradients; not this one */
+START_TEST(test_overwriting_backward_fails)
+{
+    int s[1] = { 5 };
+    ag_tensor *in[2] = { gc_tensor_new(1, s, 3, -1, 1), gc_tensor_new(1, s, 4, -1, 1) };
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_DB_OVERWRITES;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 2, NULL, r, &err), AG_OK);
+    ck_assert_uint_eq(r[0].failed, 0);
+    ck_assert_uint_gt(r[1].failed, 0);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+/* softmax rows sum to 1, so under sum(out) every true gradient is 0 and a missing backward
+ * would pass; the random weights R make it fail */
+START_TEST(test_missing_softmax_backward_fails)
+{
+    int s[2] = { 3, 4 };
+    ag_tensor *x = gc_tensor_new(2, s, 5, -2, 2);
+    ag_gradcheck_opts o = ag_gradcheck_defaults("lazy_softmax");
+    ag_gradcheck_result r[1];
+    ag_error err = { 0 };
+    ck_assert_int_eq(ag_gradcheck(NULL, build_lazy_softmax, NULL, &x, 1, &o, r, &err), AG_OK);
+    ck_assert_uint_gt(r[0].failed, 0);
+    ck_assert_double_eq(r[0].analytic, 0);
+    gc_tensor_free(x);
+}
+END_TEST
+
+// --- what it leaves behind ---
+
+START_TEST(test_inputs_left_as_found)
+{
+    int s[2] = { 3, 2 };
+    ag_tensor *in[2] = { gc_tensor_new(2, s, 6, -1, 1), gc_tensor_new(2, s, 7, -1, 1) };
+    ag_real data[2][6], grad[2][6];
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 6; i++) in[k]->grad[i] = (ag_real)(0.25 * i - k);
+        memcpy(data[k], in[k]->data, sizeof data[k]);
+        memcpy(grad[k], in[k]->grad, sizeof grad[k]);
+    }
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_grad(ctx, false);
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_RIGHT;
+    ck_assert_int_eq(ag_gradcheck(ctx, build_mul, &bug, in, 2, NULL, r, &err), AG_OK);
+    ck_assert_uint_eq(ag_gradcheck_failed(r, 2), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_mem_eq(in[k]->data, data[k], sizeof data[k]);
+        ck_assert_mem_eq(in[k]->grad, grad[k], sizeof grad[k]);
+    }
+    ck_assert(!ag_ctx_grad_enabled(ctx));                  /* the caller's ctx: mode restored */
+    ck_assert_uint_eq(ag_ctx_get_stats(ctx).tape_nodes, 0); /* and left reset */
+    ag_ctx_free(ctx);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+// --- what it refuses, and why ---
+
+/* the learner's first try: inputs in the ctx the checker resets. Refused, not a crash. */
+START_TEST(test_arena_input_refused)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    int s[2] = { 2, 3 };
+    ag_tensor *in[2] = { ag_tensor_leaf(ctx, 2, s), gc_tensor_new(2, s, 8, -1, 1) };
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_RIGHT;
+    ck_assert(in[0]->in_arena && !in[1]->in_arena);
+    ck_assert_int_eq(ag_gradcheck(ctx, build_mul, &bug, in, 2, NULL, r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "input 0 lives in a ctx arena") && strstr(err.msg, "ag_tensor_new_owned"), "%s", err.msg);
+    ag_tensor_free_owned(in[0]);                           /* an arena tensor: left alone */
+    ag_ctx_free(ctx);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+START_TEST(test_bad_inputs_refused)
+{
+    int s[1] = { 4 };
+    ag_tensor *x = gc_tensor_new(1, s, 9, -1, 1);
+    ag_tensor *twice[2] = { x, x };
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_RIGHT;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, twice, 2, NULL, r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "input 1 is input 0 again"), "%s", err.msg);
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, twice, 0, NULL, r, &err), AG_ERR_ARG);
+    ag_error_clear(&err);
+    x->requires_grad = false;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, twice, 1, NULL, r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "input 0 needs data, a grad buffer and requires_grad"), "%s", err.msg);
+    x->requires_grad = true;
+    ag_error_clear(&err);
+    ag_gradcheck_opts o = ag_gradcheck_defaults("zero step");
+    o.eps = 0;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, twice, 1, &o, r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "zero step: eps 0 must be > 0"), "%s", err.msg);
+    gc_tensor_free(x);
+}
+END_TEST
+
+/* the build's own error comes back with its status and message */
+static ag_tensor *build_bad_matmul(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    (void)user;
+    return ag_matmul(ctx, in[0], in[1]);
+}
+
+START_TEST(test_build_error_passed_on)
+{
+    int sa[2] = { 2, 3 }, sb[2] = { 4, 5 };
+    ag_tensor *in[2] = { gc_tensor_new(2, sa, 10, -1, 1), gc_tensor_new(2, sb, 11, -1, 1) };
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    ck_assert_int_eq(ag_gradcheck(NULL, build_bad_matmul, NULL, in, 2, NULL, r, &err), AG_ERR_SHAPE);
+    ck_assert_msg(strstr(err.msg, "build failed (the first forward): ag_matmul"), "%s", err.msg);
+    char msg[AG_GRADCHECK_MSG];
+    gc_opts o = gc_defaults("bad matmul");
+    ck_assert_int_eq(gc_check(&o, build_bad_matmul, in, 2, NULL, msg, sizeof msg), -1);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+START_TEST(test_owned_tensor)
+{
+    int s[3] = { 2, 3, 4 }, bad[2] = { 2, 0 };
+    ag_tensor *t = ag_tensor_new_owned(3, s);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(t->requires_grad && !t->in_arena);
+    ck_assert_uint_eq(ag_numel(t), 24);
+    for (int i = 0; i < 24; i++) ck_assert(t->data[i] == 0 && t->grad[i] == 0);
+    ag_tensor_free_owned(t);
+    ck_assert_ptr_null(ag_tensor_new_owned(2, bad));
+    ck_assert_ptr_null(ag_tensor_new_owned(AG_MAX_DIMS + 1, s));
+    ag_tensor_free_owned(NULL);
+}
+END_TEST
+
+Suite *gradcheck_suite(void)
+{
+    Suite *s = suite_create("gradcheck");
+    TCase *t = tcase_create("catches");
+    tcase_add_test(t, test_right_backward_passes);
+    tcase_add_test(t, test_wrong_factor_fails_its_own_input);
+    tcase_add_test(t, test_overwriting_backward_fails);
+    tcase_add_test(t, test_missing_softmax_backward_fails);
+    suite_add_tcase(s, t);
+    t = tcase_create("contract");
+    tcase_add_test(t, test_inputs_left_as_found);
+    tcase_add_test(t, test_arena_input_refused);
+    tcase_add_test(t, test_bad_inputs_refused);
+    tcase_add_test(t, test_build_error_passed_on);
+    tcase_add_test(t, test_owned_tensor);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <string.h>
+#include "parallel.h"
 #include "tensor.h"
 
 #ifdef AG_REFERENCE
@@ -42,5 +43,16 @@ static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t
 float expf(float) __attribute__((__simd__("notinbranch")));
 #endif
 static inline ag_real ag__exp(ag_real x) { return AG_EXP(x); }
+
+/* C += op(A) op(B) for contiguous row-major matrices, op(X) = X^T when its flag is set:
+ *   C [M,N],  A [M,K] (or [K,M] when transA),  B [K,N] (or [N,K] when transB)
+ *   for every m, n:  C[m,n] += sum over k of op(A)[m,k] op(B)[k,n]
+ * The reference kernels' one matrix product: that triple loop, run by OpenBLAS (ag_gemm, split
+ * over the threads when it is big; one thread inside a parallel loop). Cannot fail. */
+static inline void ag__matmul_add(ag_real *C, const ag_real *A, const ag_real *B, int M, int N, int K,
+                                  bool transA, bool transB)
+{
+    ag_gemm(transA, transB, M, N, K, 1, A, transA ? M : K, B, transB ? K : N, 1, C, N);
+}
 
 #endif

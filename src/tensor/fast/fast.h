@@ -110,4 +110,19 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);
 
+/* fast/linear.c, fast/matmul.c, fast/attention.c, fast/add.c: the products and the add
+ * (tests/test_fast_ref_products.c proves them equal to the reference kernels). A forward takes
+ * the arguments of its ops/<op>.c reference kernel; an ag_status backward is a whole backward
+ * step (it takes its gradients with ag__grad_into, or runs a gemm pair). */
+void ag_fast_linear_forward(ag_real *y, const ag_real *x, const ag_real *W, const ag_real *b, int R, int Fin, int Fout);
+ag_status ag_fast_linear_backward(ag_ctx *ctx, ag_node *n);
+void ag_fast_matmul_forward(ag_real *C, const ag_real *A, const ag_real *B, size_t batch, int M, int K, int N,
+                            bool shared_b);
+void ag_fast_matmul_backward(ag_real *dA, ag_real *dB, const ag_real *dC, const ag_real *A, const ag_real *B,
+                             size_t batch, int M, int K, int N, bool shared_b);
+void ag_fast_attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag_real *k, const ag_real *v,
+                               int B, int T, int C, int H, ag_real scale, bool causal);
+ag_status ag_fast_attention_backward(ag_ctx *ctx, ag_node *n);
+ag_status ag_fast_add_backward(ag_ctx *ctx, ag_node *n);
+
 #endif

@@ -3,13 +3,16 @@
  *
  * forward:  y[i] = a[i] + b[i mod nb]
  * backward: da[i] += dy[i];   db[j] += sum over every i with i mod nb == j of dy[i]
- *           (a broadcast input sums its gradient back to its own shape) */
+ *           (a broadcast input sums its gradient back to its own shape)
+ * Fast kernels: fast/add.c (backward only: gradients written instead of zeroed and added to,
+ * column blocks for the broadcast sum); tests/test_fast_ref_products.c proves them equal. */
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
 
-// --- kernels ---
+// --- reference kernels: a and dy viewed as [N/nb, nb] rows, b as one such row ---
 
+/* the forward runs on both paths: there is nothing faster to do */
 static void add_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t n, size_t nb)
 {
 #pragma omp parallel for schedule(static) if (n >= AG_PAR_MIN)
@@ -17,38 +20,37 @@ static void add_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t n
         for (size_t j = 0; j < nb; j++) y[i + j] = a[i + j] + b[j];
 }
 
-// --- backward ---
-
-static ag_status add_backward(ag_ctx *ctx, ag_node *n)
+static void add_backward(ag_real *da, ag_real *db, const ag_real *dy, size_t n, size_t nb)
 {
-    /* forward: y = a + broadcast(b) */
+    if (da)
+#pragma omp parallel for schedule(static) if (n >= AG_PAR_MIN)
+        for (size_t i = 0; i < n; i++) da[i] += dy[i];
+    if (db) /* db[j] += sum over the rows r of dy[r, j]; each j on its own, so they may run in parallel */
+#pragma omp parallel for schedule(static) if (n >= AG_PAR_MIN)
+        for (size_t j = 0; j < nb; j++) {
+            ag_real sum = 0;
+            for (size_t i = j; i < n; i += nb) sum += dy[i];
+            db[j] += sum;
+        }
+}
+
+// --- backward step ---
+
+static ag_status add_backward_step(ag_ctx *ctx, ag_node *n)
+{
+    if (AG_FAST(ctx)) return ag_fast_add_backward(ctx, n);
+    /* forward: y = a + broadcast(b)  =>  da = dy,  db = dy summed over the broadcast rows */
     ag_tensor *a = n->in[0], *b = n->in[1];
-    const ag_real *dy = n->out->grad;
-    size_t N = ag_numel(a), nb = ag_numel(b);
-    if (a->requires_grad) {
-        bool acc;
-        ag_real *da = ag__grad_into(ctx, a, &acc);
-        if (!da) return ag_ctx_status(ctx);
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-        for (size_t i = 0; i < N; i++) da[i] = acc ? da[i] + dy[i] : dy[i];
-    }
-    if (b->requires_grad && nb == N) { /* the residual: b has a's shape */
-        bool acc;
-        ag_real *db = ag__grad_into(ctx, b, &acc);
-        if (!db) return ag_ctx_status(ctx);
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-        for (size_t i = 0; i < N; i++) db[i] = acc ? db[i] + dy[i] : dy[i];
-    } else if (b->requires_grad) {
-        ag_real *db = ag_grad(ctx, b);
-        if (!db) return ag_ctx_status(ctx);
-        ag__sum_rows(db, dy, N / nb, (int)nb); /* dy viewed as [N/nb, nb] rows */
-    }
+    ag_real *da = a->requires_grad ? ag_grad(ctx, a) : NULL;         // a's shape
+    ag_real *db = b->requires_grad ? ag_grad(ctx, b) : NULL;         // b's shape
+    if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
+    add_backward(da, db, n->out->grad, ag_numel(a), ag_numel(b));
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op add_op = { "add", add_backward };
+static const ag_op add_op = { "add", add_backward_step };
 
 ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {

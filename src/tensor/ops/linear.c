@@ -4,76 +4,63 @@
  * backward: dx = dy @ W        ([R,out] x [out,in] -> [R,in])
  *           dW = dy^T @ x      ([out,R] x [R,in]  -> [out,in]), summed over all rows
  *           db = sum over rows of dy
- * Every product is one OpenBLAS gemm over all rows at once; the transposes are gemm flags. */
+ * Every product is one OpenBLAS gemm over all rows at once; the transposes are gemm flags.
+ * Fast kernels: fast/linear.c (bias rows copied under the gemm, gradients written instead of
+ * zeroed and added to, dx and dW as a gemm pair with db on dx's side, column blocks for db);
+ * tests/test_fast_ref_products.c proves them equal. */
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
-#include "../parallel.h"
 
-// --- kernels ---
+// --- reference kernels: the formulas above, one matrix product per line ---
 
-/* y[r, :] = b for every row: the gemm then adds x W^T on top (beta 1). With beta 0 OpenBLAS
- * would first zero y in a pass of its own, and adding the bias afterwards would be a third. */
-static void fill_bias_rows(ag_real *y, const ag_real *b, size_t R, int Fout)
+static void linear_forward(ag_real *y, const ag_real *x, const ag_real *W, const ag_real *b, int R, int Fin, int Fout)
 {
-#pragma omp parallel for schedule(static) if (R * Fout >= AG_PAR_MIN)
-    for (size_t r = 0; r < R; r++) memcpy(y + r * Fout, b, (size_t)Fout * sizeof *b);
+#pragma omp parallel for schedule(static) if ((size_t)R * Fout >= AG_PAR_MIN)
+    for (int r = 0; r < R; r++) /* y = b in every row (0 without a bias) */
+        for (int o = 0; o < Fout; o++) y[(size_t)r * Fout + o] = b ? b[o] : 0;
+    ag__matmul_add(y, x, W, R, Fout, Fin, false, true);   /* y[R,Fout] += x[R,Fin] W^T[Fin,Fout] */
 }
 
-
-/* db += sum over rows of dy, the share of one thread of a team (see ag_gemm_pair) */
-typedef struct {
-    ag_real *db;
-    const ag_real *dy;
-    size_t R;
-    int Fout;
-} bias_grad;
-
-static void bias_grad_part(void *user, int part, int n_parts)
+/* db[o] += sum over rows r of dy[r, o]: each output o on its own, so they may run in parallel */
+static void db_add_row_sums(ag_real *db, const ag_real *dy, int R, int Fout)
 {
-    const bias_grad *bg = user;
-    ag__sum_rows_part(bg->db, bg->dy, bg->R, bg->Fout, part, n_parts);
+#pragma omp parallel for schedule(static) if ((size_t)R * Fout >= AG_PAR_MIN)
+    for (int o = 0; o < Fout; o++) {
+        ag_real sum = 0;
+        for (int r = 0; r < R; r++) sum += dy[(size_t)r * Fout + o];
+        db[o] += sum;
+    }
 }
 
-// --- backward ---
-
-static ag_status linear_backward(ag_ctx *ctx, ag_node *n)
+static void linear_backward(ag_real *dx, ag_real *dW, ag_real *db, const ag_real *dy, const ag_real *x,
+                            const ag_real *W, int R, int Fin, int Fout)
 {
-    /* forward: y = x W^T + b */
+    if (dx) ag__matmul_add(dx, dy, W, R, Fin, Fout, false, false); /* dx[R,Fin] += dy[R,Fout] W[Fout,Fin] */
+    if (dW) ag__matmul_add(dW, dy, x, Fout, Fin, R, true, false);  /* dW[Fout,Fin] += dy^T[Fout,R] x[R,Fin] */
+    if (db) db_add_row_sums(db, dy, R, Fout);                      /* db[Fout] += sum over rows of dy */
+}
+
+// --- backward step ---
+
+static ag_status linear_backward_step(ag_ctx *ctx, ag_node *n)
+{
+    if (AG_FAST(ctx)) return ag_fast_linear_backward(ctx, n);
+    /* forward: y = x W^T + b  =>  dx = dy W,  dW = dy^T x,  db = sum over rows of dy */
     ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *y = n->out;
     int Fin = W->shape[1], Fout = W->shape[0]; /* in and out features */
     int R = (int)ag_rows(x);
-    const ag_real *dy = y->grad;                                  // [R, Fout]
-    ag_gemm_args dx_job = { 0 }, dW_job = { 0 };
-    if (x->requires_grad) { /* dx += dy @ W */
-        bool acc;
-        ag_real *dx = ag__grad_into(ctx, x, &acc);                // [R, Fin]
-        if (!dx) return ag_ctx_status(ctx);
-        dx_job = (ag_gemm_args){ false, false, R, Fin, Fout, 1, dy, Fout, W->data, Fin, acc ? 1 : 0, dx, Fin };
-    }
-    if (W->requires_grad) { /* dW += dy^T @ x */
-        ag_real *dW = ag_grad(ctx, W);                            // [Fout, Fin]
-        if (!dW) return ag_ctx_status(ctx);
-        dW_job = (ag_gemm_args){ true, false, Fout, Fin, R, 1, dy, Fout, x->data, Fin, 1, dW, Fin };
-    }
-    ag_real *db = NULL;                                           // [Fout]
-    if (b && b->requires_grad && !(db = ag_grad(ctx, b))) return ag_ctx_status(ctx);
-    if (dx_job.C && dW_job.C) {
-        /* the two products have the same size (R Fin Fout multiply-adds): side by side, with
-         * db += sum_r dy[r] on dx's side */
-        bias_grad bg = { db, dy, (size_t)R, Fout };
-        ag_gemm_pair(&dx_job, db ? bias_grad_part : NULL, &bg, &dW_job);
-        return AG_OK;
-    }
-    if (dx_job.C) ag_gemm_run(&dx_job);
-    if (dW_job.C) ag_gemm_run(&dW_job);
-    if (db) ag__sum_rows(db, dy, (size_t)R, Fout); /* db += sum_r dy[r] */
+    ag_real *dx = x->requires_grad ? ag_grad(ctx, x) : NULL;           // [R, Fin]
+    ag_real *dW = W->requires_grad ? ag_grad(ctx, W) : NULL;           // [Fout, Fin]
+    ag_real *db = b && b->requires_grad ? ag_grad(ctx, b) : NULL;      // [Fout]
+    if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
+    linear_backward(dx, dW, db, y->grad, x->data, W->data, R, Fin, Fout);
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op linear_op = { "linear", linear_backward };
+static const ag_op linear_op = { "linear", linear_backward_step };
 
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
@@ -92,8 +79,9 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     shape[x->ndim - 1] = Fout;
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, shape);          // [..., out]
     if (!y) return NULL;
-    if (b) fill_bias_rows(y->data, b->data, (size_t)R, Fout);                      // [R, out] = b
-    ag_gemm(false, true, R, Fout, Fin, 1, x->data, Fin, W->data, Fin, b ? 1 : 0, y->data, Fout);
+    const ag_real *bias = b ? b->data : NULL;                       // [out] or none
+    if (AG_FAST(ctx)) ag_fast_linear_forward(y->data, x->data, W->data, bias, R, Fin, Fout);
+    else linear_forward(y->data, x->data, W->data, bias, R, Fin, Fout);
     ag_tensor *in[3] = { x, W, b };
     ag_record(ctx, &linear_op, y, in, b ? 3 : 2);
     return ag__done(ctx, y);

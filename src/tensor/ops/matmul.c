@@ -3,61 +3,69 @@
  * forward:  C[..., M, N] = A[..., M, K] @ B[..., K, N]
  * backward: dA = dC @ B^T   ([M,N] x [N,K] -> [M,K])
  *           dB = A^T @ dC   ([K,M] x [M,N] -> [K,N]); when B is one 2-D matrix shared by every
- *           batch entry, its gradient is the sum over the batch, which is a single gemm over
- *           the batch flattened into rows.
- * gemm's beta = 1 makes the backward accumulate (+=) into the grads, as the tape requires. */
+ *           batch entry, its gradient is the sum over the batch of A_b^T @ dC_b, which is
+ *           one product with the batch entries' rows stacked: A [batch*M, K], dC [batch*M, N].
+ * Fast kernels: fast/matmul.c (a shared B's batch flattened into the rows of one gemm, outputs
+ * written by gemm's beta 0); tests/test_fast_ref_products.c proves them equal. */
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
-#include "../parallel.h"
 
-// --- kernels ---
+// --- reference kernels: one matrix product per batch entry ---
 
-/* C[M,N] (+)= op(A) @ op(B), row-major; the transposes are gemm flags, no copies. Inside the
- * batch loops below each thread takes whole batch entries (ag_gemm then runs single-threaded);
- * a single big product is split by ag_gemm itself. */
-static void gemm(ag_real *C, const ag_real *A, const ag_real *B, int M, int N, int K,
-                 bool transA, bool transB, ag_real beta)
+/* B_b, entry b's [K,N] matrix: B's own, or B itself when one 2-D B is shared by the batch */
+static const ag_real *batch_entry_B(const ag_real *B, size_t b, int K, int N, bool shared_b)
 {
-    ag_gemm(transA, transB, M, N, K, 1, A, transA ? M : K, B, transB ? K : N, beta, C, N);
+    return shared_b ? B : B + b * K * N;
 }
 
-// --- backward ---
-
-static ag_status matmul_backward(ag_ctx *ctx, ag_node *n)
+static void matmul_forward(ag_real *C, const ag_real *A, const ag_real *B, size_t batch, int M, int K, int N,
+                           bool shared_b)
 {
-    /* forward: C = A @ B, per batch entry */
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
+    for (size_t b = 0; b < batch; b++) {
+        ag_real *Cb = C + b * M * N;                                          // [M,N]
+        const ag_real *Ab = A + b * M * K, *Bb = batch_entry_B(B, b, K, N, shared_b); // [M,K], [K,N]
+        memset(Cb, 0, (size_t)M * N * sizeof *Cb);
+        ag__matmul_add(Cb, Ab, Bb, M, N, K, false, false);                    /* C_b += A_b B_b */
+    }
+}
+
+static void matmul_backward(ag_real *dA, ag_real *dB, const ag_real *dC, const ag_real *A, const ag_real *B,
+                            size_t batch, int M, int K, int N, bool shared_b)
+{
+    if (dA)
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
+        for (size_t b = 0; b < batch; b++) /* dA_b[M,K] += dC_b[M,N] B_b^T[N,K] */
+            ag__matmul_add(dA + b * M * K, dC + b * M * N, batch_entry_B(B, b, K, N, shared_b), M, K, N, false, true);
+    if (dB && shared_b) /* dB[K,N] += sum over b of A_b^T dC_b = A^T[K,batch*M] dC[batch*M,N] (the batch as rows) */
+        ag__matmul_add(dB, A, dC, K, N, (int)(batch * M), true, false);
+    else if (dB)
+#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
+        for (size_t b = 0; b < batch; b++) /* dB_b[K,N] += A_b^T[K,M] dC_b[M,N] */
+            ag__matmul_add(dB + b * K * N, A + b * M * K, dC + b * M * N, K, N, M, true, false);
+}
+
+// --- backward step ---
+
+static ag_status matmul_backward_step(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: C = A @ B, per batch entry  =>  dA = dC B^T,  dB = A^T dC */
     ag_tensor *A = n->in[0], *B = n->in[1], *C = n->out;
     int M = A->shape[A->ndim - 2], K = A->shape[A->ndim - 1], N = B->shape[B->ndim - 1];
     size_t batch = ag_numel(A) / ((size_t)M * K);
     bool shared_b = B->ndim == 2 && A->ndim > 2;
-    const ag_real *dC = C->grad;
-    if (A->requires_grad) {
-        ag_real *dA = ag_grad(ctx, A);
-        if (!dA) return ag_ctx_status(ctx);
-        if (shared_b) /* dA[batch*M, K] += dC[batch*M, N] @ B^T */
-            gemm(dA, dC, B->data, (int)(batch * M), K, N, false, true, 1);
-        else
-#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
-            for (size_t b = 0; b < batch; b++) /* dA_b += dC_b @ B_b^T */
-                gemm(dA + b * M * K, dC + b * M * N, B->data + b * K * N, M, K, N, false, true, 1);
-    }
-    if (B->requires_grad) {
-        ag_real *dB = ag_grad(ctx, B);
-        if (!dB) return ag_ctx_status(ctx);
-        if (shared_b) /* dB[K, N] += A[batch*M, K]^T @ dC[batch*M, N]: summed over the batch */
-            gemm(dB, A->data, dC, K, N, (int)(batch * M), true, false, 1);
-        else
-#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
-            for (size_t b = 0; b < batch; b++) /* dB_b += A_b^T @ dC_b */
-                gemm(dB + b * K * N, A->data + b * M * K, dC + b * M * N, K, N, M, true, false, 1);
-    }
+    ag_real *dA = A->requires_grad ? ag_grad(ctx, A) : NULL;         // A's shape
+    ag_real *dB = B->requires_grad ? ag_grad(ctx, B) : NULL;         // B's shape
+    if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
+    if (AG_FAST(ctx)) ag_fast_matmul_backward(dA, dB, C->grad, A->data, B->data, batch, M, K, N, shared_b);
+    else matmul_backward(dA, dB, C->grad, A->data, B->data, batch, M, K, N, shared_b);
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op matmul_op = { "matmul", matmul_backward };
+static const ag_op matmul_op = { "matmul", matmul_backward_step };
 
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
 {
@@ -81,12 +89,8 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
     ag_tensor *C = ag__tensor_uninit(ctx, A->ndim, shape);          // [..., M, N]
     if (!C) return NULL;
     size_t batch = ag_numel(A) / ((size_t)M * K);
-    if (shared_b) /* one gemm: the batch flattened into rows */
-        gemm(C->data, A->data, B->data, (int)(batch * M), N, K, false, false, 0);
-    else
-#pragma omp parallel for schedule(static) if (batch * M * N >= AG_PAR_MIN)
-        for (size_t b = 0; b < batch; b++)
-            gemm(C->data + b * M * N, A->data + b * M * K, B->data + b * K * N, M, N, K, false, false, 0);
+    if (AG_FAST(ctx)) ag_fast_matmul_forward(C->data, A->data, B->data, batch, M, K, N, shared_b);
+    else matmul_forward(C->data, A->data, B->data, batch, M, K, N, shared_b);
     ag_tensor *in[2] = { A, B };
     ag_record(ctx, &matmul_op, C, in, 2);
     return ag__done(ctx, C);

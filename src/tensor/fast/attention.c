@@ -1,0 +1,89 @@
+/* fast/attention.c -- the fused attention's kernels on gemm (ops/attention.c has the formulas and
+ * the reference kernels these must equal).
+ *
+ * Every product of a (b, h) is one single-threaded gemm on the head's [T,D] block of q, k, v or
+ * y, read in place with a row stride of C; (b, h) pairs run in parallel. The softmax rows use
+ * lane reductions (ag__max, ag__sum, ag__dot) and the SIMD expf. The backward writes dv, dq and
+ * dk with the gemm's beta 0 when it is the first to reach them (ag__grad_into, no memset), and
+ * keeps dA and dS in one [T,T] scratch matrix per thread. */
+#include <omp.h>
+#include "fast.h"
+#include "../blas.h"
+
+/* A[T,T] = row-wise softmax of S (in place), each row i over keys 0..(causal ? i : T-1) */
+static void softmax_rows_causal(ag_real *S, int T, bool causal)
+{
+    for (int i = 0; i < T; i++) {
+        ag_real *row = S + (size_t)i * T;
+        int n = causal ? i + 1 : T;
+        ag_real max = ag__max(row, n, row[0]);
+#pragma omp simd
+        for (int j = 0; j < n; j++) row[j] = ag__exp(row[j] - max);
+        ag_real inv = 1 / ag__sum(row, n);
+        for (int j = 0; j < n; j++) row[j] *= inv;
+        for (int j = n; j < T; j++) row[j] = 0; /* the future: exactly zero weight */
+    }
+}
+
+/* single-threaded gemm on blocks with explicit leading dims (we are inside a parallel loop) */
+static void gemm_block(bool tA, bool tB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
+                       const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc)
+{
+    AG_GEMM(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+            lda, B, ldb, beta, C, ldc);
+}
+
+void ag_fast_attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag_real *k, const ag_real *v,
+                               int B, int T, int C, int H, ag_real scale, bool causal)
+{
+    int D = C / H;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * D;
+            ag_real *Ab = A + ((size_t)b * H + h) * T * T;              // [T,T]
+            gemm_block(false, true, T, T, D, scale, q + off, C, k + off, C, 0, Ab, T); /* S = s Q K^T */
+            softmax_rows_causal(Ab, T, causal);                                       /* A = softmax(S) */
+            gemm_block(false, false, T, D, T, 1, Ab, T, v + off, C, 0, y + off, C);  /* O = A V */
+        }
+}
+
+ag_status ag_fast_attention_backward(ag_ctx *ctx, ag_node *n)
+{
+    /* forward: y_bh = softmax(scale Q K^T [causal]) V, per batch entry and head */
+    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out;
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2], H = n->iparam[0], D = C / H;
+    ag_real scale = (ag_real)n->fparam[0];
+    const ag_real *A = n->saved;                                   // [B,H,T,T]
+    /* Every (b, h) writes its whole [T,D] block of dv, then dq, then dk, so the first of these
+     * gemms to reach a fresh gradient writes it (beta 0) and no memset is needed. Asked for in
+     * the same order, q = k = v (self-attention on one tensor) comes out right too: the block
+     * is written by dv's gemm and added to by the other two. */
+    bool acc_v = false, acc_q = false, acc_k = false;
+    ag_real *dv = v->requires_grad ? ag__grad_into(ctx, v, &acc_v) : NULL;
+    ag_real *dq = q->requires_grad ? ag__grad_into(ctx, q, &acc_q) : NULL;
+    ag_real *dk = k->requires_grad ? ag__grad_into(ctx, k, &acc_k) : NULL;
+    int nt = omp_get_max_threads();
+    ag_real *scratch = ag_ctx_alloc(ctx, (size_t)nt * T * T * sizeof(ag_real)); // [threads,T,T] dA, then dS
+    if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
+            const ag_real *Ab = A + ((size_t)b * H + h) * T * T;       // [T,T]
+            const ag_real *dO = y->grad + off;                         // [T,D]
+            ag_real *dS = scratch + (size_t)omp_get_thread_num() * T * T;  // [T,T]
+            if (dv) gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, acc_v ? 1 : 0, dv + off, C);      /* dV += A^T dO */
+            if (!dq && !dk) continue;
+            gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);        /* dA = dO V^T */
+            for (int i = 0; i < T; i++) { /* dS = A * (dA - rowsum(dA * A)) */
+                ag_real *dr = dS + (size_t)i * T;
+                const ag_real *ar = Ab + (size_t)i * T;
+                ag_real dot = ag__dot(dr, ar, T);
+                for (int j = 0; j < T; j++) dr[j] = ar[j] * (dr[j] - dot);
+            }
+            if (dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, acc_q ? 1 : 0, dq + off, C); /* dQ += s dS K */
+            if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, acc_k ? 1 : 0, dk + off, C);  /* dK += s dS^T Q */
+        }
+    return AG_OK;
+}

@@ -106,6 +106,12 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
 
 /* ---------- the fast kernels, one group per op ---------- */
 
+/* fast/layernorm.c: the forward takes ops/layernorm.c's layernorm_forward arguments; the backward
+ * is a whole backward step (it writes dx on first touch through ag__grad_into) */
+void ag_fast_layernorm_forward(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w, const ag_real *b,
+                               size_t R, int C, ag_real eps);
+ag_status ag_fast_layernorm_backward(ag_ctx *ctx, ag_node *n);
+
 /* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);

@@ -112,6 +112,12 @@ void ag_fast_layernorm_forward(ag_real *y, ag_real *stats, const ag_real *x, con
                                size_t R, int C, ag_real eps);
 ag_status ag_fast_layernorm_backward(ag_ctx *ctx, ag_node *n);
 
+/* fast/rmsnorm.c: the same arguments as ops/rmsnorm.c's rmsnorm_forward/rmsnorm_backward */
+void ag_fast_rmsnorm_forward(ag_real *y, ag_real *rstd, const ag_real *x, const ag_real *w, size_t R, int C,
+                             ag_real eps);
+void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const ag_real *x, const ag_real *w,
+                              const ag_real *rstd, size_t R, int C);
+
 /* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);

@@ -118,6 +118,9 @@ void ag_fast_rmsnorm_forward(ag_real *y, ag_real *rstd, const ag_real *x, const 
 void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const ag_real *x, const ag_real *w,
                               const ag_real *rstd, size_t R, int C);
 
+/* fast/cross_entropy.c: the forward only, ops/cross_entropy.c's cross_entropy_forward arguments */
+ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, size_t R, int V);
+
 /* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);

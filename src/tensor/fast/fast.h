@@ -121,6 +121,11 @@ void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const
 /* fast/cross_entropy.c: the forward only, ops/cross_entropy.c's cross_entropy_forward arguments */
 ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, size_t R, int V);
 
+/* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
+ * backward step (it writes dx on first touch through ag__grad_into) */
+void ag_fast_gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N);
+ag_status ag_fast_gelu_backward(ag_ctx *ctx, ag_node *n);
+
 /* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);

@@ -126,6 +126,9 @@ ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const in
 void ag_fast_gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N);
 ag_status ag_fast_gelu_backward(ag_ctx *ctx, ag_node *n);
 
+/* fast/silu.c: the forward only, ops/silu.c's silu_forward arguments */
+void ag_fast_silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N);
+
 /* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);

@@ -106,6 +106,29 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
 
 /* ---------- the fast kernels, one group per op ---------- */
 
+/* fast/layernorm.c: the forward takes ops/layernorm.c's layernorm_forward arguments; the backward
+ * is a whole backward step (it writes dx on first touch through ag__grad_into) */
+void ag_fast_layernorm_forward(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w, const ag_real *b,
+                               size_t R, int C, ag_real eps);
+ag_status ag_fast_layernorm_backward(ag_ctx *ctx, ag_node *n);
+
+/* fast/rmsnorm.c: the same arguments as ops/rmsnorm.c's rmsnorm_forward/rmsnorm_backward */
+void ag_fast_rmsnorm_forward(ag_real *y, ag_real *rstd, const ag_real *x, const ag_real *w, size_t R, int C,
+                             ag_real eps);
+void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const ag_real *x, const ag_real *w,
+                              const ag_real *rstd, size_t R, int C);
+
+/* fast/cross_entropy.c: the forward only, ops/cross_entropy.c's cross_entropy_forward arguments */
+ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, size_t R, int V);
+
+/* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
+ * backward step (it writes dx on first touch through ag__grad_into) */
+void ag_fast_gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N);
+ag_status ag_fast_gelu_backward(ag_ctx *ctx, ag_node *n);
+
+/* fast/silu.c: the forward only, ops/silu.c's silu_forward arguments */
+void ag_fast_silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N);
+
 /* fast/softmax.c: the same arguments as ops/softmax.c's softmax_forward/softmax_backward */
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);

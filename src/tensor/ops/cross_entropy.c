@@ -6,7 +6,9 @@
  *           L = (1/R) sum_r loss_r
  * backward: dL/dz[r,j] = (softmax(z[r])[j] - [j == t_r]) / R, times the upstream dL.
  *           Fused because this form is both simpler and stabler than softmax -> log -> pick.
- * The softmax probabilities are saved for the backward. */
+ * The softmax probabilities are saved for the backward.
+ * Fast kernels: fast/cross_entropy.c (the forward: lane reductions, SIMD exp);
+ * tests/test_fast_ref_rows.c proves them equal. */
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
@@ -16,25 +18,57 @@ typedef struct {
     int *targets;   /* [R] */
 } ce_saved;
 
-static ag_status cross_entropy_backward(ag_ctx *ctx, ag_node *n)
+// --- reference kernels: the formulas above as plain loops ---
+
+/* Returns L; probs (NULL: not wanted) gets softmax(z) row by row. The rows run one after another:
+ * L is one sum over all of them (threads would race on it). */
+static ag_real cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, size_t R, int V)
+{
+    double total = 0; /* accumulate in double: R can be thousands of rows */
+    for (size_t r = 0; r < R; r++) {
+        const ag_real *zr = z + r * V;  // [V]
+        ag_real m = zr[0];
+        for (int j = 1; j < V; j++)
+            if (zr[j] > m) m = zr[j];
+        ag_real sum = 0;
+        for (int j = 0; j < V; j++) sum += ag__exp(zr[j] - m);
+        ag_real lse = m + AG_LOG(sum);
+        total += (double)(lse - zr[targets[r]]);
+        if (probs)
+            for (int j = 0; j < V; j++) probs[r * V + j] = ag__exp(zr[j] - m) / sum;
+    }
+    return (ag_real)(total / (double)R);
+}
+
+/* dz += scale (p - onehot(target)), row by row; scale = dL / R */
+static void cross_entropy_backward(ag_real *dz, const ag_real *probs, const int *targets, ag_real scale, size_t R,
+                                   int V)
+{
+#pragma omp parallel for schedule(static) if (R * V >= AG_PAR_MIN)
+    for (size_t r = 0; r < R; r++) {
+        const ag_real *p = probs + r * V;
+        for (int j = 0; j < V; j++) dz[r * V + j] += scale * (p[j] - (j == targets[r]));
+    }
+}
+
+// --- backward step ---
+
+static ag_status cross_entropy_backward_step(ag_ctx *ctx, ag_node *n)
 {
     /* forward: L = mean_r (lse(z[r]) - z[r, t_r])  =>  dz[r,j] = dL (p[r,j] - [j == t_r]) / R */
     ag_tensor *z = n->in[0];
     const ce_saved *s = n->saved;
-    int V = ag_last(z);
     size_t R = ag_rows(z);
     ag_real scale = n->out->grad[0] / (ag_real)R;
-    ag_real *dz = ag_grad(ctx, z);
+    ag_real *dz = ag_grad(ctx, z);                                  // [..., V]
     if (!dz) return ag_ctx_status(ctx);
-#pragma omp parallel for schedule(static) if (R * V >= AG_PAR_MIN)
-    for (size_t r = 0; r < R; r++) {
-        const ag_real *p = s->probs + r * V;
-        for (int j = 0; j < V; j++) dz[r * V + j] += scale * (p[j] - (j == s->targets[r]));
-    }
+    cross_entropy_backward(dz, s->probs, s->targets, scale, R, ag_last(z));
     return AG_OK;
 }
 
-static const ag_op cross_entropy_op = { "cross_entropy", cross_entropy_backward };
+// --- op ---
+
+static const ag_op cross_entropy_op = { "cross_entropy", cross_entropy_backward_step };
 
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
 {
@@ -61,29 +95,9 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
         if (!s || !s->probs || !s->targets) return NULL;
         memcpy(s->targets, targets, R * sizeof(int));
     }
-    double total = 0; /* accumulate in double: R can be thousands of rows */
-#pragma omp parallel for schedule(static) reduction(+ : total) if (R * V >= AG_PAR_MIN)
-    for (size_t r = 0; r < R; r++) {
-        const ag_real *zr = z->data + r * V;
-        ag_real m = ag__max(zr, V, zr[0]);
-        ag_real sum = 0;
-        ag_real *p = keep ? s->probs + r * V : NULL;
-        if (p) { /* exps into the saved row first, then their sum */
-#pragma omp simd
-            for (int j = 0; j < V; j++) p[j] = ag__exp(zr[j] - m);
-            sum = ag__sum(p, V);
-        } else {
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < V; j++) sum += ag__exp(zr[j] - m);
-        }
-        ag_real lse = m + AG_LOG(sum);
-        total += (double)(lse - zr[targets[r]]);
-        if (p) {
-            ag_real inv = 1 / sum; /* p = exp(z - m) / sum = exp(z - lse) */
-            for (int j = 0; j < V; j++) p[j] *= inv;
-        }
-    }
-    L->data[0] = (ag_real)(total / (double)R);
+    ag_real *probs = keep ? s->probs : NULL;                        // [R,V] or none
+    if (AG_FAST(ctx)) L->data[0] = ag_fast_cross_entropy_forward(probs, z->data, targets, R, V);
+    else L->data[0] = cross_entropy_forward(probs, z->data, targets, R, V);
     ag_node *n = ag_record(ctx, &cross_entropy_op, L, &z, 1);
     if (n) n->saved = s;
     return ag__done(ctx, L);

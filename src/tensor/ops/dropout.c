@@ -3,27 +3,46 @@
  * forward:  keep[i] = hash(seed, i) >= p;   y[i] = keep[i] ? x[i] / (1 - p) : 0
  *           (scaling at train time keeps E[y] = x, so eval needs no rescale: it is the identity)
  * backward: dx[i] += keep[i] ? dy[i] / (1 - p) : 0
- * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask. */
+ * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask.
+ * One path: these plain loops are the kernels (there is no fast/dropout.c). */
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 #include "../rng.h"
 
-static ag_status dropout_backward(ag_ctx *ctx, ag_node *n)
+// --- reference kernels ---
+
+/* m[i] = keep[i] ? 1/(1-p) : 0, saved for the backward; y = x * m */
+static void dropout_forward(ag_real *y, ag_real *m, const ag_real *x, ag_real p, uint64_t seed, size_t N)
+{
+    ag_real scale = 1 / (1 - p);
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+    for (size_t i = 0; i < N; i++) {
+        m[i] = ag_hash_uniform(seed, i) >= (double)p ? scale : 0;
+        y[i] = x[i] * m[i];
+    }
+}
+
+static void dropout_backward(ag_real *dx, const ag_real *dy, const ag_real *m, size_t N)
+{
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+    for (size_t i = 0; i < N; i++) dx[i] += dy[i] * m[i];
+}
+
+// --- backward step ---
+
+static ag_status dropout_backward_step(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = x * scale_mask  =>  dx += dy * scale_mask */
     ag_tensor *x = n->in[0];
-    const ag_real *m = n->saved; /* 0 or 1/(1-p) per element */
-    const ag_real *dy = n->out->grad;
-    ag_real *dx = ag_grad(ctx, x);
+    ag_real *dx = ag_grad(ctx, x);                                  // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    size_t N = ag_numel(x);
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-    for (size_t i = 0; i < N; i++) dx[i] += dy[i] * m[i];
+    dropout_backward(dx, n->out->grad, n->saved, ag_numel(x));
     return AG_OK;
 }
 
-static const ag_op dropout_op = { "dropout", dropout_backward };
+// --- op ---
+
+static const ag_op dropout_op = { "dropout", dropout_backward_step };
 
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool train)
 {
@@ -37,12 +56,7 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool 
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     ag_real *m = y ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: 0 or 1/(1-p)
     if (!m) return NULL;
-    ag_real scale = 1 / (1 - p);
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-    for (size_t i = 0; i < N; i++) {
-        m[i] = ag_hash_uniform(seed, i) >= (double)p ? scale : 0;
-        y->data[i] = x->data[i] * m[i];
-    }
+    dropout_forward(y->data, m, x->data, p, seed, N);
     ag_node *n = ag_record(ctx, &dropout_op, y, &x, 1);
     if (n) n->saved = m;
     return ag__done(ctx, y);

@@ -1,12 +1,12 @@
 /* heads.c -- split a [B,T,C] tensor into H heads [B,H,T,D] (D = C/H), and merge them back.
  *
  * split:  y[b,h,t,d] = x[b,t,h*D + d]        merge: the inverse permutation
- * Both are pure permutations, so each backward is the other op's forward, accumulated. */
+ * Both are pure permutations, so each backward is the other op's forward, accumulated.
+ * One path: this plain loop is the kernel (there is no fast/heads.c). */
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
-// --- kernel: one loop for both directions ---
+// --- reference kernels: one loop for both directions ---
 
 /* bthd [B,T,C] <-> bhtd [B,H,T,D]; to_heads copies bthd into bhtd, else bhtd into bthd;
  * accumulate adds instead of copying (the backward) */
@@ -25,7 +25,7 @@ static void permute_heads(ag_real *bthd, ag_real *bhtd, int B, int T, int H, int
             }
 }
 
-// --- backward ---
+// --- backward steps ---
 
 static ag_status split_heads_backward(ag_ctx *ctx, ag_node *n)
 {

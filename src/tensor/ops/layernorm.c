@@ -5,96 +5,97 @@
  * backward: dw[c] += sum over rows of dy[c] xhat[c];   db[c] += sum over rows of dy[c]
  *           with g = dy * w:  dx = rstd (g - mean(g) - xhat mean(g xhat))
  *           (the two means are the gradient through mean and through var; llm.c derives the
- *           same in layernorm_backward). mean and rstd are saved per row. */
+ *           same in layernorm_backward). mean and rstd are saved per row.
+ * Fast kernels: fast/layernorm.c (lane reductions, dx written on first touch, column blocks for
+ * dw and db); tests/test_fast_ref_rows.c proves them equal. */
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
 
-// --- kernels ---
+// --- reference kernels: the formulas above as plain loops ---
 
 /* stats[2r] = mean, stats[2r+1] = rstd of row r */
-static void layernorm_forward_rows(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w,
-                                   const ag_real *b, size_t R, int C, ag_real eps)
+static void layernorm_forward(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w, const ag_real *b,
+                              size_t R, int C, ag_real eps)
 {
 #pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
-        const ag_real *xr = x + r * C;
-        ag_real *yr = y + r * C;
-        ag_real mean = ag__sum(xr, C) / C;
-        for (int c = 0; c < C; c++) yr[c] = xr[c] - mean;             /* y holds x - mean for now */
-        ag_real var = ag__dot(yr, yr, C) / C;
+        const ag_real *xr = x + r * C;  // [C]
+        ag_real *yr = y + r * C;        // [C]
+        ag_real mean = 0;
+        for (int c = 0; c < C; c++) mean += xr[c];
+        mean /= C;
+        ag_real var = 0;
+        for (int c = 0; c < C; c++) var += (xr[c] - mean) * (xr[c] - mean);
+        var /= C;
         ag_real rstd = 1 / AG_SQRT(var + eps);
-        for (int c = 0; c < C; c++) yr[c] = yr[c] * rstd * w[c] + b[c];
+        for (int c = 0; c < C; c++) {
+            ag_real xhat = (xr[c] - mean) * rstd;
+            yr[c] = xhat * w[c] + b[c];
+        }
         stats[2 * r] = mean;
         stats[2 * r + 1] = rstd;
     }
 }
 
-static void layernorm_backward_rows(ag_real *dx, bool acc, ag_real *dw, ag_real *db, const ag_real *dy,
-                                    const ag_real *x, const ag_real *w, const ag_real *stats, size_t R, int C)
+/* dx, dw, db (each may be NULL: no gradient wanted) += the gradients above */
+static void layernorm_backward(ag_real *dx, ag_real *dw, ag_real *db, const ag_real *dy, const ag_real *x,
+                               const ag_real *w, const ag_real *stats, size_t R, int C)
 {
-    if (dx) {
-        /* rows in parallel: each row's dx needs only that row */
+    if (dx) { /* rows in parallel: each row's dx needs only that row */
 #pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
         for (size_t r = 0; r < R; r++) {
-            const ag_real *xr = x + r * C, *dyr = dy + r * C;
+            const ag_real *xr = x + r * C, *dyr = dy + r * C;  // [C]
+            ag_real *dxr = dx + r * C;                          // [C]
             ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
-            ag_real g_sum = 0, gx_sum = 0; /* sum(g), sum(g * xhat): simd lanes, see ag__sum */
-#pragma omp simd reduction(+ : g_sum, gx_sum)
-            for (int c = 0; c < C; c++) {
-                ag_real g = dyr[c] * w[c];
-                g_sum += g;
-                gx_sum += g * ((xr[c] - mean) * rstd);
-            }
-            ag_real g_mean = g_sum / C, gx_mean = gx_sum / C;
+            ag_real g_mean = 0, gx_mean = 0;                    /* mean(g), mean(g xhat) */
             for (int c = 0; c < C; c++) {
                 ag_real xhat = (xr[c] - mean) * rstd;
-                ag_real d = rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
-                dx[r * C + c] = acc ? dx[r * C + c] + d : d;
+                ag_real g = dyr[c] * w[c];
+                g_mean += g;
+                gx_mean += g * xhat;
+            }
+            g_mean /= C;
+            gx_mean /= C;
+            for (int c = 0; c < C; c++) {
+                ag_real xhat = (xr[c] - mean) * rstd;
+                dxr[c] += rstd * (dyr[c] * w[c] - g_mean - xhat * gx_mean);
             }
         }
     }
-    if (dw || db) {
-        /* blocks of adjacent columns in parallel: each thread owns its entries of dw and db */
-        int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
-        for (int blk = 0; blk < n_blocks; blk++) {
-            int c0 = blk * AG_COL_BLOCK, wd = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
-            ag_real sw[AG_COL_BLOCK] = { 0 }, sb[AG_COL_BLOCK] = { 0 };
-            for (size_t r = 0; r < R; r++) {
-                const ag_real *xr = x + r * C + c0, *dyr = dy + r * C + c0;
-                ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];
-                for (int c = 0; c < wd; c++) {
-                    sw[c] += dyr[c] * ((xr[c] - mean) * rstd);
-                    sb[c] += dyr[c];
-                }
-            }
-            for (int c = 0; c < wd; c++) {
-                if (dw) dw[c0 + c] += sw[c];
-                if (db) db[c0 + c] += sb[c];
-            }
+    /* dw[c] and db[c] are sums over all rows: column by column, serially (threads taking rows
+     * would race on dw[c]) */
+    for (int c = 0; c < C && (dw || db); c++) {
+        ag_real sum_w = 0, sum_b = 0;                           /* sum_r dy xhat, sum_r dy */
+        for (size_t r = 0; r < R; r++) {
+            ag_real xhat = (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];
+            sum_w += dy[r * C + c] * xhat;
+            sum_b += dy[r * C + c];
         }
+        if (dw) dw[c] += sum_w;
+        if (db) db[c] += sum_b;
     }
 }
 
-// --- backward ---
+// --- backward step ---
 
-static ag_status layernorm_backward(ag_ctx *ctx, ag_node *n)
+static ag_status layernorm_backward_step(ag_ctx *ctx, ag_node *n)
 {
-    /* forward: y = (x - mean) * rstd * w + b */
+    if (AG_FAST(ctx)) return ag_fast_layernorm_backward(ctx, n);
+    /* forward: y = (x - mean) * rstd * w + b  =>  dw += dy xhat,  db += dy,
+     *   dx += rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w */
     ag_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
     ag_real *dx = NULL, *dw = NULL, *db = NULL;
-    bool acc = true;
-    if (x->requires_grad && !(dx = ag__grad_into(ctx, x, &acc))) return ag_ctx_status(ctx);
-    if (w->requires_grad && !(dw = ag_grad(ctx, w))) return ag_ctx_status(ctx);
-    if (b->requires_grad && !(db = ag_grad(ctx, b))) return ag_ctx_status(ctx);
-    layernorm_backward_rows(dx, acc, dw, db, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
+    if (x->requires_grad && !(dx = ag_grad(ctx, x))) return ag_ctx_status(ctx);  // [..., C]
+    if (w->requires_grad && !(dw = ag_grad(ctx, w))) return ag_ctx_status(ctx);  // [C]
+    if (b->requires_grad && !(db = ag_grad(ctx, b))) return ag_ctx_status(ctx);  // [C]
+    layernorm_backward(dx, dw, db, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op layernorm_op = { "layernorm", layernorm_backward };
+static const ag_op layernorm_op = { "layernorm", layernorm_backward_step };
 
 ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_real eps)
 {
@@ -110,7 +111,8 @@ ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, a
     size_t R = ag_rows(x);
     ag_real *stats = y ? ag_ctx_alloc(ctx, 2 * R * sizeof(ag_real)) : NULL; // [R, 2] mean, rstd
     if (!stats) return NULL;
-    layernorm_forward_rows(y->data, stats, x->data, w->data, b->data, R, C, eps);
+    if (AG_FAST(ctx)) ag_fast_layernorm_forward(y->data, stats, x->data, w->data, b->data, R, C, eps);
+    else layernorm_forward(y->data, stats, x->data, w->data, b->data, R, C, eps);
     ag_tensor *in[3] = { x, w, b };
     ag_node *n = ag_record(ctx, &layernorm_op, y, in, 3);
     if (n) n->saved = stats;

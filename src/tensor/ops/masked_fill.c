@@ -2,23 +2,39 @@
  *
  * forward:  y[i] = mask[i mod nm] != 0 ? x[i] : value     (mask: x's shape or its trailing dims)
  * backward: dx[i] += mask[i mod nm] != 0 ? dy[i] : 0       (a filled entry no longer depends on x)
- * With value = -inf before a softmax, a masked score gets exactly zero weight. */
+ * With value = -inf before a softmax, a masked score gets exactly zero weight.
+ * One path: these plain loops are the kernels (there is no fast/masked_fill.c). */
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
+
+// --- reference kernels ---
+
+/* x and y [N], mask [nm] repeated over x (nm divides N) */
+static void masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, size_t N,
+                                size_t nm)
+{
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+    for (size_t i = 0; i < N; i += nm)
+        for (size_t j = 0; j < nm; j++) y[i + j] = mask[j] != 0 ? x[i + j] : value;
+}
+
+static void masked_fill_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *mask, size_t N, size_t nm)
+{
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+    for (size_t i = 0; i < N; i += nm)
+        for (size_t j = 0; j < nm; j++)
+            if (mask[j] != 0) dx[i + j] += dy[i + j];
+}
+
+// --- backward step, op ---
 
 static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = mask ? x : value  =>  dx += mask ? dy : 0 */
     ag_tensor *x = n->in[0], *mask = n->in[1];
-    const ag_real *dy = n->out->grad;
-    ag_real *dx = ag_grad(ctx, x);
+    ag_real *dx = ag_grad(ctx, x);                                  // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    size_t N = ag_numel(x), nm = ag_numel(mask);
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-    for (size_t i = 0; i < N; i += nm)
-        for (size_t j = 0; j < nm; j++)
-            if (mask->data[j] != 0) dx[i + j] += dy[i + j];
+    masked_fill_backward_kernel(dx, n->out->grad, mask->data, ag_numel(x), ag_numel(mask));
     return AG_OK;
 }
 
@@ -37,10 +53,7 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real va
     }
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     if (!y) return NULL;
-    size_t N = ag_numel(x), nm = ag_numel(mask);
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-    for (size_t i = 0; i < N; i += nm)
-        for (size_t j = 0; j < nm; j++) y->data[i + j] = mask->data[j] != 0 ? x->data[i + j] : value;
+    masked_fill_forward(y->data, x->data, mask->data, value, ag_numel(x), ag_numel(mask));
     /* the mask is never differentiated: only x is an input of the node that needs a grad */
     ag_tensor *in[2] = { x, mask };
     ag_record(ctx, &masked_fill_op, y, in, 2);

@@ -3,12 +3,12 @@
  * forward:  y[i] = a[i] b[i]
  * backward: da[i] += dy[i] b[i];   db[i] += dy[i] a[i]
  *           (product rule; with a == b, as in x * x, both terms land in the same grad and
- *           give 2 x dy, which is right because gradients accumulate) */
+ *           give 2 x dy, which is right because gradients accumulate)
+ * One path: these plain loops are the kernels (there is no fast/mul.c). */
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
-// --- kernels ---
+// --- reference kernels ---
 
 static void mul_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t N)
 {
@@ -17,36 +17,36 @@ static void mul_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t N
 }
 
 /* dx += dy * other: one call per input, so a == b needs no special case */
-static void mul_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *other, size_t N)
+static void mul_backward(ag_real *dx, const ag_real *dy, const ag_real *other, size_t N)
 {
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) dx[i] += dy[i] * other[i];
 }
 
-// --- backward ---
+// --- backward step ---
 
-static ag_status mul_backward(ag_ctx *ctx, ag_node *n)
+static ag_status mul_backward_step(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = a * b  =>  da += dy * b,  db += dy * a */
     ag_tensor *a = n->in[0], *b = n->in[1];
     const ag_real *dy = n->out->grad;
     size_t N = ag_numel(a);
     if (a->requires_grad) {
-        ag_real *da = ag_grad(ctx, a);
+        ag_real *da = ag_grad(ctx, a);                              // a's shape
         if (!da) return ag_ctx_status(ctx);
-        mul_backward_kernel(da, dy, b->data, N);
+        mul_backward(da, dy, b->data, N);
     }
     if (b->requires_grad) {
-        ag_real *db = ag_grad(ctx, b);
+        ag_real *db = ag_grad(ctx, b);                              // b's shape
         if (!db) return ag_ctx_status(ctx);
-        mul_backward_kernel(db, dy, a->data, N);
+        mul_backward(db, dy, a->data, N);
     }
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op mul_op = { "mul", mul_backward };
+static const ag_op mul_op = { "mul", mul_backward_step };
 
 ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {

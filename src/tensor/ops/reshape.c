@@ -2,12 +2,12 @@
  *
  * reshape:   y = x viewed with another shape of the same numel. y shares x's data AND x's
  *            gradient buffer, so dy lands directly in dx and the backward has nothing to do.
- * transpose: y[..., n, m] = x[..., m, n];  backward: dx[..., m, n] += dy[..., n, m]. */
+ * transpose: y[..., n, m] = x[..., m, n];  backward: dx[..., m, n] += dy[..., n, m].
+ * One path: this plain loop is the kernel (there is no fast/reshape.c). */
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
-// --- kernels ---
+// --- reference kernels ---
 
 /* out [batch, N, M] = in [batch, M, N] transposed, or += when accumulate */
 static void transpose_rows(ag_real *out, const ag_real *in, size_t batch, int M, int N, bool accumulate)
@@ -24,7 +24,7 @@ static void transpose_rows(ag_real *out, const ag_real *in, size_t batch, int M,
     }
 }
 
-// --- backward ---
+// --- backward steps ---
 
 static ag_status reshape_backward(ag_ctx *ctx, ag_node *n)
 {

@@ -12,79 +12,75 @@
  *           dx[j] = rstd g[j] - rstd^3 x[j] (1/C) sum_c g[c] x[c]
  *                 = rstd (g[j] - xhat[j] mean(g xhat))
  *           (LayerNorm's dx without the mean(g) term, which came from the centring).
- *           rstd is saved per row. */
+ *           rstd is saved per row.
+ * Fast kernels: fast/rmsnorm.c (lane reductions, column blocks for dw); tests/test_fast_ref_rows.c
+ * proves them equal. */
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
 
-// --- kernels ---
+// --- reference kernels: the formulas above as plain loops ---
 
 /* rstd[r] = 1/sqrt(mean(x_r^2) + eps) of row r */
-static void rmsnorm_forward_rows(ag_real *y, ag_real *rstd, const ag_real *x, const ag_real *w,
-                                 size_t R, int C, ag_real eps)
+static void rmsnorm_forward(ag_real *y, ag_real *rstd, const ag_real *x, const ag_real *w, size_t R, int C,
+                            ag_real eps)
 {
 #pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
-        const ag_real *xr = x + r * C;
-        ag_real *yr = y + r * C;
-        ag_real ms = ag__dot(xr, xr, C) / C;
+        const ag_real *xr = x + r * C;  // [C]
+        ag_real *yr = y + r * C;        // [C]
+        ag_real ms = 0;
+        for (int c = 0; c < C; c++) ms += xr[c] * xr[c];
+        ms /= C;
         ag_real rs = 1 / AG_SQRT(ms + eps);
         for (int c = 0; c < C; c++) yr[c] = xr[c] * rs * w[c];
         rstd[r] = rs;
     }
 }
 
-static void rmsnorm_backward_rows(ag_real *dx, ag_real *dw, const ag_real *dy, const ag_real *x,
-                                  const ag_real *w, const ag_real *rstd, size_t R, int C)
+/* dx, dw (each may be NULL: no gradient wanted) += the gradients above */
+static void rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const ag_real *x, const ag_real *w,
+                             const ag_real *rstd, size_t R, int C)
 {
-    if (dx) {
-        /* rows in parallel: each row's dx needs only that row */
+    if (dx) { /* rows in parallel: each row's dx needs only that row */
 #pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
         for (size_t r = 0; r < R; r++) {
-            const ag_real *xr = x + r * C, *dyr = dy + r * C;
+            const ag_real *xr = x + r * C, *dyr = dy + r * C;  // [C]
+            ag_real *dxr = dx + r * C;                          // [C]
             ag_real rs = rstd[r];
-            ag_real gx_sum = 0; /* sum(g * xhat), g = dy * w */
-#pragma omp simd reduction(+ : gx_sum)
-            for (int c = 0; c < C; c++) gx_sum += dyr[c] * w[c] * xr[c] * rs;
-            ag_real gx_mean = gx_sum / C;
-            for (int c = 0; c < C; c++) dx[r * C + c] += rs * (dyr[c] * w[c] - xr[c] * rs * gx_mean);
+            ag_real gx_mean = 0;                                /* mean(g xhat), g = dy w */
+            for (int c = 0; c < C; c++) gx_mean += dyr[c] * w[c] * (xr[c] * rs);
+            gx_mean /= C;
+            for (int c = 0; c < C; c++) dxr[c] += rs * (dyr[c] * w[c] - xr[c] * rs * gx_mean);
         }
     }
-    if (dw) {
-        /* blocks of adjacent columns in parallel: each thread owns its entries of dw, summed
-         * over rows, and reads each row's block contiguously */
-        int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (R * C >= AG_PAR_MIN)
-        for (int blk = 0; blk < n_blocks; blk++) {
-            int c0 = blk * AG_COL_BLOCK, wd = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;
-            ag_real sw[AG_COL_BLOCK] = { 0 };
-            for (size_t r = 0; r < R; r++) {
-                const ag_real *xr = x + r * C + c0, *dyr = dy + r * C + c0;
-                ag_real rs = rstd[r];
-                for (int c = 0; c < wd; c++) sw[c] += dyr[c] * (xr[c] * rs);
-            }
-            for (int c = 0; c < wd; c++) dw[c0 + c] += sw[c];
-        }
+    /* dw[c] is a sum over all rows: column by column, serially (threads taking rows would race
+     * on dw[c]) */
+    for (int c = 0; c < C && dw; c++) {
+        ag_real sum_w = 0;                                      /* sum_r dy xhat */
+        for (size_t r = 0; r < R; r++) sum_w += dy[r * C + c] * (x[r * C + c] * rstd[r]);
+        dw[c] += sum_w;
     }
 }
 
-// --- backward ---
+// --- backward step ---
 
-static ag_status rmsnorm_backward(ag_ctx *ctx, ag_node *n)
+static ag_status rmsnorm_backward_step(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = x * rstd * w,  rstd = 1/sqrt(mean(x^2) + eps)  =>
      *   dw += sum_rows dy * xhat;   dx += rstd (dy w - xhat mean(dy w xhat)) */
     ag_tensor *x = n->in[0], *w = n->in[1], *y = n->out;
     ag_real *dx = NULL, *dw = NULL;
-    if (x->requires_grad && !(dx = ag_grad(ctx, x))) return ag_ctx_status(ctx);
-    if (w->requires_grad && !(dw = ag_grad(ctx, w))) return ag_ctx_status(ctx);
-    rmsnorm_backward_rows(dx, dw, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
+    if (x->requires_grad && !(dx = ag_grad(ctx, x))) return ag_ctx_status(ctx);  // [..., C]
+    if (w->requires_grad && !(dw = ag_grad(ctx, w))) return ag_ctx_status(ctx);  // [C]
+    if (AG_FAST(ctx)) ag_fast_rmsnorm_backward(dx, dw, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
+    else rmsnorm_backward(dx, dw, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
     return AG_OK;
 }
 
 // --- op ---
 
-static const ag_op rmsnorm_op = { "rmsnorm", rmsnorm_backward };
+static const ag_op rmsnorm_op = { "rmsnorm", rmsnorm_backward_step };
 
 ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps)
 {
@@ -105,7 +101,8 @@ ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps)
     size_t R = ag_rows(x);
     ag_real *rstd = y ? ag_ctx_alloc(ctx, R * sizeof(ag_real)) : NULL; // [R]
     if (!rstd) return NULL;
-    rmsnorm_forward_rows(y->data, rstd, x->data, w->data, R, C, eps);
+    if (AG_FAST(ctx)) ag_fast_rmsnorm_forward(y->data, rstd, x->data, w->data, R, C, eps);
+    else rmsnorm_forward(y->data, rstd, x->data, w->data, R, C, eps);
     ag_tensor *in[2] = { x, w };
     ag_node *n = ag_record(ctx, &rmsnorm_op, y, in, 2);
     if (n) n->saved = rstd;

@@ -8,8 +8,9 @@
  * covered: "accumulate" (the inputs are leaves whose gradients already hold random values: the
  * backward must add) and "fresh" (each input first goes through ag_scale(x, 1), so the op's
  * backward is the first to touch the gradient: the fast kernels then write instead of adding).
- * An element agrees when |fast - ref| <= atol + rtol |ref|: FR_RTOL/FR_ATOL below, loose enough
- * for float sums taken in another order, tight in the double build.
+ * An element agrees when |fast - ref| <= atol + rtol (|ref| + max |ref| of its tensor): FR_RTOL
+ * and FR_ATOL below, loose enough for float sums of terms that cancel, taken in another order,
+ * tight in the double build (a dropped term or a wrong factor is off by the terms' own size).
  * In a REFERENCE=1 build both runs take the reference kernels and the check is trivially true. */
 #ifndef AG_FASTREF_H
 #define AG_FASTREF_H

@@ -13,9 +13,7 @@ CC      ?= cc
 CFLAGS  ?= -O3 -fno-math-errno -g
 # OpenMP is the one thread pool (src/tensor/parallel.h); OpenBLAS is kept single-threaded
 OMP      = -fopenmp
-# -Wno-missing-field-initializers: an op's `{ "add", add_backward }` leaves ag_op's flags at
-# their default, false, on purpose (src/tensor/tensor.h)
-WARN     = -Wall -Wextra -Wno-missing-field-initializers
+WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
 DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev
 # recursive (=) so pkg-config only runs once `make deps` has installed it

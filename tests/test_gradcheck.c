@@ -30,7 +30,7 @@ static ag_status mul_backward(ag_ctx *ctx, ag_node *n)
     return AG_OK;
 }
 
-static const ag_op test_mul_op = { "test_mul", mul_backward };
+static const ag_op test_mul_op = { .name = "test_mul", .backward = mul_backward };
 
 static ag_tensor *build_mul(ag_ctx *ctx, ag_tensor **in, void *user)
 {
@@ -50,7 +50,7 @@ static ag_status no_backward(ag_ctx *ctx, ag_node *n)
     return AG_OK;
 }
 
-static const ag_op lazy_softmax_op = { "lazy_softmax", no_backward };
+static const ag_op lazy_softmax_op = { .name = "lazy_softmax", .backward = no_backward };
 
 static ag_tensor *build_lazy_softmax(ag_ctx *ctx, ag_tensor **in, void *user)
 {

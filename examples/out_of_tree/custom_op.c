@@ -39,7 +39,7 @@ static ag_status softplus_backward(ag_ctx *ctx, ag_node *n)
     return AG_OK;
 }
 
-static const ag_op softplus_op = { "softplus", softplus_backward };
+static const ag_op softplus_op = { .name = "softplus", .backward = softplus_backward };
 
 /* softplus of every element: [...] -> [...], in ctx (valid until ag_ctx_reset); NULL on error
  * (a NULL x keeps the earlier error, as the library's ops do) */

@@ -50,7 +50,7 @@ static ag_status add_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op add_op = { "add", add_backward_step };
+static const ag_op add_op = { .name = "add", .backward = add_backward_step };
 
 ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {

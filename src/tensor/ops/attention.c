@@ -138,7 +138,7 @@ static ag_status attention_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op attention_op = { "attention", attention_backward_step };
+static const ag_op attention_op = { .name = "attention", .backward = attention_backward_step };
 
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale, bool causal)
 {

@@ -68,7 +68,7 @@ static ag_status cross_entropy_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op cross_entropy_op = { "cross_entropy", cross_entropy_backward_step };
+static const ag_op cross_entropy_op = { .name = "cross_entropy", .backward = cross_entropy_backward_step };
 
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets)
 {

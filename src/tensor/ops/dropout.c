@@ -42,7 +42,7 @@ static ag_status dropout_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op dropout_op = { "dropout", dropout_backward_step };
+static const ag_op dropout_op = { .name = "dropout", .backward = dropout_backward_step };
 
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool train)
 {

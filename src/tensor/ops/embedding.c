@@ -37,7 +37,7 @@ static ag_status embedding_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op embedding_op = { "embedding", embedding_backward_step };
+static const ag_op embedding_op = { .name = "embedding", .backward = embedding_backward_step };
 
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int *ids, int B, int T)
 {

@@ -52,7 +52,7 @@ static ag_status gelu_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op gelu_op = { "gelu", gelu_backward_step };
+static const ag_op gelu_op = { .name = "gelu", .backward = gelu_backward_step };
 
 ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x)
 {

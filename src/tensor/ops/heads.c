@@ -49,8 +49,8 @@ static ag_status merge_heads_backward(ag_ctx *ctx, ag_node *n)
 
 // --- ops ---
 
-static const ag_op split_heads_op = { "split_heads", split_heads_backward };
-static const ag_op merge_heads_op = { "merge_heads", merge_heads_backward };
+static const ag_op split_heads_op = { .name = "split_heads", .backward = split_heads_backward };
+static const ag_op merge_heads_op = { .name = "merge_heads", .backward = merge_heads_backward };
 
 ag_tensor *ag_split_heads(ag_ctx *ctx, ag_tensor *x, int H)
 {

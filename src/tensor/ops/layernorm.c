@@ -95,7 +95,7 @@ static ag_status layernorm_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op layernorm_op = { "layernorm", layernorm_backward_step };
+static const ag_op layernorm_op = { .name = "layernorm", .backward = layernorm_backward_step };
 
 ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_real eps)
 {

@@ -60,7 +60,7 @@ static ag_status linear_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op linear_op = { "linear", linear_backward_step };
+static const ag_op linear_op = { .name = "linear", .backward = linear_backward_step };
 
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {

@@ -18,7 +18,7 @@ static void masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mas
         for (size_t j = 0; j < nm; j++) y[i + j] = mask[j] != 0 ? x[i + j] : value;
 }
 
-static void masked_fill_backward_kernel(ag_real *dx, const ag_real *dy, const ag_real *mask, size_t N, size_t nm)
+static void masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, size_t N, size_t nm)
 {
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i += nm)
@@ -26,19 +26,23 @@ static void masked_fill_backward_kernel(ag_real *dx, const ag_real *dy, const ag
             if (mask[j] != 0) dx[i + j] += dy[i + j];
 }
 
-// --- backward step, op ---
+// --- backward step ---
 
-static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
+static ag_status masked_fill_backward_step(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = mask ? x : value  =>  dx += mask ? dy : 0 */
     ag_tensor *x = n->in[0], *mask = n->in[1];
     ag_real *dx = ag_grad(ctx, x);                                  // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    masked_fill_backward_kernel(dx, n->out->grad, mask->data, ag_numel(x), ag_numel(mask));
+    masked_fill_backward(dx, n->out->grad, mask->data, ag_numel(x), ag_numel(mask));
     return AG_OK;
 }
 
-static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward, .may_output_neg_inf = true };
+// --- op ---
+
+/* masked_fill writes -inf on purpose: --detect-anomaly must not call that a fault */
+static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward_step,
+                                      .may_output_neg_inf = true };
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value)
 {

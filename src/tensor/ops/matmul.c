@@ -65,7 +65,7 @@ static ag_status matmul_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op matmul_op = { "matmul", matmul_backward_step };
+static const ag_op matmul_op = { .name = "matmul", .backward = matmul_backward_step };
 
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
 {

@@ -46,7 +46,7 @@ static ag_status mul_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op mul_op = { "mul", mul_backward_step };
+static const ag_op mul_op = { .name = "mul", .backward = mul_backward_step };
 
 ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {

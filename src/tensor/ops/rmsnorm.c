@@ -80,7 +80,7 @@ static ag_status rmsnorm_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op rmsnorm_op = { "rmsnorm", rmsnorm_backward_step };
+static const ag_op rmsnorm_op = { .name = "rmsnorm", .backward = rmsnorm_backward_step };
 
 ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps)
 {

@@ -34,7 +34,7 @@ static ag_status scale_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op scale_op = { "scale", scale_backward_step };
+static const ag_op scale_op = { .name = "scale", .backward = scale_backward_step };
 
 ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *x, ag_real s)
 {

@@ -47,7 +47,7 @@ static ag_status silu_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op silu_op = { "silu", silu_backward_step };
+static const ag_op silu_op = { .name = "silu", .backward = silu_backward_step };
 
 ag_tensor *ag_silu(ag_ctx *ctx, ag_tensor *x)
 {

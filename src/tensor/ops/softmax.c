@@ -61,7 +61,7 @@ static ag_status softmax_backward_step(ag_ctx *ctx, ag_node *n)
 
 // --- op ---
 
-static const ag_op softmax_op = { "softmax", softmax_backward_step };
+static const ag_op softmax_op = { .name = "softmax", .backward = softmax_backward_step };
 
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x)
 {

@@ -220,7 +220,8 @@ static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt
     const ag_params *P = g->params;
     if (ag_st_count(f) != n_prefixes * P->n) {
         const char *nm = stranger(f, P, n_prefixes, prefixes);   /* if that is the problem, name it */
-        if (nm) return ag_seterr(err, AG_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, nm);
+        if (nm)
+            return ag_seterr(err, AG_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, nm);
         return ag_seterr(err, AG_ERR_FORMAT, "%s: holds %d tensors, the model needs %d", path, ag_st_count(f),
                          n_prefixes * P->n);
     }
@@ -317,7 +318,8 @@ static ag_status read_eval_meta(const ag_st_file *f, const char *path, lm_train_
     char *e1 = NULL, *e2 = NULL;
     s->eval_train = strtod(et, &e1);
     s->eval_val = strtod(ev, &e2);
-    if (!*et || *e1 || !*ev || *e2) return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata eval losses are not numbers", path);
+    if (!*et || *e1 || !*ev || *e2)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata eval losses are not numbers", path);
     s->has_eval = true;
     return AG_OK;
 }

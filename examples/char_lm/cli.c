@@ -441,7 +441,8 @@ static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *er
 ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err)
 {
     memset(cli, 0, sizeof *cli);
-    if (argc < 2) return ag_seterr(err, AG_ERR_ARG, "no command given (train, sample, eval or attn; see: char_lm --help)");
+    if (argc < 2)
+        return ag_seterr(err, AG_ERR_ARG, "no command given (train, sample, eval or attn; see: char_lm --help)");
     const char *c = argv[1];
     if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
         cli->help = true;

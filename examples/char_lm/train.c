@@ -57,7 +57,8 @@ static void fmt_duration(char *buf, size_t n, double s)
 static ag_status mkdir_p(const char *dir, ag_error *err)
 {
     char buf[PATHLEN];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     for (char *p = buf + 1;; p++) {
         if (*p != '/' && *p != '\0') continue;
         char c = *p;
@@ -325,7 +326,8 @@ static ag_status open_metrics(run *R, long start, ag_error *err)
         remove(tmp);
         return AG_ERR_IO;
     }
-    if (!(R->metrics = fopen(path, "a"))) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!(R->metrics = fopen(path, "a")))
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     return AG_OK;
 }
 

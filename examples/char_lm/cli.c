@@ -267,24 +267,33 @@ static ag_status table_flag(lm_train_args *t, const lm_field *f, int argc, char 
 static ag_status run_flag(lm_train_args *t, int argc, char **argv, int *i, const char *flag, const char *value,
                           bool inl, ag_error *err)
 {
-    bool takes_value = !strcmp(flag, "--config") || !strcmp(flag, "--data") || !strcmp(flag, "--out") ||
-                       !strcmp(flag, "--init-from") || !strcmp(flag, "--threads");
-    bool is_switch = !strcmp(flag, "--resume") || !strcmp(flag, "--overwrite");
-    if (!takes_value && !is_switch) return unknown(LM_CMD_TRAIN, argv[*i], err);
-    if (is_switch ? no_value(flag, inl, err) : take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
     long v;
-    if (!strcmp(flag, "--data")) t->data = value;
-    else if (!strcmp(flag, "--out")) t->out = value;
-    else if (!strcmp(flag, "--resume")) t->resume = true;
-    else if (!strcmp(flag, "--overwrite")) t->overwrite = true;
-    else if (!strcmp(flag, "--init-from")) {
+    if (strcmp(flag, "--config") == 0) {   /* pass 1 read it */
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+    } else if (strcmp(flag, "--data") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+        t->data = value;
+    } else if (strcmp(flag, "--out") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+        t->out = value;
+    } else if (strcmp(flag, "--init-from") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
         t->init_from = value;
         if (!*value) return require(value, flag, LM_CMD_TRAIN, err);
-    } else if (!strcmp(flag, "--threads")) {
-        if (parse_long(flag, value, 1, 1024, &v, err)) return AG_ERR_ARG;
+    } else if (strcmp(flag, "--threads") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err) || parse_long(flag, value, 1, 1024, &v, err))
+            return AG_ERR_ARG;
         t->threads = (int)v;
+    } else if (strcmp(flag, "--resume") == 0) {
+        if (no_value(flag, inl, err)) return AG_ERR_ARG;
+        t->resume = true;
+    } else if (strcmp(flag, "--overwrite") == 0) {
+        if (no_value(flag, inl, err)) return AG_ERR_ARG;
+        t->overwrite = true;
+    } else {
+        return unknown(LM_CMD_TRAIN, argv[*i], err);
     }
-    return AG_OK;   /* --config: pass 1 read it */
+    return AG_OK;
 }
 
 /* Pass 2: argv[*i], a flag of any kind. */

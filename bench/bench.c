@@ -354,10 +354,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(which, "all")) return run_each_config_alone(argc, argv);
     ag_threads_init(threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
-    char err[256];
+    ag_error err = {0};
     corpus data;
-    if (corpus_load(path, &data, err, sizeof err) != AG_OK) {
-        fprintf(stderr, "bench: error: %s\n", err);
+    if (corpus_load(path, &data, &err) != AG_OK) {
+        fprintf(stderr, "bench: error: %s\n", err.msg);
         return 1;
     }
     int rc = 0, found = 0;

@@ -48,9 +48,9 @@ static void setup(void)
     size_t k = (size_t)snprintf(json, sizeof json, "[10");
     for (int c = 32; c < 127; c++) k += (size_t)snprintf(json + k, sizeof json - k, ",%d", c);
     snprintf(json + k, sizeof json - k, ",12290,22320,22825,29572,40644]");
-    char err[256];
-    if (vocab_from_json("fixed", json, &fixed, err, sizeof err) != AG_OK) {
-        fprintf(stderr, "%s\n", err);
+    ag_error err = {0};
+    if (vocab_from_json("fixed", json, &fixed, &err) != AG_OK) {
+        fprintf(stderr, "%s\n", err.msg);
         abort();
     }
 }
@@ -74,8 +74,8 @@ static void check_decode(const uint8_t *data, size_t size, size_t *n_cp, bool *v
     const char *s = (const char *)data;
     uint32_t *cps = NULL;
     size_t n = 0;
-    char err[512] = "";
-    ag_status st = utf8_decode("fuzz", s, size, &cps, &n, err, sizeof err);
+    ag_error err = {0};
+    ag_status st = utf8_decode("fuzz", s, size, &cps, &n, &err);
     *valid = st == AG_OK;
     *n_cp = n;
     if (st == AG_OK) {
@@ -92,15 +92,15 @@ static void check_decode(const uint8_t *data, size_t size, size_t *n_cp, bool *v
         free(cps);
         return;
     }
-    CHECK(st == AG_ERR_FORMAT && cps == NULL && one_line(err));
-    const char *at = strstr(err, "invalid UTF-8 at byte ");
+    CHECK(st == AG_ERR_FORMAT && cps == NULL && one_line(err.msg));
+    const char *at = strstr(err.msg, "invalid UTF-8 at byte ");
     CHECK(at != NULL);
     size_t off = strtoull(at + strlen("invalid UTF-8 at byte "), NULL, 10);
     CHECK(off < size);
     uint32_t cp;
     const char *why = NULL;
     CHECK(utf8_next(data + off, size - off, &cp, &why) == 0 && why != NULL);
-    CHECK(utf8_decode("prefix", s, off, &cps, &n, err, sizeof err) == AG_OK);
+    CHECK(utf8_decode("prefix", s, off, &cps, &n, NULL) == AG_OK);
     free(cps);
 }
 
@@ -109,10 +109,10 @@ static void check_encode(const uint8_t *data, size_t size)
 {
     int *ids = NULL;
     size_t n = 0;
-    char err[512] = "";
-    ag_status st = vocab_encode(&fixed, "--prompt", (const char *)data, size, &ids, &n, err, sizeof err);
+    ag_error err = {0};
+    ag_status st = vocab_encode(&fixed, "--prompt", (const char *)data, size, &ids, &n, &err);
     if (st != AG_OK) {
-        CHECK(ids == NULL && one_line(err) && strncmp(err, "--prompt: ", 10) == 0);
+        CHECK(ids == NULL && one_line(err.msg) && strncmp(err.msg, "--prompt: ", 10) == 0);
         return;
     }
     CHECK(ids != NULL);
@@ -136,11 +136,11 @@ static void check_vocab_json(const uint8_t *data, size_t size)
     memcpy(s, data, size);
     s[size] = '\0';
     vocab v = {0}, w = {0};
-    char err[512] = "";
-    ag_status st = vocab_from_json("vocab", s, &v, err, sizeof err);
+    ag_error err = {0};
+    ag_status st = vocab_from_json("vocab", s, &v, &err);
     free(s);
     if (st != AG_OK) {
-        CHECK(v.cp == NULL && v.V == 0 && one_line(err));
+        CHECK(v.cp == NULL && v.V == 0 && one_line(err.msg));
         return;
     }
     CHECK(v.V > 0 && v.cp != NULL);
@@ -151,7 +151,7 @@ static void check_vocab_json(const uint8_t *data, size_t size)
     }
     char *j = vocab_to_json(&v);
     CHECK(j != NULL);
-    CHECK(vocab_from_json("again", j, &w, err, sizeof err) == AG_OK);
+    CHECK(vocab_from_json("again", j, &w, NULL) == AG_OK);
     CHECK(w.V == v.V && memcmp(w.cp, v.cp, (size_t)v.V * sizeof *v.cp) == 0);
     free(j);
     vocab_free(&w);
@@ -163,10 +163,10 @@ static void check_corpus_file(const uint8_t *data, size_t size, size_t n_cp, boo
 {
     put_input(data, size);
     corpus c;
-    char err[1024] = "";
-    ag_status st = corpus_load(path, &c, err, sizeof err);
+    ag_error err = {0};
+    ag_status st = corpus_load(path, &c, &err);
     if (st != AG_OK) {
-        CHECK(one_line(err) && strncmp(err, path, strlen(path)) == 0);
+        CHECK(one_line(err.msg) && strncmp(err.msg, path, strlen(path)) == 0);
         CHECK(!valid || size == 0);   /* valid, non-empty UTF-8 always loads */
     } else {
         CHECK(valid && size > 0 && c.n == n_cp && c.ids != NULL && c.vocab.V >= 1);
@@ -176,23 +176,23 @@ static void check_corpus_file(const uint8_t *data, size_t size, size_t n_cp, boo
         for (int block = 1; block <= 8; block *= 2)
             for (int k = 0; k < 3; k++) {
                 size_t ntr = 0, nva = 0;
-                err[0] = '\0';
-                if (corpus_split(&c, fractions[k], block, &ntr, &nva, err, sizeof err) == AG_OK)
+                ag_error_clear(&err);
+                if (corpus_split(&c, fractions[k], block, &ntr, &nva, &err) == AG_OK)
                     CHECK(ntr + nva == c.n && ntr >= (size_t)block + 1 && (k == 0 ? nva == 0 : nva >= (size_t)block + 1));
                 else
-                    CHECK(one_line(err));
+                    CHECK(one_line(err.msg));
             }
         corpus_free(&c);
     }
     corpus d;
-    err[0] = '\0';
-    st = corpus_load_vocab(path, &fixed, &d, err, sizeof err);
+    ag_error_clear(&err);
+    st = corpus_load_vocab(path, &fixed, &d, &err);
     if (st == AG_OK) {
         CHECK(valid && d.n == n_cp && d.vocab.V == fixed.V);
         for (size_t i = 0; i < d.n; i++) CHECK(d.ids[i] >= 0 && d.ids[i] < fixed.V);
         corpus_free(&d);
     } else {
-        CHECK(one_line(err));
+        CHECK(one_line(err.msg));
     }
 }
 

@@ -33,7 +33,15 @@
 
 static char dir[96];
 static char corpus_path[128];
-static char err[2048];
+static char err[2048];   /* for the library calls that still report into a buffer */
+static ag_error cause;   /* why a char_lm call failed */
+
+/* cause, cleared: each call gets its own (the first error would stick) */
+static ag_error *fresh_cause(void)
+{
+    ag_error_clear(&cause);
+    return &cause;
+}
 
 /* dir/name, in one of 8 rotating buffers (a test may hold a few paths at once) */
 static const char *in_dir(const char *name)
@@ -126,8 +134,8 @@ static lm_train_opts opts(const char *out, lm_config c)
 
 static void train_ok(const lm_train_opts *o, lm_train_result *r)
 {
-    ag_status s = lm_train(o, r, err, sizeof err);
-    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), err);
+    ag_status s = lm_train(o, r, fresh_cause());
+    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), cause.msg);
 }
 
 /* argv from a string split at spaces (at most 32 words; the strings live in a static buffer). */
@@ -226,11 +234,10 @@ START_TEST(test_cli_bad_args)
     char *argv[34];
     int argc = split_args(args, argv);
     lm_cli cli;
-    err[0] = 0;
-    ag_status s = lm_cli_parse(&cli, argc, argv, err, sizeof err);
+    ag_status s = lm_cli_parse(&cli, argc, argv, fresh_cause());
     ck_assert_msg(s == AG_ERR_ARG, "'%s' was accepted", args);
-    ck_assert_msg(strstr(err, want) != NULL, "'%s': message '%s' lacks '%s'", args, err, want);
-    ck_assert_msg(strchr(err, '\n') == NULL, "'%s': message is not one line", args);
+    ck_assert_msg(strstr(cause.msg, want) != NULL, "'%s': message '%s' lacks '%s'", args, cause.msg, want);
+    ck_assert_msg(strchr(cause.msg, '\n') == NULL, "'%s': message is not one line", args);
 }
 END_TEST
 
@@ -239,7 +246,7 @@ START_TEST(test_cli_good_args)
     char *argv[34];
     lm_cli cli;
     int argc = split_args("train --data c.txt --out d --config tiny --lr=3e-4 --max-iters 80 --resume", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.cmd, LM_CMD_TRAIN);
     ck_assert_str_eq(cli.train.data, "c.txt");
     ck_assert_int_eq(cli.train.cfg.model.n_embd, 64);          /* from the preset */
@@ -252,7 +259,7 @@ START_TEST(test_cli_good_args)
 
     /* the default config is baby, and --config may come after the flags it is overridden by */
     argc = split_args("train --n-layer 3 --data c.txt --out d --lr-decay-iters 500", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.train.cfg.model.n_layer, 3);
     ck_assert_int_eq(cli.train.cfg.model.n_embd, 128);
     ck_assert_int_eq(cli.train.cfg.max_iters, 2000);
@@ -260,12 +267,12 @@ START_TEST(test_cli_good_args)
     ck_assert_int_eq(cli.train.cfg.eval_interval, 250);
     ck_assert_uint_eq(cli.train.cfg.seed, 1337);
     argc = split_args("train --n-layer 3 --data c.txt --out d --config small", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.train.cfg.model.n_layer, 3);
     ck_assert_int_eq(cli.train.cfg.model.n_embd, 384);
 
     argc = split_args("sample --ckpt d --top-k 5 --temperature 0.8 --seed 9", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.sample.top_k, 5);
     ck_assert(cli.sample.temperature == 0.8);
     ck_assert_uint_eq(cli.sample.seed, 9);
@@ -273,12 +280,12 @@ START_TEST(test_cli_good_args)
 
     /* --help wins, even next to a bad flag */
     argc = split_args("train --bogus --help", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert(cli.help);
     ck_assert_int_eq(cli.cmd, LM_CMD_TRAIN);
     ck_assert_ptr_nonnull(strstr(lm_cli_usage(cli.cmd), "--n-embd"));
     argc = split_args("--help", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert(cli.help && cli.cmd == LM_CMD_NONE);
 }
 END_TEST
@@ -296,13 +303,13 @@ START_TEST(test_config_json_roundtrip)
     ck_assert_ptr_nonnull(strstr(js, "\"vocab_size\": 65"));
     ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"sgd\""));
     ck_assert_ptr_nonnull(strstr(js, "\"dropout\": 0.0"));
-    ck_assert_int_eq(lm_config_from_json(&b, js, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
         ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
-    ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", err, sizeof err), AG_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(err, "missing"));
-    ck_assert_int_eq(lm_config_from_json(&b, "[1]", err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(cause.msg, "missing"));
+    ck_assert_int_eq(lm_config_from_json(&b, "[1]", fresh_cause()), AG_ERR_FORMAT);
 }
 END_TEST
 
@@ -312,14 +319,14 @@ END_TEST
 START_TEST(test_untrained_loss_is_ln_v)
 {
     corpus c;
-    ck_assert_int_eq(corpus_load(corpus_path, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
     lm_config cfg = tiny(0);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, err, sizeof err);
     ck_assert_ptr_nonnull(g);
     double loss;
     size_t tokens;
-    ck_assert_int_eq(lm_eval_ids(g, c.ids, c.n, &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_eval_ids(g, c.ids, c.n, &loss, &tokens, fresh_cause()), AG_OK);
     /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
     ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
     ag_gpt_free(g);
@@ -396,7 +403,7 @@ static void fill(ag_real *buf, size_t n, uint64_t seed)
 START_TEST(test_checkpoint_roundtrip)
 {
     corpus c;
-    ck_assert_int_eq(corpus_load(corpus_path, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
     lm_config cfg = tiny(7);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, err, sizeof err);
@@ -411,10 +418,10 @@ START_TEST(test_checkpoint_roundtrip)
                          .eval_val = 0.1};
     ag_rng_seed(&st.rng, 99);
     ag_rng_u32(&st.rng);
-    ck_assert_int_eq(lm_ckpt_save(dir, g, &cfg, &c.vocab, &st, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_ckpt_save(dir, g, &cfg, &c.vocab, &st, fresh_cause()), AG_OK);
 
     lm_model m;
-    ck_assert_msg(lm_model_load(dir, &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_model_load(dir, &m, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(m.iter, 7);
     ck_assert_int_eq(m.vocab.V, c.vocab.V);
     ck_assert_int_eq(memcmp(m.vocab.cp, c.vocab.cp, (size_t)c.vocab.V * sizeof *c.vocab.cp), 0);
@@ -428,7 +435,7 @@ START_TEST(test_checkpoint_roundtrip)
         ck_assert_msg(Q->data[i] == (ag_real)(float)P->data[i], "param %zu", i);
 
     lm_train_state s2;
-    ck_assert_msg(lm_train_state_load(dir, m.g, &s2, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_train_state_load(dir, m.g, &s2, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(s2.iter, 7);
     ck_assert_int_eq(s2.step, 7);
     ck_assert(s2.rng.state == st.rng.state && s2.rng.inc == st.rng.inc);
@@ -458,8 +465,8 @@ START_TEST(test_checkpoint_roundtrip)
     ag_st_tensor one = {"tok_emb.weight", 2, {c.vocab.V, 64}, P->data};
     ag_st_meta meta[] = {{"format", "char_lm-1"}};
     ck_assert_int_eq(ag_st_save(in_dir("model.safetensors"), &one, 1, meta, 1, err, sizeof err), AG_OK);
-    ck_assert_int_ne(lm_model_load(dir, &m, err, sizeof err), AG_OK);
-    ck_assert_ptr_nonnull(strstr(err, "model.safetensors"));
+    ck_assert_int_ne(lm_model_load(dir, &m, fresh_cause()), AG_OK);
+    ck_assert_ptr_nonnull(strstr(cause.msg, "model.safetensors"));
     ag_gpt_free(g);
     corpus_free(&c);
 }
@@ -533,8 +540,8 @@ START_TEST(test_resume_refuses_other_shape_or_data)
     lm_train_opts o2 = opts(in_dir("run"), c);
     o2.resume = true;
     o2.given = given;
-    ck_assert_int_eq(lm_train(&o2, &r, err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "n_embd 64") && strstr(err, "32"), "%s", err);
+    ck_assert_int_eq(lm_train(&o2, &r, fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "n_embd 64") && strstr(cause.msg, "32"), "%s", cause.msg);
 
     /* --config baby on a tiny checkpoint */
     lm_config b;
@@ -542,8 +549,8 @@ START_TEST(test_resume_refuses_other_shape_or_data)
     lm_train_opts o3 = opts(in_dir("run"), b);
     o3.resume = true;
     o3.config_given = true;
-    ck_assert_int_eq(lm_train(&o3, &r, err, sizeof err), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(err, "--config"));
+    ck_assert_int_eq(lm_train(&o3, &r, fresh_cause()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(cause.msg, "--config"));
 
     /* another text */
     char other[2048] = "";
@@ -552,14 +559,14 @@ START_TEST(test_resume_refuses_other_shape_or_data)
     lm_train_opts o4 = opts(in_dir("run"), tiny(10));
     o4.resume = true;
     o4.data_path = in_dir("other.txt");
-    ck_assert_int_eq(lm_train(&o4, &r, err, sizeof err), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(err, "--init-from"));
+    ck_assert_int_eq(lm_train(&o4, &r, fresh_cause()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(cause.msg, "--init-from"));
 
     /* nothing to resume */
     lm_train_opts o5 = opts(in_dir("none"), tiny(10));
     o5.resume = true;
-    ck_assert_int_ne(lm_train(&o5, &r, err, sizeof err), AG_OK);
-    ck_assert_ptr_nonnull(strstr(err, "--resume"));
+    ck_assert_int_ne(lm_train(&o5, &r, fresh_cause()), AG_OK);
+    ck_assert_ptr_nonnull(strstr(cause.msg, "--resume"));
 }
 END_TEST
 
@@ -569,7 +576,7 @@ START_TEST(test_init_from)
     lm_train_result r;
     train_ok(&o, &r);
     lm_model a;
-    ck_assert_int_eq(lm_model_load(in_dir("a"), &a, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("a"), &a, fresh_cause()), AG_OK);
 
     /* a text that uses part of the vocabulary; the new run keeps the old vocabulary */
     const char *text = "The cat sat on the mat. The dog ran to the barn. "
@@ -583,7 +590,7 @@ START_TEST(test_init_from)
     o2.data_path = in_dir("sub.txt");
     train_ok(&o2, &r);
     lm_model b;
-    ck_assert_int_eq(lm_model_load(in_dir("b"), &b, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("b"), &b, fresh_cause()), AG_OK);
     ck_assert_int_eq(b.vocab.V, a.vocab.V);
     ck_assert_int_eq(memcmp(a.g->params->data, b.g->params->data, a.g->params->total * sizeof(ag_real)), 0);
     lm_model_free(&b);
@@ -597,8 +604,8 @@ START_TEST(test_init_from)
     lm_train_opts o3 = opts(in_dir("c"), c);
     o3.init_from = in_dir("a");
     o3.data_path = in_dir("new.txt");
-    ck_assert_int_eq(lm_train(&o3, &r, err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
+    ck_assert_int_eq(lm_train(&o3, &r, fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "not in the vocabulary"), "%s", cause.msg);
 }
 END_TEST
 
@@ -608,10 +615,10 @@ START_TEST(test_data_too_short)
     lm_train_opts o = opts(in_dir("run"), tiny(5));
     o.data_path = in_dir("short.txt");
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "block_size 32"), "%s", err);
+    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "block_size 32"), "%s", cause.msg);
     o.data_path = in_dir("missing.txt");
-    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_IO);
+    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_IO);
 }
 END_TEST
 
@@ -625,11 +632,11 @@ START_TEST(test_nonfinite_stops_before_the_step)
     c.grad_clip = 0;
     lm_train_opts o = opts(in_dir("run"), c);
     lm_train_result r;
-    ag_status s = lm_train(&o, &r, err, sizeof err);
+    ag_status s = lm_train(&o, &r, fresh_cause());
     ck_assert_int_eq(s, AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(err, "iteration") && strstr(err, "last checkpoint"), "%s", err);
+    ck_assert_msg(strstr(cause.msg, "iteration") && strstr(cause.msg, "last checkpoint"), "%s", cause.msg);
     lm_model m;
-    ck_assert_msg(lm_model_load(in_dir("run"), &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(m.iter, 0);
     lm_model_free(&m);
 }
@@ -652,18 +659,18 @@ START_TEST(test_sampling_reproducible)
     lm_train_result r;
     train_ok(&o, &r);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
 
     int a[40], b[40], d[40], e[40], *pa = a;
     lm_sample_opts so = {40, 1.0, 0, 7};
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fresh_cause()), AG_OK);
     ck_assert_int_eq(pa - a, 40);
     int *pb = b;
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pb, NULL, NULL, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pb, NULL, NULL, fresh_cause()), AG_OK);
     ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
     so.seed = 8;
     int *pd = d;
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pd, NULL, NULL, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pd, NULL, NULL, fresh_cause()), AG_OK);
     ck_assert_int_ne(memcmp(a, d, sizeof a), 0);
     for (int i = 0; i < 40; i++) ck_assert(a[i] >= 0 && a[i] < m.vocab.V);
 
@@ -671,7 +678,7 @@ START_TEST(test_sampling_reproducible)
     int prompt[5];
     size_t np = 0;
     int *ids = NULL;
-    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, err, sizeof err), AG_OK);
+    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fresh_cause()), AG_OK);
     memcpy(prompt, ids, sizeof prompt);
     free(ids);
     ag_ctx *ctx = ag_ctx_new();
@@ -684,13 +691,13 @@ START_TEST(test_sampling_reproducible)
         if (last[i] > last[best]) best = i;
     so.top_k = 1;
     so.max_new_tokens = 1;
-    ck_assert_int_eq(lm_generate(m.g, prompt, 5, &so, NULL, NULL, e, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_generate(m.g, prompt, 5, &so, NULL, NULL, e, fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);
 
     /* a prompt character outside the vocabulary: AG_ERR_ARG naming it */
-    ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "U+00E9"), "%s", err);
+    ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "U+00E9"), "%s", cause.msg);
     lm_model_free(&m);
 }
 END_TEST
@@ -720,7 +727,7 @@ START_TEST(test_eval_counts_whole_windows)
     lm_train_result r;
     train_ok(&o, &r);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
     FILE *fp = fopen(corpus_path, "rb");
     char text[101] = {0};
     ck_assert_uint_eq(fread(text, 1, 100, fp), 100);
@@ -729,27 +736,27 @@ START_TEST(test_eval_counts_whole_windows)
 
     double loss;
     size_t tokens;
-    ck_assert_msg(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_uint_eq(tokens, 96);
     ag_tensor *W = ag_params_find(m.g->params, "lm_head.weight"), *b = ag_params_find(m.g->params, "lm_head.bias");
     memset(W->data, 0, ag_numel(W) * sizeof(ag_real));
     memset(b->data, 0, ag_numel(b) * sizeof(ag_real));
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, fresh_cause()), AG_OK);
     ck_assert_msg(fabs(loss - log(m.vocab.V)) < 1e-5, "loss %.7f, ln V %.7f", loss, log(m.vocab.V));
 
     /* 97 characters: still 12 windows (the last ends at 96); 96: only 11 */
     proc_write_file(in_dir("n97.txt"), text, 97);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("n97.txt"), &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("n97.txt"), &loss, &tokens, fresh_cause()), AG_OK);
     ck_assert_uint_eq(tokens, 96);
     proc_write_file(in_dir("n96.txt"), text, 96);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("n96.txt"), &loss, &tokens, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("n96.txt"), &loss, &tokens, fresh_cause()), AG_OK);
     ck_assert_uint_eq(tokens, 88);
     /* shorter than one window, or a character the model does not know */
     proc_write_file(in_dir("n8.txt"), text, 8);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("n8.txt"), &loss, &tokens, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("n8.txt"), &loss, &tokens, fresh_cause()), AG_ERR_ARG);
     proc_write_file(in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("odd.txt"), &loss, &tokens, err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
+    ck_assert_int_eq(lm_eval_file(&m, in_dir("odd.txt"), &loss, &tokens, fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "not in the vocabulary"), "%s", cause.msg);
     lm_model_free(&m);
 }
 END_TEST

@@ -17,13 +17,19 @@
 // helpers
 
 static char dir[64];
-static char err[512];
+static ag_error cause;   /* why a char_lm call failed */
+
+/* cause, cleared: each call gets its own (the first error would stick) */
+static ag_error *fresh_cause(void)
+{
+    ag_error_clear(&cause);
+    return &cause;
+}
 
 static void setup(void)
 {
     strcpy(dir, "/tmp/ag_corpus_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    err[0] = 0;
 }
 
 static void teardown(void) { proc_remove_tree(dir); }
@@ -49,13 +55,13 @@ START_TEST(utf8_valid)
 {
     uint32_t *cp;
     size_t n;
-    ck_assert_int_eq(utf8_decode("t", "Hi!\n", 4, &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_int_eq(utf8_decode("t", "Hi!\n", 4, &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert_uint_eq(cp[0], 'H');
     ck_assert_uint_eq(cp[3], '\n');
     free(cp);
 
-    ck_assert_int_eq(utf8_decode("t", chinese, strlen(chinese), &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_int_eq(utf8_decode("t", chinese, strlen(chinese), &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 12);
     ck_assert_uint_eq(cp[0], 0x5E8A);    /* 床 */
     ck_assert_uint_eq(cp[5], 0xFF0C);    /* ， */
@@ -66,7 +72,7 @@ START_TEST(utf8_valid)
     const char edge[] = "\x00\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xED\x9F\xBF\xEE\x80\x80\xEF\xBF\xBF"
                         "\xF0\x90\x80\x80\xF4\x8F\xBF\xBF";
     const uint32_t want[] = { 0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF };
-    ck_assert_int_eq(utf8_decode("t", edge, sizeof edge - 1, &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_int_eq(utf8_decode("t", edge, sizeof edge - 1, &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 10);
     for (int i = 0; i < 10; i++) {
         ck_assert_uint_eq(cp[i], want[i]);
@@ -77,7 +83,7 @@ START_TEST(utf8_valid)
     }
     free(cp);
 
-    ck_assert_int_eq(utf8_decode("t", "", 0, &cp, &n, err, sizeof err), AG_OK);
+    ck_assert_int_eq(utf8_decode("t", "", 0, &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 0);
     ck_assert_ptr_nonnull(cp);
     free(cp);
@@ -125,10 +131,10 @@ START_TEST(utf8_invalid)
     size_t n = 7;
     char want[64];
     snprintf(want, sizeof want, "data.txt: invalid UTF-8 at byte %zu (", bad_utf8[_i].at);
-    ck_assert_int_eq(utf8_decode("data.txt", bad_utf8[_i].bytes, bad_utf8[_i].len, &cp, &n, err, sizeof err),
+    ck_assert_int_eq(utf8_decode("data.txt", bad_utf8[_i].bytes, bad_utf8[_i].len, &cp, &n, fresh_cause()),
                      AG_ERR_FORMAT);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: %s", _i, err);
-    ck_assert_msg(strstr(err, bad_utf8[_i].why), "case %d: %s", _i, err);
+    ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "case %d: %s", _i, cause.msg);
+    ck_assert_msg(strstr(cause.msg, bad_utf8[_i].why), "case %d: %s", _i, cause.msg);
     ck_assert_ptr_null(cp);
     ck_assert_uint_eq(n, 0);
 }
@@ -141,7 +147,7 @@ START_TEST(load_ascii)
 {
     const char *p = file_with("a.txt", "hello world\n", 12);
     corpus c;
-    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
     ck_assert_uint_eq(c.n, 12);
     /* sorted distinct: \n ' ' d e h l o r w */
     ck_assert_int_eq(c.vocab.V, 9);
@@ -161,7 +167,7 @@ START_TEST(load_chinese)
 {
     const char *p = file_with("poem.txt", chinese, strlen(chinese));
     corpus c;
-    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
     ck_assert_uint_eq(c.n, 12);
     ck_assert_int_eq(c.vocab.V, 12);   /* all distinct */
     for (int i = 1; i < c.vocab.V; i++) ck_assert_uint_lt(c.vocab.cp[i - 1], c.vocab.cp[i]);
@@ -189,56 +195,56 @@ START_TEST(load_errors)
     char p[PATH_MAX], want[PATH_MAX + 64];
     /* missing */
     snprintf(p, sizeof p, "%s/missing.txt", dir);
-    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_ERR_IO);
+    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_ERR_IO);
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", p);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(cause.msg, want);
     ck_assert_ptr_null(c.ids);
     ck_assert_ptr_null(c.vocab.cp);
     /* a directory */
-    ck_assert_int_eq(corpus_load(dir, &c, err, sizeof err), AG_ERR_IO);
+    ck_assert_int_eq(corpus_load(dir, &c, fresh_cause()), AG_ERR_IO);
     snprintf(want, sizeof want, "%s: is a directory", dir);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "%s", cause.msg);
     /* empty */
     const char *e = file_with("empty.txt", "", 0);
-    ck_assert_int_eq(corpus_load(e, &c, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_int_eq(corpus_load(e, &c, fresh_cause()), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: file is empty", e);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(cause.msg, want);
     /* invalid UTF-8 deep in the file: the absolute byte offset */
     char buf[3000];
     memset(buf, 'a', sizeof buf);
     memcpy(buf + 1234, "\xED\xA0\x80", 3);
     const char *b = file_with("data.txt", buf, sizeof buf);
-    ck_assert_int_eq(corpus_load(b, &c, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_int_eq(corpus_load(b, &c, fresh_cause()), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: invalid UTF-8 at byte 1234 (surrogate", b);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "%s", cause.msg);
     ck_assert_ptr_null(c.ids);
     ck_assert_ptr_null(c.path);
     /* unreadable: only meaningful when not root (root reads anything) */
     if (geteuid() != 0) {
         const char *u = file_with("secret.txt", "abc", 3);
         chmod(u, 0);
-        ck_assert_int_eq(corpus_load(u, &c, err, sizeof err), AG_ERR_IO);
-        ck_assert_ptr_nonnull(strstr(err, "cannot open: Permission denied"));
+        ck_assert_int_eq(corpus_load(u, &c, fresh_cause()), AG_ERR_IO);
+        ck_assert_ptr_nonnull(strstr(cause.msg, "cannot open: Permission denied"));
     }
-    ck_assert_int_eq(corpus_load(NULL, &c, NULL, 0), AG_ERR_ARG);   /* no err buffer: no crash */
+    ck_assert_int_eq(corpus_load(NULL, &c, NULL), AG_ERR_ARG);   /* no ag_error: no crash */
 }
 END_TEST
 
 START_TEST(load_with_vocab)
 {
     corpus c, d;
-    ck_assert_int_eq(corpus_load(file_with("a.txt", "abcab", 5), &c, err, sizeof err), AG_OK);
-    ck_assert_int_eq(corpus_load_vocab(file_with("b.txt", "cab", 3), &c.vocab, &d, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(file_with("a.txt", "abcab", 5), &c, fresh_cause()), AG_OK);
+    ck_assert_int_eq(corpus_load_vocab(file_with("b.txt", "cab", 3), &c.vocab, &d, fresh_cause()), AG_OK);
     ck_assert_int_eq(d.vocab.V, 3);
     ck_assert_uint_eq(d.n, 3);
     ck_assert_int_eq(d.ids[0], 2);
     ck_assert_int_eq(d.ids[1], 0);
     corpus_free(&d);
     const char *p = file_with("c.txt", "ab\nd", 4);
-    ck_assert_int_eq(corpus_load_vocab(p, &c.vocab, &d, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_load_vocab(p, &c.vocab, &d, fresh_cause()), AG_ERR_ARG);
     char want[PATH_MAX + 64];
     snprintf(want, sizeof want, "%s: character U+000A at position 2 (byte 2) is not in the vocabulary", p);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(cause.msg, want);
     ck_assert_ptr_null(d.ids);
     corpus_free(&c);
 }
@@ -249,11 +255,11 @@ START_TEST(tiny_shakespeare_has_65)
     const char *p = "data/tinyshakespeare.txt";
     if (access(p, R_OK) != 0) return;   /* not run from the repository root */
     corpus c;
-    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
     ck_assert_int_eq(c.vocab.V, 65);
     ck_assert_uint_eq(c.n, 1115394);   /* all ASCII: one character per byte */
     size_t nt, nv;
-    ck_assert_int_eq(corpus_split(&c, 0.1, 256, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 256, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 1003854);    /* int(0.9 * 1115394) */
     ck_assert_uint_eq(nv, 111540);
     corpus_free(&c);
@@ -266,29 +272,29 @@ END_TEST
 START_TEST(encode_prompt)
 {
     corpus c;
-    ck_assert_int_eq(corpus_load(file_with("p.txt", chinese, strlen(chinese)), &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(file_with("p.txt", chinese, strlen(chinese)), &c, fresh_cause()), AG_OK);
     int *ids;
     size_t n;
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明月", strlen("明月"), &ids, &n, err, sizeof err),
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明月", strlen("明月"), &ids, &n, fresh_cause()),
                      AG_OK);
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(ids[0], c.ids[2]);
     ck_assert_int_eq(ids[1], c.ids[3]);
     free(ids);
     /* an empty prompt is fine (non-NULL, n 0) */
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "", 0, &ids, &n, err, sizeof err), AG_OK);
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "", 0, &ids, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 0);
     free(ids);
     /* outside the vocabulary: the character, its position (characters) and byte offset */
     const char *s = "明月光é";
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", s, strlen(s), &ids, &n, err, sizeof err), AG_ERR_ARG);
-    ck_assert_str_eq(err, "--prompt: character 'é' (U+00E9) at position 3 (byte 9) is not in the vocabulary");
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", s, strlen(s), &ids, &n, fresh_cause()), AG_ERR_ARG);
+    ck_assert_str_eq(cause.msg, "--prompt: character 'é' (U+00E9) at position 3 (byte 9) is not in the vocabulary");
     ck_assert_ptr_null(ids);
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "月\t", 4, &ids, &n, err, sizeof err), AG_ERR_ARG);
-    ck_assert_str_eq(err, "--prompt: character U+0009 at position 1 (byte 3) is not in the vocabulary");
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "月\t", 4, &ids, &n, fresh_cause()), AG_ERR_ARG);
+    ck_assert_str_eq(cause.msg, "--prompt: character U+0009 at position 1 (byte 3) is not in the vocabulary");
     /* invalid UTF-8 in a prompt */
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明\xE6", 4, &ids, &n, err, sizeof err), AG_ERR_FORMAT);
-    ck_assert_str_eq(err, "--prompt: invalid UTF-8 at byte 3 (truncated sequence)");
+    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明\xE6", 4, &ids, &n, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_str_eq(cause.msg, "--prompt: invalid UTF-8 at byte 3 (truncated sequence)");
     corpus_free(&c);
 }
 END_TEST
@@ -297,12 +303,12 @@ START_TEST(vocab_json_roundtrip)
 {
     corpus c;
     const char *text = "ab\n 床前明月光\xF0\x9F\x98\x80";   /* ... U+1F600 */
-    ck_assert_int_eq(corpus_load(file_with("v.txt", text, strlen(text)), &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(file_with("v.txt", text, strlen(text)), &c, fresh_cause()), AG_OK);
     char *json = vocab_to_json(&c.vocab);
     ck_assert_ptr_nonnull(json);
     ck_assert_str_eq(json, "[10,32,97,98,20809,21069,24202,26126,26376,128512]");
     vocab v;
-    ck_assert_int_eq(vocab_from_json("ckpt", json, &v, err, sizeof err), AG_OK);
+    ck_assert_int_eq(vocab_from_json("ckpt", json, &v, fresh_cause()), AG_OK);
     ck_assert_int_eq(v.V, c.vocab.V);
     ck_assert(memcmp(v.cp, c.vocab.cp, (size_t)v.V * sizeof *v.cp) == 0);
     vocab w;
@@ -338,9 +344,9 @@ static const struct {
 START_TEST(vocab_json_invalid)
 {
     vocab v = { (uint32_t *)1, 5 };
-    ck_assert_int_eq(vocab_from_json("ck", bad_vocab[_i].json, &v, err, sizeof err), AG_ERR_FORMAT);
-    ck_assert_msg(strncmp(err, "ck: vocab ", 10) == 0 && strstr(err, bad_vocab[_i].why), "case %d: %s", _i,
-                  err);
+    ck_assert_int_eq(vocab_from_json("ck", bad_vocab[_i].json, &v, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_msg(strncmp(cause.msg, "ck: vocab ", 10) == 0 && strstr(cause.msg, bad_vocab[_i].why), "case %d: %s", _i,
+                  cause.msg);
     ck_assert_ptr_null(v.cp);
     ck_assert_int_eq(v.V, 0);
 }
@@ -355,30 +361,30 @@ START_TEST(split_90_10)
     for (int i = 0; i < 1000; i++) text[i] = (char)('a' + i % 7);
     corpus c;
     const char *p = file_with("s.txt", text, 1000);
-    ck_assert_int_eq(corpus_load(p, &c, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
     size_t nt = 0, nv = 0;
-    ck_assert_int_eq(corpus_split(&c, 0.1, 8, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 8, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 900);
     ck_assert_uint_eq(nv, 100);
-    ck_assert_int_eq(corpus_split(&c, 0.0, 8, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_split(&c, 0.0, 8, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 1000);
     ck_assert_uint_eq(nv, 0);
-    ck_assert_int_eq(corpus_split(&c, 0.25, 8, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(corpus_split(&c, 0.25, 8, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 750);
     /* a window needs block_size + 1 tokens in each split used */
-    ck_assert_int_eq(corpus_split(&c, 0.1, 100, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 100, &nt, &nv, fresh_cause()), AG_ERR_ARG);
     char want[PATH_MAX + 96];
     snprintf(want, sizeof want, "%s: the validation split has 100 tokens, block_size 100 needs at least 101", p);
-    ck_assert_str_eq(err, want);
-    ck_assert_int_eq(corpus_split(&c, 0.1, 99, &nt, &nv, err, sizeof err), AG_OK);
-    ck_assert_int_eq(corpus_split(&c, 0.0, 1000, &nt, &nv, err, sizeof err), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(err, "the training split has 1000 tokens"));
-    ck_assert_int_eq(corpus_split(&c, 0.0, 999, &nt, &nv, err, sizeof err), AG_OK);
+    ck_assert_str_eq(cause.msg, want);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 99, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(corpus_split(&c, 0.0, 1000, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(cause.msg, "the training split has 1000 tokens"));
+    ck_assert_int_eq(corpus_split(&c, 0.0, 999, &nt, &nv, fresh_cause()), AG_OK);
     /* bad arguments */
-    ck_assert_int_eq(corpus_split(&c, 1.0, 8, &nt, &nv, err, sizeof err), AG_ERR_ARG);
-    ck_assert_int_eq(corpus_split(&c, -0.1, 8, &nt, &nv, err, sizeof err), AG_ERR_ARG);
-    ck_assert_int_eq(corpus_split(&c, NAN, 8, &nt, &nv, err, sizeof err), AG_ERR_ARG);
-    ck_assert_int_eq(corpus_split(&c, 0.1, 0, &nt, &nv, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, 1.0, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, -0.1, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, NAN, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(corpus_split(&c, 0.1, 0, &nt, &nv, fresh_cause()), AG_ERR_ARG);
     corpus_free(&c);
 }
 END_TEST

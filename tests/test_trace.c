@@ -40,7 +40,16 @@
 // ---------------------------------------------------------------------------------------------
 // fixture: a temporary directory with an English corpus
 
-static char root[64], dir[96], corpus_path[128], err[2048];
+static char root[64], dir[96], corpus_path[128];
+static char err[2048];   /* for the library calls that still report into a buffer */
+static ag_error cause;   /* why a char_lm call failed */
+
+/* cause, cleared: each call gets its own (the first error would stick) */
+static ag_error *fresh_cause(void)
+{
+    ag_error_clear(&cause);
+    return &cause;
+}
 
 static const char *in_dir(const char *name)
 {
@@ -121,8 +130,8 @@ static lm_train_opts opts(const char *out, lm_config c)
 static void train_ok(const lm_train_opts *o)
 {
     lm_train_result r;
-    ag_status s = lm_train(o, &r, err, sizeof err);
-    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), err);
+    ag_status s = lm_train(o, &r, fresh_cause());
+    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), cause.msg);
 }
 
 static bool has_gnuplot(void)
@@ -147,7 +156,7 @@ START_TEST(test_trace_lines)
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    ck_assert_int_eq(lm_trace_forward(out, g, ids, tg, B, T, true, "a test batch", err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_trace_forward(out, g, ids, tg, B, T, true, "a test batch", fresh_cause()), AG_OK);
     fclose(out);
     const char *want[] = {
         "one forward pass of a test batch",
@@ -282,7 +291,7 @@ static void make_ckpt(lm_model *m)
 {
     lm_config c = small(0);
     train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("run"), .cfg = c });
-    ck_assert_int_eq(lm_model_load(in_dir("run"), m, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("run"), m, fresh_cause()), AG_OK);
 }
 
 /* loss.png during training: drawn in the background at each evaluation but the last, which is
@@ -315,7 +324,7 @@ START_TEST(test_attn_png)
     if (!has_gnuplot()) return;   /* the drawing needs gnuplot; the checks below do not */
     lm_model m;
     make_ckpt(&m);
-    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, in_dir("a.png"), err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, in_dir("a.png"), fresh_cause()) == AG_OK, "%s", cause.msg);
     FILE *fp = fopen(in_dir("a.png"), "rb");
     ck_assert_ptr_nonnull(fp);
     unsigned char sig[8];
@@ -344,7 +353,7 @@ START_TEST(test_attn_png)
     ck_assert_msg(strstr(gp, "set xtics (\"t\" 0, \"h\" 1, \"e\" 2, \"\xe2\x90\xa3\" 3"), "%s", gp);
 
     /* every head of a layer: one panel each */
-    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, in_dir("all.png"), err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, in_dir("all.png"), fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(access(in_dir("all.png"), F_OK), 0);
     lm_model_free(&m);
 }
@@ -354,20 +363,20 @@ START_TEST(test_attn_rejects_bad_args)
 {
     lm_model m;
     make_ckpt(&m);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "--layer 2") && strstr(err, "2 layers"), "%s", err);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "--head 2") && strstr(err, "2 heads"), "%s", err);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, in_dir("a.png"), err, sizeof err),
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "--layer 2") && strstr(cause.msg, "2 layers"), "%s", cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "--head 2") && strstr(cause.msg, "2 heads"), "%s", cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, in_dir("a.png"), fresh_cause()),
                      AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "block_size 16"), "%s", err);
-    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "not in the vocabulary"), "%s", err);
-    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, in_dir("a.png"), err, sizeof err), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, in_dir("a.jpg"), err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, ".png"), "%s", err);
-    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_msg(strstr(cause.msg, "block_size 16"), "%s", cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "not in the vocabulary"), "%s", cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, in_dir("a.jpg"), fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, ".png"), "%s", cause.msg);
+    ck_assert_ptr_null(strchr(cause.msg, '\n'));
     ck_assert_int_ne(access(in_dir("a.png"), F_OK), 0);   /* nothing drawn */
     lm_model_free(&m);
 }
@@ -401,12 +410,12 @@ START_TEST(test_detect_anomaly_names_the_op)
     o.before_step = inject_inf;
     o.hook_user = &p;
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(err, "iteration 2") && strstr(err, "non-finite output of linear [4,16,64] in blocks.1.attn") &&
-                  strstr(err, "checkpoint (iteration 0) is untouched"), "%s", err);
-    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(cause.msg, "iteration 2") && strstr(cause.msg, "non-finite output of linear [4,16,64] in blocks.1.attn") &&
+                  strstr(cause.msg, "checkpoint (iteration 0) is untouched"), "%s", cause.msg);
+    ck_assert_ptr_null(strchr(cause.msg, '\n'));
     lm_model m;
-    ck_assert_msg(lm_model_load(in_dir("run"), &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(m.iter, 0);
     ck_assert(m.cfg.detect_anomaly);
     lm_model_free(&m);
@@ -416,8 +425,8 @@ START_TEST(test_detect_anomaly_names_the_op)
     lm_train_opts o2 = opts(in_dir("run2"), c);
     o2.before_step = inject_inf;
     o2.hook_user = &p;
-    ck_assert_int_eq(lm_train(&o2, &r, err, sizeof err), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(err, "the loss is") && !strstr(err, "linear"), "%s", err);
+    ck_assert_int_eq(lm_train(&o2, &r, fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(cause.msg, "the loss is") && !strstr(cause.msg, "linear"), "%s", cause.msg);
 }
 END_TEST
 
@@ -433,10 +442,10 @@ START_TEST(test_detect_anomaly_after_the_step)
     c.detect_anomaly = true;
     lm_train_opts o = opts(in_dir("run"), c);
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o, &r, err, sizeof err), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(err, "iteration 0: the adamw step made") && strstr(err, "non-finite"), "%s", err);
+    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(cause.msg, "iteration 0: the adamw step made") && strstr(cause.msg, "non-finite"), "%s", cause.msg);
     lm_model m;
-    ck_assert_msg(lm_model_load(in_dir("run"), &m, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(m.iter, 0);
     lm_model_free(&m);
 }
@@ -450,13 +459,13 @@ START_TEST(test_poisoned_model_never_written)
     w->data[3] = (ag_real)NAN;
     lm_train_state st = { .iter = 5, .step = 5, .n_tokens = 10, .n_train = 10 };
     ag_rng_seed(&st.rng, 1);
-    ck_assert_int_eq(lm_ckpt_save(in_dir("run"), m.g, &m.cfg, &m.vocab, &st, err, sizeof err), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(err, "lm_head.weight") && strstr(err, "not written"), "%s", err);
+    ck_assert_int_eq(lm_ckpt_save(in_dir("run"), m.g, &m.cfg, &m.vocab, &st, fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(cause.msg, "lm_head.weight") && strstr(cause.msg, "not written"), "%s", cause.msg);
     lm_model_free(&m);
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);   /* still the old one */
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);   /* still the old one */
     ck_assert_int_eq(m.iter, 0);
     lm_train_state s2;
-    ck_assert_int_eq(lm_train_state_load(in_dir("run"), m.g, &s2, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_train_state_load(in_dir("run"), m.g, &s2, fresh_cause()), AG_OK);
     ck_assert_int_eq(s2.iter, 0);
     lm_model_free(&m);
 }
@@ -489,7 +498,7 @@ START_TEST(test_config_json_switches)
                            "\"init\": \"xavier\"", "\"no_scale\": true", "\"mask_fill\": \"-1e9\"",
                            "\"detect_anomaly\": true", "\"log_attn_stats\": true", "\"optimizer\": \"adamw\"" };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) ck_assert_msg(strstr(js, want[i]), "%s", js);
-    ck_assert_int_eq(lm_config_from_json(&b, js, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
         ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
@@ -513,17 +522,17 @@ START_TEST(test_config_json_switches)
     }
     ck_assert_ptr_null(strstr(js, "norm"));
     a = all_switches();
-    ck_assert_msg(lm_config_from_json(&a, js, err, sizeof err) == AG_OK, "%s: %s", err, js);
+    ck_assert_msg(lm_config_from_json(&a, js, fresh_cause()) == AG_OK, "%s: %s", cause.msg, js);
     for (int i = 0; i < lm_n_fields; i++) ck_assert(lm_field_equal(&a, &d, &lm_fields[i]));
     free(js);
 
     /* a bad value */
-    ck_assert_int_eq(lm_config_from_json(&b, "{\"norm\": \"batchnorm\"}", err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_int_eq(lm_config_from_json(&b, "{\"norm\": \"batchnorm\"}", fresh_cause()), AG_ERR_FORMAT);
     js = lm_config_to_json(&d);
     char *p = strstr(js, "\"gelu\"");
     memcpy(p, "\"relu\"", 6);
-    ck_assert_int_eq(lm_config_from_json(&b, js, err, sizeof err), AG_ERR_FORMAT);
-    ck_assert_msg(strstr(err, "\"mlp\""), "%s", err);
+    ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_msg(strstr(cause.msg, "\"mlp\""), "%s", cause.msg);
     free(js);
 }
 END_TEST
@@ -545,7 +554,7 @@ START_TEST(test_cli_switches)
     lm_cli cli;
     int argc = split_args("train --data c --out d --norm-position post --norm=rmsnorm --mlp swiglu --init xavier "
                           "--no-scale --mask-fill -1e9 --detect-anomaly --log-attn-stats --trace-only", argv);
-    ck_assert_msg(lm_cli_parse(&cli, argc, argv, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_cli_parse(&cli, argc, argv, fresh_cause()) == AG_OK, "%s", cause.msg);
     const ag_gpt_config *m = &cli.train.cfg.model;
     ck_assert(m->norm_position == AG_POST_LN && m->norm == AG_RMSNORM && m->mlp == AG_MLP_SWIGLU &&
               m->init == AG_WEIGHTS_XAVIER && m->no_scale && m->mask_fill == AG_MASK_NEG_1E9);
@@ -553,23 +562,23 @@ START_TEST(test_cli_switches)
     ck_assert(cli.train.trace.shapes && cli.train.trace.only);
     ck_assert(cli.train.given[lm_field_by_key("no_scale") - lm_fields]);
     argc = split_args("train --data c --out d", argv);   /* the defaults: MODEL.md's */
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     m = &cli.train.cfg.model;
     ck_assert(m->norm_position == AG_PRE_LN && m->norm == AG_LAYERNORM && m->mlp == AG_MLP_GELU &&
               m->init == AG_WEIGHTS_NORMAL && !m->no_scale && m->mask_fill == AG_MASK_NEG_INF);
     ck_assert(!cli.train.trace.shapes);
     argc = split_args("sample --ckpt d --trace-shapes", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert(cli.sample.trace.shapes && !cli.sample.trace.only);
     argc = split_args("eval --ckpt d --data c --trace-only", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert(cli.eval.trace.shapes && cli.eval.trace.only);
     argc = split_args("attn --ckpt d --prompt ab --layer 1 --head 0 --out x.png", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert(cli.cmd == LM_CMD_ATTN && cli.attn.layer == 1 && cli.attn.head == 0);
     ck_assert_str_eq(cli.attn.out, "x.png");
     argc = split_args("attn --ckpt d --prompt ab --out x.png", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
     ck_assert(cli.attn.layer == 0 && cli.attn.head == -1);
 }
 END_TEST
@@ -587,7 +596,7 @@ START_TEST(test_switches_in_checkpoint)
     o.n_losses = 2;
     train_ok(&o);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
     ck_assert(m.cfg.model.norm_position == AG_POST_LN && m.cfg.model.norm == AG_RMSNORM &&
               m.cfg.model.mlp == AG_MLP_SWIGLU && m.cfg.model.init == AG_WEIGHTS_XAVIER && m.cfg.model.no_scale &&
               m.cfg.model.mask_fill == AG_MASK_NEG_1E9);
@@ -596,7 +605,7 @@ START_TEST(test_switches_in_checkpoint)
     ck_assert(m.g->blocks[0].attn.scale == 1 && m.g->blocks[0].attn.mask_fill == (ag_real)-1e9);
     double loss;
     size_t tokens;
-    ck_assert_msg(lm_eval_file(&m, corpus_path, &loss, &tokens, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_eval_file(&m, corpus_path, &loss, &tokens, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert(isfinite(loss) && loss < log(m.vocab.V) + 1);
     lm_model_free(&m);
 
@@ -609,9 +618,9 @@ START_TEST(test_switches_in_checkpoint)
     o2.resume = true;
     o2.given = given;
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o2, &r, err, sizeof err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err, "--norm-position") && strstr(err, "norm_position post") && strstr(err, "asks for pre"),
-                  "%s", err);
+    ck_assert_int_eq(lm_train(&o2, &r, fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(cause.msg, "--norm-position") && strstr(cause.msg, "norm_position post") && strstr(cause.msg, "asks for pre"),
+                  "%s", cause.msg);
 }
 END_TEST
 
@@ -635,7 +644,7 @@ static void check_sample(lm_model *m)
 {
     int got[60], *pg = got;
     lm_sample_opts so = { 60, 1.0, 0, 3 };
-    ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(pg - got, 60);
     char text[60 * 4 + 1];
     size_t n = 0;
@@ -645,7 +654,7 @@ static void check_sample(lm_model *m)
     }
     uint32_t *cps = NULL;
     size_t ncp = 0;
-    ck_assert_msg(utf8_decode("sample", text, n, &cps, &ncp, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(utf8_decode("sample", text, n, &cps, &ncp, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_uint_eq(ncp, 60);
     for (size_t i = 0; i < ncp; i++) ck_assert_int_ge(vocab_id(&m->vocab, cps[i]), 0);
     free(cps);
@@ -661,10 +670,10 @@ START_TEST(test_chinese_corpus)
     lm_config c = small(6);
     lm_train_opts o = opts(in_dir("run"), c);
     lm_train_result r;
-    ck_assert_msg(lm_train(&o, &r, err, sizeof err) == AG_OK, "%s", err);
+    ck_assert_msg(lm_train(&o, &r, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(r.vocab_size, 74);   /* 71 distinct hanzi, "，", "。" and the newline */
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
     ck_assert_int_eq(m.vocab.cp[0], '\n');
     ck_assert_int_ge(vocab_id(&m.vocab, 0x6708), 0);   /* 月 */
     check_sample(&m);                                  /* through the KV cache */
@@ -672,15 +681,15 @@ START_TEST(test_chinese_corpus)
 
     c.model.norm_position = AG_POST_LN;                /* the cache runs Post-LN blocks too */
     lm_train_opts o2 = opts(in_dir("post"), c);
-    ck_assert_msg(lm_train(&o2, &r, err, sizeof err) == AG_OK, "%s", err);
-    ck_assert_int_eq(lm_model_load(in_dir("post"), &m, err, sizeof err), AG_OK);
+    ck_assert_msg(lm_train(&o2, &r, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_int_eq(lm_model_load(in_dir("post"), &m, fresh_cause()), AG_OK);
     ck_assert(ag_gpt_cache_exact(m.g));
     check_sample(&m);
 
     /* greedy sampling through the cache = the argmax of a full forward over the prompt */
     int *ids = NULL;
     size_t np = 0;
-    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, err, sizeof err), AG_OK);
+    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, fresh_cause()), AG_OK);
     ag_ctx *ctx = ag_ctx_new();
     ag_ctx_set_grad(ctx, false);
     ag_tensor *lg = ag_gpt_forward(ctx, m.g, ids, NULL, 1, (int)np, NULL, NULL);   // [1,4,V]
@@ -690,7 +699,7 @@ START_TEST(test_chinese_corpus)
     for (int i = 1; i < m.vocab.V; i++)
         if (last[i] > last[best]) best = i;
     lm_sample_opts so = { 1, 1.0, 1, 1 };
-    ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, err, sizeof err), AG_OK);
+    ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);
     free(ids);

@@ -55,74 +55,109 @@ void lm_attn_label(uint32_t cp, char out[16])
     else if (!utf8_put(cp, out)) snprintf(out, 16, "U+%04X", (unsigned)cp);
 }
 
-ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, char *err,
-                       size_t errlen)
+// --- `char_lm attn` ---
+
+/* --layer and --head against the model, and the prompt: every character in the vocabulary, at
+ * most block_size of them. On success *ids (malloc'd [*n]) holds the prompt's tokens. */
+static ag_status check_args(lm_model *m, const char *prompt, int layer, int head, int **ids, size_t *n,
+                            ag_error *err)
 {
-    ag_gpt *g = m->g;
-    const ag_gpt_config *cfg = &g->cfg;
-    if (layer < 0 || layer >= cfg->n_layer) {
-        snprintf(err, errlen, "--layer %d: the model has %d layers (0 .. %d)", layer, cfg->n_layer, cfg->n_layer - 1);
-        return AG_ERR_ARG;
-    }
-    if (head < -1 || head >= cfg->n_head) {
-        snprintf(err, errlen, "--head %d: the model has %d heads (0 .. %d)", head, cfg->n_head, cfg->n_head - 1);
-        return AG_ERR_ARG;
-    }
-    if (!prompt || !*prompt) {
-        snprintf(err, errlen, "--prompt must not be empty");
-        return AG_ERR_ARG;
-    }
-    int *ids = NULL;
-    size_t n = 0;
-    ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err, errlen);
+    const ag_gpt_config *cfg = &m->g->cfg;
+    if (layer < 0 || layer >= cfg->n_layer)
+        return ag_seterr(err, AG_ERR_ARG, "--layer %d: the model has %d layers (0 .. %d)", layer, cfg->n_layer,
+                         cfg->n_layer - 1);
+    if (head < -1 || head >= cfg->n_head)
+        return ag_seterr(err, AG_ERR_ARG, "--head %d: the model has %d heads (0 .. %d)", head, cfg->n_head,
+                         cfg->n_head - 1);
+    if (!prompt || !*prompt) return ag_seterr(err, AG_ERR_ARG, "--prompt must not be empty");
+    ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), ids, n, err);
     if (s) return s;
-    if (n > (size_t)cfg->block_size) {
-        snprintf(err, errlen, "--prompt has %zu characters; the model sees at most block_size %d", n, cfg->block_size);
-        free(ids);
-        return AG_ERR_ARG;
-    }
-    int T = (int)n, H = cfg->n_head, n_maps = head < 0 ? H : 1;
-    ag_ctx *ctx = ag_ctx_new();
-    ag_tensor **A = calloc((size_t)cfg->n_layer, sizeof *A);
-    ag_real *W = malloc((size_t)n_maps * T * T * sizeof *W);          // [n_maps,T,T]
-    char (*labels)[16] = malloc((size_t)T * sizeof *labels);
-    const char **lab = malloc((size_t)T * sizeof *lab);
-    char (*titles)[64] = malloc((size_t)n_maps * sizeof *titles);
-    const char **tit = malloc((size_t)n_maps * sizeof *tit);
-    s = AG_ERR_NOMEM;
-    if (!ctx || !A || !W || !labels || !lab || !titles || !tit) {
-        snprintf(err, errlen, "attn: out of memory");
-        goto out;
-    }
-    if ((s = lm_attn_record(ctx, g, ids, 1, T, A))) {
-        snprintf(err, errlen, "attn: %s", ag_ctx_error(ctx));
-        goto out;
-    }
-    const ag_real *a = A[layer]->data;                                // [1,H,T,T]
+    if (*n <= (size_t)cfg->block_size) return AG_OK;
+    free(*ids);
+    *ids = NULL;
+    return ag_seterr(err, AG_ERR_ARG, "--prompt has %zu characters; the model sees at most block_size %d", *n,
+                     cfg->block_size);
+}
+
+/* What lm_plot_attention draws: n_maps panels of T x T weights, a title per panel, a label per
+ * position. */
+typedef struct {
+    ag_real *W;                /* [n_maps,T,T] */
+    char (*titles)[64];        /* [n_maps] */
+    const char **tit;          /* [n_maps] pointers to titles[k] */
+    char (*labels)[16];        /* [T] */
+    const char **lab;          /* [T] pointers to labels[i] */
+} heat_maps;
+
+static bool maps_alloc(heat_maps *hm, int n_maps, int T)
+{
+    hm->W = malloc((size_t)n_maps * T * T * sizeof *hm->W);
+    hm->labels = malloc((size_t)T * sizeof *hm->labels);
+    hm->lab = malloc((size_t)T * sizeof *hm->lab);
+    hm->titles = malloc((size_t)n_maps * sizeof *hm->titles);
+    hm->tit = malloc((size_t)n_maps * sizeof *hm->tit);
+    return hm->W && hm->labels && hm->lab && hm->titles && hm->tit;
+}
+
+static void maps_free(heat_maps *hm)
+{
+    free(hm->tit);
+    free(hm->titles);
+    free(hm->lab);
+    free(hm->labels);
+    free(hm->W);
+}
+
+/* Panel k: a head's weights from a [1,H,T,T] (every head, or just `head`); the axes: the
+ * prompt's characters. */
+static void fill_maps(heat_maps *hm, const ag_real *a, const lm_model *m, const int *ids, int layer, int head,
+                      int n_maps, int T)
+{
     for (int k = 0; k < n_maps; k++) {
         int h = head < 0 ? k : head;
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++)   /* the future (j > i) is masked: NaN, drawn blank */
-                W[((size_t)k * T + i) * T + j] = j > i ? (ag_real)NAN : a[((size_t)h * T + i) * T + j];
-        snprintf(titles[k], sizeof titles[k], "layer %d, head %d", layer, h);
-        tit[k] = titles[k];
+                hm->W[((size_t)k * T + i) * T + j] = j > i ? (ag_real)NAN : a[((size_t)h * T + i) * T + j];
+        snprintf(hm->titles[k], sizeof hm->titles[k], "layer %d, head %d", layer, h);
+        hm->tit[k] = hm->titles[k];
     }
     for (int i = 0; i < T; i++) {
-        lm_attn_label(m->vocab.cp[ids[i]], labels[i]);
-        lab[i] = labels[i];
+        lm_attn_label(m->vocab.cp[ids[i]], hm->labels[i]);
+        hm->lab[i] = hm->labels[i];
     }
-    char title[160];
-    snprintf(title, sizeof title, "char_lm attn: layer %d%s, %d characters (row: query, column: key; blank: masked future)",
-             layer, head < 0 ? ", every head" : "", T);
-    s = lm_plot_attention(png, W, n_maps, T, lab, tit, title, err, errlen);
-out:
-    free(tit);
-    free(titles);
-    free(lab);
-    free(labels);
-    free(W);
+}
+
+/* Records the attention of ids [T] and draws layer's heads into png. */
+static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, ag_error *err)
+{
+    ag_gpt *g = m->g;
+    int n_maps = head < 0 ? g->cfg.n_head : 1;
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor **A = calloc((size_t)g->cfg.n_layer, sizeof *A);
+    heat_maps hm;
+    bool ok = maps_alloc(&hm, n_maps, T);
+    ag_status s = AG_OK;
+    if (!ctx || !A || !ok) s = ag_seterr(err, AG_ERR_NOMEM, "attn: out of memory");
+    else if ((s = lm_attn_record(ctx, g, ids, 1, T, A))) ag_seterr(err, s, "attn: %s", ag_ctx_error(ctx));
+    if (s == AG_OK) {
+        fill_maps(&hm, A[layer]->data, m, ids, layer, head, n_maps, T);   // A[layer] [1,H,T,T]
+        char title[160];
+        snprintf(title, sizeof title, "char_lm attn: layer %d%s, %d characters (row: query, column: key; blank: "
+                 "masked future)", layer, head < 0 ? ", every head" : "", T);
+        s = lm_plot_attention(png, hm.W, n_maps, T, hm.lab, hm.tit, title, err);
+    }
+    maps_free(&hm);
     free(A);
     ag_ctx_free(ctx);
+    return s;
+}
+
+ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_error *err)
+{
+    int *ids = NULL;
+    size_t n = 0;
+    ag_status s = check_args(m, prompt, layer, head, &ids, &n, err);
+    if (s == AG_OK) s = draw(m, ids, (int)n, layer, head, png, err);
     free(ids);
     return s;
 }

@@ -25,8 +25,7 @@ ag_status lm_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, a
  * them), checks layer (0 .. n_layer-1) and head (0 .. n_head-1, or -1: every head in a grid),
  * and draws png (see lm_plot_attention). AG_ERR_ARG for a bad argument, AG_ERR_IO when the
  * files cannot be written or gnuplot fails (err says which). */
-ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, char *err,
-                       size_t errlen);
+ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_error *err);
 
 /* The label of a character on the heat map's axes: itself, or "\n", "\t", "␣" (space), "\r",
  * "U+0001" for other control characters. out holds at least 8 bytes. */

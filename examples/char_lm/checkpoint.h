@@ -15,7 +15,7 @@
  * first, so a crash between the two leaves files whose "iter" disagree, which --resume
  * reports instead of mixing them.
  *
- * Nothing prints; errors are a status and one line in err naming the file. */
+ * Nothing prints; errors are a status and one line in the ag_error err, naming the file. */
 #ifndef LM_CHECKPOINT_H
 #define LM_CHECKPOINT_H
 
@@ -56,22 +56,21 @@ bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
-                             long iter, char *err, size_t errlen);
+                             long iter, ag_error *err);
 /* Writes DIR/train_state.safetensors from g->params->m, ->v and st. */
-ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *st, char *err,
-                             size_t errlen);
+ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *st, ag_error *err);
 /* Both: train_state first, then model (iter = st->iter). */
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
-                       const lm_train_state *st, char *err, size_t errlen);
+                       const lm_train_state *st, ag_error *err);
 
 /* Reads DIR/model.safetensors: checks the format tag, the config, the vocabulary (its size
  * must be the config's vocab_size), that the file holds exactly the model's parameters with
  * their shapes, then builds the model and copies the weights in. On error *m is zeroed. */
-ag_status lm_model_load(const char *dir, lm_model *m, char *err, size_t errlen);
+ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err);
 void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
 
 /* Reads DIR/train_state.safetensors into g->params->m, ->v and *st, checking the format tag,
  * every m./v. tensor against g's parameters and the metadata. */
-ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *st, char *err, size_t errlen);
+ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *st, ag_error *err);
 
 #endif

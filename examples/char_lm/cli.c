@@ -167,70 +167,56 @@ static void split_flag(char **argv, int *i, char *fbuf, size_t fn, const char **
 
 /* The value of a flag that takes one: inline, or the next argument. */
 static ag_status take_value(int argc, char **argv, int *i, const char *flag, const char **value,
-                            bool inline_value, char *err, size_t errlen)
+                            bool inline_value, ag_error *err)
 {
     if (inline_value) return AG_OK;
-    if (*i + 1 >= argc) {
-        snprintf(err, errlen, "%s needs a value", flag);
-        return AG_ERR_ARG;
-    }
+    if (*i + 1 >= argc) return ag_seterr(err, AG_ERR_ARG, "%s needs a value", flag);
     *value = argv[++*i];
     return AG_OK;
 }
 
-static ag_status parse_long(const char *flag, const char *s, long lo, long hi, long *out, char *err,
-                            size_t errlen)
+static ag_status parse_long(const char *flag, const char *s, long lo, long hi, long *out, ag_error *err)
 {
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno == ERANGE || *s == ' ' || *s == '\t') {
-        snprintf(err, errlen, "%s: not a whole number: '%s'", flag, s);
-        return AG_ERR_ARG;
-    }
-    if (v < lo || v > hi) {
-        snprintf(err, errlen, "%s must be in [%ld, %ld] (got %ld)", flag, lo, hi, v);
-        return AG_ERR_ARG;
-    }
+    if (!*s || *end || errno == ERANGE || *s == ' ' || *s == '\t')
+        return ag_seterr(err, AG_ERR_ARG, "%s: not a whole number: '%s'", flag, s);
+    if (v < lo || v > hi) return ag_seterr(err, AG_ERR_ARG, "%s must be in [%ld, %ld] (got %ld)", flag, lo, hi, v);
     *out = v;
     return AG_OK;
 }
 
-static ag_status no_value(const char *flag, bool inline_value, char *err, size_t errlen)
+static ag_status no_value(const char *flag, bool inline_value, ag_error *err)
 {
     if (!inline_value) return AG_OK;
-    snprintf(err, errlen, "%s takes no value", flag);
-    return AG_ERR_ARG;
+    return ag_seterr(err, AG_ERR_ARG, "%s takes no value", flag);
 }
 
 /* --trace-shapes / --trace-only: true when flag is one of them (and sets it). */
-static bool trace_flag(lm_trace_args *t, const char *flag, bool inline_value, ag_status *st, char *err,
-                       size_t errlen)
+static bool trace_flag(lm_trace_args *t, const char *flag, bool inline_value, ag_status *st, ag_error *err)
 {
     bool shapes = strcmp(flag, "--trace-shapes") == 0, only = strcmp(flag, "--trace-only") == 0;
     if (!shapes && !only) return false;
-    *st = no_value(flag, inline_value, err, errlen);
+    *st = no_value(flag, inline_value, err);
     t->shapes = true;
     t->only = t->only || only;
     return true;
 }
 
-static ag_status unknown(lm_command cmd, const char *arg, char *err, size_t errlen)
+static ag_status unknown(lm_command cmd, const char *arg, ag_error *err)
 {
     if (strncmp(arg, "-", 1) == 0)
-        snprintf(err, errlen, "unknown flag '%s' for %s (see: char_lm %s --help)", arg, cmd_name(cmd),
-                 cmd_name(cmd));
-    else
-        snprintf(err, errlen, "unexpected argument '%s' (see: char_lm %s --help)", arg, cmd_name(cmd));
-    return AG_ERR_ARG;
+        return ag_seterr(err, AG_ERR_ARG, "unknown flag '%s' for %s (see: char_lm %s --help)", arg, cmd_name(cmd),
+                         cmd_name(cmd));
+    return ag_seterr(err, AG_ERR_ARG, "unexpected argument '%s' (see: char_lm %s --help)", arg, cmd_name(cmd));
 }
 
-static ag_status require(const char *v, const char *flag, lm_command cmd, char *err, size_t errlen)
+static ag_status require(const char *v, const char *flag, lm_command cmd, ag_error *err)
 {
     if (v && *v) return AG_OK;
-    if (v) snprintf(err, errlen, "%s must not be empty", flag);
-    else snprintf(err, errlen, "%s is required (see: char_lm %s --help)", flag, cmd_name(cmd));
-    return AG_ERR_ARG;
+    if (v) return ag_seterr(err, AG_ERR_ARG, "%s must not be empty", flag);
+    return ag_seterr(err, AG_ERR_ARG, "%s is required (see: char_lm %s --help)", flag, cmd_name(cmd));
 }
 
 /* --help anywhere after the command wins over every other flag (even a bad one). */
@@ -243,89 +229,112 @@ static bool wants_help(int argc, char **argv)
 
 // --- train ---
 
-static ag_status parse_train(lm_train_args *t, int argc, char **argv, char *err, size_t errlen)
+/* Pass 1: --config picks the preset the other flags then override, wherever it stands. */
+static ag_status pick_preset(lm_train_args *t, int argc, char **argv, ag_error *err)
 {
-    memset(t, 0, sizeof *t);
     t->config_name = "baby";
-    /* pass 1: --config picks the preset the other flags then override, wherever it stands */
     for (int i = 2; i < argc; i++) {
         char flag[64];
         const char *value;
         bool inl;
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
-        if (strcmp(flag, "--config") == 0) {
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
-            t->config_name = value;
-            t->config_given = true;
-        }
+        if (strcmp(flag, "--config") != 0) continue;
+        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
+        t->config_name = value;
+        t->config_given = true;
     }
-    if (lm_config_preset(&t->cfg, t->config_name)) {
-        snprintf(err, errlen, "--config must be tiny, baby or small (got '%s')", t->config_name);
+    if (lm_config_preset(&t->cfg, t->config_name))
+        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby or small (got '%s')", t->config_name);
+    return AG_OK;
+}
+
+/* A hyper-parameter flag of the table: a switch (--no-scale) or one that takes a value. */
+static ag_status table_flag(lm_train_args *t, const lm_field *f, int argc, char **argv, int *i, const char *flag,
+                            const char *value, bool inl, ag_error *err)
+{
+    if (f->type == LM_T_BOOL) {
+        if (no_value(flag, inl, err)) return AG_ERR_ARG;
+        value = "true";
+    } else if (take_value(argc, argv, i, flag, &value, inl, err)) {
         return AG_ERR_ARG;
     }
-    /* pass 2: everything */
-    for (int i = 2; i < argc; i++) {
-        char flag[64];
-        const char *value;
-        bool inl;
-        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
-        const lm_field *f = lm_field_by_flag(flag);
-        ag_status st = AG_OK;
-        if (f && f->type == LM_T_BOOL) {   /* a switch: --no-scale */
-            if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
-            if (lm_field_parse(&t->cfg, f, "true", err, errlen)) return AG_ERR_ARG;
-            t->given[f - lm_fields] = true;
-        } else if (f) {
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
-            if (lm_field_parse(&t->cfg, f, value, err, errlen)) return AG_ERR_ARG;
-            t->given[f - lm_fields] = true;
-        } else if (trace_flag(&t->trace, flag, inl, &st, err, errlen)) {
-            if (st) return st;
-        } else if (strcmp(flag, "--config") == 0) {
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
-        } else if (strcmp(flag, "--data") == 0) {
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
-            t->data = value;
-        } else if (strcmp(flag, "--out") == 0) {
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
-            t->out = value;
-        } else if (strcmp(flag, "--init-from") == 0) {
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
-            t->init_from = value;
-            if (!*value) return require(value, flag, LM_CMD_TRAIN, err, errlen);
-        } else if (strcmp(flag, "--threads") == 0) {
-            long v;
-            if (take_value(argc, argv, &i, flag, &value, inl, err, errlen) ||
-                parse_long(flag, value, 1, 1024, &v, err, errlen))
-                return AG_ERR_ARG;
-            t->threads = (int)v;
-        } else if (strcmp(flag, "--resume") == 0) {
-            if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
-            t->resume = true;
-        } else if (strcmp(flag, "--overwrite") == 0) {
-            if (no_value(flag, inl, err, errlen)) return AG_ERR_ARG;
-            t->overwrite = true;
-        } else {
-            return unknown(LM_CMD_TRAIN, argv[i], err, errlen);
-        }
+    if (lm_field_parse(&t->cfg, f, value, err)) return AG_ERR_ARG;
+    t->given[f - lm_fields] = true;
+    return AG_OK;
+}
+
+/* The flags of a run that are not hyper-parameters: --data, --out, --resume, ... */
+static ag_status run_flag(lm_train_args *t, int argc, char **argv, int *i, const char *flag, const char *value,
+                          bool inl, ag_error *err)
+{
+    long v;
+    if (strcmp(flag, "--config") == 0) {   /* pass 1 read it */
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+    } else if (strcmp(flag, "--data") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+        t->data = value;
+    } else if (strcmp(flag, "--out") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+        t->out = value;
+    } else if (strcmp(flag, "--init-from") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+        t->init_from = value;
+        if (!*value) return require(value, flag, LM_CMD_TRAIN, err);
+    } else if (strcmp(flag, "--threads") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err) || parse_long(flag, value, 1, 1024, &v, err))
+            return AG_ERR_ARG;
+        t->threads = (int)v;
+    } else if (strcmp(flag, "--resume") == 0) {
+        if (no_value(flag, inl, err)) return AG_ERR_ARG;
+        t->resume = true;
+    } else if (strcmp(flag, "--overwrite") == 0) {
+        if (no_value(flag, inl, err)) return AG_ERR_ARG;
+        t->overwrite = true;
+    } else {
+        return unknown(LM_CMD_TRAIN, argv[*i], err);
     }
-    if (require(t->data, "--data", LM_CMD_TRAIN, err, errlen) ||
-        require(t->out, "--out", LM_CMD_TRAIN, err, errlen))
+    return AG_OK;
+}
+
+/* Pass 2: argv[*i], a flag of any kind. */
+static ag_status train_flag(lm_train_args *t, int argc, char **argv, int *i, ag_error *err)
+{
+    char flag[64];
+    const char *value;
+    bool inl;
+    split_flag(argv, i, flag, sizeof flag, &value, &inl);
+    const lm_field *f = lm_field_by_flag(flag);
+    ag_status st = AG_OK;
+    if (f) return table_flag(t, f, argc, argv, i, flag, value, inl, err);
+    if (trace_flag(&t->trace, flag, inl, &st, err)) return st;
+    return run_flag(t, argc, argv, i, flag, value, inl, err);
+}
+
+/* What no single flag can check: the required ones, --resume against --init-from, the whole config. */
+static ag_status finish_train(lm_train_args *t, ag_error *err)
+{
+    if (require(t->data, "--data", LM_CMD_TRAIN, err) || require(t->out, "--out", LM_CMD_TRAIN, err))
         return AG_ERR_ARG;
-    if (t->resume && t->init_from) {
-        snprintf(err, errlen, "--resume and --init-from exclude each other (--resume continues "
-                              "--out's own run)");
-        return AG_ERR_ARG;
-    }
+    if (t->resume && t->init_from)
+        return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other (--resume continues "
+                                          "--out's own run)");
     /* lr_decay_iters follows max_iters unless given */
     const lm_field *decay = lm_field_by_key("lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
-    return lm_config_validate(&t->cfg, false, err, errlen);
+    return lm_config_validate(&t->cfg, false, err);
+}
+
+static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *err)
+{
+    memset(t, 0, sizeof *t);
+    ag_status s = pick_preset(t, argc, argv, err);
+    for (int i = 2; s == AG_OK && i < argc; i++) s = train_flag(t, argc, argv, &i, err);
+    return s ? s : finish_train(t, err);
 }
 
 // --- sample and eval ---
 
-static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, char *err, size_t errlen)
+static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error *err)
 {
     memset(s, 0, sizeof *s);
     s->max_new_tokens = 500;
@@ -338,49 +347,44 @@ static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, char *er
         bool inl;
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
         ag_status st = AG_OK;
-        if (trace_flag(&s->trace, flag, inl, &st, err, errlen)) {
+        if (trace_flag(&s->trace, flag, inl, &st, err)) {
             if (st) return st;
             continue;
         }
         bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
                      strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
                      strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
-        if (!known) return unknown(LM_CMD_SAMPLE, argv[i], err, errlen);
-        if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        if (!known) return unknown(LM_CMD_SAMPLE, argv[i], err);
+        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
         long v;
         if (strcmp(flag, "--ckpt") == 0) {
             s->ckpt = value;
         } else if (strcmp(flag, "--prompt") == 0) {
             s->prompt = value;
         } else if (strcmp(flag, "--max-new-tokens") == 0) {
-            if (parse_long(flag, value, 0, 10000000, &v, err, errlen)) return AG_ERR_ARG;
+            if (parse_long(flag, value, 0, 10000000, &v, err)) return AG_ERR_ARG;
             s->max_new_tokens = v;
         } else if (strcmp(flag, "--top-k") == 0) {
-            if (parse_long(flag, value, 0, 1114112, &v, err, errlen)) return AG_ERR_ARG;
+            if (parse_long(flag, value, 0, 1114112, &v, err)) return AG_ERR_ARG;
             s->top_k = (int)v;
         } else if (strcmp(flag, "--temperature") == 0) {
             char *end = NULL;
             errno = 0;
             double d = strtod(value, &end);
-            if (!*value || *end || errno == ERANGE || !isfinite(d) || *value == ' ') {
-                snprintf(err, errlen, "--temperature: not a finite number: '%s'", value);
-                return AG_ERR_ARG;
-            }
-            if (!(d > 0)) {
-                snprintf(err, errlen, "--temperature must be > 0 (got %s)", value);
-                return AG_ERR_ARG;
-            }
+            if (!*value || *end || errno == ERANGE || !isfinite(d) || *value == ' ')
+                return ag_seterr(err, AG_ERR_ARG, "--temperature: not a finite number: '%s'", value);
+            if (!(d > 0)) return ag_seterr(err, AG_ERR_ARG, "--temperature must be > 0 (got %s)", value);
             s->temperature = d;
         } else { /* --seed: the same rules as train's */
             lm_config c;
-            if (lm_field_parse(&c, lm_field_by_key("seed"), value, err, errlen)) return AG_ERR_ARG;
+            if (lm_field_parse(&c, lm_field_by_key("seed"), value, err)) return AG_ERR_ARG;
             s->seed = c.seed;
         }
     }
-    return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err, errlen);
+    return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err);
 }
 
-static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, char *err, size_t errlen)
+static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, ag_error *err)
 {
     memset(e, 0, sizeof *e);
     for (int i = 2; i < argc; i++) {
@@ -389,23 +393,23 @@ static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, char *err, s
         bool inl;
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
         ag_status st = AG_OK;
-        if (trace_flag(&e->trace, flag, inl, &st, err, errlen)) {
+        if (trace_flag(&e->trace, flag, inl, &st, err)) {
             if (st) return st;
             continue;
         }
         const char **dst = strcmp(flag, "--ckpt") == 0 ? &e->ckpt
                          : strcmp(flag, "--data") == 0 ? &e->data : NULL;
-        if (!dst) return unknown(LM_CMD_EVAL, argv[i], err, errlen);
-        if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        if (!dst) return unknown(LM_CMD_EVAL, argv[i], err);
+        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
         *dst = value;
     }
-    if (require(e->ckpt, "--ckpt", LM_CMD_EVAL, err, errlen) ||
-        require(e->data, "--data", LM_CMD_EVAL, err, errlen))
+    if (require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) ||
+        require(e->data, "--data", LM_CMD_EVAL, err))
         return AG_ERR_ARG;
     return AG_OK;
 }
 
-static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, char *err, size_t errlen)
+static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *err)
 {
     memset(a, 0, sizeof *a);
     a->head = -1;
@@ -416,8 +420,8 @@ static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, char *err, s
         split_flag(argv, &i, flag, sizeof flag, &value, &inl);
         bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 || strcmp(flag, "--out") == 0 ||
                      strcmp(flag, "--layer") == 0 || strcmp(flag, "--head") == 0;
-        if (!known) return unknown(LM_CMD_ATTN, argv[i], err, errlen);
-        if (take_value(argc, argv, &i, flag, &value, inl, err, errlen)) return AG_ERR_ARG;
+        if (!known) return unknown(LM_CMD_ATTN, argv[i], err);
+        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
         long v;
         if (strcmp(flag, "--ckpt") == 0) {
             a->ckpt = value;
@@ -426,32 +430,28 @@ static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, char *err, s
         } else if (strcmp(flag, "--out") == 0) {
             a->out = value;
         } else {   /* --layer, --head: the upper bound is the model's, checked once it is loaded */
-            if (parse_long(flag, value, 0, 1 << 20, &v, err, errlen)) return AG_ERR_ARG;
+            if (parse_long(flag, value, 0, 1 << 20, &v, err)) return AG_ERR_ARG;
             if (strcmp(flag, "--layer") == 0) a->layer = (int)v;
             else a->head = (int)v;
         }
     }
-    if (require(a->ckpt, "--ckpt", LM_CMD_ATTN, err, errlen) ||
-        require(a->prompt, "--prompt", LM_CMD_ATTN, err, errlen) ||
-        require(a->out, "--out", LM_CMD_ATTN, err, errlen))
+    if (require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) ||
+        require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||
+        require(a->out, "--out", LM_CMD_ATTN, err))
         return AG_ERR_ARG;
     size_t n = strlen(a->out);
-    if (n < 5 || strcmp(a->out + n - 4, ".png") != 0) {
-        snprintf(err, errlen, "--out must end in .png (got '%s')", a->out);
-        return AG_ERR_ARG;
-    }
+    if (n < 5 || strcmp(a->out + n - 4, ".png") != 0)
+        return ag_seterr(err, AG_ERR_ARG, "--out must end in .png (got '%s')", a->out);
     return AG_OK;
 }
 
 // --- entry ---
 
-ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t errlen)
+ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err)
 {
     memset(cli, 0, sizeof *cli);
-    if (argc < 2) {
-        snprintf(err, errlen, "no command given (train, sample, eval or attn; see: char_lm --help)");
-        return AG_ERR_ARG;
-    }
+    if (argc < 2)
+        return ag_seterr(err, AG_ERR_ARG, "no command given (train, sample, eval or attn; see: char_lm --help)");
     const char *c = argv[1];
     if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
         cli->help = true;
@@ -461,18 +461,16 @@ ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t err
              : strcmp(c, "sample") == 0 ? LM_CMD_SAMPLE
              : strcmp(c, "eval") == 0 ? LM_CMD_EVAL
              : strcmp(c, "attn") == 0 ? LM_CMD_ATTN : LM_CMD_NONE;
-    if (cli->cmd == LM_CMD_NONE) {
-        snprintf(err, errlen, "unknown command '%s' (train, sample, eval or attn; see: char_lm --help)", c);
-        return AG_ERR_ARG;
-    }
+    if (cli->cmd == LM_CMD_NONE)
+        return ag_seterr(err, AG_ERR_ARG, "unknown command '%s' (train, sample, eval or attn; see: char_lm --help)", c);
     if (wants_help(argc, argv)) {
         cli->help = true;
         return AG_OK;
     }
     switch (cli->cmd) {
-    case LM_CMD_TRAIN: return parse_train(&cli->train, argc, argv, err, errlen);
-    case LM_CMD_SAMPLE: return parse_sample(&cli->sample, argc, argv, err, errlen);
-    case LM_CMD_ATTN: return parse_attn(&cli->attn, argc, argv, err, errlen);
-    default: return parse_eval(&cli->eval, argc, argv, err, errlen);
+    case LM_CMD_TRAIN: return parse_train(&cli->train, argc, argv, err);
+    case LM_CMD_SAMPLE: return parse_sample(&cli->sample, argc, argv, err);
+    case LM_CMD_ATTN: return parse_attn(&cli->attn, argc, argv, err);
+    default: return parse_eval(&cli->eval, argc, argv, err);
     }
 }

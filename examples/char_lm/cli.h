@@ -74,8 +74,8 @@ typedef struct {
 } lm_cli;
 
 /* Parses argv[1..argc-1]. AG_OK: run cli->cmd (or print help when cli->help).
- * AG_ERR_ARG: message in err (one line, no "char_lm: error:" prefix). */
-ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, char *err, size_t errlen);
+ * AG_ERR_ARG: the message in err (one line, no "char_lm: error:" prefix). */
+ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err);
 
 /* The usage text of a subcommand (LM_CMD_NONE: the overview). A static string. */
 const char *lm_cli_usage(lm_command cmd);

@@ -206,7 +206,7 @@ void lm_format_real(char *buf, size_t n, double v)
 static const char *field_label(const lm_field *f) { return f->flag ? f->flag : f->key; }
 
 /* "--lr must be > 0 (got -1)"; AG_OK when v is in range. */
-static ag_status check_range(const lm_field *f, double v, char *err, size_t errlen)
+static ag_status check_range(const lm_field *f, double v, ag_error *err)
 {
     bool low = f->lo_open ? !(v > f->lo) : !(v >= f->lo);
     bool high = f->hi_open ? !(v < f->hi) : !(v <= f->hi);
@@ -218,78 +218,93 @@ static ag_status check_range(const lm_field *f, double v, char *err, size_t errl
     if (f->type == LM_T_ENUM || f->type == LM_T_BOOL) {
         char choices[128] = "false or true";
         if (f->type == LM_T_ENUM) enum_choices(f, choices, sizeof choices);
-        snprintf(err, errlen, "%s must be %s", field_label(f), choices);
-    } else if (isinf(f->hi))
-        snprintf(err, errlen, "%s must be %s %s (got %s)", field_label(f), f->lo_open ? ">" : ">=",
-                 lo, got);
-    else
-        snprintf(err, errlen, "%s must be in %s%s, %s%s (got %s)", field_label(f),
-                 f->lo_open ? "(" : "[", lo, hi, f->hi_open ? ")" : "]", got);
-    return AG_ERR_ARG;
+        return ag_seterr(err, AG_ERR_ARG, "%s must be %s", field_label(f), choices);
+    }
+    if (isinf(f->hi))
+        return ag_seterr(err, AG_ERR_ARG, "%s must be %s %s (got %s)", field_label(f), f->lo_open ? ">" : ">=", lo,
+                         got);
+    return ag_seterr(err, AG_ERR_ARG, "%s must be in %s%s, %s%s (got %s)", field_label(f), f->lo_open ? "(" : "[",
+                     lo, hi, f->hi_open ? ")" : "]", got);
 }
 
-ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, char *err, size_t errlen)
+// --- parsing one value: one function per type ---
+
+static ag_status parse_enum(lm_config *c, const lm_field *f, const char *s, ag_error *err)
 {
-    const char *label = field_label(f);
+    int o = enum_parse(f, s);
+    if (o < 0) {
+        char choices[128];
+        enum_choices(f, choices, sizeof choices);
+        return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got '%s')", field_label(f), choices, s);
+    }
+    *AT(c, f, int) = o;
+    return AG_OK;
+}
+
+static ag_status parse_bool(lm_config *c, const lm_field *f, const char *s, ag_error *err)
+{
+    bool t = !strcmp(s, "true") || !strcmp(s, "1"), no = !strcmp(s, "false") || !strcmp(s, "0");
+    if (!t && !no) return ag_seterr(err, AG_ERR_ARG, "%s must be true or false (got '%s')", field_label(f), s);
+    *AT(c, f, bool) = t;
+    return AG_OK;
+}
+
+static ag_status parse_double(lm_config *c, const lm_field *f, const char *s, ag_error *err)
+{
     char *end = NULL;
     errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || isspace((unsigned char)*s) || errno == ERANGE || !isfinite(v))
+        return ag_seterr(err, AG_ERR_ARG, "%s: not a finite number: '%s'", field_label(f), s);
+    if (check_range(f, v, err)) return AG_ERR_ARG;
+    *AT(c, f, double) = v;
+    return AG_OK;
+}
+
+static ag_status not_whole(const lm_field *f, const char *s, ag_error *err)
+{
+    return ag_seterr(err, AG_ERR_ARG, "%s: not a whole number%s: '%s'", field_label(f),
+                     f->type == LM_T_U64 ? " >= 0" : "", s);
+}
+
+static ag_status parse_u64(lm_config *c, const lm_field *f, const char *s, ag_error *err)
+{
+    if (!*s || *s == '-' || *s == '+' || isspace((unsigned char)*s)) return not_whole(f, s, err);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE) return not_whole(f, s, err);
+    if (v > (unsigned long long)INT64_MAX)
+        return ag_seterr(err, AG_ERR_ARG, "%s must be in [0, %lld] (got %s)", field_label(f), (long long)INT64_MAX, s);
+    *AT(c, f, uint64_t) = v;
+    return AG_OK;
+}
+
+/* LM_T_INT and LM_T_LONG */
+static ag_status parse_integer(lm_config *c, const lm_field *f, const char *s, ag_error *err)
+{
+    if (!*s || isspace((unsigned char)*s)) return not_whole(f, s, err);
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno == ERANGE) return not_whole(f, s, err);
+    if (check_range(f, (double)v, err)) return AG_ERR_ARG;
+    if (f->type == LM_T_INT) *AT(c, f, int) = (int)v;
+    else *AT(c, f, long) = (long)v;
+    return AG_OK;
+}
+
+ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err)
+{
     switch (f->type) {
-    case LM_T_ENUM: {
-        int o = enum_parse(f, s);
-        if (o < 0) {
-            char choices[128];
-            enum_choices(f, choices, sizeof choices);
-            snprintf(err, errlen, "%s must be %s (got '%s')", label, choices, s);
-            return AG_ERR_ARG;
-        }
-        *AT(c, f, int) = o;
-        return AG_OK;
-    }
-    case LM_T_BOOL: {
-        bool t = !strcmp(s, "true") || !strcmp(s, "1"), no = !strcmp(s, "false") || !strcmp(s, "0");
-        if (!t && !no) {
-            snprintf(err, errlen, "%s must be true or false (got '%s')", label, s);
-            return AG_ERR_ARG;
-        }
-        *AT(c, f, bool) = t;
-        return AG_OK;
-    }
-    case LM_T_DOUBLE: {
-        double v = strtod(s, &end);
-        if (!*s || *end || isspace((unsigned char)*s) || errno == ERANGE || !isfinite(v)) {
-            snprintf(err, errlen, "%s: not a finite number: '%s'", label, s);
-            return AG_ERR_ARG;
-        }
-        if (check_range(f, v, err, errlen)) return AG_ERR_ARG;
-        *AT(c, f, double) = v;
-        return AG_OK;
-    }
-    case LM_T_U64: {
-        if (!*s || *s == '-' || *s == '+' || isspace((unsigned char)*s)) goto not_int;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (*end || errno == ERANGE) goto not_int;
-        if (v > (unsigned long long)INT64_MAX) {
-            snprintf(err, errlen, "%s must be in [0, %lld] (got %s)", label, (long long)INT64_MAX, s);
-            return AG_ERR_ARG;
-        }
-        *AT(c, f, uint64_t) = v;
-        return AG_OK;
-    }
+    case LM_T_ENUM: return parse_enum(c, f, s, err);
+    case LM_T_BOOL: return parse_bool(c, f, s, err);
+    case LM_T_DOUBLE: return parse_double(c, f, s, err);
+    case LM_T_U64: return parse_u64(c, f, s, err);
     case LM_T_INT:
-    case LM_T_LONG: {
-        if (!*s || isspace((unsigned char)*s)) goto not_int;
-        long long v = strtoll(s, &end, 10);
-        if (*end || errno == ERANGE) goto not_int;
-        if (check_range(f, (double)v, err, errlen)) return AG_ERR_ARG;
-        if (f->type == LM_T_INT) *AT(c, f, int) = (int)v;
-        else *AT(c, f, long) = (long)v;
-        return AG_OK;
+    case LM_T_LONG: return parse_integer(c, f, s, err);
     }
-    }
-not_int:
-    snprintf(err, errlen, "%s: not a whole number%s: '%s'", label,
-             f->type == LM_T_U64 ? " >= 0" : "", s);
-    return AG_ERR_ARG;
+    return not_whole(f, s, err);
 }
 
 // --- presets and validation ---
@@ -337,18 +352,17 @@ ag_status lm_config_preset(lm_config *c, const char *name)
     return AG_ERR_ARG;
 }
 
-ag_status lm_config_validate(const lm_config *c, bool check_vocab, char *err, size_t errlen)
+ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err)
 {
     for (int i = 0; i < lm_n_fields; i++) {
         const lm_field *f = &lm_fields[i];
         if (f->type == LM_T_U64 || (!check_vocab && f->offset == offsetof(lm_config, model.vocab_size)))
             continue;
-        if (check_range(f, lm_field_get(c, f), err, errlen)) return AG_ERR_ARG;
+        if (check_range(f, lm_field_get(c, f), err)) return AG_ERR_ARG;
     }
-    if (c->model.n_embd % c->model.n_head != 0) {
-        snprintf(err, errlen, "--n-head %d does not divide --n-embd %d", c->model.n_head, c->model.n_embd);
-        return AG_ERR_ARG;
-    }
+    if (c->model.n_embd % c->model.n_head != 0)
+        return ag_seterr(err, AG_ERR_ARG, "--n-head %d does not divide --n-embd %d", c->model.n_head,
+                         c->model.n_embd);
     return AG_OK;
 }
 
@@ -391,80 +405,75 @@ char *lm_config_to_json(const lm_config *c)
     return s;
 }
 
-ag_status lm_config_from_json(lm_config *c, const char *json, char *err, size_t errlen)
+/* Every key of root is a field of the table. */
+static ag_status check_keys(json_t *root, ag_error *err)
 {
-    json_error_t je;
-    json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
-    if (!root || !json_is_object(root)) {
-        snprintf(err, errlen, "config is not a JSON object (%s)", root ? "other JSON value" : je.text);
-        json_decref(root);
-        return AG_ERR_FORMAT;
-    }
-    memset(c, 0, sizeof *c);
-    ag_status st = AG_OK;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
-        if (!lm_field_by_key(key)) {
-            snprintf(err, errlen, "config: unknown key \"%s\"", key);
-            st = AG_ERR_FORMAT;
-            goto done;
-        }
+        if (!lm_field_by_key(key)) return ag_seterr(err, AG_ERR_FORMAT, "config: unknown key \"%s\"", key);
     }
+    return AG_OK;
+}
+
+/* Field f of c from the JSON value v; false when v has the wrong type or is out of range. */
+static bool read_field(lm_config *c, const lm_field *f, json_t *v)
+{
+    switch (f->type) {
+    case LM_T_ENUM: {
+        int o = json_is_string(v) ? enum_parse(f, json_string_value(v)) : -1;
+        if (o >= 0) *AT(c, f, int) = o;
+        return o >= 0;
+    }
+    case LM_T_BOOL:
+        if (json_is_boolean(v)) *AT(c, f, bool) = json_is_true(v);
+        return json_is_boolean(v);
+    case LM_T_DOUBLE:
+        if (json_is_number(v)) *AT(c, f, double) = json_number_value(v);
+        return json_is_number(v);
+    case LM_T_U64:
+        if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
+        *AT(c, f, uint64_t) = (uint64_t)json_integer_value(v);
+        return true;
+    case LM_T_INT:
+    case LM_T_LONG: {
+        json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
+        if (!json_is_integer(v) || !((double)n >= f->lo && (double)n <= f->hi)) return false;
+        if (f->type == LM_T_INT) *AT(c, f, int) = (int)n;
+        else *AT(c, f, long) = (long)n;
+        return true;
+    }
+    }
+    return false;
+}
+
+/* Every field of the table from root (an optional one may be missing), then validated. */
+static ag_status read_fields(lm_config *c, json_t *root, ag_error *err)
+{
     for (int i = 0; i < lm_n_fields; i++) {
         const lm_field *f = &lm_fields[i];
         json_t *v = json_object_get(root, f->key);
         if (!v && f->optional) continue;   /* an older checkpoint: the default (0) */
-        if (!v) {
-            snprintf(err, errlen, "config: missing \"%s\"", f->key);
-            st = AG_ERR_FORMAT;
-            goto done;
-        }
-        bool ok = true;
-        switch (f->type) {
-        case LM_T_ENUM: {
-            int o = json_is_string(v) ? enum_parse(f, json_string_value(v)) : -1;
-            ok = o >= 0;
-            if (ok) *AT(c, f, int) = o;
-            break;
-        }
-        case LM_T_BOOL:
-            ok = json_is_boolean(v);
-            if (ok) *AT(c, f, bool) = json_is_true(v);
-            break;
-        case LM_T_DOUBLE:
-            ok = json_is_number(v);
-            if (ok) *AT(c, f, double) = json_number_value(v);
-            break;
-        case LM_T_U64:
-            ok = json_is_integer(v) && json_integer_value(v) >= 0;
-            if (ok) *AT(c, f, uint64_t) = (uint64_t)json_integer_value(v);
-            break;
-        case LM_T_INT:
-        case LM_T_LONG:
-            ok = json_is_integer(v);
-            if (ok) {
-                json_int_t n = json_integer_value(v);
-                ok = (double)n >= f->lo && (double)n <= f->hi;
-                if (ok && f->type == LM_T_INT) *AT(c, f, int) = (int)n;
-                if (ok && f->type == LM_T_LONG) *AT(c, f, long) = (long)n;
-            }
-            break;
-        }
-        if (!ok) {
-            snprintf(err, errlen, "config: bad value for \"%s\"", f->key);
-            st = AG_ERR_FORMAT;
-            goto done;
-        }
+        if (!v) return ag_seterr(err, AG_ERR_FORMAT, "config: missing \"%s\"", f->key);
+        if (!read_field(c, f, v)) return ag_seterr(err, AG_ERR_FORMAT, "config: bad value for \"%s\"", f->key);
     }
-    {
-        char why[256];
-        if (lm_config_validate(c, true, why, sizeof why)) {
-            snprintf(err, errlen, "config: %s", why);
-            st = AG_ERR_FORMAT;
-        }
+    ag_error why = {0};
+    if (lm_config_validate(c, true, &why)) return ag_seterr(err, AG_ERR_FORMAT, "config: %s", why.msg);
+    return AG_OK;
+}
+
+ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
+    if (!root || !json_is_object(root)) {
+        ag_seterr(err, AG_ERR_FORMAT, "config is not a JSON object (%s)", root ? "other JSON value" : je.text);
+        json_decref(root);
+        return AG_ERR_FORMAT;
     }
-done:
+    memset(c, 0, sizeof *c);
+    ag_status st = check_keys(root, err);
+    if (st == AG_OK) st = read_fields(c, root, err);
     json_decref(root);
     return st;
 }

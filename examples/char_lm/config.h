@@ -5,7 +5,8 @@
  * "may this change?" check (train.c) all walk that table, so a new hyper-parameter is one
  * struct field plus one table row.
  *
- * Nothing here prints or exits: errors come back as a status and a one-line message. */
+ * Nothing here prints or exits: errors come back as a status and a one-line message in an
+ * ag_error. */
 #ifndef LM_CONFIG_H
 #define LM_CONFIG_H
 
@@ -77,7 +78,7 @@ void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f);
 /* Parses s (the whole string: "12", "3e-4", "adamw"; "true"/"false"/"1"/"0" for a bool) into
  * field f of c, then checks the field's range. AG_ERR_ARG and a message such as
  * "--lr: not a number: 'abc'". */
-ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, char *err, size_t errlen);
+ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err);
 
 /* Fills c with the named configuration (tiny, baby, small) and the common defaults.
  * vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown. */
@@ -86,7 +87,7 @@ extern const char *const lm_config_names[];   /* NULL-terminated */
 
 /* Checks every range and every relation between fields (n_embd % n_head, ...).
  * vocab_size is checked only when check_vocab. AG_ERR_ARG and a message naming the flag. */
-ag_status lm_config_validate(const lm_config *c, bool check_vocab, char *err, size_t errlen);
+ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err);
 
 /* "adamw", "adam", "sgd"; lm_optimizer_parse returns -1 for anything else. */
 const char *lm_optimizer_name(lm_optimizer o);
@@ -101,7 +102,7 @@ char *lm_config_to_json(const lm_config *c);
  * with the right type, except the optional ones (the switches added after the first
  * checkpoints: absent means MODEL.md's default); unknown keys are an error too.
  * AG_ERR_FORMAT and a message. */
-ag_status lm_config_from_json(lm_config *c, const char *json, char *err, size_t errlen);
+ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err);
 
 /* Formats a double with the fewest significant digits (up to 17) that read back exactly. */
 void lm_format_real(char *buf, size_t n, double v);

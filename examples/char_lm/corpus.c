@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,18 +20,6 @@
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static bool is_scalar_value(uint32_t cp)
 {
@@ -118,26 +105,19 @@ int utf8_put(uint32_t cp, char out[5])
     return n;
 }
 
-static ag_status utf8_fail(const char *what, size_t at, const char *why, char *err, size_t errlen)
+static ag_status utf8_fail(const char *what, size_t at, const char *why, ag_error *err)
 {
-    seterr(err, errlen, "%s: invalid UTF-8 at byte %zu (%s)", what, at, why);
-    return AG_ERR_FORMAT;
+    return ag_seterr(err, AG_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu (%s)", what, at, why);
 }
 
 ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cps, size_t *n,
-                      char *err, size_t errlen)
+                      ag_error *err)
 {
     *cps = NULL;
     *n = 0;
-    if (!s && len > 0) {
-        seterr(err, errlen, "%s: no text", what);
-        return AG_ERR_ARG;
-    }
+    if (!s && len > 0) return ag_seterr(err, AG_ERR_ARG, "%s: no text", what);
     uint32_t *out = malloc((len ? len : 1) * sizeof *out);   /* never more code points than bytes */
-    if (!out) {
-        seterr(err, errlen, "%s: out of memory decoding %zu bytes", what, len);
-        return AG_ERR_NOMEM;
-    }
+    if (!out) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory decoding %zu bytes", what, len);
     const unsigned char *u = (const unsigned char *)s;
     size_t k = 0;
     for (size_t i = 0; i < len;) {
@@ -145,7 +125,7 @@ ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cp
         int step = utf8_next(u + i, len - i, &out[k], &why);
         if (!step) {
             free(out);
-            return utf8_fail(what, i, why, err, errlen);
+            return utf8_fail(what, i, why, err);
         }
         i += (size_t)step;
         k++;
@@ -208,19 +188,13 @@ static void describe_cp(char *buf, size_t n, uint32_t cp)
 }
 
 ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_t len, int **ids,
-                       size_t *n, char *err, size_t errlen)
+                       size_t *n, ag_error *err)
 {
     *ids = NULL;
     *n = 0;
-    if (!v || v->V <= 0 || (!text && len > 0)) {
-        seterr(err, errlen, "%s: no vocabulary or no text", what);
-        return AG_ERR_ARG;
-    }
+    if (!v || v->V <= 0 || (!text && len > 0)) return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary or no text", what);
     int *out = malloc((len ? len : 1) * sizeof *out);
-    if (!out) {
-        seterr(err, errlen, "%s: out of memory encoding %zu bytes", what, len);
-        return AG_ERR_NOMEM;
-    }
+    if (!out) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory encoding %zu bytes", what, len);
     const unsigned char *u = (const unsigned char *)text;
     size_t k = 0;
     for (size_t i = 0; i < len; k++) {
@@ -229,16 +203,15 @@ ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_
         int step = utf8_next(u + i, len - i, &cp, &why);
         if (!step) {
             free(out);
-            return utf8_fail(what, i, why, err, errlen);
+            return utf8_fail(what, i, why, err);
         }
         int id = vocab_id(v, cp);
         if (id < 0) {
             char d[32];
             describe_cp(d, sizeof d, cp);
-            seterr(err, errlen, "%s: character %s at position %zu (byte %zu) is not in the vocabulary",
-                   what, d, k, i);
             free(out);
-            return AG_ERR_ARG;
+            return ag_seterr(err, AG_ERR_ARG, "%s: character %s at position %zu (byte %zu) is not in the "
+                             "vocabulary", what, d, k, i);
         }
         out[k] = id;
         i += (size_t)step;
@@ -263,47 +236,40 @@ char *vocab_to_json(const vocab *v)
     return s;
 }
 
-ag_status vocab_from_json(const char *what, const char *json, vocab *v, char *err, size_t errlen)
+ag_status vocab_from_json(const char *what, const char *json, vocab *v, ag_error *err)
 {
     v->cp = NULL;
     v->V = 0;
-    if (!json) {
-        seterr(err, errlen, "%s: no vocab", what);
-        return AG_ERR_FORMAT;
-    }
+    if (!json) return ag_seterr(err, AG_ERR_FORMAT, "%s: no vocab", what);
     json_error_t je;
     json_t *a = json_loads(json, 0, &je);
-    if (!a) {
-        seterr(err, errlen, "%s: vocab is not valid JSON: %s", what, je.text);
-        return AG_ERR_FORMAT;
-    }
+    if (!a) return ag_seterr(err, AG_ERR_FORMAT, "%s: vocab is not valid JSON: %s", what, je.text);
     ag_status st = AG_ERR_FORMAT;
     size_t V = json_is_array(a) ? json_array_size(a) : 0;
     if (V == 0) {
-        seterr(err, errlen, "%s: vocab is not a non-empty JSON array", what);
+        ag_seterr(err, st, "%s: vocab is not a non-empty JSON array", what);
         goto out;
     }
     if (V > (size_t)UTF8_MAX_CP + 1) {
-        seterr(err, errlen, "%s: vocab has %zu entries, more than there are code points", what, V);
+        ag_seterr(err, st, "%s: vocab has %zu entries, more than there are code points", what, V);
         goto out;
     }
     v->cp = malloc(V * sizeof *v->cp);
     if (!v->cp) {
-        st = AG_ERR_NOMEM;
-        seterr(err, errlen, "%s: out of memory", what);
+        st = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", what);
         goto out;
     }
     for (size_t i = 0; i < V; i++) {
         json_t *e = json_array_get(a, i);
         json_int_t x = json_is_integer(e) ? json_integer_value(e) : -1;
         if (x < 0 || x > UTF8_MAX_CP || !is_scalar_value((uint32_t)x)) {
-            seterr(err, errlen, "%s: vocab entry %zu is not a Unicode code point (0..0x10FFFF, no "
-                   "surrogates)", what, i);
+            ag_seterr(err, st, "%s: vocab entry %zu is not a Unicode code point (0..0x10FFFF, no "
+                      "surrogates)", what, i);
             goto out;
         }
         if (i > 0 && (uint32_t)x <= v->cp[i - 1]) {
-            seterr(err, errlen, "%s: vocab is not sorted and distinct: %lld after %u at index %zu", what,
-                   (long long)x, (unsigned)v->cp[i - 1], i);
+            ag_seterr(err, st, "%s: vocab is not sorted and distinct: %lld after %u at index %zu", what,
+                      (long long)x, (unsigned)v->cp[i - 1], i);
             goto out;
         }
         v->cp[i] = (uint32_t)x;
@@ -319,70 +285,66 @@ out:
 // ---------------------------------------------------------------------------------------------
 // corpus
 
-/* Reads a whole file into *buf (malloc'd, [*len], len >= 1). */
-static ag_status read_text(const char *path, char **buf, size_t *len, char *err, size_t errlen)
+/* Opens path to read it as text: not a directory, and (a regular file) at most
+ * CORPUS_MAX_BYTES. *cap: the buffer that holds all of a regular file at once, or a first
+ * guess for anything else (a pipe). */
+static ag_status open_text(const char *path, FILE **fp, size_t *cap, ag_error *err)
 {
-    *buf = NULL;
-    *len = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (!(*fp = fopen(path, "rb"))) return ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0) {
-        seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-        fclose(fp);
-        return AG_ERR_IO;
+    ag_status s = AG_OK;
+    if (fstat(fileno(*fp), &sb) != 0)
+        s = ag_seterr(err, AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (S_ISDIR(sb.st_mode))
+        s = ag_seterr(err, AG_ERR_IO, "%s: is a directory, not a text file", path);
+    else if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > CORPUS_MAX_BYTES)
+        s = ag_seterr(err, AG_ERR_IO, "%s: file is %lld bytes, more than the 2 GiB char_lm accepts", path,
+                      (long long)sb.st_size);
+    if (s) {
+        fclose(*fp);
+        *fp = NULL;
+        return s;
     }
-    if (S_ISDIR(sb.st_mode)) {
-        seterr(err, errlen, "%s: is a directory, not a text file", path);
-        fclose(fp);
-        return AG_ERR_IO;
-    }
-    /* a regular file is read in one go; anything else (a pipe) until EOF */
-    size_t cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
-    if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > CORPUS_MAX_BYTES) {
-        seterr(err, errlen, "%s: file is %lld bytes, more than the 2 GiB char_lm accepts", path,
-               (long long)sb.st_size);
-        fclose(fp);
-        return AG_ERR_IO;
-    }
+    *cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
+    return AG_OK;
+}
+
+/* Reads fp to its end (or until it holds more than CORPUS_MAX_BYTES) into a malloc'd buffer of
+ * cap bytes, doubled while it fills up; *n: the bytes read. NULL when out of memory. */
+static char *read_all(FILE *fp, size_t cap, size_t *n)
+{
     char *b = malloc(cap);
-    size_t n = 0;
+    *n = 0;
     while (b) {
-        n += fread(b + n, 1, cap - n, fp);
-        if (n < cap) break;   /* EOF or error */
-        if (cap > CORPUS_MAX_BYTES) break;
+        *n += fread(b + *n, 1, cap - *n, fp);
+        if (*n < cap || cap > CORPUS_MAX_BYTES) break;   /* EOF or a read error; or too big */
         char *nb = realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
+        if (!nb) free(b);
         b = nb;
         cap *= 2;
     }
+    return b;
+}
+
+/* Reads a whole file into *buf (malloc'd, [*len], len >= 1). */
+static ag_status read_text(const char *path, char **buf, size_t *len, ag_error *err)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *fp;
+    size_t cap = 0, n = 0;
+    ag_status s = open_text(path, &fp, &cap, err);
+    if (s) return s;
+    char *b = read_all(fp, cap, &n);
     int rerr = ferror(fp) ? errno : 0;
     fclose(fp);
-    if (!b) {
-        seterr(err, errlen, "%s: out of memory reading the file", path);
-        return AG_ERR_NOMEM;
-    }
-    if (rerr) {
-        seterr(err, errlen, "%s: read failed: %s", path, strerror(rerr));
+    if (!b) s = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading the file", path);
+    else if (rerr) s = ag_seterr(err, AG_ERR_IO, "%s: read failed: %s", path, strerror(rerr));
+    else if (n > CORPUS_MAX_BYTES) s = ag_seterr(err, AG_ERR_IO, "%s: more than the 2 GiB char_lm accepts", path);
+    else if (n == 0) s = ag_seterr(err, AG_ERR_FORMAT, "%s: file is empty", path);
+    if (s) {
         free(b);
-        return AG_ERR_IO;
-    }
-    if (n > CORPUS_MAX_BYTES) {
-        seterr(err, errlen, "%s: more than the 2 GiB char_lm accepts", path);
-        free(b);
-        return AG_ERR_IO;
-    }
-    if (n == 0) {
-        seterr(err, errlen, "%s: file is empty", path);
-        free(b);
-        return AG_ERR_FORMAT;
+        return s;
     }
     *buf = b;
     *len = n;
@@ -422,16 +384,13 @@ static ag_status build_vocab(vocab *v, const uint32_t *cps, size_t n)
 }
 
 /* corpus_load and corpus_load_vocab: given == NULL builds the file's own vocabulary. */
-static ag_status load(const char *path, const vocab *given, corpus *c, char *err, size_t errlen)
+static ag_status load(const char *path, const vocab *given, corpus *c, ag_error *err)
 {
     memset(c, 0, sizeof *c);
-    if (!path) {
-        seterr(err, errlen, "corpus_load: no path");
-        return AG_ERR_ARG;
-    }
+    if (!path) return ag_seterr(err, AG_ERR_ARG, "corpus_load: no path");
     char *text;
     size_t len;
-    ag_status st = read_text(path, &text, &len, err, errlen);
+    ag_status st = read_text(path, &text, &len, err);
     if (st) return st;
     c->path = strdup(path);
     if (!c->path) {
@@ -442,14 +401,14 @@ static ag_status load(const char *path, const vocab *given, corpus *c, char *err
         st = vocab_copy(&c->vocab, given);
         if (st == AG_ERR_NOMEM) goto nomem;
         if (st) {
-            seterr(err, errlen, "%s: the given vocabulary is empty", path);
+            ag_seterr(err, st, "%s: the given vocabulary is empty", path);
             goto fail;
         }
-        st = vocab_encode(given, path, text, len, &c->ids, &c->n, err, errlen);
+        st = vocab_encode(given, path, text, len, &c->ids, &c->n, err);
         if (st) goto fail;
     } else {
         uint32_t *cps;
-        st = utf8_decode(path, text, len, &cps, &c->n, err, errlen);
+        st = utf8_decode(path, text, len, &cps, &c->n, err);
         if (st) goto fail;
         st = build_vocab(&c->vocab, cps, c->n);
         c->ids = st ? NULL : malloc(c->n * sizeof *c->ids);
@@ -464,52 +423,45 @@ static ag_status load(const char *path, const vocab *given, corpus *c, char *err
     free(text);
     return AG_OK;
 nomem:
-    seterr(err, errlen, "%s: out of memory", path);
+    ag_seterr(err, st, "%s: out of memory", path);
 fail:
     free(text);
     corpus_free(c);
     return st;
 }
 
-ag_status corpus_load(const char *path, corpus *c, char *err, size_t errlen)
+ag_status corpus_load(const char *path, corpus *c, ag_error *err)
 {
-    return load(path, NULL, c, err, errlen);
+    return load(path, NULL, c, err);
 }
 
-ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, char *err, size_t errlen)
+ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, ag_error *err)
 {
     if (!v || v->V <= 0) {
         memset(c, 0, sizeof *c);
-        seterr(err, errlen, "%s: no vocabulary given", path ? path : "corpus_load_vocab");
-        return AG_ERR_ARG;
+        return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary given", path ? path : "corpus_load_vocab");
     }
-    return load(path, v, c, err, errlen);
+    return load(path, v, c, err);
 }
 
 ag_status corpus_split(const corpus *c, double val_fraction, int block_size, size_t *n_train,
-                       size_t *n_val, char *err, size_t errlen)
+                       size_t *n_val, ag_error *err)
 {
     const char *path = c && c->path ? c->path : "corpus";
-    if (!c || !(val_fraction >= 0.0 && val_fraction < 1.0) || block_size < 1) {
-        seterr(err, errlen, "%s: val_fraction must be in [0, 1) and block_size >= 1 (got %g, %d)", path,
-               val_fraction, block_size);
-        return AG_ERR_ARG;
-    }
+    if (!c || !(val_fraction >= 0.0 && val_fraction < 1.0) || block_size < 1)
+        return ag_seterr(err, AG_ERR_ARG, "%s: val_fraction must be in [0, 1) and block_size >= 1 (got %g, %d)",
+                         path, val_fraction, block_size);
     /* as int(0.9 * len(data)) in the reference: 1 - 0.1 == 0.9 exactly in double */
     size_t nt = (size_t)((1.0 - val_fraction) * (double)c->n);
     if (nt > c->n) nt = c->n;
     size_t nv = c->n - nt;
     size_t need = (size_t)block_size + 1;
-    if (nt < need) {
-        seterr(err, errlen, "%s: the training split has %zu tokens, block_size %d needs at least %zu",
-               path, nt, block_size, need);
-        return AG_ERR_ARG;
-    }
-    if (val_fraction > 0 && nv < need) {
-        seterr(err, errlen, "%s: the validation split has %zu tokens, block_size %d needs at least %zu",
-               path, nv, block_size, need);
-        return AG_ERR_ARG;
-    }
+    if (nt < need)
+        return ag_seterr(err, AG_ERR_ARG, "%s: the training split has %zu tokens, block_size %d needs at least %zu",
+                         path, nt, block_size, need);
+    if (val_fraction > 0 && nv < need)
+        return ag_seterr(err, AG_ERR_ARG, "%s: the validation split has %zu tokens, block_size %d needs at least "
+                         "%zu", path, nv, block_size, need);
     *n_train = nt;
     *n_val = nv;
     return AG_OK;

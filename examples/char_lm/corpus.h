@@ -14,15 +14,16 @@
  *
  * ERRORS: functions return AG_OK or an ag_status (AG_ERR_IO: the file could not be read;
  * AG_ERR_FORMAT: the bytes are not what they should be; AG_ERR_ARG: a bad argument;
- * AG_ERR_NOMEM) and write one line to err (may be NULL), starting with the file name or with
- * the caller's label `what` ("--prompt"). On error the output struct is left zeroed and
- * nothing needs freeing. Nothing here prints or exits.
+ * AG_ERR_NOMEM) and say why in one line in the ag_error err (may be NULL; the first error
+ * sticks), starting with the file name or with the caller's label `what` ("--prompt"). On
+ * error the output struct is left zeroed and nothing needs freeing. Nothing here prints or
+ * exits.
  *
  * Example:
- *   corpus c; char err[256];
- *   if (corpus_load("data.txt", &c, err, sizeof err)) { fprintf(stderr, "%s\n", err); ... }
+ *   corpus c; ag_error err = {0};
+ *   if (corpus_load("data.txt", &c, &err)) { fprintf(stderr, "%s\n", err.msg); ... }
  *   size_t n_train, n_val;
- *   corpus_split(&c, 0.1, 64, &n_train, &n_val, err, sizeof err);
+ *   corpus_split(&c, 0.1, 64, &n_train, &n_val, &err);
  *   // train on c.ids[0 .. n_train), validate on c.ids[n_train .. n_train + n_val)
  *   char *json = vocab_to_json(&c.vocab);   // "[10,32,33,...]" for the checkpoint metadata
  *   free(json); corpus_free(&c); */
@@ -31,7 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "tensor/tensor.h"   /* ag_status */
+#include "tensor/tensor.h"   /* ag_status, ag_error */
 
 #define UTF8_MAX_CP 0x10FFFFu
 
@@ -64,7 +65,7 @@ int utf8_put(uint32_t cp, char out[5]);
  * continuation bytes: AG_ERR_FORMAT, "<what>: invalid UTF-8 at byte <offset> (<reason>)" where
  * offset is the first byte of the bad sequence, counted from 0. */
 ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cps, size_t *n,
-                      char *err, size_t errlen);
+                      ag_error *err);
 
 /* ---------- vocabulary ---------- */
 
@@ -83,7 +84,7 @@ int vocab_utf8(const vocab *v, int id, char out[5]);
  *   "--prompt: character 'é' (U+00E9) at position 3 (byte 3) is not in the vocabulary"
  * (position counts characters from 0; control characters are shown as U+XXXX only). */
 ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_t len, int **ids,
-                       size_t *n, char *err, size_t errlen);
+                       size_t *n, ag_error *err);
 
 /* The vocabulary as a JSON array of code points in id order, "[10,32,33]" (checkpoint
  * metadata "vocab"). malloc'd, NUL-terminated; NULL on OOM or an empty vocab. */
@@ -93,7 +94,7 @@ char *vocab_to_json(const vocab *v);
  * non-empty, of integers that are Unicode scalar values (0..U+10FFFF, no surrogates), strictly
  * increasing (so sorted and distinct). AG_ERR_FORMAT otherwise, e.g.
  *   "<what>: vocab is not sorted: 66 after 97 at index 5". */
-ag_status vocab_from_json(const char *what, const char *json, vocab *v, char *err, size_t errlen);
+ag_status vocab_from_json(const char *what, const char *json, vocab *v, ag_error *err);
 
 /* A copy of src in *dst (free with vocab_free). AG_ERR_NOMEM with dst zeroed on OOM. */
 ag_status vocab_copy(vocab *dst, const vocab *src);
@@ -104,12 +105,12 @@ ag_status vocab_copy(vocab *dst, const vocab *src);
  * Errors (one line, starting with path): cannot open (missing, unreadable: the OS reason), is
  * a directory, not a regular file, is empty, larger than 2 GiB (ids are int-indexed), invalid
  * UTF-8 at a byte offset. */
-ag_status corpus_load(const char *path, corpus *c, char *err, size_t errlen);
+ag_status corpus_load(const char *path, corpus *c, ag_error *err);
 
 /* The same, but the token ids come from an existing vocabulary (a checkpoint's), which is
  * copied into c->vocab; a character outside it is an error naming the character, its position
  * and the file (see vocab_encode). */
-ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, char *err, size_t errlen);
+ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, ag_error *err);
 
 void corpus_free(corpus *c);   /* NULL ok; leaves *c zeroed */
 
@@ -120,6 +121,6 @@ void corpus_free(corpus *c);   /* NULL ok; leaves *c zeroed */
  * AG_ERR_ARG when val_fraction is not in [0, 1) or block_size < 1, or a split is too short:
  *   "data.txt: the validation split has 12 tokens, block_size 64 needs at least 65". */
 ag_status corpus_split(const corpus *c, double val_fraction, int block_size, size_t *n_train,
-                       size_t *n_val, char *err, size_t errlen);
+                       size_t *n_val, ag_error *err);
 
 #endif

@@ -11,12 +11,10 @@
 #include "checkpoint.h"
 
 /* ids [n]. AG_ERR_ARG when n < T + 1 (not one whole window). */
-ag_status lm_eval_ids(ag_gpt *g, const int *ids, size_t n, double *loss, size_t *tokens, char *err,
-                      size_t errlen);
+ag_status lm_eval_ids(ag_gpt *g, const int *ids, size_t n, double *loss, size_t *tokens, ag_error *err);
 
 /* The same for a UTF-8 file, encoded with the model's vocabulary (a character outside it is
  * AG_ERR_ARG, naming it and its position). */
-ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, char *err,
-                       size_t errlen);
+ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err);
 
 #endif

@@ -30,11 +30,12 @@ static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
 /* One line on stderr, always: a path, a flag value or a name read from a file may hold a line
- * break or an escape sequence, so control bytes are written as \n or \xNN. */
-static int fail(ag_status s, const char *msg)
+ * break or an escape sequence, so control bytes are written as \n or \xNN. Returns the exit
+ * code of status s. */
+static int fail(ag_status s, const ag_error *e)
 {
     fputs("char_lm: error: ", stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)e->msg; *p; p++) {
         if (*p == '\n') fputs("\\n", stderr);
         else if (*p < 0x20 || *p == 0x7F) fprintf(stderr, "\\x%02X", *p);
         else fputc(*p, stderr);
@@ -69,36 +70,40 @@ static void print_token(int id, void *user)
 }
 
 /* Prints the prompt (as given) and then each new character as it comes. */
-static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, char *err,
-                           size_t errlen)
+static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
 {
     printer p = {&m->vocab, out};
     int *ids = NULL;
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
     if (prompt && *prompt) {
-        ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err, errlen);
+        ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
         if (s) return s;
         free(ids);
         fputs(prompt, out);
     }
-    ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err, errlen);
+    ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
     fputs("\n", out);
     fflush(out);
     return s;
 }
 
-static int cmd_train(const lm_train_args *a)
+// --- train ---
+
+/* SIGINT and SIGTERM set stop_signal; training then stops after the step, with a checkpoint. */
+static void catch_stop_signals(void)
 {
-    set_threads(a->threads);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
 
-    lm_train_opts o = {
+static lm_train_opts train_opts(const lm_train_args *a)
+{
+    return (lm_train_opts){
         .data_path = a->data,
         .out_dir = a->out,
         .init_from = a->init_from,
@@ -114,94 +119,113 @@ static int cmd_train(const lm_train_args *a)
         .trace = a->trace.shapes ? stdout : NULL,
         .trace_only = a->trace.only,
     };
-    lm_train_result r;
-    char err[2048];
-    ag_status s = lm_train(&o, &r, err, sizeof err);
-    if (s) return fail(s, err);
-    if (a->trace.only) return 0;
-    if (r.interrupted) return stop_signal == SIGTERM ? 143 : 130;
+}
 
-    /* a taste of what it learned, then where the curve is */
+/* After training: a taste of what the model learned, then where the curve and the rest are. */
+static int show_result(const char *dir)
+{
+    ag_error e = {0};
     lm_model m;
-    if ((s = lm_model_load(a->out, &m, err, sizeof err))) return fail(s, err);
+    ag_status s = lm_model_load(dir, &m, &e);
+    if (s) return fail(s, &e);
     lm_sample_opts so = {200, 1.0, 0, 1337};
     printf("\nsample (200 characters, temperature 1.0):\n");
-    s = sample_to(stdout, &m, NULL, &so, err, sizeof err);
+    s = sample_to(stdout, &m, NULL, &so, &e);
     lm_model_free(&m);
-    if (s) return fail(s, err);
+    if (s) return fail(s, &e);
     char png[4096];
-    if (lm_path_join(png, sizeof png, a->out, "loss.png") && access(png, F_OK) == 0)
-        printf("\nloss curve: %s\n", png);
-    printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", a->out, a->out);
+    if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
+    printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
     return 0;
+}
+
+static int cmd_train(const lm_train_args *a)
+{
+    set_threads(a->threads);
+    catch_stop_signals();
+    lm_train_opts o = train_opts(a);
+    lm_train_result r;
+    ag_error e = {0};
+    ag_status s = lm_train(&o, &r, &e);
+    if (s) return fail(s, &e);
+    if (a->trace.only) return 0;
+    if (r.interrupted) return stop_signal == SIGTERM ? 143 : 130;
+    return show_result(a->out);
+}
+
+// --- sample, eval, attn ---
+
+/* --trace-shapes for sample: the forward over the prompt (its last block_size characters). */
+static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
+{
+    const char *p = prompt && *prompt ? prompt : "\n";
+    int *ids = NULL;
+    size_t n = 0;
+    ag_status s = vocab_encode(&m->vocab, "--prompt", p, strlen(p), &ids, &n, err);
+    if (s == AG_OK) {
+        int T = n > (size_t)m->g->cfg.block_size ? m->g->cfg.block_size : (int)n;
+        char what[96];
+        snprintf(what, sizeof what, "the prompt (B=1, T=%d; sampling then feeds one position at a time)", T);
+        s = lm_trace_forward(stdout, m->g, ids + (n - (size_t)T), NULL, 1, T, false, what, err);
+    }
+    free(ids);
+    return s;
 }
 
 static int cmd_sample(const lm_sample_args *a)
 {
     set_threads(0);
-    char err[2048];
+    ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, err, sizeof err);
-    if (s) return fail(s, err);
-    if (a->trace.shapes) {   /* the forward over the prompt (its last block_size characters) */
-        const char *p = a->prompt && *a->prompt ? a->prompt : "\n";
-        int *ids = NULL;
-        size_t n = 0;
-        s = vocab_encode(&m.vocab, "--prompt", p, strlen(p), &ids, &n, err, sizeof err);
-        if (s == AG_OK) {
-            int T = n > (size_t)m.g->cfg.block_size ? m.g->cfg.block_size : (int)n;
-            char what[96];
-            snprintf(what, sizeof what, "the prompt (B=1, T=%d; sampling then feeds one position at a time)", T);
-            s = lm_trace_forward(stdout, m.g, ids + (n - (size_t)T), NULL, 1, T, false, what, err, sizeof err);
-        }
-        free(ids);
-        if (s || a->trace.only) {
-            lm_model_free(&m);
-            return s ? fail(s, err) : 0;
-        }
+    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    if (s) return fail(s, &e);
+    if (a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
+    if (s == AG_OK && !a->trace.only) {
+        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed};
+        s = sample_to(stdout, &m, a->prompt, &so, &e);
     }
-    lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed};
-    s = sample_to(stdout, &m, a->prompt, &so, err, sizeof err);
     lm_model_free(&m);
-    return s ? fail(s, err) : 0;
+    return s ? fail(s, &e) : 0;
+}
+
+/* --trace-shapes for eval: the forward over the first windows of the file. */
+static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
+{
+    corpus c;
+    ag_status s = corpus_load_vocab(path, &m->vocab, &c, err);
+    if (s == AG_OK) s = lm_trace_text(stdout, m->g, c.ids, c.n, false, path, err);
+    corpus_free(&c);
+    return s;
 }
 
 static int cmd_eval(const lm_eval_args *a)
 {
     set_threads(0);
-    char err[2048];
+    ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, err, sizeof err);
-    if (s) return fail(s, err);
-    if (a->trace.shapes) {   /* the forward over the first windows of the file */
-        corpus c;
-        s = corpus_load_vocab(a->data, &m.vocab, &c, err, sizeof err);
-        if (s == AG_OK) s = lm_trace_text(stdout, m.g, c.ids, c.n, false, a->data, err, sizeof err);
-        corpus_free(&c);
-        if (s || a->trace.only) {
-            lm_model_free(&m);
-            return s ? fail(s, err) : 0;
-        }
-    }
+    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    if (s) return fail(s, &e);
+    if (a->trace.shapes) s = trace_file(&m, a->data, &e);
     double loss = 0;
     size_t tokens = 0;
-    s = lm_eval_file(&m, a->data, &loss, &tokens, err, sizeof err);
+    bool evaluate = s == AG_OK && !a->trace.only;
+    if (evaluate) s = lm_eval_file(&m, a->data, &loss, &tokens, &e);
     lm_model_free(&m);
-    if (s) return fail(s, err);
-    printf("{\"loss\": %.6f, \"tokens\": %zu}\n", loss, tokens);
+    if (s) return fail(s, &e);
+    if (evaluate) printf("{\"loss\": %.6f, \"tokens\": %zu}\n", loss, tokens);
     return 0;
 }
 
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
-    char err[2048];
+    ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, err, sizeof err);
-    if (s) return fail(s, err);
-    s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, err, sizeof err);
+    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    if (s) return fail(s, &e);
+    s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
     lm_model_free(&m);
-    if (s) return fail(s, err);
+    if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
@@ -227,8 +251,8 @@ int main(int argc, char **argv)
 {
     bounded_omp_spin(argv);
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
-    char err[1024];
-    if (lm_cli_parse(&cli, argc, argv, err, sizeof err)) return fail(AG_ERR_ARG, err);
+    ag_error e = {0};
+    if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);
         return 0;

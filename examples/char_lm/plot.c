@@ -29,14 +29,11 @@ static const char script_val[] =
     ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'";
 
 /* Starts `gnuplot script` in dir; *pid gets the child. */
-static ag_status start_gnuplot(const char *dir, const char *script, pid_t *pid, char *err, size_t errlen)
+static ag_status start_gnuplot(const char *dir, const char *script, pid_t *pid, ag_error *err)
 {
     fflush(NULL);   /* the child must not inherit and re-flush our buffered output */
     *pid = fork();
-    if (*pid < 0) {
-        snprintf(err, errlen, "cannot start gnuplot: %s", strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (*pid < 0) return ag_seterr(err, AG_ERR_IO, "cannot start gnuplot: %s", strerror(errno));
     if (*pid == 0) {   /* child: only async-signal-safe calls until exec */
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
@@ -54,7 +51,7 @@ static ag_status start_gnuplot(const char *dir, const char *script, pid_t *pid, 
 /* Waits for (block) or looks at (!block) the gnuplot child pid; *done: it has ended, and the
  * status says how. what names the picture in messages ("loss.png"). */
 static ag_status reap_gnuplot(pid_t pid, bool block, bool *done, const char *dir, const char *script,
-                              const char *what, char *err, size_t errlen)
+                              const char *what, ag_error *err)
 {
     int status = 0;
     pid_t r;
@@ -62,77 +59,65 @@ static ag_status reap_gnuplot(pid_t pid, bool block, bool *done, const char *dir
     while ((r = waitpid(pid, &status, block ? 0 : WNOHANG)) < 0)
         if (errno != EINTR) {
             *done = true;
-            snprintf(err, errlen, "waiting for gnuplot: %s", strerror(errno));
-            return AG_ERR_IO;
+            return ag_seterr(err, AG_ERR_IO, "waiting for gnuplot: %s", strerror(errno));
         }
     if (r == 0) return AG_OK;   /* still drawing */
     *done = true;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return AG_OK;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        snprintf(err, errlen, "gnuplot not found, so no %s (install it: apt-get install gnuplot-nox)", what);
-    else
-        snprintf(err, errlen, "gnuplot failed on %s/%s (status %d); %s not updated", dir, script,
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
-    return AG_ERR_IO;
+        return ag_seterr(err, AG_ERR_IO, "gnuplot not found, so no %s (install it: apt-get install gnuplot-nox)", what);
+    return ag_seterr(err, AG_ERR_IO, "gnuplot failed on %s/%s (status %d); %s not updated", dir, script,
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
 }
 
 /* Runs `gnuplot script` in dir to the end. */
-static ag_status run_gnuplot(const char *dir, const char *script, const char *what, char *err, size_t errlen)
+static ag_status run_gnuplot(const char *dir, const char *script, const char *what, ag_error *err)
 {
     pid_t pid;
     bool done;
-    ag_status s = start_gnuplot(dir, script, &pid, err, errlen);
-    return s ? s : reap_gnuplot(pid, true, &done, dir, script, what, err, errlen);
+    ag_status s = start_gnuplot(dir, script, &pid, err);
+    return s ? s : reap_gnuplot(pid, true, &done, dir, script, what, err);
 }
 
 /* Writes text to dir/name. */
-static ag_status write_text(const char *dir, const char *name, const char *text, char *err, size_t errlen)
+static ag_status write_text(const char *dir, const char *name, const char *text, ag_error *err)
 {
     char path[4096];
-    if (!lm_path_join(path, sizeof path, dir, name)) {
-        snprintf(err, errlen, "%s: path too long", dir);
-        return AG_ERR_ARG;
-    }
+    if (!lm_path_join(path, sizeof path, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     FILE *fp = fopen(path, "w");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     int ok = fputs(text, fp) >= 0;
-    if (fclose(fp) != 0 || !ok) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (fclose(fp) != 0 || !ok) return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     return AG_OK;
 }
 
-static ag_status write_loss_script(const char *dir, bool with_val, char *err, size_t errlen)
+static ag_status write_loss_script(const char *dir, bool with_val, ag_error *err)
 {
     char script[sizeof script_head + sizeof script_val + 2];
     snprintf(script, sizeof script, "%s%s\n", script_head, with_val ? script_val : "");
-    return write_text(dir, "loss.gp", script, err, errlen);
+    return write_text(dir, "loss.gp", script, err);
 }
 
-ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen)
+ag_status lm_plot_loss(const char *dir, bool with_val, ag_error *err)
 {
-    ag_status s = write_loss_script(dir, with_val, err, errlen);
-    return s ? s : run_gnuplot(dir, "loss.gp", "loss.png", err, errlen);
+    ag_status s = write_loss_script(dir, with_val, err);
+    return s ? s : run_gnuplot(dir, "loss.gp", "loss.png", err);
 }
 
-ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, char *err, size_t errlen)
+ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, ag_error *err)
 {
-    ag_status s = write_loss_script(dir, with_val, err, errlen);
-    return s ? s : start_gnuplot(dir, "loss.gp", pid, err, errlen);
+    ag_status s = write_loss_script(dir, with_val, err);
+    return s ? s : start_gnuplot(dir, "loss.gp", pid, err);
 }
 
-ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, char *err, size_t errlen)
+ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err)
 {
-    return reap_gnuplot(pid, block, done, dir, "loss.gp", "loss.png", err, errlen);
+    return reap_gnuplot(pid, block, done, dir, "loss.gp", "loss.png", err);
 }
 
 // --- attention statistics over the run ---
 
-ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, size_t errlen)
+ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)
 {
     /* uniform weights over the keys 0..t, averaged like the statistics over t = 1 .. T-1 */
     double u_ent = 0, u_peak = 0;
@@ -142,10 +127,7 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, siz
     }
     size_t cap = 4096 + (size_t)n_layer * 256, len = 0;
     char *s = malloc(cap);
-    if (!s) {
-        snprintf(err, errlen, "attn.gp: out of memory");
-        return AG_ERR_NOMEM;
-    }
+    if (!s) return ag_seterr(err, AG_ERR_NOMEM, "attn.gp: out of memory");
 #define PUT(...) len += (size_t)snprintf(s + len, len < cap ? cap - len : 0, __VA_ARGS__)
     PUT("# attn.gp -- written by char_lm train --log-attn-stats; redraw by hand with: gnuplot attn.gp\n"
         "# metrics.csv columns 7, 8, ...: attn_entropy_L0, attn_max_L0, attn_entropy_L1, ...\n"
@@ -177,10 +159,10 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, siz
     PUT("\nunset multiplot\n");
 #undef PUT
     ag_status st = AG_ERR_NOMEM;
-    if (len < cap) st = write_text(dir, "attn.gp", s, err, errlen);
-    else snprintf(err, errlen, "attn.gp: script too long");
+    if (len < cap) st = write_text(dir, "attn.gp", s, err);
+    else ag_seterr(err, st, "attn.gp: script too long");
     free(s);
-    return st ? st : run_gnuplot(dir, "attn.gp", "attn.png", err, errlen);
+    return st ? st : run_gnuplot(dir, "attn.gp", "attn.png", err);
 }
 
 // --- attention heat maps ---
@@ -208,33 +190,27 @@ static void put_tics(FILE *fp, const char *axis, const char *const *labels, int 
     fputs(")\n", fp);
 }
 
-ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T, const char *const *labels,
-                            const char *const *titles, const char *title, char *err, size_t errlen)
+/* png's directory (gnuplot runs there, so the script names files without a path) and its
+ * base name, without ".png". */
+static ag_status split_png(const char *png, char *dir, size_t dir_len, char *base, size_t base_len, ag_error *err)
 {
     size_t n = strlen(png);
-    if (n < 5 || strcmp(png + n - 4, ".png") != 0) {
-        snprintf(err, errlen, "--out must end in .png (got '%s')", png);
-        return AG_ERR_ARG;
-    }
-    /* dir and base name: gnuplot runs in dir, so the script names files without a path */
-    char dir[4096], base[1024], path[4096 + 1024 + 16];
+    if (n < 5 || strcmp(png + n - 4, ".png") != 0)
+        return ag_seterr(err, AG_ERR_ARG, "--out must end in .png (got '%s')", png);
     const char *slash = strrchr(png, '/');
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - png) > 0 ? (int)(slash - png) : 1, png);
-    else snprintf(dir, sizeof dir, ".");
+    if (slash) snprintf(dir, dir_len, "%.*s", (int)(slash - png) > 0 ? (int)(slash - png) : 1, png);
+    else snprintf(dir, dir_len, ".");
     const char *file = slash ? slash + 1 : png;
-    if (strlen(file) - 4 >= sizeof base || !*file) {
-        snprintf(err, errlen, "--out: file name too long");
-        return AG_ERR_ARG;
-    }
-    snprintf(base, sizeof base, "%.*s", (int)(strlen(file) - 4), file);
+    if (strlen(file) - 4 >= base_len || !*file) return ag_seterr(err, AG_ERR_ARG, "--out: file name too long");
+    snprintf(base, base_len, "%.*s", (int)(strlen(file) - 4), file);
+    return AG_OK;
+}
 
-    /* the weights: one T x T block per map, NaN (blank) above the diagonal */
-    snprintf(path, sizeof path, "%s/%s.dat", dir, base);
+/* The weights W [n_maps,T,T] into path: one T x T block per map, NaN (blank) above the diagonal. */
+static ag_status write_weights(const char *path, const ag_real *W, int n_maps, int T, ag_error *err)
+{
     FILE *fp = fopen(path, "w");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     for (int k = 0; k < n_maps; k++) {
         if (k) fputs("\n\n", fp);
         for (int i = 0; i < T; i++) {
@@ -246,21 +222,19 @@ ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T
             fputc('\n', fp);
         }
     }
-    if (fclose(fp) != 0) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (fclose(fp) != 0) return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return AG_OK;
+}
 
-    /* the script */
+/* The script's settings: the picture's size (a grid of panels), the colour scale, the axes
+ * labelled with the characters, and the title over all panels. */
+static void put_heatmap_setup(FILE *fp, const char *base, int n_maps, int T, const char *const *labels,
+                              const char *title)
+{
     int cols = 1;
     while (cols * cols < n_maps) cols++;
     int rows = (n_maps + cols - 1) / cols;
     int panel = T > 32 ? 720 : 480;
-    snprintf(path, sizeof path, "%s/%s.gp", dir, base);
-    if (!(fp = fopen(path, "w"))) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
     fprintf(fp, "# %s.gp -- written by char_lm attn; redraw with: gnuplot %s.gp (in this directory)\n", base, base);
     fprintf(fp, "# %s.dat: one %d x %d block per panel (gnuplot index k); row i = query i, column j = key j;\n"
                 "# NaN = masked (key in the future), drawn blank\n", base, T, T);
@@ -282,6 +256,11 @@ ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T
     fprintf(fp, "%d,%d title ", rows, cols);
     put_quoted(fp, title);
     fputc('\n', fp);
+}
+
+/* One panel per map: block k of base.dat as an image, titled titles[k]. */
+static void put_panels(FILE *fp, const char *base, int n_maps, int T, const char *const *titles)
+{
     char dat_name[1100];
     snprintf(dat_name, sizeof dat_name, "%s.dat", base);
     for (int k = 0; k < n_maps; k++) {
@@ -296,12 +275,31 @@ ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T
                         " sprintf('%%.2f', $3) : '') with labels tc rgb 'black' notitle", k, k);
         fputc('\n', fp);
     }
+}
+
+static ag_status write_heatmap_script(const char *path, const char *base, int n_maps, int T,
+                                      const char *const *labels, const char *const *titles, const char *title,
+                                      ag_error *err)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    put_heatmap_setup(fp, base, n_maps, T, labels, title);
+    put_panels(fp, base, n_maps, T, titles);
     fputs("unset multiplot\n", fp);
-    if (fclose(fp) != 0) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
-    char script[1100];
+    if (fclose(fp) != 0) return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return AG_OK;
+}
+
+ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T, const char *const *labels,
+                            const char *const *titles, const char *title, ag_error *err)
+{
+    char dir[4096], base[1024], path[4096 + 1024 + 16], script[1100];
+    ag_status s = split_png(png, dir, sizeof dir, base, sizeof base, err);
+    if (s) return s;
+    snprintf(path, sizeof path, "%s/%s.dat", dir, base);
+    if ((s = write_weights(path, W, n_maps, T, err))) return s;
+    snprintf(path, sizeof path, "%s/%s.gp", dir, base);
+    if ((s = write_heatmap_script(path, base, n_maps, T, labels, titles, title, err))) return s;
     snprintf(script, sizeof script, "%s.gp", base);
-    return run_gnuplot(dir, script, png, err, errlen);
+    return run_gnuplot(dir, script, png, err);
 }

@@ -2,7 +2,7 @@
  *
  * lm_plot_loss writes DIR/loss.gp (a plain gnuplot script: `cd DIR && gnuplot loss.gp` redraws
  * the curve by hand) and runs gnuplot on it in DIR. Nothing prints: if gnuplot is missing or
- * fails, the status is AG_ERR_IO and err says so in one line; the caller decides whether that
+ * fails, the status is AG_ERR_IO and the ag_error err says so in one line; the caller decides whether that
  * is worth a warning (char_lm's training goes on without a picture). */
 #ifndef LM_PLOT_H
 #define LM_PLOT_H
@@ -12,18 +12,18 @@
 #include "attograd.h"
 
 /* with_val: draw the validation curve too (false when the run has no validation split). */
-ag_status lm_plot_loss(const char *dir, bool with_val, char *err, size_t errlen);
+ag_status lm_plot_loss(const char *dir, bool with_val, ag_error *err);
 /* The same without waiting, so training goes on while gnuplot draws: *pid gets the gnuplot
  * process, for lm_plot_loss_wait. */
-ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, char *err, size_t errlen);
+ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, ag_error *err);
 /* Reaps the plot started as pid: block waits for it; without block only *done tells whether it
  * has ended yet. Once *done, the status is lm_plot_loss's. */
-ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, char *err, size_t errlen);
+ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
 
 /* --log-attn-stats: DIR/attn.gp and DIR/attn.png from the attn_entropy_L<l> and attn_max_L<l>
  * columns of DIR/metrics.csv (columns 7 + 2l and 8 + 2l), one curve per layer in two panels,
  * each with the value uniform weights would give (and ln T, the largest entropy of a row). */
-ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, size_t errlen);
+ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err);
 
 /* Heat maps of attention weights: W [n_maps, T, T], row i = query i, column j = key j; NaN
  * entries (the masked future) are drawn blank, the weights on a fixed colour scale [0, 1].
@@ -32,6 +32,6 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, char *err, siz
  * beside it go <base>.dat (the weights, one T x T block per map, blocks separated by two blank
  * lines: gnuplot's "index") and <base>.gp, the script gnuplot runs. */
 ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T, const char *const *labels,
-                            const char *const *titles, const char *title, char *err, size_t errlen);
+                            const char *const *titles, const char *title, ag_error *err);
 
 #endif

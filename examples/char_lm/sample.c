@@ -59,7 +59,26 @@ typedef struct {
     ag_real *logits;      /* [V] of the last token fed */
 } feeder;
 
-static ag_status feed(feeder *f, int id, char *err, size_t errlen)
+/* The buffers of a feeder for g; false when out of memory (feeder_release frees what there is). */
+static bool feeder_init(feeder *f, ag_gpt *g)
+{
+    bool cached = ag_gpt_cache_exact(g);
+    *f = (feeder){ag_ctx_new(), g, cached ? ag_kv_cache_new(g) : NULL, malloc((size_t)g->cfg.block_size * sizeof(int)),
+                  0, malloc((size_t)g->cfg.vocab_size * sizeof(ag_real))};
+    if (!f->ctx || (cached && !f->cache) || !f->ids || !f->logits) return false;
+    ag_ctx_set_grad(f->ctx, false);
+    return true;
+}
+
+static void feeder_release(feeder *f)
+{
+    free(f->logits);
+    free(f->ids);
+    ag_kv_cache_free(f->cache);
+    ag_ctx_free(f->ctx);
+}
+
+static ag_status feed(feeder *f, int id, ag_error *err)
 {
     ag_ctx_reset(f->ctx);
     ag_tensor *y;
@@ -72,8 +91,8 @@ static ag_status feed(feeder *f, int id, char *err, size_t errlen)
     }
     if (!y) {
         f->len--;
-        snprintf(err, errlen, "sampling: %s", ag_ctx_error(f->ctx) ? ag_ctx_error(f->ctx) : "forward failed");
-        return ag_ctx_status(f->ctx) ? ag_ctx_status(f->ctx) : AG_ERR_ARG;
+        ag_status s = ag_ctx_status(f->ctx) ? ag_ctx_status(f->ctx) : AG_ERR_ARG;
+        return ag_seterr(err, s, "sampling: %s", ag_ctx_error(f->ctx) ? ag_ctx_error(f->ctx) : "forward failed");
     }
     size_t V = (size_t)f->g->cfg.vocab_size;
     memcpy(f->logits, y->data + (ag_numel(y) - V), V * sizeof(ag_real));   /* the last position */
@@ -86,91 +105,89 @@ static void feeder_clear(feeder *f)
     if (f->cache) ag_kv_cache_clear(f->cache);
 }
 
-ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
-                      lm_emit_fn emit, void *user, int *out, char *err, size_t errlen)
+/* A full window: keep its last keep-1 tokens and feed them again from position 0. win [T]
+ * holds the tokens in the window, *wn of them. */
+static ag_status slide(feeder *f, int *win, int *wn, int keep, ag_error *err)
 {
-    int V = g->cfg.vocab_size, T = g->cfg.block_size;
-    if (!(o->temperature > 0) || !isfinite(o->temperature) || o->top_k < 0 || o->max_new_tokens < 0) {
-        snprintf(err, errlen, "sampling: need temperature > 0, top_k >= 0, max_new_tokens >= 0");
-        return AG_ERR_ARG;
-    }
-    if (n_prompt < 1) {
-        snprintf(err, errlen, "sampling: the prompt is empty");
-        return AG_ERR_ARG;
-    }
-    for (size_t i = 0; i < n_prompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= V) {
-            snprintf(err, errlen, "sampling: prompt token %d at %zu is outside [0, %d)", prompt[i], i, V);
-            return AG_ERR_ARG;
-        }
-    if (o->max_new_tokens == 0) return AG_OK;
+    memmove(win, win + *wn - (keep - 1), (size_t)(keep - 1) * sizeof *win);
+    *wn = keep - 1;
+    feeder_clear(f);
+    ag_status st = AG_OK;
+    for (int i = 0; i < *wn && st == AG_OK; i++) st = feed(f, win[i], err);
+    return st;
+}
 
-    ag_status st = AG_ERR_NOMEM;
-    bool cached = ag_gpt_cache_exact(g);
-    feeder f = {ag_ctx_new(), g, cached ? ag_kv_cache_new(g) : NULL, malloc((size_t)T * sizeof(int)), 0,
-                malloc((size_t)V * sizeof(ag_real))};
+/* The prompt, of which only the last block_size tokens fit: win gets them, *wn counts them. */
+static ag_status feed_prompt(feeder *f, const int *prompt, size_t n_prompt, int *win, int *wn, ag_error *err)
+{
+    size_t T = (size_t)f->g->cfg.block_size;
+    for (size_t i = n_prompt > T ? n_prompt - T : 0; i < n_prompt; i++) {
+        ag_status st = feed(f, prompt[i], err);
+        if (st) return st;
+        win[(*wn)++] = prompt[i];
+    }
+    return AG_OK;
+}
+
+static ag_status check_options(const ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
+                               ag_error *err)
+{
+    if (!(o->temperature > 0) || !isfinite(o->temperature) || o->top_k < 0 || o->max_new_tokens < 0)
+        return ag_seterr(err, AG_ERR_ARG, "sampling: need temperature > 0, top_k >= 0, max_new_tokens >= 0");
+    if (n_prompt < 1) return ag_seterr(err, AG_ERR_ARG, "sampling: the prompt is empty");
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= g->cfg.vocab_size)
+            return ag_seterr(err, AG_ERR_ARG, "sampling: prompt token %d at %zu is outside [0, %d)", prompt[i], i,
+                             g->cfg.vocab_size);
+    return AG_OK;
+}
+
+ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
+                      lm_emit_fn emit, void *user, int *out, ag_error *err)
+{
+    ag_status st = check_options(g, prompt, n_prompt, o, err);
+    if (st || o->max_new_tokens == 0) return st;
+    int V = g->cfg.vocab_size, T = g->cfg.block_size;
+    feeder f;
+    bool ok = feeder_init(&f, g);
     int *win = malloc((size_t)T * sizeof *win);                 /* [T] the tokens in the cache */
     double *scratch = malloc(2 * (size_t)V * sizeof *scratch);  /* [2V] */
-    if (!f.ctx || (cached && !f.cache) || !f.ids || !f.logits || !win || !scratch) {
-        snprintf(err, errlen, "sampling: out of memory");
-        goto out;
-    }
-    ag_ctx_set_grad(f.ctx, false);
     ag_rng rng;
     ag_rng_seed(&rng, o->seed);
-
-    /* the prompt: only its last T tokens fit */
-    size_t start = n_prompt > (size_t)T ? n_prompt - (size_t)T : 0;
+    if (!ok || !win || !scratch) st = ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
     int wn = 0;
-    for (size_t i = start; i < n_prompt; i++) {
-        if ((st = feed(&f, prompt[i], err, errlen))) goto out;
-        win[wn++] = prompt[i];
-    }
+    if (st == AG_OK) st = feed_prompt(&f, prompt, n_prompt, win, &wn, err);
     int keep = T - T / 2;   /* tokens in the cache after a slide: ceil(T/2) >= 1 */
-    for (long k = 0; k < o->max_new_tokens; k++) {
+    for (long k = 0; k < o->max_new_tokens && st == AG_OK; k++) {
         int id = lm_sample_logits(f.logits, V, o->temperature, o->top_k, ag_rng_uniform(&rng), scratch);
         if (emit) emit(id, user);
         if (out) out[k] = id;
         if (k + 1 == o->max_new_tokens) break;
-        if (f.len == T) {   /* full: slide by refeeding the last keep-1 tokens, then id */
-            memmove(win, win + wn - (keep - 1), (size_t)(keep - 1) * sizeof *win);
-            wn = keep - 1;
-            feeder_clear(&f);
-            for (int i = 0; i < wn; i++)
-                if ((st = feed(&f, win[i], err, errlen))) goto out;
-        }
-        win[wn++] = id;
-        if ((st = feed(&f, id, err, errlen))) goto out;
+        if (f.len == T) st = slide(&f, win, &wn, keep, err);   /* full: slide by half a window */
+        if (st == AG_OK) win[wn++] = id;
+        if (st == AG_OK) st = feed(&f, id, err);
     }
-    st = AG_OK;
-out:
     free(scratch);
     free(win);
-    free(f.logits);
-    free(f.ids);
-    ag_kv_cache_free(f.cache);
-    ag_ctx_free(f.ctx);
+    feeder_release(&f);
     return st;
 }
 
 ag_status lm_sample_text(lm_model *m, const char *prompt, const lm_sample_opts *o, lm_emit_fn emit,
-                         void *user, int **prompt_ids, size_t *n_prompt, char *err, size_t errlen)
+                         void *user, int **prompt_ids, size_t *n_prompt, ag_error *err)
 {
     int *ids = NULL;
     size_t n = 0;
     if (!prompt || !*prompt) {
         int nl = vocab_id(&m->vocab, '\n');
-        if (!(ids = malloc(sizeof *ids))) {
-            snprintf(err, errlen, "sampling: out of memory");
-            return AG_ERR_NOMEM;
-        }
+        if (!(ids = malloc(sizeof *ids))) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
         ids[0] = nl >= 0 ? nl : 0;
         n = 1;
     } else {
-        ag_status st = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err, errlen);
+        ag_status st = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
         if (st) return st;
     }
-    ag_status st = lm_generate(m->g, ids, n, o, emit, user, NULL, err, errlen);
+    ag_status st = lm_generate(m->g, ids, n, o, emit, user, NULL, err);
     if (prompt_ids && st == AG_OK) {
         *prompt_ids = ids;
         *n_prompt = n;

@@ -31,14 +31,14 @@ typedef void (*lm_emit_fn)(int id, void *user);
 /* prompt [n_prompt] ids in [0, V), n_prompt >= 1. If out is not NULL it receives the new ids
  * [max_new_tokens]. AG_ERR_ARG for bad options or ids; AG_ERR_NOMEM; an op's status. */
 ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
-                      lm_emit_fn emit, void *user, int *out, char *err, size_t errlen);
+                      lm_emit_fn emit, void *user, int *out, ag_error *err);
 
 /* Encodes prompt (UTF-8; NULL or "": a newline if the vocabulary has one, else token 0) with
  * the model's vocabulary and generates. A character outside the vocabulary is AG_ERR_ARG
  * ("--prompt: character 'é' (U+00E9) at position 3 ..."). *prompt_ids (malloc'd [*n_prompt],
  * may be NULL to skip) receives the encoded prompt. */
 ag_status lm_sample_text(lm_model *m, const char *prompt, const lm_sample_opts *o, lm_emit_fn emit,
-                         void *user, int **prompt_ids, size_t *n_prompt, char *err, size_t errlen);
+                         void *user, int **prompt_ids, size_t *n_prompt, ag_error *err);
 
 /* One draw from logits [V] with temperature and top_k, using u uniform in [0, 1). Pure. */
 int lm_sample_logits(const ag_real *logits, int V, double temperature, int top_k, double u, double *scratch);

@@ -212,37 +212,39 @@ void lm_trace_params(FILE *out, const ag_params *P)
 
 // --- the trace ---
 
-ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T, bool train,
-                           const char *what, char *err, size_t errlen)
+/* What the trace shows, its sizes and the column heads. */
+static void print_head(FILE *out, const ag_gpt_config *cfg, int B, int T, const letters *LP, const char *what)
 {
-    const ag_gpt_config *cfg = &g->cfg;
-    letters L = model_letters(cfg, false), LP = model_letters(cfg, true);
-    add_letter(&L, "B", B);
-    add_letter(&L, "T", T);
-    ag_ctx *ctx = ag_ctx_new();
-    if (!ctx) {
-        snprintf(err, errlen, "--trace-shapes: out of memory");
-        return AG_ERR_NOMEM;
-    }
-    /* attention op by op for this pass: the learner sees every step the fused kernel does */
-    const ag_forward_opts fo = { .train = train, .seed = 1, .composed_attention = true };
-    ag_tensor *loss = NULL;
-    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, targets, B, T, &fo, targets ? &loss : NULL);
-    if (!logits) {
-        ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
-        snprintf(err, errlen, "--trace-shapes: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-        ag_ctx_free(ctx);
-        return s;
-    }
-
     fprintf(out, "--trace-shapes: one forward pass of %s, op by op as the tape recorded it\n", what);
     fprintf(out, "attention is shown op by op (composed_attention = true for this pass); %s\n",
             cfg->composed_attention ? "the run takes the same composed path"
                                     : "the run uses the fused kernel (one op \"attention\", the same numbers) where it can");
     fprintf(out, "sizes: B=%d T=%d C=%d H=%d D=%d V=%d T_max=%d %s=%d  (a size two letters share is printed as a "
             "number)\n", B, T, cfg->n_embd, cfg->n_head, cfg->n_embd / cfg->n_head, cfg->vocab_size, cfg->block_size,
-            LP.name[LP.n - 1], LP.value[LP.n - 1]);
+            LP->name[LP->n - 1], LP->value[LP->n - 1]);
     fprintf(out, "%4s  %-13s %-14s %-54s %s\n", "#", "op", "layer", "inputs -> output", "what it does");
+}
+
+ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T, bool train,
+                           const char *what, ag_error *err)
+{
+    const ag_gpt_config *cfg = &g->cfg;
+    letters L = model_letters(cfg, false), LP = model_letters(cfg, true);
+    add_letter(&L, "B", B);
+    add_letter(&L, "T", T);
+    ag_ctx *ctx = ag_ctx_new();
+    if (!ctx) return ag_seterr(err, AG_ERR_NOMEM, "--trace-shapes: out of memory");
+    /* attention op by op for this pass: the learner sees every step the fused kernel does */
+    const ag_forward_opts fo = { .train = train, .seed = 1, .composed_attention = true };
+    ag_tensor *loss = NULL;
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, targets, B, T, &fo, targets ? &loss : NULL);
+    if (!logits) {
+        ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+        ag_seterr(err, s, "--trace-shapes: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
+        ag_ctx_free(ctx);
+        return s;
+    }
+    print_head(out, cfg, B, T, &LP, what);
     tracer tr = { out, &L, &LP, cfg, 0 };
     ag_tape_foreach(ctx, trace_node, &tr);
     fprintf(out, "%d ops", tr.count);
@@ -254,15 +256,12 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
     return AG_OK;
 }
 
-ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what, char *err,
-                        size_t errlen)
+ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
+                        ag_error *err)
 {
     int B, T;
     int max_T = g->cfg.block_size;
-    if (n < 2) {
-        snprintf(err, errlen, "--trace-shapes: the text has %zu tokens, fewer than one window", n);
-        return AG_ERR_ARG;
-    }
+    if (n < 2) return ag_seterr(err, AG_ERR_ARG, "--trace-shapes: the text has %zu tokens, fewer than one window", n);
     if ((size_t)max_T > n - 1) max_T = (int)(n - 1);
     lm_trace_dims(&g->cfg, 4, max_T, &B, &T);
     if ((size_t)B * T + 1 > n) B = (int)((n - 1) / (size_t)T);   /* consecutive windows that fit */
@@ -270,8 +269,7 @@ ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool tra
     if (!x || !y) {
         free(x);
         free(y);
-        snprintf(err, errlen, "--trace-shapes: out of memory");
-        return AG_ERR_NOMEM;
+        return ag_seterr(err, AG_ERR_NOMEM, "--trace-shapes: out of memory");
     }
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -280,7 +278,7 @@ ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool tra
         }
     char desc[256];
     snprintf(desc, sizeof desc, "B=%d windows of T=%d characters from %s", B, T, what);
-    ag_status s = lm_trace_forward(out, g, x, y, B, T, train, desc, err, errlen);
+    ag_status s = lm_trace_forward(out, g, x, y, B, T, train, desc, err);
     free(x);
     free(y);
     return s;

@@ -16,7 +16,7 @@
  * "blocks.0.attn" holds blocks.0.attn.w_q.weight ... w_o.bias) and the total.
  *
  * Nothing here exits; the text goes to the FILE* given (stdout in char_lm, a memory stream in
- * the tests). Errors: a status and one line in err. */
+ * the tests). Errors: a status and one line in the ag_error err. */
 #ifndef LM_TRACE_H
 #define LM_TRACE_H
 
@@ -32,13 +32,13 @@ void lm_trace_dims(const ag_gpt_config *cfg, int max_B, int max_T, int *B, int *
  * dropout on (as in a training step). what says where the batch comes from ("3 windows of the
  * training text"). g is unchanged afterwards. */
 ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T, bool train,
-                           const char *what, char *err, size_t errlen);
+                           const char *what, ag_error *err);
 
 /* Picks lm_trace_dims's batch from consecutive windows of ids [n] (window b is
  * ids[b*T .. b*T+T], its targets one further) and traces it. Fewer windows when the text is
  * short; AG_ERR_ARG when not even one window of T+1 tokens fits. */
-ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what, char *err,
-                        size_t errlen);
+ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
+                        ag_error *err);
 
 /* The parameter count of each layer (grouped by name prefix) and the total. Cannot fail. */
 void lm_trace_params(FILE *out, const ag_params *P);

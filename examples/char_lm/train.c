@@ -8,6 +8,7 @@
  * Evaluating more or less often therefore never changes the training losses. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,26 +54,20 @@ static void fmt_duration(char *buf, size_t n, double s)
 }
 
 /* mkdir -p: every missing component of dir. */
-static ag_status mkdir_p(const char *dir, char *err, size_t errlen)
+static ag_status mkdir_p(const char *dir, ag_error *err)
 {
     char buf[PATHLEN];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) {
-        snprintf(err, errlen, "%s: path too long", dir);
-        return AG_ERR_ARG;
-    }
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     for (char *p = buf + 1;; p++) {
         if (*p != '/' && *p != '\0') continue;
         char c = *p;
         *p = '\0';
         struct stat sb;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
-            return AG_ERR_IO;
-        }
-        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            snprintf(err, errlen, "%s: %s is not a directory", dir, buf);
-            return AG_ERR_IO;
-        }
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return ag_seterr(err, AG_ERR_IO, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return ag_seterr(err, AG_ERR_IO, "%s: %s is not a directory", dir, buf);
         *p = c;
         if (c == '\0') break;
         while (p[1] == '/') p++;
@@ -107,24 +102,31 @@ typedef struct {
     const vocab *voc;      /* &c.vocab */
     size_t n_train, n_val;
     lm_train_state st;
+    long start;            /* the first iteration of this run: 0, or where --resume picks up */
     ag_ctx *ctx;
     int *x, *y;            /* [B,T] */
     ag_tensor **attn;      /* [n_layer] recorded attention weights (--log-attn-stats) */
     double *entropy, *peak; /* [n_layer] their statistics at the last evaluation */
-    char *stats;           /* metrics.csv's attention columns of this row, ",e0,p0,..." */
+    /* this iteration's row of metrics.csv, as far as the evaluation fills it ("" between them) */
+    char train_col[32], val_col[32];
+    char *stats;           /* the attention columns, ",e0,p0,e1,p1..." (",,,," between evaluations) */
     size_t stats_cap;
     FILE *metrics;
     bool plot_ok;
     pid_t plot_pid;        /* a loss.png still being drawn in the background, or 0 */
     bool resumed;
+    long saved_at;         /* the iteration of the checkpoint on disk, or -1 */
+    bool tty;              /* the log is a terminal: the progress line is redrawn in place */
+    ag_lr_schedule sched;
+    double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
 } run;
 
 static void run_free(run *R)
 {
     if (R->plot_pid > 0) { /* a run that stops early still leaves a whole picture */
-        char why[512];
+        ag_error ignored = {0};
         bool done;
-        (void)lm_plot_loss_wait(R->plot_pid, true, &done, R->o->out_dir, why, sizeof why);
+        (void)lm_plot_loss_wait(R->plot_pid, true, &done, R->o->out_dir, &ignored);
     }
     if (R->metrics) fclose(R->metrics);
     free(R->x);
@@ -147,8 +149,7 @@ static void warn(const run *R, const char *msg)
 
 /* The model's shape may not change on --resume / --init-from: a flag (or --config) that says
  * otherwise is an error. Other fields: the checkpoint's (resume) or the command line's. */
-static ag_status merge_config(run *R, const lm_config *ck, bool resume, const char *dir, char *err,
-                              size_t errlen)
+static ag_status merge_config(run *R, const lm_config *ck, bool resume, const char *dir, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_config cfg = resume ? *ck : o->cfg;
@@ -158,11 +159,10 @@ static ag_status merge_config(run *R, const lm_config *ck, bool resume, const ch
         if (f->shape) {
             if (f->flag && (given || o->config_given) && !lm_field_equal(&o->cfg, ck, f)) {
                 char have[64], want[64];
-                snprintf(err, errlen, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag,
-                         dir, f->key, lm_field_format(ck, f, have, sizeof have), given ? "the flag" : "--config",
-                         lm_field_format(&o->cfg, f, want, sizeof want),
-                         resume ? " (a resumed run keeps its model shape)" : "");
-                return AG_ERR_ARG;
+                return ag_seterr(err, AG_ERR_ARG, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag,
+                                 dir, f->key, lm_field_format(ck, f, have, sizeof have),
+                                 given ? "the flag" : "--config", lm_field_format(&o->cfg, f, want, sizeof want),
+                                 resume ? " (a resumed run keeps its model shape)" : "");
             }
             lm_field_copy(&cfg, ck, f);
         } else if (resume && given) {
@@ -173,69 +173,72 @@ static ag_status merge_config(run *R, const lm_config *ck, bool resume, const ch
     return AG_OK;
 }
 
-static ag_status setup(run *R, char *err, size_t errlen)
+/* --resume, --init-from: the checkpoint's model, its config merged with the flags, and the text
+ * encoded with its vocabulary. */
+static ag_status load_checkpoint(run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    char why[1024];
+    const char *dir = o->resume ? o->out_dir : o->init_from;
+    const char *flag = o->resume ? "--resume" : "--init-from";
+    ag_error why = {0};
     ag_status s;
-    if (o->resume || o->init_from) {
-        const char *dir = o->resume ? o->out_dir : o->init_from;
-        const char *flag = o->resume ? "--resume" : "--init-from";
-        if ((s = lm_model_load(dir, &R->m, why, sizeof why))) {
-            snprintf(err, errlen, "%s: %s", flag, why);
-            return s;
-        }
-        if ((s = merge_config(R, &R->m.cfg, o->resume, dir, err, errlen))) return s;
-        R->m.g->cfg.dropout = R->cfg.model.dropout;
-        if ((s = corpus_load_vocab(o->data_path, &R->m.vocab, &R->c, why, sizeof why))) {
-            snprintf(err, errlen, "%s (the vocabulary of %s)", why, dir);
-            return s;
-        }
-    } else {
-        R->cfg = o->cfg;
-        if ((s = corpus_load(o->data_path, &R->c, err, errlen))) return s;
-        R->cfg.model.vocab_size = R->c.vocab.V;
-    }
-    R->voc = &R->c.vocab;
-    if ((s = lm_config_validate(&R->cfg, true, err, errlen))) return s;
-    if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err,
-                          errlen)))
-        return s;
-    if (!R->m.g) {
-        R->m.cfg = R->cfg;
-        if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, why, sizeof why))) {
-            snprintf(err, errlen, "cannot build the model: %s", why);
-            return AG_ERR_NOMEM;
-        }
-    }
+    if ((s = lm_model_load(dir, &R->m, &why))) return ag_seterr(err, s, "%s: %s", flag, why.msg);
+    if ((s = merge_config(R, &R->m.cfg, o->resume, dir, err))) return s;
+    R->m.g->cfg.dropout = R->cfg.model.dropout;
+    if ((s = corpus_load_vocab(o->data_path, &R->m.vocab, &R->c, &why)))
+        return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
+    return AG_OK;
+}
 
+/* A new run: the command line's config, the text and its own vocabulary. */
+static ag_status load_text(run *R, ag_error *err)
+{
+    R->cfg = R->o->cfg;
+    ag_status s = corpus_load(R->o->data_path, &R->c, err);
+    if (s == AG_OK) R->cfg.model.vocab_size = R->c.vocab.V;
+    return s;
+}
+
+static ag_status new_model(run *R, ag_error *err)
+{
+    char why[1024];
+    R->m.cfg = R->cfg;
+    if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, why, sizeof why)))
+        return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why);
+    return AG_OK;
+}
+
+/* --resume: Adam's moments and where the run stood, which must be the same text. */
+static ag_status resume_state(run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    ag_error why = {0};
+    ag_status s = lm_train_state_load(o->out_dir, R->m.g, &R->st, &why);
+    if (s) return ag_seterr(err, s, "--resume: %s", why.msg);
+    if (R->st.iter != R->m.iter)
+        return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
+                         "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
+                         R->m.iter, R->st.iter);
+    if (R->st.n_tokens != R->c.n || R->st.data_hash != lm_ids_hash(R->c.ids, R->c.n))
+        return ag_seterr(err, AG_ERR_ARG, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
+                         "the run had %zu); to train on it from these weights use --init-from", o->data_path,
+                         o->out_dir, R->c.n, R->st.n_tokens);
+    R->resumed = true;
+    return AG_OK;
+}
+
+/* A new run's state: the batch sampler seeded from --seed, and the text it trains on. */
+static void new_state(run *R)
+{
     memset(&R->st, 0, sizeof R->st);
-    if (o->resume) {
-        if ((s = lm_train_state_load(o->out_dir, R->m.g, &R->st, why, sizeof why))) {
-            snprintf(err, errlen, "--resume: %s", why);
-            return s;
-        }
-        if (R->st.iter != R->m.iter) {
-            snprintf(err, errlen, "--resume: %s holds model.safetensors of iteration %ld but "
-                     "train_state.safetensors of iteration %ld (a write was interrupted?)",
-                     o->out_dir, R->m.iter, R->st.iter);
-            return AG_ERR_FORMAT;
-        }
-        if (R->st.n_tokens != R->c.n || R->st.data_hash != lm_ids_hash(R->c.ids, R->c.n)) {
-            snprintf(err, errlen, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
-                     "the run had %zu); to train on it from these weights use --init-from",
-                     o->data_path, o->out_dir, R->c.n, R->st.n_tokens);
-            return AG_ERR_ARG;
-        }
-        R->resumed = true;
-    } else {
-        ag_rng_seed(&R->st.rng, mix64(R->cfg.seed, TAG_BATCH));
-        R->st.n_tokens = R->c.n;
-        R->st.data_hash = lm_ids_hash(R->c.ids, R->c.n);
-    }
-    R->st.n_train = R->n_train;
-    R->st.n_val = R->n_val;
+    ag_rng_seed(&R->st.rng, mix64(R->cfg.seed, TAG_BATCH));
+    R->st.n_tokens = R->c.n;
+    R->st.data_hash = lm_ids_hash(R->c.ids, R->c.n);
+}
 
+/* The step's buffers and its ctx (one for every forward and backward of the run). */
+static ag_status alloc_buffers(run *R, ag_error *err)
+{
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     R->ctx = ag_ctx_new();
     R->x = malloc((size_t)B * T * sizeof *R->x);
@@ -245,13 +248,35 @@ static ag_status setup(run *R, char *err, size_t errlen)
     R->peak = calloc((size_t)R->cfg.model.n_layer, sizeof *R->peak);
     R->stats_cap = 48 * (size_t)R->cfg.model.n_layer + 8;   /* ",%.6f,%.6f" per layer */
     R->stats = calloc(R->stats_cap, 1);
-    if (!R->ctx || !R->x || !R->y || !R->attn || !R->entropy || !R->peak || !R->stats) {
-        snprintf(err, errlen, "out of memory");
-        return AG_ERR_NOMEM;
-    }
+    if (!R->ctx || !R->x || !R->y || !R->attn || !R->entropy || !R->peak || !R->stats)
+        return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     ag_ctx_set_detect_anomaly(R->ctx, R->cfg.detect_anomaly);
     ag_ctx_set_recycle_grads(R->ctx, true); /* only the parameters' gradients are read */
     return AG_OK;
+}
+
+/* Everything before the first step: the data and the model (a checkpoint's with --resume or
+ * --init-from), the validated config and the split, the optimizer's state, the buffers. */
+static ag_status setup(run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    ag_status s;
+    if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
+    if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
+    R->voc = &R->c.vocab;
+    if ((s = lm_config_validate(&R->cfg, true, err))) return s;
+    if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err)))
+        return s;
+    if (!R->m.g && (s = new_model(R, err))) return s;
+    if (o->resume) {
+        if ((s = resume_state(R, err))) return s;
+    } else {
+        new_state(R);
+    }
+    R->st.n_train = R->n_train;
+    R->st.n_val = R->n_val;
+    R->start = R->st.iter;
+    return alloc_buffers(R, err);
 }
 
 // --- metrics.csv ---
@@ -268,18 +293,16 @@ static bool put_header(const run *R, FILE *out)
 }
 
 /* New run: a fresh file. Resume: the rows before `start` are kept (rewritten atomically). */
-static ag_status open_metrics(run *R, long start, char *err, size_t errlen)
+static ag_status open_metrics(run *R, long start, ag_error *err)
 {
     char path[PATHLEN], tmp[PATHLEN + 8];
-    if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv")) {
-        snprintf(err, errlen, "%s: path too long", R->o->out_dir);
-        return AG_ERR_ARG;
-    }
+    if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *in = R->resumed ? fopen(path, "r") : NULL;
     FILE *out = fopen(tmp, "w");
     if (!out) {
-        snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
         if (in) fclose(in);
         return AG_ERR_IO;
     }
@@ -296,14 +319,25 @@ static ag_status open_metrics(run *R, long start, char *err, size_t errlen)
         fclose(in);
     }
     if (fclose(out) != 0 || !ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
         remove(tmp);
         return AG_ERR_IO;
     }
-    if (!(R->metrics = fopen(path, "a"))) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-        return AG_ERR_IO;
-    }
+    if (!(R->metrics = fopen(path, "a")))
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return AG_OK;
+}
+
+/* One row of metrics.csv (printf-style). */
+static ag_status put_row(run *R, ag_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static ag_status put_row(run *R, ag_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vfprintf(R->metrics, fmt, ap);
+    va_end(ap);
+    if (w < 0) return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed", R->o->out_dir);
     return AG_OK;
 }
 
@@ -313,11 +347,18 @@ static void fmt_loss(char *buf, size_t n, bool have, double v)
     else buf[0] = '\0';
 }
 
+/* Between evaluations a row's train_loss, val_loss and attention columns stay empty. */
+static void blank_eval_columns(run *R)
+{
+    R->train_col[0] = R->val_col[0] = '\0';
+    R->stats[0] = '\0';
+    for (int l = 0; R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++) strcat(R->stats, ",,");
+}
+
 // --- evaluation ---
 
 /* Mean loss over eval_iters random batches of ids [n], in no-grad mode. */
-static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double *out, char *err,
-                          size_t errlen)
+static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double *out, ag_error *err)
 {
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double sum = 0;
@@ -329,11 +370,11 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
         const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in step() */
         ag_gpt_forward(R->ctx, R->m.g, R->x, R->y, B, T, &fo, &loss);
         if (!loss) {
-            snprintf(err, errlen, "evaluation: %s", ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
-            ag_status s = ag_ctx_status(R->ctx);
+            ag_status s = ag_ctx_status(R->ctx) ? ag_ctx_status(R->ctx) : AG_ERR_ARG;
+            ag_seterr(err, s, "evaluation: %s", ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
             ag_ctx_reset(R->ctx);
             ag_ctx_set_grad(R->ctx, true);
-            return s ? s : AG_ERR_ARG;
+            return s;
         }
         sum += (double)loss->data[0];
     }
@@ -346,7 +387,7 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
 /* --log-attn-stats: one batch (validation split, else training) through the model with every
  * layer's attention weights recorded; R->entropy[l] and R->peak[l] get their statistics, and
  * cols the metrics.csv columns ",entropy_0,peak_0,entropy_1,...". */
-static ag_status attn_stats(run *R, long it, char *cols, size_t n, char *err, size_t errlen)
+static ag_status attn_stats(run *R, long it, char *cols, size_t n, ag_error *err)
 {
     int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
     ag_rng rng;
@@ -356,7 +397,7 @@ static ag_status attn_stats(run *R, long it, char *cols, size_t n, char *err, si
     ag_ctx_reset(R->ctx);
     ag_status s = lm_attn_record(R->ctx, R->m.g, R->x, B, T, R->attn);
     if (s) {
-        snprintf(err, errlen, "attention statistics: %s", ag_ctx_error(R->ctx));
+        ag_seterr(err, s, "attention statistics: %s", ag_ctx_error(R->ctx));
         ag_ctx_reset(R->ctx);
         return s;
     }
@@ -371,26 +412,34 @@ static ag_status attn_stats(run *R, long it, char *cols, size_t n, char *err, si
     return AG_OK;
 }
 
-static ag_status evaluate(run *R, long it, double *tl, double *vl, char *err, size_t errlen)
+/* The mean loss of each split at iteration it (val NaN without a validation split). A resumed
+ * run's first evaluation is the one its checkpoint holds. */
+static ag_status evaluate(run *R, long it, double *tl, double *vl, ag_error *err)
 {
+    if (R->resumed && it == R->start && R->st.has_eval) {
+        *tl = R->st.eval_train;
+        *vl = R->st.eval_val;
+        return AG_OK;
+    }
     ag_rng rng;
     ag_rng_seed(&rng, mix64(R->cfg.seed ^ TAG_EVAL, (uint64_t)it));
-    ag_status s = estimate(R, R->c.ids, R->n_train, &rng, tl, err, errlen);
+    ag_status s = estimate(R, R->c.ids, R->n_train, &rng, tl, err);
     *vl = NAN;
-    if (s == AG_OK && R->n_val > 0) s = estimate(R, R->c.ids + R->n_train, R->n_val, &rng, vl, err, errlen);
+    if (s == AG_OK && R->n_val > 0) s = estimate(R, R->c.ids + R->n_train, R->n_val, &rng, vl, err);
     return s;
 }
 
 // --- one optimizer step ---
 
-static ag_status step(run *R, long it, double lr, double *loss_out, char *err, size_t errlen)
+/* A batch of the training split forward and backward: *loss and every parameter's gradient.
+ * The weights are untouched yet, so a failure here leaves the last checkpoint the last word. */
+static ag_status forward_backward(run *R, long it, double *loss_out, ag_error *err)
 {
     const lm_config *c = &R->cfg;
     ag_gpt *g = R->m.g;
-    ag_params *P = g->params;
     int B = c->batch_size, T = c->model.block_size;
     get_batch(R->c.ids, R->n_train, B, T, &R->st.rng, R->x, R->y);
-    ag_params_zero_grad(P);
+    ag_params_zero_grad(g->params);
     ag_ctx_reset(R->ctx);
     ag_tensor *loss = NULL;
     /* with --detect-anomaly attention runs op by op, so the message can name the step that went
@@ -399,34 +448,39 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
                                  .composed_attention = c->detect_anomaly };
     ag_gpt_forward(R->ctx, g, R->x, R->y, B, T, &fo, &loss);
     ag_status s = ag_ctx_status(R->ctx);
-    if (s == AG_ERR_NONFINITE) {   /* --detect-anomaly: the first op that went non-finite */
-        snprintf(err, errlen, "iteration %ld: %s; stopped before the optimizer step, the last checkpoint "
-                 "(iteration %ld) is untouched", it, ag_ctx_error(R->ctx), R->st.iter);
-        return s;
-    }
-    if (!loss || s) {
-        snprintf(err, errlen, "iteration %ld: %s", it, ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : "forward failed");
-        return s ? s : AG_ERR_ARG;
-    }
+    const char *why = ag_ctx_error(R->ctx);
+    if (s == AG_ERR_NONFINITE)   /* --detect-anomaly: the first op that went non-finite */
+        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step, the last checkpoint "
+                         "(iteration %ld) is untouched", it, why, R->st.iter);
+    if (!loss || s) return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
     double lv = (double)loss->data[0];
-    if (!isfinite(lv)) {
-        snprintf(err, errlen, "iteration %ld: the loss is %g; stopped before the optimizer step, the last "
-                 "checkpoint (iteration %ld) is untouched (try a lower --lr)", it, lv, R->st.iter);
-        return AG_ERR_NONFINITE;
-    }
-    if ((s = ag_backward(R->ctx, loss))) {
-        snprintf(err, errlen, "iteration %ld: backward: %s%s", it,
-                 ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : ag_status_str(s),
-                 s == AG_ERR_NONFINITE ? "; stopped before the optimizer step, the last checkpoint is untouched" : "");
-        return s;
-    }
-    double norm = ag_grad_norm(P);
-    double gscale = ag_clip_scale(norm, c->grad_clip);   /* 1 unless clipping (clip <= 0: never) */
-    if (!isfinite(norm)) {
-        snprintf(err, errlen, "iteration %ld: the gradient norm is %g; stopped before the optimizer step, "
-                 "the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, norm, R->st.iter);
-        return AG_ERR_NONFINITE;
-    }
+    if (!isfinite(lv))
+        return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step, "
+                         "the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, lv, R->st.iter);
+    if ((s = ag_backward(R->ctx, loss)))
+        return ag_seterr(err, s, "iteration %ld: backward: %s%s", it,
+                         ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : ag_status_str(s),
+                         s == AG_ERR_NONFINITE ? "; stopped before the optimizer step, the last checkpoint is untouched" : "");
+    *loss_out = lv;
+    return AG_OK;
+}
+
+/* The factor the clip scales the gradients by (1 unless clipping; clip <= 0: never); their
+ * global norm must be finite. */
+static ag_status clip_scale(run *R, long it, double *gscale, ag_error *err)
+{
+    double norm = ag_grad_norm(R->m.g->params);
+    *gscale = ag_clip_scale(norm, R->cfg.grad_clip);
+    if (isfinite(norm)) return AG_OK;
+    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the gradient norm is %g; stopped before the optimizer "
+                     "step, the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, norm, R->st.iter);
+}
+
+/* The optimizer's update of every parameter, gradients scaled by gscale. */
+static void update(run *R, double lr, double gscale)
+{
+    const lm_config *c = &R->cfg;
+    ag_params *P = R->m.g->params;
     long t = ++R->st.step;
     ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
     switch (c->optimizer) {
@@ -437,23 +491,36 @@ static ag_status step(run *R, long it, double lr, double *loss_out, char *err, s
         ag_sgd_step(P, lr, c->momentum);
         break;
     }
-    if (c->detect_anomaly)   /* the optimizer is no op on the tape: check what it wrote */
-        for (int e = 0; e < P->n; e++) {
-            const ag_tensor *t = P->entries[e].t;
-            for (size_t i = 0; i < ag_numel(t); i++)
-                if (!isfinite(t->data[i])) {
-                    snprintf(err, errlen, "iteration %ld: the %s step made %s non-finite (element %zu is %g; lr %g); "
-                             "the last checkpoint (iteration %ld) is untouched", it,
-                             lm_optimizer_name(c->optimizer), t->name, i, (double)t->data[i], lr, R->st.iter);
-                    return AG_ERR_NONFINITE;
-                }
-        }
-    ag_ctx_reset(R->ctx);
-    *loss_out = lv;
+}
+
+/* --detect-anomaly: the optimizer is no op on the tape, so check what it wrote. */
+static ag_status weights_finite(const run *R, long it, double lr, ag_error *err)
+{
+    const ag_params *P = R->m.g->params;
+    for (int e = 0; e < P->n; e++) {
+        const ag_tensor *t = P->entries[e].t;
+        for (size_t i = 0; i < ag_numel(t); i++)
+            if (!isfinite(t->data[i]))
+                return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
+                                 "is %g; lr %g); the last checkpoint (iteration %ld) is untouched", it,
+                                 lm_optimizer_name(R->cfg.optimizer), t->name, i, (double)t->data[i], lr, R->st.iter);
+    }
     return AG_OK;
 }
 
-// --- the loop ---
+static ag_status step(run *R, long it, double lr, double *loss, ag_error *err)
+{
+    double gscale;
+    ag_status s = forward_backward(R, it, loss, err);
+    if (s == AG_OK) s = clip_scale(R, it, &gscale, err);
+    if (s) return s;
+    update(R, lr, gscale);
+    if (R->cfg.detect_anomaly && (s = weights_finite(R, it, lr, err))) return s;
+    ag_ctx_reset(R->ctx);
+    return AG_OK;
+}
+
+// --- what the log shows ---
 
 static void log_header(const run *R)
 {
@@ -484,186 +551,235 @@ static void log_header(const run *R)
     fflush(f);
 }
 
-ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t errlen)
+static void log_eval(const run *R, long it, double tl, double vl)
 {
-    run R;
-    memset(&R, 0, sizeof R);
-    memset(r, 0, sizeof *r);
-    R.o = o;
-    R.plot_ok = o->plot;
-    ag_status s = AG_ERR_ARG;
-    if (o->resume && o->init_from) {
-        snprintf(err, errlen, "--resume and --init-from exclude each other");
-        goto out;
+    FILE *f = R->o->log;
+    if (!f) return;
+    if (R->tty) fputs("\r\033[K", f);
+    if (R->n_val > 0) fprintf(f, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
+    else fprintf(f, "iter %ld: train %.4f\n", it, tl);
+    if (R->cfg.log_attn_stats) {
+        fprintf(f, "  attention entropy / peak weight:");
+        for (int l = 0; l < R->cfg.model.n_layer; l++) fprintf(f, "  L%d %.3f / %.3f", l, R->entropy[l], R->peak[l]);
+        fputs("\n", f);
     }
-    if ((s = setup(&R, err, errlen))) goto out;
-    const lm_config *c = &R.cfg;
-    long start = R.st.iter;
-    r->n_params = (long)R.m.g->params->total;
-    r->vocab_size = R.voc->V;
-    r->train_loss = r->val_loss = NAN;
-    if (o->trace) {   /* --trace-shapes: one forward pass of a few training windows, op by op */
-        log_header(&R);
-        if ((s = lm_trace_text(o->trace, R.m.g, R.c.ids, R.n_train, true, "the training text", err, errlen)))
-            goto out;
-        if (o->trace_only) {
-            r->iter = start;
-            goto out;
-        }
+    fflush(f);
+}
+
+/* On a terminal one line redrawn at most 10 times a second; in a file every log_every steps. */
+static void log_progress(run *R, long it, double loss, double lr)
+{
+    const lm_train_opts *o = R->o;
+    long max = R->cfg.max_iters, log_every = o->log_every > 0 ? o->log_every : 10;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    double t1 = now_s();
+    bool show = R->tty ? t1 - R->t_shown >= 0.1 || it + 1 == max : it % log_every == 0 || it + 1 == max;
+    if (!o->log || !show) return;
+    char eta[32];
+    fmt_duration(eta, sizeof eta, R->ema_dt * (double)(max - it - 1));
+    fprintf(o->log, "%siter %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", R->tty ? "\r\033[K" : "", it, max,
+            loss, lr, (double)B * T / R->ema_dt, eta, R->tty ? "" : "\n");
+    fflush(o->log);
+    R->t_shown = t1;
+}
+
+static void log_end(const run *R, const lm_train_result *r)
+{
+    FILE *f = R->o->log;
+    if (!f) return;
+    char el[32];
+    fmt_duration(el, sizeof el, now_s() - R->t_start);
+    if (r->interrupted)
+        fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n", r->iter, el,
+                R->o->out_dir);
+    else
+        fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->start, el, R->o->out_dir);
+    fflush(f);
+}
+
+// --- the loop ---
+
+/* --trace-shapes: the run's header, then one forward pass of a few training windows, op by op. */
+static ag_status trace(run *R, ag_error *err)
+{
+    log_header(R);
+    return lm_trace_text(R->o->trace, R->m.g, R->c.ids, R->n_train, true, "the training text", err);
+}
+
+/* True when there is nothing to train: --trace-only, or a resumed run that is already at
+ * --max-iters (r says where it stands). */
+static bool nothing_to_do(const run *R, lm_train_result *r)
+{
+    const lm_train_opts *o = R->o;
+    if (o->trace && o->trace_only) {
+        r->iter = R->start;
+        return true;
     }
-    if (R.resumed && start >= c->max_iters) {
-        if (o->log)
-            fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir,
-                    start, c->max_iters);
-        r->iter = start;
-        if (R.st.has_eval) {
-            r->train_loss = R.st.eval_train;
-            r->val_loss = R.st.eval_val;
-        }
-        s = AG_OK;
-        goto out;
+    if (!R->resumed || R->start < R->cfg.max_iters) return false;
+    if (o->log)
+        fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, R->start,
+                R->cfg.max_iters);
+    r->iter = R->start;
+    if (R->st.has_eval) {
+        r->train_loss = R->st.eval_train;
+        r->val_loss = R->st.eval_val;
     }
-    if ((s = mkdir_p(o->out_dir, err, errlen))) goto out;
-    if (!R.resumed && file_exists(o->out_dir, "model.safetensors")) {
-        if (!o->overwrite) { /* hours of training are one forgotten --resume away from lost */
-            snprintf(err, errlen, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
-                     "over, or choose another --out", o->out_dir);
-            s = AG_ERR_ARG;
-            goto out;
-        }
+    return true;
+}
+
+/* The checkpoint directory (created if missing; a new run over a checkpoint only with
+ * --overwrite), metrics.csv in it, and the run's header in the log. */
+static ag_status open_out_dir(run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    ag_status s = mkdir_p(o->out_dir, err);
+    if (s) return s;
+    if (!R->resumed && file_exists(o->out_dir, "model.safetensors")) {
+        if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */
+            return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite "
+                             "starts over, or choose another --out", o->out_dir);
         char msg[PATHLEN + 128];
         snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it",
                  o->out_dir);
-        warn(&R, msg);
+        warn(R, msg);
     }
-    if ((s = open_metrics(&R, start, err, errlen))) goto out;
-    if (!o->trace) log_header(&R);
+    if ((s = open_metrics(R, R->start, err))) return s;
+    if (!o->trace) log_header(R);   /* with --trace-shapes it came before the trace */
+    return AG_OK;
+}
 
-    bool tty = o->log && isatty(fileno(o->log));
-    long log_every = o->log_every > 0 ? o->log_every : 10;
-    int B = c->batch_size, T = c->model.block_size;
-    ag_lr_schedule sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
-    double t_start = now_s(), ema_dt = 0, t_shown = 0;
-    long saved_at = R.resumed ? start : -1;
-    long it;
-    for (it = start;; it++) {
-        if (o->stop && *o->stop) {
-            if (saved_at != it) {
-                R.st.iter = it;
-                R.st.has_eval = false;
-                if ((s = lm_ckpt_save(o->out_dir, R.m.g, c, R.voc, &R.st, err, errlen))) goto out;
-            }
-            if (tty) fputs("\n", o->log);
-            r->interrupted = true;
-            break;
-        }
-        bool last = it == c->max_iters;
-        char tl_s[32] = "", vl_s[32] = "";
-        char *stats = R.stats;   /* --log-attn-stats: ",e0,p0,e1,p1..." at evaluations, else ",,,," */
-        stats[0] = '\0';
-        for (int l = 0; c->log_attn_stats && l < c->model.n_layer; l++) strcat(stats, ",,");
-        if (it % c->eval_interval == 0 || last) {
-            double tl, vl;
-            if (R.resumed && it == start && R.st.has_eval) {
-                tl = R.st.eval_train;
-                vl = R.st.eval_val;
-            } else if ((s = evaluate(&R, it, &tl, &vl, err, errlen))) {
-                goto out;
-            }
-            r->train_loss = tl;
-            r->val_loss = vl;
-            fmt_loss(tl_s, sizeof tl_s, true, tl);
-            fmt_loss(vl_s, sizeof vl_s, R.n_val > 0, vl);
-            if (c->log_attn_stats && (s = attn_stats(&R, it, stats, R.stats_cap, err, errlen))) goto out;
-            if (o->log) {
-                if (tty) fputs("\r\033[K", o->log);
-                if (R.n_val > 0) fprintf(o->log, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
-                else fprintf(o->log, "iter %ld: train %.4f\n", it, tl);
-                if (c->log_attn_stats) {
-                    fprintf(o->log, "  attention entropy / peak weight:");
-                    for (int l = 0; l < c->model.n_layer; l++)
-                        fprintf(o->log, "  L%d %.3f / %.3f", l, R.entropy[l], R.peak[l]);
-                    fputs("\n", o->log);
-                }
-                fflush(o->log);
-            }
-            if (saved_at != it) {
-                R.st.iter = it;
-                R.st.has_eval = true;
-                R.st.eval_train = tl;
-                R.st.eval_val = vl;
-                fflush(R.metrics);
-                if ((s = lm_ckpt_save(o->out_dir, R.m.g, c, R.voc, &R.st, err, errlen))) goto out;
-                saved_at = it;
-            }
-            if (last && fprintf(R.metrics, "%ld,,,%s,%s,%s\n", it, tl_s, vl_s, stats) < 0) {
-                snprintf(err, errlen, "%s/metrics.csv: write failed", o->out_dir);
-                s = AG_ERR_IO;
-                goto out;
-            }
-            fflush(R.metrics);
-            if (R.plot_ok && it > 0) {
-                /* loss.png is drawn in the background while training goes on (gnuplot takes about
-                 * 0.1 s), skipped if the previous one is still drawing; the last one to the end */
-                char why[512];
-                bool done = true;
-                ag_status ps = AG_OK;
-                if (R.plot_pid > 0) ps = lm_plot_loss_wait(R.plot_pid, last, &done, o->out_dir, why, sizeof why);
-                if (done) R.plot_pid = 0;
-                if (!ps && R.plot_pid == 0)
-                    ps = last ? lm_plot_loss(o->out_dir, R.n_val > 0, why, sizeof why)
-                              : lm_plot_loss_start(o->out_dir, R.n_val > 0, &R.plot_pid, why, sizeof why);
-                if (!ps && c->log_attn_stats)
-                    ps = lm_plot_attn_stats(o->out_dir, c->model.n_layer, c->model.block_size, why, sizeof why);
-                if (ps) {
-                    warn(&R, why);
-                    R.plot_ok = false;
-                }
-            }
-        }
-        if (last) break;
+/* The checkpoint of the evaluation at iteration it (metrics.csv flushed first). */
+static ag_status save_checkpoint(run *R, long it, double tl, double vl, ag_error *err)
+{
+    R->st.iter = it;
+    R->st.has_eval = true;
+    R->st.eval_train = tl;
+    R->st.eval_val = vl;
+    fflush(R->metrics);
+    ag_status s = lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err);
+    if (s == AG_OK) R->saved_at = it;
+    return s;
+}
 
-        double t0 = now_s(), lr = ag_lr_at(&sched, it), loss;
-        if (o->before_step) o->before_step(it, R.m.g, o->hook_user);
-        if ((s = step(&R, it, lr, &loss, err, errlen))) {
-            if (tty) fputs("\n", o->log);
-            goto out;
-        }
-        double dt = now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
-        ema_dt = it == start ? (dt > 0 ? dt : 1e-9) : 0.9 * ema_dt + 0.1 * dt;   /* smoothed step time */
-        if (o->losses && it < o->n_losses) o->losses[it] = loss;
-        if (fprintf(R.metrics, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, tl_s, vl_s, tok_s, stats) < 0) {
-            snprintf(err, errlen, "%s/metrics.csv: write failed", o->out_dir);
-            s = AG_ERR_IO;
-            goto out;
-        }
-        fflush(R.metrics);
-        /* on a terminal one line redrawn at most 10 times a second; in a file every log_every */
-        double t1 = now_s();
-        bool show = tty ? t1 - t_shown >= 0.1 || it + 1 == c->max_iters
-                        : it % log_every == 0 || it + 1 == c->max_iters;
-        if (o->log && show) {
-            char eta[32];
-            fmt_duration(eta, sizeof eta, ema_dt * (double)(c->max_iters - it - 1));
-            fprintf(o->log, "%siter %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", tty ? "\r\033[K" : "",
-                    it, c->max_iters, loss, lr, (double)B * T / ema_dt, eta, tty ? "" : "\n");
-            fflush(o->log);
-            t_shown = t1;
-        }
+/* loss.png is drawn in the background while training goes on (gnuplot takes about 0.1 s),
+ * skipped if the previous one is still drawing; the last one to the end. With
+ * --log-attn-stats attn.png too. A failure is a warning, and no more plots this run. */
+static void draw_plots(run *R, bool last)
+{
+    const char *dir = R->o->out_dir;
+    ag_error why = {0};
+    bool done = true;
+    ag_status ps = AG_OK;
+    if (R->plot_pid > 0) ps = lm_plot_loss_wait(R->plot_pid, last, &done, dir, &why);
+    if (done) R->plot_pid = 0;
+    if (!ps && R->plot_pid == 0)
+        ps = last ? lm_plot_loss(dir, R->n_val > 0, &why) : lm_plot_loss_start(dir, R->n_val > 0, &R->plot_pid, &why);
+    if (!ps && R->cfg.log_attn_stats)
+        ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
+    if (ps) {
+        warn(R, why.msg);
+        R->plot_ok = false;
     }
+}
+
+/* Every eval_interval steps and at the end: the losses (and the attention statistics), a log
+ * line, a checkpoint, the plots; at the end also the last row of metrics.csv, as no step
+ * writes one. Otherwise only the row's evaluation columns are blanked. */
+static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    blank_eval_columns(R);
+    if (it % c->eval_interval != 0 && !last) return AG_OK;
+    double tl, vl;
+    ag_status s = evaluate(R, it, &tl, &vl, err);
+    if (s) return s;
+    r->train_loss = tl;
+    r->val_loss = vl;
+    fmt_loss(R->train_col, sizeof R->train_col, true, tl);
+    fmt_loss(R->val_col, sizeof R->val_col, R->n_val > 0, vl);
+    if (c->log_attn_stats && (s = attn_stats(R, it, R->stats, R->stats_cap, err))) return s;
+    log_eval(R, it, tl, vl);
+    if (R->saved_at != it && (s = save_checkpoint(R, it, tl, vl, err))) return s;
+    if (last && (s = put_row(R, err, "%ld,,,%s,%s,%s\n", it, R->train_col, R->val_col, R->stats))) return s;
+    fflush(R->metrics);
+    if (R->plot_ok && it > 0) draw_plots(R, last);
+    return AG_OK;
+}
+
+/* One optimizer step at iteration it, its row of metrics.csv and the progress line. */
+static ag_status train_step(run *R, long it, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    double t0 = now_s(), lr = ag_lr_at(&R->sched, it), loss = 0;
+    if (o->before_step) o->before_step(it, R->m.g, o->hook_user);
+    ag_status s = step(R, it, lr, &loss, err);
+    if (s) {
+        if (R->tty) fputs("\n", o->log);
+        return s;
+    }
+    double dt = now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
+    R->ema_dt = it == R->start ? (dt > 0 ? dt : 1e-9) : 0.9 * R->ema_dt + 0.1 * dt;   /* smoothed step time */
+    if (o->losses && it < o->n_losses) o->losses[it] = loss;
+    s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, R->train_col, R->val_col, tok_s, R->stats);
+    if (s) return s;
+    fflush(R->metrics);
+    log_progress(R, it, loss, lr);
+    return AG_OK;
+}
+
+/* A stop signal (Ctrl-C) before iteration it: a checkpoint of where the run stands. */
+static ag_status stop_early(run *R, long it, lm_train_result *r, ag_error *err)
+{
+    if (R->saved_at != it) {
+        R->st.iter = it;
+        R->st.has_eval = false;
+        ag_status s = lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err);
+        if (s) return s;
+    }
+    if (R->tty) fputs("\n", R->o->log);
+    r->interrupted = true;
     r->iter = it;
-    if (o->log) {
-        char el[32];
-        fmt_duration(el, sizeof el, now_s() - t_start);
-        if (r->interrupted)
-            fprintf(o->log, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n",
-                    it, el, o->out_dir);
-        else
-            fprintf(o->log, "done: %ld iterations in %s; checkpoint in %s\n", it - start, el, o->out_dir);
-        fflush(o->log);
+    return AG_OK;
+}
+
+/* train.h's loop: evaluate when due, stop at max_iters, else one step. */
+static ag_status train_loop(run *R, lm_train_result *r, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    R->tty = R->o->log && isatty(fileno(R->o->log));
+    R->sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
+    R->t_start = now_s();
+    R->saved_at = R->resumed ? R->start : -1;
+    for (long it = R->start;; it++) {
+        if (R->o->stop && *R->o->stop) return stop_early(R, it, r, err);
+        bool last = it == c->max_iters;
+        ag_status s = evaluate_if_due(R, it, last, r, err);
+        if (s) return s;
+        if (last) {
+            r->iter = it;
+            return AG_OK;
+        }
+        if ((s = train_step(R, it, err))) return s;
     }
-    s = AG_OK;
-out:
+}
+
+ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
+{
+    run R = {.o = o, .plot_ok = o->plot};
+    memset(r, 0, sizeof *r);
+    ag_status s = setup(&R, err);                    /* data, model, optimizer state, buffers */
+    if (s == AG_OK) {
+        r->n_params = (long)R.m.g->params->total;
+        r->vocab_size = R.voc->V;
+        r->train_loss = r->val_loss = NAN;
+        if (o->trace) s = trace(&R, err);             /* --trace-shapes */
+    }
+    if (s == AG_OK && !nothing_to_do(&R, r)) {        /* --trace-only; --max-iters reached before */
+        s = open_out_dir(&R, err);                    /* mkdir -p, --overwrite, metrics.csv */
+        if (s == AG_OK) s = train_loop(&R, r, err);
+        if (s == AG_OK) log_end(&R, r);
+    }
     run_free(&R);
     return s;
 }

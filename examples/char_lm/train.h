@@ -37,7 +37,7 @@
  * uniform, 1 saturated). Query 0 sees only itself (weight 1, entropy 0) and is left out. The
  * companion plot DIR/attn.png is redrawn with loss.png.
  *
- * ERRORS: the function returns a status and one line in err; main.c prints it. AG_ERR_ARG means
+ * ERRORS: the function returns a status and one line in the ag_error err; main.c prints it. AG_ERR_ARG means
  * "the arguments do not fit the data or the checkpoint" (block_size longer than the text, a
  * different model shape on --resume, ...), so main.c exits 2 for it and 1 for the rest.
  * A non-finite loss or gradient norm is AG_ERR_NONFINITE; the last checkpoint stays intact. */
@@ -85,6 +85,6 @@ typedef struct {
     int vocab_size;
 } lm_train_result;
 
-ag_status lm_train(const lm_train_opts *o, lm_train_result *r, char *err, size_t errlen);
+ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* test_fast_ref_rows.c -- the row and elementwise ops' fast kernels equal their reference
- * kernels (see fastref.h): LayerNorm, RMSNorm, cross-entropy, GELU, SiLU. Random shapes with
+ * kernels (see fastref.h): LayerNorm, RMSNorm, cross-entropy (with and without an ignore
+ * index), GELU, SiLU, masked_fill (with masks that broadcast). Random shapes with
  * odd sizes and tails (lengths that are not a multiple of the 16 reduction lanes or the
  * 32-column blocks, single rows and columns), plus one shape per op past AG_PAR_MIN so the
  * threaded paths (and GELU's per-thread spans) run. One TCase per op; each loops over seeds.
@@ -7,6 +8,7 @@
  * FR_SEEDS=n in the environment runs n seeds instead of N_SEEDS. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 #include "fastref.h"
 
 #define N_SEEDS 6
@@ -103,6 +105,102 @@ START_TEST(test_cross_entropy_fast_equals_reference)
 }
 END_TEST
 
+// --- cross-entropy with an ignore index: padded rows skipped by both kernels ---
+
+typedef struct {
+    int *targets;
+    int ignore_index;
+} ce_ignore;
+
+static ag_tensor *build_cross_entropy_ignore(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    const ce_ignore *c = user;
+    return ag_cross_entropy_ignore(ctx, in[0], c->targets, c->ignore_index);
+}
+
+/* logits z [..., V], random targets of which about one in `every` is ignore_index (every 1:
+ * all of them; an ignore index in [0, V) is a padding token id and also a target's value) */
+static void check_cross_entropy_ignore(const char *what, fr_input z, int ignore_index, int every, uint64_t *st)
+{
+    int V = z.shape[z.ndim - 1];
+    size_t R = 1;
+    for (int d = 0; d < z.ndim - 1; d++) R *= (size_t)z.shape[d];
+    ce_ignore c = { malloc(R * sizeof(int)), ignore_index };
+    ck_assert_ptr_nonnull(c.targets);
+    for (size_t r = 0; r < R; r++)
+        c.targets[r] = fr_rand_int(st, 0, every - 1) == 0 ? ignore_index : fr_rand_int(st, 0, V - 1);
+    FR_ASSERT(what, build_cross_entropy_ignore, &z, 1, &c, *st);
+    free(c.targets);
+}
+
+START_TEST(test_cross_entropy_ignore_fast_equals_reference)
+{
+    uint64_t st = seed_of(6, _i);
+    check_cross_entropy_ignore("cross_entropy_ignore", random_3d(&st, -8, 8), -100, 3, &st);
+    check_cross_entropy_ignore("cross_entropy_ignore (pad id 0)", random_3d(&st, -8, 8), 0, 4, &st);
+    check_cross_entropy_ignore("cross_entropy_ignore (all ignored)", random_3d(&st, -8, 8), -100, 1, &st);
+    check_cross_entropy_ignore("cross_entropy_ignore (threaded)", (fr_input){ 2, { 130, 129 }, -8, 8, false }, -100, 3,
+                               &st);
+}
+END_TEST
+
+// --- masked_fill (fast/masked_fill.c): the mask, made in the build from user, broadcasts ---
+
+typedef struct {
+    int ndim;
+    int shape[AG_MAX_DIMS];
+    ag_real *values; /* 0/1 */
+} fr_mask;
+
+static ag_tensor *build_masked_fill(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    const fr_mask *m = user;
+    ag_tensor *mask = ag_tensor_new(ctx, m->ndim, m->shape);
+    if (!mask) return NULL;
+    memcpy(mask->data, m->values, ag_numel(mask) * sizeof(ag_real));
+    return ag_masked_fill(ctx, in[0], mask, -3); /* finite: -inf - -inf would be NaN in the comparison */
+}
+
+/* x [n0,n1,n2,n3]; a mask of x's last `mask_ndim` dims, each kept or set to 1 at random (a
+ * bit of `ones`: set = 1), about a quarter of its values 0 */
+static void check_masked_fill(const char *what, fr_input x, int mask_ndim, unsigned ones, uint64_t *st)
+{
+    fr_mask m = { mask_ndim, { 1, 1, 1, 1 }, NULL };
+    size_t n = 1;
+    for (int d = 0; d < mask_ndim; d++) {
+        int dx = x.ndim - mask_ndim + d;
+        m.shape[d] = (ones >> d) & 1 ? 1 : x.shape[dx];
+        n *= (size_t)m.shape[d];
+    }
+    m.values = malloc(n * sizeof(ag_real));
+    ck_assert_ptr_nonnull(m.values);
+    for (size_t i = 0; i < n; i++) m.values[i] = fr_rand_int(st, 0, 3) != 0;
+    FR_ASSERT(what, build_masked_fill, &x, 1, &m, *st);
+    free(m.values);
+}
+
+/* a small dimension for 4-d shapes */
+static int pick_small(uint64_t *st)
+{
+    static const int dims[] = { 1, 2, 3, 5, 7, 17 };
+    return dims[fr_rand_int(st, 0, (int)(sizeof dims / sizeof dims[0]) - 1)];
+}
+
+START_TEST(test_masked_fill_fast_equals_reference)
+{
+    uint64_t st = seed_of(7, _i);
+    for (int k = 0; k < 4; k++) {
+        fr_input x = { 4, { pick_small(&st), pick_small(&st), pick_small(&st), pick_small(&st) }, -3, 3, false };
+        int mask_ndim = fr_rand_int(&st, 1, 4);
+        check_masked_fill("masked_fill", x, mask_ndim, (unsigned)fr_rand_int(&st, 0, 15), &st);
+    }
+    fr_input scores = { 4, { 2, 3, 65, 65 }, -3, 3, false }; /* past AG_PAR_MIN: [B,H,T,T] */
+    check_masked_fill("masked_fill (threaded, causal [T,T])", scores, 2, 0, &st);
+    check_masked_fill("masked_fill (threaded, key padding [B,1,1,T])", scores, 4, 2 | 4, &st);
+    check_masked_fill("masked_fill (threaded, combined [B,1,T,T])", scores, 4, 2, &st);
+}
+END_TEST
+
 // --- gelu (fast/gelu.c) ---
 
 static ag_tensor *build_gelu(ag_ctx *ctx, ag_tensor **in, void *user)
@@ -153,6 +251,8 @@ Suite *fast_ref_rows_suite(void)
     ADD_OP(s, "layernorm", test_layernorm_fast_equals_reference);
     ADD_OP(s, "rmsnorm", test_rmsnorm_fast_equals_reference);
     ADD_OP(s, "cross_entropy", test_cross_entropy_fast_equals_reference);
+    ADD_OP(s, "cross_entropy_ignore", test_cross_entropy_ignore_fast_equals_reference);
+    ADD_OP(s, "masked_fill", test_masked_fill_fast_equals_reference);
     ADD_OP(s, "gelu", test_gelu_fast_equals_reference);
     ADD_OP(s, "silu", test_silu_fast_equals_reference);
     return s;

@@ -11,6 +11,13 @@
  *                     the result is exactly part 2's output
  *   4. one training step: a mean-squared-error loss against a fixed target, ag_backward, the
  *                     gradients dW_q, dW_k, dW_v, one SGD step, and the loss going down
+ *   5. padding:       a batch of two sequences of lengths 4 and 2, padded to 4: the key-padding
+ *                     mask, the causal + padding mask (ag_key_padding_mask), and a fully masked
+ *                     row under -inf (zeros, zero gradient), under -1e9 (uniform weights: it
+ *                     attends to padding) and in PyTorch (NaN); the loss skips the padded
+ *                     targets (ag_cross_entropy_ignore)
+ *   6. the classic 3-token example: Q = K = V = [[1,0,1,0],[0,1,0,1],[1,1,0,0]], its scores,
+ *                     weights softmax(Q K^T / sqrt(4)) and output
  *
  * Every number is fixed (seeded, rounded to one decimal), so two runs print the same thing.
  * Usage: build/attention_demo   (no arguments; exits 0) */
@@ -127,6 +134,134 @@ static ag_tensor *mse(ag_ctx *ctx, ag_tensor *out, ag_tensor *target)
     return ag_scale(ctx, sum, (ag_real)(1.0 / n));                  // [1,1]
 }
 
+// --- 5. padding ---
+
+enum { NB = 2, LEN1 = 2 }; /* the padded batch: sequence 0 has T tokens, sequence 1 LEN1 */
+
+/* The textbook softmax exp(x - max) / sum, without attograd's rule for a fully masked row */
+static void textbook_softmax(double *y, const double *x, int n)
+{
+    double max = -INFINITY, sum = 0;
+    for (int j = 0; j < n; j++) max = fmax(max, x[j]);
+    for (int j = 0; j < n; j++) sum += (y[j] = exp(x[j] - max)); /* -inf - -inf = nan */
+    for (int j = 0; j < n; j++) y[j] /= sum;
+}
+
+/* One head over the batch X [NB,T,C] with mask [NB,1,T,T] filled with fill; *Sm gets the
+ * masked scores and *A the weights, [NB,1,T,T] (B sequences, 1 head). Returns out [NB,T,D]. */
+static ag_tensor *padded_attention(ag_ctx *ctx, ag_tensor *X, const head_weights *w, ag_tensor *mask, ag_real fill,
+                                   ag_tensor **Sm, ag_tensor **A)
+{
+    ag_tensor *Q = ag_matmul(ctx, X, w->Wq);                       // [NB,T,D]
+    ag_tensor *K = ag_matmul(ctx, X, w->Wk);                       // [NB,T,D]
+    ag_tensor *V = ag_matmul(ctx, X, w->Wv);                       // [NB,T,D]
+    ag_tensor *S = ag_scale(ctx, ag_matmul(ctx, Q, ag_transpose(ctx, K)), (ag_real)(1 / sqrt((double)D))); // [NB,T,T]
+    S = ag_reshape(ctx, S, 4, (int[]){ NB, 1, T, T });              // [NB,1,T,T] as [B,H,T,T], H = 1
+    *Sm = ag_masked_fill(ctx, S, mask, fill);                       // [NB,1,T,T]
+    *A = ag_softmax(ctx, *Sm);                                      // [NB,1,T,T]
+    ag_tensor *A3 = ag_reshape(ctx, *A, 3, (int[]){ NB, T, T });    // [NB,T,T]
+    return ag_matmul(ctx, A3, V);                                   // [NB,T,D]
+}
+
+/* Sequence 0 is part 2's X; sequence 1 is its first LEN1 tokens, left-padded to T (as for
+ * batched generation), so its first queries are padding that may see only padding keys. */
+static bool padding_demo(ag_ctx *ctx, ag_params *P, const ag_real *X_data, const head_weights *w)
+{
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
+    int sx[3] = { NB, T, C };
+    ag_tensor *X = ag_tensor_leaf(ctx, 3, sx);                      // [NB,T,C] a leaf: it gets a gradient
+    ag_tensor *kp = ag_tensor_new2(ctx, NB, T);                     // [NB,T] 1 = a real token, 0 = padding
+    if (!X || !kp) return false;
+    memcpy(X->data, X_data, T * C * sizeof(ag_real));
+    memcpy(X->data + (T + T - LEN1) * C, X_data, LEN1 * C * sizeof(ag_real)); /* padding embeddings stay 0 */
+    for (int t = 0; t < T; t++) {
+        kp->data[t] = 1;
+        kp->data[T + t] = t >= T - LEN1;
+    }
+    printf("A batch of %d sequences of lengths %d and %d, padded to T = %d. Sequence 1 is left-padded\n"
+           "(as for batched generation): pad, pad, then part 1's tokens 0 and 1.\n\n", NB, T, LEN1, T);
+    print_weights("key padding [2, 4]: row b = sequence b, 1 = a real token, 0 = padding", kp->data, NB, T);
+    ag_tensor *mask = ag_key_padding_mask(ctx, kp, ag_causal_mask(ctx, T)); // [NB,1,T,T]
+    if (!mask) return false;
+    print_matrix("sequence 1's mask = causal AND key padding (ag_key_padding_mask, [2,1,4,4]; it\n"
+                 "broadcasts over the heads of scores [B,H,T,T]); sequence 0's is the causal mask",
+                 mask->data + T * T, T, T, false);
+
+    ag_tensor *Sm, *A;
+    ag_tensor *out = padded_attention(ctx, X, w, mask, -INFINITY, &Sm, &A); // [NB,T,D]
+    if (!out) return false;
+    print_matrix("sequence 1, scores masked with -inf", Sm->data + T * T, T, T, false);
+    print_matrix("sequence 1, weights under -inf (attograd)", A->data + T * T, T, T, true);
+    printf("Queries t0 and t1 are padding and see only padding keys: every score is -inf. attograd's\n"
+           "softmax gives such a row all zeros (no distribution to give), so t0 and t1 output 0.\n"
+           "Real queries t2, t3 put zero weight on the padded keys t0, t1.\n\n");
+    ag_real ones[NB * T * D];
+    for (int i = 0; i < NB * T * D; i++) ones[i] = 1;
+    if (ag_backward_from(ctx, out, ones) != AG_OK) return false; /* d(sum of out) */
+    print_matrix("d(scores) of sequence 1 for the loss sum(out): zero gradient in rows t0, t1 (and t2: a\n"
+                 "weight of 1 on one key has no softmax gradient)", Sm->grad + T * T, T, T, false);
+    print_weights("dX of sequence 1 [4, 6]: the padding positions (rows 0, 1) get no gradient", X->grad + T * C, T, C);
+    ag_params_zero_grad(P);
+
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *A9;
+    if (!padded_attention(ctx, X, w, mask, (ag_real)-1e9, &Sm, &A9)) return false;
+    print_matrix("sequence 1, weights under -1e9 (a finite stand-in for -inf)", A9->data + T * T, T, T, true);
+    printf("With -1e9 a fully masked row is all -1e9, and softmax of equal scores is uniform: t0 and\n"
+           "t1 put 1/4 on every key, padding (and the future) included. Real rows are as under -inf.\n\n");
+
+    double row[T], y[T];
+    for (int j = 0; j < T; j++) row[j] = -INFINITY;
+    textbook_softmax(y, row, T);
+    printf("The textbook softmax exp(x - max) / sum of that row, computed here: [");
+    for (int j = 0; j < T; j++) printf(j ? ", %s" : "%s", isnan(y[j]) ? "nan" : "a number");
+    printf("]: max = -inf,\n"
+           "and -inf - -inf is nan. PyTorch 1.13 gives the same: torch.softmax of a row of -inf is nan;\n"
+           "nn.MultiheadAttention returns nan for such a query, one layer's gradient is then nan\n"
+           "everywhere, and a second layer turns every output nan (zero weight * nan value = nan).\n\n");
+
+    /* the loss of the padded batch: out [NB,T,D] as logits over D classes, padding targets -100 */
+    const int targets[NB * T] = { 0, 1, 2, 0, -100, -100, 1, 2 }, real_targets[T + LEN1] = { 0, 1, 2, 0, 1, 2 };
+    ag_tensor *loss = ag_cross_entropy_ignore(ctx, out, targets, -100);      // [1]
+    ag_tensor *real = ag_tensor_new2(ctx, T + LEN1, D);             // [6,D] the real positions alone
+    if (!loss || !real) return false;
+    memcpy(real->data, out->data, T * D * sizeof(ag_real));
+    memcpy(real->data + T * D, out->data + (T + T - LEN1) * D, LEN1 * D * sizeof(ag_real));
+    ag_tensor *loss_real = ag_cross_entropy(ctx, real, real_targets);        // [1]
+    if (!loss_real) return false;
+    printf("The loss skips the padded positions: treating out [2, 4, 3] as logits over 3 classes with\n"
+           "targets -100 at the padding, ag_cross_entropy_ignore(out, targets, -100) = %.6f, the mean over\n"
+           "the 6 real positions (ag_cross_entropy over those rows alone: %.6f).\n",
+           (double)loss->data[0], (double)loss_real->data[0]);
+    return true;
+}
+
+// --- 6. the classic 3-token example ---
+
+static bool three_token_demo(ag_ctx *ctx)
+{
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, false);
+    static const ag_real x3[12] = { 1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0 };
+    ag_tensor *X = ag_tensor_new2(ctx, 3, 4);                       // [3,4]
+    if (!X) return false;
+    memcpy(X->data, x3, sizeof x3);
+    ag_tensor *S = ag_matmul(ctx, X, ag_transpose(ctx, X));         // [3,3] Q K^T with Q = K = X
+    ag_tensor *W = ag_softmax(ctx, ag_scale(ctx, S, (ag_real)(1 / sqrt(4.0)))); // [3,3]
+    ag_tensor *O = ag_matmul(ctx, W, X);                            // [3,4] weights V with V = X
+    if (!O) return false;
+    print_matrix("Q = K = V = X   [3 tokens, d 4]", X->data, 3, 4, false);
+    print_matrix("scores = Q K^T   [3, 3]", S->data, 3, 3, false);
+    print_matrix("weights = softmax(scores / sqrt(4))   [3, 3]", W->data, 3, 3, true);
+    print_matrix("out = weights V   [3, 4]", O->data, 3, 4, false);
+    printf("Row 0: scores (2, 0, 1), halved (1, 0, 0.5), weights e^1, e^0, e^0.5 over their sum.\n"
+           "Widely copied tutorial figures for this example show other numbers than its own formula\n"
+           "gives; these are the formula's (checked with PyTorch 1.13, torch.softmax(X @ X.T / 2, -1)\n"
+           "@ X, and recomputed by hand in tests/test_padding.c).\n");
+    return true;
+}
+
 static int fail(ag_ctx *ctx, ag_params *P)
 {
     fprintf(stderr, "attention_demo: error: %s\n", ctx && ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "out of memory");
@@ -156,6 +291,8 @@ int main(void)
     fill_rounded(X_data, T * C, &rng);
     fill_rounded(P->data, P->total, &rng);
     fill_rounded(Y_data, T * D, &rng);
+    ag_real W_initial[3 * C * D]; /* part 5 uses the head of parts 1-2, before training */
+    memcpy(W_initial, P->data, sizeof W_initial);
 
     // --- 1. one head ---
     banner("1. Scaled dot-product attention, one head: 4 tokens, d_model 6, d_k 3");
@@ -297,6 +434,15 @@ int main(void)
     if (!out) return fail(ctx, P);
     print_matrix("\nafter 50 steps, the causal output   [4, 3] (compare with the target above)", out->data, T, D,
                  false);
+
+    // --- 5. padding ---
+    banner("5. Padding: a batch of sequences of different lengths");
+    memcpy(P->data, W_initial, sizeof W_initial);
+    if (!padding_demo(ctx, P, X_data, &w)) return fail(ctx, P);
+
+    // --- 6. the 3-token example ---
+    banner("6. The classic 3-token example: Q = K = V = [[1,0,1,0], [0,1,0,1], [1,1,0,0]]");
+    if (!three_token_demo(ctx)) return fail(ctx, P);
 
     ag_ctx_free(ctx);
     ag_params_free(P);

@@ -6,6 +6,9 @@
  *   a = softmax(s) over the keys, then dropout                     [B,H,T,T]
  *   y = merge_heads(a v) Wo^T + bo                                  [B,T,C]
  *
+ * A batch of sequences of different lengths, padded to T, comes with opts->key_padding [B,T]
+ * (1 = a real token, 0 = padding): the mask becomes ag_key_padding_mask(key_padding, mask)
+ * [B,1,T,T], so no query attends to padding, and the scores are masked op by op.
  * Two switches change the formula, to see what the tutorials argue about: A->scale (1/sqrt(D)
  * by default; 1 with --no-scale, and the scores of wide heads grow like sqrt(D), so softmax
  * saturates) and A->mask_fill (-inf by default; a finite -1e9 gives weights exp(-1e9 - max) = 0
@@ -60,7 +63,8 @@ static bool is_causal(const ag_tensor *mask, const ag_tensor *q)
  * a causal one filled with -inf. */
 static bool fusable(const ag_mha *A, const ag_tensor *mask, bool causal, ag_real dropout, const ag_forward_opts *opt)
 {
-    if (A->composed || opt->composed_attention || opt->record_attention || opt->cache) return false;
+    if (A->composed || opt->composed_attention || opt->record_attention || opt->cache || opt->key_padding)
+        return false; /* the fused kernel knows no padding */
     if (opt->train && dropout > 0) return false;
     return !mask || (causal && A->mask_fill == -INFINITY);
 }
@@ -78,6 +82,7 @@ static ag_tensor *attend(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *
     ag_tensor *kT = ag_transpose(ctx, k);                           // [B,H,D,T]
     ag_tensor *s = ag_matmul(ctx, q, kT);                           // [B,H,T,T]
     s = ag_scale(ctx, s, A->scale);                                 // [B,H,T,T] 1/sqrt(D) unless --no-scale
+    if (opt->key_padding) mask = ag_key_padding_mask(ctx, opt->key_padding, mask); // [B,1,T,T] and no padded key
     if (mask) s = ag_masked_fill(ctx, s, mask, A->mask_fill);       // [B,H,T,T] query t sees keys where mask[t,:] != 0
     ag_tensor *a = ag_softmax(ctx, s);                              // [B,H,T,T] each row sums to 1
     if (opt->record_attention) opt->record_attention[opt->layer] = a; // for `char_lm attn` and --log-attn-stats
@@ -86,11 +91,30 @@ static ag_tensor *attend(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *
     return ag_merge_heads(ctx, o);                                  // [B,T,C]
 }
 
+/* false (and the error in ctx) when opts->key_padding cannot go with x [B,T,C] */
+static bool key_padding_fits(ag_ctx *ctx, const ag_tensor *x, const ag_forward_opts *opts)
+{
+    const ag_tensor *kp = opts->key_padding;
+    if (!kp || !x || ag_ctx_status(ctx) != AG_OK) return true; /* nothing to check, or an error already */
+    if (opts->cache) {
+        ag_ctx_fail(ctx, AG_ERR_ARG, "ag_mha_forward: key_padding with a KV cache (one position at a time)");
+        return false;
+    }
+    if (kp->ndim != 2 || x->ndim != 3 || kp->shape[0] != x->shape[0] || kp->shape[1] != x->shape[1]) {
+        char sk[48], sx[48];
+        ag_ctx_fail(ctx, AG_ERR_SHAPE, "ag_mha_forward: key_padding %s is not [B,T] of x %s",
+                    ag_shape_str(kp, sk, sizeof sk), ag_shape_str(x, sx, sizeof sx));
+        return false;
+    }
+    return true;
+}
+
 ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask, ag_real dropout,
                           const ag_forward_opts *opts)
 {
     static const ag_forward_opts eval = { 0 };
     if (!opts) opts = &eval;
+    if (!key_padding_fits(ctx, x, opts)) return NULL;
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, A->scope);
     ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [B,T,C]

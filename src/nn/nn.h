@@ -95,6 +95,12 @@ typedef struct {
                                       keys and values attention adds to the cache before attending
                                       over every cached position. No-grad mode only. Set by
                                       ag_gpt_forward_cached (ag_gpt_forward refuses it) */
+    const ag_tensor *key_padding;  /* NULL, or [B,T] for a batch of sequences of different lengths,
+                                      padded to T: 1 = a real token, 0 = padding. No query attends to
+                                      a padded key (on top of the causal mask); a query left with no
+                                      key gets zero weights under -inf (uniform ones under -1e9).
+                                      Takes the composed path. ag_gpt_forward hands it to every
+                                      block; with a cache it is refused (AG_ERR_ARG) */
     int layer;                     /* the slot of record_attention and the layer of cache this block
                                       uses: ag_gpt_forward sets it per block; 0 for a lone block */
 } ag_forward_opts;
@@ -120,7 +126,9 @@ typedef struct {
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out);
 /* x [B,T,C], mask [T,T] (1 = may attend) or NULL for no mask -> [B,T,C]; dropout p on the
  * attention weights when opts->train. opts NULL: evaluation. With opts->cache, x [1,1,C] is the
- * one new position and mask is NULL: it may see every cached position. */
+ * one new position and mask is NULL: it may see every cached position. With
+ * opts->key_padding [B,T], the scores are masked with ag_key_padding_mask(key_padding, mask)
+ * [B,1,T,T] instead; a key_padding that is not x's [B,T]: AG_ERR_SHAPE. */
 ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor *mask, ag_real dropout,
                           const ag_forward_opts *opts);
 

@@ -40,11 +40,20 @@ ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *x, ag_real s);
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x);
 
 /* ---- masked_fill (ops/masked_fill.c) ---- */
-/* y = x where mask != 0, else value (usually -INFINITY). mask has x's shape or x's trailing
- * dims (a causal [T,T] mask for scores [B,H,T,T]); it gets no gradient. */
+/* y = x where mask != 0, else value (usually -INFINITY); x's shape. The mask broadcasts as in
+ * PyTorch: its dims line up with x's last dims and each equals x's or is 1. Over scores
+ * [B,H,T,T]: a causal [T,T] or [1,1,T,T], a key-padding [B,1,1,T], a combined [B,1,T,T]. It
+ * gets no gradient. Another mask shape: AG_ERR_SHAPE "ag_masked_fill: mask [3,4] cannot
+ * broadcast to x [2,2,4,4] ...". */
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value);
 /* A new [T,T] tensor with 1 where j <= i (position i sees 0..i), 0 above the diagonal. */
 ag_tensor *ag_causal_mask(ag_ctx *ctx, int T);
+/* key_padding [B,T] (1 = a real token, 0 = padding) and mask [T,T] (a causal mask) or NULL ->
+ * a new [B,1,T,T] tensor, 1 where query i of sequence b may attend to key j: mask[i,j] != 0
+ * (or no mask) and key_padding[b,j] != 0. It broadcasts over the heads of scores [B,H,T,T]. A
+ * query whose keys are all masked gets a row of zeros (zero weights under -inf: see
+ * ag_softmax). Other shapes: AG_ERR_SHAPE. */
+ag_tensor *ag_key_padding_mask(ag_ctx *ctx, const ag_tensor *key_padding, const ag_tensor *mask);
 
 /* ---- layernorm (ops/layernorm.c) ---- */
 /* LayerNorm over the last dim: x [..., C], w [C], b [C] -> [..., C]; biased variance. */
@@ -63,6 +72,11 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int *ids, int B, int T)
 /* logits [..., V], targets [rows] in [0, V) -> scalar [1]: the mean over rows of
  * -log softmax(logits)[target], with a stable log-sum-exp. Targets are copied into the ctx. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int *targets);
+/* The same, where a row whose target is ignore_index (a padded position; PyTorch's default is
+ * -100) is left out: no loss, zero gradient, and the mean is over the other rows. Every other
+ * target must be in [0, V). With every row ignored the loss is 0 and the gradient zero
+ * (PyTorch's mean gives 0/0 = NaN there; its gradient is zero). */
+ag_tensor *ag_cross_entropy_ignore(ag_ctx *ctx, ag_tensor *logits, const int *targets, int ignore_index);
 
 /* ---- dropout (ops/dropout.c) ---- */
 /* Inverted dropout: zero each element with probability p and scale the rest by 1/(1-p).

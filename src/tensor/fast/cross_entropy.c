@@ -2,16 +2,18 @@
  * (ops/cross_entropy.c has the formulas and the reference loops this must equal; its backward
  * is one plain loop and has no fast kernel).
  *
- * Rows in parallel, the loss summed with an OpenMP reduction. The row max and the sum of
+ * Rows in parallel (those of the ignore index skipped), the loss summed with an OpenMP reduction. The row max and the sum of
  * exponentials are ag__max/ag__sum lanes; the exponentials go through the SIMD expf
  * (`omp simd`), written into the saved probabilities first when they are kept. */
 #include "fast.h"
 
-ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, size_t R, int V)
+double ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, int ignore_index,
+                                     size_t R, int V)
 {
     double total = 0; /* accumulate in double: R can be thousands of rows */
 #pragma omp parallel for schedule(static) reduction(+ : total) if (R * V >= AG_PAR_MIN)
     for (size_t r = 0; r < R; r++) {
+        if (targets[r] == ignore_index) continue; /* a padded position: no loss */
         const ag_real *zr = z + r * V;
         ag_real m = ag__max(zr, V, zr[0]);
         ag_real sum = 0;
@@ -31,5 +33,5 @@ ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const in
             for (int j = 0; j < V; j++) p[j] *= inv;
         }
     }
-    return (ag_real)(total / (double)R);
+    return total;
 }

@@ -119,7 +119,15 @@ void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const
                               const ag_real *rstd, size_t R, int C);
 
 /* fast/cross_entropy.c: the forward only, ops/cross_entropy.c's cross_entropy_forward arguments */
-ag_real ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, size_t R, int V);
+double ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, int ignore_index,
+                                     size_t R, int V);
+
+/* fast/masked_fill.c: the same arguments as ops/masked_fill.c's masked_fill_forward/backward
+ * (x's shape n[4] padded on the left, the mask's strides ms[4] over it, 0 where repeated) */
+void ag_fast_masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, const int *n,
+                                 const size_t *ms);
+void ag_fast_masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, const int *n,
+                                  const size_t *ms);
 
 /* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
  * backward step (it writes dx on first touch through ag__grad_into) */

@@ -1,0 +1,63 @@
+/* fast/masked_fill.c -- masked_fill's kernels over contiguous blocks (ops/masked_fill.c has the
+ * formulas, the broadcasting and the reference loops these must equal).
+ *
+ * x is cut into [outer, inner] blocks, inner = the trailing dims along which the mask is not
+ * repeated, so each block reads one contiguous block of the mask: a causal [T,T] mask over
+ * scores [B,H,T,T] gives blocks of T*T (the one mask block, as training reads it), a combined
+ * [B,1,T,T] mask blocks of T*T too, a key-padding [B,1,1,T] mask rows of T. The inner loop is
+ * a select that vectorizes; only the block's mask offset costs index arithmetic. */
+#include "fast.h"
+
+/* the number of elements in the trailing dims where the mask's stride is x's own (not
+ * repeated); *k gets the first of those dims */
+static size_t inner_block(const int *n, const size_t *ms, int *k)
+{
+    size_t inner = 1;
+    int d = AG_MAX_DIMS;
+    while (d > 0 && (n[d - 1] == 1 || ms[d - 1] == inner)) {
+        d--;
+        inner *= (size_t)n[d];
+    }
+    *k = d;
+    return inner;
+}
+
+/* the mask offset of outer block o: o's indexes over dims 0..k-1 times the mask's strides */
+static size_t block_offset(size_t o, const int *n, const size_t *ms, int k)
+{
+    size_t off = 0;
+    for (int d = k - 1; d >= 0; d--) {
+        off += (o % (size_t)n[d]) * ms[d];
+        o /= (size_t)n[d];
+    }
+    return off;
+}
+
+void ag_fast_masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, const int *n,
+                                 const size_t *ms)
+{
+    int k;
+    size_t N = (size_t)n[0] * n[1] * n[2] * n[3], inner = inner_block(n, ms, &k);
+    size_t outer = inner ? N / inner : 0;
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+    for (size_t o = 0; o < outer; o++) {
+        const ag_real *m = mask + block_offset(o, n, ms, k), *xo = x + o * inner;
+        ag_real *yo = y + o * inner;
+        for (size_t j = 0; j < inner; j++) yo[j] = m[j] != 0 ? xo[j] : value;
+    }
+}
+
+void ag_fast_masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, const int *n,
+                                  const size_t *ms)
+{
+    int k;
+    size_t N = (size_t)n[0] * n[1] * n[2] * n[3], inner = inner_block(n, ms, &k);
+    size_t outer = inner ? N / inner : 0;
+#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
+    for (size_t o = 0; o < outer; o++) {
+        const ag_real *m = mask + block_offset(o, n, ms, k), *dyo = dy + o * inner;
+        ag_real *dxo = dx + o * inner;
+        for (size_t j = 0; j < inner; j++)
+            if (m[j] != 0) dxo[j] += dyo[j];
+    }
+}

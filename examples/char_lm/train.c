@@ -28,12 +28,12 @@
 
 // --- small helpers ---
 
+/* splitmix64's finaliser on a ^ (b * golden + c); ag_splitmix64 adds the golden step itself,
+ * hence the "- golden" (kept so that saved runs replay bit for bit) */
 static uint64_t mix64(uint64_t a, uint64_t b)
 {
-    uint64_t z = a ^ (b * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const uint64_t golden = 0x9E3779B97F4A7C15ull;
+    return ag_splitmix64((a ^ (b * golden + 0x632BE59BD9B4E019ull)) - golden);
 }
 
 static double now_s(void)

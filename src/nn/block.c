@@ -11,17 +11,12 @@
  * path through a norm; it trains too, but wants a warmup (Xiong et al. 2020, "On Layer
  * Normalization in the Transformer Architecture"). Built from ops only. */
 #include <stdio.h>
+#include "../tensor/rng.h"
 #include "nn.h"
 
-/* A distinct dropout seed for each site of the block (splitmix64's finaliser on seed and site),
- * so the attention weights and the two residual branches never share a mask. */
-static uint64_t site_seed(uint64_t seed, uint64_t site)
-{
-    uint64_t z = seed + (site + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* A distinct dropout seed for each site of the block, so the attention weights and the two
+ * residual branches never share a mask. */
+static uint64_t site_seed(uint64_t seed, uint64_t site) { return ag_seed_mix(seed, site); }
 
 /* Registers prefix.which ("ln1", "ln2") as the block's kind of norm: LayerNorm (weight, bias)
  * or RMSNorm (weight) under the same name. */

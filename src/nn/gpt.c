@@ -27,13 +27,7 @@
 #define INIT_STD 0.02
 
 /* A distinct dropout seed per site: the embedding sum is site 0, block l is site 1 + l. */
-static uint64_t site_seed(uint64_t seed, uint64_t site)
-{
-    uint64_t z = seed + (site + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t site_seed(uint64_t seed, uint64_t site) { return ag_seed_mix(seed, site); }
 
 /* Writes one line into err (if there is room) and returns NULL, for `return fail(...)`. */
 static ag_gpt *fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -129,7 +129,8 @@ static ag_tensor *mse(ag_ctx *ctx, ag_tensor *out, ag_tensor *target)
 
 static int fail(ag_ctx *ctx, ag_params *P)
 {
-    fprintf(stderr, "attention_demo: error: %s\n", ctx && ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "out of memory");
+    const char *why = ctx && ag_ctx_error(ctx) ? ag_ctx_error(ctx) : ag_params_error(P);
+    fprintf(stderr, "attention_demo: error: %s\n", why ? why : "out of memory");
     ag_ctx_free(ctx);
     ag_params_free(P);
     return 1;

@@ -4,6 +4,9 @@
  * parameters in an ag_params under their PyTorch names (prefix + ".weight"); ag_X_forward
  * composes ops and returns a tensor in ctx (valid until ag_ctx_reset). There is no backward
  * code in src/nn: the ops' backwards do all of it.
+ * A failing ag_X_init returns AG_ERR_ARG (a bad size, a name too long or taken) or AG_ERR_NOMEM
+ * and says why in P (ag_params_error), led by the layer's prefix: "blocks.0.attn: n_head 3 does
+ * not divide n_embd 64", "blocks.0.attn.w_q.weight: registered twice".
  * Shapes use MODEL.md's letters: B batch, T time, C = n_embd, H heads, D = C/H, V vocab. */
 #ifndef AG_NN_H
 #define AG_NN_H

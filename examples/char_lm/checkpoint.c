@@ -111,7 +111,9 @@ ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *
     ag_st_meta meta[] = {
         {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters},
     };
-    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), err, errlen);
+    ag_error e = { 0 };
+    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), &e);
+    if (st) snprintf(err, errlen, "%s", e.msg);
 out:
     free_names(names, g->params->n);
     free(t);
@@ -154,7 +156,9 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
         {"eval_train_loss", et}, {"eval_val_loss", ev},
     };
     int n_meta = (int)(sizeof meta / sizeof meta[0]) - (s->has_eval ? 0 : 2);
-    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, err, errlen);
+    ag_error e = { 0 };
+    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, &e);
+    if (st) snprintf(err, errlen, "%s", e.msg);
 out:
     free_names(nm, P->n);
     free_names(nv, P->n);
@@ -232,8 +236,12 @@ static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt
             const ag_param_entry *e = &P->entries[i];
             char name[512];
             snprintf(name, sizeof name, "%s%s", prefixes[k], e->t->name);
-            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err, errlen);
-            if (s) return s;
+            ag_error why = { 0 };
+            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, &why);
+            if (s) {
+                snprintf(err, errlen, "%s", why.msg);
+                return s;
+            }
         }
     /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on */
     for (int k = 0; k < n_prefixes; k++)
@@ -258,8 +266,12 @@ ag_status lm_model_load(const char *dir, lm_model *m, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     char path[PATHLEN], why[512];
     if (path_of(path, dir, "model.safetensors", err, errlen)) return AG_ERR_ARG;
-    ag_st_file *f = ag_st_load(path, err, errlen);
-    if (!f) return AG_ERR_IO;   /* ag_st_load's message says whether missing or malformed */
+    ag_error e = { 0 };
+    ag_st_file *f = ag_st_load(path, &e);
+    if (!f) {
+        snprintf(err, errlen, "%s", e.msg);
+        return AG_ERR_IO;   /* ag_st_load's message says whether missing or malformed */
+    }
     ag_status st = AG_ERR_FORMAT;
     const char *fmt = ag_st_meta_get(f, "format");
     const char *config = ag_st_meta_get(f, "config");
@@ -304,8 +316,8 @@ ag_status lm_model_load(const char *dir, lm_model *m, char *err, size_t errlen)
             goto fail;
         }
     }
-    if (!(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, why, sizeof why))) {
-        snprintf(err, errlen, "%s: %s", path, why);
+    if (!(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, &e))) {
+        snprintf(err, errlen, "%s: %s", path, e.msg);
         st = AG_ERR_NOMEM;
         goto fail;
     }
@@ -325,8 +337,12 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, cha
     memset(s, 0, sizeof *s);
     char path[PATHLEN];
     if (path_of(path, dir, "train_state.safetensors", err, errlen)) return AG_ERR_ARG;
-    ag_st_file *f = ag_st_load(path, err, errlen);
-    if (!f) return AG_ERR_IO;
+    ag_error e = { 0 };
+    ag_st_file *f = ag_st_load(path, &e);
+    if (!f) {
+        snprintf(err, errlen, "%s", e.msg);
+        return AG_ERR_IO;
+    }
     ag_status st = AG_ERR_FORMAT;
     const char *fmt = ag_st_meta_get(f, "format");
     if (!fmt || strcmp(fmt, LM_STATE_FORMAT) != 0) {

@@ -203,8 +203,9 @@ static ag_status setup(run *R, char *err, size_t errlen)
         return s;
     if (!R->m.g) {
         R->m.cfg = R->cfg;
-        if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, why, sizeof why))) {
-            snprintf(err, errlen, "cannot build the model: %s", why);
+        ag_error e = { 0 };
+        if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &e))) {
+            snprintf(err, errlen, "cannot build the model: %s", e.msg);
             return AG_ERR_NOMEM;
         }
     }

@@ -177,10 +177,12 @@ typedef struct {
     ag_linear_layer lm_head;       /* C -> V */
 } ag_gpt;
 
-/* Checks the config (message in err), registers every parameter under its MODEL.md name in
- * MODEL.md's order, allocates them and initialises them from seed as MODEL.md says (or as
- * cfg->init says). NULL on error. Free with ag_gpt_free. */
-ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t errlen);
+/* Checks the config, registers every parameter under its MODEL.md name in MODEL.md's order,
+ * allocates them and initialises them from seed as MODEL.md says (or as cfg->init says).
+ * NULL on error, with the status and one line in err (NULL ok): the config's fault, or the
+ * failing layer init's reason ("ag_gpt_new: cannot create the parameters: blocks.0.mlp: ...").
+ * Free with ag_gpt_free. */
+ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err);
 void ag_gpt_free(ag_gpt *g); /* NULL ok */
 
 /* ids [B*T] -> logits [B,T,V]. With targets [B*T] (or NULL), *loss gets the mean

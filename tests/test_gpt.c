@@ -150,15 +150,15 @@ START_TEST(test_gpt_new_says_why)
     ck_assert_ptr_null(ag_gpt_new(&cfg, 1, &err));
     ck_assert_int_eq(err.status, AG_ERR_ARG);
     ck_assert_msg(strstr(err.msg, "n_embd 64 must be > 0 and divisible by n_head 3"), "%s", err.msg);
-    /* n_embd 2^28 passes the config check but not the MLP's (4 n_embd must be an int): the
-     * message is the layer's, and nothing of that size was allocated */
-    cfg.n_head = 1;
-    cfg.n_embd = 1 << 28;
+    /* n_embd 65536 passes the config check, but w_q [C,C] has more elements than an ag_tensor
+     * holds: the message is the layer's, under its full name, and nothing was allocated */
+    cfg.vocab_size = cfg.block_size = cfg.n_head = 1;
+    cfg.n_embd = 1 << 16;
     ag_error_clear(&err);
     ck_assert_ptr_null(ag_gpt_new(&cfg, 1, &err));
     ck_assert_int_eq(err.status, AG_ERR_ARG);
-    ck_assert_str_eq(err.msg, "ag_gpt_new: cannot create the parameters: blocks.0.mlp: n_embd 268435456 is too "
-                              "large for the MLP (268435455 at most)");
+    ck_assert_str_eq(err.msg, "ag_gpt_new: cannot create the parameters: blocks.0.attn.w_q.weight: shape "
+                              "[65536,65536] has more than 2147483647 elements");
     /* success leaves err and the model's params without a message */
     cfg.n_embd = 8;
     ag_error_clear(&err);

@@ -1,4 +1,5 @@
 /* params.c -- registration, flat allocation, init and lookup of a model's parameters. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,14 +45,17 @@ static ag_status check_new(ag_params *P, const char *name, int ndim, const int *
     if (ndim < 1 || ndim > AG_MAX_DIMS || !shape)
         return ag_params_fail(P, AG_ERR_ARG, "%s: %d dims (1..%d allowed)", name, ndim, AG_MAX_DIMS);
     size_t numel = 1;
+    bool positive = true;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] <= 0) {
-            char sb[64];
-            shape_text(sb, sizeof sb, ndim, shape);
-            return ag_params_fail(P, AG_ERR_ARG, "%s: bad shape %s (every dim must be > 0)", name, sb);
-        }
-        numel = numel > SIZE_MAX / (size_t)shape[i] ? SIZE_MAX : numel * (size_t)shape[i];
+        positive = positive && shape[i] > 0;
+        if (positive) numel = numel > SIZE_MAX / (size_t)shape[i] ? SIZE_MAX : numel * (size_t)shape[i];
     }
+    char sb[64];
+    shape_text(sb, sizeof sb, ndim, shape);
+    if (!positive) return ag_params_fail(P, AG_ERR_ARG, "%s: bad shape %s (every dim must be > 0)", name, sb);
+    /* strides are ints (ag_tensor) */
+    if (numel > INT_MAX)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: shape %s has more than %d elements", name, sb, INT_MAX);
     /* four buffers of total elements must stay addressable */
     if (numel > SIZE_MAX / 4 / sizeof(ag_real) - P->total)
         return ag_params_fail(P, AG_ERR_NOMEM, "%s: too many parameters to hold in memory", name);

@@ -43,8 +43,8 @@ typedef struct ag_params {
 ag_params *ag_params_new(void);
 void ag_params_free(ag_params *P);  /* NULL ok */
 /* Registers a parameter (before ag_params_alloc). The name is copied. Returns the tensor,
- * whose data stays NULL until ag_params_alloc; NULL on OOM, a duplicate name, a bad shape or a
- * call after ag_params_alloc (the reason in P->err). */
+ * whose data stays NULL until ag_params_alloc; NULL on OOM, a duplicate name, a bad shape (a
+ * dim <= 0, more than INT_MAX elements) or a call after ag_params_alloc (the reason in P->err). */
 ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *shape,
                          ag_init_kind init, double init_std, bool decay);
 /* Allocates the flat buffers (zeroed) and points every tensor into them. AG_ERR_NOMEM on OOM,

@@ -245,9 +245,9 @@ FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sani
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_TARGETS = safetensors corpus
-$(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c fuzz/coverage_ignore.txt $(HEADERS)
+$(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
 $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c examples/char_lm/corpus.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c examples/char_lm/corpus.c src/tensor/tensor.c $(FUZZ_LIBS)

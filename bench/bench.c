@@ -163,17 +163,17 @@ static int sample_speed(ag_gpt *g, int n, double *cached_cps, double *recompute_
 
 static int run_config(const bench_config *bc, const corpus *data, int steps, int threads, bool json)
 {
-    char err[256];
     int V = data->vocab.V, B = bc->batch, T = bc->block_size;
     ag_gpt_config cfg = { .vocab_size = V, .n_layer = bc->n_layer, .n_head = bc->n_head, .n_embd = bc->n_embd,
                           .block_size = bc->block_size }; /* the rest: MODEL.md defaults (0) */
-    ag_gpt *g = ag_gpt_new(&cfg, 1337, err, sizeof err);
+    ag_error err = { 0 };
+    ag_gpt *g = ag_gpt_new(&cfg, 1337, &err);
     ag_ctx *ctx = ag_ctx_new();
     int *x = malloc((size_t)B * T * sizeof(int)), *y = malloc((size_t)B * T * sizeof(int));
     double *times = malloc((size_t)steps * sizeof(double)), *t_clip = calloc(1, sizeof(double)),
            *t_adam = calloc(1, sizeof(double));
     if (!g || !ctx || !x || !y || !times || !t_clip || !t_adam) {
-        fprintf(stderr, "bench: %s\n", g ? "out of memory" : err);
+        fprintf(stderr, "bench: %s\n", g ? "out of memory" : err.msg);
         return 1;
     }
     ag_ctx_set_recycle_grads(ctx, true); /* as char_lm train does */

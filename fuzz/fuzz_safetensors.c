@@ -59,10 +59,10 @@ static bool one_line_about(const char *err, const char *file)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     put_input(data, size);
-    char err[1024] = "";
-    ag_st_file *f = ag_st_load(path, err, sizeof err);
+    ag_error err = { 0 };
+    ag_st_file *f = ag_st_load(path, &err);
     if (!f) {
-        CHECK(one_line_about(err, path));
+        CHECK(err.status != AG_OK && one_line_about(err.msg, path));
         return 0;
     }
     /* the loader accepted it, so the header is a JSON object of hlen bytes at offset 8 */
@@ -99,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ag_real *buf = malloc((size_t)(numel ? numel : 1) * sizeof *buf);
         if (!buf) abort();
-        char e2[1024] = "";
-        CHECK(ag_st_read(f, name, buf, ndim, dims, e2, sizeof e2) == AG_OK);
+        ag_error e2 = { 0 };
+        CHECK(ag_st_read(f, name, buf, ndim, dims, &e2) == AG_OK);
         volatile ag_real sink = 0;
         for (uint64_t j = 0; j < numel; j++) sink += buf[j] * 0;   /* every value was written */
         (void)sink;
@@ -109,20 +109,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int wrong[AG_MAX_DIMS];
             memcpy(wrong, dims, sizeof wrong);
             wrong[0] = dims[0] == INT32_MAX ? 0 : dims[0] + 1;
-            e2[0] = '\0';
-            CHECK(ag_st_read(f, name, buf, ndim, wrong, e2, sizeof e2) == AG_ERR_FORMAT);
-            CHECK(one_line_about(e2, path));
+            ag_error_clear(&e2);
+            CHECK(ag_st_read(f, name, buf, ndim, wrong, &e2) == AG_ERR_FORMAT);
+            CHECK(e2.status == AG_ERR_FORMAT && one_line_about(e2.msg, path));
         }
         if (ndim < AG_MAX_DIMS) {
             dims[ndim] = 1;
-            e2[0] = '\0';
-            CHECK(ag_st_read(f, name, buf, ndim + 1, dims, e2, sizeof e2) == AG_ERR_FORMAT);
+            ag_error_clear(&e2);
+            CHECK(ag_st_read(f, name, buf, ndim + 1, dims, &e2) == AG_ERR_FORMAT);
         }
         free(buf);
     }
-    char e3[1024] = "";
+    ag_error e3 = { 0 };
     if (!json_object_get(root, "no such tensor \x01"))
-        CHECK(ag_st_read(f, "no such tensor \x01", NULL, 0, NULL, e3, sizeof e3) == AG_ERR_FORMAT);
+        CHECK(ag_st_read(f, "no such tensor \x01", NULL, 0, NULL, &e3) == AG_ERR_FORMAT);
     json_decref(root);
     ag_st_free(f);
     return 0;

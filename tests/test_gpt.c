@@ -21,9 +21,9 @@ static const ag_adam_cfg adamw = { 0.9, 0.99, 1e-8, 0.1 };
 static ag_gpt *gpt_new(int V, int L, int H, int C, int T_max, double dropout, uint64_t seed)
 {
     ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = T_max, .dropout = dropout };
-    char err[128];
-    ag_gpt *g = ag_gpt_new(&cfg, seed, err, sizeof err);
-    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err);
+    ag_error err = { 0 };
+    ag_gpt *g = ag_gpt_new(&cfg, seed, &err);
+    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err.msg);
     return g;
 }
 
@@ -130,16 +130,62 @@ START_TEST(test_gpt_bad_config)
         { { .vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 4, .dropout = -0.1 }, "dropout" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char err[128] = "";
-        ck_assert_ptr_null(ag_gpt_new(&bad[i].cfg, 1, err, sizeof err));
-        ck_assert_msg(strstr(err, bad[i].word) != NULL, "case %zu: message \"%s\" lacks \"%s\"", i, err, bad[i].word);
-        ck_assert_ptr_null(strchr(err, '\n'));                      /* one line */
-        ck_assert_ptr_null(ag_gpt_new(&bad[i].cfg, 1, NULL, 0));    /* no buffer: still fine */
+        ag_error err = { 0 };
+        ck_assert_ptr_null(ag_gpt_new(&bad[i].cfg, 1, &err));
+        ck_assert_int_eq(err.status, AG_ERR_ARG);
+        ck_assert_msg(strstr(err.msg, bad[i].word) != NULL, "case %zu: message \"%s\" lacks \"%s\"", i, err.msg,
+                      bad[i].word);
+        ck_assert_ptr_null(strchr(err.msg, '\n'));                  /* one line */
+        ck_assert_ptr_null(ag_gpt_new(&bad[i].cfg, 1, NULL));       /* no ag_error: still fine */
     }
 }
 END_TEST
 
 // --- forward ---
+
+/* ag_gpt_new says why: its own config check, or a layer init's reason under the layer's prefix. */
+START_TEST(test_gpt_new_says_why)
+{
+    ag_gpt_config cfg = { .vocab_size = 5, .n_layer = 1, .n_head = 3, .n_embd = 64, .block_size = 4 };
+    ag_error err = { 0 };
+    ck_assert_ptr_null(ag_gpt_new(&cfg, 1, &err));
+    ck_assert_int_eq(err.status, AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "n_embd 64 must be > 0 and divisible by n_head 3"), "%s", err.msg);
+    /* n_embd 65536 passes the config check, but w_q [C,C] has more elements than an ag_tensor
+     * holds: the message is the layer's, under its full name, and nothing was allocated */
+    cfg.vocab_size = cfg.block_size = cfg.n_head = 1;
+    cfg.n_embd = 1 << 16;
+    ag_error_clear(&err);
+    ck_assert_ptr_null(ag_gpt_new(&cfg, 1, &err));
+    ck_assert_int_eq(err.status, AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "ag_gpt_new: cannot create the parameters: blocks.0.attn.w_q.weight: shape "
+                              "[65536,65536] has more than 2147483647 elements");
+    /* success leaves err and the model's params without a message */
+    cfg.n_embd = 8;
+    ag_error_clear(&err);
+    ag_gpt *g = ag_gpt_new(&cfg, 1, &err);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(err.status, AG_OK);
+    ck_assert_str_eq(err.msg, "");
+    ck_assert_ptr_null(ag_params_error(g->params));
+    ag_gpt_free(g);
+}
+END_TEST
+
+/* The one splitmix64 is Vigna's (the first outputs from state 0), and ag_seed_mix(s, k) is the
+ * k-th step of its sequence: the dropout sites and the PCG32 seeding rely on both. */
+START_TEST(test_splitmix64)
+{
+    ck_assert_uint_eq(ag_splitmix64(0), 0xE220A8397B1DCDAFull);
+    ck_assert_uint_eq(ag_seed_mix(0, 1), 0x6E789E6AA1B965F4ull);
+    ck_assert_uint_eq(ag_seed_mix(0, 2), 0x06C45D188009454Full);
+    ck_assert_uint_eq(ag_seed_mix(42, 0), ag_splitmix64(42));
+    ag_rng r;
+    ag_rng_seed(&r, 0);
+    ck_assert_uint_eq(r.state, 0xE220A8397B1DCDAFull);
+    ck_assert_uint_eq(r.inc, 0x6E789E6AA1B965F4ull | 1);
+}
+END_TEST
 
 START_TEST(test_gpt_untrained_loss_is_ln_v)
 {
@@ -488,9 +534,9 @@ static void check_block_cached(ag_norm_position pos, ag_norm_kind norm)
     enum { V = 7, L = 2, H = 2, C = 16, T = 6 };
     ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = 8,
                           .norm_position = pos, .norm = norm };
-    char err[128];
-    ag_gpt *g = ag_gpt_new(&cfg, 11, err, sizeof err);
-    ck_assert_msg(g != NULL, "%s", err);
+    ag_error err = { 0 };
+    ag_gpt *g = ag_gpt_new(&cfg, 11, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
     randomize(g->params, 12);
     const ag_block *Bk = &g->blocks[1];
     ag_ctx *ctx = ag_ctx_new();
@@ -593,6 +639,8 @@ Suite *gpt_suite(void)
     TCase *m = tcase_create("model");
     tcase_add_test(m, test_gpt_params_as_model_md);
     tcase_add_test(m, test_gpt_bad_config);
+    tcase_add_test(m, test_gpt_new_says_why);
+    tcase_add_test(m, test_splitmix64);
     tcase_add_test(m, test_gpt_untrained_loss_is_ln_v);
     tcase_add_test(m, test_gpt_tape_scopes);
     tcase_add_test(m, test_gpt_dropout);

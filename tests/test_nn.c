@@ -366,6 +366,122 @@ START_TEST(test_block_grad_dropout)
 }
 END_TEST
 
+// --- errors: every failing init says why, led by the layer's prefix ---
+
+/* Asserts that the last call returned want and left exactly msg in P, then forgets it. */
+static void expect_error(ag_params *P, ag_status got, ag_status want, const char *msg)
+{
+    ck_assert_int_eq(got, want);
+    const char *why = ag_params_error(P);
+    ck_assert_msg(why != NULL, "status %d but no message", (int)got);
+    ck_assert_msg(strcmp(why, msg) == 0, "message \"%s\", want \"%s\"", why, msg);
+    ck_assert_int_eq(P->err.status, want);
+    ag_error_clear(&P->err);
+}
+
+START_TEST(test_layer_init_says_why)
+{
+    ag_params *P = ag_params_new();
+    ag_linear_layer L;
+    ag_embedding_layer E;
+    ag_layernorm_layer N;
+    ag_rmsnorm_layer R;
+    ag_swiglu S;
+    ag_mlp M;
+    ag_mha A;
+    ag_block Bk;
+    expect_error(P, ag_mha_init(&A, P, "blocks.0.attn", 64, 3, 0.02, 0.02), AG_ERR_ARG,
+                 "blocks.0.attn: n_head 3 does not divide n_embd 64");
+    expect_error(P, ag_mha_init(&A, P, "attn", 8, 0, 0.02, 0.02), AG_ERR_ARG,
+                 "attn: n_embd 8 and n_head 0 must be > 0");
+    expect_error(P, ag_linear_layer_init(&L, P, "fc", 0, 3, true, 0.02), AG_ERR_ARG,
+                 "fc: in 0 and out 3 must be > 0");
+    expect_error(P, ag_embedding_layer_init(&E, P, "tok_emb", 0, 4, 0.02), AG_ERR_ARG,
+                 "tok_emb: V 0 and C 4 must be > 0");
+    expect_error(P, ag_layernorm_layer_init(&N, P, "ln_f", 0), AG_ERR_ARG, "ln_f: C 0 must be > 0");
+    expect_error(P, ag_rmsnorm_layer_init(&R, P, "ln_f", -1), AG_ERR_ARG, "ln_f: C -1 must be > 0");
+    expect_error(P, ag_swiglu_init(&S, P, "m", 8, 0, 0.02, 0.02), AG_ERR_ARG, "m: C 8 and hidden 0 must be > 0");
+    expect_error(P, ag_mlp_init(&M, P, "mlp", 8, (ag_mlp_kind)7, 0.02, 0.02), AG_ERR_ARG,
+                 "mlp: mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got 7)");
+    expect_error(P, ag_mlp_init(&M, P, "mlp", 1 << 28, AG_MLP_GELU, 0.02, 0.02), AG_ERR_ARG,
+                 "mlp: n_embd 268435456 is too large for the MLP (268435455 at most)");
+    expect_error(P, ag_block_init(&Bk, P, "blocks.0", 8, 2, &(ag_block_opts){ .norm = (ag_norm_kind)9 }, 0.02, 0.02),
+                 AG_ERR_ARG, "blocks.0: norm must be AG_LAYERNORM or AG_RMSNORM (got 9)");
+    ck_assert_int_eq(P->n, 0);                                         /* nothing registered so far */
+    /* a sublayer's failure comes out of the block under the sublayer's full prefix */
+    expect_error(P, ag_block_init(&Bk, P, "blocks.1", 64, 3, NULL, 0.02, 0.02), AG_ERR_ARG,
+                 "blocks.1.attn: n_head 3 does not divide n_embd 64");
+    ck_assert_ptr_nonnull(ag_params_add(P, "blocks.2.mlp.fc1.weight", 1, (int[]){ 1 }, AG_INIT_ZEROS, 0, false));
+    expect_error(P, ag_block_init(&Bk, P, "blocks.2", 8, 2, NULL, 0.02, 0.02), AG_ERR_ARG,
+                 "blocks.2.mlp.fc1.weight: registered twice");
+    /* names too long for the layer's buffers */
+    char longp[200];
+    memset(longp, 'p', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, longp, 2, 3, true, 0.02), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(ag_params_error(P), ".weight: name longer than 127 characters"));
+    ag_error_clear(&P->err);
+    longp[70] = '\0';
+    ck_assert_int_eq(ag_mha_init(&A, P, longp, 8, 2, 0.02, 0.02), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(ag_params_error(P), ": prefix longer than 63 characters"));
+    ag_error_clear(&P->err);
+    /* the first failure sticks: the second does not overwrite it */
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, "a", 0, 1, true, 0.02), AG_ERR_ARG);
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, "b", 0, 1, true, 0.02), AG_ERR_ARG);
+    expect_error(P, AG_ERR_ARG, AG_ERR_ARG, "a: in 0 and out 1 must be > 0");
+    ag_params_free(P);
+}
+END_TEST
+
+START_TEST(test_params_calls_say_why)
+{
+    ag_params *P = ag_params_new();
+    ag_linear_layer L;
+    ck_assert_ptr_null(ag_params_add(P, "w", 2, (int[]){ 2, 0 }, AG_INIT_ZEROS, 0, false));
+    expect_error(P, AG_ERR_ARG, AG_ERR_ARG, "w: bad shape [2,0] (every dim must be > 0)");
+    ck_assert_ptr_null(ag_params_add(P, "w", 0, NULL, AG_INIT_ZEROS, 0, false));
+    expect_error(P, AG_ERR_ARG, AG_ERR_ARG, "w: 0 dims (1..4 allowed)");
+    ck_assert_ptr_nonnull(ag_params_add(P, "w", 1, (int[]){ 2 }, AG_INIT_ZEROS, 0, false));
+    ck_assert_ptr_null(ag_params_add(P, "w", 1, (int[]){ 2 }, AG_INIT_ZEROS, 0, false));
+    expect_error(P, AG_ERR_ARG, AG_ERR_ARG, "w: registered twice");
+    /* more elements than an ag_tensor's int strides can address: refused before any allocation */
+    ck_assert_ptr_null(ag_params_add(P, "huge", 2, (int[]){ 1 << 16, 1 << 16 }, AG_INIT_ZEROS, 0, false));
+    expect_error(P, AG_ERR_ARG, AG_ERR_ARG, "huge: shape [65536,65536] has more than 2147483647 elements");
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, "fc", 2, 2, true, 0.02), AG_OK);
+    ck_assert_ptr_null(ag_params_error(P));                            /* successes leave no message */
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ck_assert_ptr_null(ag_params_error(P));
+    expect_error(P, ag_params_alloc(P), AG_ERR_ARG, "ag_params_alloc: already allocated");
+    expect_error(P, ag_linear_layer_init(&L, P, "late", 2, 2, true, 0.02), AG_ERR_ARG,
+                 "late.weight: registered after ag_params_alloc");
+    ag_params_free(P);
+    ck_assert_ptr_null(ag_params_error(NULL));
+}
+END_TEST
+
+/* After a whole model's worth of successful inits, ag_params_error is still NULL. */
+START_TEST(test_params_error_null_after_success)
+{
+    ag_params *P = ag_params_new();
+    ck_assert_ptr_null(ag_params_error(P));
+    ag_embedding_layer E;
+    ag_block Bk[2];
+    ag_rmsnorm_layer R;
+    ag_linear_layer L;
+    const ag_block_opts swiglu = { AG_POST_LN, AG_RMSNORM, AG_MLP_SWIGLU };
+    ck_assert_int_eq(ag_embedding_layer_init(&E, P, "tok_emb", 5, C, 0.02), AG_OK);
+    ck_assert_int_eq(ag_block_init(&Bk[0], P, "blocks.0", C, H, NULL, 0.02, 0.01), AG_OK);
+    ck_assert_int_eq(ag_block_init(&Bk[1], P, "blocks.1", C, H, &swiglu, 0.02, 0.01), AG_OK);
+    ck_assert_int_eq(ag_rmsnorm_layer_init(&R, P, "ln_f", C), AG_OK);
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, "lm_head", C, 5, true, 0.02), AG_OK);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ag_params_init(P, 1);
+    ck_assert_ptr_null(ag_params_error(P));
+    ck_assert_int_eq(P->err.status, AG_OK);
+    ag_params_free(P);
+}
+END_TEST
+
 Suite *nn_suite(void)
 {
     Suite *s = suite_create("nn");
@@ -391,5 +507,10 @@ Suite *nn_suite(void)
     tcase_add_test(b, test_block_grad);
     tcase_add_test(b, test_block_grad_dropout);
     suite_add_tcase(s, b);
+    TCase *e = tcase_create("errors");
+    tcase_add_test(e, test_layer_init_says_why);
+    tcase_add_test(e, test_params_calls_say_why);
+    tcase_add_test(e, test_params_error_null_after_success);
+    suite_add_tcase(s, e);
     return s;
 }

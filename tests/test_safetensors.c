@@ -21,13 +21,19 @@
 // helpers
 
 static char dir[64];    /* this test's scratch directory */
-static char err[512];
+static ag_error err;    /* the last call's error (fresh() clears it: the first error sticks) */
+
+static ag_error *fresh(void)
+{
+    ag_error_clear(&err);
+    return &err;
+}
 
 static void setup(void)
 {
     strcpy(dir, "/tmp/ag_st_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    err[0] = 0;
+    ag_error_clear(&err);
 }
 
 static void teardown(void) { proc_remove_tree(dir); }
@@ -102,13 +108,12 @@ static void expect_load_error(const char *header, unsigned long long hlen, size_
 {
     const char *p = in_dir("bad.safetensors");
     write_raw(p, header, hlen, data_len);
-    err[0] = 0;
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
+    ag_st_file *f = ag_st_load(p, fresh());
     ck_assert_msg(f == NULL, "loaded a bad file: %s", header);
-    ck_assert_msg(strstr(err, p) != NULL, "error does not name the file: %s", err);
-    ck_assert_msg(strchr(err, '\n') == NULL, "error is not one line: %s", err);
-    if (want1) ck_assert_msg(strstr(err, want1), "expected '%s' in: %s", want1, err);
-    if (want2) ck_assert_msg(strstr(err, want2), "expected '%s' in: %s", want2, err);
+    ck_assert_msg(strstr(err.msg, p) != NULL, "error does not name the file: %s", err.msg);
+    ck_assert_msg(strchr(err.msg, '\n') == NULL, "error is not one line: %s", err.msg);
+    if (want1) ck_assert_msg(strstr(err.msg, want1), "expected '%s' in: %s", want1, err.msg);
+    if (want2) ck_assert_msg(strstr(err.msg, want2), "expected '%s' in: %s", want2, err.msg);
 }
 
 /* Three tensors with awkward float values: -0, a subnormal, the largest float, 0.1f, ... */
@@ -141,9 +146,9 @@ START_TEST(roundtrip_exact)
 {
     make_three();
     const char *p = in_dir("model.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, err, sizeof err), AG_OK);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 3);
     for (int i = 0; i < 3; i++) ck_assert_str_eq(ag_st_name(f, i), three[i].name);   /* file order */
     ck_assert_ptr_null(ag_st_name(f, 3));
@@ -152,7 +157,7 @@ START_TEST(roundtrip_exact)
     ag_real got[24];
     for (int i = 0; i < 3; i++) {
         memset(got, 0x55, sizeof got);
-        ck_assert_int_eq(ag_st_read(f, three[i].name, got, three[i].ndim, three[i].shape, err, sizeof err),
+        ck_assert_int_eq(ag_st_read(f, three[i].name, got, three[i].ndim, three[i].shape, fresh()),
                          AG_OK);
         size_t n = 1;
         for (int d = 0; d < three[i].ndim; d++) n *= (size_t)three[i].shape[d];
@@ -169,7 +174,7 @@ START_TEST(layout_on_disk)
     /* data aligned to 8, offsets contiguous in the given order, F32 little-endian */
     make_three();
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
     size_t n;
     unsigned char *b = slurp(p, &n);
     unsigned long long N = 0;
@@ -201,18 +206,18 @@ START_TEST(metadata_roundtrip)
         { "empty", "" },
     };
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 1, meta, 5, err, sizeof err), AG_OK);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(ag_st_save(p, three, 1, meta, 5, fresh()), AG_OK);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     for (int i = 0; i < 5; i++) ck_assert_str_eq(ag_st_meta_get(f, meta[i].key), meta[i].value);
     ck_assert_ptr_null(ag_st_meta_get(f, "missing"));
     ck_assert_int_eq(ag_st_count(f), 1);   /* __metadata__ is not a tensor */
     ag_st_free(f);
 
     /* metadata only, no tensors */
-    ck_assert_int_eq(ag_st_save(p, NULL, 0, meta, 1, err, sizeof err), AG_OK);
-    f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(ag_st_save(p, NULL, 0, meta, 1, fresh()), AG_OK);
+    f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 0);
     ck_assert_str_eq(ag_st_meta_get(f, "format"), "char_lm-1");
     ag_st_free(f);
@@ -229,22 +234,22 @@ START_TEST(reads_reference_layout)
                       "\"z\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[16,16]}}   ";
     const char *p = in_dir("ref.safetensors");
     write_raw(p, hdr, TRUE_LEN, 16);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 4);
     ck_assert_str_eq(ag_st_name(f, 0), "b");
     ck_assert_str_eq(ag_st_name(f, 1), "a");
     ck_assert_str_eq(ag_st_meta_get(f, "format"), "pt");
     /* bytes 04 05 06 07 as a LE float = 0x07060504 */
     ag_real a[2];
-    ck_assert_int_eq(ag_st_read(f, "a", a, 1, (int[]){ 2 }, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_read(f, "a", a, 1, (int[]){ 2 }, fresh()), AG_OK);
     uint32_t u = 0x07060504u;
     float want;
     memcpy(&want, &u, 4);
     ck_assert(a[0] == (ag_real)want);
     ag_real s;
-    ck_assert_int_eq(ag_st_read(f, "s", &s, 0, NULL, err, sizeof err), AG_OK);
-    ck_assert_int_eq(ag_st_read(f, "z", NULL, 2, (int[]){ 0, 3 }, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_read(f, "s", &s, 0, NULL, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_read(f, "z", NULL, 2, (int[]){ 0, 3 }, fresh()), AG_OK);
     ag_st_free(f);
 }
 END_TEST
@@ -256,19 +261,19 @@ START_TEST(read_shape_mismatch_and_missing)
 {
     make_three();
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, err, sizeof err), AG_OK);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ag_real got[6];
     char want[600];
-    ck_assert_int_eq(ag_st_read(f, "w", got, 2, (int[]){ 3, 2 }, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_int_eq(ag_st_read(f, "w", got, 2, (int[]){ 3, 2 }, fresh()), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: tensor 'w' has shape [2,3], expected [3,2]", p);
-    ck_assert_str_eq(err, want);
-    ck_assert_int_eq(ag_st_read(f, "w", got, 1, (int[]){ 6 }, err, sizeof err), AG_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(err, "has shape [2,3], expected [6]"));
-    ck_assert_int_eq(ag_st_read(f, "x", got, 1, (int[]){ 6 }, err, sizeof err), AG_ERR_FORMAT);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_int_eq(ag_st_read(f, "w", got, 1, (int[]){ 6 }, fresh()), AG_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "has shape [2,3], expected [6]"));
+    ck_assert_int_eq(ag_st_read(f, "x", got, 1, (int[]){ 6 }, fresh()), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: no tensor 'x'", p);
-    ck_assert_str_eq(err, want);
+    ck_assert_str_eq(err.msg, want);
     ag_st_free(f);
 }
 END_TEST
@@ -278,21 +283,21 @@ START_TEST(truncated_at_every_length)
     make_three();
     const ag_st_meta meta[] = { { "format", "char_lm-1" } };
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, fresh()), AG_OK);
     size_t n;
     unsigned char *b = slurp(p, &n);
     const char *q = in_dir("cut.safetensors");
     for (size_t len = 0; len < n; len++) {
         spit(q, b, len);
-        err[0] = 0;
-        ag_st_file *f = ag_st_load(q, err, sizeof err);
+        ag_st_file *f = ag_st_load(q, fresh());
         ck_assert_msg(f == NULL, "a file cut to %zu of %zu bytes loaded", len, n);
-        ck_assert_msg(strstr(err, q) == err, "len %zu: error does not start with the path: %s", len, err);
+        ck_assert_msg(strstr(err.msg, q) == err.msg, "len %zu: error does not start with the path: %s", len,
+                      err.msg);
     }
     /* the uncut file still loads */
     spit(q, b, n);
-    ag_st_file *f = ag_st_load(q, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ag_st_file *f = ag_st_load(q, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ag_st_free(f);
     free(b);
 }
@@ -355,19 +360,19 @@ START_TEST(bad_lengths_and_files)
     write_raw(p, "{}", 999999, 0);
     char want[600];
     snprintf(want, sizeof want, "%s: header length 999999 exceeds file size 10", p);
-    ck_assert_ptr_null(ag_st_load(p, err, sizeof err));
-    ck_assert_str_eq(err, want);
+    ck_assert_ptr_null(ag_st_load(p, fresh()));
+    ck_assert_str_eq(err.msg, want);
     expect_load_error("{}", 0xFFFFFFFFFFFFFFF0ULL, 8, "exceeds file size", NULL);   /* no wrap-around */
     expect_load_error("", 0, 0, "not valid JSON", NULL);                            /* N = 0 */
     /* too short for the length field; missing; a directory */
     spit(in_dir("short.safetensors"), "\x10\0\0\0\0", 5);
-    ck_assert_ptr_null(ag_st_load(in_dir("short.safetensors"), err, sizeof err));
-    ck_assert_ptr_nonnull(strstr(err, "short.safetensors: file is 5 bytes, too short"));
-    ck_assert_ptr_null(ag_st_load(in_dir("nope.safetensors"), err, sizeof err));
-    ck_assert_ptr_nonnull(strstr(err, "nope.safetensors: cannot open: No such file"));
-    ck_assert_ptr_null(ag_st_load(dir, err, sizeof err));
-    ck_assert_ptr_nonnull(strstr(err, "directory"));
-    ck_assert_ptr_null(ag_st_load(NULL, NULL, 0));   /* no err buffer: still no crash */
+    ck_assert_ptr_null(ag_st_load(in_dir("short.safetensors"), fresh()));
+    ck_assert_ptr_nonnull(strstr(err.msg, "short.safetensors: file is 5 bytes, too short"));
+    ck_assert_ptr_null(ag_st_load(in_dir("nope.safetensors"), fresh()));
+    ck_assert_ptr_nonnull(strstr(err.msg, "nope.safetensors: cannot open: No such file"));
+    ck_assert_ptr_null(ag_st_load(dir, fresh()));
+    ck_assert_ptr_nonnull(strstr(err.msg, "directory"));
+    ck_assert_ptr_null(ag_st_load(NULL, NULL));   /* no ag_error: still no crash */
 }
 END_TEST
 
@@ -377,8 +382,8 @@ START_TEST(good_edge_headers)
     const char *p = in_dir("ok.safetensors");
     write_raw(p, "{" ENTRY("e", "[0]", "[4,4]") ",\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
                  "\"data_offsets\":[0,4],\"x\":1}," ENTRY("b", "[1]", "[8,12]") "}", TRUE_LEN, 12);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 3);
     ag_st_free(f);
 }
@@ -402,23 +407,22 @@ START_TEST(save_bad_arguments)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ag_st_tensor two[2] = { three[0], bad[i] };
-        err[0] = 0;
-        ck_assert_int_eq(ag_st_save(p, two, 2, NULL, 0, err, sizeof err), AG_ERR_ARG);
-        ck_assert_msg(strstr(err, p) == err, "case %zu: %s", i, err);
+        ck_assert_int_eq(ag_st_save(p, two, 2, NULL, 0, fresh()), AG_ERR_ARG);
+        ck_assert_msg(strstr(err.msg, p) == err.msg, "case %zu: %s", i, err.msg);
         ck_assert_int_eq(access(p, F_OK), -1);   /* nothing created */
         ck_assert_int_eq(tmp_files(), 0);
     }
     ag_st_tensor dup[2] = { three[0], three[0] };
-    ck_assert_int_eq(ag_st_save(p, dup, 2, NULL, 0, err, sizeof err), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(err, "'w' appears twice"));
+    ck_assert_int_eq(ag_st_save(p, dup, 2, NULL, 0, fresh()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'w' appears twice"));
     const ag_st_meta m2[] = { { "k", "a" }, { "k", "b" } };
-    ck_assert_int_eq(ag_st_save(p, three, 1, m2, 2, err, sizeof err), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(err, "'k' appears twice"));
+    ck_assert_int_eq(ag_st_save(p, three, 1, m2, 2, fresh()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'k' appears twice"));
     const ag_st_meta m1[] = { { "k", NULL } };
-    ck_assert_int_eq(ag_st_save(p, three, 1, m1, 1, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(p, three, 1, m1, 1, fresh()), AG_ERR_ARG);
     const ag_st_meta bad_utf8[] = { { "k", "\xC0\xAF" } };
-    ck_assert_int_eq(ag_st_save(p, three, 1, bad_utf8, 1, err, sizeof err), AG_ERR_ARG);
-    ck_assert_int_eq(ag_st_save(NULL, three, 1, NULL, 0, err, sizeof err), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(p, three, 1, bad_utf8, 1, fresh()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(NULL, three, 1, NULL, 0, fresh()), AG_ERR_ARG);
     ck_assert_int_eq(access(p, F_OK), -1);
     ck_assert_int_eq(tmp_files(), 0);
 }
@@ -428,8 +432,8 @@ START_TEST(save_missing_directory)
 {
     make_three();
     const char *p = in_dir("no/such/dir/m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, err, sizeof err), AG_ERR_IO);
-    ck_assert_msg(strstr(err, p) == err && strstr(err, "No such file"), "%s", err);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_ERR_IO);
+    ck_assert_msg(strstr(err.msg, p) == err.msg && strstr(err.msg, "No such file"), "%s", err.msg);
     ck_assert_int_eq(access(in_dir("no"), F_OK), -1);
     ck_assert_int_eq(tmp_files(), 0);
 }
@@ -441,23 +445,23 @@ START_TEST(failed_save_keeps_old_file)
     make_three();
     const char *p = in_dir("m.safetensors");
     const ag_st_meta meta[] = { { "format", "A" } };
-    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, fresh()), AG_OK);
     size_t n0;
     unsigned char *before = slurp(p, &n0);
     ag_real zeros[6] = { 0 };
     ag_st_tensor b[2] = { { "w", 2, { 2, 3 }, zeros }, { "bad", 1, { 5 }, NULL } };
     const ag_st_meta mb[] = { { "format", "B" } };
-    ck_assert_int_ne(ag_st_save(p, b, 2, mb, 1, err, sizeof err), AG_OK);
+    ck_assert_int_ne(ag_st_save(p, b, 2, mb, 1, fresh()), AG_OK);
     size_t n1;
     unsigned char *after = slurp(p, &n1);
     ck_assert_uint_eq(n0, n1);
     ck_assert(memcmp(before, after, n0) == 0);
     ck_assert_int_eq(tmp_files(), 0);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_str_eq(ag_st_meta_get(f, "format"), "A");
     ag_real got[6];
-    ck_assert_int_eq(ag_st_read(f, "w", got, 2, (int[]){ 2, 3 }, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_read(f, "w", got, 2, (int[]){ 2, 3 }, fresh()), AG_OK);
     assert_same(got, va, 6);
     ag_st_free(f);
     free(before);
@@ -472,7 +476,7 @@ START_TEST(write_failure_midway_is_atomic)
 {
     make_three();
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
     size_t n0;
     unsigned char *before = slurp(p, &n0);
     enum { BIG = 1 << 20 };
@@ -486,9 +490,9 @@ START_TEST(write_failure_midway_is_atomic)
         struct rlimit rl = { 1 << 16, 1 << 16 };
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(2);
         ag_st_tensor t[1] = { { "big", 1, { BIG }, big } };
-        char e[512] = "";
-        ag_status st = ag_st_save(p, t, 1, NULL, 0, e, sizeof e);
-        _exit(st == AG_ERR_IO && strstr(e, "write failed") ? 0 : 1);
+        ag_error e = { 0 };
+        ag_status st = ag_st_save(p, t, 1, NULL, 0, &e);
+        _exit(st == AG_ERR_IO && e.status == AG_ERR_IO && strstr(e.msg, "write failed") ? 0 : 1);
     }
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -501,9 +505,9 @@ START_TEST(write_failure_midway_is_atomic)
     ck_assert_int_eq(tmp_files(), 0);
     /* and without the limit the same save works and replaces the file */
     ag_st_tensor t[1] = { { "big", 1, { BIG }, big } };
-    ck_assert_int_eq(ag_st_save(p, t, 1, NULL, 0, err, sizeof err), AG_OK);
-    ag_st_file *f = ag_st_load(p, err, sizeof err);
-    ck_assert_msg(f != NULL, "%s", err);
+    ck_assert_int_eq(ag_st_save(p, t, 1, NULL, 0, fresh()), AG_OK);
+    ag_st_file *f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_str_eq(ag_st_name(f, 0), "big");
     ag_st_free(f);
     free(big);
@@ -561,7 +565,7 @@ static void write_model_like(const char *path, const char *skip)
         { "config", "{\"vocab_size\":5,\"n_layer\":2,\"n_head\":2,\"n_embd\":8,\"block_size\":4,\"lr\":0.001}" },
         { "vocab", "[10,32,97,98,24202]" },
     };
-    ck_assert_int_eq(ag_st_save(path, t, n, meta, 3, err, sizeof err), AG_OK);
+    ck_assert_int_eq(ag_st_save(path, t, n, meta, 3, fresh()), AG_OK);
 }
 
 static int run_checker(const char *path)

@@ -28,9 +28,9 @@
 
 static ag_gpt *gpt_with(ag_gpt_config cfg, uint64_t seed)
 {
-    char err[160];
-    ag_gpt *g = ag_gpt_new(&cfg, seed, err, sizeof err);
-    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err);
+    ag_error err = { 0 };
+    ag_gpt *g = ag_gpt_new(&cfg, seed, &err);
+    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err.msg);
     return g;
 }
 
@@ -86,9 +86,9 @@ START_TEST(test_defaults_are_model_md)
         if (k == 2) c.mlp = 7;
         if (k == 3) c.init = 7;
         if (k == 4) c.mask_fill = 7;
-        char err[160] = "";
-        ck_assert_ptr_null(ag_gpt_new(&c, 1, err, sizeof err));
-        ck_assert_msg(strstr(err, word[k]) != NULL, "%s", err);
+        ag_error err = { 0 };
+        ck_assert_ptr_null(ag_gpt_new(&c, 1, &err));
+        ck_assert_msg(strstr(err.msg, word[k]) != NULL, "%s", err.msg);
     }
 }
 END_TEST

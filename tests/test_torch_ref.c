@@ -41,11 +41,11 @@ static bool verbose(void)
 
 static ag_st_file *open_fixture(void)
 {
-    char err[256] = "";
-    ag_st_file *f = ag_st_load(FIXTURE, err, sizeof err);
+    ag_error err = { 0 };
+    ag_st_file *f = ag_st_load(FIXTURE, &err);
     ck_assert_msg(f != NULL,
                   "cannot load the PyTorch fixture " FIXTURE " (%s); the tests run from the repo root; "
-                  "regenerate it with: " REGEN, err);
+                  "regenerate it with: " REGEN, err.msg);
     return f;
 }
 
@@ -53,9 +53,9 @@ static ag_st_file *open_fixture(void)
 static void read_ids(const ag_st_file *f, const char *name, int *ids)
 {
     ag_real buf[Bn * Tn];
-    char err[256] = "";
-    ag_status s = ag_st_read(f, name, buf, 2, (const int[2]){ Bn, Tn }, err, sizeof err);
-    ck_assert_msg(s == AG_OK, "%s", err);
+    ag_error err = { 0 };
+    ag_status s = ag_st_read(f, name, buf, 2, (const int[2]){ Bn, Tn }, &err);
+    ck_assert_msg(s == AG_OK, "%s", err.msg);
     for (int i = 0; i < Bn * Tn; i++) {
         ck_assert_msg(buf[i] == floor(buf[i]) && buf[i] >= 0 && buf[i] < V, "%s[%d] = %g is not a token id",
                       name, i, (double)buf[i]);
@@ -68,17 +68,17 @@ static ag_gpt *load_model(const ag_st_file *f, bool composed)
 {
     ag_gpt_config cfg = { .vocab_size = V, .n_layer = L, .n_head = H, .n_embd = C, .block_size = TM,
                           .composed_attention = composed };
-    char err[256] = "";
-    ag_gpt *g = ag_gpt_new(&cfg, 1, err, sizeof err);
-    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err);
+    ag_error err = { 0 };
+    ag_gpt *g = ag_gpt_new(&cfg, 1, &err);
+    ck_assert_msg(g != NULL, "ag_gpt_new: %s", err.msg);
     const ag_params *P = g->params;
     /* parameters + their grads + batch.x + batch.y: nothing missing, nothing extra */
     ck_assert_msg(ag_st_count(f) == 2 * P->n + 2, FIXTURE " holds %d tensors, want %d (2 x %d parameters + 2)",
                   ag_st_count(f), 2 * P->n + 2, P->n);
     for (int e = 0; e < P->n; e++) {
         ag_tensor *t = P->entries[e].t;
-        ag_status s = ag_st_read(f, t->name, t->data, t->ndim, t->shape, err, sizeof err);
-        ck_assert_msg(s == AG_OK, "%s", err);
+        ag_status s = ag_st_read(f, t->name, t->data, t->ndim, t->shape, &err);
+        ck_assert_msg(s == AG_OK, "%s", err.msg);
     }
     return g;
 }
@@ -94,15 +94,16 @@ typedef struct {
 static void compare_grads(const ag_st_file *f, const ag_params *P, grad_report *r, const char *mode)
 {
     memset(r, 0, sizeof *r);
-    char err[256] = "", name[160];
+    ag_error err = { 0 };
+    char name[160];
     for (int e = 0; e < P->n; e++) {
         const ag_tensor *t = P->entries[e].t;
         size_t n = ag_numel(t);
         ag_real *want = malloc(n * sizeof *want);
         ck_assert_ptr_nonnull(want);
         snprintf(name, sizeof name, "grad.%s", t->name);
-        ag_status s = ag_st_read(f, name, want, t->ndim, t->shape, err, sizeof err);
-        ck_assert_msg(s == AG_OK, "%s", err);
+        ag_status s = ag_st_read(f, name, want, t->ndim, t->shape, &err);
+        ck_assert_msg(s == AG_OK, "%s", err.msg);
         double t_abs = 0, t_rel = 0, scale = 0;
         for (size_t i = 0; i < n; i++) {
             double c = t->grad[i], w = want[i], d = fabs(c - w);

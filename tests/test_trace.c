@@ -145,7 +145,7 @@ static bool has_gnuplot(void)
 START_TEST(test_trace_lines)
 {
     ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32 };
-    ag_gpt *g = ag_gpt_new(&cfg, 1, err, sizeof err);
+    ag_gpt *g = ag_gpt_new(&cfg, 1, NULL);
     ck_assert_ptr_nonnull(g);
     int B, T;
     lm_trace_dims(&cfg, 4, 32, &B, &T);

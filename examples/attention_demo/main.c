@@ -264,7 +264,8 @@ static bool three_token_demo(ag_ctx *ctx)
 
 static int fail(ag_ctx *ctx, ag_params *P)
 {
-    fprintf(stderr, "attention_demo: error: %s\n", ctx && ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "out of memory");
+    const char *why = ctx && ag_ctx_error(ctx) ? ag_ctx_error(ctx) : ag_params_error(P);
+    fprintf(stderr, "attention_demo: error: %s\n", why ? why : "out of memory");
     ag_ctx_free(ctx);
     ag_params_free(P);
     return 1;

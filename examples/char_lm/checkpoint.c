@@ -89,7 +89,7 @@ static ag_status params_finite(const ag_gpt *g, const char *path, ag_error *err)
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                              long iter, ag_error *err)
 {
-    char path[PATHLEN], why[512];
+    char path[PATHLEN];
     if (path_of(path, dir, "model.safetensors", err)) return AG_ERR_ARG;
     if (params_finite(g, path, err)) return AG_ERR_NONFINITE;
     lm_config c = *cfg;
@@ -109,8 +109,7 @@ ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *
     ag_st_meta meta[] = {
         {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters},
     };
-    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), why, sizeof why);
-    if (st) ag_seterr(err, st, "%s", why);   /* ag_st_* still report into a char buffer */
+    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), err);
 out:
     free_names(names, g->params->n);
     free(t);
@@ -121,7 +120,7 @@ out:
 
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *s, ag_error *err)
 {
-    char path[PATHLEN], why[512];
+    char path[PATHLEN];
     if (path_of(path, dir, "train_state.safetensors", err)) return AG_ERR_ARG;
     const ag_params *P = g->params;
     ag_st_tensor *tm = NULL, *tv = NULL, *all = NULL;
@@ -152,8 +151,7 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
         {"eval_train_loss", et}, {"eval_val_loss", ev},
     };
     int n_meta = (int)(sizeof meta / sizeof meta[0]) - (s->has_eval ? 0 : 2);
-    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, why, sizeof why);
-    if (st) ag_seterr(err, st, "%s", why);   /* ag_st_* still report into a char buffer */
+    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, err);
 out:
     free_names(nm, P->n);
     free_names(nv, P->n);
@@ -225,14 +223,13 @@ static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt
         return ag_seterr(err, AG_ERR_FORMAT, "%s: holds %d tensors, the model needs %d", path, ag_st_count(f),
                          n_prefixes * P->n);
     }
-    char why[512];
     for (int k = 0; k < n_prefixes; k++)
         for (int i = 0; i < P->n; i++) {
             const ag_param_entry *e = &P->entries[i];
             char name[512];
             snprintf(name, sizeof name, "%s%s", prefixes[k], e->t->name);
-            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, why, sizeof why);
-            if (s) return ag_seterr(err, s, "%s", why);   /* ag_st_* still report into a char buffer */
+            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err);
+            if (s) return s;
         }
     /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on */
     for (int k = 0; k < n_prefixes; k++)
@@ -291,14 +288,15 @@ static ag_status check_size(const ag_st_file *f, const char *path, const lm_conf
 ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
 {
     memset(m, 0, sizeof *m);
-    char path[PATHLEN], why[512];
+    char path[PATHLEN];
     if (path_of(path, dir, "model.safetensors", err)) return AG_ERR_ARG;
-    ag_st_file *f = ag_st_load(path, why, sizeof why);
-    if (!f) return ag_seterr(err, AG_ERR_IO, "%s", why);   /* ag_st_load's message: missing or malformed */
+    ag_st_file *f = ag_st_load(path, err);   /* its message says whether missing or malformed */
+    if (!f) return AG_ERR_IO;
     ag_status st = read_model_meta(f, path, m, err);
     if (st == AG_OK) st = check_size(f, path, &m->cfg, err);
-    if (st == AG_OK && !(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, why, sizeof why)))
-        st = ag_seterr(err, AG_ERR_NOMEM, "%s: %s", path, why);
+    ag_error why = {0};
+    if (st == AG_OK && !(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, &why)))
+        st = ag_seterr(err, AG_ERR_NOMEM, "%s: %s", path, why.msg);
     if (st == AG_OK) {
         const char *pre[] = {""};
         ag_real *bufs[] = {m->g->params->data};
@@ -359,10 +357,10 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
 {
     memset(s, 0, sizeof *s);
-    char path[PATHLEN], why[512];
+    char path[PATHLEN];
     if (path_of(path, dir, "train_state.safetensors", err)) return AG_ERR_ARG;
-    ag_st_file *f = ag_st_load(path, why, sizeof why);
-    if (!f) return ag_seterr(err, AG_ERR_IO, "%s", why);
+    ag_st_file *f = ag_st_load(path, err);
+    if (!f) return AG_ERR_IO;
     ag_status st = read_state_meta(f, path, s, err);
     const char *pre[] = {"m.", "v."};
     ag_real *bufs[] = {g->params->m, g->params->v};

@@ -29,12 +29,12 @@
 
 // --- small helpers ---
 
+/* splitmix64's finaliser on a ^ (b * golden + c); ag_splitmix64 adds the golden step itself,
+ * hence the "- golden" (kept so that saved runs replay bit for bit) */
 static uint64_t mix64(uint64_t a, uint64_t b)
 {
-    uint64_t z = a ^ (b * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const uint64_t golden = 0x9E3779B97F4A7C15ull;
+    return ag_splitmix64((a ^ (b * golden + 0x632BE59BD9B4E019ull)) - golden);
 }
 
 static double now_s(void)
@@ -201,10 +201,10 @@ static ag_status load_text(run *R, ag_error *err)
 
 static ag_status new_model(run *R, ag_error *err)
 {
-    char why[1024];
+    ag_error why = {0};
     R->m.cfg = R->cfg;
-    if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, why, sizeof why)))
-        return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why);
+    if (!(R->m.g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
+        return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
     return AG_OK;
 }
 

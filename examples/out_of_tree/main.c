@@ -47,7 +47,8 @@ int main(void)
     int rc = 1;
     if (!P || !ctx || ag_linear_layer_init(&m.fc1, P, "fc1", IN, HID, true, 1.0) != AG_OK ||
         ag_linear_layer_init(&m.fc2, P, "fc2", HID, OUT, true, 1.0) != AG_OK || ag_params_alloc(P) != AG_OK) {
-        fprintf(stderr, "out_of_tree: error: cannot build the model\n");
+        const char *why = ag_params_error(P);   /* NULL when P or ctx could not be allocated */
+        fprintf(stderr, "out_of_tree: error: cannot build the model: %s\n", why ? why : "out of memory");
         goto done;
     }
     ag_params_init(P, 42);

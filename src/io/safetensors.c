@@ -25,7 +25,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,22 +38,6 @@
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    /* names and metadata come from the file: a control character in them (a line break, an
-     * escape sequence) must not break the one-line message or reach the terminal */
-    for (char *p = err; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = '?';
-}
 
 static uint64_t get_u64le(const unsigned char *p)
 {
@@ -109,111 +92,101 @@ static bool shape_bytes(int ndim, const int *shape, uint64_t limit, uint64_t *by
 // ---------------------------------------------------------------------------------------------
 // writer
 
-/* The header JSON (unpadded) for tensors laid out contiguously in the given order.
- * NULL with a message (and *st) on a bad argument or OOM. */
-static char *build_header(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
-                          int n_meta, ag_status *st, char *err, size_t errlen)
+/* Why tensors[i] cannot be written at byte offset off (AG_ERR_ARG, message in err), or AG_OK
+ * with its size in *bytes. root holds the tensors before it (for the duplicate check). */
+static ag_status check_tensor(const char *path, const ag_st_tensor *tensors, int i, const json_t *root,
+                              uint64_t off, uint64_t *bytes, ag_error *err)
 {
+    const ag_st_tensor *t = &tensors[i];
+    if (!t->name || !t->name[0]) return ag_seterr(err, AG_ERR_ARG, "%s: tensor %d has no name", path, i);
+    if (strcmp(t->name, ST_META_KEY) == 0)
+        return ag_seterr(err, AG_ERR_ARG, "%s: '%s' is reserved and cannot name a tensor", path, ST_META_KEY);
+    if (json_object_get(root, t->name))
+        return ag_seterr(err, AG_ERR_ARG, "%s: tensor name '%s' appears twice", path, t->name);
+    if (t->ndim < 0 || t->ndim > AG_MAX_DIMS)
+        return ag_seterr(err, AG_ERR_ARG, "%s: tensor '%s' has %d dims (0..%d allowed)", path, t->name, t->ndim,
+                         AG_MAX_DIMS);
+    if (!shape_bytes(t->ndim, t->shape, ST_MAX_FILE, bytes)) {
+        char sb[64];
+        shape_str(sb, sizeof sb, t->ndim, t->shape);
+        return ag_seterr(err, AG_ERR_ARG, "%s: tensor '%s' has a bad shape %s", path, t->name, sb);
+    }
+    if (!t->data && *bytes > 0) return ag_seterr(err, AG_ERR_ARG, "%s: tensor '%s' has no data", path, t->name);
+    if (off + *bytes > ST_MAX_FILE)
+        return ag_seterr(err, AG_ERR_ARG, "%s: tensors add up to more than 4 GiB", path);
+    return AG_OK;
+}
+
+static ag_status header_nomem(const char *path, ag_error *err)
+{
+    return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory building the header", path);
+}
+
+/* Adds t's entry to root: "name": {"dtype": "F32", "shape": [...], "data_offsets": [off, off+bytes]}. */
+static ag_status add_tensor_entry(json_t *root, const char *path, const ag_st_tensor *t, uint64_t off,
+                                  uint64_t bytes, ag_error *err)
+{
+    json_t *e = json_object(), *shape = json_array(), *offs = json_array();
+    int bad = !e || !shape || !offs;
+    for (int d = 0; d < t->ndim && !bad; d++) bad |= json_array_append_new(shape, json_integer(t->shape[d]));
+    if (!bad) bad |= json_array_append_new(offs, json_integer((json_int_t)off));
+    if (!bad) bad |= json_array_append_new(offs, json_integer((json_int_t)(off + bytes)));
+    if (bad) {
+        json_decref(e);
+        json_decref(shape);
+        json_decref(offs);
+        return header_nomem(path, err);
+    }
+    /* each _set_new takes its value, also when it fails */
+    bad = json_object_set_new(e, "dtype", json_string("F32"));
+    bad |= json_object_set_new(e, "shape", shape);
+    bad |= json_object_set_new(e, "data_offsets", offs);
+    if (json_object_set_new(root, t->name, e) || bad)
+        /* json_string refuses a name that is not valid UTF-8, so this is not only OOM */
+        return ag_seterr(err, AG_ERR_ARG, "%s: cannot put tensor '%s' in the header (name not UTF-8?)", path,
+                         t->name);
+    return AG_OK;
+}
+
+/* Adds "__metadata__": {"key": "value", ...} to root (after the tensors: jansson keeps order). */
+static ag_status add_metadata(json_t *root, const char *path, const ag_st_meta *meta, int n_meta, ag_error *err)
+{
+    json_t *md = json_object();
+    if (!md) return header_nomem(path, err);
+    ag_status s = AG_OK;
+    for (int i = 0; i < n_meta && s == AG_OK; i++) {
+        if (!meta[i].key || !meta[i].value)
+            s = ag_seterr(err, AG_ERR_ARG, "%s: metadata entry %d has no key or no value", path, i);
+        else if (json_object_get(md, meta[i].key))
+            s = ag_seterr(err, AG_ERR_ARG, "%s: metadata key '%s' appears twice", path, meta[i].key);
+        else if (json_object_set_new(md, meta[i].key, json_string(meta[i].value)))
+            s = ag_seterr(err, AG_ERR_ARG, "%s: metadata '%s' is not valid UTF-8", path, meta[i].key);
+    }
+    if (s != AG_OK) {
+        json_decref(md);
+        return s;
+    }
+    return json_object_set_new(root, ST_META_KEY, md) ? header_nomem(path, err) : AG_OK;
+}
+
+/* The header JSON (unpadded) in *out, tensors laid out contiguously in the caller's order and
+ * the metadata last; AG_ERR_ARG or AG_ERR_NOMEM with a message in err. */
+static ag_status build_header(char **out, const char *path, const ag_st_tensor *tensors, int n,
+                              const ag_st_meta *meta, int n_meta, ag_error *err)
+{
+    *out = NULL;
     json_t *root = json_object();
-    json_t *md = NULL;
-    char *out = NULL;
-    uint64_t off = 0;
-    *st = AG_ERR_NOMEM;
-    if (!root) goto nomem;
-    for (int i = 0; i < n; i++) {
-        const ag_st_tensor *t = &tensors[i];
-        *st = AG_ERR_ARG;
-        if (!t->name || !t->name[0]) {
-            seterr(err, errlen, "%s: tensor %d has no name", path, i);
-            goto fail;
-        }
-        if (strcmp(t->name, ST_META_KEY) == 0) {
-            seterr(err, errlen, "%s: '%s' is reserved and cannot name a tensor", path, ST_META_KEY);
-            goto fail;
-        }
-        if (json_object_get(root, t->name)) {
-            seterr(err, errlen, "%s: tensor name '%s' appears twice", path, t->name);
-            goto fail;
-        }
-        if (t->ndim < 0 || t->ndim > AG_MAX_DIMS) {
-            seterr(err, errlen, "%s: tensor '%s' has %d dims (0..%d allowed)", path, t->name, t->ndim,
-                   AG_MAX_DIMS);
-            goto fail;
-        }
-        uint64_t bytes;
-        if (!shape_bytes(t->ndim, t->shape, ST_MAX_FILE, &bytes)) {
-            char sb[64];
-            shape_str(sb, sizeof sb, t->ndim, t->shape);
-            seterr(err, errlen, "%s: tensor '%s' has a bad shape %s", path, t->name, sb);
-            goto fail;
-        }
-        if (!t->data && bytes > 0) {
-            seterr(err, errlen, "%s: tensor '%s' has no data", path, t->name);
-            goto fail;
-        }
-        if (off + bytes > ST_MAX_FILE) {
-            seterr(err, errlen, "%s: tensors add up to more than 4 GiB", path);
-            goto fail;
-        }
-        *st = AG_ERR_NOMEM;
-        json_t *e = json_object(), *shape = json_array(), *offs = json_array();
-        if (!e || !shape || !offs) {
-            json_decref(e);
-            json_decref(shape);
-            json_decref(offs);
-            goto nomem;
-        }
-        int bad = json_object_set_new(e, "dtype", json_string("F32"));
-        bad |= json_object_set_new(e, "shape", shape);
-        bad |= json_object_set_new(e, "data_offsets", offs);
-        for (int d = 0; d < t->ndim; d++)
-            bad |= json_array_append_new(shape, json_integer(t->shape[d]));
-        bad |= json_array_append_new(offs, json_integer((json_int_t)off));
-        bad |= json_array_append_new(offs, json_integer((json_int_t)(off + bytes)));
-        if (json_object_set_new(root, t->name, e) || bad) {
-            /* json_string refuses a name that is not valid UTF-8, so this is not only OOM */
-            *st = AG_ERR_ARG;
-            seterr(err, errlen, "%s: cannot put tensor '%s' in the header (name not UTF-8?)", path,
-                   t->name);
-            goto fail;
-        }
-        off += bytes;
+    if (!root) return header_nomem(path, err);
+    ag_status s = AG_OK;
+    uint64_t off = 0, bytes = 0;
+    for (int i = 0; i < n && s == AG_OK; i++, off += bytes) {
+        s = check_tensor(path, tensors, i, root, off, &bytes, err);
+        if (s == AG_OK) s = add_tensor_entry(root, path, &tensors[i], off, bytes, err);
     }
-    if (n_meta > 0) {
-        md = json_object();
-        if (!md) goto nomem;
-        for (int i = 0; i < n_meta; i++) {
-            *st = AG_ERR_ARG;
-            if (!meta[i].key || !meta[i].value) {
-                seterr(err, errlen, "%s: metadata entry %d has no key or no value", path, i);
-                goto fail;
-            }
-            if (json_object_get(md, meta[i].key)) {
-                seterr(err, errlen, "%s: metadata key '%s' appears twice", path, meta[i].key);
-                goto fail;
-            }
-            if (json_object_set_new(md, meta[i].key, json_string(meta[i].value))) {
-                seterr(err, errlen, "%s: metadata '%s' is not valid UTF-8", path, meta[i].key);
-                goto fail;
-            }
-        }
-        json_t *tmp = md;
-        md = NULL;
-        if (json_object_set_new(root, ST_META_KEY, tmp)) goto nomem;
-    }
-    /* jansson keeps insertion order, so tensors appear in the caller's order, metadata last */
-    out = json_dumps(root, JSON_COMPACT);
-    if (!out) goto nomem;
+    if (s == AG_OK && n_meta > 0) s = add_metadata(root, path, meta, n_meta, err);
+    if (s == AG_OK && !(*out = json_dumps(root, JSON_COMPACT))) s = header_nomem(path, err);
     json_decref(root);
-    *st = AG_OK;
-    return out;
-nomem:
-    *st = AG_ERR_NOMEM;
-    seterr(err, errlen, "%s: out of memory building the header", path);
-fail:
-    json_decref(md);
-    json_decref(root);
-    return NULL;
+    return s;
 }
 
 /* fwrite that reports failure as false (errno set by the stream). */
@@ -254,20 +227,15 @@ static char *dir_of(const char *path)
 }
 
 ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
-                     int n_meta, char *err, size_t errlen)
+                     int n_meta, ag_error *err)
 {
-    if (!path || !path[0]) {
-        seterr(err, errlen, "ag_st_save: no path");
-        return AG_ERR_ARG;
-    }
-    if (n < 0 || (n > 0 && !tensors) || n_meta < 0 || (n_meta > 0 && !meta)) {
-        seterr(err, errlen, "%s: bad tensor or metadata list (n=%d, n_meta=%d)", path, n, n_meta);
-        return AG_ERR_ARG;
-    }
+    if (!path || !path[0]) return ag_seterr(err, AG_ERR_ARG, "ag_st_save: no path");
+    if (n < 0 || (n > 0 && !tensors) || n_meta < 0 || (n_meta > 0 && !meta))
+        return ag_seterr(err, AG_ERR_ARG, "%s: bad tensor or metadata list (n=%d, n_meta=%d)", path, n, n_meta);
     /* everything that can be wrong with the arguments is found here, before any file exists */
-    ag_status st;
-    char *hdr = build_header(path, tensors, n, meta, n_meta, &st, err, errlen);
-    if (!hdr) return st;
+    char *hdr;
+    ag_status st = build_header(&hdr, path, tensors, n, meta, n_meta, err);
+    if (st != AG_OK) return st;
     size_t hlen = strlen(hdr);
     size_t padded = (hlen + 7) / 8 * 8;   /* 8 + padded is a multiple of 8: data aligned */
 
@@ -279,7 +247,7 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     tmp = malloc(tlen);
     dir = dir_of(path);
     if (!tmp || !dir) {
-        seterr(err, errlen, "%s: out of memory", path);
+        ag_seterr(err, st, "%s: out of memory", path);
         goto out;
     }
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
@@ -287,7 +255,7 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     st = AG_ERR_IO;
     fp = fopen(tmp, "wb");
     if (!fp) {
-        seterr(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        ag_seterr(err, st, "%s: cannot create %s: %s", path, tmp, strerror(errno));
         goto out;
     }
     created = true;
@@ -296,29 +264,29 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     static const char spaces[] = "       ";   /* 7: the most padding needed */
     if (!write_all(fp, len8, 8) || !write_all(fp, hdr, hlen) || !write_all(fp, spaces, padded - hlen)
         || !write_data(fp, tensors, n) || fflush(fp) != 0) {
-        seterr(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+        ag_seterr(err, st, "%s: write failed: %s", tmp, strerror(errno));
         goto out;
     }
     if (fsync(fileno(fp)) != 0) {
-        seterr(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        ag_seterr(err, st, "%s: fsync failed: %s", tmp, strerror(errno));
         goto out;
     }
     int rc = fclose(fp);
     fp = NULL;
     if (rc != 0) {
-        seterr(err, errlen, "%s: close failed: %s", tmp, strerror(errno));
+        ag_seterr(err, st, "%s: close failed: %s", tmp, strerror(errno));
         goto out;
     }
     if (rename(tmp, path) != 0) {
-        seterr(err, errlen, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+        ag_seterr(err, st, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
         goto out;
     }
     created = false;   /* the temporary file is now <path> */
     /* make the rename itself durable; a filesystem that cannot sync directories says EINVAL */
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
-        seterr(err, errlen, "%s: written, but syncing directory %s failed: %s", path, dir,
-               strerror(errno));
+        ag_seterr(err, st, "%s: written, but syncing directory %s failed: %s", path, dir,
+                  strerror(errno));
         if (dfd >= 0) close(dfd);
         goto out;
     }
@@ -365,41 +333,41 @@ void ag_st_free(ag_st_file *f)
 }
 
 /* Reads the whole file into f->buf. */
-static bool read_file(ag_st_file *f, uint64_t *size, char *err, size_t errlen)
+static bool read_file(ag_st_file *f, uint64_t *size, ag_error *err)
 {
     const char *path = f->path;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         return false;
     }
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
-        seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        ag_seterr(err, AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
         fclose(fp);
         return false;
     }
     if (!S_ISREG(sb.st_mode)) {
-        seterr(err, errlen, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
+        ag_seterr(err, AG_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
         fclose(fp);
         return false;
     }
     uint64_t n = (uint64_t)sb.st_size;
     if (n > ST_MAX_FILE || n > SIZE_MAX) {
-        seterr(err, errlen, "%s: file is %llu bytes, more than the 4 GiB this reader accepts", path,
-               (unsigned long long)n);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, more than the 4 GiB this reader accepts", path,
+                  (unsigned long long)n);
         fclose(fp);
         return false;
     }
     if (n < 8) {
-        seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte header length", path,
-               (unsigned long long)n);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, too short for the 8-byte header length", path,
+                  (unsigned long long)n);
         fclose(fp);
         return false;
     }
     f->buf = malloc((size_t)n);
     if (!f->buf) {
-        seterr(err, errlen, "%s: out of memory reading %llu bytes", path, (unsigned long long)n);
+        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading %llu bytes", path, (unsigned long long)n);
         fclose(fp);
         return false;
     }
@@ -407,8 +375,8 @@ static bool read_file(ag_st_file *f, uint64_t *size, char *err, size_t errlen)
     int rerr = ferror(fp) ? errno : 0;
     fclose(fp);
     if (got != (size_t)n) {
-        seterr(err, errlen, "%s: read %zu of %llu bytes%s%s", path, got, (unsigned long long)n,
-               rerr ? ": " : "", rerr ? strerror(rerr) : " (file shrank?)");
+        ag_seterr(err, AG_ERR_IO, "%s: read %zu of %llu bytes%s%s", path, got, (unsigned long long)n,
+                  rerr ? ": " : "", rerr ? strerror(rerr) : " (file shrank?)");
         return false;
     }
     *size = n;
@@ -426,36 +394,35 @@ static bool json_uint(const json_t *v, uint64_t max, uint64_t *out)
 }
 
 /* Checks one header entry and fills e. */
-static bool parse_entry(const ag_st_file *f, const char *name, const json_t *v, st_entry *e, char *err,
-                        size_t errlen)
+static bool parse_entry(const ag_st_file *f, const char *name, const json_t *v, st_entry *e, ag_error *err)
 {
     const char *path = f->path;
     e->name = name;
     if (!json_is_object(v)) {
-        seterr(err, errlen, "%s: header entry '%s' is not an object", path, name);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header entry '%s' is not an object", path, name);
         return false;
     }
     const json_t *dtype = json_object_get(v, "dtype");
     if (!json_is_string(dtype)) {
-        seterr(err, errlen, "%s: tensor '%s' has no dtype string", path, name);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has no dtype string", path, name);
         return false;
     }
     if (strcmp(json_string_value(dtype), "F32") != 0) {
-        seterr(err, errlen, "%s: tensor '%s' has dtype %.32s, only F32 is supported", path, name,
-               json_string_value(dtype));
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has dtype %.32s, only F32 is supported", path, name,
+                  json_string_value(dtype));
         return false;
     }
     const json_t *shape = json_object_get(v, "shape");
     if (!json_is_array(shape) || json_array_size(shape) > AG_MAX_DIMS) {
-        seterr(err, errlen, "%s: tensor '%s' needs a shape array of 0..%d dims", path, name, AG_MAX_DIMS);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' needs a shape array of 0..%d dims", path, name, AG_MAX_DIMS);
         return false;
     }
     e->ndim = (int)json_array_size(shape);
     for (int d = 0; d < e->ndim; d++) {
         uint64_t s;
         if (!json_uint(json_array_get(shape, (size_t)d), INT_MAX, &s)) {
-            seterr(err, errlen, "%s: tensor '%s': shape entry %d is not an integer in [0, %d]", path,
-                   name, d, INT_MAX);
+            ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s': shape entry %d is not an integer in [0, %d]", path,
+                      name, d, INT_MAX);
             return false;
         }
         e->shape[d] = (int)s;
@@ -464,33 +431,33 @@ static bool parse_entry(const ag_st_file *f, const char *name, const json_t *v, 
     if (!json_is_array(offs) || json_array_size(offs) != 2
         || !json_uint(json_array_get(offs, 0), UINT64_MAX >> 1, &e->begin)
         || !json_uint(json_array_get(offs, 1), UINT64_MAX >> 1, &e->end)) {
-        seterr(err, errlen, "%s: tensor '%s' needs data_offsets [begin, end] of non-negative integers",
-               path, name);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' needs data_offsets [begin, end] of non-negative integers",
+                  path, name);
         return false;
     }
     if (e->begin > e->end) {
-        seterr(err, errlen, "%s: tensor '%s' has data_offsets [%llu, %llu] with begin > end", path, name,
-               (unsigned long long)e->begin, (unsigned long long)e->end);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] with begin > end", path, name,
+                  (unsigned long long)e->begin, (unsigned long long)e->end);
         return false;
     }
     if (e->end > f->data_size) {
-        seterr(err, errlen, "%s: tensor '%s' has data_offsets [%llu, %llu] outside the data area "
-               "of %llu bytes", path, name, (unsigned long long)e->begin,
-               (unsigned long long)e->end, (unsigned long long)f->data_size);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] outside the data area "
+                  "of %llu bytes", path, name, (unsigned long long)e->begin,
+                  (unsigned long long)e->end, (unsigned long long)f->data_size);
         return false;
     }
     uint64_t bytes;
     char sb[64];
     shape_str(sb, sizeof sb, e->ndim, e->shape);
     if (!shape_bytes(e->ndim, e->shape, UINT64_MAX, &bytes)) {
-        seterr(err, errlen, "%s: tensor '%s' has an impossibly large shape %s", path, name, sb);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has an impossibly large shape %s", path, name, sb);
         return false;
     }
     if (bytes != e->end - e->begin) {
-        seterr(err, errlen, "%s: tensor '%s' of shape %s needs %llu bytes of F32, data_offsets "
-               "[%llu, %llu] hold %llu", path, name, sb, (unsigned long long)bytes,
-               (unsigned long long)e->begin, (unsigned long long)e->end,
-               (unsigned long long)(e->end - e->begin));
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' of shape %s needs %llu bytes of F32, data_offsets "
+                  "[%llu, %llu] hold %llu", path, name, sb, (unsigned long long)bytes,
+                  (unsigned long long)e->begin, (unsigned long long)e->end,
+                  (unsigned long long)(e->end - e->begin));
         return false;
     }
     return true;
@@ -503,12 +470,12 @@ static int cmp_begin(const void *a, const void *b)
 }
 
 /* No two tensors share a byte (zero-size tensors share none). */
-static bool check_overlap(const ag_st_file *f, char *err, size_t errlen)
+static bool check_overlap(const ag_st_file *f, ag_error *err)
 {
     if (f->n < 2) return true;
     const st_entry **s = malloc((size_t)f->n * sizeof *s);
     if (!s) {
-        seterr(err, errlen, "%s: out of memory", f->path);
+        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", f->path);
         return false;
     }
     for (int i = 0; i < f->n; i++) s[i] = &f->e[i];
@@ -517,9 +484,9 @@ static bool check_overlap(const ag_st_file *f, char *err, size_t errlen)
     for (int i = 0; i < f->n; i++) {
         if (s[i]->begin == s[i]->end) continue;
         if (last && s[i]->begin < last->end) {
-            seterr(err, errlen, "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", f->path,
-                   last->name, (unsigned long long)last->begin, (unsigned long long)last->end,
-                   s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
+            ag_seterr(err, AG_ERR_FORMAT, "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", f->path,
+                      last->name, (unsigned long long)last->begin, (unsigned long long)last->end,
+                      s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
             free(s);
             return false;
         }
@@ -529,30 +496,30 @@ static bool check_overlap(const ag_st_file *f, char *err, size_t errlen)
     return true;
 }
 
-ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
+ag_st_file *ag_st_load(const char *path, ag_error *err)
 {
     if (!path) {
-        seterr(err, errlen, "ag_st_load: no path");
+        ag_seterr(err, AG_ERR_ARG, "ag_st_load: no path");
         return NULL;
     }
     ag_st_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
-        seterr(err, errlen, "%s: out of memory", path);
+        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", path);
         ag_st_free(f);
         return NULL;
     }
     uint64_t size;
-    if (!read_file(f, &size, err, errlen)) goto fail;
+    if (!read_file(f, &size, err)) goto fail;
 
     uint64_t hlen = get_u64le(f->buf);
     if (hlen > size - 8) {
-        seterr(err, errlen, "%s: header length %llu exceeds file size %llu", path,
-               (unsigned long long)hlen, (unsigned long long)size);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header length %llu exceeds file size %llu", path,
+                  (unsigned long long)hlen, (unsigned long long)size);
         goto fail;
     }
     if (hlen > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header length %llu is over the 100 MB limit", path,
-               (unsigned long long)hlen);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit", path,
+                  (unsigned long long)hlen);
         goto fail;
     }
     f->data = f->buf + 8 + hlen;
@@ -561,18 +528,18 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     json_error_t je;
     f->root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
     if (!f->root) {
-        seterr(err, errlen, "%s: header is not valid JSON: %s (header byte %d)", path, je.text,
-               je.position);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not valid JSON: %s (header byte %d)", path, je.text,
+                  je.position);
         goto fail;
     }
     if (!json_is_object(f->root)) {
-        seterr(err, errlen, "%s: header is not a JSON object", path);
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not a JSON object", path);
         goto fail;
     }
     size_t count = json_object_size(f->root);
     f->e = malloc((count ? count : 1) * sizeof *f->e);
     if (!f->e) {
-        seterr(err, errlen, "%s: out of memory", path);
+        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
     const char *key;
@@ -580,14 +547,14 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     json_object_foreach(f->root, key, v) {   /* insertion order = file order */
         if (strcmp(key, ST_META_KEY) == 0) {
             if (!json_is_object(v)) {
-                seterr(err, errlen, "%s: %s is not an object", path, ST_META_KEY);
+                ag_seterr(err, AG_ERR_FORMAT, "%s: %s is not an object", path, ST_META_KEY);
                 goto fail;
             }
             const char *mk;
             json_t *mv;
             json_object_foreach(v, mk, mv) {
                 if (!json_is_string(mv)) {
-                    seterr(err, errlen, "%s: %s value for '%s' is not a string", path, ST_META_KEY, mk);
+                    ag_seterr(err, AG_ERR_FORMAT, "%s: %s value for '%s' is not a string", path, ST_META_KEY, mk);
                     goto fail;
                 }
             }
@@ -595,13 +562,13 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
             continue;
         }
         if (f->n >= INT_MAX) {
-            seterr(err, errlen, "%s: too many tensors", path);
+            ag_seterr(err, AG_ERR_FORMAT, "%s: too many tensors", path);
             goto fail;
         }
-        if (!parse_entry(f, key, v, &f->e[f->n], err, errlen)) goto fail;
+        if (!parse_entry(f, key, v, &f->e[f->n], err)) goto fail;
         f->n++;
     }
-    if (!check_overlap(f, err, errlen)) goto fail;
+    if (!check_overlap(f, err)) goto fail;
     return f;
 fail:
     ag_st_free(f);
@@ -630,33 +597,26 @@ uint64_t ag_st_data_bytes(const ag_st_file *f)
 }
 
 ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int ndim, const int *shape,
-                     char *err, size_t errlen)
+                     ag_error *err)
 {
-    if (!f || !name || (!shape && ndim > 0) || ndim < 0 || ndim > AG_MAX_DIMS) {
-        seterr(err, errlen, "ag_st_read: bad arguments");
-        return AG_ERR_ARG;
-    }
+    if (!f || !name || (!shape && ndim > 0) || ndim < 0 || ndim > AG_MAX_DIMS)
+        return ag_seterr(err, AG_ERR_ARG, "ag_st_read: bad arguments");
     const st_entry *e = NULL;
     for (int i = 0; i < f->n && !e; i++)
         if (strcmp(f->e[i].name, name) == 0) e = &f->e[i];
-    if (!e) {
-        seterr(err, errlen, "%s: no tensor '%s'", f->path, name);
-        return AG_ERR_FORMAT;
-    }
+    if (!e) return ag_seterr(err, AG_ERR_FORMAT, "%s: no tensor '%s'", f->path, name);
     bool same = e->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = e->shape[d] == shape[d];
     if (!same) {
         char have[64], want[64];
         shape_str(have, sizeof have, e->ndim, e->shape);
         shape_str(want, sizeof want, ndim, shape);
-        seterr(err, errlen, "%s: tensor '%s' has shape %s, expected %s", f->path, name, have, want);
-        return AG_ERR_FORMAT;
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", f->path, name, have,
+                         want);
     }
     size_t numel = (size_t)((e->end - e->begin) / 4);
-    if (numel > 0 && !dst) {
-        seterr(err, errlen, "ag_st_read: no destination for '%s'", name);
-        return AG_ERR_ARG;
-    }
+    if (numel > 0 && !dst)
+        return ag_seterr(err, AG_ERR_ARG, "ag_st_read: no destination for '%s'", name);
     const unsigned char *p = f->data + e->begin;
     for (size_t i = 0; i < numel; i++) dst[i] = (ag_real)get_f32le(p + 4 * i);
     return AG_OK;

@@ -9,7 +9,9 @@
  * then renamed over the target; on any error the temporary file is removed and the old file
  * is untouched. Reading checks everything before trusting it: header length against the
  * file size, the JSON, dtypes, shapes, data offsets inside the data area, in order, not
- * overlapping and matching the shape. Errors go to err as one line naming the file. */
+ * overlapping and matching the shape. A failing call returns its status (or NULL) and says why
+ * in err (NULL ok), one line naming the file, its control characters replaced; as with every
+ * ag_error the first failure sticks, so start from a clear one (ag_error err = {0}). */
 #ifndef AG_SAFETENSORS_H
 #define AG_SAFETENSORS_H
 
@@ -27,13 +29,16 @@ typedef struct {
     const char *value;          /* a string, as the format requires */
 } ag_st_meta;
 
+/* AG_ERR_ARG for a bad tensor or metadata list (found before any file is created), AG_ERR_IO
+ * when writing fails (the old file is untouched), AG_ERR_NOMEM. */
 ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
-                     int n_meta, char *err, size_t errlen);
+                     int n_meta, ag_error *err);
 
 typedef struct ag_st_file ag_st_file;   /* a loaded, validated file */
 
-/* NULL on error (message in err). Free with ag_st_free. */
-ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
+/* NULL on error, with err's status AG_ERR_IO (cannot open or read), AG_ERR_FORMAT (not a valid
+ * file) or AG_ERR_NOMEM. Free with ag_st_free. */
+ag_st_file *ag_st_load(const char *path, ag_error *err);
 void ag_st_free(ag_st_file *f);  /* NULL ok */
 /* The metadata value for key, or NULL. Valid until ag_st_free. */
 const char *ag_st_meta_get(const ag_st_file *f, const char *key);
@@ -45,6 +50,6 @@ uint64_t ag_st_data_bytes(const ag_st_file *f);
 /* Copies tensor `name` into dst (converted to ag_real) after checking it exists and has
  * exactly this shape. AG_ERR_FORMAT with a message in err otherwise. */
 ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int ndim, const int *shape,
-                     char *err, size_t errlen);
+                     ag_error *err);
 
 #endif

@@ -25,9 +25,14 @@
 
 ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H, double std, double std_out)
 {
-    if (!A || !P || !prefix || C <= 0 || H <= 0 || C % H != 0) return AG_ERR_ARG;
+    if (!A || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_mha_init: no layer, params or prefix");
+    if (C <= 0 || H <= 0)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: n_embd %d and n_head %d must be > 0", prefix, C, H);
+    if (C % H != 0) return ag_params_fail(P, AG_ERR_ARG, "%s: n_head %d does not divide n_embd %d", prefix, H, C);
     int n = snprintf(A->scope, sizeof A->scope, "%s", prefix);
-    if (n < 0 || (size_t)n >= sizeof A->scope) return AG_ERR_ARG;
+    if (n < 0 || (size_t)n >= sizeof A->scope)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: prefix longer than %zu characters", prefix, sizeof A->scope - 1);
     A->C = C;
     A->H = H;
     A->composed = false;
@@ -36,14 +41,13 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
     char name[128];
     const char *sub[4] = { "w_q", "w_k", "w_v", "w_o" };
     ag_linear_layer *lin[4] = { &A->w_q, &A->w_k, &A->w_v, &A->w_o };
-    for (int i = 0; i < 4; i++) {
-        n = snprintf(name, sizeof name, "%s.%s", prefix, sub[i]);
-        if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
+    ag_status s = AG_OK;
+    for (int i = 0; i < 4 && s == AG_OK; i++) {
+        s = ag_params_name(P, name, sizeof name, prefix, sub[i]);
         /* w_o writes into the residual stream: its smaller std keeps the sum's variance in check */
-        ag_status s = ag_linear_layer_init(lin[i], P, name, C, C, true, i == 3 ? std_out : std);
-        if (s != AG_OK) return s;
+        if (s == AG_OK) s = ag_linear_layer_init(lin[i], P, name, C, C, true, i == 3 ? std_out : std);
     }
-    return AG_OK;
+    return s;
 }
 
 /* true when mask is the [T,T] causal mask for q [B,T,C] (1 on and below the diagonal, 0 above) */

@@ -13,17 +13,12 @@
  * Sampling runs these same lines on one new position with opts->cache set: only attention looks
  * at other positions (through the KV cache), so the result is the full forward's. */
 #include <stdio.h>
+#include "../tensor/rng.h"
 #include "nn.h"
 
-/* A distinct dropout seed for each site of the block (splitmix64's finaliser on seed and site),
- * so the attention weights and the two residual branches never share a mask. */
-static uint64_t site_seed(uint64_t seed, uint64_t site)
-{
-    uint64_t z = seed + (site + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* A distinct dropout seed for each site of the block, so the attention weights and the two
+ * residual branches never share a mask. */
+static uint64_t site_seed(uint64_t seed, uint64_t site) { return ag_seed_mix(seed, site); }
 
 /* Registers prefix.which ("ln1", "ln2") as the block's kind of norm: LayerNorm (weight, bias)
  * or RMSNorm (weight) under the same name. */
@@ -31,8 +26,8 @@ static ag_status norm_init(ag_norm_kind kind, ag_params *P, const char *prefix, 
                            ag_layernorm_layer *ln, ag_rmsnorm_layer *rms, int C)
 {
     char name[128];
-    int n = snprintf(name, sizeof name, "%s.%s", prefix, which);
-    if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
+    ag_status s = ag_params_name(P, name, sizeof name, prefix, which);
+    if (s != AG_OK) return s;
     return kind == AG_RMSNORM ? ag_rmsnorm_layer_init(rms, P, name, C) : ag_layernorm_layer_init(ln, P, name, C);
 }
 
@@ -46,13 +41,19 @@ static ag_tensor *norm(ag_ctx *ctx, const ag_block *Bk, int which, ag_tensor *x)
 ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, const ag_block_opts *opts,
                         double std, double std_out)
 {
-    if (!Bk || !P || !prefix) return AG_ERR_ARG;
+    if (!Bk || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_block_init: no block, params or prefix");
     const ag_block_opts def = { AG_PRE_LN, AG_LAYERNORM, AG_MLP_GELU };
     if (!opts) opts = &def;
-    if (opts->norm_position != AG_PRE_LN && opts->norm_position != AG_POST_LN) return AG_ERR_ARG;
-    if (opts->norm != AG_LAYERNORM && opts->norm != AG_RMSNORM) return AG_ERR_ARG;
+    if (opts->norm_position != AG_PRE_LN && opts->norm_position != AG_POST_LN)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: norm_position must be AG_PRE_LN or AG_POST_LN (got %d)", prefix,
+                              (int)opts->norm_position);
+    if (opts->norm != AG_LAYERNORM && opts->norm != AG_RMSNORM)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: norm must be AG_LAYERNORM or AG_RMSNORM (got %d)", prefix,
+                              (int)opts->norm);
     int n = snprintf(Bk->scope, sizeof Bk->scope, "%s", prefix);
-    if (n < 0 || (size_t)n >= sizeof Bk->scope) return AG_ERR_ARG;
+    if (n < 0 || (size_t)n >= sizeof Bk->scope)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: prefix longer than %zu characters", prefix, sizeof Bk->scope - 1);
     Bk->norm_position = opts->norm_position;
     Bk->norm = opts->norm;
     Bk->ln1 = Bk->ln2 = (ag_layernorm_layer){ 0 };
@@ -60,10 +61,10 @@ ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, i
     char name[128];
     /* registration order is MODEL.md's: ln1, attn, ln2, mlp */
     ag_status s = norm_init(Bk->norm, P, prefix, "ln1", &Bk->ln1, &Bk->rms1, C);
-    snprintf(name, sizeof name, "%s.attn", prefix);
+    if (s == AG_OK) s = ag_params_name(P, name, sizeof name, prefix, "attn");
     if (s == AG_OK) s = ag_mha_init(&Bk->attn, P, name, C, H, std, std_out);
     if (s == AG_OK) s = norm_init(Bk->norm, P, prefix, "ln2", &Bk->ln2, &Bk->rms2, C);
-    snprintf(name, sizeof name, "%s.mlp", prefix);
+    if (s == AG_OK) s = ag_params_name(P, name, sizeof name, prefix, "mlp");
     if (s == AG_OK) s = ag_mlp_init(&Bk->mlp, P, name, C, opts->mlp, std, std_out);
     return s;
 }

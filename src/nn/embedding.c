@@ -7,15 +7,13 @@
 
 ag_status ag_embedding_layer_init(ag_embedding_layer *L, ag_params *P, const char *prefix, int V, int C, double std)
 {
-    if (!L || !P || !prefix || V <= 0 || C <= 0) return AG_ERR_ARG;
-    char name[128];
-    int n = snprintf(name, sizeof name, "%s.weight", prefix);
-    if (n < 0 || (size_t)n >= sizeof name || P->data || ag_params_find(P, name)) return AG_ERR_ARG;
-    int shape[2] = { V, C };
-    L->W = ag_params_add(P, name, 2, shape, AG_INIT_NORMAL, std, true); // [V,C]
+    if (!L || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_embedding_layer_init: no layer, params or prefix");
+    if (V <= 0 || C <= 0) return ag_params_fail(P, AG_ERR_ARG, "%s: V %d and C %d must be > 0", prefix, V, C);
     L->V = V;
     L->C = C;
-    return L->W ? AG_OK : AG_ERR_NOMEM;
+    int shape[2] = { V, C };
+    return ag_params_register(&L->W, P, prefix, "weight", 2, shape, AG_INIT_NORMAL, std, true); // [V,C]
 }
 
 ag_tensor *ag_embedding_layer_forward(ag_ctx *ctx, const ag_embedding_layer *L, const int *ids, int B, int T)

@@ -20,7 +20,6 @@
  * attention reading a KV cache (kv_cache.c) instead of the whole sequence.
  * Reference: Radford et al. 2019 (GPT-2); karpathy/nanoGPT model.py. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "../tensor/rng.h"
@@ -29,26 +28,7 @@
 #define INIT_STD 0.02
 
 /* A distinct dropout seed per site: the embedding sum is site 0, block l is site 1 + l. */
-static uint64_t site_seed(uint64_t seed, uint64_t site)
-{
-    uint64_t z = seed + (site + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Writes one line into err (if there is room) and returns NULL, for `return fail(...)`. */
-static ag_gpt *fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static ag_gpt *fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return NULL;
-}
+static uint64_t site_seed(uint64_t seed, uint64_t site) { return ag_seed_mix(seed, site); }
 
 // --- lifecycle ---
 
@@ -82,40 +62,41 @@ static void xavier_init(ag_gpt *g, uint64_t seed)
     xavier_fill(g->lm_head.W, &r);
 }
 
-ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t errlen)
+/* AG_OK, or AG_ERR_ARG with the first thing wrong with cfg in err. */
+static ag_status check_config(const ag_gpt_config *cfg, ag_error *err)
 {
-    if (err && errlen) err[0] = '\0';
-    if (!cfg) return fail(err, errlen, "ag_gpt_new: no config");
-    if (cfg->vocab_size <= 0) return fail(err, errlen, "vocab_size must be > 0 (got %d)", cfg->vocab_size);
-    if (cfg->n_layer <= 0) return fail(err, errlen, "n_layer must be > 0 (got %d)", cfg->n_layer);
-    if (cfg->n_head <= 0) return fail(err, errlen, "n_head must be > 0 (got %d)", cfg->n_head);
+    if (!cfg) return ag_seterr(err, AG_ERR_ARG, "ag_gpt_new: no config");
+    if (cfg->vocab_size <= 0) return ag_seterr(err, AG_ERR_ARG, "vocab_size must be > 0 (got %d)", cfg->vocab_size);
+    if (cfg->n_layer <= 0) return ag_seterr(err, AG_ERR_ARG, "n_layer must be > 0 (got %d)", cfg->n_layer);
+    if (cfg->n_head <= 0) return ag_seterr(err, AG_ERR_ARG, "n_head must be > 0 (got %d)", cfg->n_head);
     if (cfg->n_embd <= 0 || cfg->n_embd % cfg->n_head != 0)
-        return fail(err, errlen, "n_embd %d must be > 0 and divisible by n_head %d", cfg->n_embd, cfg->n_head);
-    if (cfg->block_size <= 0) return fail(err, errlen, "block_size must be > 0 (got %d)", cfg->block_size);
+        return ag_seterr(err, AG_ERR_ARG, "n_embd %d must be > 0 and divisible by n_head %d", cfg->n_embd,
+                         cfg->n_head);
+    if (cfg->block_size <= 0) return ag_seterr(err, AG_ERR_ARG, "block_size must be > 0 (got %d)", cfg->block_size);
     if (!(cfg->dropout >= 0 && cfg->dropout < 1))
-        return fail(err, errlen, "dropout must be in [0, 1) (got %g)", cfg->dropout);
+        return ag_seterr(err, AG_ERR_ARG, "dropout must be in [0, 1) (got %g)", cfg->dropout);
     if (cfg->norm_position != AG_PRE_LN && cfg->norm_position != AG_POST_LN)
-        return fail(err, errlen, "norm_position must be AG_PRE_LN or AG_POST_LN (got %d)", (int)cfg->norm_position);
+        return ag_seterr(err, AG_ERR_ARG, "norm_position must be AG_PRE_LN or AG_POST_LN (got %d)",
+                         (int)cfg->norm_position);
     if (cfg->norm != AG_LAYERNORM && cfg->norm != AG_RMSNORM)
-        return fail(err, errlen, "norm must be AG_LAYERNORM or AG_RMSNORM (got %d)", (int)cfg->norm);
+        return ag_seterr(err, AG_ERR_ARG, "norm must be AG_LAYERNORM or AG_RMSNORM (got %d)", (int)cfg->norm);
     if (cfg->mlp != AG_MLP_GELU && cfg->mlp != AG_MLP_SWIGLU)
-        return fail(err, errlen, "mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got %d)", (int)cfg->mlp);
+        return ag_seterr(err, AG_ERR_ARG, "mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got %d)", (int)cfg->mlp);
     if (cfg->init != AG_WEIGHTS_NORMAL && cfg->init != AG_WEIGHTS_XAVIER)
-        return fail(err, errlen, "init must be AG_WEIGHTS_NORMAL or AG_WEIGHTS_XAVIER (got %d)", (int)cfg->init);
+        return ag_seterr(err, AG_ERR_ARG, "init must be AG_WEIGHTS_NORMAL or AG_WEIGHTS_XAVIER (got %d)",
+                         (int)cfg->init);
     if (cfg->mask_fill != AG_MASK_NEG_INF && cfg->mask_fill != AG_MASK_NEG_1E9)
-        return fail(err, errlen, "mask_fill must be AG_MASK_NEG_INF or AG_MASK_NEG_1E9 (got %d)", (int)cfg->mask_fill);
+        return ag_seterr(err, AG_ERR_ARG, "mask_fill must be AG_MASK_NEG_INF or AG_MASK_NEG_1E9 (got %d)",
+                         (int)cfg->mask_fill);
+    return AG_OK;
+}
 
-    int V = cfg->vocab_size, C = cfg->n_embd, L = cfg->n_layer;
-    ag_gpt *g = calloc(1, sizeof *g);
-    if (!g) return fail(err, errlen, "ag_gpt_new: out of memory");
-    g->cfg = *cfg;
-    g->params = ag_params_new();
-    g->blocks = calloc((size_t)L, sizeof *g->blocks);               // [n_layer]
-    if (!g->params || !g->blocks) {
-        ag_gpt_free(g);
-        return fail(err, errlen, "ag_gpt_new: out of memory");
-    }
+/* Registers every layer of g in MODEL.md's order; on failure the layer's reason is in g->params. */
+static ag_status add_layers(ag_gpt *g)
+{
+    const ag_gpt_config *cfg = &g->cfg;
     ag_params *P = g->params;
+    int V = cfg->vocab_size, C = cfg->n_embd, L = cfg->n_layer;
     double std_out = INIT_STD / sqrt(2.0 * L);
     const ag_block_opts bo = { cfg->norm_position, cfg->norm, cfg->mlp };
     ag_status s = ag_embedding_layer_init(&g->tok_emb, P, "tok_emb", V, C, INIT_STD);
@@ -132,12 +113,30 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t er
     if (s == AG_OK && cfg->norm == AG_RMSNORM) s = ag_rmsnorm_layer_init(&g->rms_f, P, "ln_f", C);
     else if (s == AG_OK) s = ag_layernorm_layer_init(&g->ln_f, P, "ln_f", C);
     if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);
-    if (s == AG_OK) s = ag_params_alloc(P);
-    if (s != AG_OK) {
+    return s;
+}
+
+ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
+{
+    if (check_config(cfg, err) != AG_OK) return NULL;
+    ag_gpt *g = calloc(1, sizeof *g);
+    if (!g) return ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_new: out of memory"), NULL;
+    g->cfg = *cfg;
+    g->params = ag_params_new();
+    g->blocks = calloc((size_t)cfg->n_layer, sizeof *g->blocks);   // [n_layer]
+    if (!g->params || !g->blocks) {
         ag_gpt_free(g);
-        return fail(err, errlen, "ag_gpt_new: cannot create the parameters: %s", ag_status_str(s));
+        return ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_new: out of memory"), NULL;
     }
-    ag_params_init(P, seed);
+    ag_status s = add_layers(g);
+    if (s == AG_OK) s = ag_params_alloc(g->params);
+    if (s != AG_OK) {
+        const char *why = ag_params_error(g->params);
+        ag_seterr(err, s, "ag_gpt_new: cannot create the parameters: %s", why ? why : ag_status_str(s));
+        ag_gpt_free(g);
+        return NULL;
+    }
+    ag_params_init(g->params, seed);
     if (cfg->init == AG_WEIGHTS_XAVIER) xavier_init(g, seed);
     return g;
 }

@@ -6,24 +6,15 @@
 
 #define LN_EPS 1e-5
 
-/* Registers prefix.suffix as a [C] vector. AG_ERR_ARG for a bad name, AG_ERR_NOMEM otherwise. */
-static ag_status add_vector(ag_tensor **t, ag_params *P, const char *prefix, const char *suffix, int C,
-                            ag_init_kind init)
-{
-    char name[128];
-    int n = snprintf(name, sizeof name, "%s.%s", prefix, suffix);
-    if (n < 0 || (size_t)n >= sizeof name || P->data || ag_params_find(P, name)) return AG_ERR_ARG;
-    *t = ag_params_add(P, name, 1, &C, init, 0, false);
-    return *t ? AG_OK : AG_ERR_NOMEM;
-}
-
 ag_status ag_layernorm_layer_init(ag_layernorm_layer *L, ag_params *P, const char *prefix, int C)
 {
-    if (!L || !P || !prefix || C <= 0) return AG_ERR_ARG;
+    if (!L || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_layernorm_layer_init: no layer, params or prefix");
+    if (C <= 0) return ag_params_fail(P, AG_ERR_ARG, "%s: C %d must be > 0", prefix, C);
     L->C = C;
     L->b = NULL;
-    ag_status s = add_vector(&L->w, P, prefix, "weight", C, AG_INIT_ONES);   // [C]
-    if (s == AG_OK) s = add_vector(&L->b, P, prefix, "bias", C, AG_INIT_ZEROS); // [C]
+    ag_status s = ag_params_register(&L->w, P, prefix, "weight", 1, &C, AG_INIT_ONES, 0, false);   // [C]
+    if (s == AG_OK) s = ag_params_register(&L->b, P, prefix, "bias", 1, &C, AG_INIT_ZEROS, 0, false); // [C]
     return s;
 }
 

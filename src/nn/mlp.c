@@ -7,6 +7,7 @@
  * SwiGLU has three matrices instead of two, so its width F = round(8C/3) keeps the parameter
  * count of the 4C GELU MLP (3 * C * 8C/3 = 2 * C * 4C): a comparison at the same size.
  * Built from ops only (the SwiGLU layer lives in swiglu.c). */
+#include <limits.h>
 #include <stdio.h>
 #include "nn.h"
 
@@ -15,19 +16,27 @@ int ag_swiglu_width(int C) { return (8 * C + 1) / 3; }   /* 8C/3 rounded to the 
 ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, ag_mlp_kind kind, double std,
                       double std_out)
 {
-    if (!M || !P || !prefix || C <= 0 || (kind != AG_MLP_GELU && kind != AG_MLP_SWIGLU)) return AG_ERR_ARG;
+    if (!M || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_mlp_init: no layer, params or prefix");
+    if (kind != AG_MLP_GELU && kind != AG_MLP_SWIGLU)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got %d)", prefix,
+                              (int)kind);
+    if (C <= 0) return ag_params_fail(P, AG_ERR_ARG, "%s: n_embd %d must be > 0", prefix, C);
+    if (C > INT_MAX / 8)   /* the widths 4C and 8C/3 must be ints */
+        return ag_params_fail(P, AG_ERR_ARG, "%s: n_embd %d is too large for the MLP (%d at most)", prefix, C,
+                              INT_MAX / 8);
     int n = snprintf(M->scope, sizeof M->scope, "%s", prefix);
-    if (n < 0 || (size_t)n >= sizeof M->scope) return AG_ERR_ARG;
+    if (n < 0 || (size_t)n >= sizeof M->scope)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: prefix longer than %zu characters", prefix, sizeof M->scope - 1);
     M->kind = kind;
     if (kind == AG_MLP_SWIGLU) return ag_swiglu_init(&M->swiglu, P, prefix, C, ag_swiglu_width(C), std, std_out);
     char name[128];
-    n = snprintf(name, sizeof name, "%s.fc1", prefix);
-    if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
-    ag_status s = ag_linear_layer_init(&M->fc1, P, name, C, 4 * C, true, std);
-    if (s != AG_OK) return s;
-    snprintf(name, sizeof name, "%s.fc2", prefix);
+    ag_status s = ag_params_name(P, name, sizeof name, prefix, "fc1");
+    if (s == AG_OK) s = ag_linear_layer_init(&M->fc1, P, name, C, 4 * C, true, std);
+    if (s == AG_OK) s = ag_params_name(P, name, sizeof name, prefix, "fc2");
     /* fc2 writes into the residual stream, hence std_out (as w_o) */
-    return ag_linear_layer_init(&M->fc2, P, name, 4 * C, C, true, std_out);
+    if (s == AG_OK) s = ag_linear_layer_init(&M->fc2, P, name, 4 * C, C, true, std_out);
+    return s;
 }
 
 ag_tensor *ag_mlp_forward(ag_ctx *ctx, const ag_mlp *M, ag_tensor *x)

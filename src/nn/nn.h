@@ -4,6 +4,9 @@
  * parameters in an ag_params under their PyTorch names (prefix + ".weight"); ag_X_forward
  * composes ops and returns a tensor in ctx (valid until ag_ctx_reset). There is no backward
  * code in src/nn: the ops' backwards do all of it.
+ * A failing ag_X_init returns AG_ERR_ARG (a bad size, a name too long or taken) or AG_ERR_NOMEM
+ * and says why in P (ag_params_error), led by the layer's prefix: "blocks.0.attn: n_head 3 does
+ * not divide n_embd 64", "blocks.0.attn.w_q.weight: registered twice".
  * Shapes use MODEL.md's letters: B batch, T time, C = n_embd, H heads, D = C/H, V vocab. */
 #ifndef AG_NN_H
 #define AG_NN_H
@@ -209,10 +212,12 @@ typedef struct {
     ag_linear_layer lm_head;       /* C -> V */
 } ag_gpt;
 
-/* Checks the config (message in err), registers every parameter under its MODEL.md name in
- * MODEL.md's order, allocates them and initialises them from seed as MODEL.md says (or as
- * cfg->init says). NULL on error. Free with ag_gpt_free. */
-ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, char *err, size_t errlen);
+/* Checks the config, registers every parameter under its MODEL.md name in MODEL.md's order,
+ * allocates them and initialises them from seed as MODEL.md says (or as cfg->init says).
+ * NULL on error, with the status and one line in err (NULL ok): the config's fault, or the
+ * failing layer init's reason ("ag_gpt_new: cannot create the parameters: blocks.0.mlp: ...").
+ * Free with ag_gpt_free. */
+ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err);
 void ag_gpt_free(ag_gpt *g); /* NULL ok */
 
 /* ids [B*T] -> logits [B,T,V]. With targets [B*T] (or NULL), *loss gets the mean

@@ -9,14 +9,11 @@
 
 ag_status ag_rmsnorm_layer_init(ag_rmsnorm_layer *L, ag_params *P, const char *prefix, int C)
 {
-    if (!L || !P || !prefix || C <= 0) return AG_ERR_ARG;
+    if (!L || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_rmsnorm_layer_init: no layer, params or prefix");
+    if (C <= 0) return ag_params_fail(P, AG_ERR_ARG, "%s: C %d must be > 0", prefix, C);
     L->C = C;
-    L->w = NULL;
-    char name[128];
-    int n = snprintf(name, sizeof name, "%s.weight", prefix);
-    if (n < 0 || (size_t)n >= sizeof name || P->data || ag_params_find(P, name)) return AG_ERR_ARG;
-    L->w = ag_params_add(P, name, 1, &C, AG_INIT_ONES, 0, false);  // [C]
-    return L->w ? AG_OK : AG_ERR_NOMEM;
+    return ag_params_register(&L->w, P, prefix, "weight", 1, &C, AG_INIT_ONES, 0, false);  // [C]
 }
 
 ag_tensor *ag_rmsnorm_layer_forward(ag_ctx *ctx, const ag_rmsnorm_layer *L, ag_tensor *x)

@@ -10,24 +10,27 @@
 ag_status ag_swiglu_init(ag_swiglu *S, ag_params *P, const char *prefix, int C, int hidden, double std,
                          double std_out)
 {
-    if (!S || !P || !prefix || C <= 0 || hidden <= 0) return AG_ERR_ARG;
+    if (!S || !P || !prefix)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_swiglu_init: no layer, params or prefix");
+    if (C <= 0 || hidden <= 0)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: C %d and hidden %d must be > 0", prefix, C, hidden);
     S->C = C;
     S->hidden = hidden;
     int n = snprintf(S->scope, sizeof S->scope, "%s", prefix);
-    if (n < 0 || (size_t)n >= sizeof S->scope) return AG_ERR_ARG;
+    if (n < 0 || (size_t)n >= sizeof S->scope)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: prefix longer than %zu characters", prefix, sizeof S->scope - 1);
     struct { ag_linear_layer *L; const char *suffix; int in, out; double std; } lin[3] = {
         { &S->w_gate, "w_gate", C, hidden, std },
         { &S->w_up, "w_up", C, hidden, std },
         { &S->w_down, "w_down", hidden, C, std_out }, /* writes into the residual stream */
     };
-    for (int i = 0; i < 3; i++) {
+    ag_status s = AG_OK;
+    for (int i = 0; i < 3 && s == AG_OK; i++) {
         char name[128];
-        n = snprintf(name, sizeof name, "%s.%s", prefix, lin[i].suffix);
-        if (n < 0 || (size_t)n >= sizeof name) return AG_ERR_ARG;
-        ag_status s = ag_linear_layer_init(lin[i].L, P, name, lin[i].in, lin[i].out, true, lin[i].std);
-        if (s != AG_OK) return s;
+        s = ag_params_name(P, name, sizeof name, prefix, lin[i].suffix);
+        if (s == AG_OK) s = ag_linear_layer_init(lin[i].L, P, name, lin[i].in, lin[i].out, true, lin[i].std);
     }
-    return AG_OK;
+    return s;
 }
 
 ag_tensor *ag_swiglu_forward(ag_ctx *ctx, const ag_swiglu *S, ag_tensor *x)

@@ -1,11 +1,15 @@
 /* params.c -- registration, flat allocation, init and lookup of a model's parameters. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "params.h"
 #include "../tensor/alloc.h"
 #include "../tensor/rng.h"
 
-ag_params *ag_params_new(void) { return calloc(1, sizeof(ag_params)); }
+ag_params *ag_params_new(void) { return calloc(1, sizeof(ag_params)); }   /* err: AG_OK, "" */
 
 void ag_params_free(ag_params *P)
 {
@@ -22,25 +26,68 @@ void ag_params_free(ag_params *P)
     free(P);
 }
 
-ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *shape,
-                         ag_init_kind init, double init_std, bool decay)
+// --- registration ---
+
+/* "[2,0]" for a message. */
+static void shape_text(char *buf, size_t n, int ndim, const int *shape)
 {
-    if (P->data || ndim < 1 || ndim > AG_MAX_DIMS || ag_params_find(P, name)) return NULL;
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] <= 0) return NULL;
-    if (P->n == P->cap) {
-        int cap = P->cap ? 2 * P->cap : 32;
-        ag_param_entry *e = realloc(P->entries, (size_t)cap * sizeof *e);
-        if (!e) return NULL;
-        P->entries = e;
-        P->cap = cap;
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ",%d" : "%d", shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Why name cannot be registered (AG_ERR_ARG, recorded), or AG_OK. */
+static ag_status check_new(ag_params *P, const char *name, int ndim, const int *shape)
+{
+    if (!name) return ag_params_fail(P, AG_ERR_ARG, "ag_params_add: no name");
+    if (P->data) return ag_params_fail(P, AG_ERR_ARG, "%s: registered after ag_params_alloc", name);
+    if (ag_params_find(P, name)) return ag_params_fail(P, AG_ERR_ARG, "%s: registered twice", name);
+    if (ndim < 1 || ndim > AG_MAX_DIMS || !shape)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: %d dims (1..%d allowed)", name, ndim, AG_MAX_DIMS);
+    size_t numel = 1;
+    bool positive = true;
+    for (int i = 0; i < ndim; i++) {
+        positive = positive && shape[i] > 0;
+        if (positive) numel = numel > SIZE_MAX / (size_t)shape[i] ? SIZE_MAX : numel * (size_t)shape[i];
     }
+    char sb[64];
+    shape_text(sb, sizeof sb, ndim, shape);
+    if (!positive) return ag_params_fail(P, AG_ERR_ARG, "%s: bad shape %s (every dim must be > 0)", name, sb);
+    /* strides are ints (ag_tensor) */
+    if (numel > INT_MAX)
+        return ag_params_fail(P, AG_ERR_ARG, "%s: shape %s has more than %d elements", name, sb, INT_MAX);
+    /* four buffers of total elements must stay addressable */
+    if (numel > SIZE_MAX / 4 / sizeof(ag_real) - P->total)
+        return ag_params_fail(P, AG_ERR_NOMEM, "%s: too many parameters to hold in memory", name);
+    return AG_OK;
+}
+
+/* Makes room for one more entry; AG_ERR_NOMEM (recorded) when it cannot. */
+static ag_status grow(ag_params *P, const char *name)
+{
+    if (P->n < P->cap) return AG_OK;
+    int cap = P->cap ? 2 * P->cap : 32;
+    ag_param_entry *e = realloc(P->entries, (size_t)cap * sizeof *e);
+    if (!e) return ag_params_fail(P, AG_ERR_NOMEM, "%s: out of memory", name);
+    P->entries = e;
+    P->cap = cap;
+    return AG_OK;
+}
+
+/* ag_params_add with a status: AG_ERR_ARG or AG_ERR_NOMEM, the reason recorded in P. */
+static ag_status add(ag_tensor **out, ag_params *P, const char *name, int ndim, const int *shape,
+                     ag_init_kind init, double init_std, bool decay)
+{
+    *out = NULL;
+    ag_status s = check_new(P, name, ndim, shape);
+    if (s == AG_OK) s = grow(P, name);
+    if (s != AG_OK) return s;
     ag_tensor *t = calloc(1, sizeof *t);
     char *nm = strdup(name);
     if (!t || !nm) {
         free(t);
         free(nm);
-        return NULL;
+        return ag_params_fail(P, AG_ERR_NOMEM, "%s: out of memory", name);
     }
     ag_tensor_set_shape(t, ndim, shape);
     t->requires_grad = true;
@@ -52,12 +99,40 @@ ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *sh
     e->init_std = init_std;
     e->decay = decay;
     P->total += ag_numel(t);
+    *out = t;
+    return AG_OK;
+}
+
+ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *shape,
+                         ag_init_kind init, double init_std, bool decay)
+{
+    ag_tensor *t = NULL;
+    if (P) add(&t, P, name, ndim, shape, init, init_std, decay);
     return t;
+}
+
+ag_status ag_params_name(ag_params *P, char *name, size_t size, const char *prefix, const char *suffix)
+{
+    int n = snprintf(name, size, "%s.%s", prefix, suffix);
+    if (n < 0 || (size_t)n >= size)
+        return ag_params_fail(P, AG_ERR_ARG, "%s.%s: name longer than %zu characters", prefix, suffix, size - 1);
+    return AG_OK;
+}
+
+ag_status ag_params_register(ag_tensor **t, ag_params *P, const char *prefix, const char *suffix, int ndim,
+                             const int *shape, ag_init_kind init, double init_std, bool decay)
+{
+    char name[128];
+    *t = NULL;
+    ag_status s = ag_params_name(P, name, sizeof name, prefix, suffix);
+    return s != AG_OK ? s : add(t, P, name, ndim, shape, init, init_std, decay);
 }
 
 ag_status ag_params_alloc(ag_params *P)
 {
-    size_t bytes = (P->total ? P->total : 1) * sizeof(ag_real);
+    if (!P) return AG_ERR_ARG;
+    if (P->data) return ag_params_fail(P, AG_ERR_ARG, "ag_params_alloc: already allocated");
+    size_t bytes = (P->total ? P->total : 1) * sizeof(ag_real);   /* check_new keeps 4 * bytes in size_t */
     P->data = ag__alloc_big(bytes, true);
     P->grad = ag__alloc_big(bytes, true);
     P->m = ag__alloc_big(bytes, true);
@@ -65,7 +140,8 @@ ag_status ag_params_alloc(ag_params *P)
     if (!P->data || !P->grad || !P->m || !P->v) {
         free(P->data); free(P->grad); free(P->m); free(P->v);
         P->data = P->grad = P->m = P->v = NULL;
-        return AG_ERR_NOMEM;
+        return ag_params_fail(P, AG_ERR_NOMEM, "ag_params_alloc: out of memory for 4 buffers of %zu parameters",
+                              P->total);
     }
     for (int i = 0; i < P->n; i++) {
         P->entries[i].t->data = P->data + P->entries[i].offset;
@@ -101,4 +177,17 @@ ag_tensor *ag_params_find(const ag_params *P, const char *name)
     for (int i = 0; i < P->n; i++)
         if (strcmp(P->entries[i].t->name, name) == 0) return P->entries[i].t;
     return NULL;
+}
+
+// --- errors ---
+
+const char *ag_params_error(const ag_params *P) { return P && P->err.status != AG_OK ? P->err.msg : NULL; }
+
+ag_status ag_params_fail(ag_params *P, ag_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ag_vseterr(P ? &P->err : NULL, s, fmt, ap);
+    va_end(ap);
+    return s;
 }

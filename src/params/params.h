@@ -7,7 +7,12 @@
  *
  * LIFECYCLE: ag_params_new -> ag_params_add (each layer registers its tensors under their
  * PyTorch names) -> ag_params_alloc (one allocation per buffer; tensors now usable) ->
- * ag_params_init (seeded) -> training -> ag_params_free. */
+ * ag_params_init (seeded) -> training -> ag_params_free.
+ *
+ * ERRORS: a failing ag_params_* call or layer init (src/nn) returns its status and records why
+ * in P->err, one line led by the name or prefix concerned ("blocks.0.attn: n_head 3 does not
+ * divide n_embd 64", "ln_f.weight: registered twice"); ag_params_error reads it. As with the
+ * ctx, the first failure sticks until ag_error_clear(&P->err). */
 #ifndef AG_PARAMS_H
 #define AG_PARAMS_H
 
@@ -31,21 +36,37 @@ typedef struct ag_params {
     ag_real *grad;       /* [total] */
     ag_real *m;          /* [total] Adam first moment */
     ag_real *v;          /* [total] Adam second moment */
+    ag_error err;        /* why the first failing call failed (see ERRORS above) */
 } ag_params;
 
 /* NULL on OOM. */
 ag_params *ag_params_new(void);
 void ag_params_free(ag_params *P);  /* NULL ok */
 /* Registers a parameter (before ag_params_alloc). The name is copied. Returns the tensor,
- * whose data stays NULL until ag_params_alloc; NULL on OOM, a duplicate name or a bad shape. */
+ * whose data stays NULL until ag_params_alloc; NULL on OOM, a duplicate name, a bad shape (a
+ * dim <= 0, more than INT_MAX elements) or a call after ag_params_alloc (the reason in P->err). */
 ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *shape,
                          ag_init_kind init, double init_std, bool decay);
-/* Allocates the flat buffers (zeroed) and points every tensor into them. AG_ERR_NOMEM on OOM. */
+/* Allocates the flat buffers (zeroed) and points every tensor into them. AG_ERR_NOMEM on OOM,
+ * AG_ERR_ARG when already allocated (the reason in P->err). */
 ag_status ag_params_alloc(ag_params *P);
 /* Fills every parameter by its init rule from a seeded RNG, in registration order. */
 void ag_params_init(ag_params *P, uint64_t seed);
 void ag_params_zero_grad(ag_params *P);
 /* The parameter with this name, or NULL. */
 ag_tensor *ag_params_find(const ag_params *P, const char *name);
+/* Why the first failing call on P failed, one line; NULL while none failed (or P is NULL). */
+const char *ag_params_error(const ag_params *P);
+
+/* ---- for layer inits (src/nn, and layers of your own) ---- */
+/* Records why a layer init failed in P->err (unless an earlier failure is there; P NULL ok) and
+ * returns s, for `return ag_params_fail(P, AG_ERR_ARG, "%s: C %d must be > 0", prefix, C)`. */
+ag_status ag_params_fail(ag_params *P, ag_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes "prefix.suffix" into name[size]. AG_ERR_ARG (recorded in P) when it does not fit. */
+ag_status ag_params_name(ag_params *P, char *name, size_t size, const char *prefix, const char *suffix);
+/* ag_params_add of "prefix.suffix" as a status: the tensor in *t (NULL on failure). AG_ERR_ARG
+ * for a name too long, a duplicate, a bad shape or a call after ag_params_alloc; AG_ERR_NOMEM. */
+ag_status ag_params_register(ag_tensor **t, ag_params *P, const char *prefix, const char *suffix, int ndim,
+                             const int *shape, ag_init_kind init, double init_std, bool decay);
 
 #endif

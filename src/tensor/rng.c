@@ -2,19 +2,23 @@
 #include <math.h>
 #include "rng.h"
 
-static uint64_t splitmix64(uint64_t *x)
+#define GOLDEN 0x9E3779B97F4A7C15ull   /* 2^64 / phi, splitmix64's step */
+
+uint64_t ag_splitmix64(uint64_t x)
 {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    uint64_t z = x + GOLDEN;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
+uint64_t ag_seed_mix(uint64_t seed, uint64_t tag) { return ag_splitmix64(seed + tag * GOLDEN); }
+
 void ag_rng_seed(ag_rng *r, uint64_t seed)
 {
-    uint64_t s = seed;
-    r->state = splitmix64(&s);
-    r->inc = splitmix64(&s) | 1u; /* the increment must be odd */
+    /* the first two outputs of a splitmix64 sequence started at seed */
+    r->state = ag_seed_mix(seed, 0);
+    r->inc = ag_seed_mix(seed, 1) | 1u; /* the increment must be odd */
 }
 
 uint32_t ag_rng_u32(ag_rng *r)
@@ -51,6 +55,5 @@ double ag_rng_normal(ag_rng *r)
 
 double ag_hash_uniform(uint64_t seed, uint64_t i)
 {
-    uint64_t x = seed ^ (i * 0xD1B54A32D192ED03ull);
-    return (double)(splitmix64(&x) >> 11) / 9007199254740992.0;
+    return (double)(ag_splitmix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 11) / 9007199254740992.0;
 }

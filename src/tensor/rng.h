@@ -16,6 +16,15 @@ double ag_rng_uniform(ag_rng *r);
 uint64_t ag_rng_below(ag_rng *r, uint64_t n);
 /* Standard normal (Box-Muller, one value per call). */
 double ag_rng_normal(ag_rng *r);
+/* splitmix64 (Steele, Lea & Flood 2014; Vigna's splitmix64.c): its output for state x, the
+ * finaliser applied to x + 0x9E3779B97F4A7C15. The one 64-bit mixer of the project: every seed
+ * it derives (the PCG32 seeding, dropout sites, the xavier stream, ag_hash_uniform) goes
+ * through it, so runs stay reproducible across files. */
+uint64_t ag_splitmix64(uint64_t x);
+/* The seed of stream `tag` of seed: ag_splitmix64(seed + tag * 0x9E3779B97F4A7C15), i.e. the
+ * (tag+1)-th output of a splitmix64 sequence started at seed. Distinct tags give unrelated
+ * seeds (dropout site 0, 1, 2, ... of a block; the xavier stream "xavi" of a model). */
+uint64_t ag_seed_mix(uint64_t seed, uint64_t tag);
 /* A stateless hash of (seed, i) to [0, 1): dropout masks use it so any element's mask bit can
  * be recomputed from the seed alone. */
 double ag_hash_uniform(uint64_t seed, uint64_t i);

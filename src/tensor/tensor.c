@@ -24,6 +24,10 @@ ag_status ag_vseterr(ag_error *e, ag_status s, const char *fmt, va_list ap)
     if (e && e->status == AG_OK && s != AG_OK) {
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         e->status = s;
+        /* names and paths can come from a file or a user: a control character in them (a line
+         * break, an escape sequence) must not break the one line or reach the terminal */
+        for (char *p = e->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = '?';
     }
     return s;
 }

@@ -55,7 +55,8 @@ typedef struct {
 } ag_error;
 
 /* Records s and the printf-style message in e unless e already holds an error (or e is NULL);
- * returns s, for `return ag_seterr(e, AG_ERR_ARG, "...")`. */
+ * returns s, for `return ag_seterr(e, AG_ERR_ARG, "...")`. Control characters in the message
+ * (a line break in a quoted name) become '?', so it stays one line. */
 ag_status ag_seterr(ag_error *e, ag_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same with a va_list, for functions that wrap it. */
 ag_status ag_vseterr(ag_error *e, ag_status s, const char *fmt, va_list ap);

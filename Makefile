@@ -125,7 +125,8 @@ test-reference:                                   ## the whole suite on the REFE
 # the installed library seen from outside: `make install` into a scratch prefix, then
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
 # pkg-config alone and run: an MLP on the float library, a custom op's gradient check on the
-# double one (attograd-f64). Either failing fails the target.
+# double one (attograd-f64); then the lessons' exercises (docs/lessons/exercises), the same way.
+# Any failing fails the target.
 OOT = $(abspath $(B)/out_of_tree)
 .PHONY: test-install
 test-install:                                     ## install into build/out_of_tree, build and run examples/out_of_tree there
@@ -133,6 +134,8 @@ test-install:                                     ## install into build/out_of_t
 	@$(MAKE) --no-print-directory install PREFIX=$(OOT)/prefix DESTDIR=
 	cp examples/out_of_tree/Makefile examples/out_of_tree/*.c $(OOT)/example/
 	$(TEST_ENV) $(MAKE) --no-print-directory -C $(OOT)/example PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
+	mkdir -p $(OOT)/lessons && cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.[ch] $(OOT)/lessons/
+	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(OOT)/lessons PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)

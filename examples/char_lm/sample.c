@@ -47,9 +47,9 @@ int lm_sample_logits(const ag_real *logits, int V, double temperature, int top_k
 // --- generation ---
 
 /* Feeds tokens at positions 0, 1, ... and keeps the logits of the last one. With a KV cache
- * each token costs one position; for the switches the cache does not implement
- * (ag_gpt_cache_exact false: Post-LN, RMSNorm, --no-scale) the same logits come from a full
- * forward over the tokens fed so far, which costs up to block_size positions per token. */
+ * each token costs one position. Every model has one today (the cached step runs the same
+ * blocks as training); the full forward over the tokens fed so far, up to block_size positions
+ * per token, stays as the path for a model ag_gpt_cache_exact would ever refuse. */
 typedef struct {
     ag_ctx *ctx;
     ag_gpt *g;

@@ -6,9 +6,8 @@
  * seed gives the same text. The model sees at most block_size positions; when the cache is
  * full, it is cleared and the last ceil(block_size/2) tokens are fed again (positions restart at
  * 0), so the context slides in half-window steps and each token still costs about two
- * positions on average, instead of block_size for a full recompute. For a model whose switches
- * the cache does not implement (ag_gpt_cache_exact false: Post-LN, RMSNorm, --no-scale) every
- * token is a full forward over the same window instead: the same text, only slower.
+ * positions on average, instead of block_size for a full recompute. Every switch (Post-LN,
+ * RMSNorm, --no-scale, ...) runs through the cache: the cached step is the training block.
  *
  * Nothing prints: each token is handed to an emit callback as it is drawn. */
 #ifndef LM_SAMPLE_H

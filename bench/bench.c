@@ -111,6 +111,45 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* ---- sampling speed ---- */
+
+/* the index of the largest x[j], the first one on ties: greedy decoding */
+static int argmax(const ag_real *x, int n)
+{
+    int best = 0;
+    for (int j = 1; j < n; j++) best = x[j] > x[best] ? j : best;
+    return best;
+}
+
+/* Greedy ids[1..n] after ids[0] with the KV cache, one position per token. Seconds taken, or
+ * -1 on error. */
+static double sample_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int *ids, int n)
+{
+    ag_kv_cache_clear(cache);
+    double t0 = now_s();
+    for (int p = 0; p < n; p++) {
+        ag_tensor *logits = ag_gpt_forward_cached(ctx, g, cache, ids[p]);   // [V]
+        if (!logits) return -1;
+        ids[p + 1] = argmax(logits->data, g->cfg.vocab_size);
+        ag_ctx_reset(ctx);
+    }
+    return now_s() - t0;
+}
+
+/* The same without a cache: the whole context again for every token. Seconds, or -1. */
+static double sample_recomputing(ag_ctx *ctx, ag_gpt *g, int *ids, int n)
+{
+    int V = g->cfg.vocab_size;
+    double t0 = now_s();
+    for (int p = 0; p < n; p++) {
+        ag_tensor *logits = ag_gpt_forward(ctx, g, ids, NULL, 1, p + 1, NULL, NULL); // [1,p+1,V]
+        if (!logits) return -1;
+        ids[p + 1] = argmax(logits->data + (size_t)p * V, V);        /* the last position's */
+        ag_ctx_reset(ctx);
+    }
+    return now_s() - t0;
+}
+
 /* characters/s generating n tokens from an untrained model (greedy: the argmax, so both ways
  * pick the same tokens): with the KV cache (one position per token) and by recomputing the
  * whole context for every token, as a model without a cache must. The best of SAMPLE_ROUNDS
@@ -119,171 +158,247 @@ static int cmp_double(const void *a, const void *b)
 #define SAMPLE_ROUNDS 5
 static int sample_speed(ag_gpt *g, int n, double *cached_cps, double *recompute_cps)
 {
-    int T = g->cfg.block_size, V = g->cfg.vocab_size;
-    if (n > T) n = T;
+    if (n > g->cfg.block_size) n = g->cfg.block_size;
     ag_ctx *ctx = ag_ctx_new();
     ag_kv_cache *cache = ag_kv_cache_new(g);
     int *ids = malloc((size_t)(n + 1) * sizeof(int)), *ids2 = malloc((size_t)(n + 1) * sizeof(int));
-    if (!ctx || !cache || !ids || !ids2) return -1;
-    ag_ctx_set_grad(ctx, false);
-    int same = 1;
+    bool ok = ctx && cache && ids && ids2, same = true;
+    if (ok) ag_ctx_set_grad(ctx, false);
     *cached_cps = *recompute_cps = 0;
-    for (int round = 0; round < SAMPLE_ROUNDS; round++) {
-        ag_kv_cache_clear(cache);
+    for (int round = 0; ok && round < SAMPLE_ROUNDS; round++) {
         ids[0] = ids2[0] = 0;
-        double t0 = now_s();
-        for (int p = 0; p < n; p++) {
-            ag_tensor *logits = ag_gpt_forward_cached(ctx, g, cache, ids[p]);   // [V]
-            if (!logits) return -1;
-            int best = 0;
-            for (int j = 1; j < V; j++) best = logits->data[j] > logits->data[best] ? j : best;
-            ids[p + 1] = best;
-            ag_ctx_reset(ctx);
-        }
-        double t1 = now_s();
-        for (int p = 0; p < n; p++) {
-            ag_tensor *logits = ag_gpt_forward(ctx, g, ids2, NULL, 1, p + 1, NULL, NULL); // [1,p+1,V]
-            if (!logits) return -1;
-            const ag_real *last = logits->data + (size_t)p * V;
-            int best = 0;
-            for (int j = 1; j < V; j++) best = last[j] > last[best] ? j : best;
-            ids2[p + 1] = best;
-            ag_ctx_reset(ctx);
-        }
-        double t2 = now_s();
+        double cached_s = sample_cached(ctx, g, cache, ids, n);
+        double recompute_s = cached_s < 0 ? -1 : sample_recomputing(ctx, g, ids2, n);
+        if (!(ok = recompute_s >= 0)) break;
         same = same && memcmp(ids, ids2, (size_t)(n + 1) * sizeof(int)) == 0;
-        if (n / (t1 - t0) > *cached_cps) *cached_cps = n / (t1 - t0);
-        if (n / (t2 - t1) > *recompute_cps) *recompute_cps = n / (t2 - t1);
+        if (n / cached_s > *cached_cps) *cached_cps = n / cached_s;
+        if (n / recompute_s > *recompute_cps) *recompute_cps = n / recompute_s;
     }
     free(ids); free(ids2);
     ag_kv_cache_free(cache);
     ag_ctx_free(ctx);
-    return same ? 0 : -1;
+    return ok && same ? 0 : -1;
+}
+
+/* ---- one configuration: train, measure, report ---- */
+
+enum { WARM = 5 };  /* steps left out of the timing: the first grows the arena, the next warm up */
+
+/* The model and the training step's state, set up as char_lm train does */
+typedef struct {
+    ag_gpt *g;
+    ag_ctx *ctx;
+    int B, T;
+    int *x, *y;                 /* [B*T] the batch's inputs and targets */
+    double *step_s;             /* [steps] seconds of each step */
+    ag_adam_cfg ac;
+    ag_lr_schedule sched;
+    ag_rng rng;
+    size_t n_train;             /* batches come from the first 90% of the corpus */
+} trainer;
+
+/* What the timed steps (after WARM) measured */
+typedef struct {
+    int timed;                  /* steps timed */
+    double total, median;       /* seconds: all timed steps, the median one */
+    double t_clip, t_adam;      /* seconds in the gradient norm and in AdamW */
+    ag_profile prof;            /* seconds per op kind, forward and backward */
+    unsigned long allocs_per_step;   /* our malloc/calloc/realloc per step after the first */
+    uint64_t chunk_growth;      /* the arena's chunk mallocs since step 1 */
+} step_timing;
+
+/* Everything one configuration reports */
+typedef struct {
+    step_timing st;
+    size_t n_params;
+    double tok_s, gflops;                   /* training throughput */
+    double sgemm_own, sgemm_split, ceiling; /* sgemm GFLOP/s on the step's shapes */
+    double cached_cps, recompute_cps;       /* sampling: chars/s with and without the KV cache */
+    double rss_mb, model_mb, arena_mb, data_mb, expected_mb;
+    double op_total;                        /* seconds of the ops + clip + AdamW: the shares' 100% */
+} bench_report;
+
+static void trainer_free(trainer *tr)
+{
+    free(tr->x); free(tr->y); free(tr->step_s);
+    ag_ctx_free(tr->ctx);
+    ag_gpt_free(tr->g);
+}
+
+/* false with a message on stderr */
+static bool trainer_init(trainer *tr, const bench_config *bc, const corpus *data, int steps)
+{
+    int B = bc->batch, T = bc->block_size;
+    ag_gpt_config cfg = { .vocab_size = data->vocab.V, .n_layer = bc->n_layer, .n_head = bc->n_head,
+                          .n_embd = bc->n_embd, .block_size = T }; /* the rest: MODEL.md defaults (0) */
+    ag_error err = { 0 };
+    *tr = (trainer){ .B = B, .T = T, .ac = { 0.9, 0.99, 1e-8, 0.1 }, .sched = { 1e-3, 1e-4, 100, 2000 },
+                     .n_train = (size_t)(0.9 * (double)data->n) };
+    tr->g = ag_gpt_new(&cfg, 1337, &err);
+    tr->ctx = ag_ctx_new();
+    tr->x = malloc((size_t)B * T * sizeof(int));
+    tr->y = malloc((size_t)B * T * sizeof(int));
+    tr->step_s = malloc((size_t)steps * sizeof(double));
+    if (!tr->g || !tr->ctx || !tr->x || !tr->y || !tr->step_s) {
+        fprintf(stderr, "bench: %s\n", tr->g ? "out of memory" : err.msg);
+        return false;
+    }
+    ag_ctx_set_recycle_grads(tr->ctx, true); /* as char_lm train does */
+    ag_rng_seed(&tr->rng, 1337);
+    return true;
+}
+
+/* x, y [B*T]: B random windows of the training text, y shifted by one */
+static void sample_batch(trainer *tr, const corpus *data)
+{
+    int T = tr->T;
+    for (int b = 0; b < tr->B; b++) {
+        size_t off = (size_t)ag_rng_below(&tr->rng, tr->n_train - (size_t)T);
+        memcpy(tr->x + b * T, data->ids + off, (size_t)T * sizeof(int));
+        memcpy(tr->y + b * T, data->ids + off + 1, (size_t)T * sizeof(int));
+    }
+}
+
+/* Step it of training: batch, forward, backward, clip, AdamW. Records its time; past the
+ * warm-up, adds clip's and AdamW's to st. false with a message on stderr. */
+static bool train_step(trainer *tr, const corpus *data, int it, step_timing *st)
+{
+    ag_params *P = tr->g->params;
+    double t0 = now_s();
+    sample_batch(tr, data);
+    ag_ctx_profile_mark(tr->ctx);
+    ag_tensor *loss = NULL;
+    ag_gpt_forward(tr->ctx, tr->g, tr->x, tr->y, tr->B, tr->T, &(ag_forward_opts){ .train = true }, &loss);
+    ag_params_zero_grad(P);
+    if (!loss || ag_backward(tr->ctx, loss) != AG_OK) {
+        fprintf(stderr, "bench: %s\n", ag_ctx_error(tr->ctx));
+        return false;
+    }
+    double t1 = now_s();
+    double clip = ag_clip_scale(ag_grad_norm(P), 1.0); /* clip norm 1, folded into AdamW */
+    double t2 = now_s();
+    ag_adamw_step_scaled(P, &tr->ac, ag_lr_at(&tr->sched, it), it + 1, clip);
+    double t3 = now_s();
+    ag_ctx_reset(tr->ctx);
+    tr->step_s[it] = t3 - t0;
+    if (it >= WARM) {
+        st->t_clip += t2 - t1;
+        st->t_adam += t3 - t2;
+    }
+    return true;
+}
+
+/* Runs the steps; st gets the timing of those after WARM and the allocations after the first */
+static bool time_training(trainer *tr, const corpus *data, int steps, step_timing *st)
+{
+    unsigned long allocs_after_first = 0;
+    uint64_t chunk_after_first = 0;
+    for (int it = 0; it < steps; it++) {
+        if (it == WARM) ag_ctx_set_profile(tr->ctx, &st->prof); /* profile the timed steps only */
+        if (it == 1) {
+            allocs_after_first = n_allocs;
+            chunk_after_first = ag_ctx_get_stats(tr->ctx).chunk_mallocs;
+        }
+        if (!train_step(tr, data, it, st)) return false;
+    }
+    st->allocs_per_step = (n_allocs - allocs_after_first) / (unsigned long)(steps - 1);
+    st->chunk_growth = ag_ctx_get_stats(tr->ctx).chunk_mallocs - chunk_after_first;
+    st->timed = steps - WARM;
+    for (int i = WARM; i < steps; i++) st->total += tr->step_s[i];
+    qsort(tr->step_s + WARM, (size_t)st->timed, sizeof(double), cmp_double);
+    st->median = tr->step_s[WARM + st->timed / 2];
+    return true;
+}
+
+/* peak RSS against what we expect to hold: parameters + grads + Adam's m and v, the step
+ * arena's high-water mark and the corpus */
+static void memory_use(bench_report *r, const trainer *tr, const corpus *data)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r->rss_mb = (double)ru.ru_maxrss / 1024;
+    r->model_mb = 4.0 * (double)r->n_params * sizeof(ag_real) / 1048576;
+    r->arena_mb = (double)ag_ctx_get_stats(tr->ctx).arena_high_water / 1048576;
+    r->data_mb = (double)data->n * sizeof(int) / 1048576;
+    r->expected_mb = r->model_mb + r->arena_mb + r->data_mb;
+}
+
+/* After the timed steps: throughput, the sgemm ceiling, sampling speed, memory, op shares.
+ * false with a message on stderr. */
+static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, const corpus *data, int threads)
+{
+    const step_timing *st = &r->st;
+    int V = data->vocab.V;
+    r->n_params = tr->g->params->total;
+    r->tok_s = (double)tr->B * tr->T * st->timed / st->total;
+    r->gflops = step_flops(bc, V) / (st->total / st->timed) / 1e9;
+    r->sgemm_own = gemm_gflops(bc, V, false, threads);
+    r->sgemm_split = gemm_gflops(bc, V, true, threads);
+    r->ceiling = r->sgemm_own > r->sgemm_split ? r->sgemm_own : r->sgemm_split;
+    if (sample_speed(tr->g, bc->block_size, &r->cached_cps, &r->recompute_cps) != 0) {
+        fprintf(stderr, "bench: sampling with the KV cache disagrees with recomputing\n");
+        return false;
+    }
+    memory_use(r, tr, data);
+    r->op_total = st->t_clip + st->t_adam; /* op share of the timed steps */
+    for (int i = 0; i < st->prof.n; i++) r->op_total += st->prof.ops[i].fwd_s + st->prof.ops[i].bwd_s;
+    return true;
+}
+
+static void print_json(const bench_report *r, const bench_config *bc, int threads)
+{
+    const step_timing *st = &r->st;
+    printf("{\"config\": \"%s\", \"threads\": %d, \"steps_timed\": %d, \"tokens_per_s\": %.1f, "
+           "\"mean_ms_per_step\": %.3f, \"median_ms_per_step\": %.3f, \"matmul_gflops\": %.1f, "
+           "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, "
+           "\"allocs_per_step\": %lu, \"arena_chunk_mallocs_after_step1\": %llu, "
+           "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
+           "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"ops\": {",
+           bc->name, threads, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
+           r->ceiling, r->sgemm_own, r->sgemm_split, st->allocs_per_step, (unsigned long long)st->chunk_growth,
+           r->rss_mb, r->expected_mb, r->n_params, r->cached_cps, r->recompute_cps);
+    for (int i = 0; i < st->prof.n; i++)
+        printf("%s\"%s\": {\"fwd_share\": %.4f, \"bwd_share\": %.4f}", i ? ", " : "", st->prof.ops[i].op->name,
+               st->prof.ops[i].fwd_s / r->op_total, st->prof.ops[i].bwd_s / r->op_total);
+    printf(", \"clip\": {\"share\": %.4f}, \"adamw\": {\"share\": %.4f}}}\n", st->t_clip / r->op_total,
+           st->t_adam / r->op_total);
+}
+
+static void print_text(const bench_report *r, const bench_config *bc, int threads)
+{
+    const step_timing *st = &r->st;
+    printf("== %s: n_layer %d n_head %d n_embd %d block %d batch %d, %zu params, %d threads\n", bc->name,
+           bc->n_layer, bc->n_head, bc->n_embd, bc->block_size, bc->batch, r->n_params, threads);
+    printf("  %.0f tokens/s, %.2f ms/step mean, %.2f median (%d steps timed)\n", r->tok_s,
+           1000 * st->total / st->timed, 1000 * st->median, st->timed);
+    printf("  matmul %.1f GFLOP/s = %.0f%% of sgemm on the same shapes and threads (OpenBLAS's own\n"
+           "  pool: %.1f GFLOP/s, split over OpenMP as training does: %.1f)\n", r->gflops,
+           100 * r->gflops / r->ceiling, r->sgemm_own, r->sgemm_split);
+    printf("  time share      forward  backward\n");
+    for (int i = 0; i < st->prof.n; i++)
+        printf("    %-13s %6.1f%%  %6.1f%%\n", st->prof.ops[i].op->name, 100 * st->prof.ops[i].fwd_s / r->op_total,
+               100 * st->prof.ops[i].bwd_s / r->op_total);
+    printf("    %-13s %6.1f%%\n    %-13s %6.1f%%\n", "clip norm", 100 * st->t_clip / r->op_total, "adamw",
+           100 * st->t_adam / r->op_total);
+    printf("  allocations per step after the first: %lu (arena chunk mallocs since step 1: %llu)\n",
+           st->allocs_per_step, (unsigned long long)st->chunk_growth);
+    printf("  sampling %d characters (best of 5): %.0f chars/s with the KV cache, %.0f recomputing the context "
+           "(x%.1f), same tokens\n", bc->block_size, r->cached_cps, r->recompute_cps,
+           r->cached_cps / r->recompute_cps);
+    printf("  peak RSS %.1f MiB; params+grads+adam %.1f + step arena %.1f + data %.1f = %.1f MiB (x%.2f)\n",
+           r->rss_mb, r->model_mb, r->arena_mb, r->data_mb, r->expected_mb, r->rss_mb / r->expected_mb);
 }
 
 static int run_config(const bench_config *bc, const corpus *data, int steps, int threads, bool json)
 {
-    int V = data->vocab.V, B = bc->batch, T = bc->block_size;
-    ag_gpt_config cfg = { .vocab_size = V, .n_layer = bc->n_layer, .n_head = bc->n_head, .n_embd = bc->n_embd,
-                          .block_size = bc->block_size }; /* the rest: MODEL.md defaults (0) */
-    ag_error err = { 0 };
-    ag_gpt *g = ag_gpt_new(&cfg, 1337, &err);
-    ag_ctx *ctx = ag_ctx_new();
-    int *x = malloc((size_t)B * T * sizeof(int)), *y = malloc((size_t)B * T * sizeof(int));
-    double *times = malloc((size_t)steps * sizeof(double)), *t_clip = calloc(1, sizeof(double)),
-           *t_adam = calloc(1, sizeof(double));
-    if (!g || !ctx || !x || !y || !times || !t_clip || !t_adam) {
-        fprintf(stderr, "bench: %s\n", g ? "out of memory" : err.msg);
-        return 1;
-    }
-    ag_ctx_set_recycle_grads(ctx, true); /* as char_lm train does */
-    ag_params *P = g->params;
-    ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.1 };
-    ag_lr_schedule sched = { 1e-3, 1e-4, 100, 2000 };
-    ag_rng rng;
-    ag_rng_seed(&rng, 1337);
-    size_t n_train = (size_t)(0.9 * (double)data->n);
-    ag_profile prof;
-    memset(&prof, 0, sizeof prof);
-    unsigned long allocs_after_first = 0;
-    uint64_t chunk_after_first = 0;
-    const int warm = 5;
-    for (int it = 0; it < steps; it++) {
-        if (it == warm) ag_ctx_set_profile(ctx, &prof); /* profile the timed steps only */
-        if (it == 1) {
-            allocs_after_first = n_allocs;
-            chunk_after_first = ag_ctx_get_stats(ctx).chunk_mallocs;
-        }
-        double t0 = now_s();
-        for (int b = 0; b < B; b++) {
-            size_t off = (size_t)ag_rng_below(&rng, n_train - (size_t)T);
-            memcpy(x + b * T, data->ids + off, (size_t)T * sizeof(int));
-            memcpy(y + b * T, data->ids + off + 1, (size_t)T * sizeof(int));
-        }
-        ag_ctx_profile_mark(ctx);
-        ag_tensor *loss = NULL;
-        ag_gpt_forward(ctx, g, x, y, B, T, &(ag_forward_opts){ .train = true }, &loss);
-        ag_params_zero_grad(P);
-        if (!loss || ag_backward(ctx, loss) != AG_OK) {
-            fprintf(stderr, "bench: %s\n", ag_ctx_error(ctx));
-            return 1;
-        }
-        double t1 = now_s();
-        double clip = ag_clip_scale(ag_grad_norm(P), 1.0); /* clip norm 1, folded into AdamW */
-        double t2 = now_s();
-        ag_adamw_step_scaled(P, &ac, ag_lr_at(&sched, it), it + 1, clip);
-        double t3 = now_s();
-        ag_ctx_reset(ctx);
-        times[it] = t3 - t0;
-        if (it >= warm) {
-            *t_clip += t2 - t1;
-            *t_adam += t3 - t2;
-        }
-    }
-    unsigned long allocs_per_step = (n_allocs - allocs_after_first) / (unsigned long)(steps - 1);
-    uint64_t chunk_growth = ag_ctx_get_stats(ctx).chunk_mallocs - chunk_after_first;
-    int timed = steps - warm;
-    double total = 0;
-    for (int i = warm; i < steps; i++) total += times[i];
-    qsort(times + warm, (size_t)timed, sizeof(double), cmp_double);
-    double median = times[warm + timed / 2];
-    double tok_s = (double)B * T * timed / total;
-    double gflops = step_flops(bc, V) / (total / timed) / 1e9;
-    double sgemm_own = gemm_gflops(bc, V, false, threads), sgemm_split = gemm_gflops(bc, V, true, threads);
-    double ceiling = sgemm_own > sgemm_split ? sgemm_own : sgemm_split;
-    double cached_cps = 0, recompute_cps = 0;
-    if (sample_speed(g, bc->block_size, &cached_cps, &recompute_cps) != 0) {
-        fprintf(stderr, "bench: sampling with the KV cache disagrees with recomputing\n");
-        return 1;
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double rss_mb = (double)ru.ru_maxrss / 1024;
-    double model_mb = 4.0 * (double)P->total * sizeof(ag_real) / 1048576;
-    double arena_mb = (double)ag_ctx_get_stats(ctx).arena_high_water / 1048576;
-    double data_mb = (double)data->n * sizeof(int) / 1048576;
-    double expected_mb = model_mb + arena_mb + data_mb;
-    /* op share of the timed steps */
-    double op_total = *t_clip + *t_adam;
-    for (int i = 0; i < prof.n; i++) op_total += prof.ops[i].fwd_s + prof.ops[i].bwd_s;
-    if (json) {
-        printf("{\"config\": \"%s\", \"threads\": %d, \"steps_timed\": %d, \"tokens_per_s\": %.1f, "
-               "\"mean_ms_per_step\": %.3f, \"median_ms_per_step\": %.3f, \"matmul_gflops\": %.1f, "
-               "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, \"allocs_per_step\": %lu, \"arena_chunk_mallocs_after_step1\": %llu, "
-               "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
-               "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"ops\": {",
-               bc->name, threads, timed, tok_s, 1000 * total / timed, 1000 * median, gflops, ceiling, sgemm_own, sgemm_split,
-               allocs_per_step, (unsigned long long)chunk_growth, rss_mb, expected_mb, P->total, cached_cps,
-               recompute_cps);
-        for (int i = 0; i < prof.n; i++)
-            printf("%s\"%s\": {\"fwd_share\": %.4f, \"bwd_share\": %.4f}", i ? ", " : "", prof.ops[i].op->name,
-                   prof.ops[i].fwd_s / op_total, prof.ops[i].bwd_s / op_total);
-        printf(", \"clip\": {\"share\": %.4f}, \"adamw\": {\"share\": %.4f}}}\n", *t_clip / op_total, *t_adam / op_total);
-    } else {
-        printf("== %s: n_layer %d n_head %d n_embd %d block %d batch %d, %zu params, %d threads\n", bc->name,
-               bc->n_layer, bc->n_head, bc->n_embd, T, B, P->total, threads);
-        printf("  %.0f tokens/s, %.2f ms/step mean, %.2f median (%d steps timed)\n", tok_s, 1000 * total / timed,
-               1000 * median, timed);
-        printf("  matmul %.1f GFLOP/s = %.0f%% of sgemm on the same shapes and threads (OpenBLAS's own\n"
-               "  pool: %.1f GFLOP/s, split over OpenMP as training does: %.1f)\n", gflops, 100 * gflops / ceiling,
-               sgemm_own, sgemm_split);
-        printf("  time share      forward  backward\n");
-        for (int i = 0; i < prof.n; i++)
-            printf("    %-13s %6.1f%%  %6.1f%%\n", prof.ops[i].op->name, 100 * prof.ops[i].fwd_s / op_total,
-                   100 * prof.ops[i].bwd_s / op_total);
-        printf("    %-13s %6.1f%%\n    %-13s %6.1f%%\n", "clip norm", 100 * *t_clip / op_total, "adamw",
-               100 * *t_adam / op_total);
-        printf("  allocations per step after the first: %lu (arena chunk mallocs since step 1: %llu)\n",
-               allocs_per_step, (unsigned long long)chunk_growth);
-        printf("  sampling %d characters (best of 5): %.0f chars/s with the KV cache, %.0f recomputing the context "
-               "(x%.1f), same tokens\n", bc->block_size, cached_cps, recompute_cps, cached_cps / recompute_cps);
-        printf("  peak RSS %.1f MiB; params+grads+adam %.1f + step arena %.1f + data %.1f = %.1f MiB (x%.2f)\n",
-               rss_mb, model_mb, arena_mb, data_mb, expected_mb, rss_mb / expected_mb);
-    }
-    free(x); free(y); free(times); free(t_clip); free(t_adam);
-    ag_ctx_free(ctx);
-    ag_gpt_free(g);
-    return 0;
+    trainer tr;
+    bench_report r = { 0 };
+    bool ok = trainer_init(&tr, bc, data, steps) && time_training(&tr, data, steps, &r.st)
+              && measure(&r, bc, &tr, data, threads);
+    if (ok && json) print_json(&r, bc, threads);
+    else if (ok) print_text(&r, bc, threads);
+    trainer_free(&tr);
+    return ok ? 0 : 1;
 }
 
 /* OpenMP reads its wait policy when the program loads. Its default spins ~300k iterations
@@ -331,45 +446,58 @@ static int run_each_config_alone(int argc, char **argv)
     return rc;
 }
 
-int main(int argc, char **argv)
+typedef struct {
+    const char *which, *path;   /* --config, --data */
+    int steps, threads;         /* steps 0: each configuration's default */
+    bool json;
+} bench_args;
+
+/* 0, or the exit code 2 after a message on stderr */
+static int parse_args(int argc, char **argv, bench_args *a)
 {
-    bounded_omp_spin(argv);
-    const char *which = "all", *path = "data/tinyshakespeare.txt";
-    int steps = 0, threads = 2;
-    bool json = false;
+    *a = (bench_args){ .which = "all", .path = "data/tinyshakespeare.txt", .threads = 2 };
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--json")) json = true;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) a->which = argv[++i];
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) a->steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) a->threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--data") && i + 1 < argc) a->path = argv[++i];
+        else if (!strcmp(argv[i], "--json")) a->json = true;
         else {
             fprintf(stderr, "usage: bench [--config tiny|baby|small|all] [--steps N] [--threads N] [--json] [--data FILE]\n");
             return 2;
         }
     }
-    if (threads < 1 || (steps != 0 && steps < 10)) {
+    if (a->threads < 1 || (a->steps != 0 && a->steps < 10)) {
         fprintf(stderr, "bench: error: --threads must be >= 1 and --steps >= 10\n");
         return 2;
     }
-    if (!strcmp(which, "all")) return run_each_config_alone(argc, argv);
-    ag_threads_init(threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bounded_omp_spin(argv);
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc;
+    if (!strcmp(a.which, "all")) return run_each_config_alone(argc, argv);
+    ag_threads_init(a.threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
     ag_error err = {0};
     corpus data;
-    if (corpus_load(path, &data, &err) != AG_OK) {
+    if (corpus_load(a.path, &data, &err) != AG_OK) {
         fprintf(stderr, "bench: error: %s\n", err.msg);
         return 1;
     }
-    int rc = 0, found = 0;
+    int found = 0;
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
-        if (strcmp(which, "all") && strcmp(which, configs[i].name)) continue;
+        if (strcmp(a.which, configs[i].name)) continue;
         found = 1;
-        int n = steps ? steps : (i == 2 ? 15 : 105); /* small is ~50x baby's work per step */
-        rc |= run_config(&configs[i], &data, n, threads, json);
+        int n = a.steps ? a.steps : (i == 2 ? 15 : 105); /* small is ~50x baby's work per step */
+        rc |= run_config(&configs[i], &data, n, a.threads, a.json);
     }
     corpus_free(&data);
     if (!found) {
-        fprintf(stderr, "bench: error: unknown --config '%s'\n", which);
+        fprintf(stderr, "bench: error: unknown --config '%s'\n", a.which);
         return 2;
     }
     return rc;

@@ -134,6 +134,223 @@ static ag_tensor *mse(ag_ctx *ctx, ag_tensor *out, ag_tensor *target)
     return ag_scale(ctx, sum, (ag_real)(1.0 / n));                  // [1,1]
 }
 
+// --- the demo's state, shared by its parts ---
+
+/* One ctx and one parameter store for the whole demo. The data is fixed and seeded, so every
+ * part starts from the same numbers. */
+typedef struct {
+    ag_ctx *ctx;
+    ag_params *P;                         /* owns W_q, W_k, W_v and their gradients */
+    head_weights w;
+    ag_rng rng;                           /* part 3 draws head 1's weights from it */
+    ag_real X_data[T * C], Y_data[T * D]; /* inputs: data, not parameters */
+    ag_real W_initial[3 * C * D];         /* part 5 uses the head of parts 1-2, before training */
+} demo;
+
+/* the three projections are the model's parameters: gradients flow into them */
+static bool demo_init(demo *d)
+{
+    int sw[2] = { C, D };
+    d->w.Wq = ag_params_add(d->P, "w_q", 2, sw, AG_INIT_ZEROS, 0, false);   // [C,D]
+    d->w.Wk = ag_params_add(d->P, "w_k", 2, sw, AG_INIT_ZEROS, 0, false);   // [C,D]
+    d->w.Wv = ag_params_add(d->P, "w_v", 2, sw, AG_INIT_ZEROS, 0, false);   // [C,D]
+    if (!d->w.Wq || !d->w.Wk || !d->w.Wv || ag_params_alloc(d->P) != AG_OK) return false;
+    ag_rng_seed(&d->rng, 2024);
+    fill_rounded(d->X_data, T * C, &d->rng);
+    fill_rounded(d->P->data, d->P->total, &d->rng);
+    fill_rounded(d->Y_data, T * D, &d->rng);
+    memcpy(d->W_initial, d->P->data, sizeof d->W_initial);
+    return true;
+}
+
+// --- 1. one head ---
+
+/* X and the head's weights, then attention op by op. Returns X [1,T,C] (parts 2 and 3 reuse
+ * it; valid until ag_ctx_reset) or NULL. */
+static ag_tensor *one_head_demo(demo *d)
+{
+    ag_ctx_set_grad(d->ctx, false); /* looking only: no tape is recorded */
+    ag_tensor *X = ag_tensor_new3(d->ctx, 1, T, C);                 // [1,T,C]
+    if (!X) return NULL;
+    memcpy(X->data, d->X_data, sizeof d->X_data);
+    print_matrix("X   [4 tokens, d_model 6]: one embedding per token (fixed, seeded values)", X->data, T, C, false);
+    print_weights("W_q   [d_model 6, d_k 3]", d->w.Wq->data, C, D);
+    print_weights("W_k   [6, 3]", d->w.Wk->data, C, D);
+    print_weights("W_v   [6, 3]", d->w.Wv->data, C, D);
+    return attention(d->ctx, X, &d->w, false, true) ? X : NULL;
+}
+
+// --- 3. two heads ---
+
+/* Full projections Wm[k] [C,C]: head h owns columns h*D .. h*D+D-1. Head 0's columns are
+ * W_q, W_k, W_v of parts 1-2; head 1's are new. */
+static bool two_head_weights(demo *d, ag_tensor *Wm[3])
+{
+    const ag_tensor *single[3] = { d->w.Wq, d->w.Wk, d->w.Wv };
+    for (int k = 0; k < 3; k++) {
+        Wm[k] = ag_tensor_new2(d->ctx, C, C);                       // [C,C]
+        if (!Wm[k]) return false;
+        ag_real extra[C * D];
+        fill_rounded(extra, C * D, &d->rng);
+        for (int i = 0; i < C; i++)
+            for (int j = 0; j < D; j++) {
+                Wm[k]->data[i * C + j] = single[k]->data[i * D + j];
+                Wm[k]->data[i * C + D + j] = extra[i * D + j];
+            }
+    }
+    return true;
+}
+
+/* X [1,T,C] -> [1,T,C]: causal attention in H heads, split and merged, printing the shapes on
+ * the way; *a gets the weights [1,H,T,T]. NULL on error. */
+static ag_tensor *two_heads(ag_ctx *ctx, ag_tensor *X, ag_tensor *const Wm[3], ag_tensor **a)
+{
+    ag_tensor *Q = ag_matmul(ctx, X, Wm[0]);                        // [1,T,C]
+    ag_tensor *K = ag_matmul(ctx, X, Wm[1]);                        // [1,T,C]
+    ag_tensor *V = ag_matmul(ctx, X, Wm[2]);                        // [1,T,C]
+    ag_tensor *q = ag_split_heads(ctx, Q, H);                       // [1,H,T,D]
+    ag_tensor *k = ag_split_heads(ctx, K, H);                       // [1,H,T,D]
+    ag_tensor *v = ag_split_heads(ctx, V, H);                       // [1,H,T,D]
+    ag_tensor *kt = ag_transpose(ctx, k);                           // [1,H,D,T]
+    ag_tensor *s = ag_scale(ctx, ag_matmul(ctx, q, kt), (ag_real)(1 / sqrt((double)D))); // [1,H,T,T]
+    ag_tensor *sm = ag_masked_fill(ctx, s, ag_causal_mask(ctx, T), -INFINITY); // [1,H,T,T]
+    *a = ag_softmax(ctx, sm);                                       // [1,H,T,T]
+    ag_tensor *o = ag_matmul(ctx, *a, v);                           // [1,H,T,D]
+    ag_tensor *merged = ag_merge_heads(ctx, o);                     // [1,T,C]
+    if (!merged) return NULL;
+    printf("shapes ([B,T,C] with B = 1 sequence, H = 2 heads, D = d_k = 3):\n");
+    printf("  X %s  @ W_Q %s          -> Q %s\n", shape(X), shape(Wm[0]), shape(Q));
+    printf("  ag_split_heads(Q, 2)             -> q %s   head h = channels 3h..3h+2\n", shape(q));
+    printf("  q @ k^T (ag_transpose(k) %s) -> scores %s, one [4,4] per head\n", shape(kt), shape(s));
+    printf("  softmax(masked scores / sqrt 3) @ v -> o %s\n", shape(o));
+    printf("  ag_merge_heads(o)                -> %s   the heads side by side again\n\n", shape(merged));
+    return merged;
+}
+
+/* X [1,T,C] in two heads; head 0 is part 2's head, so its half must equal causal_out [1,T,D] */
+static bool two_heads_demo(demo *d, ag_tensor *X, const ag_tensor *causal_out)
+{
+    ag_tensor *Wm[3], *a;
+    if (!two_head_weights(d, Wm)) return false;
+    print_weights("W_Q   [6, 6] = [ W_q of head 0 | W_q of head 1 ]", Wm[0]->data, C, C);
+    ag_tensor *merged = two_heads(d->ctx, X, Wm, &a);               // [1,T,C]
+    if (!merged) return false;
+    for (int h = 0; h < H; h++) {
+        char title[80];
+        snprintf(title, sizeof title, "head %d weights   [4, 4]", h);
+        print_matrix(title, a->data + h * T * T, T, T, true);
+    }
+    print_matrix("merged output   [4, 6] = [ head 0 | head 1 ]", merged->data, T, C, false);
+    double dmax = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < D; j++) dmax = fmax(dmax, fabs(merged->data[t * C + j] - causal_out->data[t * D + j]));
+    printf("Columns 0-2 (head 0) equal part 2's output: max difference %.1e.\n"
+           "Each head attends in its own way; a real layer then mixes them with W_o [6, 6].\n", dmax);
+    return true;
+}
+
+// --- 4. one training step ---
+
+/* A fresh X [1,T,C] and target Y [1,T,D] in the ctx, from the fixed data */
+static bool load_batch(demo *d, ag_tensor **X, ag_tensor **Y)
+{
+    *X = ag_tensor_new3(d->ctx, 1, T, C);                           // [1,T,C]
+    *Y = ag_tensor_new3(d->ctx, 1, T, D);                           // [1,T,D]
+    if (!*X || !*Y) return false;
+    memcpy((*X)->data, d->X_data, sizeof d->X_data);
+    memcpy((*Y)->data, d->Y_data, sizeof d->Y_data);
+    return true;
+}
+
+/* Forward, loss and backward once, showing the loss and dW_q, dW_k, dW_v; *loss0 = the loss */
+static bool gradient_demo(demo *d, double *loss0)
+{
+    ag_ctx_reset(d->ctx);
+    ag_ctx_set_grad(d->ctx, true); /* now record the tape */
+    ag_tensor *X, *Y;
+    if (!load_batch(d, &X, &Y)) return false;
+    print_matrix("target   [4, 3] (fixed): what the causal output should become", Y->data, T, D, false);
+    ag_params_zero_grad(d->P);
+    ag_tensor *out = attention(d->ctx, X, &d->w, true, false);      // [1,T,D]
+    ag_tensor *loss = mse(d->ctx, out, Y);                          // [1,1]
+    if (ag_backward(d->ctx, loss) != AG_OK) return false;
+    *loss0 = loss->data[0];
+    printf("loss = mean((out - target)^2) = %.6f   (%zu ops on the tape, ag_backward walks them back)\n\n",
+           *loss0, ag_ctx_get_stats(d->ctx).tape_nodes);
+    print_weights("dW_q = dloss/dW_q   [6, 3]", d->w.Wq->grad, C, D);
+    print_weights("dW_k   [6, 3]", d->w.Wk->grad, C, D);
+    print_weights("dW_v   [6, 3]", d->w.Wv->grad, C, D);
+    printf("X gets no gradient (%s): it is data, not a parameter; only W_q, W_k, W_v will move.\n\n",
+           X->grad ? "allocated" : "X.grad is NULL");
+    return true;
+}
+
+/* One SGD step, showing that each weight moved by exactly -lr * its gradient */
+static void sgd_step_demo(demo *d, double lr)
+{
+    ag_real before[3 * C * D];
+    memcpy(before, d->P->data, sizeof before);
+    ag_sgd_step(d->P, lr, 0);                                       /* W -= lr * dW */
+    const char *names[3] = { "W_q", "W_k", "W_v" };
+    double worst = 0;
+    for (int m = 0; m < 3; m++) {
+        ag_real delta[C * D];
+        for (int i = 0; i < C * D; i++) {
+            delta[i] = d->P->data[m * C * D + i] - before[m * C * D + i];
+            worst = fmax(worst, fabs(delta[i] + lr * d->P->grad[m * C * D + i]));
+        }
+        char title[96];
+        snprintf(title, sizeof title, "%s after one SGD step (lr %.1f): change = new - old = -lr * d%s", names[m], lr,
+                 names[m]);
+        print_weights(title, delta, C, D);
+    }
+    printf("every change equals -lr * gradient (max deviation %.1e)\n\n", worst);
+}
+
+/* the loss on the same X with the stepped weights, next to loss0 from before the step */
+static bool loss_after_step(demo *d, double loss0)
+{
+    ag_ctx_reset(d->ctx);
+    ag_ctx_set_grad(d->ctx, false);
+    ag_tensor *X, *Y;
+    if (!load_batch(d, &X, &Y)) return false;
+    ag_tensor *loss = mse(d->ctx, attention(d->ctx, X, &d->w, true, false), Y); // [1,1]
+    if (!loss) return false;
+    printf("loss before the step %.6f, after %.6f: the same X, new weights, a smaller error.\n", loss0,
+           (double)loss->data[0]);
+    return true;
+}
+
+/* a few more steps, the training loop in five lines, then the output next to the target */
+static bool training_loop_demo(demo *d, double lr)
+{
+    ag_ctx_set_grad(d->ctx, true);
+    ag_tensor *X = NULL, *Y;
+    for (int it = 2; it <= 50; it++) {
+        ag_ctx_reset(d->ctx);
+        if (!load_batch(d, &X, &Y)) return false;
+        ag_params_zero_grad(d->P);
+        ag_tensor *loss = mse(d->ctx, attention(d->ctx, X, &d->w, true, false), Y); // [1,1]
+        if (ag_backward(d->ctx, loss) != AG_OK) return false;
+        if (it % 10 == 0) printf("  step %2d: loss %.6f\n", it, (double)loss->data[0]);
+        ag_sgd_step(d->P, lr, 0);
+    }
+    ag_tensor *out = attention(d->ctx, X, &d->w, true, false);      // [1,T,D]
+    if (!out) return false;
+    print_matrix("\nafter 50 steps, the causal output   [4, 3] (compare with the target above)", out->data, T, D,
+                 false);
+    return true;
+}
+
+static bool training_demo(demo *d)
+{
+    const double lr = 0.5;
+    double loss0;
+    if (!gradient_demo(d, &loss0)) return false;
+    sgd_step_demo(d, lr);
+    return loss_after_step(d, loss0) && training_loop_demo(d, lr);
+}
+
 // --- 5. padding ---
 
 enum { NB = 2, LEN1 = 2 }; /* the padded batch: sequence 0 has T tokens, sequence 1 LEN1 */
@@ -163,18 +380,17 @@ static ag_tensor *padded_attention(ag_ctx *ctx, ag_tensor *X, const head_weights
     return ag_matmul(ctx, A3, V);                                   // [NB,T,D]
 }
 
-/* Sequence 0 is part 2's X; sequence 1 is its first LEN1 tokens, left-padded to T (as for
- * batched generation), so its first queries are padding that may see only padding keys. */
-static bool padding_demo(ag_ctx *ctx, ag_params *P, const ag_real *X_data, const head_weights *w)
+/* The batch *X [NB,T,C] and its mask [NB,1,T,T] = causal AND key padding, returned. Sequence 0
+ * is part 2's X; sequence 1 is its first LEN1 tokens, left-padded to T (as for batched
+ * generation), so its first queries are padding that may see only padding keys. */
+static ag_tensor *padded_batch(demo *d, ag_tensor **X)
 {
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true);
     int sx[3] = { NB, T, C };
-    ag_tensor *X = ag_tensor_leaf(ctx, 3, sx);                      // [NB,T,C] a leaf: it gets a gradient
-    ag_tensor *kp = ag_tensor_new2(ctx, NB, T);                     // [NB,T] 1 = a real token, 0 = padding
-    if (!X || !kp) return false;
-    memcpy(X->data, X_data, T * C * sizeof(ag_real));
-    memcpy(X->data + (T + T - LEN1) * C, X_data, LEN1 * C * sizeof(ag_real)); /* padding embeddings stay 0 */
+    *X = ag_tensor_leaf(d->ctx, 3, sx);                             // [NB,T,C] a leaf: it gets a gradient
+    ag_tensor *kp = ag_tensor_new2(d->ctx, NB, T);                  // [NB,T] 1 = a real token, 0 = padding
+    if (!*X || !kp) return NULL;
+    memcpy((*X)->data, d->X_data, T * C * sizeof(ag_real));
+    memcpy((*X)->data + (T + T - LEN1) * C, d->X_data, LEN1 * C * sizeof(ag_real)); /* padding embeddings stay 0 */
     for (int t = 0; t < T; t++) {
         kp->data[t] = 1;
         kp->data[T + t] = t >= T - LEN1;
@@ -182,15 +398,21 @@ static bool padding_demo(ag_ctx *ctx, ag_params *P, const ag_real *X_data, const
     printf("A batch of %d sequences of lengths %d and %d, padded to T = %d. Sequence 1 is left-padded\n"
            "(as for batched generation): pad, pad, then part 1's tokens 0 and 1.\n\n", NB, T, LEN1, T);
     print_weights("key padding [2, 4]: row b = sequence b, 1 = a real token, 0 = padding", kp->data, NB, T);
-    ag_tensor *mask = ag_key_padding_mask(ctx, kp, ag_causal_mask(ctx, T)); // [NB,1,T,T]
-    if (!mask) return false;
+    ag_tensor *mask = ag_key_padding_mask(d->ctx, kp, ag_causal_mask(d->ctx, T)); // [NB,1,T,T]
+    if (!mask) return NULL;
     print_matrix("sequence 1's mask = causal AND key padding (ag_key_padding_mask, [2,1,4,4]; it\n"
                  "broadcasts over the heads of scores [B,H,T,T]); sequence 0's is the causal mask",
                  mask->data + T * T, T, T, false);
+    return mask;
+}
 
+/* Masked with -inf: a fully masked row gets zero weights and zero gradient. Returns out
+ * [NB,T,D] (the loss below reads it) or NULL. */
+static ag_tensor *masked_with_inf(demo *d, ag_tensor *X, ag_tensor *mask)
+{
     ag_tensor *Sm, *A;
-    ag_tensor *out = padded_attention(ctx, X, w, mask, -INFINITY, &Sm, &A); // [NB,T,D]
-    if (!out) return false;
+    ag_tensor *out = padded_attention(d->ctx, X, &d->w, mask, -INFINITY, &Sm, &A); // [NB,T,D]
+    if (!out) return NULL;
     print_matrix("sequence 1, scores masked with -inf", Sm->data + T * T, T, T, false);
     print_matrix("sequence 1, weights under -inf (attograd)", A->data + T * T, T, T, true);
     printf("Queries t0 and t1 are padding and see only padding keys: every score is -inf. attograd's\n"
@@ -198,19 +420,29 @@ static bool padding_demo(ag_ctx *ctx, ag_params *P, const ag_real *X_data, const
            "Real queries t2, t3 put zero weight on the padded keys t0, t1.\n\n");
     ag_real ones[NB * T * D];
     for (int i = 0; i < NB * T * D; i++) ones[i] = 1;
-    if (ag_backward_from(ctx, out, ones) != AG_OK) return false; /* d(sum of out) */
+    if (ag_backward_from(d->ctx, out, ones) != AG_OK) return NULL; /* d(sum of out) */
     print_matrix("d(scores) of sequence 1 for the loss sum(out): zero gradient in rows t0, t1 (and t2: a\n"
                  "weight of 1 on one key has no softmax gradient)", Sm->grad + T * T, T, T, false);
     print_weights("dX of sequence 1 [4, 6]: the padding positions (rows 0, 1) get no gradient", X->grad + T * C, T, C);
-    ag_params_zero_grad(P);
+    ag_params_zero_grad(d->P);
+    return out;
+}
 
-    ag_ctx_set_grad(ctx, false);
-    ag_tensor *A9;
-    if (!padded_attention(ctx, X, w, mask, (ag_real)-1e9, &Sm, &A9)) return false;
+/* Masked with -1e9 instead: a fully masked row becomes uniform and attends to padding */
+static bool masked_with_1e9(demo *d, ag_tensor *X, ag_tensor *mask)
+{
+    ag_ctx_set_grad(d->ctx, false);
+    ag_tensor *Sm, *A9;
+    if (!padded_attention(d->ctx, X, &d->w, mask, (ag_real)-1e9, &Sm, &A9)) return false;
     print_matrix("sequence 1, weights under -1e9 (a finite stand-in for -inf)", A9->data + T * T, T, T, true);
     printf("With -1e9 a fully masked row is all -1e9, and softmax of equal scores is uniform: t0 and\n"
            "t1 put 1/4 on every key, padding (and the future) included. Real rows are as under -inf.\n\n");
+    return true;
+}
 
+/* The textbook softmax of a row of -inf is nan, as in PyTorch */
+static void textbook_masked_row(void)
+{
     double row[T], y[T];
     for (int j = 0; j < T; j++) row[j] = -INFINITY;
     textbook_softmax(y, row, T);
@@ -220,8 +452,11 @@ static bool padding_demo(ag_ctx *ctx, ag_params *P, const ag_real *X_data, const
            "and -inf - -inf is nan. PyTorch 1.13 gives the same: torch.softmax of a row of -inf is nan;\n"
            "nn.MultiheadAttention returns nan for such a query, one layer's gradient is then nan\n"
            "everywhere, and a second layer turns every output nan (zero weight * nan value = nan).\n\n");
+}
 
-    /* the loss of the padded batch: out [NB,T,D] as logits over D classes, padding targets -100 */
+/* the loss of the padded batch: out [NB,T,D] as logits over D classes, padding targets -100 */
+static bool padded_loss(ag_ctx *ctx, ag_tensor *out)
+{
     const int targets[NB * T] = { 0, 1, 2, 0, -100, -100, 1, 2 }, real_targets[T + LEN1] = { 0, 1, 2, 0, 1, 2 };
     ag_tensor *loss = ag_cross_entropy_ignore(ctx, out, targets, -100);      // [1]
     ag_tensor *real = ag_tensor_new2(ctx, T + LEN1, D);             // [6,D] the real positions alone
@@ -235,6 +470,18 @@ static bool padding_demo(ag_ctx *ctx, ag_params *P, const ag_real *X_data, const
            "the 6 real positions (ag_cross_entropy over those rows alone: %.6f).\n",
            (double)loss->data[0], (double)loss_real->data[0]);
     return true;
+}
+
+static bool padding_demo(demo *d)
+{
+    memcpy(d->P->data, d->W_initial, sizeof d->W_initial); /* the head of parts 1-2, untrained */
+    ag_ctx_reset(d->ctx);
+    ag_ctx_set_grad(d->ctx, true);
+    ag_tensor *X, *out;
+    ag_tensor *mask = padded_batch(d, &X);                          // [NB,1,T,T]
+    if (!mask || !(out = masked_with_inf(d, X, mask)) || !masked_with_1e9(d, X, mask)) return false;
+    textbook_masked_row();
+    return padded_loss(d->ctx, out);
 }
 
 // --- 6. the classic 3-token example ---
@@ -274,178 +521,31 @@ static int fail(ag_ctx *ctx, ag_params *P)
 int main(void)
 {
     ag_threads_init(1);
-    ag_ctx *ctx = ag_ctx_new();
-    ag_params *P = ag_params_new();
-    if (!ctx || !P) return fail(ctx, P);
+    demo d = { .ctx = ag_ctx_new(), .P = ag_params_new() };
+    if (!d.ctx || !d.P || !demo_init(&d)) return fail(d.ctx, d.P);
 
-    /* the three projections are the model's parameters: gradients flow into them */
-    int sw[2] = { C, D };
-    head_weights w = {
-        ag_params_add(P, "w_q", 2, sw, AG_INIT_ZEROS, 0, false),   // [C,D]
-        ag_params_add(P, "w_k", 2, sw, AG_INIT_ZEROS, 0, false),   // [C,D]
-        ag_params_add(P, "w_v", 2, sw, AG_INIT_ZEROS, 0, false),   // [C,D]
-    };
-    if (!w.Wq || !w.Wk || !w.Wv || ag_params_alloc(P) != AG_OK) return fail(ctx, P);
-    ag_rng rng;
-    ag_rng_seed(&rng, 2024);
-    ag_real X_data[T * C], Y_data[T * D];                           /* inputs: data, not parameters */
-    fill_rounded(X_data, T * C, &rng);
-    fill_rounded(P->data, P->total, &rng);
-    fill_rounded(Y_data, T * D, &rng);
-    ag_real W_initial[3 * C * D]; /* part 5 uses the head of parts 1-2, before training */
-    memcpy(W_initial, P->data, sizeof W_initial);
-
-    // --- 1. one head ---
     banner("1. Scaled dot-product attention, one head: 4 tokens, d_model 6, d_k 3");
-    ag_ctx_set_grad(ctx, false); /* looking only: no tape is recorded */
-    ag_tensor *X = ag_tensor_new3(ctx, 1, T, C);                    // [1,T,C]
-    if (!X) return fail(ctx, P);
-    memcpy(X->data, X_data, sizeof X_data);
-    print_matrix("X   [4 tokens, d_model 6]: one embedding per token (fixed, seeded values)", X->data, T, C, false);
-    print_weights("W_q   [d_model 6, d_k 3]", w.Wq->data, C, D);
-    print_weights("W_k   [6, 3]", w.Wk->data, C, D);
-    print_weights("W_v   [6, 3]", w.Wv->data, C, D);
-    if (!attention(ctx, X, &w, false, true)) return fail(ctx, P);
+    ag_tensor *X = one_head_demo(&d);                               // [1,T,C]
+    if (!X) return fail(d.ctx, d.P);
 
-    // --- 2. causal ---
     banner("2. The same with a causal mask: token t sees tokens 0..t only");
-    ag_tensor *causal_out = attention(ctx, X, &w, true, true);      // [1,T,D]
-    if (!causal_out) return fail(ctx, P);
+    ag_tensor *causal_out = attention(d.ctx, X, &d.w, true, true);  // [1,T,D]
+    if (!causal_out) return fail(d.ctx, d.P);
     printf("Row 0 attends only to itself (weight 1.000): the first token has nothing else to read.\n");
 
-    // --- 3. two heads ---
     banner("3. Two heads: d_model 6 -> 2 heads of d_k 3, split and merged");
-    /* full projections [C,C]: head h owns columns h*D .. h*D+D-1. Head 0's columns are W_q,
-     * W_k, W_v of parts 1-2; head 1's are new. */
-    ag_tensor *Wm[3];
-    const ag_tensor *single[3] = { w.Wq, w.Wk, w.Wv };
-    for (int k = 0; k < 3; k++) {
-        Wm[k] = ag_tensor_new2(ctx, C, C);                          // [C,C]
-        if (!Wm[k]) return fail(ctx, P);
-        ag_real extra[C * D];
-        fill_rounded(extra, C * D, &rng);
-        for (int i = 0; i < C; i++)
-            for (int j = 0; j < D; j++) {
-                Wm[k]->data[i * C + j] = single[k]->data[i * D + j];
-                Wm[k]->data[i * C + D + j] = extra[i * D + j];
-            }
-    }
-    print_weights("W_Q   [6, 6] = [ W_q of head 0 | W_q of head 1 ]", Wm[0]->data, C, C);
-    ag_tensor *Q = ag_matmul(ctx, X, Wm[0]);                        // [1,T,C]
-    ag_tensor *K = ag_matmul(ctx, X, Wm[1]);                        // [1,T,C]
-    ag_tensor *V = ag_matmul(ctx, X, Wm[2]);                        // [1,T,C]
-    ag_tensor *q = ag_split_heads(ctx, Q, H);                       // [1,H,T,D]
-    ag_tensor *k = ag_split_heads(ctx, K, H);                       // [1,H,T,D]
-    ag_tensor *v = ag_split_heads(ctx, V, H);                       // [1,H,T,D]
-    ag_tensor *kt = ag_transpose(ctx, k);                           // [1,H,D,T]
-    ag_tensor *s = ag_scale(ctx, ag_matmul(ctx, q, kt), (ag_real)(1 / sqrt((double)D))); // [1,H,T,T]
-    ag_tensor *sm = ag_masked_fill(ctx, s, ag_causal_mask(ctx, T), -INFINITY); // [1,H,T,T]
-    ag_tensor *a = ag_softmax(ctx, sm);                             // [1,H,T,T]
-    ag_tensor *o = ag_matmul(ctx, a, v);                            // [1,H,T,D]
-    ag_tensor *merged = ag_merge_heads(ctx, o);                     // [1,T,C]
-    if (!merged) return fail(ctx, P);
-    printf("shapes ([B,T,C] with B = 1 sequence, H = 2 heads, D = d_k = 3):\n");
-    printf("  X %s  @ W_Q %s          -> Q %s\n", shape(X), shape(Wm[0]), shape(Q));
-    printf("  ag_split_heads(Q, 2)             -> q %s   head h = channels 3h..3h+2\n", shape(q));
-    printf("  q @ k^T (ag_transpose(k) %s) -> scores %s, one [4,4] per head\n", shape(kt), shape(s));
-    printf("  softmax(masked scores / sqrt 3) @ v -> o %s\n", shape(o));
-    printf("  ag_merge_heads(o)                -> %s   the heads side by side again\n\n", shape(merged));
-    for (int h = 0; h < H; h++) {
-        char title[80];
-        snprintf(title, sizeof title, "head %d weights   [4, 4]", h);
-        print_matrix(title, a->data + h * T * T, T, T, true);
-    }
-    print_matrix("merged output   [4, 6] = [ head 0 | head 1 ]", merged->data, T, C, false);
-    double dmax = 0;
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < D; j++) dmax = fmax(dmax, fabs(merged->data[t * C + j] - causal_out->data[t * D + j]));
-    printf("Columns 0-2 (head 0) equal part 2's output: max difference %.1e.\n"
-           "Each head attends in its own way; a real layer then mixes them with W_o [6, 6].\n", dmax);
+    if (!two_heads_demo(&d, X, causal_out)) return fail(d.ctx, d.P);
 
-    // --- 4. one training step ---
     banner("4. One training step: the gradient changes W_q, W_k and W_v");
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true); /* now record the tape */
-    X = ag_tensor_new3(ctx, 1, T, C);                               // [1,T,C]
-    ag_tensor *Y = ag_tensor_new3(ctx, 1, T, D);                    // [1,T,D]
-    if (!X || !Y) return fail(ctx, P);
-    memcpy(X->data, X_data, sizeof X_data);
-    memcpy(Y->data, Y_data, sizeof Y_data);
-    print_matrix("target   [4, 3] (fixed): what the causal output should become", Y->data, T, D, false);
-    ag_params_zero_grad(P);
-    ag_tensor *out = attention(ctx, X, &w, true, false);            // [1,T,D]
-    ag_tensor *loss = mse(ctx, out, Y);                             // [1,1]
-    if (ag_backward(ctx, loss) != AG_OK) return fail(ctx, P);
-    double loss0 = loss->data[0];
-    printf("loss = mean((out - target)^2) = %.6f   (%zu ops on the tape, ag_backward walks them back)\n\n",
-           loss0, ag_ctx_get_stats(ctx).tape_nodes);
-    print_weights("dW_q = dloss/dW_q   [6, 3]", w.Wq->grad, C, D);
-    print_weights("dW_k   [6, 3]", w.Wk->grad, C, D);
-    print_weights("dW_v   [6, 3]", w.Wv->grad, C, D);
-    printf("X gets no gradient (%s): it is data, not a parameter; only W_q, W_k, W_v will move.\n\n",
-           X->grad ? "allocated" : "X.grad is NULL");
+    if (!training_demo(&d)) return fail(d.ctx, d.P);
 
-    const double lr = 0.5;
-    ag_real before[3 * C * D];
-    memcpy(before, P->data, sizeof before);
-    ag_sgd_step(P, lr, 0);                                          /* W -= lr * dW */
-    const char *names[3] = { "W_q", "W_k", "W_v" };
-    double worst = 0;
-    for (int m = 0; m < 3; m++) {
-        ag_real delta[C * D];
-        for (int i = 0; i < C * D; i++) {
-            delta[i] = P->data[m * C * D + i] - before[m * C * D + i];
-            worst = fmax(worst, fabs(delta[i] + lr * P->grad[m * C * D + i]));
-        }
-        char title[96];
-        snprintf(title, sizeof title, "%s after one SGD step (lr %.1f): change = new - old = -lr * d%s", names[m], lr,
-                 names[m]);
-        print_weights(title, delta, C, D);
-    }
-    printf("every change equals -lr * gradient (max deviation %.1e)\n\n", worst);
-
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, false);
-    X = ag_tensor_new3(ctx, 1, T, C);
-    Y = ag_tensor_new3(ctx, 1, T, D);
-    if (!X || !Y) return fail(ctx, P);
-    memcpy(X->data, X_data, sizeof X_data);
-    memcpy(Y->data, Y_data, sizeof Y_data);
-    loss = mse(ctx, attention(ctx, X, &w, true, false), Y);
-    if (!loss) return fail(ctx, P);
-    printf("loss before the step %.6f, after %.6f: the same X, new weights, a smaller error.\n", loss0,
-           (double)loss->data[0]);
-
-    /* a few more steps, the training loop in five lines */
-    ag_ctx_set_grad(ctx, true);
-    for (int it = 2; it <= 50; it++) {
-        ag_ctx_reset(ctx);
-        X = ag_tensor_new3(ctx, 1, T, C);
-        Y = ag_tensor_new3(ctx, 1, T, D);
-        if (!X || !Y) return fail(ctx, P);
-        memcpy(X->data, X_data, sizeof X_data);
-        memcpy(Y->data, Y_data, sizeof Y_data);
-        ag_params_zero_grad(P);
-        loss = mse(ctx, attention(ctx, X, &w, true, false), Y);
-        if (ag_backward(ctx, loss) != AG_OK) return fail(ctx, P);
-        if (it % 10 == 0) printf("  step %2d: loss %.6f\n", it, (double)loss->data[0]);
-        ag_sgd_step(P, lr, 0);
-    }
-    out = attention(ctx, X, &w, true, false);                      // [1,T,D]
-    if (!out) return fail(ctx, P);
-    print_matrix("\nafter 50 steps, the causal output   [4, 3] (compare with the target above)", out->data, T, D,
-                 false);
-
-    // --- 5. padding ---
     banner("5. Padding: a batch of sequences of different lengths");
-    memcpy(P->data, W_initial, sizeof W_initial);
-    if (!padding_demo(ctx, P, X_data, &w)) return fail(ctx, P);
+    if (!padding_demo(&d)) return fail(d.ctx, d.P);
 
-    // --- 6. the 3-token example ---
     banner("6. The classic 3-token example: Q = K = V = [[1,0,1,0], [0,1,0,1], [1,1,0,0]]");
-    if (!three_token_demo(ctx)) return fail(ctx, P);
+    if (!three_token_demo(d.ctx)) return fail(d.ctx, d.P);
 
-    ag_ctx_free(ctx);
-    ag_params_free(P);
+    ag_ctx_free(d.ctx);
+    ag_params_free(d.P);
     return 0;
 }

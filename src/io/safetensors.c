@@ -226,6 +226,68 @@ static char *dir_of(const char *path)
     return d;
 }
 
+/* "<path>.tmp.<pid>", malloc'd; NULL on OOM. In path's directory, so the rename stays on one
+ * filesystem. */
+static char *tmp_name(const char *path)
+{
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (tmp) snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    return tmp;
+}
+
+/* The whole file: header length, header padded with spaces, data, flushed. false with errno
+ * set by the stream. */
+static bool write_contents(FILE *fp, const char *hdr, const ag_st_tensor *tensors, int n)
+{
+    size_t hlen = strlen(hdr);
+    size_t padded = (hlen + 7) / 8 * 8;   /* 8 + padded is a multiple of 8: data aligned */
+    unsigned char len8[8];
+    put_u64le(len8, (uint64_t)padded);
+    static const char spaces[] = "       ";   /* 7: the most padding needed */
+    return write_all(fp, len8, 8) && write_all(fp, hdr, hlen) && write_all(fp, spaces, padded - hlen)
+           && write_data(fp, tensors, n) && fflush(fp) == 0;
+}
+
+/* Creates tmp, writes the file into it, fsyncs and closes it (path only names the target in
+ * messages). On a failure after creating it, tmp is removed. */
+static ag_status write_tmp(const char *tmp, const char *path, const char *hdr, const ag_st_tensor *tensors,
+                           int n, ag_error *err)
+{
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+    ag_status st = AG_OK;
+    if (!write_contents(fp, hdr, tensors, n))
+        st = ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    else if (fsync(fileno(fp)) != 0)
+        st = ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (fclose(fp) != 0 && st == AG_OK)   /* a close can report a late write error */
+        st = ag_seterr(err, AG_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    if (st != AG_OK) remove(tmp);
+    return st;
+}
+
+/* Renames tmp over path (removing tmp if that fails), then syncs dir so that the rename itself
+ * is durable. */
+static ag_status replace_with(const char *path, const char *tmp, const char *dir, ag_error *err)
+{
+    if (rename(tmp, path) != 0) {
+        ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+        remove(tmp);
+        return AG_ERR_IO;
+    }
+    /* a filesystem that cannot sync directories says EINVAL */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
+        ag_seterr(err, AG_ERR_IO, "%s: written, but syncing directory %s failed: %s", path, dir,
+                  strerror(errno));
+        if (dfd >= 0) close(dfd);
+        return AG_ERR_IO;
+    }
+    close(dfd);
+    return AG_OK;
+}
+
 ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
                      int n_meta, ag_error *err)
 {
@@ -236,65 +298,10 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     char *hdr;
     ag_status st = build_header(&hdr, path, tensors, n, meta, n_meta, err);
     if (st != AG_OK) return st;
-    size_t hlen = strlen(hdr);
-    size_t padded = (hlen + 7) / 8 * 8;   /* 8 + padded is a multiple of 8: data aligned */
-
-    char *tmp = NULL, *dir = NULL;
-    FILE *fp = NULL;
-    bool created = false;
-    st = AG_ERR_NOMEM;
-    size_t tlen = strlen(path) + 32;
-    tmp = malloc(tlen);
-    dir = dir_of(path);
-    if (!tmp || !dir) {
-        ag_seterr(err, st, "%s: out of memory", path);
-        goto out;
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-    st = AG_ERR_IO;
-    fp = fopen(tmp, "wb");
-    if (!fp) {
-        ag_seterr(err, st, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto out;
-    }
-    created = true;
-    unsigned char len8[8];
-    put_u64le(len8, (uint64_t)padded);
-    static const char spaces[] = "       ";   /* 7: the most padding needed */
-    if (!write_all(fp, len8, 8) || !write_all(fp, hdr, hlen) || !write_all(fp, spaces, padded - hlen)
-        || !write_data(fp, tensors, n) || fflush(fp) != 0) {
-        ag_seterr(err, st, "%s: write failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (fsync(fileno(fp)) != 0) {
-        ag_seterr(err, st, "%s: fsync failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    int rc = fclose(fp);
-    fp = NULL;
-    if (rc != 0) {
-        ag_seterr(err, st, "%s: close failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        ag_seterr(err, st, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-        goto out;
-    }
-    created = false;   /* the temporary file is now <path> */
-    /* make the rename itself durable; a filesystem that cannot sync directories says EINVAL */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
-        ag_seterr(err, st, "%s: written, but syncing directory %s failed: %s", path, dir,
-                  strerror(errno));
-        if (dfd >= 0) close(dfd);
-        goto out;
-    }
-    close(dfd);
-    st = AG_OK;
-out:
-    if (fp) fclose(fp);
-    if (created) remove(tmp);
+    char *tmp = tmp_name(path), *dir = dir_of(path);
+    if (!tmp || !dir) st = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", path);
+    if (st == AG_OK) st = write_tmp(tmp, path, hdr, tensors, n, err);
+    if (st == AG_OK) st = replace_with(path, tmp, dir, err);
     free(tmp);
     free(dir);
     free(hdr);
@@ -332,39 +339,50 @@ void ag_st_free(ag_st_file *f)
     free(f);
 }
 
-/* Reads the whole file into f->buf. */
-static bool read_file(ag_st_file *f, uint64_t *size, ag_error *err)
+/* A regular file of 8 bytes to 4 GiB, or false with the reason in err */
+static bool check_file_stat(const char *path, const struct stat *sb, ag_error *err)
 {
-    const char *path = f->path;
+    uint64_t n = (uint64_t)sb->st_size;
+    if (!S_ISREG(sb->st_mode))
+        ag_seterr(err, AG_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb->st_mode) ? " (a directory)" : "");
+    else if (n > ST_MAX_FILE || n > SIZE_MAX)
+        ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, more than the 4 GiB this reader accepts", path,
+                  (unsigned long long)n);
+    else if (n < 8)
+        ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, too short for the 8-byte header length", path,
+                  (unsigned long long)n);
+    else
+        return true;
+    return false;
+}
+
+/* Opens path for reading, with *size its size; NULL (message in err) when it cannot be opened
+ * or check_file_stat refuses it. */
+static FILE *open_checked(const char *path, uint64_t *size, ag_error *err)
+{
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return false;
+        return NULL;
     }
     struct stat sb;
     if (fstat(fileno(fp), &sb) != 0) {
         ag_seterr(err, AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        fclose(fp);
-        return false;
+    } else if (check_file_stat(path, &sb, err)) {
+        *size = (uint64_t)sb.st_size;
+        return fp;
     }
-    if (!S_ISREG(sb.st_mode)) {
-        ag_seterr(err, AG_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a directory)" : "");
-        fclose(fp);
-        return false;
-    }
-    uint64_t n = (uint64_t)sb.st_size;
-    if (n > ST_MAX_FILE || n > SIZE_MAX) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, more than the 4 GiB this reader accepts", path,
-                  (unsigned long long)n);
-        fclose(fp);
-        return false;
-    }
-    if (n < 8) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, too short for the 8-byte header length", path,
-                  (unsigned long long)n);
-        fclose(fp);
-        return false;
-    }
+    fclose(fp);
+    return NULL;
+}
+
+/* Reads the whole file into f->buf. */
+static bool read_file(ag_st_file *f, uint64_t *size, ag_error *err)
+{
+    const char *path = f->path;
+    uint64_t n;
+    FILE *fp = open_checked(path, &n, err);
+    if (!fp) return false;
     f->buf = malloc((size_t)n);
     if (!f->buf) {
         ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading %llu bytes", path, (unsigned long long)n);
@@ -393,6 +411,72 @@ static bool json_uint(const json_t *v, uint64_t max, uint64_t *out)
     return true;
 }
 
+/* e->ndim and e->shape from the entry's "shape": 0..AG_MAX_DIMS integers in [0, INT_MAX] */
+static bool parse_shape(const char *path, const json_t *shape, st_entry *e, ag_error *err)
+{
+    if (!json_is_array(shape) || json_array_size(shape) > AG_MAX_DIMS) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' needs a shape array of 0..%d dims", path, e->name,
+                  AG_MAX_DIMS);
+        return false;
+    }
+    e->ndim = (int)json_array_size(shape);
+    for (int d = 0; d < e->ndim; d++) {
+        uint64_t s;
+        if (!json_uint(json_array_get(shape, (size_t)d), INT_MAX, &s)) {
+            ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s': shape entry %d is not an integer in [0, %d]", path,
+                      e->name, d, INT_MAX);
+            return false;
+        }
+        e->shape[d] = (int)s;
+    }
+    return true;
+}
+
+/* e->begin, e->end from the entry's "data_offsets", a range inside f's data area */
+static bool parse_offsets(const ag_st_file *f, const json_t *offs, st_entry *e, ag_error *err)
+{
+    const char *path = f->path, *name = e->name;
+    if (!json_is_array(offs) || json_array_size(offs) != 2
+        || !json_uint(json_array_get(offs, 0), UINT64_MAX >> 1, &e->begin)
+        || !json_uint(json_array_get(offs, 1), UINT64_MAX >> 1, &e->end)) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' needs data_offsets [begin, end] of non-negative integers",
+                  path, name);
+        return false;
+    }
+    if (e->begin > e->end) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] with begin > end", path, name,
+                  (unsigned long long)e->begin, (unsigned long long)e->end);
+        return false;
+    }
+    if (e->end > f->data_size) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] outside the data area "
+                  "of %llu bytes", path, name, (unsigned long long)e->begin,
+                  (unsigned long long)e->end, (unsigned long long)f->data_size);
+        return false;
+    }
+    return true;
+}
+
+/* The offsets must hold exactly the shape's F32 values: no more, no less. */
+static bool check_span(const char *path, const st_entry *e, ag_error *err)
+{
+    uint64_t bytes;
+    char sb[64];
+    shape_str(sb, sizeof sb, e->ndim, e->shape);
+    if (!shape_bytes(e->ndim, e->shape, UINT64_MAX, &bytes)) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has an impossibly large shape %s", path, e->name, sb);
+        return false;
+    }
+    if (bytes != e->end - e->begin) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' of shape %s needs %llu bytes of F32, data_offsets "
+                  "[%llu, %llu] hold %llu", path, e->name, sb, (unsigned long long)bytes,
+                  (unsigned long long)e->begin, (unsigned long long)e->end,
+                  (unsigned long long)(e->end - e->begin));
+        return false;
+    }
+    return true;
+}
+
 /* Checks one header entry and fills e. */
 static bool parse_entry(const ag_st_file *f, const char *name, const json_t *v, st_entry *e, ag_error *err)
 {
@@ -412,55 +496,8 @@ static bool parse_entry(const ag_st_file *f, const char *name, const json_t *v, 
                   json_string_value(dtype));
         return false;
     }
-    const json_t *shape = json_object_get(v, "shape");
-    if (!json_is_array(shape) || json_array_size(shape) > AG_MAX_DIMS) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' needs a shape array of 0..%d dims", path, name, AG_MAX_DIMS);
-        return false;
-    }
-    e->ndim = (int)json_array_size(shape);
-    for (int d = 0; d < e->ndim; d++) {
-        uint64_t s;
-        if (!json_uint(json_array_get(shape, (size_t)d), INT_MAX, &s)) {
-            ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s': shape entry %d is not an integer in [0, %d]", path,
-                      name, d, INT_MAX);
-            return false;
-        }
-        e->shape[d] = (int)s;
-    }
-    const json_t *offs = json_object_get(v, "data_offsets");
-    if (!json_is_array(offs) || json_array_size(offs) != 2
-        || !json_uint(json_array_get(offs, 0), UINT64_MAX >> 1, &e->begin)
-        || !json_uint(json_array_get(offs, 1), UINT64_MAX >> 1, &e->end)) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' needs data_offsets [begin, end] of non-negative integers",
-                  path, name);
-        return false;
-    }
-    if (e->begin > e->end) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] with begin > end", path, name,
-                  (unsigned long long)e->begin, (unsigned long long)e->end);
-        return false;
-    }
-    if (e->end > f->data_size) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] outside the data area "
-                  "of %llu bytes", path, name, (unsigned long long)e->begin,
-                  (unsigned long long)e->end, (unsigned long long)f->data_size);
-        return false;
-    }
-    uint64_t bytes;
-    char sb[64];
-    shape_str(sb, sizeof sb, e->ndim, e->shape);
-    if (!shape_bytes(e->ndim, e->shape, UINT64_MAX, &bytes)) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' has an impossibly large shape %s", path, name, sb);
-        return false;
-    }
-    if (bytes != e->end - e->begin) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: tensor '%s' of shape %s needs %llu bytes of F32, data_offsets "
-                  "[%llu, %llu] hold %llu", path, name, sb, (unsigned long long)bytes,
-                  (unsigned long long)e->begin, (unsigned long long)e->end,
-                  (unsigned long long)(e->end - e->begin));
-        return false;
-    }
-    return true;
+    return parse_shape(path, json_object_get(v, "shape"), e, err)
+           && parse_offsets(f, json_object_get(v, "data_offsets"), e, err) && check_span(path, e, err);
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -496,6 +533,89 @@ static bool check_overlap(const ag_st_file *f, ag_error *err)
     return true;
 }
 
+/* The header length from the first 8 bytes, checked against the file and the 100 MB limit;
+ * f->data and f->data_size locate the data area after it. */
+static bool find_data(ag_st_file *f, uint64_t size, uint64_t *hlen, ag_error *err)
+{
+    *hlen = get_u64le(f->buf);
+    if (*hlen > size - 8) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header length %llu exceeds file size %llu", f->path,
+                  (unsigned long long)*hlen, (unsigned long long)size);
+        return false;
+    }
+    if (*hlen > ST_MAX_HEADER) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit", f->path,
+                  (unsigned long long)*hlen);
+        return false;
+    }
+    f->data = f->buf + 8 + *hlen;
+    f->data_size = size - 8 - *hlen;
+    return true;
+}
+
+/* f->root from the JSON header (a JSON object, no duplicate keys), and f->e with room for
+ * every entry */
+static bool parse_header(ag_st_file *f, uint64_t hlen, ag_error *err)
+{
+    json_error_t je;
+    f->root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!f->root) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not valid JSON: %s (header byte %d)", f->path, je.text,
+                  je.position);
+        return false;
+    }
+    if (!json_is_object(f->root)) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not a JSON object", f->path);
+        return false;
+    }
+    size_t count = json_object_size(f->root);
+    f->e = malloc((count ? count : 1) * sizeof *f->e);
+    if (!f->e) {
+        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", f->path);
+        return false;
+    }
+    return true;
+}
+
+/* "__metadata__" must map keys to strings; then f->meta = v */
+static bool parse_metadata(ag_st_file *f, json_t *v, ag_error *err)
+{
+    if (!json_is_object(v)) {
+        ag_seterr(err, AG_ERR_FORMAT, "%s: %s is not an object", f->path, ST_META_KEY);
+        return false;
+    }
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(v, mk, mv) {
+        if (!json_is_string(mv)) {
+            ag_seterr(err, AG_ERR_FORMAT, "%s: %s value for '%s' is not a string", f->path, ST_META_KEY, mk);
+            return false;
+        }
+    }
+    f->meta = v;
+    return true;
+}
+
+/* f->e[0..n) from the header's tensor entries, in file order; the metadata to f->meta */
+static bool parse_entries(ag_st_file *f, ag_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->root, key, v) {   /* insertion order = file order */
+        if (strcmp(key, ST_META_KEY) == 0) {
+            if (!parse_metadata(f, v, err)) return false;
+            continue;
+        }
+        if (f->n >= INT_MAX) {
+            ag_seterr(err, AG_ERR_FORMAT, "%s: too many tensors", f->path);
+            return false;
+        }
+        if (!parse_entry(f, key, v, &f->e[f->n], err)) return false;
+        f->n++;
+    }
+    return true;
+}
+
 ag_st_file *ag_st_load(const char *path, ag_error *err)
 {
     if (!path) {
@@ -508,69 +628,11 @@ ag_st_file *ag_st_load(const char *path, ag_error *err)
         ag_st_free(f);
         return NULL;
     }
-    uint64_t size;
-    if (!read_file(f, &size, err)) goto fail;
-
-    uint64_t hlen = get_u64le(f->buf);
-    if (hlen > size - 8) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: header length %llu exceeds file size %llu", path,
-                  (unsigned long long)hlen, (unsigned long long)size);
-        goto fail;
-    }
-    if (hlen > ST_MAX_HEADER) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: header length %llu is over the 100 MB limit", path,
-                  (unsigned long long)hlen);
-        goto fail;
-    }
-    f->data = f->buf + 8 + hlen;
-    f->data_size = size - 8 - hlen;
-
-    json_error_t je;
-    f->root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
-    if (!f->root) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not valid JSON: %s (header byte %d)", path, je.text,
-                  je.position);
-        goto fail;
-    }
-    if (!json_is_object(f->root)) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not a JSON object", path);
-        goto fail;
-    }
-    size_t count = json_object_size(f->root);
-    f->e = malloc((count ? count : 1) * sizeof *f->e);
-    if (!f->e) {
-        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", path);
-        goto fail;
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(f->root, key, v) {   /* insertion order = file order */
-        if (strcmp(key, ST_META_KEY) == 0) {
-            if (!json_is_object(v)) {
-                ag_seterr(err, AG_ERR_FORMAT, "%s: %s is not an object", path, ST_META_KEY);
-                goto fail;
-            }
-            const char *mk;
-            json_t *mv;
-            json_object_foreach(v, mk, mv) {
-                if (!json_is_string(mv)) {
-                    ag_seterr(err, AG_ERR_FORMAT, "%s: %s value for '%s' is not a string", path, ST_META_KEY, mk);
-                    goto fail;
-                }
-            }
-            f->meta = v;
-            continue;
-        }
-        if (f->n >= INT_MAX) {
-            ag_seterr(err, AG_ERR_FORMAT, "%s: too many tensors", path);
-            goto fail;
-        }
-        if (!parse_entry(f, key, v, &f->e[f->n], err)) goto fail;
-        f->n++;
-    }
-    if (!check_overlap(f, err)) goto fail;
-    return f;
-fail:
+    /* every claim of the header is checked against the bytes there before it is trusted */
+    uint64_t size, hlen;
+    if (read_file(f, &size, err) && find_data(f, size, &hlen, err) && parse_header(f, hlen, err)
+        && parse_entries(f, err) && check_overlap(f, err))
+        return f;
     ag_st_free(f);
     return NULL;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 #include "proc.h"
@@ -148,8 +149,11 @@ START_TEST(test_signal_then_resume)
     ck_assert_int_eq(proc_lines(a), 1 + (int)(stopped + 12) + 1);   /* header, steps, final evaluation */
     free(a);
     free(b);
-    assert_same_file(proc_path(run, "model.safetensors"), proc_path(ref, "model.safetensors"));
-    assert_same_file(proc_path(run, "train_state.safetensors"), proc_path(ref, "train_state.safetensors"));
+    char run_ck[PATH_MAX], ref_ck[PATH_MAX];
+    snprintf(run_ck, sizeof run_ck, "%s", proc_ckpt(run));
+    snprintf(ref_ck, sizeof ref_ck, "%s", proc_ckpt(ref));
+    assert_same_file(proc_path(run_ck, "model.safetensors"), proc_path(ref_ck, "model.safetensors"));
+    assert_same_file(proc_path(run_ck, "train_state.safetensors"), proc_path(ref_ck, "train_state.safetensors"));
     proc_remove_tree(dir);
 }
 END_TEST

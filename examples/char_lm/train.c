@@ -75,13 +75,6 @@ static ag_status mkdir_p(const char *dir, ag_error *err)
     return AG_OK;
 }
 
-static bool file_exists(const char *dir, const char *name)
-{
-    char path[PATHLEN];
-    struct stat sb;
-    return lm_path_join(path, sizeof path, dir, name) && stat(path, &sb) == 0;
-}
-
 /* x, y [B,T]: B windows at uniform offsets in [0, n - T - 1] (MODEL.md), targets shifted by one. */
 static void get_batch(const int *ids, size_t n, int B, int T, ag_rng *rng, int *x, int *y)
 {
@@ -634,7 +627,7 @@ static ag_status open_out_dir(run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     ag_status s = mkdir_p(o->out_dir, err);
     if (s) return s;
-    if (!R->resumed && file_exists(o->out_dir, "model.safetensors")) {
+    if (!R->resumed && lm_ckpt_exists(o->out_dir)) {
         if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */
             return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite "
                              "starts over, or choose another --out", o->out_dir);
@@ -643,6 +636,7 @@ static ag_status open_out_dir(run *R, ag_error *err)
                  o->out_dir);
         warn(R, msg);
     }
+    lm_ckpt_clean(o->out_dir);   /* what a killed run left: temporary files, uncommitted checkpoints */
     if ((s = open_metrics(R, R->start, err))) return s;
     if (!o->trace) log_header(R);   /* with --trace-shapes it came before the trace */
     return AG_OK;

@@ -92,6 +92,15 @@ static bool shape_bytes(int ndim, const int *shape, uint64_t limit, uint64_t *by
 // ---------------------------------------------------------------------------------------------
 // writer
 
+static ag_st_step_hook step_hook;
+
+void ag_st_set_step_hook(ag_st_step_hook hook) { step_hook = hook; }
+
+static void step(const char *what, const char *path)
+{
+    if (step_hook) step_hook(what, path);
+}
+
 /* Why tensors[i] cannot be written at byte offset off (AG_ERR_ARG, message in err), or AG_OK
  * with its size in *bytes. root holds the tensors before it (for the duplicate check). */
 static ag_status check_tensor(const char *path, const ag_st_tensor *tensors, int i, const json_t *root,
@@ -253,6 +262,7 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
 
     st = AG_ERR_IO;
+    step("create", tmp);
     fp = fopen(tmp, "wb");
     if (!fp) {
         ag_seterr(err, st, "%s: cannot create %s: %s", path, tmp, strerror(errno));
@@ -262,11 +272,14 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     unsigned char len8[8];
     put_u64le(len8, (uint64_t)padded);
     static const char spaces[] = "       ";   /* 7: the most padding needed */
-    if (!write_all(fp, len8, 8) || !write_all(fp, hdr, hlen) || !write_all(fp, spaces, padded - hlen)
-        || !write_data(fp, tensors, n) || fflush(fp) != 0) {
+    bool ok = write_all(fp, len8, 8) && write_all(fp, hdr, hlen) && write_all(fp, spaces, padded - hlen) &&
+              fflush(fp) == 0;
+    if (ok) step("write", tmp);   /* the header is on disk, the data not yet */
+    if (!ok || !write_data(fp, tensors, n) || fflush(fp) != 0) {
         ag_seterr(err, st, "%s: write failed: %s", tmp, strerror(errno));
         goto out;
     }
+    step("fsync", tmp);
     if (fsync(fileno(fp)) != 0) {
         ag_seterr(err, st, "%s: fsync failed: %s", tmp, strerror(errno));
         goto out;
@@ -277,12 +290,14 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
         ag_seterr(err, st, "%s: close failed: %s", tmp, strerror(errno));
         goto out;
     }
+    step("rename", path);
     if (rename(tmp, path) != 0) {
         ag_seterr(err, st, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
         goto out;
     }
     created = false;   /* the temporary file is now <path> */
     /* make the rename itself durable; a filesystem that cannot sync directories says EINVAL */
+    step("fsync dir", dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
         ag_seterr(err, st, "%s: written, but syncing directory %s failed: %s", path, dir,

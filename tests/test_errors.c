@@ -59,6 +59,7 @@ typedef enum {
     P_MODEL_IS_DIR,    /* ckpt2/model.safetensors is a directory */
     P_NAME_NL,         /* model: the first tensor is called "tok_emb<LF>weigh" and has dtype F16 */
     P_FORMAT_NL,       /* model: format tag "cha<LF>lm-1" */
+    P_OTHER_RUN,       /* ckpt's train_state replaced by other's: another run, the same iteration */
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
 } prep_kind;
@@ -232,6 +233,8 @@ static const err_case cases[] = {
      F_STDOUT | F_FSIZE | F_METRICS | F_LOADS},
 
     // --- issue 12: one checkpoint, one run, no bad number saved, no output lost ---
+    {"--resume: model and train state of two runs", P_OTHER_RUN, NULL, RESUME("--max-iters", "4"), 1,
+     "train_state.safetensors of run", 0},
     {"sample: latest names a missing checkpoint", P_LATEST_MISSING, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "ckpt/latest names ckpt-00000009, which is missing", 0},
     {"sample: latest is not a checkpoint name", P_LATEST_BAD, NULL, A("sample", "--ckpt", "ckpt"), 1,
@@ -264,6 +267,9 @@ static void root_setup(void)
     snprintf(p, sizeof p, "%s", proc_path(root, "fixture"));
     proc_run(good, TRAIN("corpus.txt", "ckpt"), p, &o, &r);
     ck_assert_msg(r.exited && r.code == 0, "training the fixture checkpoint: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    proc_run(good, TRAIN("corpus.txt", "other"), p, &o, &r);   /* the same run again, another identity */
+    ck_assert_msg(r.exited && r.code == 0, "training the second checkpoint: %s\n%s", proc_status_str(&r), r.err);
     proc_result_free(&r);
 }
 
@@ -381,6 +387,16 @@ static void prepare(const char *dir, const err_case *c)
         snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt2/model.safetensors"));
         ck_assert_int_eq(mkdir(p, 0755), 0);
         break;
+    case P_OTHER_RUN: {
+        char from[PATH_MAX];
+        snprintf(from, sizeof from, "%s", proc_path(proc_ckpt(proc_path(dir, "other")), "train_state.safetensors"));
+        size_t n;
+        char *b = proc_read_file(from, &n);
+        ck_assert_ptr_nonnull(b);
+        proc_write_file(proc_path(live, "train_state.safetensors"), b, n);
+        free(b);
+        break;
+    }
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
     }

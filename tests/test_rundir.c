@@ -311,7 +311,7 @@ START_TEST(test_layout)
     cfg.model.n_embd = 16;
     ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
     ck_assert_ptr_nonnull(g);
-    lm_train_state st = {.iter = 3, .step = 3, .n_tokens = c.n, .n_train = c.n};
+    lm_train_state st = {.iter = 3, .step = 3, .run_id = 0x1234, .n_tokens = c.n, .n_train = c.n};
     ag_rng_seed(&st.rng, 1);
     ag_error e = {0};
 
@@ -326,7 +326,7 @@ START_TEST(test_layout)
     ck_assert(!exists(ck, "ckpt-00000003-b"));
     lm_model m;
     ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
-    ck_assert(m.iter == 3);
+    ck_assert(m.iter == 3 && m.run_id == 0x1234);
     lm_model_free(&m);
 
     /* what a killed run leaves is removed; what is not ours stays */

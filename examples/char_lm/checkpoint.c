@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "checkpoint.h"
 #include "rundir.h"
@@ -38,6 +40,30 @@ static ag_status path_of(char *buf, const char *dir, const char *name, ag_error 
 {
     if (lm_path_join(buf, PATHLEN, dir, name)) return AG_OK;
     return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+}
+
+uint64_t lm_new_run_id(void)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {   /* no entropy source: time and pid */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = ag_splitmix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40);
+    }
+    return id ? id : 1;
+}
+
+static void format_run_id(char *buf, size_t n, uint64_t id)
+{
+    snprintf(buf, n, "%016llx", (unsigned long long)id);
+}
+
+/* 16 hex digits, as format_run_id writes them. */
+static bool parse_run_id(const char *s, uint64_t *id)
+{
+    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16) return false;
+    *id = strtoull(s, NULL, 16);
+    return true;
 }
 
 // --- writing ---
@@ -93,7 +119,7 @@ static ag_status params_finite(const ag_gpt *g, const char *path, ag_error *err)
 }
 
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
-                             long iter, ag_error *err)
+                             long iter, uint64_t run_id, ag_error *err)
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
@@ -110,10 +136,11 @@ ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *
         ag_seterr(err, st, "%s: out of memory", path);
         goto out;
     }
-    char iters[32];
+    char iters[32], id[20];
     snprintf(iters, sizeof iters, "%ld", iter);
+    format_run_id(id, sizeof id, run_id);
     ag_st_meta meta[] = {
-        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters},
+        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters}, {"run_id", id},
     };
     st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), err);
 out:
@@ -140,8 +167,9 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     memcpy(all, tm, (size_t)P->n * sizeof *all);
     memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
 
-    char iter[32], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
+    char iter[32], id[20], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
     snprintf(iter, sizeof iter, "%ld", s->iter);
+    format_run_id(id, sizeof id, s->run_id);
     snprintf(step, sizeof step, "%ld", s->step);
     snprintf(rs, sizeof rs, "%llu", (unsigned long long)s->rng.state);
     snprintf(ri, sizeof ri, "%llu", (unsigned long long)s->rng.inc);
@@ -152,7 +180,7 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     lm_format_real(et, sizeof et, s->eval_train);
     lm_format_real(ev, sizeof ev, s->eval_val);
     ag_st_meta meta[] = {
-        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"step", step}, {"rng_state", rs},
+        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"run_id", id}, {"step", step}, {"rng_state", rs},
         {"rng_inc", ri}, {"n_tokens", nt}, {"n_train", ntr}, {"n_val", nva}, {"data_hash", hash},
         {"eval_train_loss", et}, {"eval_val_loss", ev},
     };
@@ -320,7 +348,7 @@ static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *c
     lm_fault("mkdir", tmp);
     if (mkdir(tmp, 0777) != 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     ag_status s = lm_ckpt_save_state(tmp, g, st, err);
-    if (s == AG_OK) s = lm_ckpt_save_model(tmp, g, cfg, v, st->iter, err);
+    if (s == AG_OK) s = lm_ckpt_save_model(tmp, g, cfg, v, st->iter, st->run_id, err);
     return s;
 }
 
@@ -513,6 +541,9 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
     if (iter && !parse_u64(iter, &it))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"iter\" is not a count: '%s'", path, iter);
     m->iter = (long)it;
+    const char *id = ag_st_meta_get(f, "run_id");
+    if (id && !parse_run_id(id, &m->run_id))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     return AG_OK;
 }
 
@@ -613,6 +644,9 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
     s->n_train = (size_t)ntr;
     s->n_val = (size_t)nva;
     s->data_hash = hash;
+    const char *id = ag_st_meta_get(f, "run_id");
+    if (id && !parse_run_id(id, &s->run_id))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     return read_eval_meta(f, path, s, err);
 }
 

@@ -7,11 +7,12 @@
  *                                every parameter under its MODEL.md name, in MODEL.md's order,
  *                                F32; __metadata__: format "char_lm-1", config (a JSON object of
  *                                every hyper-parameter), vocab (a JSON array of code points),
- *                                iter (the optimizer steps the weights have had in this run)
+ *                                iter (the optimizer steps the weights have had in this run),
+ *                                run_id (16 hex digits, drawn when the run started)
  *   DIR/ckpt-00000120/train_state.safetensors
  *                                m.<name> and v.<name> (Adam's moments; SGD keeps its momentum
  *                                buffer in m) for every parameter; __metadata__: format
- *                                "char_lm-train-1", iter, step (the optimizer's t), the
+ *                                "char_lm-train-1", iter, run_id, step (the optimizer's t), the
  *                                batch sampler's RNG state (rng_state, rng_inc: decimal uint64),
  *                                the data split (n_tokens, n_train, n_val, data_hash), and the
  *                                evaluation done at iter, if any (eval_train_loss, eval_val_loss)
@@ -26,7 +27,7 @@
  *
  * Older run directories (model.safetensors and train_state.safetensors in DIR itself, no
  * latest) load as before, and a ckpt-N directory can be given as a checkpoint directory too.
- * On load, the two files must agree on iter.
+ * On load, the two files must agree on iter and run_id (a pair from two runs is refused).
  *
  * Nothing prints; errors are a status and one line in the ag_error err, naming the file. */
 #ifndef LM_CHECKPOINT_H
@@ -49,12 +50,14 @@ typedef struct {
     vocab vocab;
     ag_gpt *g;
     long iter;          /* "iter" of model.safetensors */
+    uint64_t run_id;    /* "run_id" of model.safetensors; 0 in checkpoints older than it */
 } lm_model;
 
 /* Where a run stands; with the weights and the moments it is all a resume needs. */
 typedef struct {
     long iter;          /* optimizer steps done; the next step is number iter */
     long step;          /* the optimizer's step count t of the last update */
+    uint64_t run_id;    /* drawn when the run started (lm_new_run_id), kept by --resume; 0: none */
     ag_rng rng;         /* the batch sampler, as it is before step `iter` draws its batch */
     size_t n_tokens, n_train, n_val;
     uint64_t data_hash; /* lm_ids_hash of all the tokens: a different --data is noticed */
@@ -68,6 +71,9 @@ uint64_t lm_ids_hash(const int *ids, size_t n);
 
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
+
+/* A new run's identity: 64 random bits from the kernel, never 0. */
+uint64_t lm_new_run_id(void);
 
 /* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
  * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
@@ -84,10 +90,10 @@ void lm_ckpt_clean(const char *dir);
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
-                             long iter, ag_error *err);
+                             long iter, uint64_t run_id, ag_error *err);
 /* Writes DIR/train_state.safetensors from g->params->m, ->v and st. */
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *st, ag_error *err);
-/* A checkpoint of the run in DIR (iter = st->iter), committed as the
+/* A checkpoint of the run in DIR (iter = st->iter, run_id = st->run_id), committed as the
  * comment at the top says; on failure the previous checkpoint is still the live one. */
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                        const lm_train_state *st, ag_error *err);

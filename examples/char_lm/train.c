@@ -208,6 +208,14 @@ static ag_status resume_state(run *R, ag_error *err)
     ag_error why = {0};
     ag_status s = lm_train_state_load(o->out_dir, R->m.g, &R->st, &why);
     if (s) return ag_seterr(err, s, "--resume: %s", why.msg);
+    if (R->st.run_id != R->m.run_id) {   /* two files of one checkpoint carry one run's identity */
+        char a[20] = "none", b[20] = "none";
+        if (R->m.run_id) snprintf(a, sizeof a, "%016llx", (unsigned long long)R->m.run_id);
+        if (R->st.run_id) snprintf(b, sizeof b, "%016llx", (unsigned long long)R->st.run_id);
+        return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of run %s but "
+                         "train_state.safetensors of run %s: the two files are not one checkpoint", o->out_dir, a, b);
+    }
+    if (!R->st.run_id) R->st.run_id = lm_new_run_id();   /* a checkpoint older than run ids */
     if (R->st.iter != R->m.iter)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
                          "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
@@ -224,6 +232,7 @@ static ag_status resume_state(run *R, ag_error *err)
 static void new_state(run *R)
 {
     memset(&R->st, 0, sizeof R->st);
+    R->st.run_id = lm_new_run_id();
     ag_rng_seed(&R->st.rng, mix64(R->cfg.seed, TAG_BATCH));
     R->st.n_tokens = R->c.n;
     R->st.data_hash = lm_ids_hash(R->c.ids, R->c.n);

@@ -64,6 +64,15 @@ static bool find_exe(const char *name, char *out, size_t n)
     return false;
 }
 
+/* The variable of environment entry e ("KEY=...") is one that env sets. */
+static bool env_overridden(const char *e, const char *const *env)
+{
+    size_t k = strcspn(e, "=");
+    for (int i = 0; env && env[i]; i++)
+        if (strncmp(env[i], e, k + 1) == 0) return true;
+    return false;
+}
+
 /* argv = [wrapper words...] binary args..., and the environment with OPENBLAS_NUM_THREADS=1;
  * built before fork (the child only calls async-signal-safe functions). */
 typedef struct {
@@ -73,10 +82,10 @@ typedef struct {
     char exe[PATH_MAX];
 } launch;
 
-static void launch_build(launch *L, const char *const *args, bool no_wrap)
+static void launch_build(launch *L, const char *const *args, const proc_opts *o)
 {
     memset(L, 0, sizeof *L);
-    const char *w = no_wrap ? NULL : getenv("CHAR_LM_WRAP");
+    const char *w = o->no_wrap ? NULL : getenv("CHAR_LM_WRAP");
     int na = 0, nw = 0;
     while (args[na]) na++;
     L->words = strdup(w ? w : "");
@@ -94,12 +103,16 @@ static void launch_build(launch *L, const char *const *args, bool no_wrap)
 
     int ne = 0;
     while (environ[ne]) ne++;
-    L->envp = calloc((size_t)ne + 2, sizeof *L->envp);
+    int nx = 0, j = 0;
+    while (o->env && o->env[nx]) nx++;
+    L->envp = calloc((size_t)ne + (size_t)nx + 2, sizeof *L->envp);
     ck_assert_ptr_nonnull(L->envp);
-    int j = 0;
     for (int i = 0; i < ne; i++)
-        if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) != 0) L->envp[j++] = environ[i];
+        if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) != 0 && strncmp(environ[i], "CHAR_LM_FAULT=", 14) != 0 &&
+            !env_overridden(environ[i], o->env))
+            L->envp[j++] = environ[i];
     L->envp[j++] = "OPENBLAS_NUM_THREADS=1";
+    for (int i = 0; i < nx; i++) L->envp[j++] = (char *)o->env[i];
     L->envp[j] = NULL;
 }
 
@@ -117,7 +130,7 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
     static const proc_opts none;
     if (!o) o = &none;
     launch L;
-    launch_build(&L, args, o->no_wrap);
+    launch_build(&L, args, o);
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s.out", io_prefix);
     snprintf(errp, sizeof errp, "%s.err", io_prefix);
@@ -525,6 +538,31 @@ void proc_snapshot_free(proc_snapshot *s)
     free(s->size);
     free(s->mode);
     memset(s, 0, sizeof *s);
+}
+
+const char *proc_ckpt(const char *dir)
+{
+    static char buf[PATH_MAX];
+    char *name = proc_read_file(proc_path(dir, "latest"), NULL);
+    if (!name) {
+        snprintf(buf, sizeof buf, "%s", dir);
+        return buf;
+    }
+    name[strcspn(name, "\n")] = '\0';
+    snprintf(buf, sizeof buf, "%s", proc_path(dir, name));
+    free(name);
+    return buf;
+}
+
+char *proc_read_ckpt_file(const char *path, size_t *n)
+{
+    char *b = proc_read_file(path, n);
+    if (!b) return NULL;
+    char *id = NULL;
+    for (size_t i = 8; i + 10 <= *n && !id; i++)   /* the header is text from byte 8 on */
+        if (memcmp(b + i, "\"run_id\":\"", 10) == 0) id = b + i + 10;
+    if (id && id + 16 <= b + *n) memset(id, '0', 16);
+    return b;
 }
 
 const char *proc_find_tmp(const char *root)

@@ -27,6 +27,9 @@ typedef struct {
     bool drop_root;        /* as root: run the child as nobody (65534) */
     bool no_wrap;          /* ignore $CHAR_LM_WRAP (a run that only prepares files) */
     double timeout_s;      /* 0: $CHAR_LM_TIMEOUT or 120 */
+    const char *const *env;   /* NULL, or "KEY=VALUE" entries (NULL-terminated) that the child's
+                                 environment gets, replacing the inherited ones of those keys
+                                 (CHAR_LM_FAULT=7: see examples/char_lm/rundir.h) */
 } proc_opts;
 
 typedef struct {
@@ -99,6 +102,13 @@ void proc_snapshot_take(const char *root, proc_snapshot *s);
  * `allow` (NULL-terminated, may be NULL) may change, appear or disappear. */
 const char *proc_snapshot_diff(const proc_snapshot *a, const proc_snapshot *b, const char *const *allow);
 void proc_snapshot_free(proc_snapshot *s);
+/* The directory that holds the live checkpoint's files in the run directory dir:
+ * dir/<the name in dir/latest>, or dir itself without a latest (a static buffer). */
+const char *proc_ckpt(const char *dir);
+/* A checkpoint file as proc_read_file reads it, with the 16 hex digits of its "run_id" set to
+ * zeros: two runs with the same flags write files that differ in nothing else. */
+char *proc_read_ckpt_file(const char *path, size_t *n);
+
 /* The first path under root whose name contains ".tmp", or NULL (a static buffer). */
 const char *proc_find_tmp(const char *root);
 

@@ -464,7 +464,11 @@ START_TEST(test_checkpoint_roundtrip)
     lm_model_free(&m);
     ag_st_tensor one = {"tok_emb.weight", 2, {c.vocab.V, 64}, P->data};
     ag_st_meta meta[] = {{"format", "char_lm-1"}};
-    ck_assert_int_eq(ag_st_save(in_dir("model.safetensors"), &one, 1, meta, 1, NULL), AG_OK);
+    char live[4096];
+    ck_assert_int_eq(lm_ckpt_resolve(dir, live, sizeof live, NULL), AG_OK);
+    ck_assert_ptr_nonnull(strstr(live, "/ckpt-00000007"));
+    snprintf(live + strlen(live), sizeof live - strlen(live), "/model.safetensors");
+    ck_assert_int_eq(ag_st_save(live, &one, 1, meta, 1, NULL), AG_OK);
     ck_assert_int_ne(lm_model_load(dir, &m, fresh_cause()), AG_OK);
     ck_assert_ptr_nonnull(strstr(cause.msg, "model.safetensors"));
     ag_gpt_free(g);

@@ -59,6 +59,9 @@ typedef enum {
     P_MODEL_IS_DIR,    /* ckpt2/model.safetensors is a directory */
     P_NAME_NL,         /* model: the first tensor is called "tok_emb<LF>weigh" and has dtype F16 */
     P_FORMAT_NL,       /* model: format tag "cha<LF>lm-1" */
+    P_OTHER_RUN,       /* ckpt's train_state replaced by other's: another run, the same iteration */
+    P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
+    P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
 } prep_kind;
 
 enum {
@@ -164,16 +167,16 @@ static const err_case cases[] = {
      A("train", "--data", "corpus.txt", "--out", "nockpt", "--resume"), 1,
      "nockpt/model.safetensors: cannot open: No such file or directory", 0},
     {"--resume from a truncated model", P_TRUNC_MODEL, NULL, RESUME("--max-iters", "4"), 1,
-     "--resume: ckpt/model.safetensors: ", 0},
+     "--resume: ckpt/ckpt-00000002/model.safetensors: ", 0},
     {"--resume from a truncated train state", P_TRUNC_STATE, NULL, RESUME("--max-iters", "4"), 1,
-     "ckpt/train_state.safetensors: ", 0},
+     "ckpt/ckpt-00000002/train_state.safetensors: ", 0},
     {"--resume from a corrupt header", P_HDR_JSON, NULL, RESUME("--max-iters", "4"), 1,
-     "ckpt/model.safetensors: header is not valid JSON", 0},
+     "ckpt/ckpt-00000002/model.safetensors: header is not valid JSON", 0},
 
     // --- an output directory that cannot be written ---
     {"--out under a regular file", P_FILE, NULL, TRAIN("corpus.txt", "file/out"), 1, "file is not a directory", 0},
-    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/model.safetensors/run"), 1,
-     "ckpt/model.safetensors is not a directory", 0},
+    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/latest/run"), 1,
+     "ckpt/latest is not a directory", 0},
     {"--out under a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir/run"), 1,
      "Permission denied", F_DROP},
     {"--out is a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir"), 1, "Permission denied",
@@ -228,6 +231,14 @@ static const err_case cases[] = {
     // --- a full disk while checkpointing: the old checkpoint survives ---
     {"checkpoint write fails (file size limit)", P_NONE, NULL, RESUME("--max-iters", "4"), 1, "write failed",
      F_STDOUT | F_FSIZE | F_METRICS | F_LOADS},
+
+    // --- issue 12: one checkpoint, one run, no bad number saved, no output lost ---
+    {"--resume: model and train state of two runs", P_OTHER_RUN, NULL, RESUME("--max-iters", "4"), 1,
+     "train_state.safetensors of run", 0},
+    {"sample: latest names a missing checkpoint", P_LATEST_MISSING, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "ckpt/latest names ckpt-00000009, which is missing", 0},
+    {"sample: latest is not a checkpoint name", P_LATEST_BAD, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "ckpt/latest: does not name a checkpoint", 0},
 };
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -256,6 +267,9 @@ static void root_setup(void)
     snprintf(p, sizeof p, "%s", proc_path(root, "fixture"));
     proc_run(good, TRAIN("corpus.txt", "ckpt"), p, &o, &r);
     ck_assert_msg(r.exited && r.code == 0, "training the fixture checkpoint: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    proc_run(good, TRAIN("corpus.txt", "other"), p, &o, &r);   /* the same run again, another identity */
+    ck_assert_msg(r.exited && r.code == 0, "training the second checkpoint: %s\n%s", proc_status_str(&r), r.err);
     proc_result_free(&r);
 }
 
@@ -295,9 +309,10 @@ static void bump_number_after(const char *path, const char *key, const char *sto
 
 static void prepare(const char *dir, const err_case *c)
 {
-    char p[PATH_MAX], model[PATH_MAX];
+    char p[PATH_MAX], model[PATH_MAX], live[PATH_MAX];
     proc_copy_tree(good, dir);
-    snprintf(model, sizeof model, "%s", proc_path(dir, "ckpt/model.safetensors"));
+    snprintf(live, sizeof live, "%s", proc_ckpt(proc_path(dir, "ckpt")));   /* ckpt/ckpt-00000002 */
+    snprintf(model, sizeof model, "%s", proc_path(live, "model.safetensors"));
     if (c->text) {
         snprintf(p, sizeof p, "%s", proc_path(dir, "input.txt"));
         proc_write_file(p, c->text, strlen(c->text));
@@ -333,7 +348,7 @@ static void prepare(const char *dir, const err_case *c)
     case P_TRUNC_MODEL: truncate_to(model, file_size(model) / 2); break;
     case P_TRUNC_MODEL_HDR: truncate_to(model, 100); break;
     case P_TRUNC_STATE:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt/train_state.safetensors"));
+        snprintf(p, sizeof p, "%s", proc_path(live, "train_state.safetensors"));
         truncate_to(p, file_size(p) / 2);
         break;
     case P_HDR_LEN: {
@@ -372,6 +387,18 @@ static void prepare(const char *dir, const err_case *c)
         snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt2/model.safetensors"));
         ck_assert_int_eq(mkdir(p, 0755), 0);
         break;
+    case P_OTHER_RUN: {
+        char from[PATH_MAX];
+        snprintf(from, sizeof from, "%s", proc_path(proc_ckpt(proc_path(dir, "other")), "train_state.safetensors"));
+        size_t n;
+        char *b = proc_read_file(from, &n);
+        ck_assert_ptr_nonnull(b);
+        proc_write_file(proc_path(live, "train_state.safetensors"), b, n);
+        free(b);
+        break;
+    }
+    case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
+    case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
     }
     if (c->flags & F_DROP) chmod(dir, 0755);
 }
@@ -407,7 +434,7 @@ START_TEST(test_error_case)
 
     proc_opts o = {.drop_root = (c->flags & F_DROP) != 0};
     if (c->flags & F_FSIZE) {
-        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt/train_state.safetensors"));
+        snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "ckpt")), "train_state.safetensors"));
         o.fsize_limit = file_size(p) / 2;
     }
     proc_snapshot before, after;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 #include "proc.h"
@@ -56,10 +57,11 @@ static char *metrics_losses(const char *dir)
     return out;
 }
 
+/* Two checkpoint files hold the same bytes, their run identities aside. */
 static void assert_same_file(const char *a, const char *b)
 {
     size_t na, nb;
-    char *x = proc_read_file(a, &na), *y = proc_read_file(b, &nb);
+    char *x = proc_read_ckpt_file(a, &na), *y = proc_read_ckpt_file(b, &nb);
     ck_assert_msg(x && y, "missing %s or %s", a, b);
     ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
     free(x);
@@ -148,8 +150,11 @@ START_TEST(test_signal_then_resume)
     ck_assert_int_eq(proc_lines(a), 1 + (int)(stopped + 12) + 1);   /* header, steps, final evaluation */
     free(a);
     free(b);
-    assert_same_file(proc_path(run, "model.safetensors"), proc_path(ref, "model.safetensors"));
-    assert_same_file(proc_path(run, "train_state.safetensors"), proc_path(ref, "train_state.safetensors"));
+    char run_ck[PATH_MAX], ref_ck[PATH_MAX];
+    snprintf(run_ck, sizeof run_ck, "%s", proc_ckpt(run));
+    snprintf(ref_ck, sizeof ref_ck, "%s", proc_ckpt(ref));
+    assert_same_file(proc_path(run_ck, "model.safetensors"), proc_path(ref_ck, "model.safetensors"));
+    assert_same_file(proc_path(run_ck, "train_state.safetensors"), proc_path(ref_ck, "train_state.safetensors"));
     proc_remove_tree(dir);
 }
 END_TEST

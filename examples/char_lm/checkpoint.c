@@ -1,11 +1,19 @@
 /* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run, written and
- * read through the ag_st_* API (src/io/safetensors.h). See checkpoint.h for the layout. */
+ * read through the ag_st_* API (src/io/safetensors.h), and the run directory's `latest` that
+ * makes the pair one unit. See checkpoint.h for the layout and the commit. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include "checkpoint.h"
+#include "rundir.h"
 
 #define PATHLEN 4096
 
@@ -32,6 +40,30 @@ static ag_status path_of(char *buf, const char *dir, const char *name, ag_error 
 {
     if (lm_path_join(buf, PATHLEN, dir, name)) return AG_OK;
     return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+}
+
+uint64_t lm_new_run_id(void)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {   /* no entropy source: time and pid */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = ag_splitmix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40);
+    }
+    return id ? id : 1;
+}
+
+static void format_run_id(char *buf, size_t n, uint64_t id)
+{
+    snprintf(buf, n, "%016llx", (unsigned long long)id);
+}
+
+/* 16 hex digits, as format_run_id writes them. */
+static bool parse_run_id(const char *s, uint64_t *id)
+{
+    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16) return false;
+    *id = strtoull(s, NULL, 16);
+    return true;
 }
 
 // --- writing ---
@@ -87,10 +119,10 @@ static ag_status params_finite(const ag_gpt *g, const char *path, ag_error *err)
 }
 
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
-                             long iter, ag_error *err)
+                             long iter, uint64_t run_id, ag_error *err)
 {
     char path[PATHLEN];
-    if (path_of(path, dir, "model.safetensors", err)) return AG_ERR_ARG;
+    if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
     if (params_finite(g, path, err)) return AG_ERR_NONFINITE;
     lm_config c = *cfg;
     c.model = g->cfg;
@@ -104,10 +136,11 @@ ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *
         ag_seterr(err, st, "%s: out of memory", path);
         goto out;
     }
-    char iters[32];
+    char iters[32], id[20];
     snprintf(iters, sizeof iters, "%ld", iter);
+    format_run_id(id, sizeof id, run_id);
     ag_st_meta meta[] = {
-        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters},
+        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters}, {"run_id", id},
     };
     st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), err);
 out:
@@ -121,7 +154,7 @@ out:
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *s, ag_error *err)
 {
     char path[PATHLEN];
-    if (path_of(path, dir, "train_state.safetensors", err)) return AG_ERR_ARG;
+    if (path_of(path, dir, LM_STATE_FILE, err)) return AG_ERR_ARG;
     const ag_params *P = g->params;
     ag_st_tensor *tm = NULL, *tv = NULL, *all = NULL;
     char **nm = NULL, **nv = NULL;
@@ -134,8 +167,9 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     memcpy(all, tm, (size_t)P->n * sizeof *all);
     memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
 
-    char iter[32], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
+    char iter[32], id[20], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
     snprintf(iter, sizeof iter, "%ld", s->iter);
+    format_run_id(id, sizeof id, s->run_id);
     snprintf(step, sizeof step, "%ld", s->step);
     snprintf(rs, sizeof rs, "%llu", (unsigned long long)s->rng.state);
     snprintf(ri, sizeof ri, "%llu", (unsigned long long)s->rng.inc);
@@ -146,7 +180,7 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     lm_format_real(et, sizeof et, s->eval_train);
     lm_format_real(ev, sizeof ev, s->eval_val);
     ag_st_meta meta[] = {
-        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"step", step}, {"rng_state", rs},
+        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"run_id", id}, {"step", step}, {"rng_state", rs},
         {"rng_inc", ri}, {"n_tokens", nt}, {"n_train", ntr}, {"n_val", nva}, {"data_hash", hash},
         {"eval_train_loss", et}, {"eval_val_loss", ev},
     };
@@ -161,15 +195,252 @@ out:
     return st;
 }
 
+// --- the run directory: latest and the ckpt-N directories ---
+
+/* A name ckpt_name makes: "ckpt-", at least 8 digits, perhaps "-b" (so never a '/' or a "..",
+ * and never a directory a user named, which lm_ckpt_clean must leave alone). */
+static bool ckpt_name_ok(const char *name)
+{
+    if (strncmp(name, "ckpt-", 5) != 0) return false;
+    size_t digits = strspn(name + 5, "0123456789");
+    const char *rest = name + 5 + digits;
+    return digits >= 8 && digits <= 18 && (!*rest || strcmp(rest, "-b") == 0);
+}
+
+/* The name DIR/latest holds, in name [64]. AG_OK; AG_ERR_IO with errno ENOENT (or ENOTDIR)
+ * when there is no latest (not an error for the caller: the older layout); AG_ERR_FORMAT when it is not a
+ * checkpoint name. */
+static ag_status read_latest(const char *dir, char *name, ag_error *err)
+{
+    char path[PATHLEN];
+    if (path_of(path, dir, LM_LATEST, err)) return AG_ERR_ARG;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block us */
+    if (fd < 0) {
+        int e = errno;
+        ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+        errno = e;
+        return AG_ERR_IO;
+    }
+    struct stat sb;
+    ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, name, 63) : -1;
+    close(fd);
+    if (n < 0) {
+        errno = EINVAL;
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: not a regular file", path);
+    }
+    name[n] = '\0';
+    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
+    if (!ckpt_name_ok(name)) {
+        errno = EINVAL;
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: does not name a checkpoint (it should hold one line like "
+                         "ckpt-00000100)", path);
+    }
+    return AG_OK;
+}
+
+ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
+{
+    char name[64];
+    ag_error why = {0};
+    if (read_latest(dir, name, &why)) {
+        /* no latest: the older layout, a ckpt-N itself, or no directory (whose loader says so) */
+        if (why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR)) {
+            if (snprintf(buf, n, "%s", dir) >= (int)n) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+            return AG_OK;
+        }
+        return ag_seterr(err, why.status, "%s", why.msg);
+    }
+    if (!lm_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    struct stat sb;
+    bool found = stat(buf, &sb) == 0;
+    if (!found || !S_ISDIR(sb.st_mode))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s/%s names %s, which is %s", dir, LM_LATEST, name,
+                         found ? "not a directory" : "missing");
+    return AG_OK;
+}
+
+bool lm_ckpt_exists(const char *dir)
+{
+    char path[PATHLEN];
+    struct stat sb;
+    return (lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
+           (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0);
+}
+
+/* Removes a checkpoint directory of ours: its model and train_state files and their temporary
+ * files, then the directory if that left it empty (a file someone else put there stays). A
+ * symbolic link or a file with the name is removed itself, whatever it points to untouched. */
+static void remove_ckpt_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOTDIR || errno == ELOOP) unlink(path);
+        return;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        bool ours = strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0 ||
+                    strncmp(nm, LM_MODEL_FILE ".tmp.", strlen(LM_MODEL_FILE ".tmp.")) == 0 ||
+                    strncmp(nm, LM_STATE_FILE ".tmp.", strlen(LM_STATE_FILE ".tmp.")) == 0;
+        if (ours) unlinkat(fd, nm, 0);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+/* Removes DIR/name with remove_ckpt_dir, a fault point first. */
+static void remove_ckpt(const char *dir, const char *name)
+{
+    char path[PATHLEN];
+    if (!lm_path_join(path, sizeof path, dir, name)) return;
+    lm_fault("remove", path);
+    remove_ckpt_dir(path);
+}
+
+/* DIR/latest := name (a temporary file, fsync, rename, fsync of DIR). *committed: the rename
+ * was done, so DIR/name is live even if the last sync failed. */
+static ag_status write_latest(const char *dir, const char *name, bool *committed, ag_error *err)
+{
+    char path[PATHLEN], tmp[PATHLEN + 32];
+    *committed = false;
+    if (path_of(path, dir, LM_LATEST, err)) return AG_ERR_ARG;
+    lm_fault("create", path);
+    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    if (!fp) return AG_ERR_IO;
+    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp) != 0) {
+        int e = errno;
+        lm_file_discard(fp, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+    }
+    lm_fault("fsync", tmp);
+    if (fsync(fileno(fp)) != 0) {
+        int e = errno;
+        lm_file_discard(fp, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(e));
+    }
+    lm_fault("rename (the commit)", path);
+    ag_status s = lm_file_commit(fp, tmp, path, false, err);
+    if (s) return s;
+    *committed = true;
+    lm_fault("fsync dir", dir);
+    return lm_fsync_dir(dir, err);
+}
+
+/* The new checkpoint's directory name: ckpt-<iter>, unless that is the live one (a new run over
+ * an old one, saving the same iteration): then ckpt-<iter>-b, which cannot be live too. */
+static void ckpt_name(char *buf, size_t n, long iter, const char *live)
+{
+    snprintf(buf, n, "ckpt-%08ld", iter);
+    if (live && strcmp(buf, live) == 0) snprintf(buf, n, "ckpt-%08ld-b", iter);
+}
+
+/* Both files into the directory tmp (made afresh). */
+static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+                            const lm_train_state *st, ag_error *err)
+{
+    remove_ckpt_dir(tmp);   /* a leftover of a killed run */
+    lm_fault("mkdir", tmp);
+    if (mkdir(tmp, 0777) != 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    ag_status s = lm_ckpt_save_state(tmp, g, st, err);
+    if (s == AG_OK) s = lm_ckpt_save_model(tmp, g, cfg, v, st->iter, st->run_id, err);
+    return s;
+}
+
+/* After the commit: the checkpoint that was live, and the older layout's files. */
+static void remove_replaced(const char *dir, const char *live, const char *name)
+{
+    if (live[0] && strcmp(live, name) != 0) remove_ckpt(dir, live);
+    const char *legacy[] = {LM_STATE_FILE, LM_MODEL_FILE};
+    for (int i = 0; i < 2; i++) {
+        char path[PATHLEN];
+        struct stat sb;
+        if (!lm_path_join(path, sizeof path, dir, legacy[i]) || lstat(path, &sb) != 0) continue;
+        lm_fault("remove", path);
+        unlink(path);
+    }
+}
+
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                        const lm_train_state *st, ag_error *err)
 {
     char path[PATHLEN];
-    if (path_of(path, dir, "model.safetensors", err)) return AG_ERR_ARG;
-    if (params_finite(g, path, err)) return AG_ERR_NONFINITE;   /* before either file */
-    ag_status s = lm_ckpt_save_state(dir, g, st, err);
-    if (s == AG_OK) s = lm_ckpt_save_model(dir, g, cfg, v, st->iter, err);
+    if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
+    if (params_finite(g, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
+    ag_st_set_step_hook(lm_fault);
+    char live[64] = "", name[64], tmp[PATHLEN], final[PATHLEN];
+    ag_error ignored = {0};
+    if (read_latest(dir, live, &ignored)) live[0] = '\0';   /* none (or unreadable: replaced now) */
+    ckpt_name(name, sizeof name, st->iter, live[0] ? live : NULL);
+    if (!lm_path_join(final, sizeof final, dir, name) || snprintf(tmp, sizeof tmp, "%s.tmp", final) >= (int)sizeof tmp)
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    ag_status s = write_pair(tmp, g, cfg, v, st, err);
+    if (s) {
+        remove_ckpt_dir(tmp);
+        return s;
+    }
+    remove_ckpt_dir(final);   /* a stale one (never the live one: ckpt_name) */
+    lm_fault("rename", final);
+    if (rename(tmp, final) != 0) {
+        s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp, strerror(errno));
+        remove_ckpt_dir(tmp);
+        return s;
+    }
+    lm_fault("fsync dir", dir);
+    bool committed = false;
+    s = lm_fsync_dir(dir, err);
+    if (s == AG_OK) s = write_latest(dir, name, &committed, err);
+    if (!committed) {
+        remove_ckpt_dir(final);
+        return s;
+    }
+    remove_replaced(dir, live, name);
     return s;
+}
+
+/* The known files of a run directory whose "<name>.tmp.<pid>" a killed run may leave. */
+static bool our_tmp_file(const char *nm)
+{
+    static const char *const names[] = {LM_LATEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png", "loss.gp",
+                                        "attn.png", "attn.gp", NULL};
+    for (int i = 0; names[i]; i++) {
+        size_t n = strlen(names[i]);
+        if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&
+            strspn(nm + n + 5, "0123456789") == strlen(nm + n + 5))
+            return true;
+    }
+    return false;
+}
+
+void lm_ckpt_clean(const char *dir)
+{
+    char live[64] = "";
+    ag_error ignored = {0};
+    if (read_latest(dir, live, &ignored)) live[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        size_t n = strlen(nm);
+        char path[PATHLEN];
+        if (!lm_path_join(path, sizeof path, dir, nm)) continue;
+        if (our_tmp_file(nm)) {
+            unlink(path);
+        } else if (strncmp(nm, "ckpt-", 5) == 0 && n > 4 && strcmp(nm + n - 4, ".tmp") == 0) {
+            remove_ckpt_dir(path);
+        } else if (live[0] && ckpt_name_ok(nm) && strcmp(nm, live) != 0) {
+            remove_ckpt_dir(path);   /* renamed but never committed, or replaced but not yet removed */
+        } else if (live[0] && (strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0)) {
+            unlink(path);            /* the older layout, replaced by a committed checkpoint */
+        }
+    }
+    closedir(d);
 }
 
 // --- reading ---
@@ -270,6 +541,9 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
     if (iter && !parse_u64(iter, &it))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"iter\" is not a count: '%s'", path, iter);
     m->iter = (long)it;
+    const char *id = ag_st_meta_get(f, "run_id");
+    if (id && !parse_run_id(id, &m->run_id))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     return AG_OK;
 }
 
@@ -285,11 +559,12 @@ static ag_status check_size(const ag_st_file *f, const char *path, const lm_conf
                      "holds %llu bytes of tensors", path, need, 4 * need, (unsigned long long)ag_st_data_bytes(f));
 }
 
-ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
+/* model.safetensors of the checkpoint directory where (already resolved). */
+static ag_status load_model_from(const char *where, lm_model *m, ag_error *err)
 {
     memset(m, 0, sizeof *m);
     char path[PATHLEN];
-    if (path_of(path, dir, "model.safetensors", err)) return AG_ERR_ARG;
+    if (path_of(path, where, LM_MODEL_FILE, err)) return AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);   /* its message says whether missing or malformed */
     if (!f) return AG_ERR_IO;
     ag_status st = read_model_meta(f, path, m, err);
@@ -305,6 +580,24 @@ ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
     ag_st_free(f);
     if (st) lm_model_free(m);
     return st;
+}
+
+/* A reader does not hold the run's lock: between resolving latest and opening the file, the
+ * writer may commit a newer checkpoint and remove this one. If loading fails and latest has
+ * moved on meanwhile, the newer one is read instead (a few times at most). */
+ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
+{
+    char where[PATHLEN], again[PATHLEN];
+    memset(m, 0, sizeof *m);
+    for (int attempt = 0;; attempt++) {
+        ag_error why = {0};
+        ag_status st = lm_ckpt_resolve(dir, where, sizeof where, &why);
+        if (st == AG_OK) st = load_model_from(where, m, &why);
+        ag_error ignored = {0};
+        if (st == AG_OK || attempt == 4 || lm_ckpt_resolve(dir, again, sizeof again, &ignored) ||
+            strcmp(where, again) == 0)
+            return st ? ag_seterr(err, st, "%s", why.msg) : AG_OK;
+    }
 }
 
 /* The evaluation done at the checkpoint's iteration, if the metadata has one. */
@@ -351,14 +644,19 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
     s->n_train = (size_t)ntr;
     s->n_val = (size_t)nva;
     s->data_hash = hash;
+    const char *id = ag_st_meta_get(f, "run_id");
+    if (id && !parse_run_id(id, &s->run_id))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     return read_eval_meta(f, path, s, err);
 }
 
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
 {
     memset(s, 0, sizeof *s);
-    char path[PATHLEN];
-    if (path_of(path, dir, "train_state.safetensors", err)) return AG_ERR_ARG;
+    char where[PATHLEN], path[PATHLEN];
+    ag_status rs = lm_ckpt_resolve(dir, where, sizeof where, err);
+    if (rs) return rs;
+    if (path_of(path, where, LM_STATE_FILE, err)) return AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return AG_ERR_IO;
     ag_status st = read_state_meta(f, path, s, err);

@@ -1,19 +1,33 @@
-/* checkpoint.h -- char_lm's checkpoint directory (../shared/MODEL.md, "Checkpoint files"):
+/* checkpoint.h -- char_lm's checkpoint directory (../shared/MODEL.md, "Checkpoint files").
  *
- *   DIR/model.safetensors        every parameter under its MODEL.md name, in MODEL.md's order,
+ * A run directory DIR holds one checkpoint at every instant, whole:
+ *
+ *   DIR/latest                   one line, the name of the live checkpoint ("ckpt-00000120")
+ *   DIR/ckpt-00000120/model.safetensors
+ *                                every parameter under its MODEL.md name, in MODEL.md's order,
  *                                F32; __metadata__: format "char_lm-1", config (a JSON object of
  *                                every hyper-parameter), vocab (a JSON array of code points),
- *                                iter (the optimizer steps the weights have had in this run)
- *   DIR/train_state.safetensors  m.<name> and v.<name> (Adam's moments; SGD keeps its momentum
+ *                                iter (the optimizer steps the weights have had in this run),
+ *                                run_id (16 hex digits, drawn when the run started)
+ *   DIR/ckpt-00000120/train_state.safetensors
+ *                                m.<name> and v.<name> (Adam's moments; SGD keeps its momentum
  *                                buffer in m) for every parameter; __metadata__: format
- *                                "char_lm-train-1", iter, step (the optimizer's t), the batch
- *                                sampler's RNG state (rng_state, rng_inc: decimal uint64), the
- *                                data split (n_tokens, n_train, n_val, data_hash), and the
+ *                                "char_lm-train-1", iter, run_id, step (the optimizer's t), the
+ *                                batch sampler's RNG state (rng_state, rng_inc: decimal uint64),
+ *                                the data split (n_tokens, n_train, n_val, data_hash), and the
  *                                evaluation done at iter, if any (eval_train_loss, eval_val_loss)
  *
- * Both files are written atomically by ag_st_save (temporary file, fsync, rename); train_state
- * first, so a crash between the two leaves files whose "iter" disagree, which --resume
- * reports instead of mixing them.
+ * Saving (lm_ckpt_save) writes both files into DIR/ckpt-<iter>.tmp/ (each fsync'ed), renames
+ * that directory to DIR/ckpt-<iter>, and then replaces DIR/latest (a temporary file, fsync,
+ * rename): that one rename commits the checkpoint. Only then is the previous one removed. A
+ * process killed at any step leaves DIR/latest naming a whole checkpoint, the old or the new,
+ * and leftovers that the next `train` removes (lm_ckpt_clean). A reader resolves latest once
+ * and reads both files from that directory; if the files vanish under it (the writer removed
+ * the previous checkpoint), it resolves again.
+ *
+ * Older run directories (model.safetensors and train_state.safetensors in DIR itself, no
+ * latest) load as before, and a ckpt-N directory can be given as a checkpoint directory too.
+ * On load, the two files must agree on iter and run_id (a pair from two runs is refused).
  *
  * Nothing prints; errors are a status and one line in the ag_error err, naming the file. */
 #ifndef LM_CHECKPOINT_H
@@ -26,6 +40,9 @@
 
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
+#define LM_LATEST "latest"
+#define LM_MODEL_FILE "model.safetensors"
+#define LM_STATE_FILE "train_state.safetensors"
 
 /* A model read from a checkpoint. Owns g and vocab; free with lm_model_free. */
 typedef struct {
@@ -33,12 +50,14 @@ typedef struct {
     vocab vocab;
     ag_gpt *g;
     long iter;          /* "iter" of model.safetensors */
+    uint64_t run_id;    /* "run_id" of model.safetensors; 0 in checkpoints older than it */
 } lm_model;
 
 /* Where a run stands; with the weights and the moments it is all a resume needs. */
 typedef struct {
     long iter;          /* optimizer steps done; the next step is number iter */
     long step;          /* the optimizer's step count t of the last update */
+    uint64_t run_id;    /* drawn when the run started (lm_new_run_id), kept by --resume; 0: none */
     ag_rng rng;         /* the batch sampler, as it is before step `iter` draws its batch */
     size_t n_tokens, n_train, n_val;
     uint64_t data_hash; /* lm_ids_hash of all the tokens: a different --data is noticed */
@@ -53,24 +72,42 @@ uint64_t lm_ids_hash(const int *ids, size_t n);
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
 
+/* A new run's identity: 64 random bits from the kernel, never 0. */
+uint64_t lm_new_run_id(void);
+
+/* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
+ * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
+ * AG_ERR_FORMAT when latest is not a checkpoint name or names a missing directory. */
+ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
+/* DIR holds a checkpoint (a latest, or a model.safetensors of the older layout). */
+bool lm_ckpt_exists(const char *dir);
+/* Removes what a killed `train` may have left in DIR: ckpt-*.tmp directories, temporary files
+ * (*.tmp.<pid> of our files), checkpoint directories that latest does not name, and the
+ * older layout's files once latest exists. Only names char_lm writes are touched; failures are
+ * ignored (the next run tries again). Call it holding DIR's lock. */
+void lm_ckpt_clean(const char *dir);
+
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
-                             long iter, ag_error *err);
+                             long iter, uint64_t run_id, ag_error *err);
 /* Writes DIR/train_state.safetensors from g->params->m, ->v and st. */
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *st, ag_error *err);
-/* Both: train_state first, then model (iter = st->iter). */
+/* A checkpoint of the run in DIR (iter = st->iter, run_id = st->run_id), committed as the
+ * comment at the top says; on failure the previous checkpoint is still the live one. */
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                        const lm_train_state *st, ag_error *err);
 
-/* Reads DIR/model.safetensors: checks the format tag, the config, the vocabulary (its size
- * must be the config's vocab_size), that the file holds exactly the model's parameters with
+/* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
+ * format tag, the config, the vocabulary (its size must be the config's vocab_size; both
+ * bounded before they are parsed), that the file holds exactly the model's parameters with
  * their shapes, then builds the model and copies the weights in. On error *m is zeroed. */
 ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err);
 void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
 
-/* Reads DIR/train_state.safetensors into g->params->m, ->v and *st, checking the format tag,
- * every m./v. tensor against g's parameters and the metadata. */
+/* Reads the checkpoint's train_state.safetensors into g->params->m, ->v and *st, checking the
+ * format tag, every m./v. tensor against g's parameters (finite; v, a mean of squares, not
+ * negative) and the metadata. */
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *st, ag_error *err);
 
 #endif

@@ -75,13 +75,6 @@ static ag_status mkdir_p(const char *dir, ag_error *err)
     return AG_OK;
 }
 
-static bool file_exists(const char *dir, const char *name)
-{
-    char path[PATHLEN];
-    struct stat sb;
-    return lm_path_join(path, sizeof path, dir, name) && stat(path, &sb) == 0;
-}
-
 /* x, y [B,T]: B windows at uniform offsets in [0, n - T - 1] (MODEL.md), targets shifted by one. */
 static void get_batch(const int *ids, size_t n, int B, int T, ag_rng *rng, int *x, int *y)
 {
@@ -215,6 +208,14 @@ static ag_status resume_state(run *R, ag_error *err)
     ag_error why = {0};
     ag_status s = lm_train_state_load(o->out_dir, R->m.g, &R->st, &why);
     if (s) return ag_seterr(err, s, "--resume: %s", why.msg);
+    if (R->st.run_id != R->m.run_id) {   /* two files of one checkpoint carry one run's identity */
+        char a[20] = "none", b[20] = "none";
+        if (R->m.run_id) snprintf(a, sizeof a, "%016llx", (unsigned long long)R->m.run_id);
+        if (R->st.run_id) snprintf(b, sizeof b, "%016llx", (unsigned long long)R->st.run_id);
+        return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of run %s but "
+                         "train_state.safetensors of run %s: the two files are not one checkpoint", o->out_dir, a, b);
+    }
+    if (!R->st.run_id) R->st.run_id = lm_new_run_id();   /* a checkpoint older than run ids */
     if (R->st.iter != R->m.iter)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
                          "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
@@ -231,6 +232,7 @@ static ag_status resume_state(run *R, ag_error *err)
 static void new_state(run *R)
 {
     memset(&R->st, 0, sizeof R->st);
+    R->st.run_id = lm_new_run_id();
     ag_rng_seed(&R->st.rng, mix64(R->cfg.seed, TAG_BATCH));
     R->st.n_tokens = R->c.n;
     R->st.data_hash = lm_ids_hash(R->c.ids, R->c.n);
@@ -634,7 +636,7 @@ static ag_status open_out_dir(run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     ag_status s = mkdir_p(o->out_dir, err);
     if (s) return s;
-    if (!R->resumed && file_exists(o->out_dir, "model.safetensors")) {
+    if (!R->resumed && lm_ckpt_exists(o->out_dir)) {
         if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */
             return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite "
                              "starts over, or choose another --out", o->out_dir);
@@ -643,6 +645,7 @@ static ag_status open_out_dir(run *R, ag_error *err)
                  o->out_dir);
         warn(R, msg);
     }
+    lm_ckpt_clean(o->out_dir);   /* what a killed run left: temporary files, uncommitted checkpoints */
     if ((s = open_metrics(R, R->start, err))) return s;
     if (!o->trace) log_header(R);   /* with --trace-shapes it came before the trace */
     return AG_OK;

@@ -92,6 +92,15 @@ static bool shape_bytes(int ndim, const int *shape, uint64_t limit, uint64_t *by
 // ---------------------------------------------------------------------------------------------
 // writer
 
+static ag_st_step_hook step_hook;
+
+void ag_st_set_step_hook(ag_st_step_hook hook) { step_hook = hook; }
+
+static void step(const char *what, const char *path)
+{
+    if (step_hook) step_hook(what, path);
+}
+
 /* Why tensors[i] cannot be written at byte offset off (AG_ERR_ARG, message in err), or AG_OK
  * with its size in *bytes. root holds the tensors before it (for the duplicate check). */
 static ag_status check_tensor(const char *path, const ag_st_tensor *tensors, int i, const json_t *root,
@@ -238,15 +247,17 @@ static char *tmp_name(const char *path)
 
 /* The whole file: header length, header padded with spaces, data, flushed. false with errno
  * set by the stream. */
-static bool write_contents(FILE *fp, const char *hdr, const ag_st_tensor *tensors, int n)
+static bool write_contents(FILE *fp, const char *tmp, const char *hdr, const ag_st_tensor *tensors, int n)
 {
     size_t hlen = strlen(hdr);
     size_t padded = (hlen + 7) / 8 * 8;   /* 8 + padded is a multiple of 8: data aligned */
     unsigned char len8[8];
     put_u64le(len8, (uint64_t)padded);
     static const char spaces[] = "       ";   /* 7: the most padding needed */
-    return write_all(fp, len8, 8) && write_all(fp, hdr, hlen) && write_all(fp, spaces, padded - hlen)
-           && write_data(fp, tensors, n) && fflush(fp) == 0;
+    bool ok = write_all(fp, len8, 8) && write_all(fp, hdr, hlen) && write_all(fp, spaces, padded - hlen) &&
+              fflush(fp) == 0;
+    if (ok) step("write", tmp);   /* the header is on disk, the data not yet */
+    return ok && write_data(fp, tensors, n) && fflush(fp) == 0;
 }
 
 /* Creates tmp, writes the file into it, fsyncs and closes it (path only names the target in
@@ -254,13 +265,16 @@ static bool write_contents(FILE *fp, const char *hdr, const ag_st_tensor *tensor
 static ag_status write_tmp(const char *tmp, const char *path, const char *hdr, const ag_st_tensor *tensors,
                            int n, ag_error *err)
 {
+    step("create", tmp);
     FILE *fp = fopen(tmp, "wb");
     if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
     ag_status st = AG_OK;
-    if (!write_contents(fp, hdr, tensors, n))
+    if (!write_contents(fp, tmp, hdr, tensors, n))
         st = ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    else if (fsync(fileno(fp)) != 0)
-        st = ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (st == AG_OK) {
+        step("fsync", tmp);
+        if (fsync(fileno(fp)) != 0) st = ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    }
     if (fclose(fp) != 0 && st == AG_OK)   /* a close can report a late write error */
         st = ag_seterr(err, AG_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
     if (st != AG_OK) remove(tmp);
@@ -271,12 +285,14 @@ static ag_status write_tmp(const char *tmp, const char *path, const char *hdr, c
  * is durable. */
 static ag_status replace_with(const char *path, const char *tmp, const char *dir, ag_error *err)
 {
+    step("rename", path);
     if (rename(tmp, path) != 0) {
         ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
         remove(tmp);
         return AG_ERR_IO;
     }
     /* a filesystem that cannot sync directories says EINVAL */
+    step("fsync dir", dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
         ag_seterr(err, AG_ERR_IO, "%s: written, but syncing directory %s failed: %s", path, dir,

@@ -34,6 +34,14 @@ typedef struct {
 ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
                      int n_meta, ag_error *err);
 
+/* A hook for crash tests: when set, ag_st_save calls it before each step that changes the disk,
+ * with the step ("create", "write", "fsync", "rename", "fsync dir") and the file or directory
+ * in hand. At "write" the file holds its header only; at "fsync" all of it, not yet synced.
+ * The hook may end the process there (char_lm's CHAR_LM_FAULT does). NULL (the default): none.
+ * Set it before saving, not while another thread saves. */
+typedef void (*ag_st_step_hook)(const char *step, const char *path);
+void ag_st_set_step_hook(ag_st_step_hook hook);
+
 typedef struct ag_st_file ag_st_file;   /* a loaded, validated file */
 
 /* NULL on error, with err's status AG_ERR_IO (cannot open or read), AG_ERR_FORMAT (not a valid

@@ -1,0 +1,38 @@
+/* rundir.h -- the file-system steps that keep a run directory whole (issue 12):
+ *
+ *   lm_file_create, lm_file_commit
+ *                                 a file written beside its target as "<path>.tmp.<pid>" and
+ *                                 renamed over it: readers see the old file or the new one,
+ *                                 never half of one, and a symbolic link planted at <path> (or
+ *                                 at the temporary name) is replaced, its target never written
+ *   lm_fsync_dir                  makes the renames in a directory durable
+ *   lm_fault                      the crash test's fault points (CHAR_LM_FAULT=N)
+ *
+ * Nothing prints (except lm_fault, just before it kills the process); errors are a status and
+ * one line in err, naming the file. */
+#ifndef LM_RUNDIR_H
+#define LM_RUNDIR_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "attograd.h"
+
+/* Opens "<path>.tmp.<pid>" (its name in tmp [n]) as a new file, removing whatever had that
+ * name first. NULL with err set on failure. */
+FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err);
+/* Checks and closes fp (fsync'ed first when durable), then renames tmp over path. On any
+ * failure tmp is removed and path is untouched. */
+ag_status lm_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err);
+/* Closes fp and removes tmp (an abandoned lm_file_create). */
+void lm_file_discard(FILE *fp, const char *tmp);
+/* fsync of a directory (a filesystem that cannot sync directories is not an error). */
+ag_status lm_fsync_dir(const char *dir, ag_error *err);
+
+/* A fault point for the crash-consistency test: with CHAR_LM_FAULT=N in the environment the
+ * N-th call in this process says "char_lm: fault point N: <step> <path>" on stderr and kills
+ * the process with SIGKILL (as a power cut or `kill -9` would, with nothing cleaned up).
+ * Without the variable it does nothing. checkpoint.c calls it before every step that changes
+ * the disk, including those inside ag_st_save (it is installed as ag_st_set_step_hook). */
+void lm_fault(const char *step, const char *path);
+
+#endif

@@ -1,0 +1,385 @@
+/* test_rundir.c -- a run directory holds one whole checkpoint at every instant and has one
+ * owner (issue 12), tested on build/char_lm as a real process (proc.h):
+ *
+ *   crash    `train` killed (SIGKILL, through CHAR_LM_FAULT: see examples/char_lm/rundir.h) at
+ *            every step of writing a checkpoint: every write, fsync, rename and removal, those
+ *            inside ag_st_save included. After each kill the directory's latest names a whole
+ *            checkpoint that samples; --resume from it (a plain `train` where the first
+ *            checkpoint never got committed) leaves no leftover and ends with exactly the
+ *            losses and files of a run that was never killed. Three starting points: a run
+ *            resumed from the current layout, from the older one (files at the top), and a
+ *            fresh run (whose first checkpoint may not exist yet). CHAR_LM_TABLE=1 prints
+ *            every kill point and what it left.
+ *   layout   the names a save chooses (never the live checkpoint's), and what the cleaning of
+ *            a run directory removes (our leftovers) and leaves (anything else). */
+#include <check.h>
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "proc.h"
+
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* the tiny preset made smaller; the schedule does not depend on --max-iters */
+#define RUN_FLAGS "--config", "tiny", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", \
+                  "--batch-size", "4", "--eval-iters", "1", "--threads", "1", "--warmup-iters", "20",           \
+                  "--lr-decay-iters", "100000"
+
+static char root[64];
+/* without gnuplot (a picture takes longer to draw than these runs take to train), one thread */
+static const char *const no_plots[] = {"PATH=/nonexistent", NULL};
+
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_rundir_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void root_teardown(void) { proc_remove_tree(root); }
+
+/* A fresh directory root/name with corpus.txt in it. */
+static const char *fresh_dir(const char *name)
+{
+    static char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", proc_path(root, name));
+    proc_remove_tree(dir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    size_t n;
+    char *text = proc_make_corpus(3000, &n);
+    proc_write_file(proc_path(dir, "corpus.txt"), text, n);
+    free(text);
+    return dir;
+}
+
+/* Runs char_lm in dir and expects exit code `code`; returns its stdout (malloc'd). */
+static char *run_ok(const char *dir, const char *const *args, const proc_opts *o, int code)
+{
+    char io[PATH_MAX + 8];
+    snprintf(io, sizeof io, "%s.io", dir);
+    proc_result r;
+    proc_run(dir, args, io, o, &r);
+    ck_assert_msg(r.exited && r.code == code, "char_lm %s %s in %s: %s, expected exit %d\nstderr: %s", args[0],
+                  args[1] ? args[1] : "", dir, proc_status_str(&r), code, r.err);
+    char *out = strdup(r.out);
+    proc_result_free(&r);
+    return out;
+}
+
+/* metrics.csv without its last column (tokens/s, a timing) */
+static char *metrics_losses(const char *dir)
+{
+    size_t n;
+    char *b = proc_read_file(proc_path(dir, "metrics.csv"), &n);
+    ck_assert_msg(b != NULL, "%s/metrics.csv missing", dir);
+    char *out = malloc(n + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t k = 0;
+    for (char *line = b; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        size_t keep = len;
+        while (keep > 0 && line[keep - 1] != ',') keep--;
+        memcpy(out + k, line, keep);
+        k += keep;
+        out[k++] = '\n';
+        line += len + (nl != NULL);
+    }
+    out[k] = '\0';
+    free(b);
+    return out;
+}
+
+/* The run in a ended exactly as the run in b: the same losses, the same checkpoint files (the
+ * run identities aside). */
+static void assert_same_run(const char *a, const char *b, const char *what)
+{
+    char *ma = metrics_losses(a), *mb = metrics_losses(b);
+    ck_assert_msg(strcmp(ma, mb) == 0, "%s: losses differ:\n%s\nvs the uninterrupted run:\n%s", what, ma, mb);
+    free(ma);
+    free(mb);
+    const char *files[] = {"model.safetensors", "train_state.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char pa[PATH_MAX], pb[PATH_MAX];
+        snprintf(pa, sizeof pa, "%s", proc_path(proc_ckpt(a), files[i]));
+        snprintf(pb, sizeof pb, "%s", proc_path(proc_ckpt(b), files[i]));
+        size_t na, nb;
+        char *x = proc_read_ckpt_file(pa, &na), *y = proc_read_ckpt_file(pb, &nb);
+        ck_assert_msg(x && y, "%s: missing %s or %s", what, pa, pb);
+        ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s: %s differs from the uninterrupted run's", what, pa);
+        free(x);
+        free(y);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// crash: a kill at every step of checkpointing
+
+typedef enum { S_RESUMED, S_LEGACY, S_FRESH } scenario;
+static const char *const scenario_names[] = {"resumed run", "resumed run, older layout", "fresh run"};
+
+/* The live checkpoint's iteration, or -1 when there is no latest yet. The files it names must
+ * be there, and model.safetensors must be the only checkpoint file at the top (the older
+ * layout's pair is removed only after the commit, and never half of it first). */
+static long live_iteration(const char *run)
+{
+    char *name = proc_read_file(proc_path(run, "latest"), NULL);
+    struct stat sb;
+    if (!name) {   /* the older layout is live until the first commit replaces it */
+        bool legacy = stat(proc_path(run, "model.safetensors"), &sb) == 0;
+        ck_assert_msg(legacy == (stat(proc_path(run, "train_state.safetensors"), &sb) == 0),
+                      "%s: half of the older layout's pair", run);
+        return legacy ? 2 : -1;
+    }
+    ck_assert_msg(strncmp(name, "ckpt-", 5) == 0 && strchr(name, '\n'), "%s/latest holds '%s'", run, name);
+    long it = atol(name + 5);
+    free(name);
+    const char *ck = proc_ckpt(run);
+    ck_assert_msg(stat(proc_path(ck, "model.safetensors"), &sb) == 0 &&
+                  stat(proc_path(ck, "train_state.safetensors"), &sb) == 0, "%s: latest names %s, which lacks a file",
+                  run, ck);
+    return it;
+}
+
+/* After the recovery: the directory holds the checkpoint and the run's files, nothing else. */
+static void assert_clean(const char *run, const char *what)
+{
+    const char *tmp = proc_find_tmp(run);
+    ck_assert_msg(tmp == NULL, "%s: %s left behind", what, tmp);
+    DIR *d = opendir(run);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    int ckpts = 0;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
+        if (!strncmp(nm, "ckpt-", 5)) {
+            ckpts++;
+            continue;
+        }
+        ck_assert_msg(!strcmp(nm, "latest") || !strcmp(nm, "metrics.csv") || !strcmp(nm, "loss.png") ||
+                      !strcmp(nm, "loss.gp"), "%s: unexpected %s/%s", what, run, nm);
+    }
+    closedir(d);
+    ck_assert_msg(ckpts == 1, "%s: %d checkpoint directories in %s", what, ckpts, run);
+}
+
+/* The base directory of a scenario: corpus.txt and, but for S_FRESH, run/ trained to 2 (in the
+ * older layout for S_LEGACY). */
+static void make_base(const char *base, scenario sc, const proc_opts *o)
+{
+    if (sc == S_FRESH) return;
+    free(run_ok(base, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-interval", "2",
+                        "--max-iters", "2"), o, 0));
+    if (sc != S_LEGACY) return;
+    char run[PATH_MAX], ck[PATH_MAX];
+    snprintf(run, sizeof run, "%s", proc_path(base, "run"));
+    snprintf(ck, sizeof ck, "%s", proc_ckpt(run));
+    const char *files[] = {"model.safetensors", "train_state.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char from[PATH_MAX];
+        snprintf(from, sizeof from, "%s", proc_path(ck, files[i]));
+        ck_assert_int_eq(rename(from, proc_path(run, files[i])), 0);
+    }
+    ck_assert_int_eq(rmdir(ck), 0);
+    ck_assert_int_eq(unlink(proc_path(run, "latest")), 0);
+}
+
+START_TEST(test_kill_at_every_step)
+{
+    scenario sc = (scenario)_i;
+    char base[PATH_MAX], work[PATH_MAX], run[PATH_MAX], ref[PATH_MAX], fault[32], io[PATH_MAX + 8];
+    snprintf(base, sizeof base, "%s", fresh_dir(sc == S_RESUMED ? "base0" : sc == S_LEGACY ? "base1" : "base2"));
+    /* no gnuplot: a picture still drawing when the run is killed would race with the next run */
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    make_base(base, sc, &o);
+    snprintf(ref, sizeof ref, "%s", proc_path(base, "ref"));
+    free(run_ok(base, A("train", "--data", "corpus.txt", "--out", "ref", RUN_FLAGS, "--eval-interval", "2",
+                        "--max-iters", "6"), &o, 0));
+    bool table = getenv("CHAR_LM_TABLE") != NULL;
+    int kills = 0, kept_old = 0, got_new = 0, none_yet = 0;
+    for (int k = 1;; k++) {
+        snprintf(work, sizeof work, "%s/k%03d", root, k);
+        proc_remove_tree(work);
+        proc_copy_tree(base, work);
+        proc_remove_tree(proc_path(work, "ref"));
+        snprintf(run, sizeof run, "%s", proc_path(work, "run"));
+        snprintf(fault, sizeof fault, "CHAR_LM_FAULT=%d", k);
+        const char *const env[] = {fault, "PATH=/nonexistent", NULL};
+        proc_opts of = {.no_wrap = true, .env = env};
+        proc_result r;
+        snprintf(io, sizeof io, "%s.io", work);
+        const char *const *cmd = sc == S_FRESH ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                                   "--eval-interval", "2", "--max-iters", "0")
+                                               : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                                   "--max-iters", "4");
+        proc_run(work, cmd, io, &of, &r);
+        if (r.exited && r.code == 0) {   /* past the last fault point: every one was tried */
+            proc_result_free(&r);
+            proc_remove_tree(work);
+            break;
+        }
+        ck_assert_msg(r.signaled && r.sig == SIGKILL, "fault point %d: %s\n%s", k, proc_status_str(&r), r.err);
+        const char *said = strstr(r.err, "fault point");
+        char point[256] = "?";
+        if (said) snprintf(point, sizeof point, "%.*s", (int)strcspn(said, "\n"), said);
+        proc_result_free(&r);
+        kills++;
+
+        /* one whole checkpoint: the old one or the new one */
+        long live = live_iteration(run);
+        long want_from = live;
+        if (live < 0) {
+            ck_assert_msg(sc == S_FRESH, "%s: %s: no checkpoint left", scenario_names[sc], point);
+            none_yet++;
+        } else {
+            free(run_ok(work, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
+            long old = 2, new = sc == S_FRESH ? 0 : 4;
+            ck_assert_msg(live == new || (live == old && sc != S_FRESH), "%s: %s: live iteration %ld",
+                          scenario_names[sc], point, live);
+            if (live == new) got_new++;
+            else kept_old++;
+        }
+        if (table) printf("%-26s kill %3d  %-90s -> %s\n", scenario_names[sc], k, point,
+                          live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
+                                                                                       "new checkpoint live");
+
+        /* the run goes on from it and ends as if never killed */
+        char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                              "--eval-interval", "2", "--max-iters", "6")
+                                          : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                              "--max-iters", "6"), &o, 0);
+        if (want_from >= 0) {
+            char resuming[64];
+            snprintf(resuming, sizeof resuming, "resuming at iteration %ld", want_from);
+            ck_assert_msg(strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
+                          want_from, out);
+        }
+        free(out);
+        char what[400];
+        snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
+        assert_clean(run, what);
+        assert_same_run(run, ref, what);
+        proc_remove_tree(work);
+    }
+    if (table)
+        printf("%s: %d kill points; old checkpoint live after %d, new after %d, none yet after %d; every one resumed "
+               "to the uninterrupted run's losses and files\n", scenario_names[sc], kills, kept_old, got_new, none_yet);
+    ck_assert_int_ge(kills, 15);   /* every step was reached */
+    ck_assert_int_gt(got_new, 0);
+    ck_assert_int_gt(kept_old + none_yet, 0);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// layout: the names a save chooses, what the cleaning removes and what it leaves
+
+/* The name in dir/latest (a static buffer). */
+static const char *latest_name(const char *dir)
+{
+    static char name[64];
+    char *b = proc_read_file(proc_path(dir, "latest"), NULL);
+    ck_assert_ptr_nonnull(b);
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(b, "\n"), b);
+    free(b);
+    return name;
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    struct stat sb;
+    return lstat(proc_path(dir, name), &sb) == 0;
+}
+
+START_TEST(test_layout)
+{
+    const char *dir = fresh_dir("layout");
+    char ck[PATH_MAX];
+    snprintf(ck, sizeof ck, "%s", proc_path(dir, "ck"));
+    ck_assert_int_eq(mkdir(ck, 0755), 0);
+    corpus c;
+    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
+    lm_config cfg;
+    ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
+    cfg.model.vocab_size = c.vocab.V;
+    cfg.model.n_layer = 1;
+    cfg.model.n_embd = 16;
+    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    lm_train_state st = {.iter = 3, .step = 3, .run_id = 0x1234, .n_tokens = c.n, .n_train = c.n};
+    ag_rng_seed(&st.rng, 1);
+    ag_error e = {0};
+
+    /* the same iteration saved again (a new run over an old one) never touches the live one */
+    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_str_eq(latest_name(ck), "ckpt-00000003");
+    ck_assert_int_eq(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_OK);
+    ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
+    ck_assert(!exists(ck, "ckpt-00000003"));
+    ck_assert_int_eq(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_OK);
+    ck_assert_str_eq(latest_name(ck), "ckpt-00000003");
+    ck_assert(!exists(ck, "ckpt-00000003-b"));
+    lm_model m;
+    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert(m.iter == 3 && m.run_id == 0x1234);
+    lm_model_free(&m);
+
+    /* what a killed run leaves is removed; what is not ours stays */
+    const char *leftovers[] = {"ckpt-00000009/", "ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
+                               "latest.tmp.123", "metrics.csv.tmp.55", "loss.png.tmp.8", "model.safetensors",
+                               "train_state.safetensors", "ckpt-00000009/model.safetensors"};
+    const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
+                            "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a"};
+    for (int k = 0; k < 2; k++) {
+        const char *const *list = k ? theirs : leftovers;
+        int n = k ? (int)(sizeof theirs / sizeof *theirs) : (int)(sizeof leftovers / sizeof *leftovers);
+        for (int i = 0; i < n; i++) {
+            char p[PATH_MAX];
+            snprintf(p, sizeof p, "%s", proc_path(ck, list[i]));
+            size_t len = strlen(p);
+            if (p[len - 1] == '/') {
+                p[len - 1] = '\0';
+                ck_assert_int_eq(mkdir(p, 0755), 0);
+            } else {
+                proc_write_file(p, "x", 1);
+            }
+        }
+    }
+    lm_ckpt_clean(ck);
+    for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
+        ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
+    for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
+        ck_assert_msg(exists(ck, theirs[i]), "%s was removed", theirs[i]);
+    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    lm_model_free(&m);
+    ag_gpt_free(g);
+    corpus_free(&c);
+}
+END_TEST
+
+/* The process-level cases test build/char_lm, the same binary for the float and the double test
+ * build: the longer ones (crash, signals) run in the float build only. */
+Suite *rundir_suite(void)
+{
+    Suite *s = suite_create("rundir");
+    TCase *tc;
+#ifndef AG_DOUBLE
+    tc = tcase_create("crash");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_kill_at_every_step, 0, 3);
+    suite_add_tcase(s, tc);
+#else
+    (void)test_kill_at_every_step;
+#endif
+    tc = tcase_create("layout");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_add_test(tc, test_layout);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -162,11 +162,15 @@ $(B)/f32/tests/mpi/%.o: tests/mpi/%.c $(HEADERS)
 	$(MPICC) $(ALL_CFLAGS) -Itests -Iexamples/char_lm -c $< -o $@
 $(B)/dist_check: $(B)/f32/tests/mpi/dist_check.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) \
+               $(B)/f32/src/dist/dist_none.o $(LIB32)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 .PHONY: test-mpi
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
 ifeq ($(HAVE_MPI),1)
-	@$(MAKE) --no-print-directory $(B)/dist_check
+	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi
 	$(MPI_ENV) $(MPIRUN) -np 3 ./$(B)/dist_check
+	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi ./$(B)/test_mpi
 else
 	@echo "test-mpi: skipped ($(MPICC) not found; make deps installs Open MPI)"
 endif

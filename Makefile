@@ -15,7 +15,7 @@ CFLAGS  ?= -O3 -fno-math-errno -g
 OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
-DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin
 # recursive (=) so pkg-config only runs once `make deps` has installed it
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
@@ -39,6 +39,11 @@ LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() is also linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h)
+# src/dist (dist.h): the transport of data-parallel training, outside libattograd.a so that the
+# library stays free of MPI. Programs link one of the two: dist_none.o (one process: char_lm,
+# the tests, the bench) or dist_mpi.o, built with mpicc (char_lm_mpi, when mpicc is there).
+MPICC   ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
 B = build
 ifeq ($(REFERENCE),1)
@@ -49,7 +54,7 @@ LIB64 = $(B)/f64/libattograd.a
 
 .PHONY: all deps test run clean help asan bench FORCE
 FORCE:
-all: $(LIB32) $(B)/char_lm $(B)/attention_demo  ## build the library, build/char_lm and build/attention_demo
+all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo (and build/char_lm_mpi with MPI)
 
 help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
@@ -98,21 +103,22 @@ $(B)/gen/suites.inc: FORCE
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
 $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm
 
-$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
-$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
+$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(B)/f64/src/dist/dist_none.o $(LIB64)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 
 # one OpenBLAS thread in tests: results must not depend on the thread count
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
 # passive OpenMP waits: on a shared machine, spinning threads make tests 50x slower
 TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
-test: deps                                        ## every test: double, float, both on the REFERENCE=1 library, the installed library
+test: deps                                        ## every test: double, float, both on the REFERENCE=1 library, the installed library, MPI
 	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(B)/char_lm
 	$(TEST_ENV) ./$(B)/test_f64
 	$(TEST_ENV) ./$(B)/test_f32
 	@$(MAKE) --no-print-directory test-reference
 	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-mpi
 
 # the same suite on the library built with the reference kernels only (its own char_lm too:
 # the program tests run the binary they find in CHAR_LM)
@@ -138,8 +144,39 @@ test-install:                                     ## install into build/out_of_t
 	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(OOT)/lessons PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
 
 # --- the char_lm program ---
-$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+
+# the same program over MPI (docs/distributed.md): `mpirun -np N build/char_lm_mpi train ...`.
+# Only dist_mpi.o sees mpi.h; every other object is char_lm's own.
+$(B)/f32/src/dist/dist_mpi.o: src/dist/dist_mpi.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
+$(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+
+# --- MPI tests (tests/mpi/): dist.h's collectives across ranks, then char_lm_mpi against
+# char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only).
+# As root mpirun needs the two OMPI_ALLOW_RUN_AS_ROOT variables; without mpicc: skipped.
+MPI_ENV = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+MPIRUN  = mpirun --oversubscribe
+$(B)/f32/tests/mpi/%.o: tests/mpi/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(ALL_CFLAGS) -Itests -Iexamples/char_lm -c $< -o $@
+$(B)/dist_check: $(B)/f32/tests/mpi/dist_check.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) \
+               $(B)/f32/src/dist/dist_none.o $(LIB32)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+.PHONY: test-mpi
+test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
+ifeq ($(HAVE_MPI),1)
+	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi
+	$(MPI_ENV) $(MPIRUN) -np 3 ./$(B)/dist_check
+	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi ./$(B)/test_mpi
+else
+	@echo "test-mpi: skipped ($(MPICC) not found; make deps installs Open MPI)"
+endif
 
 run: deps                                         ## train the baby model on Tiny Shakespeare
 	@$(MAKE) --no-print-directory $(B)/char_lm
@@ -180,7 +217,7 @@ uninstall:                                        ## remove what `make install P
 
 # --- benchmark: kept out of the test suite (tests check correctness, bench measures) ---
 # malloc/calloc/realloc are wrapped so the bench can count our code's allocations per step
-$(B)/bench: $(B)/f32/bench/bench.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+$(B)/bench: $(B)/f32/bench/bench.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
 	$(CC) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ $^ $(LIBS)
 $(B)/f32/bench/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
 

@@ -42,7 +42,12 @@ static const char usage_train[] =
     "  --resume               continue the run in DIR exactly where its checkpoint stopped;\n"
     "                         flags given again override the saved ones, except the model shape\n"
     "  --init-from DIR        start a new run from another checkpoint's weights and vocabulary\n"
-    "  --threads N            threads (default: 2, or the number of cores if fewer)\n"
+    "  --threads N            threads (default: 2, or the number of cores if fewer; under mpirun\n"
+    "                         with several ranks: 1 per rank)\n"
+    "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
+    "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
+    "  --allreduce MODE       with several ranks: overlap (default: each block's gradients are sent\n"
+    "                         while the backward goes on) or end (one allreduce after the backward)\n"
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
     "\n"
@@ -284,6 +289,17 @@ static ag_status run_flag(lm_train_args *t, int argc, char **argv, int *i, const
         if (take_value(argc, argv, i, flag, &value, inl, err) || parse_long(flag, value, 1, 1024, &v, err))
             return AG_ERR_ARG;
         t->threads = (int)v;
+    } else if (strcmp(flag, "--grad-accum") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err) || parse_long(flag, value, 1, 1 << 20, &v, err))
+            return AG_ERR_ARG;
+        t->grad_accum = (int)v;
+    } else if (strcmp(flag, "--allreduce") == 0) {
+        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
+        int m = 0;
+        while (lm_allreduce_names[m] && strcmp(lm_allreduce_names[m], value) != 0) m++;
+        if (!lm_allreduce_names[m])
+            return ag_seterr(err, AG_ERR_ARG, "--allreduce must be overlap or end (got '%s')", value);
+        t->allreduce = (lm_allreduce_mode)m;
     } else if (strcmp(flag, "--resume") == 0) {
         if (no_value(flag, inl, err)) return AG_ERR_ARG;
         t->resume = true;

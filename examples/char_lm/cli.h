@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include "config.h"
+#include "ddp.h"
 
 typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
 
@@ -35,6 +36,8 @@ typedef struct {
     bool resume;               /* --resume */
     bool overwrite;            /* --overwrite: a new run over an existing checkpoint */
     int threads;               /* --threads, 0: the default (min(2, cores)) */
+    int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (ddp.h) */
+    lm_allreduce_mode allreduce; /* --allreduce overlap (default) or end (ddp.h) */
     lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */
     bool given[LM_N_FIELDS];   /* given[i]: lm_fields[i]'s flag was on the command line */

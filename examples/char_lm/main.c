@@ -139,17 +139,54 @@ static int show_result(const char *dir)
     return 0;
 }
 
+/* Under mpirun with several ranks (build/char_lm_mpi, ddp.h) rank 0 speaks for the job: the
+ * others get no log and no plots, and their trace goes to *quiet (/dev/null). */
+static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
+{
+    *quiet = NULL;
+    if (rank == 0) return;
+    o->log = NULL;
+    o->plot = false;
+    if (o->trace && (*quiet = fopen("/dev/null", "w"))) o->trace = *quiet;
+}
+
+/* A failed run: rank 0 says why; another rank only when it is news (an argument error is the
+ * same on every rank), as "rank R: ...". */
+static int fail_rank(int rank, ag_status s, const ag_error *e)
+{
+    if (rank == 0) return fail(s, e);
+    if (s == AG_ERR_ARG) return 2;
+    ag_error mine = {0};
+    ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
+    return fail(s, &mine);
+}
+
 static int cmd_train(const lm_train_args *a)
 {
-    set_threads(a->threads);
+    ag_error e = {0};
+    ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
+    ag_status s = ag_dist_init(&d, &e);
+    if (s) return fail(s, &e);
+    int rank = ag_dist_rank(d);
+    set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     catch_stop_signals();
     lm_train_opts o = train_opts(a);
+    o.dist = d;
+    o.grad_accum = a->grad_accum;
+    o.allreduce = a->allreduce;
+    FILE *quiet;
+    one_voice(&o, rank, &quiet);
     lm_train_result r;
-    ag_error e = {0};
-    ag_status s = lm_train(&o, &r, &e);
-    if (s) return fail(s, &e);
-    if (a->trace.only) return 0;
-    if (r.interrupted) return stop_signal == SIGTERM ? 143 : 130;
+    s = lm_train(&o, &r, &e);
+    if (quiet) fclose(quiet);
+    if (s) {
+        int code = fail_rank(rank, s, &e);
+        ag_dist_end(d, false);   /* no MPI_Finalize: mpirun ends the other ranks (dist.h) */
+        return code;
+    }
+    ag_dist_end(d, true);
+    if (a->trace.only || rank > 0) return r.interrupted ? (r.stop_signal == SIGTERM ? 143 : 130) : 0;
+    if (r.interrupted) return r.stop_signal == SIGTERM ? 143 : 130;
     return show_result(a->out);
 }
 

@@ -112,6 +112,7 @@ typedef struct {
     bool tty;              /* the log is a terminal: the progress line is redrawn in place */
     ag_lr_schedule sched;
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
+    lm_ddp *ddp;           /* several ranks or micro-batches per step (ddp.h); NULL: neither */
 } run;
 
 static void run_free(run *R)
@@ -129,6 +130,7 @@ static void run_free(run *R)
     free(R->peak);
     free(R->stats);
     ag_ctx_free(R->ctx);
+    lm_ddp_free(R->ddp);
     corpus_free(&R->c);
     lm_model_free(&R->m);
 }
@@ -257,6 +259,23 @@ static ag_status alloc_buffers(run *R, ag_error *err)
     return AG_OK;
 }
 
+static ag_status micro_batch(void *user, long it, const int *x, const int *y, int b, uint64_t seed, ag_real dloss,
+                             double *loss, ag_error *err);
+
+/* Several ranks or micro-batches per step (ddp.h): the split, checked against --batch-size, and
+ * rank 0's weights on every rank. Only rank 0 draws plots. */
+static ag_status start_ddp(run *R, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .mode = R->o->allreduce,
+                            .batch_size = c->batch_size, .block_size = c->model.block_size,
+                            .n_layer = c->model.n_layer, .params = R->m.g->params, .ctx = R->ctx,
+                            .micro = micro_batch, .user = R, .stop = R->o->stop };
+    ag_status s = lm_ddp_new(&R->ddp, &d, err);
+    if (!lm_ddp_writer(R->ddp)) R->plot_ok = false;
+    return s ? s : lm_ddp_share_start(R->ddp, err);
+}
+
 /* Everything before the first step: the data and the model (a checkpoint's with --resume or
  * --init-from), the validated config and the split, the optimizer's state, the buffers. */
 static ag_status setup(run *R, ag_error *err)
@@ -278,7 +297,8 @@ static ag_status setup(run *R, ag_error *err)
     R->st.n_train = R->n_train;
     R->st.n_val = R->n_val;
     R->start = R->st.iter;
-    return alloc_buffers(R, err);
+    if ((s = alloc_buffers(R, err))) return s;
+    return start_ddp(R, err);
 }
 
 // --- metrics.csv ---
@@ -335,6 +355,7 @@ static ag_status put_row(run *R, ag_error *err, const char *fmt, ...) __attribut
 
 static ag_status put_row(run *R, ag_error *err, const char *fmt, ...)
 {
+    if (!R->metrics) return AG_OK;   /* a rank other than 0 (ddp.h) */
     va_list ap;
     va_start(ap, fmt);
     int w = vfprintf(R->metrics, fmt, ap);
@@ -367,6 +388,7 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
     ag_ctx_set_grad(R->ctx, false);
     for (long k = 0; k < R->cfg.eval_iters; k++) {
         get_batch(ids, n, B, T, rng, R->x, R->y);
+        if (!lm_ddp_mine(R->ddp, k)) continue;   /* another rank's batch (ddp.h) */
         ag_ctx_reset(R->ctx);
         ag_tensor *loss = NULL;
         const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in step() */
@@ -382,8 +404,9 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
     }
     ag_ctx_reset(R->ctx);
     ag_ctx_set_grad(R->ctx, true);
+    ag_status s = lm_ddp_sum(R->ddp, &sum, err);   /* every rank's batches */
     *out = sum / (double)R->cfg.eval_iters;
-    return AG_OK;
+    return s;
 }
 
 /* --log-attn-stats: one batch (validation split, else training) through the model with every
@@ -423,9 +446,11 @@ static ag_status evaluate(run *R, long it, double *tl, double *vl, ag_error *err
         *vl = R->st.eval_val;
         return AG_OK;
     }
+    ag_status s = lm_ddp_check_weights(R->ddp, it, err);   /* the ranks still agree */
+    if (s) return s;
     ag_rng rng;
     ag_rng_seed(&rng, mix64(R->cfg.seed ^ TAG_EVAL, (uint64_t)it));
-    ag_status s = estimate(R, R->c.ids, R->n_train, &rng, tl, err);
+    s = estimate(R, R->c.ids, R->n_train, &rng, tl, err);
     *vl = NAN;
     if (s == AG_OK && R->n_val > 0) s = estimate(R, R->c.ids + R->n_train, R->n_val, &rng, vl, err);
     return s;
@@ -433,22 +458,22 @@ static ag_status evaluate(run *R, long it, double *tl, double *vl, ag_error *err
 
 // --- one optimizer step ---
 
-/* A batch of the training split forward and backward: *loss and every parameter's gradient.
- * The weights are untouched yet, so a failure here leaves the last checkpoint the last word. */
-static ag_status forward_backward(run *R, long it, double *loss_out, ag_error *err)
+/* A batch x, y [b,T] forward and backward, the backward seeded with dloss (1; a micro-batch's
+ * 1/(N*K), ddp.h): *loss_out is its mean loss and every parameter's gradient grows by dloss
+ * times its own. The weights are untouched yet, so a failure here leaves the last checkpoint
+ * the last word. */
+static ag_status forward_backward_on(run *R, long it, const int *x, const int *y, int b, uint64_t seed,
+                                     ag_real dloss, double *loss_out, ag_error *err)
 {
     const lm_config *c = &R->cfg;
     ag_gpt *g = R->m.g;
-    int B = c->batch_size, T = c->model.block_size;
-    get_batch(R->c.ids, R->n_train, B, T, &R->st.rng, R->x, R->y);
-    ag_params_zero_grad(g->params);
+    int T = c->model.block_size;
     ag_ctx_reset(R->ctx);
     ag_tensor *loss = NULL;
     /* with --detect-anomaly attention runs op by op, so the message can name the step that went
      * wrong (the scores' matmul, the softmax, ...) instead of the one fused op */
-    const ag_forward_opts fo = { .train = true, .seed = mix64(c->seed ^ TAG_DROP, (uint64_t)it),
-                                 .composed_attention = c->detect_anomaly };
-    ag_gpt_forward(R->ctx, g, R->x, R->y, B, T, &fo, &loss);
+    const ag_forward_opts fo = { .train = true, .seed = seed, .composed_attention = c->detect_anomaly };
+    ag_gpt_forward(R->ctx, g, x, y, b, T, &fo, &loss);
     ag_status s = ag_ctx_status(R->ctx);
     const char *why = ag_ctx_error(R->ctx);
     if (s == AG_ERR_NONFINITE)   /* --detect-anomaly: the first op that went non-finite */
@@ -459,12 +484,32 @@ static ag_status forward_backward(run *R, long it, double *loss_out, ag_error *e
     if (!isfinite(lv))
         return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step, "
                          "the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, lv, R->st.iter);
-    if ((s = ag_backward(R->ctx, loss)))
+    if ((s = ag_backward_from(R->ctx, loss, &dloss)))
         return ag_seterr(err, s, "iteration %ld: backward: %s%s", it,
                          ag_ctx_error(R->ctx) ? ag_ctx_error(R->ctx) : ag_status_str(s),
                          s == AG_ERR_NONFINITE ? "; stopped before the optimizer step, the last checkpoint is untouched" : "");
     *loss_out = lv;
     return AG_OK;
+}
+
+/* ddp.h's lm_micro_fn: one micro-batch of a data-parallel step */
+static ag_status micro_batch(void *user, long it, const int *x, const int *y, int b, uint64_t seed, ag_real dloss,
+                             double *loss, ag_error *err)
+{
+    return forward_backward_on(user, it, x, y, b, seed, dloss, loss, err);
+}
+
+/* The step's batch of the training split forward and backward: *loss and every parameter's
+ * gradient. With several ranks or micro-batches ddp.c splits the same batch (ddp.h). */
+static ag_status forward_backward(run *R, long it, double *loss_out, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    int B = c->batch_size, T = c->model.block_size;
+    uint64_t seed = mix64(c->seed ^ TAG_DROP, (uint64_t)it);   /* dropout */
+    if (R->ddp) return lm_ddp_forward_backward(R->ddp, it, R->c.ids, R->n_train, &R->st.rng, seed, loss_out, err);
+    get_batch(R->c.ids, R->n_train, B, T, &R->st.rng, R->x, R->y);
+    ag_params_zero_grad(R->m.g->params);
+    return forward_backward_on(R, it, R->x, R->y, B, seed, 1, loss_out, err);
 }
 
 /* The factor the clip scales the gradients by (1 unless clipping; clip <= 0: never); their
@@ -591,6 +636,7 @@ static void log_end(const run *R, const lm_train_result *r)
     if (!f) return;
     char el[32];
     fmt_duration(el, sizeof el, now_s() - R->t_start);
+    lm_ddp_log_summary(R->ddp, f);
     if (r->interrupted)
         fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n", r->iter, el,
                 R->o->out_dir);
@@ -634,6 +680,7 @@ static bool nothing_to_do(const run *R, lm_train_result *r)
 static ag_status open_out_dir(run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
+    if (!lm_ddp_writer(R->ddp)) return AG_OK;   /* rank 0 writes (ddp.h) */
     ag_status s = mkdir_p(o->out_dir, err);
     if (s) return s;
     if (!R->resumed && lm_ckpt_exists(o->out_dir)) {
@@ -658,8 +705,8 @@ static ag_status save_checkpoint(run *R, long it, double tl, double vl, ag_error
     R->st.has_eval = true;
     R->st.eval_train = tl;
     R->st.eval_val = vl;
-    fflush(R->metrics);
-    ag_status s = lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err);
+    if (R->metrics) fflush(R->metrics);
+    ag_status s = lm_ddp_writer(R->ddp) ? lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err) : AG_OK;
     if (s == AG_OK) R->saved_at = it;
     return s;
 }
@@ -704,7 +751,7 @@ static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r,
     log_eval(R, it, tl, vl);
     if (R->saved_at != it && (s = save_checkpoint(R, it, tl, vl, err))) return s;
     if (last && (s = put_row(R, err, "%ld,,,%s,%s,%s\n", it, R->train_col, R->val_col, R->stats))) return s;
-    fflush(R->metrics);
+    if (R->metrics) fflush(R->metrics);
     if (R->plot_ok && it > 0) draw_plots(R, last);
     return AG_OK;
 }
@@ -726,15 +773,24 @@ static ag_status train_step(run *R, long it, ag_error *err)
     if (o->losses && it < o->n_losses) o->losses[it] = loss;
     s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, R->train_col, R->val_col, tok_s, R->stats);
     if (s) return s;
-    fflush(R->metrics);
+    if (R->metrics) fflush(R->metrics);
     log_progress(R, it, loss, lr);
     return AG_OK;
+}
+
+/* The stop request: this process's signal, or with several ranks the one they agreed on at the
+ * last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
+static int stop_requested(const run *R)
+{
+    if (lm_ddp_ranks(R->ddp) > 1) return lm_ddp_stop(R->ddp);
+    return R->o->stop ? *R->o->stop : 0;
 }
 
 /* A stop signal (Ctrl-C) before iteration it: a checkpoint of where the run stands. */
 static ag_status stop_early(run *R, long it, lm_train_result *r, ag_error *err)
 {
-    if (R->saved_at != it) {
+    r->stop_signal = stop_requested(R);
+    if (R->saved_at != it && lm_ddp_writer(R->ddp)) {
         R->st.iter = it;
         R->st.has_eval = false;
         ag_status s = lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err);
@@ -755,7 +811,7 @@ static ag_status train_loop(run *R, lm_train_result *r, ag_error *err)
     R->t_start = now_s();
     R->saved_at = R->resumed ? R->start : -1;
     for (long it = R->start;; it++) {
-        if (R->o->stop && *R->o->stop) return stop_early(R, it, r, err);
+        if (stop_requested(R)) return stop_early(R, it, r, err);
         bool last = it == c->max_iters;
         ag_status s = evaluate_if_due(R, it, last, r, err);
         if (s) return s;

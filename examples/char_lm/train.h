@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include "attograd.h"
 #include "config.h"
+#include "ddp.h"
 
 typedef struct {
     const char *data_path;       /* UTF-8 text */
@@ -75,6 +76,13 @@ typedef struct {
      * (e.g. to poison a weight and watch --detect-anomaly catch it). NULL: none. */
     void (*before_step)(long it, ag_gpt *g, void *user);
     void *hook_user;
+    /* Data parallelism (ddp.h): the job of ranks this process is one of (NULL: alone), and
+     * --grad-accum (0 or 1: one micro-batch per step) and --allreduce. Every rank calls lm_train
+     * with the same options; rank 0 alone writes the checkpoints, metrics.csv and the plots, and
+     * should be the only one given a log. */
+    ag_dist *dist;
+    int grad_accum;
+    lm_allreduce_mode allreduce;
 } lm_train_opts;
 
 typedef struct {
@@ -83,6 +91,8 @@ typedef struct {
     double train_loss, val_loss; /* the last evaluation (val NaN without a validation split) */
     long n_params;
     int vocab_size;
+    int stop_signal;             /* interrupted: the signal that stopped it (with several
+                                    ranks, the one they agreed on, whichever rank caught it) */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);

@@ -25,6 +25,8 @@ struct ag_ctx {
     const char *scope;       /* the layer now running, copied into every node; NULL: none */
     bool recycle_grads;      /* release an op output's gradient once its backward has run */
     struct free_block *free_grads; /* with recycle_grads: released gradient buffers, reused by size */
+    ag_mark_fn mark_fn;      /* called when the backward passes a mark (ag_ctx_mark); NULL: none */
+    void *mark_user;
 
     /* --- kernels, debugging aids (debug.c) and errors --- */
     bool reference_kernels;  /* run the plain kernels even where fast ones were built */

@@ -107,7 +107,7 @@ static void collect(const ag_node *n, void (*fn)(const ag_node *, void *), void 
     for (size_t k = count; k > 0; k--) {
         const ag_node *m = n;
         for (size_t j = 1; j < k; j++) m = m->prev;
-        fn(m, user);
+        if (m->out) fn(m, user);   /* not a mark (ag_ctx_mark) */
     }
 }
 

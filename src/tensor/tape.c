@@ -39,6 +39,30 @@ ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const 
     return n;
 }
 
+// --- marks: the caller hears how far the backward has come ---
+
+/* a mark is a node of this op with no output: the driver calls the hook instead of a backward */
+static const ag_op mark_op = { .name = "mark" };
+
+void ag_ctx_set_mark_hook(ag_ctx *ctx, ag_mark_fn fn, void *user)
+{
+    ctx->mark_fn = fn;
+    ctx->mark_user = user;
+}
+
+void ag_ctx_mark(ag_ctx *ctx, int id)
+{
+    if (!ctx->mark_fn || !ctx->grad_on) return;
+    ag_node *n = ag_ctx_alloc(ctx, sizeof(ag_node));
+    if (!n) return;
+    memset(n, 0, sizeof *n);
+    n->op = &mark_op;
+    n->iparam[0] = id;
+    n->scope = ctx->scope;
+    n->prev = ctx->tape;
+    ctx->tape = n;
+}
+
 // --- gradient buffers ---
 
 /* a released gradient buffer, waiting in ag_ctx.free_grads for a gradient of the same size */
@@ -112,6 +136,10 @@ ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy)
     size_t N = ag_numel(y);
     for (size_t i = 0; i < N; i++) g[i] += dy[i];
     for (ag_node *n = ctx->tape; n; n = n->prev) {                  /* newest to oldest */
+        if (n->op == &mark_op) {                                    /* all after it is done */
+            if (ctx->mark_fn) ctx->mark_fn(ctx->mark_user, n->iparam[0]);
+            continue;
+        }
         if (!n->out->grad) continue;                                /* nothing flowed back here */
         ag_status s = ctx->profile ? ag__timed_backward(ctx, n) : n->op->backward(ctx, n);
         if (s == AG_OK && ctx->detect_anomaly) s = ag__check_input_grads(ctx, n);

@@ -208,6 +208,18 @@ ag_status ag_backward(ag_ctx *ctx, ag_tensor *loss);
 /* The same from any tensor y with a given upstream gradient dy [numel(y)] (gradient checks). */
 ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy);
 
+/* Marks: how far has the backward come? ag_ctx_mark(ctx, id) in a forward records a mark on the
+ * tape; when the backward walks past it (newest to oldest) every node recorded after the mark
+ * has run its backward, so a parameter used only after the mark has its whole gradient, and
+ * the hook is called with id. Data-parallel training uses it to start sending a block's
+ * gradients while the backward goes on below (examples/char_lm/ddp.h). ag_ctx_mark records
+ * nothing (and costs nothing) while no hook is set or grad mode is off. The hook stays set
+ * across resets; NULL removes it. Cannot fail (a mark that finds no memory is dropped, and the
+ * forward's next op reports the shortage). */
+typedef void (*ag_mark_fn)(void *user, int id);
+void ag_ctx_set_mark_hook(ag_ctx *ctx, ag_mark_fn fn, void *user);
+void ag_ctx_mark(ag_ctx *ctx, int id);
+
 /* ---------- profiling (for make bench) ----------
  * With a profile attached, every recorded op adds the time since the previous record (or
  * since ag_ctx_profile_mark) to its forward total, and every backward its own time. */

@@ -1,0 +1,114 @@
+/* ddp.h -- data-parallel training for char_lm: N ranks x K micro-batches per optimizer step,
+ * and the result of the single-process step (docs/distributed.md).
+ *
+ * THE BATCH. --batch-size B stays the windows of one optimizer step. Every rank draws all B
+ * window offsets from the batch sampler, exactly as one process draws them (so every rank's
+ * sampler stays in step, and a checkpoint's sampler is the same whatever N); rank r takes
+ * windows [r*B/N, (r+1)*B/N) and runs them as K micro-batches of b = B/(N*K) windows each
+ * (--grad-accum K). B must be a multiple of N*K (AG_ERR_ARG otherwise).
+ *
+ * THE GRADIENT. Each micro-batch's backward starts from dloss = 1/(N*K) instead of 1, so the
+ * gradients added up over the K micro-batches and summed over the N ranks are the gradient of
+ * the mean loss over all B*T targets: the single process's. The sum over ranks is an allreduce
+ * of the flat gradient buffer (ag_params grad), after which every rank holds the same
+ * gradient and runs the same clip and optimizer step: the weights stay equal without being
+ * sent. Two ways to reduce (--allreduce):
+ *   overlap (default): the forward of the last micro-batch marks where each block starts
+ *     (ag_ctx_mark); when the backward passes block l's mark, the gradients of blocks l..L-1,
+ *     ln_f and lm_head are final, and their slice of the buffer (contiguous: parameters are
+ *     registered in forward order) starts a non-blocking allreduce while the backward goes on
+ *     with the blocks below; the embeddings' slice goes last, and the step waits for all
+ *     before clipping;
+ *   end: one blocking allreduce of the whole buffer after the last backward.
+ * The loss of the step (the mean of the N*K micro-batch losses) and the stop request ride
+ * with the gradients as three doubles of the same reduction.
+ *
+ * ONE DECISION. A stop request (SIGINT/SIGTERM on any rank) is read at the reduction of a step
+ * and so seen by every rank at the same step; the loop stops at the top of the next iteration
+ * (lm_ddp_stop). At each evaluation a 64-bit hash of every rank's weights is compared with
+ * rank 0's (lm_ddp_check_weights): ranks that drifted apart (a different --threads or BLAS on
+ * one host changes a sum's rounding) stop the run instead of writing a checkpoint of one of them.
+ *
+ * EVALUATION. The eval_iters batches of an evaluation are dealt round-robin over the ranks
+ * (lm_ddp_mine); each batch is the very batch one process would evaluate, and the per-rank
+ * sums are added up (lm_ddp_sum), so the mean equals the single-process one to the last bits
+ * of a double.
+ *
+ * DROPOUT. The masks are drawn per micro-batch (its own seed from the step's), so with dropout
+ * > 0 different N*K give runs that agree in distribution, not bit for bit; with dropout 0 they
+ * agree to float rounding (tests/mpi/test_mpi.c).
+ *
+ * With N = K = 1 there is no lm_ddp (lm_ddp_new gives NULL) and train.c's step runs as it always
+ * did. Every function takes a NULL lm_ddp as that single process. */
+#ifndef LM_DDP_H
+#define LM_DDP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "attograd.h"
+#include "dist/dist.h"
+
+typedef struct lm_ddp lm_ddp;
+
+typedef enum { LM_ALLREDUCE_OVERLAP = 0, LM_ALLREDUCE_END } lm_allreduce_mode;
+extern const char *const lm_allreduce_names[];   /* "overlap", "end", NULL */
+
+/* One micro-batch x, y [b,T] forward and backward, the backward seeded with dloss: every
+ * parameter's gradient grows by dloss * d(loss)/dW, and *loss is the micro-batch's mean loss.
+ * train.c provides it; it must not zero the gradients. */
+typedef ag_status (*lm_micro_fn)(void *user, long it, const int *x, const int *y, int b, uint64_t dropout_seed,
+                                 ag_real dloss, double *loss, ag_error *err);
+
+typedef struct {
+    ag_dist *dist;               /* the job (NULL: this process alone) */
+    int grad_accum;              /* K >= 1 */
+    lm_allreduce_mode mode;
+    int batch_size, block_size;  /* B, T */
+    int n_layer;                 /* the marks the forward records (overlap) */
+    ag_params *params;           /* the model's: its gradient buffer is reduced */
+    ag_ctx *ctx;                 /* the training ctx (its mark hook is used with overlap) */
+    lm_micro_fn micro;
+    void *user;                  /* micro's first argument */
+    const volatile sig_atomic_t *stop;   /* this rank's stop flag (a signal number), or NULL */
+} lm_ddp_opts;
+
+/* *D: the run's data-parallel state, or NULL when N = K = 1 (nothing to split). AG_ERR_ARG
+ * when B is not a multiple of N*K (the message says which sizes would do); AG_ERR_NOMEM. */
+ag_status lm_ddp_new(lm_ddp **D, const lm_ddp_opts *o, ag_error *err);
+void lm_ddp_free(lm_ddp *D);     /* NULL ok */
+
+int lm_ddp_ranks(const lm_ddp *D);        /* N (1 for NULL) */
+/* Rank 0 (or one process): the one that writes checkpoints, metrics.csv and plots. */
+bool lm_ddp_writer(const lm_ddp *D);
+
+/* Before the first step: every rank takes rank 0's weights and optimizer moments (initial
+ * weights come from libm's log and cos, whose last bits may differ between hosts). */
+ag_status lm_ddp_share_start(lm_ddp *D, ag_error *err);
+
+/* The gradients of step it, zeroed first: the B windows drawn from rng out of ids [n] (the
+ * training split), this rank's share run as K micro-batches (dropout seeds derived from
+ * dropout_seed), reduced over the ranks: afterwards every rank's parameter gradients are the
+ * gradient of the mean loss over the B windows, and *loss that mean. */
+ag_status lm_ddp_forward_backward(lm_ddp *D, long it, const int *ids, size_t n, ag_rng *rng, uint64_t dropout_seed,
+                                  double *loss, ag_error *err);
+
+/* The stop request the ranks agreed on at the last step's reduction: SIGTERM, SIGINT or 0. */
+int lm_ddp_stop(const lm_ddp *D);
+
+/* Evaluation: whether batch k of an evaluation is this rank's to run. */
+bool lm_ddp_mine(const lm_ddp *D, long k);
+/* *v becomes the sum of every rank's *v. */
+ag_status lm_ddp_sum(lm_ddp *D, double *v, ag_error *err);
+
+/* Every rank's weights equal rank 0's, bit for bit, or AG_ERR_IO naming a rank that differs. */
+ag_status lm_ddp_check_weights(lm_ddp *D, long it, ag_error *err);
+
+/* One line on f (rank 0's log) at the end of a run: ranks, micro-batches, and this rank's mean
+ * time per step computing (forward and backward, the overlapped sends included) and waiting for
+ * the reduction after the last backward (docs/distributed.md quotes it). Nothing for a NULL D
+ * or f, or before the second step (the first one warms up). */
+void lm_ddp_log_summary(const lm_ddp *D, FILE *f);
+
+#endif

@@ -1,0 +1,65 @@
+/* dist.h -- the few collective operations data-parallel training needs, over MPI or over
+ * nothing.
+ *
+ * N processes ("ranks") each hold a whole copy of the model, run the forward and backward of
+ * their own share of the batch, and then sum their gradients with an allreduce, so every rank
+ * takes the same optimizer step (docs/distributed.md). This header is the whole interface to
+ * the transport, with two implementations linked one or the other:
+ *   - dist_none.c: one process, rank 0 of 1; every call is a no-op that succeeds (build/char_lm,
+ *     the tests: no MPI anywhere);
+ *   - dist_mpi.c: MPI (built with mpicc into build/char_lm_mpi; `mpirun -np N` starts it).
+ * Neither is part of libattograd.a: the library stays free of MPI, and a program picks its
+ * transport at link time.
+ *
+ * Every call of a collective must be made by every rank, in the same order, with the same
+ * counts (MPI's rule). Calls come from one thread only (the one that called ag_dist_init;
+ * OpenMP's workers never call them).
+ *
+ * ERRORS: a call returns AG_OK or AG_ERR_IO with MPI's reason in err. A rank that fails leaves
+ * without ag_dist_end(d, true): its non-zero exit then makes mpirun end the whole job (Open MPI's
+ * default), instead of the others waiting forever in their next collective. */
+#ifndef AG_DIST_H
+#define AG_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "../tensor/tensor.h"
+
+typedef struct ag_dist ag_dist;
+
+typedef enum { AG_DIST_REAL, AG_DIST_DOUBLE } ag_dist_type;   /* ag_real (float, or double with
+                                                                 -DAG_DOUBLE) or double */
+typedef enum { AG_DIST_SUM, AG_DIST_MAX } ag_dist_op;
+
+/* Joins the job (MPI_Init_thread, funneled): *d is this process's handle. Without MPI, or run
+ * without mpirun, the job is this process alone (rank 0 of 1). AG_ERR_IO when MPI cannot start;
+ * AG_ERR_NOMEM. */
+ag_status ag_dist_init(ag_dist **d, ag_error *err);
+/* Leaves the job. ok: every rank got here (MPI_Finalize, which waits for the others). !ok: this
+ * rank failed and is about to exit non-zero: only the memory is freed, so that mpirun tears the
+ * job down (MPI_Finalize would wait for ranks that are themselves waiting for this one).
+ * NULL ok. Cannot fail. */
+void ag_dist_end(ag_dist *d, bool ok);
+
+int ag_dist_rank(const ag_dist *d);   /* 0 .. size-1; 0 for NULL */
+int ag_dist_size(const ag_dist *d);   /* the number of ranks; 1 for NULL */
+/* "mpi" or "none": the implementation linked in. */
+const char *ag_dist_backend(void);
+
+/* buf[0..n) becomes, on every rank, the sum (or maximum) of every rank's buf[0..n). Blocking. */
+ag_status ag_dist_allreduce(ag_dist *d, void *buf, size_t n, ag_dist_type type, ag_dist_op op, ag_error *err);
+/* The same sum, started and not waited for (MPI_Iallreduce): buf must stay untouched until
+ * ag_dist_wait. Any number may be in flight; they complete in the order started. */
+ag_status ag_dist_allreduce_start(ag_dist *d, void *buf, size_t n, ag_dist_type type, ag_error *err);
+/* Lets the started reductions advance (MPI progresses them only inside its own calls); does
+ * not wait. */
+ag_status ag_dist_progress(ag_dist *d, ag_error *err);
+/* Waits until every started reduction is complete. */
+ag_status ag_dist_wait(ag_dist *d, ag_error *err);
+
+/* buf[0..bytes) of rank root is copied into every other rank's buf. */
+ag_status ag_dist_bcast(ag_dist *d, void *buf, size_t bytes, int root, ag_error *err);
+/* Returns once every rank has called it. */
+ag_status ag_dist_barrier(ag_dist *d, ag_error *err);
+
+#endif

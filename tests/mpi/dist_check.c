@@ -1,0 +1,79 @@
+/* dist_check.c -- src/dist/dist_mpi.c under mpirun: every collective of dist.h across the ranks
+ * of the job, with values each rank can predict. Prints one line per failure and exits 1, or
+ * "dist_check: N ranks ok" (rank 0) and exits 0.
+ *
+ *   mpirun -np 3 --oversubscribe build/dist_check        (make test-mpi runs it) */
+#include <stdio.h>
+#include <string.h>
+#include "dist/dist.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                      \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "dist_check: rank %d: ", rank);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                     \
+            fputc('\n', stderr);                                                              \
+            failures++;                                                                       \
+        }                                                                                     \
+    } while (0)
+
+int main(void)
+{
+    ag_dist *d;
+    ag_error e = {0};
+    if (ag_dist_init(&d, &e)) {
+        fprintf(stderr, "dist_check: %s\n", e.msg);
+        return 1;
+    }
+    int rank = ag_dist_rank(d), N = ag_dist_size(d);
+    CHECK(strcmp(ag_dist_backend(), "mpi") == 0, "backend %s", ag_dist_backend());
+
+    /* blocking sum and max: rank r holds r+1 and -r at each index */
+    enum { n = 1000 };
+    static ag_real g[n];
+    double m[2] = {(double)rank, -(double)rank};
+    for (int i = 0; i < n; i++) g[i] = (ag_real)((rank + 1) * (i % 7));
+    CHECK(ag_dist_allreduce(d, g, n, AG_DIST_REAL, AG_DIST_SUM, &e) == AG_OK, "allreduce: %s", e.msg);
+    for (int i = 0; i < n; i++)
+        CHECK(g[i] == (ag_real)(N * (N + 1) / 2 * (i % 7)), "sum[%d] = %g", i, (double)g[i]);
+    CHECK(ag_dist_allreduce(d, m, 2, AG_DIST_DOUBLE, AG_DIST_MAX, &e) == AG_OK, "max: %s", e.msg);
+    CHECK(m[0] == N - 1 && m[1] == 0, "max = %g, %g", m[0], m[1]);
+
+    /* non-blocking: three slices started in turn (as the backward finishes blocks), a progress
+     * call between them, one wait */
+    for (int i = 0; i < n; i++) g[i] = (ag_real)(rank + i);
+    double loss = 0.5 * rank;
+    CHECK(ag_dist_allreduce_start(d, g + 600, 400, AG_DIST_REAL, &e) == AG_OK, "start: %s", e.msg);
+    CHECK(ag_dist_progress(d, &e) == AG_OK, "progress: %s", e.msg);
+    CHECK(ag_dist_allreduce_start(d, g + 100, 500, AG_DIST_REAL, &e) == AG_OK, "start: %s", e.msg);
+    CHECK(ag_dist_allreduce_start(d, &loss, 1, AG_DIST_DOUBLE, &e) == AG_OK, "start: %s", e.msg);
+    CHECK(ag_dist_progress(d, &e) == AG_OK, "progress: %s", e.msg);
+    CHECK(ag_dist_allreduce_start(d, g, 100, AG_DIST_REAL, &e) == AG_OK, "start: %s", e.msg);
+    CHECK(ag_dist_wait(d, &e) == AG_OK, "wait: %s", e.msg);
+    for (int i = 0; i < n; i++)
+        CHECK(g[i] == (ag_real)(N * (N - 1) / 2 + N * i), "isum[%d] = %g", i, (double)g[i]);
+    CHECK(loss == 0.25 * N * (N - 1), "loss sum %g", loss);
+    CHECK(ag_dist_wait(d, &e) == AG_OK, "a second wait with nothing in flight: %s", e.msg);
+
+    /* broadcast from the last rank, then a barrier */
+    char text[32];
+    snprintf(text, sizeof text, "from rank %d", rank);
+    CHECK(ag_dist_bcast(d, text, sizeof text, N - 1, &e) == AG_OK, "bcast: %s", e.msg);
+    char want[32];
+    snprintf(want, sizeof want, "from rank %d", N - 1);
+    CHECK(strcmp(text, want) == 0, "bcast gave '%s'", text);
+    CHECK(ag_dist_barrier(d, &e) == AG_OK, "barrier: %s", e.msg);
+
+    /* everyone agrees on the failure count before leaving */
+    double bad = failures;
+    ag_dist_allreduce(d, &bad, 1, AG_DIST_DOUBLE, AG_DIST_SUM, &e);
+    if (bad > 0) {
+        ag_dist_end(d, false);
+        return 1;
+    }
+    if (rank == 0) printf("dist_check: %d ranks ok\n", N);
+    ag_dist_end(d, true);
+    return 0;
+}

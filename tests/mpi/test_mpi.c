@@ -1,0 +1,453 @@
+/* test_mpi.c -- data-parallel char_lm under mpirun against the single process (issue 13).
+ *
+ * Every run trains the tiny model with dropout 0 on the same made-up text, with --batch-size
+ * 12, so that N ranks x K micro-batches divide it for every pair tried:
+ *   - equal: (N,K) = (1,1) [build/char_lm], (1,2), (2,1), (2,3) [oversubscribed] give, step for
+ *     step, losses within 1e-5 relative and, after 30 steps, weights within 1e-5 of (1,1); the
+ *     evaluations within 1e-6; char_lm_mpi alone under mpirun -np 1 writes char_lm's very files;
+ *   - TCP: (2,2) with --allreduce end over TCP only (--mca btl self,tcp, as between hosts);
+ *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's);
+ *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
+ *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
+ *     (which sends SIGTERM to every rank) the same, resumed by three ranks;
+ *   - a rank killed (SIGKILL) mid-run ends the job and leaves the last checkpoint whole.
+ * The runs are started here (fork, exec) rather than through proc.c's $CHAR_LM, as each test
+ * needs both programs and mpirun; proc.c's waiting and file helpers are reused.
+ *
+ * build/test_mpi, run by `make test-mpi` (and `make test`); CHAR_LM and CHAR_LM_MPI name the
+ * programs (default build/char_lm, build/char_lm_mpi). */
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "proc.h"
+
+static char root[64];
+static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX];
+
+#define ITERS "30"
+/* the tiny preset with a batch every N*K here divides and three evaluations (0, 15, 30), the
+ * last with batches unevenly dealt to two ranks (eval-iters 3) */
+#define RUN_FLAGS "--config", "tiny", "--dropout", "0", "--batch-size", "12", "--eval-interval", "15", \
+                  "--eval-iters", "3", "--threads", "1"
+#define MPIRUN "mpirun", "--oversubscribe"
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_mpi_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    size_t n;
+    char *text = proc_make_corpus(40000, &n);
+    proc_write_file(proc_path(root, "corpus.txt"), text, n);
+    free(text);
+}
+
+static void root_teardown(void) { proc_remove_tree(root); }
+
+// --- running the programs ---
+
+/* argv[0] is "char_lm", "char_lm_mpi" (our programs) or a command on $PATH (mpirun); stdout
+ * and stderr go to io.out and io.err; cwd is the test's root */
+static pid_t start(const char *io, const char *const *argv)
+{
+    const char *words[64];
+    int n = 0;
+    for (; argv[n] && n < 63; n++)
+        words[n] = strcmp(argv[n], "char_lm") == 0 ? char_lm : strcmp(argv[n], "char_lm_mpi") == 0 ? char_lm_mpi : argv[n];
+    words[n] = NULL;
+    char outp[PATH_MAX], errp[PATH_MAX];
+    snprintf(outp, sizeof outp, "%s/%s.out", root, io);
+    snprintf(errp, sizeof errp, "%s/%s.err", root, io);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY);
+        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
+        if (chdir(root) != 0) _exit(126);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(words[0], (char *const *)words);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void finish(pid_t pid, const char *io, proc_result *r)
+{
+    char prefix[PATH_MAX];
+    snprintf(prefix, sizeof prefix, "%s/%s", root, io);
+    proc_opts o = {.timeout_s = 240};
+    proc_wait(pid, prefix, &o, r);
+}
+
+/* runs argv to its end; it must exit 0 */
+static void run_ok(const char *io, const char *const *argv)
+{
+    proc_result r;
+    finish(start(io, argv), io, &r);
+    ck_assert_msg(r.exited && r.code == 0, "%s: %s\nstdout:\n%s\nstderr:\n%s", io, proc_status_str(&r), r.out, r.err);
+    proc_result_free(&r);
+}
+
+// --- what a run left ---
+
+typedef struct {
+    long n;                  /* rows of steps */
+    double loss[64];         /* loss of step it */
+    double eval[8][2];       /* train_loss, val_loss of each evaluation */
+    long n_eval;
+} metrics;
+
+static void read_metrics(const char *dir, metrics *m)
+{
+    memset(m, 0, sizeof *m);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s/metrics.csv", root, dir);
+    char *b = proc_read_file(path, NULL);
+    ck_assert_msg(b != NULL, "%s missing", path);
+    char *line = strchr(b, '\n');   /* after the header */
+    while (line && *++line) {
+        char col[6][32] = {{0}};
+        int c = 0;
+        size_t k = 0;
+        for (char *p = line; *p && *p != '\n'; p++) {
+            if (*p == ',') { c++; k = 0; continue; }
+            if (c < 6 && k < 31) col[c][k++] = *p;
+        }
+        long it = atol(col[0]);
+        if (col[2][0] && it < 64) {
+            m->loss[it] = atof(col[2]);
+            if (it + 1 > m->n) m->n = it + 1;
+        }
+        if (col[3][0] && m->n_eval < 8) {
+            m->eval[m->n_eval][0] = atof(col[3]);
+            m->eval[m->n_eval][1] = atof(col[4]);
+            m->n_eval++;
+        }
+        line = strchr(line, '\n');
+    }
+    free(b);
+}
+
+/* losses step for step within rel (relative), evaluations within 1e-6 (and the 1e-6 of %.6f) */
+static void assert_same_run(const char *dir, const char *ref, long from, double rel)
+{
+    metrics a, b;
+    read_metrics(dir, &a);
+    read_metrics(ref, &b);
+    ck_assert_msg(a.n == b.n, "%s has %ld steps, %s %ld", dir, a.n, ref, b.n);
+    for (long it = from; it < a.n; it++)
+        ck_assert_msg(fabs(a.loss[it] - b.loss[it]) <= rel * fabs(b.loss[it]),
+                      "step %ld: loss %.6f in %s, %.6f in %s", it, a.loss[it], dir, b.loss[it], ref);
+    ck_assert_int_eq(a.n_eval, b.n_eval);
+    for (long e = 0; e < a.n_eval; e++)
+        for (int s = 0; s < 2; s++)
+            ck_assert_msg(fabs(a.eval[e][s] - b.eval[e][s]) <= 2.0001e-6, "evaluation %ld: %s loss %.6f in %s, %.6f in %s",
+                          e, s ? "val" : "train", a.eval[e][s], dir, b.eval[e][s], ref);
+}
+
+/* every weight of the two checkpoints within tol; returns the largest difference */
+static double assert_same_weights(const char *dir, const char *ref, double tol)
+{
+    char pa[PATH_MAX], pb[PATH_MAX];
+    snprintf(pa, sizeof pa, "%s/%s", root, dir);
+    snprintf(pb, sizeof pb, "%s/%s", root, ref);
+    lm_model a, b;
+    ag_error e = {0};
+    ck_assert_msg(lm_model_load(pa, &a, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load(pb, &b, &e) == AG_OK, "%s", e.msg);
+    const ag_params *P = a.g->params, *Q = b.g->params;
+    ck_assert_int_eq(P->total, Q->total);
+    ck_assert_int_eq(a.iter, b.iter);
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < P->total; i++) {
+        double d = fabs((double)P->data[i] - (double)Q->data[i]);
+        if (d > worst) worst = d, at = i;
+    }
+    const char *name = "?";
+    for (int k = 0; k < P->n; k++)
+        if (P->entries[k].offset <= at) name = P->entries[k].t->name;
+    ck_assert_msg(worst <= tol, "weights of %s and %s differ by %g (in %s)", dir, ref, worst, name);
+    lm_model_free(&a);
+    lm_model_free(&b);
+    return worst;
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    char pa[PATH_MAX], pb[PATH_MAX];
+    snprintf(pa, sizeof pa, "%s/%s", root, a);
+    snprintf(pb, sizeof pb, "%s/%s", root, b);
+    char *x = proc_read_file(pa, &na), *y = proc_read_file(pb, &nb);
+    ck_assert_msg(x && y, "missing %s or %s", a, b);
+    ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+// --- equal runs ---
+
+START_TEST(test_equal_for_any_ranks_and_micro_batches)
+{
+    run_ok("r11", A("char_lm", "train", "--data", "corpus.txt", "--out", "r11", RUN_FLAGS, "--max-iters", ITERS));
+    run_ok("r12", A("char_lm", "train", "--data", "corpus.txt", "--out", "r12", RUN_FLAGS, "--max-iters", ITERS,
+                    "--grad-accum", "2"));
+    run_ok("r21", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "r21", RUN_FLAGS,
+                    "--max-iters", ITERS));
+    run_ok("r23", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "r23", RUN_FLAGS,
+                    "--max-iters", ITERS, "--grad-accum", "3"));
+    run_ok("m11", A(MPIRUN, "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "m11", RUN_FLAGS,
+                    "--max-iters", ITERS));
+    const char *dirs[] = {"r12", "r21", "r23"};
+    for (int i = 0; i < 3; i++) {
+        assert_same_run(dirs[i], "r11", 0, 1e-5);
+        double d = assert_same_weights(dirs[i], "r11", 1e-5);
+        printf("mpi: %s against r11: weights differ by at most %.2g\n", dirs[i], d);
+    }
+    /* one rank is the single-process program: the very same files */
+    assert_same_run("m11", "r11", 0, 0);
+    assert_same_file("m11/model.safetensors", "r11/model.safetensors");
+    assert_same_file("m11/train_state.safetensors", "r11/train_state.safetensors");
+    /* only rank 0 spoke */
+    char *out = proc_read_file(proc_path(root, "r23.out"), NULL);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(strstr(out, "data parallel: 2 ranks x 3 micro-batches of 2 windows"));
+    const char *first = strstr(out, "data:");
+    ck_assert_msg(first && !strstr(first + 1, "data:"), "more than one rank logged:\n%s", out);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_tcp_only)
+{
+    run_ok("t11", A("char_lm", "train", "--data", "corpus.txt", "--out", "t11", RUN_FLAGS, "--max-iters", ITERS));
+    run_ok("t22", A(MPIRUN, "--mca", "btl", "self,tcp", "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt",
+                    "--out", "t22", RUN_FLAGS, "--max-iters", ITERS, "--grad-accum", "2", "--allreduce", "end"));
+    assert_same_run("t22", "t11", 0, 1e-5);
+    assert_same_weights("t22", "t11", 1e-5);
+}
+END_TEST
+
+START_TEST(test_batch_must_divide)
+{
+    proc_result r;
+    finish(start("bad", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "bad",
+                          RUN_FLAGS, "--grad-accum", "4")), "bad", &r);
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    const char *msg = "char_lm: error: --batch-size 12 is not a multiple of 2 ranks x --grad-accum 4 = 8";
+    const char *at = strstr(r.err, msg);
+    ck_assert_msg(at && !strstr(at + 1, "char_lm: error"), "not one error line:\n%s", r.err);
+    proc_result_free(&r);
+    finish(start("bad1", A("char_lm", "train", "--data", "corpus.txt", "--out", "bad1", RUN_FLAGS, "--grad-accum",
+                           "5")), "bad1", &r);
+    ck_assert_msg(r.exited && r.code == 2 && strstr(r.err, "try --batch-size 15"), "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
+// --- stop, resume, a killed rank ---
+
+/* the schedule does not depend on --max-iters, so a long run and a short one agree */
+#define LONG_FLAGS RUN_FLAGS, "--warmup-iters", "20", "--lr-decay-iters", "100000"
+
+/* waits until the run in dir has written the metrics.csv row of step `step` (the log under
+ * mpirun is a terminal, redrawn in place: it may never show a given step), or the process
+ * ends, or 120 s pass */
+static bool wait_for(pid_t pid, const char *dir, long step)
+{
+    char path[PATH_MAX], text[32];
+    snprintf(path, sizeof path, "%s/%s/metrics.csv", root, dir);
+    snprintf(text, sizeof text, "\n%ld,", step);
+    for (int i = 0; i < 24000; i++) {
+        char *so = proc_read_file(path, NULL);
+        bool seen = so && strstr(so, text);
+        free(so);
+        if (seen) return true;
+        if (!proc_running(pid)) return false;
+        struct timespec d = {0, 5000000};
+        nanosleep(&d, NULL);
+    }
+    return false;
+}
+
+/* the pid of rank `rank` among mpirun's children (OMPI_COMM_WORLD_RANK in its environment) */
+static pid_t rank_pid(pid_t mpirun, int rank)
+{
+    char want[32];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    DIR *d = opendir("/proc");
+    ck_assert_ptr_nonnull(d);
+    pid_t found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        pid_t pid = (pid_t)atol(e->d_name);
+        char path[64];
+        if (pid <= 0) continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        char *st = proc_read_file(path, NULL);
+        const char *close = st ? strrchr(st, ')') : NULL;
+        int ppid = 0;
+        char state;
+        bool child = close && sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == mpirun;
+        free(st);
+        if (!child) continue;
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+        size_t n;
+        char *env = proc_read_file(path, &n);
+        for (size_t k = 0; env && k < n; k += strlen(env + k) + 1)
+            if (strcmp(env + k, want) == 0) found = pid;
+        free(env);
+    }
+    closedir(d);
+    ck_assert_msg(found > 0, "no rank %d under mpirun %d", rank, (int)mpirun);
+    return found;
+}
+
+/* the iteration in "interrupted at iteration N" of io.out */
+static long stopped_at(const proc_result *r)
+{
+    const char *said = strstr(r->out, "interrupted at iteration ");
+    ck_assert_msg(said != NULL, "rank 0 does not say it was interrupted:\n%s\n%s", r->out, r->err);
+    return atol(said + strlen("interrupted at iteration "));
+}
+
+/* resumes dir to stopped+12 steps with argv's ranks, runs the same never interrupted alone,
+ * and compares */
+static void resume_and_compare(const char *dir, long stopped, const char *const *launcher, int n_launcher)
+{
+    char iters[32], io[64], ref[64];
+    snprintf(iters, sizeof iters, "%ld", stopped + 12);
+    snprintf(io, sizeof io, "%s_resume", dir);
+    snprintf(ref, sizeof ref, "%s_ref", dir);
+    const char *argv[40];
+    int n = 0;
+    for (int i = 0; i < n_launcher; i++) argv[n++] = launcher[i];
+    const char *rest[] = {"train", "--data", "corpus.txt", "--out", dir, "--resume", "--threads", "1",
+                          "--max-iters", iters, NULL};
+    for (int i = 0; rest[i]; i++) argv[n++] = rest[i];
+    argv[n] = NULL;
+    proc_result r;
+    finish(start(io, argv), io, &r);
+    ck_assert_msg(r.exited && r.code == 0, "%s: %s\n%s", io, proc_status_str(&r), r.err);
+    char resuming[64];
+    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", stopped);
+    ck_assert_msg(strstr(r.out, resuming) != NULL, "%s did not start at %ld:\n%s", io, stopped, r.out);
+    proc_result_free(&r);
+    run_ok(ref, A("char_lm", "train", "--data", "corpus.txt", "--out", ref, LONG_FLAGS, "--max-iters", iters));
+    assert_same_run(dir, ref, 0, 1e-5);
+    assert_same_weights(dir, ref, 1e-5);
+}
+
+START_TEST(test_sigint_to_one_rank)
+{
+    pid_t pid = start("int", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "int",
+                               LONG_FLAGS, "--max-iters", "10000000"));
+    bool seen = wait_for(pid, "int", 10);
+    if (seen) kill(rank_pid(pid, 1), SIGINT);   /* rank 0 never hears of it but from rank 1 */
+    else kill(pid, SIGKILL);
+    proc_result r;
+    finish(pid, "int", &r);
+    ck_assert_msg(seen, "no step 10: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code == 130, "%s, expected 130 from every rank\n%s", proc_status_str(&r), r.err);
+    long stopped = stopped_at(&r);
+    proc_result_free(&r);
+    ck_assert_ptr_null(proc_find_tmp(root));
+    const char *alone[] = {"char_lm"};
+    resume_and_compare("int", stopped, alone, 1);
+}
+END_TEST
+
+START_TEST(test_sigterm_to_mpirun)
+{
+    pid_t pid = start("term", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "term",
+                                LONG_FLAGS, "--max-iters", "10000000", "--grad-accum", "2"));
+    bool seen = wait_for(pid, "term", 10);
+    kill(pid, seen ? SIGTERM : SIGKILL);   /* mpirun passes SIGTERM on to every rank */
+    proc_result r;
+    finish(pid, "term", &r);
+    ck_assert_msg(seen, "no step 10: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited, "%s", proc_status_str(&r));   /* mpirun's own code (1 when signalled) */
+    long stopped = stopped_at(&r);
+    proc_result_free(&r);
+    ck_assert_ptr_null(proc_find_tmp(root));
+    const char *three[] = {"mpirun", "--oversubscribe", "-np", "3", "char_lm_mpi"};
+    resume_and_compare("term", stopped, three, 5);
+}
+END_TEST
+
+START_TEST(test_killed_rank_ends_the_job)
+{
+    pid_t pid = start("kill", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "kill",
+                                "--config", "tiny", "--batch-size", "12", "--threads", "1", "--eval-iters", "1",
+                                "--eval-interval", "5", "--max-iters", "10000000"));
+    bool seen = wait_for(pid, "kill", 20);
+    kill(seen ? rank_pid(pid, 1) : pid, SIGKILL);
+    proc_result r;
+    finish(pid, "kill", &r);
+    ck_assert_msg(seen, "no step 20: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code != 0, "mpirun went on after a rank died: %s", proc_status_str(&r));
+    proc_result_free(&r);
+    run_ok("kill_eval", A("char_lm", "eval", "--ckpt", "kill", "--data", "corpus.txt"));   /* whole and loadable */
+    run_ok("kill_resume", A("char_lm", "train", "--data", "corpus.txt", "--out", "kill", "--resume", "--threads", "1",
+                            "--max-iters", "30"));
+}
+END_TEST
+
+static Suite *mpi_suite(void)
+{
+    Suite *s = suite_create("mpi");
+    TCase *tc = tcase_create("ddp");
+    tcase_add_checked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_equal_for_any_ranks_and_micro_batches);
+    tcase_add_test(tc, test_tcp_only);
+    tcase_add_test(tc, test_batch_must_divide);
+    tcase_add_test(tc, test_sigint_to_one_rank);
+    tcase_add_test(tc, test_sigterm_to_mpirun);
+    tcase_add_test(tc, test_killed_rank_ends_the_job);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static void find_program(char *out, const char *var, const char *fallback)
+{
+    const char *p = getenv(var);
+    if (!p || !*p) p = fallback;
+    if (!realpath(p, out) || access(out, X_OK) != 0) {
+        fprintf(stderr, "test_mpi: %s not found (make %s, or set %s)\n", p, fallback, var);
+        exit(EXIT_FAILURE);
+    }
+}
+
+int main(void)
+{
+    find_program(char_lm, "CHAR_LM", "build/char_lm");
+    find_program(char_lm_mpi, "CHAR_LM_MPI", "build/char_lm_mpi");
+    /* mpirun refuses root without these; each rank one thread (the ranks share the cores) */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    SRunner *sr = srunner_create(mpi_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
+    srunner_free(sr);
+    return failed || ran == 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,154 @@
+/* test_grad_accum.c -- --grad-accum K in one process (examples/char_lm/ddp.h): each step runs
+ * as K micro-batches of batch_size/K windows whose gradients add up to the whole batch's, so
+ * the run is the same whatever K: the losses step for step and the final weights agree to
+ * rounding (1e-5 in float, 1e-10 in double, where only the order of the sums differs). Also
+ * the flags and the batch that K must divide. The same over MPI ranks: tests/mpi/test_mpi.c. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "cli.h"
+#include "proc.h"
+#include "train.h"
+
+#ifdef AG_DOUBLE
+#define TOL 1e-10
+#else
+#define TOL 1e-5
+#endif
+#define STEPS 12
+
+static char dir[64];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/ag_accum_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    size_t n;
+    char *text = proc_make_corpus(20000, &n);
+    proc_write_file(proc_path(dir, "corpus.txt"), text, n);
+    free(text);
+}
+
+static void teardown(void) { proc_remove_tree(dir); }
+
+/* the tiny model, dropout 0, a batch of 12 that K = 1, 2, 3, 4, 6 divide */
+static ag_status train(const char *out, int K, double dropout, double *losses, ag_error *err)
+{
+    lm_train_opts o;
+    memset(&o, 0, sizeof o);
+    o.data_path = proc_path(dir, "corpus.txt");
+    o.out_dir = out;
+    ck_assert_int_eq(lm_config_preset(&o.cfg, "tiny"), AG_OK);
+    o.cfg.model.dropout = dropout;
+    o.cfg.batch_size = 12;
+    o.cfg.max_iters = o.cfg.lr_decay_iters = STEPS;
+    o.cfg.warmup_iters = 4;
+    o.cfg.eval_interval = 6;
+    o.cfg.eval_iters = 2;
+    o.grad_accum = K;
+    o.losses = losses;
+    o.n_losses = STEPS;
+    lm_train_result r;
+    return lm_train(&o, &r, err);
+}
+
+static double max_weight_diff(const char *a, const char *b)
+{
+    lm_model ma, mb;
+    ag_error e = {0};
+    ck_assert_msg(lm_model_load(a, &ma, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load(b, &mb, &e) == AG_OK, "%s", e.msg);
+    double worst = 0;
+    for (size_t i = 0; i < ma.g->params->total; i++)
+        worst = fmax(worst, fabs((double)ma.g->params->data[i] - (double)mb.g->params->data[i]));
+    lm_model_free(&ma);
+    lm_model_free(&mb);
+    return worst;
+}
+
+static const int Ks[] = {2, 3, 4};
+
+START_TEST(test_micro_batches_change_nothing)
+{
+    double ref[STEPS], got[STEPS];
+    ag_error e = {0};
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/k1", dir);
+    snprintf(b, sizeof b, "%s/k%d", dir, Ks[_i]);
+    ck_assert_msg(train(a, 1, 0, ref, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(train(b, Ks[_i], 0, got, &e) == AG_OK, "%s", e.msg);
+    for (int it = 0; it < STEPS; it++)
+        ck_assert_msg(fabs(got[it] - ref[it]) <= TOL * fabs(ref[it]), "K=%d step %d: loss %.12g, K=1 %.12g", Ks[_i],
+                      it, got[it], ref[it]);
+    double d = max_weight_diff(a, b);
+    ck_assert_msg(d <= TOL, "K=%d: weights differ by %g from K=1 (%s)", Ks[_i], d, AG_REAL_NAME);
+}
+END_TEST
+
+/* with dropout each micro-batch draws its own masks: not K=1's run, but a run of its own,
+ * the same every time */
+START_TEST(test_dropout_micro_batches_reproducible)
+{
+    double a[STEPS], b[STEPS];
+    ag_error e = {0};
+    char da[128], db[128];
+    snprintf(da, sizeof da, "%s/d1", dir);
+    snprintf(db, sizeof db, "%s/d2", dir);
+    ck_assert_msg(train(da, 2, 0.1, a, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(train(db, 2, 0.1, b, &e) == AG_OK, "%s", e.msg);
+    for (int it = 0; it < STEPS; it++) ck_assert(a[it] == b[it] && isfinite(a[it]));
+    ck_assert(a[STEPS - 1] < a[0]);
+}
+END_TEST
+
+START_TEST(test_batch_must_divide)
+{
+    ag_error e = {0};
+    char d[128];
+    snprintf(d, sizeof d, "%s/bad", dir);
+    ck_assert_int_eq(train(d, 5, 0, NULL, &e), AG_ERR_ARG);
+    ck_assert_msg(strstr(e.msg, "--batch-size 12 is not a multiple of 1 rank x --grad-accum 5 = 5") &&
+                  strstr(e.msg, "try --batch-size 15"), "%s", e.msg);
+    ck_assert(access(d, F_OK) != 0);   /* refused before anything was written */
+}
+END_TEST
+
+START_TEST(test_flags)
+{
+    lm_cli cli;
+    ag_error e = {0};
+    char *good[] = {"char_lm", "train", "--data", "c", "--out", "d", "--grad-accum", "3", "--allreduce=end", NULL};
+    ck_assert_int_eq(lm_cli_parse(&cli, 9, good, &e), AG_OK);
+    ck_assert_int_eq(cli.train.grad_accum, 3);
+    ck_assert_int_eq(cli.train.allreduce, LM_ALLREDUCE_END);
+    char *plain[] = {"char_lm", "train", "--data", "c", "--out", "d", NULL};
+    ck_assert_int_eq(lm_cli_parse(&cli, 6, plain, &e), AG_OK);
+    ck_assert_int_eq(cli.train.grad_accum, 0);   /* one micro-batch */
+    ck_assert_int_eq(cli.train.allreduce, LM_ALLREDUCE_OVERLAP);
+    char *zero[] = {"char_lm", "train", "--data", "c", "--out", "d", "--grad-accum", "0", NULL};
+    ck_assert_int_eq(lm_cli_parse(&cli, 8, zero, &e), AG_ERR_ARG);
+    ck_assert_msg(strstr(e.msg, "--grad-accum must be in [1, "), "%s", e.msg);
+    ag_error_clear(&e);
+    char *mode[] = {"char_lm", "train", "--data", "c", "--out", "d", "--allreduce", "ring", NULL};
+    ck_assert_int_eq(lm_cli_parse(&cli, 8, mode, &e), AG_ERR_ARG);
+    ck_assert_str_eq(e.msg, "--allreduce must be overlap or end (got 'ring')");
+}
+END_TEST
+
+Suite *grad_accum_suite(void)
+{
+    Suite *s = suite_create("grad_accum");
+    TCase *tc = tcase_create("grad_accum");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_micro_batches_change_nothing, 0, 3);
+    tcase_add_test(tc, test_dropout_micro_batches_reproducible);
+    tcase_add_test(tc, test_batch_must_divide);
+    tcase_add_test(tc, test_flags);
+    suite_add_tcase(s, tc);
+    return s;
+}

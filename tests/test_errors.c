@@ -62,6 +62,7 @@ typedef enum {
     P_OTHER_RUN,       /* ckpt's train_state replaced by other's: another run, the same iteration */
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
+    P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
 } prep_kind;
 
 enum {
@@ -239,6 +240,8 @@ static const err_case cases[] = {
      "ckpt/latest names ckpt-00000009, which is missing", 0},
     {"sample: latest is not a checkpoint name", P_LATEST_BAD, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "ckpt/latest: does not name a checkpoint", 0},
+    {"--resume: train.lock is a symbolic link", P_LOCK_LINK, NULL, RESUME("--max-iters", "4"), 1,
+     "ckpt/train.lock: cannot create the lock file: Too many levels of symbolic links", 0},
 };
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -399,6 +402,10 @@ static void prepare(const char *dir, const err_case *c)
     }
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
+    case P_LOCK_LINK:
+        proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
+        ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
+        break;
     }
     if (c->flags & F_DROP) chmod(dir, 0755);
 }

@@ -11,7 +11,9 @@
  *            fresh run (whose first checkpoint may not exist yet). CHAR_LM_TABLE=1 prints
  *            every kill point and what it left.
  *   layout   the names a save chooses (never the live checkpoint's), and what the cleaning of
- *            a run directory removes (our leftovers) and leaves (anything else). */
+ *            a run directory removes (our leftovers) and leaves (anything else).
+ *   lock     while `train` runs, a second train, --resume or --overwrite on its directory is
+ *            refused at once (exit 2, naming the pid), and sample and eval read it throughout. */
 #include <check.h>
 #include <dirent.h>
 #include <limits.h>
@@ -362,6 +364,70 @@ START_TEST(test_layout)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// lock: one owner, readers welcome
+
+/* Starts a long training in dir/run and waits for its progress line of step 10. */
+static pid_t start_long_run(const char *dir, const char *io, const proc_opts *o)
+{
+    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-interval", "3",
+                                  "--max-iters", "10000000"), io, o);
+    char outfile[PATH_MAX + 8];
+    snprintf(outfile, sizeof outfile, "%s.out", io);
+    for (int waited = 0; waited < 60000; waited += 5) {
+        char *so = proc_read_file(outfile, NULL);
+        bool seen = so && strstr(so, "iter 10/");
+        free(so);
+        if (seen || !proc_running(pid)) break;
+        struct timespec d = {0, 5000000};
+        nanosleep(&d, NULL);
+    }
+    ck_assert_msg(proc_running(pid), "the long run ended early");
+    return pid;
+}
+
+START_TEST(test_one_owner_many_readers)
+{
+    const char *dir = fresh_dir("lock");
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    char io[PATH_MAX], want[64];
+    snprintf(io, sizeof io, "%s/long", dir);
+    pid_t pid = start_long_run(dir, io, &o);
+    snprintf(want, sizeof want, "(pid %ld,", (long)pid);
+
+    const char *const *const rivals[] = {
+        A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--threads", "1"),
+        A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--overwrite"),
+        A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS),
+    };
+    for (size_t i = 0; i < sizeof rivals / sizeof rivals[0]; i++) {
+        proc_result r;
+        char rio[PATH_MAX];
+        snprintf(rio, sizeof rio, "%s/rival", dir);
+        proc_run(dir, rivals[i], rio, &o, &r);
+        ck_assert_msg(r.exited && r.code == 2, "rival %zu: %s\n%s", i, proc_status_str(&r), r.err);
+        ck_assert_msg(proc_lines(r.err) == 1 && strstr(r.err, "run is in use by another char_lm train") &&
+                      strstr(r.err, want), "rival %zu: stderr:\n%s", i, r.err);
+        ck_assert_msg(r.out_len == 0, "rival %zu printed:\n%s", i, r.out);
+        proc_result_free(&r);
+    }
+    /* readers need no lock: every one sees a whole checkpoint while new ones are committed */
+    for (int i = 0; i < 30; i++) free(run_ok(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
+    for (int i = 0; i < 5; i++) free(run_ok(dir, A("eval", "--ckpt", "run", "--data", "corpus.txt"), &o, 0));
+
+    kill(pid, SIGTERM);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 143, "the long run: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    struct stat sb;
+    ck_assert_msg(stat(proc_path(dir, "run/train.lock"), &sb) != 0, "the lock file outlived its run");
+    char *out = run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "1"), &o, 0);
+    ck_assert_msg(strstr(out, "nothing to do"), "the lock is free again, the resume should say so:\n%s", out);
+    free(out);
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 Suite *rundir_suite(void)
@@ -380,6 +446,11 @@ Suite *rundir_suite(void)
     tc = tcase_create("layout");
     tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
     tcase_add_test(tc, test_layout);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lock");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_one_owner_many_readers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,9 @@
 /* rundir.h -- the file-system steps that keep a run directory whole (issue 12):
  *
+ *   lm_lock_take, lm_lock_drop    DIR/train.lock, locked by `train` for its whole life and
+ *                                 holding its pid: a second train on DIR is refused at once,
+ *                                 naming the holder; the kernel drops the lock when the process
+ *                                 dies, however it dies
  *   lm_file_create, lm_file_commit
  *                                 a file written beside its target as "<path>.tmp.<pid>" and
  *                                 renamed over it: readers see the old file or the new one,
@@ -16,6 +20,21 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "attograd.h"
+
+#define LM_LOCK_NAME "train.lock"
+
+typedef struct {
+    bool held;
+    int fd;
+    char path[4096];
+} lm_lock;
+
+/* Takes DIR/train.lock (created if missing; DIR must exist) and writes our pid into it.
+ * AG_ERR_ARG when another process holds it ("DIR is in use by char_lm train, pid N"), AG_ERR_IO
+ * when it cannot be created. */
+ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err);
+/* Removes the lock file and releases it; no-op when not held. */
+void lm_lock_drop(lm_lock *l);
 
 /* Opens "<path>.tmp.<pid>" (its name in tmp [n]) as a new file, removing whatever had that
  * name first. NULL with err set on failure. */

@@ -18,6 +18,7 @@
 #include "attn.h"
 #include "checkpoint.h"
 #include "plot.h"
+#include "rundir.h"
 #include "trace.h"
 #include "train.h"
 
@@ -112,6 +113,7 @@ typedef struct {
     bool tty;              /* the log is a terminal: the progress line is redrawn in place */
     ag_lr_schedule sched;
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
+    lm_lock lock;          /* on out_dir, for the whole run */
 } run;
 
 static void run_free(run *R)
@@ -131,6 +133,7 @@ static void run_free(run *R)
     ag_ctx_free(R->ctx);
     corpus_free(&R->c);
     lm_model_free(&R->m);
+    lm_lock_drop(&R->lock);
 }
 
 static void warn(const run *R, const char *msg)
@@ -257,6 +260,16 @@ static ag_status alloc_buffers(run *R, ag_error *err)
     return AG_OK;
 }
 
+/* The lock on --out, before anything there is read (a --resume) or written. A directory that
+ * does not exist yet is locked by open_out_dir once made; --trace-only writes nothing. */
+static ag_status lock_out_dir(run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    struct stat sb;
+    if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
+    return lm_lock_take(&R->lock, o->out_dir, err);
+}
+
 /* Everything before the first step: the data and the model (a checkpoint's with --resume or
  * --init-from), the validated config and the split, the optimizer's state, the buffers. */
 static ag_status setup(run *R, ag_error *err)
@@ -264,6 +277,7 @@ static ag_status setup(run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     ag_status s;
     if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
+    if ((s = lock_out_dir(R, err))) return s;
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
     R->voc = &R->c.vocab;
     if ((s = lm_config_validate(&R->cfg, true, err))) return s;
@@ -635,6 +649,7 @@ static ag_status open_out_dir(run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     ag_status s = mkdir_p(o->out_dir, err);
+    if (s == AG_OK) s = lm_lock_take(&R->lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
     if (!R->resumed && lm_ckpt_exists(o->out_dir)) {
         if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */

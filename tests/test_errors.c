@@ -62,6 +62,7 @@ typedef enum {
     P_OTHER_RUN,       /* ckpt's train_state replaced by other's: another run, the same iteration */
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
+    P_DIVERGED,        /* diverged/: ckpt with every weight 3.4e38 (finite, but the loss is not) */
     P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
 } prep_kind;
 
@@ -71,6 +72,7 @@ enum {
     F_FSIZE = 4,       /* RLIMIT_FSIZE: half of train_state.safetensors */
     F_METRICS = 8,     /* ckpt/metrics.csv may change (a resumed run appends its steps) */
     F_LOADS = 16,      /* afterwards ckpt/ must still sample, evaluate and resume */
+    F_WARNING = 256,   /* a "char_lm: warning:" line may come before the error line */
 };
 
 typedef struct {
@@ -242,6 +244,13 @@ static const err_case cases[] = {
      "ckpt/latest: does not name a checkpoint", 0},
     {"--resume: train.lock is a symbolic link", P_LOCK_LINK, NULL, RESUME("--max-iters", "4"), 1,
      "ckpt/train.lock: cannot create the lock file: Too many levels of symbolic links", 0},
+    /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
+    {"train: the evaluation's loss is not finite", P_DIVERGED, NULL,
+     TRAIN("corpus.txt", "ckpt", "--init-from", "diverged", "--overwrite"), 1,
+     "iteration 0: the evaluation's train loss is nan: the model has diverged",
+     F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
+    {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
+     "corpus.txt: the loss is nan", 0},
 };
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -307,6 +316,23 @@ static void bump_number_after(const char *path, const char *key, const char *sto
     ck_assert_msg(*d >= '0' && *d <= '8', "%s: cannot bump '%c'", path, *d);
     (*d)++;
     proc_write_file(path, b, n);
+    free(b);
+}
+
+/* dir/diverged: a copy of ckpt with every weight FLT_MAX (finite: the loader takes it; the
+ * embeddings' sum overflows, so the loss is NaN). */
+static void make_diverged(const char *dir)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", proc_path(dir, "diverged"));
+    proc_copy_tree(proc_path(dir, "ckpt"), p);
+    snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "diverged")), "model.safetensors"));
+    size_t n;
+    unsigned char *b = (unsigned char *)proc_read_file(p, &n);
+    ck_assert_ptr_nonnull(b);
+    size_t data = 8 + (size_t)b[0] + ((size_t)b[1] << 8) + ((size_t)b[2] << 16);   /* header length < 16 MB */
+    for (size_t i = data; i + 4 <= n; i += 4) memcpy(b + i, "\xff\xff\x7f\x7f", 4);
+    proc_write_file(p, b, n);
     free(b);
 }
 
@@ -402,6 +428,7 @@ static void prepare(const char *dir, const err_case *c)
     }
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
+    case P_DIVERGED: make_diverged(dir); break;
     case P_LOCK_LINK:
         proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
         ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
@@ -459,7 +486,10 @@ START_TEST(test_error_case)
     ck_assert_msg(!r.timed_out && !r.signaled, "%s: char_lm %s\nstderr: %s", c->name, proc_status_str(&r), r.err);
     ck_assert_msg(r.code == c->code, "%s: %s, expected exit %d\nstderr: %s", c->name, proc_status_str(&r), c->code,
                   r.err);
-    ck_assert_msg(proc_lines(r.err) == 1 && strncmp(r.err, "char_lm: error: ", 16) == 0,
+    const char *line = r.err;   /* the error line, after the warnings a row allows */
+    while ((c->flags & F_WARNING) && strncmp(line, "char_lm: warning: ", 18) == 0 && strchr(line, '\n'))
+        line = strchr(line, '\n') + 1;
+    ck_assert_msg(proc_lines(line) == 1 && strncmp(line, "char_lm: error: ", 16) == 0,
                   "%s: stderr is not one 'char_lm: error:' line:\n%s", c->name, r.err);
     ck_assert_msg(strstr(r.err, c->msg) != NULL, "%s: the error\n  %s  lacks '%s'", c->name, r.err, c->msg);
     ck_assert_msg((c->flags & F_STDOUT) || r.out_len == 0, "%s: unexpected stdout:\n%s", c->name, r.out);

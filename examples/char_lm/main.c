@@ -11,6 +11,7 @@
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
  * checkpoint, a non-finite loss); 130 / 143 training stopped by SIGINT / SIGTERM after writing
  * a checkpoint. Every error is one line on stderr: "char_lm: error: ...". */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +212,9 @@ static int cmd_eval(const lm_eval_args *a)
     bool evaluate = s == AG_OK && !a->trace.only;
     if (evaluate) s = lm_eval_file(&m, a->data, &loss, &tokens, &e);
     lm_model_free(&m);
+    if (s == AG_OK && evaluate && !isfinite(loss))   /* JSON has no NaN: an error, not "-nan" */
+        s = ag_seterr(&e, AG_ERR_NONFINITE, "%s: the loss is %g: this model's weights give no finite loss", a->data,
+                      isnan(loss) ? NAN : loss);
     if (s) return fail(s, &e);
     if (evaluate) printf("{\"loss\": %.6f, \"tokens\": %zu}\n", loss, tokens);
     return 0;

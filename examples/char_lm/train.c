@@ -711,6 +711,14 @@ static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r,
     double tl, vl;
     ag_status s = evaluate(R, it, &tl, &vl, err);
     if (s) return s;
+    if (!isfinite(tl) || (R->n_val > 0 && !isfinite(vl))) {   /* a diverged model is never saved */
+        char kept[80] = "this run saved none, so a checkpoint already there is untouched";
+        if (R->saved_at >= 0) snprintf(kept, sizeof kept, "the last checkpoint (iteration %ld) is kept", R->saved_at);
+        double bad = isfinite(tl) ? vl : tl;
+        return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g: the model has "
+                         "diverged; stopped, %s (try a lower --lr)", it, isfinite(tl) ? "val" : "train",
+                         isnan(bad) ? NAN : bad, kept);   /* "nan", never "-nan" */
+    }
     r->train_loss = tl;
     r->val_loss = vl;
     fmt_loss(R->train_col, sizeof R->train_col, true, tl);

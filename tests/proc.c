@@ -151,6 +151,7 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
         sigprocmask(SIG_SETMASK, &none_set, NULL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         signal(SIGXFSZ, SIG_DFL);
         if (o->fsize_limit > 0) {
             struct rlimit rl = {(rlim_t)o->fsize_limit, (rlim_t)o->fsize_limit};

@@ -666,7 +666,7 @@ START_TEST(test_sampling_reproducible)
     ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
 
     int a[40], b[40], d[40], e[40], *pa = a;
-    lm_sample_opts so = {40, 1.0, 0, 7};
+    lm_sample_opts so = {40, 1.0, 0, 7, NULL};
     ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fresh_cause()), AG_OK);
     ck_assert_int_eq(pa - a, 40);
     int *pb = b;

@@ -56,6 +56,9 @@ static void set_threads(int threads)
     ag_threads_init(threads);
 }
 
+/* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
+static int stopped_code(void) { return 128 + (int)stop_signal; }
+
 typedef struct {
     const vocab *v;
     FILE *out;
@@ -91,7 +94,8 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
 
 // --- train ---
 
-/* SIGINT and SIGTERM set stop_signal; training then stops after the step, with a checkpoint. */
+/* SIGINT, SIGTERM and SIGHUP (a closed terminal) set stop_signal; training then stops after
+ * the step or the evaluation batch in hand, with a checkpoint; sampling after the character. */
 static void catch_stop_signals(void)
 {
     struct sigaction sa;
@@ -100,6 +104,7 @@ static void catch_stop_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 static lm_train_opts train_opts(const lm_train_args *a)
@@ -129,11 +134,12 @@ static int show_result(const char *dir)
     lm_model m;
     ag_status s = lm_model_load(dir, &m, &e);
     if (s) return fail(s, &e);
-    lm_sample_opts so = {200, 1.0, 0, 1337};
+    lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
     printf("\nsample (200 characters, temperature 1.0):\n");
     s = sample_to(stdout, &m, NULL, &so, &e);
     lm_model_free(&m);
     if (s) return fail(s, &e);
+    if (stop_signal) return stopped_code();
     char png[4096];
     if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
@@ -150,7 +156,7 @@ static int cmd_train(const lm_train_args *a)
     ag_status s = lm_train(&o, &r, &e);
     if (s) return fail(s, &e);
     if (a->trace.only) return 0;
-    if (r.interrupted) return stop_signal == SIGTERM ? 143 : 130;
+    if (r.interrupted) return stopped_code();
     return show_result(a->out);
 }
 
@@ -176,17 +182,19 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
 static int cmd_sample(const lm_sample_args *a)
 {
     set_threads(0);
+    catch_stop_signals();
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, &e);
     if (s) return fail(s, &e);
     if (a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
     if (s == AG_OK && !a->trace.only) {
-        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed};
+        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, &stop_signal};
         s = sample_to(stdout, &m, a->prompt, &so, &e);
     }
     lm_model_free(&m);
-    return s ? fail(s, &e) : 0;
+    if (s) return fail(s, &e);
+    return stop_signal ? stopped_code() : 0;
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */

@@ -162,7 +162,7 @@ ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sa
         int id = lm_sample_logits(f.logits, V, o->temperature, o->top_k, ag_rng_uniform(&rng), scratch);
         if (emit) emit(id, user);
         if (out) out[k] = id;
-        if (k + 1 == o->max_new_tokens) break;
+        if (k + 1 == o->max_new_tokens || (o->stop && *o->stop)) break;
         if (f.len == T) st = slide(&f, win, &wn, keep, err);   /* full: slide by half a window */
         if (st == AG_OK) win[wn++] = id;
         if (st == AG_OK) st = feed(&f, id, err);

@@ -14,6 +14,7 @@
 #ifndef LM_SAMPLE_H
 #define LM_SAMPLE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include "attograd.h"
 #include "checkpoint.h"
@@ -23,6 +24,8 @@ typedef struct {
     double temperature;    /* > 0 */
     int top_k;             /* 0: off; >= V: off */
     uint64_t seed;
+    const volatile sig_atomic_t *stop;   /* NULL, or: when *stop becomes non-zero, the generation
+                                            ends after the token in hand (AG_OK) */
 } lm_sample_opts;
 
 /* Called with each new token id, in order. */

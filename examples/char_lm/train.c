@@ -136,6 +136,12 @@ static void run_free(run *R)
     lm_lock_drop(&R->lock);
 }
 
+/* SIGINT, SIGTERM or SIGHUP came (main.c's handler set *stop). */
+static bool stop_requested(const run *R)
+{
+    return R->o->stop && *R->o->stop;
+}
+
 static void warn(const run *R, const char *msg)
 {
     if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
@@ -271,7 +277,8 @@ static ag_status lock_out_dir(run *R, ag_error *err)
 }
 
 /* Everything before the first step: the data and the model (a checkpoint's with --resume or
- * --init-from), the validated config and the split, the optimizer's state, the buffers. */
+ * --init-from), the validated config and the split, the optimizer's state, the buffers. A stop
+ * signal between the stages ends it early (AG_OK; the caller looks at the signal). */
 static ag_status setup(run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -283,7 +290,9 @@ static ag_status setup(run *R, ag_error *err)
     if ((s = lm_config_validate(&R->cfg, true, err))) return s;
     if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err)))
         return s;
+    if (stop_requested(R)) return AG_OK;
     if (!R->m.g && (s = new_model(R, err))) return s;
+    if (stop_requested(R)) return AG_OK;
     if (o->resume) {
         if ((s = resume_state(R, err))) return s;
     } else {
@@ -379,7 +388,7 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double sum = 0;
     ag_ctx_set_grad(R->ctx, false);
-    for (long k = 0; k < R->cfg.eval_iters; k++) {
+    for (long k = 0; k < R->cfg.eval_iters && !stop_requested(R); k++) {   /* a signal ends it at once */
         get_batch(ids, n, B, T, rng, R->x, R->y);
         ag_ctx_reset(R->ctx);
         ag_tensor *loss = NULL;
@@ -710,7 +719,7 @@ static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r,
     if (it % c->eval_interval != 0 && !last) return AG_OK;
     double tl, vl;
     ag_status s = evaluate(R, it, &tl, &vl, err);
-    if (s) return s;
+    if (s || stop_requested(R)) return s;   /* stopped halfway: the loop writes the checkpoint */
     if (!isfinite(tl) || (R->n_val > 0 && !isfinite(vl))) {   /* a diverged model is never saved */
         char kept[80] = "this run saved none, so a checkpoint already there is untouched";
         if (R->saved_at >= 0) snprintf(kept, sizeof kept, "the last checkpoint (iteration %ld) is kept", R->saved_at);
@@ -782,6 +791,7 @@ static ag_status train_loop(run *R, lm_train_result *r, ag_error *err)
         bool last = it == c->max_iters;
         ag_status s = evaluate_if_due(R, it, last, r, err);
         if (s) return s;
+        if (stop_requested(R)) return stop_early(R, it, r, err);   /* during the evaluation */
         if (last) {
             r->iter = it;
             return AG_OK;
@@ -794,7 +804,14 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
     run R = {.o = o, .plot_ok = o->plot};
     memset(r, 0, sizeof *r);
-    ag_status s = setup(&R, err);                    /* data, model, optimizer state, buffers */
+    ag_status s = setup(&R, err);                    /* lock, data, model, optimizer state, buffers */
+    if (s == AG_OK && stop_requested(&R)) {           /* a signal during the setup: nothing written */
+        r->interrupted = true;
+        r->iter = R.start;
+        if (o->log) fprintf(o->log, "interrupted before training started; nothing written\n");
+        run_free(&R);
+        return AG_OK;
+    }
     if (s == AG_OK) {
         r->n_params = (long)R.m.g->params->total;
         r->vocab_size = R.voc->V;

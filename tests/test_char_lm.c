@@ -649,10 +649,11 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // sampling and eval
 
-static void collect(int id, void *user)
+static bool collect(int id, void *user)
 {
     int **p = user;
     *(*p)++ = id;
+    return true;
 }
 
 START_TEST(test_sampling_reproducible)

@@ -72,6 +72,9 @@ enum {
     F_FSIZE = 4,       /* RLIMIT_FSIZE: half of train_state.safetensors */
     F_METRICS = 8,     /* ckpt/metrics.csv may change (a resumed run appends its steps) */
     F_LOADS = 16,      /* afterwards ckpt/ must still sample, evaluate and resume */
+    F_FULL = 32,       /* stdout is /dev/full */
+    F_EPIPE = 64,      /* stdout is a pipe nobody reads, SIGPIPE ignored */
+    F_FSIZE_METRICS = 128, /* RLIMIT_FSIZE: metrics.csv may grow by 300 bytes */
     F_WARNING = 256,   /* a "char_lm: warning:" line may come before the error line */
 };
 
@@ -251,6 +254,16 @@ static const err_case cases[] = {
      F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
     {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
      "corpus.txt: the loss is nan", 0},
+    /* output that cannot be written is an error at once */
+    {"sample to a full device", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1,
+     "stdout: write failed: No space left on device", F_FULL},
+    {"sample to a closed pipe, SIGPIPE ignored", P_NONE, NULL,
+     A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1, "stdout: write failed: Broken pipe", F_EPIPE},
+    {"eval to a full device", P_NONE, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
+     "stdout: write failed: No space left on device", F_FULL},
+    {"metrics.csv cannot grow (file size limit)", P_NONE, NULL,
+     RESUME("--max-iters", "1000000", "--eval-interval", "1000000"), 1, "metrics.csv: write failed: File too large",
+     F_STDOUT | F_FSIZE_METRICS | F_METRICS | F_LOADS},
 };
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -466,11 +479,14 @@ START_TEST(test_error_case)
     proc_remove_tree(dir);
     prepare(dir, c);
 
-    proc_opts o = {.drop_root = (c->flags & F_DROP) != 0};
+    proc_opts o = {.drop_root = (c->flags & F_DROP) != 0, .stdout_closed_pipe = (c->flags & F_EPIPE) != 0,
+                   .stdout_path = (c->flags & F_FULL) ? "/dev/full" : NULL};
     if (c->flags & F_FSIZE) {
         snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "ckpt")), "train_state.safetensors"));
         o.fsize_limit = file_size(p) / 2;
     }
+    if (c->flags & F_FSIZE_METRICS) o.fsize_limit = file_size(proc_path(dir, "ckpt/metrics.csv")) + 300;
+    if (c->flags & (F_FULL | F_EPIPE | F_FSIZE_METRICS)) o.timeout_s = 30;   /* at once, not after the run */
     proc_snapshot before, after;
     proc_snapshot_take(dir, &before);
     proc_result r;

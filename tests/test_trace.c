@@ -633,10 +633,11 @@ static const char poems[] =
     "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n"
     "红豆生南国，春来发几枝。愿君多采撷，此物最相思。\n";
 
-static void collect(int id, void *user)
+static bool collect(int id, void *user)
 {
     int **p = user;
     *(*p)++ = id;
+    return true;
 }
 
 /* Samples 60 characters as UTF-8 bytes and as ids; checks both. */

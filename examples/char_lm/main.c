@@ -11,6 +11,7 @@
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
  * checkpoint, a non-finite loss); 130 / 143 training stopped by SIGINT / SIGTERM after writing
  * a checkpoint. Every error is one line on stderr: "char_lm: error: ...". */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,24 +60,33 @@ static void set_threads(int threads)
 /* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
 static int stopped_code(void) { return 128 + (int)stop_signal; }
 
+/* What was written to out is out of the process (a full disk, a closed pipe: an error now, not
+ * ten minutes of generating into nothing). */
+static ag_status flushed(FILE *out, const char *name, ag_error *err)
+{
+    if (fflush(out) == 0 && !ferror(out)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", name, strerror(errno));
+}
+
 typedef struct {
     const vocab *v;
     FILE *out;
+    ag_error *err;
 } printer;
 
-static void print_token(int id, void *user)
+static bool print_token(int id, void *user)
 {
     printer *p = user;
     char buf[5];
     vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
-    fflush(p->out);
+    return flushed(p->out, "stdout", p->err) == AG_OK;
 }
 
 /* Prints the prompt (as given) and then each new character as it comes. */
 static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
 {
-    printer p = {&m->vocab, out};
+    printer p = {&m->vocab, out, err};
     int *ids = NULL;
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
@@ -85,11 +95,12 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
         if (s) return s;
         free(ids);
         fputs(prompt, out);
+        if ((s = flushed(out, "stdout", err))) return s;
     }
     ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
     fputs("\n", out);
-    fflush(out);
-    return s;
+    ag_status f = flushed(out, "stdout", err);
+    return s ? s : f;
 }
 
 // --- train ---
@@ -225,6 +236,7 @@ static int cmd_eval(const lm_eval_args *a)
                       isnan(loss) ? NAN : loss);
     if (s) return fail(s, &e);
     if (evaluate) printf("{\"loss\": %.6f, \"tokens\": %zu}\n", loss, tokens);
+    if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }
 
@@ -241,6 +253,7 @@ static int cmd_attn(const lm_attn_args *a)
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
+    if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }
 

@@ -362,8 +362,16 @@ static ag_status put_row(run *R, ag_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     int w = vfprintf(R->metrics, fmt, ap);
     va_end(ap);
-    if (w < 0) return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed", R->o->out_dir);
+    if (w < 0) return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s", R->o->out_dir, strerror(errno));
     return AG_OK;
+}
+
+/* Every row so far on disk: a full disk is reported at the first row it refuses. */
+static ag_status flush_metrics(run *R, ag_error *err)
+{
+    if (fflush(R->metrics) == 0 && !ferror(R->metrics)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s; stopped, the last checkpoint is kept",
+                     R->o->out_dir, strerror(errno));
 }
 
 static void fmt_loss(char *buf, size_t n, bool have, double v)
@@ -682,8 +690,9 @@ static ag_status save_checkpoint(run *R, long it, double tl, double vl, ag_error
     R->st.has_eval = true;
     R->st.eval_train = tl;
     R->st.eval_val = vl;
-    fflush(R->metrics);
-    ag_status s = lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err);
+    ag_status s = flush_metrics(R, err);
+    if (s) return s;
+    s = lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err);
     if (s == AG_OK) R->saved_at = it;
     return s;
 }
@@ -736,7 +745,7 @@ static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r,
     log_eval(R, it, tl, vl);
     if (R->saved_at != it && (s = save_checkpoint(R, it, tl, vl, err))) return s;
     if (last && (s = put_row(R, err, "%ld,,,%s,%s,%s\n", it, R->train_col, R->val_col, R->stats))) return s;
-    fflush(R->metrics);
+    if ((s = flush_metrics(R, err))) return s;
     if (R->plot_ok && it > 0) draw_plots(R, last);
     return AG_OK;
 }
@@ -757,8 +766,8 @@ static ag_status train_step(run *R, long it, ag_error *err)
     R->ema_dt = it == R->start ? (dt > 0 ? dt : 1e-9) : 0.9 * R->ema_dt + 0.1 * dt;   /* smoothed step time */
     if (o->losses && it < o->n_losses) o->losses[it] = loss;
     s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, R->train_col, R->val_col, tok_s, R->stats);
+    if (s == AG_OK) s = flush_metrics(R, err);
     if (s) return s;
-    fflush(R->metrics);
     log_progress(R, it, loss, lr);
     return AG_OK;
 }

@@ -60,6 +60,7 @@ typedef enum {
     P_NAME_NL,         /* model: the first tensor is called "tok_emb<LF>weigh" and has dtype F16 */
     P_FORMAT_NL,       /* model: format tag "cha<LF>lm-1" */
     P_OTHER_RUN,       /* ckpt's train_state replaced by other's: another run, the same iteration */
+    P_FIFO,            /* ckpt's model.safetensors is a FIFO */
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
     P_DIVERGED,        /* diverged/: ckpt with every weight 3.4e38 (finite, but the loss is not) */
@@ -245,6 +246,8 @@ static const err_case cases[] = {
      "ckpt/latest names ckpt-00000009, which is missing", 0},
     {"sample: latest is not a checkpoint name", P_LATEST_BAD, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "ckpt/latest: does not name a checkpoint", 0},
+    {"sample: model.safetensors is a FIFO", P_FIFO, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "model.safetensors: not a regular file (a FIFO)", 0},
     {"--resume: train.lock is a symbolic link", P_LOCK_LINK, NULL, RESUME("--max-iters", "4"), 1,
      "ckpt/train.lock: cannot create the lock file: Too many levels of symbolic links", 0},
     /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
@@ -439,6 +442,10 @@ static void prepare(const char *dir, const err_case *c)
         free(b);
         break;
     }
+    case P_FIFO:
+        ck_assert_int_eq(unlink(model), 0);
+        ck_assert_int_eq(mkfifo(model, 0644), 0);
+        break;
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
     case P_DIVERGED: make_diverged(dir); break;

@@ -15,7 +15,9 @@
  *   lock     while `train` runs, a second train, --resume or --overwrite on its directory is
  *            refused at once (exit 2, naming the pid), and sample and eval read it throughout.
  *   signals  SIGINT during a long evaluation and during `sample` is answered at once (130),
- *            SIGHUP too (129); a stop signal during the setup writes nothing. */
+ *            SIGHUP too (129); a stop signal during the setup writes nothing.
+ *   links    symbolic links planted in a run directory (loss.png, loss.gp, metrics.csv, an
+ *            attention map's .dat and .gp) are replaced, their targets never written. */
 #include <check.h>
 #include <dirent.h>
 #include <limits.h>
@@ -556,6 +558,51 @@ START_TEST(test_signal_during_setup)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// links: replaced, never written through
+
+static bool have_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+/* path is now a regular file, not the link planted there. */
+static void assert_regular(const char *path)
+{
+    struct stat sb;
+    ck_assert_msg(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode), "%s is not a regular file", path);
+}
+
+START_TEST(test_links_replaced)
+{
+    const char *dir = fresh_dir("links");
+    proc_opts o = {.no_wrap = true};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), &o, 0));
+    static const char secret[] = "precious, not to be overwritten\n";
+    proc_write_file(proc_path(dir, "victim"), secret, sizeof secret - 1);
+    const char *planted[] = {"run/loss.png", "run/loss.gp", "run/metrics.csv", "run/heat.dat", "run/heat.gp"};
+    for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", proc_path(dir, planted[i]));
+        unlink(p);
+        ck_assert_int_eq(symlink("../victim", p), 0);
+    }
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "4"), &o, 0));
+    bool gp = have_gnuplot();
+    free(run_ok(dir, A("attn", "--ckpt", "run", "--prompt", "The cat", "--out", "run/heat.png"), &o, gp ? 0 : 1));
+    size_t n;
+    char *v = proc_read_file(proc_path(dir, "victim"), &n);
+    ck_assert_msg(v && n == sizeof secret - 1 && memcmp(v, secret, n) == 0, "the link's target was written");
+    free(v);
+    assert_regular(proc_path(dir, "run/loss.gp"));
+    assert_regular(proc_path(dir, "run/metrics.csv"));
+    assert_regular(proc_path(dir, "run/heat.dat"));
+    assert_regular(proc_path(dir, "run/heat.gp"));
+    if (gp) assert_regular(proc_path(dir, "run/loss.png"));
+    ck_assert_ptr_null(proc_find_tmp(dir));
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 Suite *rundir_suite(void)
@@ -591,6 +638,11 @@ Suite *rundir_suite(void)
     (void)test_signal_during_sample;
 #endif
     tcase_add_test(tc, test_signal_during_setup);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("links");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_links_replaced);
     suite_add_tcase(s, tc);
     return s;
 }

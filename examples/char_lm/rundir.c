@@ -139,6 +139,19 @@ void lm_file_discard(FILE *fp, const char *tmp)
     unlink(tmp);
 }
 
+ag_status lm_write_file(const char *path, const char *text, ag_error *err)
+{
+    char tmp[4096 + 32];
+    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    if (!fp) return AG_ERR_IO;
+    if (fputs(text, fp) < 0) {
+        int e = errno;
+        lm_file_discard(fp, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return lm_file_commit(fp, tmp, path, false, err);
+}
+
 ag_status lm_fsync_dir(const char *dir, ag_error *err)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -9,6 +9,7 @@
  *                                 renamed over it: readers see the old file or the new one,
  *                                 never half of one, and a symbolic link planted at <path> (or
  *                                 at the temporary name) is replaced, its target never written
+ *   lm_write_file                 the same for a whole string
  *   lm_fsync_dir                  makes the renames in a directory durable
  *   lm_fault                      the crash test's fault points (CHAR_LM_FAULT=N)
  *
@@ -44,6 +45,9 @@ FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err);
 ag_status lm_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err);
 /* Closes fp and removes tmp (an abandoned lm_file_create). */
 void lm_file_discard(FILE *fp, const char *tmp);
+/* text into path, through a temporary file (not fsync'ed: for plots and scripts). */
+ag_status lm_write_file(const char *path, const char *text, ag_error *err);
+
 /* fsync of a directory (a filesystem that cannot sync directories is not an error). */
 ag_status lm_fsync_dir(const char *dir, ag_error *err);
 

@@ -320,17 +320,12 @@ static bool put_header(const run *R, FILE *out)
 /* New run: a fresh file. Resume: the rows before `start` are kept (rewritten atomically). */
 static ag_status open_metrics(run *R, long start, ag_error *err)
 {
-    char path[PATHLEN], tmp[PATHLEN + 8];
+    char path[PATHLEN], tmp[PATHLEN + 32];
     if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
+    if (!out) return AG_ERR_IO;
     FILE *in = R->resumed ? fopen(path, "r") : NULL;
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        if (in) fclose(in);
-        return AG_ERR_IO;
-    }
     bool ok = put_header(R, out);
     if (in) {
         char *line = NULL;
@@ -343,11 +338,13 @@ static ag_status open_metrics(run *R, long start, ag_error *err)
         free(line);
         fclose(in);
     }
-    if (fclose(out) != 0 || !ok || rename(tmp, path) != 0) {
-        ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-        return AG_ERR_IO;
+    if (!ok) {
+        int e = errno;
+        lm_file_discard(out, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
+    ag_status s = lm_file_commit(out, tmp, path, false, err);
+    if (s) return s;
     if (!(R->metrics = fopen(path, "a")))
         return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     return AG_OK;

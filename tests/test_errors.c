@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "checkpoint.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -63,8 +64,10 @@ typedef enum {
     P_FIFO,            /* ckpt's model.safetensors is a FIFO */
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
+    P_DEEP,            /* deep/: a 2 MB checkpoint of block_size 16384 x n_layer 256 (n_embd 8) */
     P_DIVERGED,        /* diverged/: ckpt with every weight 3.4e38 (finite, but the loss is not) */
     P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
+    P_VOCAB_LONG,      /* model: config's vocab_size 2, far less than the vocab array's length */
 } prep_kind;
 
 enum {
@@ -248,6 +251,13 @@ static const err_case cases[] = {
      "ckpt/latest: does not name a checkpoint", 0},
     {"sample: model.safetensors is a FIFO", P_FIFO, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "model.safetensors: not a regular file (a FIFO)", 0},
+    {"eval: a small checkpoint asking for terabytes", P_DEEP, NULL,
+     A("eval", "--ckpt", "deep", "--data", "corpus.txt"), 1,
+     "eval: block_size 16384 x n_layer 256 (n_head 1, n_embd 8, batch 16) needs about", 0},
+    {"train: flags asking for terabytes", P_NONE, NULL, TRAIN("corpus.txt", "new", "--block-size", "16384", "--n-layer",
+     "256"), 1, "train: block_size 16384 x n_layer 256 (n_head 2, n_embd 16, batch 4) needs about", 0},
+    {"sample: a vocab far longer than vocab_size", P_VOCAB_LONG, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "a vocabulary of vocab_size 2 can take", 0},
     {"--resume: train.lock is a symbolic link", P_LOCK_LINK, NULL, RESUME("--max-iters", "4"), 1,
      "ckpt/train.lock: cannot create the lock file: Too many levels of symbolic links", 0},
     /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
@@ -333,6 +343,31 @@ static void bump_number_after(const char *path, const char *key, const char *sto
     (*d)++;
     proc_write_file(path, b, n);
     free(b);
+}
+
+/* dir/deep: a checkpoint written through the library, tiny in bytes (n_embd 8) but of
+ * block_size 16384 and 256 layers: attention weights [16,1,16384,16384] per layer to evaluate. */
+static void make_deep(const char *dir)
+{
+    corpus c;
+    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
+    lm_config cfg;
+    ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
+    cfg.model.vocab_size = c.vocab.V;
+    cfg.model.n_layer = 256;
+    cfg.model.n_head = 1;
+    cfg.model.n_embd = 8;
+    cfg.model.block_size = 16384;
+    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    lm_train_state st = {.run_id = 1, .n_tokens = c.n, .n_train = c.n};
+    ag_rng_seed(&st.rng, 1);
+    char deep[PATH_MAX];
+    snprintf(deep, sizeof deep, "%s", proc_path(dir, "deep"));
+    ck_assert_int_eq(mkdir(deep, 0755), 0);
+    ck_assert_int_eq(lm_ckpt_save(deep, g, &cfg, &c.vocab, &st, NULL), AG_OK);
+    ag_gpt_free(g);
+    corpus_free(&c);
 }
 
 /* dir/diverged: a copy of ckpt with every weight FLT_MAX (finite: the loader takes it; the
@@ -448,7 +483,23 @@ static void prepare(const char *dir, const err_case *c)
         break;
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
+    case P_DEEP: make_deep(dir); break;
     case P_DIVERGED: make_diverged(dir); break;
+    case P_VOCAB_LONG: {
+        size_t n;
+        char *b = proc_read_file(model, &n);
+        ck_assert_ptr_nonnull(b);
+        char *k = strstr(b + 8, "\\\"vocab_size\\\": ");
+        ck_assert_ptr_nonnull(k);
+        k += strlen("\\\"vocab_size\\\": ");
+        size_t digits = strspn(k, "0123456789");
+        ck_assert_uint_ge(digits, 2);
+        memset(k, ' ', digits - 1);   /* "27" -> " 2": same length, offsets kept */
+        k[digits - 1] = '2';
+        proc_write_file(model, b, n);
+        free(b);
+        break;
+    }
     case P_LOCK_LINK:
         proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
         ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);

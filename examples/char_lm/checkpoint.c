@@ -16,6 +16,7 @@
 #include "rundir.h"
 
 #define PATHLEN 4096
+#define LM_CONFIG_JSON_MAX 16384
 
 uint64_t lm_ids_hash(const int *ids, size_t n)
 {
@@ -533,7 +534,17 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
                          "\"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", LM_CKPT_FORMAT);
     if (!config || !vjson)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata has no \"%s\"", path, config ? "vocab" : "config");
+    /* bounded before parsing: jansson takes tens of bytes per number, so a 98 MB header would
+     * cost gigabytes. The config is a few hundred bytes; a code point takes at most 7 digits, a
+     * comma and a space. */
+    if (strlen(config) > LM_CONFIG_JSON_MAX)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"config\" is %zu bytes, more than the %d a config "
+                         "takes", path, strlen(config), LM_CONFIG_JSON_MAX);
     if (lm_config_from_json(&m->cfg, config, &why)) return ag_seterr(err, AG_ERR_FORMAT, "%s: %s", path, why.msg);
+    size_t vmax = 9 * (size_t)m->cfg.model.vocab_size + 16;
+    if (strlen(vjson) > vmax)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"vocab\" is %zu bytes, more than the %zu a vocabulary "
+                         "of vocab_size %d can take", path, strlen(vjson), vmax, m->cfg.model.vocab_size);
     if ((st = vocab_from_json(path, vjson, &m->vocab, err))) return st;
     if (m->vocab.V != m->cfg.model.vocab_size)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: the vocab has %d characters, the config says vocab_size %d", path,
@@ -557,6 +568,32 @@ static ag_status check_size(const ag_st_file *f, const char *path, const lm_conf
     if (4 * need <= (double)ag_st_data_bytes(f)) return AG_OK;
     return ag_seterr(err, AG_ERR_FORMAT, "%s: the config needs at least %.0f parameters (%.0f bytes), the file "
                      "holds %llu bytes of tensors", path, need, 4 * need, (unsigned long long)ag_st_data_bytes(f));
+}
+
+double lm_step_bytes(const ag_gpt_config *m, int B, bool train)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
+    double fwd = m->n_layer * (B * H * T * T + 18 * B * T * C) + B * T * (3 * C + 2 * V);
+    return (train ? 2 * fwd + B * H * T * T : fwd) * sizeof(ag_real);
+}
+
+double lm_sample_bytes(const ag_gpt_config *m)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
+    return (m->n_layer * (2 * T * C + H * T + 18 * C) + 2 * V) * sizeof(ag_real);
+}
+
+ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return AG_OK;   /* unknown: nothing to compare with */
+    double have = (double)pages * (double)page;
+    if (bytes <= have) return AG_OK;
+    bool tera = bytes >= 1e12;
+    return ag_seterr(err, AG_ERR_NOMEM, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
+                     "%.1f %s of memory for one step, more than this machine's %.1f GB; refused before allocating",
+                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, bytes / (tera ? 1e12 : 1e9),
+                     tera ? "TB" : "GB", have / 1e9);
 }
 
 /* model.safetensors of the checkpoint directory where (already resolved). */

@@ -198,7 +198,8 @@ static int cmd_sample(const lm_sample_args *a)
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, &e);
     if (s) return fail(s, &e);
-    if (a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
+    s = lm_check_memory(lm_sample_bytes(&m.g->cfg), &m.g->cfg, 1, "sample", &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
     if (s == AG_OK && !a->trace.only) {
         lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, &stop_signal};
         s = sample_to(stdout, &m, a->prompt, &so, &e);
@@ -225,7 +226,8 @@ static int cmd_eval(const lm_eval_args *a)
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, &e);
     if (s) return fail(s, &e);
-    if (a->trace.shapes) s = trace_file(&m, a->data, &e);
+    s = lm_check_memory(lm_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), &m.g->cfg, LM_EVAL_BATCH, "eval", &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
     double loss = 0;
     size_t tokens = 0;
     bool evaluate = s == AG_OK && !a->trace.only;

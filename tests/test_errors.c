@@ -65,6 +65,8 @@ typedef enum {
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
     P_DEEP,            /* deep/: a 2 MB checkpoint of block_size 16384 x n_layer 256 (n_embd 8) */
+    P_NEG_V,           /* ckpt's train_state: the last second moment -1 */
+    P_EVAL_NAN,        /* ckpt's train_state: metadata eval_train_loss "nan(...)" */
     P_DIVERGED,        /* diverged/: ckpt with every weight 3.4e38 (finite, but the loss is not) */
     P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
     P_VOCAB_LONG,      /* model: config's vocab_size 2, far less than the vocab array's length */
@@ -256,10 +258,18 @@ static const err_case cases[] = {
      "eval: block_size 16384 x n_layer 256 (n_head 1, n_embd 8, batch 16) needs about", 0},
     {"train: flags asking for terabytes", P_NONE, NULL, TRAIN("corpus.txt", "new", "--block-size", "16384", "--n-layer",
      "256"), 1, "train: block_size 16384 x n_layer 256 (n_head 2, n_embd 16, batch 4) needs about", 0},
+    {"--resume: a negative second moment", P_NEG_V, NULL, RESUME("--max-iters", "4"), 1,
+     "holds a negative second moment", 0},
+    {"--resume: an eval loss that is NaN", P_EVAL_NAN, NULL, RESUME("--max-iters", "4"), 1,
+     "metadata eval losses are not valid losses", 0},
     {"sample: a vocab far longer than vocab_size", P_VOCAB_LONG, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "a vocabulary of vocab_size 2 can take", 0},
     {"--resume: train.lock is a symbolic link", P_LOCK_LINK, NULL, RESUME("--max-iters", "4"), 1,
      "ckpt/train.lock: cannot create the lock file: Too many levels of symbolic links", 0},
+    {"--min-lr above --lr", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr", "0.001", "--min-lr", "0.01"), 2,
+     "--min-lr 0.01 is above --lr 0.001", 0},
+    {"--resume: --lr below the saved --min-lr", P_NONE, NULL, RESUME("--lr", "1e-5"), 2,
+     "--min-lr 0.0001 is above --lr 1e-05", 0},
     /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
     {"train: the evaluation's loss is not finite", P_DIVERGED, NULL,
      TRAIN("corpus.txt", "ckpt", "--init-from", "diverged", "--overwrite"), 1,
@@ -341,6 +351,23 @@ static void bump_number_after(const char *path, const char *key, const char *sto
     char *d = end - 1;
     ck_assert_msg(*d >= '0' && *d <= '8', "%s: cannot bump '%c'", path, *d);
     (*d)++;
+    proc_write_file(path, b, n);
+    free(b);
+}
+
+/* Replaces the value of metadata key ("key":"value") by "nan(111...)" of the same length. */
+static void nan_value(const char *path, const char *key)
+{
+    size_t n;
+    char *b = proc_read_file(path, &n);
+    ck_assert_ptr_nonnull(b);
+    char *k = strstr(b + 8, key);
+    ck_assert_msg(k != NULL, "%s: no '%s'", path, key);
+    char *v = k + strlen(key), *end = strchr(v, '"');
+    ck_assert(end && end - v >= 5);
+    memset(v, '1', (size_t)(end - v));
+    memcpy(v, "nan(", 4);
+    end[-1] = ')';
     proc_write_file(path, b, n);
     free(b);
 }
@@ -484,6 +511,17 @@ static void prepare(const char *dir, const err_case *c)
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
     case P_DEEP: make_deep(dir); break;
+    case P_NEG_V: {
+        size_t n;
+        snprintf(p, sizeof p, "%s", proc_path(live, "train_state.safetensors"));
+        char *b = proc_read_file(p, &n);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b + n - 4, "\x00\x00\x80\xbf", 4);   /* -1.0f, the last v.* value */
+        proc_write_file(p, b, n);
+        free(b);
+        break;
+    }
+    case P_EVAL_NAN: nan_value(proc_path(live, "train_state.safetensors"), "\"eval_train_loss\":\""); break;
     case P_DIVERGED: make_diverged(dir); break;
     case P_VOCAB_LONG: {
         size_t n;

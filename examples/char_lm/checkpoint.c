@@ -503,10 +503,17 @@ static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt
             ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err);
             if (s) return s;
         }
-    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on */
-    for (int k = 0; k < n_prefixes; k++)
-        for (size_t j = 0; j < P->total; j++)
+    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on; and Adam's v, a
+     * mean of squares, is never negative (its square root would be NaN at the first step) */
+    for (int k = 0; k < n_prefixes; k++) {
+        bool second_moment = strcmp(prefixes[k], "v.") == 0;
+        for (size_t j = 0; j < P->total; j++) {
             if (!isfinite(bufs[k][j])) return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a non-finite value", path);
+            if (second_moment && bufs[k][j] < 0)
+                return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a negative second moment (v.*: %g); Adam's v is a "
+                                 "mean of squares", path, (double)bufs[k][j]);
+        }
+    }
     return AG_OK;
 }
 
@@ -648,6 +655,11 @@ static ag_status read_eval_meta(const ag_st_file *f, const char *path, lm_train_
     s->eval_val = strtod(ev, &e2);
     if (!*et || *e1 || !*ev || *e2)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata eval losses are not numbers", path);
+    /* a loss is a finite number >= 0; the validation loss is NaN exactly when there is no split */
+    bool val_ok = s->n_val == 0 ? isnan(s->eval_val) : isfinite(s->eval_val) && s->eval_val >= 0;
+    if (!(isfinite(s->eval_train) && s->eval_train >= 0) || !val_ok)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata eval losses are not valid losses (train '%s', val '%s'%s)",
+                         path, et, ev, s->n_val == 0 ? ", no validation split" : "");
     s->has_eval = true;
     return AG_OK;
 }

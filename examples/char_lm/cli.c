@@ -321,7 +321,9 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
     /* lr_decay_iters follows max_iters unless given */
     const lm_field *decay = lm_field_by_key("lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
-    return lm_config_validate(&t->cfg, false, err);
+    ag_status s = lm_config_validate(&t->cfg, false, err);
+    /* a resumed run's config is the checkpoint's with these flags: train.c checks the merge */
+    return s || t->resume ? s : lm_config_check_training(&t->cfg, err);
 }
 
 static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *err)

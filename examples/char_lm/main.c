@@ -9,8 +9,10 @@
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
- * checkpoint, a non-finite loss); 130 / 143 training stopped by SIGINT / SIGTERM after writing
- * a checkpoint. Every error is one line on stderr: "char_lm: error: ...". */
+ * checkpoint, a non-finite loss, an output that cannot be written); 130 / 143 / 129 stopped by
+ * SIGINT / SIGTERM / SIGHUP (train after writing a checkpoint, sample after the character in
+ * hand). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
+ * directory in use is a usage error (2), naming the pid that holds it. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>

@@ -142,8 +142,15 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
     if (pid == 0) {
         /* the child: async-signal-safe calls only */
         int in = open("/dev/null", O_RDONLY);
-        int fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fo = open(o->stdout_path ? o->stdout_path : outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int pp[2];
+        if (o->stdout_closed_pipe) {   /* a reader that has gone away, as `| head` leaves */
+            if (pipe(pp) != 0) _exit(126);
+            close(pp[0]);
+            if (fo >= 0) close(fo);
+            fo = pp[1];
+        }
         if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
         if (chdir(cwd) != 0) _exit(126);
         sigset_t none_set;
@@ -151,7 +158,9 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
         sigprocmask(SIG_SETMASK, &none_set, NULL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         signal(SIGXFSZ, SIG_DFL);
+        signal(SIGPIPE, o->stdout_closed_pipe ? SIG_IGN : SIG_DFL);
         if (o->fsize_limit > 0) {
             struct rlimit rl = {(rlim_t)o->fsize_limit, (rlim_t)o->fsize_limit};
             signal(SIGXFSZ, SIG_IGN);   /* a write past the limit fails with EFBIG, like ENOSPC */

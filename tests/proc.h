@@ -7,10 +7,10 @@
  * $CHAR_LM_TIMEOUT (seconds, default 120) bounds each run: a run that takes longer is killed
  * and reported as timed out, so a hang fails the test instead of stalling the suite.
  *
- * The child gets stdin from /dev/null, stdout and stderr in files, SIGINT, SIGTERM and SIGXFSZ
- * at their defaults (SIGXFSZ ignored when a file-size limit is set, so that a write past the
- * limit fails with EFBIG as on a full disk, instead of killing the process), an empty signal
- * mask, and OPENBLAS_NUM_THREADS=1. Nothing here allocates between fork and exec.
+ * The child gets stdin from /dev/null, stdout and stderr in files (or stdout where the options
+ * say), SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGXFSZ at their defaults (SIGXFSZ ignored when a
+ * file-size limit is set, so that a write past the limit fails with EFBIG as on a full disk,
+ * instead of killing the process), an empty signal mask, and OPENBLAS_NUM_THREADS=1. Nothing here allocates between fork and exec.
  *
  * Helpers call ck_assert on their own failures (a missing binary, a full /tmp), so they are
  * for use inside check tests and fixtures only. */
@@ -27,6 +27,8 @@ typedef struct {
     bool drop_root;        /* as root: run the child as nobody (65534) */
     bool no_wrap;          /* ignore $CHAR_LM_WRAP (a run that only prepares files) */
     double timeout_s;      /* 0: $CHAR_LM_TIMEOUT or 120 */
+    const char *stdout_path;  /* stdout to this file (e.g. "/dev/full") instead of io_prefix.out */
+    bool stdout_closed_pipe;  /* stdout a pipe whose reader is gone, SIGPIPE ignored (EPIPE) */
     const char *const *env;   /* NULL, or "KEY=VALUE" entries (NULL-terminated) that the child's
                                  environment gets, replacing the inherited ones of those keys
                                  (CHAR_LM_FAULT=7: see examples/char_lm/rundir.h) */

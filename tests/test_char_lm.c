@@ -649,10 +649,11 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // sampling and eval
 
-static void collect(int id, void *user)
+static bool collect(int id, void *user)
 {
     int **p = user;
     *(*p)++ = id;
+    return true;
 }
 
 START_TEST(test_sampling_reproducible)
@@ -666,7 +667,7 @@ START_TEST(test_sampling_reproducible)
     ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
 
     int a[40], b[40], d[40], e[40], *pa = a;
-    lm_sample_opts so = {40, 1.0, 0, 7};
+    lm_sample_opts so = {40, 1.0, 0, 7, NULL};
     ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fresh_cause()), AG_OK);
     ck_assert_int_eq(pa - a, 40);
     int *pb = b;

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "checkpoint.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -60,8 +61,15 @@ typedef enum {
     P_NAME_NL,         /* model: the first tensor is called "tok_emb<LF>weigh" and has dtype F16 */
     P_FORMAT_NL,       /* model: format tag "cha<LF>lm-1" */
     P_OTHER_RUN,       /* ckpt's train_state replaced by other's: another run, the same iteration */
+    P_FIFO,            /* ckpt's model.safetensors is a FIFO */
     P_LATEST_MISSING,  /* ckpt/latest names ckpt-00000009, which does not exist */
     P_LATEST_BAD,      /* ckpt/latest holds "../../etc" */
+    P_DEEP,            /* deep/: a 2 MB checkpoint of block_size 16384 x n_layer 256 (n_embd 8) */
+    P_NEG_V,           /* ckpt's train_state: the last second moment -1 */
+    P_EVAL_NAN,        /* ckpt's train_state: metadata eval_train_loss "nan(...)" */
+    P_DIVERGED,        /* diverged/: ckpt with every weight 3.4e38 (finite, but the loss is not) */
+    P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
+    P_VOCAB_LONG,      /* model: config's vocab_size 2, far less than the vocab array's length */
 } prep_kind;
 
 enum {
@@ -70,6 +78,10 @@ enum {
     F_FSIZE = 4,       /* RLIMIT_FSIZE: half of train_state.safetensors */
     F_METRICS = 8,     /* ckpt/metrics.csv may change (a resumed run appends its steps) */
     F_LOADS = 16,      /* afterwards ckpt/ must still sample, evaluate and resume */
+    F_FULL = 32,       /* stdout is /dev/full */
+    F_EPIPE = 64,      /* stdout is a pipe nobody reads, SIGPIPE ignored */
+    F_FSIZE_METRICS = 128, /* RLIMIT_FSIZE: metrics.csv may grow by 300 bytes */
+    F_WARNING = 256,   /* a "char_lm: warning:" line may come before the error line */
 };
 
 typedef struct {
@@ -239,6 +251,42 @@ static const err_case cases[] = {
      "ckpt/latest names ckpt-00000009, which is missing", 0},
     {"sample: latest is not a checkpoint name", P_LATEST_BAD, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "ckpt/latest: does not name a checkpoint", 0},
+    {"sample: model.safetensors is a FIFO", P_FIFO, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "model.safetensors: not a regular file (a FIFO)", 0},
+    {"eval: a small checkpoint asking for terabytes", P_DEEP, NULL,
+     A("eval", "--ckpt", "deep", "--data", "corpus.txt"), 1,
+     "eval: block_size 16384 x n_layer 256 (n_head 1, n_embd 8, batch 16) needs about", 0},
+    {"train: flags asking for terabytes", P_NONE, NULL, TRAIN("corpus.txt", "new", "--block-size", "16384", "--n-layer",
+     "256"), 1, "train: block_size 16384 x n_layer 256 (n_head 2, n_embd 16, batch 4) needs about", 0},
+    {"--resume: a negative second moment", P_NEG_V, NULL, RESUME("--max-iters", "4"), 1,
+     "holds a negative second moment", 0},
+    {"--resume: an eval loss that is NaN", P_EVAL_NAN, NULL, RESUME("--max-iters", "4"), 1,
+     "metadata eval losses are not valid losses", 0},
+    {"sample: a vocab far longer than vocab_size", P_VOCAB_LONG, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "a vocabulary of vocab_size 2 can take", 0},
+    {"--resume: train.lock is a symbolic link", P_LOCK_LINK, NULL, RESUME("--max-iters", "4"), 1,
+     "ckpt/train.lock: cannot create the lock file: Too many levels of symbolic links", 0},
+    {"--min-lr above --lr", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr", "0.001", "--min-lr", "0.01"), 2,
+     "--min-lr 0.01 is above --lr 0.001", 0},
+    {"--resume: --lr below the saved --min-lr", P_NONE, NULL, RESUME("--lr", "1e-5"), 2,
+     "--min-lr 0.0001 is above --lr 1e-05", 0},
+    /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
+    {"train: the evaluation's loss is not finite", P_DIVERGED, NULL,
+     TRAIN("corpus.txt", "ckpt", "--init-from", "diverged", "--overwrite"), 1,
+     "iteration 0: the evaluation's train loss is nan: the model has diverged",
+     F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
+    {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
+     "corpus.txt: the loss is nan", 0},
+    /* output that cannot be written is an error at once */
+    {"sample to a full device", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1,
+     "stdout: write failed: No space left on device", F_FULL},
+    {"sample to a closed pipe, SIGPIPE ignored", P_NONE, NULL,
+     A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1, "stdout: write failed: Broken pipe", F_EPIPE},
+    {"eval to a full device", P_NONE, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
+     "stdout: write failed: No space left on device", F_FULL},
+    {"metrics.csv cannot grow (file size limit)", P_NONE, NULL,
+     RESUME("--max-iters", "1000000", "--eval-interval", "1000000"), 1, "metrics.csv: write failed: File too large",
+     F_STDOUT | F_FSIZE_METRICS | F_METRICS | F_LOADS},
 };
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -304,6 +352,65 @@ static void bump_number_after(const char *path, const char *key, const char *sto
     ck_assert_msg(*d >= '0' && *d <= '8', "%s: cannot bump '%c'", path, *d);
     (*d)++;
     proc_write_file(path, b, n);
+    free(b);
+}
+
+/* Replaces the value of metadata key ("key":"value") by "nan(111...)" of the same length. */
+static void nan_value(const char *path, const char *key)
+{
+    size_t n;
+    char *b = proc_read_file(path, &n);
+    ck_assert_ptr_nonnull(b);
+    char *k = strstr(b + 8, key);
+    ck_assert_msg(k != NULL, "%s: no '%s'", path, key);
+    char *v = k + strlen(key), *end = strchr(v, '"');
+    ck_assert(end && end - v >= 5);
+    memset(v, '1', (size_t)(end - v));
+    memcpy(v, "nan(", 4);
+    end[-1] = ')';
+    proc_write_file(path, b, n);
+    free(b);
+}
+
+/* dir/deep: a checkpoint written through the library, tiny in bytes (n_embd 8) but of
+ * block_size 16384 and 256 layers: attention weights [16,1,16384,16384] per layer to evaluate. */
+static void make_deep(const char *dir)
+{
+    corpus c;
+    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
+    lm_config cfg;
+    ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
+    cfg.model.vocab_size = c.vocab.V;
+    cfg.model.n_layer = 256;
+    cfg.model.n_head = 1;
+    cfg.model.n_embd = 8;
+    cfg.model.block_size = 16384;
+    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    lm_train_state st = {.run_id = 1, .n_tokens = c.n, .n_train = c.n};
+    ag_rng_seed(&st.rng, 1);
+    char deep[PATH_MAX];
+    snprintf(deep, sizeof deep, "%s", proc_path(dir, "deep"));
+    ck_assert_int_eq(mkdir(deep, 0755), 0);
+    ck_assert_int_eq(lm_ckpt_save(deep, g, &cfg, &c.vocab, &st, NULL), AG_OK);
+    ag_gpt_free(g);
+    corpus_free(&c);
+}
+
+/* dir/diverged: a copy of ckpt with every weight FLT_MAX (finite: the loader takes it; the
+ * embeddings' sum overflows, so the loss is NaN). */
+static void make_diverged(const char *dir)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", proc_path(dir, "diverged"));
+    proc_copy_tree(proc_path(dir, "ckpt"), p);
+    snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "diverged")), "model.safetensors"));
+    size_t n;
+    unsigned char *b = (unsigned char *)proc_read_file(p, &n);
+    ck_assert_ptr_nonnull(b);
+    size_t data = 8 + (size_t)b[0] + ((size_t)b[1] << 8) + ((size_t)b[2] << 16);   /* header length < 16 MB */
+    for (size_t i = data; i + 4 <= n; i += 4) memcpy(b + i, "\xff\xff\x7f\x7f", 4);
+    proc_write_file(p, b, n);
     free(b);
 }
 
@@ -397,8 +504,44 @@ static void prepare(const char *dir, const err_case *c)
         free(b);
         break;
     }
+    case P_FIFO:
+        ck_assert_int_eq(unlink(model), 0);
+        ck_assert_int_eq(mkfifo(model, 0644), 0);
+        break;
     case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
     case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
+    case P_DEEP: make_deep(dir); break;
+    case P_NEG_V: {
+        size_t n;
+        snprintf(p, sizeof p, "%s", proc_path(live, "train_state.safetensors"));
+        char *b = proc_read_file(p, &n);
+        ck_assert_ptr_nonnull(b);
+        memcpy(b + n - 4, "\x00\x00\x80\xbf", 4);   /* -1.0f, the last v.* value */
+        proc_write_file(p, b, n);
+        free(b);
+        break;
+    }
+    case P_EVAL_NAN: nan_value(proc_path(live, "train_state.safetensors"), "\"eval_train_loss\":\""); break;
+    case P_DIVERGED: make_diverged(dir); break;
+    case P_VOCAB_LONG: {
+        size_t n;
+        char *b = proc_read_file(model, &n);
+        ck_assert_ptr_nonnull(b);
+        char *k = strstr(b + 8, "\\\"vocab_size\\\": ");
+        ck_assert_ptr_nonnull(k);
+        k += strlen("\\\"vocab_size\\\": ");
+        size_t digits = strspn(k, "0123456789");
+        ck_assert_uint_ge(digits, 2);
+        memset(k, ' ', digits - 1);   /* "27" -> " 2": same length, offsets kept */
+        k[digits - 1] = '2';
+        proc_write_file(model, b, n);
+        free(b);
+        break;
+    }
+    case P_LOCK_LINK:
+        proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
+        ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
+        break;
     }
     if (c->flags & F_DROP) chmod(dir, 0755);
 }
@@ -432,11 +575,14 @@ START_TEST(test_error_case)
     proc_remove_tree(dir);
     prepare(dir, c);
 
-    proc_opts o = {.drop_root = (c->flags & F_DROP) != 0};
+    proc_opts o = {.drop_root = (c->flags & F_DROP) != 0, .stdout_closed_pipe = (c->flags & F_EPIPE) != 0,
+                   .stdout_path = (c->flags & F_FULL) ? "/dev/full" : NULL};
     if (c->flags & F_FSIZE) {
         snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "ckpt")), "train_state.safetensors"));
         o.fsize_limit = file_size(p) / 2;
     }
+    if (c->flags & F_FSIZE_METRICS) o.fsize_limit = file_size(proc_path(dir, "ckpt/metrics.csv")) + 300;
+    if (c->flags & (F_FULL | F_EPIPE | F_FSIZE_METRICS)) o.timeout_s = 30;   /* at once, not after the run */
     proc_snapshot before, after;
     proc_snapshot_take(dir, &before);
     proc_result r;
@@ -452,7 +598,10 @@ START_TEST(test_error_case)
     ck_assert_msg(!r.timed_out && !r.signaled, "%s: char_lm %s\nstderr: %s", c->name, proc_status_str(&r), r.err);
     ck_assert_msg(r.code == c->code, "%s: %s, expected exit %d\nstderr: %s", c->name, proc_status_str(&r), c->code,
                   r.err);
-    ck_assert_msg(proc_lines(r.err) == 1 && strncmp(r.err, "char_lm: error: ", 16) == 0,
+    const char *line = r.err;   /* the error line, after the warnings a row allows */
+    while ((c->flags & F_WARNING) && strncmp(line, "char_lm: warning: ", 18) == 0 && strchr(line, '\n'))
+        line = strchr(line, '\n') + 1;
+    ck_assert_msg(proc_lines(line) == 1 && strncmp(line, "char_lm: error: ", 16) == 0,
                   "%s: stderr is not one 'char_lm: error:' line:\n%s", c->name, r.err);
     ck_assert_msg(strstr(r.err, c->msg) != NULL, "%s: the error\n  %s  lacks '%s'", c->name, r.err, c->msg);
     ck_assert_msg((c->flags & F_STDOUT) || r.out_len == 0, "%s: unexpected stdout:\n%s", c->name, r.out);

@@ -11,7 +11,13 @@
  *            fresh run (whose first checkpoint may not exist yet). CHAR_LM_TABLE=1 prints
  *            every kill point and what it left.
  *   layout   the names a save chooses (never the live checkpoint's), and what the cleaning of
- *            a run directory removes (our leftovers) and leaves (anything else). */
+ *            a run directory removes (our leftovers) and leaves (anything else).
+ *   lock     while `train` runs, a second train, --resume or --overwrite on its directory is
+ *            refused at once (exit 2, naming the pid), and sample and eval read it throughout.
+ *   signals  SIGINT during a long evaluation and during `sample` is answered at once (130),
+ *            SIGHUP too (129); a stop signal during the setup writes nothing.
+ *   links    symbolic links planted in a run directory (loss.png, loss.gp, metrics.csv, an
+ *            attention map's .dat and .gp) are replaced, their targets never written. */
 #include <check.h>
 #include <dirent.h>
 #include <limits.h>
@@ -24,6 +30,7 @@
 #include <unistd.h>
 #include "checkpoint.h"
 #include "proc.h"
+#include "train.h"
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* the tiny preset made smaller; the schedule does not depend on --max-iters */
@@ -362,6 +369,240 @@ START_TEST(test_layout)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// lock: one owner, readers welcome
+
+/* Starts a long training in dir/run and waits for its progress line of step 10. */
+static pid_t start_long_run(const char *dir, const char *io, const proc_opts *o)
+{
+    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-interval", "3",
+                                  "--max-iters", "10000000"), io, o);
+    char outfile[PATH_MAX + 8];
+    snprintf(outfile, sizeof outfile, "%s.out", io);
+    for (int waited = 0; waited < 60000; waited += 5) {
+        char *so = proc_read_file(outfile, NULL);
+        bool seen = so && strstr(so, "iter 10/");
+        free(so);
+        if (seen || !proc_running(pid)) break;
+        struct timespec d = {0, 5000000};
+        nanosleep(&d, NULL);
+    }
+    ck_assert_msg(proc_running(pid), "the long run ended early");
+    return pid;
+}
+
+START_TEST(test_one_owner_many_readers)
+{
+    const char *dir = fresh_dir("lock");
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    char io[PATH_MAX], want[64];
+    snprintf(io, sizeof io, "%s/long", dir);
+    pid_t pid = start_long_run(dir, io, &o);
+    snprintf(want, sizeof want, "(pid %ld,", (long)pid);
+
+    const char *const *const rivals[] = {
+        A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--threads", "1"),
+        A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--overwrite"),
+        A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS),
+    };
+    for (size_t i = 0; i < sizeof rivals / sizeof rivals[0]; i++) {
+        proc_result r;
+        char rio[PATH_MAX];
+        snprintf(rio, sizeof rio, "%s/rival", dir);
+        proc_run(dir, rivals[i], rio, &o, &r);
+        ck_assert_msg(r.exited && r.code == 2, "rival %zu: %s\n%s", i, proc_status_str(&r), r.err);
+        ck_assert_msg(proc_lines(r.err) == 1 && strstr(r.err, "run is in use by another char_lm train") &&
+                      strstr(r.err, want), "rival %zu: stderr:\n%s", i, r.err);
+        ck_assert_msg(r.out_len == 0, "rival %zu printed:\n%s", i, r.out);
+        proc_result_free(&r);
+    }
+    /* readers need no lock: every one sees a whole checkpoint while new ones are committed */
+    for (int i = 0; i < 30; i++) free(run_ok(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
+    for (int i = 0; i < 5; i++) free(run_ok(dir, A("eval", "--ckpt", "run", "--data", "corpus.txt"), &o, 0));
+
+    kill(pid, SIGTERM);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 143, "the long run: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    struct stat sb;
+    ck_assert_msg(stat(proc_path(dir, "run/train.lock"), &sb) != 0, "the lock file outlived its run");
+    char *out = run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "1"), &o, 0);
+    ck_assert_msg(strstr(out, "nothing to do"), "the lock is free again, the resume should say so:\n%s", out);
+    free(out);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// signals: answered at once wherever they land
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* Waits until io.out holds `text`; false if the process ended first. */
+static bool wait_for_output(pid_t pid, const char *io, const char *text, size_t min_bytes)
+{
+    char outfile[PATH_MAX + 8];
+    snprintf(outfile, sizeof outfile, "%s.out", io);
+    for (int waited = 0; waited < 60000; waited += 2) {
+        size_t n = 0;
+        char *so = proc_read_file(outfile, &n);
+        bool seen = so && (!text || strstr(so, text)) && n >= min_bytes;
+        free(so);
+        if (seen) return true;
+        if (!proc_running(pid)) return false;
+        struct timespec d = {0, 2000000};
+        nanosleep(&d, NULL);
+    }
+    return false;
+}
+
+START_TEST(test_signal_during_evaluation)
+{
+    const char *dir = fresh_dir("eval_sig");
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/long", dir);
+    /* an evaluation of 10^6 batches of a larger model: many minutes, unless a signal ends it */
+    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", "--config", "tiny", "--block-size",
+                                  "32", "--batch-size", "32", "--eval-iters", "1000000", "--threads", "1"), io, &o);
+    bool started = wait_for_output(pid, io, "training: ", 0);
+    struct timespec d = {0, 50000000}, t0;
+    nanosleep(&d, NULL);   /* well inside the first evaluation */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kill(pid, SIGINT);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    double took = seconds_since(&t0);
+    ck_assert_msg(started, "no header line: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code == 130, "SIGINT during the evaluation: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(took < 10, "SIGINT answered after %.1f s", took);
+    ck_assert_msg(strstr(r.out, "interrupted at iteration 0"), "stdout:\n%s", r.out);
+    proc_result_free(&r);
+    /* the checkpoint of iteration 0 was written, and resumes (its evaluation done anew) */
+    ck_assert_int_eq(live_iteration(proc_path(dir, "run")), 0);
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--eval-iters", "1", "--max-iters",
+                       "2"), &o, 0));
+}
+END_TEST
+
+static const int sample_sigs[] = {SIGINT, SIGHUP, SIGTERM};
+
+START_TEST(test_signal_during_sample)
+{
+    int sig = sample_sigs[_i];
+    const char *dir = fresh_dir("sample_sig");
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), &o, 0));
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/sample", dir);
+    pid_t pid = proc_start(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "10000000"), io, &o);
+    bool started = wait_for_output(pid, io, NULL, 50);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kill(pid, sig);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    ck_assert_msg(started, "no output: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during sample: %s\n%s", sig, proc_status_str(&r), r.err);
+    ck_assert_msg(seconds_since(&t0) < 10, "signal %d answered late", sig);
+    ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
+    ck_assert_msg(r.out_len > 0 && r.out[r.out_len - 1] == '\n', "the text does not end with its line");
+    proc_result_free(&r);
+}
+END_TEST
+
+/* A stop signal that came during the setup (here before lm_train even starts): nothing is
+ * written, not even the directory, and a resumed run's checkpoint is untouched. */
+START_TEST(test_signal_during_setup)
+{
+    const char *dir = fresh_dir("setup_sig");
+    char data[PATH_MAX], out[PATH_MAX];
+    snprintf(data, sizeof data, "%s", proc_path(dir, "corpus.txt"));
+    snprintf(out, sizeof out, "%s", proc_path(dir, "run"));
+    lm_config c;
+    ck_assert_int_eq(lm_config_preset(&c, "tiny"), AG_OK);
+    c.max_iters = 2;
+    c.model.n_layer = 1;
+    c.model.n_embd = 16;
+    c.model.block_size = 8;
+    c.batch_size = 4;
+    c.eval_iters = 1;
+    volatile sig_atomic_t stop = SIGTERM;
+    lm_train_opts o = {.data_path = data, .out_dir = out, .cfg = c, .stop = &stop};
+    lm_train_result r;
+    ag_error e = {0};
+    ck_assert_int_eq(lm_train(&o, &r, &e), AG_OK);
+    ck_assert(r.interrupted);
+    struct stat sb;
+    ck_assert_msg(stat(out, &sb) != 0, "a run stopped during its setup made %s", out);
+
+    stop = 0;
+    ck_assert_msg(lm_train(&o, &r, &e) == AG_OK && !r.interrupted, "%s", e.msg);
+    proc_snapshot before, after;
+    proc_snapshot_take(out, &before);
+    stop = SIGINT;
+    o.resume = true;
+    o.cfg.max_iters = 4;
+    ck_assert_int_eq(lm_train(&o, &r, &e), AG_OK);
+    ck_assert(r.interrupted);
+    proc_snapshot_take(out, &after);
+    const char *diff = proc_snapshot_diff(&before, &after, NULL);
+    ck_assert_msg(diff == NULL, "%s", diff);
+    proc_snapshot_free(&before);
+    proc_snapshot_free(&after);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// links: replaced, never written through
+
+static bool have_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+/* path is now a regular file, not the link planted there. */
+static void assert_regular(const char *path)
+{
+    struct stat sb;
+    ck_assert_msg(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode), "%s is not a regular file", path);
+}
+
+START_TEST(test_links_replaced)
+{
+    const char *dir = fresh_dir("links");
+    proc_opts o = {.no_wrap = true};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), &o, 0));
+    static const char secret[] = "precious, not to be overwritten\n";
+    proc_write_file(proc_path(dir, "victim"), secret, sizeof secret - 1);
+    const char *planted[] = {"run/loss.png", "run/loss.gp", "run/metrics.csv", "run/heat.dat", "run/heat.gp"};
+    for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", proc_path(dir, planted[i]));
+        unlink(p);
+        ck_assert_int_eq(symlink("../victim", p), 0);
+    }
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "4"), &o, 0));
+    bool gp = have_gnuplot();
+    free(run_ok(dir, A("attn", "--ckpt", "run", "--prompt", "The cat", "--out", "run/heat.png"), &o, gp ? 0 : 1));
+    size_t n;
+    char *v = proc_read_file(proc_path(dir, "victim"), &n);
+    ck_assert_msg(v && n == sizeof secret - 1 && memcmp(v, secret, n) == 0, "the link's target was written");
+    free(v);
+    assert_regular(proc_path(dir, "run/loss.gp"));
+    assert_regular(proc_path(dir, "run/metrics.csv"));
+    assert_regular(proc_path(dir, "run/heat.dat"));
+    assert_regular(proc_path(dir, "run/heat.gp"));
+    if (gp) assert_regular(proc_path(dir, "run/loss.png"));
+    ck_assert_ptr_null(proc_find_tmp(dir));
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 Suite *rundir_suite(void)
@@ -380,6 +621,28 @@ Suite *rundir_suite(void)
     tc = tcase_create("layout");
     tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
     tcase_add_test(tc, test_layout);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lock");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_one_owner_many_readers);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("signals");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+#ifndef AG_DOUBLE
+    tcase_add_test(tc, test_signal_during_evaluation);
+    tcase_add_loop_test(tc, test_signal_during_sample, 0, 3);
+#else
+    (void)test_signal_during_evaluation;
+    (void)test_signal_during_sample;
+#endif
+    tcase_add_test(tc, test_signal_during_setup);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("links");
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_links_replaced);
     suite_add_tcase(s, tc);
     return s;
 }

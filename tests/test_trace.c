@@ -633,17 +633,18 @@ static const char poems[] =
     "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n"
     "红豆生南国，春来发几枝。愿君多采撷，此物最相思。\n";
 
-static void collect(int id, void *user)
+static bool collect(int id, void *user)
 {
     int **p = user;
     *(*p)++ = id;
+    return true;
 }
 
 /* Samples 60 characters as UTF-8 bytes and as ids; checks both. */
 static void check_sample(lm_model *m)
 {
     int got[60], *pg = got;
-    lm_sample_opts so = { 60, 1.0, 0, 3 };
+    lm_sample_opts so = { 60, 1.0, 0, 3, NULL };
     ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(pg - got, 60);
     char text[60 * 4 + 1];
@@ -698,7 +699,7 @@ START_TEST(test_chinese_corpus)
     int best = 0, e[1];
     for (int i = 1; i < m.vocab.V; i++)
         if (last[i] > last[best]) best = i;
-    lm_sample_opts so = { 1, 1.0, 1, 1 };
+    lm_sample_opts so = { 1, 1.0, 1, 1, NULL };
     ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);

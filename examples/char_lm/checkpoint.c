@@ -16,6 +16,7 @@
 #include "rundir.h"
 
 #define PATHLEN 4096
+#define LM_CONFIG_JSON_MAX 16384
 
 uint64_t lm_ids_hash(const int *ids, size_t n)
 {
@@ -502,10 +503,17 @@ static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt
             ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err);
             if (s) return s;
         }
-    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on */
-    for (int k = 0; k < n_prefixes; k++)
-        for (size_t j = 0; j < P->total; j++)
+    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on; and Adam's v, a
+     * mean of squares, is never negative (its square root would be NaN at the first step) */
+    for (int k = 0; k < n_prefixes; k++) {
+        bool second_moment = strcmp(prefixes[k], "v.") == 0;
+        for (size_t j = 0; j < P->total; j++) {
             if (!isfinite(bufs[k][j])) return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a non-finite value", path);
+            if (second_moment && bufs[k][j] < 0)
+                return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a negative second moment (v.*: %g); Adam's v is a "
+                                 "mean of squares", path, (double)bufs[k][j]);
+        }
+    }
     return AG_OK;
 }
 
@@ -533,7 +541,17 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
                          "\"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", LM_CKPT_FORMAT);
     if (!config || !vjson)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata has no \"%s\"", path, config ? "vocab" : "config");
+    /* bounded before parsing: jansson takes tens of bytes per number, so a 98 MB header would
+     * cost gigabytes. The config is a few hundred bytes; a code point takes at most 7 digits, a
+     * comma and a space. */
+    if (strlen(config) > LM_CONFIG_JSON_MAX)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"config\" is %zu bytes, more than the %d a config "
+                         "takes", path, strlen(config), LM_CONFIG_JSON_MAX);
     if (lm_config_from_json(&m->cfg, config, &why)) return ag_seterr(err, AG_ERR_FORMAT, "%s: %s", path, why.msg);
+    size_t vmax = 9 * (size_t)m->cfg.model.vocab_size + 16;
+    if (strlen(vjson) > vmax)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"vocab\" is %zu bytes, more than the %zu a vocabulary "
+                         "of vocab_size %d can take", path, strlen(vjson), vmax, m->cfg.model.vocab_size);
     if ((st = vocab_from_json(path, vjson, &m->vocab, err))) return st;
     if (m->vocab.V != m->cfg.model.vocab_size)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: the vocab has %d characters, the config says vocab_size %d", path,
@@ -557,6 +575,32 @@ static ag_status check_size(const ag_st_file *f, const char *path, const lm_conf
     if (4 * need <= (double)ag_st_data_bytes(f)) return AG_OK;
     return ag_seterr(err, AG_ERR_FORMAT, "%s: the config needs at least %.0f parameters (%.0f bytes), the file "
                      "holds %llu bytes of tensors", path, need, 4 * need, (unsigned long long)ag_st_data_bytes(f));
+}
+
+double lm_step_bytes(const ag_gpt_config *m, int B, bool train)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
+    double fwd = m->n_layer * (B * H * T * T + 18 * B * T * C) + B * T * (3 * C + 2 * V);
+    return (train ? 2 * fwd + B * H * T * T : fwd) * sizeof(ag_real);
+}
+
+double lm_sample_bytes(const ag_gpt_config *m)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
+    return (m->n_layer * (2 * T * C + H * T + 18 * C) + 2 * V) * sizeof(ag_real);
+}
+
+ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return AG_OK;   /* unknown: nothing to compare with */
+    double have = (double)pages * (double)page;
+    if (bytes <= have) return AG_OK;
+    bool tera = bytes >= 1e12;
+    return ag_seterr(err, AG_ERR_NOMEM, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
+                     "%.1f %s of memory for one step, more than this machine's %.1f GB; refused before allocating",
+                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, bytes / (tera ? 1e12 : 1e9),
+                     tera ? "TB" : "GB", have / 1e9);
 }
 
 /* model.safetensors of the checkpoint directory where (already resolved). */
@@ -611,6 +655,11 @@ static ag_status read_eval_meta(const ag_st_file *f, const char *path, lm_train_
     s->eval_val = strtod(ev, &e2);
     if (!*et || *e1 || !*ev || *e2)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata eval losses are not numbers", path);
+    /* a loss is a finite number >= 0; the validation loss is NaN exactly when there is no split */
+    bool val_ok = s->n_val == 0 ? isnan(s->eval_val) : isfinite(s->eval_val) && s->eval_val >= 0;
+    if (!(isfinite(s->eval_train) && s->eval_train >= 0) || !val_ok)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata eval losses are not valid losses (train '%s', val '%s'%s)",
+                         path, et, ev, s->n_val == 0 ? ", no validation split" : "");
     s->has_eval = true;
     return AG_OK;
 }

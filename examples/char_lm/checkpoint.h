@@ -98,6 +98,17 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
                        const lm_train_state *st, ag_error *err);
 
+/* --- the cost of what a config asks for, checked before paying it ---
+ * Bytes of memory one step takes, estimated from the tensors a step keeps: per layer the
+ * attention weights [B,H,T,T] and about 18 [B,T,C] tensors, the logits [B,T,V] twice; a
+ * backward (train) about doubles that. lm_sample_bytes: the KV cache, 2 [T,C] per layer, and
+ * one position's tensors. */
+double lm_step_bytes(const ag_gpt_config *m, int B, bool train);
+double lm_sample_bytes(const ag_gpt_config *m);
+/* AG_ERR_NOMEM, with the figures, when bytes exceed this machine's physical memory (what
+ * names the command: "eval", "train"): refused before anything is allocated. */
+ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err);
+
 /* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
  * format tag, the config, the vocabulary (its size must be the config's vocab_size; both
  * bounded before they are parsed), that the file holds exactly the model's parameters with

@@ -29,10 +29,14 @@ static const char usage_main[] =
 static const char usage_train[] =
     "usage: char_lm train --data FILE --out DIR [flags]\n"
     "\n"
-    "Trains a character-level GPT on FILE (UTF-8). DIR becomes a checkpoint directory:\n"
-    "model.safetensors, train_state.safetensors (written at every evaluation and at the end),\n"
-    "metrics.csv (one row per step) and loss.png (needs gnuplot). Ctrl-C stops after the\n"
-    "current step and writes a checkpoint (exit 130); --resume then continues the run.\n"
+    "Trains a character-level GPT on FILE (UTF-8). DIR becomes a run directory: the checkpoint\n"
+    "(written at every evaluation and at the end) in DIR/ckpt-<iter>/ (model.safetensors,\n"
+    "train_state.safetensors), named by DIR/latest, whose replacement commits it whole;\n"
+    "metrics.csv (one row per step) and loss.png (needs gnuplot). While it runs, train holds\n"
+    "DIR/train.lock: a second train on DIR is refused (exit 2). Ctrl-C, SIGTERM or SIGHUP stop\n"
+    "after the current step or evaluation batch and write a checkpoint (exit 130, 143, 129);\n"
+    "--resume then continues the run. A config whose step needs more memory than the machine\n"
+    "has is refused before anything is allocated.\n"
     "\n"
     "  --data FILE            training text (UTF-8); the vocabulary is its set of characters\n"
     "  --out DIR              checkpoint directory (created if missing)\n"
@@ -76,7 +80,7 @@ static const char usage_train[] =
     "  --batch-size N         windows per step    16      12      64\n"
     "  --max-iters N          optimizer steps     500     2000    5000\n"
     "  --lr F                 peak learning rate  1e-3    1e-3    1e-3\n"
-    "  --min-lr F             final learning rate 1e-4    1e-4    1e-4\n"
+    "  --min-lr F             final learning rate 1e-4    1e-4    1e-4   (at most --lr)\n"
     "  --warmup-iters N       linear warmup       50      100     100\n"
     "  --lr-decay-iters N     cosine decay ends   (default: --max-iters)\n"
     "  --optimizer NAME       adamw (default), adam or sgd\n"
@@ -95,7 +99,8 @@ static const char usage_sample[] =
     "\n"
     "Generates text from a checkpoint, one character at a time (with a KV cache).\n"
     "\n"
-    "  --ckpt DIR             checkpoint directory (written by char_lm train)\n"
+    "  --ckpt DIR             run directory (written by char_lm train; its latest checkpoint),\n"
+    "                         or one of its ckpt-<iter> directories\n"
     "  --prompt TEXT          text to continue (default: a newline); every character must\n"
     "                         be in the checkpoint's vocabulary\n"
     "  --max-new-tokens N     characters to generate, 500\n"
@@ -337,7 +342,9 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
     /* lr_decay_iters follows max_iters unless given */
     const lm_field *decay = lm_field_by_key("lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
-    return lm_config_validate(&t->cfg, false, err);
+    ag_status s = lm_config_validate(&t->cfg, false, err);
+    /* a resumed run's config is the checkpoint's with these flags: train.c checks the merge */
+    return s || t->resume ? s : lm_config_check_training(&t->cfg, err);
 }
 
 static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *err)

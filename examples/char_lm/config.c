@@ -366,6 +366,14 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
     return AG_OK;
 }
 
+ag_status lm_config_check_training(const lm_config *c, ag_error *err)
+{
+    if (c->min_lr > c->lr)   /* the schedule decays from lr down to min_lr, never up */
+        return ag_seterr(err, AG_ERR_ARG, "--min-lr %g is above --lr %g (the rate decays from --lr to --min-lr)",
+                         c->min_lr, c->lr);
+    return AG_OK;
+}
+
 // --- JSON ---
 
 char *lm_config_to_json(const lm_config *c)

@@ -88,6 +88,9 @@ extern const char *const lm_config_names[];   /* NULL-terminated */
 /* Checks every range and every relation between fields (n_embd % n_head, ...).
  * vocab_size is checked only when check_vocab. AG_ERR_ARG and a message naming the flag. */
 ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err);
+/* The relations only a training run needs (checked for a run, not for a checkpoint that is
+ * only read: one written before these checks must still sample): --min-lr <= --lr. AG_ERR_ARG. */
+ag_status lm_config_check_training(const lm_config *c, ag_error *err);
 
 /* "adamw", "adam", "sgd"; lm_optimizer_parse returns -1 for anything else. */
 const char *lm_optimizer_name(lm_optimizer o);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include "eval.h"
 
-#define EVAL_BATCH 16   /* windows per forward pass */
+#define EVAL_BATCH LM_EVAL_BATCH
 
 /* x, y [B,T]: windows w0 .. w0+B-1 of ids (window w = ids[wT .. wT+T]) and their targets. */
 static void get_windows(const int *ids, size_t w0, int B, int T, int *x, int *y)

@@ -10,6 +10,8 @@
 #include "attograd.h"
 #include "checkpoint.h"
 
+#define LM_EVAL_BATCH 16   /* windows per forward pass */
+
 /* ids [n]. AG_ERR_ARG when n < T + 1 (not one whole window). */
 ag_status lm_eval_ids(ag_gpt *g, const int *ids, size_t n, double *loss, size_t *tokens, ag_error *err);
 

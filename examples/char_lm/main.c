@@ -9,8 +9,12 @@
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
- * checkpoint, a non-finite loss); 130 / 143 training stopped by SIGINT / SIGTERM after writing
- * a checkpoint. Every error is one line on stderr: "char_lm: error: ...". */
+ * checkpoint, a non-finite loss, an output that cannot be written); 130 / 143 / 129 stopped by
+ * SIGINT / SIGTERM / SIGHUP (train after writing a checkpoint, sample after the character in
+ * hand). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
+ * directory in use is a usage error (2), naming the pid that holds it. */
+#include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,24 +59,36 @@ static void set_threads(int threads)
     ag_threads_init(threads);
 }
 
+/* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
+static int stopped_code(void) { return 128 + (int)stop_signal; }
+
+/* What was written to out is out of the process (a full disk, a closed pipe: an error now, not
+ * ten minutes of generating into nothing). */
+static ag_status flushed(FILE *out, const char *name, ag_error *err)
+{
+    if (fflush(out) == 0 && !ferror(out)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", name, strerror(errno));
+}
+
 typedef struct {
     const vocab *v;
     FILE *out;
+    ag_error *err;
 } printer;
 
-static void print_token(int id, void *user)
+static bool print_token(int id, void *user)
 {
     printer *p = user;
     char buf[5];
     vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
-    fflush(p->out);
+    return flushed(p->out, "stdout", p->err) == AG_OK;
 }
 
 /* Prints the prompt (as given) and then each new character as it comes. */
 static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
 {
-    printer p = {&m->vocab, out};
+    printer p = {&m->vocab, out, err};
     int *ids = NULL;
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
@@ -81,16 +97,18 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
         if (s) return s;
         free(ids);
         fputs(prompt, out);
+        if ((s = flushed(out, "stdout", err))) return s;
     }
     ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
     fputs("\n", out);
-    fflush(out);
-    return s;
+    ag_status f = flushed(out, "stdout", err);
+    return s ? s : f;
 }
 
 // --- train ---
 
-/* SIGINT and SIGTERM set stop_signal; training then stops after the step, with a checkpoint. */
+/* SIGINT, SIGTERM and SIGHUP (a closed terminal) set stop_signal; training then stops after
+ * the step or the evaluation batch in hand, with a checkpoint; sampling after the character. */
 static void catch_stop_signals(void)
 {
     struct sigaction sa;
@@ -99,6 +117,7 @@ static void catch_stop_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 static lm_train_opts train_opts(const lm_train_args *a)
@@ -128,11 +147,12 @@ static int show_result(const char *dir)
     lm_model m;
     ag_status s = lm_model_load(dir, &m, &e);
     if (s) return fail(s, &e);
-    lm_sample_opts so = {200, 1.0, 0, 1337};
+    lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
     printf("\nsample (200 characters, temperature 1.0):\n");
     s = sample_to(stdout, &m, NULL, &so, &e);
     lm_model_free(&m);
     if (s) return fail(s, &e);
+    if (stop_signal) return stopped_code();
     char png[4096];
     if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
@@ -185,8 +205,9 @@ static int cmd_train(const lm_train_args *a)
         return code;
     }
     ag_dist_end(d, true);
-    if (a->trace.only || rank > 0) return r.interrupted ? (r.stop_signal == SIGTERM ? 143 : 130) : 0;
-    if (r.interrupted) return r.stop_signal == SIGTERM ? 143 : 130;
+    /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
+    if (r.interrupted) return 128 + r.stop_signal;
+    if (a->trace.only || rank > 0) return 0;
     return show_result(a->out);
 }
 
@@ -212,17 +233,20 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
 static int cmd_sample(const lm_sample_args *a)
 {
     set_threads(0);
+    catch_stop_signals();
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, &e);
     if (s) return fail(s, &e);
-    if (a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
+    s = lm_check_memory(lm_sample_bytes(&m.g->cfg), &m.g->cfg, 1, "sample", &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
     if (s == AG_OK && !a->trace.only) {
-        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed};
+        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, &stop_signal};
         s = sample_to(stdout, &m, a->prompt, &so, &e);
     }
     lm_model_free(&m);
-    return s ? fail(s, &e) : 0;
+    if (s) return fail(s, &e);
+    return stop_signal ? stopped_code() : 0;
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */
@@ -242,14 +266,19 @@ static int cmd_eval(const lm_eval_args *a)
     lm_model m;
     ag_status s = lm_model_load(a->ckpt, &m, &e);
     if (s) return fail(s, &e);
-    if (a->trace.shapes) s = trace_file(&m, a->data, &e);
+    s = lm_check_memory(lm_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), &m.g->cfg, LM_EVAL_BATCH, "eval", &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
     double loss = 0;
     size_t tokens = 0;
     bool evaluate = s == AG_OK && !a->trace.only;
     if (evaluate) s = lm_eval_file(&m, a->data, &loss, &tokens, &e);
     lm_model_free(&m);
+    if (s == AG_OK && evaluate && !isfinite(loss))   /* JSON has no NaN: an error, not "-nan" */
+        s = ag_seterr(&e, AG_ERR_NONFINITE, "%s: the loss is %g: this model's weights give no finite loss", a->data,
+                      isnan(loss) ? NAN : loss);
     if (s) return fail(s, &e);
     if (evaluate) printf("{\"loss\": %.6f, \"tokens\": %zu}\n", loss, tokens);
+    if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }
 
@@ -266,6 +295,7 @@ static int cmd_attn(const lm_attn_args *a)
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
+    if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }
 

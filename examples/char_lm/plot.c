@@ -1,6 +1,12 @@
 /* plot.c -- loss.png, attn.png and attention heat maps with gnuplot (see plot.h).
  * gnuplot runs as a child process (fork + exec, no shell, so any directory name is safe) with
- * the script's directory as its working directory; its own messages are discarded. */
+ * the script's directory as its working directory; its own messages are discarded.
+ *
+ * Nothing is written through a symbolic link planted in the directory: the scripts and the
+ * .dat file are written beside their name and renamed over it (rundir.h), and gnuplot draws
+ * into a file we create afresh ("loss.png.tmp.<pid>", passed as the script's variable `out`),
+ * renamed over the picture once gnuplot has succeeded. Run by hand, a script draws into its
+ * usual name. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -11,12 +17,14 @@
 #include <unistd.h>
 #include "checkpoint.h"
 #include "plot.h"
+#include "rundir.h"
 
 static const char script_head[] =
     "# loss.gp -- written by char_lm train; redraw by hand with: gnuplot loss.gp (in this directory)\n"
     "# metrics.csv columns: iter,lr,loss,train_loss,val_loss,tokens_per_s (empty: not measured)\n"
     "set terminal pngcairo size 960,560 font ',10'\n"
-    "set output 'loss.png'\n"
+    "if (!exists('out')) out = 'loss.png'\n"
+    "set output out\n"
     "set datafile separator ','\n"
     "set key autotitle columnhead top right\n"
     "set title 'char\\_lm: loss per character (nats)'\n"
@@ -28,12 +36,52 @@ static const char script_head[] =
 static const char script_val[] =
     ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'";
 
-/* Starts `gnuplot script` in dir; *pid gets the child. */
-static ag_status start_gnuplot(const char *dir, const char *script, pid_t *pid, ag_error *err)
+#define PLOT_PATH 4200
+
+/* dir/png and the temporary picture gnuplot draws into, dir/png.tmp.<pid>. */
+static ag_status picture_paths(const char *dir, const char *png, char *path, char *tmp, ag_error *err)
 {
+    if (!lm_path_join(path, PLOT_PATH, dir, png) ||
+        snprintf(tmp, PLOT_PATH, "%s.tmp.%ld", path, (long)getpid()) >= PLOT_PATH)
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    return AG_OK;
+}
+
+/* "out='NAME'" for gnuplot -e: NAME as a single-quoted gnuplot string ('' is a quote). */
+static bool out_assignment(char *buf, size_t n, const char *name)
+{
+    size_t k = (size_t)snprintf(buf, n, "out='");
+    for (; *name && k + 3 < n; name++) {
+        if (*name == '\'') buf[k++] = '\'';
+        buf[k++] = *name;
+    }
+    if (*name || k + 2 >= n) return false;
+    buf[k++] = '\'';
+    buf[k] = '\0';
+    return true;
+}
+
+/* Starts `gnuplot -e "out='png.tmp.<pid>'" script` in dir, the temporary picture created
+ * afresh first; *pid gets the child. */
+static ag_status start_gnuplot(const char *dir, const char *script, const char *png, pid_t *pid, ag_error *err)
+{
+    char path[PLOT_PATH], tmp[PLOT_PATH], assign[2 * PLOT_PATH];
+    ag_status s = picture_paths(dir, png, path, tmp, err);
+    if (s) return s;
+    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    if (!fp) return AG_ERR_IO;
+    fclose(fp);
+    const char *base = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;   /* gnuplot runs in dir */
+    if (!out_assignment(assign, sizeof assign, base)) {
+        unlink(tmp);
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", path);
+    }
     fflush(NULL);   /* the child must not inherit and re-flush our buffered output */
     *pid = fork();
-    if (*pid < 0) return ag_seterr(err, AG_ERR_IO, "cannot start gnuplot: %s", strerror(errno));
+    if (*pid < 0) {
+        unlink(tmp);
+        return ag_seterr(err, AG_ERR_IO, "cannot start gnuplot: %s", strerror(errno));
+    }
     if (*pid == 0) {   /* child: only async-signal-safe calls until exec */
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
@@ -42,15 +90,14 @@ static ag_status start_gnuplot(const char *dir, const char *script, pid_t *pid, 
             dup2(null, 2);
         }
         if (chdir(dir) != 0) _exit(126);
-        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        execlp("gnuplot", "gnuplot", "-e", assign, script, (char *)NULL);
         _exit(127);
     }
     return AG_OK;
 }
 
-/* Waits for (block) or looks at (!block) the gnuplot child pid; *done: it has ended, and the
- * status says how. what names the picture in messages ("loss.png"). */
-static ag_status reap_gnuplot(pid_t pid, bool block, bool *done, const char *dir, const char *script,
+/* reap_gnuplot's wait. what names the picture in messages ("loss.png"). */
+static ag_status wait_gnuplot(pid_t pid, bool block, bool *done, const char *dir, const char *script,
                               const char *what, ag_error *err)
 {
     int status = 0;
@@ -70,25 +117,35 @@ static ag_status reap_gnuplot(pid_t pid, bool block, bool *done, const char *dir
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1, what);
 }
 
-/* Runs `gnuplot script` in dir to the end. */
-static ag_status run_gnuplot(const char *dir, const char *script, const char *what, ag_error *err)
+/* Waits for (block) or looks at (!block) the gnuplot child pid; *done: it has ended, and the
+ * status says how; then its picture replaces dir/png (or, if it failed, is removed). */
+static ag_status reap_gnuplot(pid_t pid, bool block, bool *done, const char *dir, const char *script,
+                              const char *png, ag_error *err)
+{
+    char path[PLOT_PATH], tmp[PLOT_PATH];
+    ag_status s = wait_gnuplot(pid, block, done, dir, script, png, err);
+    if (!*done || picture_paths(dir, png, path, tmp, err)) return s;
+    if (s == AG_OK && rename(tmp, path) != 0)
+        s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (s) unlink(tmp);
+    return s;
+}
+
+/* Runs `gnuplot script` in dir to the end; png is the picture it draws. */
+static ag_status run_gnuplot(const char *dir, const char *script, const char *png, ag_error *err)
 {
     pid_t pid;
     bool done;
-    ag_status s = start_gnuplot(dir, script, &pid, err);
-    return s ? s : reap_gnuplot(pid, true, &done, dir, script, what, err);
+    ag_status s = start_gnuplot(dir, script, png, &pid, err);
+    return s ? s : reap_gnuplot(pid, true, &done, dir, script, png, err);
 }
 
-/* Writes text to dir/name. */
+/* Writes text to dir/name (replacing it whole). */
 static ag_status write_text(const char *dir, const char *name, const char *text, ag_error *err)
 {
     char path[4096];
     if (!lm_path_join(path, sizeof path, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-    FILE *fp = fopen(path, "w");
-    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    int ok = fputs(text, fp) >= 0;
-    if (fclose(fp) != 0 || !ok) return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return AG_OK;
+    return lm_write_file(path, text, err);
 }
 
 static ag_status write_loss_script(const char *dir, bool with_val, ag_error *err)
@@ -107,7 +164,7 @@ ag_status lm_plot_loss(const char *dir, bool with_val, ag_error *err)
 ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, ag_error *err)
 {
     ag_status s = write_loss_script(dir, with_val, err);
-    return s ? s : start_gnuplot(dir, "loss.gp", pid, err);
+    return s ? s : start_gnuplot(dir, "loss.gp", "loss.png", pid, err);
 }
 
 ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err)
@@ -132,7 +189,8 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)
     PUT("# attn.gp -- written by char_lm train --log-attn-stats; redraw by hand with: gnuplot attn.gp\n"
         "# metrics.csv columns 7, 8, ...: attn_entropy_L0, attn_max_L0, attn_entropy_L1, ...\n"
         "set terminal pngcairo size 960,720 font ',10' noenhanced\n"
-        "set output 'attn.png'\n"
+        "if (!exists('out')) out = 'attn.png'\n"
+        "set output out\n"
         "set datafile separator ','\n"
         "set grid\n"
         "set key outside right top\n"
@@ -209,8 +267,9 @@ static ag_status split_png(const char *png, char *dir, size_t dir_len, char *bas
 /* The weights W [n_maps,T,T] into path: one T x T block per map, NaN (blank) above the diagonal. */
 static ag_status write_weights(const char *path, const ag_real *W, int n_maps, int T, ag_error *err)
 {
-    FILE *fp = fopen(path, "w");
-    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    char tmp[PLOT_PATH];
+    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    if (!fp) return AG_ERR_IO;
     for (int k = 0; k < n_maps; k++) {
         if (k) fputs("\n\n", fp);
         for (int i = 0; i < T; i++) {
@@ -222,8 +281,7 @@ static ag_status write_weights(const char *path, const ag_real *W, int n_maps, i
             fputc('\n', fp);
         }
     }
-    if (fclose(fp) != 0) return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return AG_OK;
+    return lm_file_commit(fp, tmp, path, false, err);
 }
 
 /* The script's settings: the picture's size (a grid of panels), the colour scale, the axes
@@ -239,11 +297,12 @@ static void put_heatmap_setup(FILE *fp, const char *base, int n_maps, int T, con
     fprintf(fp, "# %s.dat: one %d x %d block per panel (gnuplot index k); row i = query i, column j = key j;\n"
                 "# NaN = masked (key in the future), drawn blank\n", base, T, T);
     fprintf(fp, "set terminal pngcairo size %d,%d font ',10' noenhanced\n", cols * panel + 80, rows * panel + 60);
-    fputs("set output ", fp);
+    fputs("if (!exists('out')) out = ", fp);
     char out_name[1100];
     snprintf(out_name, sizeof out_name, "%s.png", base);
     put_quoted(fp, out_name);
-    fputs("\nset palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21918c', 0.75 '#5ec962', 1 '#fde725')\n"
+    fputs("\nset output out\n"
+          "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21918c', 0.75 '#5ec962', 1 '#fde725')\n"
           "set cbrange [0:1]\n"
           "set cblabel 'attention weight'\n", fp);
     fprintf(fp, "set xrange [-0.5:%d.5]\nset yrange [%d.5:-0.5]\nset size ratio -1\n", T - 1, T - 1);
@@ -281,13 +340,13 @@ static ag_status write_heatmap_script(const char *path, const char *base, int n_
                                       const char *const *labels, const char *const *titles, const char *title,
                                       ag_error *err)
 {
-    FILE *fp = fopen(path, "w");
-    if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    char tmp[PLOT_PATH];
+    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    if (!fp) return AG_ERR_IO;
     put_heatmap_setup(fp, base, n_maps, T, labels, title);
     put_panels(fp, base, n_maps, T, titles);
     fputs("unset multiplot\n", fp);
-    if (fclose(fp) != 0) return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return AG_OK;
+    return lm_file_commit(fp, tmp, path, false, err);
 }
 
 ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T, const char *const *labels,
@@ -301,5 +360,7 @@ ag_status lm_plot_attention(const char *png, const ag_real *W, int n_maps, int T
     snprintf(path, sizeof path, "%s/%s.gp", dir, base);
     if ((s = write_heatmap_script(path, base, n_maps, T, labels, titles, title, err))) return s;
     snprintf(script, sizeof script, "%s.gp", base);
-    return run_gnuplot(dir, script, png, err);
+    char png_name[1100];
+    snprintf(png_name, sizeof png_name, "%s.png", base);
+    return run_gnuplot(dir, script, png_name, err);
 }

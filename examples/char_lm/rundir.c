@@ -10,6 +10,84 @@
 #include "checkpoint.h"
 #include "rundir.h"
 
+// --- the lock ---
+
+/* A POSIX record lock (fcntl), not flock: it belongs to the process, so a child forked to run
+ * gnuplot never holds it (a flock would be shared with the child until its exec, and outlive a
+ * killed parent), and F_GETLK names the holder. The kernel drops it when the process dies.
+ * (Closing any descriptor of the file would drop it too: nothing else here opens the file.) */
+static int lock_whole(int fd, int cmd, struct flock *fl)
+{
+    memset(fl, 0, sizeof *fl);
+    fl->l_type = F_WRLCK;
+    fl->l_whence = SEEK_SET;   /* l_start 0, l_len 0: the whole file */
+    return fcntl(fd, cmd, fl);
+}
+
+/* The pid that holds the lock on fd, or 0 when it cannot be told. */
+static long holder_pid(int fd)
+{
+    struct flock fl;
+    return lock_whole(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK ? (long)fl.l_pid : 0;
+}
+
+/* Our lock file is still the one at path (a holder that just finished removed it, and a third
+ * process may have made a new one: then we locked a file nobody else will ever see). */
+static bool still_at(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
+{
+    if (l->held) return AG_OK;
+    if (!lm_path_join(l->path, sizeof l->path, dir, LM_LOCK_NAME))
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    for (int tries = 0; tries < 100; tries++) {
+        /* O_NOFOLLOW: a symbolic link planted at the lock's name is refused, not followed */
+        int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create the lock file: %s", l->path, strerror(errno));
+        struct flock fl;
+        if (lock_whole(fd, F_SETLK, &fl) != 0) {
+            int e = errno;
+            long pid = holder_pid(fd);
+            close(fd);
+            if (e != EACCES && e != EAGAIN)
+                return ag_seterr(err, AG_ERR_IO, "%s: cannot lock: %s", l->path, strerror(e));
+            if (pid > 0)
+                return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (pid %ld, holding %s); wait "
+                                 "for it to end or choose another --out", dir, pid, LM_LOCK_NAME);
+            return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (it holds %s); wait for it to "
+                             "end or choose another --out", dir, LM_LOCK_NAME);
+        }
+        if (!still_at(fd, l->path)) {
+            close(fd);
+            continue;
+        }
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            ag_seterr(err, AG_ERR_IO, "%s: cannot write the pid: %s", l->path, strerror(errno));
+            unlink(l->path);
+            close(fd);
+            return AG_ERR_IO;
+        }
+        l->fd = fd;
+        l->held = true;
+        return AG_OK;
+    }
+    return ag_seterr(err, AG_ERR_IO, "%s: cannot lock: it keeps being replaced", l->path);
+}
+
+void lm_lock_drop(lm_lock *l)
+{
+    if (!l->held) return;
+    unlink(l->path);   /* first: whoever waits re-opens the path and finds a fresh file */
+    close(l->fd);
+    l->held = false;
+}
+
 // --- whole files ---
 
 FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err)
@@ -59,6 +137,19 @@ void lm_file_discard(FILE *fp, const char *tmp)
 {
     if (fp) fclose(fp);
     unlink(tmp);
+}
+
+ag_status lm_write_file(const char *path, const char *text, ag_error *err)
+{
+    char tmp[4096 + 32];
+    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    if (!fp) return AG_ERR_IO;
+    if (fputs(text, fp) < 0) {
+        int e = errno;
+        lm_file_discard(fp, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return lm_file_commit(fp, tmp, path, false, err);
 }
 
 ag_status lm_fsync_dir(const char *dir, ag_error *err)

@@ -1,10 +1,15 @@
 /* rundir.h -- the file-system steps that keep a run directory whole (issue 12):
  *
+ *   lm_lock_take, lm_lock_drop    DIR/train.lock, locked by `train` for its whole life and
+ *                                 holding its pid: a second train on DIR is refused at once,
+ *                                 naming the holder; the kernel drops the lock when the process
+ *                                 dies, however it dies
  *   lm_file_create, lm_file_commit
  *                                 a file written beside its target as "<path>.tmp.<pid>" and
  *                                 renamed over it: readers see the old file or the new one,
  *                                 never half of one, and a symbolic link planted at <path> (or
  *                                 at the temporary name) is replaced, its target never written
+ *   lm_write_file                 the same for a whole string
  *   lm_fsync_dir                  makes the renames in a directory durable
  *   lm_fault                      the crash test's fault points (CHAR_LM_FAULT=N)
  *
@@ -17,6 +22,21 @@
 #include <stdio.h>
 #include "attograd.h"
 
+#define LM_LOCK_NAME "train.lock"
+
+typedef struct {
+    bool held;
+    int fd;
+    char path[4096];
+} lm_lock;
+
+/* Takes DIR/train.lock (created if missing; DIR must exist) and writes our pid into it.
+ * AG_ERR_ARG when another process holds it ("DIR is in use by char_lm train, pid N"), AG_ERR_IO
+ * when it cannot be created. */
+ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err);
+/* Removes the lock file and releases it; no-op when not held. */
+void lm_lock_drop(lm_lock *l);
+
 /* Opens "<path>.tmp.<pid>" (its name in tmp [n]) as a new file, removing whatever had that
  * name first. NULL with err set on failure. */
 FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err);
@@ -25,6 +45,9 @@ FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err);
 ag_status lm_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err);
 /* Closes fp and removes tmp (an abandoned lm_file_create). */
 void lm_file_discard(FILE *fp, const char *tmp);
+/* text into path, through a temporary file (not fsync'ed: for plots and scripts). */
+ag_status lm_write_file(const char *path, const char *text, ag_error *err);
+
 /* fsync of a directory (a filesystem that cannot sync directories is not an error). */
 ag_status lm_fsync_dir(const char *dir, ag_error *err);
 

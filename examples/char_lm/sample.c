@@ -160,9 +160,12 @@ ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sa
     int keep = T - T / 2;   /* tokens in the cache after a slide: ceil(T/2) >= 1 */
     for (long k = 0; k < o->max_new_tokens && st == AG_OK; k++) {
         int id = lm_sample_logits(f.logits, V, o->temperature, o->top_k, ag_rng_uniform(&rng), scratch);
-        if (emit) emit(id, user);
         if (out) out[k] = id;
-        if (k + 1 == o->max_new_tokens) break;
+        if (emit && !emit(id, user)) {
+            st = ag_seterr(err, AG_ERR_IO, "sampling: stopped, the output cannot be written");
+            break;
+        }
+        if (k + 1 == o->max_new_tokens || (o->stop && *o->stop)) break;
         if (f.len == T) st = slide(&f, win, &wn, keep, err);   /* full: slide by half a window */
         if (st == AG_OK) win[wn++] = id;
         if (st == AG_OK) st = feed(&f, id, err);

@@ -9,10 +9,14 @@
  * positions on average, instead of block_size for a full recompute. Every switch (Post-LN,
  * RMSNorm, --no-scale, ...) runs through the cache: the cached step is the training block.
  *
- * Nothing prints: each token is handed to an emit callback as it is drawn. */
+ * Nothing prints: each token is handed to an emit callback as it is drawn; the callback stops
+ * the generation by returning false (the output cannot be written), and so does a stop signal
+ * (opts.stop), within one token. */
 #ifndef LM_SAMPLE_H
 #define LM_SAMPLE_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include "attograd.h"
 #include "checkpoint.h"
@@ -22,13 +26,18 @@ typedef struct {
     double temperature;    /* > 0 */
     int top_k;             /* 0: off; >= V: off */
     uint64_t seed;
+    const volatile sig_atomic_t *stop;   /* NULL, or: when *stop becomes non-zero, the generation
+                                            ends after the token in hand (AG_OK) */
 } lm_sample_opts;
 
-/* Called with each new token id, in order. */
-typedef void (*lm_emit_fn)(int id, void *user);
+/* Called with each new token id, in order; returns false to stop the generation, which then
+ * fails with AG_ERR_IO (the callback says why in the err it shares with the caller, if it
+ * wants its own words: the first error sticks). */
+typedef bool (*lm_emit_fn)(int id, void *user);
 
 /* prompt [n_prompt] ids in [0, V), n_prompt >= 1. If out is not NULL it receives the new ids
- * [max_new_tokens]. AG_ERR_ARG for bad options or ids; AG_ERR_NOMEM; an op's status. */
+ * [max_new_tokens] (fewer when stopped). AG_ERR_ARG for bad options or ids; AG_ERR_NOMEM;
+ * AG_ERR_IO when emit stopped it; an op's status. */
 ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
                       lm_emit_fn emit, void *user, int *out, ag_error *err);
 

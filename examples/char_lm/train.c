@@ -18,6 +18,7 @@
 #include "attn.h"
 #include "checkpoint.h"
 #include "plot.h"
+#include "rundir.h"
 #include "trace.h"
 #include "train.h"
 
@@ -113,6 +114,7 @@ typedef struct {
     ag_lr_schedule sched;
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
     lm_ddp *ddp;           /* several ranks or micro-batches per step (ddp.h); NULL: neither */
+    lm_lock lock;          /* on out_dir, for the whole run */
 } run;
 
 static void run_free(run *R)
@@ -133,6 +135,17 @@ static void run_free(run *R)
     lm_ddp_free(R->ddp);
     corpus_free(&R->c);
     lm_model_free(&R->m);
+    lm_lock_drop(&R->lock);
+}
+
+static int stop_requested(const run *R);
+
+/* SIGINT, SIGTERM or SIGHUP came to this process (main.c's handler set *stop), for the checks
+ * inside the setup and an evaluation. With several ranks those stay with the step boundary,
+ * where the ranks agree (stop_requested), so that no rank leaves a collective the others are in. */
+static bool signal_seen(const run *R)
+{
+    return lm_ddp_ranks(R->ddp) <= 1 && R->o->stop && *R->o->stop;
 }
 
 static void warn(const run *R, const char *msg)
@@ -276,19 +289,37 @@ static ag_status start_ddp(run *R, ag_error *err)
     return s ? s : lm_ddp_share_start(R->ddp, err);
 }
 
+/* The lock on --out, before anything there is read (a --resume) or written. A directory that
+ * does not exist yet is locked by open_out_dir once made; --trace-only writes nothing; under
+ * mpirun rank 0 holds it for the job. */
+static ag_status lock_out_dir(run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    struct stat sb;
+    if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
+    if (ag_dist_rank(o->dist) != 0) return AG_OK;   /* rank 0 owns the directory for the job */
+    return lm_lock_take(&R->lock, o->out_dir, err);
+}
+
 /* Everything before the first step: the data and the model (a checkpoint's with --resume or
- * --init-from), the validated config and the split, the optimizer's state, the buffers. */
+ * --init-from), the validated config and the split, the optimizer's state, the buffers. A stop
+ * signal between the stages ends it early (AG_OK; the caller looks at the signal). */
 static ag_status setup(run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     ag_status s;
     if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
+    if ((s = lock_out_dir(R, err))) return s;
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
     R->voc = &R->c.vocab;
-    if ((s = lm_config_validate(&R->cfg, true, err))) return s;
+    if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
+    int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
+    if ((s = lm_check_memory(lm_step_bytes(&R->cfg.model, B, true), &R->cfg.model, B, "train", err))) return s;
     if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err)))
         return s;
+    if (signal_seen(R)) return AG_OK;
     if (!R->m.g && (s = new_model(R, err))) return s;
+    if (signal_seen(R)) return AG_OK;
     if (o->resume) {
         if ((s = resume_state(R, err))) return s;
     } else {
@@ -317,17 +348,12 @@ static bool put_header(const run *R, FILE *out)
 /* New run: a fresh file. Resume: the rows before `start` are kept (rewritten atomically). */
 static ag_status open_metrics(run *R, long start, ag_error *err)
 {
-    char path[PATHLEN], tmp[PATHLEN + 8];
+    char path[PATHLEN], tmp[PATHLEN + 32];
     if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
+    if (!out) return AG_ERR_IO;
     FILE *in = R->resumed ? fopen(path, "r") : NULL;
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        if (in) fclose(in);
-        return AG_ERR_IO;
-    }
     bool ok = put_header(R, out);
     if (in) {
         char *line = NULL;
@@ -340,11 +366,13 @@ static ag_status open_metrics(run *R, long start, ag_error *err)
         free(line);
         fclose(in);
     }
-    if (fclose(out) != 0 || !ok || rename(tmp, path) != 0) {
-        ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        remove(tmp);
-        return AG_ERR_IO;
+    if (!ok) {
+        int e = errno;
+        lm_file_discard(out, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
+    ag_status s = lm_file_commit(out, tmp, path, false, err);
+    if (s) return s;
     if (!(R->metrics = fopen(path, "a")))
         return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     return AG_OK;
@@ -360,8 +388,17 @@ static ag_status put_row(run *R, ag_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     int w = vfprintf(R->metrics, fmt, ap);
     va_end(ap);
-    if (w < 0) return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed", R->o->out_dir);
+    if (w < 0) return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s", R->o->out_dir, strerror(errno));
     return AG_OK;
+}
+
+/* Every row so far on disk: a full disk is reported at the first row it refuses. */
+static ag_status flush_metrics(run *R, ag_error *err)
+{
+    if (!R->metrics) return AG_OK;   /* a rank other than 0 writes none */
+    if (fflush(R->metrics) == 0 && !ferror(R->metrics)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s; stopped, the last checkpoint is kept",
+                     R->o->out_dir, strerror(errno));
 }
 
 static void fmt_loss(char *buf, size_t n, bool have, double v)
@@ -386,7 +423,7 @@ static ag_status estimate(run *R, const int *ids, size_t n, ag_rng *rng, double 
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double sum = 0;
     ag_ctx_set_grad(R->ctx, false);
-    for (long k = 0; k < R->cfg.eval_iters; k++) {
+    for (long k = 0; k < R->cfg.eval_iters && !signal_seen(R); k++) {   /* a signal ends it at once */
         get_batch(ids, n, B, T, rng, R->x, R->y);
         if (!lm_ddp_mine(R->ddp, k)) continue;   /* another rank's batch (ddp.h) */
         ag_ctx_reset(R->ctx);
@@ -682,6 +719,7 @@ static ag_status open_out_dir(run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     if (!lm_ddp_writer(R->ddp)) return AG_OK;   /* rank 0 writes (ddp.h) */
     ag_status s = mkdir_p(o->out_dir, err);
+    if (s == AG_OK) s = lm_lock_take(&R->lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
     if (!R->resumed && lm_ckpt_exists(o->out_dir)) {
         if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */
@@ -705,8 +743,9 @@ static ag_status save_checkpoint(run *R, long it, double tl, double vl, ag_error
     R->st.has_eval = true;
     R->st.eval_train = tl;
     R->st.eval_val = vl;
-    if (R->metrics) fflush(R->metrics);
-    ag_status s = lm_ddp_writer(R->ddp) ? lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err) : AG_OK;
+    ag_status s = flush_metrics(R, err);
+    if (s) return s;
+    s = lm_ddp_writer(R->ddp) ? lm_ckpt_save(R->o->out_dir, R->m.g, &R->cfg, R->voc, &R->st, err) : AG_OK;
     if (s == AG_OK) R->saved_at = it;
     return s;
 }
@@ -742,7 +781,15 @@ static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r,
     if (it % c->eval_interval != 0 && !last) return AG_OK;
     double tl, vl;
     ag_status s = evaluate(R, it, &tl, &vl, err);
-    if (s) return s;
+    if (s || stop_requested(R)) return s;   /* stopped halfway: the loop writes the checkpoint */
+    if (!isfinite(tl) || (R->n_val > 0 && !isfinite(vl))) {   /* a diverged model is never saved */
+        char kept[80] = "this run saved none, so a checkpoint already there is untouched";
+        if (R->saved_at >= 0) snprintf(kept, sizeof kept, "the last checkpoint (iteration %ld) is kept", R->saved_at);
+        double bad = isfinite(tl) ? vl : tl;
+        return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g: the model has "
+                         "diverged; stopped, %s (try a lower --lr)", it, isfinite(tl) ? "val" : "train",
+                         isnan(bad) ? NAN : bad, kept);   /* "nan", never "-nan" */
+    }
     r->train_loss = tl;
     r->val_loss = vl;
     fmt_loss(R->train_col, sizeof R->train_col, true, tl);
@@ -751,7 +798,7 @@ static ag_status evaluate_if_due(run *R, long it, bool last, lm_train_result *r,
     log_eval(R, it, tl, vl);
     if (R->saved_at != it && (s = save_checkpoint(R, it, tl, vl, err))) return s;
     if (last && (s = put_row(R, err, "%ld,,,%s,%s,%s\n", it, R->train_col, R->val_col, R->stats))) return s;
-    if (R->metrics) fflush(R->metrics);
+    if ((s = flush_metrics(R, err))) return s;
     if (R->plot_ok && it > 0) draw_plots(R, last);
     return AG_OK;
 }
@@ -772,8 +819,8 @@ static ag_status train_step(run *R, long it, ag_error *err)
     R->ema_dt = it == R->start ? (dt > 0 ? dt : 1e-9) : 0.9 * R->ema_dt + 0.1 * dt;   /* smoothed step time */
     if (o->losses && it < o->n_losses) o->losses[it] = loss;
     s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, R->train_col, R->val_col, tok_s, R->stats);
+    if (s == AG_OK) s = flush_metrics(R, err);
     if (s) return s;
-    if (R->metrics) fflush(R->metrics);
     log_progress(R, it, loss, lr);
     return AG_OK;
 }
@@ -815,6 +862,7 @@ static ag_status train_loop(run *R, lm_train_result *r, ag_error *err)
         bool last = it == c->max_iters;
         ag_status s = evaluate_if_due(R, it, last, r, err);
         if (s) return s;
+        if (stop_requested(R)) return stop_early(R, it, r, err);   /* during the evaluation */
         if (last) {
             r->iter = it;
             return AG_OK;
@@ -827,7 +875,14 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
     run R = {.o = o, .plot_ok = o->plot};
     memset(r, 0, sizeof *r);
-    ag_status s = setup(&R, err);                    /* data, model, optimizer state, buffers */
+    ag_status s = setup(&R, err);                    /* lock, data, model, optimizer state, buffers */
+    if (s == AG_OK && stop_requested(&R)) {           /* a signal during the setup: nothing written */
+        r->interrupted = true;
+        r->iter = R.start;
+        if (o->log) fprintf(o->log, "interrupted before training started; nothing written\n");
+        run_free(&R);
+        return AG_OK;
+    }
     if (s == AG_OK) {
         r->n_params = (long)R.m.g->params->total;
         r->vocab_size = R.voc->V;

@@ -6,7 +6,8 @@
  *     if it % eval_interval == 0 or it == max_iters:
  *         mean loss of eval_iters random batches of each split (no-grad mode; the batches
  *         are drawn from an RNG seeded by (seed, it), so evaluating never changes training);
- *         checkpoint (train_state, then model), loss.png
+ *         a finite loss or stop (a diverged model is never saved); checkpoint (one unit:
+ *         checkpoint.h), loss.png
  *     if it == max_iters: stop
  *     lr = ag_lr_at(it); a batch of B random windows from the training split (the run's
  *     batch RNG, saved in every checkpoint); forward, backward; clip; a finite loss and
@@ -40,7 +41,14 @@
  * ERRORS: the function returns a status and one line in the ag_error err; main.c prints it. AG_ERR_ARG means
  * "the arguments do not fit the data or the checkpoint" (block_size longer than the text, a
  * different model shape on --resume, ...), so main.c exits 2 for it and 1 for the rest.
- * A non-finite loss or gradient norm is AG_ERR_NONFINITE; the last checkpoint stays intact. */
+ * A non-finite loss, evaluation loss or gradient norm is AG_ERR_NONFINITE; the last checkpoint
+ * stays intact.
+ *
+ * THE RUN DIRECTORY (issue 12): out_dir is locked (rundir.h) from before a --resume reads it to
+ * the end of the run (a directory that does not exist yet: from its creation), so a second run
+ * there is AG_ERR_ARG at once; what a killed run left there is removed (lm_ckpt_clean) before
+ * the first checkpoint; a stop signal is looked at between the stages of the setup (then
+ * nothing is written), before each step and before each evaluation batch. */
 #ifndef LM_TRAIN_H
 #define LM_TRAIN_H
 
@@ -66,8 +74,9 @@ typedef struct {
     bool plot;                   /* draw loss.png with gnuplot */
     long log_every;              /* progress line every this many steps when log is not a
                                     terminal (0: 10); on a terminal every step, in place */
-    const volatile sig_atomic_t *stop;  /* when *stop becomes non-zero (SIGINT): finish the
-                                    step, write a checkpoint, return AG_OK with interrupted */
+    const volatile sig_atomic_t *stop;  /* when *stop becomes non-zero (a signal): finish the
+                                    step or evaluation batch, write a checkpoint, return AG_OK
+                                    with interrupted (during the setup: nothing written) */
     double *losses;              /* if not NULL: losses[it] = the loss of step it, */
     long n_losses;               /*   for it < n_losses (tests compare runs with it) */
     FILE *trace;                 /* --trace-shapes: the trace goes here (NULL: none) */

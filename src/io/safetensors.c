@@ -8,12 +8,15 @@
  *                         its start; values are little-endian IEEE floats (we use F32 only)
  *
  * Writing: the header is built with jansson in the caller's order, tensors get contiguous
- * offsets in that order, and the whole file goes to "<path>.tmp.<pid>" in the same directory:
- * fwrite, fflush, fsync, fclose, rename over <path>, fsync of the directory. Every return
+ * offsets in that order, and the whole file goes to "<path>.tmp.<pid>" in the same directory
+ * (O_CREAT | O_EXCL, after removing whatever had that name, so a planted symbolic link is
+ * replaced, not followed): fwrite, fflush, fsync, fclose, rename over <path>, fsync of the
+ * directory. Every return
  * value is checked; on a failure before the rename the temporary file is removed and an old
  * <path> is untouched.
  *
- * Reading: the whole file is read into memory, then every claim of the header is checked
+ * Reading: the file is opened without blocking (a FIFO must not hang the reader) and must be a
+ * regular file; the whole file is read into memory, then every claim of the header is checked
  * against the bytes actually there before anything is trusted (a truncated or hostile file
  * gives an error, never a read out of bounds). The parsed JSON stays alive in the ag_st_file,
  * so names and metadata values point into it.
@@ -99,6 +102,23 @@ void ag_st_set_step_hook(ag_st_step_hook hook) { step_hook = hook; }
 static void step(const char *what, const char *path)
 {
     if (step_hook) step_hook(what, path);
+}
+
+/* A new file at tmp for writing: whatever has that name (a temporary file of a killed process
+ * with our pid, a symbolic link) is removed first, so the file is always ours. */
+static FILE *create_fresh(const char *tmp)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, "wb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+    return fp;
 }
 
 /* Why tensors[i] cannot be written at byte offset off (AG_ERR_ARG, message in err), or AG_OK
@@ -266,7 +286,7 @@ static ag_status write_tmp(const char *tmp, const char *path, const char *hdr, c
                            int n, ag_error *err)
 {
     step("create", tmp);
-    FILE *fp = fopen(tmp, "wb");
+    FILE *fp = create_fresh(tmp);
     if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
     ag_status st = AG_OK;
     if (!write_contents(fp, tmp, hdr, tensors, n))
@@ -360,7 +380,8 @@ static bool check_file_stat(const char *path, const struct stat *sb, ag_error *e
 {
     uint64_t n = (uint64_t)sb->st_size;
     if (!S_ISREG(sb->st_mode))
-        ag_seterr(err, AG_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb->st_mode) ? " (a directory)" : "");
+        ag_seterr(err, AG_ERR_IO, "%s: not a regular file%s", path,
+                  S_ISDIR(sb->st_mode) ? " (a directory)" : S_ISFIFO(sb->st_mode) ? " (a FIFO)" : "");
     else if (n > ST_MAX_FILE || n > SIZE_MAX)
         ag_seterr(err, AG_ERR_FORMAT, "%s: file is %llu bytes, more than the 4 GiB this reader accepts", path,
                   (unsigned long long)n);
@@ -376,20 +397,25 @@ static bool check_file_stat(const char *path, const struct stat *sb, ag_error *e
  * or check_file_stat refuses it. */
 static FILE *open_checked(const char *path, uint64_t *size, ag_error *err)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0) {
+    FILE *fp = NULL;
+    if (fstat(fd, &sb) != 0)
         ag_seterr(err, AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (check_file_stat(path, &sb, err)) {
-        *size = (uint64_t)sb.st_size;
-        return fp;
+    else if (check_file_stat(path, &sb, err) &&
+             !(fp = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "rb") : NULL))   /* blocking reads again */
+        ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!fp) {
+        close(fd);
+        return NULL;
     }
-    fclose(fp);
-    return NULL;
+    *size = (uint64_t)sb.st_size;
+    return fp;
 }
 
 /* Reads the whole file into f->buf. */

@@ -5,9 +5,11 @@
  * then the raw little-endian data. We write F32 only (ag_real is converted). The JSON is
  * parsed with jansson (a well-kept Debian library) rather than by hand.
  *
- * Writing is atomic: a temporary file in the same directory, written, fflush'ed, fsync'ed,
- * then renamed over the target; on any error the temporary file is removed and the old file
- * is untouched. Reading checks everything before trusting it: header length against the
+ * Writing is atomic: a temporary file in the same directory (created afresh: a file or a
+ * symbolic link already at its name is replaced, never written through), written, fflush'ed,
+ * fsync'ed, then renamed over the target; on any error the temporary file is removed and the
+ * old file is untouched. A path that is not a regular file (a FIFO, a device, a directory) is
+ * refused by the reader without blocking on it. Reading checks everything before trusting it: header length against the
  * file size, the JSON, dtypes, shapes, data offsets inside the data area, in order, not
  * overlapping and matching the shape. A failing call returns its status (or NULL) and says why
  * in err (NULL ok), one line naming the file, its control characters replaced; as with every

@@ -7,7 +7,8 @@
  *     evaluations within 1e-6 ((2,1) with --allreduce end, (2,3) with overlap); char_lm_mpi
  *     alone under mpirun -np 1 writes char_lm's very files;
  *   - TCP: (2,2) with --allreduce overlap over TCP only (--mca btl self,tcp, as between hosts);
- *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's);
+ *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's); build/char_lm
+ *     (no MPI) under mpirun: exit 2;
  *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
  *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
  *     (which sends SIGTERM to every rank) the same, resumed by three ranks;
@@ -273,6 +274,13 @@ START_TEST(test_batch_must_divide)
                            "5")), "bad1", &r);
     ck_assert_msg(r.exited && r.code == 2 && strstr(r.err, "try --batch-size 15"), "%s\n%s", proc_status_str(&r), r.err);
     proc_result_free(&r);
+    /* the program without MPI under mpirun: refused, not N runs into one directory */
+    finish(start("nompi", A(MPIRUN, "-np", "2", "char_lm", "train", "--data", "corpus.txt", "--out", "nompi",
+                            RUN_FLAGS)), "nompi", &r);
+    ck_assert_msg(r.exited && r.code == 2 && strstr(r.err, "this char_lm has no MPI"), "%s\n%s", proc_status_str(&r),
+                  r.err);
+    proc_result_free(&r);
+    ck_assert(access(proc_path(root, "nompi"), F_OK) != 0);
 }
 END_TEST
 

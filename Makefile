@@ -165,6 +165,12 @@ $(B)/f32/tests/mpi/%.o: tests/mpi/%.c $(HEADERS)
 	$(MPICC) $(ALL_CFLAGS) -Itests -Iexamples/char_lm -c $< -o $@
 $(B)/dist_check: $(B)/f32/tests/mpi/dist_check.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+# what one allreduce costs (docs/distributed.md): mpirun -np 2 build/allreduce_bench 109755 ...
+$(B)/f32/bench/allreduce.o: bench/allreduce.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
+$(B)/allreduce_bench: $(B)/f32/bench/allreduce.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 $(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) \
                $(B)/f32/src/dist/dist_none.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)

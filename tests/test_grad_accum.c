@@ -56,6 +56,11 @@ static ag_status train(const char *out, int K, double dropout, double *losses, a
     return lm_train(&o, &r, err);
 }
 
+/* The largest difference between the weights of two checkpoints, but for the keys' bias of
+ * attention: its gradient is exactly 0 (a constant added to a row of scores changes no
+ * softmax), so it only ever gets rounding noise, which Adam divides by eps = 1e-8 into steps
+ * of up to ~1e-4 lr: in float it wanders at the 1e-6 level along a path set by the order of the
+ * sums (tests/mpi/test_mpi.c). It must stay at that level (1e-4), not agree to 1e-5. */
 static double max_weight_diff(const char *a, const char *b)
 {
     lm_model ma, mb;
@@ -63,8 +68,16 @@ static double max_weight_diff(const char *a, const char *b)
     ck_assert_msg(lm_model_load(a, &ma, &e) == AG_OK, "%s", e.msg);
     ck_assert_msg(lm_model_load(b, &mb, &e) == AG_OK, "%s", e.msg);
     double worst = 0;
-    for (size_t i = 0; i < ma.g->params->total; i++)
-        worst = fmax(worst, fabs((double)ma.g->params->data[i] - (double)mb.g->params->data[i]));
+    const ag_params *P = ma.g->params;
+    for (int k = 0; k < P->n; k++) {
+        const ag_tensor *t = P->entries[k].t;
+        bool noise = strstr(t->name, "attn.w_k.bias") != NULL;
+        for (size_t i = P->entries[k].offset; i < P->entries[k].offset + ag_numel(t); i++) {
+            double d = fabs((double)P->data[i] - (double)mb.g->params->data[i]);
+            if (noise) ck_assert_msg(d <= 1e-4, "%s differs by %g", t->name, d);
+            else worst = fmax(worst, d);
+        }
+    }
     lm_model_free(&ma);
     lm_model_free(&mb);
     return worst;
@@ -121,21 +134,21 @@ START_TEST(test_flags)
 {
     lm_cli cli;
     ag_error e = {0};
-    char *good[] = {"char_lm", "train", "--data", "c", "--out", "d", "--grad-accum", "3", "--allreduce=end", NULL};
+    char *good[] = {"char_lm", "train", "--data", "c", "--out", "d", "--grad-accum", "3", "--allreduce=overlap", NULL};
     ck_assert_int_eq(lm_cli_parse(&cli, 9, good, &e), AG_OK);
     ck_assert_int_eq(cli.train.grad_accum, 3);
-    ck_assert_int_eq(cli.train.allreduce, LM_ALLREDUCE_END);
+    ck_assert_int_eq(cli.train.allreduce, LM_ALLREDUCE_OVERLAP);
     char *plain[] = {"char_lm", "train", "--data", "c", "--out", "d", NULL};
     ck_assert_int_eq(lm_cli_parse(&cli, 6, plain, &e), AG_OK);
     ck_assert_int_eq(cli.train.grad_accum, 0);   /* one micro-batch */
-    ck_assert_int_eq(cli.train.allreduce, LM_ALLREDUCE_OVERLAP);
+    ck_assert_int_eq(cli.train.allreduce, LM_ALLREDUCE_END);
     char *zero[] = {"char_lm", "train", "--data", "c", "--out", "d", "--grad-accum", "0", NULL};
     ck_assert_int_eq(lm_cli_parse(&cli, 8, zero, &e), AG_ERR_ARG);
     ck_assert_msg(strstr(e.msg, "--grad-accum must be in [1, "), "%s", e.msg);
     ag_error_clear(&e);
     char *mode[] = {"char_lm", "train", "--data", "c", "--out", "d", "--allreduce", "ring", NULL};
     ck_assert_int_eq(lm_cli_parse(&cli, 8, mode, &e), AG_ERR_ARG);
-    ck_assert_str_eq(e.msg, "--allreduce must be overlap or end (got 'ring')");
+    ck_assert_str_eq(e.msg, "--allreduce must be end or overlap (got 'ring')");
 }
 END_TEST
 

@@ -50,8 +50,8 @@ static const char usage_train[] =
     "                         with several ranks: 1 per rank)\n"
     "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
-    "  --allreduce MODE       with several ranks: overlap (default: each block's gradients are sent\n"
-    "                         while the backward goes on) or end (one allreduce after the backward)\n"
+    "  --allreduce MODE       with several ranks: end (default: one allreduce after the backward) or\n"
+    "                         overlap (each block's gradients are sent while the backward goes on)\n"
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
     "\n"
@@ -303,7 +303,7 @@ static ag_status run_flag(lm_train_args *t, int argc, char **argv, int *i, const
         int m = 0;
         while (lm_allreduce_names[m] && strcmp(lm_allreduce_names[m], value) != 0) m++;
         if (!lm_allreduce_names[m])
-            return ag_seterr(err, AG_ERR_ARG, "--allreduce must be overlap or end (got '%s')", value);
+            return ag_seterr(err, AG_ERR_ARG, "--allreduce must be end or overlap (got '%s')", value);
         t->allreduce = (lm_allreduce_mode)m;
     } else if (strcmp(flag, "--resume") == 0) {
         if (no_value(flag, inl, err)) return AG_ERR_ARG;

@@ -37,7 +37,7 @@ typedef struct {
     bool overwrite;            /* --overwrite: a new run over an existing checkpoint */
     int threads;               /* --threads, 0: the default (min(2, cores)) */
     int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (ddp.h) */
-    lm_allreduce_mode allreduce; /* --allreduce overlap (default) or end (ddp.h) */
+    lm_allreduce_mode allreduce; /* --allreduce end (default) or overlap (ddp.h) */
     lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */
     bool given[LM_N_FIELDS];   /* given[i]: lm_fields[i]'s flag was on the command line */

@@ -6,7 +6,7 @@
 #include <time.h>
 #include "ddp.h"
 
-const char *const lm_allreduce_names[] = { "overlap", "end", NULL };
+const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
 
 struct lm_ddp {
     lm_ddp_opts o;

@@ -181,12 +181,25 @@ static int fail_rank(int rank, ag_status s, const ag_error *e)
     return fail(s, &mine);
 }
 
+/* build/char_lm started by mpirun -np N would be N separate runs writing one directory */
+static bool alone_in_a_job(const ag_dist *d)
+{
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = getenv("PMI_SIZE");
+    return ag_dist_size(d) == 1 && n && atoi(n) > 1;
+}
+
 static int cmd_train(const lm_train_args *a)
 {
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, &e);
     if (s) return fail(s, &e);
+    if (alone_in_a_job(d)) {
+        ag_seterr(&e, AG_ERR_ARG, "this char_lm has no MPI, so under mpirun each process would train on its own; "
+                  "run build/char_lm_mpi (make builds it where mpicc is installed)");
+        return fail(AG_ERR_ARG, &e);
+    }
     int rank = ag_dist_rank(d);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     catch_stop_signals();

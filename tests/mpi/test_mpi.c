@@ -4,9 +4,11 @@
  * 12, so that N ranks x K micro-batches divide it for every pair tried:
  *   - equal: (N,K) = (1,1) [build/char_lm], (1,2), (2,1), (2,3) [oversubscribed] give, step for
  *     step, losses within 1e-5 relative and, after 30 steps, weights within 1e-5 of (1,1); the
- *     evaluations within 1e-6; char_lm_mpi alone under mpirun -np 1 writes char_lm's very files;
- *   - TCP: (2,2) with --allreduce end over TCP only (--mca btl self,tcp, as between hosts);
- *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's);
+ *     evaluations within 1e-6 ((2,1) with --allreduce end, (2,3) with overlap); char_lm_mpi
+ *     alone under mpirun -np 1 writes char_lm's very files;
+ *   - TCP: (2,2) with --allreduce overlap over TCP only (--mca btl self,tcp, as between hosts);
+ *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's); build/char_lm
+ *     (no MPI) under mpirun: exit 2;
  *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
  *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
  *     (which sends SIGTERM to every rank) the same, resumed by three ranks;
@@ -162,7 +164,17 @@ static void assert_same_run(const char *dir, const char *ref, long from, double 
                           e, s ? "val" : "train", a.eval[e][s], dir, b.eval[e][s], ref);
 }
 
-/* every weight of the two checkpoints within tol; returns the largest difference */
+/* The keys' bias of attention has a gradient of exactly 0: adding a constant to all the scores
+ * of a row changes no softmax. What it gets is rounding noise (~1e-12), which Adam divides by
+ * its eps 1e-8 into steps of up to ~1e-4 lr; so in every run it wanders at the 1e-6 .. 1e-5
+ * level (seen: |w| < 6e-6 after 60 steps of one process) along a path set by the order of the
+ * sums, and two runs that sum in another order end up ~1e-5 apart there, while every weight
+ * that learns agrees to ~1e-6. It is held to its own noise level. */
+#define NOISE_ONLY "attn.w_k.bias"
+#define NOISE_TOL 1e-4
+
+/* every weight of the two checkpoints within tol (the keys' bias within NOISE_TOL); returns the
+ * largest difference of the others */
 static double assert_same_weights(const char *dir, const char *ref, double tol)
 {
     char pa[PATH_MAX], pb[PATH_MAX];
@@ -176,15 +188,17 @@ static double assert_same_weights(const char *dir, const char *ref, double tol)
     ck_assert_int_eq(P->total, Q->total);
     ck_assert_int_eq(a.iter, b.iter);
     double worst = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < P->total; i++) {
-        double d = fabs((double)P->data[i] - (double)Q->data[i]);
-        if (d > worst) worst = d, at = i;
+    for (int k = 0; k < P->n; k++) {
+        const ag_tensor *t = P->entries[k].t;
+        size_t n = ag_numel(t), at = P->entries[k].offset;
+        size_t len = strlen(t->name), nlen = strlen(NOISE_ONLY);
+        bool noise = len >= nlen && strcmp(t->name + len - nlen, NOISE_ONLY) == 0;
+        for (size_t i = at; i < at + n; i++) {
+            double d = fabs((double)P->data[i] - (double)Q->data[i]);
+            ck_assert_msg(d <= (noise ? NOISE_TOL : tol), "weights of %s and %s differ by %g in %s", dir, ref, d, t->name);
+            if (!noise && d > worst) worst = d;
+        }
     }
-    const char *name = "?";
-    for (int k = 0; k < P->n; k++)
-        if (P->entries[k].offset <= at) name = P->entries[k].t->name;
-    ck_assert_msg(worst <= tol, "weights of %s and %s differ by %g (in %s)", dir, ref, worst, name);
     lm_model_free(&a);
     lm_model_free(&b);
     return worst;
@@ -200,7 +214,7 @@ START_TEST(test_equal_for_any_ranks_and_micro_batches)
     run_ok("r21", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "r21", RUN_FLAGS,
                     "--max-iters", ITERS));
     run_ok("r23", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "r23", RUN_FLAGS,
-                    "--max-iters", ITERS, "--grad-accum", "3"));
+                    "--max-iters", ITERS, "--grad-accum", "3", "--allreduce", "overlap"));
     run_ok("m11", A(MPIRUN, "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "m11", RUN_FLAGS,
                     "--max-iters", ITERS));
     const char *dirs[] = {"r12", "r21", "r23"};
@@ -227,7 +241,7 @@ START_TEST(test_tcp_only)
 {
     run_ok("t11", A("char_lm", "train", "--data", "corpus.txt", "--out", "t11", RUN_FLAGS, "--max-iters", ITERS));
     run_ok("t22", A(MPIRUN, "--mca", "btl", "self,tcp", "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt",
-                    "--out", "t22", RUN_FLAGS, "--max-iters", ITERS, "--grad-accum", "2", "--allreduce", "end"));
+                    "--out", "t22", RUN_FLAGS, "--max-iters", ITERS, "--grad-accum", "2", "--allreduce", "overlap"));
     assert_same_run("t22", "t11", 0, 1e-5);
     assert_same_weights("t22", "t11", 1e-5);
 }
@@ -247,6 +261,13 @@ START_TEST(test_batch_must_divide)
                            "5")), "bad1", &r);
     ck_assert_msg(r.exited && r.code == 2 && strstr(r.err, "try --batch-size 15"), "%s\n%s", proc_status_str(&r), r.err);
     proc_result_free(&r);
+    /* the program without MPI under mpirun: refused, not N runs into one directory */
+    finish(start("nompi", A(MPIRUN, "-np", "2", "char_lm", "train", "--data", "corpus.txt", "--out", "nompi",
+                            RUN_FLAGS)), "nompi", &r);
+    ck_assert_msg(r.exited && r.code == 2 && strstr(r.err, "this char_lm has no MPI"), "%s\n%s", proc_status_str(&r),
+                  r.err);
+    proc_result_free(&r);
+    ck_assert(access(proc_path(root, "nompi"), F_OK) != 0);
 }
 END_TEST
 

@@ -145,14 +145,17 @@ static ag_tensor *build_attention(ag_ctx *ctx, ag_tensor **in, void *user)
     return ag_attention(ctx, in[0], k, v, a->H, (ag_real)(1 / sqrt((double)D)), a->causal);
 }
 
-static void check_attention(uint64_t *st, int B, int T, int H, int D, bool causal, bool self)
+/* frozen: a bit per input (1 q, 2 k, 4 v) that takes no gradient, so the backward computes the
+ * others alone (dq without dk, dk without dq, ...) */
+static void check_attention(uint64_t *st, int B, int T, int H, int D, bool causal, bool self, int frozen)
 {
     fr_input x = { 3, { B, T, H * D }, -1, 1, false };
     fr_input in[3] = { x, x, x };
+    for (int i = 0; i < 3; i++) in[i].no_grad = frozen >> i & 1;
     attn_args a = { H, causal, self };
     char what[96];
-    snprintf(what, sizeof what, "attention [%d,%d,%d] H=%d%s%s", B, T, H * D, H, causal ? " causal" : "",
-             self ? " q=k=v" : "");
+    snprintf(what, sizeof what, "attention [%d,%d,%d] H=%d%s%s%s%s%s", B, T, H * D, H, causal ? " causal" : "",
+             self ? " q=k=v" : "", frozen & 1 ? " (no dq)" : "", frozen & 2 ? " (no dk)" : "", frozen & 4 ? " (no dv)" : "");
     FR_ASSERT(what, build_attention, in, self ? 1 : 3, &a, (*st)++);
 }
 
@@ -161,10 +164,13 @@ static void attention_cases(uint64_t st, bool causal)
     static const int heads[] = { 1, 2, 3, 4 }, head_dims[] = { 1, 3, 5, 8, 17 };
     for (int c = 0; c < 3; c++)
         check_attention(&st, pick_small(&st), pick_dim(&st), heads[fr_rand_int(&st, 0, 3)],
-                        head_dims[fr_rand_int(&st, 0, 4)], causal, c == 2);
+                        head_dims[fr_rand_int(&st, 0, 4)], causal, c == 2, 0);
+    /* some inputs without a gradient: no dq, no dk, only dv (a frozen input is a constant) */
+    for (int frozen = 1; frozen <= 3; frozen++)
+        check_attention(&st, pick_small(&st), pick_dim(&st), 2, 3, causal, false, frozen);
     /* B H T T = 2 x 3 x 65 x 65 past AG_PAR_MIN: (b, h) pairs on threads */
-    WITH_3_THREADS(check_attention(&st, 2, 65, 3, 5, causal, false));
-    WITH_3_THREADS(check_attention(&st, 2, 65, 3, 5, causal, true));
+    WITH_3_THREADS(check_attention(&st, 2, 65, 3, 5, causal, false, 0));
+    WITH_3_THREADS(check_attention(&st, 2, 65, 3, 5, causal, true, 0));
 }
 
 START_TEST(test_attention_causal) { attention_cases(7000 + 100 * (uint64_t)_i, true); }

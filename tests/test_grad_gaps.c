@@ -9,10 +9,13 @@
  *   - an op whose first operand is a constant (recorded when ANY input needs a grad);
  *   - the same gradients after ag_ctx_reset (fresh grad buffers in a reused arena are zeroed);
  *   - many rows adding into one gradient entry, big enough for a data race in a threaded
- *     backward to lose updates. */
+ *     backward to lose updates, on both kernel paths (reference and fast);
+ *   - token ids the caller changes between the forward and the backward (the embedding must
+ *     have kept its own copy). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "gradcheck.h"
 
 static ag_tensor *build_split3(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_split_heads(ctx, in[0], 2); }
@@ -164,12 +167,39 @@ START_TEST(test_same_grads_after_reset)
 }
 END_TEST
 
+/* the caller's ids buffer is refilled before the backward, as a data loader does with its batch:
+ * dW must still scatter to the rows of the ids the forward saw */
+START_TEST(test_embedding_keeps_its_ids)
+{
+    enum { V = 4, C = 3, T = 4 };
+    int se[2] = { V, C }, ids[T] = { 0, 2, 2, 1 };
+    const int seen[T] = { 0, 2, 2, 1 };
+    ag_tensor *E = gc_tensor_new(2, se, 80, -1, 1);
+    memset(E->grad, 0, V * C * sizeof(ag_real));
+    ag_real dy[T * C];
+    for (int i = 0; i < T * C; i++) dy[i] = (ag_real)(i + 1);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *y = ag_embedding(ctx, E, ids, 1, T);                  // [1,T,C]
+    ck_assert_ptr_nonnull(y);
+    for (int t = 0; t < T; t++) ids[t] = V - 1;                      /* the next batch */
+    ck_assert_int_eq(ag_backward_from(ctx, y, dy), AG_OK);
+    ag_real want[V * C] = { 0 };
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) want[seen[t] * C + c] += dy[t * C + c];
+    for (int i = 0; i < V * C; i++)
+        ck_assert_msg(E->grad[i] == want[i], "dE[%d,%d] = %g, want %g", i / C, i % C, (double)E->grad[i], (double)want[i]);
+    ag_ctx_free(ctx);
+    gc_tensor_free(E);
+}
+END_TEST
+
 /* Gradients that many rows (or batch entries, or tokens) add into ONE entry: with the backward
  * loops split across threads, a split over the wrong index is a data race that loses updates.
  * The gradchecks above are too small for a race to show, so: big enough shapes, an upstream of
- * all ones and exact integer answers (a float holds them exactly), five rounds. Only bites in a
- * threaded build with 2+ cores actually free, and then not every run: a race is probabilistic
- * (ThreadSanitizer would be exact). About 0.1-0.3 s. */
+ * all ones and exact integer answers (a float holds them exactly), three rounds on each kernel
+ * path (the fast_ref tests compare the paths on small shapes only). Only bites in a threaded
+ * build with 2+ cores actually free, and then not every run: a race is probabilistic
+ * (ThreadSanitizer would be exact). About 0.2-0.5 s. */
 START_TEST(test_parallel_accumulation_exact)
 {
     enum { R = 1 << 17, C = 16, F = 8, V = 4, NB = R / 8 };
@@ -189,7 +219,9 @@ START_TEST(test_parallel_accumulation_exact)
     for (int r = 0; r < NB * 8; r++)
         for (int k = 0; k < 4; k++) colsum[k] += (double)A->data[r * 4 + k];
     ag_ctx *ctx = ag_ctx_new();
-    for (int round = 0; round < 5; round++) {
+    for (int round = 0; round < 6; round++) {
+        const char *path = round % 2 ? "reference" : "fast";
+        ag_ctx_set_reference_kernels(ctx, round % 2 == 1);
         ag_tensor *t[4] = { b, W, E, B };
         for (int k = 0; k < 4; k++) memset(t[k]->grad, 0, ag_numel(t[k]) * sizeof(ag_real));
         ck_assert_int_eq(ag_backward_from(ctx, ag_add(ctx, a, b), ones), AG_OK);
@@ -201,14 +233,14 @@ START_TEST(test_parallel_accumulation_exact)
         ck_assert_int_eq(ag_backward_from(ctx, ag_matmul(ctx, A, B), ones), AG_OK);
         ag_ctx_reset(ctx);
         /* db: R from the add plus R from the linear */
-        for (int j = 0; j < C; j++) ck_assert_msg(b->grad[j] == 2 * R, "round %d: db[%d] = %g, want %d", round, j, (double)b->grad[j], 2 * R);
+        for (int j = 0; j < C; j++) ck_assert_msg(b->grad[j] == 2 * R, "round %d (%s): db[%d] = %g, want %d", round, path, j, (double)b->grad[j], 2 * R);
         for (int v = 0; v < V; v++)
             for (int c = 0; c < C; c++)
-                ck_assert_msg(E->grad[v * C + c] == R / V, "round %d: dE[%d,%d] = %g, want %d", round, v, c, (double)E->grad[v * C + c], R / V);
+                ck_assert_msg(E->grad[v * C + c] == R / V, "round %d (%s): dE[%d,%d] = %g, want %d", round, path, v, c, (double)E->grad[v * C + c], R / V);
         for (int k = 0; k < 4; k++)
             for (int n = 0; n < C; n++)
                 ck_assert_msg(fabs(B->grad[k * C + n] - colsum[k]) <= 1e-3 * (1 + fabs(colsum[k])),
-                              "round %d: dB[%d,%d] = %g, want %g", round, k, n, (double)B->grad[k * C + n], colsum[k]);
+                              "round %d (%s): dB[%d,%d] = %g, want %g", round, path, k, n, (double)B->grad[k * C + n], colsum[k]);
     }
     ag_ctx_free(ctx);
     ag_tensor *all[7] = { a, b, x, W, E, A, B };
@@ -228,6 +260,7 @@ Suite *grad_gaps_suite(void)
     tcase_add_test(t, test_dead_branch_on_tape);
     tcase_add_test(t, test_constant_first_operand);
     tcase_add_test(t, test_same_grads_after_reset);
+    tcase_add_test(t, test_embedding_keeps_its_ids);
     tcase_add_test(t, test_parallel_accumulation_exact);
     suite_add_tcase(s, t);
     return s;

@@ -200,8 +200,8 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 PREFIX  ?= /usr/local
 VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
-                 src/tensor/parallel.h src/nn/nn.h src/params/params.h src/io/safetensors.h src/optim/optim.h \
-                 src/check/gradcheck.h
+                 src/tensor/parallel.h src/nn/nn.h src/nn/switches.h src/params/params.h src/io/safetensors.h \
+                 src/optim/optim.h src/check/gradcheck.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \

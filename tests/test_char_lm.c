@@ -193,7 +193,7 @@ static const struct {
     {"train --data c.txt --out d --eval-iters 0", "--eval-iters must be in"},
     {"train --data c.txt --out d --seed -1", "--seed: not a whole number >= 0"},
     {"train --data c.txt --out d --seed 18446744073709551615", "--seed must be in"},
-    {"train --data c.txt --out d --optimizer lion", "--optimizer must be adamw, adam or sgd"},
+    {"train --data c.txt --out d --optimizer lion", "--optimizer must be "},
     {"train --data c.txt --out d --config huge", "--config must be tiny, baby or small"},
     {"train --data c.txt --out d --threads 0", "--threads must be in [1, 1024]"},
     {"train --data c.txt --out d --resume=yes", "--resume takes no value"},
@@ -208,12 +208,13 @@ static const struct {
     {"eval --ckpt d", "--data is required"},
     {"eval --data c.txt", "--ckpt is required"},
     {"eval --ckpt d --data c.txt --top-k 3", "unknown flag '--top-k'"},
-    /* the switches of issue 6 */
-    {"train --data c.txt --out d --norm-position middle", "--norm-position must be pre or post (got 'middle')"},
-    {"train --data c.txt --out d --norm batchnorm", "--norm must be layernorm or rmsnorm"},
-    {"train --data c.txt --out d --mlp relu", "--mlp must be gelu or swiglu"},
-    {"train --data c.txt --out d --init kaiming", "--init must be normal or xavier"},
-    {"train --data c.txt --out d --mask-fill 0", "--mask-fill must be -inf or -1e9"},
+    /* the switches of issue 6 (test_switch_values.c checks that the message lists the values
+     * of the switch's table, and nothing else) */
+    {"train --data c.txt --out d --norm-position middle", "--norm-position must be "},
+    {"train --data c.txt --out d --norm batchnorm", "--norm must be "},
+    {"train --data c.txt --out d --mlp relu", "--mlp must be "},
+    {"train --data c.txt --out d --init kaiming", "--init must be "},
+    {"train --data c.txt --out d --mask-fill 0", "--mask-fill must be "},
     {"train --data c.txt --out d --mask-fill", "--mask-fill needs a value"},
     {"train --data c.txt --out d --no-scale=1", "--no-scale takes no value"},
     {"train --data c.txt --out d --detect-anomaly=yes", "--detect-anomaly takes no value"},

@@ -8,6 +8,7 @@
  * real init (std 0.02) attention is almost uniform and a wrong gradient could hide. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "gradcheck.h"
 
@@ -379,6 +380,17 @@ static void expect_error(ag_params *P, ag_status got, ag_status want, const char
     ag_error_clear(&P->err);
 }
 
+/* "prefix: " and the message of ag_switch_check for v ("mlp must be gelu or swiglu (got 7)",
+ * from the table; tests/test_switch_values.c checks it against the table's names). */
+static const char *switch_error(const char *prefix, const ag_switch *sw, int v)
+{
+    static char want[1024];
+    ag_error why = { 0 };
+    ck_assert_int_eq(ag_switch_check(sw, v, &why), AG_ERR_ARG);
+    snprintf(want, sizeof want, "%s: %s", prefix, why.msg);
+    return want;
+}
+
 START_TEST(test_layer_init_says_why)
 {
     ag_params *P = ag_params_new();
@@ -402,11 +414,11 @@ START_TEST(test_layer_init_says_why)
     expect_error(P, ag_rmsnorm_layer_init(&R, P, "ln_f", -1), AG_ERR_ARG, "ln_f: C -1 must be > 0");
     expect_error(P, ag_swiglu_init(&S, P, "m", 8, 0, 0.02, 0.02), AG_ERR_ARG, "m: C 8 and hidden 0 must be > 0");
     expect_error(P, ag_mlp_init(&M, P, "mlp", 8, (ag_mlp_kind)7, 0.02, 0.02), AG_ERR_ARG,
-                 "mlp: mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got 7)");
+                 switch_error("mlp", &ag_mlp_switch, 7));
     expect_error(P, ag_mlp_init(&M, P, "mlp", 1 << 28, AG_MLP_GELU, 0.02, 0.02), AG_ERR_ARG,
                  "mlp: n_embd 268435456 is too large for the MLP (268435455 at most)");
     expect_error(P, ag_block_init(&Bk, P, "blocks.0", 8, 2, &(ag_block_opts){ .norm = (ag_norm_kind)9 }, 0.02, 0.02),
-                 AG_ERR_ARG, "blocks.0: norm must be AG_LAYERNORM or AG_RMSNORM (got 9)");
+                 AG_ERR_ARG, switch_error("blocks.0", &ag_norm_switch, 9));
     ck_assert_int_eq(P->n, 0);                                         /* nothing registered so far */
     /* a sublayer's failure comes out of the block under the sublayer's full prefix */
     expect_error(P, ag_block_init(&Bk, P, "blocks.1", 64, 3, NULL, 0.02, 0.02), AG_ERR_ARG,

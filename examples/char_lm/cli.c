@@ -1,9 +1,11 @@
 /* cli.c -- char_lm's command line: one parser per subcommand, all checks before any work.
- * The hyper-parameter flags of `train` come from the table in config.c; the few others
+ * The hyper-parameter flags of `train` come from the table in config.c (and so do the lines of
+ * its switches in `train --help`: their values from the switches' tables); the few others
  * (--data, --out, --resume, ...) are handled here. Nothing is printed: errors come back as a
  * one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ static const char usage_main[] =
     "  char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby\n"
     "  char_lm sample --ckpt out/baby --prompt 'ROMEO:'\n";
 
+/* A line "@key" stands for the lines of a switch (lm_fields' row key): see train_usage. */
 static const char usage_train[] =
     "usage: char_lm train --data FILE --out DIR [flags]\n"
     "\n"
@@ -62,16 +65,12 @@ static const char usage_train[] =
     "  --block-size N         context length      32      64      256\n"
     "  --dropout F            dropout             0       0       0\n"
     "compare what the tutorials argue about (saved in the checkpoint; defaults are MODEL.md's)\n"
-    "  --norm-position P      pre (default): x + f(LN(x)); post: LN(x + f(x)), as in the 2017\n"
-    "                         paper (ln_f is kept in both)\n"
-    "  --norm N               layernorm (default) or rmsnorm (x / rms(x) * w; no mean, no bias;\n"
-    "                         the parameters keep their names ln1, ln2, ln_f, weight only)\n"
-    "  --mlp M                gelu (default: fc2(GELU(fc1 x)), 4C wide) or swiglu\n"
-    "                         (w_down(SiLU(w_gate x) * w_up x), round(8C/3) wide: same size)\n"
-    "  --init I               normal (default: N(0, 0.02), residual projections scaled) or\n"
-    "                         xavier (Linear weights uniform, a = sqrt(6/(fan_in+fan_out)))\n"
+    "@norm_position\n"
+    "@norm\n"
+    "@mlp\n"
+    "@init\n"
     "  --no-scale             scores q k^T without the 1/sqrt(D): watch softmax saturate\n"
-    "  --mask-fill V          -inf (default) or -1e9 for the masked scores (op-by-op attention)\n"
+    "@mask_fill\n"
     "  --log-attn-stats       at each evaluation: per layer the mean attention entropy and the\n"
     "                         mean peak weight, as metrics.csv columns and DIR/attn.png\n"
     "  --detect-anomaly       stop at the first op whose output or gradient is NaN/Inf, naming\n"
@@ -83,7 +82,7 @@ static const char usage_train[] =
     "  --min-lr F             final learning rate 1e-4    1e-4    1e-4   (at most --lr)\n"
     "  --warmup-iters N       linear warmup       50      100     100\n"
     "  --lr-decay-iters N     cosine decay ends   (default: --max-iters)\n"
-    "  --optimizer NAME       adamw (default), adam or sgd\n"
+    "@optimizer\n"
     "  --weight-decay F       0.1 (AdamW: decoupled, 2-D weights only; Adam: L2)\n"
     "  --beta1 F, --beta2 F   0.9, 0.99\n"
     "  --momentum F           SGD momentum, 0\n"
@@ -137,10 +136,53 @@ static const char usage_attn[] =
     "  --head H               head 0 .. n_head-1; without it, every head of the layer in a grid\n"
     "  --out FILE.png         the picture\n";
 
+// --- train --help: each switch's lines come from its table ---
+
+/* Appends printf-style text at buf + *len (cap bytes in all), cut short when buf is full. */
+static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
+}
+
+/* The lines of f, a row of type LM_T_ENUM: its flag and what it sets, then each value of its
+ * switch with the value's help, the first (the default) marked:
+ *     --mlp NAME             the feed-forward part of each block:
+ *                              gelu       fc2(GELU(fc1 x)), 4C wide (default) */
+static void switch_lines(const lm_field *f, char *buf, size_t cap, size_t *len)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "%s NAME", f->flag);
+    append(buf, cap, len, "  %-22s %s:\n", flag, f->help);
+    for (int v = 0; v < f->sw->n; v++)
+        append(buf, cap, len, "  %-22s   %-10s %s%s\n", "", f->sw->names[v], f->sw->help[v],
+               v == 0 ? " (default)" : "");
+}
+
+/* usage_train with each line "@key" replaced by the lines of that switch. */
+static const char *train_usage(void)
+{
+    static char text[8192];
+    size_t len = 0;
+    for (const char *line = usage_train; *line; line += strcspn(line, "\n") + 1) {
+        int n = (int)strcspn(line, "\n");   /* every line of usage_train ends in '\n' */
+        char key[64] = "";
+        if (line[0] == '@') snprintf(key, sizeof key, "%.*s", n - 1, line + 1);
+        const lm_field *f = lm_field_by_key(key);
+        if (f && f->type == LM_T_ENUM) switch_lines(f, text, sizeof text, &len);
+        else append(text, sizeof text, &len, "%.*s\n", n, line);
+    }
+    return text;
+}
+
 const char *lm_cli_usage(lm_command cmd)
 {
     switch (cmd) {
-    case LM_CMD_TRAIN: return usage_train;
+    case LM_CMD_TRAIN: return train_usage();
     case LM_CMD_SAMPLE: return usage_sample;
     case LM_CMD_EVAL: return usage_eval;
     case LM_CMD_ATTN: return usage_attn;

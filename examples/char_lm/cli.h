@@ -80,7 +80,8 @@ typedef struct {
  * AG_ERR_ARG: the message in err (one line, no "char_lm: error:" prefix). */
 ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err);
 
-/* The usage text of a subcommand (LM_CMD_NONE: the overview). A static string. */
+/* The usage text of a subcommand (LM_CMD_NONE: the overview). A static string; train's is
+ * written again at each call, each switch with the values of its table. */
 const char *lm_cli_usage(lm_command cmd);
 
 #endif

@@ -13,12 +13,7 @@
 #define INF HUGE_VAL
 #define BIG 1e9   /* iteration counts: far beyond any run, still exact in a double and in JSON */
 
-static const char *const optimizer_names[] = {"adamw", "adam", "sgd", NULL};
-static const char *const norm_position_names[] = {"pre", "post", NULL};
-static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
-static const char *const mlp_names[] = {"gelu", "swiglu", NULL};
-static const char *const init_names[] = {"normal", "xavier", NULL};
-static const char *const mask_fill_names[] = {"-inf", "-1e9", NULL};
+AG_SWITCH_DEFINE(lm_optimizer_switch, "optimizer", LM_OPTIMIZERS);
 
 /* The enums the table reads and writes as int. */
 _Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
@@ -29,9 +24,10 @@ _Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) =
 /* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help. */
 #define ROW(key, flag, type, field, lo, hi, lo_open, hi_open, shape, help) \
     {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help}
-/* A switch added with issue 6: optional in older checkpoints; enum rows name their values. */
-#define ENUM(key, flag, field, names, n, help) \
-    {key, flag, LM_T_ENUM, F(field), 0, (n) - 1, 0, 0, 1, true, names, help}
+/* A switch added with issue 6: optional in older checkpoints; its values are those of sw, an
+ * ag_switch (src/nn/switches.h), which --help lists under the row's help. */
+#define ENUM(key, flag, field, sw, help) \
+    {key, flag, LM_T_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help}
 #define FLAG(key, flag, field, shape, help) \
     {key, flag, LM_T_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help}
 
@@ -43,13 +39,13 @@ const lm_field lm_fields[] = {
     ROW("n_embd", "--n-embd", LM_T_INT, model.n_embd, 1, 16384, 0, 0, 1, "channels C"),
     ROW("block_size", "--block-size", LM_T_INT, model.block_size, 1, 16384, 0, 0, 1, "context length T"),
     ROW("dropout", "--dropout", LM_T_DOUBLE, model.dropout, 0, 1, 0, 1, 0, "dropout probability"),
-    ENUM("norm_position", "--norm-position", model.norm_position, norm_position_names, 2,
-         "pre (MODEL.md) or post"),
-    ENUM("norm", "--norm", model.norm, norm_names, 2, "layernorm (MODEL.md) or rmsnorm"),
-    ENUM("mlp", "--mlp", model.mlp, mlp_names, 2, "gelu (MODEL.md) or swiglu"),
-    ENUM("init", "--init", model.init, init_names, 2, "normal (MODEL.md) or xavier"),
+    ENUM("norm_position", "--norm-position", model.norm_position, ag_norm_position_switch,
+         "where each block's two norms sit (ln_f stays in every case)"),
+    ENUM("norm", "--norm", model.norm, ag_norm_switch, "the kind of ln1, ln2 and ln_f (their names stay)"),
+    ENUM("mlp", "--mlp", model.mlp, ag_mlp_switch, "the feed-forward part of each block"),
+    ENUM("init", "--init", model.init, ag_init_switch, "how the Linear weights are drawn"),
     FLAG("no_scale", "--no-scale", model.no_scale, 1, "scores without 1/sqrt(D)"),
-    ENUM("mask_fill", "--mask-fill", model.mask_fill, mask_fill_names, 2, "-inf (MODEL.md) or -1e9"),
+    ENUM("mask_fill", "--mask-fill", model.mask_fill, ag_mask_fill_switch, "the score of a masked (future) position"),
     ROW("batch_size", "--batch-size", LM_T_INT, batch_size, 1, 1 << 20, 0, 0, 0, "windows per batch B"),
     ROW("max_iters", "--max-iters", LM_T_LONG, max_iters, 0, BIG, 0, 0, 0, "optimizer steps"),
     ROW("lr", "--lr", LM_T_DOUBLE, lr, 0, INF, 1, 0, 0, "peak learning rate"),
@@ -62,8 +58,8 @@ const lm_field lm_fields[] = {
     ROW("beta2", "--beta2", LM_T_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),
     ROW("grad_clip", "--grad-clip", LM_T_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
         "global gradient norm limit (0: off)"),
-    {"optimizer", "--optimizer", LM_T_ENUM, F(optimizer), 0, 2, 0, 0, 0, false, optimizer_names,
-     "adamw, adam or sgd"},
+    {"optimizer", "--optimizer", LM_T_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
+     "the update rule"},
     ROW("momentum", "--momentum", LM_T_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
     ROW("val_fraction", "--val-fraction", LM_T_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
         "share of tokens that validates (0: none)"),
@@ -139,14 +135,6 @@ void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f)
     memcpy((char *)dst + f->offset, (const char *)src + f->offset, field_size(f));
 }
 
-/* The name of enum value v, or "?" outside the list. */
-static const char *enum_name(const lm_field *f, int v)
-{
-    for (int i = 0; f->names[i]; i++)
-        if (i == v) return f->names[i];
-    return "?";
-}
-
 const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n)
 {
     switch (f->type) {
@@ -154,43 +142,10 @@ const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, si
     case LM_T_LONG: snprintf(buf, n, "%ld", *CAT(c, f, long)); break;
     case LM_T_U64: snprintf(buf, n, "%llu", (unsigned long long)*CAT(c, f, uint64_t)); break;
     case LM_T_DOUBLE: lm_format_real(buf, n, *CAT(c, f, double)); break;
-    case LM_T_ENUM: snprintf(buf, n, "%s", enum_name(f, *CAT(c, f, int))); break;
+    case LM_T_ENUM: snprintf(buf, n, "%s", ag_switch_name(f->sw, *CAT(c, f, int))); break;
     case LM_T_BOOL: snprintf(buf, n, "%s", *CAT(c, f, bool) ? "true" : "false"); break;
     }
     return buf;
-}
-
-/* "adamw, adam or sgd" */
-static void enum_choices(const lm_field *f, char *buf, size_t n)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; f->names[i] && len < n; i++) {
-        const char *sep = i == 0 ? "" : f->names[i + 1] ? ", " : " or ";
-        int w = snprintf(buf + len, n - len, "%s%s", sep, f->names[i]);
-        if (w < 0) break;
-        len += (size_t)w;
-    }
-}
-
-const char *lm_optimizer_name(lm_optimizer o)
-{
-    return o == LM_ADAM ? "adam" : o == LM_SGD ? "sgd" : "adamw";
-}
-
-int lm_optimizer_parse(const char *s)
-{
-    for (int i = 0; optimizer_names[i]; i++)
-        if (strcmp(s, optimizer_names[i]) == 0) return i;
-    return -1;
-}
-
-/* The index of s in the field's names, or -1. */
-static int enum_parse(const lm_field *f, const char *s)
-{
-    for (int i = 0; f->names[i]; i++)
-        if (strcmp(s, f->names[i]) == 0) return i;
-    return -1;
 }
 
 void lm_format_real(char *buf, size_t n, double v)
@@ -205,9 +160,19 @@ void lm_format_real(char *buf, size_t n, double v)
 
 static const char *field_label(const lm_field *f) { return f->flag ? f->flag : f->key; }
 
+/* "--mlp must be gelu or swiglu (got 7)"; AG_OK when v is one of the values of f's switch. */
+static ag_status check_enum(const lm_field *f, int v, ag_error *err)
+{
+    if (v >= 0 && v < f->sw->n) return AG_OK;
+    char choices[256];
+    return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got %d)", field_label(f),
+                     ag_switch_choices(f->sw, choices, sizeof choices), v);
+}
+
 /* "--lr must be > 0 (got -1)"; AG_OK when v is in range. */
 static ag_status check_range(const lm_field *f, double v, ag_error *err)
 {
+    if (f->type == LM_T_ENUM) return check_enum(f, (int)v, err);
     bool low = f->lo_open ? !(v > f->lo) : !(v >= f->lo);
     bool high = f->hi_open ? !(v < f->hi) : !(v <= f->hi);
     if (!low && !high) return AG_OK;
@@ -215,11 +180,7 @@ static ag_status check_range(const lm_field *f, double v, ag_error *err)
     lm_format_real(lo, sizeof lo, f->lo);
     lm_format_real(hi, sizeof hi, f->hi);
     lm_format_real(got, sizeof got, v);
-    if (f->type == LM_T_ENUM || f->type == LM_T_BOOL) {
-        char choices[128] = "false or true";
-        if (f->type == LM_T_ENUM) enum_choices(f, choices, sizeof choices);
-        return ag_seterr(err, AG_ERR_ARG, "%s must be %s", field_label(f), choices);
-    }
+    if (f->type == LM_T_BOOL) return ag_seterr(err, AG_ERR_ARG, "%s must be false or true", field_label(f));
     if (isinf(f->hi))
         return ag_seterr(err, AG_ERR_ARG, "%s must be %s %s (got %s)", field_label(f), f->lo_open ? ">" : ">=", lo,
                          got);
@@ -231,11 +192,11 @@ static ag_status check_range(const lm_field *f, double v, ag_error *err)
 
 static ag_status parse_enum(lm_config *c, const lm_field *f, const char *s, ag_error *err)
 {
-    int o = enum_parse(f, s);
+    int o = ag_switch_parse(f->sw, s);
     if (o < 0) {
-        char choices[128];
-        enum_choices(f, choices, sizeof choices);
-        return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got '%s')", field_label(f), choices, s);
+        char choices[256];
+        return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got '%s')", field_label(f),
+                         ag_switch_choices(f->sw, choices, sizeof choices), s);
     }
     *AT(c, f, int) = o;
     return AG_OK;
@@ -389,7 +350,7 @@ char *lm_config_to_json(const lm_config *c)
         case LM_T_INT: snprintf(v, sizeof v, "%d", *CAT(c, f, int)); break;
         case LM_T_LONG: snprintf(v, sizeof v, "%ld", *CAT(c, f, long)); break;
         case LM_T_U64: snprintf(v, sizeof v, "%llu", (unsigned long long)*CAT(c, f, uint64_t)); break;
-        case LM_T_ENUM: snprintf(v, sizeof v, "\"%s\"", enum_name(f, *CAT(c, f, int))); break;
+        case LM_T_ENUM: snprintf(v, sizeof v, "\"%s\"", ag_switch_name(f->sw, *CAT(c, f, int))); break;
         case LM_T_BOOL: snprintf(v, sizeof v, "%s", *CAT(c, f, bool) ? "true" : "false"); break;
         case LM_T_DOUBLE: {
             /* always a JSON real ("0.0", "1e-05"), so a reader sees the type */
@@ -429,7 +390,7 @@ static bool read_field(lm_config *c, const lm_field *f, json_t *v)
 {
     switch (f->type) {
     case LM_T_ENUM: {
-        int o = json_is_string(v) ? enum_parse(f, json_string_value(v)) : -1;
+        int o = json_is_string(v) ? ag_switch_parse(f->sw, json_string_value(v)) : -1;
         if (o >= 0) *AT(c, f, int) = o;
         return o >= 0;
     }

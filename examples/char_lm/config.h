@@ -15,7 +15,14 @@
 #include <stdint.h>
 #include "attograd.h"
 
-typedef enum { LM_ADAMW = 0, LM_ADAM, LM_SGD } lm_optimizer;
+/* The optimizer, a switch like the model's (src/nn/switches.h): one row per value, the first
+ * the default; train.c's update() is the `switch` that runs each. */
+#define LM_OPTIMIZERS(X) \
+    X(LM_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
+    X(LM_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
+    X(LM_SGD,   "sgd",   "plain SGD, with --momentum")
+typedef enum { LM_OPTIMIZERS(AG_SWITCH_CONSTANT) } lm_optimizer;
+extern const ag_switch lm_optimizer_switch;
 
 typedef struct {
     ag_gpt_config model;    /* vocab_size, n_layer, n_head, n_embd, block_size, dropout, and the
@@ -39,7 +46,8 @@ typedef struct {
 } lm_config;
 
 /* The table: one row per field of lm_config. */
-/* LM_T_ENUM: an int-sized enum written as one of its names ("adamw", "post", "-inf");
+/* LM_T_ENUM: an int-sized enum, one of the values of a switch (src/nn/switches.h), written as
+ * its name ("adamw", "post", "-inf");
  * LM_T_BOOL: a flag without a value on the command line ("--no-scale"), true/false in JSON. */
 typedef enum { LM_T_INT, LM_T_LONG, LM_T_DOUBLE, LM_T_U64, LM_T_ENUM, LM_T_BOOL } lm_field_type;
 
@@ -48,14 +56,14 @@ typedef struct {
     const char *flag;       /* command-line flag ("--n-embd"), or NULL (vocab_size) */
     lm_field_type type;
     size_t offset;          /* offsetof(lm_config, ...) */
-    double lo, hi;          /* valid range, inclusive */
+    double lo, hi;          /* valid range, inclusive (LM_T_ENUM: unused, sw has the values) */
     bool lo_open;           /* the range excludes lo ("must be > 0") */
     bool hi_open;           /* the range excludes hi ("must be < 1") */
     bool shape;             /* part of the model's shape: a resumed run may not change it */
     bool optional;          /* may be missing from a checkpoint written before the field
                                existed: then it reads as 0, its MODEL.md default */
-    const char *const *names; /* LM_T_ENUM: the value names, in enum order, NULL-terminated */
-    const char *help;
+    const ag_switch *sw;    /* LM_T_ENUM: the values, their names and help (else NULL) */
+    const char *help;       /* what the field is (--help: the lines of an LM_T_ENUM row) */
 } lm_field;
 
 #define LM_N_FIELDS 30            /* rows in lm_fields (config.c checks it) */
@@ -91,10 +99,6 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
 /* The relations only a training run needs (checked for a run, not for a checkpoint that is
  * only read: one written before these checks must still sample): --min-lr <= --lr. AG_ERR_ARG. */
 ag_status lm_config_check_training(const lm_config *c, ag_error *err);
-
-/* "adamw", "adam", "sgd"; lm_optimizer_parse returns -1 for anything else. */
-const char *lm_optimizer_name(lm_optimizer o);
-int lm_optimizer_parse(const char *s);
 
 /* The whole config as one flat JSON object, keys in table order:
  * {"vocab_size": 65, "n_layer": 2, ..., "norm_position": "pre", ..., "optimizer": "adamw", ...,

@@ -21,11 +21,15 @@ static void add_letter(letters *L, const char *name, int value)
     }
 }
 
-/* The width of the MLP's hidden layer: 4C (GELU) or the SwiGLU width. */
+/* The width of the MLP's hidden layer and its letter: 4C (GELU) or F (the SwiGLU width). */
 static int mlp_width(const ag_gpt_config *cfg, const char **name)
 {
-    *name = cfg->mlp == AG_MLP_SWIGLU ? "F" : "4C";
-    return cfg->mlp == AG_MLP_SWIGLU ? (8 * cfg->n_embd + 1) / 3 : 4 * cfg->n_embd;
+    switch (cfg->mlp) {
+    case AG_MLP_GELU: *name = "4C"; return 4 * cfg->n_embd;
+    case AG_MLP_SWIGLU: *name = "F"; return ag_swiglu_width(cfg->n_embd);
+    }
+    *name = "?";   /* not reached: ag_gpt_new refuses other values */
+    return 0;
 }
 
 /* The sizes of the model's activations but B and T (params: those of its parameters, where
@@ -132,7 +136,7 @@ static void op_note(const ag_node *n, const tracer *tr, char *buf, size_t len)
     else if (!strcmp(op, "scale"))
         snprintf(buf, len, "* %.4g%s", n->fparam[0], tr->cfg->no_scale ? " (--no-scale)" : " = 1/sqrt(D)");
     else if (!strcmp(op, "masked_fill"))
-        snprintf(buf, len, "future keys -> %s (causal mask)", tr->cfg->mask_fill == AG_MASK_NEG_1E9 ? "-1e9" : "-inf");
+        snprintf(buf, len, "future keys -> %s (causal mask)", ag_switch_name(&ag_mask_fill_switch, tr->cfg->mask_fill));
     else if (!strcmp(op, "softmax")) snprintf(buf, len, "attention weights: each row sums to 1");
     else if (!strcmp(op, "merge_heads")) snprintf(buf, len, "heads side by side again");
     else if (!strcmp(op, "attention")) snprintf(buf, len, "fused: softmax(q k^T * scale, causal) v, heads merged");

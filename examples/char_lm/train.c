@@ -581,13 +581,14 @@ static void update(run *R, double lr, double gscale)
 static ag_status weights_finite(const run *R, long it, double lr, ag_error *err)
 {
     const ag_params *P = R->m.g->params;
+    const char *optimizer = ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer);
     for (int e = 0; e < P->n; e++) {
         const ag_tensor *t = P->entries[e].t;
         for (size_t i = 0; i < ag_numel(t); i++)
             if (!isfinite(t->data[i]))
                 return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
                                  "is %g; lr %g); the last checkpoint (iteration %ld) is untouched", it,
-                                 lm_optimizer_name(R->cfg.optimizer), t->name, i, (double)t->data[i], lr, R->st.iter);
+                                 optimizer, t->name, i, (double)t->data[i], lr, R->st.iter);
     }
     return AG_OK;
 }
@@ -628,7 +629,7 @@ static void log_header(const run *R)
     }
     if (len) fprintf(f, "switches: %s\n", sw);
     fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %ld), batch %d, %ld steps, eval every %ld; "
-            "checkpoint %s\n", lm_optimizer_name(c->optimizer), c->lr, c->min_lr, c->warmup_iters,
+            "checkpoint %s\n", ag_switch_name(&lm_optimizer_switch, c->optimizer), c->lr, c->min_lr, c->warmup_iters,
             c->lr_decay_iters, c->batch_size, c->max_iters, c->eval_interval, R->o->out_dir);
     if (R->resumed) fprintf(f, "resuming at iteration %ld\n", R->st.iter);
     if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);

@@ -28,14 +28,21 @@ static ag_status norm_init(ag_norm_kind kind, ag_params *P, const char *prefix, 
     char name[128];
     ag_status s = ag_params_name(P, name, sizeof name, prefix, which);
     if (s != AG_OK) return s;
-    return kind == AG_RMSNORM ? ag_rmsnorm_layer_init(rms, P, name, C) : ag_layernorm_layer_init(ln, P, name, C);
+    switch (kind) {
+    case AG_LAYERNORM: return ag_layernorm_layer_init(ln, P, name, C);
+    case AG_RMSNORM: return ag_rmsnorm_layer_init(rms, P, name, C);
+    }
+    return ag_params_fail(P, AG_ERR_ARG, "%s: unknown norm %d", name, (int)kind);   /* checked before */
 }
 
 /* The block's norm of x [B,T,C]: LN1 or LN2 (LayerNorm or RMSNorm). */
 static ag_tensor *norm(ag_ctx *ctx, const ag_block *Bk, int which, ag_tensor *x)
 {
-    if (Bk->norm == AG_RMSNORM) return ag_rmsnorm_layer_forward(ctx, which == 1 ? &Bk->rms1 : &Bk->rms2, x);
-    return ag_layernorm_layer_forward(ctx, which == 1 ? &Bk->ln1 : &Bk->ln2, x);   // [B,T,C]
+    switch (Bk->norm) {
+    case AG_LAYERNORM: return ag_layernorm_layer_forward(ctx, which == 1 ? &Bk->ln1 : &Bk->ln2, x);  // [B,T,C]
+    case AG_RMSNORM: return ag_rmsnorm_layer_forward(ctx, which == 1 ? &Bk->rms1 : &Bk->rms2, x);    // [B,T,C]
+    }
+    return ag_ctx_fail(ctx, AG_ERR_ARG, "%s: unknown norm %d", Bk->scope, (int)Bk->norm), NULL;
 }
 
 ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, int H, const ag_block_opts *opts,
@@ -45,12 +52,10 @@ ag_status ag_block_init(ag_block *Bk, ag_params *P, const char *prefix, int C, i
         return ag_params_fail(P, AG_ERR_ARG, "ag_block_init: no block, params or prefix");
     const ag_block_opts def = { AG_PRE_LN, AG_LAYERNORM, AG_MLP_GELU };
     if (!opts) opts = &def;
-    if (opts->norm_position != AG_PRE_LN && opts->norm_position != AG_POST_LN)
-        return ag_params_fail(P, AG_ERR_ARG, "%s: norm_position must be AG_PRE_LN or AG_POST_LN (got %d)", prefix,
-                              (int)opts->norm_position);
-    if (opts->norm != AG_LAYERNORM && opts->norm != AG_RMSNORM)
-        return ag_params_fail(P, AG_ERR_ARG, "%s: norm must be AG_LAYERNORM or AG_RMSNORM (got %d)", prefix,
-                              (int)opts->norm);
+    ag_error why = { 0 };   /* "norm must be layernorm or rmsnorm (got 9)", from the tables */
+    if (ag_switch_check(&ag_norm_position_switch, (int)opts->norm_position, &why) ||
+        ag_switch_check(&ag_norm_switch, (int)opts->norm, &why))
+        return ag_params_fail(P, AG_ERR_ARG, "%s: %s", prefix, why.msg);
     int n = snprintf(Bk->scope, sizeof Bk->scope, "%s", prefix);
     if (n < 0 || (size_t)n >= sizeof Bk->scope)
         return ag_params_fail(P, AG_ERR_ARG, "%s: prefix longer than %zu characters", prefix, sizeof Bk->scope - 1);
@@ -81,14 +86,8 @@ ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_te
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, Bk->scope);
     ag_tensor *h;
-    if (Bk->norm_position == AG_POST_LN) {
-        h = ag_mha_forward(ctx, &Bk->attn, x, mask, dropout, &at);                     // [B,T,C]
-        h = ag_dropout(ctx, h, dropout, seed1, train);                                 // [B,T,C]
-        x = norm(ctx, Bk, 1, ag_add(ctx, x, h));                                // [B,T,C] LN1(x + attn(x))
-        h = ag_mlp_forward(ctx, &Bk->mlp, x);                                          // [B,T,C]
-        h = ag_dropout(ctx, h, dropout, seed2, train);                                 // [B,T,C]
-        x = norm(ctx, Bk, 2, ag_add(ctx, x, h));                                // [B,T,C] LN2(x + mlp(x))
-    } else {
+    switch (Bk->norm_position) {
+    case AG_PRE_LN:
         h = norm(ctx, Bk, 1, x);                                                // [B,T,C]
         h = ag_mha_forward(ctx, &Bk->attn, h, mask, dropout, &at);                     // [B,T,C]
         h = ag_dropout(ctx, h, dropout, seed1, train);                                 // [B,T,C]
@@ -97,6 +96,15 @@ ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_te
         h = ag_mlp_forward(ctx, &Bk->mlp, h);                                          // [B,T,C]
         h = ag_dropout(ctx, h, dropout, seed2, train);                                 // [B,T,C]
         x = ag_add(ctx, x, h);                                                         // [B,T,C] residual
+        break;
+    case AG_POST_LN:
+        h = ag_mha_forward(ctx, &Bk->attn, x, mask, dropout, &at);                     // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, seed1, train);                                 // [B,T,C]
+        x = norm(ctx, Bk, 1, ag_add(ctx, x, h));                                // [B,T,C] LN1(x + attn(x))
+        h = ag_mlp_forward(ctx, &Bk->mlp, x);                                          // [B,T,C]
+        h = ag_dropout(ctx, h, dropout, seed2, train);                                 // [B,T,C]
+        x = norm(ctx, Bk, 2, ag_add(ctx, x, h));                                // [B,T,C] LN2(x + mlp(x))
+        break;
     }
     ag_ctx_set_scope(ctx, outer);
     return x;

@@ -50,13 +50,16 @@ static void xavier_init(ag_gpt *g, uint64_t seed)
         xavier_fill(Bk->attn.w_k.W, &r);
         xavier_fill(Bk->attn.w_v.W, &r);
         xavier_fill(Bk->attn.w_o.W, &r);
-        if (Bk->mlp.kind == AG_MLP_SWIGLU) {
+        switch (Bk->mlp.kind) {
+        case AG_MLP_GELU:
+            xavier_fill(Bk->mlp.fc1.W, &r);
+            xavier_fill(Bk->mlp.fc2.W, &r);
+            break;
+        case AG_MLP_SWIGLU:
             xavier_fill(Bk->mlp.swiglu.w_gate.W, &r);
             xavier_fill(Bk->mlp.swiglu.w_up.W, &r);
             xavier_fill(Bk->mlp.swiglu.w_down.W, &r);
-        } else {
-            xavier_fill(Bk->mlp.fc1.W, &r);
-            xavier_fill(Bk->mlp.fc2.W, &r);
+            break;
         }
     }
     xavier_fill(g->lm_head.W, &r);
@@ -75,20 +78,33 @@ static ag_status check_config(const ag_gpt_config *cfg, ag_error *err)
     if (cfg->block_size <= 0) return ag_seterr(err, AG_ERR_ARG, "block_size must be > 0 (got %d)", cfg->block_size);
     if (!(cfg->dropout >= 0 && cfg->dropout < 1))
         return ag_seterr(err, AG_ERR_ARG, "dropout must be in [0, 1) (got %g)", cfg->dropout);
-    if (cfg->norm_position != AG_PRE_LN && cfg->norm_position != AG_POST_LN)
-        return ag_seterr(err, AG_ERR_ARG, "norm_position must be AG_PRE_LN or AG_POST_LN (got %d)",
-                         (int)cfg->norm_position);
-    if (cfg->norm != AG_LAYERNORM && cfg->norm != AG_RMSNORM)
-        return ag_seterr(err, AG_ERR_ARG, "norm must be AG_LAYERNORM or AG_RMSNORM (got %d)", (int)cfg->norm);
-    if (cfg->mlp != AG_MLP_GELU && cfg->mlp != AG_MLP_SWIGLU)
-        return ag_seterr(err, AG_ERR_ARG, "mlp must be AG_MLP_GELU or AG_MLP_SWIGLU (got %d)", (int)cfg->mlp);
-    if (cfg->init != AG_WEIGHTS_NORMAL && cfg->init != AG_WEIGHTS_XAVIER)
-        return ag_seterr(err, AG_ERR_ARG, "init must be AG_WEIGHTS_NORMAL or AG_WEIGHTS_XAVIER (got %d)",
-                         (int)cfg->init);
-    if (cfg->mask_fill != AG_MASK_NEG_INF && cfg->mask_fill != AG_MASK_NEG_1E9)
-        return ag_seterr(err, AG_ERR_ARG, "mask_fill must be AG_MASK_NEG_INF or AG_MASK_NEG_1E9 (got %d)",
-                         (int)cfg->mask_fill);
-    return AG_OK;
+    /* each switch against its table: "mlp must be gelu or swiglu (got 7)" */
+    ag_status s = ag_switch_check(&ag_norm_position_switch, (int)cfg->norm_position, err);
+    if (s == AG_OK) s = ag_switch_check(&ag_norm_switch, (int)cfg->norm, err);
+    if (s == AG_OK) s = ag_switch_check(&ag_mlp_switch, (int)cfg->mlp, err);
+    if (s == AG_OK) s = ag_switch_check(&ag_init_switch, (int)cfg->init, err);
+    if (s == AG_OK) s = ag_switch_check(&ag_mask_fill_switch, (int)cfg->mask_fill, err);
+    return s;
+}
+
+/* The score a masked position gets. */
+static ag_real mask_fill_value(ag_mask_fill fill)
+{
+    switch (fill) {
+    case AG_MASK_NEG_INF: return -INFINITY;   /* MODEL.md: its weight is exactly 0 */
+    case AG_MASK_NEG_1E9: return (ag_real)-1e9;
+    }
+    return -INFINITY;   /* not reached: check_config refused it */
+}
+
+/* Registers ln_f as the model's kind of norm (RMSNorm: weight only, under the same name). */
+static ag_status final_norm_init(ag_gpt *g)
+{
+    switch (g->cfg.norm) {
+    case AG_LAYERNORM: return ag_layernorm_layer_init(&g->ln_f, g->params, "ln_f", g->cfg.n_embd);
+    case AG_RMSNORM: return ag_rmsnorm_layer_init(&g->rms_f, g->params, "ln_f", g->cfg.n_embd);
+    }
+    return AG_ERR_ARG;   /* not reached: check_config refused it */
 }
 
 /* Registers every layer of g in MODEL.md's order; on failure the layer's reason is in g->params. */
@@ -108,10 +124,9 @@ static ag_status add_layers(ag_gpt *g)
         ag_mha *A = &g->blocks[l].attn;
         A->composed = cfg->composed_attention;
         if (cfg->no_scale) A->scale = 1;
-        if (cfg->mask_fill == AG_MASK_NEG_1E9) A->mask_fill = (ag_real)-1e9;
+        A->mask_fill = mask_fill_value(cfg->mask_fill);
     }
-    if (s == AG_OK && cfg->norm == AG_RMSNORM) s = ag_rmsnorm_layer_init(&g->rms_f, P, "ln_f", C);
-    else if (s == AG_OK) s = ag_layernorm_layer_init(&g->ln_f, P, "ln_f", C);
+    if (s == AG_OK) s = final_norm_init(g);
     if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);
     return s;
 }
@@ -136,8 +151,11 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
         ag_gpt_free(g);
         return NULL;
     }
-    ag_params_init(g->params, seed);
-    if (cfg->init == AG_WEIGHTS_XAVIER) xavier_init(g, seed);
+    ag_params_init(g->params, seed);   /* MODEL.md's init */
+    switch (cfg->init) {
+    case AG_WEIGHTS_NORMAL: break;
+    case AG_WEIGHTS_XAVIER: xavier_init(g, seed); break;
+    }
     return g;
 }
 
@@ -183,8 +201,10 @@ static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B
         x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, &block);          // [B,T,C]
     }
     ag_ctx_set_scope(ctx, "ln_f");
-    if (g->cfg.norm == AG_RMSNORM) x = ag_rmsnorm_layer_forward(ctx, &g->rms_f, x); // [B,T,C]
-    else x = ag_layernorm_layer_forward(ctx, &g->ln_f, x);                     // [B,T,C]
+    switch (g->cfg.norm) {
+    case AG_LAYERNORM: x = ag_layernorm_layer_forward(ctx, &g->ln_f, x); break;  // [B,T,C]
+    case AG_RMSNORM: x = ag_rmsnorm_layer_forward(ctx, &g->rms_f, x); break;     // [B,T,C]
+    }
     ag_ctx_set_scope(ctx, "lm_head");
     return ag_linear_layer_forward(ctx, &g->lm_head, x);                       // [B,T,V]
 }

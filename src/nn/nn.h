@@ -14,6 +14,7 @@
 #include "../tensor/ops.h"
 #include "../params/params.h"
 #include "../io/safetensors.h"
+#include "switches.h"   /* the switches' tables: ag_norm_position, ag_norm_kind, ag_mlp_kind, ... */
 
 /* ---- Linear: y = x W^T + b ---- */
 typedef struct {
@@ -70,13 +71,6 @@ ag_status ag_swiglu_init(ag_swiglu *S, ag_params *P, const char *prefix, int C, 
  * own. Nodes are recorded under S->scope; the ctx's scope is restored afterwards. */
 ag_tensor *ag_swiglu_forward(ag_ctx *ctx, const ag_swiglu *S, ag_tensor *x);
 
-/* ---- the switches of `char_lm train` (issue 6: compare what the tutorials argue about) ----
- * Each enum's zero value is MODEL.md's choice, so a zero-initialised config is MODEL.md's model. */
-typedef enum { AG_PRE_LN = 0, AG_POST_LN } ag_norm_position;  /* norm inside / after the residual */
-typedef enum { AG_LAYERNORM = 0, AG_RMSNORM } ag_norm_kind;
-typedef enum { AG_MLP_GELU = 0, AG_MLP_SWIGLU } ag_mlp_kind;
-typedef enum { AG_WEIGHTS_NORMAL = 0, AG_WEIGHTS_XAVIER } ag_weight_init;
-typedef enum { AG_MASK_NEG_INF = 0, AG_MASK_NEG_1E9 } ag_mask_fill;
 
 /* ---- the choices of one forward call ----
  * What belongs to the model (the dropout rate, scale, mask fill, cfg.composed_attention) lives
@@ -137,7 +131,7 @@ ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor 
 
 /* ---- MLP: fc2(GELU(fc1(x))), C -> 4C -> C (MODEL.md), or a SwiGLU of width round(8C/3) ---- */
 typedef struct {
-    ag_mlp_kind kind;     /* AG_MLP_GELU (MODEL.md) or AG_MLP_SWIGLU */
+    ag_mlp_kind kind;     /* a row of AG_MLP_KINDS (switches.h) */
     ag_linear_layer fc1;  /* GELU: C -> 4C */
     ag_linear_layer fc2;  /* GELU: 4C -> C */
     ag_swiglu swiglu;     /* SWIGLU: w_gate, w_up C -> F, w_down F -> C, F = ag_swiglu_width(C) */
@@ -147,7 +141,8 @@ typedef struct {
  * do, so the two kinds compare at (almost) the same parameter count. */
 int ag_swiglu_width(int C);
 /* GELU: registers prefix.fc1 (N(0, std)) and prefix.fc2 (N(0, std_out)). SwiGLU: prefix.w_gate,
- * prefix.w_up (N(0, std)) and prefix.w_down (N(0, std_out)). AG_ERR_ARG for a bad kind. */
+ * prefix.w_up (N(0, std)) and prefix.w_down (N(0, std_out)). AG_ERR_ARG for a kind outside
+ * the table ("mlp must be gelu or swiglu (got 7)"). */
 ag_status ag_mlp_init(ag_mlp *M, ag_params *P, const char *prefix, int C, ag_mlp_kind kind, double std,
                       double std_out);
 ag_tensor *ag_mlp_forward(ag_ctx *ctx, const ag_mlp *M, ag_tensor *x); /* [...,C] -> [...,C] */
@@ -158,9 +153,9 @@ ag_tensor *ag_mlp_forward(ag_ctx *ctx, const ag_mlp *M, ag_tensor *x); /* [...,C
  *                       x = LN1(x + attn(x));   x = LN2(x + mlp(x))
  * with dropout on each branch's output. */
 typedef struct {
-    ag_norm_position norm_position;   /* AG_PRE_LN (MODEL.md) or AG_POST_LN */
-    ag_norm_kind norm;                /* AG_LAYERNORM (MODEL.md) */
-    ag_mlp_kind mlp;                  /* AG_MLP_GELU (MODEL.md) */
+    ag_norm_position norm_position;   /* each a row of its table in switches.h; */
+    ag_norm_kind norm;                /* the zero value, the first row, is MODEL.md's */
+    ag_mlp_kind mlp;
 } ag_block_opts;
 
 typedef struct {
@@ -191,14 +186,14 @@ typedef struct {
     int block_size;   /* T_max */
     double dropout;   /* 0 by default */
     bool composed_attention; /* attention op by op (readable, slower) instead of fused */
-    /* the switches; every zero value is MODEL.md's (so `{ V, L, H, C, T, 0, false }` is it) */
-    ag_norm_position norm_position; /* pre (MODEL.md) or post; ln_f is kept in both */
-    ag_norm_kind norm;               /* layernorm (MODEL.md) or rmsnorm */
-    ag_mlp_kind mlp;                 /* gelu (MODEL.md) or swiglu */
-    ag_weight_init init;             /* normal (MODEL.md) or xavier: Linear weights
-                                        U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
+    /* the switches, their values in the tables of switches.h; every zero value is MODEL.md's
+     * (so `{ V, L, H, C, T, 0, false }` is it) */
+    ag_norm_position norm_position; /* where the block's norms sit; ln_f is kept in every case */
+    ag_norm_kind norm;               /* the kind of ln1, ln2 and ln_f */
+    ag_mlp_kind mlp;                 /* the kind of each block's MLP */
+    ag_weight_init init;             /* how the Linear weights are drawn */
     bool no_scale;                   /* drop the 1/sqrt(D) of the scores */
-    ag_mask_fill mask_fill;          /* -inf (MODEL.md) or -1e9 (the composed path) */
+    ag_mask_fill mask_fill;          /* the score of a masked position */
 } ag_gpt_config;
 
 typedef struct {

@@ -353,15 +353,28 @@ static void print_json(const bench_report *r, const bench_config *bc, int thread
            "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, "
            "\"allocs_per_step\": %lu, \"arena_chunk_mallocs_after_step1\": %llu, "
            "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
-           "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"ops\": {",
+           "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"openblas_core\": \"%s\", "
+           "\"ops\": {",
            bc->name, threads, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
            r->ceiling, r->sgemm_own, r->sgemm_split, st->allocs_per_step, (unsigned long long)st->chunk_growth,
-           r->rss_mb, r->expected_mb, r->n_params, r->cached_cps, r->recompute_cps);
+           r->rss_mb, r->expected_mb, r->n_params, r->cached_cps, r->recompute_cps,
+           openblas_get_corename());
     for (int i = 0; i < st->prof.n; i++)
         printf("%s\"%s\": {\"fwd_share\": %.4f, \"bwd_share\": %.4f}", i ? ", " : "", st->prof.ops[i].op->name,
                st->prof.ops[i].fwd_s / r->op_total, st->prof.ops[i].bwd_s / r->op_total);
     printf(", \"clip\": {\"share\": %.4f}, \"adamw\": {\"share\": %.4f}}}\n", st->t_clip / r->op_total,
            st->t_adam / r->op_total);
+}
+
+/* Debian's OpenBLAS 0.3.21 does not know every newer CPU and may fall back to its SSE3
+ * (Prescott) kernels, about 3x slower here; OPENBLAS_CORETYPE picks the kernels by hand. */
+static void print_blas_kernels(void)
+{
+    const char *core = openblas_get_corename();
+    printf("  OpenBLAS kernels: %s%s\n", core,
+           strcmp(core, "Prescott") == 0 && __builtin_cpu_supports("avx2")
+               ? " on a CPU with AVX2: try OPENBLAS_CORETYPE=Haswell (or SkylakeX with AVX-512)"
+               : "");
 }
 
 static void print_text(const bench_report *r, const bench_config *bc, int threads)
@@ -374,6 +387,7 @@ static void print_text(const bench_report *r, const bench_config *bc, int thread
     printf("  matmul %.1f GFLOP/s = %.0f%% of sgemm on the same shapes and threads (OpenBLAS's own\n"
            "  pool: %.1f GFLOP/s, split over OpenMP as training does: %.1f)\n", r->gflops,
            100 * r->gflops / r->ceiling, r->sgemm_own, r->sgemm_split);
+    print_blas_kernels();
     printf("  time share      forward  backward\n");
     for (int i = 0; i < st->prof.n; i++)
         printf("    %-13s %6.1f%%  %6.1f%%\n", st->prof.ops[i].op->name, 100 * st->prof.ops[i].fwd_s / r->op_total,

@@ -293,11 +293,13 @@ out:
 // corpus
 //
 // A load is two passes over the text, so that its characters never exist as code points all
-// at once (that took 9 bytes per byte of the file): pass 1 checks the UTF-8, notes which code
-// points occur and counts the characters; the vocabulary follows from the notes, sorted by
-// construction; pass 2 decodes again, straight into token ids. id_of, one int per code point
-// (4.4 MiB, of which only the pages of the characters seen are ever written), gives the id of
-// a code point in one look-up. Peak: the text and the ids; after: the ids.
+// at once (that took 9 bytes per byte of the file): pass 1 checks the UTF-8, marks which code
+// points occur in a bitmap (136 KiB) and counts the characters; the vocabulary is read off the
+// bitmap, sorted by construction; pass 2 decodes again, straight into token ids. id_of, one
+// int per code point up to the vocabulary's largest (512 bytes for ASCII, 4.4 MiB at most),
+// gives the id of a code point in one look-up. Peak: the text and the ids; after: the ids.
+
+enum { SEEN_WORDS = (UTF8_MAX_CP + 1) / 32 };
 
 /* One load in progress. */
 typedef struct {
@@ -305,7 +307,9 @@ typedef struct {
     const corpus_opts *o;
     char *text;        /* the whole file [len] */
     size_t len;
-    int *id_of;        /* [UTF8_MAX_CP + 1] code point -> token id + 1; 0: none (pass 1: 1 = seen) */
+    uint32_t *seen;    /* [SEEN_WORDS] without a given vocabulary: a bit per code point seen */
+    int *id_of;        /* [n_id] code point -> token id + 1; 0: not in the vocabulary */
+    uint32_t n_id;     /* the vocabulary's largest code point + 1 */
     bool stopped;      /* o->stop said so: the load ends, nothing kept */
 } loader;
 
@@ -402,10 +406,10 @@ void corpus_free(corpus *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Pass 1: the text is UTF-8 (else its first bad byte is the error); *n: its characters. With
- * mark, each code point is noted in id_of; without, each must have an id there already (the
- * given vocabulary), else the first that has none is the error. */
-static ag_status scan(loader *L, bool mark, size_t *n, ag_error *err)
+/* Pass 1: the text is UTF-8 (else its first bad byte is the error); *n: its characters. Each
+ * code point is marked in L->seen; or, with a given vocabulary, must have an id in L->id_of
+ * (else the first that has none is the error). */
+static ag_status scan(loader *L, size_t *n, ag_error *err)
 {
     const unsigned char *u = (const unsigned char *)L->text;
     size_t k = 0, next = 0;
@@ -415,8 +419,8 @@ static ag_status scan(loader *L, bool mark, size_t *n, ag_error *err)
         const char *why;
         int step = utf8_next(u + i, L->len - i, &cp, &why);
         if (!step) return utf8_fail(L->path, i, why, err);
-        if (mark) L->id_of[cp] = 1;
-        else if (!L->id_of[cp]) return not_in_vocab(L->path, cp, k, i, err);
+        if (L->seen) L->seen[cp >> 5] |= 1u << (cp & 31);
+        else if (cp >= L->n_id || !L->id_of[cp]) return not_in_vocab(L->path, cp, k, i, err);
         i += (size_t)step;
     }
     *n = k;
@@ -436,40 +440,42 @@ static void fill_ids(loader *L, int *ids)
     }
 }
 
-/* The vocabulary of the code points pass 1 noted in id_of (counted up from 0, so sorted), and
- * their ids into id_of. */
-static ag_status vocab_of_marks(int *id_of, vocab *v)
+/* The code points marked in seen, in increasing order. */
+static ag_status vocab_of_seen(const uint32_t *seen, vocab *v)
 {
     int V = 0;
-    for (uint32_t cp = 0; cp <= UTF8_MAX_CP; cp++) V += id_of[cp] != 0;
+    for (size_t w = 0; w < SEEN_WORDS; w++)
+        for (uint32_t x = seen[w]; x; x &= x - 1) V++;
     if (!(v->cp = malloc((size_t)V * sizeof *v->cp))) return AG_ERR_NOMEM;
     for (uint32_t cp = 0; cp <= UTF8_MAX_CP; cp++)
-        if (id_of[cp]) {
-            v->cp[v->V] = cp;
-            id_of[cp] = ++v->V;
-        }
+        if (seen[cp >> 5] >> (cp & 31) & 1) v->cp[v->V++] = cp;
     return AG_OK;
 }
 
-/* The given vocabulary's ids into id_of. */
-static void ids_of_vocab(int *id_of, const vocab *v)
+/* L->id_of from a vocabulary; false when out of memory. */
+static bool index_vocab(loader *L, const vocab *v)
 {
+    L->n_id = 1;   /* never an empty table */
     for (int k = 0; k < v->V; k++)
-        if (v->cp[k] <= UTF8_MAX_CP) id_of[v->cp[k]] = k + 1;
+        if (v->cp[k] <= UTF8_MAX_CP && v->cp[k] >= L->n_id) L->n_id = v->cp[k] + 1;
+    if (!(L->id_of = calloc(L->n_id, sizeof *L->id_of))) return false;
+    for (int k = 0; k < v->V; k++)
+        if (v->cp[k] < L->n_id) L->id_of[v->cp[k]] = k + 1;
+    return true;
 }
 
-/* L->text into c: the vocabulary (the given one, or the text's own), then the ids; the text is
- * freed as soon as they exist. */
+/* L->text into c: pass 1, the vocabulary (the given one, or the text's own) and its id_of,
+ * pass 2; the text is freed as soon as the ids exist. */
 static ag_status decode(loader *L, corpus *c, ag_error *err)
 {
     const vocab *given = L->o->vocab;
     size_t n = 0;
-    if (!(L->id_of = calloc(UTF8_MAX_CP + 1, sizeof *L->id_of)))
-        return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", L->path);
-    if (given) ids_of_vocab(L->id_of, given);
-    ag_status st = scan(L, !given, &n, err);
+    bool ok = given ? index_vocab(L, given) : (L->seen = calloc(SEEN_WORDS, sizeof *L->seen)) != NULL;
+    if (!ok) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", L->path);
+    ag_status st = scan(L, &n, err);
     if (st || L->stopped) return st;
-    st = given ? vocab_copy(&c->vocab, given) : vocab_of_marks(L->id_of, &c->vocab);
+    st = given ? vocab_copy(&c->vocab, given) : vocab_of_seen(L->seen, &c->vocab);
+    if (st == AG_OK && !given && !index_vocab(L, &c->vocab)) st = AG_ERR_NOMEM;
     if (st == AG_OK && !(c->path = strdup(L->path))) st = AG_ERR_NOMEM;
     if (st == AG_OK && !(c->ids = malloc(n * sizeof *c->ids))) st = AG_ERR_NOMEM;
     if (st) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", L->path);
@@ -490,6 +496,7 @@ ag_status corpus_load_with(const char *path, const corpus_opts *opts, corpus *c,
     ag_status st = read_text(&L, err);
     if (st == AG_OK && !L.stopped) st = decode(&L, c, err);
     free(L.text);
+    free(L.seen);
     free(L.id_of);
     if (st || L.stopped) corpus_free(c);
     return st;

@@ -118,8 +118,8 @@ typedef struct {
  * a directory, not a regular file, is empty, larger than 2 GiB (ids are int-indexed), invalid
  * UTF-8 at a byte offset.
  * MEMORY: while loading, the file's bytes and 4 bytes per character (at most 5x the file, for
- * ASCII), plus a 4.4 MiB table of which only the pages of the characters seen are written;
- * after it, the 4 bytes per character (at most 4x the file). */
+ * ASCII), plus 4.6 MiB at most for two tables over the code points; after it, the 4 bytes per
+ * character (at most 4x the file). */
 ag_status corpus_load(const char *path, corpus *c, ag_error *err);
 
 /* The same, but the token ids come from an existing vocabulary (a checkpoint's), which is

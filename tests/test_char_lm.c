@@ -469,7 +469,7 @@ START_TEST(test_checkpoint_roundtrip)
     ck_assert_int_eq(lm_ckpt_resolve(dir, live, sizeof live, NULL), AG_OK);
     ck_assert_ptr_nonnull(strstr(live, "/ckpt-00000007"));
     snprintf(live + strlen(live), sizeof live - strlen(live), "/model.safetensors");
-    ck_assert_int_eq(ag_st_save(live, &one, 1, meta, 1, NULL), AG_OK);
+    ck_assert_int_eq(ag_st_save(live, &one, 1, meta, 1, NULL, NULL), AG_OK);
     ck_assert_int_ne(lm_model_load(dir, &m, fresh_cause()), AG_OK);
     ck_assert_ptr_nonnull(strstr(cause.msg, "model.safetensors"));
     ag_gpt_free(g);

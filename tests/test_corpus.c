@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "alloc_count.h"
 #include "corpus.h"
 #include "proc.h"
 
@@ -267,6 +268,117 @@ START_TEST(tiny_shakespeare_has_65)
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
+// big files: the memory a load takes, and a load that is told to stop
+
+/* About n bytes of lines that are mostly ASCII, each with a 2-, a 3- and a 4-byte character
+ * that change from line to line (a vocabulary of a few hundred). */
+static char *mixed_text(size_t n, size_t *len)
+{
+    char *t = malloc(n + 64);
+    ck_assert_ptr_nonnull(t);
+    size_t k = 0;
+    for (uint32_t i = 0; k < n; i++) {
+        k += (size_t)sprintf(t + k, "Line %u, to be or not to be: ", (unsigned)(i % 1000));
+        const uint32_t cps[3] = {0x400 + i % 64, 0x4E00 + i % 500, 0x1F600 + i % 50};
+        for (int j = 0; j < 3; j++) k += (size_t)utf8_put(cps[j], t + k);
+        t[k++] = '\n';
+    }
+    *len = k;
+    return t;
+}
+
+/* The characters of c's ids are the bytes of text[0 .. len). */
+static void assert_ids_spell(const corpus *c, const char *text, size_t len)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        char ch[5];
+        int w = vocab_utf8(&c->vocab, c->ids[i], ch);
+        ck_assert_msg(w > 0 && at + (size_t)w <= len && memcmp(text + at, ch, (size_t)w) == 0, "id %zu", i);
+        at += (size_t)w;
+    }
+    ck_assert_uint_eq(at, len);
+}
+
+/* The heap corpus_load (and corpus_load_vocab) take for a 4 MiB file: while loading the text
+ * and the ids (at most 5 bytes per byte of the file), and the code point tables; afterwards the
+ * ids alone. Decoding every code point first, as the loader once did, took 9 bytes per byte. */
+START_TEST(load_memory)
+{
+    size_t len;
+    char *text = mixed_text(4 << 20, &len);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", file_with("big.txt", text, len));
+    /* code point -> id (an int each) and the bitmap of the code points seen */
+    const long long table = (UTF8_MAX_CP + 1) * (long long)sizeof(int) + (UTF8_MAX_CP + 1) / 8, slack = 64 << 10;
+    corpus c, d;
+    long long peak, held;
+    for (int with_vocab = 0; with_vocab < 2; with_vocab++) {
+        alloc_count_start();
+        ag_status st = with_vocab ? corpus_load_vocab(p, &c.vocab, &d, fresh_cause()) : corpus_load(p, &c, fresh_cause());
+        held = alloc_count_stop(&peak);
+        ck_assert_msg(st == AG_OK, "%s", cause.msg);
+        const corpus *got = with_vocab ? &d : &c;
+        long long ids = (long long)(got->n * sizeof *got->ids);
+        ck_assert_msg(peak <= (long long)len + ids + table + slack && peak <= 5 * (long long)len + table + slack,
+                      "%s: peak %lld bytes for a file of %zu bytes, %zu characters", with_vocab ? "with a vocabulary" :
+                      "own vocabulary", peak, len, got->n);
+        ck_assert_msg(held <= ids + slack, "%lld bytes held after the load, the ids are %lld", held, ids);
+        assert_ids_spell(got, text, len);
+    }
+    ck_assert_int_eq(d.vocab.V, c.vocab.V);
+    ck_assert_int_eq(c.vocab.V, 4 + 10 + 8 + 64 + 500 + 50);   /* "\n ,:", digits, "Lineobrt", 3 ranges */
+    corpus_free(&c);
+    corpus_free(&d);
+    free(text);
+}
+END_TEST
+
+typedef struct {
+    int asked;      /* times the callback was asked */
+    int stop_at;    /* the ask that says stop (0: none) */
+} stopper;
+
+static bool stop_at_ask(void *user)
+{
+    stopper *s = user;
+    return ++s->asked == s->stop_at;
+}
+
+/* corpus_opts.stop is asked every MiB of each of the three passes over a 3 MiB file (the read,
+ * the check, the ids); a stop at any ask ends the load with AG_OK and nothing kept. */
+START_TEST(load_stops)
+{
+    size_t len;
+    char *text = mixed_text(3 << 20, &len);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", file_with("big.txt", text, len));
+    free(text);
+    corpus c;
+    stopper never = {0};
+    ck_assert_int_eq(corpus_load_with(p, &(corpus_opts){.stop = stop_at_ask, .user = &never}, &c, fresh_cause()), AG_OK);
+    ck_assert_uint_gt(c.n, 0);
+    ck_assert_msg(never.asked >= 3 * (int)(len >> 20), "asked %d times in a load of %zu bytes", never.asked, len);
+    vocab v;
+    ck_assert_int_eq(vocab_copy(&v, &c.vocab), AG_OK);
+    corpus_free(&c);
+    for (int with_vocab = 0; with_vocab < 2; with_vocab++)
+        for (int k = 1; k <= never.asked; k++) {
+            stopper s = {.stop_at = k};
+            corpus_opts o = {.vocab = with_vocab ? &v : NULL, .stop = stop_at_ask, .user = &s};
+            long long peak;
+            alloc_count_start();
+            ck_assert_int_eq(corpus_load_with(p, &o, &c, fresh_cause()), AG_OK);
+            long long held = alloc_count_stop(&peak);
+            ck_assert_msg(c.n == 0 && !c.ids && !c.vocab.cp && !c.path && held <= 0,
+                          "stopped at ask %d of %d: %zu ids, %lld bytes kept", k, never.asked, c.n, held);
+            ck_assert_int_eq(s.asked, k);
+        }
+    vocab_free(&v);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
 // vocabulary: prompts and JSON
 
 START_TEST(encode_prompt)
@@ -408,6 +520,8 @@ Suite *corpus_suite(void)
     tcase_add_test(tc, load_with_vocab);
     tcase_add_test(tc, tiny_shakespeare_has_65);
     tcase_add_test(tc, split_90_10);
+    tcase_add_test(tc, load_memory);
+    tcase_add_test(tc, load_stops);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("vocab");

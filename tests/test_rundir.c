@@ -15,11 +15,14 @@
  *   lock     while `train` runs, a second train, --resume or --overwrite on its directory is
  *            refused at once (exit 2, naming the pid), and sample and eval read it throughout.
  *   signals  SIGINT during a long evaluation and during `sample` is answered at once (130),
- *            SIGHUP too (129); a stop signal during the setup writes nothing.
+ *            SIGHUP too (129); a stop signal during the setup writes nothing, and one while
+ *            the text is still loading ends the load at once.
  *   links    symbolic links planted in a run directory (loss.png, loss.gp, metrics.csv, an
  *            attention map's .dat and .gp) are replaced, their targets never written. */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -538,6 +541,7 @@ START_TEST(test_signal_during_setup)
     ag_error e = {0};
     ck_assert_int_eq(lm_train(&o, &r, &e), AG_OK);
     ck_assert(r.interrupted);
+    ck_assert_int_eq(r.stop_signal, SIGTERM);   /* char_lm exits 128 + it */
     struct stat sb;
     ck_assert_msg(stat(out, &sb) != 0, "a run stopped during its setup made %s", out);
 
@@ -555,6 +559,84 @@ START_TEST(test_signal_during_setup)
     ck_assert_msg(diff == NULL, "%s", diff);
     proc_snapshot_free(&before);
     proc_snapshot_free(&after);
+}
+END_TEST
+
+/* The write end of the FIFO path, once char_lm (pid) has opened it to read; -1 if it ended
+ * first. */
+static int open_fifo_writer(const char *path, pid_t pid)
+{
+    for (int waited = 0; waited < 60000; waited += 2) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK);   /* ENXIO while there is no reader */
+        if (fd >= 0) {
+            fcntl(fd, F_SETFL, 0);                     /* then blocking writes */
+            return fd;
+        }
+        if (!proc_running(pid)) return -1;
+        struct timespec d = {0, 2000000};
+        nanosleep(&d, NULL);
+    }
+    return -1;
+}
+
+/* Writes up to `upto` bytes of text [n] (over and over) into fd while pid runs; returns the
+ * bytes written. A non-blocking fd with a full pipe waits for the reader. */
+static size_t feed(int fd, const char *text, size_t n, size_t upto, pid_t pid)
+{
+    size_t sent = 0;
+    while (sent < upto && proc_running(pid)) {
+        size_t at = sent % n, len = n - at < upto - sent ? n - at : upto - sent;
+        ssize_t w = write(fd, text + at, len);
+        if (w > 0) {
+            sent += (size_t)w;
+        } else if (errno == EAGAIN) {
+            struct timespec d = {0, 1000000};
+            nanosleep(&d, NULL);
+        } else {
+            break;   /* EPIPE: the reader closed it */
+        }
+    }
+    return sent;
+}
+
+static const int load_sigs[] = {SIGINT, SIGTERM};
+
+/* A stop signal while the text is still being loaded (--data a FIFO whose writer goes on and
+ * on, as a slow pipe would) is answered within a MiB, as one during the rest of the setup:
+ * exit 130 or 143, "interrupted before training started; nothing written", nothing written. */
+START_TEST(test_signal_during_load)
+{
+    int sig = load_sigs[_i];
+    const char *dir = fresh_dir("load_sig");
+    char fifo[PATH_MAX], io[PATH_MAX];
+    snprintf(fifo, sizeof fifo, "%s", proc_path(dir, "endless.txt"));
+    snprintf(io, sizeof io, "%s/train", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    pid_t pid = proc_start(dir, A("train", "--data", "endless.txt", "--out", "run", RUN_FLAGS), io, &o);
+    int fd = open_fifo_writer(fifo, pid);
+    size_t n;
+    char *text = proc_make_corpus(3 << 20, &n);
+    void (*was)(int) = signal(SIGPIPE, SIG_IGN);   /* the reader gone: EPIPE, not our death */
+    bool reading = fd >= 0 && feed(fd, text, n, n, pid) == n;   /* most of it read by now */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kill(pid, sig);
+    if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0) feed(fd, text, n, (size_t)64 << 20, pid);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    double took = seconds_since(&t0);
+    if (fd >= 0) close(fd);
+    signal(SIGPIPE, was);
+    free(text);
+    ck_assert_msg(reading, "char_lm did not read the FIFO: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during the load: %s, expected exit %d\n%s", sig,
+                  proc_status_str(&r), 128 + sig, r.err);
+    ck_assert_msg(took < 10, "signal %d answered after %.1f s", sig, took);
+    ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
+    ck_assert_msg(strstr(r.out, "interrupted before training started; nothing written"), "stdout:\n%s", r.out);
+    proc_result_free(&r);
+    ck_assert(!exists(dir, "run"));
 }
 END_TEST
 
@@ -633,9 +715,11 @@ Suite *rundir_suite(void)
 #ifndef AG_DOUBLE
     tcase_add_test(tc, test_signal_during_evaluation);
     tcase_add_loop_test(tc, test_signal_during_sample, 0, 3);
+    tcase_add_loop_test(tc, test_signal_during_load, 0, 2);
 #else
     (void)test_signal_during_evaluation;
     (void)test_signal_during_sample;
+    (void)test_signal_during_load;
 #endif
     tcase_add_test(tc, test_signal_during_setup);
     suite_add_tcase(s, tc);

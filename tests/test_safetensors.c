@@ -146,7 +146,7 @@ START_TEST(roundtrip_exact)
 {
     make_three();
     const char *p = in_dir("model.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, NULL, fresh()), AG_OK);
     ag_st_file *f = ag_st_load(p, fresh());
     ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 3);
@@ -174,7 +174,7 @@ START_TEST(layout_on_disk)
     /* data aligned to 8, offsets contiguous in the given order, F32 little-endian */
     make_three();
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, NULL, fresh()), AG_OK);
     size_t n;
     unsigned char *b = slurp(p, &n);
     unsigned long long N = 0;
@@ -206,7 +206,7 @@ START_TEST(metadata_roundtrip)
         { "empty", "" },
     };
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 1, meta, 5, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 1, meta, 5, NULL, fresh()), AG_OK);
     ag_st_file *f = ag_st_load(p, fresh());
     ck_assert_msg(f != NULL, "%s", err.msg);
     for (int i = 0; i < 5; i++) ck_assert_str_eq(ag_st_meta_get(f, meta[i].key), meta[i].value);
@@ -215,12 +215,49 @@ START_TEST(metadata_roundtrip)
     ag_st_free(f);
 
     /* metadata only, no tensors */
-    ck_assert_int_eq(ag_st_save(p, NULL, 0, meta, 1, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, NULL, 0, meta, 1, NULL, fresh()), AG_OK);
     f = ag_st_load(p, fresh());
     ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 0);
     ck_assert_str_eq(ag_st_meta_get(f, "format"), "char_lm-1");
     ag_st_free(f);
+}
+END_TEST
+
+/* What a save's step hook saw: the steps in order, each with its path. */
+typedef struct {
+    const char *path;  /* the file saved */
+    char steps[256];   /* "create,write,fsync,rename,fsync dir," */
+    int tmp_named, path_named, dir_named;
+} hook_log;
+
+static void log_step(const char *step, const char *path, void *user)
+{
+    hook_log *h = user;
+    strcat(h->steps, step);
+    strcat(h->steps, ",");
+    h->tmp_named += strstr(path, ".tmp.") != NULL;
+    h->path_named += strcmp(path, h->path) == 0;
+    h->dir_named += strcmp(path, dir) == 0;
+}
+
+/* The hook is an argument of the one save (no state in the library): called before each step
+ * that changes the disk, with its user pointer; a save without it calls nothing. */
+START_TEST(save_step_hook)
+{
+    make_three();
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", in_dir("h.safetensors"));
+    hook_log h = {.path = p};
+    const ag_st_save_opts o = {.step_hook = log_step, .user = &h};
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, &o, fresh()), AG_OK);
+    ck_assert_str_eq(h.steps, "create,write,fsync,rename,fsync dir,");
+    ck_assert_int_eq(h.tmp_named, 3);
+    ck_assert_int_eq(h.path_named, 1);
+    ck_assert_int_eq(h.dir_named, 1);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, NULL, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, &(ag_st_save_opts){0}, fresh()), AG_OK);
+    ck_assert_str_eq(h.steps, "create,write,fsync,rename,fsync dir,");
 }
 END_TEST
 
@@ -261,7 +298,7 @@ START_TEST(read_shape_mismatch_and_missing)
 {
     make_three();
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, NULL, fresh()), AG_OK);
     ag_st_file *f = ag_st_load(p, fresh());
     ck_assert_msg(f != NULL, "%s", err.msg);
     ag_real got[6];
@@ -283,7 +320,7 @@ START_TEST(truncated_at_every_length)
     make_three();
     const ag_st_meta meta[] = { { "format", "char_lm-1" } };
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, NULL, fresh()), AG_OK);
     size_t n;
     unsigned char *b = slurp(p, &n);
     const char *q = in_dir("cut.safetensors");
@@ -407,22 +444,22 @@ START_TEST(save_bad_arguments)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ag_st_tensor two[2] = { three[0], bad[i] };
-        ck_assert_int_eq(ag_st_save(p, two, 2, NULL, 0, fresh()), AG_ERR_ARG);
+        ck_assert_int_eq(ag_st_save(p, two, 2, NULL, 0, NULL, fresh()), AG_ERR_ARG);
         ck_assert_msg(strstr(err.msg, p) == err.msg, "case %zu: %s", i, err.msg);
         ck_assert_int_eq(access(p, F_OK), -1);   /* nothing created */
         ck_assert_int_eq(tmp_files(), 0);
     }
     ag_st_tensor dup[2] = { three[0], three[0] };
-    ck_assert_int_eq(ag_st_save(p, dup, 2, NULL, 0, fresh()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(p, dup, 2, NULL, 0, NULL, fresh()), AG_ERR_ARG);
     ck_assert_ptr_nonnull(strstr(err.msg, "'w' appears twice"));
     const ag_st_meta m2[] = { { "k", "a" }, { "k", "b" } };
-    ck_assert_int_eq(ag_st_save(p, three, 1, m2, 2, fresh()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(p, three, 1, m2, 2, NULL, fresh()), AG_ERR_ARG);
     ck_assert_ptr_nonnull(strstr(err.msg, "'k' appears twice"));
     const ag_st_meta m1[] = { { "k", NULL } };
-    ck_assert_int_eq(ag_st_save(p, three, 1, m1, 1, fresh()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(p, three, 1, m1, 1, NULL, fresh()), AG_ERR_ARG);
     const ag_st_meta bad_utf8[] = { { "k", "\xC0\xAF" } };
-    ck_assert_int_eq(ag_st_save(p, three, 1, bad_utf8, 1, fresh()), AG_ERR_ARG);
-    ck_assert_int_eq(ag_st_save(NULL, three, 1, NULL, 0, fresh()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(p, three, 1, bad_utf8, 1, NULL, fresh()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_st_save(NULL, three, 1, NULL, 0, NULL, fresh()), AG_ERR_ARG);
     ck_assert_int_eq(access(p, F_OK), -1);
     ck_assert_int_eq(tmp_files(), 0);
 }
@@ -432,7 +469,7 @@ START_TEST(save_missing_directory)
 {
     make_three();
     const char *p = in_dir("no/such/dir/m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_ERR_IO);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, NULL, fresh()), AG_ERR_IO);
     ck_assert_msg(strstr(err.msg, p) == err.msg && strstr(err.msg, "No such file"), "%s", err.msg);
     ck_assert_int_eq(access(in_dir("no"), F_OK), -1);
     ck_assert_int_eq(tmp_files(), 0);
@@ -445,13 +482,13 @@ START_TEST(failed_save_keeps_old_file)
     make_three();
     const char *p = in_dir("m.safetensors");
     const ag_st_meta meta[] = { { "format", "A" } };
-    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, meta, 1, NULL, fresh()), AG_OK);
     size_t n0;
     unsigned char *before = slurp(p, &n0);
     ag_real zeros[6] = { 0 };
     ag_st_tensor b[2] = { { "w", 2, { 2, 3 }, zeros }, { "bad", 1, { 5 }, NULL } };
     const ag_st_meta mb[] = { { "format", "B" } };
-    ck_assert_int_ne(ag_st_save(p, b, 2, mb, 1, fresh()), AG_OK);
+    ck_assert_int_ne(ag_st_save(p, b, 2, mb, 1, NULL, fresh()), AG_OK);
     size_t n1;
     unsigned char *after = slurp(p, &n1);
     ck_assert_uint_eq(n0, n1);
@@ -476,7 +513,7 @@ START_TEST(write_failure_midway_is_atomic)
 {
     make_three();
     const char *p = in_dir("m.safetensors");
-    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, three, 3, NULL, 0, NULL, fresh()), AG_OK);
     size_t n0;
     unsigned char *before = slurp(p, &n0);
     enum { BIG = 1 << 20 };
@@ -491,7 +528,7 @@ START_TEST(write_failure_midway_is_atomic)
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(2);
         ag_st_tensor t[1] = { { "big", 1, { BIG }, big } };
         ag_error e = { 0 };
-        ag_status st = ag_st_save(p, t, 1, NULL, 0, &e);
+        ag_status st = ag_st_save(p, t, 1, NULL, 0, NULL, &e);
         _exit(st == AG_ERR_IO && e.status == AG_ERR_IO && strstr(e.msg, "write failed") ? 0 : 1);
     }
     int status;
@@ -505,7 +542,7 @@ START_TEST(write_failure_midway_is_atomic)
     ck_assert_int_eq(tmp_files(), 0);
     /* and without the limit the same save works and replaces the file */
     ag_st_tensor t[1] = { { "big", 1, { BIG }, big } };
-    ck_assert_int_eq(ag_st_save(p, t, 1, NULL, 0, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(p, t, 1, NULL, 0, NULL, fresh()), AG_OK);
     ag_st_file *f = ag_st_load(p, fresh());
     ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_str_eq(ag_st_name(f, 0), "big");
@@ -565,7 +602,7 @@ static void write_model_like(const char *path, const char *skip)
         { "config", "{\"vocab_size\":5,\"n_layer\":2,\"n_head\":2,\"n_embd\":8,\"block_size\":4,\"lr\":0.001}" },
         { "vocab", "[10,32,97,98,24202]" },
     };
-    ck_assert_int_eq(ag_st_save(path, t, n, meta, 3, fresh()), AG_OK);
+    ck_assert_int_eq(ag_st_save(path, t, n, meta, 3, NULL, fresh()), AG_OK);
 }
 
 static int run_checker(const char *path)
@@ -601,6 +638,7 @@ Suite *safetensors_suite(void)
     tcase_add_test(tc, layout_on_disk);
     tcase_add_test(tc, metadata_roundtrip);
     tcase_add_test(tc, reads_reference_layout);
+    tcase_add_test(tc, save_step_hook);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("read_errors");

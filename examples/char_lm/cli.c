@@ -41,6 +41,11 @@ static const char usage_train[] =
     "--resume then continues the run. A config whose step needs more memory than the machine\n"
     "has is refused before anything is allocated.\n"
     "\n"
+    "Limits: FILE is at most 2 GiB; loading it takes its size plus 4 bytes per character (at\n"
+    "most 5x the file), training keeps the 4 bytes per character (at most 4x). A checkpoint\n"
+    "file is at most 4 GiB (header 100 MB): with Adam's two moments in train_state.safetensors\n"
+    "(8 bytes per parameter) a model checkpoints up to about 2^29 (537 million) parameters.\n"
+    "\n"
     "  --data FILE            training text (UTF-8); the vocabulary is its set of characters\n"
     "  --out DIR              checkpoint directory (created if missing)\n"
     "  --config NAME          tiny, baby (default) or small; the flags below override it\n"
@@ -118,6 +123,7 @@ static const char usage_eval[] =
     "\n"
     "  --ckpt DIR             checkpoint directory\n"
     "  --data FILE            UTF-8 text; every character must be in the checkpoint's vocabulary\n"
+    "                         (at most 2 GiB; loading it takes at most 5x its size in memory)\n"
     "  --trace-shapes         print one forward pass over the first windows op by op first\n"
     "  --trace-only           print the trace and stop\n";
 

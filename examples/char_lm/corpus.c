@@ -17,6 +17,7 @@
 #include "corpus.h"
 
 #define CORPUS_MAX_BYTES ((size_t)INT_MAX)   /* token positions must fit an int */
+#define CORPUS_STOP_EVERY ((size_t)1 << 20)  /* bytes read or decoded between two asks of opts.stop */
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -187,6 +188,15 @@ static void describe_cp(char *buf, size_t n, uint32_t cp)
     else snprintf(buf, n, "'%s' (U+%04X)", u, (unsigned)cp);
 }
 
+/* "<what>: character 'é' (U+00E9) at position k (byte i) is not in the vocabulary" */
+static ag_status not_in_vocab(const char *what, uint32_t cp, size_t k, size_t i, ag_error *err)
+{
+    char d[32];
+    describe_cp(d, sizeof d, cp);
+    return ag_seterr(err, AG_ERR_ARG, "%s: character %s at position %zu (byte %zu) is not in the vocabulary", what, d,
+                     k, i);
+}
+
 ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_t len, int **ids,
                        size_t *n, ag_error *err)
 {
@@ -207,11 +217,8 @@ ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_
         }
         int id = vocab_id(v, cp);
         if (id < 0) {
-            char d[32];
-            describe_cp(d, sizeof d, cp);
             free(out);
-            return ag_seterr(err, AG_ERR_ARG, "%s: character %s at position %zu (byte %zu) is not in the "
-                             "vocabulary", what, d, k, i);
+            return not_in_vocab(what, cp, k, i, err);
         }
         out[k] = id;
         i += (size_t)step;
@@ -284,6 +291,43 @@ out:
 
 // ---------------------------------------------------------------------------------------------
 // corpus
+//
+// A load is two passes over the text, so that its characters never exist as code points all
+// at once (that took 9 bytes per byte of the file): pass 1 checks the UTF-8, marks which code
+// points occur in a bitmap (136 KiB) and counts the characters; the vocabulary is read off the
+// bitmap, sorted by construction; pass 2 decodes again, straight into token ids. id_of, one
+// int per code point up to the vocabulary's largest (512 bytes for ASCII, 4.4 MiB at most),
+// gives the id of a code point in one look-up. Peak: the text and the ids; after: the ids.
+
+enum { SEEN_WORDS = (UTF8_MAX_CP + 1) / 32 };
+
+/* One load in progress. */
+typedef struct {
+    const char *path;
+    const corpus_opts *o;
+    char *text;        /* the whole file [len] */
+    size_t len;
+    uint32_t *seen;    /* [SEEN_WORDS] without a given vocabulary: a bit per code point seen */
+    int *id_of;        /* [n_id] code point -> token id + 1; 0: not in the vocabulary */
+    uint32_t n_id;     /* the vocabulary's largest code point + 1 */
+    bool stopped;      /* o->stop said so: the load ends, nothing kept */
+} loader;
+
+/* Asks o->stop; true (L->stopped): the load ends now. */
+static bool stop_asked(loader *L)
+{
+    L->stopped = L->o->stop && L->o->stop(L->o->user);
+    return L->stopped;
+}
+
+/* stop_asked, once i (the bytes read or decoded so far) has reached *next; then every
+ * CORPUS_STOP_EVERY bytes. */
+static bool stopping(loader *L, size_t i, size_t *next)
+{
+    if (i < *next) return false;
+    *next = i + CORPUS_STOP_EVERY;
+    return stop_asked(L);
+}
 
 /* Opens path to read it as text: not a directory, and (a regular file) at most
  * CORPUS_MAX_BYTES. *cap: the buffer that holds all of a regular file at once, or a first
@@ -309,15 +353,21 @@ static ag_status open_text(const char *path, FILE **fp, size_t *cap, ag_error *e
     return AG_OK;
 }
 
-/* Reads fp to its end (or until it holds more than CORPUS_MAX_BYTES) into a malloc'd buffer of
- * cap bytes, doubled while it fills up; *n: the bytes read. NULL when out of memory. */
-static char *read_all(FILE *fp, size_t cap, size_t *n)
+/* Reads fp to its end (or until it holds more than CORPUS_MAX_BYTES), CORPUS_STOP_EVERY bytes
+ * at a time, into a malloc'd buffer of cap bytes, doubled while it fills up; *n: the bytes
+ * read. NULL when out of memory. */
+static char *read_all(loader *L, FILE *fp, size_t cap, size_t *n)
 {
     char *b = malloc(cap);
+    size_t next = 0;
     *n = 0;
-    while (b) {
-        *n += fread(b + *n, 1, cap - *n, fp);
-        if (*n < cap || cap > CORPUS_MAX_BYTES) break;   /* EOF or a read error; or too big */
+    while (b && !stopping(L, *n, &next)) {
+        size_t want = cap - *n < CORPUS_STOP_EVERY ? cap - *n : CORPUS_STOP_EVERY;
+        size_t got = fread(b + *n, 1, want, fp);
+        *n += got;
+        if (got < want) break;                            /* EOF or a read error */
+        if (*n < cap) continue;
+        if (cap > CORPUS_MAX_BYTES) break;                /* too big */
         char *nb = realloc(b, cap * 2);
         if (!nb) free(b);
         b = nb;
@@ -326,29 +376,25 @@ static char *read_all(FILE *fp, size_t cap, size_t *n)
     return b;
 }
 
-/* Reads a whole file into *buf (malloc'd, [*len], len >= 1). */
-static ag_status read_text(const char *path, char **buf, size_t *len, ag_error *err)
+/* Reads the whole file into L->text [L->len >= 1], unless the load stops. */
+static ag_status read_text(loader *L, ag_error *err)
 {
-    *buf = NULL;
-    *len = 0;
+    const char *path = L->path;
     FILE *fp;
     size_t cap = 0, n = 0;
     ag_status s = open_text(path, &fp, &cap, err);
     if (s) return s;
-    char *b = read_all(fp, cap, &n);
+    char *b = read_all(L, fp, cap, &n);
     int rerr = ferror(fp) ? errno : 0;
     fclose(fp);
-    if (!b) s = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading the file", path);
+    if (b && (L->stopped || stop_asked(L))) s = AG_OK;   /* a read a signal cut short too */
+    else if (!b) s = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading the file", path);
     else if (rerr) s = ag_seterr(err, AG_ERR_IO, "%s: read failed: %s", path, strerror(rerr));
     else if (n > CORPUS_MAX_BYTES) s = ag_seterr(err, AG_ERR_IO, "%s: more than the 2 GiB char_lm accepts", path);
     else if (n == 0) s = ag_seterr(err, AG_ERR_FORMAT, "%s: file is empty", path);
-    if (s) {
-        free(b);
-        return s;
-    }
-    *buf = b;
-    *len = n;
-    return AG_OK;
+    L->text = b;
+    L->len = n;
+    return s;
 }
 
 void corpus_free(corpus *c)
@@ -360,79 +406,105 @@ void corpus_free(corpus *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The sorted distinct code points of cps[0 .. n), n >= 1. */
-static ag_status build_vocab(vocab *v, const uint32_t *cps, size_t n)
+/* Pass 1: the text is UTF-8 (else its first bad byte is the error); *n: its characters. Each
+ * code point is marked in L->seen; or, with a given vocabulary, must have an id in L->id_of
+ * (else the first that has none is the error). */
+static ag_status scan(loader *L, size_t *n, ag_error *err)
 {
-    enum { WORDS = (UTF8_MAX_CP + 1) / 32 };
-    uint32_t *seen = calloc(WORDS, sizeof *seen);   /* one bit per code point: 136 KiB */
-    if (!seen) return AG_ERR_NOMEM;
-    for (size_t i = 0; i < n; i++) seen[cps[i] >> 5] |= 1u << (cps[i] & 31);
-    int V = 0;
-    for (size_t w = 0; w < WORDS; w++)
-        for (uint32_t x = seen[w]; x; x &= x - 1) V++;
-    v->cp = malloc((size_t)V * sizeof *v->cp);
-    if (!v->cp) {
-        free(seen);
-        return AG_ERR_NOMEM;
+    const unsigned char *u = (const unsigned char *)L->text;
+    size_t k = 0, next = 0;
+    for (size_t i = 0; i < L->len; k++) {
+        if (stopping(L, i, &next)) return AG_OK;
+        uint32_t cp;
+        const char *why;
+        int step = utf8_next(u + i, L->len - i, &cp, &why);
+        if (!step) return utf8_fail(L->path, i, why, err);
+        if (L->seen) L->seen[cp >> 5] |= 1u << (cp & 31);
+        else if (cp >= L->n_id || !L->id_of[cp]) return not_in_vocab(L->path, cp, k, i, err);
+        i += (size_t)step;
     }
-    v->V = V;
-    int k = 0;
-    for (uint32_t cp = 0; cp <= UTF8_MAX_CP; cp++)
-        if (seen[cp >> 5] >> (cp & 31) & 1) v->cp[k++] = cp;
-    free(seen);
+    *n = k;
     return AG_OK;
 }
 
-/* corpus_load and corpus_load_vocab: given == NULL builds the file's own vocabulary. */
-static ag_status load(const char *path, const vocab *given, corpus *c, ag_error *err)
+/* Pass 2: the token ids of the text (UTF-8 whose every character has an id: pass 1 saw to it). */
+static void fill_ids(loader *L, int *ids)
 {
+    const unsigned char *u = (const unsigned char *)L->text;
+    size_t k = 0, next = 0;
+    for (size_t i = 0; i < L->len; k++) {
+        if (stopping(L, i, &next)) return;
+        uint32_t cp = 0;   /* always set: pass 1 decoded all of it */
+        i += (size_t)utf8_next(u + i, L->len - i, &cp, NULL);
+        ids[k] = L->id_of[cp] - 1;
+    }
+}
+
+/* The code points marked in seen, in increasing order. */
+static ag_status vocab_of_seen(const uint32_t *seen, vocab *v)
+{
+    int V = 0;
+    for (size_t w = 0; w < SEEN_WORDS; w++)
+        for (uint32_t x = seen[w]; x; x &= x - 1) V++;
+    if (!(v->cp = malloc((size_t)V * sizeof *v->cp))) return AG_ERR_NOMEM;
+    for (uint32_t cp = 0; cp <= UTF8_MAX_CP; cp++)
+        if (seen[cp >> 5] >> (cp & 31) & 1) v->cp[v->V++] = cp;
+    return AG_OK;
+}
+
+/* L->id_of from a vocabulary; false when out of memory. */
+static bool index_vocab(loader *L, const vocab *v)
+{
+    L->n_id = 1;   /* never an empty table */
+    for (int k = 0; k < v->V; k++)
+        if (v->cp[k] <= UTF8_MAX_CP && v->cp[k] >= L->n_id) L->n_id = v->cp[k] + 1;
+    if (!(L->id_of = calloc(L->n_id, sizeof *L->id_of))) return false;
+    for (int k = 0; k < v->V; k++)
+        if (v->cp[k] < L->n_id) L->id_of[v->cp[k]] = k + 1;
+    return true;
+}
+
+/* L->text into c: pass 1, the vocabulary (the given one, or the text's own) and its id_of,
+ * pass 2; the text is freed as soon as the ids exist. */
+static ag_status decode(loader *L, corpus *c, ag_error *err)
+{
+    const vocab *given = L->o->vocab;
+    size_t n = 0;
+    bool ok = given ? index_vocab(L, given) : (L->seen = calloc(SEEN_WORDS, sizeof *L->seen)) != NULL;
+    if (!ok) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", L->path);
+    ag_status st = scan(L, &n, err);
+    if (st || L->stopped) return st;
+    st = given ? vocab_copy(&c->vocab, given) : vocab_of_seen(L->seen, &c->vocab);
+    if (st == AG_OK && !given && !index_vocab(L, &c->vocab)) st = AG_ERR_NOMEM;
+    if (st == AG_OK && !(c->path = strdup(L->path))) st = AG_ERR_NOMEM;
+    if (st == AG_OK && !(c->ids = malloc(n * sizeof *c->ids))) st = AG_ERR_NOMEM;
+    if (st) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", L->path);
+    fill_ids(L, c->ids);
+    c->n = n;
+    free(L->text);
+    L->text = NULL;
+    return AG_OK;
+}
+
+ag_status corpus_load_with(const char *path, const corpus_opts *opts, corpus *c, ag_error *err)
+{
+    static const corpus_opts plain = {0};
     memset(c, 0, sizeof *c);
     if (!path) return ag_seterr(err, AG_ERR_ARG, "corpus_load: no path");
-    char *text;
-    size_t len;
-    ag_status st = read_text(path, &text, &len, err);
-    if (st) return st;
-    c->path = strdup(path);
-    if (!c->path) {
-        st = AG_ERR_NOMEM;
-        goto nomem;
-    }
-    if (given) {
-        st = vocab_copy(&c->vocab, given);
-        if (st == AG_ERR_NOMEM) goto nomem;
-        if (st) {
-            ag_seterr(err, st, "%s: the given vocabulary is empty", path);
-            goto fail;
-        }
-        st = vocab_encode(given, path, text, len, &c->ids, &c->n, err);
-        if (st) goto fail;
-    } else {
-        uint32_t *cps;
-        st = utf8_decode(path, text, len, &cps, &c->n, err);
-        if (st) goto fail;
-        st = build_vocab(&c->vocab, cps, c->n);
-        c->ids = st ? NULL : malloc(c->n * sizeof *c->ids);
-        if (!c->ids) {
-            free(cps);
-            st = AG_ERR_NOMEM;
-            goto nomem;
-        }
-        for (size_t i = 0; i < c->n; i++) c->ids[i] = vocab_id(&c->vocab, cps[i]);
-        free(cps);
-    }
-    free(text);
-    return AG_OK;
-nomem:
-    ag_seterr(err, st, "%s: out of memory", path);
-fail:
-    free(text);
-    corpus_free(c);
+    loader L = {.path = path, .o = opts ? opts : &plain};
+    if (L.o->vocab && L.o->vocab->V <= 0) return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary given", path);
+    ag_status st = read_text(&L, err);
+    if (st == AG_OK && !L.stopped) st = decode(&L, c, err);
+    free(L.text);
+    free(L.seen);
+    free(L.id_of);
+    if (st || L.stopped) corpus_free(c);
     return st;
 }
 
 ag_status corpus_load(const char *path, corpus *c, ag_error *err)
 {
-    return load(path, NULL, c, err);
+    return corpus_load_with(path, NULL, c, err);
 }
 
 ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, ag_error *err)
@@ -441,7 +513,7 @@ ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, ag_erro
         memset(c, 0, sizeof *c);
         return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary given", path ? path : "corpus_load_vocab");
     }
-    return load(path, v, c, err);
+    return corpus_load_with(path, &(corpus_opts){.vocab = v}, c, err);
 }
 
 ag_status corpus_split(const corpus *c, double val_fraction, int block_size, size_t *n_train,

@@ -30,6 +30,7 @@
 #ifndef CHAR_LM_CORPUS_H
 #define CHAR_LM_CORPUS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "tensor/tensor.h"   /* ag_status, ag_error */
@@ -101,16 +102,33 @@ ag_status vocab_copy(vocab *dst, const vocab *src);
 
 /* ---------- corpus ---------- */
 
+/* How corpus_load_with loads; all zero (or NULL) is corpus_load. */
+typedef struct {
+    const vocab *vocab;          /* NULL: the file's own vocabulary; else this one, copied into
+                                    c->vocab (corpus_load_vocab) */
+    bool (*stop)(void *user);    /* NULL, or asked before every MiB read and every MiB decoded
+                                    (char_lm train: a stop signal came). true ends the load at
+                                    once: AG_OK with *c zeroed (c->n == 0, which a loaded file
+                                    never has); the caller knows why */
+    void *user;                  /* handed to stop */
+} corpus_opts;
+
 /* Reads the whole file at path, decodes it and builds its vocabulary and token ids.
  * Errors (one line, starting with path): cannot open (missing, unreadable: the OS reason), is
  * a directory, not a regular file, is empty, larger than 2 GiB (ids are int-indexed), invalid
- * UTF-8 at a byte offset. */
+ * UTF-8 at a byte offset.
+ * MEMORY: while loading, the file's bytes and 4 bytes per character (at most 5x the file, for
+ * ASCII), plus 4.6 MiB at most for two tables over the code points; after it, the 4 bytes per
+ * character (at most 4x the file). */
 ag_status corpus_load(const char *path, corpus *c, ag_error *err);
 
 /* The same, but the token ids come from an existing vocabulary (a checkpoint's), which is
  * copied into c->vocab; a character outside it is an error naming the character, its position
  * and the file (see vocab_encode). */
 ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, ag_error *err);
+
+/* corpus_load, or corpus_load_vocab with opts->vocab, that a stop callback can end early. */
+ag_status corpus_load_with(const char *path, const corpus_opts *opts, corpus *c, ag_error *err);
 
 void corpus_free(corpus *c);   /* NULL ok; leaves *c zeroed */
 

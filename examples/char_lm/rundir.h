@@ -55,7 +55,7 @@ ag_status lm_fsync_dir(const char *dir, ag_error *err);
  * N-th call in this process says "char_lm: fault point N: <step> <path>" on stderr and kills
  * the process with SIGKILL (as a power cut or `kill -9` would, with nothing cleaned up).
  * Without the variable it does nothing. checkpoint.c calls it before every step that changes
- * the disk, including those inside ag_st_save (it is installed as ag_st_set_step_hook). */
+ * the disk, including those inside ag_st_save (passed to it as the step hook of its opts). */
 void lm_fault(const char *step, const char *path);
 
 #endif

@@ -181,8 +181,11 @@ static ag_status merge_config(run *R, const lm_config *ck, bool resume, const ch
     return AG_OK;
 }
 
+/* corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
+static bool stop_loading(void *R) { return signal_seen(R); }
+
 /* --resume, --init-from: the checkpoint's model, its config merged with the flags, and the text
- * encoded with its vocabulary. */
+ * encoded with its vocabulary (a stop signal: R->c stays empty). */
 static ag_status load_checkpoint(run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -193,16 +196,18 @@ static ag_status load_checkpoint(run *R, ag_error *err)
     if ((s = lm_model_load(dir, &R->m, &why))) return ag_seterr(err, s, "%s: %s", flag, why.msg);
     if ((s = merge_config(R, &R->m.cfg, o->resume, dir, err))) return s;
     R->m.g->cfg.dropout = R->cfg.model.dropout;
-    if ((s = corpus_load_vocab(o->data_path, &R->m.vocab, &R->c, &why)))
+    corpus_opts co = {.vocab = &R->m.vocab, .stop = stop_loading, .user = R};
+    if ((s = corpus_load_with(o->data_path, &co, &R->c, &why)))
         return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
     return AG_OK;
 }
 
-/* A new run: the command line's config, the text and its own vocabulary. */
+/* A new run: the command line's config, the text and its own vocabulary (a stop signal: R->c
+ * stays empty). */
 static ag_status load_text(run *R, ag_error *err)
 {
     R->cfg = R->o->cfg;
-    ag_status s = corpus_load(R->o->data_path, &R->c, err);
+    ag_status s = corpus_load_with(R->o->data_path, &(corpus_opts){.stop = stop_loading, .user = R}, &R->c, err);
     if (s == AG_OK) R->cfg.model.vocab_size = R->c.vocab.V;
     return s;
 }
@@ -311,6 +316,7 @@ static ag_status setup(run *R, ag_error *err)
     if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
     if ((s = lock_out_dir(R, err))) return s;
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
+    if (signal_seen(R)) return AG_OK;   /* during the load too: then R->c is empty */
     R->voc = &R->c.vocab;
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
     int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
@@ -879,6 +885,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
     ag_status s = setup(&R, err);                    /* lock, data, model, optimizer state, buffers */
     if (s == AG_OK && stop_requested(&R)) {           /* a signal during the setup: nothing written */
         r->interrupted = true;
+        r->stop_signal = stop_requested(&R);           /* main.c exits 128 + it, as after a step */
         r->iter = R.start;
         if (o->log) fprintf(o->log, "interrupted before training started; nothing written\n");
         run_free(&R);

@@ -47,8 +47,9 @@
  * THE RUN DIRECTORY (issue 12): out_dir is locked (rundir.h) from before a --resume reads it to
  * the end of the run (a directory that does not exist yet: from its creation), so a second run
  * there is AG_ERR_ARG at once; what a killed run left there is removed (lm_ckpt_clean) before
- * the first checkpoint; a stop signal is looked at between the stages of the setup (then
- * nothing is written), before each step and before each evaluation batch. */
+ * the first checkpoint; a stop signal is looked at between the stages of the setup and
+ * every MiB of reading and decoding the text (then nothing is written), before each step and
+ * before each evaluation batch. */
 #ifndef LM_TRAIN_H
 #define LM_TRAIN_H
 

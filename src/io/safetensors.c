@@ -95,13 +95,10 @@ static bool shape_bytes(int ndim, const int *shape, uint64_t limit, uint64_t *by
 // ---------------------------------------------------------------------------------------------
 // writer
 
-static ag_st_step_hook step_hook;
-
-void ag_st_set_step_hook(ag_st_step_hook hook) { step_hook = hook; }
-
-static void step(const char *what, const char *path)
+/* The caller's hook (ag_st_save_opts), if any, before a step that changes the disk. */
+static void step(const ag_st_save_opts *o, const char *what, const char *path)
 {
-    if (step_hook) step_hook(what, path);
+    if (o && o->step_hook) o->step_hook(what, path, o->user);
 }
 
 /* A new file at tmp for writing: whatever has that name (a temporary file of a killed process
@@ -267,7 +264,8 @@ static char *tmp_name(const char *path)
 
 /* The whole file: header length, header padded with spaces, data, flushed. false with errno
  * set by the stream. */
-static bool write_contents(FILE *fp, const char *tmp, const char *hdr, const ag_st_tensor *tensors, int n)
+static bool write_contents(FILE *fp, const char *tmp, const char *hdr, const ag_st_tensor *tensors, int n,
+                           const ag_st_save_opts *o)
 {
     size_t hlen = strlen(hdr);
     size_t padded = (hlen + 7) / 8 * 8;   /* 8 + padded is a multiple of 8: data aligned */
@@ -276,23 +274,23 @@ static bool write_contents(FILE *fp, const char *tmp, const char *hdr, const ag_
     static const char spaces[] = "       ";   /* 7: the most padding needed */
     bool ok = write_all(fp, len8, 8) && write_all(fp, hdr, hlen) && write_all(fp, spaces, padded - hlen) &&
               fflush(fp) == 0;
-    if (ok) step("write", tmp);   /* the header is on disk, the data not yet */
+    if (ok) step(o, "write", tmp);   /* the header is on disk, the data not yet */
     return ok && write_data(fp, tensors, n) && fflush(fp) == 0;
 }
 
 /* Creates tmp, writes the file into it, fsyncs and closes it (path only names the target in
  * messages). On a failure after creating it, tmp is removed. */
 static ag_status write_tmp(const char *tmp, const char *path, const char *hdr, const ag_st_tensor *tensors,
-                           int n, ag_error *err)
+                           int n, const ag_st_save_opts *o, ag_error *err)
 {
-    step("create", tmp);
+    step(o, "create", tmp);
     FILE *fp = create_fresh(tmp);
     if (!fp) return ag_seterr(err, AG_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
     ag_status st = AG_OK;
-    if (!write_contents(fp, tmp, hdr, tensors, n))
+    if (!write_contents(fp, tmp, hdr, tensors, n, o))
         st = ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
     if (st == AG_OK) {
-        step("fsync", tmp);
+        step(o, "fsync", tmp);
         if (fsync(fileno(fp)) != 0) st = ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
     }
     if (fclose(fp) != 0 && st == AG_OK)   /* a close can report a late write error */
@@ -303,16 +301,17 @@ static ag_status write_tmp(const char *tmp, const char *path, const char *hdr, c
 
 /* Renames tmp over path (removing tmp if that fails), then syncs dir so that the rename itself
  * is durable. */
-static ag_status replace_with(const char *path, const char *tmp, const char *dir, ag_error *err)
+static ag_status replace_with(const char *path, const char *tmp, const char *dir, const ag_st_save_opts *o,
+                              ag_error *err)
 {
-    step("rename", path);
+    step(o, "rename", path);
     if (rename(tmp, path) != 0) {
         ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
         remove(tmp);
         return AG_ERR_IO;
     }
     /* a filesystem that cannot sync directories says EINVAL */
-    step("fsync dir", dir);
+    step(o, "fsync dir", dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != ENOTSUP)) {
         ag_seterr(err, AG_ERR_IO, "%s: written, but syncing directory %s failed: %s", path, dir,
@@ -325,7 +324,7 @@ static ag_status replace_with(const char *path, const char *tmp, const char *dir
 }
 
 ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
-                     int n_meta, ag_error *err)
+                     int n_meta, const ag_st_save_opts *opts, ag_error *err)
 {
     if (!path || !path[0]) return ag_seterr(err, AG_ERR_ARG, "ag_st_save: no path");
     if (n < 0 || (n > 0 && !tensors) || n_meta < 0 || (n_meta > 0 && !meta))
@@ -336,8 +335,8 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
     if (st != AG_OK) return st;
     char *tmp = tmp_name(path), *dir = dir_of(path);
     if (!tmp || !dir) st = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", path);
-    if (st == AG_OK) st = write_tmp(tmp, path, hdr, tensors, n, err);
-    if (st == AG_OK) st = replace_with(path, tmp, dir, err);
+    if (st == AG_OK) st = write_tmp(tmp, path, hdr, tensors, n, opts, err);
+    if (st == AG_OK) st = replace_with(path, tmp, dir, opts, err);
     free(tmp);
     free(dir);
     free(hdr);

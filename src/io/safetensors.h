@@ -31,18 +31,21 @@ typedef struct {
     const char *value;          /* a string, as the format requires */
 } ag_st_meta;
 
-/* AG_ERR_ARG for a bad tensor or metadata list (found before any file is created), AG_ERR_IO
- * when writing fails (the old file is untouched), AG_ERR_NOMEM. */
-ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
-                     int n_meta, ag_error *err);
+/* A hook for crash tests: ag_st_save calls it before each step that changes the disk, with the
+ * step ("create", "write", "fsync", "rename", "fsync dir"), the file or directory in hand and
+ * the opts' user pointer. At "write" the file holds its header only; at "fsync" all of it, not
+ * yet synced. The hook may end the process there (char_lm's CHAR_LM_FAULT does). */
+typedef void (*ag_st_step_hook)(const char *step, const char *path, void *user);
 
-/* A hook for crash tests: when set, ag_st_save calls it before each step that changes the disk,
- * with the step ("create", "write", "fsync", "rename", "fsync dir") and the file or directory
- * in hand. At "write" the file holds its header only; at "fsync" all of it, not yet synced.
- * The hook may end the process there (char_lm's CHAR_LM_FAULT does). NULL (the default): none.
- * Set it before saving, not while another thread saves. */
-typedef void (*ag_st_step_hook)(const char *step, const char *path);
-void ag_st_set_step_hook(ag_st_step_hook hook);
+typedef struct {
+    ag_st_step_hook step_hook;  /* NULL: none */
+    void *user;                 /* handed to step_hook */
+} ag_st_save_opts;
+
+/* AG_ERR_ARG for a bad tensor or metadata list (found before any file is created), AG_ERR_IO
+ * when writing fails (the old file is untouched), AG_ERR_NOMEM. opts may be NULL (no hook). */
+ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const ag_st_meta *meta,
+                     int n_meta, const ag_st_save_opts *opts, ag_error *err);
 
 typedef struct ag_st_file ag_st_file;   /* a loaded, validated file */
 

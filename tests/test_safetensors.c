@@ -465,6 +465,30 @@ START_TEST(save_bad_arguments)
 }
 END_TEST
 
+/* What ag_st_load would refuse is never written: a file past 4 GiB in all (the data alone
+ * fits, the 8-byte length and the header tip it over), a header past 100 MB. The data pointer
+ * is never read: the refusal comes before a byte is written. */
+START_TEST(save_refuses_what_load_refuses)
+{
+    const char *p = in_dir("m.safetensors");
+    ag_real one = 1;
+    ag_st_tensor huge = { "w", 1, { (1 << 30) - 1 }, &one };   /* 4 GiB - 4 bytes of F32 */
+    ck_assert_int_eq(ag_st_save(p, &huge, 1, NULL, 0, NULL, fresh()), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "more than the 4 GiB a reader accepts") != NULL, "%s", err.msg);
+    size_t n = 100 * 1000 * 1000 + 1;
+    char *big = malloc(n + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'a', n);
+    big[n] = '\0';
+    const ag_st_meta m[] = { { "k", big } };
+    ck_assert_int_eq(ag_st_save(p, &huge, 0, m, 1, NULL, fresh()), AG_ERR_ARG);
+    free(big);
+    ck_assert_msg(strstr(err.msg, "header would be") != NULL, "%s", err.msg);
+    ck_assert_int_eq(access(p, F_OK), -1);
+    ck_assert_int_eq(tmp_files(), 0);
+}
+END_TEST
+
 START_TEST(save_missing_directory)
 {
     make_three();
@@ -653,6 +677,7 @@ Suite *safetensors_suite(void)
     tc = tcase_create("write_errors");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, save_bad_arguments);
+    tcase_add_test(tc, save_refuses_what_load_refuses);
     tcase_add_test(tc, save_missing_directory);
     tcase_add_test(tc, failed_save_keeps_old_file);
     tcase_add_test(tc, write_failure_midway_is_atomic);

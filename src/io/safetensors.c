@@ -195,6 +195,20 @@ static ag_status add_metadata(json_t *root, const char *path, const ag_st_meta *
     return json_object_set_new(root, ST_META_KEY, md) ? header_nomem(path, err) : AG_OK;
 }
 
+/* Refuses to write a file that ag_st_load would refuse: the header over ST_MAX_HEADER, or the
+ * whole file (8 + padded header + data) over ST_MAX_FILE. */
+static ag_status check_readable_size(const char *path, size_t hlen, uint64_t data_bytes, ag_error *err)
+{
+    uint64_t total = 8 + (hlen + 7) / 8 * 8 + data_bytes;
+    if (hlen > ST_MAX_HEADER)
+        return ag_seterr(err, AG_ERR_ARG, "%s: header would be %zu bytes, more than the %llu a reader accepts", path,
+                         hlen, (unsigned long long)ST_MAX_HEADER);
+    if (total > ST_MAX_FILE)
+        return ag_seterr(err, AG_ERR_ARG, "%s: file would be %llu bytes, more than the 4 GiB a reader accepts",
+                         path, (unsigned long long)total);
+    return AG_OK;
+}
+
 /* The header JSON (unpadded) in *out, tensors laid out contiguously in the caller's order and
  * the metadata last; AG_ERR_ARG or AG_ERR_NOMEM with a message in err. */
 static ag_status build_header(char **out, const char *path, const ag_st_tensor *tensors, int n,
@@ -212,6 +226,11 @@ static ag_status build_header(char **out, const char *path, const ag_st_tensor *
     if (s == AG_OK && n_meta > 0) s = add_metadata(root, path, meta, n_meta, err);
     if (s == AG_OK && !(*out = json_dumps(root, JSON_COMPACT))) s = header_nomem(path, err);
     json_decref(root);
+    if (s == AG_OK) s = check_readable_size(path, strlen(*out), off, err);
+    if (s != AG_OK) {
+        free(*out);
+        *out = NULL;
+    }
     return s;
 }
 

@@ -576,10 +576,25 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
 /* Before allocating a model of the config's size, check the file can hold it: a forged header
  * (n_embd 2048, n_layer 9 in an 18 KB file) must not cost gigabytes. Any variant has at least
  * the embeddings plus 4C^2 (attention) + C(8C-1) (MLP) per layer. */
+double lm_min_params(const ag_gpt_config *m)
+{
+    double C = m->n_embd;
+    return ((double)m->vocab_size + m->block_size) * C + (double)m->n_layer * (12 * C * C - C);
+}
+
+ag_status lm_check_checkpointable(const ag_gpt_config *m, ag_error *err)
+{
+    double n = lm_min_params(m), most = (double)(AG_ST_MAX_FILE - AG_ST_MAX_HEADER) / 8;
+    if (n <= most) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "train: n_layer %d x n_embd %d (vocab %d, block_size %d) has at least %.0f "
+                     "parameters; Adam's state (8 bytes each) would not fit the 4 GiB a checkpoint file holds "
+                     "(at most %.0f parameters); refused before training", m->n_layer, m->n_embd, m->vocab_size,
+                     m->block_size, n, most);
+}
+
 static ag_status check_size(const ag_st_file *f, const char *path, const lm_config *c, ag_error *err)
 {
-    double C = c->model.n_embd, need = ((double)c->model.vocab_size + c->model.block_size) * C +
-                                       (double)c->model.n_layer * (12 * C * C - C);
+    double need = lm_min_params(&c->model);
     if (4 * need <= (double)ag_st_data_bytes(f)) return AG_OK;
     return ag_seterr(err, AG_ERR_FORMAT, "%s: the config needs at least %.0f parameters (%.0f bytes), the file "
                      "holds %llu bytes of tensors", path, need, 4 * need, (unsigned long long)ag_st_data_bytes(f));

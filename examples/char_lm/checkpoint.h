@@ -109,6 +109,13 @@ double lm_sample_bytes(const ag_gpt_config *m);
  * names the command: "eval", "train"): refused before anything is allocated. */
 ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err);
 
+/* A lower bound of the model's parameter count: the embeddings and 12 C^2 - C per block. */
+double lm_min_params(const ag_gpt_config *m);
+/* AG_ERR_ARG, with the figures, when Adam's state of such a model (8 bytes per parameter, in
+ * one train_state.safetensors) could not be saved: refused before training, not at the first
+ * checkpoint after hours of it. */
+ag_status lm_check_checkpointable(const ag_gpt_config *m, ag_error *err);
+
 /* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
  * format tag, the config, the vocabulary (its size must be the config's vocab_size; both
  * bounded before they are parsed), that the file holds exactly the model's parameters with

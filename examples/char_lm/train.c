@@ -320,7 +320,9 @@ static ag_status setup(run *R, ag_error *err)
     R->voc = &R->c.vocab;
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
     int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
-    if ((s = lm_check_memory(lm_step_bytes(&R->cfg.model, B, true), &R->cfg.model, B, "train", err))) return s;
+    if ((s = lm_check_memory(lm_step_bytes(&R->cfg.model, B, true), &R->cfg.model, B, "train", err)) ||
+        (s = lm_check_checkpointable(&R->cfg.model, err)))
+        return s;
     if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err)))
         return s;
     if (signal_seen(R)) return AG_OK;

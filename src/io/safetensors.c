@@ -35,8 +35,8 @@
 #include <unistd.h>
 #include "safetensors.h"
 
-#define ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)  /* as the reference: 100 MB */
-#define ST_MAX_FILE ((uint64_t)4 << 30)               /* we read the whole file: 4 GiB at most */
+#define ST_MAX_HEADER AG_ST_MAX_HEADER
+#define ST_MAX_FILE AG_ST_MAX_FILE   /* we read the whole file */
 #define ST_META_KEY "__metadata__"
 
 // ---------------------------------------------------------------------------------------------

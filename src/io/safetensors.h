@@ -17,7 +17,13 @@
 #ifndef AG_SAFETENSORS_H
 #define AG_SAFETENSORS_H
 
+#include <stdint.h>
 #include "../tensor/tensor.h"
+
+/* The largest file this reader takes (it reads the whole file) and the largest header; the
+ * writer refuses to write what the reader would refuse. */
+#define AG_ST_MAX_FILE ((uint64_t)4 << 30)              /* 4 GiB */
+#define AG_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)  /* 100 MB, as the reference reader */
 
 typedef struct {
     const char *name;

@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
-#include "corpus.h"
+#include "data/corpus.h"
 
 void openblas_set_num_threads(int);
 
@@ -226,7 +226,7 @@ static void trainer_free(trainer *tr)
 }
 
 /* false with a message on stderr */
-static bool trainer_init(trainer *tr, const bench_config *bc, const corpus *data, int steps)
+static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *data, int steps)
 {
     int B = bc->batch, T = bc->block_size;
     ag_gpt_config cfg = { .vocab_size = data->vocab.V, .n_layer = bc->n_layer, .n_head = bc->n_head,
@@ -249,7 +249,7 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const corpus *data
 }
 
 /* x, y [B*T]: B random windows of the training text, y shifted by one */
-static void sample_batch(trainer *tr, const corpus *data)
+static void sample_batch(trainer *tr, const ag_corpus *data)
 {
     int T = tr->T;
     for (int b = 0; b < tr->B; b++) {
@@ -261,7 +261,7 @@ static void sample_batch(trainer *tr, const corpus *data)
 
 /* Step it of training: batch, forward, backward, clip, AdamW. Records its time; past the
  * warm-up, adds clip's and AdamW's to st. false with a message on stderr. */
-static bool train_step(trainer *tr, const corpus *data, int it, step_timing *st)
+static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *st)
 {
     ag_params *P = tr->g->params;
     double t0 = now_s();
@@ -289,7 +289,7 @@ static bool train_step(trainer *tr, const corpus *data, int it, step_timing *st)
 }
 
 /* Runs the steps; st gets the timing of those after WARM and the allocations after the first */
-static bool time_training(trainer *tr, const corpus *data, int steps, step_timing *st)
+static bool time_training(trainer *tr, const ag_corpus *data, int steps, step_timing *st)
 {
     unsigned long allocs_after_first = 0;
     uint64_t chunk_after_first = 0;
@@ -312,7 +312,7 @@ static bool time_training(trainer *tr, const corpus *data, int steps, step_timin
 
 /* peak RSS against what we expect to hold: parameters + grads + Adam's m and v, the step
  * arena's high-water mark and the corpus */
-static void memory_use(bench_report *r, const trainer *tr, const corpus *data)
+static void memory_use(bench_report *r, const trainer *tr, const ag_corpus *data)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -325,7 +325,7 @@ static void memory_use(bench_report *r, const trainer *tr, const corpus *data)
 
 /* After the timed steps: throughput, the sgemm ceiling, sampling speed, memory, op shares.
  * false with a message on stderr. */
-static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, const corpus *data, int threads)
+static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, const ag_corpus *data, int threads)
 {
     const step_timing *st = &r->st;
     int V = data->vocab.V;
@@ -403,7 +403,7 @@ static void print_text(const bench_report *r, const bench_config *bc, int thread
            r->rss_mb, r->model_mb, r->arena_mb, r->data_mb, r->expected_mb, r->rss_mb / r->expected_mb);
 }
 
-static int run_config(const bench_config *bc, const corpus *data, int steps, int threads, bool json)
+static int run_config(const bench_config *bc, const ag_corpus *data, int steps, int threads, bool json)
 {
     trainer tr;
     bench_report r = { 0 };
@@ -497,8 +497,8 @@ int main(int argc, char **argv)
     if (!strcmp(a.which, "all")) return run_each_config_alone(argc, argv);
     ag_threads_init(a.threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
     ag_error err = {0};
-    corpus data;
-    if (corpus_load(a.path, &data, &err) != AG_OK) {
+    ag_corpus data;
+    if (ag_corpus_load(a.path, &data, &err) != AG_OK) {
         fprintf(stderr, "bench: error: %s\n", err.msg);
         return 1;
     }
@@ -509,7 +509,7 @@ int main(int argc, char **argv)
         int n = a.steps ? a.steps : (i == 2 ? 15 : 105); /* small is ~50x baby's work per step */
         rc |= run_config(&configs[i], &data, n, a.threads, a.json);
     }
-    corpus_free(&data);
+    ag_corpus_free(&data);
     if (!found) {
         fprintf(stderr, "bench: error: unknown --config '%s'\n", a.which);
         return 2;

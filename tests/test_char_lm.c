@@ -319,8 +319,8 @@ END_TEST
 
 START_TEST(test_untrained_loss_is_ln_v)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
     lm_config cfg = tiny(0);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, NULL);
@@ -331,7 +331,7 @@ START_TEST(test_untrained_loss_is_ln_v)
     /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
     ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -403,8 +403,8 @@ static void fill(ag_real *buf, size_t n, uint64_t seed)
 
 START_TEST(test_checkpoint_roundtrip)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
     lm_config cfg = tiny(7);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, NULL);
@@ -473,7 +473,7 @@ START_TEST(test_checkpoint_roundtrip)
     ck_assert_int_ne(lm_model_load(dir, &m, fresh_cause()), AG_OK);
     ck_assert_ptr_nonnull(strstr(cause.msg, "model.safetensors"));
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -684,7 +684,7 @@ START_TEST(test_sampling_reproducible)
     int prompt[5];
     size_t np = 0;
     int *ids = NULL;
-    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fresh_cause()), AG_OK);
     memcpy(prompt, ids, sizeof prompt);
     free(ids);
     ag_ctx *ctx = ag_ctx_new();

@@ -379,8 +379,8 @@ static void nan_value(const char *path, const char *key)
  * block_size 16384 and 256 layers: attention weights [16,1,16384,16384] per layer to evaluate. */
 static void make_deep(const char *dir)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
     lm_config cfg;
     ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
     cfg.model.vocab_size = c.vocab.V;
@@ -397,7 +397,7 @@ static void make_deep(const char *dir)
     ck_assert_int_eq(mkdir(deep, 0755), 0);
     ck_assert_int_eq(lm_ckpt_save(deep, g, &cfg, &c.vocab, &st, NULL), AG_OK);
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 
 /* dir/diverged: a copy of ckpt with every weight FLT_MAX (finite: the loader takes it; the

@@ -312,8 +312,8 @@ START_TEST(test_layout)
     char ck[PATH_MAX];
     snprintf(ck, sizeof ck, "%s", proc_path(dir, "ck"));
     ck_assert_int_eq(mkdir(ck, 0755), 0);
-    corpus c;
-    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
     lm_config cfg;
     ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
     cfg.model.vocab_size = c.vocab.V;
@@ -368,7 +368,7 @@ START_TEST(test_layout)
     ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
     lm_model_free(&m);
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 

@@ -128,7 +128,7 @@ static void fault_hook(const char *step, const char *path, void *user)
 
 static const ag_st_save_opts with_faults = {.step_hook = fault_hook};
 
-ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                              long iter, uint64_t run_id, ag_error *err)
 {
     char path[PATHLEN];
@@ -138,7 +138,7 @@ ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *
     c.model = g->cfg;
     c.model.vocab_size = v->V;
     char *config = lm_config_to_json(&c);
-    char *vjson = vocab_to_json(v);
+    char *vjson = ag_vocab_to_json(v);
     ag_st_tensor *t = NULL;
     char **names = NULL;
     ag_status st = AG_ERR_NOMEM;
@@ -351,7 +351,7 @@ static void ckpt_name(char *buf, size_t n, long iter, const char *live)
 }
 
 /* Both files into the directory tmp (made afresh). */
-static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                             const lm_train_state *st, ag_error *err)
 {
     remove_ckpt_dir(tmp);   /* a leftover of a killed run */
@@ -376,7 +376,7 @@ static void remove_replaced(const char *dir, const char *live, const char *name)
     }
 }
 
-ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err)
 {
     char path[PATHLEN];
@@ -529,7 +529,7 @@ void lm_model_free(lm_model *m)
 {
     if (!m) return;
     ag_gpt_free(m->g);
-    vocab_free(&m->vocab);
+    ag_vocab_free(&m->vocab);
     memset(m, 0, sizeof *m);
 }
 
@@ -560,7 +560,7 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
     if (strlen(vjson) > vmax)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"vocab\" is %zu bytes, more than the %zu a vocabulary "
                          "of vocab_size %d can take", path, strlen(vjson), vmax, m->cfg.model.vocab_size);
-    if ((st = vocab_from_json(path, vjson, &m->vocab, err))) return st;
+    if ((st = ag_vocab_from_json(path, vjson, &m->vocab, err))) return st;
     if (m->vocab.V != m->cfg.model.vocab_size)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: the vocab has %d characters, the config says vocab_size %d", path,
                          m->vocab.V, m->cfg.model.vocab_size);

@@ -36,7 +36,7 @@
 #include <stdbool.h>
 #include "attograd.h"
 #include "config.h"
-#include "corpus.h"
+#include "data/corpus.h"
 
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
@@ -47,7 +47,7 @@
 /* A model read from a checkpoint. Owns g and vocab; free with lm_model_free. */
 typedef struct {
     lm_config cfg;      /* cfg.model.vocab_size == vocab.V */
-    vocab vocab;
+    ag_vocab vocab;
     ag_gpt *g;
     long iter;          /* "iter" of model.safetensors */
     uint64_t run_id;    /* "run_id" of model.safetensors; 0 in checkpoints older than it */
@@ -89,13 +89,13 @@ void lm_ckpt_clean(const char *dir);
 
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
-ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                              long iter, uint64_t run_id, ag_error *err);
 /* Writes DIR/train_state.safetensors from g->params->m, ->v and st. */
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *st, ag_error *err);
 /* A checkpoint of the run in DIR (iter = st->iter, run_id = st->run_id), committed as the
  * comment at the top says; on failure the previous checkpoint is still the live one. */
-ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err);
 
 /* --- the cost of what a config asks for, checked before paying it ---

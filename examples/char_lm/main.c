@@ -71,7 +71,7 @@ static ag_status flushed(FILE *out, const char *name, ag_error *err)
 }
 
 typedef struct {
-    const vocab *v;
+    const ag_vocab *v;
     FILE *out;
     ag_error *err;
 } printer;
@@ -80,7 +80,7 @@ static bool print_token(int id, void *user)
 {
     printer *p = user;
     char buf[5];
-    vocab_utf8(p->v, id, buf);
+    ag_vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
     return flushed(p->out, "stdout", p->err) == AG_OK;
 }
@@ -93,7 +93,7 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
     if (prompt && *prompt) {
-        ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
+        ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
         if (s) return s;
         free(ids);
         fputs(prompt, out);
@@ -232,7 +232,7 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
     const char *p = prompt && *prompt ? prompt : "\n";
     int *ids = NULL;
     size_t n = 0;
-    ag_status s = vocab_encode(&m->vocab, "--prompt", p, strlen(p), &ids, &n, err);
+    ag_status s = ag_vocab_encode(&m->vocab, "--prompt", p, strlen(p), &ids, &n, err);
     if (s == AG_OK) {
         int T = n > (size_t)m->g->cfg.block_size ? m->g->cfg.block_size : (int)n;
         char what[96];
@@ -265,10 +265,10 @@ static int cmd_sample(const lm_sample_args *a)
 /* --trace-shapes for eval: the forward over the first windows of the file. */
 static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
 {
-    corpus c;
-    ag_status s = corpus_load_vocab(path, &m->vocab, &c, err);
+    ag_corpus c;
+    ag_status s = ag_corpus_load_vocab(path, &m->vocab, &c, err);
     if (s == AG_OK) s = lm_trace_text(stdout, m->g, c.ids, c.n, false, path, err);
-    corpus_free(&c);
+    ag_corpus_free(&c);
     return s;
 }
 

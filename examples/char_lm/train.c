@@ -92,8 +92,8 @@ typedef struct {
     const lm_train_opts *o;
     lm_config cfg;
     lm_model m;            /* model, vocab (unused for a new run: the corpus has it) */
-    corpus c;
-    const vocab *voc;      /* &c.vocab */
+    ag_corpus c;
+    const ag_vocab *voc;      /* &c.vocab */
     size_t n_train, n_val;
     lm_train_state st;
     long start;            /* the first iteration of this run: 0, or where --resume picks up */
@@ -133,7 +133,7 @@ static void run_free(run *R)
     free(R->stats);
     ag_ctx_free(R->ctx);
     lm_ddp_free(R->ddp);
-    corpus_free(&R->c);
+    ag_corpus_free(&R->c);
     lm_model_free(&R->m);
     lm_lock_drop(&R->lock);
 }
@@ -181,7 +181,7 @@ static ag_status merge_config(run *R, const lm_config *ck, bool resume, const ch
     return AG_OK;
 }
 
-/* corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
+/* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
 static bool stop_loading(void *R) { return signal_seen(R); }
 
 /* --resume, --init-from: the checkpoint's model, its config merged with the flags, and the text
@@ -196,8 +196,8 @@ static ag_status load_checkpoint(run *R, ag_error *err)
     if ((s = lm_model_load(dir, &R->m, &why))) return ag_seterr(err, s, "%s: %s", flag, why.msg);
     if ((s = merge_config(R, &R->m.cfg, o->resume, dir, err))) return s;
     R->m.g->cfg.dropout = R->cfg.model.dropout;
-    corpus_opts co = {.vocab = &R->m.vocab, .stop = stop_loading, .user = R};
-    if ((s = corpus_load_with(o->data_path, &co, &R->c, &why)))
+    ag_corpus_opts co = {.vocab = &R->m.vocab, .stop = stop_loading, .user = R};
+    if ((s = ag_corpus_load_with(o->data_path, &co, &R->c, &why)))
         return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
     return AG_OK;
 }
@@ -207,7 +207,7 @@ static ag_status load_checkpoint(run *R, ag_error *err)
 static ag_status load_text(run *R, ag_error *err)
 {
     R->cfg = R->o->cfg;
-    ag_status s = corpus_load_with(R->o->data_path, &(corpus_opts){.stop = stop_loading, .user = R}, &R->c, err);
+    ag_status s = ag_corpus_load_with(R->o->data_path, &(ag_corpus_opts){.stop = stop_loading, .user = R}, &R->c, err);
     if (s == AG_OK) R->cfg.model.vocab_size = R->c.vocab.V;
     return s;
 }
@@ -323,7 +323,7 @@ static ag_status setup(run *R, ag_error *err)
     if ((s = lm_check_memory(lm_step_bytes(&R->cfg.model, B, true), &R->cfg.model, B, "train", err)) ||
         (s = lm_check_checkpointable(&R->cfg.model, err)))
         return s;
-    if ((s = corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err)))
+    if ((s = ag_corpus_split(&R->c, R->cfg.val_fraction, R->cfg.model.block_size, &R->n_train, &R->n_val, err)))
         return s;
     if (signal_seen(R)) return AG_OK;
     if (!R->m.g && (s = new_model(R, err))) return s;

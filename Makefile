@@ -205,7 +205,7 @@ PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor
                  src/tensor/parallel.h src/nn/nn.h src/nn/switches.h src/params/params.h src/io/safetensors.h \
                  src/optim/optim.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
-PUBLIC_HEADERS += src/data/corpus.h
+PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \

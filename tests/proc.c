@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "proc.h"
+#include "data/hash.h"
 
 extern char **environ;
 
@@ -415,16 +416,6 @@ char *proc_make_corpus(size_t n, size_t *len)
 
 // --- snapshots ---
 
-static uint64_t fnv(const char *b, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static void snap_add(proc_snapshot *s, const char *rel, uint64_t h, long long size, unsigned mode)
 {
     int n = s->n + 1;
@@ -460,7 +451,7 @@ static void snap_walk(proc_snapshot *s, const char *root, const char *rel)
         } else {
             size_t n = 0;
             char *b = S_ISREG(sb.st_mode) ? proc_read_file(full, &n) : NULL;
-            snap_add(s, r, b ? fnv(b, n) : 1, b ? (long long)n : -2, sb.st_mode & 07777);
+            snap_add(s, r, b ? ag_fnv1a(AG_FNV1A_INIT, b, n) : 1, b ? (long long)n : -2, sb.st_mode & 07777);
             free(b);
         }
     }

@@ -415,7 +415,7 @@ START_TEST(test_checkpoint_roundtrip)
     fill(P->v, P->total, 3);
     for (size_t i = 0; i < P->total; i++) P->v[i] *= P->v[i];
     lm_train_state st = {.iter = 7, .step = 7, .n_tokens = c.n, .n_train = c.n - 100, .n_val = 100,
-                         .data_hash = lm_ids_hash(c.ids, c.n), .has_eval = true, .eval_train = 1.25,
+                         .data_hash = ag_ids_hash(c.ids, c.n), .has_eval = true, .eval_train = 1.25,
                          .eval_val = 0.1};
     ag_rng_seed(&st.rng, 99);
     ag_rng_u32(&st.rng);

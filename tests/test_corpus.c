@@ -1,6 +1,6 @@
-/* test_corpus.c -- src/data/corpus.c: strict UTF-8 (each kind of invalid input with the
+/* test_corpus.c -- src/data/: strict UTF-8 (each kind of invalid input with the
  * offset of its first byte), the sorted vocabulary and token ids, prompt encoding, the vocabulary
- * JSON round trip, file errors and MODEL.md's 90/10 split. */
+ * JSON round trip, file errors and MODEL.md's 90/10 split; hash.h's FNV-1a. */
 #include <check.h>
 #include <dirent.h>
 #include <limits.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "alloc_count.h"
 #include "data/corpus.h"
+#include "data/hash.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -503,6 +504,27 @@ END_TEST
 
 // ---------------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------------
+// src/data/hash.h: FNV-1a
+
+/* The published 64-bit FNV-1a test vectors (isthe.com/chongo/src/fnv/test_fnv.c), pieces chained
+ * equal to one call, and the token-id fingerprint is FNV-1a over little-endian bytes. */
+START_TEST(fnv1a_vectors)
+{
+    ck_assert_uint_eq(ag_fnv1a(AG_FNV1A_INIT, NULL, 0), 0xcbf29ce484222325ull);
+    ck_assert_uint_eq(ag_fnv1a(AG_FNV1A_INIT, "a", 1), 0xaf63dc4c8601ec8cull);
+    ck_assert_uint_eq(ag_fnv1a(AG_FNV1A_INIT, "foobar", 6), 0x85944171f73967e8ull);
+    ck_assert_uint_eq(ag_fnv1a(ag_fnv1a(AG_FNV1A_INIT, "foo", 3), "bar", 3), 0x85944171f73967e8ull);
+    int ids[3] = { 1, 0x10203, 65 };
+    const unsigned char le[12] = { 1, 0, 0, 0, 3, 2, 1, 0, 65, 0, 0, 0 };
+    ck_assert_uint_eq(ag_ids_hash(ids, 3), ag_fnv1a(AG_FNV1A_INIT, le, sizeof le));
+    ck_assert_uint_eq(ag_ids_hash(ids, 0), AG_FNV1A_INIT);
+    uint64_t h = ag_ids_hash(ids, 3);
+    ids[2] = 66;   /* one token differs: so does the fingerprint */
+    ck_assert_uint_ne(ag_ids_hash(ids, 3), h);
+}
+END_TEST
+
 Suite *corpus_suite(void)
 {
     Suite *s = suite_create("corpus");
@@ -529,6 +551,10 @@ Suite *corpus_suite(void)
     tcase_add_test(tc, encode_prompt);
     tcase_add_test(tc, vocab_json_roundtrip);
     tcase_add_loop_test(tc, vocab_json_invalid, 0, (int)(sizeof bad_vocab / sizeof bad_vocab[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("hash");
+    tcase_add_test(tc, fnv1a_vectors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -18,19 +18,6 @@
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
 
-uint64_t lm_ids_hash(const int *ids, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;                 /* FNV-1a, 64 bit */
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x = (uint32_t)ids[i];
-        for (int b = 0; b < 4; b++) {
-            h ^= (x >> (8 * b)) & 0xFF;
-            h *= 0x100000001b3ull;
-        }
-    }
-    return h;
-}
-
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name)
 {
     int w = snprintf(buf, n, "%s/%s", dir, name);

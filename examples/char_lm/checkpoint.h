@@ -37,6 +37,7 @@
 #include "attograd.h"
 #include "config.h"
 #include "data/corpus.h"
+#include "data/hash.h"
 
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
@@ -60,14 +61,11 @@ typedef struct {
     uint64_t run_id;    /* drawn when the run started (lm_new_run_id), kept by --resume; 0: none */
     ag_rng rng;         /* the batch sampler, as it is before step `iter` draws its batch */
     size_t n_tokens, n_train, n_val;
-    uint64_t data_hash; /* lm_ids_hash of all the tokens: a different --data is noticed */
+    uint64_t data_hash; /* ag_ids_hash of all the tokens: a different --data is noticed */
     bool has_eval;      /* an evaluation was done at iter: */
     double eval_train;  /*   its train loss */
     double eval_val;    /*   its val loss (NaN without a validation split) */
 } lm_train_state;
-
-/* FNV-1a over the token ids (cannot fail). */
-uint64_t lm_ids_hash(const int *ids, size_t n);
 
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "ddp.h"
+#include "data/hash.h"
 
 const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
 
@@ -214,24 +215,11 @@ ag_status lm_ddp_sum(lm_ddp *D, double *v, ag_error *err)
     return ag_dist_allreduce(D->o.dist, v, 1, AG_DIST_DOUBLE, AG_DIST_SUM, err);
 }
 
-/* FNV-1a over the weights' 32-bit words (any flipped bit changes it) */
-static uint64_t weights_hash(const ag_params *P)
-{
-    const unsigned char *p = (const unsigned char *)P->data;
-    size_t bytes = P->total * sizeof(ag_real);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i + 4 <= bytes; i += 4) {
-        uint32_t w;
-        memcpy(&w, p + i, 4);
-        h = (h ^ w) * 0x100000001b3ull;
-    }
-    return h;
-}
-
 ag_status lm_ddp_check_weights(lm_ddp *D, long it, ag_error *err)
 {
     if (!D || D->N == 1) return AG_OK;
-    uint64_t mine = weights_hash(D->o.params), first = mine;
+    const ag_params *P = D->o.params;   /* FNV-1a of the weights' bytes: any flipped bit changes it */
+    uint64_t mine = ag_fnv1a(AG_FNV1A_INIT, P->data, P->total * sizeof(ag_real)), first = mine;
     ag_status s = ag_dist_bcast(D->o.dist, &first, sizeof first, 0, err);
     double worst = first != mine ? D->rank : 0;   /* the highest rank that differs */
     if (s == AG_OK) s = ag_dist_allreduce(D->o.dist, &worst, 1, AG_DIST_DOUBLE, AG_DIST_MAX, err);

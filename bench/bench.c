@@ -18,13 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
 #include "data/corpus.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 void openblas_set_num_threads(int);
 
@@ -48,13 +48,6 @@ static const bench_config configs[] = {
     { "baby", 4, 4, 128, 64, 12 },
     { "small", 6, 6, 384, 256, 64 },
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* matmul FLOPs of one training step: forward products, x3 for forward + backward (dX and dW) */
 static double step_flops(const bench_config *c, int V)
@@ -83,7 +76,7 @@ static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
         for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
         for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (float)(i % 5) * 0.1f;
         int reps = 0;
-        double t0 = now_s(), t1 = t0;
+        double t0 = ag_now_s(), t1 = t0;
         while (t1 - t0 < 0.3 || reps < 3) {
             if (split) {
                 ag_gemm(false, true, M, N, K, 1, A, K, B, K, 0, Cm, N);
@@ -95,7 +88,7 @@ static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1, dC, N, A, K, 1, dB, K);
             }
             reps++;
-            t1 = now_s();
+            t1 = ag_now_s();
         }
         flops += 3.0 * 2 * M * N * K * reps;
         secs += t1 - t0;
@@ -126,28 +119,28 @@ static int argmax(const ag_real *x, int n)
 static double sample_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int *ids, int n)
 {
     ag_kv_cache_clear(cache);
-    double t0 = now_s();
+    double t0 = ag_now_s();
     for (int p = 0; p < n; p++) {
         ag_tensor *logits = ag_gpt_forward_cached(ctx, g, cache, ids[p]);   // [V]
         if (!logits) return -1;
         ids[p + 1] = argmax(logits->data, g->cfg.vocab_size);
         ag_ctx_reset(ctx);
     }
-    return now_s() - t0;
+    return ag_now_s() - t0;
 }
 
 /* The same without a cache: the whole context again for every token. Seconds, or -1. */
 static double sample_recomputing(ag_ctx *ctx, ag_gpt *g, int *ids, int n)
 {
     int V = g->cfg.vocab_size;
-    double t0 = now_s();
+    double t0 = ag_now_s();
     for (int p = 0; p < n; p++) {
         ag_tensor *logits = ag_gpt_forward(ctx, g, ids, NULL, 1, p + 1, NULL, NULL); // [1,p+1,V]
         if (!logits) return -1;
         ids[p + 1] = argmax(logits->data + (size_t)p * V, V);        /* the last position's */
         ag_ctx_reset(ctx);
     }
-    return now_s() - t0;
+    return ag_now_s() - t0;
 }
 
 /* characters/s generating n tokens from an untrained model (greedy: the argmax, so both ways
@@ -264,7 +257,7 @@ static void sample_batch(trainer *tr, const ag_corpus *data)
 static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *st)
 {
     ag_params *P = tr->g->params;
-    double t0 = now_s();
+    double t0 = ag_now_s();
     sample_batch(tr, data);
     ag_ctx_profile_mark(tr->ctx);
     ag_tensor *loss = NULL;
@@ -274,11 +267,11 @@ static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *
         fprintf(stderr, "bench: %s\n", ag_ctx_error(tr->ctx));
         return false;
     }
-    double t1 = now_s();
+    double t1 = ag_now_s();
     double clip = ag_clip_scale(ag_grad_norm(P), 1.0); /* clip norm 1, folded into AdamW */
-    double t2 = now_s();
+    double t2 = ag_now_s();
     ag_adamw_step_scaled(P, &tr->ac, ag_lr_at(&tr->sched, it), it + 1, clip);
-    double t3 = now_s();
+    double t3 = ag_now_s();
     ag_ctx_reset(tr->ctx);
     tr->step_s[it] = t3 - t0;
     if (it >= WARM) {

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "ddp.h"
 #include "data/hash.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
 
@@ -24,13 +24,6 @@ struct lm_ddp {
     double sum_compute_s, sum_comm_s;    /* every step but the first (warm-up) */
     long steps;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // --- setting up ---
 
@@ -179,7 +172,7 @@ static ag_status reduce(lm_ddp *D, ag_error *err)
 ag_status lm_ddp_forward_backward(lm_ddp *D, long it, const int *ids, size_t n, ag_rng *rng, uint64_t dropout_seed,
                                   double *loss, ag_error *err)
 {
-    double t0 = now_s();
+    double t0 = ag_now_s();
     int B = D->o.batch_size, T = D->o.block_size;
     for (int i = 0; i < B; i++) D->off[i] = (size_t)ag_rng_below(rng, (uint64_t)(n - (size_t)T));   /* as get_batch */
     ag_params_zero_grad(D->o.params);
@@ -187,7 +180,7 @@ ag_status lm_ddp_forward_backward(lm_ddp *D, long it, const int *ids, size_t n, 
     ag_error_clear(&D->hook_err);
     ag_status s = run_micro_batches(D, it, ids, dropout_seed, err);
     if (s) return s;
-    double t1 = now_s();
+    double t1 = ag_now_s();
     sig_atomic_t mine = D->o.stop ? *D->o.stop : 0;   /* read once: a signal may land any time */
     D->red[1] = mine != 0 && mine != SIGTERM;
     D->red[2] = mine == SIGTERM;
@@ -195,7 +188,7 @@ ag_status lm_ddp_forward_backward(lm_ddp *D, long it, const int *ids, size_t n, 
     D->stop = D->red[2] > 0 ? SIGTERM : D->red[1] > 0 ? SIGINT : 0;
     *loss = D->red[0] / (double)(D->N * D->K);
     D->compute_s = t1 - t0;
-    D->comm_s = now_s() - t1;
+    D->comm_s = ag_now_s() - t1;
     if (D->steps++ > 0) {
         D->sum_compute_s += D->compute_s;
         D->sum_comm_s += D->comm_s;

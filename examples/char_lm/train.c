@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "attn.h"
 #include "checkpoint.h"
 #include "plot.h"
 #include "rundir.h"
+#include "tensor/debug.h"   /* ag_now_s */
 #include "trace.h"
 #include "train.h"
 
@@ -36,13 +36,6 @@ static uint64_t mix64(uint64_t a, uint64_t b)
 {
     const uint64_t golden = 0x9E3779B97F4A7C15ull;
     return ag_splitmix64((a ^ (b * golden + 0x632BE59BD9B4E019ull)) - golden);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void fmt_duration(char *buf, size_t n, double s)
@@ -665,7 +658,7 @@ static void log_progress(run *R, long it, double loss, double lr)
     const lm_train_opts *o = R->o;
     long max = R->cfg.max_iters, log_every = o->log_every > 0 ? o->log_every : 10;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    double t1 = now_s();
+    double t1 = ag_now_s();
     bool show = R->tty ? t1 - R->t_shown >= 0.1 || it + 1 == max : it % log_every == 0 || it + 1 == max;
     if (!o->log || !show) return;
     char eta[32];
@@ -681,7 +674,7 @@ static void log_end(const run *R, const lm_train_result *r)
     FILE *f = R->o->log;
     if (!f) return;
     char el[32];
-    fmt_duration(el, sizeof el, now_s() - R->t_start);
+    fmt_duration(el, sizeof el, ag_now_s() - R->t_start);
     lm_ddp_log_summary(R->ddp, f);
     if (r->interrupted)
         fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n", r->iter, el,
@@ -817,14 +810,14 @@ static ag_status train_step(run *R, long it, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    double t0 = now_s(), lr = ag_lr_at(&R->sched, it), loss = 0;
+    double t0 = ag_now_s(), lr = ag_lr_at(&R->sched, it), loss = 0;
     if (o->before_step) o->before_step(it, R->m.g, o->hook_user);
     ag_status s = step(R, it, lr, &loss, err);
     if (s) {
         if (R->tty) fputs("\n", o->log);
         return s;
     }
-    double dt = now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
+    double dt = ag_now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
     R->ema_dt = it == R->start ? (dt > 0 ? dt : 1e-9) : 0.9 * R->ema_dt + 0.1 * dt;   /* smoothed step time */
     if (o->losses && it < o->n_losses) o->losses[it] = loss;
     s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, R->train_col, R->val_col, tok_s, R->stats);
@@ -864,7 +857,7 @@ static ag_status train_loop(run *R, lm_train_result *r, ag_error *err)
     const lm_config *c = &R->cfg;
     R->tty = R->o->log && isatty(fileno(R->o->log));
     R->sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
-    R->t_start = now_s();
+    R->t_start = ag_now_s();
     R->saved_at = R->resumed ? R->start : -1;
     for (long it = R->start;; it++) {
         if (stop_requested(R)) return stop_early(R, it, r, err);

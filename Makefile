@@ -263,8 +263,9 @@ check-asan: asan                                  ## asan, plus char_lm train/re
 VALGRIND = valgrind -q --vgdb=no --leak-check=full --show-leak-kinds=definite,indirect \
            --errors-for-leak-kinds=definite,indirect --error-exitcode=9
 VG_DIR = $(B)/check-valgrind
-# GOMP_SPINCOUNT given: char_lm then does not re-exec itself through /proc/self/exe, which under
-# valgrind is valgrind's own tool binary ("You cannot run ... directly")
+# GOMP_SPINCOUNT given: char_lm then does not re-exec itself through /proc/self/exe
+# (examples/char_lm/omp_spin.h), which under valgrind is valgrind's own tool binary ("You cannot
+# run ... directly")
 VG_ENV = OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
 VG_RUN = $(VG_ENV) $(VALGRIND) ./$(B)/vg/char_lm
 # the tiny preset, smaller: valgrind runs it about 50 times slower than native

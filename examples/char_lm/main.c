@@ -24,6 +24,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
+#include "omp_spin.h"
 #include "plot.h"
 #include "sample.h"
 #include "trace.h"
@@ -312,24 +313,9 @@ static int cmd_attn(const lm_attn_args *a)
     return 0;
 }
 
-/* OpenMP reads its wait policy when the program loads. Its default spins ~300k iterations
- * before sleeping: fastest on an idle machine, but when another process wants a core the
- * spinning threads make a step several times slower. A bounded spin (GOMP_SPINCOUNT=10000,
- * tens of microseconds: long enough to catch the next op's parallel region) kept the idle
- * speed within 2% (make bench). So re-run ourselves once with it, unless the user chose. */
-static void bounded_omp_spin(char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    /* under valgrind /proc/self/exe is valgrind's tool, which cannot be exec'ed directly */
-    const char *preload = getenv("LD_PRELOAD");
-    if (preload && strstr(preload, "vgpreload")) return;
-    if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
-    execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
-}
-
 int main(int argc, char **argv)
 {
-    bounded_omp_spin(argv);
+    lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);

@@ -1,9 +1,9 @@
 /* bench.c -- make bench: training throughput of the char_lm GPT, where the time goes, and how
  * close the matrix products come to OpenBLAS's own speed.
  *
- * For each configuration (tiny, baby, small of ../shared/MODEL.md) it runs the training step of
- * bench/torch_ref.py: sample a batch, forward, backward, clip, AdamW; it times every step, drops
- * the first 5 (warm-up) and prints
+ * For each configuration (tiny, baby, small of ../shared/MODEL.md) it runs the training step
+ * of ../shared/bench/torch_ref.py: sample a batch, forward, backward, clip, AdamW; it times
+ * every step, drops the first 5 (warm-up) and prints
  *   - tokens/s and ms per step;
  *   - GFLOP/s of the step's matrix products (counted from the shapes: 3x the forward FLOPs),
  *     next to sgemm's GFLOP/s on the same shapes with the same threads (the ceiling);

@@ -139,7 +139,7 @@ void ag_corpus_free(ag_corpus *c);   /* NULL ok; leaves *c zeroed */
 
 /* MODEL.md's split: the first n_train = floor((1 - val_fraction) * n) tokens train, the rest
  * (n_val = n - n_train) validate; val_fraction 0 means no validation split (n_val = 0). This
- * is int(0.9 * len(data)) for the default 0.1, as in bench/torch_ref.py.
+ * is int(0.9 * len(data)) for the default 0.1, as in ../shared/bench/torch_ref.py.
  * A batch window needs block_size + 1 tokens, so each used split must hold at least that many.
  * AG_ERR_ARG when val_fraction is not in [0, 1) or block_size < 1, or a split is too short:
  *   "data.txt: the validation split has 12 tokens, block_size 64 needs at least 65". */

@@ -404,7 +404,7 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
     const lm_field *decay = lm_field_by_key("lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
     ag_status s = lm_config_validate(&t->cfg, false, err);
-    /* a resumed run's config is the checkpoint's with these flags: train.c checks the merge */
+    /* a resumed run's config is the checkpoint's with these flags: train_setup.c checks the merge */
     return s || t->resume ? s : lm_config_check_training(&t->cfg, err);
 }
 

@@ -60,7 +60,7 @@ ag_status lm_ddp_new(lm_ddp **out, const lm_ddp_opts *o, ag_error *err)
                          "rank runs --grad-accum micro-batches of batch-size / (ranks x grad-accum) windows); try "
                          "--batch-size %d", B, N, N == 1 ? "" : "s", K, N * K, up);
     }
-    if (N == 1 && K == 1) return AG_OK;   /* train.c's own step */
+    if (N == 1 && K == 1) return AG_OK;   /* the plain step (train.c): nothing to split */
     lm_ddp *D = calloc(1, sizeof *D);
     if (!D) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     D->o = *o;

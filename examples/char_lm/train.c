@@ -17,7 +17,7 @@
 #include "tensor/debug.h"   /* ag_now_s */
 #include "trace.h"
 
-// --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Batches") ---
+// --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Vocabulary and data") ---
 
 void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng)
 {

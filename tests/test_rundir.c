@@ -200,10 +200,89 @@ static void make_base(const char *base, scenario sc, const proc_opts *o)
     ck_assert_int_eq(unlink(proc_path(run, "latest")), 0);
 }
 
+typedef struct {
+    int kills, kept_old, got_new, none_yet;   /* fault points tried; what each left live */
+} kill_counts;
+
+/* After the kill at point (its message): one whole checkpoint in run, the old one or the new
+ * one, that samples; none only for a fresh run. Returns its iteration, or -1. */
+static long live_after_kill(scenario sc, const char *work, const char *run, const char *point, const proc_opts *o,
+                            kill_counts *n)
+{
+    long live = live_iteration(run);
+    if (live < 0) {
+        ck_assert_msg(sc == S_FRESH, "%s: %s: no checkpoint left", scenario_names[sc], point);
+        n->none_yet++;
+        return live;
+    }
+    free(run_ok(work, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), o, 0));
+    long old = 2, new = sc == S_FRESH ? 0 : 4;
+    ck_assert_msg(live == new || (live == old && sc != S_FRESH), "%s: %s: live iteration %ld", scenario_names[sc],
+                  point, live);
+    if (live == new) n->got_new++;
+    else n->kept_old++;
+    return live;
+}
+
+/* Fault point k of scenario sc, in a copy of base: the run is killed there, leaves one whole
+ * checkpoint, and goes on from it to ref's losses and files. False once the run gets past the
+ * last fault point (every one was tried). */
+static bool kill_once(scenario sc, const char *base, const char *ref, int k, bool table, kill_counts *n)
+{
+    char work[PATH_MAX], run[PATH_MAX], fault[32], io[PATH_MAX + 8];
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    snprintf(work, sizeof work, "%s/k%03d", root, k);
+    proc_remove_tree(work);
+    proc_copy_tree(base, work);
+    proc_remove_tree(proc_path(work, "ref"));
+    snprintf(run, sizeof run, "%s", proc_path(work, "run"));
+    snprintf(fault, sizeof fault, "CHAR_LM_FAULT=%d", k);
+    const char *const env[] = {fault, "PATH=/nonexistent", NULL};
+    proc_opts of = {.no_wrap = true, .env = env};
+    proc_result r;
+    snprintf(io, sizeof io, "%s.io", work);
+    const char *const *cmd = sc == S_FRESH ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                               "--eval-interval", "2", "--max-iters", "0")
+                                           : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                               "--max-iters", "4");
+    proc_run(work, cmd, io, &of, &r);
+    if (r.exited && r.code == 0) {   /* past the last fault point */
+        proc_result_free(&r);
+        proc_remove_tree(work);
+        return false;
+    }
+    ck_assert_msg(r.signaled && r.sig == SIGKILL, "fault point %d: %s\n%s", k, proc_status_str(&r), r.err);
+    const char *said = strstr(r.err, "fault point");
+    char point[256] = "?";
+    if (said) snprintf(point, sizeof point, "%.*s", (int)strcspn(said, "\n"), said);
+    proc_result_free(&r);
+    n->kills++;
+    long live = live_after_kill(sc, work, run, point, &o, n);
+    if (table) printf("%-26s kill %3d  %-90s -> %s\n", scenario_names[sc], k, point,
+                      live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
+                                                                                   "new checkpoint live");
+
+    /* the run goes on from it and ends as if never killed */
+    char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                          "--eval-interval", "2", "--max-iters", "6")
+                                      : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                          "--max-iters", "6"), &o, 0);
+    char resuming[64], what[400];
+    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", live);
+    ck_assert_msg(live < 0 || strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
+                  live, out);
+    free(out);
+    snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
+    assert_clean(run, what);
+    assert_same_run(run, ref, what);
+    proc_remove_tree(work);
+    return true;
+}
+
 START_TEST(test_kill_at_every_step)
 {
     scenario sc = (scenario)_i;
-    char base[PATH_MAX], work[PATH_MAX], run[PATH_MAX], ref[PATH_MAX], fault[32], io[PATH_MAX + 8];
+    char base[PATH_MAX], ref[PATH_MAX];
     snprintf(base, sizeof base, "%s", fresh_dir(sc == S_RESUMED ? "base0" : sc == S_LEGACY ? "base1" : "base2"));
     /* no gnuplot: a picture still drawing when the run is killed would race with the next run */
     proc_opts o = {.no_wrap = true, .env = no_plots};
@@ -212,77 +291,15 @@ START_TEST(test_kill_at_every_step)
     free(run_ok(base, A("train", "--data", "corpus.txt", "--out", "ref", RUN_FLAGS, "--eval-interval", "2",
                         "--max-iters", "6"), &o, 0));
     bool table = getenv("CHAR_LM_TABLE") != NULL;
-    int kills = 0, kept_old = 0, got_new = 0, none_yet = 0;
-    for (int k = 1;; k++) {
-        snprintf(work, sizeof work, "%s/k%03d", root, k);
-        proc_remove_tree(work);
-        proc_copy_tree(base, work);
-        proc_remove_tree(proc_path(work, "ref"));
-        snprintf(run, sizeof run, "%s", proc_path(work, "run"));
-        snprintf(fault, sizeof fault, "CHAR_LM_FAULT=%d", k);
-        const char *const env[] = {fault, "PATH=/nonexistent", NULL};
-        proc_opts of = {.no_wrap = true, .env = env};
-        proc_result r;
-        snprintf(io, sizeof io, "%s.io", work);
-        const char *const *cmd = sc == S_FRESH ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
-                                                   "--eval-interval", "2", "--max-iters", "0")
-                                               : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
-                                                   "--max-iters", "4");
-        proc_run(work, cmd, io, &of, &r);
-        if (r.exited && r.code == 0) {   /* past the last fault point: every one was tried */
-            proc_result_free(&r);
-            proc_remove_tree(work);
-            break;
-        }
-        ck_assert_msg(r.signaled && r.sig == SIGKILL, "fault point %d: %s\n%s", k, proc_status_str(&r), r.err);
-        const char *said = strstr(r.err, "fault point");
-        char point[256] = "?";
-        if (said) snprintf(point, sizeof point, "%.*s", (int)strcspn(said, "\n"), said);
-        proc_result_free(&r);
-        kills++;
-
-        /* one whole checkpoint: the old one or the new one */
-        long live = live_iteration(run);
-        long want_from = live;
-        if (live < 0) {
-            ck_assert_msg(sc == S_FRESH, "%s: %s: no checkpoint left", scenario_names[sc], point);
-            none_yet++;
-        } else {
-            free(run_ok(work, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
-            long old = 2, new = sc == S_FRESH ? 0 : 4;
-            ck_assert_msg(live == new || (live == old && sc != S_FRESH), "%s: %s: live iteration %ld",
-                          scenario_names[sc], point, live);
-            if (live == new) got_new++;
-            else kept_old++;
-        }
-        if (table) printf("%-26s kill %3d  %-90s -> %s\n", scenario_names[sc], k, point,
-                          live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
-                                                                                       "new checkpoint live");
-
-        /* the run goes on from it and ends as if never killed */
-        char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
-                                              "--eval-interval", "2", "--max-iters", "6")
-                                          : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
-                                              "--max-iters", "6"), &o, 0);
-        if (want_from >= 0) {
-            char resuming[64];
-            snprintf(resuming, sizeof resuming, "resuming at iteration %ld", want_from);
-            ck_assert_msg(strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
-                          want_from, out);
-        }
-        free(out);
-        char what[400];
-        snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
-        assert_clean(run, what);
-        assert_same_run(run, ref, what);
-        proc_remove_tree(work);
-    }
+    kill_counts n = {0};
+    for (int k = 1; kill_once(sc, base, ref, k, table, &n); k++) continue;
     if (table)
         printf("%s: %d kill points; old checkpoint live after %d, new after %d, none yet after %d; every one resumed "
-               "to the uninterrupted run's losses and files\n", scenario_names[sc], kills, kept_old, got_new, none_yet);
-    ck_assert_int_ge(kills, 15);   /* every step was reached */
-    ck_assert_int_gt(got_new, 0);
-    ck_assert_int_gt(kept_old + none_yet, 0);
+               "to the uninterrupted run's losses and files\n", scenario_names[sc], n.kills, n.kept_old, n.got_new,
+               n.none_yet);
+    ck_assert_int_ge(n.kills, 15);   /* every step was reached */
+    ck_assert_int_gt(n.got_new, 0);
+    ck_assert_int_gt(n.kept_old + n.none_yet, 0);
 }
 END_TEST
 
@@ -304,6 +321,22 @@ static bool exists(const char *dir, const char *name)
 {
     struct stat sb;
     return lstat(proc_path(dir, name), &sb) == 0;
+}
+
+/* names [n] made in dir: a directory for a name ending in '/', else a one-byte file. */
+static void plant(const char *dir, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", proc_path(dir, names[i]));
+        size_t len = strlen(p);
+        if (p[len - 1] == '/') {
+            p[len - 1] = '\0';
+            ck_assert_int_eq(mkdir(p, 0755), 0);
+        } else {
+            proc_write_file(p, "x", 1);
+        }
+    }
 }
 
 START_TEST(test_layout)
@@ -345,21 +378,8 @@ START_TEST(test_layout)
                                "train_state.safetensors", "ckpt-00000009/model.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
                             "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a"};
-    for (int k = 0; k < 2; k++) {
-        const char *const *list = k ? theirs : leftovers;
-        int n = k ? (int)(sizeof theirs / sizeof *theirs) : (int)(sizeof leftovers / sizeof *leftovers);
-        for (int i = 0; i < n; i++) {
-            char p[PATH_MAX];
-            snprintf(p, sizeof p, "%s", proc_path(ck, list[i]));
-            size_t len = strlen(p);
-            if (p[len - 1] == '/') {
-                p[len - 1] = '\0';
-                ck_assert_int_eq(mkdir(p, 0755), 0);
-            } else {
-                proc_write_file(p, "x", 1);
-            }
-        }
-    }
+    plant(ck, leftovers, (int)(sizeof leftovers / sizeof *leftovers));
+    plant(ck, theirs, (int)(sizeof theirs / sizeof *theirs));
     lm_ckpt_clean(ck);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);

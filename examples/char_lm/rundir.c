@@ -74,12 +74,12 @@ static ag_status in_use(const char *dir, long pid, ag_error *err)
 /* The run directory's own lock (issue 19): a flock on the directory, which no removal of a file
  * inside it can release, as removing train.lock released the record lock on it. Taken first,
  * it is what keeps a second train out; the pid comes from /proc/locks or train.lock. Where the
- * file system cannot flock a directory (NFS: EBADF), the record lock on train.lock is all. */
+ * file system cannot flock a directory (NFS: EBADF), or the directory cannot be opened to read,
+ * the record lock on train.lock is all. */
 static ag_status lock_dir(lm_lock *l, const char *dir, ag_error *err)
 {
     l->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (l->dir_fd < 0)
-        return ag_seterr(err, AG_ERR_IO, "%s: cannot open the directory to lock it: %s", dir, strerror(errno));
+    if (l->dir_fd < 0) return AG_OK;   /* not readable (mode 0300): the record lock alone */
     if (flock(l->dir_fd, LOCK_EX | LOCK_NB) == 0) return AG_OK;
     int e = errno;
     struct stat sb;

@@ -240,7 +240,8 @@ static ag_status resume_state(run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
                          "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
                          R->m.iter, R->st.iter);
-    if (R->st.n_tokens != R->c.n || R->st.data_hash != lm_ids_hash(R->c.ids, R->c.n))
+    if ((R->st.n_tokens != R->c.n || R->st.data_hash != lm_ids_hash_until(R->c.ids, R->c.n, stop_loading, R)) &&
+        !signal_seen(R))   /* a signal abandons the hash: then lm_train stops, nothing written */
         return ag_seterr(err, AG_ERR_ARG, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
                          "the run had %zu); to train on it from these weights use --init-from", o->data_path,
                          o->out_dir, R->c.n, R->st.n_tokens);
@@ -255,7 +256,7 @@ static void new_state(run *R)
     R->st.run_id = lm_new_run_id();
     ag_rng_seed(&R->st.rng, mix64(R->cfg.seed, TAG_BATCH));
     R->st.n_tokens = R->c.n;
-    R->st.data_hash = lm_ids_hash(R->c.ids, R->c.n);
+    R->st.data_hash = lm_ids_hash_until(R->c.ids, R->c.n, stop_loading, R);   /* 0 after a signal: never saved */
 }
 
 /* The step's buffers and its ctx (one for every forward and backward of the run). */

@@ -28,13 +28,9 @@ int gc_check(const gc_opts *o, gc_build_fn build, ag_tensor **in, int n_in, void
 
 ag_tensor *gc_tensor_new(int ndim, const int *shape, uint64_t seed, double lo, double hi)
 {
-    ag_tensor *t = ag_tensor_new_owned(ndim, shape);
-    if (!t) return NULL;
     ag_rng r;
     ag_rng_seed(&r, seed);
-    size_t n = ag_numel(t);
-    for (size_t i = 0; i < n; i++) t->data[i] = (ag_real)(lo + (hi - lo) * ag_rng_uniform(&r));
-    return t;
+    return ag_gradcheck_input(NULL, ndim, shape, &r, lo, hi);
 }
 
 void gc_tensor_free(ag_tensor *t) { ag_tensor_free_owned(t); }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include "gradcheck.h"
 
-typedef enum { BWD_RIGHT, BWD_DA_TWICE, BWD_DB_OVERWRITES, BWD_NONE } bwd_bug;
+typedef enum { BWD_RIGHT, BWD_DA_TWICE, BWD_DB_OVERWRITES, BWD_DA2_PLUS_ONE, BWD_NONE } bwd_bug;
 
 // --- y = a * b, with a selectable bug in its backward ---
 
@@ -23,7 +23,7 @@ static ag_status mul_backward(ag_ctx *ctx, ag_node *n)
     if (!da || !db) return ag_ctx_status(ctx);
     bwd_bug bug = (bwd_bug)n->iparam[0];
     for (size_t i = 0; i < ag_numel(a); i++) {
-        da[i] += (bug == BWD_DA_TWICE ? 2 : 1) * dy[i] * b->data[i];
+        da[i] += (bug == BWD_DA_TWICE ? 2 : 1) * dy[i] * b->data[i] + (bug == BWD_DA2_PLUS_ONE && i == 2);
         if (bug == BWD_DB_OVERWRITES) db[i] = dy[i] * a->data[i];
         else db[i] += dy[i] * a->data[i];
     }
@@ -105,8 +105,96 @@ START_TEST(test_wrong_factor_fails_its_own_input)
     ck_assert(fabs(r[0].analytic - 2 * r[0].numeric) <= 0.1 * fabs(r[0].numeric)); /* the worst: twice */
     char line[AG_GRADCHECK_MSG], want[96];
     ag_gradcheck_message(&o, r, 2, line, sizeof line);
-    snprintf(want, sizeof want, "test_mul (%s): input 0 element %zu: analytic ", AG_REAL_NAME, r[0].worst);
-    ck_assert_msg(strstr(line, want) && strstr(line, " of 12 elements fail)"), "%s", line);
+    snprintf(want, sizeof want, "test_mul (%s): FAIL input 0 element %zu: analytic ", AG_REAL_NAME, r[0].worst);
+    ck_assert_msg(strstr(line, want) && strstr(line, " times over); ") && strstr(line, " of 12 elements fail"), "%s", line);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+/* One wrong element, da[2] off by exactly 1: the check names that element, with the numbers a
+ * learner reads to see how wrong it is: the relative error |a - n| / |n| against the relative
+ * tolerance rtol + atol / |n|, and how many tolerances apart the two are. */
+START_TEST(test_failure_names_element_and_error)
+{
+    int s[2] = { 3, 4 };
+    ag_tensor *in[2] = { gc_tensor_new(2, s, 12, -1, 1), gc_tensor_new(2, s, 13, -1, 1) };
+    ag_gradcheck_opts o = ag_gradcheck_defaults("test_mul");
+    o.max_elems = 0;
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_DA2_PLUS_ONE;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 2, &o, r, &err), AG_OK);
+    ck_assert_uint_eq(r[0].failed, 1);
+    ck_assert_uint_eq(r[1].failed, 0);
+    ck_assert_uint_eq(r[0].worst, 2);
+    ck_assert_double_eq_tol(r[0].analytic - r[0].numeric, 1, 1e-3);  /* the injected error */
+    double n = fabs(r[0].numeric), tol = o.atol + o.rtol * n;
+    ck_assert_double_eq_tol(r[0].tol, tol, 1e-12 * tol);
+    ck_assert_double_eq_tol(r[0].ratio, fabs(r[0].analytic - r[0].numeric) / tol, 1e-9 * r[0].ratio);
+    ck_assert(r[0].ratio > 1 && r[1].ratio <= 1);
+    char line[AG_GRADCHECK_MSG], want[160];
+    ag_gradcheck_message(&o, r, 2, line, sizeof line);
+    snprintf(want, sizeof want, "test_mul (%s): FAIL input 0 element 2: analytic %.10g numeric %.10g, ", AG_REAL_NAME,
+             r[0].analytic, r[0].numeric);
+    ck_assert_msg(strstr(line, want), "%s\nwant %s", line, want);
+    snprintf(want, sizeof want, "relative error %.3g > tolerance %.3g (%.2g times over); 1 of 24 elements fail",
+             fabs(r[0].analytic - r[0].numeric) / n, o.rtol + o.atol / n, fabs(r[0].analytic - r[0].numeric) / tol);
+    ck_assert_msg(strstr(line, want), "%s\nwant %s", line, want);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+/* The message names the input that fails, not input 0: here db is written with `=` */
+START_TEST(test_failure_names_the_failing_input)
+{
+    int s[1] = { 5 };
+    ag_tensor *in[2] = { gc_tensor_new(1, s, 14, -1, 1), gc_tensor_new(1, s, 15, -1, 1) };
+    in[1]->name = "b";
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_DB_OVERWRITES;
+    ag_gradcheck_opts o = ag_gradcheck_defaults("overwrites");
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 2, &o, r, &err), AG_OK);
+    ck_assert(r[0].failed == 0 && r[1].failed > 0);
+    char line[AG_GRADCHECK_MSG], want[64];
+    ag_gradcheck_message(&o, r, 2, line, sizeof line);
+    snprintf(want, sizeof want, "FAIL input 1 (b) element %zu:", r[1].worst);
+    ck_assert_msg(strstr(line, want) && strstr(line, " times over); "), "%s", line);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
+/* y = a * b with b exactly 0 at some elements: there da = 0 and the difference is exactly 0,
+ * an element that tests nothing. The worst element is never one of them while another exists,
+ * though the right gradients elsewhere (|b| = 5) have a larger margin under |a - n| - tol. */
+START_TEST(test_worst_is_never_zero_against_zero)
+{
+    int s[1] = { 8 };
+    ag_tensor *in[2] = { gc_tensor_new(1, s, 16, -1, 1), gc_tensor_new(1, s, 17, -1, 1) };
+    for (int i = 0; i < 8; i++) in[1]->data[i] = i % 2 ? 5 : 0;
+    ag_gradcheck_opts o = ag_gradcheck_defaults("zeros");
+    o.max_elems = 0;
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_RIGHT;
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 2, &o, r, &err), AG_OK);
+    ck_assert_uint_eq(ag_gradcheck_failed(r, 2), 0);
+    ck_assert_msg(r[0].worst % 2 == 1, "worst element %zu: analytic %g numeric %g", r[0].worst, r[0].analytic,
+                  r[0].numeric);
+    ck_assert(r[0].numeric != 0);
+    char line[AG_GRADCHECK_MSG];
+    ag_gradcheck_message(&o, r, 2, line, sizeof line);
+    ck_assert_msg(strstr(line, "): ok, 2 inputs, 16 elements, worst input ") && strstr(line, " <= tolerance ") &&
+                  !strstr(line, "analytic 0 numeric 0"), "%s", line);
+
+    for (int i = 0; i < 8; i++) in[1]->data[i] = 0;     /* every element of input 0 is 0 against 0 */
+    ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, in, 1, &o, r, &err), AG_OK);
+    ck_assert(r[0].analytic == 0 && r[0].numeric == 0 && r[0].ratio == 0);
+    ag_gradcheck_message(&o, r, 1, line, sizeof line);
+    ck_assert_msg(strstr(line, "analytic 0 numeric 0, both exactly 0, as is every element checked"), "%s", line);
     gc_tensor_free(in[0]);
     gc_tensor_free(in[1]);
 }
@@ -267,6 +355,9 @@ Suite *gradcheck_suite(void)
     tcase_add_test(t, test_wrong_factor_fails_its_own_input);
     tcase_add_test(t, test_overwriting_backward_fails);
     tcase_add_test(t, test_missing_softmax_backward_fails);
+    tcase_add_test(t, test_failure_names_element_and_error);
+    tcase_add_test(t, test_failure_names_the_failing_input);
+    tcase_add_test(t, test_worst_is_never_zero_against_zero);
     suite_add_tcase(s, t);
     t = tcase_create("contract");
     tcase_add_test(t, test_inputs_left_as_found);

@@ -18,7 +18,12 @@
  *            SIGHUP too (129); a stop signal during the setup writes nothing, and one while
  *            the text is still loading ends the load at once.
  *   links    symbolic links planted in a run directory (loss.png, loss.gp, metrics.csv, an
- *            attention map's .dat and .gp) are replaced, their targets never written. */
+ *            attention map's .dat and .gp) are replaced, their targets never written.
+ *   bounds   (issue 19) a hung gnuplot holds neither a stop signal (answered within a second)
+ *            nor training (killed after its time, a warning); deleting train.lock lets no
+ *            second train in; the model and train state of two branches of a run are refused
+ *            together; a user's directory at the next checkpoint's name is left alone; the
+ *            corpus hash stops when asked; `attn` refuses a prompt it has no memory for. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -31,6 +36,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "alloc_count.h"
+#include "attn.h"
 #include "checkpoint.h"
 #include "proc.h"
 #include "train.h"
@@ -339,23 +346,32 @@ static void plant(const char *dir, const char *const *names, int n)
     }
 }
 
+/* For the tests that save checkpoints through the library: dir/ck made (its path in ck
+ * [PATH_MAX]), dir/corpus.txt in c, a one-layer tiny config for it in cfg (the caller may change
+ * the shape before making the model) and the train state of iteration iter in st. */
+static void small_run(const char *dir, char *ck, ag_corpus *c, lm_config *cfg, lm_train_state *st, long iter)
+{
+    snprintf(ck, PATH_MAX, "%s", proc_path(dir, "ck"));
+    ck_assert_int_eq(mkdir(ck, 0755), 0);
+    ck_assert_int_eq(ag_corpus_load(proc_path(dir, "corpus.txt"), c, NULL), AG_OK);
+    ck_assert_int_eq(lm_config_preset(cfg, "tiny"), AG_OK);
+    cfg->model.vocab_size = c->vocab.V;
+    cfg->model.n_layer = 1;
+    cfg->model.n_embd = 16;
+    *st = (lm_train_state){.iter = iter, .step = iter, .run_id = 0x1234, .n_tokens = c->n, .n_train = c->n};
+    ag_rng_seed(&st->rng, 1);
+}
+
 START_TEST(test_layout)
 {
     const char *dir = fresh_dir("layout");
     char ck[PATH_MAX];
-    snprintf(ck, sizeof ck, "%s", proc_path(dir, "ck"));
-    ck_assert_int_eq(mkdir(ck, 0755), 0);
     ag_corpus c;
-    ck_assert_int_eq(ag_corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
     lm_config cfg;
-    ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
-    cfg.model.vocab_size = c.vocab.V;
-    cfg.model.n_layer = 1;
-    cfg.model.n_embd = 16;
+    lm_train_state st;
+    small_run(dir, ck, &c, &cfg, &st, 3);
     ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
     ck_assert_ptr_nonnull(g);
-    lm_train_state st = {.iter = 3, .step = 3, .run_id = 0x1234, .n_tokens = c.n, .n_train = c.n};
-    ag_rng_seed(&st.rng, 1);
     ag_error e = {0};
 
     /* the same iteration saved again (a new run over an old one) never touches the live one */
@@ -705,6 +721,302 @@ START_TEST(test_links_replaced)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// no wait without a bound, a lock that cannot be deleted away (issue 19)
+
+/* A gnuplot that never ends (a stuck font cache, a hung file system), first on PATH in the
+ * returned "PATH=..." (a static buffer); each one started appends its pid to dir/fakebin/gnuplot.pids. */
+static const char *hung_gnuplot(const char *dir)
+{
+    static char path_env[PATH_MAX + 32];
+    char bin[PATH_MAX];
+    snprintf(bin, sizeof bin, "%s", proc_path(dir, "fakebin"));
+    ck_assert_int_eq(mkdir(bin, 0755), 0);
+    static const char script[] = "#!/bin/sh\necho $$ >> \"$0.pids\"\nexec sleep 100000\n";
+    proc_write_file(proc_path(bin, "gnuplot"), script, sizeof script - 1);
+    ck_assert_int_eq(chmod(proc_path(bin, "gnuplot"), 0755), 0);
+    snprintf(path_env, sizeof path_env, "PATH=%s:/usr/bin:/bin", bin);
+    return path_env;
+}
+
+/* How many fake gnuplots have started; waits up to `wait_s` seconds for at least one. */
+static int plotters_started(const char *dir, double wait_s)
+{
+    char pids[PATH_MAX];
+    snprintf(pids, sizeof pids, "%s", proc_path(dir, "fakebin/gnuplot.pids"));
+    for (double t = 0;; t += 0.01) {
+        char *b = proc_read_file(pids, NULL);
+        int n = b ? proc_lines(b) : 0;
+        free(b);
+        if (n > 0 || t >= wait_s) return n;
+        struct timespec d = {0, 10000000};
+        nanosleep(&d, NULL);
+    }
+}
+
+/* Every fake gnuplot started is gone: killed and reaped, not left running. */
+static void assert_plotters_gone(const char *dir)
+{
+    char *b = proc_read_file(proc_path(dir, "fakebin/gnuplot.pids"), NULL);
+    ck_assert_ptr_nonnull(b);
+    for (char *p = b; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+        long pid = atol(p);
+        ck_assert_msg(pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH, "gnuplot %ld is still there", pid);
+    }
+    free(b);
+}
+
+/* A stop signal while a hung gnuplot draws loss.png is answered at once (exit 130, the
+ * checkpoint written), the plotter killed: it used to wait for gnuplot forever. */
+START_TEST(test_hung_plotter_signal)
+{
+    const char *dir = fresh_dir("hung_plot");
+    const char *const env[] = {hung_gnuplot(dir), NULL};
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = env};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/long", dir);
+    pid_t pid = start_long_run(dir, io, &o);   /* evaluations every 3 steps: a plot started at 3 */
+    int started = plotters_started(dir, 10);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kill(pid, SIGINT);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    double took = seconds_since(&t0);
+    ck_assert_msg(started > 0, "the fake gnuplot never ran: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code == 130, "SIGINT with gnuplot hung: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(took < 2, "SIGINT answered after %.2f s with gnuplot hung", took);
+    ck_assert_msg(strstr(r.out, "interrupted at iteration"), "stdout:\n%s", r.out);
+    proc_result_free(&r);
+    assert_plotters_gone(dir);
+    free(run_ok(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
+}
+END_TEST
+
+/* A gnuplot that outlives its time ($CHAR_LM_PLOT_TIMEOUT here, 60 s by default) is killed and
+ * reported, once: training goes on and ends as usual; `attn` fails with the same words. */
+START_TEST(test_hung_plotter_timeout)
+{
+    const char *dir = fresh_dir("slow_plot");
+    const char *const env[] = {hung_gnuplot(dir), "CHAR_LM_PLOT_TIMEOUT=1", NULL};
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = env};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/train", dir);
+    proc_result r;
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-interval", "2", "--max-iters",
+                    "6"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0, "train with gnuplot hung: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(proc_lines(r.err) == 1 && strstr(r.err, "warning: gnuplot took more than 1 s") &&
+                  strstr(r.err, "killed it; loss.png not updated"), "stderr:\n%s", r.err);
+    proc_result_free(&r);
+    ck_assert_int_eq(live_iteration(proc_path(dir, "run")), 6);
+    ck_assert(!exists(dir, "run/loss.png"));
+    char run[PATH_MAX];
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    ck_assert_ptr_null(proc_find_tmp(run));
+    snprintf(io, sizeof io, "%s/attn", dir);
+    proc_run(dir, A("attn", "--ckpt", "run", "--prompt", "The", "--out", "heat.png"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 1 && proc_lines(r.err) == 1 && strstr(r.err, "gnuplot took more than 1 s"),
+                  "attn with gnuplot hung: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    ck_assert(!exists(dir, "heat.png"));
+    ck_assert_int_ge(plotters_started(dir, 0), 2);
+    assert_plotters_gone(dir);
+}
+END_TEST
+
+/* Deleting train.lock while train runs does not let a second one in: the directory itself is
+ * locked. The rivals are refused naming the pid (exit 2), and the run ends with a checkpoint
+ * that samples and resumes. */
+START_TEST(test_lock_file_deleted)
+{
+    const char *dir = fresh_dir("lock_deleted");
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    char io[PATH_MAX], want[64];
+    snprintf(io, sizeof io, "%s/long", dir);
+    pid_t pid = start_long_run(dir, io, &o);
+    snprintf(want, sizeof want, "(pid %ld,", (long)pid);
+    ck_assert_int_eq(unlink(proc_path(dir, "run/train.lock")), 0);
+    const char *const *const rivals[] = {
+        A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "1"),
+        A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--overwrite", "--max-iters", "2"),
+        A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"),
+    };
+    for (size_t i = 0; i < sizeof rivals / sizeof rivals[0]; i++) {
+        proc_result r;
+        char rio[PATH_MAX];
+        snprintf(rio, sizeof rio, "%s/rival", dir);
+        proc_run(dir, rivals[i], rio, &o, &r);
+        ck_assert_msg(r.exited && r.code == 2, "rival %zu after train.lock was deleted: %s\n%s", i,
+                      proc_status_str(&r), r.err);
+        ck_assert_msg(proc_lines(r.err) == 1 && strstr(r.err, "run is in use by another char_lm train") &&
+                      strstr(r.err, want), "rival %zu: stderr:\n%s", i, r.err);
+        proc_result_free(&r);
+    }
+    kill(pid, SIGTERM);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 143, "the long run: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    long live = live_iteration(proc_path(dir, "run"));
+    ck_assert_int_gt(live, 10);
+    free(run_ok(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
+    char upto[32];
+    snprintf(upto, sizeof upto, "%ld", live + 2);
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", upto), &o, 0));
+    ck_assert_int_eq(live_iteration(proc_path(dir, "run")), live + 2);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// what a checkpoint directory holds (issue 19): one checkpoint's pair, never two branches mixed
+
+/* Two branches of one run (cp -r, then two resumes with different flags) reach the same
+ * iteration with other weights: a model of one and the train state of the other are refused
+ * together. A train state older than the binding still resumes. */
+START_TEST(test_branches_do_not_mix)
+{
+    const char *dir = fresh_dir("branches");
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-interval", "2",
+                       "--max-iters", "2"), &o, 0));
+    char run[PATH_MAX], run2[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    snprintf(run2, sizeof run2, "%s", proc_path(dir, "run2"));
+    proc_copy_tree(run, run2);
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "4"), &o, 0));
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run2", "--resume", "--max-iters", "4", "--lr",
+                       "0.01"), &o, 0));
+    snprintf(a, sizeof a, "%s", proc_path(proc_ckpt(run), "model.safetensors"));
+    snprintf(b, sizeof b, "%s", proc_path(proc_ckpt(run2), "model.safetensors"));
+    size_t n;
+    char *other = proc_read_file(b, &n);
+    ck_assert_ptr_nonnull(other);
+    proc_write_file(a, other, n);   /* run's ckpt-4: run2's model beside run's train state */
+    free(other);
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/mixed", dir);
+    proc_result r;
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "6"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 1 && proc_lines(r.err) == 1 && strstr(r.err, "not one checkpoint") &&
+                  strstr(r.err, "model_hash"), "a mixed pair: %s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    /* the unmixed branch goes on; a state without the binding (older files) pairs as before */
+    snprintf(a, sizeof a, "%s", proc_path(proc_ckpt(run2), "train_state.safetensors"));
+    proc_patch_file(a, "\"model_hash\"", "\"model_hasx\"");
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run2", "--resume", "--max-iters", "6"), &o, 0));
+    ck_assert_int_eq(live_iteration(run2), 6);
+}
+END_TEST
+
+/* A directory of the user's planted at the next checkpoint's name does not stop training, and
+ * nothing in it is lost: the checkpoint takes the -b name. */
+START_TEST(test_planted_directory)
+{
+    const char *dir = fresh_dir("planted");
+    char ck[PATH_MAX];
+    ag_corpus c;
+    lm_config cfg;
+    lm_train_state st;
+    small_run(dir, ck, &c, &cfg, &st, 3);
+    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    ag_error e = {0};
+    const char *planted[] = {"ckpt-00000003/", "ckpt-00000003/notes.txt", "ckpt-00000003/model.safetensors.bak",
+                             "ckpt-00000005/", "ckpt-00000005/notes.txt", "ckpt-00000005-b/", "ckpt-00000005-b/x",
+                             "ckpt-00000007"};
+    for (size_t i = 0; i < sizeof planted / sizeof *planted; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", proc_path(ck, planted[i]));
+        if (p[strlen(p) - 1] == '/') ck_assert_int_eq(mkdir(p, 0755), 0);
+        else proc_write_file(p, "mine", 4);
+    }
+    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
+    st.iter = 5;   /* both names taken: an error that says so, the live checkpoint kept */
+    ck_assert_int_eq(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_ERR_IO);
+    ck_assert_msg(strstr(e.msg, "taken") && strstr(e.msg, "ckpt-00000005"), "%s", e.msg);
+    ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
+    st.iter = 7;   /* a file with the name is not ours to remove either */
+    ag_error_clear(&e);
+    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_str_eq(latest_name(ck), "ckpt-00000007-b");
+    for (size_t i = 0; i < sizeof planted / sizeof *planted; i++)
+        ck_assert_msg(exists(ck, planted[i]), "%s was removed", planted[i]);
+    lm_model m;
+    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_int_eq(m.iter, 7);
+    lm_model_free(&m);
+    ag_gpt_free(g);
+    ag_corpus_free(&c);
+}
+END_TEST
+
+static int polls;
+static bool stop_after_two(void *user) { return ++polls > *(int *)user; }
+
+/* The corpus hash of the setup stops when asked (2 GiB of text took 15 s), and gives the same
+ * hash as ag_ids_hash when not. */
+START_TEST(test_hash_stops)
+{
+    size_t n = (size_t)5 << 20;
+    int *ids = malloc(n * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
+    for (size_t i = 0; i < n; i++) ids[i] = (int)(i * 2654435761u % 1000);
+    int never = 1 << 30, two = 2;
+    polls = 0;
+    ck_assert(ag_ids_hash_until(ids, n, stop_after_two, &never) == ag_ids_hash(ids, n));
+    ck_assert_int_eq(polls, 5);   /* once per 2^20 ids */
+    polls = 0;
+    ck_assert(ag_ids_hash_until(ids, n, stop_after_two, &two) == 0);
+    ck_assert_int_eq(polls, 3);
+    ck_assert(ag_ids_hash(ids, n) != ag_ids_hash(ids, n - 1));
+    free(ids);
+}
+END_TEST
+
+/* `attn` estimates its memory like eval: the issue's 300 KB file claiming 12 layers of 8 heads
+ * at block_size 8192 (more layers where this machine could hold that), with a prompt of 8192
+ * characters, is refused with the figure before anything of that size is allocated. */
+START_TEST(test_attn_memory)
+{
+    const char *dir = fresh_dir("attn_mem");
+    char ck[PATH_MAX];
+    ag_corpus c;
+    lm_config cfg;
+    lm_train_state st;
+    small_run(dir, ck, &c, &cfg, &st, 1);
+    cfg.model.n_layer = 12;
+    cfg.model.n_head = 8;
+    cfg.model.n_embd = 8;
+    cfg.model.block_size = 8192;
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    while (lm_attn_bytes(&cfg.model, 8192, 8) <= have && cfg.model.n_layer < 256) cfg.model.n_layer += 12;
+    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    ag_error e = {0};
+    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ag_gpt_free(g);
+    lm_model m;
+    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    char *prompt = malloc(8193);
+    ck_assert_ptr_nonnull(prompt);
+    memset(prompt, 'e', 8192);
+    prompt[8192] = '\0';
+    long long peak;
+    alloc_count_start();
+    ag_status s = lm_attn_draw(&m, prompt, 0, -1, proc_path(dir, "heat.png"), &e);
+    alloc_count_stop(&peak);
+    ck_assert_msg(s == AG_ERR_NOMEM && strstr(e.msg, "attn: block_size 8192") && strstr(e.msg, "refused before "
+                  "allocating"), "%s", e.msg);
+    ck_assert_msg(peak < (1 << 20), "attn allocated %lld bytes before refusing", peak);
+    ck_assert(!exists(dir, "heat.dat") && !exists(dir, "heat.png"));
+    free(prompt);
+    lm_model_free(&m);
+    ag_corpus_free(&c);
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 Suite *rundir_suite(void)
@@ -742,6 +1054,24 @@ Suite *rundir_suite(void)
     (void)test_signal_during_load;
 #endif
     tcase_add_test(tc, test_signal_during_setup);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bounds");   /* issue 19: no wait without a bound, no lock deleted away */
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tcase_set_timeout(tc, 300);
+#ifndef AG_DOUBLE
+    tcase_add_test(tc, test_hung_plotter_signal);
+    tcase_add_test(tc, test_hung_plotter_timeout);
+    tcase_add_test(tc, test_lock_file_deleted);
+    tcase_add_test(tc, test_branches_do_not_mix);
+#else
+    (void)test_hung_plotter_signal;
+    (void)test_hung_plotter_timeout;
+    (void)test_lock_file_deleted;
+    (void)test_branches_do_not_mix;
+#endif
+    tcase_add_test(tc, test_planted_directory);
+    tcase_add_test(tc, test_hash_stops);
+    tcase_add_test(tc, test_attn_memory);
     suite_add_tcase(s, tc);
     tc = tcase_create("links");
     tcase_add_unchecked_fixture(tc, root_setup, root_teardown);

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <jansson.h>
+#include "alloc_count.h"
 #include "io/safetensors.h"
 #include "proc.h"
 
@@ -381,6 +383,21 @@ static const struct {
     /* metadata */
     { "{\"__metadata__\":{\"n\":3}}", 0, "__metadata__", "'n' is not a string" },
     { "{\"__metadata__\":[\"x\"]}", 0, "__metadata__", "not an object" },
+    { "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "not valid JSON", "duplicate object key 'k'" },
+    { "{\"__metadata__\":{},\"\\u005f_metadata__\":{}}", 0, "not valid JSON", "duplicate" },
+    /* the outline the loader walks itself (issue 19): as strict as jansson */
+    { "{" A_OK ",}", 8, "not valid JSON", "a string (a key) expected" },
+    { "{" A_OK "} x", 8, "not valid JSON", "end of file expected" },
+    { "{" A_OK " " A_OK "}", 8, "not valid JSON", "',' or '}' expected" },
+    { "{\"a\" " A_OK "}", 8, "not valid JSON", "':' expected" },
+    { "{\"a\":}", 8, "not valid JSON", "value expected" },
+    { "{\"a\":{\"dtype\":\"F32\"", 8, "not valid JSON", "unterminated" },
+    { "{\"a\":{\"dtype\":\"F32}}", 8, "not valid JSON", "unterminated" },
+    { "{\"\\x\":{}}", 8, "not valid JSON", NULL },
+    { "{\"\xff\":{}}", 8, "not valid JSON", NULL },
+    { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"dtype\":\"F32\"}}", 8, "not valid JSON",
+      "duplicate" },
+    { "{\"__metadata__\":{\"k\":\"\\ud800\"}}", 0, "not valid JSON", NULL },
 };
 
 START_TEST(bad_header_rows)
@@ -422,6 +439,18 @@ START_TEST(good_edge_headers)
     ag_st_file *f = ag_st_load(p, fresh());
     ck_assert_msg(f != NULL, "%s", err.msg);
     ck_assert_int_eq(ag_st_count(f), 3);
+    ag_st_free(f);
+    /* escapes in keys and values are decoded (the metadata's own key too), white space anywhere */
+    write_raw(p, " {\"\\u00e9\\n\" : {\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]} ,\r\n"
+                 "\"\\u005f_metadata__\":{\"k\\\"\":\"a\\u00e9\\ud83d\\ude00\\\\\",\"\":\"\"}\t} ", TRUE_LEN, 4);
+    f = ag_st_load(p, fresh());
+    ck_assert_msg(f != NULL, "%s", err.msg);
+    ck_assert_str_eq(ag_st_name(f, 0), "\xc3\xa9\n");
+    ck_assert_str_eq(ag_st_meta_get(f, "k\""), "a\xc3\xa9\xf0\x9f\x98\x80\\");
+    ck_assert_str_eq(ag_st_meta_get(f, ""), "");
+    ck_assert_ptr_null(ag_st_meta_get(f, "__metadata__"));
+    ag_real one;
+    ck_assert_int_eq(ag_st_read(f, "\xc3\xa9\n", &one, 1, (int[]){1}, fresh()), AG_OK);
     ag_st_free(f);
 }
 END_TEST
@@ -651,6 +680,75 @@ START_TEST(python_checker)
 }
 END_TEST
 
+
+// ---------------------------------------------------------------------------------------------
+// hostile headers (issue 19): the memory a header costs is a small multiple of its size
+
+/* The shapes that cost 2 GB for a 98 MB header while it was parsed whole, here about 4 MB: a
+ * header prefix, an item repeated (%d: its index) and joined by commas, a suffix. */
+static const struct {
+    const char *what, *prefix, *item, *suffix;
+    const char *refused;   /* the error, or NULL: the file loads */
+} hostile[] = {
+    { "a shape array of 2 million zeros", "{\"w\":{\"dtype\":\"F32\",\"shape\":[", "0", "],\"data_offsets\":[0,0]}}",
+      "its header entry is" },
+    { "junk in __metadata__", "{\"__metadata__\":{\"format\":\"x\",\"junk\":[", "0", "]}}",
+      "'junk' is not a string" },
+    { "250 thousand metadata keys", "{\"__metadata__\":{", "\"%010d\":\"\"", "}}", NULL },
+    { "60 thousand empty tensors", "{", "\"t.%016d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", "}",
+      NULL },
+};
+
+static void *counted_malloc(size_t n) { return malloc(n); }   /* the --wrap'ed, counting malloc */
+static void counted_free(void *p) { free(p); }
+
+/* prefix, then item (a format of its index) repeated up to about `bytes` and joined by commas,
+ * then suffix (malloc'd); *items: how many. */
+static char *repeat_header(const char *prefix, const char *item, const char *suffix, size_t bytes, int *items)
+{
+    char *h = malloc(bytes + 256), one[128];
+    ck_assert_ptr_nonnull(h);
+    size_t n = (size_t)sprintf(h, "%s", prefix);
+    for (*items = 0; n < bytes; ++*items) {
+        snprintf(one, sizeof one, item, *items);
+        n += (size_t)sprintf(h + n, *items ? ",%s" : "%s", one);
+    }
+    strcpy(h + n, suffix);
+    return h;
+}
+
+START_TEST(hostile_header_memory)
+{
+    int items = 0;
+    char *h = repeat_header(hostile[_i].prefix, hostile[_i].item, hostile[_i].suffix, 4 << 20, &items);
+    const char *p = in_dir("hostile.safetensors");
+    write_raw(p, h, TRUE_LEN, 0);
+    size_t file = strlen(h) + 8;
+    free(h);
+    json_malloc_t was_malloc;
+    json_free_t was_free;
+    json_get_alloc_funcs(&was_malloc, &was_free);
+    json_set_alloc_funcs(counted_malloc, counted_free);   /* jansson's memory counts too */
+    long long peak;
+    alloc_count_start();
+    ag_st_file *f = ag_st_load(p, fresh());
+    alloc_count_stop(&peak);
+    json_set_alloc_funcs(was_malloc, was_free);
+    ck_assert_msg(peak <= 4 * (long long)file, "%s: a %zu-byte file took %lld bytes to load (%.1fx)", hostile[_i].what,
+                  file, peak, (double)peak / (double)file);
+    if (hostile[_i].refused) {
+        ck_assert_msg(!f && strstr(err.msg, hostile[_i].refused), "%s: %s", hostile[_i].what, f ? "loaded" : err.msg);
+    } else {
+        ck_assert_msg(f != NULL, "%s: %s", hostile[_i].what, err.msg);
+        char last[32];
+        snprintf(last, sizeof last, "%010d", items - 1);
+        if (strstr(hostile[_i].prefix, "__metadata__")) ck_assert_str_eq(ag_st_meta_get(f, last), "");
+        else ck_assert_int_eq(ag_st_count(f), items);
+    }
+    ag_st_free(f);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 
 Suite *safetensors_suite(void)
@@ -672,6 +770,7 @@ Suite *safetensors_suite(void)
     tcase_add_loop_test(tc, bad_header_rows, 0, (int)(sizeof bad_header / sizeof bad_header[0]));
     tcase_add_test(tc, bad_lengths_and_files);
     tcase_add_test(tc, good_edge_headers);
+    tcase_add_loop_test(tc, hostile_header_memory, 0, (int)(sizeof hostile / sizeof hostile[0]));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("write_errors");

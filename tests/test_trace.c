@@ -142,6 +142,12 @@ static bool has_gnuplot(void)
 // ---------------------------------------------------------------------------------------------
 // --trace-shapes
 
+/* Asserts that text holds every one of the n strings of want */
+static void assert_holds(const char *text, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
+}
+
 START_TEST(test_trace_lines)
 {
     ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32 };
@@ -181,12 +187,49 @@ START_TEST(test_trace_lines)
         "blocks.1.mlp                   33,088",
         "total                         110,529",
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
+    assert_holds(text, want, sizeof want / sizeof want[0]);
     ck_assert_ptr_null(strstr(text, "attention (fused)"));
     ck_assert(!g->blocks[0].attn.composed && !g->blocks[1].attn.composed);   /* asked per call, model untouched */
     free(text);
     ag_gpt_free(g);
+}
+END_TEST
+
+/* The trace of cfg on a batch of B x T ids, as text (free it) */
+static char *trace_text(const ag_gpt_config *cfg, int B, int T)
+{
+    ag_gpt *g = ag_gpt_new(cfg, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    int ids[64] = { 0 };
+    ck_assert_int_le(B * T, 64);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_int_eq(lm_trace_forward(out, g, ids, ids, B, T, false, "zeros", fresh_cause()), AG_OK);
+    fclose(out);
+    ag_gpt_free(g);
+    return text;
+}
+
+/* A parameter's sizes take the model's letters (C, H, D, V, the MLP width); T_max only names
+ * the rows of the position table. Here 4C = T_max = 32: the MLP's weights read 4C, where T_max
+ * among the parameter letters made them a bare 32 (and made any [D] weight read T_max in tiny,
+ * where D = T_max). A size two letters share stays a number: V = 4C below. */
+START_TEST(test_trace_parameter_letters)
+{
+    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 32 };
+    char *text = trace_text(&cfg, 3, 5);
+    const char *want[] = { "sizes: B=3 T=5 C=8 H=2 D=4 V=65 T_max=32 4C=32", "tok_emb.weight[V,C] -> [B,T,C]",
+                           "pos_emb.weight[T_max,C] -> [1,T,C]", "fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]",
+                           "fc2.weight[C,4C], fc2.bias[C] -> [B,T,C]", "lm_head.weight[V,C], lm_head.bias[V]" };
+    assert_holds(text, want, sizeof want / sizeof want[0]);
+    free(text);
+    cfg.vocab_size = 32;                               /* V = 4C = T_max: numbers, where they meet */
+    text = trace_text(&cfg, 3, 5);
+    const char *shared[] = { "tok_emb.weight[32,C]", "pos_emb.weight[32,C]", "fc1.weight[32,C]",
+                             "lm_head.weight[32,C], lm_head.bias[32] -> [B,T,32]" };
+    assert_holds(text, shared, sizeof shared / sizeof shared[0]);
+    free(text);
 }
 END_TEST
 
@@ -207,8 +250,7 @@ START_TEST(test_trace_only_writes_nothing)
     ck_assert_int_ne(stat(in_dir("run"), &sb), 0);   /* not even the directory */
     const char *want[] = { "from the training text", "rmsnorm       blocks.0 ", "ln1.weight[C] -> [B,T,C]",
                            "silu          blocks.0.mlp   [B,T,F] -> [B,T,F]", "w_gate.weight[F,C]", "F=171" };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
+    assert_holds(text, want, sizeof want / sizeof want[0]);
     free(text);
 }
 END_TEST
@@ -474,30 +516,55 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // the switches in the config, the CLI and the checkpoint
 
+/* The rows of lm_fields that the switches added (issue 6 and after): each is a switch table's
+ * row (LM_T_ENUM, its values from src/nn/switches.h) or an on/off flag (LM_T_BOOL), and may be
+ * missing from an older checkpoint. The keys below come from here, so a new switch is covered
+ * as it stands: for (f = NULL; (f = next_switch_row(f));) */
+static const lm_field *next_switch_row(const lm_field *f)
+{
+    for (f = f ? f + 1 : lm_fields; f < lm_fields + lm_n_fields; f++)
+        if (f->optional) {
+            ck_assert_msg((f->type == LM_T_ENUM && f->sw) || f->type == LM_T_BOOL, "%s: a switch row", f->key);
+            return f;
+        }
+    return NULL;
+}
+
+/* The name a switch row stores in the JSON for value v ("post", "true") */
+static const char *row_value(const lm_field *f, int v)
+{
+    return f->type == LM_T_BOOL ? (v ? "true" : "false") : f->sw->names[v];
+}
+
+/* Every switch row away from its default: a table's last value, a flag on. */
 static lm_config all_switches(void)
 {
     lm_config c = small(2);
     c.model.vocab_size = 40;
-    c.model.norm_position = AG_POST_LN;
-    c.model.norm = AG_RMSNORM;
-    c.model.mlp = AG_MLP_SWIGLU;
-    c.model.init = AG_WEIGHTS_XAVIER;
-    c.model.no_scale = true;
-    c.model.mask_fill = AG_MASK_NEG_1E9;
-    c.detect_anomaly = true;
-    c.log_attn_stats = true;
+    for (const lm_field *f = NULL; (f = next_switch_row(f));)
+        ck_assert_int_eq(lm_field_parse(&c, f, row_value(f, f->type == LM_T_BOOL ? 1 : f->sw->n - 1), NULL), AG_OK);
     return c;
+}
+
+/* Asserts that js holds "key": value for every switch row, its value in c */
+static void assert_json_switches(const char *js, const lm_config *c)
+{
+    for (const lm_field *f = NULL; (f = next_switch_row(f));) {
+        char want[128];
+        const char *v = row_value(f, (int)lm_field_get(c, f));
+        snprintf(want, sizeof want, f->type == LM_T_BOOL ? "\"%s\": %s" : "\"%s\": \"%s\"", f->key, v);
+        ck_assert_msg(strstr(js, want), "%s lacks %s", js, want);
+    }
 }
 
 START_TEST(test_config_json_switches)
 {
     lm_config a = all_switches(), b;
+    ck_assert(a.model.norm_position == AG_POST_LN && a.model.mask_fill == AG_MASK_NEG_1E9 && a.log_attn_stats);
     char *js = lm_config_to_json(&a);
     ck_assert_ptr_nonnull(js);
-    const char *want[] = { "\"norm_position\": \"post\"", "\"norm\": \"rmsnorm\"", "\"mlp\": \"swiglu\"",
-                           "\"init\": \"xavier\"", "\"no_scale\": true", "\"mask_fill\": \"-1e9\"",
-                           "\"detect_anomaly\": true", "\"log_attn_stats\": true", "\"optimizer\": \"adamw\"" };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) ck_assert_msg(strstr(js, want[i]), "%s", js);
+    assert_json_switches(js, &a);
+    ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"adamw\""));
     ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
         ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
@@ -507,13 +574,11 @@ START_TEST(test_config_json_switches)
     lm_config d = small(2);
     d.model.vocab_size = 40;
     js = lm_config_to_json(&d);
-    ck_assert_ptr_nonnull(strstr(js, "\"norm_position\": \"pre\", \"norm\": \"layernorm\", \"mlp\": \"gelu\", "
-                                     "\"init\": \"normal\", \"no_scale\": false, \"mask_fill\": \"-inf\""));
-    const char *keys[] = { "norm_position", "norm", "mlp", "init", "no_scale", "mask_fill", "detect_anomaly",
-                           "log_attn_stats" };
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {   /* cut "key": value, */
+    assert_json_switches(js, &d);
+    ck_assert_ptr_nonnull(strstr(js, "\"norm_position\": \"pre\", \"norm\": \"layernorm\""));
+    for (const lm_field *f = NULL; (f = next_switch_row(f));) {   /* cut "key": value, */
         char pat[64];
-        snprintf(pat, sizeof pat, ", \"%s\": ", keys[k]);
+        snprintf(pat, sizeof pat, ", \"%s\": ", f->key);
         char *p = strstr(js, pat);
         ck_assert_ptr_nonnull(p);
         char *q = strchr(p + 2, ',');
@@ -716,6 +781,7 @@ Suite *trace_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_trace_lines);
+    tcase_add_test(t, test_trace_parameter_letters);
     tcase_add_test(t, test_trace_only_writes_nothing);
     tcase_add_test(t, test_attn_stats_known_rows);
     tcase_add_test(t, test_log_attn_stats_columns);

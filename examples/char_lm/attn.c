@@ -152,11 +152,29 @@ static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, c
     return s;
 }
 
+double lm_attn_bytes(const ag_gpt_config *m, int T, int n_maps)
+{
+    ag_gpt_config at = *m;
+    at.block_size = T;
+    return lm_step_bytes(&at, 1, false) + (double)n_maps * T * T * sizeof(ag_real);
+}
+
+/* Refused before anything of its size exists, as eval and sample are (issue 19: a 326 KB file
+ * claiming 12 layers and block_size 8192 made a prompt of that length take 26 GB). */
+static ag_status check_memory(const lm_model *m, int T, int head, ag_error *err)
+{
+    ag_gpt_config at = m->g->cfg;
+    int n_maps = head < 0 ? at.n_head : 1;
+    at.block_size = T;   /* the message names the prompt's length as the block it costs */
+    return lm_check_memory(lm_attn_bytes(&m->g->cfg, T, n_maps), &at, 1, "attn", err);
+}
+
 ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_error *err)
 {
     int *ids = NULL;
     size_t n = 0;
     ag_status s = check_args(m, prompt, layer, head, &ids, &n, err);
+    if (s == AG_OK) s = check_memory(m, (int)n, head, err);
     if (s == AG_OK) s = draw(m, ids, (int)n, layer, head, png, err);
     free(ids);
     return s;

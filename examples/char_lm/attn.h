@@ -21,10 +21,15 @@ void lm_attn_stats(const ag_real *A, int B, int H, int T, double *entropy, doubl
  * layers are left as they were. On error NULL pointers and the ctx error. */
 ag_status lm_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A);
 
+/* Bytes `attn` holds for a prompt of T characters: the forward at B=1 (lm_step_bytes, with
+ * every layer's [1,H,T,T] weights, which it keeps) and the n_maps [T,T] heat maps drawn. */
+double lm_attn_bytes(const ag_gpt_config *m, int T, int n_maps);
+
 /* `char_lm attn`: encodes the prompt (every character in the vocabulary, at most block_size of
  * them), checks layer (0 .. n_layer-1) and head (0 .. n_head-1, or -1: every head in a grid),
- * and draws png (see lm_plot_attention). AG_ERR_ARG for a bad argument, AG_ERR_IO when the
- * files cannot be written or gnuplot fails (err says which). */
+ * refuses (AG_ERR_NOMEM, with the figure) a prompt whose lm_attn_bytes exceed the machine's
+ * memory before allocating any of it, and draws png (see lm_plot_attention). AG_ERR_ARG for a
+ * bad argument, AG_ERR_IO when the files cannot be written or gnuplot fails (err says which). */
 ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_error *err);
 
 /* The label of a character on the heat map's axes: itself, or "\n", "\t", "␣" (space), "\r",

@@ -18,6 +18,21 @@
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
 
+/* The binding of a train state to its model (issue 19): FNV-1a of the weights as the model
+ * file holds them (F32). Two branches of one run (cp -r, two resumes) have other weights at
+ * the same iteration, so a model and a train state of different branches do not pair. */
+static uint64_t weights_hash(const ag_params *P)
+{
+    uint64_t h = AG_FNV1A_INIT;
+    for (size_t i = 0; i < P->total; i++) {
+        float f = (float)P->data[i];
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        h = ag_fnv1a_u32(h, bits);
+    }
+    return h;
+}
+
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name)
 {
     int w = snprintf(buf, n, "%s/%s", dir, name);
@@ -164,9 +179,10 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     memcpy(all, tm, (size_t)P->n * sizeof *all);
     memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
 
-    char iter[32], id[20], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
+    char iter[32], id[20], mh[20], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
     snprintf(iter, sizeof iter, "%ld", s->iter);
     format_run_id(id, sizeof id, s->run_id);
+    format_run_id(mh, sizeof mh, weights_hash(P));
     snprintf(step, sizeof step, "%ld", s->step);
     snprintf(rs, sizeof rs, "%llu", (unsigned long long)s->rng.state);
     snprintf(ri, sizeof ri, "%llu", (unsigned long long)s->rng.inc);
@@ -177,8 +193,8 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     lm_format_real(et, sizeof et, s->eval_train);
     lm_format_real(ev, sizeof ev, s->eval_val);
     ag_st_meta meta[] = {
-        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"run_id", id}, {"step", step}, {"rng_state", rs},
-        {"rng_inc", ri}, {"n_tokens", nt}, {"n_train", ntr}, {"n_val", nva}, {"data_hash", hash},
+        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"run_id", id}, {"model_hash", mh}, {"step", step},
+        {"rng_state", rs}, {"rng_inc", ri}, {"n_tokens", nt}, {"n_train", ntr}, {"n_val", nva}, {"data_hash", hash},
         {"eval_train_loss", et}, {"eval_val_loss", ev},
     };
     int n_meta = (int)(sizeof meta / sizeof meta[0]) - (s->has_eval ? 0 : 2);
@@ -266,12 +282,14 @@ bool lm_ckpt_exists(const char *dir)
 
 /* Removes a checkpoint directory of ours: its model and train_state files and their temporary
  * files, then the directory if that left it empty (a file someone else put there stays). A
- * symbolic link or a file with the name is removed itself, whatever it points to untouched. */
+ * symbolic link with the name is removed itself, whatever it points to untouched; a file with
+ * the name is not ours (we make directories) and stays. */
 static void remove_ckpt_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENOTDIR || errno == ELOOP) unlink(path);
+        struct stat sb;
+        if ((errno == ENOTDIR || errno == ELOOP) && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) unlink(path);
         return;
     }
     DIR *d = fdopendir(fd);
@@ -329,12 +347,22 @@ static ag_status write_latest(const char *dir, const char *name, bool *committed
     return lm_fsync_dir(dir, err);
 }
 
-/* The new checkpoint's directory name: ckpt-<iter>, unless that is the live one (a new run over
- * an old one, saving the same iteration): then ckpt-<iter>-b, which cannot be live too. */
-static void ckpt_name(char *buf, size_t n, long iter, const char *live)
+/* The new checkpoint's directory name, in name [64] and its path in final [PATHLEN]:
+ * ckpt-<iter>, unless that is the live one (a new run over an old one, saving the same
+ * iteration) or something we may not clear away (a directory holding files of a user's, a
+ * file): then ckpt-<iter>-b. A stale checkpoint of ours at the name is removed. */
+static ag_status ckpt_name(const char *dir, long iter, const char *live, char *name, char *final, ag_error *err)
 {
-    snprintf(buf, n, "ckpt-%08ld", iter);
-    if (live && strcmp(buf, live) == 0) snprintf(buf, n, "ckpt-%08ld-b", iter);
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, 64, k ? "ckpt-%08ld-b" : "ckpt-%08ld", iter);
+        if (live && strcmp(name, live) == 0) continue;
+        if (path_of(final, dir, name, err)) return AG_ERR_ARG;
+        remove_ckpt_dir(final);   /* a stale one of ours; never the live one */
+        struct stat sb;
+        if (lstat(final, &sb) != 0) return AG_OK;
+    }
+    return ag_seterr(err, AG_ERR_IO, "%s: cannot save iteration %ld: ckpt-%08ld and ckpt-%08ld-b are taken (%s, which "
+                     "holds files that are not char_lm's); move it away and --resume", dir, iter, iter, iter, final);
 }
 
 /* Both files into the directory tmp (made afresh). */
@@ -372,15 +400,15 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
     char live[64] = "", name[64], tmp[PATHLEN], final[PATHLEN];
     ag_error ignored = {0};
     if (read_latest(dir, live, &ignored)) live[0] = '\0';   /* none (or unreadable: replaced now) */
-    ckpt_name(name, sizeof name, st->iter, live[0] ? live : NULL);
-    if (!lm_path_join(final, sizeof final, dir, name) || snprintf(tmp, sizeof tmp, "%s.tmp", final) >= (int)sizeof tmp)
+    ag_status s = ckpt_name(dir, st->iter, live[0] ? live : NULL, name, final, err);
+    if (s) return s;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", final) >= (int)sizeof tmp)
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-    ag_status s = write_pair(tmp, g, cfg, v, st, err);
+    s = write_pair(tmp, g, cfg, v, st, err);
     if (s) {
         remove_ckpt_dir(tmp);
         return s;
     }
-    remove_ckpt_dir(final);   /* a stale one (never the live one: ckpt_name) */
     lm_fault("rename", final);
     if (rename(tmp, final) != 0) {
         s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp, strerror(errno));
@@ -709,6 +737,21 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
     return read_eval_meta(f, path, s, err);
 }
 
+/* The train state was saved with these weights (its "model_hash"; a state older than the
+ * binding has none, and pairs as before). */
+static ag_status check_binding(const ag_st_file *f, const char *path, const ag_params *P, ag_error *err)
+{
+    const char *mh = ag_st_meta_get(f, "model_hash");
+    uint64_t want, have;
+    if (!mh) return AG_OK;
+    if (!parse_run_id(mh, &want))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"model_hash\" is not 16 hex digits", path);
+    if ((have = weights_hash(P)) == want) return AG_OK;
+    return ag_seterr(err, AG_ERR_FORMAT, "%s was saved with other weights than the model.safetensors it is read "
+                     "with (model_hash %016llx, these weights %016llx): the two files are not one checkpoint (two "
+                     "branches of a run mixed?)", path, (unsigned long long)want, (unsigned long long)have);
+}
+
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
 {
     memset(s, 0, sizeof *s);
@@ -722,6 +765,7 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     const char *pre[] = {"m.", "v."};
     ag_real *bufs[] = {g->params->m, g->params->v};
     if (st == AG_OK) st = read_params(f, path, g, 2, pre, bufs, err);
+    if (st == AG_OK) st = check_binding(f, path, g->params, err);
     ag_st_free(f);
     if (st) memset(s, 0, sizeof *s);
     return st;

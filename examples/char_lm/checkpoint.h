@@ -12,7 +12,9 @@
  *   DIR/ckpt-00000120/train_state.safetensors
  *                                m.<name> and v.<name> (Adam's moments; SGD keeps its momentum
  *                                buffer in m) for every parameter; __metadata__: format
- *                                "char_lm-train-1", iter, run_id, step (the optimizer's t), the
+ *                                "char_lm-train-1", iter, run_id, model_hash (16 hex digits:
+ *                                FNV-1a of the model file's F32 weights, binding the state to
+ *                                its model), step (the optimizer's t), the
  *                                batch sampler's RNG state (rng_state, rng_inc: decimal uint64),
  *                                the data split (n_tokens, n_train, n_val, data_hash), and the
  *                                evaluation done at iter, if any (eval_train_loss, eval_val_loss)
@@ -27,7 +29,9 @@
  *
  * Older run directories (model.safetensors and train_state.safetensors in DIR itself, no
  * latest) load as before, and a ckpt-N directory can be given as a checkpoint directory too.
- * On load, the two files must agree on iter and run_id (a pair from two runs is refused).
+ * On load, the two files must agree on iter and run_id (a pair from two runs is refused), and
+ * the train state's model_hash on the weights (a pair from two branches of one run is refused;
+ * a state older than model_hash pairs as before).
  *
  * Nothing prints; errors are a status and one line in the ag_error err, naming the file. */
 #ifndef LM_CHECKPOINT_H
@@ -123,7 +127,8 @@ void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
 
 /* Reads the checkpoint's train_state.safetensors into g->params->m, ->v and *st, checking the
  * format tag, every m./v. tensor against g's parameters (finite; v, a mean of squares, not
- * negative) and the metadata. */
+ * negative), the metadata, and that g's weights (the checkpoint's model, loaded first) are
+ * those the state was saved with (model_hash). */
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *st, ag_error *err);
 
 #endif

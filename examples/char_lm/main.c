@@ -119,6 +119,7 @@ static void catch_stop_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    lm_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (plot.h) */
 }
 
 static lm_train_opts train_opts(const lm_train_args *a)

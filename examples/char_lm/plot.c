@@ -6,14 +6,23 @@
  * .dat file are written beside their name and renamed over it (rundir.h), and gnuplot draws
  * into a file we create afresh ("loss.png.tmp.<pid>", passed as the script's variable `out`),
  * renamed over the picture once gnuplot has succeeded. Run by hand, a script draws into its
- * usual name. */
+ * usual name.
+ *
+ * No wait without a bound (issue 19): a gnuplot that never ends (a stuck font cache, a hung
+ * file system) must not hold training, nor a Ctrl-C. gnuplot runs in its own process group
+ * with an alarm set before the exec (alarms survive it), so even one drawing in the background
+ * dies after lm_plot_timeout() seconds; every wait for it looks at the child every 10 ms and
+ * kills the group when that time is up, or PLOT_GRACE_S after a stop signal (lm_plot_set_stop),
+ * so that the signal is answered within a second. Either is an AG_ERR_IO that says so. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "checkpoint.h"
 #include "plot.h"
@@ -76,6 +85,7 @@ static ag_status start_gnuplot(const char *dir, const char *script, const char *
         unlink(tmp);
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", path);
     }
+    unsigned alarm_s = (unsigned)ceil(lm_plot_timeout());
     fflush(NULL);   /* the child must not inherit and re-flush our buffered output */
     *pid = fork();
     if (*pid < 0) {
@@ -83,6 +93,8 @@ static ag_status start_gnuplot(const char *dir, const char *script, const char *
         return ag_seterr(err, AG_ERR_IO, "cannot start gnuplot: %s", strerror(errno));
     }
     if (*pid == 0) {   /* child: only async-signal-safe calls until exec */
+        setpgid(0, 0);   /* its own group: a timeout kills whatever it starts too */
+        alarm(alarm_s);  /* survives the exec: even a drawing nobody waits for ends */
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
             dup2(null, 0);
@@ -93,23 +105,95 @@ static ag_status start_gnuplot(const char *dir, const char *script, const char *
         execlp("gnuplot", "gnuplot", "-e", assign, script, (char *)NULL);
         _exit(127);
     }
+    setpgid(*pid, *pid);   /* here too, so that the group exists before any kill(-pid) */
     return AG_OK;
+}
+
+// --- waiting for gnuplot, never without a bound ---
+
+#define PLOT_TIMEOUT_S 60.0   /* a loss curve takes gnuplot about 0.1 s, a large heat map seconds */
+#define PLOT_GRACE_S 0.3      /* after a stop signal, how long a drawing may still finish */
+#define PLOT_POLL_NS 10000000 /* 10 ms between looks at the child */
+
+static const volatile sig_atomic_t *stop_flag;   /* lm_plot_set_stop: main.c's, for the program's life */
+
+void lm_plot_set_stop(const volatile sig_atomic_t *stop) { stop_flag = stop; }
+
+double lm_plot_timeout(void)
+{
+    const char *s = getenv("CHAR_LM_PLOT_TIMEOUT");
+    char *end = NULL;
+    double t = s ? strtod(s, &end) : 0;
+    return s && end != s && !*end && t > 0 && t < 1e6 ? t : PLOT_TIMEOUT_S;
+}
+
+static double clock_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Has the child pid ended (not reaped yet: WNOWAIT)? false, errno set, if it cannot be told. */
+static bool ended(pid_t pid, bool *gone)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+        if (errno != EINTR) return false;
+    *gone = si.si_pid == pid;
+    return true;
+}
+
+enum { W_ENDED, W_TIMEOUT, W_STOPPED, W_STUCK, W_ERROR };   /* how a wait for gnuplot went */
+
+/* Waits until pid has ended (W_ENDED): at most `limit` seconds (W_TIMEOUT), and PLOT_GRACE_S
+ * once a stop signal has come (W_STOPPED); then kills its process group and waits a second
+ * more (W_STUCK if it still lives: a process stuck in a hung disk cannot be killed). */
+static int wait_bounded(pid_t pid, double limit)
+{
+    double t0 = clock_s(), stop_at = -1, killed_at = -1;
+    const struct timespec poll = {0, PLOT_POLL_NS};
+    int how = W_ENDED;
+    for (bool gone = false;;) {
+        if (!ended(pid, &gone)) return W_ERROR;
+        if (gone) return how;
+        double t = clock_s() - t0;
+        if (stop_flag && *stop_flag && stop_at < 0) stop_at = t;
+        if (killed_at < 0 && (t >= limit || (stop_at >= 0 && t - stop_at >= PLOT_GRACE_S))) {
+            how = t >= limit ? W_TIMEOUT : W_STOPPED;
+            kill(-pid, SIGKILL);
+            killed_at = t;
+        }
+        if (killed_at >= 0 && t - killed_at > 1) return W_STUCK;
+        nanosleep(&poll, NULL);
+    }
 }
 
 /* reap_gnuplot's wait. what names the picture in messages ("loss.png"). */
 static ag_status wait_gnuplot(pid_t pid, bool block, bool *done, const char *dir, const char *script,
                               const char *what, ag_error *err)
 {
-    int status = 0;
-    pid_t r;
+    int status = 0, how = W_ENDED;
+    double limit = lm_plot_timeout();
+    bool gone = false;
     *done = false;
-    while ((r = waitpid(pid, &status, block ? 0 : WNOHANG)) < 0)
-        if (errno != EINTR) {
-            *done = true;
-            return ag_seterr(err, AG_ERR_IO, "waiting for gnuplot: %s", strerror(errno));
-        }
-    if (r == 0) return AG_OK;   /* still drawing */
+    if (block) how = wait_bounded(pid, limit);
+    else if (!ended(pid, &gone)) how = W_ERROR;
+    else if (!gone) return AG_OK;   /* still drawing (its alarm bounds it) */
     *done = true;
+    if (how == W_ERROR) return ag_seterr(err, AG_ERR_IO, "waiting for gnuplot: %s", strerror(errno));
+    if (how == W_STUCK)
+        return ag_seterr(err, AG_ERR_IO, "gnuplot (pid %ld) on %s/%s was killed but does not end; %s not updated",
+                         (long)pid, dir, script, what);
+    kill(-pid, SIGKILL);   /* what it started and left in its group (which lives until the reap) */
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (how == W_STOPPED)
+        return ag_seterr(err, AG_ERR_IO, "a stop signal came while gnuplot drew %s/%s: stopped it; %s not updated",
+                         dir, script, what);
+    if (how == W_TIMEOUT || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))   /* by us, or by its alarm */
+        return ag_seterr(err, AG_ERR_IO, "gnuplot took more than %g s on %s/%s: killed it; %s not updated (a hung "
+                         "font cache or file system?)", limit, dir, script, what);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return AG_OK;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         return ag_seterr(err, AG_ERR_IO, "gnuplot not found, so no %s (install it: apt-get install gnuplot-nox)", what);

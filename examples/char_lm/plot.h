@@ -7,17 +7,24 @@
 #ifndef LM_PLOT_H
 #define LM_PLOT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 #include "attograd.h"
+
+/* Every wait for gnuplot is bounded (plot.c says how): it is killed after lm_plot_timeout()
+ * seconds (60, or $CHAR_LM_PLOT_TIMEOUT), and within a second of *stop becoming non-zero (a
+ * stop signal; stop must live as long as the program: main.c's flag). Either is AG_ERR_IO. */
+void lm_plot_set_stop(const volatile sig_atomic_t *stop);
+double lm_plot_timeout(void);
 
 /* with_val: draw the validation curve too (false when the run has no validation split). */
 ag_status lm_plot_loss(const char *dir, bool with_val, ag_error *err);
 /* The same without waiting, so training goes on while gnuplot draws: *pid gets the gnuplot
  * process, for lm_plot_loss_wait. */
 ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, ag_error *err);
-/* Reaps the plot started as pid: block waits for it; without block only *done tells whether it
- * has ended yet. Once *done, the status is lm_plot_loss's. */
+/* Reaps the plot started as pid: block waits for it (bounded, as said above); without block
+ * only *done tells whether it has ended yet. Once *done, the status is lm_plot_loss's. */
 ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
 
 /* --log-attn-stats: DIR/attn.gp and DIR/attn.png from the attn_entropy_L<l> and attn_max_L<l>

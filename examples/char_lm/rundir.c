@@ -5,17 +5,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "checkpoint.h"
 #include "rundir.h"
 
 // --- the lock ---
 
-/* A POSIX record lock (fcntl), not flock: it belongs to the process, so a child forked to run
- * gnuplot never holds it (a flock would be shared with the child until its exec, and outlive a
- * killed parent), and F_GETLK names the holder. The kernel drops it when the process dies.
- * (Closing any descriptor of the file would drop it too: nothing else here opens the file.) */
+/* Two locks. A POSIX record lock (fcntl) on train.lock: it belongs to the process, so a child
+ * forked to run gnuplot never holds it, F_GETLK names the holder, and it works on NFS; but
+ * deleting train.lock lets a second process lock a new file of that name. So the directory
+ * itself is locked too (lock_dir), with flock, the only lock a read-only descriptor (all a
+ * directory can have) takes. A flock is shared with a forked child until the child's exec
+ * closes the descriptor (O_CLOEXEC), which plot.c's child does at once. The kernel drops both
+ * when the process dies. (Closing any descriptor of train.lock would drop the record lock:
+ * only lock_dir opens the file again, and only when we hold no lock.) */
 static int lock_whole(int fd, int cmd, struct flock *fl)
 {
     memset(fl, 0, sizeof *fl);
@@ -39,14 +45,64 @@ static bool still_at(int fd, const char *path)
     return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
+/* The pid that /proc/locks gives for a flock on the file sb describes, or 0. */
+static long flock_holder(const struct stat *sb)
 {
-    if (l->held) return AG_OK;
-    if (!lm_path_join(l->path, sizeof l->path, dir, LM_LOCK_NAME))
-        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    FILE *fp = fopen("/proc/locks", "r");
+    if (!fp) return 0;
+    char line[256], kind[16];
+    long pid = 0, p;
+    unsigned maj, min;
+    unsigned long long ino;
+    while (!pid && fgets(line, sizeof line, fp))   /* "1: FLOCK  ADVISORY  WRITE 123 08:01:4567 0 EOF" */
+        if (!strstr(line, "->") && sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", kind, &p, &maj, &min, &ino) == 5 &&
+            strcmp(kind, "FLOCK") == 0 && maj == major(sb->st_dev) && min == minor(sb->st_dev) && ino == sb->st_ino)
+            pid = p;
+    fclose(fp);
+    return pid;
+}
+
+static ag_status in_use(const char *dir, long pid, ag_error *err)
+{
+    if (pid > 0)
+        return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (pid %ld, holding a lock on the "
+                         "directory and %s); wait for it to end or choose another --out", dir, pid, LM_LOCK_NAME);
+    return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (it holds a lock on the directory); wait "
+                     "for it to end or choose another --out", dir);
+}
+
+/* The run directory's own lock (issue 19): a flock on the directory, which no removal of a file
+ * inside it can release, as removing train.lock released the record lock on it. Taken first,
+ * it is what keeps a second train out; the pid comes from /proc/locks or train.lock. Where the
+ * file system cannot flock a directory (NFS: EBADF), or the directory cannot be opened to read,
+ * the record lock on train.lock is all. */
+static ag_status lock_dir(lm_lock *l, const char *dir, ag_error *err)
+{
+    l->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (l->dir_fd < 0) return AG_OK;   /* not readable (mode 0300): the record lock alone */
+    if (flock(l->dir_fd, LOCK_EX | LOCK_NB) == 0) return AG_OK;
+    int e = errno;
+    struct stat sb;
+    long pid = e == EWOULDBLOCK && fstat(l->dir_fd, &sb) == 0 ? flock_holder(&sb) : 0;
+    close(l->dir_fd);
+    l->dir_fd = -1;
+    if (e != EWOULDBLOCK) return AG_OK;   /* no flock here: the record lock alone */
+    if (pid <= 0) {                      /* train.lock may still name the holder */
+        int fd = open(l->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            pid = holder_pid(fd);
+            close(fd);
+        }
+    }
+    return in_use(dir, pid, err);
+}
+
+/* The record lock on DIR/train.lock, and our pid in it. */
+static ag_status lock_file(lm_lock *l, const char *dir, ag_error *err)
+{
     for (int tries = 0; tries < 100; tries++) {
         /* O_NOFOLLOW: a symbolic link planted at the lock's name is refused, not followed */
-        int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
         if (fd < 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create the lock file: %s", l->path, strerror(errno));
         struct flock fl;
         if (lock_whole(fd, F_SETLK, &fl) != 0) {
@@ -55,11 +111,7 @@ ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
             close(fd);
             if (e != EACCES && e != EAGAIN)
                 return ag_seterr(err, AG_ERR_IO, "%s: cannot lock: %s", l->path, strerror(e));
-            if (pid > 0)
-                return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (pid %ld, holding %s); wait "
-                                 "for it to end or choose another --out", dir, pid, LM_LOCK_NAME);
-            return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (it holds %s); wait for it to "
-                             "end or choose another --out", dir, LM_LOCK_NAME);
+            return in_use(dir, pid, err);
         }
         if (!still_at(fd, l->path)) {
             close(fd);
@@ -74,10 +126,23 @@ ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
             return AG_ERR_IO;
         }
         l->fd = fd;
-        l->held = true;
         return AG_OK;
     }
     return ag_seterr(err, AG_ERR_IO, "%s: cannot lock: it keeps being replaced", l->path);
+}
+
+ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
+{
+    if (l->held) return AG_OK;
+    if (!lm_path_join(l->path, sizeof l->path, dir, LM_LOCK_NAME))
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    ag_status s = lock_dir(l, dir, err);
+    if (s == AG_OK && (s = lock_file(l, dir, err)) && l->dir_fd >= 0) {
+        close(l->dir_fd);
+        l->dir_fd = -1;
+    }
+    l->held = s == AG_OK;
+    return s;
 }
 
 void lm_lock_drop(lm_lock *l)
@@ -85,6 +150,7 @@ void lm_lock_drop(lm_lock *l)
     if (!l->held) return;
     unlink(l->path);   /* first: whoever waits re-opens the path and finds a fresh file */
     close(l->fd);
+    if (l->dir_fd >= 0) close(l->dir_fd);
     l->held = false;
 }
 

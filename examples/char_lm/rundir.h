@@ -1,9 +1,10 @@
 /* rundir.h -- the file-system steps that keep a run directory whole (issue 12):
  *
- *   lm_lock_take, lm_lock_drop    DIR/train.lock, locked by `train` for its whole life and
- *                                 holding its pid: a second train on DIR is refused at once,
- *                                 naming the holder; the kernel drops the lock when the process
- *                                 dies, however it dies
+ *   lm_lock_take, lm_lock_drop    DIR itself (flock) and DIR/train.lock (a record lock, and
+ *                                 its pid), locked by `train` for its whole life: a second train
+ *                                 on DIR is refused at once, naming the holder, even after
+ *                                 train.lock was deleted; the kernel drops the locks when the
+ *                                 process dies, however it dies
  *   lm_file_create, lm_file_commit
  *                                 a file written beside its target as "<path>.tmp.<pid>" and
  *                                 renamed over it: readers see the old file or the new one,
@@ -26,13 +27,15 @@
 
 typedef struct {
     bool held;
-    int fd;
+    int fd;         /* DIR/train.lock */
+    int dir_fd;     /* DIR, flock'ed; -1 where the file system cannot flock a directory */
     char path[4096];
 } lm_lock;
 
-/* Takes DIR/train.lock (created if missing; DIR must exist) and writes our pid into it.
- * AG_ERR_ARG when another process holds it ("DIR is in use by char_lm train, pid N"), AG_ERR_IO
- * when it cannot be created. */
+/* Locks DIR itself (flock: no file removed inside it releases that) and DIR/train.lock
+ * (created if missing, with our pid written into it; DIR must exist). AG_ERR_ARG when another
+ * process holds either ("DIR is in use by another char_lm train (pid N, ..."), AG_ERR_IO when
+ * they cannot be made. */
 ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err);
 /* Removes the lock file and releases it; no-op when not held. */
 void lm_lock_drop(lm_lock *l);

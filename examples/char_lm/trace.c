@@ -32,19 +32,29 @@ static int mlp_width(const ag_gpt_config *cfg, const char **name)
     return 0;
 }
 
-/* The sizes of the model's activations but B and T (params: those of its parameters, where
- * T_max appears and H, D do not). */
-static letters model_letters(const ag_gpt_config *cfg, bool params)
+/* The sizes of the model but B and T, one letter each: those of its activations and of every
+ * parameter but the embedding tables' rows. The MLP width comes last (print_head). T_max is
+ * not among them: it is the size of one thing only, the position table's rows, and a [D]
+ * weight (a per-head norm, say) must not read T_max in a model where D = T_max (tiny). */
+static letters model_letters(const ag_gpt_config *cfg)
 {
     letters L = { 0 };
     const char *wname;
     int width = mlp_width(cfg, &wname);
     add_letter(&L, "C", cfg->n_embd);
-    if (!params) add_letter(&L, "H", cfg->n_head);
-    if (!params) add_letter(&L, "D", cfg->n_embd / cfg->n_head);
+    add_letter(&L, "H", cfg->n_head);
+    add_letter(&L, "D", cfg->n_embd / cfg->n_head);
     add_letter(&L, "V", cfg->vocab_size);
-    if (params) add_letter(&L, "T_max", cfg->block_size);
     add_letter(&L, wname, width);
+    return L;
+}
+
+/* The rows of an embedding table: the vocabulary (tok_emb) or the positions (pos_emb) */
+static letters table_letters(const ag_gpt_config *cfg)
+{
+    letters L = { 0 };
+    add_letter(&L, "V", cfg->vocab_size);
+    add_letter(&L, "T_max", cfg->block_size);
     return L;
 }
 
@@ -58,7 +68,7 @@ static bool taken(const letters *L, int v)
 
 void lm_trace_dims(const ag_gpt_config *cfg, int max_B, int max_T, int *B, int *T)
 {
-    letters L = model_letters(cfg, false);
+    letters L = model_letters(cfg);
     int t0 = max_T < 8 ? max_T : 8, b0 = max_B < 4 ? max_B : 4;
     *T = t0 >= 1 ? t0 : 1;
     for (int t = t0; t >= 2; t--)
@@ -75,18 +85,20 @@ void lm_trace_dims(const ag_gpt_config *cfg, int max_B, int max_T, int *B, int *
         }
 }
 
-/* "[B,T,C]": each size by its letter when exactly one letter has it, else the number. */
-static char *shape_letters(const ag_tensor *t, const letters *L, char *buf, size_t n)
+/* "[B,T,C]": each size by its letter when exactly one letter has it, else the number. rows
+ * (NULL: L) are the letters of the first size. */
+static char *shape_letters(const ag_tensor *t, const letters *L, const letters *rows, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (int d = 0; d < t->ndim && len < n; d++) {
+        const letters *Ld = d == 0 && rows ? rows : L;
         int v = t->shape[d], hits = 0;
         const char *name = NULL;
-        for (int i = 0; i < L->n; i++)
-            if (L->value[i] == v) {
+        for (int i = 0; i < Ld->n; i++)
+            if (Ld->value[i] == v) {
                 hits++;
-                name = L->name[i];
+                name = Ld->name[i];
             }
         char num[16];
         snprintf(num, sizeof num, "%d", v);
@@ -102,8 +114,9 @@ static char *shape_letters(const ag_tensor *t, const letters *L, char *buf, size
 
 typedef struct {
     FILE *out;
-    const letters *L;      /* activations */
-    const letters *P;      /* parameters */
+    const letters *L;      /* activations: the model's letters, B and T */
+    const letters *P;      /* parameters: the model's letters */
+    const letters *E;      /* the rows of an embedding table */
     const ag_gpt_config *cfg;
     int count;
 } tracer;
@@ -159,12 +172,13 @@ static void trace_node(const ag_node *n, void *user)
     for (int i = 0; i < n->n_in; i++) {
         const ag_tensor *t = n->in[i];
         if (!t) continue;
+        const letters *rows = t->name && !strcmp(n->op->name, "embedding") ? tr->E : NULL;
         int w = snprintf(io + len, sizeof io - len, "%s%s%s", len ? ", " : "", t->name ? short_name(t->name, n->scope) : "",
-                         shape_letters(t, t->name ? tr->P : tr->L, s, sizeof s));
+                         shape_letters(t, t->name ? tr->P : tr->L, rows, s, sizeof s));
         if (w < 0 || (size_t)w >= sizeof io - len) break;
         len += (size_t)w;
     }
-    if (len < sizeof io) snprintf(io + len, sizeof io - len, " -> %s", shape_letters(n->out, tr->L, s, sizeof s));
+    if (len < sizeof io) snprintf(io + len, sizeof io - len, " -> %s", shape_letters(n->out, tr->L, NULL, s, sizeof s));
     op_note(n, tr, note, sizeof note);
     fprintf(tr->out, "%4d  %-13s %-14s %-54s %s\n", ++tr->count, n->op->name, n->scope ? n->scope : "", io, note);
 }
@@ -233,7 +247,7 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
                            const char *what, ag_error *err)
 {
     const ag_gpt_config *cfg = &g->cfg;
-    letters L = model_letters(cfg, false), LP = model_letters(cfg, true);
+    letters L = model_letters(cfg), LP = model_letters(cfg), LE = table_letters(cfg);
     add_letter(&L, "B", B);
     add_letter(&L, "T", T);
     ag_ctx *ctx = ag_ctx_new();
@@ -249,7 +263,7 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
         return s;
     }
     print_head(out, cfg, B, T, &LP, what);
-    tracer tr = { out, &L, &LP, cfg, 0 };
+    tracer tr = { out, &L, &LP, &LE, cfg, 0 };
     ag_tape_foreach(ctx, trace_node, &tr);
     fprintf(out, "%d ops", tr.count);
     if (loss) fprintf(out, "; loss %.4f", (double)loss->data[0]);

@@ -108,7 +108,8 @@ static ag_status resume_state(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
                          "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
                          m->iter, st->iter);
-    if (st->n_tokens != text->n || st->data_hash != ag_ids_hash(text->ids, text->n))
+    if ((st->n_tokens != text->n || st->data_hash != ag_ids_hash_until(text->ids, text->n, stop_loading, R)) &&
+        !lm_run_signal_seen(R))   /* a signal abandons the hash: then lm_train stops, nothing written */
         return ag_seterr(err, AG_ERR_ARG, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
                          "the run had %zu); to train on it from these weights use --init-from", o->data_path,
                          o->out_dir, text->n, st->n_tokens);
@@ -125,7 +126,7 @@ static void new_state(lm_run *R)
     st->run_id = lm_new_run_id();
     ag_rng_seed(&st->rng, ag_splitmix64((R->cfg.seed ^ (LM_TAG_BATCH * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
     st->n_tokens = text->n;
-    st->data_hash = ag_ids_hash(text->ids, text->n);
+    st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
 }
 
 // --- buffers, ranks, the lock ---

@@ -125,11 +125,29 @@ static ag_status analytic_pass(check *c, ag_error *err)
 
 // --- the numeric gradients: a central difference per element ---
 
-/* How far an element is past its tolerance (> 0 fails); a NaN anywhere is +inf */
-static double excess(const ag_gradcheck_opts *o, double analytic, double numeric)
+/* An element's tolerance, atol + rtol |numeric|: it passes when |analytic - numeric| <= tol */
+static double tolerance(const ag_gradcheck_opts *o, double numeric)
 {
-    double e = fabs(analytic - numeric) - (o->atol + o->rtol * fabs(numeric));
-    return isnan(e) ? INFINITY : e;
+    return o->atol + o->rtol * fabs(numeric);
+}
+
+/* How many tolerances apart the two are: <= 1 passes. Equal values are 0 (even at a zero
+ * tolerance); a NaN anywhere is +inf, the worst there is. */
+static double tol_ratio(double analytic, double numeric, double tol)
+{
+    double diff = fabs(analytic - numeric);
+    if (diff == 0) return 0;
+    double r = diff / tol;
+    return isnan(r) ? INFINITY : r;
+}
+
+/* What the worst element is chosen by: the ratio, except that an element whose gradients are
+ * both exactly 0 ranks below every other (it tests nothing), so it is named only when every
+ * element is one. A larger |a - n| - tol would not do: a right gradient of 5 has a larger
+ * tolerance, so a larger margin, than a 0-against-0 element. */
+static double worst_key(double analytic, double numeric, double ratio)
+{
+    return analytic == 0 && numeric == 0 ? -1 : ratio;
 }
 
 static ag_status numeric_pass(check *c, int k, ag_gradcheck_result *r, ag_error *err)
@@ -153,13 +171,15 @@ static ag_status numeric_pass(check *c, int k, ag_gradcheck_result *r, ag_error 
         /* the step that was really taken, after rounding x +- eps to ag_real */
         double h = ((double)(ag_real)(saved + c->o->eps) - (double)(ag_real)(saved - c->o->eps)) / 2;
         double num = (Lp - Lm) / (2 * h), ana = (double)c->analytic[k][j];
-        double past = excess(c->o, ana, num);
-        if (!(past <= 0)) r->failed++;
-        if (past > worst) {
-            worst = past;
+        double tol = tolerance(c->o, num), ratio = tol_ratio(ana, num, tol);
+        if (!(fabs(ana - num) <= tol)) r->failed++;
+        if (worst_key(ana, num, ratio) > worst) {
+            worst = worst_key(ana, num, ratio);
             r->worst = j;
             r->analytic = ana;
             r->numeric = num;
+            r->tol = tol;
+            r->ratio = ratio;
         }
     }
     r->name = x->name;
@@ -225,13 +245,30 @@ size_t ag_gradcheck_failed(const ag_gradcheck_result *results, int n)
     return failed;
 }
 
-/* "input 3 (fc1.weight) element 17: analytic 0.1 numeric 0.1" */
+/* How far the worst element is from its tolerance, in relative terms where the numeric
+ * gradient is not 0: "relative error 1.68 > tolerance 1.01e-06 (1.7e+06 times over)" */
+static void describe_error(char *buf, size_t len, const ag_gradcheck_result *r)
+{
+    double diff = fabs(r->analytic - r->numeric), n = fabs(r->numeric);
+    const char *cmp = r->failed ? ">" : "<=";
+    if (r->analytic == 0 && r->numeric == 0)
+        snprintf(buf, len, "both exactly 0, as is every element checked");
+    else if (n > 0 && isfinite(n))
+        snprintf(buf, len, "relative error %.3g %s tolerance %.3g (%.2g %s)", diff / n, cmp, r->tol / n, r->ratio,
+                 r->failed ? "times over" : "of it");
+    else
+        snprintf(buf, len, "error %.3g %s tolerance %.3g, the numeric gradient being %g (%.2g %s)", diff, cmp, r->tol,
+                 r->numeric, r->ratio, r->failed ? "times over" : "of it");
+}
+
+/* "input 3 (fc1.weight) element 17: analytic 0.1 numeric 0.1, relative error ..." */
 static void describe(char *buf, size_t len, int k, const ag_gradcheck_result *r)
 {
-    char name[160] = "";
+    char name[160] = "", error[160];
     if (r->name) snprintf(name, sizeof name, " (%s)", r->name);
-    snprintf(buf, len, "input %d%s element %zu: analytic %.10g numeric %.10g", k, name, r->worst, r->analytic,
-             r->numeric);
+    describe_error(error, sizeof error, r);
+    snprintf(buf, len, "input %d%s element %zu: analytic %.10g numeric %.10g, %s", k, name, r->worst, r->analytic,
+             r->numeric, error);
 }
 
 char *ag_gradcheck_message(const ag_gradcheck_opts *opts, const ag_gradcheck_result *results, int n,
@@ -240,22 +277,29 @@ char *ag_gradcheck_message(const ag_gradcheck_opts *opts, const ag_gradcheck_res
     if (len == 0) return buf;
     const char *name = opts && opts->name ? opts->name : "gradcheck";
     size_t checked = 0, failed = ag_gradcheck_failed(results, n);
-    int first_failed = -1, worst = 0;
-    ag_gradcheck_opts o = opts ? *opts : ag_gradcheck_defaults(NULL);
+    int worst = 0;                       /* the input of the worst element over all inputs */
     for (int k = 0; results && k < n; k++) {
-        checked += results[k].checked;
-        if (results[k].failed && first_failed < 0) first_failed = k;
-        if (excess(&o, results[k].analytic, results[k].numeric) >
-            excess(&o, results[worst].analytic, results[worst].numeric))
-            worst = k;
+        const ag_gradcheck_result *r = &results[k], *w = &results[worst];
+        checked += r->checked;
+        if (worst_key(r->analytic, r->numeric, r->ratio) > worst_key(w->analytic, w->numeric, w->ratio)) worst = k;
     }
-    char what[384] = "no inputs";
-    if (results && n > 0) describe(what, sizeof what, first_failed >= 0 ? first_failed : worst,
-                                   &results[first_failed >= 0 ? first_failed : worst]);
+    char what[448] = "no inputs";
+    if (results && n > 0) describe(what, sizeof what, worst, &results[worst]);
     if (failed)
-        snprintf(buf, len, "%s (%s): %s (%zu of %zu elements fail)", name, AG_REAL_NAME, what, failed, checked);
+        snprintf(buf, len, "%s (%s): FAIL %s; %zu of %zu elements fail", name, AG_REAL_NAME, what, failed, checked);
     else
         snprintf(buf, len, "%s (%s): ok, %d input%s, %zu elements, worst %s", name, AG_REAL_NAME, n, n == 1 ? "" : "s",
                  checked, what);
     return buf;
+}
+
+// --- inputs ---
+
+ag_tensor *ag_gradcheck_input(const char *name, int ndim, const int *shape, ag_rng *rng, double lo, double hi)
+{
+    ag_tensor *t = ag_tensor_new_owned(ndim, shape);
+    if (!t) return NULL;
+    t->name = name;
+    for (size_t i = 0, n = ag_numel(t); i < n; i++) t->data[i] = (ag_real)(lo + (hi - lo) * ag_rng_uniform(rng));
+    return t;
 }

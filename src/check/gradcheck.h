@@ -12,6 +12,10 @@
  *   numeric     (L(x + eps) - L(x - eps)) / 2eps, one element at a time, with grad mode off
  *               (every element, or a seeded random sample of max_elems per bigger input).
  *   pass        |analytic - numeric| <= atol + rtol * |numeric| for every element checked.
+ *   worst       per input, the element with the least margin: the largest
+ *               |analytic - numeric| / (atol + rtol |numeric|). Not the largest difference
+ *               minus the tolerance: that would call a 0-against-0 element (no test at all)
+ *               worse than a right gradient of 5, whose tolerance is larger.
  *
  * Precision: central differences in float are only good to a few percent, so a dropped term
  * or a factor of 2 in a small part of a gradient can hide. Check in the double build
@@ -19,8 +23,9 @@
  * are rtol 1e-6 and such mistakes fail at once.
  *
  * Inputs must survive ag_ctx_reset: the checker resets its ctx before every evaluation. Make
- * them with ag_tensor_new_owned (tensor.h), or pass parameters (ag_params). A tensor made in
- * a ctx (ag_tensor_new, ag_tensor_leaf, an op output) is refused with AG_ERR_ARG.
+ * them with ag_gradcheck_input (below: seeded values) or ag_tensor_new_owned (tensor.h), or
+ * pass parameters (ag_params). A tensor made in a ctx (ag_tensor_new, ag_tensor_leaf, an op
+ * output) is refused with AG_ERR_ARG.
  *
  * Example (a whole program: examples/out_of_tree/custom_op.c):
  *
@@ -31,8 +36,10 @@
  *   }
  *   ...
  *   int shape[2] = { 2, 3 };
- *   ag_tensor *in[2] = { ag_tensor_new_owned(2, shape), ag_tensor_new_owned(2, shape) };
- *   ...fill in[k]->data, away from kinks...
+ *   ag_rng rng;
+ *   ag_rng_seed(&rng, 1);                       // values away from kinks: pick lo, hi for your op
+ *   ag_tensor *in[2] = { ag_gradcheck_input("a", 2, shape, &rng, -1, 1),
+ *                        ag_gradcheck_input("b", 2, shape, &rng, -1, 1) };
  *   ag_gradcheck_opts o = ag_gradcheck_defaults("my_op");
  *   ag_gradcheck_result r[2];
  *   ag_error err = { 0 };
@@ -47,6 +54,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "../tensor/rng.h"
 #include "../tensor/tensor.h"
 
 /* Builds the output from the inputs in ctx. Called once per side of every difference, so it
@@ -69,10 +77,14 @@ ag_gradcheck_opts ag_gradcheck_defaults(const char *name);
 typedef struct {
     size_t checked;     /* elements compared (a sample repeats an element now and then) */
     size_t failed;      /* of those, outside the tolerance: 0 = this input's gradient agrees */
-    size_t worst;       /* flat index of the worst element: the largest
-                         * |analytic - numeric| - (atol + rtol |numeric|); a NaN is the worst */
+    size_t worst;       /* flat index of the worst element: the one with the least margin, the
+                         * largest ratio below; a NaN is the worst. An element whose gradients
+                         * are both exactly 0 is the worst only when every element is. */
     double analytic;    /* the gradients at `worst` */
     double numeric;
+    double tol;         /* its tolerance, atol + rtol |numeric| */
+    double ratio;       /* |analytic - numeric| / tol: <= 1 passes, 1e6 fails by a million times
+                         * (0 when both are 0; +inf for a NaN, or any error at a zero tol) */
     const char *name;   /* the input's name (a parameter's: "fc1.weight"), or NULL */
 } ag_gradcheck_result;
 
@@ -95,14 +107,25 @@ ag_status ag_gradcheck(ag_ctx *ctx, ag_gradcheck_fn build, void *user, ag_tensor
 /* Failing elements over all n results: 0 = the backward agrees with the differences. */
 size_t ag_gradcheck_failed(const ag_gradcheck_result *results, int n);
 
-/* One line, no newline, into buf (always NUL-terminated); returns buf. On failure it names the
- * first failing input and its worst element:
- *   "softplus (f64): input 0 element 4: analytic 0.3775406688 numeric 0.1887703344 (6 of 12 elements fail)"
- * and otherwise the worst element over all inputs:
- *   "softplus (f64): ok, 2 inputs, 12 elements, worst input 0 element 4: analytic ... numeric ..."
- * A parameter's name follows its input number: "input 3 (fc1.weight)". */
+/* One line, no newline, into buf (always NUL-terminated); returns buf. It names the worst
+ * element over all inputs (the largest ratio) and says how far it is from its tolerance, as a
+ * relative error |a - n| / |n| against the relative tolerance rtol + atol / |n| (an absolute
+ * error against atol where the numeric gradient is 0). On failure (examples/out_of_tree with
+ * exp(x) for exp(-x) in its backward):
+ *   "softplus(x) (f64): FAIL input 0 (x) element 4: analytic -0.8121210747 numeric -0.164066465,
+ *    relative error 3.95 > tolerance 1.06e-06 (3.7e+06 times over); 12 of 12 elements fail"
+ * and otherwise:
+ *   "softplus(x) (f64): ok, 1 input, 12 elements, worst input 0 (x) element 4: analytic
+ *    -0.1640664651 numeric -0.164066465, relative error 4.13e-10 <= tolerance 1.06e-06 (0.00039 of it)"
+ * (each one line). "(x)" is the input's name, when it has one. */
 #define AG_GRADCHECK_MSG 512
 char *ag_gradcheck_message(const ag_gradcheck_opts *opts, const ag_gradcheck_result *results, int n,
                            char *buf, size_t len);
+
+/* An input for ag_gradcheck: a leaf outside any ctx (ag_tensor_new_owned, so it survives the
+ * checker's ag_ctx_reset) named name (NULL ok; shows in the messages), its elements drawn
+ * uniformly in [lo, hi) from rng, in order. NULL on a bad shape or OOM. Free it with
+ * ag_tensor_free_owned. */
+ag_tensor *ag_gradcheck_input(const char *name, int ndim, const int *shape, ag_rng *rng, double lo, double hi);
 
 #endif

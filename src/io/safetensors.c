@@ -18,8 +18,11 @@
  * Reading: the file is opened without blocking (a FIFO must not hang the reader) and must be a
  * regular file; the whole file is read into memory, then every claim of the header is checked
  * against the bytes actually there before anything is trusted (a truncated or hostile file
- * gives an error, never a read out of bounds). The parsed JSON stays alive in the ag_st_file,
- * so names and metadata values point into it.
+ * gives an error, never a read out of bounds). The header is not parsed whole (a hostile one
+ * would cost 20x its size): its outer object is walked here and jansson parses one tensor
+ * entry at a time ("the header, walked" below), so loading takes at most about 4x the header's
+ * size beyond the file itself. Names and metadata values are decoded in place in the file's
+ * buffer and point into it.
  *
  * Byte order is handled explicitly (bytes assembled by shifts), so the code is correct on a
  * big-endian host too. Reference: https://github.com/huggingface/safetensors (README,
@@ -366,27 +369,33 @@ ag_status ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const
 // reader
 
 typedef struct {
-    const char *name;          /* points into f->root (a key of the header object) */
+    const char *name;          /* points into buf (the header's key, decoded in place) */
     int ndim;
     int shape[AG_MAX_DIMS];
     uint64_t begin, end;       /* byte offsets in the data area */
 } st_entry;
 
+typedef struct {
+    const char *key, *value;   /* point into buf (decoded in place) */
+} st_meta;
+
 struct ag_st_file {
     char *path;                /* copy, for messages */
-    unsigned char *buf;        /* the whole file */
+    unsigned char *buf;        /* the whole file; the header's keys and strings decoded in place */
     const unsigned char *data; /* the data area inside buf */
     uint64_t data_size;
-    json_t *root;              /* the header; keeps names and metadata values alive */
-    json_t *meta;              /* root's "__metadata__" object, or NULL */
     st_entry *e;               /* [n] in file order */
     int n;
+    const st_entry **by_name;  /* [n] the entries sorted by name: lookups, and no name twice */
+    st_meta *meta;             /* [n_meta] "__metadata__", sorted by key */
+    size_t n_meta;
 };
 
 void ag_st_free(ag_st_file *f)
 {
     if (!f) return;
-    json_decref(f->root);
+    free(f->meta);
+    free(f->by_name);
     free(f->e);
     free(f->buf);
     free(f->path);
@@ -613,67 +622,271 @@ static bool find_data(ag_st_file *f, uint64_t size, uint64_t *hlen, ag_error *er
     return true;
 }
 
-/* f->root from the JSON header (a JSON object, no duplicate keys), and f->e with room for
- * every entry */
+// ---------------------------------------------------------------------------------------------
+// the header, walked rather than parsed whole
+//
+// jansson spends 30 to 50 bytes on every value it parses: a 98 MB header holding a shape array
+// of 49 million zeros took 2 GB, as did 1.4 million empty tensors. So the header is never
+// handed to it whole. Its outer object (and the "__metadata__" object) is walked here byte by
+// byte, finding each member's key and value; jansson then parses each tensor entry alone (at
+// most ST_MAX_ENTRY bytes, freed at once) and decodes each key and metadata string that is not
+// plain ASCII, and the decoded bytes are written back in place in the file's buffer (decoding
+// never lengthens a JSON string). What stays is that buffer, an st_entry and a pointer per
+// tensor (56 bytes for at least 50 of header) and a pair of pointers per metadata entry (16
+// bytes for at least 6): at most about 4x the header's size, whatever it holds. A first walk
+// only checks the outline and counts, so those arrays are allocated once at their size.
+
+/* The bytes of one tensor's entry: dtype, shape and data_offsets take under 200, even spaced out. */
+#define ST_MAX_ENTRY 4096
+
+typedef struct {
+    ag_st_file *f;
+    char *h;                   /* the header, inside f->buf */
+    size_t n, at;              /* its length; the walk's position */
+    ag_error *err;
+    bool fill;                 /* the second walk: decode, parse and keep; the first only counts */
+    size_t n_entries, n_meta;  /* counted by the first walk */
+    bool seen_meta;
+} walk;
+
+/* Called for each member of an object with its key's bytes [k0, k1) (quotes included) and its
+ * value's [v0, v1). */
+typedef bool (*member_fn)(walk *w, size_t k0, size_t k1, size_t v0, size_t v1);
+
+static bool not_json(walk *w, size_t pos, const char *why)
+{
+    ag_seterr(w->err, AG_ERR_FORMAT, "%s: header is not valid JSON: %s (header byte %zu)", w->f->path, why, pos);
+    return false;
+}
+
+static bool at_char(const walk *w, char c) { return w->at < w->n && w->h[w->at] == c; }
+
+static void skip_ws(walk *w)
+{
+    while (at_char(w, ' ') || at_char(w, '\t') || at_char(w, '\n') || at_char(w, '\r')) w->at++;
+}
+
+/* At a '"': past the string's closing quote (what its escapes mean is jansson's to check). */
+static bool skip_string(walk *w)
+{
+    size_t start = w->at++;
+    while (w->at < w->n) {
+        char c = w->h[w->at++];
+        if (c == '"') return true;
+        if (c == '\\') w->at++;
+    }
+    return not_json(w, start, "unterminated string");
+}
+
+/* Past one value: a string; an object or array, its brackets matched (strings skipped); or a
+ * number or literal. Its inside is checked by whoever reads it. */
+static bool skip_value(walk *w)
+{
+    size_t start = w->at, depth = 0;
+    if (at_char(w, '"')) return skip_string(w);
+    if (at_char(w, '{') || at_char(w, '[')) {
+        while (w->at < w->n) {
+            char c = w->h[w->at];
+            if (c == '"') {
+                if (!skip_string(w)) return false;
+                continue;
+            }
+            w->at++;
+            if (c == '{' || c == '[') depth++;
+            else if ((c == '}' || c == ']') && --depth == 0) return true;
+        }
+        return not_json(w, start, "unterminated object or array");
+    }
+    while (w->at < w->n && !memchr(",}] \t\n\r", w->h[w->at], 8)) w->at++;   /* the 8th: NUL */
+    return w->at > start || not_json(w, start, "a value expected");
+}
+
+/* The object at w->at: fn for each member; w->at ends past its '}'. */
+static bool walk_object(walk *w, member_fn fn)
+{
+    skip_ws(w);
+    if (!at_char(w, '{')) return not_json(w, w->at, "'{' expected");
+    w->at++;
+    skip_ws(w);
+    if (at_char(w, '}')) {
+        w->at++;
+        return true;
+    }
+    for (;;) {
+        skip_ws(w);
+        size_t k0 = w->at;
+        if (!at_char(w, '"')) return not_json(w, w->at, "a string (a key) expected");
+        if (!skip_string(w)) return false;
+        size_t k1 = w->at;
+        skip_ws(w);
+        if (!at_char(w, ':')) return not_json(w, w->at, "':' expected");
+        w->at++;
+        skip_ws(w);
+        size_t v0 = w->at;
+        if (!skip_value(w)) return false;
+        size_t v1 = w->at;
+        if (!fn(w, k0, k1, v0, v1)) return false;
+        w->at = v1;   /* fn may have walked inside the value */
+        skip_ws(w);
+        if (!at_char(w, ',') && !at_char(w, '}')) return not_json(w, w->at, "',' or '}' expected");
+        if (w->h[w->at++] == '}') return true;
+    }
+}
+
+/* The JSON string h[k0, k1) (quotes included), decoded into dst (room for k1 - k0 bytes; it
+ * may be h + k0 itself) and NUL-terminated. Plain ASCII is copied as it is; anything else
+ * (escapes, UTF-8) jansson decodes and checks. */
+static char *decode_string(walk *w, size_t k0, size_t k1, char *dst)
+{
+    const unsigned char *s = (const unsigned char *)w->h + k0 + 1;
+    size_t len = k1 - k0 - 2;
+    bool plain = true;
+    for (size_t i = 0; i < len && plain; i++) plain = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\';
+    if (plain) {
+        memmove(dst, s, len);
+        dst[len] = '\0';
+        return dst;
+    }
+    json_error_t je;
+    json_t *v = json_loadb(w->h + k0, k1 - k0, JSON_DECODE_ANY, &je);
+    if (!v) {
+        not_json(w, k0 + (size_t)(je.position > 0 ? je.position : 0), je.text);
+        return NULL;
+    }
+    size_t n = json_string_length(v);   /* <= len: an escape is longer than what it stands for */
+    memcpy(dst, json_string_value(v), n);
+    dst[n] = '\0';
+    json_decref(v);
+    return dst;
+}
+
+/* *is: the key h[k0, k1) is `want` (decoded into a copy first if it holds an escape). */
+static bool key_is(walk *w, size_t k0, size_t k1, const char *want, bool *is)
+{
+    size_t len = k1 - k0 - 2;
+    if (!memchr(w->h + k0, '\\', k1 - k0)) {
+        *is = len == strlen(want) && memcmp(w->h + k0 + 1, want, len) == 0;
+        return true;
+    }
+    char *tmp = malloc(k1 - k0);
+    if (!tmp) return !ag_seterr(w->err, AG_ERR_NOMEM, "%s: out of memory", w->f->path);
+    bool ok = decode_string(w, k0, k1, tmp) != NULL;
+    *is = ok && strcmp(tmp, want) == 0;
+    free(tmp);
+    return ok;
+}
+
+/* A member of "__metadata__": a key and a string. */
+static bool meta_member(walk *w, size_t k0, size_t k1, size_t v0, size_t v1)
+{
+    ag_st_file *f = w->f;
+    if (!w->fill) {
+        w->n_meta++;
+        return true;
+    }
+    char *key = decode_string(w, k0, k1, w->h + k0);
+    if (!key) return false;
+    if (w->h[v0] != '"')
+        return !ag_seterr(w->err, AG_ERR_FORMAT, "%s: %s value for '%s' is not a string", f->path, ST_META_KEY, key);
+    char *value = decode_string(w, v0, v1, w->h + v0);
+    if (!value) return false;
+    if (f->n_meta < w->n_meta) f->meta[f->n_meta++] = (st_meta){key, value};   /* the first walk counted them */
+    return true;
+}
+
+/* The value of "__metadata__", an object of strings. */
+static bool metadata(walk *w, size_t v0)
+{
+    if (w->seen_meta) return not_json(w, v0, "duplicate object key '" ST_META_KEY "'");
+    w->seen_meta = true;
+    if (w->h[v0] != '{')
+        return !ag_seterr(w->err, AG_ERR_FORMAT, "%s: %s is not an object", w->f->path, ST_META_KEY);
+    w->at = v0;
+    return walk_object(w, meta_member);
+}
+
+/* One tensor's entry, parsed by jansson alone once its size is known to be an entry's. */
+static bool read_entry(walk *w, const char *name, size_t v0, size_t v1)
+{
+    ag_st_file *f = w->f;
+    if (v1 - v0 > ST_MAX_ENTRY)
+        return !ag_seterr(w->err, AG_ERR_FORMAT, "%s: tensor '%s': its header entry is %zu bytes, more than the %d "
+                          "a dtype, a shape and data_offsets take", f->path, name, v1 - v0, ST_MAX_ENTRY);
+    if ((size_t)f->n >= w->n_entries) return true;   /* cannot happen: the first walk counted them */
+    json_error_t je;
+    json_t *v = json_loadb(w->h + v0, v1 - v0, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!v) return not_json(w, v0 + (size_t)(je.position > 0 ? je.position : 0), je.text);
+    bool ok = parse_entry(f, name, v, &f->e[f->n], w->err);
+    json_decref(v);
+    if (ok) f->n++;
+    return ok;
+}
+
+static bool root_member(walk *w, size_t k0, size_t k1, size_t v0, size_t v1)
+{
+    bool is_meta = false;
+    if (!key_is(w, k0, k1, ST_META_KEY, &is_meta)) return false;
+    if (is_meta) return metadata(w, v0);
+    if (!w->fill) {
+        w->n_entries++;
+        return true;
+    }
+    char *name = decode_string(w, k0, k1, w->h + k0);
+    return name && read_entry(w, name, v0, v1);
+}
+
+/* The whole header: one object, then white space (the padding) to its end. */
+static bool walk_root(walk *w)
+{
+    w->at = 0;
+    w->seen_meta = false;
+    if (!walk_object(w, root_member)) return false;
+    skip_ws(w);
+    return w->at == w->n || not_json(w, w->at, "end of file expected");
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const st_entry *const *)a)->name, (*(const st_entry *const *)b)->name);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
+}
+
+/* f->by_name, and no key twice (as JSON_REJECT_DUPLICATES would say), in the tensors or in the
+ * metadata (sorted by key here). */
+static bool sort_keys(ag_st_file *f, ag_error *err)
+{
+    if (!(f->by_name = malloc((f->n ? (size_t)f->n : 1) * sizeof *f->by_name)))
+        return !ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", f->path);
+    for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    qsort(f->meta, f->n_meta, sizeof *f->meta, cmp_key);
+    const char *twice = NULL;
+    for (int i = 1; i < f->n && !twice; i++)
+        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) twice = f->by_name[i]->name;
+    for (size_t i = 1; i < f->n_meta && !twice; i++)
+        if (strcmp(f->meta[i - 1].key, f->meta[i].key) == 0) twice = f->meta[i].key;
+    if (!twice) return true;
+    return !ag_seterr(err, AG_ERR_FORMAT, "%s: header is not valid JSON: duplicate object key '%s'", f->path, twice);
+}
+
+/* f->e (file order), f->by_name and f->meta from the header h [hlen] (see above). */
 static bool parse_header(ag_st_file *f, uint64_t hlen, ag_error *err)
 {
-    json_error_t je;
-    f->root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
-    if (!f->root) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not valid JSON: %s (header byte %d)", f->path, je.text,
-                  je.position);
-        return false;
-    }
-    if (!json_is_object(f->root)) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: header is not a JSON object", f->path);
-        return false;
-    }
-    size_t count = json_object_size(f->root);
-    f->e = malloc((count ? count : 1) * sizeof *f->e);
-    if (!f->e) {
-        ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", f->path);
-        return false;
-    }
-    return true;
-}
-
-/* "__metadata__" must map keys to strings; then f->meta = v */
-static bool parse_metadata(ag_st_file *f, json_t *v, ag_error *err)
-{
-    if (!json_is_object(v)) {
-        ag_seterr(err, AG_ERR_FORMAT, "%s: %s is not an object", f->path, ST_META_KEY);
-        return false;
-    }
-    const char *mk;
-    json_t *mv;
-    json_object_foreach(v, mk, mv) {
-        if (!json_is_string(mv)) {
-            ag_seterr(err, AG_ERR_FORMAT, "%s: %s value for '%s' is not a string", f->path, ST_META_KEY, mk);
-            return false;
-        }
-    }
-    f->meta = v;
-    return true;
-}
-
-/* f->e[0..n) from the header's tensor entries, in file order; the metadata to f->meta */
-static bool parse_entries(ag_st_file *f, ag_error *err)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach(f->root, key, v) {   /* insertion order = file order */
-        if (strcmp(key, ST_META_KEY) == 0) {
-            if (!parse_metadata(f, v, err)) return false;
-            continue;
-        }
-        if (f->n >= INT_MAX) {
-            ag_seterr(err, AG_ERR_FORMAT, "%s: too many tensors", f->path);
-            return false;
-        }
-        if (!parse_entry(f, key, v, &f->e[f->n], err)) return false;
-        f->n++;
-    }
-    return true;
+    walk w = {.f = f, .h = (char *)f->buf + 8, .n = (size_t)hlen, .err = err};
+    skip_ws(&w);
+    if (w.at == w.n) return not_json(&w, w.at, "the header is empty");
+    if (!at_char(&w, '{')) return !ag_seterr(err, AG_ERR_FORMAT, "%s: header is not a JSON object", f->path);
+    if (!walk_root(&w)) return false;   /* the outline, and the counts */
+    if (w.n_entries > INT_MAX) return !ag_seterr(err, AG_ERR_FORMAT, "%s: too many tensors", f->path);
+    f->e = malloc((w.n_entries ? w.n_entries : 1) * sizeof *f->e);
+    f->meta = malloc((w.n_meta ? w.n_meta : 1) * sizeof *f->meta);
+    if (!f->e || !f->meta) return !ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", f->path);
+    w.fill = true;
+    return walk_root(&w) && sort_keys(f, err);
 }
 
 ag_st_file *ag_st_load(const char *path, ag_error *err)
@@ -691,7 +904,7 @@ ag_st_file *ag_st_load(const char *path, ag_error *err)
     /* every claim of the header is checked against the bytes there before it is trusted */
     uint64_t size, hlen;
     if (read_file(f, &size, err) && find_data(f, size, &hlen, err) && parse_header(f, hlen, err)
-        && parse_entries(f, err) && check_overlap(f, err))
+        && check_overlap(f, err))
         return f;
     ag_st_free(f);
     return NULL;
@@ -699,8 +912,10 @@ ag_st_file *ag_st_load(const char *path, ag_error *err)
 
 const char *ag_st_meta_get(const ag_st_file *f, const char *key)
 {
-    if (!f || !f->meta || !key) return NULL;
-    return json_string_value(json_object_get(f->meta, key));
+    if (!f || !key) return NULL;
+    const st_meta want = {key, NULL};
+    const st_meta *m = f->n_meta ? bsearch(&want, f->meta, f->n_meta, sizeof *f->meta, cmp_key) : NULL;
+    return m ? m->value : NULL;
 }
 
 int ag_st_count(const ag_st_file *f)
@@ -723,9 +938,9 @@ ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int nd
 {
     if (!f || !name || (!shape && ndim > 0) || ndim < 0 || ndim > AG_MAX_DIMS)
         return ag_seterr(err, AG_ERR_ARG, "ag_st_read: bad arguments");
-    const st_entry *e = NULL;
-    for (int i = 0; i < f->n && !e; i++)
-        if (strcmp(f->e[i].name, name) == 0) e = &f->e[i];
+    const st_entry want = {.name = name}, *key = &want;
+    const st_entry *const *hit = f->n ? bsearch(&key, f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name) : NULL;
+    const st_entry *e = hit ? *hit : NULL;
     if (!e) return ag_seterr(err, AG_ERR_FORMAT, "%s: no tensor '%s'", f->path, name);
     bool same = e->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = e->shape[d] == shape[d];

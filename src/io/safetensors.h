@@ -3,7 +3,9 @@
  *   {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...,
  *    "__metadata__": {"key": "string value", ...}}
  * then the raw little-endian data. We write F32 only (ag_real is converted). The JSON is
- * parsed with jansson (a well-kept Debian library) rather than by hand.
+ * parsed with jansson (a well-kept Debian library) rather than by hand, one tensor entry at a
+ * time: the memory a header costs stays within a few times its size, whatever it holds (a
+ * tensor's entry is at most 4096 bytes).
  *
  * Writing is atomic: a temporary file in the same directory (created afresh: a file or a
  * symbolic link already at its name is replaced, never written through), written, fflush'ed,

@@ -32,10 +32,10 @@ int main(void)
     ag_rng_seed(&rng, 1);
     const char *names[9] = { "x", "Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo" };
     ag_tensor *in[9] = { 0 };
-    in[0] = lesson_input(names[0], 3, (int[3]){ B, T, C }, &rng, -1, 1);
+    in[0] = ag_gradcheck_input(names[0], 3, (int[3]){ B, T, C }, &rng, -1, 1);
     for (int k = 1; k < 9; k++)
-        in[k] = k % 2 ? lesson_input(names[k], 2, (int[2]){ C, C }, &rng, -1, 1)   // W [C,C]
-                      : lesson_input(names[k], 1, (int[1]){ C }, &rng, -1, 1);     // b [C]
+        in[k] = k % 2 ? ag_gradcheck_input(names[k], 2, (int[2]){ C, C }, &rng, -1, 1)   // W [C,C]
+                      : ag_gradcheck_input(names[k], 1, (int[1]){ C }, &rng, -1, 1);     // b [C]
     for (int k = 0; k < 9; k++)
         if (!in[k]) return lesson_done(in, 9, 2);
     int rc = lesson_check("one attention head", build_head, NULL, in, 9);

@@ -47,7 +47,7 @@ int main(void)
     ag_rng_seed(&rng, 4);
     const char *names[3] = { "q", "k", "v" };
     ag_tensor *in[3];
-    for (int i = 0; i < 3; i++) in[i] = lesson_input(names[i], 3, (int[3]){ B, T, C }, &rng, -1.5, 1.5);
+    for (int i = 0; i < 3; i++) in[i] = ag_gradcheck_input(names[i], 3, (int[3]){ B, T, C }, &rng, -1.5, 1.5);
     if (!in[0] || !in[1] || !in[2]) return lesson_done(in, 3, 2);
     printf("max |split/merge - ag_attention| = %.1e\n", max_difference(in));
     int rc = lesson_check("split, attend, merge", build_split, NULL, in, 3);

@@ -36,15 +36,26 @@ static ag_tensor *build_residual(ag_ctx *ctx, ag_tensor **in, void *user)
     return x;
 }
 
-/* the root mean square of dL/dx for L = sum(y * R), R uniform in [-1, 1) */
-static double grad_rms(ag_tensor **in, const arrangement *a)
+/* R [B,T,C] uniform in [-1, 1) from seed; returns its root mean square (about 1/sqrt(3)) */
+static double fill_R(ag_real *R, uint64_t seed)
+{
+    ag_rng rng;
+    ag_rng_seed(&rng, seed);
+    double sum = 0;
+    for (int i = 0; i < B * T * C; i++) {
+        R[i] = 2 * ag_rng_uniform(&rng) - 1;
+        sum += R[i] * R[i];
+    }
+    return sqrt(sum / (B * T * C));
+}
+
+/* the root mean square of dL/dx for L = sum(y * R), R from r_seed */
+static double grad_rms(ag_tensor **in, const arrangement *a, uint64_t r_seed)
 {
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *y = ctx ? build_residual(ctx, in, (void *)a) : NULL; // [B,T,C]
     ag_real R[B * T * C];
-    ag_rng rng;
-    ag_rng_seed(&rng, 6);
-    for (int i = 0; i < B * T * C; i++) R[i] = 2 * ag_rng_uniform(&rng) - 1;
+    fill_R(R, r_seed);
     for (int k = 0; k < 5; k++) memset(in[k]->grad, 0, ag_numel(in[k]) * sizeof(ag_real));
     double sum = NAN;
     if (y && ag_backward_from(ctx, y, R) == AG_OK) {
@@ -56,16 +67,19 @@ static double grad_rms(ag_tensor **in, const arrangement *a)
     return sqrt(sum / (B * T * C));
 }
 
-int main(void)
+/* ./05-norms [SEED]: the inputs from SEED (default 5), R from SEED + 1 */
+int main(int argc, char **argv)
 {
+    uint64_t seed;
+    if (lesson_seed(argc, argv, 5, &seed)) return 2;
     ag_threads_init(1);
     ag_rng rng;
-    ag_rng_seed(&rng, 5);
-    ag_tensor *in[5] = { lesson_input("x", 3, (int[3]){ B, T, C }, &rng, -2, 2),
-                         lesson_input("W", 2, (int[2]){ C, C }, &rng, -0.5, 0.5),
-                         lesson_input("b", 1, (int[1]){ C }, &rng, -0.5, 0.5),
-                         lesson_input("w", 1, (int[1]){ C }, &rng, 0.5, 1.5),
-                         lesson_input("beta", 1, (int[1]){ C }, &rng, -0.5, 0.5) };
+    ag_rng_seed(&rng, seed);
+    ag_tensor *in[5] = { ag_gradcheck_input("x", 3, (int[3]){ B, T, C }, &rng, -2, 2),
+                         ag_gradcheck_input("W", 2, (int[2]){ C, C }, &rng, -0.5, 0.5),
+                         ag_gradcheck_input("b", 1, (int[1]){ C }, &rng, -0.5, 0.5),
+                         ag_gradcheck_input("w", 1, (int[1]){ C }, &rng, 0.5, 1.5),
+                         ag_gradcheck_input("beta", 1, (int[1]){ C }, &rng, -0.5, 0.5) };
     for (int k = 0; k < 5; k++)
         if (!in[k]) return lesson_done(in, 5, 2);
     const char *names[4] = { "Pre-LN, LayerNorm", "Post-LN, LayerNorm", "Pre-LN, RMSNorm", "Post-LN, RMSNorm" };
@@ -76,12 +90,13 @@ int main(void)
         rc = r > rc ? r : rc;
     }
     const int depths[4] = { 1, 4, 16, 64 };
-    printf("\nrms of dL/dx under a stack of sub-layers (R alone: 0.577)\n  %-20s", "depth");
+    ag_real R[B * T * C];
+    printf("\nrms of dL/dx under a stack of sub-layers (R alone: %.3f)\n  %-20s", fill_R(R, seed + 1), "depth");
     for (int d = 0; d < 4; d++) printf(" %8d", depths[d]);
     for (int i = 0; i < 4; i++) {
         printf("\n  %-20s", names[i]);
         for (int d = 0; d < 4; d++)
-            printf(" %8.4f", grad_rms(in, &(arrangement){ .post = i % 2, .rms = i / 2, .depth = depths[d] }));
+            printf(" %8.4f", grad_rms(in, &(arrangement){ .post = i % 2, .rms = i / 2, .depth = depths[d] }, seed + 1));
     }
     printf("\n");
     return lesson_done(in, 5, rc);

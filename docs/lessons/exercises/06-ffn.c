@@ -35,12 +35,12 @@ static int make_inputs(ag_tensor **in, ffn_kind kind, ag_rng *rng)
     static const char *gated_names[7] = { "x", "gatW", "gatb", "upW", "upb", "dnW", "dnb" };
     int n = kind == GELU_MLP ? 5 : 7, hidden = kind == GELU_MLP ? 4 * C : F;
     const char **names = kind == GELU_MLP ? gelu_names : gated_names;
-    in[0] = lesson_input(names[0], 3, (int[3]){ B, T, C }, rng, -1.5, 1.5);
+    in[0] = ag_gradcheck_input(names[0], 3, (int[3]){ B, T, C }, rng, -1.5, 1.5);
     for (int k = 1; k < n; k += 2) {
         bool down = k == n - 2;                                     /* the last linear goes back to C */
         int out = down ? C : hidden, inn = down ? hidden : C;
-        in[k] = lesson_input(names[k], 2, (int[2]){ out, inn }, rng, -1, 1);       // W [out,in]
-        in[k + 1] = lesson_input(names[k + 1], 1, (int[1]){ out }, rng, -0.5, 0.5); // b [out]
+        in[k] = ag_gradcheck_input(names[k], 2, (int[2]){ out, inn }, rng, -1, 1);       // W [out,in]
+        in[k + 1] = ag_gradcheck_input(names[k + 1], 1, (int[1]){ out }, rng, -0.5, 0.5); // b [out]
     }
     for (int k = 0; k < n; k++)
         if (!in[k]) return 0;

@@ -65,8 +65,8 @@ int main(void)
     ag_rng_seed(&rng, 7);
     const char *names[3] = { "q", "K", "V" };
     ag_tensor *full[3], *step[3];
-    for (int k = 0; k < 3; k++) full[k] = lesson_input(names[k], 2, (int[2]){ T, D }, &rng, -1.5, 1.5);
-    step[0] = lesson_input("q_p", 2, (int[2]){ 1, D }, &rng, 0, 1);
+    for (int k = 0; k < 3; k++) full[k] = ag_gradcheck_input(names[k], 2, (int[2]){ T, D }, &rng, -1.5, 1.5);
+    step[0] = ag_gradcheck_input("q_p", 2, (int[2]){ 1, D }, &rng, 0, 1);
     step[1] = full[1];                                              /* the cache holds k, v of 0..p */
     step[2] = full[2];
     if (!full[0] || !full[1] || !full[2] || !step[0]) {

@@ -49,8 +49,8 @@ int main(void)
     ag_threads_init(1);
     ag_rng rng;
     ag_rng_seed(&rng, 8);
-    ag_tensor *in[2] = { lesson_input("q", 2, (int[2]){ T, D }, &rng, -1.5, 1.5),
-                         lesson_input("k", 2, (int[2]){ T, D }, &rng, -1.5, 1.5) };
+    ag_tensor *in[2] = { ag_gradcheck_input("q", 2, (int[2]){ T, D }, &rng, -1.5, 1.5),
+                         ag_gradcheck_input("k", 2, (int[2]){ T, D }, &rng, -1.5, 1.5) };
     if (!in[0] || !in[1]) return lesson_done(in, 2, 2);
     int rc = show(in, 0);
     int r = show(in, 1);

@@ -94,10 +94,10 @@ int main(void)
     ag_threads_init(1);
     ag_rng rng;
     ag_rng_seed(&rng, 9);
-    ag_tensor *x = lesson_input("x", 2, (int[2]){ T, T }, &rng, -5, 5);
-    ag_tensor *in[3] = { lesson_input("q", 2, (int[2]){ T, D }, &rng, -2, 2),
-                         lesson_input("k", 2, (int[2]){ T, D }, &rng, -2, 2),
-                         lesson_input("v", 2, (int[2]){ T, D }, &rng, -2, 2) };
+    ag_tensor *x = ag_gradcheck_input("x", 2, (int[2]){ T, T }, &rng, -5, 5);
+    ag_tensor *in[3] = { ag_gradcheck_input("q", 2, (int[2]){ T, D }, &rng, -2, 2),
+                         ag_gradcheck_input("k", 2, (int[2]){ T, D }, &rng, -2, 2),
+                         ag_gradcheck_input("v", 2, (int[2]){ T, D }, &rng, -2, 2) };
     if (!x || !in[0] || !in[1] || !in[2]) {
         ag_tensor_free_owned(x);
         return lesson_done(in, 3, 2);

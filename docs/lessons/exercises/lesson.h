@@ -1,15 +1,21 @@
-/* lesson.h -- what every lesson's exercise shares: inputs that survive ag_ctx_reset, filled
- * with seeded values, and one ag_gradcheck call that prints its verdict.
+/* lesson.h -- what every lesson's exercise shares: one ag_gradcheck call that prints its
+ * verdict, a matrix printer, and freeing the inputs. The inputs themselves come from the
+ * installed library: ag_gradcheck_input (<attograd/check/gradcheck.h>) makes a leaf that
+ * survives ag_ctx_reset, filled with seeded values.
  *
  * Built only against the installed double library (see README.md in this directory):
- *   cc -std=c11 -Wall -Wextra 01-qkv.c $(pkg-config --cflags --libs attograd-f64)
+ *   cc -std=c11 -D_DEFAULT_SOURCE -Wall -Wextra 01-qkv.c $(pkg-config --cflags --libs attograd-f64)
+ * (-D_DEFAULT_SOURCE: -std=c11 alone hides M_PI and the other POSIX names of <math.h>.)
  * Every exercise exits 0 when every gradient agrees, 1 when one does not, 2 when a check could
  * not run. */
 #ifndef LESSON_H
 #define LESSON_H
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <attograd/attograd.h>
 
@@ -17,20 +23,9 @@
 #error "build against the double library: pkg-config --cflags --libs attograd-f64"
 #endif
 
-/* A leaf outside any ctx (ag_gradcheck resets its ctx before every evaluation), named for the
- * messages, filled uniformly in [lo, hi) from rng. NULL on OOM. Free with ag_tensor_free_owned. */
-static inline ag_tensor *lesson_input(const char *name, int ndim, const int *shape, ag_rng *rng, double lo,
-                                      double hi)
-{
-    ag_tensor *t = ag_tensor_new_owned(ndim, shape);
-    if (!t) return NULL;
-    t->name = name;
-    for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = lo + (hi - lo) * ag_rng_uniform(rng);
-    return t;
-}
-
 /* Checks d sum(build(in) * R) / d in[k] for every k (double defaults: rtol 1e-6) and prints one
- * line per input and the verdict. 0 pass, 1 fail, 2 the check could not run. */
+ * line per input (its worst element, and how many of its tolerances apart the two gradients
+ * are there: above 1 fails) and the verdict. 0 pass, 1 fail, 2 the check could not run. */
 static inline int lesson_check(const char *name, ag_gradcheck_fn build, void *user, ag_tensor **in, int n)
 {
     enum { MAX_IN = 16 };
@@ -42,9 +37,9 @@ static inline int lesson_check(const char *name, ag_gradcheck_fn build, void *us
         return 2;
     }
     for (int k = 0; k < n; k++)
-        printf("  %-4s %3zu checked, %zu fail; worst element %3zu: analytic %+.10f numeric %+.10f\n",
+        printf("  %-4s %3zu checked, %zu fail; worst element %3zu: analytic %+.10f numeric %+.10f, %.2g x tol\n",
                in[k]->name ? in[k]->name : "?", r[k].checked, r[k].failed, r[k].worst, r[k].analytic,
-               r[k].numeric);
+               r[k].numeric, r[k].ratio);
     char line[AG_GRADCHECK_MSG];
     puts(ag_gradcheck_message(&opts, r, n, line, sizeof line));
     return ag_gradcheck_failed(r, n) ? 1 : 0;
@@ -59,6 +54,24 @@ static inline void lesson_print(const char *title, const ag_real *m, int rows, i
         for (int c = 0; c < cols; c++) printf(" %8.4f", (double)m[r * cols + c]);
         printf("\n");
     }
+}
+
+/* The seed of an exercise whose figures depend on the random draw: argv[1] when given (a whole
+ * number), else def, so `./02-scale 7` shows another draw. 0 ok; 2 after a one-line error. */
+static inline int lesson_seed(int argc, char **argv, uint64_t def, uint64_t *seed)
+{
+    *seed = def;
+    if (argc < 2) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(argv[1], &end, 10);
+    if (argc > 2 || end == argv[1] || *end || argv[1][0] == '-' || errno == ERANGE) {
+        fprintf(stderr, "usage: %s [SEED]: SEED a whole number from 0 to 2^64 - 1 (got '%s'%s)\n", argv[0], argv[1],
+                argc > 2 ? " and more" : "");
+        return 2;
+    }
+    *seed = v;
+    return 0;
 }
 
 /* Frees n inputs (NULL ok) and returns rc, for `return lesson_done(in, n, rc)`. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "proc.h"
 #include "data/hash.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 extern char **environ;
 
@@ -178,24 +179,17 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
     return pid;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void proc_wait(pid_t pid, const char *io_prefix, const proc_opts *o, proc_result *r)
 {
     memset(r, 0, sizeof *r);
-    double limit = proc_timeout(o), t0 = now();
+    double limit = proc_timeout(o), t0 = ag_now_s();
     int status = 0;
     long sleep_ns = 1000000;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
         ck_assert_msg(w == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-        if (now() - t0 > limit) {
+        if (ag_now_s() - t0 > limit) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             r->timed_out = true;

@@ -41,6 +41,7 @@
 #include "checkpoint.h"
 #include "proc.h"
 #include "train.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* the tiny preset made smaller; the schedule does not depend on --max-iters */
@@ -475,13 +476,6 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // signals: answered at once wherever they land
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
-
 /* Waits until io.out holds `text`; false if the process ended first. */
 static bool wait_for_output(pid_t pid, const char *io, const char *text, size_t min_bytes)
 {
@@ -510,13 +504,13 @@ START_TEST(test_signal_during_evaluation)
     pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", "--config", "tiny", "--block-size",
                                   "32", "--batch-size", "32", "--eval-iters", "1000000", "--threads", "1"), io, &o);
     bool started = wait_for_output(pid, io, "training: ", 0);
-    struct timespec d = {0, 50000000}, t0;
+    struct timespec d = {0, 50000000};
     nanosleep(&d, NULL);   /* well inside the first evaluation */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, SIGINT);
     proc_result r;
     proc_wait(pid, io, &o, &r);
-    double took = seconds_since(&t0);
+    double took = ag_now_s() - t0;
     ck_assert_msg(started, "no header line: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 130, "SIGINT during the evaluation: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(took < 10, "SIGINT answered after %.1f s", took);
@@ -541,14 +535,13 @@ START_TEST(test_signal_during_sample)
     snprintf(io, sizeof io, "%s/sample", dir);
     pid_t pid = proc_start(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "10000000"), io, &o);
     bool started = wait_for_output(pid, io, NULL, 50);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, sig);
     proc_result r;
     proc_wait(pid, io, &o, &r);
     ck_assert_msg(started, "no output: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during sample: %s\n%s", sig, proc_status_str(&r), r.err);
-    ck_assert_msg(seconds_since(&t0) < 10, "signal %d answered late", sig);
+    ck_assert_msg(ag_now_s() - t0 < 10, "signal %d answered late", sig);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     ck_assert_msg(r.out_len > 0 && r.out[r.out_len - 1] == '\n', "the text does not end with its line");
     proc_result_free(&r);
@@ -655,13 +648,12 @@ START_TEST(test_signal_during_load)
     char *text = proc_make_corpus(3 << 20, &n);
     void (*was)(int) = signal(SIGPIPE, SIG_IGN);   /* the reader gone: EPIPE, not our death */
     bool reading = fd >= 0 && feed(fd, text, n, n, pid) == n;   /* most of it read by now */
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, sig);
     if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0) feed(fd, text, n, (size_t)64 << 20, pid);
     proc_result r;
     proc_wait(pid, io, &o, &r);
-    double took = seconds_since(&t0);
+    double took = ag_now_s() - t0;
     if (fd >= 0) close(fd);
     signal(SIGPIPE, was);
     free(text);
@@ -777,12 +769,11 @@ START_TEST(test_hung_plotter_signal)
     snprintf(io, sizeof io, "%s/long", dir);
     pid_t pid = start_long_run(dir, io, &o);   /* evaluations every 3 steps: a plot started at 3 */
     int started = plotters_started(dir, 10);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, SIGINT);
     proc_result r;
     proc_wait(pid, io, &o, &r);
-    double took = seconds_since(&t0);
+    double took = ag_now_s() - t0;
     ck_assert_msg(started > 0, "the fake gnuplot never ran: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 130, "SIGINT with gnuplot hung: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(took < 2, "SIGINT answered after %.2f s with gnuplot hung", took);
@@ -925,12 +916,7 @@ START_TEST(test_planted_directory)
     const char *planted[] = {"ckpt-00000003/", "ckpt-00000003/notes.txt", "ckpt-00000003/model.safetensors.bak",
                              "ckpt-00000005/", "ckpt-00000005/notes.txt", "ckpt-00000005-b/", "ckpt-00000005-b/x",
                              "ckpt-00000007"};
-    for (size_t i = 0; i < sizeof planted / sizeof *planted; i++) {
-        char p[PATH_MAX];
-        snprintf(p, sizeof p, "%s", proc_path(ck, planted[i]));
-        if (p[strlen(p) - 1] == '/') ck_assert_int_eq(mkdir(p, 0755), 0);
-        else proc_write_file(p, "mine", 4);
-    }
+    plant(ck, planted, (int)(sizeof planted / sizeof *planted));
     ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
     st.iter = 5;   /* both names taken: an error that says so, the live checkpoint kept */

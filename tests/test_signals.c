@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "proc.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 static char root[64];
 
@@ -80,15 +81,13 @@ static long interrupt_run(const char *dir, int sig, proc_opts *o)
     pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "10000000"),
                            io, o);
     snprintf(outfile, sizeof outfile, "%s.out", io);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     bool seen = false;
     while (!seen) {
         char *so = proc_read_file(outfile, NULL);
         seen = so && strstr(so, "iter 10/");
         free(so);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (seen || (double)(t.tv_sec - t0.tv_sec) > proc_timeout(o)) break;
+        if (seen || ag_now_s() - t0 > proc_timeout(o)) break;
         if (!proc_running(pid)) break;
         struct timespec d = {0, 5000000};
         nanosleep(&d, NULL);

@@ -1005,31 +1005,31 @@ END_TEST
 
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
+/* A test case of s that runs in the suite's scratch root, killed after timeout seconds (0: check's default). */
+static TCase *new_case(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    if (timeout) tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 Suite *rundir_suite(void)
 {
     Suite *s = suite_create("rundir");
     TCase *tc;
 #ifndef AG_DOUBLE
-    tc = tcase_create("crash");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 600);
+    tc = new_case(s, "crash", 600);
     tcase_add_loop_test(tc, test_kill_at_every_step, 0, 3);
-    suite_add_tcase(s, tc);
 #else
     (void)test_kill_at_every_step;
 #endif
-    tc = tcase_create("layout");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tc = new_case(s, "layout", 0);
     tcase_add_test(tc, test_layout);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("lock");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("signals");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "signals", 300);
 #ifndef AG_DOUBLE
     tcase_add_test(tc, test_signal_during_evaluation);
     tcase_add_loop_test(tc, test_signal_during_sample, 0, 3);
@@ -1040,10 +1040,7 @@ Suite *rundir_suite(void)
     (void)test_signal_during_load;
 #endif
     tcase_add_test(tc, test_signal_during_setup);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bounds");   /* issue 19: no wait without a bound, no lock deleted away */
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "bounds", 300);   /* issue 19: no wait without a bound, no lock deleted away */
 #ifndef AG_DOUBLE
     tcase_add_test(tc, test_hung_plotter_signal);
     tcase_add_test(tc, test_hung_plotter_timeout);
@@ -1058,11 +1055,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_planted_directory);
     tcase_add_test(tc, test_hash_stops);
     tcase_add_test(tc, test_attn_memory);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("links");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
-    suite_add_tcase(s, tc);
     return s;
 }

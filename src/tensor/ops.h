@@ -100,12 +100,6 @@ ag_tensor *ag_split_heads(ag_ctx *ctx, ag_tensor *x, int H);
 /* [B, H, T, D] -> [B, T, H*D]: the inverse of ag_split_heads. */
 ag_tensor *ag_merge_heads(ag_ctx *ctx, ag_tensor *x);
 
-/* ---- fused attention (ops/attention.c) ---- */
-/* The fast path of softmax(scale q k^T [causal]) v over H heads, in one op: q, k, v [B,T,C]
- * -> [B,T,C] (heads merged). The same forward and gradients as split_heads, transpose, matmul,
- * scale, masked_fill(causal, -inf), softmax, matmul, merge_heads; no dropout. */
-ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale, bool causal);
-
 /* ---- rmsnorm (ops/rmsnorm.c) ---- */
 /* RMSNorm over the last dim: x [..., C], w [C] -> [..., C],
  * y = x / sqrt(mean_c(x^2) + eps) * w (no centring, no bias). eps must be > 0 (AG_ERR_ARG).

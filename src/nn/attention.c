@@ -6,8 +6,8 @@
  *   a = softmax(s) over the keys, then dropout                     [B,H,T,T]
  *   y = merge_heads(a v) Wo^T + bo                                  [B,T,C]
  *
- * attend() is the middle three lines, one op each: the one attention to read, and the
- * reference; every backward comes from the ops' own.
+ * attend() is the lines from the split to merge_heads(a v), one op each: the one attention to
+ * read, and the reference; every backward comes from the ops' own.
  * A batch of sequences of different lengths, padded to T, comes with opts->key_padding [B,T]
  * (1 = a real token, 0 = padding): the mask becomes ag_key_padding_mask(key_padding, mask)
  * [B,1,T,T], so no query attends to padding, and the scores are masked op by op.

@@ -1,5 +1,6 @@
 /* test_fast_ref_products.c -- the fast kernels of the products and the add (fast/linear.c,
- * fast/matmul.c, fast/attention.c, fast/add.c) equal their reference kernels (see fastref.h).
+ * fast/matmul.c, fast/add.c) equal their reference kernels, and attention's fast twin
+ * (fast/attention.c) equals its reference, the composed ops of src/nn/attention.c (see fastref.h).
  *
  * Random shapes with odd sizes and tails (1, 3, 17, 33, 65: not multiples of the 16 reduction
  * lanes or the 32-column blocks), then one shape per case past AG_PAR_MIN and big enough for
@@ -129,7 +130,7 @@ START_TEST(test_matmul_2d)
 }
 END_TEST
 
-// --- attention (fast/attention.c) ---
+// --- attention (fast/attention.c against the composed ops of src/nn/attention.c) ---
 
 typedef struct {
     int H;
@@ -137,12 +138,15 @@ typedef struct {
     bool self; /* q = k = v = in[0]: one tensor gets all three gradients */
 } attn_args;
 
+/* ag_attention takes its fast twin in a default ctx (ag_causal_mask's kind, or no mask) and the
+ * composed ops in the reference one */
 static ag_tensor *build_attention(ag_ctx *ctx, ag_tensor **in, void *user)
 {
     const attn_args *a = user;
-    int D = in[0]->shape[2] / a->H;
+    int T = in[0]->shape[1], D = in[0]->shape[2] / a->H;
     ag_tensor *k = a->self ? in[0] : in[1], *v = a->self ? in[0] : in[2];
-    return ag_attention(ctx, in[0], k, v, a->H, (ag_real)(1 / sqrt((double)D)), a->causal);
+    ag_tensor *mask = a->causal ? ag_causal_mask(ctx, T) : NULL;                   // [T,T]
+    return ag_attention(ctx, in[0], k, v, a->H, (ag_real)(1 / sqrt((double)D)), mask); // [B,T,C]
 }
 
 /* frozen: a bit per input (1 q, 2 k, 4 v) that takes no gradient, so the backward computes the
@@ -168,6 +172,11 @@ static void attention_cases(uint64_t st, bool causal)
     /* some inputs without a gradient: no dq, no dk, only dv (a frozen input is a constant) */
     for (int frozen = 1; frozen <= 3; frozen++)
         check_attention(&st, pick_small(&st), pick_dim(&st), 2, 3, causal, false, frozen);
+    /* the edges: one position (T = 1: each query's one weight is 1), one head (D = C) */
+    check_attention(&st, pick_small(&st), 1, heads[fr_rand_int(&st, 0, 3)], head_dims[fr_rand_int(&st, 0, 4)],
+                    causal, false, 0);
+    check_attention(&st, pick_small(&st), pick_dim(&st), 1, head_dims[fr_rand_int(&st, 0, 4)], causal, false, 0);
+    check_attention(&st, 1, 1, 1, 1, causal, true, 0);
     /* B H T T = 2 x 3 x 65 x 65 past AG_PAR_MIN: (b, h) pairs on threads */
     WITH_3_THREADS(check_attention(&st, 2, 65, 3, 5, causal, false, 0));
     WITH_3_THREADS(check_attention(&st, 2, 65, 3, 5, causal, true, 0));

@@ -174,7 +174,7 @@ START_TEST(test_trace_lines)
         "transpose     blocks.0.attn  [B,H,T,D] -> [B,H,D,T]",
         "matmul        blocks.0.attn  [B,H,T,D], [B,H,D,T] -> [B,H,T,T]",
         "scale         blocks.1.attn  [B,H,T,T] -> [B,H,T,T]",
-        "masked_fill   blocks.1.attn  [B,H,T,T], [T,T] -> [B,H,T,T]",
+        "masked_fill   blocks.1.attn  [B,H,T,T], causal_mask[T,T] -> [B,H,T,T]",
         "softmax       blocks.1.attn",
         "merge_heads   blocks.1.attn  [B,H,T,D] -> [B,T,C]",
         "w_q.weight[C,C], w_q.bias[C] -> [B,T,C]",

@@ -545,59 +545,18 @@ mut("fast_mm_bat_dB_lastbatch", MMF, MM + " (batched dB) (fast)", "last batch en
 mut("fast_mm_skip_dA", MMF, MM + " (dA) (fast)", "no dA", [("if (dA) {", "if (0) {")])
 mut("fast_mm_skip_dB", MMF, MM + " (dB) (fast)", "no dB", [("if (dB) {", "if (0) {")])
 
-# ---------------- attention: ops/attention.c, fast/attention.c ----------------
+# ---------------- attention: fast/attention.c (its reference is the composed ops of
+# src/nn/attention.c, whose own backwards are mutated under their ops), nn/attention.c's choice ----------------
 AT = "attention backward"
-ATO, ATF = OPS + "attention.c", FAST + "attention.c"
-mut("ref_attn_dv_noA", ATO, AT + " (dv) (ref)", "dV += dO (A dropped)",
-    [("dvj[d] += A[(size_t)i * T + j] * dOi[d];", "dvj[d] += dOi[d];")])
-mut("ref_attn_dv_notransA", ATO, AT + " (dv) (ref)", "dV += A dO (A not transposed)",
-    [("dvj[d] += A[(size_t)i * T + j] * dOi[d];", "dvj[d] += A[(size_t)j * T + i] * dOi[d];")])
-mut("ref_attn_dv_assign", ATO, AT + " (dv) (ref)", "+= -> =", [("dvj[d] += A", "dvj[d] = A")])
-mut("ref_attn_dv_skip", ATO, AT + " (dv) (ref)", "no dv", [("if (dv) /* dV += A^T dO", "if (0) /* dV += A^T dO")])
-mut("ref_attn_dv_lasti", ATO, AT + " (dv) (ref)", "last query row left out of dV",
-    [("dv_j += A[i,j] dO_i */\n        for (int i = 0; i < T; i++)", "dv_j += A[i,j] dO_i */\n        for (int i = 0; i < T - 1; i++)")])
-mut("ref_attn_dA_nov", ATO, AT + " (dA) (ref)", "dA = sum dO (V dropped)",
-    [("for (int d = 0; d < D; d++) dot += dOi[d] * vj[d];", "for (int d = 0; d < D; d++) dot += dOi[d];")])
-mut("ref_attn_dA_k", ATO, AT + " (dA) (ref)", "dA = dO K^T (wrong operand)",
-    [("*vj = HEAD_ROW(v, b, j, h); // [D] each", "*vj = HEAD_ROW(k, b, j, h); // [D] each")])
-mut("ref_attn_dA_transposed", ATO, AT + " (dA) (ref)", "dA stored transposed",
-    [("dS[(size_t)i * T + j] = dot;", "dS[(size_t)j * T + i] = dot;")])
-mut("ref_attn_dS_nodot", ATO, AT + " (dS) (ref)", "softmax backward without - rowsum",
-    [("dSi[j] = Ai[j] * (dSi[j] - dot);", "dSi[j] = Ai[j] * dSi[j];")])
-mut("ref_attn_dS_noA", ATO, AT + " (dS) (ref)", "softmax backward without the A factor (masked entries too)",
-    [("dSi[j] = Ai[j] * (dSi[j] - dot);", "dSi[j] = dSi[j] - dot;")])
-mut("ref_attn_dS_plusdot", ATO, AT + " (dS) (ref)", "- rowsum -> + rowsum",
-    [("dSi[j] = Ai[j] * (dSi[j] - dot);", "dSi[j] = Ai[j] * (dSi[j] + dot);")])
-mut("ref_attn_dS_dot_noA", ATO, AT + " (dS) (ref)", "rowsum(dA) instead of rowsum(dA A)",
-    [("dot += dSi[j] * Ai[j];", "dot += dSi[j];")])
-mut("ref_attn_dS_dot_lastj", ATO, AT + " (dS) (ref)", "last key left out of the rowsum",
-    [("for (int j = 0; j < T; j++) dot += dSi[j] * Ai[j];", "for (int j = 0; j < T - 1; j++) dot += dSi[j] * Ai[j];")])
-mut("ref_attn_dq_noscale", ATO, AT + " (dq) (ref)", "scale dropped", [("dqi[d] += scale * dS", "dqi[d] += dS")])
-mut("ref_attn_dq_transdS", ATO, AT + " (dq) (ref)", "dQ += s dS^T K",
-    [("dqi[d] += scale * dS[(size_t)i * T + j]", "dqi[d] += scale * dS[(size_t)j * T + i]")])
-mut("ref_attn_dq_q", ATO, AT + " (dq) (ref)", "dQ += s dS Q (wrong operand)",
-    [("*kj = HEAD_ROW(k, b, j, h);            // [D]", "*kj = HEAD_ROW(q, b, j, h);            // [D]")])
-mut("ref_attn_dq_assign", ATO, AT + " (dq) (ref)", "+= -> =", [("dqi[d] += scale", "dqi[d] = scale")])
-mut("ref_attn_dq_skip", ATO, AT + " (dq) (ref)", "no dq", [("if (dq) /* dQ +=", "if (0) /* dQ +=")])
-mut("ref_attn_dk_noscale", ATO, AT + " (dk) (ref)", "scale dropped", [("dkj[d] += scale * dS", "dkj[d] += dS")])
-mut("ref_attn_dk_notransdS", ATO, AT + " (dk) (ref)", "dK += s dS Q (dS not transposed)",
-    [("dkj[d] += scale * dS[(size_t)i * T + j]", "dkj[d] += scale * dS[(size_t)j * T + i]")])
-mut("ref_attn_dk_k", ATO, AT + " (dk) (ref)", "dK += s dS^T K (wrong operand)",
-    [("const ag_real *qi = HEAD_ROW(q, b, i, h);            // [D]\n                ag_real *dkj",
-                                                                                 "const ag_real *qi = HEAD_ROW(k, b, i, h);            // [D]\n                ag_real *dkj")])
-mut("ref_attn_dk_assign", ATO, AT + " (dk) (ref)", "+= -> =", [("dkj[d] += scale", "dkj[d] = scale")])
-mut("ref_attn_dk_skip", ATO, AT + " (dk) (ref)", "no dk", [("if (dk) /* dK +=", "if (0) /* dK +=")])
-mut("ref_attn_dqdk_need_both", ATO, AT + " (dq, dk) (ref)", "dq and dk computed only when both are wanted",
-    [("if (!dq && !dk) return;", "if (!dq || !dk) return;")])
-mut("ref_attn_scale1", ATO, AT + " step (ref)", "saved scale ignored (1)",
-    [("ag_real scale = (ag_real)n->fparam[0];\n    const ag_real *A = n->saved;                                                   // [B,H,T,T]\n    ag_real *dq",
-                                                                            "ag_real scale = 1;\n    const ag_real *A = n->saved;                                                   // [B,H,T,T]\n    ag_real *dq")])
-mut("ref_attn_bh_block", ATO, AT + " step (ref)", "(b, h)'s block of A at (h, b)",
-    [("size_t bh = ((size_t)b * H + h) * T * T;", "size_t bh = ((size_t)h * B + b) * T * T;")])
-mut("ref_attn_fwd_future", ATO, "attention forward (saved A) (ref)", "future weights of the saved A not zeroed (y still right)",
-    [("for (int j = n_keys; j < T; j++) Ai[j] = 0;", ";")])
-mut("both_attn_saved_scale", ATO, AT + " (saved scale)", "scale saved as 1", [("n->fparam[0] = scale;", "n->fparam[0] = 1;")])
-mut("both_attn_saved_H", ATO, AT + " (saved H)", "H saved as 1 (D = C)", [("n->iparam[0] = H;", "n->iparam[0] = 1;")])
+ATF, ATN = FAST + "attention.c", "src/nn/attention.c"
+mut("both_attn_saved_scale", ATF, AT + " (saved scale)", "scale saved as 1", [("n->fparam[0] = scale;", "n->fparam[0] = 1;")])
+mut("both_attn_saved_H", ATF, AT + " (saved H)", "H saved as 1 (D = C)", [("n->iparam[0] = H;", "n->iparam[0] = 1;")])
+mut("both_attn_kind_ignored", ATN, "attention's path (fusable)", "any [T,T] mask taken for causal (its kind ignored)",
+    [("(ag_is_causal_mask(mask, q->shape[1]) &&", "(mask->ndim == 2 &&")])
+mut("both_attn_fill_ignored", ATN, "attention's path (fusable)", "a -1e9 fill takes the fast twin (-inf)",
+    [(" && A->mask_fill == -INFINITY);", ");")])
+mut("both_attn_dropout_ignored", ATN, "attention's path (fusable)", "dropout on the weights takes the fast twin (none)",
+    [("if (opt->train && dropout > 0) return false;", ";")])
 FAST_DV = "gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, acc_v ? 1 : 0, dv + off, C);"
 FAST_DA = "gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);"
 FAST_DQ = "gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, acc_q ? 1 : 0, dq + off, C);"

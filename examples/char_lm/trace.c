@@ -174,7 +174,7 @@ static void trace_node(const ag_node *n, void *user)
         if (!t) continue;
         const letters *rows = t->name && !strcmp(n->op->name, "embedding") ? tr->E : NULL;
         int w = snprintf(io + len, sizeof io - len, "%s%s%s", len ? ", " : "", t->name ? short_name(t->name, n->scope) : "",
-                         shape_letters(t, t->name ? tr->P : tr->L, rows, s, sizeof s));
+                         shape_letters(t, t->name && !ag_is_causal_mask(t, t->shape[0]) ? tr->P : tr->L, rows, s, sizeof s));
         if (w < 0 || (size_t)w >= sizeof io - len) break;
         len += (size_t)w;
     }

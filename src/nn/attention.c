@@ -6,6 +6,8 @@
  *   a = softmax(s) over the keys, then dropout                     [B,H,T,T]
  *   y = merge_heads(a v) Wo^T + bo                                  [B,T,C]
  *
+ * attend() is the lines from the split to merge_heads(a v), one op each: the one attention to
+ * read, and the reference; every backward comes from the ops' own.
  * A batch of sequences of different lengths, padded to T, comes with opts->key_padding [B,T]
  * (1 = a real token, 0 = padding): the mask becomes ag_key_padding_mask(key_padding, mask)
  * [B,1,T,T], so no query attends to padding, and the scores are masked op by op.
@@ -16,10 +18,17 @@
  * Sampling with a KV cache takes the same lines for one new position p: its k and v join the
  * cache (kv_cache.c), and the query attends over the cached k and v of positions 0..p, with no
  * mask since p may see them all.
- * Every backward comes from the ops' own. Reference: Vaswani et al. 2017, "Attention is all you
- * need", section 3.2; nanoGPT's CausalSelfAttention. */
+ * Speed: attend() has a fast twin, ag_fast_attention (src/tensor/fast/attention.c: the same
+ * lines as one op on gemm, no split or merge copy, masked scores skipped), proven equal by
+ * tests/test_fused.c and tests/test_fast_ref_products.c. fusable() says when it computes
+ * exactly what attend() would; the mask's kind (ag_is_causal_mask) tells without reading it.
+ * A `make REFERENCE=1` library has no fast twin, and a ctx that asks for the reference kernels
+ * does not use it: attend() runs.
+ * Reference: Vaswani et al. 2017, "Attention is all you need", section 3.2; nanoGPT's
+ * CausalSelfAttention. */
 #include <math.h>
 #include <stdio.h>
+#include "../tensor/fast/fast.h"
 #include "kv_cache.h"
 #include "nn.h"
 
@@ -50,29 +59,6 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
     return s;
 }
 
-/* true when mask is the [T,T] causal mask for q [B,T,C] (1 on and below the diagonal, 0 above) */
-static bool is_causal(const ag_tensor *mask, const ag_tensor *q)
-{
-    if (!q || mask->ndim != 2 || q->ndim != 3 || mask->shape[0] != q->shape[1] || mask->shape[1] != q->shape[1])
-        return false;
-    int T = mask->shape[0];
-    for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++)
-            if ((mask->data[i * T + j] != 0) != (j <= i)) return false;
-    return true;
-}
-
-/* The fused kernel computes exactly attend()'s lines when none of them is wanted on its own:
- * op by op not asked for, nothing recorded, no cache, no dropout on the weights, and no mask or
- * a causal one filled with -inf. */
-static bool fusable(const ag_mha *A, const ag_tensor *mask, bool causal, ag_real dropout, const ag_forward_opts *opt)
-{
-    if (A->composed || opt->composed_attention || opt->record_attention || opt->cache || opt->key_padding)
-        return false; /* the fused kernel knows no padding */
-    if (opt->train && dropout > 0) return false;
-    return !mask || (causal && A->mask_fill == -INFINITY);
-}
-
 /* Attention op by op: q, k, v [B,T,C] -> [B,T,C]. With a cache (the one new position, B = T = 1)
  * k and v join the cache, and the query attends over every cached position: position p may
  * see 0..p, so there is no mask. */
@@ -93,6 +79,39 @@ static ag_tensor *attend(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *
     a = ag_dropout(ctx, a, dropout, opt->seed, opt->train);         // [B,H,T,T]
     ag_tensor *o = ag_matmul(ctx, a, v);                            // [B,H,T,D]
     return ag_merge_heads(ctx, o);                                  // [B,T,C]
+}
+
+/* The fast twin computes exactly attend()'s lines when none of them is wanted on its own: op by
+ * op not asked for, nothing recorded, no cache, no padding, no dropout on the weights, q, k, v
+ * of one [B,T,C] shape, and no mask or ag_causal_mask's own for this T, filled with -inf. The
+ * mask's kind is known without a look at its T x T numbers; any other mask takes attend(). */
+static bool fusable(const ag_mha *A, const ag_tensor *q, const ag_tensor *k, const ag_tensor *v,
+                    const ag_tensor *mask, ag_real dropout, const ag_forward_opts *opt)
+{
+    if (A->composed || opt->composed_attention || opt->record_attention || opt->cache || opt->key_padding)
+        return false;
+    if (opt->train && dropout > 0) return false;
+    if (!q || !k || !v || q->ndim != 3 || !ag_same_shape(q, k) || !ag_same_shape(q, v) || A->H <= 0 ||
+        q->shape[2] % A->H != 0)
+        return false; /* attend() then says what is wrong */
+    return !mask || (ag_is_causal_mask(mask, q->shape[1]) && A->mask_fill == -INFINITY);
+}
+
+/* q, k, v [B,T,C] -> [B,T,C]: attend(), or its fast twin where it computes the same */
+static ag_tensor *attention(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *k, ag_tensor *v,
+                            ag_tensor *mask, ag_real dropout, const ag_forward_opts *opt)
+{
+    if (AG_FAST(ctx) && fusable(A, q, k, v, mask, dropout, opt))
+        return ag_fast_attention(ctx, q, k, v, A->H, A->scale, mask != NULL); // [B,T,C]
+    return attend(ctx, A, q, k, v, mask, dropout, opt);                       // [B,T,C]
+}
+
+ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
+                        ag_tensor *mask)
+{
+    static const ag_forward_opts eval = { 0 };
+    const ag_mha A = { .H = H, .scale = scale, .mask_fill = -INFINITY }; /* attention's knobs, no weights */
+    return attention(ctx, &A, q, k, v, mask, 0, &eval);                  // [B,T,C]
 }
 
 /* false (and the error in ctx) when opts->key_padding cannot go with x [B,T,C] */
@@ -124,10 +143,7 @@ ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor 
     ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [B,T,C]
     ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [B,T,C]
     ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [B,T,C]
-    bool causal = mask && is_causal(mask, q);
-    ag_tensor *o = fusable(A, mask, causal, dropout, opts)          /* attend() in one op, ops/attention.c */
-                       ? ag_attention(ctx, q, k, v, A->H, A->scale, causal) // [B,T,C]
-                       : attend(ctx, A, q, k, v, mask, dropout, opts);      // [B,T,C]
+    ag_tensor *o = attention(ctx, A, q, k, v, mask, dropout, opts); // [B,T,C]
     ag_tensor *y = ag_linear_layer_forward(ctx, &A->w_o, o);       // [B,T,C]
     ag_ctx_set_scope(ctx, outer);
     return y;

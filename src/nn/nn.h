@@ -102,14 +102,26 @@ typedef struct {
                                       uses: ag_gpt_forward sets it per block; 0 for a lone block */
 } ag_forward_opts;
 
+/* ---- attention over heads: softmax(scale q k^T, masked) v ----
+ * q, k, v [B,T,C] -> [B,T,C]: split into H heads of D = C/H, scores s = scale q k^T [B,H,T,T],
+ * filled with -inf where mask == 0 (mask as for ag_masked_fill, e.g. ag_causal_mask(ctx, T), or
+ * NULL for none), softmax over the keys, a v, heads merged; no dropout. This is the attention of
+ * ag_mha_forward: attention.c's attend(), op by op, or its fast twin (one "attention" node, the
+ * same numbers and gradients) where the library has fast kernels, the ctx does not ask for the
+ * reference ones, q, k, v have one shape and the mask is NULL or ag_causal_mask's own (its
+ * kind: see ag_causal_mask). Errors are the ops': H not dividing C gives AG_ERR_SHAPE from
+ * ag_split_heads. The result is valid until ag_ctx_reset. */
+ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
+                        ag_tensor *mask);
+
 /* ---- multi-head causal self-attention ---- */
 typedef struct {
     ag_linear_layer w_q, w_k, w_v, w_o;   /* each C -> C with bias */
     int C, H;
     bool composed;                         /* the model's choice (cfg.composed_attention): true, the
-                                              op-by-op path of attention.c; false (default), the
-                                              fused ag_attention kernel where it applies, same
-                                              results. A call asks for op by op with
+                                              op-by-op path of attention.c always; false (default),
+                                              its fast twin where it applies, same results. A
+                                              call asks for op by op with
                                               opts->composed_attention */
     ag_real scale;                         /* s = scale * q k^T: 1/sqrt(D) (MODEL.md, set by
                                               ag_mha_init); 1 drops the scaling (--no-scale) */

@@ -46,8 +46,18 @@ ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x);
  * gets no gradient. Another mask shape: AG_ERR_SHAPE "ag_masked_fill: mask [3,4] cannot
  * broadcast to x [2,2,4,4] ...". */
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value);
-/* A new [T,T] tensor with 1 where j <= i (position i sees 0..i), 0 above the diagonal. */
+/* A new [T,T] tensor with 1 where j <= i (position i sees 0..i), 0 above the diagonal. Its
+ * KIND is known: it is named "causal_mask" (its name field, through a pointer that no other
+ * tensor gets; a view by ag_reshape keeps it, with the same numbers), so ag_is_causal_mask
+ * recognizes it without reading T x T numbers, and attention (src/nn/attention.c) knows from
+ * that that its fast twin applies. Read it, do not write into it: a changed one would still be
+ * taken for causal (copy it into a tensor of your own to change it). A mask built any other
+ * way, even with the same numbers, has no kind: it goes through ag_masked_fill, op by op, to
+ * the same result. */
 ag_tensor *ag_causal_mask(ag_ctx *ctx, int T);
+/* true when m was made by ag_causal_mask(ctx, T) for this T (a test of its kind: no element is
+ * read); false for NULL and every other tensor. Cannot fail. */
+bool ag_is_causal_mask(const ag_tensor *m, int T);
 /* key_padding [B,T] (1 = a real token, 0 = padding) and mask [T,T] (a causal mask) or NULL ->
  * a new [B,1,T,T] tensor, 1 where query i of sequence b may attend to key j: mask[i,j] != 0
  * (or no mask) and key_padding[b,j] != 0. It broadcasts over the heads of scores [B,H,T,T]. A
@@ -89,12 +99,6 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool 
 ag_tensor *ag_split_heads(ag_ctx *ctx, ag_tensor *x, int H);
 /* [B, H, T, D] -> [B, T, H*D]: the inverse of ag_split_heads. */
 ag_tensor *ag_merge_heads(ag_ctx *ctx, ag_tensor *x);
-
-/* ---- fused attention (ops/attention.c) ---- */
-/* The fast path of softmax(scale q k^T [causal]) v over H heads, in one op: q, k, v [B,T,C]
- * -> [B,T,C] (heads merged). The same forward and gradients as split_heads, transpose, matmul,
- * scale, masked_fill(causal, -inf), softmax, matmul, merge_heads; no dropout. */
-ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale, bool causal);
 
 /* ---- rmsnorm (ops/rmsnorm.c) ---- */
 /* RMSNorm over the last dim: x [..., C], w [C] -> [..., C],

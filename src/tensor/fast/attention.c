@@ -1,14 +1,33 @@
-/* fast/attention.c -- the fused attention's kernels on gemm (ops/attention.c has the formulas and
- * the reference kernels these must equal).
+/* fast/attention.c -- attention's fast twin: the lines of attend() in src/nn/attention.c
+ * (split_heads, q k^T, scale, no mask or the causal one, softmax, weights . v, merge_heads) as
+ * one op with a hand-written backward, on gemm. attend() is the reference a reader follows;
+ * nn/attention.c calls this op (ag_fast_attention) only where it computes exactly the same
+ * (fusable() there says when), and tests/test_fused.c and tests/test_fast_ref_products.c prove
+ * the two equal: the output and every gradient.
  *
- * Every product of a (b, h) is one single-threaded gemm on the head's [T,D] block of q, k, v or
- * y, read in place with a row stride of C; (b, h) pairs run in parallel. The softmax rows use
- * lane reductions (ag__max, ag__sum, ag__dot) and the SIMD expf. The backward writes dv, dq and
- * dk with the gemm's beta 0 when it is the first to reach them (ag__grad_into, no memset), and
- * keeps dA and dS in one [T,T] scratch matrix per thread. */
+ * forward, for each batch entry b and head h, with Q, K, V the [T,D] blocks of q, k, v:
+ *   S = scale Q K^T                                    [T,T]
+ *   A = softmax(S) over each row, where a causal row i only sees keys 0..i (the rest weigh 0)
+ *   O = A V                                            [T,D], written into y's [B,T,C] block
+ * Head h of token t is the D numbers at t*C + h*D, so a head's Q, K, V and O are [T,D] blocks
+ * read in place with a row stride of C: no split or merge copy. Masked scores are never
+ * computed, and only A is kept for the backward.
+ * backward, the chain rule back through the same three lines:
+ *   O = A V                  =>  dV += A^T dO,   dA = dO V^T
+ *   A = softmax(S) per row   =>  dS = A * (dA - rowsum(dA * A))   (ops/softmax.c's backward;
+ *                                a masked A[i,j] is 0, so is its dS[i,j]: the mask adds nothing)
+ *   S = scale Q K^T          =>  dQ += scale dS K,   dK += scale dS^T Q
+ *
+ * How it is fast: every product of a (b, h) is one single-threaded gemm on the head's blocks,
+ * and (b, h) pairs run in parallel, since they write disjoint blocks of y, dq, dk and dv. The
+ * softmax rows use lane reductions (ag__max, ag__sum, ag__dot) and the SIMD expf. The backward
+ * writes dv, dq and dk with the gemm's beta 0 when it is the first to reach them
+ * (ag__grad_into, no memset), and keeps dA and dS in one [T,T] scratch matrix per thread. */
 #include <omp.h>
 #include "fast.h"
 #include "../blas.h"
+
+// --- kernels ---
 
 /* A[T,T] = row-wise softmax of S (in place), each row i over keys 0..(causal ? i : T-1) */
 static void softmax_rows_causal(ag_real *S, int T, bool causal)
@@ -33,14 +52,15 @@ static void gemm_block(bool tA, bool tB, int M, int N, int K, ag_real alpha, con
             lda, B, ldb, beta, C, ldc);
 }
 
-void ag_fast_attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag_real *k, const ag_real *v,
-                               int B, int T, int C, int H, ag_real scale, bool causal)
+/* y [B,T,C] and the weights A [B,H,T,T] from q, k, v [B,T,C] */
+static void attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag_real *k, const ag_real *v,
+                              int B, int T, int C, int H, ag_real scale, bool causal)
 {
     int D = C / H;
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            size_t off = (size_t)b * T * C + (size_t)h * D;
+            size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
             ag_real *Ab = A + ((size_t)b * H + h) * T * T;              // [T,T]
             gemm_block(false, true, T, T, D, scale, q + off, C, k + off, C, 0, Ab, T); /* S = s Q K^T */
             softmax_rows_causal(Ab, T, causal);                                       /* A = softmax(S) */
@@ -48,7 +68,9 @@ void ag_fast_attention_forward(ag_real *y, ag_real *A, const ag_real *q, const a
         }
 }
 
-ag_status ag_fast_attention_backward(ag_ctx *ctx, ag_node *n)
+// --- backward step ---
+
+static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y_bh = softmax(scale Q K^T [causal]) V, per batch entry and head */
     ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out;
@@ -86,4 +108,27 @@ ag_status ag_fast_attention_backward(ag_ctx *ctx, ag_node *n)
             if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, acc_k ? 1 : 0, dk + off, C);  /* dK += s dS^T Q */
         }
     return AG_OK;
+}
+
+// --- op ---
+
+static const ag_op attention_op = { .name = "attention", .backward = attention_backward };
+
+ag_tensor *ag_fast_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
+                             bool causal)
+{
+    if (ag__skip(ctx, q, k) || !v) return NULL;
+    int B = q->shape[0], T = q->shape[1], C = q->shape[2];
+    ag_tensor *y = ag__tensor_uninit(ctx, 3, q->shape);                          // [B,T,C]
+    ag_real *A = y ? ag_ctx_alloc(ctx, (size_t)B * H * T * T * sizeof(ag_real)) : NULL; // [B,H,T,T]
+    if (!A) return NULL;
+    attention_forward(y->data, A, q->data, k->data, v->data, B, T, C, H, scale, causal);
+    ag_tensor *in[3] = { q, k, v };
+    ag_node *n = ag_record(ctx, &attention_op, y, in, 3);
+    if (n) {
+        n->saved = A;
+        n->fparam[0] = scale;
+        n->iparam[0] = H;
+    }
+    return ag__done(ctx, y);
 }

@@ -141,7 +141,7 @@ void ag_fast_silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N);
 void ag_fast_softmax_forward(ag_real *y, const ag_real *x, size_t R, int N);
 void ag_fast_softmax_backward(ag_real *dx, const ag_real *y, const ag_real *dy, size_t R, int N);
 
-/* fast/linear.c, fast/matmul.c, fast/attention.c, fast/add.c: the products and the add
+/* fast/linear.c, fast/matmul.c, fast/add.c: the products and the add
  * (tests/test_fast_ref_products.c proves them equal to the reference kernels). A forward takes
  * the arguments of its ops/<op>.c reference kernel; an ag_status backward is a whole backward
  * step (it takes its gradients with ag__grad_into, or runs a gemm pair). */
@@ -151,9 +151,14 @@ void ag_fast_matmul_forward(ag_real *C, const ag_real *A, const ag_real *B, size
                             bool shared_b);
 void ag_fast_matmul_backward(ag_real *dA, ag_real *dB, const ag_real *dC, const ag_real *A, const ag_real *B,
                              size_t batch, int M, int K, int N, bool shared_b);
-void ag_fast_attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag_real *k, const ag_real *v,
-                               int B, int T, int C, int H, ag_real scale, bool causal);
-ag_status ag_fast_attention_backward(ag_ctx *ctx, ag_node *n);
 ag_status ag_fast_add_backward(ag_ctx *ctx, ag_node *n);
+
+/* fast/attention.c: attention's fast twin, a whole op (its reference is attend() in
+ * src/nn/attention.c, the composed ops; tests/test_fused.c and tests/test_fast_ref_products.c
+ * prove them equal). q, k, v [B,T,C] of one shape, H dividing C (the caller, nn/attention.c's
+ * fusable(), has checked) -> softmax(scale q k^T, causal or no mask) v over H heads [B,T,C],
+ * one node on the tape; valid until ag_ctx_reset. NULL on an earlier error or out of memory. */
+ag_tensor *ag_fast_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
+                             bool causal);
 
 #endif

@@ -116,6 +116,10 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real va
 
 // --- masks ---
 
+/* The kind of ag_causal_mask's tensors: they carry this name, and no other tensor does (the
+ * pointer is compared, not the string), so they are known causal without reading T x T numbers. */
+static const char causal_mask_name[] = "causal_mask";
+
 ag_tensor *ag_causal_mask(ag_ctx *ctx, int T)
 {
     if (ag_ctx_status(ctx) != AG_OK) return NULL;
@@ -123,7 +127,13 @@ ag_tensor *ag_causal_mask(ag_ctx *ctx, int T)
     if (!m) return NULL;
     for (int i = 0; i < T; i++)
         for (int j = 0; j <= i; j++) m->data[i * T + j] = 1; /* row i (a query) sees keys 0..i */
+    m->name = causal_mask_name;
     return m;
+}
+
+bool ag_is_causal_mask(const ag_tensor *m, int T)
+{
+    return m && m->name == causal_mask_name && m->ndim == 2 && m->shape[0] == T && m->shape[1] == T;
 }
 
 ag_tensor *ag_key_padding_mask(ag_ctx *ctx, const ag_tensor *key_padding, const ag_tensor *mask)

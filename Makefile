@@ -33,7 +33,7 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() is also linked into the tests
@@ -204,6 +204,8 @@ VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
                  src/tensor/parallel.h src/nn/nn.h src/nn/switches.h src/params/params.h src/io/safetensors.h \
                  src/optim/optim.h src/check/gradcheck.h
+# src/data: the corpus loader and the FNV-1a hash, for programs that train on text
+PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \
@@ -225,9 +227,8 @@ uninstall:                                        ## remove what `make install P
 
 # --- benchmark: kept out of the test suite (tests check correctness, bench measures) ---
 # malloc/calloc/realloc are wrapped so the bench can count our code's allocations per step
-$(B)/bench: $(B)/f32/bench/bench.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/bench: $(B)/f32/bench/bench.o $(LIB32)
 	$(CC) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ $^ $(LIBS)
-$(B)/f32/bench/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
 
 bench: deps                                       ## tokens/s, GFLOP/s, time per op, allocations, RSS
 	@$(MAKE) --no-print-directory $(B)/bench
@@ -262,8 +263,9 @@ check-asan: asan                                  ## asan, plus char_lm train/re
 VALGRIND = valgrind -q --vgdb=no --leak-check=full --show-leak-kinds=definite,indirect \
            --errors-for-leak-kinds=definite,indirect --error-exitcode=9
 VG_DIR = $(B)/check-valgrind
-# GOMP_SPINCOUNT given: char_lm then does not re-exec itself through /proc/self/exe, which under
-# valgrind is valgrind's own tool binary ("You cannot run ... directly")
+# GOMP_SPINCOUNT given: char_lm then does not re-exec itself through /proc/self/exe
+# (examples/char_lm/omp_spin.h), which under valgrind is valgrind's own tool binary ("You cannot
+# run ... directly")
 VG_ENV = OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
 VG_RUN = $(VG_ENV) $(VALGRIND) ./$(B)/vg/char_lm
 # the tiny preset, smaller: valgrind runs it about 50 times slower than native
@@ -289,16 +291,16 @@ FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_PKGS = clang-14 libclang-rt-14-dev
 FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-             -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc -Iexamples/char_lm \
+             -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc \
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_TARGETS = safetensors corpus
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
-$(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c examples/char_lm/corpus.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
+$(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c examples/char_lm/corpus.c src/tensor/tensor.c $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/tensor/tensor.c $(FUZZ_LIBS)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 fuzz: deps deps-fuzz                              ## run each fuzzer for FUZZ_SECONDS (60)

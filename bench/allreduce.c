@@ -10,15 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "dist/dist.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "tensor/debug.h"   /* ag_now_s */
 
 static int cmp(const void *a, const void *b)
 {
@@ -32,7 +25,7 @@ static double timed(ag_dist *d, ag_real *g, size_t n, int slices, int reps, ag_e
     double *t = malloc((size_t)reps * sizeof *t);
     for (int r = 0; r < reps; r++) {
         ag_dist_barrier(d, e);   /* everyone starts together: the time is the transfer's, not a wait for a late rank */
-        double t0 = now_s();
+        double t0 = ag_now_s();
         if (slices == 0) {
             ag_dist_allreduce(d, g, n, AG_DIST_REAL, AG_DIST_SUM, e);
         } else {
@@ -42,7 +35,7 @@ static double timed(ag_dist *d, ag_real *g, size_t n, int slices, int reps, ag_e
             }
             ag_dist_wait(d, e);
         }
-        t[r] = now_s() - t0;
+        t[r] = ag_now_s() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp);
     double m = t[reps / 2];

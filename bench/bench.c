@@ -1,9 +1,9 @@
 /* bench.c -- make bench: training throughput of the char_lm GPT, where the time goes, and how
  * close the matrix products come to OpenBLAS's own speed.
  *
- * For each configuration (tiny, baby, small of ../shared/MODEL.md) it runs the training step of
- * bench/torch_ref.py: sample a batch, forward, backward, clip, AdamW; it times every step, drops
- * the first 5 (warm-up) and prints
+ * For each configuration (tiny, baby, small of ../shared/MODEL.md) it runs the training step
+ * of ../shared/bench/torch_ref.py: sample a batch, forward, backward, clip, AdamW; it times
+ * every step, drops the first 5 (warm-up) and prints
  *   - tokens/s and ms per step;
  *   - GFLOP/s of the step's matrix products (counted from the shapes: 3x the forward FLOPs),
  *     next to sgemm's GFLOP/s on the same shapes with the same threads (the ceiling);
@@ -18,13 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
-#include "corpus.h"
+#include "data/corpus.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 void openblas_set_num_threads(int);
 
@@ -48,13 +48,6 @@ static const bench_config configs[] = {
     { "baby", 4, 4, 128, 64, 12 },
     { "small", 6, 6, 384, 256, 64 },
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* matmul FLOPs of one training step: forward products, x3 for forward + backward (dX and dW) */
 static double step_flops(const bench_config *c, int V)
@@ -83,7 +76,7 @@ static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
         for (size_t i = 0; i < (size_t)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
         for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (float)(i % 5) * 0.1f;
         int reps = 0;
-        double t0 = now_s(), t1 = t0;
+        double t0 = ag_now_s(), t1 = t0;
         while (t1 - t0 < 0.3 || reps < 3) {
             if (split) {
                 ag_gemm(false, true, M, N, K, 1, A, K, B, K, 0, Cm, N);
@@ -95,7 +88,7 @@ static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1, dC, N, A, K, 1, dB, K);
             }
             reps++;
-            t1 = now_s();
+            t1 = ag_now_s();
         }
         flops += 3.0 * 2 * M * N * K * reps;
         secs += t1 - t0;
@@ -126,28 +119,28 @@ static int argmax(const ag_real *x, int n)
 static double sample_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int *ids, int n)
 {
     ag_kv_cache_clear(cache);
-    double t0 = now_s();
+    double t0 = ag_now_s();
     for (int p = 0; p < n; p++) {
         ag_tensor *logits = ag_gpt_forward_cached(ctx, g, cache, ids[p]);   // [V]
         if (!logits) return -1;
         ids[p + 1] = argmax(logits->data, g->cfg.vocab_size);
         ag_ctx_reset(ctx);
     }
-    return now_s() - t0;
+    return ag_now_s() - t0;
 }
 
 /* The same without a cache: the whole context again for every token. Seconds, or -1. */
 static double sample_recomputing(ag_ctx *ctx, ag_gpt *g, int *ids, int n)
 {
     int V = g->cfg.vocab_size;
-    double t0 = now_s();
+    double t0 = ag_now_s();
     for (int p = 0; p < n; p++) {
         ag_tensor *logits = ag_gpt_forward(ctx, g, ids, NULL, 1, p + 1, NULL, NULL); // [1,p+1,V]
         if (!logits) return -1;
         ids[p + 1] = argmax(logits->data + (size_t)p * V, V);        /* the last position's */
         ag_ctx_reset(ctx);
     }
-    return now_s() - t0;
+    return ag_now_s() - t0;
 }
 
 /* characters/s generating n tokens from an untrained model (greedy: the argmax, so both ways
@@ -226,7 +219,7 @@ static void trainer_free(trainer *tr)
 }
 
 /* false with a message on stderr */
-static bool trainer_init(trainer *tr, const bench_config *bc, const corpus *data, int steps)
+static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *data, int steps)
 {
     int B = bc->batch, T = bc->block_size;
     ag_gpt_config cfg = { .vocab_size = data->vocab.V, .n_layer = bc->n_layer, .n_head = bc->n_head,
@@ -249,7 +242,7 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const corpus *data
 }
 
 /* x, y [B*T]: B random windows of the training text, y shifted by one */
-static void sample_batch(trainer *tr, const corpus *data)
+static void sample_batch(trainer *tr, const ag_corpus *data)
 {
     int T = tr->T;
     for (int b = 0; b < tr->B; b++) {
@@ -261,10 +254,10 @@ static void sample_batch(trainer *tr, const corpus *data)
 
 /* Step it of training: batch, forward, backward, clip, AdamW. Records its time; past the
  * warm-up, adds clip's and AdamW's to st. false with a message on stderr. */
-static bool train_step(trainer *tr, const corpus *data, int it, step_timing *st)
+static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *st)
 {
     ag_params *P = tr->g->params;
-    double t0 = now_s();
+    double t0 = ag_now_s();
     sample_batch(tr, data);
     ag_ctx_profile_mark(tr->ctx);
     ag_tensor *loss = NULL;
@@ -274,11 +267,11 @@ static bool train_step(trainer *tr, const corpus *data, int it, step_timing *st)
         fprintf(stderr, "bench: %s\n", ag_ctx_error(tr->ctx));
         return false;
     }
-    double t1 = now_s();
+    double t1 = ag_now_s();
     double clip = ag_clip_scale(ag_grad_norm(P), 1.0); /* clip norm 1, folded into AdamW */
-    double t2 = now_s();
+    double t2 = ag_now_s();
     ag_adamw_step_scaled(P, &tr->ac, ag_lr_at(&tr->sched, it), it + 1, clip);
-    double t3 = now_s();
+    double t3 = ag_now_s();
     ag_ctx_reset(tr->ctx);
     tr->step_s[it] = t3 - t0;
     if (it >= WARM) {
@@ -289,7 +282,7 @@ static bool train_step(trainer *tr, const corpus *data, int it, step_timing *st)
 }
 
 /* Runs the steps; st gets the timing of those after WARM and the allocations after the first */
-static bool time_training(trainer *tr, const corpus *data, int steps, step_timing *st)
+static bool time_training(trainer *tr, const ag_corpus *data, int steps, step_timing *st)
 {
     unsigned long allocs_after_first = 0;
     uint64_t chunk_after_first = 0;
@@ -312,7 +305,7 @@ static bool time_training(trainer *tr, const corpus *data, int steps, step_timin
 
 /* peak RSS against what we expect to hold: parameters + grads + Adam's m and v, the step
  * arena's high-water mark and the corpus */
-static void memory_use(bench_report *r, const trainer *tr, const corpus *data)
+static void memory_use(bench_report *r, const trainer *tr, const ag_corpus *data)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -325,7 +318,7 @@ static void memory_use(bench_report *r, const trainer *tr, const corpus *data)
 
 /* After the timed steps: throughput, the sgemm ceiling, sampling speed, memory, op shares.
  * false with a message on stderr. */
-static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, const corpus *data, int threads)
+static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, const ag_corpus *data, int threads)
 {
     const step_timing *st = &r->st;
     int V = data->vocab.V;
@@ -403,7 +396,7 @@ static void print_text(const bench_report *r, const bench_config *bc, int thread
            r->rss_mb, r->model_mb, r->arena_mb, r->data_mb, r->expected_mb, r->rss_mb / r->expected_mb);
 }
 
-static int run_config(const bench_config *bc, const corpus *data, int steps, int threads, bool json)
+static int run_config(const bench_config *bc, const ag_corpus *data, int steps, int threads, bool json)
 {
     trainer tr;
     bench_report r = { 0 };
@@ -497,8 +490,8 @@ int main(int argc, char **argv)
     if (!strcmp(a.which, "all")) return run_each_config_alone(argc, argv);
     ag_threads_init(a.threads); /* one pool: OpenMP, with OpenBLAS single-threaded */
     ag_error err = {0};
-    corpus data;
-    if (corpus_load(a.path, &data, &err) != AG_OK) {
+    ag_corpus data;
+    if (ag_corpus_load(a.path, &data, &err) != AG_OK) {
         fprintf(stderr, "bench: error: %s\n", err.msg);
         return 1;
     }
@@ -509,7 +502,7 @@ int main(int argc, char **argv)
         int n = a.steps ? a.steps : (i == 2 ? 15 : 105); /* small is ~50x baby's work per step */
         rc |= run_config(&configs[i], &data, n, a.threads, a.json);
     }
-    corpus_free(&data);
+    ag_corpus_free(&data);
     if (!found) {
         fprintf(stderr, "bench: error: unknown --config '%s'\n", a.which);
         return 2;

@@ -1,16 +1,16 @@
-/* fuzz_corpus.c -- libFuzzer target for char_lm's corpus reader (examples/char_lm/corpus.c).
+/* fuzz_corpus.c -- libFuzzer target for the corpus reader (src/data/corpus.c).
  *
  * Each input is used four ways, each with its properties checked:
- *   1. utf8_decode of the bytes: accepted text re-encodes (utf8_put) to exactly the same bytes;
+ *   1. ag_utf8_decode of the bytes: accepted text re-encodes (ag_utf8_put) to exactly the same bytes;
  *      refused text names a byte offset k inside the input, the bytes before k decode, and
- *      utf8_next refuses the sequence at k;
- *   2. vocab_encode with a fixed vocabulary (ASCII, newline and a few Chinese characters):
- *      accepted text maps back to the same bytes through vocab_utf8; refusals are one line;
- *   3. vocab_from_json of the bytes as a string (the checkpoint's "vocab" metadata): an
+ *      ag_utf8_next refuses the sequence at k;
+ *   2. ag_vocab_encode with a fixed vocabulary (ASCII, newline and a few Chinese characters):
+ *      accepted text maps back to the same bytes through ag_vocab_utf8; refusals are one line;
+ *   3. ag_vocab_from_json of the bytes as a string (the checkpoint's "vocab" metadata): an
  *      accepted vocabulary is non-empty, strictly increasing and made of scalar values, and
- *      vocab_to_json -> vocab_from_json gives it back;
- *   4. corpus_load and corpus_load_vocab of the bytes as a file (a memfd), then corpus_split:
- *      the token ids are in range and agree with step 1. (corpus_load scans all 0x110000 code
+ *      ag_vocab_to_json -> ag_vocab_from_json gives it back;
+ *   4. ag_corpus_load and ag_corpus_load_vocab of the bytes as a file (a memfd), then ag_corpus_split:
+ *      the token ids are in range and agree with step 1. (ag_corpus_load scans all 0x110000 code
  *      points to build the vocabulary; fuzz/coverage_ignore.txt keeps the coverage callbacks
  *      out of that loop, which would otherwise cost about 3 ms an input. ASan still checks it,
  *      so this target runs at about 2000 inputs a second on one core.)
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "corpus.h"
+#include "data/corpus.h"
 
 #define CHECK(cond)                                                                                     \
     do {                                                                                                \
@@ -37,7 +37,7 @@
 
 static int fd = -1;
 static char path[64];
-static vocab fixed;   /* "\n", ' '..'~', 天 地 玄 黄 。 */
+static ag_vocab fixed;   /* "\n", ' '..'~', 天 地 玄 黄 。 */
 
 static void setup(void)
 {
@@ -49,7 +49,7 @@ static void setup(void)
     for (int c = 32; c < 127; c++) k += (size_t)snprintf(json + k, sizeof json - k, ",%d", c);
     snprintf(json + k, sizeof json - k, ",12290,22320,22825,29572,40644]");
     ag_error err = {0};
-    if (vocab_from_json("fixed", json, &fixed, &err) != AG_OK) {
+    if (ag_vocab_from_json("fixed", json, &fixed, &err) != AG_OK) {
         fprintf(stderr, "%s\n", err.msg);
         abort();
     }
@@ -75,7 +75,7 @@ static void check_decode(const uint8_t *data, size_t size, size_t *n_cp, bool *v
     uint32_t *cps = NULL;
     size_t n = 0;
     ag_error err = {0};
-    ag_status st = utf8_decode("fuzz", s, size, &cps, &n, &err);
+    ag_status st = ag_utf8_decode("fuzz", s, size, &cps, &n, &err);
     *valid = st == AG_OK;
     *n_cp = n;
     if (st == AG_OK) {
@@ -83,7 +83,7 @@ static void check_decode(const uint8_t *data, size_t size, size_t *n_cp, bool *v
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             char u[5];
-            int len = utf8_put(cps[i], u);
+            int len = ag_utf8_put(cps[i], u);
             CHECK(len >= 1 && len <= 4 && k + (size_t)len <= size);
             CHECK(memcmp(u, data + k, (size_t)len) == 0);
             k += (size_t)len;
@@ -99,8 +99,8 @@ static void check_decode(const uint8_t *data, size_t size, size_t *n_cp, bool *v
     CHECK(off < size);
     uint32_t cp;
     const char *why = NULL;
-    CHECK(utf8_next(data + off, size - off, &cp, &why) == 0 && why != NULL);
-    CHECK(utf8_decode("prefix", s, off, &cps, &n, NULL) == AG_OK);
+    CHECK(ag_utf8_next(data + off, size - off, &cp, &why) == 0 && why != NULL);
+    CHECK(ag_utf8_decode("prefix", s, off, &cps, &n, NULL) == AG_OK);
     free(cps);
 }
 
@@ -110,7 +110,7 @@ static void check_encode(const uint8_t *data, size_t size)
     int *ids = NULL;
     size_t n = 0;
     ag_error err = {0};
-    ag_status st = vocab_encode(&fixed, "--prompt", (const char *)data, size, &ids, &n, &err);
+    ag_status st = ag_vocab_encode(&fixed, "--prompt", (const char *)data, size, &ids, &n, &err);
     if (st != AG_OK) {
         CHECK(ids == NULL && one_line(err.msg) && strncmp(err.msg, "--prompt: ", 10) == 0);
         return;
@@ -120,7 +120,7 @@ static void check_encode(const uint8_t *data, size_t size)
     for (size_t i = 0; i < n; i++) {
         CHECK(ids[i] >= 0 && ids[i] < fixed.V);
         char u[5];
-        int len = vocab_utf8(&fixed, ids[i], u);
+        int len = ag_vocab_utf8(&fixed, ids[i], u);
         CHECK(len >= 1 && k + (size_t)len <= size && memcmp(u, data + k, (size_t)len) == 0);
         k += (size_t)len;
     }
@@ -135,9 +135,9 @@ static void check_vocab_json(const uint8_t *data, size_t size)
     if (!s) abort();
     memcpy(s, data, size);
     s[size] = '\0';
-    vocab v = {0}, w = {0};
+    ag_vocab v = {0}, w = {0};
     ag_error err = {0};
-    ag_status st = vocab_from_json("vocab", s, &v, &err);
+    ag_status st = ag_vocab_from_json("vocab", s, &v, &err);
     free(s);
     if (st != AG_OK) {
         CHECK(v.cp == NULL && v.V == 0 && one_line(err.msg));
@@ -145,26 +145,26 @@ static void check_vocab_json(const uint8_t *data, size_t size)
     }
     CHECK(v.V > 0 && v.cp != NULL);
     for (int i = 0; i < v.V; i++) {
-        CHECK(v.cp[i] <= UTF8_MAX_CP && (v.cp[i] < 0xD800 || v.cp[i] > 0xDFFF));
+        CHECK(v.cp[i] <= AG_UTF8_MAX_CP && (v.cp[i] < 0xD800 || v.cp[i] > 0xDFFF));
         CHECK(i == 0 || v.cp[i] > v.cp[i - 1]);
-        CHECK(vocab_id(&v, v.cp[i]) == i);
+        CHECK(ag_vocab_id(&v, v.cp[i]) == i);
     }
-    char *j = vocab_to_json(&v);
+    char *j = ag_vocab_to_json(&v);
     CHECK(j != NULL);
-    CHECK(vocab_from_json("again", j, &w, NULL) == AG_OK);
+    CHECK(ag_vocab_from_json("again", j, &w, NULL) == AG_OK);
     CHECK(w.V == v.V && memcmp(w.cp, v.cp, (size_t)v.V * sizeof *v.cp) == 0);
     free(j);
-    vocab_free(&w);
-    vocab_free(&v);
+    ag_vocab_free(&w);
+    ag_vocab_free(&v);
 }
 
 /* 4: the whole file path */
 static void check_corpus_file(const uint8_t *data, size_t size, size_t n_cp, bool valid)
 {
     put_input(data, size);
-    corpus c;
+    ag_corpus c;
     ag_error err = {0};
-    ag_status st = corpus_load(path, &c, &err);
+    ag_status st = ag_corpus_load(path, &c, &err);
     if (st != AG_OK) {
         CHECK(one_line(err.msg) && strncmp(err.msg, path, strlen(path)) == 0);
         CHECK(!valid || size == 0);   /* valid, non-empty UTF-8 always loads */
@@ -177,20 +177,20 @@ static void check_corpus_file(const uint8_t *data, size_t size, size_t n_cp, boo
             for (int k = 0; k < 3; k++) {
                 size_t ntr = 0, nva = 0;
                 ag_error_clear(&err);
-                if (corpus_split(&c, fractions[k], block, &ntr, &nva, &err) == AG_OK)
+                if (ag_corpus_split(&c, fractions[k], block, &ntr, &nva, &err) == AG_OK)
                     CHECK(ntr + nva == c.n && ntr >= (size_t)block + 1 && (k == 0 ? nva == 0 : nva >= (size_t)block + 1));
                 else
                     CHECK(one_line(err.msg));
             }
-        corpus_free(&c);
+        ag_corpus_free(&c);
     }
-    corpus d;
+    ag_corpus d;
     ag_error_clear(&err);
-    st = corpus_load_vocab(path, &fixed, &d, &err);
+    st = ag_corpus_load_vocab(path, &fixed, &d, &err);
     if (st == AG_OK) {
         CHECK(valid && d.n == n_cp && d.vocab.V == fixed.V);
         for (size_t i = 0; i < d.n; i++) CHECK(d.ids[i] >= 0 && d.ids[i] < fixed.V);
-        corpus_free(&d);
+        ag_corpus_free(&d);
     } else {
         CHECK(one_line(err.msg));
     }

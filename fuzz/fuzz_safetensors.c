@@ -56,6 +56,48 @@ static bool one_line_about(const char *err, const char *file)
     return err[0] && !strchr(err, '\n') && strncmp(err, file, strlen(file)) == 0;
 }
 
+/* Tensor `name` of the accepted file f (its header parsed as root, the input size bytes): it
+ * reads back at the shape the header gives, every value written, and a wrong shape or rank is
+ * refused with a one-line message. */
+static void check_tensor(ag_st_file *f, json_t *root, const char *name, size_t size)
+{
+    json_t *e = json_object_get(root, name);
+    CHECK(json_is_object(e));
+    json_t *shape = json_object_get(e, "shape");
+    CHECK(json_is_array(shape) && json_array_size(shape) <= AG_MAX_DIMS);
+    int ndim = (int)json_array_size(shape), dims[AG_MAX_DIMS + 1] = {0};
+    uint64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        json_int_t x = json_integer_value(json_array_get(shape, (size_t)d));
+        CHECK(x >= 0 && x <= INT32_MAX);
+        dims[d] = (int)x;
+        numel *= (uint64_t)x;
+        CHECK(numel <= size);   /* the data is in the file: numel * 4 bytes of it */
+    }
+    ag_real *buf = malloc((size_t)(numel ? numel : 1) * sizeof *buf);
+    if (!buf) abort();
+    ag_error e2 = { 0 };
+    CHECK(ag_st_read(f, name, buf, ndim, dims, &e2) == AG_OK);
+    volatile ag_real sink = 0;
+    for (uint64_t j = 0; j < numel; j++) sink += buf[j] * 0;   /* every value was written */
+    (void)sink;
+    /* a wrong shape is refused, with a message */
+    if (ndim > 0) {
+        int wrong[AG_MAX_DIMS];
+        memcpy(wrong, dims, sizeof wrong);
+        wrong[0] = dims[0] == INT32_MAX ? 0 : dims[0] + 1;
+        ag_error_clear(&e2);
+        CHECK(ag_st_read(f, name, buf, ndim, wrong, &e2) == AG_ERR_FORMAT);
+        CHECK(e2.status == AG_ERR_FORMAT && one_line_about(e2.msg, path));
+    }
+    if (ndim < AG_MAX_DIMS) {
+        dims[ndim] = 1;
+        ag_error_clear(&e2);
+        CHECK(ag_st_read(f, name, buf, ndim + 1, dims, &e2) == AG_ERR_FORMAT);
+    }
+    free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     put_input(data, size);
@@ -84,41 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < n; i++) {
         const char *name = ag_st_name(f, i);
         CHECK(name != NULL);
-        json_t *e = json_object_get(root, name);
-        CHECK(json_is_object(e));
-        json_t *shape = json_object_get(e, "shape");
-        CHECK(json_is_array(shape) && json_array_size(shape) <= AG_MAX_DIMS);
-        int ndim = (int)json_array_size(shape), dims[AG_MAX_DIMS + 1] = {0};
-        uint64_t numel = 1;
-        for (int d = 0; d < ndim; d++) {
-            json_int_t x = json_integer_value(json_array_get(shape, (size_t)d));
-            CHECK(x >= 0 && x <= INT32_MAX);
-            dims[d] = (int)x;
-            numel *= (uint64_t)x;
-            CHECK(numel <= size);   /* the data is in the file: numel * 4 bytes of it */
-        }
-        ag_real *buf = malloc((size_t)(numel ? numel : 1) * sizeof *buf);
-        if (!buf) abort();
-        ag_error e2 = { 0 };
-        CHECK(ag_st_read(f, name, buf, ndim, dims, &e2) == AG_OK);
-        volatile ag_real sink = 0;
-        for (uint64_t j = 0; j < numel; j++) sink += buf[j] * 0;   /* every value was written */
-        (void)sink;
-        /* a wrong shape is refused, with a message */
-        if (ndim > 0) {
-            int wrong[AG_MAX_DIMS];
-            memcpy(wrong, dims, sizeof wrong);
-            wrong[0] = dims[0] == INT32_MAX ? 0 : dims[0] + 1;
-            ag_error_clear(&e2);
-            CHECK(ag_st_read(f, name, buf, ndim, wrong, &e2) == AG_ERR_FORMAT);
-            CHECK(e2.status == AG_ERR_FORMAT && one_line_about(e2.msg, path));
-        }
-        if (ndim < AG_MAX_DIMS) {
-            dims[ndim] = 1;
-            ag_error_clear(&e2);
-            CHECK(ag_st_read(f, name, buf, ndim + 1, dims, &e2) == AG_ERR_FORMAT);
-        }
-        free(buf);
+        check_tensor(f, root, name, size);
     }
     ag_error e3 = { 0 };
     if (!json_object_get(root, "no such tensor \x01"))

@@ -6,7 +6,7 @@
  * Between alloc_count_start and alloc_count_stop (one thread) each block is counted at its
  * malloc_usable_size when allocated and uncounted when freed. A block freed there that was
  * allocated before the start is uncounted too, so measure code that frees only its own
- * blocks (corpus_load does). Outside that window the wrappers only pass the call on. */
+ * blocks (ag_corpus_load does). Outside that window the wrappers only pass the call on. */
 #ifndef TESTS_ALLOC_COUNT_H
 #define TESTS_ALLOC_COUNT_H
 

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "proc.h"
+#include "data/hash.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 extern char **environ;
 
@@ -177,24 +179,17 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
     return pid;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void proc_wait(pid_t pid, const char *io_prefix, const proc_opts *o, proc_result *r)
 {
     memset(r, 0, sizeof *r);
-    double limit = proc_timeout(o), t0 = now();
+    double limit = proc_timeout(o), t0 = ag_now_s();
     int status = 0;
     long sleep_ns = 1000000;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
         ck_assert_msg(w == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-        if (now() - t0 > limit) {
+        if (ag_now_s() - t0 > limit) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             r->timed_out = true;
@@ -415,16 +410,6 @@ char *proc_make_corpus(size_t n, size_t *len)
 
 // --- snapshots ---
 
-static uint64_t fnv(const char *b, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static void snap_add(proc_snapshot *s, const char *rel, uint64_t h, long long size, unsigned mode)
 {
     int n = s->n + 1;
@@ -460,7 +445,7 @@ static void snap_walk(proc_snapshot *s, const char *root, const char *rel)
         } else {
             size_t n = 0;
             char *b = S_ISREG(sb.st_mode) ? proc_read_file(full, &n) : NULL;
-            snap_add(s, r, b ? fnv(b, n) : 1, b ? (long long)n : -2, sb.st_mode & 07777);
+            snap_add(s, r, b ? ag_fnv1a(AG_FNV1A_INIT, b, n) : 1, b ? (long long)n : -2, sb.st_mode & 07777);
             free(b);
         }
     }

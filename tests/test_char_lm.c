@@ -319,8 +319,8 @@ END_TEST
 
 START_TEST(test_untrained_loss_is_ln_v)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
     lm_config cfg = tiny(0);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, NULL);
@@ -331,7 +331,7 @@ START_TEST(test_untrained_loss_is_ln_v)
     /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
     ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -401,10 +401,42 @@ static void fill(ag_real *buf, size_t n, uint64_t seed)
     for (size_t i = 0; i < n; i++) buf[i] = (ag_real)(ag_rng_normal(&r) * 0.3);
 }
 
+/* dir's train_state.safetensors read into h: st's fields, and P's moments (at F32). */
+static void assert_state_back(ag_gpt *h, const lm_train_state *st, const ag_params *P)
+{
+    lm_train_state s2;
+    ck_assert_msg(lm_train_state_load(dir, h, &s2, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_int_eq(s2.iter, st->iter);
+    ck_assert_int_eq(s2.step, st->step);
+    ck_assert(s2.rng.state == st->rng.state && s2.rng.inc == st->rng.inc);
+    ck_assert(s2.n_tokens == st->n_tokens && s2.n_train == st->n_train && s2.n_val == st->n_val);
+    ck_assert(s2.data_hash == st->data_hash);
+    ck_assert(s2.has_eval && s2.eval_train == st->eval_train && s2.eval_val == st->eval_val);
+    const ag_params *Q = h->params;
+    for (size_t i = 0; i < P->total; i++) {
+        ck_assert(Q->m[i] == (ag_real)(float)P->m[i]);
+        ck_assert(Q->v[i] == (ag_real)(float)P->v[i]);
+    }
+}
+
+/* g and h give the same loss, bit for bit, on the first two windows of ids. */
+static void assert_same_loss(ag_gpt *g, ag_gpt *h, const int *ids, int T)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *l1 = NULL, *l2 = NULL;
+    ag_gpt_forward(ctx, g, ids, ids + 1, 2, T, NULL, &l1);
+    double a = l1 ? (double)l1->data[0] : NAN;
+    ag_ctx_reset(ctx);
+    ag_gpt_forward(ctx, h, ids, ids + 1, 2, T, NULL, &l2);
+    ck_assert_ptr_nonnull(l2);
+    ck_assert_msg(a == (double)l2->data[0], "loss %.9g vs %.9g", a, (double)l2->data[0]);
+    ag_ctx_free(ctx);
+}
+
 START_TEST(test_checkpoint_roundtrip)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
     lm_config cfg = tiny(7);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, NULL);
@@ -415,7 +447,7 @@ START_TEST(test_checkpoint_roundtrip)
     fill(P->v, P->total, 3);
     for (size_t i = 0; i < P->total; i++) P->v[i] *= P->v[i];
     lm_train_state st = {.iter = 7, .step = 7, .n_tokens = c.n, .n_train = c.n - 100, .n_val = 100,
-                         .data_hash = lm_ids_hash(c.ids, c.n), .has_eval = true, .eval_train = 1.25,
+                         .data_hash = ag_ids_hash(c.ids, c.n), .has_eval = true, .eval_train = 1.25,
                          .eval_val = 0.1};
     ag_rng_seed(&st.rng, 99);
     ag_rng_u32(&st.rng);
@@ -435,31 +467,9 @@ START_TEST(test_checkpoint_roundtrip)
     for (size_t i = 0; i < P->total; i++)
         ck_assert_msg(Q->data[i] == (ag_real)(float)P->data[i], "param %zu", i);
 
-    lm_train_state s2;
-    ck_assert_msg(lm_train_state_load(dir, m.g, &s2, fresh_cause()) == AG_OK, "%s", cause.msg);
-    ck_assert_int_eq(s2.iter, 7);
-    ck_assert_int_eq(s2.step, 7);
-    ck_assert(s2.rng.state == st.rng.state && s2.rng.inc == st.rng.inc);
-    ck_assert(s2.n_tokens == st.n_tokens && s2.n_train == st.n_train && s2.n_val == st.n_val);
-    ck_assert(s2.data_hash == st.data_hash);
-    ck_assert(s2.has_eval && s2.eval_train == 1.25 && s2.eval_val == 0.1);
-    for (size_t i = 0; i < P->total; i++) {
-        ck_assert(Q->m[i] == (ag_real)(float)P->m[i]);
-        ck_assert(Q->v[i] == (ag_real)(float)P->v[i]);
-    }
-
-    /* the same weights give the same loss */
-    int T = cfg.model.block_size;
-    ag_ctx *ctx = ag_ctx_new();
-    ag_tensor *l1 = NULL, *l2 = NULL;
+    assert_state_back(m.g, &st, P);
     for (size_t i = 0; i < P->total; i++) P->data[i] = (ag_real)(float)P->data[i];
-    ag_gpt_forward(ctx, g, c.ids, c.ids + 1, 2, T, NULL, &l1);
-    double a = l1 ? (double)l1->data[0] : NAN;
-    ag_ctx_reset(ctx);
-    ag_gpt_forward(ctx, m.g, c.ids, c.ids + 1, 2, T, NULL, &l2);
-    ck_assert_ptr_nonnull(l2);
-    ck_assert_msg(a == (double)l2->data[0], "loss %.9g vs %.9g", a, (double)l2->data[0]);
-    ag_ctx_free(ctx);
+    assert_same_loss(g, m.g, c.ids, cfg.model.block_size);   /* the same weights give the same loss */
 
     /* a model file with a tensor missing is refused with a message naming the file */
     lm_model_free(&m);
@@ -473,7 +483,7 @@ START_TEST(test_checkpoint_roundtrip)
     ck_assert_int_ne(lm_model_load(dir, &m, fresh_cause()), AG_OK);
     ck_assert_ptr_nonnull(strstr(cause.msg, "model.safetensors"));
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -684,7 +694,7 @@ START_TEST(test_sampling_reproducible)
     int prompt[5];
     size_t np = 0;
     int *ids = NULL;
-    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fresh_cause()), AG_OK);
     memcpy(prompt, ids, sizeof prompt);
     free(ids);
     ag_ctx *ctx = ag_ctx_new();

@@ -1,6 +1,6 @@
-/* test_corpus.c -- examples/char_lm/corpus.c: strict UTF-8 (each kind of invalid input with the
- * offset of its first byte), the sorted vocabulary and token ids, prompt encoding, the vocab
- * JSON round trip, file errors and MODEL.md's 90/10 split. */
+/* test_corpus.c -- src/data/: strict UTF-8 (each kind of invalid input with the
+ * offset of its first byte), the sorted vocabulary and token ids, prompt encoding, the vocabulary
+ * JSON round trip, file errors and MODEL.md's 90/10 split; hash.h's FNV-1a. */
 #include <check.h>
 #include <dirent.h>
 #include <limits.h>
@@ -11,7 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "alloc_count.h"
-#include "corpus.h"
+#include "data/corpus.h"
+#include "data/hash.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -56,13 +57,13 @@ START_TEST(utf8_valid)
 {
     uint32_t *cp;
     size_t n;
-    ck_assert_int_eq(utf8_decode("t", "Hi!\n", 4, &cp, &n, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_utf8_decode("t", "Hi!\n", 4, &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 4);
     ck_assert_uint_eq(cp[0], 'H');
     ck_assert_uint_eq(cp[3], '\n');
     free(cp);
 
-    ck_assert_int_eq(utf8_decode("t", chinese, strlen(chinese), &cp, &n, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_utf8_decode("t", chinese, strlen(chinese), &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 12);
     ck_assert_uint_eq(cp[0], 0x5E8A);    /* 床 */
     ck_assert_uint_eq(cp[5], 0xFF0C);    /* ， */
@@ -73,27 +74,27 @@ START_TEST(utf8_valid)
     const char edge[] = "\x00\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xED\x9F\xBF\xEE\x80\x80\xEF\xBF\xBF"
                         "\xF0\x90\x80\x80\xF4\x8F\xBF\xBF";
     const uint32_t want[] = { 0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF };
-    ck_assert_int_eq(utf8_decode("t", edge, sizeof edge - 1, &cp, &n, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_utf8_decode("t", edge, sizeof edge - 1, &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 10);
     for (int i = 0; i < 10; i++) {
         ck_assert_uint_eq(cp[i], want[i]);
         char out[5];
-        int k = utf8_put(want[i], out);   /* and back to the same bytes */
+        int k = ag_utf8_put(want[i], out);   /* and back to the same bytes */
         ck_assert_int_gt(k, 0);
         ck_assert_int_eq((int)strlen(out), want[i] == 0 ? 0 : k);
     }
     free(cp);
 
-    ck_assert_int_eq(utf8_decode("t", "", 0, &cp, &n, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_utf8_decode("t", "", 0, &cp, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 0);
     ck_assert_ptr_nonnull(cp);
     free(cp);
 
     char out[5];
-    ck_assert_int_eq(utf8_put(0xD800, out), 0);
+    ck_assert_int_eq(ag_utf8_put(0xD800, out), 0);
     ck_assert_str_eq(out, "");
-    ck_assert_int_eq(utf8_put(0x110000, out), 0);
-    ck_assert_int_eq(utf8_put(0x6708, out), 3);
+    ck_assert_int_eq(ag_utf8_put(0x110000, out), 0);
+    ck_assert_int_eq(ag_utf8_put(0x6708, out), 3);
     ck_assert_str_eq(out, "月");
 }
 END_TEST
@@ -132,7 +133,7 @@ START_TEST(utf8_invalid)
     size_t n = 7;
     char want[64];
     snprintf(want, sizeof want, "data.txt: invalid UTF-8 at byte %zu (", bad_utf8[_i].at);
-    ck_assert_int_eq(utf8_decode("data.txt", bad_utf8[_i].bytes, bad_utf8[_i].len, &cp, &n, fresh_cause()),
+    ck_assert_int_eq(ag_utf8_decode("data.txt", bad_utf8[_i].bytes, bad_utf8[_i].len, &cp, &n, fresh_cause()),
                      AG_ERR_FORMAT);
     ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "case %d: %s", _i, cause.msg);
     ck_assert_msg(strstr(cause.msg, bad_utf8[_i].why), "case %d: %s", _i, cause.msg);
@@ -147,8 +148,8 @@ END_TEST
 START_TEST(load_ascii)
 {
     const char *p = file_with("a.txt", "hello world\n", 12);
-    corpus c;
-    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(p, &c, fresh_cause()), AG_OK);
     ck_assert_uint_eq(c.n, 12);
     /* sorted distinct: \n ' ' d e h l o r w */
     ck_assert_int_eq(c.vocab.V, 9);
@@ -157,18 +158,18 @@ START_TEST(load_ascii)
     const int ids[12] = { 4, 3, 5, 5, 6, 1, 8, 6, 7, 5, 2, 0 };
     for (int i = 0; i < 12; i++) ck_assert_int_eq(c.ids[i], ids[i]);
     ck_assert_str_eq(c.path, p);
-    corpus_free(&c);
+    ag_corpus_free(&c);
     ck_assert_ptr_null(c.ids);
-    corpus_free(&c);     /* twice is fine: the struct was zeroed */
-    corpus_free(NULL);
+    ag_corpus_free(&c);     /* twice is fine: the struct was zeroed */
+    ag_corpus_free(NULL);
 }
 END_TEST
 
 START_TEST(load_chinese)
 {
     const char *p = file_with("poem.txt", chinese, strlen(chinese));
-    corpus c;
-    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(p, &c, fresh_cause()), AG_OK);
     ck_assert_uint_eq(c.n, 12);
     ck_assert_int_eq(c.vocab.V, 12);   /* all distinct */
     for (int i = 1; i < c.vocab.V; i++) ck_assert_uint_lt(c.vocab.cp[i - 1], c.vocab.cp[i]);
@@ -176,38 +177,38 @@ START_TEST(load_chinese)
     char text[64] = "";
     for (size_t i = 0; i < c.n; i++) {
         char ch[5];
-        ck_assert_int_eq(vocab_utf8(&c.vocab, c.ids[i], ch), 3);
+        ck_assert_int_eq(ag_vocab_utf8(&c.vocab, c.ids[i], ch), 3);
         strcat(text, ch);
     }
     ck_assert_str_eq(text, chinese);
     char ch[5] = "x";
-    ck_assert_int_eq(vocab_utf8(&c.vocab, 12, ch), 0);
+    ck_assert_int_eq(ag_vocab_utf8(&c.vocab, 12, ch), 0);
     ck_assert_str_eq(ch, "");
-    ck_assert_int_eq(vocab_utf8(&c.vocab, -1, ch), 0);
-    ck_assert_int_eq(vocab_id(&c.vocab, 0x6708), c.ids[3]);   /* 月 */
-    ck_assert_int_eq(vocab_id(&c.vocab, 'a'), -1);
-    corpus_free(&c);
+    ck_assert_int_eq(ag_vocab_utf8(&c.vocab, -1, ch), 0);
+    ck_assert_int_eq(ag_vocab_id(&c.vocab, 0x6708), c.ids[3]);   /* 月 */
+    ck_assert_int_eq(ag_vocab_id(&c.vocab, 'a'), -1);
+    ag_corpus_free(&c);
 }
 END_TEST
 
 START_TEST(load_errors)
 {
-    corpus c;
+    ag_corpus c;
     char p[PATH_MAX], want[PATH_MAX + 64];
     /* missing */
     snprintf(p, sizeof p, "%s/missing.txt", dir);
-    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_ERR_IO);
+    ck_assert_int_eq(ag_corpus_load(p, &c, fresh_cause()), AG_ERR_IO);
     snprintf(want, sizeof want, "%s: cannot open: No such file or directory", p);
     ck_assert_str_eq(cause.msg, want);
     ck_assert_ptr_null(c.ids);
     ck_assert_ptr_null(c.vocab.cp);
     /* a directory */
-    ck_assert_int_eq(corpus_load(dir, &c, fresh_cause()), AG_ERR_IO);
+    ck_assert_int_eq(ag_corpus_load(dir, &c, fresh_cause()), AG_ERR_IO);
     snprintf(want, sizeof want, "%s: is a directory", dir);
     ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "%s", cause.msg);
     /* empty */
     const char *e = file_with("empty.txt", "", 0);
-    ck_assert_int_eq(corpus_load(e, &c, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_int_eq(ag_corpus_load(e, &c, fresh_cause()), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: file is empty", e);
     ck_assert_str_eq(cause.msg, want);
     /* invalid UTF-8 deep in the file: the absolute byte offset */
@@ -215,7 +216,7 @@ START_TEST(load_errors)
     memset(buf, 'a', sizeof buf);
     memcpy(buf + 1234, "\xED\xA0\x80", 3);
     const char *b = file_with("data.txt", buf, sizeof buf);
-    ck_assert_int_eq(corpus_load(b, &c, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_int_eq(ag_corpus_load(b, &c, fresh_cause()), AG_ERR_FORMAT);
     snprintf(want, sizeof want, "%s: invalid UTF-8 at byte 1234 (surrogate", b);
     ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "%s", cause.msg);
     ck_assert_ptr_null(c.ids);
@@ -224,30 +225,30 @@ START_TEST(load_errors)
     if (geteuid() != 0) {
         const char *u = file_with("secret.txt", "abc", 3);
         chmod(u, 0);
-        ck_assert_int_eq(corpus_load(u, &c, fresh_cause()), AG_ERR_IO);
+        ck_assert_int_eq(ag_corpus_load(u, &c, fresh_cause()), AG_ERR_IO);
         ck_assert_ptr_nonnull(strstr(cause.msg, "cannot open: Permission denied"));
     }
-    ck_assert_int_eq(corpus_load(NULL, &c, NULL), AG_ERR_ARG);   /* no ag_error: no crash */
+    ck_assert_int_eq(ag_corpus_load(NULL, &c, NULL), AG_ERR_ARG);   /* no ag_error: no crash */
 }
 END_TEST
 
 START_TEST(load_with_vocab)
 {
-    corpus c, d;
-    ck_assert_int_eq(corpus_load(file_with("a.txt", "abcab", 5), &c, fresh_cause()), AG_OK);
-    ck_assert_int_eq(corpus_load_vocab(file_with("b.txt", "cab", 3), &c.vocab, &d, fresh_cause()), AG_OK);
+    ag_corpus c, d;
+    ck_assert_int_eq(ag_corpus_load(file_with("a.txt", "abcab", 5), &c, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_load_vocab(file_with("b.txt", "cab", 3), &c.vocab, &d, fresh_cause()), AG_OK);
     ck_assert_int_eq(d.vocab.V, 3);
     ck_assert_uint_eq(d.n, 3);
     ck_assert_int_eq(d.ids[0], 2);
     ck_assert_int_eq(d.ids[1], 0);
-    corpus_free(&d);
+    ag_corpus_free(&d);
     const char *p = file_with("c.txt", "ab\nd", 4);
-    ck_assert_int_eq(corpus_load_vocab(p, &c.vocab, &d, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_corpus_load_vocab(p, &c.vocab, &d, fresh_cause()), AG_ERR_ARG);
     char want[PATH_MAX + 64];
     snprintf(want, sizeof want, "%s: character U+000A at position 2 (byte 2) is not in the vocabulary", p);
     ck_assert_str_eq(cause.msg, want);
     ck_assert_ptr_null(d.ids);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -255,15 +256,15 @@ START_TEST(tiny_shakespeare_has_65)
 {
     const char *p = "data/tinyshakespeare.txt";
     if (access(p, R_OK) != 0) return;   /* not run from the repository root */
-    corpus c;
-    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(p, &c, fresh_cause()), AG_OK);
     ck_assert_int_eq(c.vocab.V, 65);
     ck_assert_uint_eq(c.n, 1115394);   /* all ASCII: one character per byte */
     size_t nt, nv;
-    ck_assert_int_eq(corpus_split(&c, 0.1, 256, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.1, 256, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 1003854);    /* int(0.9 * 1115394) */
     ck_assert_uint_eq(nv, 111540);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -280,7 +281,7 @@ static char *mixed_text(size_t n, size_t *len)
     for (uint32_t i = 0; k < n; i++) {
         k += (size_t)sprintf(t + k, "Line %u, to be or not to be: ", (unsigned)(i % 1000));
         const uint32_t cps[3] = {0x400 + i % 64, 0x4E00 + i % 500, 0x1F600 + i % 50};
-        for (int j = 0; j < 3; j++) k += (size_t)utf8_put(cps[j], t + k);
+        for (int j = 0; j < 3; j++) k += (size_t)ag_utf8_put(cps[j], t + k);
         t[k++] = '\n';
     }
     *len = k;
@@ -288,19 +289,19 @@ static char *mixed_text(size_t n, size_t *len)
 }
 
 /* The characters of c's ids are the bytes of text[0 .. len). */
-static void assert_ids_spell(const corpus *c, const char *text, size_t len)
+static void assert_ids_spell(const ag_corpus *c, const char *text, size_t len)
 {
     size_t at = 0;
     for (size_t i = 0; i < c->n; i++) {
         char ch[5];
-        int w = vocab_utf8(&c->vocab, c->ids[i], ch);
+        int w = ag_vocab_utf8(&c->vocab, c->ids[i], ch);
         ck_assert_msg(w > 0 && at + (size_t)w <= len && memcmp(text + at, ch, (size_t)w) == 0, "id %zu", i);
         at += (size_t)w;
     }
     ck_assert_uint_eq(at, len);
 }
 
-/* The heap corpus_load (and corpus_load_vocab) take for a 4 MiB file: while loading the text
+/* The heap ag_corpus_load (and ag_corpus_load_vocab) take for a 4 MiB file: while loading the text
  * and the ids (at most 5 bytes per byte of the file), and the code point tables; afterwards the
  * ids alone. Decoding every code point first, as the loader once did, took 9 bytes per byte. */
 START_TEST(load_memory)
@@ -310,15 +311,15 @@ START_TEST(load_memory)
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s", file_with("big.txt", text, len));
     /* code point -> id (an int each) and the bitmap of the code points seen */
-    const long long table = (UTF8_MAX_CP + 1) * (long long)sizeof(int) + (UTF8_MAX_CP + 1) / 8, slack = 64 << 10;
-    corpus c, d;
+    const long long table = (AG_UTF8_MAX_CP + 1) * (long long)sizeof(int) + (AG_UTF8_MAX_CP + 1) / 8, slack = 64 << 10;
+    ag_corpus c, d;
     long long peak, held;
     for (int with_vocab = 0; with_vocab < 2; with_vocab++) {
         alloc_count_start();
-        ag_status st = with_vocab ? corpus_load_vocab(p, &c.vocab, &d, fresh_cause()) : corpus_load(p, &c, fresh_cause());
+        ag_status st = with_vocab ? ag_corpus_load_vocab(p, &c.vocab, &d, fresh_cause()) : ag_corpus_load(p, &c, fresh_cause());
         held = alloc_count_stop(&peak);
         ck_assert_msg(st == AG_OK, "%s", cause.msg);
-        const corpus *got = with_vocab ? &d : &c;
+        const ag_corpus *got = with_vocab ? &d : &c;
         long long ids = (long long)(got->n * sizeof *got->ids);
         ck_assert_msg(peak <= (long long)len + ids + table + slack && peak <= 5 * (long long)len + table + slack,
                       "%s: peak %lld bytes for a file of %zu bytes, %zu characters", with_vocab ? "with a vocabulary" :
@@ -328,8 +329,8 @@ START_TEST(load_memory)
     }
     ck_assert_int_eq(d.vocab.V, c.vocab.V);
     ck_assert_int_eq(c.vocab.V, 4 + 10 + 8 + 64 + 500 + 50);   /* "\n ,:", digits, "Lineobrt", 3 ranges */
-    corpus_free(&c);
-    corpus_free(&d);
+    ag_corpus_free(&c);
+    ag_corpus_free(&d);
     free(text);
 }
 END_TEST
@@ -345,7 +346,7 @@ static bool stop_at_ask(void *user)
     return ++s->asked == s->stop_at;
 }
 
-/* corpus_opts.stop is asked every MiB of each of the three passes over a 3 MiB file (the read,
+/* ag_corpus_opts.stop is asked every MiB of each of the three passes over a 3 MiB file (the read,
  * the check, the ids); a stop at any ask ends the load with AG_OK and nothing kept. */
 START_TEST(load_stops)
 {
@@ -354,27 +355,27 @@ START_TEST(load_stops)
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s", file_with("big.txt", text, len));
     free(text);
-    corpus c;
+    ag_corpus c;
     stopper never = {0};
-    ck_assert_int_eq(corpus_load_with(p, &(corpus_opts){.stop = stop_at_ask, .user = &never}, &c, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_load_with(p, &(ag_corpus_opts){.stop = stop_at_ask, .user = &never}, &c, fresh_cause()), AG_OK);
     ck_assert_uint_gt(c.n, 0);
     ck_assert_msg(never.asked >= 3 * (int)(len >> 20), "asked %d times in a load of %zu bytes", never.asked, len);
-    vocab v;
-    ck_assert_int_eq(vocab_copy(&v, &c.vocab), AG_OK);
-    corpus_free(&c);
+    ag_vocab v;
+    ck_assert_int_eq(ag_vocab_copy(&v, &c.vocab), AG_OK);
+    ag_corpus_free(&c);
     for (int with_vocab = 0; with_vocab < 2; with_vocab++)
         for (int k = 1; k <= never.asked; k++) {
             stopper s = {.stop_at = k};
-            corpus_opts o = {.vocab = with_vocab ? &v : NULL, .stop = stop_at_ask, .user = &s};
+            ag_corpus_opts o = {.vocab = with_vocab ? &v : NULL, .stop = stop_at_ask, .user = &s};
             long long peak;
             alloc_count_start();
-            ck_assert_int_eq(corpus_load_with(p, &o, &c, fresh_cause()), AG_OK);
+            ck_assert_int_eq(ag_corpus_load_with(p, &o, &c, fresh_cause()), AG_OK);
             long long held = alloc_count_stop(&peak);
             ck_assert_msg(c.n == 0 && !c.ids && !c.vocab.cp && !c.path && held <= 0,
                           "stopped at ask %d of %d: %zu ids, %lld bytes kept", k, never.asked, c.n, held);
             ck_assert_int_eq(s.asked, k);
         }
-    vocab_free(&v);
+    ag_vocab_free(&v);
 }
 END_TEST
 
@@ -383,56 +384,56 @@ END_TEST
 
 START_TEST(encode_prompt)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(file_with("p.txt", chinese, strlen(chinese)), &c, fresh_cause()), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(file_with("p.txt", chinese, strlen(chinese)), &c, fresh_cause()), AG_OK);
     int *ids;
     size_t n;
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明月", strlen("明月"), &ids, &n, fresh_cause()),
+    ck_assert_int_eq(ag_vocab_encode(&c.vocab, "--prompt", "明月", strlen("明月"), &ids, &n, fresh_cause()),
                      AG_OK);
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(ids[0], c.ids[2]);
     ck_assert_int_eq(ids[1], c.ids[3]);
     free(ids);
     /* an empty prompt is fine (non-NULL, n 0) */
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "", 0, &ids, &n, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_vocab_encode(&c.vocab, "--prompt", "", 0, &ids, &n, fresh_cause()), AG_OK);
     ck_assert_uint_eq(n, 0);
     free(ids);
     /* outside the vocabulary: the character, its position (characters) and byte offset */
     const char *s = "明月光é";
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", s, strlen(s), &ids, &n, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_vocab_encode(&c.vocab, "--prompt", s, strlen(s), &ids, &n, fresh_cause()), AG_ERR_ARG);
     ck_assert_str_eq(cause.msg, "--prompt: character 'é' (U+00E9) at position 3 (byte 9) is not in the vocabulary");
     ck_assert_ptr_null(ids);
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "月\t", 4, &ids, &n, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_vocab_encode(&c.vocab, "--prompt", "月\t", 4, &ids, &n, fresh_cause()), AG_ERR_ARG);
     ck_assert_str_eq(cause.msg, "--prompt: character U+0009 at position 1 (byte 3) is not in the vocabulary");
     /* invalid UTF-8 in a prompt */
-    ck_assert_int_eq(vocab_encode(&c.vocab, "--prompt", "明\xE6", 4, &ids, &n, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_int_eq(ag_vocab_encode(&c.vocab, "--prompt", "明\xE6", 4, &ids, &n, fresh_cause()), AG_ERR_FORMAT);
     ck_assert_str_eq(cause.msg, "--prompt: invalid UTF-8 at byte 3 (truncated sequence)");
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
 START_TEST(vocab_json_roundtrip)
 {
-    corpus c;
+    ag_corpus c;
     const char *text = "ab\n 床前明月光\xF0\x9F\x98\x80";   /* ... U+1F600 */
-    ck_assert_int_eq(corpus_load(file_with("v.txt", text, strlen(text)), &c, fresh_cause()), AG_OK);
-    char *json = vocab_to_json(&c.vocab);
+    ck_assert_int_eq(ag_corpus_load(file_with("v.txt", text, strlen(text)), &c, fresh_cause()), AG_OK);
+    char *json = ag_vocab_to_json(&c.vocab);
     ck_assert_ptr_nonnull(json);
     ck_assert_str_eq(json, "[10,32,97,98,20809,21069,24202,26126,26376,128512]");
-    vocab v;
-    ck_assert_int_eq(vocab_from_json("ckpt", json, &v, fresh_cause()), AG_OK);
+    ag_vocab v;
+    ck_assert_int_eq(ag_vocab_from_json("ckpt", json, &v, fresh_cause()), AG_OK);
     ck_assert_int_eq(v.V, c.vocab.V);
     ck_assert(memcmp(v.cp, c.vocab.cp, (size_t)v.V * sizeof *v.cp) == 0);
-    vocab w;
-    ck_assert_int_eq(vocab_copy(&w, &v), AG_OK);
+    ag_vocab w;
+    ck_assert_int_eq(ag_vocab_copy(&w, &v), AG_OK);
     ck_assert_int_eq(w.V, v.V);
-    vocab_free(&w);
-    vocab_free(&v);
+    ag_vocab_free(&w);
+    ag_vocab_free(&v);
     ck_assert_ptr_null(v.cp);
-    vocab_free(NULL);
+    ag_vocab_free(NULL);
     free(json);
-    ck_assert_ptr_null(vocab_to_json(&v));   /* empty */
-    corpus_free(&c);
+    ck_assert_ptr_null(ag_vocab_to_json(&v));   /* empty */
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -455,8 +456,8 @@ static const struct {
 
 START_TEST(vocab_json_invalid)
 {
-    vocab v = { (uint32_t *)1, 5 };
-    ck_assert_int_eq(vocab_from_json("ck", bad_vocab[_i].json, &v, fresh_cause()), AG_ERR_FORMAT);
+    ag_vocab v = { (uint32_t *)1, 5 };
+    ck_assert_int_eq(ag_vocab_from_json("ck", bad_vocab[_i].json, &v, fresh_cause()), AG_ERR_FORMAT);
     ck_assert_msg(strncmp(cause.msg, "ck: vocab ", 10) == 0 && strstr(cause.msg, bad_vocab[_i].why), "case %d: %s", _i,
                   cause.msg);
     ck_assert_ptr_null(v.cp);
@@ -471,37 +472,58 @@ START_TEST(split_90_10)
 {
     char text[1001];
     for (int i = 0; i < 1000; i++) text[i] = (char)('a' + i % 7);
-    corpus c;
+    ag_corpus c;
     const char *p = file_with("s.txt", text, 1000);
-    ck_assert_int_eq(corpus_load(p, &c, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_load(p, &c, fresh_cause()), AG_OK);
     size_t nt = 0, nv = 0;
-    ck_assert_int_eq(corpus_split(&c, 0.1, 8, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.1, 8, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 900);
     ck_assert_uint_eq(nv, 100);
-    ck_assert_int_eq(corpus_split(&c, 0.0, 8, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.0, 8, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 1000);
     ck_assert_uint_eq(nv, 0);
-    ck_assert_int_eq(corpus_split(&c, 0.25, 8, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.25, 8, &nt, &nv, fresh_cause()), AG_OK);
     ck_assert_uint_eq(nt, 750);
     /* a window needs block_size + 1 tokens in each split used */
-    ck_assert_int_eq(corpus_split(&c, 0.1, 100, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.1, 100, &nt, &nv, fresh_cause()), AG_ERR_ARG);
     char want[PATH_MAX + 96];
     snprintf(want, sizeof want, "%s: the validation split has 100 tokens, block_size 100 needs at least 101", p);
     ck_assert_str_eq(cause.msg, want);
-    ck_assert_int_eq(corpus_split(&c, 0.1, 99, &nt, &nv, fresh_cause()), AG_OK);
-    ck_assert_int_eq(corpus_split(&c, 0.0, 1000, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.1, 99, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.0, 1000, &nt, &nv, fresh_cause()), AG_ERR_ARG);
     ck_assert_ptr_nonnull(strstr(cause.msg, "the training split has 1000 tokens"));
-    ck_assert_int_eq(corpus_split(&c, 0.0, 999, &nt, &nv, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.0, 999, &nt, &nv, fresh_cause()), AG_OK);
     /* bad arguments */
-    ck_assert_int_eq(corpus_split(&c, 1.0, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(corpus_split(&c, -0.1, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(corpus_split(&c, NAN, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(corpus_split(&c, 0.1, 0, &nt, &nv, fresh_cause()), AG_ERR_ARG);
-    corpus_free(&c);
+    ck_assert_int_eq(ag_corpus_split(&c, 1.0, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_corpus_split(&c, -0.1, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_corpus_split(&c, NAN, 8, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_corpus_split(&c, 0.1, 0, &nt, &nv, fresh_cause()), AG_ERR_ARG);
+    ag_corpus_free(&c);
 }
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------
+// src/data/hash.h: FNV-1a
+
+/* The published 64-bit FNV-1a test vectors (isthe.com/chongo/src/fnv/test_fnv.c), pieces chained
+ * equal to one call, and the token-id fingerprint is FNV-1a over little-endian bytes. */
+START_TEST(fnv1a_vectors)
+{
+    ck_assert_uint_eq(ag_fnv1a(AG_FNV1A_INIT, NULL, 0), 0xcbf29ce484222325ull);
+    ck_assert_uint_eq(ag_fnv1a(AG_FNV1A_INIT, "a", 1), 0xaf63dc4c8601ec8cull);
+    ck_assert_uint_eq(ag_fnv1a(AG_FNV1A_INIT, "foobar", 6), 0x85944171f73967e8ull);
+    ck_assert_uint_eq(ag_fnv1a(ag_fnv1a(AG_FNV1A_INIT, "foo", 3), "bar", 3), 0x85944171f73967e8ull);
+    int ids[3] = { 1, 0x10203, 65 };
+    const unsigned char le[12] = { 1, 0, 0, 0, 3, 2, 1, 0, 65, 0, 0, 0 };
+    ck_assert_uint_eq(ag_ids_hash(ids, 3), ag_fnv1a(AG_FNV1A_INIT, le, sizeof le));
+    ck_assert_uint_eq(ag_ids_hash(ids, 0), AG_FNV1A_INIT);
+    uint64_t h = ag_ids_hash(ids, 3);
+    ids[2] = 66;   /* one token differs: so does the fingerprint */
+    ck_assert_uint_ne(ag_ids_hash(ids, 3), h);
+}
+END_TEST
 
 Suite *corpus_suite(void)
 {
@@ -529,6 +551,10 @@ Suite *corpus_suite(void)
     tcase_add_test(tc, encode_prompt);
     tcase_add_test(tc, vocab_json_roundtrip);
     tcase_add_loop_test(tc, vocab_json_invalid, 0, (int)(sizeof bad_vocab / sizeof bad_vocab[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("hash");
+    tcase_add_test(tc, fnv1a_vectors);
     suite_add_tcase(s, tc);
     return s;
 }

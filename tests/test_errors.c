@@ -379,8 +379,8 @@ static void nan_value(const char *path, const char *key)
  * block_size 16384 and 256 layers: attention weights [16,1,16384,16384] per layer to evaluate. */
 static void make_deep(const char *dir)
 {
-    corpus c;
-    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(proc_path(dir, "corpus.txt"), &c, NULL), AG_OK);
     lm_config cfg;
     ck_assert_int_eq(lm_config_preset(&cfg, "tiny"), AG_OK);
     cfg.model.vocab_size = c.vocab.V;
@@ -397,7 +397,7 @@ static void make_deep(const char *dir)
     ck_assert_int_eq(mkdir(deep, 0755), 0);
     ck_assert_int_eq(lm_ckpt_save(deep, g, &cfg, &c.vocab, &st, NULL), AG_OK);
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 
 /* dir/diverged: a copy of ckpt with every weight FLT_MAX (finite: the loader takes it; the
@@ -417,71 +417,86 @@ static void make_diverged(const char *dir)
     free(b);
 }
 
-static void prepare(const char *dir, const err_case *c)
+/* n bytes written over path's bytes at offset at (from the end when at < 0). */
+static void poke(const char *path, long at, const char *bytes, size_t n)
 {
-    char p[PATH_MAX], model[PATH_MAX], live[PATH_MAX];
-    proc_copy_tree(good, dir);
-    snprintf(live, sizeof live, "%s", proc_ckpt(proc_path(dir, "ckpt")));   /* ckpt/ckpt-00000002 */
-    snprintf(model, sizeof model, "%s", proc_path(live, "model.safetensors"));
-    if (c->text) {
-        snprintf(p, sizeof p, "%s", proc_path(dir, "input.txt"));
-        proc_write_file(p, c->text, strlen(c->text));
+    size_t size;
+    char *b = proc_read_file(path, &size);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b + (at < 0 ? (long)size + at : at), bytes, n);
+    proc_write_file(path, b, size);
+    free(b);
+}
+
+/* The config's vocab_size written with one digit fewer ("27" -> " 2"): same length, offsets kept. */
+static void shorten_vocab_size(const char *model)
+{
+    size_t n;
+    char *b = proc_read_file(model, &n);
+    ck_assert_ptr_nonnull(b);
+    char *k = strstr(b + 8, "\\\"vocab_size\\\": ");
+    ck_assert_ptr_nonnull(k);
+    k += strlen("\\\"vocab_size\\\": ");
+    size_t digits = strspn(k, "0123456789");
+    ck_assert_uint_ge(digits, 2);
+    memset(k, ' ', digits - 1);
+    k[digits - 1] = '2';
+    proc_write_file(model, b, n);
+    free(b);
+}
+
+/* dir/name made: a file holding text, or (text NULL) a directory; then given the mode. */
+static void make_entry(const char *dir, const char *name, const char *text, mode_t mode)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", proc_path(dir, name));
+    if (text) proc_write_file(p, text, strlen(text));
+    else ck_assert_int_eq(mkdir(p, mode), 0);
+    ck_assert_int_eq(chmod(p, mode), 0);
+}
+
+/* The preparations outside the checkpoint's files: inputs, directories, latest, the lock.
+ * False when prep is not one of them. */
+static bool prepare_around(const char *dir, prep_kind prep)
+{
+    switch (prep) {
+    case P_EMPTY: make_entry(dir, "empty.txt", "", 0644); break;
+    case P_UNREADABLE: make_entry(dir, "unreadable.txt", "the cat sat on the mat\n", 0); break;
+    case P_DIR: make_entry(dir, "adir", NULL, 0755); break;
+    case P_FILE: make_entry(dir, "file", "not a directory\n", 0644); break;
+    case P_RO_DIR: make_entry(dir, "rodir", NULL, 0555); break;
+    case P_EMPTY_DIR: make_entry(dir, "nockpt", NULL, 0755); break;
+    case P_MODEL_IS_DIR:
+        make_entry(dir, "ckpt2", NULL, 0755);
+        make_entry(dir, "ckpt2/model.safetensors", NULL, 0755);
+        break;
+    case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
+    case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
+    case P_DEEP: make_deep(dir); break;
+    case P_DIVERGED: make_diverged(dir); break;
+    case P_LOCK_LINK:
+        proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
+        ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
+        break;
+    default: return false;
     }
-    switch (c->prep) {
-    case P_NONE: break;
-    case P_EMPTY:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "empty.txt"));
-        proc_write_file(p, "", 0);
-        break;
-    case P_UNREADABLE:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "unreadable.txt"));
-        proc_write_file(p, "the cat sat on the mat\n", 23);
-        ck_assert_int_eq(chmod(p, 0), 0);
-        break;
-    case P_DIR:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "adir"));
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-        break;
-    case P_FILE:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "file"));
-        proc_write_file(p, "not a directory\n", 16);
-        break;
-    case P_RO_DIR:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "rodir"));
-        ck_assert_int_eq(mkdir(p, 0555), 0);
-        ck_assert_int_eq(chmod(p, 0555), 0);
-        break;
-    case P_EMPTY_DIR:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "nockpt"));
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-        break;
+    return true;
+}
+
+/* The damage done to the live checkpoint (live: its directory, model: its model file). */
+static void damage_checkpoint(const char *dir, const char *live, const char *model, prep_kind prep)
+{
+    char state[PATH_MAX], from[PATH_MAX];
+    snprintf(state, sizeof state, "%s", proc_path(live, "train_state.safetensors"));
+    switch (prep) {
     case P_TRUNC_MODEL: truncate_to(model, file_size(model) / 2); break;
     case P_TRUNC_MODEL_HDR: truncate_to(model, 100); break;
-    case P_TRUNC_STATE:
-        snprintf(p, sizeof p, "%s", proc_path(live, "train_state.safetensors"));
-        truncate_to(p, file_size(p) / 2);
-        break;
-    case P_HDR_LEN: {
-        size_t n;
-        char *b = proc_read_file(model, &n);
-        ck_assert_ptr_nonnull(b);
-        memcpy(b, "\0\0\0\0\0\0\0\x40", 8);   /* little-endian 2^62 */
-        proc_write_file(model, b, n);
-        free(b);
-        break;
-    }
+    case P_TRUNC_STATE: truncate_to(state, file_size(state) / 2); break;
+    case P_HDR_LEN: poke(model, 0, "\0\0\0\0\0\0\0\x40", 8); break;   /* little-endian 2^62 */
     case P_HDR_JSON: proc_patch_file(model, "\"dtype\":", "\"dtype\";"); break;
     case P_DTYPE: proc_patch_file(model, "\"dtype\":\"F32\"", "\"dtype\":\"F16\""); break;
     case P_OFFSETS: proc_patch_file(model, "\"data_offsets\":[0,", "\"data_offsets\":[4,"); break;
-    case P_NAN: {
-        size_t n;
-        char *b = proc_read_file(model, &n);
-        ck_assert_ptr_nonnull(b);
-        memcpy(b + n - 4, "\x01\x00\xc0\x7f", 4);   /* a quiet NaN, little-endian */
-        proc_write_file(model, b, n);
-        free(b);
-        break;
-    }
+    case P_NAN: poke(model, -4, "\x01\x00\xc0\x7f", 4); break;   /* a quiet NaN, little-endian */
     case P_FORMAT: proc_patch_file(model, "\"format\":\"char_lm-1\"", "\"format\":\"char_lm-7\""); break;
     case P_SHAPE: proc_patch_file(model, "\\\"n_embd\\\": 16", "\\\"n_embd\\\":  8"); break;
     case P_HUGE: proc_patch_file(model, "\\\"n_embd\\\": 16", "\\\"n_embd\\\": 96"); break;
@@ -491,19 +506,12 @@ static void prepare(const char *dir, const err_case *c)
         proc_patch_file(model, "\"tok_emb.weight\":{\"dtype\":\"F32\"", "\"tok_emb\\nweigh\":{\"dtype\":\"F16\"");
         break;
     case P_FORMAT_NL: proc_patch_file(model, "\"format\":\"char_lm-1\"", "\"format\":\"cha\\nlm-1\""); break;
-    case P_MODEL_IS_DIR:
-        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt2"));
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-        snprintf(p, sizeof p, "%s", proc_path(dir, "ckpt2/model.safetensors"));
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-        break;
     case P_OTHER_RUN: {
-        char from[PATH_MAX];
         snprintf(from, sizeof from, "%s", proc_path(proc_ckpt(proc_path(dir, "other")), "train_state.safetensors"));
         size_t n;
         char *b = proc_read_file(from, &n);
         ck_assert_ptr_nonnull(b);
-        proc_write_file(proc_path(live, "train_state.safetensors"), b, n);
+        proc_write_file(state, b, n);
         free(b);
         break;
     }
@@ -511,41 +519,21 @@ static void prepare(const char *dir, const err_case *c)
         ck_assert_int_eq(unlink(model), 0);
         ck_assert_int_eq(mkfifo(model, 0644), 0);
         break;
-    case P_LATEST_MISSING: proc_write_file(proc_path(dir, "ckpt/latest"), "ckpt-00000009\n", 14); break;
-    case P_LATEST_BAD: proc_write_file(proc_path(dir, "ckpt/latest"), "../../etc\n", 10); break;
-    case P_DEEP: make_deep(dir); break;
-    case P_NEG_V: {
-        size_t n;
-        snprintf(p, sizeof p, "%s", proc_path(live, "train_state.safetensors"));
-        char *b = proc_read_file(p, &n);
-        ck_assert_ptr_nonnull(b);
-        memcpy(b + n - 4, "\x00\x00\x80\xbf", 4);   /* -1.0f, the last v.* value */
-        proc_write_file(p, b, n);
-        free(b);
-        break;
+    case P_NEG_V: poke(state, -4, "\x00\x00\x80\xbf", 4); break;   /* -1.0f, the last v.* value */
+    case P_EVAL_NAN: nan_value(state, "\"eval_train_loss\":\""); break;
+    case P_VOCAB_LONG: shorten_vocab_size(model); break;
+    default: break;
     }
-    case P_EVAL_NAN: nan_value(proc_path(live, "train_state.safetensors"), "\"eval_train_loss\":\""); break;
-    case P_DIVERGED: make_diverged(dir); break;
-    case P_VOCAB_LONG: {
-        size_t n;
-        char *b = proc_read_file(model, &n);
-        ck_assert_ptr_nonnull(b);
-        char *k = strstr(b + 8, "\\\"vocab_size\\\": ");
-        ck_assert_ptr_nonnull(k);
-        k += strlen("\\\"vocab_size\\\": ");
-        size_t digits = strspn(k, "0123456789");
-        ck_assert_uint_ge(digits, 2);
-        memset(k, ' ', digits - 1);   /* "27" -> " 2": same length, offsets kept */
-        k[digits - 1] = '2';
-        proc_write_file(model, b, n);
-        free(b);
-        break;
-    }
-    case P_LOCK_LINK:
-        proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
-        ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
-        break;
-    }
+}
+
+static void prepare(const char *dir, const err_case *c)
+{
+    char model[PATH_MAX], live[PATH_MAX];
+    proc_copy_tree(good, dir);
+    snprintf(live, sizeof live, "%s", proc_ckpt(proc_path(dir, "ckpt")));   /* ckpt/ckpt-00000002 */
+    snprintf(model, sizeof model, "%s", proc_path(live, "model.safetensors"));
+    if (c->text) proc_write_file(proc_path(dir, "input.txt"), c->text, strlen(c->text));
+    if (!prepare_around(dir, c->prep)) damage_checkpoint(dir, live, model, c->prep);
     if (c->flags & F_DROP) chmod(dir, 0755);
 }
 

@@ -41,6 +41,7 @@
 #include "checkpoint.h"
 #include "proc.h"
 #include "train.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* the tiny preset made smaller; the schedule does not depend on --max-iters */
@@ -207,10 +208,89 @@ static void make_base(const char *base, scenario sc, const proc_opts *o)
     ck_assert_int_eq(unlink(proc_path(run, "latest")), 0);
 }
 
+typedef struct {
+    int kills, kept_old, got_new, none_yet;   /* fault points tried; what each left live */
+} kill_counts;
+
+/* After the kill at point (its message): one whole checkpoint in run, the old one or the new
+ * one, that samples; none only for a fresh run. Returns its iteration, or -1. */
+static long live_after_kill(scenario sc, const char *work, const char *run, const char *point, const proc_opts *o,
+                            kill_counts *n)
+{
+    long live = live_iteration(run);
+    if (live < 0) {
+        ck_assert_msg(sc == S_FRESH, "%s: %s: no checkpoint left", scenario_names[sc], point);
+        n->none_yet++;
+        return live;
+    }
+    free(run_ok(work, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), o, 0));
+    long old = 2, new = sc == S_FRESH ? 0 : 4;
+    ck_assert_msg(live == new || (live == old && sc != S_FRESH), "%s: %s: live iteration %ld", scenario_names[sc],
+                  point, live);
+    if (live == new) n->got_new++;
+    else n->kept_old++;
+    return live;
+}
+
+/* Fault point k of scenario sc, in a copy of base: the run is killed there, leaves one whole
+ * checkpoint, and goes on from it to ref's losses and files. False once the run gets past the
+ * last fault point (every one was tried). */
+static bool kill_once(scenario sc, const char *base, const char *ref, int k, bool table, kill_counts *n)
+{
+    char work[PATH_MAX], run[PATH_MAX], fault[32], io[PATH_MAX + 8];
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    snprintf(work, sizeof work, "%s/k%03d", root, k);
+    proc_remove_tree(work);
+    proc_copy_tree(base, work);
+    proc_remove_tree(proc_path(work, "ref"));
+    snprintf(run, sizeof run, "%s", proc_path(work, "run"));
+    snprintf(fault, sizeof fault, "CHAR_LM_FAULT=%d", k);
+    const char *const env[] = {fault, "PATH=/nonexistent", NULL};
+    proc_opts of = {.no_wrap = true, .env = env};
+    proc_result r;
+    snprintf(io, sizeof io, "%s.io", work);
+    const char *const *cmd = sc == S_FRESH ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                               "--eval-interval", "2", "--max-iters", "0")
+                                           : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                               "--max-iters", "4");
+    proc_run(work, cmd, io, &of, &r);
+    if (r.exited && r.code == 0) {   /* past the last fault point */
+        proc_result_free(&r);
+        proc_remove_tree(work);
+        return false;
+    }
+    ck_assert_msg(r.signaled && r.sig == SIGKILL, "fault point %d: %s\n%s", k, proc_status_str(&r), r.err);
+    const char *said = strstr(r.err, "fault point");
+    char point[256] = "?";
+    if (said) snprintf(point, sizeof point, "%.*s", (int)strcspn(said, "\n"), said);
+    proc_result_free(&r);
+    n->kills++;
+    long live = live_after_kill(sc, work, run, point, &o, n);
+    if (table) printf("%-26s kill %3d  %-90s -> %s\n", scenario_names[sc], k, point,
+                      live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
+                                                                                   "new checkpoint live");
+
+    /* the run goes on from it and ends as if never killed */
+    char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                          "--eval-interval", "2", "--max-iters", "6")
+                                      : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                          "--max-iters", "6"), &o, 0);
+    char resuming[64], what[400];
+    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", live);
+    ck_assert_msg(live < 0 || strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
+                  live, out);
+    free(out);
+    snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
+    assert_clean(run, what);
+    assert_same_run(run, ref, what);
+    proc_remove_tree(work);
+    return true;
+}
+
 START_TEST(test_kill_at_every_step)
 {
     scenario sc = (scenario)_i;
-    char base[PATH_MAX], work[PATH_MAX], run[PATH_MAX], ref[PATH_MAX], fault[32], io[PATH_MAX + 8];
+    char base[PATH_MAX], ref[PATH_MAX];
     snprintf(base, sizeof base, "%s", fresh_dir(sc == S_RESUMED ? "base0" : sc == S_LEGACY ? "base1" : "base2"));
     /* no gnuplot: a picture still drawing when the run is killed would race with the next run */
     proc_opts o = {.no_wrap = true, .env = no_plots};
@@ -219,77 +299,15 @@ START_TEST(test_kill_at_every_step)
     free(run_ok(base, A("train", "--data", "corpus.txt", "--out", "ref", RUN_FLAGS, "--eval-interval", "2",
                         "--max-iters", "6"), &o, 0));
     bool table = getenv("CHAR_LM_TABLE") != NULL;
-    int kills = 0, kept_old = 0, got_new = 0, none_yet = 0;
-    for (int k = 1;; k++) {
-        snprintf(work, sizeof work, "%s/k%03d", root, k);
-        proc_remove_tree(work);
-        proc_copy_tree(base, work);
-        proc_remove_tree(proc_path(work, "ref"));
-        snprintf(run, sizeof run, "%s", proc_path(work, "run"));
-        snprintf(fault, sizeof fault, "CHAR_LM_FAULT=%d", k);
-        const char *const env[] = {fault, "PATH=/nonexistent", NULL};
-        proc_opts of = {.no_wrap = true, .env = env};
-        proc_result r;
-        snprintf(io, sizeof io, "%s.io", work);
-        const char *const *cmd = sc == S_FRESH ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
-                                                   "--eval-interval", "2", "--max-iters", "0")
-                                               : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
-                                                   "--max-iters", "4");
-        proc_run(work, cmd, io, &of, &r);
-        if (r.exited && r.code == 0) {   /* past the last fault point: every one was tried */
-            proc_result_free(&r);
-            proc_remove_tree(work);
-            break;
-        }
-        ck_assert_msg(r.signaled && r.sig == SIGKILL, "fault point %d: %s\n%s", k, proc_status_str(&r), r.err);
-        const char *said = strstr(r.err, "fault point");
-        char point[256] = "?";
-        if (said) snprintf(point, sizeof point, "%.*s", (int)strcspn(said, "\n"), said);
-        proc_result_free(&r);
-        kills++;
-
-        /* one whole checkpoint: the old one or the new one */
-        long live = live_iteration(run);
-        long want_from = live;
-        if (live < 0) {
-            ck_assert_msg(sc == S_FRESH, "%s: %s: no checkpoint left", scenario_names[sc], point);
-            none_yet++;
-        } else {
-            free(run_ok(work, A("sample", "--ckpt", "run", "--max-new-tokens", "3"), &o, 0));
-            long old = 2, new = sc == S_FRESH ? 0 : 4;
-            ck_assert_msg(live == new || (live == old && sc != S_FRESH), "%s: %s: live iteration %ld",
-                          scenario_names[sc], point, live);
-            if (live == new) got_new++;
-            else kept_old++;
-        }
-        if (table) printf("%-26s kill %3d  %-90s -> %s\n", scenario_names[sc], k, point,
-                          live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
-                                                                                       "new checkpoint live");
-
-        /* the run goes on from it and ends as if never killed */
-        char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
-                                              "--eval-interval", "2", "--max-iters", "6")
-                                          : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
-                                              "--max-iters", "6"), &o, 0);
-        if (want_from >= 0) {
-            char resuming[64];
-            snprintf(resuming, sizeof resuming, "resuming at iteration %ld", want_from);
-            ck_assert_msg(strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
-                          want_from, out);
-        }
-        free(out);
-        char what[400];
-        snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
-        assert_clean(run, what);
-        assert_same_run(run, ref, what);
-        proc_remove_tree(work);
-    }
+    kill_counts n = {0};
+    for (int k = 1; kill_once(sc, base, ref, k, table, &n); k++) continue;
     if (table)
         printf("%s: %d kill points; old checkpoint live after %d, new after %d, none yet after %d; every one resumed "
-               "to the uninterrupted run's losses and files\n", scenario_names[sc], kills, kept_old, got_new, none_yet);
-    ck_assert_int_ge(kills, 15);   /* every step was reached */
-    ck_assert_int_gt(got_new, 0);
-    ck_assert_int_gt(kept_old + none_yet, 0);
+               "to the uninterrupted run's losses and files\n", scenario_names[sc], n.kills, n.kept_old, n.got_new,
+               n.none_yet);
+    ck_assert_int_ge(n.kills, 15);   /* every step was reached */
+    ck_assert_int_gt(n.got_new, 0);
+    ck_assert_int_gt(n.kept_old + n.none_yet, 0);
 }
 END_TEST
 
@@ -313,14 +331,30 @@ static bool exists(const char *dir, const char *name)
     return lstat(proc_path(dir, name), &sb) == 0;
 }
 
+/* names [n] made in dir: a directory for a name ending in '/', else a one-byte file. */
+static void plant(const char *dir, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", proc_path(dir, names[i]));
+        size_t len = strlen(p);
+        if (p[len - 1] == '/') {
+            p[len - 1] = '\0';
+            ck_assert_int_eq(mkdir(p, 0755), 0);
+        } else {
+            proc_write_file(p, "x", 1);
+        }
+    }
+}
+
 /* For the tests that save checkpoints through the library: dir/ck made (its path in ck
  * [PATH_MAX]), dir/corpus.txt in c, a one-layer tiny config for it in cfg (the caller may change
  * the shape before making the model) and the train state of iteration iter in st. */
-static void small_run(const char *dir, char *ck, corpus *c, lm_config *cfg, lm_train_state *st, long iter)
+static void small_run(const char *dir, char *ck, ag_corpus *c, lm_config *cfg, lm_train_state *st, long iter)
 {
     snprintf(ck, PATH_MAX, "%s", proc_path(dir, "ck"));
     ck_assert_int_eq(mkdir(ck, 0755), 0);
-    ck_assert_int_eq(corpus_load(proc_path(dir, "corpus.txt"), c, NULL), AG_OK);
+    ck_assert_int_eq(ag_corpus_load(proc_path(dir, "corpus.txt"), c, NULL), AG_OK);
     ck_assert_int_eq(lm_config_preset(cfg, "tiny"), AG_OK);
     cfg->model.vocab_size = c->vocab.V;
     cfg->model.n_layer = 1;
@@ -333,7 +367,7 @@ START_TEST(test_layout)
 {
     const char *dir = fresh_dir("layout");
     char ck[PATH_MAX];
-    corpus c;
+    ag_corpus c;
     lm_config cfg;
     lm_train_state st;
     small_run(dir, ck, &c, &cfg, &st, 3);
@@ -361,21 +395,8 @@ START_TEST(test_layout)
                                "train_state.safetensors", "ckpt-00000009/model.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
                             "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a"};
-    for (int k = 0; k < 2; k++) {
-        const char *const *list = k ? theirs : leftovers;
-        int n = k ? (int)(sizeof theirs / sizeof *theirs) : (int)(sizeof leftovers / sizeof *leftovers);
-        for (int i = 0; i < n; i++) {
-            char p[PATH_MAX];
-            snprintf(p, sizeof p, "%s", proc_path(ck, list[i]));
-            size_t len = strlen(p);
-            if (p[len - 1] == '/') {
-                p[len - 1] = '\0';
-                ck_assert_int_eq(mkdir(p, 0755), 0);
-            } else {
-                proc_write_file(p, "x", 1);
-            }
-        }
-    }
+    plant(ck, leftovers, (int)(sizeof leftovers / sizeof *leftovers));
+    plant(ck, theirs, (int)(sizeof theirs / sizeof *theirs));
     lm_ckpt_clean(ck);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
@@ -384,7 +405,7 @@ START_TEST(test_layout)
     ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
     lm_model_free(&m);
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -455,13 +476,6 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // signals: answered at once wherever they land
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
-
 /* Waits until io.out holds `text`; false if the process ended first. */
 static bool wait_for_output(pid_t pid, const char *io, const char *text, size_t min_bytes)
 {
@@ -490,13 +504,13 @@ START_TEST(test_signal_during_evaluation)
     pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", "--config", "tiny", "--block-size",
                                   "32", "--batch-size", "32", "--eval-iters", "1000000", "--threads", "1"), io, &o);
     bool started = wait_for_output(pid, io, "training: ", 0);
-    struct timespec d = {0, 50000000}, t0;
+    struct timespec d = {0, 50000000};
     nanosleep(&d, NULL);   /* well inside the first evaluation */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, SIGINT);
     proc_result r;
     proc_wait(pid, io, &o, &r);
-    double took = seconds_since(&t0);
+    double took = ag_now_s() - t0;
     ck_assert_msg(started, "no header line: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 130, "SIGINT during the evaluation: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(took < 10, "SIGINT answered after %.1f s", took);
@@ -521,14 +535,13 @@ START_TEST(test_signal_during_sample)
     snprintf(io, sizeof io, "%s/sample", dir);
     pid_t pid = proc_start(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "10000000"), io, &o);
     bool started = wait_for_output(pid, io, NULL, 50);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, sig);
     proc_result r;
     proc_wait(pid, io, &o, &r);
     ck_assert_msg(started, "no output: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during sample: %s\n%s", sig, proc_status_str(&r), r.err);
-    ck_assert_msg(seconds_since(&t0) < 10, "signal %d answered late", sig);
+    ck_assert_msg(ag_now_s() - t0 < 10, "signal %d answered late", sig);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     ck_assert_msg(r.out_len > 0 && r.out[r.out_len - 1] == '\n', "the text does not end with its line");
     proc_result_free(&r);
@@ -635,13 +648,12 @@ START_TEST(test_signal_during_load)
     char *text = proc_make_corpus(3 << 20, &n);
     void (*was)(int) = signal(SIGPIPE, SIG_IGN);   /* the reader gone: EPIPE, not our death */
     bool reading = fd >= 0 && feed(fd, text, n, n, pid) == n;   /* most of it read by now */
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, sig);
     if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) == 0) feed(fd, text, n, (size_t)64 << 20, pid);
     proc_result r;
     proc_wait(pid, io, &o, &r);
-    double took = seconds_since(&t0);
+    double took = ag_now_s() - t0;
     if (fd >= 0) close(fd);
     signal(SIGPIPE, was);
     free(text);
@@ -757,12 +769,11 @@ START_TEST(test_hung_plotter_signal)
     snprintf(io, sizeof io, "%s/long", dir);
     pid_t pid = start_long_run(dir, io, &o);   /* evaluations every 3 steps: a plot started at 3 */
     int started = plotters_started(dir, 10);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = ag_now_s();
     kill(pid, SIGINT);
     proc_result r;
     proc_wait(pid, io, &o, &r);
-    double took = seconds_since(&t0);
+    double took = ag_now_s() - t0;
     ck_assert_msg(started > 0, "the fake gnuplot never ran: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 130, "SIGINT with gnuplot hung: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(took < 2, "SIGINT answered after %.2f s with gnuplot hung", took);
@@ -895,7 +906,7 @@ START_TEST(test_planted_directory)
 {
     const char *dir = fresh_dir("planted");
     char ck[PATH_MAX];
-    corpus c;
+    ag_corpus c;
     lm_config cfg;
     lm_train_state st;
     small_run(dir, ck, &c, &cfg, &st, 3);
@@ -905,12 +916,7 @@ START_TEST(test_planted_directory)
     const char *planted[] = {"ckpt-00000003/", "ckpt-00000003/notes.txt", "ckpt-00000003/model.safetensors.bak",
                              "ckpt-00000005/", "ckpt-00000005/notes.txt", "ckpt-00000005-b/", "ckpt-00000005-b/x",
                              "ckpt-00000007"};
-    for (size_t i = 0; i < sizeof planted / sizeof *planted; i++) {
-        char p[PATH_MAX];
-        snprintf(p, sizeof p, "%s", proc_path(ck, planted[i]));
-        if (p[strlen(p) - 1] == '/') ck_assert_int_eq(mkdir(p, 0755), 0);
-        else proc_write_file(p, "mine", 4);
-    }
+    plant(ck, planted, (int)(sizeof planted / sizeof *planted));
     ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
     st.iter = 5;   /* both names taken: an error that says so, the live checkpoint kept */
@@ -928,7 +934,7 @@ START_TEST(test_planted_directory)
     ck_assert_int_eq(m.iter, 7);
     lm_model_free(&m);
     ag_gpt_free(g);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
@@ -936,7 +942,7 @@ static int polls;
 static bool stop_after_two(void *user) { return ++polls > *(int *)user; }
 
 /* The corpus hash of the setup stops when asked (2 GiB of text took 15 s), and gives the same
- * hash as lm_ids_hash when not. */
+ * hash as ag_ids_hash when not. */
 START_TEST(test_hash_stops)
 {
     size_t n = (size_t)5 << 20;
@@ -945,12 +951,12 @@ START_TEST(test_hash_stops)
     for (size_t i = 0; i < n; i++) ids[i] = (int)(i * 2654435761u % 1000);
     int never = 1 << 30, two = 2;
     polls = 0;
-    ck_assert(lm_ids_hash_until(ids, n, stop_after_two, &never) == lm_ids_hash(ids, n));
+    ck_assert(ag_ids_hash_until(ids, n, stop_after_two, &never) == ag_ids_hash(ids, n));
     ck_assert_int_eq(polls, 5);   /* once per 2^20 ids */
     polls = 0;
-    ck_assert(lm_ids_hash_until(ids, n, stop_after_two, &two) == 0);
+    ck_assert(ag_ids_hash_until(ids, n, stop_after_two, &two) == 0);
     ck_assert_int_eq(polls, 3);
-    ck_assert(lm_ids_hash(ids, n) != lm_ids_hash(ids, n - 1));
+    ck_assert(ag_ids_hash(ids, n) != ag_ids_hash(ids, n - 1));
     free(ids);
 }
 END_TEST
@@ -962,7 +968,7 @@ START_TEST(test_attn_memory)
 {
     const char *dir = fresh_dir("attn_mem");
     char ck[PATH_MAX];
-    corpus c;
+    ag_corpus c;
     lm_config cfg;
     lm_train_state st;
     small_run(dir, ck, &c, &cfg, &st, 1);
@@ -993,37 +999,37 @@ START_TEST(test_attn_memory)
     ck_assert(!exists(dir, "heat.dat") && !exists(dir, "heat.png"));
     free(prompt);
     lm_model_free(&m);
-    corpus_free(&c);
+    ag_corpus_free(&c);
 }
 END_TEST
 
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
+/* A test case of s that runs in the suite's scratch root, killed after timeout seconds (0: check's default). */
+static TCase *new_case(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    if (timeout) tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 Suite *rundir_suite(void)
 {
     Suite *s = suite_create("rundir");
     TCase *tc;
 #ifndef AG_DOUBLE
-    tc = tcase_create("crash");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 600);
+    tc = new_case(s, "crash", 600);
     tcase_add_loop_test(tc, test_kill_at_every_step, 0, 3);
-    suite_add_tcase(s, tc);
 #else
     (void)test_kill_at_every_step;
 #endif
-    tc = tcase_create("layout");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
+    tc = new_case(s, "layout", 0);
     tcase_add_test(tc, test_layout);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("lock");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("signals");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "signals", 300);
 #ifndef AG_DOUBLE
     tcase_add_test(tc, test_signal_during_evaluation);
     tcase_add_loop_test(tc, test_signal_during_sample, 0, 3);
@@ -1034,10 +1040,7 @@ Suite *rundir_suite(void)
     (void)test_signal_during_load;
 #endif
     tcase_add_test(tc, test_signal_during_setup);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bounds");   /* issue 19: no wait without a bound, no lock deleted away */
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "bounds", 300);   /* issue 19: no wait without a bound, no lock deleted away */
 #ifndef AG_DOUBLE
     tcase_add_test(tc, test_hung_plotter_signal);
     tcase_add_test(tc, test_hung_plotter_timeout);
@@ -1052,11 +1055,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_planted_directory);
     tcase_add_test(tc, test_hash_stops);
     tcase_add_test(tc, test_attn_memory);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("links");
-    tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
-    suite_add_tcase(s, tc);
     return s;
 }

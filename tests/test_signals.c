@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "proc.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 static char root[64];
 
@@ -71,10 +72,67 @@ static void assert_same_file(const char *a, const char *b)
 
 static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
 
+/* 1. A long run in dir, sent sig once its progress line for step 10 is out: it exits 128 + sig,
+ * says where it stopped, and leaves no temporary file. Returns the iteration it stopped at. */
+static long interrupt_run(const char *dir, int sig, proc_opts *o)
+{
+    char io[160], outfile[200];
+    snprintf(io, sizeof io, "%s/run1", dir);
+    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "10000000"),
+                           io, o);
+    snprintf(outfile, sizeof outfile, "%s.out", io);
+    double t0 = ag_now_s();
+    bool seen = false;
+    while (!seen) {
+        char *so = proc_read_file(outfile, NULL);
+        seen = so && strstr(so, "iter 10/");
+        free(so);
+        if (seen || ag_now_s() - t0 > proc_timeout(o)) break;
+        if (!proc_running(pid)) break;
+        struct timespec d = {0, 5000000};
+        nanosleep(&d, NULL);
+    }
+    if (seen) kill(pid, sig);
+    else if (proc_running(pid)) kill(pid, SIGKILL);
+    proc_result r;
+    proc_wait(pid, io, o, &r);
+    ck_assert_msg(seen, "no progress line for step 10: %s\nstdout: %s\nstderr: %s", proc_status_str(&r), r.out, r.err);
+    ck_assert_msg(r.exited && r.code == 128 + sig, "after signal %d: %s, expected exit %d\nstderr: %s", sig,
+                  proc_status_str(&r), 128 + sig, r.err);
+    ck_assert_msg(strstr(r.err, "error") == NULL, "stderr: %s", r.err);
+    const char *said = strstr(r.out, "interrupted at iteration ");
+    ck_assert_msg(said != NULL, "stdout does not say it was interrupted:\n%s", r.out);
+    long stopped = atol(said + strlen("interrupted at iteration "));
+    ck_assert_msg(strstr(said, "checkpoint in run") != NULL, "stdout does not say where:\n%s", said);
+    ck_assert_int_ge(stopped, 11);
+    proc_result_free(&r);
+    ck_assert_ptr_null(proc_find_tmp(dir));
+    return stopped;
+}
+
+/* dir/run, resumed after stopping at iteration stopped, against dir/ref, never interrupted:
+ * every loss the same, to the last printed digit, and the same final checkpoint. */
+static void assert_same_run(const char *dir, long stopped)
+{
+    char run[160], ref[160];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(ref, sizeof ref, "%s/ref", dir);
+    char *a = metrics_losses(run), *b = metrics_losses(ref);
+    ck_assert_msg(strcmp(a, b) == 0, "losses differ after resuming at %ld:\nresumed:\n%s\nuninterrupted:\n%s", stopped,
+                  a, b);
+    ck_assert_int_eq(proc_lines(a), 1 + (int)(stopped + 12) + 1);   /* header, steps, final evaluation */
+    free(a);
+    free(b);
+    char run_ck[PATH_MAX], ref_ck[PATH_MAX];
+    snprintf(run_ck, sizeof run_ck, "%s", proc_ckpt(run));
+    snprintf(ref_ck, sizeof ref_ck, "%s", proc_ckpt(ref));
+    assert_same_file(proc_path(run_ck, "model.safetensors"), proc_path(ref_ck, "model.safetensors"));
+    assert_same_file(proc_path(run_ck, "train_state.safetensors"), proc_path(ref_ck, "train_state.safetensors"));
+}
+
 START_TEST(test_signal_then_resume)
 {
     int sig = sigs[_i];
-    int want = 128 + sig;
     char dir[128], io[160];
     snprintf(dir, sizeof dir, "%s/%s", root, sig == SIGINT ? "int" : sig == SIGTERM ? "term" : "hup");
     ck_assert_int_eq(mkdir(dir, 0755), 0);
@@ -85,41 +143,10 @@ START_TEST(test_signal_then_resume)
     proc_opts o = {.no_wrap = true};
 
     /* 1. a long run, interrupted after its 10th step */
-    snprintf(io, sizeof io, "%s/run1", dir);
-    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "10000000"),
-                           io, &o);
-    char outfile[200];
-    snprintf(outfile, sizeof outfile, "%s.out", io);
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    bool seen = false;
-    while (!seen) {
-        char *so = proc_read_file(outfile, NULL);
-        seen = so && strstr(so, "iter 10/");
-        free(so);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if (seen || (double)(t.tv_sec - t0.tv_sec) > proc_timeout(&o)) break;
-        if (!proc_running(pid)) break;
-        struct timespec d = {0, 5000000};
-        nanosleep(&d, NULL);
-    }
-    if (seen) kill(pid, sig);
-    else if (proc_running(pid)) kill(pid, SIGKILL);
-    proc_result r;
-    proc_wait(pid, io, &o, &r);
-    ck_assert_msg(seen, "no progress line for step 10: %s\nstdout: %s\nstderr: %s", proc_status_str(&r), r.out, r.err);
-    ck_assert_msg(r.exited && r.code == want, "after signal %d: %s, expected exit %d\nstderr: %s", sig,
-                  proc_status_str(&r), want, r.err);
-    ck_assert_msg(strstr(r.err, "error") == NULL, "stderr: %s", r.err);
-    const char *said = strstr(r.out, "interrupted at iteration ");
-    ck_assert_msg(said != NULL, "stdout does not say it was interrupted:\n%s", r.out);
-    long stopped = atol(said + strlen("interrupted at iteration "));
-    ck_assert_msg(strstr(said, "checkpoint in run") != NULL, "stdout does not say where:\n%s", said);
-    ck_assert_int_ge(stopped, 11);
-    proc_result_free(&r);
-    ck_assert_ptr_null(proc_find_tmp(dir));
+    long stopped = interrupt_run(dir, sig, &o);
 
     /* 2. the checkpoint it wrote is whole: it samples */
+    proc_result r;
     snprintf(io, sizeof io, "%s/sample", dir);
     proc_run(dir, A("sample", "--ckpt", "run", "--max-new-tokens", "5"), io, &o, &r);
     ck_assert_msg(r.exited && r.code == 0, "sample: %s\n%s", proc_status_str(&r), r.err);
@@ -140,22 +167,7 @@ START_TEST(test_signal_then_resume)
     proc_run(dir, A("train", "--data", "corpus.txt", "--out", "ref", RUN_FLAGS, "--max-iters", iters), io, &o, &r);
     ck_assert_msg(r.exited && r.code == 0, "reference run: %s\n%s", proc_status_str(&r), r.err);
     proc_result_free(&r);
-
-    /* every loss the same, to the last printed digit, and the same final checkpoint */
-    char run[160], ref[160];
-    snprintf(run, sizeof run, "%s/run", dir);
-    snprintf(ref, sizeof ref, "%s/ref", dir);
-    char *a = metrics_losses(run), *b = metrics_losses(ref);
-    ck_assert_msg(strcmp(a, b) == 0, "losses differ after resuming at %ld:\nresumed:\n%s\nuninterrupted:\n%s", stopped,
-                  a, b);
-    ck_assert_int_eq(proc_lines(a), 1 + (int)(stopped + 12) + 1);   /* header, steps, final evaluation */
-    free(a);
-    free(b);
-    char run_ck[PATH_MAX], ref_ck[PATH_MAX];
-    snprintf(run_ck, sizeof run_ck, "%s", proc_ckpt(run));
-    snprintf(ref_ck, sizeof ref_ck, "%s", proc_ckpt(ref));
-    assert_same_file(proc_path(run_ck, "model.safetensors"), proc_path(ref_ck, "model.safetensors"));
-    assert_same_file(proc_path(run_ck, "train_state.safetensors"), proc_path(ref_ck, "train_state.safetensors"));
+    assert_same_run(dir, stopped);
     proc_remove_tree(dir);
 }
 END_TEST

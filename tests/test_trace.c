@@ -716,13 +716,13 @@ static void check_sample(lm_model *m)
     size_t n = 0;
     for (int i = 0; i < 60; i++) {
         ck_assert(got[i] >= 0 && got[i] < m->vocab.V);
-        n += (size_t)vocab_utf8(&m->vocab, got[i], text + n);
+        n += (size_t)ag_vocab_utf8(&m->vocab, got[i], text + n);
     }
     uint32_t *cps = NULL;
     size_t ncp = 0;
-    ck_assert_msg(utf8_decode("sample", text, n, &cps, &ncp, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(ag_utf8_decode("sample", text, n, &cps, &ncp, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_uint_eq(ncp, 60);
-    for (size_t i = 0; i < ncp; i++) ck_assert_int_ge(vocab_id(&m->vocab, cps[i]), 0);
+    for (size_t i = 0; i < ncp; i++) ck_assert_int_ge(ag_vocab_id(&m->vocab, cps[i]), 0);
     free(cps);
 }
 
@@ -741,7 +741,7 @@ START_TEST(test_chinese_corpus)
     lm_model m;
     ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
     ck_assert_int_eq(m.vocab.cp[0], '\n');
-    ck_assert_int_ge(vocab_id(&m.vocab, 0x6708), 0);   /* 月 */
+    ck_assert_int_ge(ag_vocab_id(&m.vocab, 0x6708), 0);   /* 月 */
     check_sample(&m);                                  /* through the KV cache */
     lm_model_free(&m);
 
@@ -755,7 +755,7 @@ START_TEST(test_chinese_corpus)
     /* greedy sampling through the cache = the argmax of a full forward over the prompt */
     int *ids = NULL;
     size_t np = 0;
-    ck_assert_int_eq(vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, fresh_cause()), AG_OK);
     ag_ctx *ctx = ag_ctx_new();
     ag_ctx_set_grad(ctx, false);
     ag_tensor *lg = ag_gpt_forward(ctx, m.g, ids, NULL, 1, (int)np, NULL, NULL);   // [1,4,V]

@@ -52,7 +52,7 @@ void lm_attn_label(uint32_t cp, char out[16])
     case ' ': strcpy(out, "\xe2\x90\xa3"); return;   /* U+2423 OPEN BOX, the visible space */
     }
     if (cp < 0x20 || cp == 0x7f) snprintf(out, 16, "U+%04X", (unsigned)cp);
-    else if (!utf8_put(cp, out)) snprintf(out, 16, "U+%04X", (unsigned)cp);
+    else if (!ag_utf8_put(cp, out)) snprintf(out, 16, "U+%04X", (unsigned)cp);
 }
 
 // --- `char_lm attn` ---
@@ -70,7 +70,7 @@ static ag_status check_args(lm_model *m, const char *prompt, int layer, int head
         return ag_seterr(err, AG_ERR_ARG, "--head %d: the model has %d heads (0 .. %d)", head, cfg->n_head,
                          cfg->n_head - 1);
     if (!prompt || !*prompt) return ag_seterr(err, AG_ERR_ARG, "--prompt must not be empty");
-    ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), ids, n, err);
+    ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), ids, n, err);
     if (s) return s;
     if (*n <= (size_t)cfg->block_size) return AG_OK;
     free(*ids);

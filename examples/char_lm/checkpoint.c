@@ -18,44 +18,17 @@
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
 
-#define FNV_OFFSET 0xcbf29ce484222325ull   /* FNV-1a, 64 bit */
-
-/* FNV-1a over the 4 bytes of x, the low one first. */
-static uint64_t fnv_u32(uint64_t h, uint32_t x)
-{
-    for (int b = 0; b < 4; b++) {
-        h ^= (x >> (8 * b)) & 0xFF;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-uint64_t lm_ids_hash(const int *ids, size_t n)
-{
-    return lm_ids_hash_until(ids, n, NULL, NULL);
-}
-
-uint64_t lm_ids_hash_until(const int *ids, size_t n, bool (*stop)(void *user), void *user)
-{
-    uint64_t h = FNV_OFFSET;
-    for (size_t i = 0; i < n; i++) {
-        if (stop && i % ((size_t)1 << 20) == 0 && stop(user)) return 0;   /* 2 GiB of text took 15 s */
-        h = fnv_u32(h, (uint32_t)ids[i]);
-    }
-    return h;
-}
-
 /* The binding of a train state to its model (issue 19): FNV-1a of the weights as the model
  * file holds them (F32). Two branches of one run (cp -r, two resumes) have other weights at
  * the same iteration, so a model and a train state of different branches do not pair. */
 static uint64_t weights_hash(const ag_params *P)
 {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = AG_FNV1A_INIT;
     for (size_t i = 0; i < P->total; i++) {
         float f = (float)P->data[i];
         uint32_t bits;
         memcpy(&bits, &f, sizeof bits);
-        h = fnv_u32(h, bits);
+        h = ag_fnv1a_u32(h, bits);
     }
     return h;
 }
@@ -157,7 +130,7 @@ static void fault_hook(const char *step, const char *path, void *user)
 
 static const ag_st_save_opts with_faults = {.step_hook = fault_hook};
 
-ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                              long iter, uint64_t run_id, ag_error *err)
 {
     char path[PATHLEN];
@@ -167,7 +140,7 @@ ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *
     c.model = g->cfg;
     c.model.vocab_size = v->V;
     char *config = lm_config_to_json(&c);
-    char *vjson = vocab_to_json(v);
+    char *vjson = ag_vocab_to_json(v);
     ag_st_tensor *t = NULL;
     char **names = NULL;
     ag_status st = AG_ERR_NOMEM;
@@ -393,7 +366,7 @@ static ag_status ckpt_name(const char *dir, long iter, const char *live, char *n
 }
 
 /* Both files into the directory tmp (made afresh). */
-static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                             const lm_train_state *st, ag_error *err)
 {
     remove_ckpt_dir(tmp);   /* a leftover of a killed run */
@@ -418,7 +391,7 @@ static void remove_replaced(const char *dir, const char *live, const char *name)
     }
 }
 
-ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err)
 {
     char path[PATHLEN];
@@ -571,7 +544,7 @@ void lm_model_free(lm_model *m)
 {
     if (!m) return;
     ag_gpt_free(m->g);
-    vocab_free(&m->vocab);
+    ag_vocab_free(&m->vocab);
     memset(m, 0, sizeof *m);
 }
 
@@ -602,7 +575,7 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
     if (strlen(vjson) > vmax)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"vocab\" is %zu bytes, more than the %zu a vocabulary "
                          "of vocab_size %d can take", path, strlen(vjson), vmax, m->cfg.model.vocab_size);
-    if ((st = vocab_from_json(path, vjson, &m->vocab, err))) return st;
+    if ((st = ag_vocab_from_json(path, vjson, &m->vocab, err))) return st;
     if (m->vocab.V != m->cfg.model.vocab_size)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: the vocab has %d characters, the config says vocab_size %d", path,
                          m->vocab.V, m->cfg.model.vocab_size);

@@ -40,7 +40,8 @@
 #include <stdbool.h>
 #include "attograd.h"
 #include "config.h"
-#include "corpus.h"
+#include "data/corpus.h"
+#include "data/hash.h"
 
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
@@ -51,7 +52,7 @@
 /* A model read from a checkpoint. Owns g and vocab; free with lm_model_free. */
 typedef struct {
     lm_config cfg;      /* cfg.model.vocab_size == vocab.V */
-    vocab vocab;
+    ag_vocab vocab;
     ag_gpt *g;
     long iter;          /* "iter" of model.safetensors */
     uint64_t run_id;    /* "run_id" of model.safetensors; 0 in checkpoints older than it */
@@ -64,18 +65,11 @@ typedef struct {
     uint64_t run_id;    /* drawn when the run started (lm_new_run_id), kept by --resume; 0: none */
     ag_rng rng;         /* the batch sampler, as it is before step `iter` draws its batch */
     size_t n_tokens, n_train, n_val;
-    uint64_t data_hash; /* lm_ids_hash of all the tokens: a different --data is noticed */
+    uint64_t data_hash; /* ag_ids_hash of all the tokens: a different --data is noticed */
     bool has_eval;      /* an evaluation was done at iter: */
     double eval_train;  /*   its train loss */
     double eval_val;    /*   its val loss (NaN without a validation split) */
 } lm_train_state;
-
-/* FNV-1a over the token ids (cannot fail). */
-uint64_t lm_ids_hash(const int *ids, size_t n);
-/* The same, asking stop(user) every 2^20 ids (stop NULL: never): once it says true, the hash
- * is abandoned and 0 returned, so that a stop signal ends even the hash of 2 GiB of text
- * within a few milliseconds. */
-uint64_t lm_ids_hash_until(const int *ids, size_t n, bool (*stop)(void *user), void *user);
 
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
@@ -97,13 +91,13 @@ void lm_ckpt_clean(const char *dir);
 
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
-ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                              long iter, uint64_t run_id, ag_error *err);
 /* Writes DIR/train_state.safetensors from g->params->m, ->v and st. */
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *st, ag_error *err);
 /* A checkpoint of the run in DIR (iter = st->iter, run_id = st->run_id), committed as the
  * comment at the top says; on failure the previous checkpoint is still the live one. */
-ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const vocab *v,
+ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err);
 
 /* --- the cost of what a config asks for, checked before paying it ---

@@ -1,8 +1,8 @@
-/* cli.c -- char_lm's command line: one parser per subcommand, all checks before any work.
- * The hyper-parameter flags of `train` come from the table in config.c (and so do the lines of
- * its switches in `train --help`: their values from the switches' tables); the few others
- * (--data, --out, --resume, ...) are handled here. Nothing is printed: errors come back as a
- * one-line message for main.c. */
+/* cli.c -- char_lm's command line: one flag loop (each_flag) hands every argument to its
+ * subcommand's handler, and every check comes before any work. The hyper-parameter flags of
+ * `train` come from the table in config.c (and so do the lines of its switches in `train
+ * --help`: their values from the switches' tables); the few others (--data, --out, --resume,
+ * ...) are handled here. Nothing is printed: errors come back as a one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -197,7 +197,7 @@ const char *lm_cli_usage(lm_command cmd)
     }
 }
 
-// --- helpers ---
+// --- the flag loop: one for every subcommand ---
 
 static const char *cmd_name(lm_command c)
 {
@@ -205,33 +205,56 @@ static const char *cmd_name(lm_command c)
          : c == LM_CMD_ATTN ? "attn" : "";
 }
 
-/* Splits argv[*i] into flag and value ("--lr=3e-4", or "--lr" "3e-4" taking argv[*i+1]).
- * flag is copied into fbuf. *value is NULL when the flag has none (yet). */
-static void split_flag(char **argv, int *i, char *fbuf, size_t fn, const char **value, bool *inline_value)
+/* One argument of argv as the loop hands it to a subcommand: "--lr=3e-4", or "--lr" whose value
+ * take_value then takes from the next argument. */
+typedef struct {
+    int argc;
+    char **argv;
+    int *i;                /* argv[*i] is this flag; take_value may move it on to the value */
+    char flag[64];         /* the flag without "=value" */
+    const char *value;     /* the value written after '=', or NULL */
+    bool inline_value;     /* the flag was written "--flag=value" */
+} flag_arg;
+
+/* A subcommand's handler of one flag: AG_OK, or AG_ERR_ARG with the message in err. */
+typedef ag_status (*flag_fn)(void *args, flag_arg *f, ag_error *err);
+
+/* Every argument after the command, split into flag and value and handed to fn in order; the
+ * first error stops the loop. */
+static ag_status each_flag(int argc, char **argv, flag_fn fn, void *args, ag_error *err)
 {
-    const char *a = argv[*i];
-    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-    if (eq) {
-        size_t n = (size_t)(eq - a) < fn - 1 ? (size_t)(eq - a) : fn - 1;
-        memcpy(fbuf, a, n);
-        fbuf[n] = '\0';
-        *value = eq + 1;
-        *inline_value = true;
-    } else {
-        snprintf(fbuf, fn, "%s", a);
-        *value = NULL;
-        *inline_value = false;
+    for (int i = 2; i < argc; i++) {
+        flag_arg f = { .argc = argc, .argv = argv, .i = &i };
+        const char *a = argv[i];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (eq) {
+            size_t n = (size_t)(eq - a) < sizeof f.flag - 1 ? (size_t)(eq - a) : sizeof f.flag - 1;
+            memcpy(f.flag, a, n);
+            f.flag[n] = '\0';
+            f.value = eq + 1;
+            f.inline_value = true;
+        } else {
+            snprintf(f.flag, sizeof f.flag, "%s", a);
+        }
+        ag_status s = fn(args, &f, err);
+        if (s) return s;
     }
+    return AG_OK;
 }
 
 /* The value of a flag that takes one: inline, or the next argument. */
-static ag_status take_value(int argc, char **argv, int *i, const char *flag, const char **value,
-                            bool inline_value, ag_error *err)
+static ag_status take_value(flag_arg *f, ag_error *err)
 {
-    if (inline_value) return AG_OK;
-    if (*i + 1 >= argc) return ag_seterr(err, AG_ERR_ARG, "%s needs a value", flag);
-    *value = argv[++*i];
+    if (f->inline_value) return AG_OK;
+    if (*f->i + 1 >= f->argc) return ag_seterr(err, AG_ERR_ARG, "%s needs a value", f->flag);
+    f->value = f->argv[++*f->i];
     return AG_OK;
+}
+
+static ag_status no_value(const flag_arg *f, ag_error *err)
+{
+    if (!f->inline_value) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "%s takes no value", f->flag);
 }
 
 static ag_status parse_long(const char *flag, const char *s, long lo, long hi, long *out, ag_error *err)
@@ -246,25 +269,27 @@ static ag_status parse_long(const char *flag, const char *s, long lo, long hi, l
     return AG_OK;
 }
 
-static ag_status no_value(const char *flag, bool inline_value, ag_error *err)
+/* The value of a flag that takes a whole number in [lo, hi]. */
+static ag_status take_long(flag_arg *f, long lo, long hi, long *out, ag_error *err)
 {
-    if (!inline_value) return AG_OK;
-    return ag_seterr(err, AG_ERR_ARG, "%s takes no value", flag);
+    if (take_value(f, err)) return AG_ERR_ARG;
+    return parse_long(f->flag, f->value, lo, hi, out, err);
 }
 
-/* --trace-shapes / --trace-only: true when flag is one of them (and sets it). */
-static bool trace_flag(lm_trace_args *t, const char *flag, bool inline_value, ag_status *st, ag_error *err)
+/* --trace-shapes / --trace-only: true when f is one of them (and sets it). */
+static bool trace_flag(lm_trace_args *t, const flag_arg *f, ag_status *st, ag_error *err)
 {
-    bool shapes = strcmp(flag, "--trace-shapes") == 0, only = strcmp(flag, "--trace-only") == 0;
+    bool shapes = strcmp(f->flag, "--trace-shapes") == 0, only = strcmp(f->flag, "--trace-only") == 0;
     if (!shapes && !only) return false;
-    *st = no_value(flag, inline_value, err);
+    *st = no_value(f, err);
     t->shapes = true;
     t->only = t->only || only;
     return true;
 }
 
-static ag_status unknown(lm_command cmd, const char *arg, ag_error *err)
+static ag_status unknown(lm_command cmd, const flag_arg *f, ag_error *err)
 {
+    const char *arg = f->argv[*f->i];
     if (strncmp(arg, "-", 1) == 0)
         return ag_seterr(err, AG_ERR_ARG, "unknown flag '%s' for %s (see: char_lm %s --help)", arg, cmd_name(cmd),
                          cmd_name(cmd));
@@ -289,95 +314,82 @@ static bool wants_help(int argc, char **argv)
 // --- train ---
 
 /* Pass 1: --config picks the preset the other flags then override, wherever it stands. */
-static ag_status pick_preset(lm_train_args *t, int argc, char **argv, ag_error *err)
+static ag_status config_flag(void *args, flag_arg *f, ag_error *err)
 {
-    t->config_name = "baby";
-    for (int i = 2; i < argc; i++) {
-        char flag[64];
-        const char *value;
-        bool inl;
-        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
-        if (strcmp(flag, "--config") != 0) continue;
-        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
-        t->config_name = value;
-        t->config_given = true;
-    }
-    if (lm_config_preset(&t->cfg, t->config_name))
-        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby or small (got '%s')", t->config_name);
+    lm_train_args *t = args;
+    if (strcmp(f->flag, "--config") != 0) return AG_OK;
+    if (take_value(f, err)) return AG_ERR_ARG;
+    t->config_name = f->value;
+    t->config_given = true;
     return AG_OK;
 }
 
 /* A hyper-parameter flag of the table: a switch (--no-scale) or one that takes a value. */
-static ag_status table_flag(lm_train_args *t, const lm_field *f, int argc, char **argv, int *i, const char *flag,
-                            const char *value, bool inl, ag_error *err)
+static ag_status table_flag(lm_train_args *t, const lm_field *fl, flag_arg *f, ag_error *err)
 {
-    if (f->type == LM_T_BOOL) {
-        if (no_value(flag, inl, err)) return AG_ERR_ARG;
-        value = "true";
-    } else if (take_value(argc, argv, i, flag, &value, inl, err)) {
+    if (fl->type == LM_T_BOOL) {
+        if (no_value(f, err)) return AG_ERR_ARG;
+        f->value = "true";
+    } else if (take_value(f, err)) {
         return AG_ERR_ARG;
     }
-    if (lm_field_parse(&t->cfg, f, value, err)) return AG_ERR_ARG;
-    t->given[f - lm_fields] = true;
+    if (lm_field_parse(&t->cfg, fl, f->value, err)) return AG_ERR_ARG;
+    t->given[fl - lm_fields] = true;
+    return AG_OK;
+}
+
+/* --allreduce end|overlap */
+static ag_status allreduce_flag(lm_train_args *t, flag_arg *f, ag_error *err)
+{
+    if (take_value(f, err)) return AG_ERR_ARG;
+    int m = 0;
+    while (lm_allreduce_names[m] && strcmp(lm_allreduce_names[m], f->value) != 0) m++;
+    if (!lm_allreduce_names[m])
+        return ag_seterr(err, AG_ERR_ARG, "--allreduce must be end or overlap (got '%s')", f->value);
+    t->allreduce = (lm_allreduce_mode)m;
     return AG_OK;
 }
 
 /* The flags of a run that are not hyper-parameters: --data, --out, --resume, ... */
-static ag_status run_flag(lm_train_args *t, int argc, char **argv, int *i, const char *flag, const char *value,
-                          bool inl, ag_error *err)
+static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
 {
+    const char *flag = f->flag;
+    const char **path = strcmp(flag, "--data") == 0 ? &t->data : strcmp(flag, "--out") == 0 ? &t->out
+                      : strcmp(flag, "--init-from") == 0 ? &t->init_from : NULL;
+    bool *on = strcmp(flag, "--resume") == 0 ? &t->resume : strcmp(flag, "--overwrite") == 0 ? &t->overwrite : NULL;
     long v;
-    if (strcmp(flag, "--config") == 0) {   /* pass 1 read it */
-        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
-    } else if (strcmp(flag, "--data") == 0) {
-        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
-        t->data = value;
-    } else if (strcmp(flag, "--out") == 0) {
-        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
-        t->out = value;
-    } else if (strcmp(flag, "--init-from") == 0) {
-        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
-        t->init_from = value;
-        if (!*value) return require(value, flag, LM_CMD_TRAIN, err);
+    if (strcmp(flag, "--config") == 0) return take_value(f, err);   /* pass 1 read it */
+    if (path) {
+        if (take_value(f, err)) return AG_ERR_ARG;
+        *path = f->value;
+        return path == &t->init_from && !*f->value ? require(f->value, flag, LM_CMD_TRAIN, err) : AG_OK;
+    }
+    if (on) {
+        if (no_value(f, err)) return AG_ERR_ARG;
+        *on = true;
     } else if (strcmp(flag, "--threads") == 0) {
-        if (take_value(argc, argv, i, flag, &value, inl, err) || parse_long(flag, value, 1, 1024, &v, err))
-            return AG_ERR_ARG;
+        if (take_long(f, 1, 1024, &v, err)) return AG_ERR_ARG;
         t->threads = (int)v;
     } else if (strcmp(flag, "--grad-accum") == 0) {
-        if (take_value(argc, argv, i, flag, &value, inl, err) || parse_long(flag, value, 1, 1 << 20, &v, err))
-            return AG_ERR_ARG;
+        if (take_long(f, 1, 1 << 20, &v, err)) return AG_ERR_ARG;
         t->grad_accum = (int)v;
     } else if (strcmp(flag, "--allreduce") == 0) {
-        if (take_value(argc, argv, i, flag, &value, inl, err)) return AG_ERR_ARG;
-        int m = 0;
-        while (lm_allreduce_names[m] && strcmp(lm_allreduce_names[m], value) != 0) m++;
-        if (!lm_allreduce_names[m])
-            return ag_seterr(err, AG_ERR_ARG, "--allreduce must be end or overlap (got '%s')", value);
-        t->allreduce = (lm_allreduce_mode)m;
-    } else if (strcmp(flag, "--resume") == 0) {
-        if (no_value(flag, inl, err)) return AG_ERR_ARG;
-        t->resume = true;
-    } else if (strcmp(flag, "--overwrite") == 0) {
-        if (no_value(flag, inl, err)) return AG_ERR_ARG;
-        t->overwrite = true;
+        return allreduce_flag(t, f, err);
     } else {
-        return unknown(LM_CMD_TRAIN, argv[*i], err);
+        return unknown(LM_CMD_TRAIN, f, err);
     }
     return AG_OK;
 }
 
-/* Pass 2: argv[*i], a flag of any kind. */
-static ag_status train_flag(lm_train_args *t, int argc, char **argv, int *i, ag_error *err)
+/* Pass 2: a flag of any kind. */
+static ag_status train_flag(void *args, flag_arg *f, ag_error *err)
 {
-    char flag[64];
-    const char *value;
-    bool inl;
-    split_flag(argv, i, flag, sizeof flag, &value, &inl);
-    const lm_field *f = lm_field_by_flag(flag);
+    lm_train_args *t = args;
+    const lm_field *fl = lm_field_by_flag(f->flag);
     ag_status st = AG_OK;
-    if (f) return table_flag(t, f, argc, argv, i, flag, value, inl, err);
-    if (trace_flag(&t->trace, flag, inl, &st, err)) return st;
-    return run_flag(t, argc, argv, i, flag, value, inl, err);
+    if (fl) return table_flag(t, fl, f, err);
+    if (trace_flag(&t->trace, f, &st, err)) return st;
+    return run_flag(t, f, err);
 }
 
 /* What no single flag can check: the required ones, --resume against --init-from, the whole config. */
@@ -392,19 +404,67 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
     const lm_field *decay = lm_field_by_key("lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
     ag_status s = lm_config_validate(&t->cfg, false, err);
-    /* a resumed run's config is the checkpoint's with these flags: train.c checks the merge */
+    /* a resumed run's config is the checkpoint's with these flags: train_setup.c checks the merge */
     return s || t->resume ? s : lm_config_check_training(&t->cfg, err);
 }
 
 static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *err)
 {
     memset(t, 0, sizeof *t);
-    ag_status s = pick_preset(t, argc, argv, err);
-    for (int i = 2; s == AG_OK && i < argc; i++) s = train_flag(t, argc, argv, &i, err);
+    t->config_name = "baby";
+    ag_status s = each_flag(argc, argv, config_flag, t, err);
+    if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
+        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby or small (got '%s')", t->config_name);
+    if (s == AG_OK) s = each_flag(argc, argv, train_flag, t, err);
     return s ? s : finish_train(t, err);
 }
 
-// --- sample and eval ---
+// --- sample, eval and attn ---
+
+/* --temperature: a finite number > 0. */
+static ag_status parse_temperature(const char *value, double *out, ag_error *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(value, &end);
+    if (!*value || *end || errno == ERANGE || !isfinite(d) || *value == ' ')
+        return ag_seterr(err, AG_ERR_ARG, "--temperature: not a finite number: '%s'", value);
+    if (!(d > 0)) return ag_seterr(err, AG_ERR_ARG, "--temperature must be > 0 (got %s)", value);
+    *out = d;
+    return AG_OK;
+}
+
+static ag_status sample_flag(void *args, flag_arg *f, ag_error *err)
+{
+    lm_sample_args *s = args;
+    const char *flag = f->flag;
+    ag_status st = AG_OK;
+    if (trace_flag(&s->trace, f, &st, err)) return st;
+    bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
+                 strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
+                 strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
+    if (!known) return unknown(LM_CMD_SAMPLE, f, err);
+    if (take_value(f, err)) return AG_ERR_ARG;
+    long v;
+    if (strcmp(flag, "--ckpt") == 0) {
+        s->ckpt = f->value;
+    } else if (strcmp(flag, "--prompt") == 0) {
+        s->prompt = f->value;
+    } else if (strcmp(flag, "--max-new-tokens") == 0) {
+        if (parse_long(flag, f->value, 0, 10000000, &v, err)) return AG_ERR_ARG;
+        s->max_new_tokens = v;
+    } else if (strcmp(flag, "--top-k") == 0) {
+        if (parse_long(flag, f->value, 0, 1114112, &v, err)) return AG_ERR_ARG;
+        s->top_k = (int)v;
+    } else if (strcmp(flag, "--temperature") == 0) {
+        return parse_temperature(f->value, &s->temperature, err);
+    } else { /* --seed: the same rules as train's */
+        lm_config c;
+        if (lm_field_parse(&c, lm_field_by_key("seed"), f->value, err)) return AG_ERR_ARG;
+        s->seed = c.seed;
+    }
+    return AG_OK;
+}
 
 static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error *err)
 {
@@ -413,71 +473,48 @@ static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error
     s->temperature = 1.0;
     s->top_k = 0;
     s->seed = 1337;
-    for (int i = 2; i < argc; i++) {
-        char flag[64];
-        const char *value;
-        bool inl;
-        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
-        ag_status st = AG_OK;
-        if (trace_flag(&s->trace, flag, inl, &st, err)) {
-            if (st) return st;
-            continue;
-        }
-        bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
-                     strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
-                     strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
-        if (!known) return unknown(LM_CMD_SAMPLE, argv[i], err);
-        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
-        long v;
-        if (strcmp(flag, "--ckpt") == 0) {
-            s->ckpt = value;
-        } else if (strcmp(flag, "--prompt") == 0) {
-            s->prompt = value;
-        } else if (strcmp(flag, "--max-new-tokens") == 0) {
-            if (parse_long(flag, value, 0, 10000000, &v, err)) return AG_ERR_ARG;
-            s->max_new_tokens = v;
-        } else if (strcmp(flag, "--top-k") == 0) {
-            if (parse_long(flag, value, 0, 1114112, &v, err)) return AG_ERR_ARG;
-            s->top_k = (int)v;
-        } else if (strcmp(flag, "--temperature") == 0) {
-            char *end = NULL;
-            errno = 0;
-            double d = strtod(value, &end);
-            if (!*value || *end || errno == ERANGE || !isfinite(d) || *value == ' ')
-                return ag_seterr(err, AG_ERR_ARG, "--temperature: not a finite number: '%s'", value);
-            if (!(d > 0)) return ag_seterr(err, AG_ERR_ARG, "--temperature must be > 0 (got %s)", value);
-            s->temperature = d;
-        } else { /* --seed: the same rules as train's */
-            lm_config c;
-            if (lm_field_parse(&c, lm_field_by_key("seed"), value, err)) return AG_ERR_ARG;
-            s->seed = c.seed;
-        }
-    }
+    if (each_flag(argc, argv, sample_flag, s, err)) return AG_ERR_ARG;
     return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err);
+}
+
+static ag_status eval_flag(void *args, flag_arg *f, ag_error *err)
+{
+    lm_eval_args *e = args;
+    ag_status st = AG_OK;
+    if (trace_flag(&e->trace, f, &st, err)) return st;
+    const char **dst = strcmp(f->flag, "--ckpt") == 0 ? &e->ckpt : strcmp(f->flag, "--data") == 0 ? &e->data : NULL;
+    if (!dst) return unknown(LM_CMD_EVAL, f, err);
+    if (take_value(f, err)) return AG_ERR_ARG;
+    *dst = f->value;
+    return AG_OK;
 }
 
 static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, ag_error *err)
 {
     memset(e, 0, sizeof *e);
-    for (int i = 2; i < argc; i++) {
-        char flag[64];
-        const char *value;
-        bool inl;
-        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
-        ag_status st = AG_OK;
-        if (trace_flag(&e->trace, flag, inl, &st, err)) {
-            if (st) return st;
-            continue;
-        }
-        const char **dst = strcmp(flag, "--ckpt") == 0 ? &e->ckpt
-                         : strcmp(flag, "--data") == 0 ? &e->data : NULL;
-        if (!dst) return unknown(LM_CMD_EVAL, argv[i], err);
-        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
-        *dst = value;
-    }
+    if (each_flag(argc, argv, eval_flag, e, err)) return AG_ERR_ARG;
     if (require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) ||
         require(e->data, "--data", LM_CMD_EVAL, err))
         return AG_ERR_ARG;
+    return AG_OK;
+}
+
+static ag_status attn_flag(void *args, flag_arg *f, ag_error *err)
+{
+    lm_attn_args *a = args;
+    const char *flag = f->flag;
+    const char **dst = strcmp(flag, "--ckpt") == 0 ? &a->ckpt : strcmp(flag, "--prompt") == 0 ? &a->prompt
+                     : strcmp(flag, "--out") == 0 ? &a->out : NULL;
+    int *num = strcmp(flag, "--layer") == 0 ? &a->layer : strcmp(flag, "--head") == 0 ? &a->head : NULL;
+    if (!dst && !num) return unknown(LM_CMD_ATTN, f, err);
+    if (take_value(f, err)) return AG_ERR_ARG;
+    long v;
+    if (dst) {
+        *dst = f->value;
+    } else {   /* --layer, --head: the upper bound is the model's, checked once it is loaded */
+        if (parse_long(flag, f->value, 0, 1 << 20, &v, err)) return AG_ERR_ARG;
+        *num = (int)v;
+    }
     return AG_OK;
 }
 
@@ -485,28 +522,7 @@ static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *er
 {
     memset(a, 0, sizeof *a);
     a->head = -1;
-    for (int i = 2; i < argc; i++) {
-        char flag[64];
-        const char *value;
-        bool inl;
-        split_flag(argv, &i, flag, sizeof flag, &value, &inl);
-        bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 || strcmp(flag, "--out") == 0 ||
-                     strcmp(flag, "--layer") == 0 || strcmp(flag, "--head") == 0;
-        if (!known) return unknown(LM_CMD_ATTN, argv[i], err);
-        if (take_value(argc, argv, &i, flag, &value, inl, err)) return AG_ERR_ARG;
-        long v;
-        if (strcmp(flag, "--ckpt") == 0) {
-            a->ckpt = value;
-        } else if (strcmp(flag, "--prompt") == 0) {
-            a->prompt = value;
-        } else if (strcmp(flag, "--out") == 0) {
-            a->out = value;
-        } else {   /* --layer, --head: the upper bound is the model's, checked once it is loaded */
-            if (parse_long(flag, value, 0, 1 << 20, &v, err)) return AG_ERR_ARG;
-            if (strcmp(flag, "--layer") == 0) a->layer = (int)v;
-            else a->head = (int)v;
-        }
-    }
+    if (each_flag(argc, argv, attn_flag, a, err)) return AG_ERR_ARG;
     if (require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) ||
         require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||
         require(a->out, "--out", LM_CMD_ATTN, err))

@@ -2,7 +2,7 @@
  * of ../shared/MODEL.md (tiny, baby, small), and one table that describes each field once:
  * its command-line flag, its JSON key in a checkpoint, its type and its valid range. The
  * command-line parser (cli.c), the checkpoint writer and reader (checkpoint.c) and --resume's
- * "may this change?" check (train.c) all walk that table, so a new hyper-parameter is one
+ * "may this change?" check (train_setup.c) all walk that table, so a new hyper-parameter is one
  * struct field plus one table row.
  *
  * Nothing here prints or exits: errors come back as a status and a one-line message in an

@@ -3,33 +3,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "ddp.h"
+#include "data/hash.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
 
 struct lm_ddp {
     lm_ddp_opts o;
     int N, rank, K, b;      /* ranks, micro-batches per rank, windows per micro-batch */
-    size_t *off;            /* [B] this step's window offsets, the same on every rank */
-    int *x, *y;             /* [b,T] one micro-batch */
     size_t *block_start;    /* [n_layer] element offset of blocks.l's first parameter; NULL: no
                                overlap (one rank, --allreduce end, or an unexpected layout) */
     size_t sent_from;       /* overlap: gradients [sent_from, total) are being reduced */
+    bool hooked;            /* overlap: the mark hook is on the ctx */
     double red[3];          /* reduced with the gradients: loss sum, ranks with SIGINT, with SIGTERM */
     int stop;               /* the stop request agreed at the last step */
     ag_error hook_err;      /* the first failure inside the mark hook */
+    double t0;              /* when the step's first micro-batch began */
     double compute_s, comm_s;            /* the last step */
     double sum_compute_s, sum_comm_s;    /* every step but the first (warm-up) */
     long steps;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // --- setting up ---
 
@@ -66,7 +60,7 @@ ag_status lm_ddp_new(lm_ddp **out, const lm_ddp_opts *o, ag_error *err)
                          "rank runs --grad-accum micro-batches of batch-size / (ranks x grad-accum) windows); try "
                          "--batch-size %d", B, N, N == 1 ? "" : "s", K, N * K, up);
     }
-    if (N == 1 && K == 1) return AG_OK;   /* train.c's own step */
+    if (N == 1 && K == 1) return AG_OK;   /* the plain step (train.c): nothing to split */
     lm_ddp *D = calloc(1, sizeof *D);
     if (!D) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     D->o = *o;
@@ -74,13 +68,6 @@ ag_status lm_ddp_new(lm_ddp **out, const lm_ddp_opts *o, ag_error *err)
     D->rank = ag_dist_rank(o->dist);
     D->K = K;
     D->b = B / (N * K);
-    D->off = malloc((size_t)B * sizeof *D->off);
-    D->x = malloc((size_t)D->b * (size_t)o->block_size * sizeof *D->x);
-    D->y = malloc((size_t)D->b * (size_t)o->block_size * sizeof *D->y);
-    if (!D->off || !D->x || !D->y) {
-        lm_ddp_free(D);
-        return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    }
     if (N > 1 && o->mode == LM_ALLREDUCE_OVERLAP) find_blocks(D);
     *out = D;
     return AG_OK;
@@ -89,9 +76,6 @@ ag_status lm_ddp_new(lm_ddp **out, const lm_ddp_opts *o, ag_error *err)
 void lm_ddp_free(lm_ddp *D)
 {
     if (!D) return;
-    free(D->off);
-    free(D->x);
-    free(D->y);
     free(D->block_start);
     free(D);
 }
@@ -126,35 +110,28 @@ static void on_mark(void *user, int id)
     D->sent_from = from;
 }
 
-/* Windows [first, first + b) of this step's B into x, y [b,T], as train.c's get_batch copies them. */
-static void fill_micro(lm_ddp *D, const int *ids, int first)
+bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb)
 {
-    int T = D->o.block_size;
-    for (int i = 0; i < D->b; i++) {
-        memcpy(D->x + (size_t)i * T, ids + D->off[first + i], (size_t)T * sizeof *D->x);
-        memcpy(D->y + (size_t)i * T, ids + D->off[first + i] + 1, (size_t)T * sizeof *D->y);
+    if (!D) {   /* alone: the plain step */
+        *mb = (lm_micro){ .first = 0, .b = B, .seed = step_seed, .dloss = 1 };
+        return j == 0;
     }
-}
-
-/* This rank's K micro-batches, forward and backward; with overlap the last one's backward
- * starts the reductions of the blocks it has finished. red[0] gets the sum of their losses. */
-static ag_status run_micro_batches(lm_ddp *D, long it, const int *ids, uint64_t dropout_seed, ag_error *err)
-{
-    const ag_real dloss = (ag_real)(1.0 / (double)(D->N * D->K));   /* the mean over all N*K */
-    D->red[0] = 0;
-    for (int j = 0; j < D->K; j++) {
-        int micro = D->rank * D->K + j;                             /* its place in the step's batch */
-        fill_micro(D, ids, micro * D->b);
-        bool hook = D->block_start && j == D->K - 1;
-        if (hook) ag_ctx_set_mark_hook(D->o.ctx, on_mark, D);
-        double loss = 0;
-        ag_status s = D->o.micro(D->o.user, it, D->x, D->y, D->b, ag_seed_mix(dropout_seed, (uint64_t)micro), dloss,
-                                 &loss, err);
-        if (hook) ag_ctx_set_mark_hook(D->o.ctx, NULL, NULL);
-        if (s) return s;
-        D->red[0] += loss;
+    if (D->hooked) ag_ctx_set_mark_hook(D->o.ctx, NULL, NULL);   /* the last backward is done */
+    D->hooked = false;
+    if (j >= D->K) return false;
+    if (j == 0) {   /* a new step: nothing sent yet */
+        D->t0 = ag_now_s();
+        D->sent_from = D->o.params->total;
+        ag_error_clear(&D->hook_err);
     }
-    return AG_OK;
+    int m = D->rank * D->K + j;   /* its place in the step's batch */
+    *mb = (lm_micro){ .first = m * D->b, .b = D->b, .seed = ag_seed_mix(step_seed, (uint64_t)m),
+                      .dloss = (ag_real)(1.0 / (double)(D->N * D->K)) };   /* the mean over all N*K */
+    if (D->block_start && j == D->K - 1) {   /* overlap: its backward sends the finished blocks */
+        ag_ctx_set_mark_hook(D->o.ctx, on_mark, D);
+        D->hooked = true;
+    }
+    return true;
 }
 
 /* Every rank's gradients summed, and red[] with them: one blocking allreduce, or (overlap) the
@@ -175,26 +152,20 @@ static ag_status reduce(lm_ddp *D, ag_error *err)
     return s ? s : w;
 }
 
-ag_status lm_ddp_forward_backward(lm_ddp *D, long it, const int *ids, size_t n, ag_rng *rng, uint64_t dropout_seed,
-                                  double *loss, ag_error *err)
+ag_status lm_ddp_reduce(lm_ddp *D, double *loss, ag_error *err)
 {
-    double t0 = now_s();
-    int B = D->o.batch_size, T = D->o.block_size;
-    for (int i = 0; i < B; i++) D->off[i] = (size_t)ag_rng_below(rng, (uint64_t)(n - (size_t)T));   /* as get_batch */
-    ag_params_zero_grad(D->o.params);
-    D->sent_from = D->o.params->total;
-    ag_error_clear(&D->hook_err);
-    ag_status s = run_micro_batches(D, it, ids, dropout_seed, err);
-    if (s) return s;
-    double t1 = now_s();
+    if (!D) return AG_OK;
+    double t1 = ag_now_s();
+    D->red[0] = *loss;
     sig_atomic_t mine = D->o.stop ? *D->o.stop : 0;   /* read once: a signal may land any time */
     D->red[1] = mine != 0 && mine != SIGTERM;
     D->red[2] = mine == SIGTERM;
-    if (D->N > 1 && (s = reduce(D, err))) return s;
+    ag_status s = D->N > 1 ? reduce(D, err) : AG_OK;
+    if (s) return s;
     D->stop = D->red[2] > 0 ? SIGTERM : D->red[1] > 0 ? SIGINT : 0;
     *loss = D->red[0] / (double)(D->N * D->K);
-    D->compute_s = t1 - t0;
-    D->comm_s = now_s() - t1;
+    D->compute_s = t1 - D->t0;
+    D->comm_s = ag_now_s() - t1;
     if (D->steps++ > 0) {
         D->sum_compute_s += D->compute_s;
         D->sum_comm_s += D->comm_s;
@@ -214,24 +185,11 @@ ag_status lm_ddp_sum(lm_ddp *D, double *v, ag_error *err)
     return ag_dist_allreduce(D->o.dist, v, 1, AG_DIST_DOUBLE, AG_DIST_SUM, err);
 }
 
-/* FNV-1a over the weights' 32-bit words (any flipped bit changes it) */
-static uint64_t weights_hash(const ag_params *P)
-{
-    const unsigned char *p = (const unsigned char *)P->data;
-    size_t bytes = P->total * sizeof(ag_real);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i + 4 <= bytes; i += 4) {
-        uint32_t w;
-        memcpy(&w, p + i, 4);
-        h = (h ^ w) * 0x100000001b3ull;
-    }
-    return h;
-}
-
 ag_status lm_ddp_check_weights(lm_ddp *D, long it, ag_error *err)
 {
     if (!D || D->N == 1) return AG_OK;
-    uint64_t mine = weights_hash(D->o.params), first = mine;
+    const ag_params *P = D->o.params;   /* FNV-1a of the weights' bytes: any flipped bit changes it */
+    uint64_t mine = ag_fnv1a(AG_FNV1A_INIT, P->data, P->total * sizeof(ag_real)), first = mine;
     ag_status s = ag_dist_bcast(D->o.dist, &first, sizeof first, 0, err);
     double worst = first != mine ? D->rank : 0;   /* the highest rank that differs */
     if (s == AG_OK) s = ag_dist_allreduce(D->o.dist, &worst, 1, AG_DIST_DOUBLE, AG_DIST_MAX, err);

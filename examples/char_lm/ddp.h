@@ -41,8 +41,11 @@
  * > 0 different N*K give runs that agree in distribution, not bit for bit; with dropout 0 they
  * agree to float rounding (tests/mpi/test_mpi.c).
  *
- * With N = K = 1 there is no lm_ddp (lm_ddp_new gives NULL) and train.c's step runs as it always
- * did. Every function takes a NULL lm_ddp as that single process. */
+ * THE STEP (train.c) runs this rank's micro-batches itself, asking lm_ddp_micro which windows,
+ * dropout seed and dloss each one has, and then makes one call, lm_ddp_reduce. With N = K = 1
+ * there is no lm_ddp (lm_ddp_new gives NULL): one micro-batch of all B windows with the step's
+ * own seed and dloss 1, and a reduction that does nothing. Every function takes a NULL lm_ddp as
+ * that single process. */
 #ifndef LM_DDP_H
 #define LM_DDP_H
 
@@ -58,24 +61,24 @@ typedef struct lm_ddp lm_ddp;
 typedef enum { LM_ALLREDUCE_END = 0, LM_ALLREDUCE_OVERLAP } lm_allreduce_mode;
 extern const char *const lm_allreduce_names[];   /* "end", "overlap", NULL */
 
-/* One micro-batch x, y [b,T] forward and backward, the backward seeded with dloss: every
- * parameter's gradient grows by dloss * d(loss)/dW, and *loss is the micro-batch's mean loss.
- * train.c provides it; it must not zero the gradients. */
-typedef ag_status (*lm_micro_fn)(void *user, long it, const int *x, const int *y, int b, uint64_t dropout_seed,
-                                 ag_real dloss, double *loss, ag_error *err);
-
 typedef struct {
     ag_dist *dist;               /* the job (NULL: this process alone) */
     int grad_accum;              /* K >= 1 */
     lm_allreduce_mode mode;
-    int batch_size, block_size;  /* B, T */
+    int batch_size;              /* B */
     int n_layer;                 /* the marks the forward records (overlap) */
     ag_params *params;           /* the model's: its gradient buffer is reduced */
     ag_ctx *ctx;                 /* the training ctx (its mark hook is used with overlap) */
-    lm_micro_fn micro;
-    void *user;                  /* micro's first argument */
     const volatile sig_atomic_t *stop;   /* this rank's stop flag (a signal number), or NULL */
 } lm_ddp_opts;
+
+/* One micro-batch of a step, as lm_ddp_micro hands it out. */
+typedef struct {
+    int first;                   /* its windows are [first, first + b) of the step's B */
+    int b;                       /* B / (N*K) windows */
+    uint64_t seed;               /* its dropout seed */
+    ag_real dloss;               /* where its backward starts: 1 / (N*K) */
+} lm_micro;
 
 /* *D: the run's data-parallel state, or NULL when N = K = 1 (nothing to split). AG_ERR_ARG
  * when B is not a multiple of N*K (the message says which sizes would do); AG_ERR_NOMEM. */
@@ -90,12 +93,20 @@ bool lm_ddp_writer(const lm_ddp *D);
  * weights come from libm's log and cos, whose last bits may differ between hosts). */
 ag_status lm_ddp_share_start(lm_ddp *D, ag_error *err);
 
-/* The gradients of step it, zeroed first: the B windows drawn from rng out of ids [n] (the
- * training split), this rank's share run as K micro-batches (dropout seeds derived from
- * dropout_seed), reduced over the ranks: afterwards every rank's parameter gradients are the
- * gradient of the mean loss over the B windows, and *loss that mean. */
-ag_status lm_ddp_forward_backward(lm_ddp *D, long it, const int *ids, size_t n, ag_rng *rng, uint64_t dropout_seed,
-                                  double *loss, ag_error *err);
+/* Micro-batch j (0, 1, ...) of this rank's share of a step of B windows whose dropout seed is
+ * step_seed: true with *mb filled, or false once j is past the last. Micro-batch m = rank*K + j
+ * of the step takes windows [m*b, (m+1)*b) and the seed ag_seed_mix(step_seed, m); alone (NULL
+ * D) the one micro-batch is all B windows with step_seed itself and dloss 1. With --allreduce
+ * overlap, the ctx's mark hook is on from the last micro-batch's forward until the call after
+ * it (a micro-batch that fails ends the run, so no later forward hears the hook). */
+bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb);
+
+/* The distributed reduction, after the micro-batches: every rank's gradients summed (one
+ * allreduce, or with overlap the slice the backward has not sent yet, then a wait for all),
+ * so every rank holds the gradient of the mean loss over the step's B windows; *loss, this
+ * rank's sum of its micro-batch losses, becomes that mean loss. The ranks' stop requests ride
+ * along (lm_ddp_stop). Alone (NULL D): nothing to do. */
+ag_status lm_ddp_reduce(lm_ddp *D, double *loss, ag_error *err);
 
 /* The stop request the ranks agreed on at the last step's reduction: SIGTERM, SIGINT or 0. */
 int lm_ddp_stop(const lm_ddp *D);

@@ -59,12 +59,12 @@ out:
 
 ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err)
 {
-    corpus c;
-    ag_status st = corpus_load_vocab(path, &m->vocab, &c, err);
+    ag_corpus c;
+    ag_status st = ag_corpus_load_vocab(path, &m->vocab, &c, err);
     if (st) return st;
     ag_error why = {0};
     st = lm_eval_ids(m->g, c.ids, c.n, loss, tokens, &why);
     if (st) ag_seterr(err, st, "%s: %s", path, why.msg);
-    corpus_free(&c);
+    ag_corpus_free(&c);
     return st;
 }

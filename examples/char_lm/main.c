@@ -24,6 +24,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
+#include "omp_spin.h"
 #include "plot.h"
 #include "sample.h"
 #include "trace.h"
@@ -71,7 +72,7 @@ static ag_status flushed(FILE *out, const char *name, ag_error *err)
 }
 
 typedef struct {
-    const vocab *v;
+    const ag_vocab *v;
     FILE *out;
     ag_error *err;
 } printer;
@@ -80,7 +81,7 @@ static bool print_token(int id, void *user)
 {
     printer *p = user;
     char buf[5];
-    vocab_utf8(p->v, id, buf);
+    ag_vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
     return flushed(p->out, "stdout", p->err) == AG_OK;
 }
@@ -93,7 +94,7 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
     if (prompt && *prompt) {
-        ag_status s = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
+        ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
         if (s) return s;
         free(ids);
         fputs(prompt, out);
@@ -233,7 +234,7 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
     const char *p = prompt && *prompt ? prompt : "\n";
     int *ids = NULL;
     size_t n = 0;
-    ag_status s = vocab_encode(&m->vocab, "--prompt", p, strlen(p), &ids, &n, err);
+    ag_status s = ag_vocab_encode(&m->vocab, "--prompt", p, strlen(p), &ids, &n, err);
     if (s == AG_OK) {
         int T = n > (size_t)m->g->cfg.block_size ? m->g->cfg.block_size : (int)n;
         char what[96];
@@ -266,10 +267,10 @@ static int cmd_sample(const lm_sample_args *a)
 /* --trace-shapes for eval: the forward over the first windows of the file. */
 static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
 {
-    corpus c;
-    ag_status s = corpus_load_vocab(path, &m->vocab, &c, err);
+    ag_corpus c;
+    ag_status s = ag_corpus_load_vocab(path, &m->vocab, &c, err);
     if (s == AG_OK) s = lm_trace_text(stdout, m->g, c.ids, c.n, false, path, err);
-    corpus_free(&c);
+    ag_corpus_free(&c);
     return s;
 }
 
@@ -313,24 +314,9 @@ static int cmd_attn(const lm_attn_args *a)
     return 0;
 }
 
-/* OpenMP reads its wait policy when the program loads. Its default spins ~300k iterations
- * before sleeping: fastest on an idle machine, but when another process wants a core the
- * spinning threads make a step several times slower. A bounded spin (GOMP_SPINCOUNT=10000,
- * tens of microseconds: long enough to catch the next op's parallel region) kept the idle
- * speed within 2% (make bench). So re-run ourselves once with it, unless the user chose. */
-static void bounded_omp_spin(char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    /* under valgrind /proc/self/exe is valgrind's tool, which cannot be exec'ed directly */
-    const char *preload = getenv("LD_PRELOAD");
-    if (preload && strstr(preload, "vgpreload")) return;
-    if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
-    execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
-}
-
 int main(int argc, char **argv)
 {
-    bounded_omp_spin(argv);
+    lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);

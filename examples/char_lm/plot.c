@@ -27,6 +27,7 @@
 #include "checkpoint.h"
 #include "plot.h"
 #include "rundir.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 static const char script_head[] =
     "# loss.gp -- written by char_lm train; redraw by hand with: gnuplot loss.gp (in this directory)\n"
@@ -127,13 +128,6 @@ double lm_plot_timeout(void)
     return s && end != s && !*end && t > 0 && t < 1e6 ? t : PLOT_TIMEOUT_S;
 }
 
-static double clock_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Has the child pid ended (not reaped yet: WNOWAIT)? false, errno set, if it cannot be told. */
 static bool ended(pid_t pid, bool *gone)
 {
@@ -152,13 +146,13 @@ enum { W_ENDED, W_TIMEOUT, W_STOPPED, W_STUCK, W_ERROR };   /* how a wait for gn
  * more (W_STUCK if it still lives: a process stuck in a hung disk cannot be killed). */
 static int wait_bounded(pid_t pid, double limit)
 {
-    double t0 = clock_s(), stop_at = -1, killed_at = -1;
+    double t0 = ag_now_s(), stop_at = -1, killed_at = -1;
     const struct timespec poll = {0, PLOT_POLL_NS};
     int how = W_ENDED;
     for (bool gone = false;;) {
         if (!ended(pid, &gone)) return W_ERROR;
         if (gone) return how;
-        double t = clock_s() - t0;
+        double t = ag_now_s() - t0;
         if (stop_flag && *stop_flag && stop_at < 0) stop_at = t;
         if (killed_at < 0 && (t >= limit || (stop_at >= 0 && t - stop_at >= PLOT_GRACE_S))) {
             how = t >= limit ? W_TIMEOUT : W_STOPPED;

@@ -182,12 +182,12 @@ ag_status lm_sample_text(lm_model *m, const char *prompt, const lm_sample_opts *
     int *ids = NULL;
     size_t n = 0;
     if (!prompt || !*prompt) {
-        int nl = vocab_id(&m->vocab, '\n');
+        int nl = ag_vocab_id(&m->vocab, '\n');
         if (!(ids = malloc(sizeof *ids))) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
         ids[0] = nl >= 0 ? nl : 0;
         n = 1;
     } else {
-        ag_status st = vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
+        ag_status st = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
         if (st) return st;
     }
     ag_status st = lm_generate(m->g, ids, n, o, emit, user, NULL, err);

@@ -24,13 +24,13 @@
 
 static bool is_scalar_value(uint32_t cp)
 {
-    return cp <= UTF8_MAX_CP && (cp < 0xD800 || cp > 0xDFFF);
+    return cp <= AG_UTF8_MAX_CP && (cp < 0xD800 || cp > 0xDFFF);
 }
 
 // ---------------------------------------------------------------------------------------------
 // UTF-8
 
-int utf8_next(const unsigned char *s, size_t len, uint32_t *cp, const char **why)
+int ag_utf8_next(const unsigned char *s, size_t len, uint32_t *cp, const char **why)
 {
     static const uint32_t min_cp[5] = { 0, 0, 0x80, 0x800, 0x10000 };  /* shortest form, by length */
     const char *dummy;
@@ -73,7 +73,7 @@ int utf8_next(const unsigned char *s, size_t len, uint32_t *cp, const char **why
         *why = "surrogate U+D800..U+DFFF";
         return 0;
     }
-    if (c > UTF8_MAX_CP) {
+    if (c > AG_UTF8_MAX_CP) {
         *why = "above U+10FFFF";
         return 0;
     }
@@ -81,7 +81,7 @@ int utf8_next(const unsigned char *s, size_t len, uint32_t *cp, const char **why
     return need;
 }
 
-int utf8_put(uint32_t cp, char out[5])
+int ag_utf8_put(uint32_t cp, char out[5])
 {
     unsigned char *o = (unsigned char *)out;
     int n = 0;
@@ -111,7 +111,7 @@ static ag_status utf8_fail(const char *what, size_t at, const char *why, ag_erro
     return ag_seterr(err, AG_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu (%s)", what, at, why);
 }
 
-ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cps, size_t *n,
+ag_status ag_utf8_decode(const char *what, const char *s, size_t len, uint32_t **cps, size_t *n,
                       ag_error *err)
 {
     *cps = NULL;
@@ -123,7 +123,7 @@ ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cp
     size_t k = 0;
     for (size_t i = 0; i < len;) {
         const char *why;
-        int step = utf8_next(u + i, len - i, &out[k], &why);
+        int step = ag_utf8_next(u + i, len - i, &out[k], &why);
         if (!step) {
             free(out);
             return utf8_fail(what, i, why, err);
@@ -139,7 +139,7 @@ ag_status utf8_decode(const char *what, const char *s, size_t len, uint32_t **cp
 // ---------------------------------------------------------------------------------------------
 // vocabulary
 
-void vocab_free(vocab *v)
+void ag_vocab_free(ag_vocab *v)
 {
     if (!v) return;
     free(v->cp);
@@ -147,7 +147,7 @@ void vocab_free(vocab *v)
     v->V = 0;
 }
 
-int vocab_id(const vocab *v, uint32_t cp)
+int ag_vocab_id(const ag_vocab *v, uint32_t cp)
 {
     int lo = 0, hi = v ? v->V - 1 : -1;
     while (lo <= hi) {
@@ -159,16 +159,16 @@ int vocab_id(const vocab *v, uint32_t cp)
     return -1;
 }
 
-int vocab_utf8(const vocab *v, int id, char out[5])
+int ag_vocab_utf8(const ag_vocab *v, int id, char out[5])
 {
     if (!v || id < 0 || id >= v->V) {
         out[0] = 0;
         return 0;
     }
-    return utf8_put(v->cp[id], out);
+    return ag_utf8_put(v->cp[id], out);
 }
 
-ag_status vocab_copy(vocab *dst, const vocab *src)
+ag_status ag_vocab_copy(ag_vocab *dst, const ag_vocab *src)
 {
     dst->cp = NULL;
     dst->V = 0;
@@ -184,7 +184,7 @@ ag_status vocab_copy(vocab *dst, const vocab *src)
 static void describe_cp(char *buf, size_t n, uint32_t cp)
 {
     char u[5];
-    if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || !utf8_put(cp, u)) snprintf(buf, n, "U+%04X", (unsigned)cp);
+    if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || !ag_utf8_put(cp, u)) snprintf(buf, n, "U+%04X", (unsigned)cp);
     else snprintf(buf, n, "'%s' (U+%04X)", u, (unsigned)cp);
 }
 
@@ -197,7 +197,7 @@ static ag_status not_in_vocab(const char *what, uint32_t cp, size_t k, size_t i,
                      k, i);
 }
 
-ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_t len, int **ids,
+ag_status ag_vocab_encode(const ag_vocab *v, const char *what, const char *text, size_t len, int **ids,
                        size_t *n, ag_error *err)
 {
     *ids = NULL;
@@ -210,12 +210,12 @@ ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_
     for (size_t i = 0; i < len; k++) {
         const char *why;
         uint32_t cp;
-        int step = utf8_next(u + i, len - i, &cp, &why);
+        int step = ag_utf8_next(u + i, len - i, &cp, &why);
         if (!step) {
             free(out);
             return utf8_fail(what, i, why, err);
         }
-        int id = vocab_id(v, cp);
+        int id = ag_vocab_id(v, cp);
         if (id < 0) {
             free(out);
             return not_in_vocab(what, cp, k, i, err);
@@ -228,7 +228,7 @@ ag_status vocab_encode(const vocab *v, const char *what, const char *text, size_
     return AG_OK;
 }
 
-char *vocab_to_json(const vocab *v)
+char *ag_vocab_to_json(const ag_vocab *v)
 {
     if (!v || v->V <= 0) return NULL;
     size_t cap = (size_t)v->V * 8 + 3;   /* at most 7 digits and a comma each, "[", "]", NUL */
@@ -243,7 +243,7 @@ char *vocab_to_json(const vocab *v)
     return s;
 }
 
-ag_status vocab_from_json(const char *what, const char *json, vocab *v, ag_error *err)
+ag_status ag_vocab_from_json(const char *what, const char *json, ag_vocab *v, ag_error *err)
 {
     v->cp = NULL;
     v->V = 0;
@@ -257,7 +257,7 @@ ag_status vocab_from_json(const char *what, const char *json, vocab *v, ag_error
         ag_seterr(err, st, "%s: vocab is not a non-empty JSON array", what);
         goto out;
     }
-    if (V > (size_t)UTF8_MAX_CP + 1) {
+    if (V > (size_t)AG_UTF8_MAX_CP + 1) {
         ag_seterr(err, st, "%s: vocab has %zu entries, more than there are code points", what, V);
         goto out;
     }
@@ -269,7 +269,7 @@ ag_status vocab_from_json(const char *what, const char *json, vocab *v, ag_error
     for (size_t i = 0; i < V; i++) {
         json_t *e = json_array_get(a, i);
         json_int_t x = json_is_integer(e) ? json_integer_value(e) : -1;
-        if (x < 0 || x > UTF8_MAX_CP || !is_scalar_value((uint32_t)x)) {
+        if (x < 0 || x > AG_UTF8_MAX_CP || !is_scalar_value((uint32_t)x)) {
             ag_seterr(err, st, "%s: vocab entry %zu is not a Unicode code point (0..0x10FFFF, no "
                       "surrogates)", what, i);
             goto out;
@@ -285,7 +285,7 @@ ag_status vocab_from_json(const char *what, const char *json, vocab *v, ag_error
     st = AG_OK;
 out:
     json_decref(a);
-    if (st != AG_OK) vocab_free(v);
+    if (st != AG_OK) ag_vocab_free(v);
     return st;
 }
 
@@ -299,12 +299,12 @@ out:
 // int per code point up to the vocabulary's largest (512 bytes for ASCII, 4.4 MiB at most),
 // gives the id of a code point in one look-up. Peak: the text and the ids; after: the ids.
 
-enum { SEEN_WORDS = (UTF8_MAX_CP + 1) / 32 };
+enum { SEEN_WORDS = (AG_UTF8_MAX_CP + 1) / 32 };
 
 /* One load in progress. */
 typedef struct {
     const char *path;
-    const corpus_opts *o;
+    const ag_corpus_opts *o;
     char *text;        /* the whole file [len] */
     size_t len;
     uint32_t *seen;    /* [SEEN_WORDS] without a given vocabulary: a bit per code point seen */
@@ -397,11 +397,11 @@ static ag_status read_text(loader *L, ag_error *err)
     return s;
 }
 
-void corpus_free(corpus *c)
+void ag_corpus_free(ag_corpus *c)
 {
     if (!c) return;
     free(c->path);
-    vocab_free(&c->vocab);
+    ag_vocab_free(&c->vocab);
     free(c->ids);
     memset(c, 0, sizeof *c);
 }
@@ -417,7 +417,7 @@ static ag_status scan(loader *L, size_t *n, ag_error *err)
         if (stopping(L, i, &next)) return AG_OK;
         uint32_t cp;
         const char *why;
-        int step = utf8_next(u + i, L->len - i, &cp, &why);
+        int step = ag_utf8_next(u + i, L->len - i, &cp, &why);
         if (!step) return utf8_fail(L->path, i, why, err);
         if (L->seen) L->seen[cp >> 5] |= 1u << (cp & 31);
         else if (cp >= L->n_id || !L->id_of[cp]) return not_in_vocab(L->path, cp, k, i, err);
@@ -435,29 +435,29 @@ static void fill_ids(loader *L, int *ids)
     for (size_t i = 0; i < L->len; k++) {
         if (stopping(L, i, &next)) return;
         uint32_t cp = 0;   /* always set: pass 1 decoded all of it */
-        i += (size_t)utf8_next(u + i, L->len - i, &cp, NULL);
+        i += (size_t)ag_utf8_next(u + i, L->len - i, &cp, NULL);
         ids[k] = L->id_of[cp] - 1;
     }
 }
 
 /* The code points marked in seen, in increasing order. */
-static ag_status vocab_of_seen(const uint32_t *seen, vocab *v)
+static ag_status vocab_of_seen(const uint32_t *seen, ag_vocab *v)
 {
     int V = 0;
     for (size_t w = 0; w < SEEN_WORDS; w++)
         for (uint32_t x = seen[w]; x; x &= x - 1) V++;
     if (!(v->cp = malloc((size_t)V * sizeof *v->cp))) return AG_ERR_NOMEM;
-    for (uint32_t cp = 0; cp <= UTF8_MAX_CP; cp++)
+    for (uint32_t cp = 0; cp <= AG_UTF8_MAX_CP; cp++)
         if (seen[cp >> 5] >> (cp & 31) & 1) v->cp[v->V++] = cp;
     return AG_OK;
 }
 
 /* L->id_of from a vocabulary; false when out of memory. */
-static bool index_vocab(loader *L, const vocab *v)
+static bool index_vocab(loader *L, const ag_vocab *v)
 {
     L->n_id = 1;   /* never an empty table */
     for (int k = 0; k < v->V; k++)
-        if (v->cp[k] <= UTF8_MAX_CP && v->cp[k] >= L->n_id) L->n_id = v->cp[k] + 1;
+        if (v->cp[k] <= AG_UTF8_MAX_CP && v->cp[k] >= L->n_id) L->n_id = v->cp[k] + 1;
     if (!(L->id_of = calloc(L->n_id, sizeof *L->id_of))) return false;
     for (int k = 0; k < v->V; k++)
         if (v->cp[k] < L->n_id) L->id_of[v->cp[k]] = k + 1;
@@ -466,15 +466,15 @@ static bool index_vocab(loader *L, const vocab *v)
 
 /* L->text into c: pass 1, the vocabulary (the given one, or the text's own) and its id_of,
  * pass 2; the text is freed as soon as the ids exist. */
-static ag_status decode(loader *L, corpus *c, ag_error *err)
+static ag_status decode(loader *L, ag_corpus *c, ag_error *err)
 {
-    const vocab *given = L->o->vocab;
+    const ag_vocab *given = L->o->vocab;
     size_t n = 0;
     bool ok = given ? index_vocab(L, given) : (L->seen = calloc(SEEN_WORDS, sizeof *L->seen)) != NULL;
     if (!ok) return ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", L->path);
     ag_status st = scan(L, &n, err);
     if (st || L->stopped) return st;
-    st = given ? vocab_copy(&c->vocab, given) : vocab_of_seen(L->seen, &c->vocab);
+    st = given ? ag_vocab_copy(&c->vocab, given) : vocab_of_seen(L->seen, &c->vocab);
     if (st == AG_OK && !given && !index_vocab(L, &c->vocab)) st = AG_ERR_NOMEM;
     if (st == AG_OK && !(c->path = strdup(L->path))) st = AG_ERR_NOMEM;
     if (st == AG_OK && !(c->ids = malloc(n * sizeof *c->ids))) st = AG_ERR_NOMEM;
@@ -486,11 +486,11 @@ static ag_status decode(loader *L, corpus *c, ag_error *err)
     return AG_OK;
 }
 
-ag_status corpus_load_with(const char *path, const corpus_opts *opts, corpus *c, ag_error *err)
+ag_status ag_corpus_load_with(const char *path, const ag_corpus_opts *opts, ag_corpus *c, ag_error *err)
 {
-    static const corpus_opts plain = {0};
+    static const ag_corpus_opts plain = {0};
     memset(c, 0, sizeof *c);
-    if (!path) return ag_seterr(err, AG_ERR_ARG, "corpus_load: no path");
+    if (!path) return ag_seterr(err, AG_ERR_ARG, "ag_corpus_load: no path");
     loader L = {.path = path, .o = opts ? opts : &plain};
     if (L.o->vocab && L.o->vocab->V <= 0) return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary given", path);
     ag_status st = read_text(&L, err);
@@ -498,25 +498,25 @@ ag_status corpus_load_with(const char *path, const corpus_opts *opts, corpus *c,
     free(L.text);
     free(L.seen);
     free(L.id_of);
-    if (st || L.stopped) corpus_free(c);
+    if (st || L.stopped) ag_corpus_free(c);
     return st;
 }
 
-ag_status corpus_load(const char *path, corpus *c, ag_error *err)
+ag_status ag_corpus_load(const char *path, ag_corpus *c, ag_error *err)
 {
-    return corpus_load_with(path, NULL, c, err);
+    return ag_corpus_load_with(path, NULL, c, err);
 }
 
-ag_status corpus_load_vocab(const char *path, const vocab *v, corpus *c, ag_error *err)
+ag_status ag_corpus_load_vocab(const char *path, const ag_vocab *v, ag_corpus *c, ag_error *err)
 {
     if (!v || v->V <= 0) {
         memset(c, 0, sizeof *c);
-        return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary given", path ? path : "corpus_load_vocab");
+        return ag_seterr(err, AG_ERR_ARG, "%s: no vocabulary given", path ? path : "ag_corpus_load_vocab");
     }
-    return corpus_load_with(path, &(corpus_opts){.vocab = v}, c, err);
+    return ag_corpus_load_with(path, &(ag_corpus_opts){.vocab = v}, c, err);
 }
 
-ag_status corpus_split(const corpus *c, double val_fraction, int block_size, size_t *n_train,
+ag_status ag_corpus_split(const ag_corpus *c, double val_fraction, int block_size, size_t *n_train,
                        size_t *n_val, ag_error *err)
 {
     const char *path = c && c->path ? c->path : "corpus";

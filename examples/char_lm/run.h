@@ -1,0 +1,147 @@
+/* run.h -- one training run of char_lm (lm_train, train.h): its state, grouped by concern, and
+ * the named calls that the loop and the step in train.c make into the files around them.
+ *
+ *   train.c        the step and the loop: read it first, top to bottom
+ *   train_setup.c  everything before the first step: the lock, the text, the model (a
+ *                  checkpoint's with --resume or --init-from), the buffers, the ranks
+ *   train_eval.c   the evaluation every eval_interval steps: the losses of both splits, the
+ *                  attention statistics, then a checkpoint
+ *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
+ *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock
+ *
+ * Internal to lm_train: nothing outside these files includes it. */
+#ifndef LM_RUN_H
+#define LM_RUN_H
+
+#include <stdio.h>
+#include <sys/types.h>
+#include "checkpoint.h"
+#include "ddp.h"
+#include "rundir.h"
+#include "train.h"
+
+/* --seed's random streams, seeded as char_lm always seeded them, so that saved runs replay bit
+ * for bit: stream (a, b) starts from
+ *     ag_splitmix64((a ^ (b * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN)
+ * (splitmix64's finaliser alone: ag_splitmix64 adds the golden step itself, hence "- golden").
+ * The batch sampler is (seed, LM_TAG_BATCH), drawn once; the others are (seed ^ tag, it), afresh
+ * at each iteration it, so evaluating more or less often never changes the training losses. */
+#define LM_SEED_SALT 0x632BE59BD9B4E019ull
+#define LM_GOLDEN 0x9E3779B97F4A7C15ull        /* 2^64 / phi, splitmix64's step */
+#define LM_TAG_BATCH 0x62617463686573ull       /* "batches": the batch sampler */
+#define LM_TAG_EVAL 0x6576616c7561ull          /* "evalua": evaluation batches */
+#define LM_TAG_DROP 0x64726f706f7574ull        /* "dropout": the dropout masks of a step */
+#define LM_TAG_STATS 0x6174746e737473ull       /* "attnsts": the attention statistics' batch */
+
+/* The text and the batches drawn from it. */
+typedef struct {
+    ag_corpus text;          /* text.ids [n] token ids, text.vocab their characters */
+    size_t n_train, n_val;   /* the split: ids [0, n_train) train, [n_train, n) validate */
+    size_t *off;             /* [B] the window offsets of a batch, into its split */
+    int *x, *y;              /* [B,T] a batch: inputs, and targets (each input's next token) */
+} lm_data;
+
+/* The model and what the optimizer carries from step to step. */
+typedef struct {
+    lm_model m;              /* m.g, the GPT: its params hold weights, grads, Adam's m and v */
+    lm_train_state st;       /* the iteration, the optimizer's t, the batch sampler (checkpoint.h) */
+    ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
+    ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
+} lm_learner;
+
+/* What the run reports (rank 0 alone writes files: ddp.h). */
+typedef struct {
+    FILE *metrics;           /* DIR/metrics.csv, or NULL (a rank other than 0, or not open yet) */
+    char train_col[32], val_col[32];   /* this row's evaluation columns ("" between evaluations) */
+    char *stats;             /* its attention columns ",e0,p0,e1,p1..." (",,,," between them) */
+    size_t stats_cap;
+    ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
+    double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
+    bool tty;                /* the log is a terminal: the progress line is redrawn in place */
+    bool plot_ok;            /* draw loss.png (no more after a failure) */
+    pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
+    double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
+} lm_report;
+
+/* Where the run stands, and what may end it. */
+typedef struct {
+    long start;              /* the first iteration of this run: 0, or where --resume picks up */
+    bool resumed;
+    long saved_at;           /* the iteration of the checkpoint on disk, or -1 */
+    lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
+    lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
+} lm_control;
+
+typedef struct {
+    const lm_train_opts *o;
+    lm_config cfg;           /* every hyper-parameter: the flags, merged with a checkpoint's */
+    lm_data data;
+    lm_learner learn;
+    lm_report rep;
+    lm_control ctl;
+} lm_run;
+
+// --- train.c: batches, signals, checkpoints ---
+
+/* off [B]: B window offsets, uniform in [0, n - T - 1] (MODEL.md), drawn from rng. */
+void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng);
+/* x, y [b,T]: the windows at off [b] of ids, and their targets (shifted by one token). */
+void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, int T);
+/* The stop request: this process's signal, or with several ranks the one they agreed on at
+ * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
+int lm_run_stop_requested(const lm_run *R);
+/* A stop signal came to this process, for the checks inside the setup and an evaluation. With
+ * several ranks those wait for the step boundary, where the ranks agree (lm_run_stop_requested),
+ * so that no rank leaves a collective the others are in. */
+bool lm_run_signal_seen(const lm_run *R);
+/* The checkpoint of the run before iteration it, with the evaluation done there (eval: its
+ * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
+ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err);
+
+// --- train_setup.c ---
+
+/* Everything before the first step (lock, data, model, optimizer state, buffers, ranks). A
+ * stop signal between the stages ends it early with AG_OK: the caller looks at the signal. */
+ag_status lm_run_setup(lm_run *R, ag_error *err);
+/* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
+ * (r says where it stands). */
+bool lm_run_nothing_to_do(const lm_run *R, lm_train_result *r);
+/* The run directory: created if missing and locked, refused when it holds another run's
+ * checkpoint (unless --overwrite), cleaned of what a killed run left; metrics.csv opened in it
+ * and the run's header logged. Rank 0 only. */
+ag_status lm_run_open_dir(lm_run *R, ag_error *err);
+/* Everything the run holds, the lock last. */
+void lm_run_free(lm_run *R);
+
+// --- train_eval.c ---
+
+/* Every eval_interval steps and at the end (last): the losses (and the attention statistics),
+ * a log line, a checkpoint, the plots; at the end also the last row of metrics.csv. Otherwise
+ * only this iteration's evaluation columns are blanked. A non-finite loss is AG_ERR_NONFINITE
+ * (a diverged model is never saved). */
+ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
+
+// --- train_log.c ---
+
+void lm_log_warn(const lm_run *R, const char *msg);
+/* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */
+ag_status lm_log_open_metrics(lm_run *R, ag_error *err);
+void lm_log_header(const lm_run *R);
+/* The step's row of metrics.csv (on disk before it returns), its loss in opts.losses, and the
+ * progress line; t0 is when the step began. */
+ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_error *err);
+/* The evaluation at iteration it: its columns in this row, its log line. */
+void lm_log_eval(lm_run *R, long it, double tl, double vl);
+/* Between evaluations the row's train_loss, val_loss and attention columns stay empty. */
+void lm_log_blank_eval(lm_run *R);
+/* The last row, which no step writes: iteration it's evaluation alone. */
+ag_status lm_log_last_row(lm_run *R, long it, ag_error *err);
+/* Every row so far on disk: a full disk is reported at the first row it refuses. */
+ag_status lm_log_flush(lm_run *R, ag_error *err);
+/* loss.png (and attn.png) in the background; the last one waited for. */
+void lm_log_plots(lm_run *R, bool last);
+/* Ends an unfinished progress line before an error or an interruption is reported. */
+void lm_log_break(const lm_run *R);
+void lm_log_end(const lm_run *R, const lm_train_result *r);
+
+#endif

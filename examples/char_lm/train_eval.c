@@ -1,0 +1,127 @@
+/* train_eval.c -- the evaluation of a training run every eval_interval steps (run.h): the mean
+ * loss of eval_iters random batches of each split in no-grad mode, from an RNG seeded by
+ * (seed, it) afresh each time, so evaluating never changes training; with --log-attn-stats the
+ * attention statistics of one batch; then the log line, the checkpoint and the plots.
+ * (The `eval` command's deterministic loss of a whole file is eval.c.) */
+#include <math.h>
+#include <stdio.h>
+#include "attn.h"
+#include "run.h"
+
+/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. */
+static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double *out, ag_error *err)
+{
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    lm_data *D = &R->data;
+    ag_ctx *ctx = R->learn.ctx;
+    double sum = 0;
+    ag_ctx_set_grad(ctx, false);
+    for (long k = 0; k < R->cfg.eval_iters && !lm_run_signal_seen(R); k++) {   /* a signal ends it at once */
+        lm_draw_windows(D->off, B, n, T, rng);
+        if (!lm_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (ddp.h) */
+        lm_fill_windows(D->x, D->y, ids, D->off, B, T);                          // x, y [B,T]
+        ag_ctx_reset(ctx);
+        ag_tensor *loss = NULL;
+        const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in the step */
+        ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, B, T, &fo, &loss);         // loss [1]
+        if (!loss) {
+            ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+            ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
+            ag_ctx_reset(ctx);
+            ag_ctx_set_grad(ctx, true);
+            return s;
+        }
+        sum += (double)loss->data[0];
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
+    *out = sum / (double)R->cfg.eval_iters;
+    return s;
+}
+
+/* --log-attn-stats: one batch (validation split, else training) through the model with every
+ * layer's attention weights recorded; rep.entropy[l] and rep.peak[l] get their statistics, and
+ * rep.stats the metrics.csv columns ",entropy_0,peak_0,entropy_1,...". */
+static ag_status attn_stats(lm_run *R, long it, ag_error *err)
+{
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
+    lm_data *D = &R->data;
+    lm_report *rep = &R->rep;
+    ag_ctx *ctx = R->learn.ctx;
+    ag_rng rng;
+    ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_STATS ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
+    bool val = D->n_val > 0;
+    const int *ids = D->text.ids + (val ? D->n_train : 0);
+    lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
+    lm_fill_windows(D->x, D->y, ids, D->off, B, T);                              // x [B,T]
+    ag_ctx_reset(ctx);
+    ag_status s = lm_attn_record(ctx, R->learn.m.g, D->x, B, T, rep->attn);      // attn[l] [B,H,T,T]
+    if (s) {
+        ag_seterr(err, s, "attention statistics: %s", ag_ctx_error(ctx));
+        ag_ctx_reset(ctx);
+        return s;
+    }
+    size_t len = 0, n = rep->stats_cap;
+    rep->stats[0] = '\0';
+    for (int l = 0; l < L; l++) {
+        lm_attn_stats(rep->attn[l]->data, B, R->cfg.model.n_head, T, &rep->entropy[l], &rep->peak[l]);
+        int w = snprintf(rep->stats + len, len < n ? n - len : 0, ",%.6f,%.6f", rep->entropy[l], rep->peak[l]);
+        if (w > 0) len += (size_t)w;
+    }
+    ag_ctx_reset(ctx);
+    return AG_OK;
+}
+
+/* The mean loss of each split at iteration it (val NaN without a validation split). A resumed
+ * run's first evaluation is the one its checkpoint holds. */
+static ag_status losses(lm_run *R, long it, double *tl, double *vl, ag_error *err)
+{
+    const lm_train_state *st = &R->learn.st;
+    const lm_data *D = &R->data;
+    if (R->ctl.resumed && it == R->ctl.start && st->has_eval) {
+        *tl = st->eval_train;
+        *vl = st->eval_val;
+        return AG_OK;
+    }
+    ag_status s = lm_ddp_check_weights(R->ctl.ddp, it, err);   /* the ranks still agree */
+    if (s) return s;
+    ag_rng rng;
+    ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_EVAL ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
+    s = estimate(R, D->text.ids, D->n_train, &rng, tl, err);
+    *vl = NAN;
+    if (s == AG_OK && D->n_val > 0) s = estimate(R, D->text.ids + D->n_train, D->n_val, &rng, vl, err);
+    return s;
+}
+
+/* A diverged model is never saved: the error for a non-finite evaluation loss. */
+static ag_status diverged(const lm_run *R, long it, double tl, double vl, ag_error *err)
+{
+    char kept[80] = "this run saved none, so a checkpoint already there is untouched";
+    if (R->ctl.saved_at >= 0)
+        snprintf(kept, sizeof kept, "the last checkpoint (iteration %ld) is kept", R->ctl.saved_at);
+    double bad = isfinite(tl) ? vl : tl;
+    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g: the model has "
+                     "diverged; stopped, %s (try a lower --lr)", it, isfinite(tl) ? "val" : "train",
+                     isnan(bad) ? NAN : bad, kept);   /* "nan", never "-nan" */
+}
+
+ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    lm_log_blank_eval(R);
+    if (it % c->eval_interval != 0 && !last) return AG_OK;
+    double tl, vl;
+    ag_status s = losses(R, it, &tl, &vl, err);
+    if (s || lm_run_stop_requested(R)) return s;   /* stopped halfway: the loop writes the checkpoint */
+    if (!isfinite(tl) || (R->data.n_val > 0 && !isfinite(vl))) return diverged(R, it, tl, vl, err);
+    r->train_loss = tl;
+    r->val_loss = vl;
+    if (c->log_attn_stats && (s = attn_stats(R, it, err))) return s;
+    lm_log_eval(R, it, tl, vl);
+    if ((s = lm_run_checkpoint(R, it, (const double[2]){ tl, vl }, err))) return s;
+    if (last && (s = lm_log_last_row(R, it, err))) return s;
+    if ((s = lm_log_flush(R, err))) return s;
+    if (R->rep.plot_ok && it > 0) lm_log_plots(R, last);
+    return AG_OK;
+}

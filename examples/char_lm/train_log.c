@@ -1,0 +1,252 @@
+/* train_log.c -- what a training run reports (run.h): the log (the run's header, a progress
+ * line, a line per evaluation, the end), DIR/metrics.csv (one row per step, written through at
+ * once, so a full disk stops the run at the first row it refuses) and the plots, loss.png and
+ * with --log-attn-stats attn.png, drawn by gnuplot in the background (plot.h). Rank 0 alone
+ * writes files (ddp.h); the others have no metrics file and no log. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plot.h"
+#include "run.h"
+#include "tensor/debug.h"   /* ag_now_s */
+
+#define PATHLEN 4096
+
+void lm_log_warn(const lm_run *R, const char *msg)
+{
+    if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
+}
+
+// --- metrics.csv ---
+
+static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s";
+
+/* The header line: the six columns, then two per layer with --log-attn-stats. */
+static bool put_header(const lm_run *R, FILE *out)
+{
+    bool ok = fputs(metrics_header, out) >= 0;
+    for (int l = 0; ok && R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++)
+        ok = fprintf(out, ",attn_entropy_L%d,attn_max_L%d", l, l) >= 0;
+    return ok && fputs("\n", out) >= 0;
+}
+
+ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
+{
+    char path[PATHLEN], tmp[PATHLEN + 32];
+    if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
+    FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
+    if (!out) return AG_ERR_IO;
+    FILE *in = R->ctl.resumed ? fopen(path, "r") : NULL;
+    bool ok = put_header(R, out);
+    if (in) {   /* the rows before the resumed iteration, rewritten atomically */
+        char *line = NULL;
+        size_t cap = 0;
+        while (ok && getline(&line, &cap, in) >= 0) {
+            char *end;
+            long it = strtol(line, &end, 10);
+            if (end != line && *end == ',' && it < R->ctl.start) ok = fputs(line, out) >= 0;
+        }
+        free(line);
+        fclose(in);
+    }
+    if (!ok) {
+        int e = errno;
+        lm_file_discard(out, tmp);
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    ag_status s = lm_file_commit(out, tmp, path, false, err);
+    if (s) return s;
+    if (!(R->rep.metrics = fopen(path, "a")))
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return AG_OK;
+}
+
+/* One row of metrics.csv (printf-style). */
+static ag_status put_row(lm_run *R, ag_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static ag_status put_row(lm_run *R, ag_error *err, const char *fmt, ...)
+{
+    if (!R->rep.metrics) return AG_OK;   /* a rank other than 0 (ddp.h) */
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vfprintf(R->rep.metrics, fmt, ap);
+    va_end(ap);
+    if (w < 0) return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s", R->o->out_dir, strerror(errno));
+    return AG_OK;
+}
+
+ag_status lm_log_flush(lm_run *R, ag_error *err)
+{
+    FILE *f = R->rep.metrics;
+    if (!f) return AG_OK;   /* a rank other than 0 writes none */
+    if (fflush(f) == 0 && !ferror(f)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s; stopped, the last checkpoint is kept",
+                     R->o->out_dir, strerror(errno));
+}
+
+static void fmt_loss(char *buf, size_t n, bool have, double v)
+{
+    if (have && !isnan(v)) snprintf(buf, n, "%.6f", v);
+    else buf[0] = '\0';
+}
+
+void lm_log_blank_eval(lm_run *R)
+{
+    lm_report *rep = &R->rep;
+    rep->train_col[0] = rep->val_col[0] = '\0';
+    rep->stats[0] = '\0';
+    for (int l = 0; R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++) strcat(rep->stats, ",,");
+}
+
+ag_status lm_log_last_row(lm_run *R, long it, ag_error *err)
+{
+    const lm_report *rep = &R->rep;
+    return put_row(R, err, "%ld,,,%s,%s,%s\n", it, rep->train_col, rep->val_col, rep->stats);
+}
+
+// --- the log ---
+
+static void fmt_duration(char *buf, size_t n, double s)
+{
+    if (!(s >= 0) || s > 360000) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+}
+
+/* The switches that are not MODEL.md's default, "--norm rmsnorm, --no-scale", in sw [n]. */
+static size_t switches(const lm_config *c, char *sw, size_t n)
+{
+    size_t len = 0;
+    sw[0] = '\0';
+    for (int i = 0; i < lm_n_fields; i++) {
+        const lm_field *fl = &lm_fields[i];
+        char v[64];
+        if (!fl->optional || lm_field_get(c, fl) == 0 || len >= n) continue;
+        int w = snprintf(sw + len, n - len, "%s%s%s%s", len ? ", " : "", fl->flag, fl->type == LM_T_BOOL ? "" : " ",
+                         fl->type == LM_T_BOOL ? "" : lm_field_format(c, fl, v, sizeof v));
+        if (w > 0) len += (size_t)w;
+    }
+    return len;
+}
+
+void lm_log_header(const lm_run *R)
+{
+    FILE *f = R->o->log;
+    if (!f) return;
+    const lm_config *c = &R->cfg;
+    const lm_data *D = &R->data;
+    fprintf(f, "data: %s: %zu characters, vocabulary %d; train %zu, val %zu tokens\n", R->o->data_path, D->text.n,
+            D->text.vocab.V, D->n_train, D->n_val);
+    fprintf(f, "model: %d layers, %d heads, n_embd %d, block_size %d, vocab %d: %zu parameters\n",
+            c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.block_size, c->model.vocab_size,
+            R->learn.m.g->params->total);
+    char sw[512];
+    if (switches(c, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);
+    fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %ld), batch %d, %ld steps, eval every %ld; "
+            "checkpoint %s\n", ag_switch_name(&lm_optimizer_switch, c->optimizer), c->lr, c->min_lr, c->warmup_iters,
+            c->lr_decay_iters, c->batch_size, c->max_iters, c->eval_interval, R->o->out_dir);
+    if (R->ctl.resumed) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
+    if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
+    fflush(f);
+}
+
+void lm_log_eval(lm_run *R, long it, double tl, double vl)
+{
+    lm_report *rep = &R->rep;
+    bool have_val = R->data.n_val > 0;
+    fmt_loss(rep->train_col, sizeof rep->train_col, true, tl);
+    fmt_loss(rep->val_col, sizeof rep->val_col, have_val, vl);
+    FILE *f = R->o->log;
+    if (!f) return;
+    if (rep->tty) fputs("\r\033[K", f);
+    if (have_val) fprintf(f, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
+    else fprintf(f, "iter %ld: train %.4f\n", it, tl);
+    if (R->cfg.log_attn_stats) {
+        fprintf(f, "  attention entropy / peak weight:");
+        for (int l = 0; l < R->cfg.model.n_layer; l++) fprintf(f, "  L%d %.3f / %.3f", l, rep->entropy[l], rep->peak[l]);
+        fputs("\n", f);
+    }
+    fflush(f);
+}
+
+/* On a terminal one line redrawn at most 10 times a second; in a file every log_every steps. */
+static void log_progress(lm_run *R, long it, double loss, double lr)
+{
+    const lm_train_opts *o = R->o;
+    lm_report *rep = &R->rep;
+    long max = R->cfg.max_iters, log_every = o->log_every > 0 ? o->log_every : 10;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    double t1 = ag_now_s();
+    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : it % log_every == 0 || it + 1 == max;
+    if (!o->log || !show) return;
+    char eta[32];
+    fmt_duration(eta, sizeof eta, rep->ema_dt * (double)(max - it - 1));
+    fprintf(o->log, "%siter %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", rep->tty ? "\r\033[K" : "", it, max,
+            loss, lr, (double)B * T / rep->ema_dt, eta, rep->tty ? "" : "\n");
+    fflush(o->log);
+    rep->t_shown = t1;
+}
+
+ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    lm_report *rep = &R->rep;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    double dt = ag_now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
+    rep->ema_dt = it == R->ctl.start ? (dt > 0 ? dt : 1e-9) : 0.9 * rep->ema_dt + 0.1 * dt;   /* smoothed step time */
+    if (o->losses && it < o->n_losses) o->losses[it] = loss;
+    ag_status s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, rep->train_col, rep->val_col, tok_s,
+                          rep->stats);
+    if (s == AG_OK) s = lm_log_flush(R, err);
+    if (s) return s;
+    log_progress(R, it, loss, lr);
+    return AG_OK;
+}
+
+void lm_log_break(const lm_run *R)
+{
+    if (R->rep.tty) fputs("\n", R->o->log);
+}
+
+void lm_log_end(const lm_run *R, const lm_train_result *r)
+{
+    FILE *f = R->o->log;
+    if (!f) return;
+    char el[32];
+    fmt_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
+    lm_ddp_log_summary(R->ctl.ddp, f);
+    if (r->interrupted)
+        fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n", r->iter, el,
+                R->o->out_dir);
+    else
+        fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
+    fflush(f);
+}
+
+// --- the plots ---
+
+void lm_log_plots(lm_run *R, bool last)
+{
+    lm_report *rep = &R->rep;
+    const char *dir = R->o->out_dir;
+    bool with_val = R->data.n_val > 0;
+    ag_error why = {0};
+    bool done = true;
+    ag_status ps = AG_OK;
+    if (rep->plot_pid > 0) ps = lm_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
+    if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
+    if (!ps && rep->plot_pid == 0)
+        ps = last ? lm_plot_loss(dir, with_val, &why) : lm_plot_loss_start(dir, with_val, &rep->plot_pid, &why);
+    if (!ps && R->cfg.log_attn_stats)
+        ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
+    if (ps) {   /* a warning, and no more plots this run */
+        lm_log_warn(R, why.msg);
+        rep->plot_ok = false;
+    }
+}

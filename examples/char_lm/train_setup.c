@@ -1,0 +1,306 @@
+/* train_setup.c -- a training run before its first step and after its last (run.h): the lock
+ * on the run directory, the text, the model (new, or a checkpoint's with --resume or
+ * --init-from, whose config is merged with the flags), the optimizer's state, the buffers and
+ * the ranks; then the run directory itself, and freeing it all. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "plot.h"
+#include "run.h"
+
+#define PATHLEN 4096
+
+// --- the model and its config ---
+
+/* The model's shape may not change on --resume / --init-from: a flag (or --config) that says
+ * otherwise is an error. Other fields: the checkpoint's (resume) or the command line's. */
+static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const char *dir, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    lm_config cfg = resume ? *ck : o->cfg;
+    for (int i = 0; i < lm_n_fields; i++) {
+        const lm_field *f = &lm_fields[i];
+        bool given = o->given && o->given[i];
+        if (f->shape) {
+            if (f->flag && (given || o->config_given) && !lm_field_equal(&o->cfg, ck, f)) {
+                char have[64], want[64];
+                return ag_seterr(err, AG_ERR_ARG, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag,
+                                 dir, f->key, lm_field_format(ck, f, have, sizeof have),
+                                 given ? "the flag" : "--config", lm_field_format(&o->cfg, f, want, sizeof want),
+                                 resume ? " (a resumed run keeps its model shape)" : "");
+            }
+            lm_field_copy(&cfg, ck, f);
+        } else if (resume && given) {
+            lm_field_copy(&cfg, &o->cfg, f);
+        }
+    }
+    R->cfg = cfg;
+    return AG_OK;
+}
+
+/* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
+static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
+
+/* --resume, --init-from: the checkpoint's model, its config merged with the flags, and the text
+ * encoded with its vocabulary (a stop signal: the text stays empty). */
+static ag_status load_checkpoint(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    lm_model *m = &R->learn.m;
+    const char *dir = o->resume ? o->out_dir : o->init_from;
+    const char *flag = o->resume ? "--resume" : "--init-from";
+    ag_error why = {0};
+    ag_status s;
+    if ((s = lm_model_load(dir, m, &why))) return ag_seterr(err, s, "%s: %s", flag, why.msg);
+    if ((s = merge_config(R, &m->cfg, o->resume, dir, err))) return s;
+    m->g->cfg.dropout = R->cfg.model.dropout;
+    ag_corpus_opts co = {.vocab = &m->vocab, .stop = stop_loading, .user = R};
+    if ((s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why)))
+        return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
+    return AG_OK;
+}
+
+/* A new run: the command line's config, the text and its own vocabulary (a stop signal: the
+ * text stays empty). */
+static ag_status load_text(lm_run *R, ag_error *err)
+{
+    R->cfg = R->o->cfg;
+    ag_corpus *text = &R->data.text;
+    ag_status s = ag_corpus_load_with(R->o->data_path, &(ag_corpus_opts){.stop = stop_loading, .user = R}, text, err);
+    if (s == AG_OK) R->cfg.model.vocab_size = text->vocab.V;
+    return s;
+}
+
+static ag_status new_model(lm_run *R, ag_error *err)
+{
+    ag_error why = {0};
+    lm_model *m = &R->learn.m;
+    m->cfg = R->cfg;
+    if (!(m->g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
+        return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
+    return AG_OK;
+}
+
+// --- where the run stands ---
+
+/* --resume: Adam's moments and where the run stood, which must be the same text. */
+static ag_status resume_state(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    const lm_model *m = &R->learn.m;
+    lm_train_state *st = &R->learn.st;
+    const ag_corpus *text = &R->data.text;
+    ag_error why = {0};
+    ag_status s = lm_train_state_load(o->out_dir, m->g, st, &why);
+    if (s) return ag_seterr(err, s, "--resume: %s", why.msg);
+    if (st->run_id != m->run_id) {   /* two files of one checkpoint carry one run's identity */
+        char a[20] = "none", b[20] = "none";
+        if (m->run_id) snprintf(a, sizeof a, "%016llx", (unsigned long long)m->run_id);
+        if (st->run_id) snprintf(b, sizeof b, "%016llx", (unsigned long long)st->run_id);
+        return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of run %s but "
+                         "train_state.safetensors of run %s: the two files are not one checkpoint", o->out_dir, a, b);
+    }
+    if (!st->run_id) st->run_id = lm_new_run_id();   /* a checkpoint older than run ids */
+    if (st->iter != m->iter)
+        return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
+                         "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
+                         m->iter, st->iter);
+    if ((st->n_tokens != text->n || st->data_hash != ag_ids_hash_until(text->ids, text->n, stop_loading, R)) &&
+        !lm_run_signal_seen(R))   /* a signal abandons the hash: then lm_train stops, nothing written */
+        return ag_seterr(err, AG_ERR_ARG, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
+                         "the run had %zu); to train on it from these weights use --init-from", o->data_path,
+                         o->out_dir, text->n, st->n_tokens);
+    R->ctl.resumed = true;
+    return AG_OK;
+}
+
+/* A new run's state: the batch sampler seeded from --seed (run.h), and the text it trains on. */
+static void new_state(lm_run *R)
+{
+    lm_train_state *st = &R->learn.st;
+    const ag_corpus *text = &R->data.text;
+    memset(st, 0, sizeof *st);
+    st->run_id = lm_new_run_id();
+    ag_rng_seed(&st->rng, ag_splitmix64((R->cfg.seed ^ (LM_TAG_BATCH * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
+    st->n_tokens = text->n;
+    st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
+}
+
+// --- buffers, ranks, the lock ---
+
+/* The step's buffers and its ctx (one for every forward and backward of the run), and the
+ * attention statistics' buffers. */
+static ag_status alloc_buffers(lm_run *R, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    int B = c->batch_size, T = c->model.block_size, L = c->model.n_layer;
+    lm_data *D = &R->data;
+    lm_report *rep = &R->rep;
+    ag_ctx *ctx = R->learn.ctx = ag_ctx_new();
+    D->off = malloc((size_t)B * sizeof *D->off);
+    D->x = malloc((size_t)B * T * sizeof *D->x);
+    D->y = malloc((size_t)B * T * sizeof *D->y);
+    rep->attn = calloc((size_t)L, sizeof *rep->attn);
+    rep->entropy = calloc((size_t)L, sizeof *rep->entropy);
+    rep->peak = calloc((size_t)L, sizeof *rep->peak);
+    rep->stats_cap = 48 * (size_t)L + 8;   /* ",%.6f,%.6f" per layer */
+    rep->stats = calloc(rep->stats_cap, 1);
+    if (!ctx || !D->off || !D->x || !D->y || !rep->attn || !rep->entropy || !rep->peak || !rep->stats)
+        return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    ag_ctx_set_detect_anomaly(ctx, c->detect_anomaly);
+    ag_ctx_set_recycle_grads(ctx, true); /* only the parameters' gradients are read */
+    return AG_OK;
+}
+
+/* Several ranks or micro-batches per step (ddp.h): the split, checked against --batch-size, and
+ * rank 0's weights on every rank. Only rank 0 draws plots. */
+static ag_status start_ddp(lm_run *R, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .mode = R->o->allreduce,
+                            .batch_size = c->batch_size, .n_layer = c->model.n_layer,
+                            .params = R->learn.m.g->params, .ctx = R->learn.ctx, .stop = R->o->stop };
+    ag_status s = lm_ddp_new(&R->ctl.ddp, &d, err);
+    if (!lm_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
+    return s ? s : lm_ddp_share_start(R->ctl.ddp, err);
+}
+
+/* The lock on --out, before anything there is read (a --resume) or written. A directory that
+ * does not exist yet is locked by lm_run_open_dir once made; --trace-only writes nothing; under
+ * mpirun rank 0 holds it for the job. */
+static ag_status lock_out_dir(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    struct stat sb;
+    if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
+    if (ag_dist_rank(o->dist) != 0) return AG_OK;   /* rank 0 owns the directory for the job */
+    return lm_lock_take(&R->ctl.lock, o->out_dir, err);
+}
+
+ag_status lm_run_setup(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    lm_data *D = &R->data;
+    ag_status s;
+    if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
+    if ((s = lock_out_dir(R, err))) return s;
+    if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
+    if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
+    if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
+    int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
+    if ((s = lm_check_memory(lm_step_bytes(&R->cfg.model, B, true), &R->cfg.model, B, "train", err)) ||
+        (s = lm_check_checkpointable(&R->cfg.model, err)))
+        return s;
+    if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
+        return s;
+    if (lm_run_signal_seen(R)) return AG_OK;
+    if (!R->learn.m.g && (s = new_model(R, err))) return s;
+    if (lm_run_signal_seen(R)) return AG_OK;
+    if (o->resume) {
+        if ((s = resume_state(R, err))) return s;
+    } else {
+        new_state(R);
+    }
+    R->learn.st.n_train = D->n_train;
+    R->learn.st.n_val = D->n_val;
+    R->ctl.start = R->learn.st.iter;
+    R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
+    const lm_config *c = &R->cfg;
+    R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
+    R->rep.tty = o->log && isatty(fileno(o->log));
+    if ((s = alloc_buffers(R, err))) return s;
+    return start_ddp(R, err);
+}
+
+bool lm_run_nothing_to_do(const lm_run *R, lm_train_result *r)
+{
+    const lm_train_opts *o = R->o;
+    const lm_train_state *st = &R->learn.st;
+    long start = R->ctl.start;
+    if (o->trace && o->trace_only) {
+        r->iter = start;
+        return true;
+    }
+    if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
+    if (o->log)
+        fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
+                R->cfg.max_iters);
+    r->iter = start;
+    if (st->has_eval) {
+        r->train_loss = st->eval_train;
+        r->val_loss = st->eval_val;
+    }
+    return true;
+}
+
+// --- the run directory ---
+
+/* mkdir -p: every missing component of dir. */
+static ag_status mkdir_p(const char *dir, ag_error *err)
+{
+    char buf[PATHLEN];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return ag_seterr(err, AG_ERR_IO, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return ag_seterr(err, AG_ERR_IO, "%s: %s is not a directory", dir, buf);
+        *p = c;
+        if (c == '\0') break;
+        while (p[1] == '/') p++;
+    }
+    return AG_OK;
+}
+
+ag_status lm_run_open_dir(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    if (!lm_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (ddp.h) */
+    ag_status s = mkdir_p(o->out_dir, err);
+    if (s == AG_OK) s = lm_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
+    if (s) return s;
+    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
+        if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */
+            return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite "
+                             "starts over, or choose another --out", o->out_dir);
+        char msg[PATHLEN + 128];
+        snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it",
+                 o->out_dir);
+        lm_log_warn(R, msg);
+    }
+    lm_ckpt_clean(o->out_dir);   /* what a killed run left: temporary files, uncommitted checkpoints */
+    if ((s = lm_log_open_metrics(R, err))) return s;
+    if (!o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
+    return AG_OK;
+}
+
+void lm_run_free(lm_run *R)
+{
+    lm_report *rep = &R->rep;
+    if (rep->plot_pid > 0) { /* a run that stops early still leaves a whole picture */
+        ag_error ignored = {0};
+        bool done;
+        (void)lm_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
+    }
+    if (rep->metrics) fclose(rep->metrics);
+    free(R->data.off);
+    free(R->data.x);
+    free(R->data.y);
+    free(rep->attn);
+    free(rep->entropy);
+    free(rep->peak);
+    free(rep->stats);
+    ag_ctx_free(R->learn.ctx);
+    lm_ddp_free(R->ctl.ddp);
+    ag_corpus_free(&R->data.text);
+    lm_model_free(&R->learn.m);
+    lm_lock_drop(&R->ctl.lock);
+}

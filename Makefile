@@ -52,9 +52,10 @@ endif
 LIB32 = $(B)/f32/libattograd.a
 LIB64 = $(B)/f64/libattograd.a
 
+# `all` is the first rule, so a plain `make` builds it
 .PHONY: all deps test run clean help asan bench FORCE
-FORCE:
 all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo (and build/char_lm_mpi with MPI)
+FORCE:
 
 help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'

@@ -34,16 +34,6 @@ static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t
     *i1 = n * (size_t)(part + 1) / (size_t)n_parts;
 }
 
-/* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
- * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
- * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns
- * per element here, within 2.3e-7 relative; inf, -inf and NaN handled). AG_NO_LIBMVEC turns
- * it off for other C libraries. */
-#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(AG_NO_LIBMVEC)
-float expf(float) __attribute__((__simd__("notinbranch")));
-#endif
-static inline ag_real ag__exp(ag_real x) { return AG_EXP(x); }
-
 /* C += op(A) op(B) for contiguous row-major matrices, op(X) = X^T when its flag is set:
  *   C [M,N],  A [M,K] (or [K,M] when transA),  B [K,N] (or [N,K] when transB)
  *   for every m, n:  C[m,n] += sum over k of op(A)[m,k] op(B)[k,n]

@@ -18,7 +18,7 @@ static void silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N)
 {
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
-        ag_real s = 1 / (1 + ag__exp(-x[i]));
+        ag_real s = 1 / (1 + AG_EXP(-x[i]));
         if (sig) sig[i] = s;
         y[i] = x[i] * s;
     }

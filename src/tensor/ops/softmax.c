@@ -27,7 +27,7 @@ static void softmax_forward(ag_real *y, const ag_real *x, size_t R, int N)
         }
         ag_real sum = 0;
         for (int j = 0; j < N; j++) {
-            yr[j] = ag__exp(xr[j] - max);
+            yr[j] = AG_EXP(xr[j] - max);
             sum += yr[j];
         }
         for (int j = 0; j < N; j++) yr[j] /= sum;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
+#include "tensor/parallel.h" /* ag_gemm: private to the library, measured here */
 #include "corpus.h"
 
 void openblas_set_num_threads(int);

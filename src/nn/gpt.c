@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "../tensor/rng.h"
+#include "../tensor/speed.h"
 #include "nn.h"
 
 #define INIT_STD 0.02

@@ -11,9 +11,9 @@
 #ifndef AG_NN_H
 #define AG_NN_H
 
+#include "../tensor/debug.h"  /* every layer names its scope (ag_ctx_set_scope) for error messages */
 #include "../tensor/ops.h"
 #include "../params/params.h"
-#include "../io/safetensors.h"
 #include "switches.h"   /* the switches' tables: ag_norm_position, ag_norm_kind, ag_mlp_kind, ... */
 
 /* ---- Linear: y = x W^T + b ---- */

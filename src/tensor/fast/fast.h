@@ -11,6 +11,20 @@
 #include "../alloc.h"
 #include "../kernel.h"
 
+/* The gradient buffer of t for a backward that writes EVERY element of it. The first
+ * contribution to a gradient needs no zeroed buffer: *accumulate is false and the backward
+ * writes with `=` (gemm beta 0); later ones find the buffer and add (`+=`, beta 1). This saves
+ * a memset of every activation gradient. Backwards that write only some elements (a scatter,
+ * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in fast/grad.c. */
+ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
+
+/* The range [*i0, *i1) of n items that thread `part` of n_parts takes: equal shares in order. */
+static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t *i1)
+{
+    *i0 = n * (size_t)part / (size_t)n_parts;
+    *i1 = n * (size_t)(part + 1) / (size_t)n_parts;
+}
+
 /* exp for the fast kernels (softmax, cross-entropy, attention, GELU, SiLU). In the float build
  * on x86-64 glibc it is libm's expf under a second name that is declared SIMD, so that loops
  * marked `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call, 8 in an

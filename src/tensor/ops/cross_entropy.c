@@ -12,6 +12,7 @@
  * The softmax probabilities of the counted rows are saved for the backward.
  * Fast kernels: fast/cross_entropy.c (the forward: lane reductions, SIMD exp);
  * tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

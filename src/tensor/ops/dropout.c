@@ -5,6 +5,7 @@
  * backward: dx[i] += keep[i] ? dy[i] / (1 - p) : 0
  * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask.
  * One path: these plain loops are the kernels (there is no fast/dropout.c). */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../rng.h"

@@ -4,6 +4,7 @@
  * backward: dW[ids[b*T + t], :] += dy[b, t, :]   (scatter-add: a token that appears twice
  *           gets both contributions). The ids get no gradient.
  * One path: these plain loops are the kernels (there is no fast/embedding.c). */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

@@ -6,6 +6,7 @@
  * The forward saves tanh(u), so the backward needs no transcendental at all.
  * Fast kernels: fast/gelu.c (tanh from one exp, AVX2 clones, dx written on first touch);
  * tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

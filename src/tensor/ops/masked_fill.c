@@ -10,6 +10,7 @@
  * With value = -inf before a softmax, a masked score gets exactly zero weight.
  * Fast kernels: fast/masked_fill.c (contiguous mask blocks); tests/test_fast_ref_rows.c proves
  * them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

@@ -5,6 +5,7 @@
  *           (product rule; with a == b, as in x * x, both terms land in the same grad and
  *           give 2 x dy, which is right because gradients accumulate)
  * One path: these plain loops are the kernels (there is no fast/mul.c). */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

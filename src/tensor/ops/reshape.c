@@ -4,6 +4,7 @@
  *            gradient buffer, so dy lands directly in dx and the backward has nothing to do.
  * transpose: y[..., n, m] = x[..., m, n];  backward: dx[..., m, n] += dy[..., n, m].
  * One path: this plain loop is the kernel (there is no fast/reshape.c). */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

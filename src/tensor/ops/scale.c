@@ -3,6 +3,7 @@
  * forward:  y[i] = s x[i]
  * backward: dx[i] += s dy[i]
  * One path: these plain loops are the kernels (there is no fast/scale.c). */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

@@ -7,6 +7,7 @@
  * so silu(-1000) = -0 and silu(1000) = 1000. The forward saves s so the backward needs no exp.
  * Fast kernels: fast/silu.c (the forward: a branch-free sigmoid in SIMD); the backward has one
  * path. tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

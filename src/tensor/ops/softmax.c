@@ -6,6 +6,7 @@
  * backward: dx[j] = sum_k dy[k] dy[k]/dx[j] = sum_k dy[k] y[k] (delta_jk - y[j])
  *                 = y[j] (dy[j] - sum_k dy[k] y[k])
  * Fast kernels: fast/softmax.c (lane reductions); tests/test_fast_ref.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

@@ -150,12 +150,11 @@ void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const
 double ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, int ignore_index,
                                      size_t R, int V);
 
-/* fast/masked_fill.c: the same arguments as ops/masked_fill.c's masked_fill_forward/backward
- * (x's shape n[4] padded on the left, the mask's strides ms[4] over it, 0 where repeated) */
-void ag_fast_masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, const int *n,
-                                 const size_t *ms);
-void ag_fast_masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, const int *n,
-                                  const size_t *ms);
+/* fast/masked_fill.c: the same arguments as ops/masked_fill.c's masked_select, the forward and
+ * the backward in one (x's shape n[4] padded on the left, the mask's strides ms[4] over it, 0
+ * where repeated) */
+void ag_fast_masked_select(ag_real *out, const ag_real *in, const ag_real *mask, ag_real value, bool add,
+                           const int *n, const size_t *ms);
 
 /* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
  * backward step (it writes dx on first touch through ag__grad_into) */

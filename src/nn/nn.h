@@ -1,5 +1,8 @@
 /* nn.h -- layers built from the ops in tensor/ops.h, and the GPT of ../shared/MODEL.md.
  *
+ * src/nn/ owns the layers: what parameters each registers, how its forward composes ops, the
+ * model's switches (switches.h) and the key/value cache of sampling (kv_cache.h).
+ *
  * A layer is a struct of parameter pointers plus its config. ag_X_init registers its
  * parameters in an ag_params under their PyTorch names (prefix + ".weight"); ag_X_forward
  * composes ops and returns a tensor in ctx (valid until ag_ctx_reset). There is no backward

@@ -1,5 +1,5 @@
 /* hugepage.c -- ag_alloc_big (speed.h): big buffers on 2 MiB pages. The step arena's chunks
- * and the parameters' flat buffers (params.c) come from here. */
+ * and the parameters' flat buffers (src/params/params.c) come from here. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>

@@ -30,7 +30,7 @@ bool ag_ctx_reference_kernels(const ag_ctx *ctx);
  * tape; when the backward walks past it (newest to oldest) every node recorded after the mark
  * has run its backward, so a parameter used only after the mark has its whole gradient, and
  * the hook is called with id. Data-parallel training uses it to start sending a block's
- * gradients while the backward goes on below (examples/char_lm/ddp.h). ag_ctx_mark records
+ * gradients while the backward goes on below (docs/distributed.md). ag_ctx_mark records
  * nothing (and costs nothing) while no hook is set or grad mode is off. The hook stays set
  * across resets; NULL removes it. Cannot fail (a mark that finds no memory is dropped, and the
  * forward's next op reports the shortage). */

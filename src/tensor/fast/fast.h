@@ -1,10 +1,10 @@
 /* fast.h -- the tools of the fast kernels (fast/<op>.c), and their declarations.
  *
  * A fast kernel does what its op's reference kernel does (ops/<op>.c), in another order or
- * with other memory traffic: lane reductions, column blocks, gemm pairs, target clones,
- * gradients written instead of zeroed and added to, fused attention. tests/test_fast_ref.c
- * runs both on random shapes and requires them equal. Not compiled with `make REFERENCE=1`.
- * Not installed, not part of the API. */
+ * with other memory traffic: lane reductions, column blocks, gemm pairs, AVX2 targets,
+ * gradients written instead of zeroed and added to, fused attention. The tests/test_fast_ref*.c
+ * suites run both on random shapes and require them equal (tests/fastref.h). Not compiled
+ * with `make REFERENCE=1`. Not installed, not part of the API. */
 #ifndef AG_FAST_H
 #define AG_FAST_H
 
@@ -28,7 +28,7 @@ static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t
 /* exp for the fast kernels (softmax, cross-entropy, attention, GELU, SiLU). In the float build
  * on x86-64 glibc it is libm's expf under a second name that is declared SIMD, so that loops
  * marked `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call, 8 in an
- * AVX2 clone: 0.85 vs 2.3 ns per element here, within 2.3e-7 relative; inf, -inf and NaN
+ * AVX2 target: 0.85 vs 2.3 ns per element here, within 2.3e-7 relative; inf, -inf and NaN
  * handled). The second name keeps the SIMD declaration away from plain expf: the reference
  * kernels, which call AG_EXP, stay scalar libm. AG_NO_LIBMVEC turns it off for other C
  * libraries. */
@@ -121,15 +121,19 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
     return lane[0];
 }
 
-/* AG_CLONES before a kernel compiles it twice, for plain x86-64 and for AVX2 (8 floats per
- * instruction, and libmvec's 8-lane expf), and the loader picks the one the CPU can run. The
- * build has no -march (GCC 12 miscompiled one of our loops with -march=native), so this is
- * how a compute-bound loop (GELU's forward) gets the wider vectors. No FMA: a fused
- * multiply-add would round differently from the plain clone. AG_NO_CLONES turns it off. */
+/* Two targets of one loop. The build has no -march (GCC 12 miscompiled one of our loops with
+ * -march=native), so a compute-bound loop (GELU's forward) gets AVX2's wider vectors (8 floats
+ * per instruction, and libmvec's 8-lane expf) this way: its body is an always-inline function,
+ * compiled twice, into a function marked AG_AVX2 and into a plain one, and the kernel picks one
+ * by ag__cpu_has_avx2() when it runs. No FMA: a fused multiply-add would round differently from
+ * the plain target. Both targets are called by name in tests/test_fast_ref_rows.c and compared.
+ * AG_NO_CLONES leaves the plain target alone. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
-#define AG_CLONES __attribute__((target_clones("avx2", "default")))
+#define AG_AVX2 __attribute__((target("avx2")))
+static inline bool ag__cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #else
-#define AG_CLONES
+#define AG_AVX2
+static inline bool ag__cpu_has_avx2(void) { return false; }
 #endif
 
 /* ---------- the fast kernels, one group per op ---------- */
@@ -157,9 +161,12 @@ void ag_fast_masked_select(ag_real *out, const ag_real *in, const ag_real *mask,
                            const int *n, const size_t *ms);
 
 /* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
- * backward step (it writes dx on first touch through ag__grad_into) */
+ * backward step (it writes dx on first touch through ag__grad_into). The forward's work loop,
+ * over n items, has two targets (AG_AVX2); the avx2 one runs only where ag__cpu_has_avx2(). */
 void ag_fast_gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N);
 ag_status ag_fast_gelu_backward(ag_ctx *ctx, ag_node *n);
+void ag__gelu_forward_span_avx2(ag_real *y, ag_real *th, const ag_real *x, size_t n);
+void ag__gelu_forward_span_plain(ag_real *y, ag_real *th, const ag_real *x, size_t n);
 
 /* fast/silu.c: the forward only, ops/silu.c's silu_forward arguments */
 void ag_fast_silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N);

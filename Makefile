@@ -21,7 +21,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
-# libmvec: glibc's vector expf (see src/tensor/internal.h)
+# libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h)
 MVEC       = $(if $(filter x86_64,$(shell uname -m)),-lmvec)
 LIBS       = $(OMP) $(PKG_LIBS) $(MVEC) -lm
 
@@ -52,9 +52,10 @@ endif
 LIB32 = $(B)/f32/libattograd.a
 LIB64 = $(B)/f64/libattograd.a
 
+# `all` is the first rule, so a plain `make` builds it
 .PHONY: all deps test run clean help asan bench FORCE
-FORCE:
 all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo (and build/char_lm_mpi with MPI)
+FORCE:
 
 help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
@@ -201,8 +202,8 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 # `#include <attograd/attograd.h>` (examples/out_of_tree). DESTDIR is honoured for packagers.
 PREFIX  ?= /usr/local
 VERSION  = 0.1.0
-PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h \
-                 src/tensor/parallel.h src/nn/nn.h src/nn/switches.h src/params/params.h src/io/safetensors.h \
+PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h src/tensor/speed.h \
+                 src/tensor/debug.h src/nn/nn.h src/nn/switches.h src/params/params.h src/io/safetensors.h \
                  src/optim/optim.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
 PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h

@@ -24,7 +24,7 @@
 #include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
 #include "data/corpus.h"
-#include "tensor/debug.h"   /* ag_now_s */
+#include "tensor/parallel.h" /* ag_gemm: private to the library, measured here */
 
 void openblas_set_num_threads(int);
 

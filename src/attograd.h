@@ -1,11 +1,16 @@
 /* attograd.h -- the one header users include.
  *
- *   tensor/  tensors, the step context (arena + tape), every op with its backward
- *   nn/      parameters, layers (Linear ... GPT), checkpoints
+ *   tensor/  tensors, the step context (arena + tape), every op with its backward (tensor.h,
+ *            ops.h), the speed knobs (speed.h), the diagnostics (debug.h), a seeded RNG
+ *   params/  the parameter store: every parameter of a model in flat buffers
+ *   nn/      layers (Linear ... GPT) composed from the ops
+ *   io/      safetensors files (checkpoints)
  *   optim/   SGD, Adam, AdamW, the learning-rate schedule, gradient clipping
  *   check/   ag_gradcheck: a central-difference check of any op's or layer's backward
  *
- * Dependencies point one way: nn -> tensor, optim -> tensor, check -> tensor, programs -> all. */
+ * Dependencies point one way: nn, optim -> params -> tensor; io, check -> tensor;
+ * programs -> all. (src/dist, the transport of data-parallel training, is not in here: a
+ * program includes dist/dist.h and links one of its two implementations.) */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 
@@ -13,8 +18,11 @@
 #include "tensor/tensor.h"
 #include "tensor/ops.h"
 #include "tensor/rng.h"
-#include "tensor/parallel.h"
+#include "tensor/speed.h"
+#include "tensor/debug.h"
+#include "params/params.h"
 #include "nn/nn.h"
+#include "io/safetensors.h"
 #include "optim/optim.h"
 #include "check/gradcheck.h"
 

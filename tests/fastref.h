@@ -41,6 +41,11 @@ typedef struct {
 int fr_check(const char *what, fr_build_fn build, const fr_input *inputs, int n_inputs, void *user,
              uint64_t seed, char *msg, size_t msglen);
 
+/* The elements of fast and ref (n each) that disagree, by the rule above (NaN agrees with NaN,
+ * an infinity with itself); msg describes the first, naming what, mode and tensor. */
+int fr_compare(const char *what, const char *mode, const char *tensor, const ag_real *fast, const ag_real *ref,
+               size_t n, char *msg, size_t msglen);
+
 /* A random int in [lo, hi] from *state (for picking shapes). */
 int fr_rand_int(uint64_t *state, int lo, int hi);
 

@@ -2,7 +2,7 @@
 #include <check.h>
 #include <math.h>
 #include "gradcheck.h"
-#include "tensor/kernel.h"
+#include "tensor/fast/fast.h" /* ag__exp */
 
 static ag_tensor *build_add(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_add(ctx, in[0], in[1]); }
 static ag_tensor *build_scale(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_scale(ctx, in[0], -0.37); }
@@ -136,7 +136,7 @@ START_TEST(test_dropout_grad)
 }
 END_TEST
 
-/* the kernels' exp: within 2e-7 relative of the exact value, and right at the edges */
+/* the fast kernels' exp: within 2e-7 relative of the exact value, and right at the edges */
 START_TEST(test_kernel_exp_accuracy)
 {
     double worst = 0;

@@ -1,8 +1,11 @@
-/* test_fast_ref.c -- every fast kernel equals its reference kernel (see fastref.h): random
- * shapes with odd sizes and tails (lengths that are not a multiple of the 16 reduction lanes or
- * the 32-column blocks, single rows and columns), and shapes past AG_PAR_MIN so the threaded
- * paths run. One TCase per op; each loops over seeds. */
+/* test_fast_ref.c -- softmax's fast kernels equal its reference kernels (see fastref.h; the
+ * other ops are in test_fast_ref_rows.c and test_fast_ref_products.c): random shapes with odd
+ * sizes and tails (lengths that are not a multiple of the 16 reduction lanes or the 32-column
+ * blocks, single rows and columns), shapes past AG_PAR_MIN so the threaded paths run, and rows
+ * masked with -inf as attention masks them: some entries, or all (a fully masked row gives
+ * zeros). One TCase per case; each loops over seeds. */
 #include <check.h>
+#include <string.h>
 #include "fastref.h"
 
 #define N_SEEDS 8
@@ -32,11 +35,46 @@ START_TEST(test_softmax_fast_equals_reference)
 }
 END_TEST
 
+// --- softmax of masked scores: softmax(masked_fill(x, mask, -inf)), mask [R, N] over x [A, R, N] ---
+
+static ag_tensor *build_masked_softmax(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    const ag_tensor *m = user; /* the mask's shape and values, copied into this ctx */
+    ag_tensor *mask = ag_tensor_new(ctx, m->ndim, m->shape);
+    if (!mask) return NULL;
+    memcpy(mask->data, m->data, ag_numel(m) * sizeof(ag_real));
+    return ag_softmax(ctx, ag_masked_fill(ctx, in[0], mask, (ag_real)-INFINITY));
+}
+
+/* x [A, R, N]; mask rows: row 0 fully masked, row 1 open, the others a random half masked
+ * (any of them may come out fully masked too) */
+static void check_masked_softmax(const char *what, int A, int R, int N, uint64_t *st)
+{
+    ag_tensor *m = ag_tensor_new_owned(2, (int[]){ R, N });
+    ck_assert_ptr_nonnull(m);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < N; j++) m->data[r * N + j] = r == 0 ? 0 : r == 1 ? 1 : (ag_real)fr_rand_int(st, 0, 1);
+    fr_input x = { 3, { A, R, N }, -8, 8, false };
+    FR_ASSERT(what, build_masked_softmax, &x, 1, m, *st);
+    ag_tensor_free_owned(m);
+}
+
+START_TEST(test_masked_softmax_fast_equals_reference)
+{
+    uint64_t st = 2000 + 100 * (uint64_t)_i;
+    check_masked_softmax("softmax of masked rows", pick_dim(&st), 1 + pick_dim(&st), pick_dim(&st), &st);
+    check_masked_softmax("softmax of masked rows (threaded)", 3, 65, 129, &st); /* past AG_PAR_MIN */
+}
+END_TEST
+
 Suite *fast_ref_suite(void)
 {
     Suite *s = suite_create("fast_ref");
     TCase *tc = tcase_create("softmax");
     tcase_add_loop_test(tc, test_softmax_fast_equals_reference, 0, N_SEEDS);
     suite_add_tcase(s, tc);
+    TCase *masked = tcase_create("masked softmax");
+    tcase_add_loop_test(masked, test_masked_softmax_fast_equals_reference, 0, N_SEEDS);
+    suite_add_tcase(s, masked);
     return s;
 }

@@ -5,7 +5,9 @@
  * Random shapes with odd sizes and tails (1, 3, 17, 33, 65: not multiples of the 16 reduction
  * lanes or the 32-column blocks), then one shape per case past AG_PAR_MIN and big enough for
  * ag_gemm to split its rows, run with 3 threads so the threaded loops and the gemm pair (teams of
- * 2 and 1) run even on a one-core machine. One TCase per op; each loops over seeds. */
+ * 2 and 1) run even on a one-core machine. The products also run on inputs at the scale of
+ * real activations (ACTIVATION_RANGE), not only small ones. One TCase per op; each loops over
+ * seeds. */
 #include <check.h>
 #include <math.h>
 #include <omp.h>
@@ -32,8 +34,11 @@ static int pick_small(uint64_t *st)
  * normal upstream gradient with an input, and OpenBLAS's result for one element depends a
  * little on how the rows are split among threads (here: a gemm pair's teams against ag_gemm's
  * row blocks): in float, about 1e-6 of the sum's size. Inputs in [-0.1, 0.1] keep these sums
- * near 1, where FR_ATOL is the right absolute slack; a real bug is off by the sum's own size. */
+ * near 1, where FR_ATOL is the right absolute slack; a real bug is off by the sum's own size.
+ * ACTIVATION_RANGE is the scale of real activations and logits (order 1 to 10): sums in the
+ * hundreds, where the slack that counts is FR_RTOL times the tensor's largest value. */
 #define PRODUCT_RANGE 0.1
+#define ACTIVATION_RANGE 8.0
 
 /* runs the big, threaded cases with 3 threads, then gives the old count back (CK_FORK=no) */
 #define WITH_3_THREADS(body)                     \
@@ -52,20 +57,27 @@ static ag_tensor *build_linear(ag_ctx *ctx, ag_tensor **in, void *user)
     return ag_linear(ctx, in[0], in[1], with_bias ? in[2] : NULL);
 }
 
-/* x [d0, d1, Fin] (or [d1, Fin]), W [Fout, Fin], b [Fout]; x_grad/W_grad false: that input
- * takes no gradient, so the backward runs one product alone instead of the pair */
-static void check_linear(uint64_t *st, int d0, int d1, int Fin, int Fout, bool with_bias, bool x_grad, bool W_grad)
+/* x [d0, d1, Fin] (or [d1, Fin]), W [Fout, Fin], b [Fout], all uniform in [-r, r) (b at most
+ * [-1, 1)); x_grad/W_grad false: that input takes no gradient, so the backward runs one product
+ * alone instead of the pair */
+static void check_linear_at(uint64_t *st, double r, int d0, int d1, int Fin, int Fout, bool with_bias, bool x_grad,
+                            bool W_grad)
 {
-    const double r = PRODUCT_RANGE;
+    double rb = r < 1 ? 1 : r;
     fr_input in[3] = {
         d0 ? (fr_input){ 3, { d0, d1, Fin }, -r, r, !x_grad } : (fr_input){ 2, { d1, Fin }, -r, r, !x_grad },
         { 2, { Fout, Fin }, -r, r, !W_grad },
-        { 1, { Fout }, -1, 1, false },
+        { 1, { Fout }, -rb, rb, false },
     };
-    char what[96];
-    snprintf(what, sizeof what, "linear x [%d,%d,%d] W [%d,%d]%s%s%s", d0, d1, Fin, Fout, Fin,
-             with_bias ? " +b" : "", x_grad ? "" : " (no dx)", W_grad ? "" : " (no dW)");
+    char what[128];
+    snprintf(what, sizeof what, "linear x [%d,%d,%d] W [%d,%d]%s%s%s, inputs within %g", d0, d1, Fin, Fout, Fin,
+             with_bias ? " +b" : "", x_grad ? "" : " (no dx)", W_grad ? "" : " (no dW)", r);
     FR_ASSERT(what, build_linear, in, with_bias ? 3 : 2, &with_bias, (*st)++);
+}
+
+static void check_linear(uint64_t *st, int d0, int d1, int Fin, int Fout, bool with_bias, bool x_grad, bool W_grad)
+{
+    check_linear_at(st, PRODUCT_RANGE, d0, d1, Fin, Fout, with_bias, x_grad, W_grad);
 }
 
 static void linear_cases(uint64_t st, bool with_bias)
@@ -77,6 +89,10 @@ static void linear_cases(uint64_t st, bool with_bias)
     /* 130 rows x 129 outputs past AG_PAR_MIN; 1.1M multiply-adds per product: the gemm pair */
     WITH_3_THREADS(check_linear(&st, 2, 65, 65, 129, with_bias, true, true));
     WITH_3_THREADS(check_linear(&st, 2, 65, 65, 129, with_bias, false, true));
+    /* at the scale of real activations, alone and threaded */
+    const double a = ACTIVATION_RANGE;
+    check_linear_at(&st, a, pick_small(&st), pick_dim(&st), pick_dim(&st), pick_dim(&st), with_bias, true, true);
+    WITH_3_THREADS(check_linear_at(&st, a, 2, 65, 65, 129, with_bias, true, true));
 }
 
 START_TEST(test_linear_bias) { linear_cases(2000 + 100 * (uint64_t)_i, true); }
@@ -92,19 +108,25 @@ static ag_tensor *build_matmul(ag_ctx *ctx, ag_tensor **in, void *user)
     return ag_matmul(ctx, in[0], in[1]);
 }
 
-/* A [b0, b1, M, K] @ B [b0, b1, K, N] (b0 = 0: one batch dim), or @ B [K, N] shared */
-static void check_matmul(uint64_t *st, int b0, int b1, int M, int K, int N, bool shared_b)
+/* A [b0, b1, M, K] @ B [b0, b1, K, N] (b0 = 0: one batch dim), or @ B [K, N] shared; inputs
+ * uniform in [-r, r) */
+static void check_matmul_at(uint64_t *st, double r, int b0, int b1, int M, int K, int N, bool shared_b)
 {
-    const double r = PRODUCT_RANGE;
     fr_input in[2];
     if (b0) in[0] = (fr_input){ 4, { b0, b1, M, K }, -r, r, false };
     else in[0] = (fr_input){ 3, { b1, M, K }, -r, r, false };
     if (shared_b) in[1] = (fr_input){ 2, { K, N }, -r, r, false };
     else if (b0) in[1] = (fr_input){ 4, { b0, b1, K, N }, -r, r, false };
     else in[1] = (fr_input){ 3, { b1, K, N }, -r, r, false };
-    char what[96];
-    snprintf(what, sizeof what, "matmul [%d,%d,%d,%d] @ %s[%d,%d]", b0, b1, M, K, shared_b ? "shared " : "", K, N);
+    char what[128];
+    snprintf(what, sizeof what, "matmul [%d,%d,%d,%d] @ %s[%d,%d], inputs within %g", b0, b1, M, K,
+             shared_b ? "shared " : "", K, N, r);
     FR_ASSERT(what, build_matmul, in, 2, NULL, (*st)++);
+}
+
+static void check_matmul(uint64_t *st, int b0, int b1, int M, int K, int N, bool shared_b)
+{
+    check_matmul_at(st, PRODUCT_RANGE, b0, b1, M, K, N, shared_b);
 }
 
 static void matmul_cases(uint64_t st, bool shared_b)
@@ -113,6 +135,10 @@ static void matmul_cases(uint64_t st, bool shared_b)
     check_matmul(&st, pick_small(&st), pick_small(&st), pick_dim(&st), pick_dim(&st), pick_dim(&st), shared_b);
     /* 4 x 65 x 65 outputs past AG_PAR_MIN; 260 x 65 x 33 = 560k multiply-adds: split rows */
     WITH_3_THREADS(check_matmul(&st, 0, 4, 65, 33, 65, shared_b));
+    /* at the scale of real activations (attention scores, logits), alone and threaded */
+    const double a = ACTIVATION_RANGE;
+    check_matmul_at(&st, a, pick_small(&st), pick_small(&st), pick_dim(&st), pick_dim(&st), pick_dim(&st), shared_b);
+    WITH_3_THREADS(check_matmul_at(&st, a, 0, 4, 65, 33, 65, shared_b));
 }
 
 START_TEST(test_matmul_batched) { matmul_cases(4000 + 100 * (uint64_t)_i, false); }
@@ -195,16 +221,18 @@ static ag_tensor *build_add(ag_ctx *ctx, ag_tensor **in, void *user)
     return ag_add(ctx, in[0], self ? in[0] : in[1]);
 }
 
-/* a [d0, d1, d2] + b of its last b_ndim dims (3: the same shape) */
-static void check_add(uint64_t *st, int d0, int d1, int d2, int b_ndim)
+/* a [d0, d1, d2] + b of its last b_ndim dims (3: the same shape), inputs uniform in [-r, r) */
+static void check_add_at(uint64_t *st, double r, int d0, int d1, int d2, int b_ndim)
 {
-    fr_input in[2] = { { 3, { d0, d1, d2 }, -1, 1, false }, { b_ndim, { 0 }, -1, 1, false } };
+    fr_input in[2] = { { 3, { d0, d1, d2 }, -r, r, false }, { b_ndim, { 0 }, -r, r, false } };
     int a_shape[3] = { d0, d1, d2 };
     for (int i = 0; i < b_ndim; i++) in[1].shape[i] = a_shape[3 - b_ndim + i];
     char what[96];
-    snprintf(what, sizeof what, "add [%d,%d,%d] + last %d dims", d0, d1, d2, b_ndim);
+    snprintf(what, sizeof what, "add [%d,%d,%d] + last %d dims, inputs within %g", d0, d1, d2, b_ndim, r);
     FR_ASSERT(what, build_add, in, 2, NULL, (*st)++);
 }
+
+static void check_add(uint64_t *st, int d0, int d1, int d2, int b_ndim) { check_add_at(st, 1, d0, d1, d2, b_ndim); }
 
 START_TEST(test_add_same_shape)
 {
@@ -224,6 +252,8 @@ START_TEST(test_add_broadcast)
     check_add(&st, pick_small(&st), pick_dim(&st), pick_dim(&st), 2);   /* positions [T,C] */
     WITH_3_THREADS(check_add(&st, 2, 65, 129, 1));
     WITH_3_THREADS(check_add(&st, 2, 65, 129, 2));
+    /* a bias over activations at their real scale: the sum over rows of a big dy */
+    WITH_3_THREADS(check_add_at(&st, ACTIVATION_RANGE, 2, 65, 129, 1));
 }
 END_TEST
 

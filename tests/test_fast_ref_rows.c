@@ -1,15 +1,18 @@
 /* test_fast_ref_rows.c -- the row and elementwise ops' fast kernels equal their reference
  * kernels (see fastref.h): LayerNorm, RMSNorm, cross-entropy (with and without an ignore
- * index), GELU, SiLU, masked_fill (with masks that broadcast). Random shapes with
+ * index), GELU (and both targets of its forward loop), SiLU, masked_fill (with masks that
+ * broadcast, filling a finite value or -inf). Random shapes with
  * odd sizes and tails (lengths that are not a multiple of the 16 reduction lanes or the
  * 32-column blocks, single rows and columns), plus one shape per op past AG_PAR_MIN so the
  * threaded paths (and GELU's per-thread spans) run. One TCase per op; each loops over seeds.
  *
  * FR_SEEDS=n in the environment runs n seeds instead of N_SEEDS. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fastref.h"
+#include "tensor/fast/fast.h" /* the two targets of GELU's forward loop */
 
 #define N_SEEDS 6
 
@@ -150,6 +153,7 @@ typedef struct {
     int ndim;
     int shape[AG_MAX_DIMS];
     ag_real *values; /* 0/1 */
+    ag_real fill;    /* what a masked entry becomes */
 } fr_mask;
 
 static ag_tensor *build_masked_fill(ag_ctx *ctx, ag_tensor **in, void *user)
@@ -158,14 +162,15 @@ static ag_tensor *build_masked_fill(ag_ctx *ctx, ag_tensor **in, void *user)
     ag_tensor *mask = ag_tensor_new(ctx, m->ndim, m->shape);
     if (!mask) return NULL;
     memcpy(mask->data, m->values, ag_numel(mask) * sizeof(ag_real));
-    return ag_masked_fill(ctx, in[0], mask, -3); /* finite: -inf - -inf would be NaN in the comparison */
+    return ag_masked_fill(ctx, in[0], mask, m->fill);
 }
 
 /* x [n0,n1,n2,n3]; a mask of x's last `mask_ndim` dims, each kept or set to 1 at random (a
- * bit of `ones`: set = 1), about a quarter of its values 0 */
-static void check_masked_fill(const char *what, fr_input x, int mask_ndim, unsigned ones, uint64_t *st)
+ * bit of `ones`: set = 1), about a quarter of its values 0; masked entries become fill (-inf
+ * compares equal to -inf: fastref.c's compare takes f == r first) */
+static void check_masked_fill(const char *what, fr_input x, int mask_ndim, unsigned ones, ag_real fill, uint64_t *st)
 {
-    fr_mask m = { mask_ndim, { 1, 1, 1, 1 }, NULL };
+    fr_mask m = { mask_ndim, { 1, 1, 1, 1 }, NULL, fill };
     size_t n = 1;
     for (int d = 0; d < mask_ndim; d++) {
         int dx = x.ndim - mask_ndim + d;
@@ -189,15 +194,18 @@ static int pick_small(uint64_t *st)
 START_TEST(test_masked_fill_fast_equals_reference)
 {
     uint64_t st = seed_of(7, _i);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 8; k++) { /* the even ones fill -3, the odd ones -inf (before a softmax) */
         fr_input x = { 4, { pick_small(&st), pick_small(&st), pick_small(&st), pick_small(&st) }, -3, 3, false };
         int mask_ndim = fr_rand_int(&st, 1, 4);
-        check_masked_fill("masked_fill", x, mask_ndim, (unsigned)fr_rand_int(&st, 0, 15), &st);
+        ag_real fill = k % 2 ? (ag_real)-INFINITY : -3;
+        check_masked_fill(k % 2 ? "masked_fill -inf" : "masked_fill", x, mask_ndim, (unsigned)fr_rand_int(&st, 0, 15),
+                          fill, &st);
     }
     fr_input scores = { 4, { 2, 3, 65, 65 }, -3, 3, false }; /* past AG_PAR_MIN: [B,H,T,T] */
-    check_masked_fill("masked_fill (threaded, causal [T,T])", scores, 2, 0, &st);
-    check_masked_fill("masked_fill (threaded, key padding [B,1,1,T])", scores, 4, 2 | 4, &st);
-    check_masked_fill("masked_fill (threaded, combined [B,1,T,T])", scores, 4, 2, &st);
+    const ag_real inf = (ag_real)INFINITY;
+    check_masked_fill("masked_fill (threaded, causal [T,T])", scores, 2, 0, -inf, &st);
+    check_masked_fill("masked_fill (threaded, key padding [B,1,1,T])", scores, 4, 2 | 4, -inf, &st);
+    check_masked_fill("masked_fill (threaded, combined [B,1,T,T])", scores, 4, 2, -3, &st);
 }
 END_TEST
 
@@ -218,6 +226,63 @@ START_TEST(test_gelu_fast_equals_reference)
     FR_ASSERT("gelu (threaded)", build_gelu, &big, 1, NULL, st);
 }
 END_TEST
+
+// --- both targets of GELU's forward loop (AG_AVX2 in fast/fast.h), each called by name ---
+
+#ifndef AG_REFERENCE /* that library has no fast/ */
+#define GELU_N (1000 + 13) /* not a multiple of the 4 or 8 lanes: both loops' tails run */
+
+/* GELU of x [GELU_N] by the reference kernel (ag_gelu in a ctx that asks for it), into y */
+static void gelu_reference(ag_real *y, const ag_real *x)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ck_assert_ptr_nonnull(ctx);
+    ag_ctx_set_reference_kernels(ctx, true);
+    ag_tensor *t = ag_tensor_new1(ctx, GELU_N);
+    ck_assert_ptr_nonnull(t);
+    memcpy(t->data, x, sizeof(ag_real) * GELU_N);
+    ag_tensor *g = ag_gelu(ctx, t);
+    ck_assert_msg(g != NULL, "%s", ag_ctx_error(ctx));
+    memcpy(y, g->data, sizeof(ag_real) * GELU_N);
+    ag_ctx_free(ctx);
+}
+
+typedef void (*gelu_span_fn)(ag_real *y, ag_real *th, const ag_real *x, size_t n);
+
+/* runs one target with and without saving tanh (its two loops), and compares it with the
+ * reference; y gets its output */
+static void check_gelu_target(const char *what, gelu_span_fn span, const ag_real *x, const ag_real *ref, ag_real *y)
+{
+    ag_real th[GELU_N], y_alone[GELU_N];
+    char msg[512];
+    span(y, th, x, GELU_N);
+    span(y_alone, NULL, x, GELU_N);
+    ck_assert_msg(fr_compare(what, "without tanh saved", "y", y_alone, y, GELU_N, msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(fr_compare(what, "against the reference", "y", y, ref, GELU_N, msg, sizeof msg) == 0, "%s", msg);
+}
+
+START_TEST(test_gelu_targets_equal_reference)
+{
+    ag_real x[GELU_N], ref[GELU_N], plain[GELU_N], avx2[GELU_N];
+    const ag_real inf = (ag_real)INFINITY;
+    /* -20 and -100: exp(2u) underflows; no big positive one, which would loosen the tolerance */
+    const ag_real edge[] = { 0, -0.0f, 1e-30f, -1e-30f, 9.5f, -9.5f, -20, -100, inf, -inf, (ag_real)NAN };
+    ag_rng r;
+    ag_rng_seed(&r, seed_of(8, _i));
+    for (int i = 0; i < GELU_N; i++) /* activations' scale, the edges first */
+        x[i] = i < (int)(sizeof edge / sizeof edge[0]) ? edge[i] : (ag_real)(20 * ag_rng_uniform(&r) - 10);
+    gelu_reference(ref, x);
+    check_gelu_target("gelu, plain target", ag__gelu_forward_span_plain, x, ref, plain);
+    if (!ag__cpu_has_avx2()) {
+        fprintf(stderr, "test_gelu_targets_equal_reference: AVX2 target skipped: this CPU has no AVX2\n");
+        return;
+    }
+    check_gelu_target("gelu, avx2 target", ag__gelu_forward_span_avx2, x, ref, avx2);
+    char msg[512];
+    ck_assert_msg(fr_compare("gelu", "avx2 against plain", "y", avx2, plain, GELU_N, msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+#endif
 
 // --- silu (fast/silu.c) ---
 
@@ -254,6 +319,9 @@ Suite *fast_ref_rows_suite(void)
     ADD_OP(s, "cross_entropy_ignore", test_cross_entropy_ignore_fast_equals_reference);
     ADD_OP(s, "masked_fill", test_masked_fill_fast_equals_reference);
     ADD_OP(s, "gelu", test_gelu_fast_equals_reference);
+#ifndef AG_REFERENCE
+    ADD_OP(s, "gelu targets", test_gelu_targets_equal_reference);
+#endif
     ADD_OP(s, "silu", test_silu_fast_equals_reference);
     return s;
 }

@@ -6,6 +6,7 @@
  * (never decayed), so a decay applied to the wrong parameter shows. */
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include "gradcheck.h"
 
 #ifdef AG_DOUBLE
@@ -287,6 +288,38 @@ START_TEST(test_clip_folded_into_the_update)
 }
 END_TEST
 
+/* The threaded Adam step (each thread a share of every parameter) is the plain loop over the
+ * parameters and their elements, bit for bit: big_store is past the size where adam.c shares
+ * the work out, so with one thread the plain loop runs and with three the threaded one, cutting
+ * each parameter at other places than any vector loop would. */
+START_TEST(test_adam_threaded_equals_plain)
+{
+    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    int threads = omp_get_max_threads();
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+        ag_params *A = big_store(), *B = big_store();
+        size_t bytes = A->total * sizeof(ag_real);
+        for (long t = 1; t <= 3; t++) {
+            void (*step)(ag_params *, const ag_adam_cfg *, double, long, double) =
+                decoupled ? ag_adamw_step_scaled : ag_adam_step_scaled;
+            omp_set_num_threads(1);
+            step(A, &cfg, 1e-2, t, 0.5);
+            omp_set_num_threads(3);
+            step(B, &cfg, 1e-2, t, 0.5);
+            omp_set_num_threads(threads);
+            ck_assert(memcmp(A->data, B->data, bytes) == 0);
+            ck_assert(memcmp(A->m, B->m, bytes) == 0);
+            ck_assert(memcmp(A->v, B->v, bytes) == 0);
+        }
+        ag_params *start = big_store();
+        ck_assert(memcmp(A->data, start->data, bytes) != 0); /* the steps did move the parameters */
+        ag_params_free(start);
+        ag_params_free(A);
+        ag_params_free(B);
+    }
+}
+END_TEST
+
 Suite *optim_suite(void)
 {
     Suite *s = suite_create("optim");
@@ -308,5 +341,8 @@ Suite *optim_suite(void)
     tcase_add_test(c, test_clip_leaves_small_grads);
     tcase_add_test(c, test_clip_folded_into_the_update);
     suite_add_tcase(s, c);
+    TCase *th = tcase_create("threads");
+    tcase_add_test(th, test_adam_threaded_equals_plain);
+    suite_add_tcase(s, th);
     return s;
 }

@@ -1,4 +1,5 @@
 /* gradcheck.h -- a central-difference gradient check for any op or layer, yours included.
+ * src/check/ owns the proof that a backward is right; the tests and your own ops use it.
  *
  * You give a function that builds an output from input tensors; ag_gradcheck compares the
  * gradient your backwards compute with one measured by finite differences:

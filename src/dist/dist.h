@@ -1,5 +1,6 @@
 /* dist.h -- the few collective operations data-parallel training needs, over MPI or over
- * nothing.
+ * nothing. src/dist/ owns the transport between processes, and nothing else: what to send and
+ * when is the program's (char_lm's: docs/distributed.md).
  *
  * N processes ("ranks") each hold a whole copy of the model, run the forward and backward of
  * their own share of the batch, and then sum their gradients with an allreduce, so every rank

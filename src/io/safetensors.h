@@ -1,4 +1,5 @@
-/* safetensors.h -- read and write the safetensors format (huggingface/safetensors):
+/* safetensors.h -- read and write the safetensors format (huggingface/safetensors). src/io/
+ * owns the files attograd reads and writes; this is its one format:
  * 8-byte little-endian header length N, N bytes of JSON header
  *   {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...,
  *    "__metadata__": {"key": "string value", ...}}

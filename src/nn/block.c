@@ -16,10 +16,6 @@
 #include "../tensor/rng.h"
 #include "nn.h"
 
-/* A distinct dropout seed for each site of the block, so the attention weights and the two
- * residual branches never share a mask. */
-static uint64_t site_seed(uint64_t seed, uint64_t site) { return ag_seed_mix(seed, site); }
-
 /* Registers prefix.which ("ln1", "ln2") as the block's kind of norm: LayerNorm (weight, bias)
  * or RMSNorm (weight) under the same name. */
 static ag_status norm_init(ag_norm_kind kind, ag_params *P, const char *prefix, const char *which,
@@ -80,8 +76,10 @@ ag_tensor *ag_block_forward(ag_ctx *ctx, const ag_block *Bk, ag_tensor *x, ag_te
     static const ag_forward_opts eval = { 0 };
     if (!opts) opts = &eval;
     ag_forward_opts at = *opts;                     /* the attention weights get their own seed */
-    at.seed = site_seed(opts->seed, 0);
-    uint64_t seed1 = site_seed(opts->seed, 1), seed2 = site_seed(opts->seed, 2);
+    /* a distinct dropout seed per site: the attention weights and the two residual branches
+     * never share a mask */
+    at.seed = ag_seed_mix(opts->seed, 0);
+    uint64_t seed1 = ag_seed_mix(opts->seed, 1), seed2 = ag_seed_mix(opts->seed, 2);
     bool train = opts->train;
     const char *outer = ag_ctx_scope(ctx);
     ag_ctx_set_scope(ctx, Bk->scope);

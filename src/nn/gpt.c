@@ -23,12 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "../tensor/rng.h"
+#include "../tensor/speed.h"
 #include "nn.h"
 
 #define INIT_STD 0.02
-
-/* A distinct dropout seed per site: the embedding sum is site 0, block l is site 1 + l. */
-static uint64_t site_seed(uint64_t seed, uint64_t site) { return ag_seed_mix(seed, site); }
 
 // --- lifecycle ---
 
@@ -43,7 +41,7 @@ static void xavier_fill(ag_tensor *W, ag_rng *r)
 static void xavier_init(ag_gpt *g, uint64_t seed)
 {
     ag_rng r;
-    ag_rng_seed(&r, site_seed(seed, 0x78617669ull));   /* "xavi" */
+    ag_rng_seed(&r, ag_seed_mix(seed, 0x78617669ull));   /* "xavi" */
     for (int l = 0; l < g->cfg.n_layer; l++) {
         ag_block *Bk = &g->blocks[l];
         xavier_fill(Bk->attn.w_q.W, &r);
@@ -191,11 +189,11 @@ static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B
     ag_tensor *pe = ag_embedding_layer_forward(ctx, &g->pos_emb, pos, 1, T);   // [1,T,C]
     pe = ag_reshape(ctx, pe, 2, (int[2]){ T, C });                             // [T,C]
     ag_tensor *x = ag_add(ctx, tok, pe);                                       // [B,T,C] positions broadcast over B
-    x = ag_dropout(ctx, x, p, site_seed(opts->seed, 0), opts->train);          // [B,T,C]
+    x = ag_dropout(ctx, x, p, ag_seed_mix(opts->seed, 0), opts->train);         // [B,T,C] dropout site 0
     ag_tensor *mask = opts->cache ? NULL : ag_causal_mask(ctx, T);             // [T,T] position t sees 0..t
     for (int l = 0; l < g->cfg.n_layer; l++) {
         ag_forward_opts block = *opts;           /* block l's dropout seed, record slot, cache layer */
-        block.seed = site_seed(opts->seed, 1 + (uint64_t)l);
+        block.seed = ag_seed_mix(opts->seed, 1 + (uint64_t)l); /* block l is dropout site 1 + l */
         block.layer = l;
         ag_ctx_mark(ctx, l);   /* the backward past here has finished blocks l.., ln_f, lm_head */
         x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, &block);          // [B,T,C]

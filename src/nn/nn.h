@@ -1,5 +1,8 @@
 /* nn.h -- layers built from the ops in tensor/ops.h, and the GPT of ../shared/MODEL.md.
  *
+ * src/nn/ owns the layers: what parameters each registers, how its forward composes ops, the
+ * model's switches (switches.h) and the key/value cache of sampling (kv_cache.h).
+ *
  * A layer is a struct of parameter pointers plus its config. ag_X_init registers its
  * parameters in an ag_params under their PyTorch names (prefix + ".weight"); ag_X_forward
  * composes ops and returns a tensor in ctx (valid until ag_ctx_reset). There is no backward
@@ -11,9 +14,9 @@
 #ifndef AG_NN_H
 #define AG_NN_H
 
+#include "../tensor/debug.h"  /* every layer names its scope (ag_ctx_set_scope) for error messages */
 #include "../tensor/ops.h"
 #include "../params/params.h"
-#include "../io/safetensors.h"
 #include "switches.h"   /* the switches' tables: ag_norm_position, ag_norm_kind, ag_mlp_kind, ... */
 
 /* ---- Linear: y = x W^T + b ---- */

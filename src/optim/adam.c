@@ -6,30 +6,43 @@
  *           p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  *   Adam:   the same without the first line; on decay params g += wd*p (L2) before the moments.
  *
- * The bias corrections 1/(1-b^t) undo the moments' start at zero. Each parameter's decay
- * flag comes from its registration (2-D weights only), so
- * the loop runs over the entries and then over each entry's elements. Cannot fail. */
+ * The bias corrections 1/(1-b^t) undo the moments' start at zero. Each parameter's decay flag
+ * comes from its registration (2-D weights only), so a step is a loop over the parameters and
+ * then over each one's elements: adam_steps. A big model on several threads takes
+ * adam_steps_threaded instead, the same updates shared among the threads (tests/test_optim.c
+ * proves the two equal, bit for bit). Cannot fail. */
 #include <math.h>
 #include <omp.h>
-#include "../tensor/kernel.h"
 #include "optim.h"
 
-// --- the shared update ---
+/* a model this big (elements) is worth waking the other threads for */
+#define ADAM_PAR_MIN 16384
 
-/* m, v and p of n elements, for one parameter, on this thread; decoupled selects AdamW's decay,
- * l2 Adam's, gs scales the gradient (a clip factor, or 1). In ag_real, in the order PyTorch's
- * AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
+/* what one step needs besides the buffers */
+typedef struct {
+    const ag_adam_cfg *c;
+    double lr;
+    double bc1, bc2;   /* the bias corrections 1 - b1^t, 1 - b2^t */
+    bool decoupled;    /* AdamW's decay, else Adam's L2 */
+    ag_real gs;        /* every gradient is taken as gs * g (a clip factor, or 1) */
+} adam_step;
+
+/* m, v and p of n elements of one parameter (decay: it is a decay parameter). In ag_real, in the
+ * order PyTorch's AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
  * p -= (lr/bc1) m / (sqrt(v)/sqrt(bc2) + eps)), so the loop vectorizes and rounds like the
  * reference; g * gs is PyTorch's clip_grad_norm_ g.mul_(coef), in ag_real too. */
-static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adam_cfg *c,
-                        double lr, double bc1, double bc2, double decoupled, double l2, ag_real gs)
+static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const adam_step *a,
+                        bool decay)
 {
-    const ag_real keep = (ag_real)(1 - lr * decoupled), wd2 = (ag_real)l2;
+    const ag_adam_cfg *c = a->c;
+    double wd = decay ? c->weight_decay : 0;
+    const ag_real keep = (ag_real)(1 - a->lr * (a->decoupled ? wd : 0)), l2 = (ag_real)(a->decoupled ? 0 : wd);
     const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, a1 = (ag_real)(1 - c->beta1),
                   a2 = (ag_real)(1 - c->beta2);
-    const ag_real step = (ag_real)(lr / bc1), inv_sqrt_bc2 = (ag_real)(1 / sqrt(bc2)), eps = (ag_real)c->eps;
+    const ag_real step = (ag_real)(a->lr / a->bc1), inv_sqrt_bc2 = (ag_real)(1 / sqrt(a->bc2)), eps = (ag_real)c->eps;
+    const ag_real gs = a->gs;
     for (size_t i = 0; i < n; i++) {
-        ag_real gi = g[i] * gs + wd2 * p[i];
+        ag_real gi = g[i] * gs + l2 * p[i];
         ag_real pi = keep * p[i];
         ag_real mi = b1 * m[i] + a1 * gi;
         ag_real vi = b2 * v[i] + a2 * gi * gi;
@@ -39,37 +52,51 @@ static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, si
     }
 }
 
-/* One parallel region for the whole model: each thread takes its share of every parameter, so
- * there is no barrier between parameters (a model has dozens, many of them small). */
-static void adam_steps(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double grad_scale)
+/* One step: every parameter, every element of it. */
+static void adam_steps(ag_params *P, const adam_step *a)
 {
-    double bc1 = 1 - pow(c->beta1, (double)t), bc2 = 1 - pow(c->beta2, (double)t);
-    ag_real gs = (ag_real)grad_scale;
-#pragma omp parallel if (P->total > 16384)
+    for (int e = 0; e < P->n; e++) {
+        const ag_param_entry *E = &P->entries[e];
+        size_t o = E->offset;
+        adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, ag_numel(E->t), a, E->decay);
+    }
+}
+
+/* The same step shared among the threads: one parallel region for the whole model, each
+ * thread taking its share of every parameter, so there is no barrier between parameters (a
+ * model has dozens, many of them small). An element's update reads nothing but its own p, g,
+ * m and v, so the result is adam_steps', bit for bit. */
+static void adam_steps_threaded(ag_params *P, const adam_step *a)
+{
+#pragma omp parallel
     {
-        int part = omp_get_thread_num(), n_parts = omp_get_num_threads();
+        size_t part = (size_t)omp_get_thread_num(), n_parts = (size_t)omp_get_num_threads();
         for (int e = 0; e < P->n; e++) {
             const ag_param_entry *E = &P->entries[e];
-            double wd = E->decay ? c->weight_decay : 0;
-            size_t n = ag_numel(E->t);
-            size_t i0, i1;
-            ag__share(n, part, n_parts, &i0, &i1);
+            size_t n = ag_numel(E->t), i0 = n * part / n_parts, i1 = n * (part + 1) / n_parts;
             size_t o = E->offset + i0;
-            adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, i1 - i0, c, lr, bc1, bc2,
-                        decoupled ? wd : 0, decoupled ? 0 : wd, gs);
+            adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, i1 - i0, a, E->decay);
         }
     }
+}
+
+static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double grad_scale)
+{
+    adam_step a = { c, lr, 1 - pow(c->beta1, (double)t), 1 - pow(c->beta2, (double)t), decoupled,
+                    (ag_real)grad_scale };
+    if (P->total > ADAM_PAR_MIN && omp_get_max_threads() > 1) adam_steps_threaded(P, &a);
+    else adam_steps(P, &a);
 }
 
 // --- the two optimizers ---
 
 void ag_adamw_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale)
 {
-    adam_steps(P, c, lr, t, true, grad_scale);
+    adam_run(P, c, lr, t, true, grad_scale);
 }
 void ag_adam_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale)
 {
-    adam_steps(P, c, lr, t, false, grad_scale);
+    adam_run(P, c, lr, t, false, grad_scale);
 }
-void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_steps(P, c, lr, t, true, 1); }
-void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_steps(P, c, lr, t, false, 1); }
+void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_run(P, c, lr, t, true, 1); }
+void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_run(P, c, lr, t, false, 1); }

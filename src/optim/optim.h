@@ -1,6 +1,7 @@
 /* optim.h -- optimizers over the flat buffers of an ag_params, the learning-rate schedule and
- * global-norm gradient clipping, exactly as ../shared/MODEL.md defines them. Each update is one
- * loop over P->total elements. None of these can fail. */
+ * global-norm gradient clipping, exactly as ../shared/MODEL.md defines them. src/optim/ owns
+ * what happens between two steps' backwards: every update is a loop over the parameters'
+ * flat buffers (src/params/params.h), and none of these can fail. */
 #ifndef AG_OPTIM_H
 #define AG_OPTIM_H
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "params.h"
-#include "../tensor/alloc.h"
 #include "../tensor/rng.h"
+#include "../tensor/speed.h" /* ag_alloc_big: the flat buffers on huge pages */
 
 ag_params *ag_params_new(void) { return calloc(1, sizeof(ag_params)); }   /* err: AG_OK, "" */
 
@@ -133,10 +133,10 @@ ag_status ag_params_alloc(ag_params *P)
     if (!P) return AG_ERR_ARG;
     if (P->data) return ag_params_fail(P, AG_ERR_ARG, "ag_params_alloc: already allocated");
     size_t bytes = (P->total ? P->total : 1) * sizeof(ag_real);   /* check_new keeps 4 * bytes in size_t */
-    P->data = ag__alloc_big(bytes, true);
-    P->grad = ag__alloc_big(bytes, true);
-    P->m = ag__alloc_big(bytes, true);
-    P->v = ag__alloc_big(bytes, true);
+    P->data = ag_alloc_big(bytes, true);
+    P->grad = ag_alloc_big(bytes, true);
+    P->m = ag_alloc_big(bytes, true);
+    P->v = ag_alloc_big(bytes, true);
     if (!P->data || !P->grad || !P->m || !P->v) {
         free(P->data); free(P->grad); free(P->m); free(P->v);
         P->data = P->grad = P->m = P->v = NULL;

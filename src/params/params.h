@@ -1,5 +1,9 @@
 /* params.h -- the model store: every parameter of a model in one flat buffer.
  *
+ * src/params/ owns a model's parameters for the whole run: their names, their tensors, their
+ * initial values and the flat buffers of values, gradients and Adam's moments. Layers
+ * (src/nn) register into it; optimizers (src/optim) and checkpoints read it.
+ *
  * OWNERSHIP: an ag_params owns its ag_tensor structs, their names, and four flat buffers of
  * `total` elements: data, grad, and Adam's m and v. Each parameter tensor's data/grad point
  * into them (llm.c's malloc_and_point_parameters), so the optimizer, gradient clipping and

@@ -1,15 +1,43 @@
-/* debug.c -- the debugging aids of the step context. The first two are off by default and then
- * cost the tape one test of a flag per node:
- *   - anomaly detection (ag_ctx_set_detect_anomaly): the first op output or gradient holding a
- *     NaN or Inf becomes an AG_ERR_NONFINITE error that names the op, its shape and its layer;
- *   - profiling (ag_ctx_set_profile, for make bench): forward and backward time per op;
- *   - ag_tape_foreach, the tape in execution order (char_lm's --trace-shapes). */
+/* debug.c -- looking inside a step (debug.h): anomaly detection, profiling, the layer scope,
+ * the arena's and the tape's statistics, the tape in execution order, and the one clock.
+ *
+ * Anomaly detection and profiling are off by default and then cost the tape one test of a flag
+ * (debug.on) per node. On, tape.c calls ag__debug_recorded after each record and
+ * ag__debug_backward instead of each backward. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
 #include "ctx_impl.h"
+#include "debug.h"
+
+double ag_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ag_ctx_set_scope(ag_ctx *ctx, const char *scope) { ctx->scope = scope; }
+const char *ag_ctx_scope(const ag_ctx *ctx) { return ctx->scope; }
+
+ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx)
+{
+    ag_ctx_stats s = {0};
+    s.arena_capacity = ag__arena_capacity(&ctx->arena);
+    s.arena_used = ctx->arena.used;
+    s.arena_high_water = ctx->arena.high_water;
+    s.chunk_mallocs = ctx->arena.mallocs;
+    s.tape_nodes = ctx->tape_nodes;
+    return s;
+}
 
 // --- anomaly detection ---
+
+void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on)
+{
+    ctx->debug.detect_anomaly = on;
+    ctx->debug.on = on || ctx->debug.profile;
+}
 
 /* the index of the first NaN or Inf in x[0..n), or -1; -inf passes where allow_neg_inf */
 static long first_nonfinite(const ag_real *x, size_t n, bool allow_neg_inf)
@@ -27,14 +55,8 @@ static void report_nonfinite(ag_ctx *ctx, const char *what, const ag_op *op, con
                 ag_shape_str(t, b, sizeof b), scope ? scope : "(no layer)", i, (double)v);
 }
 
-void ag__check_output(ag_ctx *ctx, const ag_node *n)
-{
-    const ag_tensor *y = n->out;
-    long i = first_nonfinite(y->data, ag_numel(y), n->op->may_output_neg_inf);
-    if (i >= 0) report_nonfinite(ctx, "output", n->op, y, n->scope, i, y->data[i]);
-}
-
-ag_status ag__check_input_grads(ag_ctx *ctx, const ag_node *n)
+/* after n's backward: AG_ERR_NONFINITE when an input's gradient holds a NaN or Inf */
+static ag_status check_input_grads(ag_ctx *ctx, const ag_node *n)
 {
     for (int k = 0; k < n->n_in; k++) {
         const ag_tensor *in = n->in[k];
@@ -49,18 +71,15 @@ ag_status ag__check_input_grads(ag_ctx *ctx, const ag_node *n)
 
 // --- profiling ---
 
-static double now_s(void)
+void ag_ctx_set_profile(ag_ctx *ctx, ag_profile *p)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    ctx->debug.profile = p;
+    ctx->debug.on = ctx->debug.detect_anomaly || p;
 }
-
-void ag_ctx_set_profile(ag_ctx *ctx, ag_profile *p) { ctx->profile = p; }
 
 void ag_ctx_profile_mark(ag_ctx *ctx)
 {
-    if (ctx->profile) ctx->profile->last_mark = now_s();
+    if (ctx->debug.profile) ctx->debug.profile->last_mark = ag_now_s();
 }
 
 /* the profile slot of op, or -1 when the table is full */
@@ -74,10 +93,19 @@ static int profile_slot(ag_profile *p, const ag_op *op)
     return p->n++;
 }
 
-void ag__profile_forward(ag_profile *p, const ag_op *op)
+// --- the hooks of tape.c ---
+
+void ag__debug_recorded(ag_ctx *ctx, const ag_node *n)
 {
-    double t = now_s();
-    int i = profile_slot(p, op);
+    if (ctx->debug.detect_anomaly) {
+        const ag_tensor *y = n->out;
+        long i = first_nonfinite(y->data, ag_numel(y), n->op->may_output_neg_inf);
+        if (i >= 0) report_nonfinite(ctx, "output", n->op, y, n->scope, i, y->data[i]);
+    }
+    ag_profile *p = ctx->debug.profile;
+    if (!p) return;
+    double t = ag_now_s();
+    int i = profile_slot(p, n->op); /* the time since the last record is this op's forward */
     if (i >= 0) {
         p->ops[i].fwd_s += t - p->last_mark;
         p->ops[i].fwd_calls++;
@@ -85,33 +113,31 @@ void ag__profile_forward(ag_profile *p, const ag_op *op)
     p->last_mark = t;
 }
 
-ag_status ag__timed_backward(ag_ctx *ctx, ag_node *n)
+ag_status ag__debug_backward(ag_ctx *ctx, ag_node *n)
 {
-    double t0 = now_s();
+    ag_profile *p = ctx->debug.profile;
+    double t0 = p ? ag_now_s() : 0;
     ag_status s = n->op->backward(ctx, n);
-    int i = s == AG_OK ? profile_slot(ctx->profile, n->op) : -1;
+    int i = s == AG_OK && p ? profile_slot(p, n->op) : -1;
     if (i >= 0) {
-        ctx->profile->ops[i].bwd_s += now_s() - t0;
-        ctx->profile->ops[i].bwd_calls++;
+        p->ops[i].bwd_s += ag_now_s() - t0;
+        p->ops[i].bwd_calls++;
     }
+    if (s == AG_OK && ctx->debug.detect_anomaly) s = check_input_grads(ctx, n);
     return s;
 }
 
 // --- the tape in execution order ---
 
-static void collect(const ag_node *n, void (*fn)(const ag_node *, void *), void *user)
-{
-    /* recursion depth = tape length is fine for a few thousand nodes, but be safe: iterate */
-    size_t count = 0;
-    for (const ag_node *m = n; m; m = m->prev) count++;
-    for (size_t k = count; k > 0; k--) {
-        const ag_node *m = n;
-        for (size_t j = 1; j < k; j++) m = m->prev;
-        if (m->out) fn(m, user);   /* not a mark (ag_ctx_mark) */
-    }
-}
-
 void ag_tape_foreach(const ag_ctx *ctx, void (*fn)(const ag_node *n, void *user), void *user)
 {
-    collect(ctx->tape, fn, user);
+    /* the tape links newest to oldest: count, then walk to the k-th node for each k (no
+     * recursion, whose depth would be the tape's length) */
+    size_t count = 0;
+    for (const ag_node *m = ctx->tape; m; m = m->prev) count++;
+    for (size_t k = count; k > 0; k--) {
+        const ag_node *m = ctx->tape;
+        for (size_t j = 1; j < k; j++) m = m->prev;
+        if (m->out) fn(m, user); /* not a mark (ag_ctx_mark) */
+    }
 }

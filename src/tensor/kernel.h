@@ -5,14 +5,15 @@
  * like the formula; an op may also have a fast kernel in fast/<op>.c, and the op calls it when
  * AG_FAST(ctx) says so. `make REFERENCE=1` builds the library without fast/ at all (AG_FAST is
  * then the constant false, and the compiler drops the fast calls); in the default build a ctx
- * can still ask for the reference kernels (ag_ctx_set_reference_kernels), which is how
- * tests/test_fast_ref.c proves the two paths equal. */
+ * can still ask for the reference kernels (ag_ctx_set_reference_kernels, speed.h), which is how
+ * the tests/test_fast_ref*.c suites prove the two paths equal (tests/fastref.h). */
 #ifndef AG_KERNEL_H
 #define AG_KERNEL_H
 
 #include <math.h>
 #include <string.h>
 #include "parallel.h"
+#include "speed.h"
 #include "tensor.h"
 
 #ifdef AG_REFERENCE
@@ -26,23 +27,6 @@
  * concession to speed is `#pragma omp parallel for ... if (n >= AG_PAR_MIN)` over rows that are
  * independent of each other, as llm.c does: it changes no result. */
 #define AG_PAR_MIN 16384
-
-/* The range [*i0, *i1) of n items that thread `part` of n_parts takes: equal shares in order. */
-static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t *i1)
-{
-    *i0 = n * (size_t)part / (size_t)n_parts;
-    *i1 = n * (size_t)(part + 1) / (size_t)n_parts;
-}
-
-/* exp for the kernels (softmax, cross-entropy, attention, GELU): libm's, in ag_real's own
- * precision. In the float build on x86-64 glibc, expf is declared SIMD so that loops marked
- * `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call: 0.85 vs 2.3 ns
- * per element here, within 2.3e-7 relative; inf, -inf and NaN handled). AG_NO_LIBMVEC turns
- * it off for other C libraries. */
-#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(AG_NO_LIBMVEC)
-float expf(float) __attribute__((__simd__("notinbranch")));
-#endif
-static inline ag_real ag__exp(ag_real x) { return AG_EXP(x); }
 
 /* C += op(A) op(B) for contiguous row-major matrices, op(X) = X^T when its flag is set:
  *   C [M,N],  A [M,K] (or [K,M] when transA),  B [K,N] (or [N,K] when transB)

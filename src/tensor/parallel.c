@@ -1,7 +1,9 @@
-/* parallel.c -- the thread pool settings and the row-block-parallel gemm (see parallel.h). */
+/* parallel.c -- the thread pool's settings (speed.h) and the row-block-parallel gemm
+ * (parallel.h). */
 #include <omp.h>
 #include "blas.h"
 #include "parallel.h"
+#include "speed.h"
 
 void openblas_set_num_threads(int n); /* OpenBLAS's own, declared here: not every cblas.h has it */
 

@@ -1,4 +1,5 @@
-/* parallel.h -- one thread pool for everything.
+/* parallel.h -- the matrix products on the one thread pool. Private to the library: not
+ * installed, not in attograd.h (the threads' settings, ag_threads_init, are in speed.h).
  *
  * Two pools that both spin (OpenMP's and OpenBLAS's own) fight for the cores and make a step
  * several times slower. So attograd keeps OpenBLAS single-threaded and runs everything,
@@ -9,12 +10,6 @@
 
 #include <stdbool.h>
 #include "real.h"
-
-/* Sets the number of threads (n >= 1; 0 = the number of cores) for OpenMP and makes OpenBLAS
- * single-threaded. Programs call it once at start; it changes the OpenMP runtime's and
- * OpenBLAS's process-wide settings, the only global state attograd touches. */
-void ag_threads_init(int n);
-int ag_threads(void);  /* the threads a parallel region gets */
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose when the flag is set), split
  * over row blocks of C across the threads when the product is big enough to pay for it.

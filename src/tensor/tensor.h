@@ -1,12 +1,19 @@
-/* tensor.h -- tensors, the step context (arena + tape + errors), and the autograd driver.
+/* tensor.h -- the core of attograd: tensors, the step context (its arena and its tape), the
+ * autograd driver, and the one error convention. Read this header first.
+ *
+ * src/tensor/ owns tensors and everything that differentiates them: the step context (ctx.c,
+ * arena.c), the tape and its backward walk (tape.c, grad.c), every op with its backward (ops.h,
+ * ops/<op>.c) and the ops' fast kernels (fast/). The knobs that only make a step faster are in
+ * speed.h; the ones that look inside a step (anomaly detection, layer scopes, statistics,
+ * profiling) in debug.h. It knows no layer, optimizer, parameter store or file format.
  *
  * OWNERSHIP (who frees what)
- *   - Parameters (ag_params, src/nn/nn.h) persist: their ag_tensor structs, data and grads are
- *     owned by the ag_params and released by ag_params_free.
+ *   - Parameters (ag_params, src/params/params.h) persist: their ag_tensor structs, data and
+ *     grads are owned by the ag_params and released by ag_params_free.
  *   - Everything an op creates (output tensors, tape nodes, saved buffers, activation grads)
  *     lives in the ag_ctx arena and is "valid until ag_ctx_reset". Nothing is freed one by one.
  *     After the first training step the arena has reached its high-water mark and later steps
- *     allocate nothing (ag_ctx_stats shows it).
+ *     allocate nothing (ag_ctx_get_stats in debug.h shows it).
  *   - ag_tensor_new_owned makes a persistent leaf outside any ctx (ag_gradcheck's inputs);
  *     the caller frees it with ag_tensor_free_owned.
  *
@@ -89,14 +96,6 @@ void ag_tensor_set_shape(ag_tensor *t, int ndim, const int *shape);
 /* ---------- the step context ---------- */
 typedef struct ag_ctx ag_ctx;
 
-typedef struct {
-    size_t arena_capacity;    /* bytes reserved in chunks */
-    size_t arena_used;        /* bytes handed out since the last reset */
-    size_t arena_high_water;  /* the most ever used between two resets */
-    uint64_t chunk_mallocs;   /* malloc calls the arena has made, ever */
-    size_t tape_nodes;        /* nodes recorded since the last reset */
-} ag_ctx_stats;
-
 /* A new context with grad mode on. NULL if out of memory. Free with ag_ctx_free. */
 ag_ctx *ag_ctx_new(void);
 void ag_ctx_free(ag_ctx *ctx);                 /* NULL ok */
@@ -113,31 +112,6 @@ ag_status ag_ctx_status(const ag_ctx *ctx);
 ag_status ag_ctx_fail(ag_ctx *ctx, ag_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ag_ctx_clear_error(ag_ctx *ctx);
-/* Anomaly detection (off by default; it costs a pass over every op output and gradient): when
- * on, the first recorded op whose output holds a NaN or Inf (or the first backward that writes
- * one into a gradient) sets an AG_ERR_NONFINITE error naming the op, its shape and its layer:
- * "non-finite output of softmax [12,4,64,64] in blocks.1.attn". Only -inf from an op that writes
- * it on purpose (ag_op.may_output_neg_inf: masked_fill) is allowed. */
-void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on);
-/* Gradient recycling (off by default). On, the gradient of a tensor that an op made is handed
- * back as soon as that op's backward has run (nothing reads it after that) and the next
- * gradient of the same size reuses the buffer, while it is still in cache, instead of fresh
- * arena memory. Leaves (inputs, parameters) keep their gradients; an op's output has grad NULL
- * after ag_backward. Training loops turn it on; leave it off to look at intermediate
- * gradients (the attention weights' dL/dA, say). */
-void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
-/* Reference kernels (off by default): on, every op runs the plain loops of its ops/<op>.c even
- * where a fast kernel (fast/<op>.c) was built, so the two paths can be compared on the same
- * inputs (tests/test_fast_ref.c). Set it before the forward; a `make REFERENCE=1` library has
- * only the reference kernels and ignores it. */
-void ag_ctx_set_reference_kernels(ag_ctx *ctx, bool on);
-bool ag_ctx_reference_kernels(const ag_ctx *ctx);
-ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx);
-/* Names the layer now running ("blocks.0.attn"); every node recorded from now on carries it.
- * The string must outlive the tape (a literal, or a layer's own name). NULL clears it. */
-void ag_ctx_set_scope(ag_ctx *ctx, const char *scope);
-const char *ag_ctx_scope(const ag_ctx *ctx);
-
 /* Raw arena memory, 64-byte aligned, valid until ag_ctx_reset. NULL (and an error) on OOM. */
 void *ag_ctx_alloc(ag_ctx *ctx, size_t bytes);
 
@@ -174,21 +148,21 @@ typedef struct ag_op {
     const char *name;          /* shows in error messages and in --trace-shapes */
     ag_backward_fn backward;   /* adds (+=) d(loss)/d(input) into each input's grad */
     bool may_output_neg_inf;   /* -inf in the output is on purpose (masked_fill): anomaly
-                                  detection lets it pass; NaN and +inf are still faults */
+                                  detection (debug.h) lets it pass; NaN and +inf are faults */
     bool output_is_view;       /* the output shares its input's data AND gradient buffer
-                                  (reshape): gradient recycling must not release that buffer
-                                  after this op's backward, since it is the input's gradient */
+                                  (reshape): gradient recycling (speed.h) must not release that
+                                  buffer after this op's backward: it is the input's gradient */
 } ag_op;
 
 struct ag_node {
     const ag_op *op;
-    ag_tensor *out;
+    ag_tensor *out;            /* NULL for a mark (ag_ctx_mark, speed.h): it always runs */
     ag_tensor *in[AG_MAX_INPUTS];
     int n_in;
     void *saved;               /* op-specific buffer in the arena (e.g. LayerNorm mean/rstd) */
     double fparam[2];          /* op-specific scalars (scale factor, eps, dropout p, ...) */
     int iparam[2];             /* op-specific ints (number of heads, ...) */
-    const char *scope;         /* the layer that was running (ag_ctx_set_scope), or NULL */
+    const char *scope;         /* the layer that was running (debug.h's ag_ctx_set_scope) */
     ag_node *prev;             /* the node recorded before this one */
 };
 
@@ -207,38 +181,5 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
 ag_status ag_backward(ag_ctx *ctx, ag_tensor *loss);
 /* The same from any tensor y with a given upstream gradient dy [numel(y)] (gradient checks). */
 ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy);
-
-/* Marks: how far has the backward come? ag_ctx_mark(ctx, id) in a forward records a mark on the
- * tape; when the backward walks past it (newest to oldest) every node recorded after the mark
- * has run its backward, so a parameter used only after the mark has its whole gradient, and
- * the hook is called with id. Data-parallel training uses it to start sending a block's
- * gradients while the backward goes on below (examples/char_lm/ddp.h). ag_ctx_mark records
- * nothing (and costs nothing) while no hook is set or grad mode is off. The hook stays set
- * across resets; NULL removes it. Cannot fail (a mark that finds no memory is dropped, and the
- * forward's next op reports the shortage). */
-typedef void (*ag_mark_fn)(void *user, int id);
-void ag_ctx_set_mark_hook(ag_ctx *ctx, ag_mark_fn fn, void *user);
-void ag_ctx_mark(ag_ctx *ctx, int id);
-
-/* ---------- profiling (for make bench) ----------
- * With a profile attached, every recorded op adds the time since the previous record (or
- * since ag_ctx_profile_mark) to its forward total, and every backward its own time. */
-#define AG_PROFILE_MAX_OPS 32
-typedef struct {
-    int n;
-    struct {
-        const ag_op *op;
-        double fwd_s, bwd_s;
-        uint64_t fwd_calls, bwd_calls;
-    } ops[AG_PROFILE_MAX_OPS];
-    double last_mark;  /* internal: monotonic time of the last record */
-} ag_profile;
-/* Attaches p (owned by the caller; NULL detaches). */
-void ag_ctx_set_profile(ag_ctx *ctx, ag_profile *p);
-/* Starts the forward clock (call before the first op of a step). */
-void ag_ctx_profile_mark(ag_ctx *ctx);
-
-/* Calls fn for each recorded node in execution order (for --trace-shapes). */
-void ag_tape_foreach(const ag_ctx *ctx, void (*fn)(const ag_node *n, void *user), void *user);
 
 #endif

@@ -1,15 +1,46 @@
 /* fast.h -- the tools of the fast kernels (fast/<op>.c), and their declarations.
  *
  * A fast kernel does what its op's reference kernel does (ops/<op>.c), in another order or
- * with other memory traffic: lane reductions, column blocks, gemm pairs, target clones,
- * gradients written instead of zeroed and added to, fused attention. tests/test_fast_ref.c
- * runs both on random shapes and requires them equal. Not compiled with `make REFERENCE=1`.
- * Not installed, not part of the API. */
+ * with other memory traffic: lane reductions, column blocks, gemm pairs, AVX2 targets,
+ * gradients written instead of zeroed and added to, fused attention. The tests/test_fast_ref*.c
+ * suites run both on random shapes and require them equal (tests/fastref.h). Not compiled
+ * with `make REFERENCE=1`. Not installed, not part of the API. */
 #ifndef AG_FAST_H
 #define AG_FAST_H
 
 #include "../alloc.h"
 #include "../kernel.h"
+
+/* The gradient buffer of t for a backward that writes EVERY element of it. The first
+ * contribution to a gradient needs no zeroed buffer: *accumulate is false and the backward
+ * writes with `=` (gemm beta 0); later ones find the buffer and add (`+=`, beta 1). This saves
+ * a memset of every activation gradient. Backwards that write only some elements (a scatter,
+ * a broadcast) use ag_grad, which zeroes. NULL on OOM. Defined in fast/grad.c. */
+ag_real *ag__grad_into(ag_ctx *ctx, ag_tensor *t, bool *accumulate);
+
+/* The range [*i0, *i1) of n items that thread `part` of n_parts takes: equal shares in order. */
+static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t *i1)
+{
+    *i0 = n * (size_t)part / (size_t)n_parts;
+    *i1 = n * (size_t)(part + 1) / (size_t)n_parts;
+}
+
+/* exp for the fast kernels (softmax, cross-entropy, attention, GELU, SiLU). In the float build
+ * on x86-64 glibc it is libm's expf under a second name that is declared SIMD, so that loops
+ * marked `#pragma omp simd` call glibc's vector expf from libmvec (4 lanes per call, 8 in an
+ * AVX2 target: 0.85 vs 2.3 ns per element here, within 2.3e-7 relative; inf, -inf and NaN
+ * handled). The second name keeps the SIMD declaration away from plain expf: the reference
+ * kernels, which call AG_EXP, stay scalar libm. Under that name the compiler no longer knows
+ * the function as expf, so it is told what expf is, or it reloads around every call (GELU's
+ * forward: 1.7% more instructions): const (its result depends on x alone; we never read the
+ * errno it may set), nothrow and leaf (as glibc declares it).
+ * AG_NO_LIBMVEC turns it off for other C libraries. */
+#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(AG_NO_LIBMVEC)
+float ag__simd_expf(float) __asm__("expf") __attribute__((__simd__("notinbranch"), const, nothrow, leaf));
+static inline ag_real ag__exp(ag_real x) { return ag__simd_expf(x); }
+#else
+static inline ag_real ag__exp(ag_real x) { return AG_EXP(x); }
+#endif
 
 /* out[c] += sum over rows r of x[r, c], for x [R, C]: the gradient of a broadcast bias.
  * Threads take blocks of AG_COL_BLOCK adjacent columns, so no two write the same out[c], and
@@ -93,15 +124,19 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
     return lane[0];
 }
 
-/* AG_CLONES before a kernel compiles it twice, for plain x86-64 and for AVX2 (8 floats per
- * instruction, and libmvec's 8-lane expf), and the loader picks the one the CPU can run. The
- * build has no -march (GCC 12 miscompiled one of our loops with -march=native), so this is
- * how a compute-bound loop (GELU's forward) gets the wider vectors. No FMA: a fused
- * multiply-add would round differently from the plain clone. AG_NO_CLONES turns it off. */
+/* Two targets of one loop. The build has no -march (GCC 12 miscompiled one of our loops with
+ * -march=native), so a compute-bound loop (GELU's forward) gets AVX2's wider vectors (8 floats
+ * per instruction, and libmvec's 8-lane expf) this way: its body is an always-inline function,
+ * compiled twice, into a function marked AG_AVX2 and into a plain one, and the kernel picks one
+ * by ag__cpu_has_avx2() when it runs. No FMA: a fused multiply-add would round differently from
+ * the plain target. Both targets are called by name in tests/test_fast_ref_rows.c and compared.
+ * AG_NO_CLONES leaves the plain target alone. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
-#define AG_CLONES __attribute__((target_clones("avx2", "default")))
+#define AG_AVX2 __attribute__((target("avx2")))
+static inline bool ag__cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #else
-#define AG_CLONES
+#define AG_AVX2
+static inline bool ag__cpu_has_avx2(void) { return false; }
 #endif
 
 /* ---------- the fast kernels, one group per op ---------- */
@@ -122,17 +157,19 @@ void ag_fast_rmsnorm_backward(ag_real *dx, ag_real *dw, const ag_real *dy, const
 double ag_fast_cross_entropy_forward(ag_real *probs, const ag_real *z, const int *targets, int ignore_index,
                                      size_t R, int V);
 
-/* fast/masked_fill.c: the same arguments as ops/masked_fill.c's masked_fill_forward/backward
- * (x's shape n[4] padded on the left, the mask's strides ms[4] over it, 0 where repeated) */
-void ag_fast_masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, const int *n,
-                                 const size_t *ms);
-void ag_fast_masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, const int *n,
-                                  const size_t *ms);
+/* fast/masked_fill.c: the same arguments as ops/masked_fill.c's masked_select, the forward and
+ * the backward in one (x's shape n[4] padded on the left, the mask's strides ms[4] over it, 0
+ * where repeated) */
+void ag_fast_masked_select(ag_real *out, const ag_real *in, const ag_real *mask, ag_real value, bool add,
+                           const int *n, const size_t *ms);
 
 /* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
- * backward step (it writes dx on first touch through ag__grad_into) */
+ * backward step (it writes dx on first touch through ag__grad_into). The forward's work loop,
+ * over n items, has two targets (AG_AVX2); the avx2 one runs only where ag__cpu_has_avx2(). */
 void ag_fast_gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N);
 ag_status ag_fast_gelu_backward(ag_ctx *ctx, ag_node *n);
+void ag__gelu_forward_span_avx2(ag_real *y, ag_real *th, const ag_real *x, size_t n);
+void ag__gelu_forward_span_plain(ag_real *y, ag_real *th, const ag_real *x, size_t n);
 
 /* fast/silu.c: the forward only, ops/silu.c's silu_forward arguments */
 void ag_fast_silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N);

@@ -1,5 +1,5 @@
-/* fast/masked_fill.c -- masked_fill's kernels over contiguous blocks (ops/masked_fill.c has the
- * formulas, the broadcasting and the reference loops these must equal).
+/* fast/masked_fill.c -- masked_fill's select over contiguous blocks (ops/masked_fill.c has the
+ * formulas, the broadcasting and the reference loop this must equal).
  *
  * x is cut into [outer, inner] blocks, inner = the trailing dims along which the mask is not
  * repeated, so each block reads one contiguous block of the mask: a causal [T,T] mask over
@@ -33,31 +33,19 @@ static size_t block_offset(size_t o, const int *n, const size_t *ms, int k)
     return off;
 }
 
-void ag_fast_masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, const int *n,
-                                 const size_t *ms)
+void ag_fast_masked_select(ag_real *out, const ag_real *in, const ag_real *mask, ag_real value, bool add,
+                           const int *n, const size_t *ms)
 {
     int k;
     size_t N = (size_t)n[0] * n[1] * n[2] * n[3], inner = inner_block(n, ms, &k);
     size_t outer = inner ? N / inner : 0;
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t o = 0; o < outer; o++) {
-        const ag_real *m = mask + block_offset(o, n, ms, k), *xo = x + o * inner;
-        ag_real *yo = y + o * inner;
-        for (size_t j = 0; j < inner; j++) yo[j] = m[j] != 0 ? xo[j] : value;
-    }
-}
-
-void ag_fast_masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, const int *n,
-                                  const size_t *ms)
-{
-    int k;
-    size_t N = (size_t)n[0] * n[1] * n[2] * n[3], inner = inner_block(n, ms, &k);
-    size_t outer = inner ? N / inner : 0;
-#pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
-    for (size_t o = 0; o < outer; o++) {
-        const ag_real *m = mask + block_offset(o, n, ms, k), *dyo = dy + o * inner;
-        ag_real *dxo = dx + o * inner;
-        for (size_t j = 0; j < inner; j++)
-            if (m[j] != 0) dxo[j] += dyo[j];
+        const ag_real *m = mask + block_offset(o, n, ms, k), *in_o = in + o * inner;
+        ag_real *out_o = out + o * inner;
+        if (add)
+            for (size_t j = 0; j < inner; j++) out_o[j] += m[j] != 0 ? in_o[j] : 0;
+        else
+            for (size_t j = 0; j < inner; j++) out_o[j] = m[j] != 0 ? in_o[j] : value;
     }
 }

@@ -6,6 +6,7 @@
  *           (a broadcast input sums its gradient back to its own shape)
  * Fast kernels: fast/add.c (backward only: gradients written instead of zeroed and added to,
  * column blocks for the broadcast sum); tests/test_fast_ref_products.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

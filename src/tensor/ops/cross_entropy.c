@@ -12,6 +12,7 @@
  * The softmax probabilities of the counted rows are saved for the backward.
  * Fast kernels: fast/cross_entropy.c (the forward: lane reductions, SIMD exp);
  * tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
@@ -43,11 +44,11 @@ static double cross_entropy_forward(ag_real *probs, const ag_real *z, const int 
         for (int j = 1; j < V; j++)
             if (zr[j] > m) m = zr[j];
         ag_real sum = 0;
-        for (int j = 0; j < V; j++) sum += ag__exp(zr[j] - m);
+        for (int j = 0; j < V; j++) sum += AG_EXP(zr[j] - m);
         ag_real lse = m + AG_LOG(sum);
         total += (double)(lse - zr[targets[r]]);
         if (probs)
-            for (int j = 0; j < V; j++) probs[r * V + j] = ag__exp(zr[j] - m) / sum;
+            for (int j = 0; j < V; j++) probs[r * V + j] = AG_EXP(zr[j] - m) / sum;
     }
     return total;
 }

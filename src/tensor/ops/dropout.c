@@ -4,7 +4,8 @@
  *           (scaling at train time keeps E[y] = x, so eval needs no rescale: it is the identity)
  * backward: dx[i] += keep[i] ? dy[i] / (1 - p) : 0
  * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask.
- * One path: these plain loops are the kernels (there is no fast/dropout.c). */
+ * One path: these plain loops are the kernels; fast/ has none for this op. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../rng.h"

@@ -3,7 +3,8 @@
  * forward:  y[b, t, :] = W[ids[b*T + t], :]
  * backward: dW[ids[b*T + t], :] += dy[b, t, :]   (scatter-add: a token that appears twice
  *           gets both contributions). The ids get no gradient.
- * One path: these plain loops are the kernels (there is no fast/embedding.c). */
+ * One path: these plain loops are the kernels; fast/ has none for this op. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

@@ -4,8 +4,9 @@
  * backward: dy/dx = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
  *           dx += dy * dy/dx
  * The forward saves tanh(u), so the backward needs no transcendental at all.
- * Fast kernels: fast/gelu.c (tanh from one exp, AVX2 clones, dx written on first touch);
+ * Fast kernels: fast/gelu.c (tanh from one exp, an AVX2 target, dx written on first touch);
  * tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

@@ -2,7 +2,8 @@
  *
  * split:  y[b,h,t,d] = x[b,t,h*D + d]        merge: the inverse permutation
  * Both are pure permutations, so each backward is the other op's forward, accumulated.
- * One path: this plain loop is the kernel (there is no fast/heads.c). */
+ * One path: this plain loop is the kernel; fast/ has none for this op. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

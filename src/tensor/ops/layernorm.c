@@ -8,6 +8,7 @@
  *           same in layernorm_backward). mean and rstd are saved per row.
  * Fast kernels: fast/layernorm.c (lane reductions, dx written on first touch, column blocks for
  * dw and db); tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

@@ -8,6 +8,7 @@
  * Fast kernels: fast/linear.c (bias rows copied under the gemm, gradients written instead of
  * zeroed and added to, dx and dW as a gemm pair with db on dx's side, column blocks for db);
  * tests/test_fast_ref_products.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

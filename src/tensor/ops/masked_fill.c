@@ -8,8 +8,9 @@
  * forward:  y[i] = m(i) != 0 ? x[i] : value
  * backward: dx[i] += m(i) != 0 ? dy[i] : 0       (a filled entry no longer depends on x)
  * With value = -inf before a softmax, a masked score gets exactly zero weight.
- * Fast kernels: fast/masked_fill.c (contiguous mask blocks); tests/test_fast_ref_rows.c proves
- * them equal. */
+ * Both directions are the same select, one loop (masked_select). Fast kernel: fast/masked_fill.c
+ * (contiguous mask blocks); tests/test_fast_ref_rows.c proves it equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
@@ -32,7 +33,7 @@ static bool broadcast_mask(const ag_tensor *x, const ag_tensor *mask, int n[AG_M
     return true;
 }
 
-// --- reference kernels: the formulas above as plain loops ---
+// --- reference kernel: the formulas above as one plain loop ---
 
 /* the mask element of x[i0,i1,i2,i3] */
 static inline size_t mask_at(const size_t *ms, int i0, int i1, int i2, int i3)
@@ -40,9 +41,12 @@ static inline size_t mask_at(const size_t *ms, int i0, int i1, int i2, int i3)
     return i0 * ms[0] + i1 * ms[1] + i2 * ms[2] + i3 * ms[3];
 }
 
-/* x and y [n0,n1,n2,n3], mask read through the strides ms (broadcast_mask) */
-static void masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mask, ag_real value, const int *n,
-                                const size_t *ms)
+/* The forward and the backward are one select over x's elements [n0,n1,n2,n3], the mask read
+ * through the strides ms (broadcast_mask):
+ *   forward  (out y,  in x,  add false):  out[i]  = m(i) != 0 ? in[i] : value
+ *   backward (out dx, in dy, add true):   out[i] += m(i) != 0 ? in[i] : 0      (value 0) */
+static void masked_select(ag_real *out, const ag_real *in, const ag_real *mask, ag_real value, bool add,
+                          const int *n, const size_t *ms)
 {
     size_t N = (size_t)n[0] * n[1] * n[2] * n[3];
 #pragma omp parallel for collapse(3) schedule(static) if (N >= AG_PAR_MIN)
@@ -51,27 +55,14 @@ static void masked_fill_forward(ag_real *y, const ag_real *x, const ag_real *mas
             for (int i2 = 0; i2 < n[2]; i2++)
                 for (int i3 = 0; i3 < n[3]; i3++) {
                     size_t i = (((size_t)i0 * n[1] + i1) * n[2] + i2) * n[3] + i3; /* x's flat index */
-                    y[i] = mask[mask_at(ms, i0, i1, i2, i3)] != 0 ? x[i] : value;
-                }
-}
-
-static void masked_fill_backward(ag_real *dx, const ag_real *dy, const ag_real *mask, const int *n,
-                                 const size_t *ms)
-{
-    size_t N = (size_t)n[0] * n[1] * n[2] * n[3];
-#pragma omp parallel for collapse(3) schedule(static) if (N >= AG_PAR_MIN)
-    for (int i0 = 0; i0 < n[0]; i0++)
-        for (int i1 = 0; i1 < n[1]; i1++)
-            for (int i2 = 0; i2 < n[2]; i2++)
-                for (int i3 = 0; i3 < n[3]; i3++) {
-                    size_t i = (((size_t)i0 * n[1] + i1) * n[2] + i2) * n[3] + i3;
-                    if (mask[mask_at(ms, i0, i1, i2, i3)] != 0) dx[i] += dy[i];
+                    ag_real v = mask[mask_at(ms, i0, i1, i2, i3)] != 0 ? in[i] : value;
+                    out[i] = add ? out[i] + v : v;
                 }
 }
 
 // --- backward step ---
 
-static ag_status masked_fill_backward_step(ag_ctx *ctx, ag_node *n)
+static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
 {
     /* forward: y = m ? x : value  =>  dx += m ? dy : 0 */
     ag_tensor *x = n->in[0], *mask = n->in[1];
@@ -80,15 +71,15 @@ static ag_status masked_fill_backward_step(ag_ctx *ctx, ag_node *n)
     broadcast_mask(x, mask, shape, ms); /* the op checked that it broadcasts */
     ag_real *dx = ag_grad(ctx, x);                                  // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    if (AG_FAST(ctx)) ag_fast_masked_fill_backward(dx, n->out->grad, mask->data, shape, ms);
-    else masked_fill_backward(dx, n->out->grad, mask->data, shape, ms);
+    if (AG_FAST(ctx)) ag_fast_masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);
+    else masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);
     return AG_OK;
 }
 
 // --- op ---
 
 /* masked_fill writes -inf on purpose: --detect-anomaly must not call that a fault */
-static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward_step,
+static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward,
                                       .may_output_neg_inf = true };
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value)
@@ -106,8 +97,8 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real va
     }
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     if (!y) return NULL;
-    if (AG_FAST(ctx)) ag_fast_masked_fill_forward(y->data, x->data, mask->data, value, shape, ms);
-    else masked_fill_forward(y->data, x->data, mask->data, value, shape, ms);
+    if (AG_FAST(ctx)) ag_fast_masked_select(y->data, x->data, mask->data, value, false, shape, ms);
+    else masked_select(y->data, x->data, mask->data, value, false, shape, ms);
     /* the mask is never differentiated: only x is an input of the node that needs a grad */
     ag_tensor *in[2] = { x, mask };
     ag_record(ctx, &masked_fill_op, y, in, 2);

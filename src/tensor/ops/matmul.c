@@ -7,6 +7,7 @@
  *           one product with the batch entries' rows stacked: A [batch*M, K], dC [batch*M, N].
  * Fast kernels: fast/matmul.c (a shared B's batch flattened into the rows of one gemm, outputs
  * written by gemm's beta 0); tests/test_fast_ref_products.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

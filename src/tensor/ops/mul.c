@@ -4,7 +4,8 @@
  * backward: da[i] += dy[i] b[i];   db[i] += dy[i] a[i]
  *           (product rule; with a == b, as in x * x, both terms land in the same grad and
  *           give 2 x dy, which is right because gradients accumulate)
- * One path: these plain loops are the kernels (there is no fast/mul.c). */
+ * One path: these plain loops are the kernels; fast/ has none for this op. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

@@ -3,7 +3,8 @@
  * reshape:   y = x viewed with another shape of the same numel. y shares x's data AND x's
  *            gradient buffer, so dy lands directly in dx and the backward has nothing to do.
  * transpose: y[..., n, m] = x[..., m, n];  backward: dx[..., m, n] += dy[..., n, m].
- * One path: this plain loop is the kernel (there is no fast/reshape.c). */
+ * One path: this plain loop is the kernel; fast/ has none for this op. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

@@ -15,6 +15,7 @@
  *           rstd is saved per row.
  * Fast kernels: fast/rmsnorm.c (lane reductions, column blocks for dw); tests/test_fast_ref_rows.c
  * proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"

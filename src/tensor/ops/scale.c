@@ -2,7 +2,8 @@
  *
  * forward:  y[i] = s x[i]
  * backward: dx[i] += s dy[i]
- * One path: these plain loops are the kernels (there is no fast/scale.c). */
+ * One path: these plain loops are the kernels; fast/ has none for this op. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 

@@ -7,6 +7,7 @@
  * so silu(-1000) = -0 and silu(1000) = 1000. The forward saves s so the backward needs no exp.
  * Fast kernels: fast/silu.c (the forward: a branch-free sigmoid in SIMD); the backward has one
  * path. tests/test_fast_ref_rows.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
@@ -18,7 +19,7 @@ static void silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N)
 {
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
-        ag_real s = 1 / (1 + ag__exp(-x[i]));
+        ag_real s = 1 / (1 + AG_EXP(-x[i]));
         if (sig) sig[i] = s;
         y[i] = x[i] * s;
     }

@@ -6,6 +6,7 @@
  * backward: dx[j] = sum_k dy[k] dy[k]/dx[j] = sum_k dy[k] y[k] (delta_jk - y[j])
  *                 = y[j] (dy[j] - sum_k dy[k] y[k])
  * Fast kernels: fast/softmax.c (lane reductions); tests/test_fast_ref.c proves them equal. */
+#include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../fast/fast.h"
@@ -27,7 +28,7 @@ static void softmax_forward(ag_real *y, const ag_real *x, size_t R, int N)
         }
         ag_real sum = 0;
         for (int j = 0; j < N; j++) {
-            yr[j] = ag__exp(xr[j] - max);
+            yr[j] = AG_EXP(xr[j] - max);
             sum += yr[j];
         }
         for (int j = 0; j < N; j++) yr[j] /= sum;

@@ -127,13 +127,14 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
 /* Three targets of one loop. The build has no -march (GCC 12 miscompiled one of our loops with
  * -march=native), so a loop that computes more than it moves (GELU, LayerNorm, the attention
  * weights' softmax, AdamW) gets wider vectors this way: its body is an always-inline function
- * compiled three times by AG_TARGETS into NAME_plain (SSE2: 4 floats per
- * instruction), NAME_avx2 (8, and libmvec's 8-lane expf) and NAME_avx512 (16, and the 16-lane
- * expf), and the kernel calls AG_PICK(NAME), the widest this CPU runs. No target fuses a
+ * compiled three times by AG_TARGETS, into NAME_plain (SSE2: 4 floats per instruction),
+ * NAME_avx2 (8, and libmvec's 8-lane expf) and NAME_avx512 (16, and the 16-lane expf), and the
+ * kernel calls AG_PICK(NAME), the widest this CPU runs. No target fuses a
  * multiply-add: the build's -std=c11 means -ffp-contract=off, so even the AVX-512 target,
  * which has FMA instructions, rounds every product and sum as the plain one does; a loop
- * without exp gives the same bits on all three. tests/test_fast_ref_rows.c calls each target
- * by name and compares. AG_NO_CLONES leaves the plain target alone (its name still exists). */
+ * without exp gives the same bits on all three. tests/test_fast_targets.c (and, for GELU's
+ * forward, tests/test_fast_ref_rows.c) calls each target by name and compares. AG_NO_CLONES
+ * leaves the plain target alone (the three names still exist). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
 #define AG_AVX2 __attribute__((target("avx2")))
 #define AG_AVX512 __attribute__((target("avx512f")))

@@ -177,7 +177,7 @@ static const err_case cases[] = {
      A("train", "--data", "input.txt", "--out", "ckpt", "--resume"), 2, "is not the text the run in ckpt", 0},
     {"--resume without a checkpoint", P_EMPTY_DIR, NULL,
      A("train", "--data", "corpus.txt", "--out", "nockpt", "--resume"), 1,
-     "nockpt/model.safetensors: cannot open: No such file or directory", 0},
+     "--resume: nockpt holds no checkpoint (no latest, no ckpt-N directory, no model.safetensors)", 0},
     {"--resume from a truncated model", P_TRUNC_MODEL, NULL, RESUME("--max-iters", "4"), 1,
      "--resume: ckpt/ckpt-00000002/model.safetensors: ", 0},
     {"--resume from a truncated train state", P_TRUNC_STATE, NULL, RESUME("--max-iters", "4"), 1,
@@ -187,8 +187,8 @@ static const err_case cases[] = {
 
     // --- an output directory that cannot be written ---
     {"--out under a regular file", P_FILE, NULL, TRAIN("corpus.txt", "file/out"), 1, "file is not a directory", 0},
-    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/latest/run"), 1,
-     "ckpt/latest is not a directory", 0},
+    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/latest/run"), 2,
+     "--out ckpt/latest/run lies inside the run directory", 0},
     {"--out under a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir/run"), 1,
      "Permission denied", F_DROP},
     {"--out is a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir"), 1, "Permission denied",
@@ -276,7 +276,8 @@ static const err_case cases[] = {
     /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
     {"train: the evaluation's loss is not finite", P_DIVERGED, NULL,
      TRAIN("corpus.txt", "ckpt", "--init-from", "diverged", "--overwrite"), 1,
-     "iteration 0: the evaluation's train loss is nan: the model has diverged",
+     "iteration 0: the evaluation's val loss is nan: the model has diverged; stopped; kept: ckpt/ckpt-00000002, "
+     "the latest, and ckpt/ckpt-00000000, the best",
      F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
     {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
      "corpus.txt: the loss is nan", 0},

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,12 @@ static const char *fresh_dir(const char *name)
     return dir;
 }
 
+static bool exists(const char *dir, const char *name)
+{
+    struct stat sb;
+    return lstat(proc_path(dir, name), &sb) == 0;
+}
+
 /* Runs char_lm in dir and expects exit code `code`; returns its stdout (malloc'd). */
 static char *run_ok(const char *dir, const char *const *args, const proc_opts *o, int code)
 {
@@ -114,7 +121,9 @@ static char *metrics_losses(const char *dir)
 }
 
 /* The run in a ended exactly as the run in b: the same losses, the same checkpoint files (the
- * run identities aside). */
+ * run identities aside), latest's; and the same best checkpoint (its train state binds its
+ * weights by model_hash; the model file holds the config, whose max_iters the run that saved
+ * it may have had another of). */
 static void assert_same_run(const char *a, const char *b, const char *what)
 {
     char *ma = metrics_losses(a), *mb = metrics_losses(b);
@@ -122,10 +131,16 @@ static void assert_same_run(const char *a, const char *b, const char *what)
     free(ma);
     free(mb);
     const char *files[] = {"model.safetensors", "train_state.safetensors"};
-    for (int i = 0; i < 2; i++) {
+    char ba[PATH_MAX], bb[PATH_MAX];
+    snprintf(ba, sizeof ba, "%s", proc_ckpt_as(a, "best"));
+    snprintf(bb, sizeof bb, "%s", proc_ckpt_as(b, "best"));
+    ck_assert_msg(strcmp(ba + strlen(a), bb + strlen(b)) == 0, "%s: the best is %s, the uninterrupted run's %s", what,
+                  ba, bb);
+    for (int i = 0; i < 3; i++) {
+        const char *which = i < 2 ? "latest" : "best";
         char pa[PATH_MAX], pb[PATH_MAX];
-        snprintf(pa, sizeof pa, "%s", proc_path(proc_ckpt(a), files[i]));
-        snprintf(pb, sizeof pb, "%s", proc_path(proc_ckpt(b), files[i]));
+        snprintf(pa, sizeof pa, "%s", proc_path(proc_ckpt_as(a, which), files[i < 2 ? i : 1]));
+        snprintf(pb, sizeof pb, "%s", proc_path(proc_ckpt_as(b, which), files[i < 2 ? i : 1]));
         size_t na, nb;
         char *x = proc_read_ckpt_file(pa, &na), *y = proc_read_ckpt_file(pb, &nb);
         ck_assert_msg(x && y, "%s: missing %s or %s", what, pa, pb);
@@ -164,11 +179,16 @@ static long live_iteration(const char *run)
     return it;
 }
 
-/* After the recovery: the directory holds the checkpoint and the run's files, nothing else. */
+/* After the recovery: the directory holds the checkpoints latest and best name (perhaps one)
+ * and the run's files, nothing else. */
 static void assert_clean(const char *run, const char *what)
 {
     const char *tmp = proc_find_tmp(run);
     ck_assert_msg(tmp == NULL, "%s: %s left behind", what, tmp);
+    char latest[PATH_MAX], best[PATH_MAX];
+    snprintf(latest, sizeof latest, "%s", proc_ckpt_as(run, "latest"));
+    snprintf(best, sizeof best, "%s", proc_ckpt_as(run, "best"));
+    ck_assert_msg(strcmp(latest, run) != 0 && strcmp(best, run) != 0, "%s: no latest or no best in %s", what, run);
     DIR *d = opendir(run);
     ck_assert_ptr_nonnull(d);
     struct dirent *e;
@@ -177,14 +197,16 @@ static void assert_clean(const char *run, const char *what)
         const char *nm = e->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
         if (!strncmp(nm, "ckpt-", 5)) {
+            const char *p = proc_path(run, nm);
+            ck_assert_msg(!strcmp(p, latest) || !strcmp(p, best), "%s: %s is neither latest nor best", what, p);
             ckpts++;
             continue;
         }
-        ck_assert_msg(!strcmp(nm, "latest") || !strcmp(nm, "metrics.csv") || !strcmp(nm, "loss.png") ||
-                      !strcmp(nm, "loss.gp"), "%s: unexpected %s/%s", what, run, nm);
+        ck_assert_msg(!strcmp(nm, "latest") || !strcmp(nm, "best") || !strcmp(nm, "metrics.csv") ||
+                      !strcmp(nm, "loss.png") || !strcmp(nm, "loss.gp"), "%s: unexpected %s/%s", what, run, nm);
     }
     closedir(d);
-    ck_assert_msg(ckpts == 1, "%s: %d checkpoint directories in %s", what, ckpts, run);
+    ck_assert_msg(ckpts == 1 + (strcmp(latest, best) != 0), "%s: %d checkpoint directories in %s", what, ckpts, run);
 }
 
 /* The base directory of a scenario: corpus.txt and, but for S_FRESH, run/ trained to 2 (in the
@@ -270,14 +292,16 @@ static bool kill_once(scenario sc, const char *base, const char *ref, int k, boo
                       live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
                                                                                    "new checkpoint live");
 
-    /* the run goes on from it and ends as if never killed */
-    char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
-                                          "--eval-interval", "2", "--max-iters", "6")
-                                      : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
-                                          "--max-iters", "6"), &o, 0);
+    /* the run goes on from it and ends as if never killed: a plain train where nothing is left,
+     * --resume where a checkpoint is, committed or (killed before the commit) whole in ckpt-0 */
+    bool fresh = live < 0 && !exists(run, "ckpt-00000000");
+    char *out = run_ok(work, fresh ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                       "--eval-interval", "2", "--max-iters", "6")
+                                   : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                       "--max-iters", "6"), &o, 0);
     char resuming[64], what[400];
-    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", live);
-    ck_assert_msg(live < 0 || strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
+    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", live < 0 ? 0 : live);
+    ck_assert_msg(fresh || strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
                   live, out);
     free(out);
     snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
@@ -325,12 +349,6 @@ static const char *latest_name(const char *dir)
     return name;
 }
 
-static bool exists(const char *dir, const char *name)
-{
-    struct stat sb;
-    return lstat(proc_path(dir, name), &sb) == 0;
-}
-
 /* names [n] made in dir: a directory for a name ending in '/', else a one-byte file. */
 static void plant(const char *dir, const char *const *names, int n)
 {
@@ -359,7 +377,8 @@ static void small_run(const char *dir, char *ck, ag_corpus *c, lm_config *cfg, l
     cfg->model.vocab_size = c->vocab.V;
     cfg->model.n_layer = 1;
     cfg->model.n_embd = 16;
-    *st = (lm_train_state){.iter = iter, .step = iter, .run_id = 0x1234, .n_tokens = c->n, .n_train = c->n};
+    *st = (lm_train_state){.iter = iter, .step = iter, .run_id = 0x1234, .n_tokens = c->n, .n_train = c->n,
+                           .best_iter = -1, .best_loss = NAN};
     ag_rng_seed(&st->rng, 1);
 }
 
@@ -389,20 +408,79 @@ START_TEST(test_layout)
     ck_assert(m.iter == 3 && m.run_id == 0x1234);
     lm_model_free(&m);
 
-    /* what a killed run leaves is removed; what is not ours stays */
-    const char *leftovers[] = {"ckpt-00000009/", "ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
-                               "latest.tmp.123", "metrics.csv.tmp.55", "loss.png.tmp.8", "model.safetensors",
-                               "train_state.safetensors", "ckpt-00000009/model.safetensors"};
+    ag_gpt_free(g);
+    ag_corpus_free(&c);
+}
+END_TEST
+
+/* A checkpoint of g saved with st made of run `run` at iteration iter, following the checkpoint
+ * of model_hash prev, moved into ck as name (saved in dir/scratch first). */
+static void plant_ckpt(const char *dir, const char *ck, const char *name, const ag_gpt *g, const lm_config *cfg,
+                       const ag_vocab *v, lm_train_state st, uint64_t run, long iter, uint64_t prev)
+{
+    char scratch[PATH_MAX], from[PATH_MAX];
+    snprintf(scratch, sizeof scratch, "%s", proc_path(dir, "scratch"));
+    proc_remove_tree(scratch);
+    ck_assert_int_eq(mkdir(scratch, 0755), 0);
+    st.run_id = run;
+    st.iter = iter;
+    st.prev_hash = prev;
+    ag_error e = {0};
+    ck_assert_msg(lm_ckpt_save(scratch, g, cfg, v, &st, &e) == AG_OK, "%s", e.msg);
+    snprintf(from, sizeof from, "%s", proc_ckpt(scratch));
+    ck_assert_int_eq(rename(from, proc_path(ck, name)), 0);
+    proc_remove_tree(scratch);
+}
+
+/* What a train removes of a run directory (lm_ckpt_clean, issue 19): its temporary files and
+ * directories, this run's superseded checkpoints (older, or written after the live one but never
+ * committed) and older layout. Anything else stays and is named: a user's files, a checkpoint of
+ * another run, one that is not whole, a newer one of this run that does not follow the live one. */
+START_TEST(test_clean)
+{
+    const char *dir = fresh_dir("clean");
+    char ck[PATH_MAX], left[1024];
+    ag_corpus c;
+    lm_config cfg;
+    lm_train_state st;
+    small_run(dir, ck, &c, &cfg, &st, 3);
+    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    ag_error e = {0};
+    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);   /* live: ckpt-3 */
+    uint64_t live = lm_weights_hash(g->params);
+    plant_ckpt(dir, ck, "ckpt-00000002", g, &cfg, &c.vocab, st, 0x1234, 2, 0);      /* superseded */
+    plant_ckpt(dir, ck, "ckpt-00000004", g, &cfg, &c.vocab, st, 0x1234, 4, live);   /* never committed */
+    plant_ckpt(dir, ck, "ckpt-00000005", g, &cfg, &c.vocab, st, 0x1234, 5, 0x77);   /* another branch's */
+    plant_ckpt(dir, ck, "ckpt-00000001", g, &cfg, &c.vocab, st, 0x999, 1, 0);       /* another run's */
+    plant_ckpt(dir, ck, "ckpt-00000006", g, &cfg, &c.vocab, st, 0x1234, 1, 0);      /* the older layout's */
+    const char *pair[] = {"model.safetensors", "train_state.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char from[PATH_MAX];
+        snprintf(from, sizeof from, "%s", proc_path(proc_path(ck, "ckpt-00000006"), pair[i]));
+        ck_assert_int_eq(rename(from, proc_path(ck, pair[i])), 0);
+    }
+    ck_assert_int_eq(rmdir(proc_path(ck, "ckpt-00000006")), 0);
+    const char *leftovers[] = {"ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
+                               "ckpt-00000012-b.tmp.4242/", "latest.tmp.123", "best.tmp.9", "metrics.csv.tmp.55",
+                               "loss.png.tmp.8", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
+                               "train_state.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
-                            "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a"};
-    plant(ck, leftovers, (int)(sizeof leftovers / sizeof *leftovers));
-    plant(ck, theirs, (int)(sizeof theirs / sizeof *theirs));
-    lm_ckpt_clean(ck);
+                            "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a", "ckpt-00000009/",
+                            "ckpt-00000009/model.safetensors", "ckpt-00000001", "ckpt-00000005", "ckpt-00000003"};
+    plant(ck, leftovers, 7);
+    plant(ck, theirs, 8);
+    lm_ckpt_clean(ck, 0, left, sizeof left);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
         ck_assert_msg(exists(ck, theirs[i]), "%s was removed", theirs[i]);
+    ck_assert_msg(strstr(left, "ckpt-00000009 (not a whole checkpoint)") && strstr(left, "ckpt-00000001 (another "
+                  "run's)") && strstr(left, "ckpt-00000005 (this run's, newer than the live one)") &&
+                  !strstr(left, "ckpt-mine"), "left: %s", left);
+    lm_model m;
     ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_int_eq(m.iter, 3);
     lm_model_free(&m);
     ag_gpt_free(g);
     ag_corpus_free(&c);
@@ -1027,6 +1105,7 @@ Suite *rundir_suite(void)
 #endif
     tc = new_case(s, "layout", 0);
     tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_clean);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);

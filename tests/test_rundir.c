@@ -4,14 +4,15 @@
  *   crash    `train` killed (SIGKILL, through CHAR_LM_FAULT: see examples/char_lm/rundir.h) at
  *            every step of writing a checkpoint: every write, fsync, rename and removal, those
  *            inside ag_st_save included. After each kill the directory's latest names a whole
- *            checkpoint that samples; --resume from it (a plain `train` where the first
- *            checkpoint never got committed) leaves no leftover and ends with exactly the
- *            losses and files of a run that was never killed. Three starting points: a run
+ *            checkpoint that samples; --resume from it (a plain `train` where nothing of the
+ *            first checkpoint is left) leaves no leftover and ends with exactly the losses and
+ *            files of a run that was never killed, and its best checkpoint (best's commit
+ *            follows latest's: a kill between them is mended). Three starting points: a run
  *            resumed from the current layout, from the older one (files at the top), and a
  *            fresh run (whose first checkpoint may not exist yet). CHAR_LM_TABLE=1 prints
  *            every kill point and what it left.
  *   layout   the names a save chooses (never the live checkpoint's), and what the cleaning of
- *            a run directory removes (our leftovers) and leaves (anything else).
+ *            a run directory removes (this run's leftovers) and leaves (anything else, named).
  *   lock     while `train` runs, a second train, --resume or --overwrite on its directory is
  *            refused at once (exit 2, naming the pid), and sample and eval read it throughout.
  *   signals  SIGINT during a long evaluation and during `sample` is answered at once (130),
@@ -23,7 +24,13 @@
  *            nor training (killed after its time, a warning); deleting train.lock lets no
  *            second train in; the model and train state of two branches of a run are refused
  *            together; a user's directory at the next checkpoint's name is left alone; the
- *            corpus hash stops when asked; `attn` refuses a prompt it has no memory for. */
+ *            corpus hash stops when asked; `attn` refuses a prompt it has no memory for.
+ *   owned    (issue 19, part B) a diverged run stops keeping its latest and its best checkpoint
+ *            (whose eval is within 1% of the best evaluation logged), and says so truly; only a
+ *            run's own superseded checkpoints are removed (the cleaning's table, a user's copy
+ *            of another run left alone, --overwrite), a lost latest is recovered; a --resume
+ *            with nothing to do tidies; metrics.csv is cut in place; a FIFO as --data or
+ *            metrics.csv holds nothing; attn answers SIGINT; no message says -nan. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>

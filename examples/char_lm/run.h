@@ -126,7 +126,7 @@ void lm_run_free(lm_run *R);
 /* Every eval_interval steps and at the end (last): the losses (and the attention statistics),
  * a log line, a checkpoint (the best one too, when it is), the plots; at the end also the last
  * row of metrics.csv. Otherwise only this iteration's evaluation columns are blanked. A loss
- * that is not finite or above max(2 ln V, 2 x the best so far) is divergence: AG_ERR_NONFINITE,
+ * that is not finite or above max(2 ln V, 4 x the best so far) is divergence: AG_ERR_NONFINITE,
  * and the diverged model is never saved. */
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
 

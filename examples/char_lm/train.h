@@ -6,7 +6,7 @@
  *     if it % eval_interval == 0 or it == max_iters:
  *         mean loss of eval_iters random batches of each split (no-grad mode; the batches
  *         are drawn from an RNG seeded by (seed, it), so evaluating never changes training);
- *         a finite loss not above max(2 ln V, 2 x the best so far), or stop (a diverged
+ *         a finite loss not above max(2 ln V, 4 x the best so far), or stop (a diverged
  *         model is never saved: train_eval.c says why this rule); checkpoint (one unit:
  *         checkpoint.h; DIR/best too when this evaluation is the lowest), loss.png
  *     if it == max_iters: stop

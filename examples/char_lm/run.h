@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 #include <sys/types.h>
+#include "batch.h"
 #include "checkpoint.h"
 #include "ddp.h"
 #include "rundir.h"
@@ -81,12 +82,8 @@ typedef struct {
     lm_control ctl;
 } lm_run;
 
-// --- train.c: batches, signals, checkpoints ---
+// --- train.c: batches (batch.h), signals, checkpoints ---
 
-/* off [B]: B window offsets, uniform in [0, n - T - 1] (MODEL.md), drawn from rng. */
-void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng);
-/* x, y [b,T]: the windows at off [b] of ids, and their targets (shifted by one token). */
-void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, int T);
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
  * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
 int lm_run_stop_requested(const lm_run *R);

@@ -146,6 +146,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     double norm = ag_grad_norm(P);
     if (!isfinite(norm)) return norm_failed(R, it, norm, err);
     double gscale = ag_clip_scale(norm, c->grad_clip);                        // 1 when under it
+    if ((s = lm_dynamics_watch(R, it, norm, gscale, err))) return s;         // --log-dynamics: dW, W
 
     // AdamW, with g = gscale dW: W -= lr wd W; W -= lr m_hat / (sqrt(v_hat) + eps) (adam.c)
     update(P, c, lr, ++L->st.step, gscale);

@@ -33,15 +33,16 @@ static bool put_header(const lm_run *R, FILE *out)
     return ok && fputs("\n", out) >= 0;
 }
 
-ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
+ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
+                         ag_error *err)
 {
     char path[PATHLEN], tmp[PATHLEN + 32];
-    if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
+    if (!lm_path_join(path, sizeof path, R->o->out_dir, name))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
     FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
     if (!out) return AG_ERR_IO;
     FILE *in = R->ctl.resumed ? fopen(path, "r") : NULL;
-    bool ok = put_header(R, out);
+    bool ok = header(R, out);
     if (in) {   /* the rows before the resumed iteration, rewritten atomically */
         char *line = NULL;
         size_t cap = 0;
@@ -60,9 +61,13 @@ ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
     }
     ag_status s = lm_file_commit(out, tmp, path, false, err);
     if (s) return s;
-    if (!(R->rep.metrics = fopen(path, "a")))
-        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!(*csv = fopen(path, "a"))) return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     return AG_OK;
+}
+
+ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
+{
+    return lm_log_open_csv(R, "metrics.csv", put_header, &R->rep.metrics, err);
 }
 
 /* One row of metrics.csv (printf-style). */
@@ -175,15 +180,21 @@ void lm_log_eval(lm_run *R, long it, double tl, double vl)
     fflush(f);
 }
 
-/* On a terminal one line redrawn at most 10 times a second; in a file every log_every steps. */
+bool lm_log_due(const lm_run *R, long it)
+{
+    long log_every = R->o->log_every > 0 ? R->o->log_every : 10;
+    return it % log_every == 0 || it + 1 == R->cfg.max_iters;
+}
+
+/* On a terminal one line redrawn at most 10 times a second; in a file at each log step. */
 static void log_progress(lm_run *R, long it, double loss, double lr)
 {
     const lm_train_opts *o = R->o;
     lm_report *rep = &R->rep;
-    long max = R->cfg.max_iters, log_every = o->log_every > 0 ? o->log_every : 10;
+    long max = R->cfg.max_iters;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double t1 = ag_now_s();
-    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : it % log_every == 0 || it + 1 == max;
+    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : lm_log_due(R, it);
     if (!o->log || !show) return;
     char eta[32];
     fmt_duration(eta, sizeof eta, rep->ema_dt * (double)(max - it - 1));
@@ -204,6 +215,7 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     ag_status s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, rep->train_col, rep->val_col, tok_s,
                           rep->stats);
     if (s == AG_OK) s = lm_log_flush(R, err);
+    if (s == AG_OK) s = lm_dynamics_record(R, it, lr, err);   /* --log-dynamics, at a log step */
     if (s) return s;
     log_progress(R, it, loss, lr);
     return AG_OK;
@@ -236,15 +248,17 @@ void lm_log_plots(lm_run *R, bool last)
     lm_report *rep = &R->rep;
     const char *dir = R->o->out_dir;
     bool with_val = R->data.n_val > 0;
+    int V = R->cfg.model.vocab_size;   /* loss.png's line ln V */
     ag_error why = {0};
     bool done = true;
     ag_status ps = AG_OK;
     if (rep->plot_pid > 0) ps = lm_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
     if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
     if (!ps && rep->plot_pid == 0)
-        ps = last ? lm_plot_loss(dir, with_val, &why) : lm_plot_loss_start(dir, with_val, &rep->plot_pid, &why);
+        ps = last ? lm_plot_loss(dir, with_val, V, &why) : lm_plot_loss_start(dir, with_val, V, &rep->plot_pid, &why);
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
+    if (!ps && R->rep.dyn) ps = lm_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */
     if (ps) {   /* a warning, and no more plots this run */
         lm_log_warn(R, why.msg);
         rep->plot_ok = false;

@@ -77,7 +77,10 @@ ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_e
     for (int e = 0; e < P->n; e++) {
         if (d->group[e] < 0) continue;
         const ag_real *g = P->entries[e].t->grad;   // the group's dW, before the clip
-        for (size_t i = 0; i < ag_numel(P->entries[e].t); i++) d->gsq[d->group[e]] += (double)g[i] * (double)g[i];
+        size_t n = ag_numel(P->entries[e].t);
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) sum += (double)g[i] * (double)g[i];
+        d->gsq[d->group[e]] += sum;
     }
     memcpy(d->before, P->data, P->total * sizeof *d->before);
     d->watched = it;
@@ -93,12 +96,16 @@ ag_status lm_dynamics_record(lm_run *R, long it, double lr, ag_error *err)
     const ag_params *P = R->learn.m.g->params;
     for (int e = 0; e < P->n; e++) {
         if (d->group[e] < 0) continue;
-        size_t o = P->entries[e].offset;
-        for (size_t i = 0; i < ag_numel(P->entries[e].t); i++) {
-            double w = (double)d->before[o + i], dw = (double)P->data[o + i] - w;
-            d->wsq[d->group[e]] += w * w;
-            d->dsq[d->group[e]] += dw * dw;
+        const ag_real *w0 = d->before + P->entries[e].offset, *w1 = P->data + P->entries[e].offset;
+        size_t n = ag_numel(P->entries[e].t);
+        double wsq = 0, dsq = 0;
+        for (size_t i = 0; i < n; i++) {
+            double w = (double)w0[i], dw = (double)w1[i] - w;
+            wsq += w * w;
+            dsq += dw * dw;
         }
+        d->wsq[d->group[e]] += wsq;
+        d->dsq[d->group[e]] += dsq;
     }
     d->watched = -1;
     if (!d->csv) return AG_OK;

@@ -50,13 +50,14 @@ static int compare(const char *next, const lm_model *m, const lm_train_state *st
     if (lm_model_load(next, &n, err) || lm_train_state_load(next, n.g, &ns, err)) return lm_model_free(&n), 2;
     const ag_params *P = m->g->params, *Q = n.g->params;
     double worst = 0, theirs = logged_loss(next, st->iter);
-    size_t d = P->total == Q->total && ns.iter == st->iter + 1 ? count_diff(P->data, Q->data, P->total, &worst) +
-                                                                     count_diff(P->m, Q->m, P->total, &worst) +
-                                                                     count_diff(P->v, Q->v, P->total, &worst)
-                                                               : SIZE_MAX;
+    bool same_run = P->total == Q->total && ns.iter == st->iter + 1;
+    size_t d = 0;
+    if (same_run)
+        d = count_diff(P->data, Q->data, P->total, &worst) + count_diff(P->m, Q->m, P->total, &worst) +
+            count_diff(P->v, Q->v, P->total, &worst);
     lm_model_free(&n);
     printf("char_lm, iteration %ld: loss %.6f (metrics.csv)\n", st->iter, theirs);
-    if (d == SIZE_MAX) return printf("%s is not the checkpoint of iteration %ld of this run\n", next, st->iter + 1), 1;
+    if (!same_run) return printf("%s is not the checkpoint of iteration %ld of this run\n", next, st->iter + 1), 1;
     printf("weights, m and v against %s (iteration %ld): %zu of %zu differ, by %.3g at most\n", next, ns.iter, d,
            3 * P->total, worst);
     bool same_loss = fabs(loss - theirs) <= 5e-7 * fmax(1, fabs(theirs));   /* metrics.csv: 6 decimals */
@@ -90,7 +91,7 @@ static int step(lm_model *m, lm_train_state *st, const ag_corpus *text, double *
     const ag_forward_opts fo = {.train = true, .seed = lm_dropout_seed(c->seed, it)};
     ag_gpt_forward(ctx, m->g, x, y, B, T, &fo, &loss);                          // [B,T,V] -> [1]
     if (!loss || ag_backward(ctx, loss) != AG_OK) {                             // dW += dloss/dW
-        ag_seterr(err, AG_ERR_ARG, "step: %s", ag_ctx_error(ctx));
+        ag_seterr(err, AG_ERR_ARG, "step: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "no loss");
         goto out;
     }
     // the clip: the factor that brings the global norm of dW down to grad_clip (1 under it)

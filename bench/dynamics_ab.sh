@@ -22,8 +22,9 @@ head -c 200000 data/tinyshakespeare.txt > "$DIR/text.txt"
 step_ms() {
     local bin=$1
     shift
+    rm -rf "$DIR/run"
     "$bin" train --data "$DIR/text.txt" --out "$DIR/run" --config "$CONFIG" --max-iters 105 --eval-interval 1000 \
-        --eval-iters 1 --threads 2 --overwrite "$@" > /dev/null
+        --eval-iters 1 --threads 2 "$@" > /dev/null
     local bt
     bt=$(case $CONFIG in tiny) echo 512 ;; baby) echo 768 ;; small) echo 16384 ;; esac)
     awk -F, -v bt="$bt" 'NR > 6 && $6 != "" { s += bt / $6; n++ } END { printf "%.3f", 1000 * s / n }' "$DIR/run/metrics.csv"

@@ -66,6 +66,22 @@ static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *er
                      R->learn.st.iter);
 }
 
+/* The keys' bias of attention has a gradient of exactly 0: it adds q . b_k to every score of a
+ * row, and a softmax does not change when its row moves by a constant (with --mask-fill -1e9 the
+ * masked weights stay exp(-1e9) = 0 in any float). What the backward leaves there is rounding
+ * noise, which Adam divides by its eps into steps of up to lr/100: the bias wandered 1e-3 in
+ * 1,500 steps, along a path set by the order of the sums (so runs on N ranks parted there).
+ * Its exact gradient keeps it, in every run alike, where it started (docs/distributed.md). */
+static void exact_zero_grads(ag_params *P)
+{
+    static const char key_bias[] = "attn.w_k.bias";   /* blocks.<l>.attn.w_k.bias */
+    for (int e = 0; e < P->n; e++) {
+        const ag_tensor *t = P->entries[e].t;
+        size_t len = strlen(t->name), k = sizeof key_bias - 1;
+        if (len >= k && strcmp(t->name + len - k, key_bias) == 0) memset(t->grad, 0, ag_numel(t) * sizeof *t->grad);
+    }
+}
+
 /* The optimizer's update of every weight from its gradient times gscale (the clip): AdamW,
  * or what --optimizer chose. t counts the updates the weights have had, this one included. */
 static void update(ag_params *P, const lm_config *c, double lr, long t, double gscale)
@@ -136,6 +152,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     }
     ag_status s = lm_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
     if (s) return s;
+    exact_zero_grads(P);                                      // dW of the keys' bias: 0, not noise
 
     // the gradient clip: the factor that brings the global norm of dW down to --grad-clip
     double norm = ag_grad_norm(P);

@@ -172,12 +172,15 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
     if (o->trace && (*quiet = fopen("/dev/null", "w"))) o->trace = *quiet;
 }
 
-/* A failed run: rank 0 says why; another rank only when it is news (an argument error is the
- * same on every rank), as "rank R: ...". */
-static int fail_rank(int rank, ag_status s, const ag_error *e)
+/* A failed run: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
+ * argument error once the ranks have compared their setups (it is the same on every rank),
+ * nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
+static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, const ag_error *e)
 {
+    int rank = ag_dist_rank(d), voice = ag_dist_voice(d);
+    if (voice >= 0 && voice != rank) return s == AG_ERR_ARG ? 2 : 1;
     if (rank == 0) return fail(s, e);
-    if (s == AG_ERR_ARG) return 2;
+    if (s == AG_ERR_ARG && r->ranks_compared) return 2;
     ag_error mine = {0};
     ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
     return fail(s, &mine);
@@ -203,25 +206,32 @@ static int cmd_train(const lm_train_args *a)
         return fail(AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
+    ag_dist_set_timeout(d, a->dist_timeout);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     catch_stop_signals();
     lm_train_opts o = train_opts(a);
     o.dist = d;
     o.grad_accum = a->grad_accum;
     o.allreduce = a->allreduce;
+    o.progress = a->progress;
     FILE *quiet;
     one_voice(&o, rank, &quiet);
     lm_train_result r;
     s = lm_train(&o, &r, &e);
     if (quiet) fclose(quiet);
     if (s) {
-        int code = fail_rank(rank, s, &e);
+        int code = fail_rank(d, &r, s, &e);
         ag_dist_end(d, false);   /* no MPI_Finalize: mpirun ends the other ranks (dist.h) */
         return code;
     }
+    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
+        /* once every rank is past the checkpoint, leave without MPI_Finalize: after Ctrl-C on
+         * mpirun it would wait for mpirun, which waits to kill us (docs/distributed.md) */
+        if ((s = ag_dist_barrier(d, &e))) fail_rank(d, &r, s, &e);
+        ag_dist_end(d, false);
+        return 128 + r.stop_signal;
+    }
     ag_dist_end(d, true);
-    /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
-    if (r.interrupted) return 128 + r.stop_signal;
     if (a->trace.only || rank > 0) return 0;
     return show_result(a->out);
 }

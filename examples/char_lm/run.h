@@ -7,6 +7,7 @@
  *   train_eval.c   the evaluation every eval_interval steps: the losses of both splits, the
  *                  attention statistics, then a checkpoint
  *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
+ *   train_agree.c  several ranks: before they start, that they hold the same run
  *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock
  *
  * Internal to lm_train: nothing outside these files includes it. */
@@ -70,6 +71,7 @@ typedef struct {
     long saved_at;           /* the iteration of the checkpoint on disk, or -1 */
     lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
+    bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
 } lm_control;
 
 typedef struct {
@@ -90,13 +92,23 @@ void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, i
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
  * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
-/* A stop signal came to this process, for the checks inside the setup and an evaluation. With
- * several ranks those wait for the step boundary, where the ranks agree (lm_run_stop_requested),
- * so that no rank leaves a collective the others are in. */
+/* A stop signal came to this process, for the checks inside the setup. With several ranks
+ * those wait for the first step's reduction, where the ranks agree (lm_run_stop_requested), so
+ * that no rank leaves a collective the others are in (an evaluation agrees every round of
+ * batches: lm_ddp_agree_stop). */
 bool lm_run_signal_seen(const lm_run *R);
 /* The checkpoint of the run before iteration it, with the evaluation done there (eval: its
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
 ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err);
+
+// --- train_agree.c ---
+
+/* Several ranks: every rank compares what it holds (the config, the parameter count, the
+ * vocabulary, the text, --grad-accum, --allreduce, --threads, where the run starts) with every
+ * other's, before anything of a size they could disagree on is sent; a difference is AG_ERR_ARG
+ * on every rank, naming the fields and ranks. Sets ctl.compared once the comparison is made.
+ * Alone: AG_OK. */
+ag_status lm_run_agree(lm_run *R, ag_error *err);
 
 // --- train_setup.c ---
 

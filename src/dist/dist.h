@@ -16,10 +16,12 @@
  * counts (MPI's rule). Calls come from one thread only (the one that called ag_dist_init;
  * OpenMP's workers never call them).
  *
- * WAITING. Every collective is started non-blocking and waited for by polling it, with a sleep
- * between two polls that grows with the time waited (20 us to 2 ms, an eighth of the wait so
- * far): a rank that waits for a slower one costs a few dozen wake-ups, not a core, and sees the
- * end of the wait at most an eighth of it late. A wait has a deadline (ag_dist_set_timeout):
+ * WAITING. Every collective first waits for every rank to come (a non-blocking barrier), then
+ * moves its data with a non-blocking call; both are waited for by polling, with a sleep between
+ * two polls that grows with the time waited (20 us to 2 ms, an eighth of the wait so far; the
+ * transfer polls without sleeping for its first 200 us, which a small one needs): a rank that
+ * waits for a slower one costs a few dozen wake-ups, not a core, and sees the end of the wait
+ * at most an eighth of it late. A wait has a deadline (ag_dist_set_timeout):
  * when it passes, the waiting ranks tell each other where they are (a note on a communicator
  * of their own), listen for a second, and fail with AG_ERR_IO naming the ranks that did not
  * come ("rank 1 did not reach MPI_Iallreduce (collective 37) within 60 s ...").

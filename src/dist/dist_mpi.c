@@ -21,6 +21,7 @@
 #define CHUNK ((size_t)1 << 30)   /* elements per MPI call: well inside an int count */
 #define ALARM_TAG 1               /* a note on `alarm`: "my wait ran out at collective n" */
 #define LISTEN_S 1.0              /* how long a rank whose wait ran out listens for the others */
+#define SPIN_S 200e-6             /* polls without naps once every rank is here (wait_all) */
 
 struct ag_dist {
     MPI_Comm comm, alarm;
@@ -197,33 +198,33 @@ static bool alarm_heard(ag_dist *d)
     return MPI_Iprobe(MPI_ANY_SOURCE, ALARM_TAG, d->alarm, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag;
 }
 
-/* Waits for the n requests of `call` (WAITING in dist.h): AG_OK once all are complete. With
- * naps while other ranks may still be on their way; without, once all are here and what is
- * left is moving the data (Open MPI moves it only inside MPI calls). */
-static ag_status wait_all(ag_dist *d, int n, MPI_Request *reqs, const char *call, bool naps, ag_error *err)
+/* Waits for the n requests of `call` (WAITING in dist.h): AG_OK once all are complete. For the
+ * first `spin` s it polls without naps (once every rank is here, moving the data: Open MPI moves
+ * it only inside MPI calls, and a small transfer ends within SPIN_S), then with naps. */
+static ag_status wait_all(ag_dist *d, int n, MPI_Request *reqs, const char *call, double spin, ag_error *err)
 {
     double t0 = ag_now_s();
     for (long polls = 0;; polls++) {
         int done = 0, rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Testall", err);
         if (done) return AG_OK;
-        if (!naps && polls % 64 != 63) continue;   /* the clock and the alarm now and then */
         double waited = ag_now_s() - t0;
+        if (waited < spin) continue;
         bool out = d->timeout > 0 && waited >= d->timeout;
         if (out || alarm_heard(d)) return who_is_missing(d, call, out, err);
-        if (naps) nap(nap_for(waited));
+        nap(nap_for(waited));
     }
 }
 
 /* Returns once every rank has come to `call` (an MPI_Ibarrier, waited for with naps): the
- * wait for a late rank costs no core, and the transfer that follows runs without naps. */
+ * wait for a late rank costs no core, and the transfer that follows starts without naps. */
 static ag_status arrive(ag_dist *d, const char *call, ag_error *err)
 {
     MPI_Request q;
     int rc = MPI_Ibarrier(d->comm, &q);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Ibarrier", err);
     d->calls++;
-    return wait_all(d, 1, &q, call, true, err);
+    return wait_all(d, 1, &q, call, 0, err);
 }
 
 // --- the collectives ---
@@ -264,7 +265,7 @@ ag_status ag_dist_allreduce(ag_dist *d, void *buf, size_t n, ag_dist_type type, 
     if (d->size == 1) return AG_OK;
     ag_status s = arrive(d, "MPI_Iallreduce", err);
     if (s == AG_OK) s = start_reduce(d, buf, n, type, op == AG_DIST_MAX ? MPI_MAX : MPI_SUM, err);
-    ag_status w = d->n_pending ? wait_all(d, d->n_pending, d->pending, "MPI_Iallreduce", false, err) : AG_OK;
+    ag_status w = d->n_pending ? wait_all(d, d->n_pending, d->pending, "MPI_Iallreduce", SPIN_S, err) : AG_OK;
     d->n_pending = 0;   /* also after a failed start: nothing stays in flight */
     return s ? s : w;
 }
@@ -288,7 +289,7 @@ ag_status ag_dist_wait(ag_dist *d, ag_error *err)
 {
     if (d->n_pending == 0) return AG_OK;
     ag_status s = arrive(d, "MPI_Iallreduce", err);   /* the started ones move meanwhile */
-    if (s == AG_OK) s = wait_all(d, d->n_pending, d->pending, "MPI_Iallreduce", false, err);
+    if (s == AG_OK) s = wait_all(d, d->n_pending, d->pending, "MPI_Iallreduce", SPIN_S, err);
     d->n_pending = 0;
     return s;
 }
@@ -306,7 +307,7 @@ ag_status ag_dist_bcast(ag_dist *d, void *buf, size_t bytes, int root, ag_error 
         if (rc != MPI_SUCCESS) s = mpi_fail(rc, "MPI_Ibcast", err);
         else d->n_pending++, d->calls++;
     }
-    ag_status w = d->n_pending ? wait_all(d, d->n_pending, d->pending, "MPI_Ibcast", false, err) : AG_OK;
+    ag_status w = d->n_pending ? wait_all(d, d->n_pending, d->pending, "MPI_Ibcast", SPIN_S, err) : AG_OK;
     d->n_pending = 0;
     return s ? s : w;
 }
@@ -324,7 +325,7 @@ ag_status ag_dist_allgather(ag_dist *d, const void *mine, void *all, size_t byte
     int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, (int)bytes, MPI_BYTE, d->comm, &q);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Iallgather", err);
     d->calls++;
-    return wait_all(d, 1, &q, "MPI_Iallgather", false, err);
+    return wait_all(d, 1, &q, "MPI_Iallgather", SPIN_S, err);
 }
 
 ag_status ag_dist_barrier(ag_dist *d, ag_error *err)

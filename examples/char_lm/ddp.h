@@ -20,9 +20,10 @@
  *     registered in forward order) starts a non-blocking allreduce while the backward goes on
  *     with the blocks below; the embeddings' slice goes last, and the step waits for all
  *     before clipping. Measured here it gains nothing: Open MPI moves a started allreduce
- *     only inside MPI calls (one per block here), with every core busy computing, and its
- *     non-blocking allreduce is slower than the blocking one on large buffers
+ *     only inside MPI calls (one per block here), with every core busy computing
  *     (docs/distributed.md). Hence not the default.
+ * Either way every wait for the other ranks sleeps between polls and has a deadline
+ * (src/dist/dist.h, --dist-timeout).
  * The loss of the step (the mean of the N*K micro-batch losses) and the stop request ride
  * with the gradients as four doubles of the same reduction.
  *

@@ -13,8 +13,10 @@
  * SIGINT / SIGTERM / SIGHUP (train after writing a checkpoint, sample after the character in
  * hand). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
  * directory in use is a usage error (2), naming the pid that holds it. */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT: the cores mpirun bound a rank to */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,19 @@ static void set_threads(int threads)
         threads = cores >= 1 && cores < 2 ? (int)cores : 2;
     }
     ag_threads_init(threads);
+}
+
+/* mpirun binds each rank to one core unless told otherwise (np <= 2), and then a rank's threads
+ * share that core: the layout of one rank per host with a thread per core needs
+ * --map-by ppr:1:node:PE=T or --bind-to none (docs/distributed.md). Rank 0 says so. */
+static void warn_bound(const ag_dist *d, int threads)
+{
+    cpu_set_t set;
+    if (ag_dist_rank(d) != 0 || (ag_dist_size(d) == 1 && !getenv("OMPI_COMM_WORLD_SIZE"))) return;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) >= threads) return;
+    fprintf(stderr, "char_lm: warning: --threads %d, but mpirun bound this rank to %d core%s: give each rank its "
+            "cores (mpirun --map-by ppr:1:node:PE=%d, or --bind-to none)\n", threads, CPU_COUNT(&set),
+            CPU_COUNT(&set) == 1 ? "" : "s", threads);
 }
 
 /* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
@@ -208,6 +223,7 @@ static int cmd_train(const lm_train_args *a)
     int rank = ag_dist_rank(d);
     ag_dist_set_timeout(d, a->dist_timeout);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
+    warn_bound(d, ag_threads());
     catch_stop_signals();
     lm_train_opts o = train_opts(a);
     o.dist = d;

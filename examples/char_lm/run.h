@@ -58,7 +58,7 @@ typedef struct {
     size_t stats_cap;
     ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
-    bool tty;                /* the log is a terminal: the progress line is redrawn in place */
+    bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */

@@ -12,8 +12,8 @@
  * Reference: MPI 3.1 standard, sections 5.12 (non-blocking collectives) and 3.8 (MPI_Iprobe). */
 #include <mpi.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include "dist.h"
 #include "../tensor/debug.h"   /* ag_now_s */
@@ -28,8 +28,8 @@ struct ag_dist {
     int rank, size;
     double timeout;         /* seconds a wait may last; 0: no limit */
     long calls;             /* collectives started so far: ranks at the same point count alike */
-    long note;              /* this rank's alarm note, 2 calls + (its own wait ran out): the
-                               buffer of its sends */
+    long note;              /* this rank's alarm note, 2 x calls + 1 if its own wait ran out:
+                               the buffer of its sends */
     int voice;              /* -1, or after a timeout the rank that reports it (size: none heard) */
     MPI_Request *pending;   /* [cap] started reductions not yet waited for */
     int n_pending, cap;
@@ -103,7 +103,8 @@ static void nap(double s)
 
 /* The nap between two polls of a wait that has lasted `waited` s: an eighth of it, from 20 us to
  * 2 ms. So a wait of W costs about 8 ln(W / 20 us) + W / 2 ms wake-ups (a few dozen for a step's
- * wait, 500 a second for a long one) and notices its end at most W/8 + 2 ms late. */
+ * wait, 500 a second for a long one) and notices its end at most W/8 late, and never more
+ * than 2 ms. */
 static double nap_for(double waited)
 {
     double s = waited / 8;

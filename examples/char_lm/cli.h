@@ -2,10 +2,10 @@
  *
  *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [hyper-parameter flags]
  *                  [--threads N] [--resume] [--init-from DIR] [--trace-shapes] [--trace-only]
- *   char_lm sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F]
- *                  [--top-k N] [--seed N] [--trace-shapes] [--trace-only]
- *   char_lm eval   --ckpt DIR --data FILE [--trace-shapes] [--trace-only]
- *   char_lm attn   --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png
+ *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N]
+ *                  [--temperature F] [--top-k N] [--seed N] [--trace-shapes] [--trace-only]
+ *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE [--trace-shapes] [--trace-only]
+ *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
  *
  * Everything that can be checked without reading a file is checked here, before any work:
  * unknown flags, missing values, numbers (the whole string must parse; ranges), and relations
@@ -56,16 +56,19 @@ typedef struct {
     int top_k;                 /* 0: off (default) */
     uint64_t seed;             /* default 1337 */
     lm_trace_args trace;
+    const char *from;          /* --from: "latest" (default) or "best" (checkpoint.h's LM_LATEST, LM_BEST) */
 } lm_sample_args;
 
 typedef struct {
     const char *ckpt;          /* --ckpt, required */
     const char *data;          /* --data, required */
     lm_trace_args trace;
+    const char *from;          /* --from, as sample's */
 } lm_eval_args;
 
 typedef struct {
     const char *ckpt;          /* --ckpt, required */
+    const char *from;          /* --from, as sample's */
     const char *prompt;        /* --prompt, required, non-empty */
     int layer;                 /* --layer, default 0 (checked against the model in attn.c) */
     int head;                  /* --head, -1 (default): every head of the layer in a grid */

@@ -1,17 +1,18 @@
 /* main.c -- the char_lm program: the only code that prints errors and picks exit codes.
  *
  *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [flags]   (see --help)
- *   char_lm sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k N] [--seed N]
- *   char_lm eval   --ckpt DIR --data FILE
- *   char_lm attn   --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png
+ *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N] [--temperature F]
+ *                  [--top-k N] [--seed N]
+ *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
+ *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
  * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
  * --trace-only (the trace, then stop).
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
- * checkpoint, a non-finite loss, an output that cannot be written); 130 / 143 / 129 stopped by
- * SIGINT / SIGTERM / SIGHUP (train after writing a checkpoint, sample after the character in
- * hand). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
+ * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
+ * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
+ * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
  * directory in use is a usage error (2), naming the pid that holds it. */
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT: the cores mpirun bound a rank to */
 #include <errno.h>
@@ -277,7 +278,7 @@ static int cmd_sample(const lm_sample_args *a)
     catch_stop_signals();
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     s = lm_check_memory(lm_sample_bytes(&m.g->cfg), &m.g->cfg, 1, "sample", &e);
     if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
@@ -305,7 +306,7 @@ static int cmd_eval(const lm_eval_args *a)
     set_threads(0);
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     s = lm_check_memory(lm_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), &m.g->cfg, LM_EVAL_BATCH, "eval", &e);
     if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
@@ -326,12 +327,14 @@ static int cmd_eval(const lm_eval_args *a)
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
+    catch_stop_signals();   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
-    s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
+    if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
     lm_model_free(&m);
+    if (stop_signal) return stopped_code();   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
@@ -346,14 +349,19 @@ int main(int argc, char **argv)
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);
+    int code;
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);
-        return 0;
+        code = 0;
+    } else {
+        switch (cli.cmd) {
+        case LM_CMD_TRAIN: code = cmd_train(&cli.train); break;
+        case LM_CMD_SAMPLE: code = cmd_sample(&cli.sample); break;
+        case LM_CMD_ATTN: code = cmd_attn(&cli.attn); break;
+        default: code = cmd_eval(&cli.eval); break;
+        }
     }
-    switch (cli.cmd) {
-    case LM_CMD_TRAIN: return cmd_train(&cli.train);
-    case LM_CMD_SAMPLE: return cmd_sample(&cli.sample);
-    case LM_CMD_ATTN: return cmd_attn(&cli.attn);
-    default: return cmd_eval(&cli.eval);
-    }
+    /* what a success printed (--help, a trace) is out of the process, or it is no success */
+    if (code == 0 && flushed(stdout, "stdout", &e)) return fail(AG_ERR_IO, &e);
+    return code;
 }

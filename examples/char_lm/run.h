@@ -69,6 +69,7 @@ typedef struct {
     long start;              /* the first iteration of this run: 0, or where --resume picks up */
     bool resumed;
     long saved_at;           /* the iteration of the checkpoint on disk, or -1 */
+    uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
     lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
@@ -100,6 +101,12 @@ bool lm_run_signal_seen(const lm_run *R);
 /* The checkpoint of the run before iteration it, with the evaluation done there (eval: its
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
 ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err);
+/* What a run that stops on an error leaves, read from the run directory so that it is true:
+ * "kept: DIR/ckpt-00000020, the latest and the best" (in buf [n]), for the message. */
+#define LM_KEPT_MAX 1024
+void lm_run_kept(const lm_run *R, char *buf, size_t n);
+/* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
+static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
 
 // --- train_agree.c ---
 
@@ -116,11 +123,12 @@ ag_status lm_run_agree(lm_run *R, ag_error *err);
  * stop signal between the stages ends it early with AG_OK: the caller looks at the signal. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
 /* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
- * (r says where it stands). */
-bool lm_run_nothing_to_do(const lm_run *R, lm_train_result *r);
+ * (r says where it stands; the run directory is tidied all the same). */
+bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r);
 /* The run directory: created if missing and locked, refused when it holds another run's
- * checkpoint (unless --overwrite), cleaned of what a killed run left; metrics.csv opened in it
- * and the run's header logged. Rank 0 only. */
+ * checkpoint (unless --overwrite), cleaned of what a killed run left (only this run's
+ * superseded checkpoints go: lm_ckpt_clean); metrics.csv opened in it and the run's header
+ * logged. Rank 0 only. */
 ag_status lm_run_open_dir(lm_run *R, ag_error *err);
 /* Everything the run holds, the lock last. */
 void lm_run_free(lm_run *R);
@@ -128,9 +136,10 @@ void lm_run_free(lm_run *R);
 // --- train_eval.c ---
 
 /* Every eval_interval steps and at the end (last): the losses (and the attention statistics),
- * a log line, a checkpoint, the plots; at the end also the last row of metrics.csv. Otherwise
- * only this iteration's evaluation columns are blanked. A non-finite loss is AG_ERR_NONFINITE
- * (a diverged model is never saved). */
+ * a log line, a checkpoint (the best one too, when it is), the plots; at the end also the last
+ * row of metrics.csv. Otherwise only this iteration's evaluation columns are blanked. A loss
+ * that is not finite or above max(2 ln V, 4 x the best so far) is divergence: AG_ERR_NONFINITE,
+ * and the diverged model is never saved. */
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
 
 // --- train_log.c ---
@@ -152,6 +161,8 @@ ag_status lm_log_last_row(lm_run *R, long it, ag_error *err);
 ag_status lm_log_flush(lm_run *R, ag_error *err);
 /* loss.png (and attn.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
+/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once). */
+ag_status lm_log_written(const lm_run *R, ag_error *err);
 /* Ends an unfinished progress line before an error or an interruption is reported. */
 void lm_log_break(const lm_run *R);
 void lm_log_end(const lm_run *R, const lm_train_result *r);

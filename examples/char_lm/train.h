@@ -6,8 +6,9 @@
  *     if it % eval_interval == 0 or it == max_iters:
  *         mean loss of eval_iters random batches of each split (no-grad mode; the batches
  *         are drawn from an RNG seeded by (seed, it), so evaluating never changes training);
- *         a finite loss or stop (a diverged model is never saved); checkpoint (one unit:
- *         checkpoint.h), loss.png
+ *         a finite loss not above max(2 ln V, 4 x the best so far), or stop (a diverged
+ *         model is never saved: train_eval.c says why this rule); checkpoint (one unit:
+ *         checkpoint.h; DIR/best too when this evaluation is the lowest), loss.png
  *     if it == max_iters: stop
  *     lr = ag_lr_at(it); a batch of B random windows from the training split (the run's
  *     batch RNG, saved in every checkpoint); forward, backward; clip; a finite loss and
@@ -41,12 +42,13 @@
  * ERRORS: the function returns a status and one line in the ag_error err; main.c prints it. AG_ERR_ARG means
  * "the arguments do not fit the data or the checkpoint" (block_size longer than the text, a
  * different model shape on --resume, ...), so main.c exits 2 for it and 1 for the rest.
- * A non-finite loss, evaluation loss or gradient norm is AG_ERR_NONFINITE; the last checkpoint
- * stays intact.
+ * A non-finite loss, evaluation loss or gradient norm, or a diverged evaluation, is
+ * AG_ERR_NONFINITE; the last checkpoint and the best stay intact, and the message names them.
  *
  * THE RUN DIRECTORY (issue 12): out_dir is locked (rundir.h) from before a --resume reads it to
  * the end of the run (a directory that does not exist yet: from its creation), so a second run
- * there is AG_ERR_ARG at once; what a killed run left there is removed (lm_ckpt_clean) before
+ * there is AG_ERR_ARG at once, as is an out_dir inside another run directory (a ckpt-N of one);
+ * what a killed run left there is removed (lm_ckpt_clean: this run's own, nothing else) before
  * the first checkpoint; a stop signal is looked at between the stages of the setup and
  * every MiB of reading and decoding the text (then nothing is written), before each step and
  * before each evaluation batch. */

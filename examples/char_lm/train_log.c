@@ -4,11 +4,14 @@
  * with --log-attn-stats attn.png, drawn by gnuplot in the background (plot.h). Rank 0 alone
  * writes files (ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "plot.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
@@ -33,35 +36,97 @@ static bool put_header(const lm_run *R, FILE *out)
     return ok && fputs("\n", out) >= 0;
 }
 
+/* path opened with flags (O_NONBLOCK: a FIFO there must not block us; O_NOFOLLOW: nor is a
+ * link followed) as a stream of mode, if it is a regular file; NULL otherwise. */
+static FILE *open_regular(const char *path, int flags, const char *mode)
+{
+    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    FILE *f = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, mode) : NULL;
+    if (!f && fd >= 0) close(fd);
+    return f;
+}
+
+/* Where the rows of a resumed run's metrics.csv (in) from its first iteration on begin: *cut,
+ * the byte offset. False when it cannot simply be cut there: another header (other columns),
+ * a row to keep after the cut, a kept row without its line break. */
+static bool find_cut(const lm_run *R, FILE *in, off_t *cut)
+{
+    char *line = NULL, *header = NULL;
+    size_t cap = 0, hn = 0;
+    FILE *h = open_memstream(&header, &hn);
+    bool ok = h && put_header(R, h);
+    if (h) fclose(h);
+    off_t at = 0;
+    ssize_t len;
+    *cut = -1;
+    for (long k = 0; ok && (len = getline(&line, &cap, in)) >= 0; k++, at += len) {
+        char *end;
+        long it = strtol(line, &end, 10);
+        bool row = k > 0 && end != line && *end == ',', keep = row && it < R->ctl.start;
+        if (k == 0) ok = strcmp(line, header) == 0;
+        else if (*cut < 0 && !keep) *cut = at;
+        else if (*cut >= 0 && keep) ok = false;
+        if (keep && line[len - 1] != '\n') ok = false;
+    }
+    if (*cut < 0) *cut = at;
+    free(line);
+    free(header);
+    return ok && at > 0 && !ferror(in);
+}
+
+/* A resumed run's metrics.csv cut after the rows before its first iteration, in place, so that
+ * resuming needs no room for a copy of it. False when that cannot be done (see find_cut). */
+static bool cut_in_place(lm_run *R, const char *path)
+{
+    FILE *f = open_regular(path, O_RDWR, "r+");
+    off_t cut;
+    if (!f) return false;
+    if (find_cut(R, f, &cut) && fflush(f) == 0 && ftruncate(fileno(f), cut) == 0 && fseeko(f, cut, SEEK_SET) == 0) {
+        R->rep.metrics = f;
+        return true;
+    }
+    fclose(f);
+    return false;
+}
+
+/* A new metrics.csv: the header, and of a resumed run the rows before its first iteration
+ * (those of a file that could not be cut in place), rewritten whole. */
+static bool rewrite_metrics(const lm_run *R, const char *path, FILE *out)
+{
+    FILE *in = R->ctl.resumed ? open_regular(path, O_RDONLY, "r") : NULL;
+    bool ok = put_header(R, out);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (in && ok && (len = getline(&line, &cap, in)) >= 0) {
+        char *end;
+        long it = strtol(line, &end, 10);
+        if (end != line && *end == ',' && it < R->ctl.start)
+            ok = fputs(line, out) >= 0 && (line[len - 1] == '\n' || fputs("\n", out) >= 0);
+    }
+    free(line);
+    if (in) fclose(in);
+    return ok;
+}
+
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
 {
     char path[PATHLEN], tmp[PATHLEN + 32];
     if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
+    if (R->ctl.resumed && cut_in_place(R, path)) return AG_OK;
     FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
     if (!out) return AG_ERR_IO;
-    FILE *in = R->ctl.resumed ? fopen(path, "r") : NULL;
-    bool ok = put_header(R, out);
-    if (in) {   /* the rows before the resumed iteration, rewritten atomically */
-        char *line = NULL;
-        size_t cap = 0;
-        while (ok && getline(&line, &cap, in) >= 0) {
-            char *end;
-            long it = strtol(line, &end, 10);
-            if (end != line && *end == ',' && it < R->ctl.start) ok = fputs(line, out) >= 0;
-        }
-        free(line);
-        fclose(in);
-    }
-    if (!ok) {
+    if (!rewrite_metrics(R, path, out)) {
         int e = errno;
         lm_file_discard(out, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
     ag_status s = lm_file_commit(out, tmp, path, false, err);
     if (s) return s;
-    if (!(R->rep.metrics = fopen(path, "a")))
-        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!(R->rep.metrics = open_regular(path, O_WRONLY | O_APPEND, "a")))
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, errno ? strerror(errno) : "not a regular file");
     return AG_OK;
 }
 
@@ -193,6 +258,17 @@ static void log_progress(lm_run *R, long it, double loss, double lr)
     rep->t_shown = t1;
 }
 
+ag_status lm_log_written(const lm_run *R, ag_error *err)
+{
+    FILE *f = R->o->log;
+    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
+    int e = errno;
+    char kept[LM_KEPT_MAX];
+    lm_run_kept(R, kept, sizeof kept);
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
+                     strerror(e), kept);
+}
+
 ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -206,7 +282,7 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     if (s == AG_OK) s = lm_log_flush(R, err);
     if (s) return s;
     log_progress(R, it, loss, lr);
-    return AG_OK;
+    return lm_log_written(R, err);   /* a full disk under the log stops the run at once */
 }
 
 void lm_log_break(const lm_run *R)

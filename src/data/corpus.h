@@ -116,6 +116,9 @@ typedef struct {
                                     once: AG_OK with *c zeroed (c->n == 0, which a loaded file
                                     never has); the caller knows why */
     void *user;                  /* handed to stop */
+    double wait_s;               /* a path that is not a regular file (a pipe, a FIFO) is read as
+                                    it comes, the open never waiting for a writer: the longest
+                                    wait for its next bytes, an AG_ERR_IO past it (0: 60 s) */
 } ag_corpus_opts;
 
 /* Reads the whole file at path, decodes it and builds its vocabulary and token ids.

@@ -42,13 +42,15 @@ static void on_signal(int sig) { stop_signal = sig; }
  * code of status s. */
 static int fail(ag_status s, const ag_error *e)
 {
-    fputs("char_lm: error: ", stderr);
+    char line[16 + 4 * sizeof e->msg + 2] = "char_lm: error: ";   /* one write: under mpirun, */
+    size_t n = strlen(line);                                       /* another's output cannot cut it */
     for (const unsigned char *p = (const unsigned char *)e->msg; *p; p++) {
-        if (*p == '\n') fputs("\\n", stderr);
-        else if (*p < 0x20 || *p == 0x7F) fprintf(stderr, "\\x%02X", *p);
-        else fputc(*p, stderr);
+        if (*p == '\n') n += (size_t)snprintf(line + n, sizeof line - n, "\\n");
+        else if (*p < 0x20 || *p == 0x7F) n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02X", *p);
+        else line[n++] = (char)*p;
     }
-    fputc('\n', stderr);
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
     return s == AG_ERR_ARG ? 2 : 1;
 }
 
@@ -238,7 +240,8 @@ static int cmd_train(const lm_train_args *a)
     if (quiet) fclose(quiet);
     if (s) {
         int code = fail_rank(d, &r, s, &e);
-        ag_dist_end(d, false);   /* no MPI_Finalize: mpirun ends the other ranks (dist.h) */
+        if (s == AG_ERR_ARG && r.ranks_compared) ag_dist_barrier(d, &e);   /* the same error on every rank: */
+        ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
         return code;
     }
     if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */

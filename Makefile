@@ -119,6 +119,7 @@ test: deps                                        ## every test: double, float, 
 	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(B)/char_lm
 	$(TEST_ENV) ./$(B)/test_f64
 	$(TEST_ENV) ./$(B)/test_f32
+	@$(MAKE) --no-print-directory test-step
 	@$(MAKE) --no-print-directory test-reference
 	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory test-mpi
@@ -130,6 +131,24 @@ test-reference:                                   ## the whole suite on the REFE
 	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref $(B)/ref/test_f64 $(B)/ref/test_f32 $(B)/ref/char_lm
 	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f64
 	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f32
+	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref test-step
+
+# lesson 13's program (examples/one_step) against char_lm's own next step: a run to iteration 12
+# (dropout on, the clip active, the learning rate in its cosine), a copy of it resumed for one
+# step more, and one_step from the first, compared with the copy: the same loss, and every
+# weight and Adam moment bit for bit, or the target fails
+STEP_DIR = $(B)/test_step
+STEP_RUN = $(TEST_ENV) ./$(B)/char_lm train --data $(STEP_DIR)/text.txt
+.PHONY: test-step
+test-step:                                        ## examples/one_step replays char_lm's next step exactly
+	@$(MAKE) --no-print-directory $(B)/char_lm $(B)/one_step
+	rm -rf $(STEP_DIR) && mkdir -p $(STEP_DIR)
+	head -c 20000 data/tinyshakespeare.txt > $(STEP_DIR)/text.txt
+	$(STEP_RUN) --out $(STEP_DIR)/a --config tiny --max-iters 12 --warmup-iters 5 --lr-decay-iters 100 \
+	  --dropout 0.1 --eval-iters 2 > $(STEP_DIR)/a.log
+	cp -r $(STEP_DIR)/a $(STEP_DIR)/b
+	$(STEP_RUN) --out $(STEP_DIR)/b --resume --max-iters 13 > $(STEP_DIR)/b.log
+	$(TEST_ENV) ./$(B)/one_step $(STEP_DIR)/a $(STEP_DIR)/text.txt $(STEP_DIR)/b
 
 # the installed library seen from outside: `make install` into a scratch prefix, then
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
@@ -144,7 +163,7 @@ test-install:                                     ## install into build/out_of_t
 	cp examples/out_of_tree/Makefile examples/out_of_tree/*.c $(OOT)/example/
 	$(TEST_ENV) $(MAKE) --no-print-directory -C $(OOT)/example PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
 	mkdir -p $(OOT)/lessons && cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.[ch] $(OOT)/lessons/
-	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(OOT)/lessons PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
+	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(OOT)/lessons PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig run
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
@@ -191,6 +210,12 @@ endif
 run: deps                                         ## train the baby model on Tiny Shakespeare
 	@$(MAKE) --no-print-directory $(B)/char_lm
 	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby --overwrite
+
+# --- examples/one_step: one char_lm training step written out (lesson 13), linked with char_lm's
+# own files but its main; test-step checks it against char_lm's next iteration ---
+$(B)/f32/examples/one_step/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
+$(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)

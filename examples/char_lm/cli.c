@@ -95,6 +95,8 @@ static const char usage_train[] =
     "@mask_fill\n"
     "  --log-attn-stats       at each evaluation: per layer the mean attention entropy and the\n"
     "                         mean peak weight, as metrics.csv columns and DIR/attn.png\n"
+    "  --log-dynamics         at each log step: per layer the gradient norm and the update/weight\n"
+    "                         ratio of the attention and MLP weights, DIR/dynamics.csv and .png\n"
     "  --detect-anomaly       stop at the first op whose output or gradient is NaN/Inf, naming\n"
     "                         it, its shape and its layer (slower: attention runs op by op)\n"
     "training\n"

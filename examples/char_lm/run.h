@@ -8,7 +8,9 @@
  *                  attention statistics, then a checkpoint
  *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
  *   train_agree.c  several ranks: before they start, that they hold the same run
- *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock
+ *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
+ *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock;
+ *                  batch.h the batches and the dropout seed of a step
  *
  * Internal to lm_train: nothing outside these files includes it. */
 #ifndef LM_RUN_H
@@ -16,6 +18,7 @@
 
 #include <stdio.h>
 #include <sys/types.h>
+#include "batch.h"
 #include "checkpoint.h"
 #include "ddp.h"
 #include "rundir.h"
@@ -58,6 +61,7 @@ typedef struct {
     size_t stats_cap;
     ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
+    struct lm_dynamics *dyn; /* --log-dynamics (dynamics.c), from the first log step; or NULL */
     bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
@@ -84,12 +88,8 @@ typedef struct {
     lm_control ctl;
 } lm_run;
 
-// --- train.c: batches, signals, checkpoints ---
+// --- train.c: batches (batch.h), signals, checkpoints ---
 
-/* off [B]: B window offsets, uniform in [0, n - T - 1] (MODEL.md), drawn from rng. */
-void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng);
-/* x, y [b,T]: the windows at off [b] of ids, and their targets (shifted by one token). */
-void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, int T);
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
  * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
@@ -147,6 +147,11 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
 void lm_log_warn(const lm_run *R, const char *msg);
 /* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err);
+/* The same for any CSV of the run: DIR/name with header's line, *csv open to append rows. */
+ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
+                         ag_error *err);
+/* Iteration it is a log step: every log_every (10) steps, and the last one. */
+bool lm_log_due(const lm_run *R, long it);
 void lm_log_header(const lm_run *R);
 /* The step's row of metrics.csv (on disk before it returns), its loss in opts.losses, and the
  * progress line; t0 is when the step began. */
@@ -166,5 +171,15 @@ ag_status lm_log_written(const lm_run *R, ag_error *err);
 /* Ends an unfinished progress line before an error or an interruption is reported. */
 void lm_log_break(const lm_run *R);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
+
+// --- dynamics.c (--log-dynamics; nothing happens without it) ---
+
+typedef struct lm_dynamics lm_dynamics;
+/* Before the update of a log step: each layer's gradient norms, and a copy of the weights. The
+ * first call opens DIR/dynamics.csv (rank 0) and allocates what the measure needs. */
+ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_error *err);
+/* After the update of the step watched: the update/weight ratios, and the row of dynamics.csv. */
+ag_status lm_dynamics_record(lm_run *R, long it, double lr, ag_error *err);
+void lm_dynamics_free(lm_dynamics *d);   /* NULL ok */
 
 #endif

@@ -32,6 +32,11 @@ void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, i
     }
 }
 
+uint64_t lm_dropout_seed(uint64_t seed, long it)
+{
+    return ag_splitmix64((seed ^ LM_TAG_DROP ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN);
+}
+
 // --- one optimizer step ---
 
 /* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
@@ -141,7 +146,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     // forward, loss, backward: over all B windows at once, or as this rank's K micro-batches
     // (ddp.h: several ranks, --grad-accum), each adding its share to dW; dropout masks from
     // --seed's stream "dropout" at it (run.h)
-    uint64_t drop = ag_splitmix64((c->seed ^ LM_TAG_DROP ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN);
+    uint64_t drop = lm_dropout_seed(c->seed, it);
     ag_params_zero_grad(P);                                                   // dW = 0
     double loss = 0;
     lm_micro mb;
@@ -165,6 +170,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     double norm = ag_grad_norm(P);
     if (!isfinite(norm)) return norm_failed(R, it, norm, err);
     double gscale = ag_clip_scale(norm, c->grad_clip);                        // 1 when under it
+    if ((s = lm_dynamics_watch(R, it, norm, gscale, err))) return s;         // --log-dynamics: dW, W
 
     // AdamW, with g = gscale dW: W -= lr wd W; W -= lr m_hat / (sqrt(v_hat) + eps) (adam.c)
     update(P, c, lr, ++L->st.step, gscale);

@@ -343,6 +343,7 @@ void lm_run_free(lm_run *R)
         (void)lm_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
     }
     if (rep->metrics) fclose(rep->metrics);
+    lm_dynamics_free(rep->dyn);
     free(R->data.off);
     free(R->data.x);
     free(R->data.y);

@@ -75,13 +75,7 @@ static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *er
                      "step; %s (try a lower --lr)", it, lm_shown(norm), kept);
 }
 
-/* The keys' bias of attention has a gradient of exactly 0: it adds q . b_k to every score of a
- * row, and a softmax does not change when its row moves by a constant (with --mask-fill -1e9 the
- * masked weights stay exp(-1e9) = 0 in any float). What the backward leaves there is rounding
- * noise, which Adam divides by its eps into steps of up to lr/100: the bias wandered 1e-3 in
- * 1,500 steps, along a path set by the order of the sums (so runs on N ranks parted there).
- * Its exact gradient keeps it, in every run alike, where it started (docs/distributed.md). */
-static void exact_zero_grads(ag_params *P)
+void lm_exact_zero_grads(ag_params *P)
 {
     static const char key_bias[] = "attn.w_k.bias";   /* blocks.<l>.attn.w_k.bias */
     for (int e = 0; e < P->n; e++) {
@@ -164,7 +158,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     }
     ag_status s = lm_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
     if (s) return s;
-    exact_zero_grads(P);                                      // dW of the keys' bias: 0, not noise
+    lm_exact_zero_grads(P);                                   // dW of the keys' bias: 0, not noise
 
     // the gradient clip: the factor that brings the global norm of dW down to --grad-clip
     double norm = ag_grad_norm(P);

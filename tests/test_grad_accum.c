@@ -57,8 +57,8 @@ static ag_status train(const char *out, int K, double dropout, double *losses, a
 }
 
 /* The largest difference between the weights of two checkpoints. The keys' bias of attention,
- * whose gradient is exactly 0, must still be exactly where it started, 0, in both: the step
- * gives it its exact gradient rather than the backward's rounding noise (train.c). */
+ * whose gradient is exactly 0, must still be exactly where it started, 0, in both: it takes no
+ * gradient (src/nn/attention.c), so the backward's rounding noise never reaches Adam. */
 static double max_weight_diff(const char *a, const char *b)
 {
     lm_model ma, mb;
@@ -116,9 +116,10 @@ START_TEST(test_dropout_micro_batches_reproducible)
 }
 END_TEST
 
-/* Why the keys' bias needs no gradient: it adds q . b_k to every score of a row, which no
- * softmax sees. Any bias gives the loss of a zero bias, to float rounding, and the backward's
- * gradient for it is rounding noise, far below that of the keys' weights. */
+/* Why the keys' bias takes no gradient (src/nn/attention.c): it adds q . b_k to every score of
+ * a row, which no softmax sees. Any bias gives the loss of a zero bias, to float rounding, and
+ * the gradient a backward computes for it when asked is rounding noise, far below that of the
+ * keys' weights. */
 START_TEST(test_key_bias_changes_nothing)
 {
     lm_config c;
@@ -139,6 +140,8 @@ START_TEST(test_key_bias_changes_nothing)
             char name[64];
             snprintf(name, sizeof name, "blocks.%d.attn.w_k.bias", l);
             ag_tensor *b = ag_params_find(g->params, name);
+            ck_assert_msg(!b->requires_grad, "%s takes a gradient", name);
+            b->requires_grad = true;   /* to see what a backward would leave there */
             for (size_t i = 0; i < ag_numel(b); i++) b->data[i] = (ag_real)ag_rng_normal(&rng);
         }
         ag_params_zero_grad(g->params);

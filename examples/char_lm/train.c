@@ -75,16 +75,6 @@ static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *er
                      "step; %s (try a lower --lr)", it, lm_shown(norm), kept);
 }
 
-void lm_exact_zero_grads(ag_params *P)
-{
-    static const char key_bias[] = "attn.w_k.bias";   /* blocks.<l>.attn.w_k.bias */
-    for (int e = 0; e < P->n; e++) {
-        const ag_tensor *t = P->entries[e].t;
-        size_t len = strlen(t->name), k = sizeof key_bias - 1;
-        if (len >= k && strcmp(t->name + len - k, key_bias) == 0) memset(t->grad, 0, ag_numel(t) * sizeof *t->grad);
-    }
-}
-
 /* The optimizer's update of every weight from its gradient times gscale (the clip): AdamW,
  * or what --optimizer chose. t counts the updates the weights have had, this one included. */
 static void update(ag_params *P, const lm_config *c, double lr, long t, double gscale)
@@ -158,7 +148,6 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     }
     ag_status s = lm_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
     if (s) return s;
-    lm_exact_zero_grads(P);                                   // dW of the keys' bias: 0, not noise
 
     // the gradient clip: the factor that brings the global norm of dW down to --grad-clip
     double norm = ag_grad_norm(P);

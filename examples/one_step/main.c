@@ -94,7 +94,6 @@ static int step(lm_model *m, lm_train_state *st, const ag_corpus *text, double *
         ag_seterr(err, AG_ERR_ARG, "step: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "no loss");
         goto out;
     }
-    lm_exact_zero_grads(P);   // dW of the keys' bias: its exact value 0, not rounding noise (batch.h)
     // the clip: the factor that brings the global norm of dW down to grad_clip (1 under it)
     double norm = ag_grad_norm(P), gscale = ag_clip_scale(norm, c->grad_clip);
     // AdamW with g = gscale dW, t = the updates the weights have had, this one included

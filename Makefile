@@ -178,7 +178,8 @@ $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB3
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- MPI tests (tests/mpi/): dist.h's collectives across ranks, then char_lm_mpi against
-# char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only).
+# char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only) and
+# what must not happen (ranks that disagree, a stalled rank, signals, control bytes in a log).
 # As root mpirun needs the two OMPI_ALLOW_RUN_AS_ROOT variables; without mpicc: skipped.
 MPI_ENV = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 MPIRUN  = mpirun --oversubscribe

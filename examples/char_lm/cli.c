@@ -71,6 +71,12 @@ static const char usage_train[] =
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
     "  --allreduce MODE       with several ranks: end (default: one allreduce after the backward) or\n"
     "                         overlap (each block's gradients are sent while the backward goes on)\n"
+    "  --dist-timeout S       with several ranks: the most seconds a rank waits for the others at one\n"
+    "                         exchange; then the job ends, naming the rank that did not come (default\n"
+    "                         60; 0: no limit). Give it more than rank 0's checkpoint write takes\n"
+    "  --progress MODE        the progress line: auto (default: redrawn in place on a terminal when\n"
+    "                         alone; a line every 10 steps in a file and always under mpirun), lines,\n"
+    "                         or tty (redrawn in place with \\r and ESC [K even in a file)\n"
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
     "\n"
@@ -370,6 +376,28 @@ static ag_status allreduce_flag(lm_train_args *t, flag_arg *f, ag_error *err)
     return AG_OK;
 }
 
+/* --dist-timeout S (seconds, 0: no limit) and --progress auto|lines|tty */
+static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
+{
+    static const char *const progress[] = { "auto", "lines", "tty", NULL };   /* lm_progress's order */
+    if (take_value(f, err)) return AG_ERR_ARG;
+    if (strcmp(f->flag, "--progress") == 0) {
+        int m = 0;
+        while (progress[m] && strcmp(progress[m], f->value) != 0) m++;
+        if (!progress[m]) return ag_seterr(err, AG_ERR_ARG, "--progress must be auto, lines or tty (got '%s')", f->value);
+        t->progress = (lm_progress)m;
+        return AG_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(f->value, &end);
+    if (!*f->value || *end || errno == ERANGE || !isfinite(v) || *f->value == ' ')
+        return ag_seterr(err, AG_ERR_ARG, "--dist-timeout: not a number of seconds: '%s'", f->value);
+    if (!(v >= 0 && v <= 1e6)) return ag_seterr(err, AG_ERR_ARG, "--dist-timeout must be in [0, 1e6] (got %s)", f->value);
+    t->dist_timeout = v;
+    return AG_OK;
+}
+
 /* The flags of a run that are not hyper-parameters: --data, --out, --resume, ... */
 static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
 {
@@ -395,6 +423,8 @@ static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
         t->grad_accum = (int)v;
     } else if (strcmp(flag, "--allreduce") == 0) {
         return allreduce_flag(t, f, err);
+    } else if (strcmp(flag, "--dist-timeout") == 0 || strcmp(flag, "--progress") == 0) {
+        return dist_flag(t, f, err);
     } else {
         return unknown(LM_CMD_TRAIN, f, err);
     }
@@ -432,6 +462,7 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
 {
     memset(t, 0, sizeof *t);
     t->config_name = "baby";
+    t->dist_timeout = LM_DIST_TIMEOUT_S;
     ag_status s = each_flag(argc, argv, config_flag, t, err);
     if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
         return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby or small (got '%s')", t->config_name);

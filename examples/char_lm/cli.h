@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include "config.h"
 #include "ddp.h"
+#include "train.h"
+
+#define LM_DIST_TIMEOUT_S 60   /* --dist-timeout's default (docs/distributed.md) */
 
 typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
 
@@ -38,6 +41,8 @@ typedef struct {
     int threads;               /* --threads, 0: the default (min(2, cores)) */
     int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (ddp.h) */
     lm_allreduce_mode allreduce; /* --allreduce end (default) or overlap (ddp.h) */
+    double dist_timeout;       /* --dist-timeout: seconds a rank waits for the others (0: no limit) */
+    lm_progress progress;      /* --progress auto (default), lines or tty (train.h) */
     lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */
     bool given[LM_N_FIELDS];   /* given[i]: lm_fields[i]'s flag was on the command line */

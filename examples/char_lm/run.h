@@ -7,6 +7,7 @@
  *   train_eval.c   the evaluation every eval_interval steps: the losses of both splits, the
  *                  attention statistics, then a checkpoint
  *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
+ *   train_agree.c  several ranks: before they start, that they hold the same run
  *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
  *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock;
  *                  batch.h the batches and the dropout seed of a step
@@ -61,7 +62,7 @@ typedef struct {
     ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
     struct lm_dynamics *dyn; /* --log-dynamics (dynamics.c), from the first log step; or NULL */
-    bool tty;                /* the log is a terminal: the progress line is redrawn in place */
+    bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
@@ -75,6 +76,7 @@ typedef struct {
     uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
     lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
+    bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
 } lm_control;
 
 typedef struct {
@@ -91,9 +93,10 @@ typedef struct {
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
  * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
-/* A stop signal came to this process, for the checks inside the setup and an evaluation. With
- * several ranks those wait for the step boundary, where the ranks agree (lm_run_stop_requested),
- * so that no rank leaves a collective the others are in. */
+/* A stop signal came to this process, for the checks inside the setup. With several ranks
+ * those wait for the first step's reduction, where the ranks agree (lm_run_stop_requested), so
+ * that no rank leaves a collective the others are in (an evaluation agrees every round of
+ * batches: lm_ddp_agree_stop). */
 bool lm_run_signal_seen(const lm_run *R);
 /* The checkpoint of the run before iteration it, with the evaluation done there (eval: its
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
@@ -104,6 +107,15 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
 void lm_run_kept(const lm_run *R, char *buf, size_t n);
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
+
+// --- train_agree.c ---
+
+/* Several ranks: every rank compares what it holds (the config, the parameter count, the
+ * vocabulary, the text, --grad-accum, --allreduce, --threads, where the run starts) with every
+ * other's, before anything of a size they could disagree on is sent; a difference is AG_ERR_ARG
+ * on every rank, naming the fields and ranks. Sets ctl.compared once the comparison is made.
+ * Alone: AG_OK. */
+ag_status lm_run_agree(lm_run *R, ag_error *err);
 
 // --- train_setup.c ---
 

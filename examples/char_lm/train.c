@@ -266,6 +266,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
     lm_run R = {.o = o, .rep.plot_ok = o->plot};
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
+    r->ranks_compared = R.ctl.compared;
     if (s == AG_OK && lm_run_stop_requested(&R)) {   /* a signal during the setup: nothing written */
         r->interrupted = true;
         r->stop_signal = lm_run_stop_requested(&R);   /* main.c exits 128 + it, as after a step */

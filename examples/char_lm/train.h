@@ -62,6 +62,12 @@
 #include "config.h"
 #include "ddp.h"
 
+/* How the progress line is written (--progress): auto, redrawn in place ("\r ESC[K") when the
+ * log is a terminal and the run is one process, else a line every log_every steps (under mpirun
+ * the ranks' output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot
+ * tell); lines, always the latter; tty, always the former. */
+typedef enum { LM_PROGRESS_AUTO = 0, LM_PROGRESS_LINES, LM_PROGRESS_TTY } lm_progress;
+
 typedef struct {
     const char *data_path;       /* UTF-8 text */
     const char *out_dir;         /* checkpoint directory; created (with parents) if missing */
@@ -77,6 +83,7 @@ typedef struct {
     bool plot;                   /* draw loss.png with gnuplot */
     long log_every;              /* progress line every this many steps when log is not a
                                     terminal (0: 10); on a terminal every step, in place */
+    lm_progress progress;        /* which of the two (lm_progress) */
     const volatile sig_atomic_t *stop;  /* when *stop becomes non-zero (a signal): finish the
                                     step or evaluation batch, write a checkpoint, return AG_OK
                                     with interrupted (during the setup: nothing written) */
@@ -105,6 +112,8 @@ typedef struct {
     int vocab_size;
     int stop_signal;             /* interrupted: the signal that stopped it (with several
                                     ranks, the one they agreed on, whichever rank caught it) */
+    bool ranks_compared;         /* several ranks compared their setups (train_agree.c): an
+                                    argument error after that is the same on every rank */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);

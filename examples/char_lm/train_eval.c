@@ -8,15 +8,19 @@
 #include "attn.h"
 #include "run.h"
 
-/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. */
+/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. A stop signal ends it
+ * after the batch in hand; with several ranks they agree on it every round of batches. */
 static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double *out, ag_error *err)
 {
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     lm_data *D = &R->data;
     ag_ctx *ctx = R->learn.ctx;
     double sum = 0;
+    ag_status s = AG_OK;
     ag_ctx_set_grad(ctx, false);
-    for (long k = 0; k < R->cfg.eval_iters && !lm_run_signal_seen(R); k++) {   /* a signal ends it at once */
+    for (long k = 0; k < R->cfg.eval_iters; k++) {
+        if (k % lm_ddp_ranks(R->ctl.ddp) == 0 && (s = lm_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
+        if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
         lm_draw_windows(D->off, B, n, T, rng);
         if (!lm_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (ddp.h) */
         lm_fill_windows(D->x, D->y, ids, D->off, B, T);                          // x, y [B,T]
@@ -25,17 +29,15 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
         const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in the step */
         ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, B, T, &fo, &loss);         // loss [1]
         if (!loss) {
-            ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+            s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
             ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-            ag_ctx_reset(ctx);
-            ag_ctx_set_grad(ctx, true);
-            return s;
+            break;
         }
         sum += (double)loss->data[0];
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
+    if (s == AG_OK) s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
     *out = sum / (double)R->cfg.eval_iters;
     return s;
 }

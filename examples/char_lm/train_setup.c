@@ -164,15 +164,17 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* Several ranks or micro-batches per step (ddp.h): the split, checked against --batch-size, and
- * rank 0's weights on every rank. Only rank 0 draws plots. */
+/* Several ranks or micro-batches per step (ddp.h): that the ranks hold the same run, the split,
+ * checked against --batch-size, and rank 0's weights on every rank. Only rank 0 draws plots. */
 static ag_status start_ddp(lm_run *R, ag_error *err)
 {
+    ag_status s = lm_run_agree(R, err);   /* first: the ranks hold the same run (train_agree.c) */
+    if (s) return s;
     const lm_config *c = &R->cfg;
     const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .mode = R->o->allreduce,
                             .batch_size = c->batch_size, .n_layer = c->model.n_layer,
                             .params = R->learn.m.g->params, .ctx = R->learn.ctx, .stop = R->o->stop };
-    ag_status s = lm_ddp_new(&R->ctl.ddp, &d, err);
+    s = lm_ddp_new(&R->ctl.ddp, &d, err);
     if (!lm_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
     return s ? s : lm_ddp_share_start(R->ctl.ddp, err);
 }
@@ -232,7 +234,8 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
     const lm_config *c = &R->cfg;
     R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
-    R->rep.tty = o->log && isatty(fileno(o->log));
+    R->rep.tty = o->log && (o->progress == LM_PROGRESS_TTY || (o->progress == LM_PROGRESS_AUTO &&
+                                                               ag_dist_size(o->dist) == 1 && isatty(fileno(o->log))));
     if ((s = alloc_buffers(R, err))) return s;
     return start_ddp(R, err);
 }

@@ -325,9 +325,9 @@ FUZZ_TARGETS = safetensors corpus
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
-$(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
+$(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/tensor/tensor.c $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 fuzz: deps deps-fuzz                              ## run each fuzzer for FUZZ_SECONDS (60)

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "charset.h"
 #include "corpus.h"
 
 #define CORPUS_MAX_BYTES ((size_t)INT_MAX)   /* token positions must fit an int */
@@ -315,6 +316,7 @@ typedef struct {
     uint32_t *seen;    /* [SEEN_WORDS] without a given vocabulary: a bit per code point seen */
     int *id_of;        /* [n_id] code point -> token id + 1; 0: not in the vocabulary */
     uint32_t n_id;     /* the vocabulary's largest code point + 1 */
+    bool stream;       /* a pipe, a FIFO, a device: no file to name in a command */
     bool stopped;      /* o->stop said so: the load ends, nothing kept */
 } loader;
 
@@ -417,6 +419,7 @@ static ag_status read_text(loader *L, ag_error *err)
     size_t cap = 0, n = 0;
     ag_status s = open_text(path, &fd, &stream, &cap, err);
     if (s) return s;
+    L->stream = stream;
     char *b = read_all(L, fd, stream, cap, &n, &rerr, &idle);
     close(fd);
     if (b && (L->stopped || stop_asked(L))) s = AG_OK;   /* a read a signal cut short too */
@@ -441,6 +444,35 @@ void ag_corpus_free(ag_corpus *c)
     memset(c, 0, sizeof *c);
 }
 
+/* The path as one shell word: bare when every byte is safe unquoted, else in single quotes;
+ * NULL when it holds a quote or a control byte (the message would show it as '?'). */
+static const char *shell_word(const char *path, char *buf, size_t n)
+{
+    bool bare = *path != '\0';
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p < 0x20 || *p == 0x7F || *p == '\'') return NULL;
+        bare &= *p >= 0x80 || (*p >= '0' && *p <= '9') || ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'z') ||
+                strchr("._-/+,=:@%", *p) != NULL;
+    }
+    if (bare) return path;
+    return snprintf(buf, n, "'%s'", path) < (int)n ? buf : NULL;
+}
+
+/* Invalid UTF-8 at byte at of the text: the error, and when the bytes there look like GBK,
+ * Latin-1 or Windows-1252 (charset.h), the iconv command that converts them, on the same line. */
+static ag_status text_fail(const loader *L, size_t at, const char *why, ag_error *err)
+{
+    const char *enc = ag__charset_guess((const unsigned char *)L->text, L->len, at);
+    char buf[256];
+    const char *file = L->stream ? NULL : shell_word(L->path, buf, sizeof buf);
+    if (!enc) return utf8_fail(L->path, at, why, err);
+    if (!file)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu (%s); it looks like %s: convert it "
+                         "with iconv -f %s -t UTF-8", L->path, at, why, enc, enc);
+    return ag_seterr(err, AG_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu (%s); it looks like %s: iconv -f %s -t "
+                     "UTF-8 %s > %s.utf8", L->path, at, why, enc, enc, file, file);
+}
+
 /* Pass 1: the text is UTF-8 (else its first bad byte is the error); *n: its characters. Each
  * code point is marked in L->seen; or, with a given vocabulary, must have an id in L->id_of
  * (else the first that has none is the error). */
@@ -453,7 +485,7 @@ static ag_status scan(loader *L, size_t *n, ag_error *err)
         uint32_t cp;
         const char *why;
         int step = ag_utf8_next(u + i, L->len - i, &cp, &why);
-        if (!step) return utf8_fail(L->path, i, why, err);
+        if (!step) return text_fail(L, i, why, err);
         if (L->seen) L->seen[cp >> 5] |= 1u << (cp & 31);
         else if (cp >= L->n_id || !L->id_of[cp]) return not_in_vocab(L->path, cp, k, i, err);
         i += (size_t)step;

@@ -124,7 +124,9 @@ typedef struct {
 /* Reads the whole file at path, decodes it and builds its vocabulary and token ids.
  * Errors (one line, starting with path): cannot open (missing, unreadable: the OS reason), is
  * a directory, not a regular file, is empty, larger than 2 GiB (ids are int-indexed), invalid
- * UTF-8 at a byte offset.
+ * UTF-8 at a byte offset. When the bytes there look like GBK, Latin-1 or Windows-1252 the same
+ * line ends with the command that converts the file ("data.txt: invalid UTF-8 at byte 0 (missing
+ * continuation byte); it looks like GBK: iconv -f GBK -t UTF-8 data.txt > data.txt.utf8").
  * MEMORY: while loading, the file's bytes and 4 bytes per character (at most 5x the file, for
  * ASCII), plus 4.6 MiB at most for two tables over the code points; after it, the 4 bytes per
  * character (at most 4x the file). */

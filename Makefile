@@ -15,7 +15,7 @@ CFLAGS  ?= -O3 -fno-math-errno -g
 OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
-DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3
 # recursive (=) so pkg-config only runs once `make deps` has installed it
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
@@ -123,6 +123,14 @@ test: deps                                        ## every test: double, float, 
 	@$(MAKE) --no-print-directory test-reference
 	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory test-mpi
+	@$(MAKE) --no-print-directory test-readable
+
+# what a reader is promised (issue 17): no function over 60 lines, and docs/reading-order.md's
+# path (en and zh) true of the tree, line count by line count, and 2,000 lines or fewer
+.PHONY: test-readable
+test-readable:                                    ## functions of 60 lines or fewer; the afternoon read's counts
+	python3 tools/funclen.py --max 60
+	python3 tools/reading_path.py --check --quiet --max 2000
 
 # the same suite on the library built with the reference kernels only (its own char_lm too:
 # the program tests run the binary they find in CHAR_LM)

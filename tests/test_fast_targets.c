@@ -1,7 +1,7 @@
 /* test_fast_targets.c -- every loop compiled into three targets (AG_TARGETS in
  * src/tensor/fast/fast.h: plain, AVX2, AVX-512) gives the plain target's result on each target
  * this CPU runs: bit for bit where the loop has no exp (LayerNorm forward and backward, GELU's
- * backward, softmax's backward in attention, Adam's update, the gradient's sum of squares), and
+ * backward, softmax's backward in attention, Adam's update), and
  * within fastref.h's tolerance where it calls the SIMD expf, whose 4-, 8- and 16-lane versions
  * may round differently (attention's softmax rows). The ops' tests (tests/test_fast_ref*.c)
  * prove the target the CPU picks equal to the reference kernels; this proves the others equal
@@ -49,7 +49,7 @@ static void assert_same_bits(const char *what, int t, const ag_real *got, const 
                       what, target_name[t], i, (double)got[i], (double)want[i]);
 }
 
-// --- the optimizer's loops (src/optim/loops.h), in every build ---
+// --- the optimizer's loop (src/optim/loops.h), in every build ---
 
 START_TEST(test_adam_update_targets_same_bits)
 {
@@ -78,28 +78,6 @@ START_TEST(test_adam_update_targets_same_bits)
         for (int t = 0; t < N_TARGETS; t++) free(p[t]), free(m[t]), free(v[t]);
     }
     free(p0), free(g), free(m0), free(v0);
-}
-END_TEST
-
-START_TEST(test_sum_squares_targets_same_bits)
-{
-    enum { N = 4096 + 7 };
-    typedef void (*fn)(double *, const ag_real *, size_t);
-    const fn sums[N_TARGETS] = { ag__sum_squares_plain, ag__sum_squares_avx2, ag__sum_squares_avx512 };
-    ag_rng r;
-    ag_rng_seed(&r, 32);
-    ag_real *g = random_buf(&r, N, -3, 3);
-    double want = 0;
-    for (size_t i = 0; i < N; i++) want += (double)g[i] * g[i];
-    double s[N_TARGETS];
-    sums[PLAIN](&s[PLAIN], g, N);
-    ck_assert_double_eq_tol(s[PLAIN], want, 1e-9 * want);
-    for (int t = AVX2; t < N_TARGETS; t++)
-        if (runs(t, "sum of squares")) {
-            sums[t](&s[t], g, N);
-            ck_assert_msg(s[t] == s[PLAIN], "%s target: %.17g, plain %.17g", target_name[t], s[t], s[PLAIN]);
-        }
-    free(g);
 }
 END_TEST
 
@@ -207,7 +185,6 @@ Suite *fast_targets_suite(void)
     Suite *s = suite_create("fast_targets");
     TCase *t = tcase_create("targets");
     tcase_add_test(t, test_adam_update_targets_same_bits);
-    tcase_add_test(t, test_sum_squares_targets_same_bits);
 #ifndef AG_REFERENCE
     tcase_add_test(t, test_layernorm_targets_same_bits);
     tcase_add_test(t, test_gelu_backward_targets_same_bits);

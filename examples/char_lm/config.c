@@ -69,6 +69,7 @@ const lm_field lm_fields[] = {
     ROW("seed", "--seed", LM_T_U64, seed, 0, 9223372036854775807.0, 0, 0, 0, "random seed"),
     FLAG("detect_anomaly", "--detect-anomaly", detect_anomaly, 0, "name the first op that goes non-finite"),
     FLAG("log_attn_stats", "--log-attn-stats", log_attn_stats, 0, "attention entropy and peak per layer"),
+    FLAG("log_dynamics", "--log-dynamics", log_dynamics, 0, "gradient norms and update ratios per layer"),
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");

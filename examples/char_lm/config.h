@@ -43,6 +43,7 @@ typedef struct {
     uint64_t seed;          /* initialisation, batches, dropout and evaluation batches */
     bool detect_anomaly;    /* the training ctx names the first op whose output goes non-finite */
     bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
+    bool log_dynamics;      /* per layer gradient norms and update/weight ratios at each log step */
 } lm_config;
 
 /* The table: one row per field of lm_config. */
@@ -66,7 +67,7 @@ typedef struct {
     const char *help;       /* what the field is (--help: the lines of an LM_T_ENUM row) */
 } lm_field;
 
-#define LM_N_FIELDS 30            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 31            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
 /* The row with this JSON key or flag ("--n-embd"), or NULL. */

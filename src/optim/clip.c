@@ -6,24 +6,21 @@
  * The direction of the update is kept; only its length is capped. The pre-clip norm is
  * returned for logging. Cannot fail. */
 #include <math.h>
-#include "loops.h"
 #include "optim.h"
 
-/* *sum = sum of g^2 over g [n]: 8 running partial sums in double, a loop the compiler can
- * vectorize without reordering one sum (FP addition is not associative) */
-static inline __attribute__((always_inline)) void sum_squares(double *sum, const ag_real *g, size_t n)
+/* sum of g^2 over g [n]: 8 running partial sums in double, a loop the compiler can vectorize
+ * without reordering one sum (FP addition is not associative) */
+static double sum_squares(const ag_real *g, size_t n)
 {
     double part[8] = { 0 };
     size_t n8 = n / 8 * 8;
     for (size_t i = 0; i < n8; i += 8)
         for (int k = 0; k < 8; k++) part[k] += (double)g[i + k] * (double)g[i + k];
-    double s = 0;
-    for (int k = 0; k < 8; k++) s += part[k];
-    for (size_t i = n8; i < n; i++) s += (double)g[i] * (double)g[i];
-    *sum = s;
+    double sum = 0;
+    for (int k = 0; k < 8; k++) sum += part[k];
+    for (size_t i = n8; i < n; i++) sum += (double)g[i] * (double)g[i];
+    return sum;
 }
-
-AG_TARGETS(ag__sum_squares, sum_squares, (double *sum, const ag_real *g, size_t n), (sum, g, n))
 
 /* The gradient in NORM_CHUNKS fixed chunks, each summed on its own and the chunks' sums added in
  * order: a split that does not depend on the threads, so the same bits on any number of them
@@ -33,15 +30,10 @@ double ag_grad_norm(const ag_params *P)
 {
     double chunk[NORM_CHUNKS];
     size_t n = P->total;
-#ifdef AG_REFERENCE
-    void (*sums)(double *, const ag_real *, size_t) = ag__sum_squares_plain; /* plain loops only */
-#else
-    void (*sums)(double *, const ag_real *, size_t) = AG_PICK(ag__sum_squares);
-#endif
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (int c = 0; c < NORM_CHUNKS; c++) {
         size_t i0 = n * (size_t)c / NORM_CHUNKS, i1 = n * (size_t)(c + 1) / NORM_CHUNKS;
-        sums(&chunk[c], P->grad + i0, i1 - i0);
+        chunk[c] = sum_squares(P->grad + i0, i1 - i0);
     }
     double sum = 0;
     for (int c = 0; c < NORM_CHUNKS; c++) sum += chunk[c];

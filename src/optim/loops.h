@@ -1,9 +1,9 @@
-/* loops.h -- the optimizer's loops over every weight that have three targets (AG_TARGETS in
- * tensor/fast/fast.h): Adam(W)'s update (adam.c) and the gradient's sum of squares (clip.c).
- * Private to the library and its tests, not installed.
+/* loops.h -- the optimizer's loop over every weight that has three targets (AG_TARGETS in
+ * tensor/fast/fast.h): Adam(W)'s update (adam.c). Private to the library and its tests, not
+ * installed.
  *
- * Neither reassociates a sum by target, and no target fuses a multiply-add, so the three give
- * the same bits; tests/test_optim.c compares them. */
+ * It has no sum across elements, and no target fuses a multiply-add, so the three give the
+ * same bits; tests/test_fast_targets.c compares them. */
 #ifndef AG_OPTIM_LOOPS_H
 #define AG_OPTIM_LOOPS_H
 
@@ -26,9 +26,5 @@ typedef struct {
 /* p, m, v [n] updated from g [n] */
 AG_TARGETS_DECL(ag__adam_update, (ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n,
                                   const ag__adam_coef *k));
-
-/* *sum = the sum of g^2 over g [n], in double: 8 running partial sums, lane i % 8, added in
- * order at the end */
-AG_TARGETS_DECL(ag__sum_squares, (double *sum, const ag_real *g, size_t n));
 
 #endif

@@ -159,6 +159,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     update(P, c, lr, ++L->st.step, gscale);
     if (c->detect_anomaly && (s = weights_finite(R, it, lr, err))) return s;
     ag_ctx_reset(L->ctx);
+    ag_thread_tuner_step(&L->threads, ag_now_s() - t0);   // the default --threads: 2, or 1 while faster
     return lm_log_step(R, it, lr, loss, t0, err);   // metrics.csv's row, the progress line
 }
 

@@ -102,6 +102,9 @@ typedef struct {
     ag_dist *dist;
     int grad_accum;
     lm_allreduce_mode allreduce;
+    /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is
+     * faster now (ag_thread_tuner, speed.h: a busy machine); the same bits either way. */
+    bool tune_threads;
 } lm_train_opts;
 
 typedef struct {

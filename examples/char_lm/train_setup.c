@@ -161,6 +161,7 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     ag_ctx_set_detect_anomaly(ctx, c->detect_anomaly);
     ag_ctx_set_recycle_grads(ctx, true); /* only the parameters' gradients are read */
+    ag_thread_tuner_init(&R->learn.threads, R->o->tune_threads ? ag_threads() : 1);
     return AG_OK;
 }
 

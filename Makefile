@@ -31,7 +31,7 @@ ifeq ($(REFERENCE),1)
 FAST_SRC :=
 DEFS     += -DAG_REFERENCE
 else
-FAST_SRC := $(wildcard src/tensor/fast/*.c)
+FAST_SRC := $(wildcard src/tensor/fast/*.c src/optim/fast/*.c)
 endif
 LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)

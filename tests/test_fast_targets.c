@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fastref.h"
-#include "optim/loops.h"
+#include "optim/fast/adam.h"
+#include "optim/fast/loops.h"
 #include "tensor/fast/fast.h"
 
+#ifndef AG_REFERENCE   /* the targets' helpers: a REFERENCE=1 library has no targets */
 enum { PLAIN, AVX2, AVX512, N_TARGETS };
 static const char *const target_name[N_TARGETS] = { "plain", "avx2", "avx512" };
 
@@ -49,19 +51,22 @@ static void assert_same_bits(const char *what, int t, const ag_real *got, const 
                       what, target_name[t], i, (double)got[i], (double)want[i]);
 }
 
-// --- the optimizer's loop (src/optim/loops.h), in every build ---
+#endif
 
+// --- the optimizer's loop (src/optim/fast/loops.h), which a REFERENCE=1 library does not have ---
+
+#ifndef AG_REFERENCE
 START_TEST(test_adam_update_targets_same_bits)
 {
     enum { N = 1000 + 13 };
-    typedef void (*fn)(ag_real *, const ag_real *, ag_real *, ag_real *, size_t, const ag__adam_coef *);
+    typedef void (*fn)(ag_real *, const ag_real *, ag_real *, ag_real *, size_t, const adam_coef *);
     const fn update[N_TARGETS] = { ag__adam_update_plain, ag__adam_update_avx2, ag__adam_update_avx512 };
     ag_rng r;
     ag_rng_seed(&r, 31);
     ag_real *p0 = random_buf(&r, N, -1, 1), *g = random_buf(&r, N, -2, 2), *m0 = random_buf(&r, N, -0.1, 0.1);
     ag_real *v0 = random_buf(&r, N, 0, 0.01);
     /* AdamW's decay and a clip factor; Adam's L2 */
-    const ag__adam_coef ks[2] = { { 0.9999f, 0, 0.9f, 0.99f, 0.1f, 0.01f, 3e-3f, 1.3f, 1e-8f, 0.7f },
+    const adam_coef ks[2] = { { 0.9999f, 0, 0.9f, 0.99f, 0.1f, 0.01f, 3e-3f, 1.3f, 1e-8f, 0.7f },
                                   { 1, 0.1f, 0.9f, 0.999f, 0.1f, 0.001f, 1e-2f, 4.5f, 1e-8f, 1 } };
     for (int c = 0; c < 2; c++) {
         ag_real *p[N_TARGETS], *m[N_TARGETS], *v[N_TARGETS];
@@ -80,6 +85,16 @@ START_TEST(test_adam_update_targets_same_bits)
     free(p0), free(g), free(m0), free(v0);
 }
 END_TEST
+#else
+/* a REFERENCE=1 library has no fast twin: adam.c's own loop takes every step */
+START_TEST(test_adam_no_fast_twin)
+{
+    ag_params P = { .total = 10 * AG_ADAM_FAST_MIN };
+    const adam_coef k[2] = { { .keep = 1, .b1 = 0.9f, .b2 = 0.99f, .a1 = 0.1f, .a2 = 0.01f, .step = 1e-3f, .inv_sqrt_bc2 = 10, .eps = 1e-8f, .gs = 1 } };
+    ck_assert(!ag__adam_fast(&P, k));
+}
+END_TEST
+#endif
 
 // --- the fast kernels' loops (src/tensor/fast/), which a REFERENCE=1 library does not have ---
 
@@ -184,8 +199,10 @@ Suite *fast_targets_suite(void)
 {
     Suite *s = suite_create("fast_targets");
     TCase *t = tcase_create("targets");
+#ifdef AG_REFERENCE
+    tcase_add_test(t, test_adam_no_fast_twin);
+#else
     tcase_add_test(t, test_adam_update_targets_same_bits);
-#ifndef AG_REFERENCE
     tcase_add_test(t, test_layernorm_targets_same_bits);
     tcase_add_test(t, test_gelu_backward_targets_same_bits);
     tcase_add_test(t, test_attention_rows_targets_equal);

@@ -1050,6 +1050,30 @@ START_TEST(test_hash_stops)
 }
 END_TEST
 
+/* The estimate is what recording takes: the arena of lm_attn_record on a model with a long
+ * prompt, where the [H,T,T] tensors dominate, lies between 0.8x and 1.25x lm_attn_bytes less
+ * the heat maps (which are malloc'd apart). The test below alone could not see an estimate 3.7x
+ * too low (issue 19 review): it raised the layers until the estimate itself passed the memory. */
+START_TEST(test_attn_estimate_is_what_it_takes)
+{
+    ag_gpt_config m = {.vocab_size = 40, .block_size = 512, .n_layer = 2, .n_head = 4, .n_embd = 16};
+    ag_gpt *g = ag_gpt_new(&m, 1, NULL);
+    ag_ctx *ctx = ag_ctx_new();
+    ck_assert(g && ctx);
+    int T = 512, *ids = malloc(sizeof(int) * T);
+    ag_tensor *A[2];
+    ck_assert_ptr_nonnull(ids);
+    for (int t = 0; t < T; t++) ids[t] = t % m.vocab_size;
+    ck_assert_int_eq(lm_attn_record(ctx, g, ids, 1, T, A), AG_OK);
+    double took = (double)ag_ctx_get_stats(ctx).arena_used;
+    double est = lm_attn_bytes(&g->cfg, T, 0);
+    ck_assert_msg(took >= 0.8 * est && took <= 1.25 * est, "recording took %.0f bytes, the estimate %.0f", took, est);
+    free(ids);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
 /* `attn` estimates its memory like eval: the issue's 300 KB file claiming 12 layers of 8 heads
  * at block_size 8192 (more layers where this machine could hold that), with a prompt of 8192
  * characters, is refused with the figure before anything of that size is allocated. */
@@ -1484,6 +1508,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_planted_directory);
     tcase_add_test(tc, test_hash_stops);
     tcase_add_test(tc, test_attn_memory);
+    tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
     owned_case(s);

@@ -152,11 +152,16 @@ static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, c
     return s;
 }
 
+/* Recording takes the composed attention (nn/attention.c), whose scores, scaled scores, masked
+ * scores and weights are each [1,H,T,T] and all stay in the arena with the causal mask [T,T]:
+ * per layer 4 H T^2 + T^2 where lm_step_bytes counts the fused path's H T^2 (issue 19 review:
+ * counting only that, the estimate was 3.7x under what attn took, and a hostile file passed). */
 double lm_attn_bytes(const ag_gpt_config *m, int T, int n_maps)
 {
     ag_gpt_config at = *m;
     at.block_size = T;
-    return lm_step_bytes(&at, 1, false) + (double)n_maps * T * T * sizeof(ag_real);
+    double T2 = (double)T * T, composed = (double)m->n_layer * (3.0 * m->n_head * T2 + T2);
+    return lm_step_bytes(&at, 1, false) + (composed + (double)n_maps * T2) * sizeof(ag_real);
 }
 
 /* Refused before anything of its size exists, as eval and sample are (issue 19: a 326 KB file

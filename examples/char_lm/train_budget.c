@@ -78,10 +78,13 @@ ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)
     ag_status s = lm_ddp_sum(R->ctl.ddp, &late, err);   /* one rank out of time: all stop */
     if (s || !(late > 0)) return s;
     *last = b->out_of_time = true;
-    double lr = ag_lr_at(&R->learn.sched, it - 1);
-    lm_log_line(R, "time budget: out of time at iteration %ld of %ld (the machine slowed down?); ending here, the "
-                "rate at %.3g, not yet --min-lr %.3g (--resume finishes the schedule)", it, R->cfg.max_iters, lr,
-                R->cfg.min_lr);
+    if (b->fixing)
+        lm_log_line(R, "time budget: out of time at iteration %ld, before the step count was fixed (a step %.3g s, "
+                    "an evaluation %.3g s): ending here", it, b->step_s, eval_time(R));
+    else
+        lm_log_line(R, "time budget: out of time at iteration %ld of %ld (the machine slowed down?); ending here, the "
+                    "rate at %.3g, not yet --min-lr %.3g (--resume finishes the schedule)", it, R->cfg.max_iters,
+                    ag_lr_at(&R->learn.sched, it - 1), R->cfg.min_lr);
     return AG_OK;
 }
 

@@ -249,6 +249,11 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
                 R->o->out_dir);
     else
         fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
+    const lm_budget *b = &R->ctl.budget;
+    if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
+        double used = ag_now_s() - b->t0, budget = b->deadline - b->t0;
+        fprintf(f, "time budget: %.2f s of %.0f s used (%+.2f s)\n", used, budget, used - budget);
+    }
     fflush(f);
 }
 

@@ -184,7 +184,7 @@ static void switch_lines(const lm_field *f, char *buf, size_t cap, size_t *len)
 /* usage_train with each line "@key" replaced by the lines of that switch. */
 static const char *train_usage(void)
 {
-    static char text[8192];
+    static char text[16384];   /* 7 KiB today */
     size_t len = 0;
     for (const char *line = usage_train; *line; line += strcspn(line, "\n") + 1) {
         int n = (int)strcspn(line, "\n");   /* every line of usage_train ends in '\n' */

@@ -14,6 +14,9 @@
  * --json prints one JSON object per configuration instead.
  *
  *   build/bench [--config tiny|baby|small|all] [--steps N] [--threads N] [--json] [--data FILE]
+ *
+ * Threads: without --threads, 2 tuned as char_lm's default is (ag_thread_tuner, speed.h: one
+ * thread while that is faster, on a busy machine); --threads N: N, fixed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,11 +191,13 @@ typedef struct {
     ag_lr_schedule sched;
     ag_rng rng;
     size_t n_train;             /* batches come from the first 90% of the corpus */
+    ag_thread_tuner tuner;      /* max 1 with --threads: it then changes nothing */
 } trainer;
 
 /* What the timed steps (after WARM) measured */
 typedef struct {
     int timed;                  /* steps timed */
+    int single;                 /* of these, run on one thread by the tuner */
     double total, median;       /* seconds: all timed steps, the median one */
     double t_clip, t_adam;      /* seconds in the gradient norm and in AdamW */
     ag_profile prof;            /* seconds per op kind, forward and backward */
@@ -203,6 +208,7 @@ typedef struct {
 /* Everything one configuration reports */
 typedef struct {
     step_timing st;
+    bool tuned;                             /* the default threads: ag_thread_tuner picked 2 or 1 */
     size_t n_params;
     double tok_s, gflops;                   /* training throughput */
     double sgemm_own, sgemm_split, ceiling; /* sgemm GFLOP/s on the step's shapes */
@@ -219,7 +225,7 @@ static void trainer_free(trainer *tr)
 }
 
 /* false with a message on stderr */
-static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *data, int steps)
+static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *data, int steps, bool tune)
 {
     int B = bc->batch, T = bc->block_size;
     ag_gpt_config cfg = { .vocab_size = data->vocab.V, .n_layer = bc->n_layer, .n_head = bc->n_head,
@@ -238,6 +244,7 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *d
     }
     ag_ctx_set_recycle_grads(tr->ctx, true); /* as char_lm train does */
     ag_rng_seed(&tr->rng, 1337);
+    ag_thread_tuner_init(&tr->tuner, tune ? ag_threads() : 1);
     return true;
 }
 
@@ -274,6 +281,8 @@ static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *
     double t3 = ag_now_s();
     ag_ctx_reset(tr->ctx);
     tr->step_s[it] = t3 - t0;
+    if (it >= WARM) st->single += tr->tuner.max > 1 && ag_threads() == 1;
+    ag_thread_tuner_step(&tr->tuner, t3 - t0);
     if (it >= WARM) {
         st->t_clip += t2 - t1;
         st->t_adam += t3 - t2;
@@ -325,6 +334,7 @@ static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, 
     r->n_params = tr->g->params->total;
     r->tok_s = (double)tr->B * tr->T * st->timed / st->total;
     r->gflops = step_flops(bc, V) / (st->total / st->timed) / 1e9;
+    ag_threads_init(threads); /* the tuner may have left one thread */
     r->sgemm_own = gemm_gflops(bc, V, false, threads);
     r->sgemm_split = gemm_gflops(bc, V, true, threads);
     r->ceiling = r->sgemm_own > r->sgemm_split ? r->sgemm_own : r->sgemm_split;
@@ -341,14 +351,15 @@ static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, 
 static void print_json(const bench_report *r, const bench_config *bc, int threads)
 {
     const step_timing *st = &r->st;
-    printf("{\"config\": \"%s\", \"threads\": %d, \"steps_timed\": %d, \"tokens_per_s\": %.1f, "
+    printf("{\"config\": \"%s\", \"threads\": %d, \"tuned\": %s, \"single_thread_steps\": %d, "
+           "\"steps_timed\": %d, \"tokens_per_s\": %.1f, "
            "\"mean_ms_per_step\": %.3f, \"median_ms_per_step\": %.3f, \"matmul_gflops\": %.1f, "
            "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, "
            "\"allocs_per_step\": %lu, \"arena_chunk_mallocs_after_step1\": %llu, "
            "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
            "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"openblas_core\": \"%s\", "
            "\"ops\": {",
-           bc->name, threads, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
+           bc->name, threads, r->tuned ? "true" : "false", st->single, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
            r->ceiling, r->sgemm_own, r->sgemm_split, st->allocs_per_step, (unsigned long long)st->chunk_growth,
            r->rss_mb, r->expected_mb, r->n_params, r->cached_cps, r->recompute_cps,
            openblas_get_corename());
@@ -373,8 +384,10 @@ static void print_blas_kernels(void)
 static void print_text(const bench_report *r, const bench_config *bc, int threads)
 {
     const step_timing *st = &r->st;
-    printf("== %s: n_layer %d n_head %d n_embd %d block %d batch %d, %zu params, %d threads\n", bc->name,
+    printf("== %s: n_layer %d n_head %d n_embd %d block %d batch %d, %zu params, %d threads", bc->name,
            bc->n_layer, bc->n_head, bc->n_embd, bc->block_size, bc->batch, r->n_params, threads);
+    if (r->tuned) printf(", tuned (1 thread for %d of the timed steps)\n", st->single);
+    else printf(", fixed\n");
     printf("  %.0f tokens/s, %.2f ms/step mean, %.2f median (%d steps timed)\n", r->tok_s,
            1000 * st->total / st->timed, 1000 * st->median, st->timed);
     printf("  matmul %.1f GFLOP/s = %.0f%% of sgemm on the same shapes and threads (OpenBLAS's own\n"
@@ -396,11 +409,11 @@ static void print_text(const bench_report *r, const bench_config *bc, int thread
            r->rss_mb, r->model_mb, r->arena_mb, r->data_mb, r->expected_mb, r->rss_mb / r->expected_mb);
 }
 
-static int run_config(const bench_config *bc, const ag_corpus *data, int steps, int threads, bool json)
+static int run_config(const bench_config *bc, const ag_corpus *data, int steps, int threads, bool tune, bool json)
 {
     trainer tr;
-    bench_report r = { 0 };
-    bool ok = trainer_init(&tr, bc, data, steps) && time_training(&tr, data, steps, &r.st)
+    bench_report r = { .tuned = tune && threads > 1 };
+    bool ok = trainer_init(&tr, bc, data, steps, r.tuned) && time_training(&tr, data, steps, &r.st)
               && measure(&r, bc, &tr, data, threads);
     if (ok && json) print_json(&r, bc, threads);
     else if (ok) print_text(&r, bc, threads);
@@ -456,17 +469,18 @@ static int run_each_config_alone(int argc, char **argv)
 typedef struct {
     const char *which, *path;   /* --config, --data */
     int steps, threads;         /* steps 0: each configuration's default */
+    bool tune;                  /* no --threads: 2, tuned */
     bool json;
 } bench_args;
 
 /* 0, or the exit code 2 after a message on stderr */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
-    *a = (bench_args){ .which = "all", .path = "data/tinyshakespeare.txt", .threads = 2 };
+    *a = (bench_args){ .which = "all", .path = "data/tinyshakespeare.txt", .threads = 2, .tune = true };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) a->which = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) a->steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) a->threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) a->threads = atoi(argv[++i]), a->tune = false;
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) a->path = argv[++i];
         else if (!strcmp(argv[i], "--json")) a->json = true;
         else {
@@ -500,7 +514,7 @@ int main(int argc, char **argv)
         if (strcmp(a.which, configs[i].name)) continue;
         found = 1;
         int n = a.steps ? a.steps : (i == 2 ? 15 : 105); /* small is ~50x baby's work per step */
-        rc |= run_config(&configs[i], &data, n, a.threads, a.json);
+        rc |= run_config(&configs[i], &data, n, a.threads, a.tune, a.json);
     }
     ag_corpus_free(&data);
     if (!found) {

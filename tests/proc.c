@@ -534,10 +534,12 @@ void proc_snapshot_free(proc_snapshot *s)
     memset(s, 0, sizeof *s);
 }
 
-const char *proc_ckpt(const char *dir)
+const char *proc_ckpt(const char *dir) { return proc_ckpt_as(dir, "latest"); }
+
+const char *proc_ckpt_as(const char *dir, const char *which)
 {
     static char buf[PATH_MAX];
-    char *name = proc_read_file(proc_path(dir, "latest"), NULL);
+    char *name = proc_read_file(proc_path(dir, which), NULL);
     if (!name) {
         snprintf(buf, sizeof buf, "%s", dir);
         return buf;
@@ -552,10 +554,14 @@ char *proc_read_ckpt_file(const char *path, size_t *n)
 {
     char *b = proc_read_file(path, n);
     if (!b) return NULL;
-    char *id = NULL;
-    for (size_t i = 8; i + 10 <= *n && !id; i++)   /* the header is text from byte 8 on */
-        if (memcmp(b + i, "\"run_id\":\"", 10) == 0) id = b + i + 10;
-    if (id && id + 16 <= b + *n) memset(id, '0', 16);
+    const char *keys[] = {"\"run_id\":\"", "\"follows\":\""};
+    for (int k = 0; k < 2; k++) {
+        size_t kn = strlen(keys[k]);
+        char *id = NULL;
+        for (size_t i = 8; i + kn <= *n && !id; i++)   /* the header is text from byte 8 on */
+            if (memcmp(b + i, keys[k], kn) == 0) id = b + i + kn;
+        if (id && id + 16 <= b + *n) memset(id, '0', 16);
+    }
     return b;
 }
 

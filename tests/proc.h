@@ -107,8 +107,11 @@ void proc_snapshot_free(proc_snapshot *s);
 /* The directory that holds the live checkpoint's files in the run directory dir:
  * dir/<the name in dir/latest>, or dir itself without a latest (a static buffer). */
 const char *proc_ckpt(const char *dir);
-/* A checkpoint file as proc_read_file reads it, with the 16 hex digits of its "run_id" set to
- * zeros: two runs with the same flags write files that differ in nothing else. */
+/* The same for dir/<which> ("latest", "best"); dir itself when there is none. */
+const char *proc_ckpt_as(const char *dir, const char *which);
+/* A checkpoint file as proc_read_file reads it, with the 16 hex digits of its "run_id" and of
+ * its "follows" (the checkpoint before it: a run that was stopped and resumed saved one more)
+ * set to zeros: two runs with the same flags write files that differ in nothing else. */
 char *proc_read_ckpt_file(const char *path, size_t *n);
 
 /* The first path under root whose name contains ".tmp", or NULL (a static buffer). */

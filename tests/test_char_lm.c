@@ -649,7 +649,8 @@ START_TEST(test_nonfinite_stops_before_the_step)
     lm_train_result r;
     ag_status s = lm_train(&o, &r, fresh_cause());
     ck_assert_int_eq(s, AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(cause.msg, "iteration") && strstr(cause.msg, "last checkpoint"), "%s", cause.msg);
+    ck_assert_msg(strstr(cause.msg, "iteration") && strstr(cause.msg, "kept: ") &&
+                  strstr(cause.msg, "run/ckpt-00000000, the latest and the best"), "%s", cause.msg);
     lm_model m;
     ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(m.iter, 0);

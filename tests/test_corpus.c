@@ -1,6 +1,8 @@
 /* test_corpus.c -- src/data/: strict UTF-8 (each kind of invalid input with the
  * offset of its first byte), the sorted vocabulary and token ids, prompt encoding, the vocabulary
- * JSON round trip, file errors and MODEL.md's 90/10 split; hash.h's FNV-1a. */
+ * JSON round trip, file errors (GBK, Latin-1 and Windows-1252 text named with the iconv command
+ * that converts it, random bytes with none: charset.h) and MODEL.md's 90/10 split; hash.h's
+ * FNV-1a. */
 #include <check.h>
 #include <dirent.h>
 #include <limits.h>
@@ -229,6 +231,115 @@ START_TEST(load_errors)
         ck_assert_ptr_nonnull(strstr(cause.msg, "cannot open: Permission denied"));
     }
     ck_assert_int_eq(ag_corpus_load(NULL, &c, NULL), AG_ERR_ARG);   /* no ag_error: no crash */
+}
+END_TEST
+
+/* Text in another encoding: the loader's one line names the iconv command that converts it (src/
+ * data/charset.h), and that command, run, gives the UTF-8 text back. Made with
+ * `printf '...' | iconv -f UTF-8 -t GBK` (or LATIN1, CP1252). */
+static const char gbk_poem[] =       /* 床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n */
+    "\xB4\xB2\xC7\xB0\xC3\xF7\xD4\xC2\xB9\xE2\xA3\xAC\xD2\xC9\xCA\xC7\xB5\xD8\xC9\xCF\xCB\xAA\xA1\xA3\n"
+    "\xBE\xD9\xCD\xB7\xCD\xFB\xC3\xF7\xD4\xC2\xA3\xAC\xB5\xCD\xCD\xB7\xCB\xBC\xB9\xCA\xCF\xE7\xA1\xA3\n";
+static const struct {
+    const char *name;    /* the file's name in the test directory */
+    const char *bytes;
+    size_t at;           /* the first invalid UTF-8 sequence */
+    const char *enc;     /* the encoding the message names, NULL: none */
+    const char *utf8;    /* the text, for the encodings named */
+} other_enc[] = {
+    { "poem.txt", gbk_poem, 0, "GBK", "床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n" },
+    /* UTF-8 reads E1 A1 B1 as one character, so byte 5 is the trail of 崩: the guess starts a
+     * byte earlier, in step with GBK's pairs */
+    { "late.txt", "ab\xE1\xA1\xB1\xC0\xA1\xA3\n", 5, "GBK", "ab帷崩。\n" },
+    { "my poem.txt", gbk_poem, 0, "GBK", "床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n" },
+    { "it's.txt", gbk_poem, 0, "GBK", NULL },     /* no command line with this name: a hint */
+    { "fr.txt", "Gr\xF6\xDF" "e, caf\xE9, na\xEFve fa\xE7" "ade: \xE9lan.\n", 2, "LATIN1",
+      "Größe, café, naïve façade: élan.\n" },
+    { "win.txt", "He said \x93" "caf\xE9\x94 \x96 twice.\n", 8, "CP1252", "He said “café” – twice.\n" },
+    { "one.txt", "The cat sat\xC0\xAF on the mat.\n", 11, NULL, NULL },   /* 2 bytes say nothing */
+    { "bin.txt", "ab\xB4\xB2\x01\xC7\xB0\xC3\xF7", 2, NULL, NULL },        /* a control byte: binary */
+};
+
+/* The message is one line and starts as every invalid-UTF-8 error does. */
+static void assert_utf8_error(const char *path, size_t at)
+{
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "%s: invalid UTF-8 at byte %zu (", path, at);
+    ck_assert_msg(strncmp(cause.msg, want, strlen(want)) == 0, "%s", cause.msg);
+    ck_assert_ptr_null(strchr(cause.msg, '\n'));
+}
+
+START_TEST(load_other_encoding)
+{
+    ag_corpus c;
+    const char *p = file_with(other_enc[_i].name, other_enc[_i].bytes, strlen(other_enc[_i].bytes));
+    char path[PATH_MAX], want[3 * PATH_MAX], cmd[3 * PATH_MAX];
+    snprintf(path, sizeof path, "%s", p);
+    ck_assert_int_eq(ag_corpus_load(path, &c, fresh_cause()), AG_ERR_FORMAT);
+    assert_utf8_error(path, other_enc[_i].at);
+    const char *enc = other_enc[_i].enc, *utf8 = other_enc[_i].utf8;
+    if (!enc) {
+        ck_assert_msg(!strstr(cause.msg, "iconv") && !strstr(cause.msg, "looks like"), "%s", cause.msg);
+        return;
+    }
+    if (!utf8) {
+        snprintf(want, sizeof want, "; it looks like %s: convert it with iconv -f %s -t UTF-8", enc, enc);
+        ck_assert_msg(strstr(cause.msg, want), "%s", cause.msg);
+        return;
+    }
+    const char *q = strchr(path, ' ') ? "'" : "";
+    snprintf(want, sizeof want, "; it looks like %s: iconv -f %s -t UTF-8 %s%s%s > %s%s%s.utf8", enc, enc, q, path,
+             q, q, path, q);
+    const char *cut = strstr(cause.msg, want);
+    ck_assert_msg(cut && cut[strlen(want)] == '\0', "%s", cause.msg);
+    if (system("command -v iconv >/dev/null 2>&1") != 0) return;   /* libc-bin's; Debian always has it */
+    snprintf(cmd, sizeof cmd, "%s", strstr(cause.msg, "iconv -f"));
+    ck_assert_int_eq(system(cmd), 0);                              /* the command, as printed, converts it */
+    snprintf(want, sizeof want, "%s.utf8", path);
+    size_t n;
+    char *got = proc_read_file(want, &n);
+    ck_assert_uint_eq(n, strlen(utf8));
+    ck_assert_mem_eq(got, utf8, n);
+    free(got);
+    ck_assert_int_eq(ag_corpus_load(want, &c, fresh_cause()), AG_OK);
+    ag_corpus_free(&c);
+}
+END_TEST
+
+/* From a pipe there is no file to name: the hint is the conversion alone. */
+START_TEST(load_other_encoding_pipe)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    ck_assert_int_eq(write(fd[1], gbk_poem, strlen(gbk_poem)), (int)strlen(gbk_poem));   /* fits the pipe */
+    close(fd[1]);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/fd/%d", fd[0]);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(path, &c, fresh_cause()), AG_ERR_FORMAT);
+    close(fd[0]);
+    assert_utf8_error(path, 0);
+    const char *want = "; it looks like GBK: convert it with iconv -f GBK -t UTF-8";
+    const char *cut = strstr(cause.msg, want);
+    ck_assert_msg(cut && cut[strlen(want)] == '\0', "%s", cause.msg);
+}
+END_TEST
+
+/* Random bytes (every value, control bytes included) look like no text: no command. */
+START_TEST(load_random_bytes)
+{
+    char buf[4096];
+    uint32_t x = 2463534242u + (uint32_t)_i;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;   /* xorshift32 */
+        buf[i] = (char)(x >> 24);
+    }
+    const char *p = file_with("random.bin", buf, sizeof buf);
+    ag_corpus c;
+    ck_assert_int_eq(ag_corpus_load(p, &c, fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(cause.msg, ": invalid UTF-8 at byte "));
+    ck_assert_ptr_null(strchr(cause.msg, '\n'));
+    ck_assert_msg(!strstr(cause.msg, "iconv"), "seed %d: %s", _i, cause.msg);
 }
 END_TEST
 
@@ -539,6 +650,9 @@ Suite *corpus_suite(void)
     tcase_add_test(tc, load_ascii);
     tcase_add_test(tc, load_chinese);
     tcase_add_test(tc, load_errors);
+    tcase_add_loop_test(tc, load_other_encoding, 0, (int)(sizeof other_enc / sizeof other_enc[0]));
+    tcase_add_test(tc, load_other_encoding_pipe);
+    tcase_add_loop_test(tc, load_random_bytes, 0, 16);
     tcase_add_test(tc, load_with_vocab);
     tcase_add_test(tc, tiny_shakespeare_has_65);
     tcase_add_test(tc, split_90_10);

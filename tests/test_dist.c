@@ -26,6 +26,11 @@ START_TEST(test_dist_none_is_one_rank)
     ck_assert_int_eq(ag_dist_wait(d, &e), AG_OK);
     ck_assert_int_eq(ag_dist_bcast(d, l, sizeof l, 0, &e), AG_OK);
     ck_assert_int_eq(ag_dist_barrier(d, &e), AG_OK);
+    ag_dist_set_timeout(d, 5);   /* nothing to wait for */
+    ck_assert_int_eq(ag_dist_voice(d), -1);
+    char mine[5] = "abcd", all[5] = "";
+    ck_assert_int_eq(ag_dist_allgather(d, mine, all, sizeof mine, &e), AG_OK);   /* one rank's: a copy */
+    ck_assert_str_eq(all, "abcd");
     ck_assert(g[0] == 1.5f && g[1] == -2 && g[2] == 3);
     ck_assert(l[0] == 0.25 && l[1] == 7);
     ck_assert_int_eq(e.status, AG_OK);

@@ -70,6 +70,9 @@ typedef enum {
     P_DIVERGED,        /* diverged/: ckpt with every weight 3.4e38 (finite, but the loss is not) */
     P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
     P_VOCAB_LONG,      /* model: config's vocab_size 2, far less than the vocab array's length */
+    P_LATEST_LOST,     /* ckpt/latest removed: its checkpoints left without it */
+    P_NO_BEST,         /* ckpt/best removed (a run directory older than best checkpoints) */
+    P_TWO_RUNS,        /* ckpt/latest removed, and other's checkpoint copied in as ckpt/ckpt-00000001 */
 } prep_kind;
 
 enum {
@@ -194,7 +197,7 @@ static const err_case cases[] = {
      A("train", "--data", "input.txt", "--out", "ckpt", "--resume"), 2, "is not the text the run in ckpt", 0},
     {"--resume without a checkpoint", P_EMPTY_DIR, NULL,
      A("train", "--data", "corpus.txt", "--out", "nockpt", "--resume"), 1,
-     "nockpt/model.safetensors: cannot open: No such file or directory", 0},
+     "--resume: nockpt holds no checkpoint (no latest, no ckpt-N directory, no model.safetensors)", 0},
     {"--resume from a truncated model", P_TRUNC_MODEL, NULL, RESUME("--max-iters", "4"), 1,
      "--resume: ckpt/ckpt-00000002/model.safetensors: ", 0},
     {"--resume from a truncated train state", P_TRUNC_STATE, NULL, RESUME("--max-iters", "4"), 1,
@@ -204,8 +207,8 @@ static const err_case cases[] = {
 
     // --- an output directory that cannot be written ---
     {"--out under a regular file", P_FILE, NULL, TRAIN("corpus.txt", "file/out"), 1, "file is not a directory", 0},
-    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/latest/run"), 1,
-     "ckpt/latest is not a directory", 0},
+    {"--out under a checkpoint file", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/latest/run"), 2,
+     "--out ckpt/latest/run lies inside the run directory", 0},
     {"--out under a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir/run"), 1,
      "Permission denied", F_DROP},
     {"--out is a read-only directory", P_RO_DIR, NULL, TRAIN("corpus.txt", "rodir"), 1, "Permission denied",
@@ -293,7 +296,8 @@ static const err_case cases[] = {
     /* a diverged model never replaces a good checkpoint, and eval never prints -nan */
     {"train: the evaluation's loss is not finite", P_DIVERGED, NULL,
      TRAIN("corpus.txt", "ckpt", "--init-from", "diverged", "--overwrite"), 1,
-     "iteration 0: the evaluation's train loss is nan: the model has diverged",
+     "iteration 0: the evaluation's val loss is nan: the model has diverged; stopped; kept: ckpt/ckpt-00000002, "
+     "the latest, and ckpt/ckpt-00000000, the best",
      F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
     {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
      "corpus.txt: the loss is nan", 0},
@@ -307,6 +311,36 @@ static const err_case cases[] = {
     {"metrics.csv cannot grow (file size limit)", P_NONE, NULL,
      RESUME("--max-iters", "1000000", "--eval-interval", "1000000"), 1, "metrics.csv: write failed: File too large",
      F_STDOUT | F_FSIZE_METRICS | F_METRICS | F_LOADS},
+
+    // --- issue 19: no train takes a run apart, nothing lost, every output checked ---
+    {"--resume --out a checkpoint directory of a run", P_NONE, NULL,
+     A("train", "--data", "corpus.txt", "--out", "ckpt/ckpt-00000002", "--resume"), 2,
+     "--out ckpt/ckpt-00000002 lies inside the run directory", 0},
+    {"--overwrite --out a checkpoint directory of a run", P_NONE, NULL,
+     TRAIN("corpus.txt", "ckpt/ckpt-00000002", "--overwrite"), 2, "a run directory is changed only by its own train",
+     0},
+    {"--out a new directory inside a run", P_NONE, NULL, TRAIN("corpus.txt", "ckpt/sub/new"), 2,
+     "--out ckpt/sub/new lies inside the run directory", 0},
+    {"sample: latest lost, checkpoints left", P_LATEST_LOST, NULL, A("sample", "--ckpt", "ckpt"), 1,
+     "ckpt has no latest but holds ckpt-00000002, ckpt-00000000: `char_lm train --resume` makes", 0},
+    {"train over checkpoints whose latest is lost", P_LATEST_LOST, NULL, TRAIN("corpus.txt", "ckpt"), 2,
+     "already holds a checkpoint: --resume continues it, --overwrite starts over, or choose another --out (found: "
+     "ckpt-00000002, ckpt-00000000)", 0},
+    {"--resume: latest lost, checkpoints of two runs", P_TWO_RUNS, NULL, RESUME("--max-iters", "4"), 2,
+     "ckpt has no latest and holds the checkpoints of several runs: ckpt-00000002 (iteration 2, run ", 0},
+    {"sample --from best without a best", P_NO_BEST, NULL, A("sample", "--ckpt", "ckpt", "--from", "best"), 1,
+     "ckpt has no best checkpoint (ckpt/best is missing", 0},
+    {"sample --from a bad value", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--from", "newest"), 2,
+     "--from must be latest or best (got 'newest')", 0},
+    {"--resume with another --val-fraction", P_NONE, NULL, RESUME("--val-fraction", "0.2"), 2,
+     "a resumed run keeps its split", 0},
+    {"--help to a full device", P_NONE, NULL, A("train", "--help"), 1, "stdout: write failed: No space left on device",
+     F_FULL},
+    {"sample --trace-only to a full device", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--trace-only"), 1,
+     "stdout: write failed: No space left on device", F_FULL},
+    {"train to a full device", P_NONE, NULL, RESUME("--max-iters", "1000000"), 1,
+     "stdout: write failed: No space left on device; stopped; kept: ckpt/ckpt-00000002, the latest, and "
+     "ckpt/ckpt-00000000, the best", F_FULL | F_METRICS | F_LOADS},
 };
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -495,6 +529,15 @@ static bool prepare_around(const char *dir, prep_kind prep)
         proc_write_file(proc_path(dir, "victim"), "precious\n", 9);
         ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
         break;
+    case P_LATEST_LOST: ck_assert_int_eq(unlink(proc_path(dir, "ckpt/latest")), 0); break;
+    case P_NO_BEST: ck_assert_int_eq(unlink(proc_path(dir, "ckpt/best")), 0); break;
+    case P_TWO_RUNS: {
+        char from[PATH_MAX];
+        snprintf(from, sizeof from, "%s", proc_ckpt(proc_path(dir, "other")));
+        proc_copy_tree(from, proc_path(dir, "ckpt/ckpt-00000001"));
+        ck_assert_int_eq(unlink(proc_path(dir, "ckpt/latest")), 0);
+        break;
+    }
     default: return false;
     }
     return true;

@@ -1,6 +1,6 @@
 /* test_fast_ref_rows.c -- the row and elementwise ops' fast kernels equal their reference
  * kernels (see fastref.h): LayerNorm, RMSNorm, cross-entropy (with and without an ignore
- * index), GELU (and both targets of its forward loop), SiLU, masked_fill (with masks that
+ * index), GELU (and the three targets of its forward loop), SiLU, masked_fill (with masks that
  * broadcast, filling a finite value or -inf). Random shapes with
  * odd sizes and tails (lengths that are not a multiple of the 16 reduction lanes or the
  * 32-column blocks, single rows and columns), plus one shape per op past AG_PAR_MIN so the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fastref.h"
-#include "tensor/fast/fast.h" /* the two targets of GELU's forward loop */
+#include "tensor/fast/fast.h" /* the three targets of GELU's forward loop */
 
 #define N_SEEDS 6
 
@@ -227,7 +227,7 @@ START_TEST(test_gelu_fast_equals_reference)
 }
 END_TEST
 
-// --- both targets of GELU's forward loop (AG_AVX2 in fast/fast.h), each called by name ---
+// --- the three targets of GELU's forward loop (AG_TARGETS in fast/fast.h), each called by name ---
 
 #ifndef AG_REFERENCE /* that library has no fast/ */
 #define GELU_N (1000 + 13) /* not a multiple of the 4 or 8 lanes: both loops' tails run */
@@ -263,7 +263,7 @@ static void check_gelu_target(const char *what, gelu_span_fn span, const ag_real
 
 START_TEST(test_gelu_targets_equal_reference)
 {
-    ag_real x[GELU_N], ref[GELU_N], plain[GELU_N], avx2[GELU_N];
+    ag_real x[GELU_N], ref[GELU_N], plain[GELU_N], avx2[GELU_N], avx512[GELU_N];
     const ag_real inf = (ag_real)INFINITY;
     /* -20 and -100: exp(2u) underflows; no big positive one, which would loosen the tolerance */
     const ag_real edge[] = { 0, -0.0f, 1e-30f, -1e-30f, 9.5f, -9.5f, -20, -100, inf, -inf, (ag_real)NAN };
@@ -280,6 +280,13 @@ START_TEST(test_gelu_targets_equal_reference)
     check_gelu_target("gelu, avx2 target", ag__gelu_forward_span_avx2, x, ref, avx2);
     char msg[512];
     ck_assert_msg(fr_compare("gelu", "avx2 against plain", "y", avx2, plain, GELU_N, msg, sizeof msg) == 0, "%s", msg);
+    if (!ag__cpu_has_avx512()) {
+        fprintf(stderr, "test_gelu_targets_equal_reference: AVX-512 target skipped: this CPU has no AVX-512\n");
+        return;
+    }
+    check_gelu_target("gelu, avx512 target", ag__gelu_forward_span_avx512, x, ref, avx512);
+    ck_assert_msg(fr_compare("gelu", "avx512 against plain", "y", avx512, plain, GELU_N, msg, sizeof msg) == 0, "%s",
+                  msg);
 }
 END_TEST
 #endif

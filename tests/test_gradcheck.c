@@ -296,10 +296,11 @@ START_TEST(test_bad_inputs_refused)
     ag_error_clear(&err);
     ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, twice, 0, NULL, r, &err), AG_ERR_ARG);
     ag_error_clear(&err);
-    x->requires_grad = false;
+    ag_real *grad = x->grad;
+    x->grad = NULL;
     ck_assert_int_eq(ag_gradcheck(NULL, build_mul, &bug, twice, 1, NULL, r, &err), AG_ERR_ARG);
-    ck_assert_msg(strstr(err.msg, "input 0 needs data, a grad buffer and requires_grad"), "%s", err.msg);
-    x->requires_grad = true;
+    ck_assert_msg(strstr(err.msg, "input 0 needs data and a grad buffer"), "%s", err.msg);
+    x->grad = grad;
     ag_error_clear(&err);
     ag_gradcheck_opts o = ag_gradcheck_defaults("zero step");
     o.eps = 0;
@@ -332,6 +333,42 @@ START_TEST(test_build_error_passed_on)
 }
 END_TEST
 
+// --- a frozen input: requires_grad false, so its analytic gradient is 0 ---
+
+/* softmax over rows of x [R,N] plus c: along the rows (c [R] added to every element of its
+ * row, as attention's keys' bias adds q . b_k to a row of scores), or along the columns (c [N]) */
+static ag_tensor *build_shifted_softmax(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    bool per_row = *(const bool *)user;
+    if (!per_row) return ag_softmax(ctx, ag_add(ctx, in[0], in[1]));              // [R,N]
+    ag_tensor *xt = ag_transpose(ctx, in[0]);                                     // [N,R]
+    return ag_softmax(ctx, ag_transpose(ctx, ag_add(ctx, xt, in[1])));            // [R,N]
+}
+
+START_TEST(test_frozen_input)
+{
+    int sx[2] = { 3, 5 }, sr[1] = { 3 }, sc[1] = { 5 };
+    for (int per_row = 1; per_row >= 0; per_row--) {
+        bool row = per_row;
+        ag_tensor *in[2] = { gc_tensor_new(2, sx, 12, -1, 1), gc_tensor_new(1, row ? sr : sc, 13, -1, 1) };
+        in[1]->requires_grad = false;   /* frozen: the backward leaves its gradient alone */
+        ag_gradcheck_result r[2];
+        ag_error err = { 0 };
+        ag_gradcheck_opts o = ag_gradcheck_defaults(row ? "a shift of each row" : "a shift of each column");
+        ck_assert_int_eq(ag_gradcheck(NULL, build_shifted_softmax, &row, in, 2, &o, r, &err), AG_OK);
+        ck_assert_uint_eq(r[0].failed, 0);
+        if (row) /* softmax forgets a constant added to its whole row: nothing lost by freezing */
+            ck_assert_msg(r[1].failed == 0, "per-row shift: numeric %g", r[1].numeric);
+        else /* a column shift changes the weights: the check says the frozen input had a gradient */
+            ck_assert_msg(r[1].failed > 0 && r[1].analytic == 0 && fabs(r[1].numeric) > 1e-3,
+                          "per-column shift: %zu failed, analytic %g, numeric %g", r[1].failed, r[1].analytic,
+                          r[1].numeric);
+        gc_tensor_free(in[0]);
+        gc_tensor_free(in[1]);
+    }
+}
+END_TEST
+
 START_TEST(test_owned_tensor)
 {
     int s[3] = { 2, 3, 4 }, bad[2] = { 2, 0 };
@@ -357,6 +394,7 @@ Suite *gradcheck_suite(void)
     tcase_add_test(t, test_missing_softmax_backward_fails);
     tcase_add_test(t, test_failure_names_element_and_error);
     tcase_add_test(t, test_failure_names_the_failing_input);
+    tcase_add_test(t, test_frozen_input);
     tcase_add_test(t, test_worst_is_never_zero_against_zero);
     suite_add_tcase(s, t);
     t = tcase_create("contract");

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <omp.h>
 #include "gradcheck.h"
+#include "optim/fast/adam.h"   /* AG_ADAM_FAST_MIN: where the fast twin takes over */
 
 #ifdef AG_DOUBLE
 #define TOL 1e-12
@@ -288,34 +289,53 @@ START_TEST(test_clip_folded_into_the_update)
 }
 END_TEST
 
-/* The threaded Adam step (each thread a share of every parameter) is the plain loop over the
- * parameters and their elements, bit for bit: big_store is past the size where adam.c shares
- * the work out, so with one thread the plain loop runs and with three the threaded one, cutting
- * each parameter at other places than any vector loop would. */
-START_TEST(test_adam_threaded_equals_plain)
+/* The fast twin of the Adam step (src/optim/fast/adam.c: each thread a share of every
+ * parameter, the widest vector target) is adam.c's plain loop, bit for bit. An element's update
+ * reads only its own p, g, m and v, so "w" alone in a small store (adam.c's loop: the store is
+ * under AG_ADAM_FAST_MIN) must end exactly as "w" in big_store (the fast twin past it, on one
+ * thread and on three, cutting each parameter at other places than any vector loop would). */
+static ag_params *small_store(void)
+{
+    ag_params *Q = ag_params_new(), *big = big_store();
+    int sw[2] = { 126, 130 };   /* 16,380 weights: under AG_ADAM_FAST_MIN */
+    ck_assert_ptr_nonnull(ag_params_add(Q, "w", 2, sw, AG_INIT_NORMAL, 0.02, true));
+    ck_assert_int_eq(ag_params_alloc(Q), AG_OK);
+    ck_assert_uint_le(Q->total, AG_ADAM_FAST_MIN);
+    memcpy(Q->data, big->data, Q->total * sizeof(ag_real));   /* "w" comes first in big_store */
+    memcpy(Q->grad, big->grad, Q->total * sizeof(ag_real));
+    ag_params_free(big);
+    return Q;
+}
+
+START_TEST(test_adam_fast_equals_plain)
 {
     const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
     int threads = omp_get_max_threads();
     for (int decoupled = 0; decoupled < 2; decoupled++) {
-        ag_params *A = big_store(), *B = big_store();
-        size_t bytes = A->total * sizeof(ag_real);
+        void (*step)(ag_params *, const ag_adam_cfg *, double, long, double) =
+            decoupled ? ag_adamw_step_scaled : ag_adam_step_scaled;
+        ag_params *A = small_store(), *B = big_store(), *C = big_store();
+        ck_assert_uint_gt(B->total, AG_ADAM_FAST_MIN);
+        size_t bytes = A->total * sizeof(ag_real);   /* "w", the one A has */
         for (long t = 1; t <= 3; t++) {
-            void (*step)(ag_params *, const ag_adam_cfg *, double, long, double) =
-                decoupled ? ag_adamw_step_scaled : ag_adam_step_scaled;
-            omp_set_num_threads(1);
             step(A, &cfg, 1e-2, t, 0.5);
-            omp_set_num_threads(3);
+            omp_set_num_threads(1);
             step(B, &cfg, 1e-2, t, 0.5);
+            omp_set_num_threads(3);
+            step(C, &cfg, 1e-2, t, 0.5);
             omp_set_num_threads(threads);
-            ck_assert(memcmp(A->data, B->data, bytes) == 0);
-            ck_assert(memcmp(A->m, B->m, bytes) == 0);
-            ck_assert(memcmp(A->v, B->v, bytes) == 0);
+            for (ag_params *X = B; X; X = X == B ? C : NULL) {
+                ck_assert(memcmp(A->data, X->data, bytes) == 0);
+                ck_assert(memcmp(A->m, X->m, bytes) == 0);
+                ck_assert(memcmp(A->v, X->v, bytes) == 0);
+            }
         }
-        ag_params *start = big_store();
+        ag_params *start = small_store();
         ck_assert(memcmp(A->data, start->data, bytes) != 0); /* the steps did move the parameters */
         ag_params_free(start);
         ag_params_free(A);
         ag_params_free(B);
+        ag_params_free(C);
     }
 }
 END_TEST
@@ -342,7 +362,7 @@ Suite *optim_suite(void)
     tcase_add_test(c, test_clip_folded_into_the_update);
     suite_add_tcase(s, c);
     TCase *th = tcase_create("threads");
-    tcase_add_test(th, test_adam_threaded_equals_plain);
+    tcase_add_test(th, test_adam_fast_equals_plain);
     suite_add_tcase(s, th);
     return s;
 }

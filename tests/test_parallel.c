@@ -1,11 +1,15 @@
 /* test_parallel.c -- the threaded gemm (ag_gemm, ag_gemm_pair) against a plain triple loop, and
- * the lane reductions of tensor/fast/fast.h (ag__sum, ag__dot, ag__max) against plain loops.
+ * the lane reductions of tensor/fast/fast.h (ag__sum, ag__dot, ag__max) against plain loops;
+ * training steps on 1 and 2 threads, bit for bit the same; the thread tuner (speed.h) on a
+ * simulated machine that turns busy and idle again.
  *
  * The products are big enough to take the threaded paths (row blocks, two teams) and are run
  * with 1, 2 and 3 threads, so an odd team split and a one-thread team are covered too. */
 #include <check.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
+#include "attograd.h"
 #include "tensor/fast/fast.h"
 #include "tensor/parallel.h"
 #include "tensor/rng.h"
@@ -183,6 +187,115 @@ START_TEST(test_lane_reductions_match_plain_loops)
 }
 END_TEST
 
+// --- the same bits on any number of threads ---
+
+/* The weights after `steps` training steps of a small GPT (every op above its one-thread
+ * threshold: [B*T, C] = [256, 64]) on `threads` threads: forward with dropout, backward, the
+ * clip norm, AdamW. A new buffer of the P->total weights. */
+static ag_real *train_on(int threads, int steps)
+{
+    enum { V = 23, B = 8, T = 32 };
+    omp_set_num_threads(threads);
+    ag_gpt_config cfg = { .vocab_size = V, .n_layer = 2, .n_head = 4, .n_embd = 64, .block_size = T, .dropout = 0.1 };
+    ag_error err = { 0 };
+    ag_gpt *g = ag_gpt_new(&cfg, 5, &err);
+    ag_ctx *ctx = ag_ctx_new();
+    ck_assert_msg(g && ctx, "%s", err.msg);
+    ag_ctx_set_recycle_grads(ctx, true);
+    int x[B * T], y[B * T];
+    ag_rng r;
+    ag_rng_seed(&r, 6);
+    const ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.1 };
+    for (int it = 0; it < steps; it++) {
+        for (int i = 0; i < B * T; i++) x[i] = (int)ag_rng_below(&r, V), y[i] = (int)ag_rng_below(&r, V);
+        ag_tensor *loss = NULL;
+        ag_gpt_forward(ctx, g, x, y, B, T, &(ag_forward_opts){ .train = true, .seed = (uint64_t)it }, &loss);
+        ck_assert_msg(loss != NULL, "%s", ag_ctx_error(ctx));
+        ag_params_zero_grad(g->params);
+        ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
+        double scale = ag_clip_scale(ag_grad_norm(g->params), 0.5); /* small: the clip acts */
+        ag_adamw_step_scaled(g->params, &ac, 1e-2, it + 1, scale);
+        ag_ctx_reset(ctx);
+    }
+    ag_real *w = malloc(g->params->total * sizeof *w);
+    ck_assert_ptr_nonnull(w);
+    memcpy(w, g->params->data, g->params->total * sizeof *w);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+    return w;
+}
+
+/* one thread and two: what ag_thread_tuner switches between (on three a product is cut in three
+ * row blocks, and OpenBLAS may round those differently) */
+START_TEST(test_training_same_bits_on_one_thread_or_two)
+{
+    ag_gpt_config cfg = { .vocab_size = 23, .n_layer = 2, .n_head = 4, .n_embd = 64, .block_size = 32 };
+    ag_gpt *g = ag_gpt_new(&cfg, 5, &(ag_error){ 0 });
+    ck_assert_ptr_nonnull(g);
+    size_t n = g->params->total; /* train_on's model has this many weights */
+    ag_gpt_free(g);
+    ag_real *one = train_on(1, 3), *two = train_on(2, 3);
+    ck_assert(memcmp(one, two, n * sizeof *one) == 0);
+    free(one);
+    free(two);
+    omp_set_num_threads(2);
+}
+END_TEST
+
+// --- the thread tuner on a simulated machine ---
+
+/* Seconds of a step on `threads` threads: idle, 2 threads take 10 ms and 1 takes 16; busy (a
+ * neighbour on one core), 2 take 35 and 1 takes 17; each +-8% at random. */
+static double simulated_step(int threads, bool busy, ag_rng *r)
+{
+    double base = busy ? (threads > 1 ? 35e-3 : 17e-3) : (threads > 1 ? 10e-3 : 16e-3);
+    return base * (0.92 + 0.16 * ag_rng_uniform(r));
+}
+
+/* n steps of the simulated machine through the tuner; returns the steps run on one thread */
+static long tuned_steps(ag_thread_tuner *tt, long n, bool busy, ag_rng *r)
+{
+    long single = 0;
+    for (long i = 0; i < n; i++) {
+        int threads = omp_get_max_threads();
+        single += threads == 1;
+        ag_thread_tuner_step(tt, simulated_step(threads, busy, r));
+    }
+    return single;
+}
+
+START_TEST(test_thread_tuner_takes_the_faster)
+{
+    ag_rng r;
+    ag_rng_seed(&r, 21);
+    omp_set_num_threads(2);
+    ag_thread_tuner tt;
+    ag_thread_tuner_init(&tt, 2);
+    /* idle: two threads, one only for probes, fewer and fewer of them */
+    long single = tuned_steps(&tt, 2000, false, &r);
+    ck_assert_int_eq(omp_get_max_threads(), 2);
+    ck_assert_int_eq(tt.switches, 0);
+    ck_assert_int_le(single, 10);                 /* about 7 probes of one step in 2000 */
+    ck_assert_int_eq(tt.interval, 512);
+    ck_assert_int_le(tuned_steps(&tt, 600, false, &r), 2); /* the longest interval: one probe */
+    /* a neighbour comes: one thread within a few steps, two only for probes after that */
+    long two = 1000 - tuned_steps(&tt, 1000, true, &r);
+    ck_assert_int_eq(omp_get_max_threads(), 1);
+    ck_assert_int_le(two, 12);                    /* 3 or 4 before the switch, then one per probe */
+    /* it leaves: two threads again by the next probe (at most the longest interval) */
+    single = tuned_steps(&tt, 1000, false, &r);
+    ck_assert_int_eq(omp_get_max_threads(), 2);
+    ck_assert_int_le(single, 512 + 10);
+    ck_assert_int_eq(tt.switches, 2);
+    /* max 1: nothing to choose, the threads are left alone */
+    ag_thread_tuner_init(&tt, 1);
+    omp_set_num_threads(3);
+    ck_assert_int_eq(tuned_steps(&tt, 100, true, &r), 0);
+    ck_assert_int_eq(omp_get_max_threads(), 3);
+    omp_set_num_threads(2);
+}
+END_TEST
+
 Suite *parallel_suite(void)
 {
     Suite *s = suite_create("parallel");
@@ -190,6 +303,10 @@ Suite *parallel_suite(void)
     tcase_add_test(t, test_gemm_threaded_matches_reference);
     tcase_add_test(t, test_gemm_pair_matches_reference);
     tcase_add_test(t, test_lane_reductions_match_plain_loops);
+    suite_add_tcase(s, t);
+    t = tcase_create("threads");
+    tcase_add_test(t, test_training_same_bits_on_one_thread_or_two);
+    tcase_add_test(t, test_thread_tuner_takes_the_faster);
     suite_add_tcase(s, t);
     return s;
 }

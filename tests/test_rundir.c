@@ -4,14 +4,15 @@
  *   crash    `train` killed (SIGKILL, through CHAR_LM_FAULT: see examples/char_lm/rundir.h) at
  *            every step of writing a checkpoint: every write, fsync, rename and removal, those
  *            inside ag_st_save included. After each kill the directory's latest names a whole
- *            checkpoint that samples; --resume from it (a plain `train` where the first
- *            checkpoint never got committed) leaves no leftover and ends with exactly the
- *            losses and files of a run that was never killed. Three starting points: a run
+ *            checkpoint that samples; --resume from it (a plain `train` where nothing of the
+ *            first checkpoint is left) leaves no leftover and ends with exactly the losses and
+ *            files of a run that was never killed, and its best checkpoint (best's commit
+ *            follows latest's: a kill between them is mended). Three starting points: a run
  *            resumed from the current layout, from the older one (files at the top), and a
  *            fresh run (whose first checkpoint may not exist yet). CHAR_LM_TABLE=1 prints
  *            every kill point and what it left.
  *   layout   the names a save chooses (never the live checkpoint's), and what the cleaning of
- *            a run directory removes (our leftovers) and leaves (anything else).
+ *            a run directory removes (this run's leftovers) and leaves (anything else, named).
  *   lock     while `train` runs, a second train, --resume or --overwrite on its directory is
  *            refused at once (exit 2, naming the pid), and sample and eval read it throughout.
  *   signals  SIGINT during a long evaluation and during `sample` is answered at once (130),
@@ -23,12 +24,19 @@
  *            nor training (killed after its time, a warning); deleting train.lock lets no
  *            second train in; the model and train state of two branches of a run are refused
  *            together; a user's directory at the next checkpoint's name is left alone; the
- *            corpus hash stops when asked; `attn` refuses a prompt it has no memory for. */
+ *            corpus hash stops when asked; `attn` refuses a prompt it has no memory for.
+ *   owned    (issue 19, part B) a diverged run stops keeping its latest and its best checkpoint
+ *            (whose eval is within 1% of the best evaluation logged), and says so truly; only a
+ *            run's own superseded checkpoints are removed (the cleaning's table, a user's copy
+ *            of another run left alone, --overwrite), a lost latest is recovered; a --resume
+ *            with nothing to do tidies; metrics.csv is cut in place; a FIFO as --data or
+ *            metrics.csv holds nothing; attn answers SIGINT; no message says -nan. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +83,12 @@ static const char *fresh_dir(const char *name)
     return dir;
 }
 
+static bool exists(const char *dir, const char *name)
+{
+    struct stat sb;
+    return lstat(proc_path(dir, name), &sb) == 0;
+}
+
 /* Runs char_lm in dir and expects exit code `code`; returns its stdout (malloc'd). */
 static char *run_ok(const char *dir, const char *const *args, const proc_opts *o, int code)
 {
@@ -114,7 +128,9 @@ static char *metrics_losses(const char *dir)
 }
 
 /* The run in a ended exactly as the run in b: the same losses, the same checkpoint files (the
- * run identities aside). */
+ * run identities aside), latest's; and the same best checkpoint (its train state binds its
+ * weights by model_hash; the model file holds the config, whose max_iters the run that saved
+ * it may have had another of). */
 static void assert_same_run(const char *a, const char *b, const char *what)
 {
     char *ma = metrics_losses(a), *mb = metrics_losses(b);
@@ -122,10 +138,16 @@ static void assert_same_run(const char *a, const char *b, const char *what)
     free(ma);
     free(mb);
     const char *files[] = {"model.safetensors", "train_state.safetensors"};
-    for (int i = 0; i < 2; i++) {
+    char ba[PATH_MAX], bb[PATH_MAX];
+    snprintf(ba, sizeof ba, "%s", proc_ckpt_as(a, "best"));
+    snprintf(bb, sizeof bb, "%s", proc_ckpt_as(b, "best"));
+    ck_assert_msg(strcmp(ba + strlen(a), bb + strlen(b)) == 0, "%s: the best is %s, the uninterrupted run's %s", what,
+                  ba, bb);
+    for (int i = 0; i < 3; i++) {
+        const char *which = i < 2 ? "latest" : "best";
         char pa[PATH_MAX], pb[PATH_MAX];
-        snprintf(pa, sizeof pa, "%s", proc_path(proc_ckpt(a), files[i]));
-        snprintf(pb, sizeof pb, "%s", proc_path(proc_ckpt(b), files[i]));
+        snprintf(pa, sizeof pa, "%s", proc_path(proc_ckpt_as(a, which), files[i < 2 ? i : 1]));
+        snprintf(pb, sizeof pb, "%s", proc_path(proc_ckpt_as(b, which), files[i < 2 ? i : 1]));
         size_t na, nb;
         char *x = proc_read_ckpt_file(pa, &na), *y = proc_read_ckpt_file(pb, &nb);
         ck_assert_msg(x && y, "%s: missing %s or %s", what, pa, pb);
@@ -164,11 +186,16 @@ static long live_iteration(const char *run)
     return it;
 }
 
-/* After the recovery: the directory holds the checkpoint and the run's files, nothing else. */
+/* After the recovery: the directory holds the checkpoints latest and best name (perhaps one)
+ * and the run's files, nothing else. */
 static void assert_clean(const char *run, const char *what)
 {
     const char *tmp = proc_find_tmp(run);
     ck_assert_msg(tmp == NULL, "%s: %s left behind", what, tmp);
+    char latest[PATH_MAX], best[PATH_MAX];
+    snprintf(latest, sizeof latest, "%s", proc_ckpt_as(run, "latest"));
+    snprintf(best, sizeof best, "%s", proc_ckpt_as(run, "best"));
+    ck_assert_msg(strcmp(latest, run) != 0 && strcmp(best, run) != 0, "%s: no latest or no best in %s", what, run);
     DIR *d = opendir(run);
     ck_assert_ptr_nonnull(d);
     struct dirent *e;
@@ -177,14 +204,16 @@ static void assert_clean(const char *run, const char *what)
         const char *nm = e->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
         if (!strncmp(nm, "ckpt-", 5)) {
+            const char *p = proc_path(run, nm);
+            ck_assert_msg(!strcmp(p, latest) || !strcmp(p, best), "%s: %s is neither latest nor best", what, p);
             ckpts++;
             continue;
         }
-        ck_assert_msg(!strcmp(nm, "latest") || !strcmp(nm, "metrics.csv") || !strcmp(nm, "loss.png") ||
-                      !strcmp(nm, "loss.gp"), "%s: unexpected %s/%s", what, run, nm);
+        ck_assert_msg(!strcmp(nm, "latest") || !strcmp(nm, "best") || !strcmp(nm, "metrics.csv") ||
+                      !strcmp(nm, "loss.png") || !strcmp(nm, "loss.gp"), "%s: unexpected %s/%s", what, run, nm);
     }
     closedir(d);
-    ck_assert_msg(ckpts == 1, "%s: %d checkpoint directories in %s", what, ckpts, run);
+    ck_assert_msg(ckpts == 1 + (strcmp(latest, best) != 0), "%s: %d checkpoint directories in %s", what, ckpts, run);
 }
 
 /* The base directory of a scenario: corpus.txt and, but for S_FRESH, run/ trained to 2 (in the
@@ -270,14 +299,16 @@ static bool kill_once(scenario sc, const char *base, const char *ref, int k, boo
                       live < 0 ? "no checkpoint yet" : live == 2 && sc != S_FRESH ? "old checkpoint live" :
                                                                                    "new checkpoint live");
 
-    /* the run goes on from it and ends as if never killed */
-    char *out = run_ok(work, live < 0 ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
-                                          "--eval-interval", "2", "--max-iters", "6")
-                                      : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
-                                          "--max-iters", "6"), &o, 0);
+    /* the run goes on from it and ends as if never killed: a plain train where nothing is left,
+     * --resume where a checkpoint is, committed or (killed before the commit) whole in ckpt-0 */
+    bool fresh = live < 0 && !exists(run, "ckpt-00000000");
+    char *out = run_ok(work, fresh ? A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS,
+                                       "--eval-interval", "2", "--max-iters", "6")
+                                   : A("train", "--data", "corpus.txt", "--out", "run", "--resume",
+                                       "--max-iters", "6"), &o, 0);
     char resuming[64], what[400];
-    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", live);
-    ck_assert_msg(live < 0 || strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
+    snprintf(resuming, sizeof resuming, "resuming at iteration %ld", live < 0 ? 0 : live);
+    ck_assert_msg(fresh || strstr(out, resuming), "%s: %s: did not resume at %ld:\n%s", scenario_names[sc], point,
                   live, out);
     free(out);
     snprintf(what, sizeof what, "%s, %s", scenario_names[sc], point);
@@ -325,12 +356,6 @@ static const char *latest_name(const char *dir)
     return name;
 }
 
-static bool exists(const char *dir, const char *name)
-{
-    struct stat sb;
-    return lstat(proc_path(dir, name), &sb) == 0;
-}
-
 /* names [n] made in dir: a directory for a name ending in '/', else a one-byte file. */
 static void plant(const char *dir, const char *const *names, int n)
 {
@@ -359,8 +384,18 @@ static void small_run(const char *dir, char *ck, ag_corpus *c, lm_config *cfg, l
     cfg->model.vocab_size = c->vocab.V;
     cfg->model.n_layer = 1;
     cfg->model.n_embd = 16;
-    *st = (lm_train_state){.iter = iter, .step = iter, .run_id = 0x1234, .n_tokens = c->n, .n_train = c->n};
+    *st = (lm_train_state){.iter = iter, .step = iter, .run_id = 0x1234, .n_tokens = c->n, .n_train = c->n,
+                           .best_iter = -1, .best_loss = NAN};
     ag_rng_seed(&st->rng, 1);
+}
+
+/* small_run, and the model of its config (freed by the caller). */
+static ag_gpt *small_model(const char *dir, char *ck, ag_corpus *c, lm_config *cfg, lm_train_state *st, long iter)
+{
+    small_run(dir, ck, c, cfg, st, iter);
+    ag_gpt *g = ag_gpt_new(&cfg->model, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    return g;
 }
 
 START_TEST(test_layout)
@@ -370,9 +405,7 @@ START_TEST(test_layout)
     ag_corpus c;
     lm_config cfg;
     lm_train_state st;
-    small_run(dir, ck, &c, &cfg, &st, 3);
-    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
-    ck_assert_ptr_nonnull(g);
+    ag_gpt *g = small_model(dir, ck, &c, &cfg, &st, 3);
     ag_error e = {0};
 
     /* the same iteration saved again (a new run over an old one) never touches the live one */
@@ -389,20 +422,77 @@ START_TEST(test_layout)
     ck_assert(m.iter == 3 && m.run_id == 0x1234);
     lm_model_free(&m);
 
-    /* what a killed run leaves is removed; what is not ours stays */
-    const char *leftovers[] = {"ckpt-00000009/", "ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
-                               "latest.tmp.123", "metrics.csv.tmp.55", "loss.png.tmp.8", "model.safetensors",
-                               "train_state.safetensors", "ckpt-00000009/model.safetensors"};
+    ag_gpt_free(g);
+    ag_corpus_free(&c);
+}
+END_TEST
+
+/* A checkpoint of g saved with st made of run `run` at iteration iter, following the checkpoint
+ * of model_hash prev, moved into ck as name (saved in dir/scratch first). */
+static void plant_ckpt(const char *dir, const char *ck, const char *name, const ag_gpt *g, const lm_config *cfg,
+                       const ag_vocab *v, lm_train_state st, uint64_t run, long iter, uint64_t prev)
+{
+    char scratch[PATH_MAX], from[PATH_MAX];
+    snprintf(scratch, sizeof scratch, "%s", proc_path(dir, "scratch"));
+    proc_remove_tree(scratch);
+    ck_assert_int_eq(mkdir(scratch, 0755), 0);
+    st.run_id = run;
+    st.iter = iter;
+    st.prev_hash = prev;
+    ag_error e = {0};
+    ck_assert_msg(lm_ckpt_save(scratch, g, cfg, v, &st, &e) == AG_OK, "%s", e.msg);
+    snprintf(from, sizeof from, "%s", proc_ckpt(scratch));
+    ck_assert_int_eq(rename(from, proc_path(ck, name)), 0);
+    proc_remove_tree(scratch);
+}
+
+/* What a train removes of a run directory (lm_ckpt_clean, issue 19): its temporary files and
+ * directories, this run's superseded checkpoints (older, or written after the live one but never
+ * committed) and older layout. Anything else stays and is named: a user's files, a checkpoint of
+ * another run, one that is not whole, a newer one of this run that does not follow the live one. */
+START_TEST(test_clean)
+{
+    const char *dir = fresh_dir("clean");
+    char ck[PATH_MAX], left[1024];
+    ag_corpus c;
+    lm_config cfg;
+    lm_train_state st;
+    ag_gpt *g = small_model(dir, ck, &c, &cfg, &st, 3);
+    ag_error e = {0};
+    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);   /* live: ckpt-3 */
+    uint64_t live = lm_weights_hash(g->params);
+    plant_ckpt(dir, ck, "ckpt-00000002", g, &cfg, &c.vocab, st, 0x1234, 2, 0);      /* superseded */
+    plant_ckpt(dir, ck, "ckpt-00000004", g, &cfg, &c.vocab, st, 0x1234, 4, live);   /* never committed */
+    plant_ckpt(dir, ck, "ckpt-00000005", g, &cfg, &c.vocab, st, 0x1234, 5, 0x77);   /* another branch's */
+    plant_ckpt(dir, ck, "ckpt-00000001", g, &cfg, &c.vocab, st, 0x999, 1, 0);       /* another run's */
+    plant_ckpt(dir, ck, "ckpt-00000006", g, &cfg, &c.vocab, st, 0x1234, 1, 0);      /* the older layout's */
+    const char *pair[] = {"model.safetensors", "train_state.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char from[PATH_MAX];
+        snprintf(from, sizeof from, "%s", proc_path(proc_path(ck, "ckpt-00000006"), pair[i]));
+        ck_assert_int_eq(rename(from, proc_path(ck, pair[i])), 0);
+    }
+    ck_assert_int_eq(rmdir(proc_path(ck, "ckpt-00000006")), 0);
+    const char *leftovers[] = {"ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
+                               "ckpt-00000012-b.tmp.4242/", "latest.tmp.123", "best.tmp.9", "metrics.csv.tmp.55",
+                               "loss.png.tmp.8", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
+                               "train_state.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
-                            "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a"};
-    plant(ck, leftovers, (int)(sizeof leftovers / sizeof *leftovers));
-    plant(ck, theirs, (int)(sizeof theirs / sizeof *theirs));
-    lm_ckpt_clean(ck);
+                            "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a", "ckpt-00000009/",
+                            "ckpt-00000009/model.safetensors", "ckpt-00000001", "ckpt-00000005", "ckpt-00000003"};
+    plant(ck, leftovers, 7);
+    plant(ck, theirs, 8);
+    lm_ckpt_clean(ck, 0, left, sizeof left);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
         ck_assert_msg(exists(ck, theirs[i]), "%s was removed", theirs[i]);
+    ck_assert_msg(strstr(left, "ckpt-00000009 (not a whole checkpoint)") && strstr(left, "ckpt-00000001 (another "
+                  "run's)") && strstr(left, "ckpt-00000005 (this run's, newer than the live one)") &&
+                  !strstr(left, "ckpt-mine"), "left: %s", left);
+    lm_model m;
     ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_int_eq(m.iter, 3);
     lm_model_free(&m);
     ag_gpt_free(g);
     ag_corpus_free(&c);
@@ -901,7 +991,8 @@ START_TEST(test_branches_do_not_mix)
 END_TEST
 
 /* A directory of the user's planted at the next checkpoint's name does not stop training, and
- * nothing in it is lost: the checkpoint takes the -b name. */
+ * nothing in it is lost: the checkpoint takes the -b name; nor one at its temporary name: the
+ * checkpoint is written in ckpt-N.tmp.<pid> beside it. */
 START_TEST(test_planted_directory)
 {
     const char *dir = fresh_dir("planted");
@@ -909,13 +1000,11 @@ START_TEST(test_planted_directory)
     ag_corpus c;
     lm_config cfg;
     lm_train_state st;
-    small_run(dir, ck, &c, &cfg, &st, 3);
-    ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
-    ck_assert_ptr_nonnull(g);
+    ag_gpt *g = small_model(dir, ck, &c, &cfg, &st, 3);
     ag_error e = {0};
     const char *planted[] = {"ckpt-00000003/", "ckpt-00000003/notes.txt", "ckpt-00000003/model.safetensors.bak",
                              "ckpt-00000005/", "ckpt-00000005/notes.txt", "ckpt-00000005-b/", "ckpt-00000005-b/x",
-                             "ckpt-00000007"};
+                             "ckpt-00000007", "ckpt-00000003-b.tmp/", "ckpt-00000003-b.tmp/notes.txt"};
     plant(ck, planted, (int)(sizeof planted / sizeof *planted));
     ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
@@ -1003,6 +1092,317 @@ START_TEST(test_attn_memory)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// a diverged run never replaces a good model; only a run's own checkpoints are removed (issue 19)
+
+/* dir/ts.txt: the first 60000 bytes of data/tinyshakespeare.txt, and dir/val.txt its last 10%:
+ * the validation split, as train cuts it (all ASCII: a byte is a character). */
+static void shakespeare(const char *dir)
+{
+    size_t n;
+    char *b = proc_read_file("data/tinyshakespeare.txt", &n);
+    ck_assert_msg(b && n > 60000, "data/tinyshakespeare.txt: tests run from the repository root");
+    proc_write_file(proc_path(dir, "ts.txt"), b, 60000);
+    proc_write_file(proc_path(dir, "val.txt"), b + 54000, 6000);
+    free(b);
+}
+
+/* The lowest val_loss of metrics.csv in dir, and (*at) its iteration. */
+static double best_logged(const char *dir, long *at)
+{
+    char *b = proc_read_file(proc_path(dir, "metrics.csv"), NULL);
+    ck_assert_ptr_nonnull(b);
+    double best = INFINITY;
+    for (char *line = strchr(b, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char *col = line + 1;
+        for (int c = 0; c < 4 && col; c++) col = strchr(col, ',') ? strchr(col, ',') + 1 : NULL;
+        if (col && *col != ',' && *col != '\n' && strtod(col, NULL) < best) {
+            best = strtod(col, NULL);
+            *at = atol(line + 1);
+        }
+    }
+    free(b);
+    return best;
+}
+
+/* dir/out trained by a fresh run to iteration iters, an evaluation (and checkpoint) every 2. */
+static void train_to(const char *dir, const char *out, const char *iters)
+{
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", out, RUN_FLAGS, "--eval-interval", "2",
+                       "--max-iters", iters), &o, 0));
+}
+
+/* A fresh directory root/name (returned) whose run/ is trained to iters, its path in run
+ * [PATH_MAX]. */
+static const char *fresh_run(const char *name, const char *iters, char *run)
+{
+    const char *dir = fresh_dir(name);
+    train_to(dir, "run", iters);
+    snprintf(run, PATH_MAX, "%s", proc_path(dir, "run"));
+    return dir;
+}
+
+/* `train --resume --max-iters iters` of dir/run, which succeeds; what it said in r. */
+static void resume_to(const char *dir, const char *iters, proc_result *r)
+{
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/resume", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", iters), io, &o, r);
+    ck_assert_msg(r->exited && r->code == 0, "--resume to %s: %s\n%s", iters, proc_status_str(r), r->err);
+}
+
+/* fresh_run(name, "4", run), and another run's checkpoint copied into run as ckpt-00000001 by
+ * the user, its path in copy [PATH_MAX]. */
+static const char *run_with_a_copy(const char *name, char *run, char *copy)
+{
+    const char *dir = fresh_run(name, "4", run);
+    train_to(dir, "other", "2");
+    snprintf(copy, PATH_MAX, "%s", proc_path(run, "ckpt-00000001"));
+    proc_copy_tree(proc_ckpt(proc_path(dir, "other")), copy);
+    return dir;
+}
+
+static const char *const diverging[][9] = {
+    {"--lr", "30", "--optimizer", "sgd", "--grad-clip", "0", NULL},   /* the issue's: diverged at 10 */
+    {"--lr", "3", "--optimizer", "sgd", "--momentum", "0.9", "--grad-clip", "0", NULL},   /* better, then not */
+    {"--lr", "1", "--grad-clip", "0", NULL},   /* AdamW: four evaluations better, one worse, then gone */
+};
+
+/* The issue's run (tiny, lr 30, SGD, no clip, an evaluation every 10 steps) and two that learn a
+ * little first: each stops with exit 1 and one line that names what it keeps, truly: the latest
+ * checkpoint, committed before the loss blew up, and the best, whose `eval` on the validation
+ * text is within 1% of the best evaluation the run logged. It used to commit ckpt-20 at loss
+ * 1.1e28 over ckpt-0 (4.19). */
+START_TEST(test_divergence_keeps_best)
+{
+    const char *dir = fresh_dir("diverge");
+    shakespeare(dir);
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    const char *args[32] = {"train", "--data", "ts.txt", "--out", "run", "--config", "tiny", "--max-iters", "300",
+                            "--eval-interval", "10", "--threads", "1"};
+    int k = 13;
+    for (int i = 0; diverging[_i][i]; i++) args[k++] = diverging[_i][i];
+    proc_result r;
+    char io[PATH_MAX], run[PATH_MAX], latest[64], best[64], want[256];
+    snprintf(io, sizeof io, "%s/train", dir);
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    proc_run(dir, args, io, &o, &r);
+    const char *line = strstr(r.err, "char_lm: error: ");   /* after the warning that there is no gnuplot */
+    ck_assert_msg(r.exited && r.code == 1 && line && proc_lines(line) == 1 &&
+                  strstr(line, "the model has diverged; stopped;") && !strstr(line, "-nan"), "case %d: %s\n%s", _i,
+                  proc_status_str(&r), r.err);
+    snprintf(latest, sizeof latest, "%s", latest_name(run));
+    snprintf(best, sizeof best, "%s", proc_ckpt_as(run, "best") + strlen(run) + 1);
+    if (strcmp(latest, best) == 0) snprintf(want, sizeof want, "kept: run/%s, the latest and the best", latest);
+    else snprintf(want, sizeof want, "kept: run/%s, the latest, and run/%s, the best", latest, best);
+    ck_assert_msg(strstr(r.err, want), "case %d: the message says\n%s  and not '%s'", _i, r.err, want);
+    proc_result_free(&r);
+    long at = -1;
+    double logged = best_logged(run, &at);
+    ck_assert_int_eq(atol(best + 5), at);   /* DIR/best is the best evaluation's checkpoint */
+    char *out = run_ok(dir, A("eval", "--ckpt", "run", "--from", "best", "--data", "val.txt"), &o, 0);
+    const char *l = strstr(out, "{\"loss\": ");
+    ck_assert_ptr_nonnull(l);
+    double loss = strtod(l + 9, NULL);
+    ck_assert_msg(fabs(loss - logged) <= 0.01 * logged, "case %d: eval of the best %s: %.4f, logged %.4f", _i, best,
+                  loss, logged);
+    free(out);
+    free(run_ok(dir, A("sample", "--ckpt", "run", "--from", "best", "--max-new-tokens", "20"), &o, 0));
+}
+END_TEST
+
+/* A checkpoint that is not this run's (another run's ckpt-N copied in by the user) is never
+ * removed by it: a resumed run leaves it whole and says so in a warning. It used to be
+ * deleted silently, as every ckpt-N that latest did not name. */
+START_TEST(test_user_checkpoint_left_alone)
+{
+    char run[PATH_MAX], copy[PATH_MAX];
+    const char *dir = run_with_a_copy("theirs", run, copy);
+    proc_snapshot before, after;
+    proc_snapshot_take(copy, &before);
+    proc_result r;
+    resume_to(dir, "8", &r);
+    ck_assert_msg(strstr(r.err, "char_lm: warning: ") && strstr(r.err, "left alone (not this run's to remove): "
+                  "ckpt-00000001 (another run's)"), "stderr: %s", r.err);
+    proc_result_free(&r);
+    proc_snapshot_take(copy, &after);
+    const char *diff = proc_snapshot_diff(&before, &after, NULL);
+    ck_assert_msg(diff == NULL, "the user's checkpoint: %s", diff);
+    proc_snapshot_free(&before);
+    proc_snapshot_free(&after);
+    ck_assert_int_eq(live_iteration(run), 8);
+}
+END_TEST
+
+/* latest lost, whole checkpoints left: --resume makes the newest live again (a warning says
+ * so) and goes on from it. It used to say "model.safetensors: cannot open"; a plain train then
+ * started over and deleted them. */
+START_TEST(test_lost_latest_recovered)
+{
+    char run[PATH_MAX];
+    const char *dir = fresh_run("lost", "4", run);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    ck_assert_int_eq(unlink(proc_path(run, "latest")), 0);
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "8"), &o, 2));
+    ck_assert(exists(run, "ckpt-00000004") && !exists(run, "latest"));
+    proc_result r;
+    resume_to(dir, "6", &r);
+    ck_assert_msg(strstr(r.err, "run/latest was missing: it names ckpt-00000004 again") &&
+                  strstr(r.out, "resuming at iteration 4"), "%s\nstderr: %s\nstdout: %s", proc_status_str(&r), r.err,
+                  r.out);
+    proc_result_free(&r);
+    ck_assert_int_eq(live_iteration(run), 6);
+}
+END_TEST
+
+/* A --resume with nothing left to do still removes the checkpoint a killed run left (committed
+ * over, not yet removed); a run of this run's older than the live one. */
+START_TEST(test_nothing_to_do_tidies)
+{
+    char run[PATH_MAX], aside[PATH_MAX], old[64];
+    const char *dir = fresh_run("tidy", "2", run);
+    snprintf(old, sizeof old, "%s", latest_name(run));
+    snprintf(aside, sizeof aside, "%s", proc_path(dir, "aside"));
+    proc_copy_tree(proc_path(run, old), aside);
+    proc_result r;
+    resume_to(dir, "4", &r);
+    proc_result_free(&r);
+    if (strcmp(proc_ckpt_as(run, "best"), proc_path(run, old)) == 0) return;   /* still named: the best */
+    ck_assert(!exists(run, old));
+    proc_copy_tree(aside, proc_path(run, old));   /* as a kill after the commit leaves it */
+    resume_to(dir, "4", &r);
+    ck_assert_msg(strstr(r.out, "nothing to do"), "%s", r.out);
+    proc_result_free(&r);
+    ck_assert_msg(!exists(run, old), "%s/%s, superseded, is still there", run, old);
+}
+END_TEST
+
+/* --overwrite: the old run goes once the new one's first checkpoint is committed; what is not
+ * the old run's (a user's copy of another run) stays. */
+START_TEST(test_overwrite_replaces_only_the_old_run)
+{
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    char run[PATH_MAX], copy[PATH_MAX];
+    const char *dir = run_with_a_copy("overwrite", run, copy);
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--overwrite", "--max-iters", "2",
+                       "--eval-interval", "1000"), &o, 0));
+    ck_assert_str_eq(latest_name(run), "ckpt-00000002");
+    ck_assert(exists(run, "ckpt-00000001") && !exists(run, "ckpt-00000004"));
+    DIR *d = opendir(run);
+    ck_assert_ptr_nonnull(d);
+    int ckpts = 0;
+    for (struct dirent *e; (e = readdir(d));) ckpts += strncmp(e->d_name, "ckpt-", 5) == 0;
+    closedir(d);
+    char best[PATH_MAX];
+    snprintf(best, sizeof best, "%s", proc_ckpt_as(run, "best"));
+    ck_assert_int_eq(ckpts, 2 + (strcmp(best, proc_ckpt(run)) != 0));   /* the copy, the new latest and best */
+}
+END_TEST
+
+/* --resume cuts metrics.csv after the rows it keeps in place (the same file: no room for a
+ * copy needed), to the losses of an uninterrupted run; a FIFO planted there is replaced, never
+ * waited on. */
+START_TEST(test_metrics_cut_in_place)
+{
+    char run[PATH_MAX], ref[PATH_MAX];
+    const char *dir = fresh_run("metrics", "4", run);
+    train_to(dir, "ref", "6");
+    snprintf(ref, sizeof ref, "%s", proc_path(dir, "ref"));
+    struct stat a, b;
+    proc_result r;
+    ck_assert_int_eq(stat(proc_path(run, "metrics.csv"), &a), 0);
+    resume_to(dir, "6", &r);
+    proc_result_free(&r);
+    ck_assert_int_eq(stat(proc_path(run, "metrics.csv"), &b), 0);
+    ck_assert_msg(a.st_ino == b.st_ino, "metrics.csv was rewritten, not cut in place");
+    char *x = metrics_losses(run), *y = metrics_losses(ref);
+    ck_assert_str_eq(x, y);
+    free(x);
+    free(y);
+    ck_assert_int_eq(unlink(proc_path(run, "metrics.csv")), 0);
+    ck_assert_int_eq(mkfifo(proc_path(run, "metrics.csv"), 0644), 0);
+    resume_to(dir, "8", &r);
+    proc_result_free(&r);
+    ck_assert_int_eq(lstat(proc_path(run, "metrics.csv"), &b), 0);
+    ck_assert(S_ISREG(b.st_mode));
+}
+END_TEST
+
+/* --data a FIFO nobody writes to: SIGINT is answered at once (130, nothing written); it used
+ * to fail "cannot open: Interrupted system call", or wait forever without a signal. The load
+ * alone gives up after opts.wait_s with an error. */
+START_TEST(test_data_fifo_without_writer)
+{
+    const char *dir = fresh_dir("fifo_data");
+    char fifo[PATH_MAX], io[PATH_MAX];
+    snprintf(fifo, sizeof fifo, "%s", proc_path(dir, "nobody.txt"));
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    ag_corpus c;
+    ag_error e = {0};
+    double t0 = ag_now_s();
+    ck_assert_int_eq(ag_corpus_load_with(fifo, &(ag_corpus_opts){.wait_s = 0.5}, &c, &e), AG_ERR_IO);
+    ck_assert_msg(strstr(e.msg, "nothing more came for 0.5 s after 0 bytes") && ag_now_s() - t0 < 5, "%s", e.msg);
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    snprintf(io, sizeof io, "%s/train", dir);
+    pid_t pid = proc_start(dir, A("train", "--data", "nobody.txt", "--out", "run", RUN_FLAGS), io, &o);
+    struct timespec d = {0, 500000000};
+    nanosleep(&d, NULL);
+    t0 = ag_now_s();
+    kill(pid, SIGINT);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 130 && ag_now_s() - t0 < 2 && r.err_len == 0 &&
+                  strstr(r.out, "interrupted before training started"), "%s\nstderr: %s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    ck_assert(!exists(dir, "run"));
+}
+END_TEST
+
+/* attn answers SIGINT as the other commands do: exit 130, its gnuplot (hung here) killed. It
+ * had no handler: the signal killed it and left gnuplot running. */
+START_TEST(test_attn_signal)
+{
+    char run[PATH_MAX];
+    const char *dir = fresh_run("attn_sig", "2", run);
+    const char *const env[] = {hung_gnuplot(dir), NULL};
+    proc_opts oh = {.no_wrap = true, .timeout_s = 30, .env = env};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/attn", dir);
+    pid_t pid = proc_start(dir, A("attn", "--ckpt", "run", "--prompt", "The cat", "--out", "heat.png"), io, &oh);
+    int started = plotters_started(dir, 10);
+    double t0 = ag_now_s();
+    kill(pid, SIGINT);
+    proc_result r;
+    proc_wait(pid, io, &oh, &r);
+    ck_assert_msg(started > 0, "the fake gnuplot never ran: %s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(r.exited && r.code == 130 && ag_now_s() - t0 < 2, "SIGINT during attn: %s\n%s", proc_status_str(&r),
+                  r.err);
+    proc_result_free(&r);
+    assert_plotters_gone(dir);
+}
+END_TEST
+
+/* A step whose loss is NaN stops the run with a message that says "nan", never "-nan", and
+ * names the checkpoint it keeps. */
+START_TEST(test_nan_message)
+{
+    const char *dir = fresh_dir("nan");
+    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/train", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--lr", "1e30", "--optimizer", "sgd",
+                    "--grad-clip", "0", "--max-iters", "50", "--eval-interval", "1000"), io, &o, &r);
+    const char *line = strstr(r.err, "char_lm: error: ");   /* after the warning that there is no gnuplot */
+    ck_assert_msg(r.exited && r.code == 1 && line && proc_lines(line) == 1 && strstr(line, "nan") &&
+                  !strstr(line, "-nan") && strstr(line, "kept: run/ckpt-00000000, the latest and the best"), "%s\n%s",
+                  proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 /* A test case of s that runs in the suite's scratch root, killed after timeout seconds (0: check's default). */
@@ -1013,6 +1413,34 @@ static TCase *new_case(Suite *s, const char *name, int timeout)
     if (timeout) tcase_set_timeout(tc, timeout);
     suite_add_tcase(s, tc);
     return tc;
+}
+
+/* issue 19, part B: a good model kept, only a run's own checkpoints removed */
+static void owned_case(Suite *s)
+{
+    TCase *tc = new_case(s, "owned", 300);
+#ifndef AG_DOUBLE
+    tcase_add_loop_test(tc, test_divergence_keeps_best, 0, 3);
+    tcase_add_test(tc, test_user_checkpoint_left_alone);
+    tcase_add_test(tc, test_lost_latest_recovered);
+    tcase_add_test(tc, test_nothing_to_do_tidies);
+    tcase_add_test(tc, test_overwrite_replaces_only_the_old_run);
+    tcase_add_test(tc, test_metrics_cut_in_place);
+    tcase_add_test(tc, test_data_fifo_without_writer);
+    tcase_add_test(tc, test_attn_signal);
+    tcase_add_test(tc, test_nan_message);
+#else
+    (void)test_divergence_keeps_best;
+    (void)test_user_checkpoint_left_alone;
+    (void)test_lost_latest_recovered;
+    (void)test_nothing_to_do_tidies;
+    (void)test_overwrite_replaces_only_the_old_run;
+    (void)test_metrics_cut_in_place;
+    (void)test_data_fifo_without_writer;
+    (void)test_attn_signal;
+    (void)test_nan_message;
+    (void)tc;
+#endif
 }
 
 Suite *rundir_suite(void)
@@ -1027,6 +1455,7 @@ Suite *rundir_suite(void)
 #endif
     tc = new_case(s, "layout", 0);
     tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_clean);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);
@@ -1057,5 +1486,6 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_attn_memory);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
+    owned_case(s);
     return s;
 }

@@ -125,34 +125,14 @@ static void compare_grads(const ag_st_file *f, const ag_params *P, grad_report *
     }
 }
 
-// --- the test: loss and every gradient, fused (_i = 0) and composed (_i = 1) attention ---
-
-START_TEST(test_torch_ref_tiny)
+/* The loss of a forward with grad (loss) against the fixture's metadata "loss". */
+static void check_loss(ag_st_file *f, const ag_tensor *loss, const char *mode)
 {
-    bool composed = _i == 1;
-    const char *mode = composed ? "composed" : "fused";
-    ag_st_file *f = open_fixture();
     const char *loss_s = ag_st_meta_get(f, "loss");
     ck_assert_msg(loss_s != NULL, FIXTURE " has no \"loss\" in __metadata__; regenerate it with: " REGEN);
     char *end;
     double want_loss = strtod(loss_s, &end);
     ck_assert_msg(end != loss_s && *end == '\0' && isfinite(want_loss), "metadata loss \"%s\" is not a number", loss_s);
-
-    int ids[Bn * Tn], tg[Bn * Tn];
-    read_ids(f, "batch.x", ids);
-    read_ids(f, "batch.y", tg);
-    ag_gpt *g = load_model(f, composed);
-
-    /* grad mode: forward + backward */
-    ag_ctx *ctx = ag_ctx_new();
-    ck_assert_ptr_nonnull(ctx);
-    ag_params_zero_grad(g->params);
-    ag_tensor *loss;
-    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, &(ag_forward_opts){ .train = true }, &loss);    // [B,T,V]
-    ck_assert_msg(logits != NULL && loss != NULL, "ag_gpt_forward: %s", ag_ctx_error(ctx));
-    ag_status s = ag_backward(ctx, loss);
-    ck_assert_msg(s == AG_OK, "ag_backward: %s", ag_ctx_error(ctx));
-
     double got_loss = loss->data[0];
     double loss_rel = fabs(got_loss - want_loss) / fabs(want_loss);
     if (verbose())
@@ -160,19 +140,12 @@ START_TEST(test_torch_ref_tiny)
                 want_loss, fabs(got_loss - want_loss), loss_rel);
     ck_assert_msg(loss_rel <= LOSS_RTOL, "%s attention: loss C %.9g vs torch %.9g: rel err %.3g > %g", mode,
                   got_loss, want_loss, loss_rel, LOSS_RTOL);
+}
 
-    grad_report r;
-    compare_grads(f, g->params, &r, mode);
-    if (verbose())
-        fprintf(stderr, "torch_ref %s grads: max abs err %.3e (%s), max rel err %.3e (%s, |t| >= 1e-4), %d bad\n",
-                mode, r.max_abs, r.abs_name ? r.abs_name : "-", r.max_rel, r.rel_name ? r.rel_name : "-", r.n_bad);
-    ck_assert_msg(r.n_bad == 0,
-                  "%s attention: %d gradient elements differ from torch beyond %g + %g|t|; first: %s; "
-                  "max abs err %.3g (%s), max rel err %.3g (%s; over |t| >= 1e-4)",
-                  mode, r.n_bad, GRAD_ATOL, GRAD_RTOL, r.first_bad, r.max_abs, r.abs_name ? r.abs_name : "-",
-                  r.max_rel, r.rel_name ? r.rel_name : "-");
-
-    /* no-grad mode: the same logits and loss, and nothing recorded */
+/* No-grad mode gives the same logits [B,T,V] and loss as grad mode, and records nothing. */
+static void check_no_grad(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *tg, const ag_tensor *logits,
+                          const ag_tensor *loss, const char *mode)
+{
     ag_ctx_set_grad(ctx, false);
     ag_tensor *loss2;
     ag_tensor *logits2 = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, NULL, &loss2);  // [B,T,V]
@@ -187,9 +160,45 @@ START_TEST(test_torch_ref_tiny)
     if (verbose())
         fprintf(stderr, "torch_ref %s no-grad vs grad: max |logits diff| %.3e, |loss diff| %.3e\n", mode, dmax, dloss);
     ck_assert_msg(dmax <= MODE_TOL, "%s attention: no-grad logits differ from grad mode by %.3g", mode, dmax);
-    ck_assert_msg(dloss <= MODE_TOL * fabs(want_loss), "%s attention: no-grad loss %.9g vs grad mode %.9g", mode,
-                  (double)loss2->data[0], (double)loss->data[0]);
+    ck_assert_msg(dloss <= MODE_TOL * fabs((double)loss->data[0]), "%s attention: no-grad loss %.9g vs grad mode %.9g",
+                  mode, (double)loss2->data[0], (double)loss->data[0]);
+}
 
+// --- the test: loss and every gradient, fused (_i = 0) and composed (_i = 1) attention ---
+
+START_TEST(test_torch_ref_tiny)
+{
+    bool composed = _i == 1;
+    const char *mode = composed ? "composed" : "fused";
+    ag_st_file *f = open_fixture();
+    int ids[Bn * Tn], tg[Bn * Tn];
+    read_ids(f, "batch.x", ids);
+    read_ids(f, "batch.y", tg);
+    ag_gpt *g = load_model(f, composed);
+
+    /* grad mode: forward + backward */
+    ag_ctx *ctx = ag_ctx_new();
+    ck_assert_ptr_nonnull(ctx);
+    ag_params_zero_grad(g->params);
+    ag_tensor *loss;
+    ag_tensor *logits = ag_gpt_forward(ctx, g, ids, tg, Bn, Tn, &(ag_forward_opts){ .train = true }, &loss);    // [B,T,V]
+    ck_assert_msg(logits != NULL && loss != NULL, "ag_gpt_forward: %s", ag_ctx_error(ctx));
+    ag_status s = ag_backward(ctx, loss);
+    ck_assert_msg(s == AG_OK, "ag_backward: %s", ag_ctx_error(ctx));
+    check_loss(f, loss, mode);
+
+    grad_report r;
+    compare_grads(f, g->params, &r, mode);
+    if (verbose())
+        fprintf(stderr, "torch_ref %s grads: max abs err %.3e (%s), max rel err %.3e (%s, |t| >= 1e-4), %d bad\n",
+                mode, r.max_abs, r.abs_name ? r.abs_name : "-", r.max_rel, r.rel_name ? r.rel_name : "-", r.n_bad);
+    ck_assert_msg(r.n_bad == 0,
+                  "%s attention: %d gradient elements differ from torch beyond %g + %g|t|; first: %s; "
+                  "max abs err %.3g (%s), max rel err %.3g (%s; over |t| >= 1e-4)",
+                  mode, r.n_bad, GRAD_ATOL, GRAD_RTOL, r.first_bad, r.max_abs, r.abs_name ? r.abs_name : "-",
+                  r.max_rel, r.rel_name ? r.rel_name : "-");
+
+    check_no_grad(ctx, g, ids, tg, logits, loss, mode);
     ag_ctx_free(ctx);
     ag_gpt_free(g);
     ag_st_free(f);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """funclen.py -- the longest C functions of the tree, for keeping functions a screen long.
 
-    tools/funclen.py [-n 15] [PATH...]      default paths: src examples bench tests
+    tools/funclen.py [-n 15] [--max N] [PATH...]      default paths: src examples bench tests
+
+--max N: print the functions over N lines (none: nothing) and exit 1 if there is one.
 
 A function is a definition whose body opens with `{` alone on a line at column 0 and closes
 with `}` at column 0 (the house style); its length counts from the line that names it to the
@@ -30,6 +32,7 @@ def functions(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=15)
+    ap.add_argument("--max", type=int, default=0)
     ap.add_argument("paths", nargs="*", default=["src", "examples", "bench", "tests"])
     a = ap.parse_args()
     found = []
@@ -40,8 +43,14 @@ def main():
                     path = os.path.join(root, f)
                     found += [(n, name, path, line) for name, line, n in functions(path)]
     found.sort(reverse=True)
+    if a.max:
+        over = [f for f in found if f[0] > a.max]
+        for n, name, path, line in over:
+            print(f"{path}:{line}: {name} is {n} lines, over {a.max}: split it into named parts")
+        return 1 if over else 0
     for n, name, path, line in found[:a.n]:
         print(f"{n:4d}  {name:28s} {path}:{line}")
+    return 0
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -21,7 +21,7 @@
 /* The binding of a train state to its model (issue 19): FNV-1a of the weights as the model
  * file holds them (F32). Two branches of one run (cp -r, two resumes) have other weights at
  * the same iteration, so a model and a train state of different branches do not pair. */
-static uint64_t weights_hash(const ag_params *P)
+uint64_t lm_weights_hash(const ag_params *P)
 {
     uint64_t h = AG_FNV1A_INIT;
     for (size_t i = 0; i < P->total; i++) {
@@ -163,6 +163,54 @@ out:
     return st;
 }
 
+/* The text of a train state's metadata values (state_meta fills it). */
+typedef struct {
+    char iter[32], id[20], mh[20], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
+    char best_iter[32], best_loss[40], follows[20];
+} state_text;
+
+#define STATE_META_MAX 17
+
+/* meta [STATE_META_MAX] of the train state s of weights P, its strings in txt; returns the count.
+ * The evaluation, the best so far and the checkpoint it follows only when there are some. */
+static int state_meta(const lm_train_state *s, const ag_params *P, state_text *t, ag_st_meta *meta)
+{
+    snprintf(t->iter, sizeof t->iter, "%ld", s->iter);
+    format_run_id(t->id, sizeof t->id, s->run_id);
+    format_run_id(t->mh, sizeof t->mh, lm_weights_hash(P));
+    snprintf(t->step, sizeof t->step, "%ld", s->step);
+    snprintf(t->rs, sizeof t->rs, "%llu", (unsigned long long)s->rng.state);
+    snprintf(t->ri, sizeof t->ri, "%llu", (unsigned long long)s->rng.inc);
+    snprintf(t->nt, sizeof t->nt, "%zu", s->n_tokens);
+    snprintf(t->ntr, sizeof t->ntr, "%zu", s->n_train);
+    snprintf(t->nva, sizeof t->nva, "%zu", s->n_val);
+    snprintf(t->hash, sizeof t->hash, "%llu", (unsigned long long)s->data_hash);
+    const ag_st_meta always[] = {
+        {"format", LM_STATE_FORMAT}, {"iter", t->iter}, {"run_id", t->id}, {"model_hash", t->mh}, {"step", t->step},
+        {"rng_state", t->rs}, {"rng_inc", t->ri}, {"n_tokens", t->nt}, {"n_train", t->ntr}, {"n_val", t->nva},
+        {"data_hash", t->hash},
+    };
+    int n = (int)(sizeof always / sizeof always[0]);
+    memcpy(meta, always, sizeof always);
+    if (s->has_eval) {
+        lm_format_real(t->et, sizeof t->et, s->eval_train);
+        lm_format_real(t->ev, sizeof t->ev, s->eval_val);
+        meta[n++] = (ag_st_meta){"eval_train_loss", t->et};
+        meta[n++] = (ag_st_meta){"eval_val_loss", t->ev};
+    }
+    if (s->best_iter >= 0) {
+        snprintf(t->best_iter, sizeof t->best_iter, "%ld", s->best_iter);
+        lm_format_real(t->best_loss, sizeof t->best_loss, s->best_loss);
+        meta[n++] = (ag_st_meta){"best_iter", t->best_iter};
+        meta[n++] = (ag_st_meta){"best_loss", t->best_loss};
+    }
+    if (s->prev_hash) {
+        format_run_id(t->follows, sizeof t->follows, s->prev_hash);
+        meta[n++] = (ag_st_meta){"follows", t->follows};
+    }
+    return n;
+}
+
 ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_state *s, ag_error *err)
 {
     char path[PATHLEN];
@@ -178,26 +226,9 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     }
     memcpy(all, tm, (size_t)P->n * sizeof *all);
     memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
-
-    char iter[32], id[20], mh[20], step[32], rs[32], ri[32], nt[32], ntr[32], nva[32], hash[32], et[40], ev[40];
-    snprintf(iter, sizeof iter, "%ld", s->iter);
-    format_run_id(id, sizeof id, s->run_id);
-    format_run_id(mh, sizeof mh, weights_hash(P));
-    snprintf(step, sizeof step, "%ld", s->step);
-    snprintf(rs, sizeof rs, "%llu", (unsigned long long)s->rng.state);
-    snprintf(ri, sizeof ri, "%llu", (unsigned long long)s->rng.inc);
-    snprintf(nt, sizeof nt, "%zu", s->n_tokens);
-    snprintf(ntr, sizeof ntr, "%zu", s->n_train);
-    snprintf(nva, sizeof nva, "%zu", s->n_val);
-    snprintf(hash, sizeof hash, "%llu", (unsigned long long)s->data_hash);
-    lm_format_real(et, sizeof et, s->eval_train);
-    lm_format_real(ev, sizeof ev, s->eval_val);
-    ag_st_meta meta[] = {
-        {"format", LM_STATE_FORMAT}, {"iter", iter}, {"run_id", id}, {"model_hash", mh}, {"step", step},
-        {"rng_state", rs}, {"rng_inc", ri}, {"n_tokens", nt}, {"n_train", ntr}, {"n_val", nva}, {"data_hash", hash},
-        {"eval_train_loss", et}, {"eval_val_loss", ev},
-    };
-    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (s->has_eval ? 0 : 2);
+    state_text txt;
+    ag_st_meta meta[STATE_META_MAX];
+    int n_meta = state_meta(s, P, &txt, meta);
     st = ag_st_save(path, all, 2 * P->n, meta, n_meta, &with_faults, err);
 out:
     free_names(nm, P->n);
@@ -211,8 +242,8 @@ out:
 // --- the run directory: latest and the ckpt-N directories ---
 
 /* A name ckpt_name makes: "ckpt-", at least 8 digits, perhaps "-b" (so never a '/' or a "..",
- * and never a directory a user named, which lm_ckpt_clean must leave alone). */
-static bool ckpt_name_ok(const char *name)
+ * and never a directory a user named). */
+bool lm_ckpt_name_ok(const char *name)
 {
     if (strncmp(name, "ckpt-", 5) != 0) return false;
     size_t digits = strspn(name + 5, "0123456789");
@@ -220,13 +251,10 @@ static bool ckpt_name_ok(const char *name)
     return digits >= 8 && digits <= 18 && (!*rest || strcmp(rest, "-b") == 0);
 }
 
-/* The name DIR/latest holds, in name [64]. AG_OK; AG_ERR_IO with errno ENOENT (or ENOTDIR)
- * when there is no latest (not an error for the caller: the older layout); AG_ERR_FORMAT when it is not a
- * checkpoint name. */
-static ag_status read_latest(const char *dir, char *name, ag_error *err)
+ag_status lm_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err)
 {
     char path[PATHLEN];
-    if (path_of(path, dir, LM_LATEST, err)) return AG_ERR_ARG;
+    if (path_of(path, dir, which, err)) return AG_ERR_ARG;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block us */
     if (fd < 0) {
         int e = errno;
@@ -243,7 +271,7 @@ static ag_status read_latest(const char *dir, char *name, ag_error *err)
     }
     name[n] = '\0';
     if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
-    if (!ckpt_name_ok(name)) {
+    if (!lm_ckpt_name_ok(name)) {
         errno = EINVAL;
         return ag_seterr(err, AG_ERR_FORMAT, "%s: does not name a checkpoint (it should hold one line like "
                          "ckpt-00000100)", path);
@@ -251,33 +279,67 @@ static ag_status read_latest(const char *dir, char *name, ag_error *err)
     return AG_OK;
 }
 
-ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
+/* DIR/<which>'s name in name [64], or "" when there is none or it names no checkpoint. */
+static void pointer_or_none(const char *dir, const char *which, char *name)
+{
+    ag_error ignored = {0};
+    if (lm_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
+}
+
+/* Without DIR/latest: DIR itself when it holds a model.safetensors (the older layout, or a
+ * ckpt-N given directly) or is no directory at all (the loader then says what is wrong);
+ * otherwise an error that says what DIR does hold, never just "cannot open". */
+static ag_status no_latest(const char *dir, char *buf, size_t n, ag_error *err)
+{
+    char path[PATHLEN], found[512];
+    struct stat sb;
+    if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
+    if (lstat(path, &sb) == 0 || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        if (snprintf(buf, n, "%s", dir) >= (int)n) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+        return AG_OK;
+    }
+    if (lm_ckpt_list(dir, found, sizeof found) == 0)
+        return ag_seterr(err, AG_ERR_IO, "%s holds no checkpoint (no %s, no ckpt-N directory, no %s)", dir,
+                         LM_LATEST, LM_MODEL_FILE);
+    return ag_seterr(err, AG_ERR_FORMAT, "%s has no %s but holds %s: `char_lm train --resume` makes the newest "
+                     "whole one live again, or give --ckpt %s/<one of them>", dir, LM_LATEST, found, dir);
+}
+
+ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, ag_error *err)
 {
     char name[64];
     ag_error why = {0};
-    if (read_latest(dir, name, &why)) {
-        /* no latest: the older layout, a ckpt-N itself, or no directory (whose loader says so) */
-        if (why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR)) {
-            if (snprintf(buf, n, "%s", dir) >= (int)n) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-            return AG_OK;
-        }
+    bool best = strcmp(which, LM_BEST) == 0;
+    if (lm_ckpt_pointer(dir, which, name, &why)) {
+        bool none = why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR);
+        if (none && best)
+            return ag_seterr(err, AG_ERR_IO, "%s has no %s checkpoint (%s/%s is missing: no evaluation saved yet, "
+                             "or a run directory older than best checkpoints); --from latest reads the latest",
+                             dir, LM_BEST, dir, LM_BEST);
+        if (none) return no_latest(dir, buf, n, err);
         return ag_seterr(err, why.status, "%s", why.msg);
     }
     if (!lm_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     struct stat sb;
     bool found = stat(buf, &sb) == 0;
     if (!found || !S_ISDIR(sb.st_mode))
-        return ag_seterr(err, AG_ERR_FORMAT, "%s/%s names %s, which is %s", dir, LM_LATEST, name,
+        return ag_seterr(err, AG_ERR_FORMAT, "%s/%s names %s, which is %s", dir, which, name,
                          found ? "not a directory" : "missing");
     return AG_OK;
 }
 
+ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
+{
+    return lm_ckpt_resolve_as(dir, LM_LATEST, buf, n, err);
+}
+
 bool lm_ckpt_exists(const char *dir)
 {
-    char path[PATHLEN];
+    char path[PATHLEN], found[64];
     struct stat sb;
     return (lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
-           (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0);
+           (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
+           lm_ckpt_list(dir, found, sizeof found) > 0;
 }
 
 /* Removes a checkpoint directory of ours: its model and train_state files and their temporary
@@ -309,8 +371,7 @@ static void remove_ckpt_dir(const char *path)
     rmdir(path);
 }
 
-/* Removes DIR/name with remove_ckpt_dir, a fault point first. */
-static void remove_ckpt(const char *dir, const char *name)
+void lm_ckpt_remove(const char *dir, const char *name)
 {
     char path[PATHLEN];
     if (!lm_path_join(path, sizeof path, dir, name)) return;
@@ -318,13 +379,11 @@ static void remove_ckpt(const char *dir, const char *name)
     remove_ckpt_dir(path);
 }
 
-/* DIR/latest := name (a temporary file, fsync, rename, fsync of DIR). *committed: the rename
- * was done, so DIR/name is live even if the last sync failed. */
-static ag_status write_latest(const char *dir, const char *name, bool *committed, ag_error *err)
+ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err)
 {
     char path[PATHLEN], tmp[PATHLEN + 32];
     *committed = false;
-    if (path_of(path, dir, LM_LATEST, err)) return AG_ERR_ARG;
+    if (path_of(path, dir, which, err)) return AG_ERR_ARG;
     lm_fault("create", path);
     FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
     if (!fp) return AG_ERR_IO;
@@ -339,7 +398,7 @@ static ag_status write_latest(const char *dir, const char *name, bool *committed
         lm_file_discard(fp, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(e));
     }
-    lm_fault("rename (the commit)", path);
+    lm_fault(strcmp(which, LM_LATEST) == 0 ? "rename (the commit)" : "rename", path);
     ag_status s = lm_file_commit(fp, tmp, path, false, err);
     if (s) return s;
     *committed = true;
@@ -347,45 +406,77 @@ static ag_status write_latest(const char *dir, const char *name, bool *committed
     return lm_fsync_dir(dir, err);
 }
 
-/* The new checkpoint's directory name, in name [64] and its path in final [PATHLEN]:
- * ckpt-<iter>, unless that is the live one (a new run over an old one, saving the same
- * iteration) or something we may not clear away (a directory holding files of a user's, a
- * file): then ckpt-<iter>-b. A stale checkpoint of ours at the name is removed. */
-static ag_status ckpt_name(const char *dir, long iter, const char *live, char *name, char *final, ag_error *err)
+/* A checkpoint directory that a save of iteration st->iter may clear away: one of this run's
+ * that it supersedes (lm_ckpt_superseded); a stale link too. */
+static bool ours_to_replace(const char *dir, const char *name, const lm_train_state *st)
 {
+    char path[PATHLEN];
+    struct stat sb;
+    lm_ckpt_id id;
+    ag_error ignored = {0};
+    if (!lm_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
+    if (S_ISLNK(sb.st_mode)) return true;
+    return lm_ckpt_identify(path, &id, &ignored) == AG_OK &&
+           lm_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash);
+}
+
+/* The new checkpoint's directory name, in name [64] and its path in final [PATHLEN]:
+ * ckpt-<iter>, unless that is the live or the best one (a new run over an old one, saving the
+ * same iteration) or something that is not this run's to clear away (another run's checkpoint,
+ * a directory holding a user's files, a file): then ckpt-<iter>-b. */
+static ag_status ckpt_name(const char *dir, const lm_train_state *st, const char *live, const char *best, char *name,
+                           char *final, ag_error *err)
+{
+    long iter = st->iter;
     for (int k = 0; k < 2; k++) {
         snprintf(name, 64, k ? "ckpt-%08ld-b" : "ckpt-%08ld", iter);
-        if (live && strcmp(name, live) == 0) continue;
+        if (strcmp(name, live) == 0 || strcmp(name, best) == 0) continue;
         if (path_of(final, dir, name, err)) return AG_ERR_ARG;
-        remove_ckpt_dir(final);   /* a stale one of ours; never the live one */
+        if (ours_to_replace(dir, name, st)) remove_ckpt_dir(final);
         struct stat sb;
         if (lstat(final, &sb) != 0) return AG_OK;
     }
-    return ag_seterr(err, AG_ERR_IO, "%s: cannot save iteration %ld: ckpt-%08ld and ckpt-%08ld-b are taken (%s, which "
-                     "holds files that are not char_lm's); move it away and --resume", dir, iter, iter, iter, final);
+    return ag_seterr(err, AG_ERR_IO, "%s: cannot save iteration %ld: ckpt-%08ld and ckpt-%08ld-b are taken (%s is "
+                     "not this run's to remove); move it away and --resume", dir, iter, iter, iter, final);
 }
 
-/* Both files into the directory tmp (made afresh). */
-static ag_status write_pair(const char *tmp, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
+/* Both files into a fresh temporary directory, final + ".tmp" (or + ".tmp.<pid>" when a
+ * directory holding files of a user's has that name), its path in tmp [PATHLEN + 32]. */
+static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                             const lm_train_state *st, ag_error *err)
 {
-    remove_ckpt_dir(tmp);   /* a leftover of a killed run */
-    lm_fault("mkdir", tmp);
-    if (mkdir(tmp, 0777) != 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    for (int k = 0; k < 2; k++) {
+        int w = k ? snprintf(tmp, PATHLEN + 32, "%s.tmp.%ld", final, (long)getpid())
+                  : snprintf(tmp, PATHLEN + 32, "%s.tmp", final);
+        if (w < 0 || w >= PATHLEN + 32) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", final);
+        remove_ckpt_dir(tmp);   /* a leftover of a killed run */
+        lm_fault("mkdir", tmp);
+        if (mkdir(tmp, 0777) == 0) break;
+        if (errno != EEXIST || k == 1) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    }
     ag_status s = lm_ckpt_save_state(tmp, g, st, err);
     if (s == AG_OK) s = lm_ckpt_save_model(tmp, g, cfg, v, st->iter, st->run_id, err);
     return s;
 }
 
-/* After the commit: the checkpoint that was live, and the older layout's files. */
-static void remove_replaced(const char *dir, const char *live, const char *name)
+/* After the commit: the checkpoints that were live and best, if this run's and superseded and
+ * neither is still named (name is the new one, best the best now); and the older layout's
+ * files, if this run's. */
+static void remove_replaced(const char *dir, const lm_train_state *st, const char *live, const char *old_best,
+                            const char *name, const char *best)
 {
-    if (live[0] && strcmp(live, name) != 0) remove_ckpt(dir, live);
+    const char *was[] = {live, old_best};
+    for (int i = 0; i < 2; i++)
+        if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], best) != 0 &&
+            (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st))
+            lm_ckpt_remove(dir, was[i]);
+    lm_ckpt_id id;
+    ag_error ignored = {0};
+    if (lm_ckpt_identify(dir, &id, &ignored) || !lm_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash)) return;
     const char *legacy[] = {LM_STATE_FILE, LM_MODEL_FILE};
     for (int i = 0; i < 2; i++) {
         char path[PATHLEN];
-        struct stat sb;
-        if (!lm_path_join(path, sizeof path, dir, legacy[i]) || lstat(path, &sb) != 0) continue;
+        if (!lm_path_join(path, sizeof path, dir, legacy[i])) continue;
         lm_fault("remove", path);
         unlink(path);
     }
@@ -397,74 +488,31 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
     char path[PATHLEN];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
     if (params_finite(g, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
-    char live[64] = "", name[64], tmp[PATHLEN], final[PATHLEN];
-    ag_error ignored = {0};
-    if (read_latest(dir, live, &ignored)) live[0] = '\0';   /* none (or unreadable: replaced now) */
-    ag_status s = ckpt_name(dir, st->iter, live[0] ? live : NULL, name, final, err);
-    if (s) return s;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", final) >= (int)sizeof tmp)
-        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-    s = write_pair(tmp, g, cfg, v, st, err);
+    char live[64], best[64], name[64], tmp[PATHLEN + 32], final[PATHLEN];
+    pointer_or_none(dir, LM_LATEST, live);   /* none (or unreadable: replaced now) */
+    pointer_or_none(dir, LM_BEST, best);
+    ag_status s = ckpt_name(dir, st, live, best, name, final, err);
+    if (s == AG_OK && (s = write_pair(final, tmp, g, cfg, v, st, err)) == AG_OK) {
+        lm_fault("rename", final);
+        if (rename(tmp, final) != 0) s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
+                                                   strerror(errno));
+    }
     if (s) {
         remove_ckpt_dir(tmp);
         return s;
     }
-    lm_fault("rename", final);
-    if (rename(tmp, final) != 0) {
-        s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp, strerror(errno));
-        remove_ckpt_dir(tmp);
-        return s;
-    }
     lm_fault("fsync dir", dir);
-    bool committed = false;
+    bool committed = false, is_best = st->has_eval && st->best_iter == st->iter;   /* lm_run_evaluate */
     s = lm_fsync_dir(dir, err);
-    if (s == AG_OK) s = write_latest(dir, name, &committed, err);
+    if (s == AG_OK) s = lm_ckpt_point(dir, LM_LATEST, name, &committed, err);
     if (!committed) {
         remove_ckpt_dir(final);
         return s;
     }
-    remove_replaced(dir, live, name);
+    bool best_moved = false;   /* best follows latest: a kill between them, lm_ckpt_clean mends */
+    if (s == AG_OK && is_best) s = lm_ckpt_point(dir, LM_BEST, name, &best_moved, err);
+    remove_replaced(dir, st, live, best, name, best_moved ? name : best);
     return s;
-}
-
-/* The known files of a run directory whose "<name>.tmp.<pid>" a killed run may leave. */
-static bool our_tmp_file(const char *nm)
-{
-    static const char *const names[] = {LM_LATEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png", "loss.gp",
-                                        "attn.png", "attn.gp", NULL};
-    for (int i = 0; names[i]; i++) {
-        size_t n = strlen(names[i]);
-        if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&
-            strspn(nm + n + 5, "0123456789") == strlen(nm + n + 5))
-            return true;
-    }
-    return false;
-}
-
-void lm_ckpt_clean(const char *dir)
-{
-    char live[64] = "";
-    ag_error ignored = {0};
-    if (read_latest(dir, live, &ignored)) live[0] = '\0';
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *nm = e->d_name;
-        size_t n = strlen(nm);
-        char path[PATHLEN];
-        if (!lm_path_join(path, sizeof path, dir, nm)) continue;
-        if (our_tmp_file(nm)) {
-            unlink(path);
-        } else if (strncmp(nm, "ckpt-", 5) == 0 && n > 4 && strcmp(nm + n - 4, ".tmp") == 0) {
-            remove_ckpt_dir(path);
-        } else if (live[0] && ckpt_name_ok(nm) && strcmp(nm, live) != 0) {
-            remove_ckpt_dir(path);   /* renamed but never committed, or replaced but not yet removed */
-        } else if (live[0] && (strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0)) {
-            unlink(path);            /* the older layout, replaced by a committed checkpoint */
-        }
-    }
-    closedir(d);
 }
 
 // --- reading ---
@@ -667,19 +715,24 @@ static ag_status load_model_from(const char *where, lm_model *m, ag_error *err)
 /* A reader does not hold the run's lock: between resolving latest and opening the file, the
  * writer may commit a newer checkpoint and remove this one. If loading fails and latest has
  * moved on meanwhile, the newer one is read instead (a few times at most). */
-ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
+ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err)
 {
     char where[PATHLEN], again[PATHLEN];
     memset(m, 0, sizeof *m);
     for (int attempt = 0;; attempt++) {
         ag_error why = {0};
-        ag_status st = lm_ckpt_resolve(dir, where, sizeof where, &why);
+        ag_status st = lm_ckpt_resolve_as(dir, which, where, sizeof where, &why);
         if (st == AG_OK) st = load_model_from(where, m, &why);
         ag_error ignored = {0};
-        if (st == AG_OK || attempt == 4 || lm_ckpt_resolve(dir, again, sizeof again, &ignored) ||
+        if (st == AG_OK || attempt == 4 || lm_ckpt_resolve_as(dir, which, again, sizeof again, &ignored) ||
             strcmp(where, again) == 0)
             return st ? ag_seterr(err, st, "%s", why.msg) : AG_OK;
     }
+}
+
+ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
+{
+    return lm_model_load_as(dir, LM_LATEST, m, err);
 }
 
 /* The evaluation done at the checkpoint's iteration, if the metadata has one. */
@@ -702,8 +755,26 @@ static ag_status read_eval_meta(const ag_st_file *f, const char *path, lm_train_
     return AG_OK;
 }
 
+/* The run's best evaluation so far (a state older than it: its own evaluation, if any). */
+static ag_status read_best_meta(const ag_st_file *f, const char *path, lm_train_state *s, ag_error *err)
+{
+    const char *bi = ag_st_meta_get(f, "best_iter"), *bl = ag_st_meta_get(f, "best_loss");
+    uint64_t it;
+    s->best_iter = s->has_eval ? s->iter : -1;
+    s->best_loss = !s->has_eval ? NAN : s->n_val > 0 ? s->eval_val : s->eval_train;
+    if (!bi && !bl) return AG_OK;
+    char *end = NULL;
+    double loss = bl ? strtod(bl, &end) : NAN;
+    if (!bi || !parse_u64(bi, &it) || it > (uint64_t)s->iter || !bl || !*bl || *end || !isfinite(loss) || loss < 0)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata best_iter and best_loss are not an iteration up to %ld "
+                         "and a loss", path, s->iter);
+    s->best_iter = (long)it;
+    s->best_loss = loss;
+    return AG_OK;
+}
+
 /* train_state.safetensors's metadata into *s: the format tag, the counts, the batch sampler's
- * RNG, the data split and the evaluation. */
+ * RNG, the data split, the evaluation and the best one. */
 static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train_state *s, ag_error *err)
 {
     const char *fmt = ag_st_meta_get(f, "format");
@@ -734,7 +805,59 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
     const char *id = ag_st_meta_get(f, "run_id");
     if (id && !parse_run_id(id, &s->run_id))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
-    return read_eval_meta(f, path, s, err);
+    if ((st = read_eval_meta(f, path, s, err))) return st;
+    return read_best_meta(f, path, s, err);
+}
+
+// --- whose a checkpoint is ---
+
+/* The metadata value key of f as 16 hex digits (a run id, a hash), or 0 when missing or not. */
+static uint64_t meta_hex(const ag_st_file *f, const char *key)
+{
+    uint64_t v = 0;
+    return parse_run_id(ag_st_meta_get(f, key), &v) ? v : 0;
+}
+
+static long meta_iter(const ag_st_file *f, const char *key)
+{
+    uint64_t v;
+    return parse_u64(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
+}
+
+/* The header fields of the pair m (model) and t (train state) of the checkpoint in path. */
+static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, lm_ckpt_id *id,
+                               ag_error *err)
+{
+    const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
+    if (!mf || strcmp(mf, LM_CKPT_FORMAT) != 0 || !tf || strcmp(tf, LM_STATE_FORMAT) != 0)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: not a char_lm checkpoint (format tags)", path);
+    id->run_id = meta_hex(m, "run_id");
+    id->iter = meta_iter(m, "iter");
+    id->model_hash = meta_hex(t, "model_hash");
+    id->follows = meta_hex(t, "follows");
+    id->best_iter = ag_st_meta_get(t, "best_iter") ? meta_iter(t, "best_iter") : -1;
+    if (id->iter < 0 || meta_iter(t, "iter") != id->iter || meta_hex(t, "run_id") != id->run_id)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are not one checkpoint (iter, run_id)", path);
+    return AG_OK;
+}
+
+ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err)
+{
+    char mp[PATHLEN], tp[PATHLEN];
+    memset(id, 0, sizeof *id);
+    id->best_iter = -1;
+    if (path_of(mp, path, LM_MODEL_FILE, err) || path_of(tp, path, LM_STATE_FILE, err)) return AG_ERR_ARG;
+    ag_st_file *m = ag_st_load_header(mp, err);   /* the headers alone: cheap for a model of gigabytes */
+    ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
+    ag_status s = m && t ? identify_pair(m, t, path, id, err) : err && err->status ? err->status : AG_ERR_IO;
+    ag_st_free(t);
+    ag_st_free(m);
+    return s;
+}
+
+bool lm_ckpt_superseded(const lm_ckpt_id *c, uint64_t run, long iter, uint64_t prev)
+{
+    return run != 0 && c->run_id == run && (c->iter <= iter || (prev != 0 && c->follows == prev));
 }
 
 /* The train state was saved with these weights (its "model_hash"; a state older than the
@@ -746,7 +869,7 @@ static ag_status check_binding(const ag_st_file *f, const char *path, const ag_p
     if (!mh) return AG_OK;
     if (!parse_run_id(mh, &want))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"model_hash\" is not 16 hex digits", path);
-    if ((have = weights_hash(P)) == want) return AG_OK;
+    if ((have = lm_weights_hash(P)) == want) return AG_OK;
     return ag_seterr(err, AG_ERR_FORMAT, "%s was saved with other weights than the model.safetensors it is read "
                      "with (model_hash %016llx, these weights %016llx): the two files are not one checkpoint (two "
                      "branches of a run mixed?)", path, (unsigned long long)want, (unsigned long long)have);
@@ -766,6 +889,7 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     ag_real *bufs[] = {g->params->m, g->params->v};
     if (st == AG_OK) st = read_params(f, path, g, 2, pre, bufs, err);
     if (st == AG_OK) st = check_binding(f, path, g->params, err);
+    s->prev_hash = st == AG_OK ? lm_weights_hash(g->params) : 0;   /* the next save follows this one */
     ag_st_free(f);
     if (st) memset(s, 0, sizeof *s);
     return st;

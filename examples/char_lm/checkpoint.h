@@ -1,8 +1,11 @@
 /* checkpoint.h -- char_lm's checkpoint directory (../shared/MODEL.md, "Checkpoint files").
  *
- * A run directory DIR holds one checkpoint at every instant, whole:
+ * A run directory DIR holds one checkpoint at every instant, whole, and beside it the best one:
  *
  *   DIR/latest                   one line, the name of the live checkpoint ("ckpt-00000120")
+ *   DIR/best                     one line, the checkpoint of the run's lowest evaluation loss
+ *                                (validation; training without a validation split): often the
+ *                                live one, never removed by a later, worse one (issue 19)
  *   DIR/ckpt-00000120/model.safetensors
  *                                every parameter under its MODEL.md name, in MODEL.md's order,
  *                                F32; __metadata__: format "char_lm-1", config (a JSON object of
@@ -16,16 +19,21 @@
  *                                FNV-1a of the model file's F32 weights, binding the state to
  *                                its model), step (the optimizer's t), the
  *                                batch sampler's RNG state (rng_state, rng_inc: decimal uint64),
- *                                the data split (n_tokens, n_train, n_val, data_hash), and the
- *                                evaluation done at iter, if any (eval_train_loss, eval_val_loss)
+ *                                the data split (n_tokens, n_train, n_val, data_hash), and if
+ *                                there are some: the evaluation done at iter (eval_train_loss,
+ *                                eval_val_loss), the run's best evaluation so far (best_iter,
+ *                                best_loss), and follows (the model_hash of the run's checkpoint
+ *                                before this one)
  *
  * Saving (lm_ckpt_save) writes both files into DIR/ckpt-<iter>.tmp/ (each fsync'ed), renames
  * that directory to DIR/ckpt-<iter>, and then replaces DIR/latest (a temporary file, fsync,
- * rename): that one rename commits the checkpoint. Only then is the previous one removed. A
- * process killed at any step leaves DIR/latest naming a whole checkpoint, the old or the new,
- * and leftovers that the next `train` removes (lm_ckpt_clean). A reader resolves latest once
- * and reads both files from that directory; if the files vanish under it (the writer removed
- * the previous checkpoint), it resolves again.
+ * rename): that one rename commits the checkpoint. Then DIR/best, if this is the best so far.
+ * Only then are the previous live and best ones removed, if they are this run's and
+ * superseded (lm_ckpt_superseded): nothing else is ever removed. A process killed at any step
+ * leaves DIR/latest naming a whole checkpoint, the old or the new, and leftovers that the next
+ * `train` removes (lm_ckpt_clean), a best that lags the live one mended. A reader resolves
+ * latest (or best) once and reads both files from that directory; if the files vanish under it
+ * (the writer removed the previous checkpoint), it resolves again.
  *
  * Older run directories (model.safetensors and train_state.safetensors in DIR itself, no
  * latest) load as before, and a ckpt-N directory can be given as a checkpoint directory too.
@@ -46,6 +54,7 @@
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
 #define LM_LATEST "latest"
+#define LM_BEST "best"
 #define LM_MODEL_FILE "model.safetensors"
 #define LM_STATE_FILE "train_state.safetensors"
 
@@ -69,7 +78,20 @@ typedef struct {
     bool has_eval;      /* an evaluation was done at iter: */
     double eval_train;  /*   its train loss */
     double eval_val;    /*   its val loss (NaN without a validation split) */
+    long best_iter;     /* the run's lowest evaluation loss so far: its iteration (-1: none yet), */
+    double best_loss;   /*   the loss (val; train without a validation split) */
+    uint64_t prev_hash; /* the model_hash of the run's last checkpoint, saved or resumed from: the
+                           one the next save follows (0: none) */
 } lm_train_state;
+
+/* What a checkpoint directory says about itself, from its two files' headers alone. */
+typedef struct {
+    uint64_t run_id;    /* the model's run_id (0 in files older than it) */
+    long iter;
+    uint64_t model_hash; /* the train state's (0: none) */
+    uint64_t follows;   /* the train state's (0: none) */
+    long best_iter;     /* the train state's (-1: none) */
+} lm_ckpt_id;
 
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
 bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
@@ -79,15 +101,52 @@ uint64_t lm_new_run_id(void);
 
 /* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
  * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
- * AG_ERR_FORMAT when latest is not a checkpoint name or names a missing directory. */
+ * AG_ERR_FORMAT when latest is not a checkpoint name or names a missing directory; without a
+ * latest, a DIR that holds ckpt-N directories is an error naming them, and one that holds
+ * nothing says so (never just "cannot open"). */
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
-/* DIR holds a checkpoint (a latest, or a model.safetensors of the older layout). */
+/* The same for DIR/<which>: LM_LATEST, or LM_BEST (whose absence is an error). */
+ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, ag_error *err);
+/* The name DIR/<which> (LM_LATEST, LM_BEST) holds, in name [64]. AG_ERR_IO with errno ENOENT (or
+ * ENOTDIR) when there is none; AG_ERR_FORMAT when it is not a checkpoint name. */
+ag_status lm_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err);
+/* DIR/<which> := name, durably (a temporary file, fsync, rename, fsync of DIR); *committed:
+ * the rename was done, so it names name even if the last sync failed. */
+ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
+/* "ckpt-", 8 to 18 digits, perhaps "-b": the names a save gives. */
+bool lm_ckpt_name_ok(const char *name);
+/* DIR holds a checkpoint: a latest, a model.safetensors of the older layout, or a ckpt-N. */
 bool lm_ckpt_exists(const char *dir);
-/* Removes what a killed `train` may have left in DIR: ckpt-*.tmp directories, temporary files
- * (*.tmp.<pid> of our files), checkpoint directories that latest does not name, and the
- * older layout's files once latest exists. Only names char_lm writes are touched; failures are
- * ignored (the next run tries again). Call it holding DIR's lock. */
-void lm_ckpt_clean(const char *dir);
+/* Removes DIR/name, a checkpoint directory of ours: its two files (and their temporary files),
+ * then the directory if that emptied it; a user's file in it stays. */
+void lm_ckpt_remove(const char *dir, const char *name);
+
+// --- whose checkpoints a run directory holds (ckpt_dir.c) ---
+
+/* The identity of the checkpoint in directory path (header reads only). AG_ERR_FORMAT, AG_ERR_IO
+ * when it is not a whole checkpoint: a file missing or unreadable, or the two files of other
+ * runs or iterations. */
+ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err);
+/* c is a checkpoint that a save of run `run` at iteration `iter` supersedes, so that the run
+ * may remove it: the same run, and as old or older, or written after the checkpoint of
+ * model_hash `prev` (the one a save follows) but never committed. Nothing else is a run's. */
+bool lm_ckpt_superseded(const lm_ckpt_id *c, uint64_t run, long iter, uint64_t prev);
+/* The ckpt-N directories in DIR, ", "-separated in buf [n] (cut short with "..."); returns
+ * how many. */
+int lm_ckpt_list(const char *dir, char *buf, size_t n);
+/* What a killed `train` left in DIR, removed: ckpt-*.tmp directories, temporary files of our
+ * files, the checkpoints the live one supersedes (those of run `also` too: --overwrite's old
+ * run), the older layout's files if superseded; DIR/best mended when it lags the live one, and
+ * removed when it names nothing. Anything else stays, named in left [n] ("" if none) for a
+ * warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
+void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n);
+/* DIR has no latest but holds whole checkpoints: latest := the newest of them, when all are of
+ * one run (what was done in note [n], else ""); AG_ERR_ARG naming them when they are of
+ * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */
+ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err);
+/* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
+ * of its ckpt-N: a run is changed only by its own train (issue 19). */
+ag_status lm_ckpt_outside_runs(const char *out, ag_error *err);
 
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */
@@ -118,11 +177,16 @@ double lm_min_params(const ag_gpt_config *m);
  * checkpoint after hours of it. */
 ag_status lm_check_checkpointable(const ag_gpt_config *m, ag_error *err);
 
+/* FNV-1a of the weights as a model file holds them (F32): the train state's model_hash. */
+uint64_t lm_weights_hash(const ag_params *P);
+
 /* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
  * format tag, the config, the vocabulary (its size must be the config's vocab_size; both
  * bounded before they are parsed), that the file holds exactly the model's parameters with
  * their shapes, then builds the model and copies the weights in. On error *m is zeroed. */
 ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err);
+/* The same from DIR/<which> (LM_LATEST, LM_BEST). */
+ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err);
 void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
 
 /* Reads the checkpoint's train_state.safetensors into g->params->m, ->v and *st, checking the

@@ -41,6 +41,15 @@ static const char usage_train[] =
     "--resume then continues the run. A config whose step needs more memory than the machine\n"
     "has is refused before anything is allocated.\n"
     "\n"
+    "DIR also keeps the best checkpoint, of the lowest validation loss (training loss without a\n"
+    "validation split), named by DIR/best: a later, worse checkpoint never removes it (sample,\n"
+    "eval and attn read it with --from best). An evaluation loss that is not finite, or above\n"
+    "max(2 ln V, 4x the best so far), is divergence: the run stops (exit 1) and keeps both. ln V\n"
+    "is what guessing uniformly scores, an untrained model's loss: above twice that, nothing\n"
+    "learned is left; 4x the best is room for the spikes a run recovers from while its best is\n"
+    "still high. Only this run's own superseded checkpoints are ever removed; --out inside\n"
+    "another run directory is refused.\n"
+    "\n"
     "Limits: FILE is at most 2 GiB; loading it takes its size plus 4 bytes per character (at\n"
     "most 5x the file), training keeps the 4 bytes per character (at most 4x). A checkpoint\n"
     "file is at most 4 GiB (header 100 MB): with Adam's two moments in train_state.safetensors\n"
@@ -62,16 +71,24 @@ static const char usage_train[] =
     "                         stops at the budget with its evaluation and checkpoint, the rate not\n"
     "                         yet at --min-lr (--resume then finishes the schedule)\n"
     "  --overwrite            start a new run in a DIR that already holds a checkpoint (without it,\n"
-    "                         train refuses: the old run is not thrown away by accident)\n"
+    "                         train refuses: the old run is not thrown away by accident); the old\n"
+    "                         run's checkpoints go once the new run's first one is saved\n"
     "  --resume               continue the run in DIR exactly where its checkpoint stopped;\n"
     "                         flags given again override the saved ones, except the model shape\n"
     "  --init-from DIR        start a new run from another checkpoint's weights and vocabulary\n"
-    "  --threads N            threads (default: 2, or the number of cores if fewer; under mpirun\n"
-    "                         with several ranks: 1 per rank)\n"
+    "  --threads N            threads (default: 2, or the number of cores if fewer, and 1 while\n"
+    "                         that is faster: a busy machine; under mpirun with several ranks: 1\n"
+    "                         per rank)\n"
     "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
     "  --allreduce MODE       with several ranks: end (default: one allreduce after the backward) or\n"
     "                         overlap (each block's gradients are sent while the backward goes on)\n"
+    "  --dist-timeout S       with several ranks: the most seconds a rank waits for the others at one\n"
+    "                         exchange; then the job ends, naming the rank that did not come (default\n"
+    "                         60; 0: no limit). Give it more than rank 0's checkpoint write takes\n"
+    "  --progress MODE        the progress line: auto (default: redrawn in place on a terminal when\n"
+    "                         alone; a line every 10 steps in a file and always under mpirun), lines,\n"
+    "                         or tty (redrawn in place with \\r and ESC [K even in a file)\n"
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
     "\n"
@@ -90,6 +107,8 @@ static const char usage_train[] =
     "@mask_fill\n"
     "  --log-attn-stats       at each evaluation: per layer the mean attention entropy and the\n"
     "                         mean peak weight, as metrics.csv columns and DIR/attn.png\n"
+    "  --log-dynamics         at each log step: per layer the gradient norm and the update/weight\n"
+    "                         ratio of the attention and MLP weights, DIR/dynamics.csv and .png\n"
     "  --detect-anomaly       stop at the first op whose output or gradient is NaN/Inf, naming\n"
     "                         it, its shape and its layer (slower: attention runs op by op)\n"
     "training\n"
@@ -110,6 +129,11 @@ static const char usage_train[] =
     "  --eval-iters N         random batches per split in an evaluation, 20\n"
     "  --seed N               random seed, 1337\n";
 
+/* --from, the same line for sample, eval and attn */
+#define FROM_HELP                                                                                   \
+    "  --from WHICH           latest (default: where the run stands) or best (the checkpoint of\n"   \
+    "                         its lowest validation loss, DIR/best) of a run directory\n"
+
 static const char usage_sample[] =
     "usage: char_lm sample --ckpt DIR [flags]\n"
     "\n"
@@ -117,6 +141,7 @@ static const char usage_sample[] =
     "\n"
     "  --ckpt DIR             run directory (written by char_lm train; its latest checkpoint),\n"
     "                         or one of its ckpt-<iter> directories\n"
+    FROM_HELP
     "  --prompt TEXT          text to continue (default: a newline); every character must\n"
     "                         be in the checkpoint's vocabulary\n"
     "  --max-new-tokens N     characters to generate, 500\n"
@@ -127,20 +152,21 @@ static const char usage_sample[] =
     "  --trace-only           print the trace and stop\n";
 
 static const char usage_eval[] =
-    "usage: char_lm eval --ckpt DIR --data FILE\n"
+    "usage: char_lm eval --ckpt DIR [--from latest|best] --data FILE\n"
     "\n"
     "Deterministic loss of a checkpoint on a text file: the file is cut into consecutive\n"
     "windows of block_size+1 characters starting at 0, T, 2T, ...; every target of every whole\n"
     "window counts once. The last line printed is {\"loss\": F, \"tokens\": N}.\n"
     "\n"
-    "  --ckpt DIR             checkpoint directory\n"
+    "  --ckpt DIR             run directory, or one of its ckpt-<iter> directories\n"
+    FROM_HELP
     "  --data FILE            UTF-8 text; every character must be in the checkpoint's vocabulary\n"
     "                         (at most 2 GiB; loading it takes at most 5x its size in memory)\n"
     "  --trace-shapes         print one forward pass over the first windows op by op first\n"
     "  --trace-only           print the trace and stop\n";
 
 static const char usage_attn[] =
-    "usage: char_lm attn --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png\n"
+    "usage: char_lm attn --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png\n"
     "\n"
     "Runs the prompt through the model and draws the attention weights of one layer as a heat\n"
     "map: row i is query position i, column j the key it attends to, both labelled with the\n"
@@ -148,7 +174,8 @@ static const char usage_attn[] =
     "with gnuplot, and beside it FILE.dat (the weights) and FILE.gp (the script; redraw with\n"
     "`gnuplot FILE.gp` in that directory).\n"
     "\n"
-    "  --ckpt DIR             checkpoint directory\n"
+    "  --ckpt DIR             run directory, or one of its ckpt-<iter> directories\n"
+    FROM_HELP
     "  --prompt TEXT          at most block_size characters, all in the vocabulary\n"
     "  --layer L              block 0 .. n_layer-1, 0\n"
     "  --head H               head 0 .. n_head-1; without it, every head of the layer in a grid\n"
@@ -184,7 +211,7 @@ static void switch_lines(const lm_field *f, char *buf, size_t cap, size_t *len)
 /* usage_train with each line "@key" replaced by the lines of that switch. */
 static const char *train_usage(void)
 {
-    static char text[16384];   /* 7 KiB today */
+    static char text[32768];   /* the whole help is about 7 KB: room for the flags to come */
     size_t len = 0;
     for (const char *line = usage_train; *line; line += strcspn(line, "\n") + 1) {
         int n = (int)strcspn(line, "\n");   /* every line of usage_train ends in '\n' */
@@ -361,6 +388,28 @@ static ag_status allreduce_flag(lm_train_args *t, flag_arg *f, ag_error *err)
     return AG_OK;
 }
 
+/* --dist-timeout S (seconds, 0: no limit) and --progress auto|lines|tty */
+static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
+{
+    static const char *const progress[] = { "auto", "lines", "tty", NULL };   /* lm_progress's order */
+    if (take_value(f, err)) return AG_ERR_ARG;
+    if (strcmp(f->flag, "--progress") == 0) {
+        int m = 0;
+        while (progress[m] && strcmp(progress[m], f->value) != 0) m++;
+        if (!progress[m]) return ag_seterr(err, AG_ERR_ARG, "--progress must be auto, lines or tty (got '%s')", f->value);
+        t->progress = (lm_progress)m;
+        return AG_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(f->value, &end);
+    if (!*f->value || *end || errno == ERANGE || !isfinite(v) || *f->value == ' ')
+        return ag_seterr(err, AG_ERR_ARG, "--dist-timeout: not a number of seconds: '%s'", f->value);
+    if (!(v >= 0 && v <= 1e6)) return ag_seterr(err, AG_ERR_ARG, "--dist-timeout must be in [0, 1e6] (got %s)", f->value);
+    t->dist_timeout = v;
+    return AG_OK;
+}
+
 /* The flags of a run that are not hyper-parameters: --data, --out, --resume, ... */
 static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
 {
@@ -386,6 +435,8 @@ static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
         t->grad_accum = (int)v;
     } else if (strcmp(flag, "--allreduce") == 0) {
         return allreduce_flag(t, f, err);
+    } else if (strcmp(flag, "--dist-timeout") == 0 || strcmp(flag, "--progress") == 0) {
+        return dist_flag(t, f, err);
     } else {
         return unknown(LM_CMD_TRAIN, f, err);
     }
@@ -423,6 +474,7 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
 {
     memset(t, 0, sizeof *t);
     t->config_name = "baby";
+    t->dist_timeout = LM_DIST_TIMEOUT_S;
     ag_status s = each_flag(argc, argv, config_flag, t, err);
     if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
         return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby, small, 1min, 5min or 10min (got '%s')",
@@ -446,12 +498,23 @@ static ag_status parse_temperature(const char *value, double *out, ag_error *err
     return AG_OK;
 }
 
+/* --from latest|best: true when f is it (and sets *from). */
+static bool from_flag(const char **from, flag_arg *f, ag_status *st, ag_error *err)
+{
+    if (strcmp(f->flag, "--from") != 0) return false;
+    if ((*st = take_value(f, err))) return true;
+    if (strcmp(f->value, "latest") != 0 && strcmp(f->value, "best") != 0)
+        *st = ag_seterr(err, AG_ERR_ARG, "--from must be latest or best (got '%s')", f->value);
+    else *from = f->value;
+    return true;
+}
+
 static ag_status sample_flag(void *args, flag_arg *f, ag_error *err)
 {
     lm_sample_args *s = args;
     const char *flag = f->flag;
     ag_status st = AG_OK;
-    if (trace_flag(&s->trace, f, &st, err)) return st;
+    if (trace_flag(&s->trace, f, &st, err) || from_flag(&s->from, f, &st, err)) return st;
     bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
                  strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
                  strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
@@ -485,6 +548,7 @@ static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error
     s->temperature = 1.0;
     s->top_k = 0;
     s->seed = 1337;
+    s->from = "latest";
     if (each_flag(argc, argv, sample_flag, s, err)) return AG_ERR_ARG;
     return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err);
 }
@@ -493,7 +557,7 @@ static ag_status eval_flag(void *args, flag_arg *f, ag_error *err)
 {
     lm_eval_args *e = args;
     ag_status st = AG_OK;
-    if (trace_flag(&e->trace, f, &st, err)) return st;
+    if (trace_flag(&e->trace, f, &st, err) || from_flag(&e->from, f, &st, err)) return st;
     const char **dst = strcmp(f->flag, "--ckpt") == 0 ? &e->ckpt : strcmp(f->flag, "--data") == 0 ? &e->data : NULL;
     if (!dst) return unknown(LM_CMD_EVAL, f, err);
     if (take_value(f, err)) return AG_ERR_ARG;
@@ -504,6 +568,7 @@ static ag_status eval_flag(void *args, flag_arg *f, ag_error *err)
 static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, ag_error *err)
 {
     memset(e, 0, sizeof *e);
+    e->from = "latest";
     if (each_flag(argc, argv, eval_flag, e, err)) return AG_ERR_ARG;
     if (require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) ||
         require(e->data, "--data", LM_CMD_EVAL, err))
@@ -515,6 +580,8 @@ static ag_status attn_flag(void *args, flag_arg *f, ag_error *err)
 {
     lm_attn_args *a = args;
     const char *flag = f->flag;
+    ag_status st = AG_OK;
+    if (from_flag(&a->from, f, &st, err)) return st;
     const char **dst = strcmp(flag, "--ckpt") == 0 ? &a->ckpt : strcmp(flag, "--prompt") == 0 ? &a->prompt
                      : strcmp(flag, "--out") == 0 ? &a->out : NULL;
     int *num = strcmp(flag, "--layer") == 0 ? &a->layer : strcmp(flag, "--head") == 0 ? &a->head : NULL;
@@ -534,6 +601,7 @@ static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *er
 {
     memset(a, 0, sizeof *a);
     a->head = -1;
+    a->from = "latest";
     if (each_flag(argc, argv, attn_flag, a, err)) return AG_ERR_ARG;
     if (require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) ||
         require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||

@@ -2,10 +2,10 @@
  *
  *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [hyper-parameter flags]
  *                  [--threads N] [--resume] [--init-from DIR] [--trace-shapes] [--trace-only]
- *   char_lm sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F]
- *                  [--top-k N] [--seed N] [--trace-shapes] [--trace-only]
- *   char_lm eval   --ckpt DIR --data FILE [--trace-shapes] [--trace-only]
- *   char_lm attn   --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png
+ *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N]
+ *                  [--temperature F] [--top-k N] [--seed N] [--trace-shapes] [--trace-only]
+ *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE [--trace-shapes] [--trace-only]
+ *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
  *
  * Everything that can be checked without reading a file is checked here, before any work:
  * unknown flags, missing values, numbers (the whole string must parse; ranges), and relations
@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include "config.h"
 #include "ddp.h"
+#include "train.h"
+
+#define LM_DIST_TIMEOUT_S 60   /* --dist-timeout's default (docs/distributed.md) */
 
 typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
 
@@ -38,6 +41,8 @@ typedef struct {
     int threads;               /* --threads, 0: the default (min(2, cores)) */
     int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (ddp.h) */
     lm_allreduce_mode allreduce; /* --allreduce end (default) or overlap (ddp.h) */
+    double dist_timeout;       /* --dist-timeout: seconds a rank waits for the others (0: no limit) */
+    lm_progress progress;      /* --progress auto (default), lines or tty (train.h) */
     lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */
     bool given[LM_N_FIELDS];   /* given[i]: lm_fields[i]'s flag was on the command line */
@@ -51,16 +56,19 @@ typedef struct {
     int top_k;                 /* 0: off (default) */
     uint64_t seed;             /* default 1337 */
     lm_trace_args trace;
+    const char *from;          /* --from: "latest" (default) or "best" (checkpoint.h's LM_LATEST, LM_BEST) */
 } lm_sample_args;
 
 typedef struct {
     const char *ckpt;          /* --ckpt, required */
     const char *data;          /* --data, required */
     lm_trace_args trace;
+    const char *from;          /* --from, as sample's */
 } lm_eval_args;
 
 typedef struct {
     const char *ckpt;          /* --ckpt, required */
+    const char *from;          /* --from, as sample's */
     const char *prompt;        /* --prompt, required, non-empty */
     int layer;                 /* --layer, default 0 (checked against the model in attn.c) */
     int head;                  /* --head, -1 (default): every head of the layer in a grid */

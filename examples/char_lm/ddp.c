@@ -9,6 +9,8 @@
 
 const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
 
+#define LM_N_STOPS 3   /* the stop signals: stop_signals below */
+
 struct lm_ddp {
     lm_ddp_opts o;
     int N, rank, K, b;      /* ranks, micro-batches per rank, windows per micro-batch */
@@ -16,7 +18,7 @@ struct lm_ddp {
                                overlap (one rank, --allreduce end, or an unexpected layout) */
     size_t sent_from;       /* overlap: gradients [sent_from, total) are being reduced */
     bool hooked;            /* overlap: the mark hook is on the ctx */
-    double red[3];          /* reduced with the gradients: loss sum, ranks with SIGINT, with SIGTERM */
+    double red[1 + LM_N_STOPS];   /* reduced with the gradients: the loss sum, then stop_votes */
     int stop;               /* the stop request agreed at the last step */
     ag_error hook_err;      /* the first failure inside the mark hook */
     double t0;              /* when the step's first micro-batch began */
@@ -94,6 +96,38 @@ ag_status lm_ddp_share_start(lm_ddp *D, ag_error *err)
     return s;
 }
 
+// --- the stop request ---
+
+/* The stop signals, the first the strongest: when ranks caught different ones, the job stops
+ * for the first of them that any rank caught (mpirun passes SIGTERM on to every rank). */
+static const int stop_signals[LM_N_STOPS] = { SIGTERM, SIGHUP, SIGINT };
+
+/* v [LM_N_STOPS]: 1 for the signal this rank caught (read once: one may land any time). */
+static void stop_votes(const lm_ddp *D, double *v)
+{
+    sig_atomic_t mine = D->o.stop ? *D->o.stop : 0;
+    for (int i = 0; i < LM_N_STOPS; i++) v[i] = mine == stop_signals[i];
+    if (mine && v[0] + v[1] + v[2] == 0) v[LM_N_STOPS - 1] = 1;   /* another signal: as SIGINT */
+}
+
+/* The signal the summed votes v [LM_N_STOPS] agree on, or 0. */
+static int agreed_stop(const double *v)
+{
+    for (int i = 0; i < LM_N_STOPS; i++)
+        if (v[i] > 0) return stop_signals[i];
+    return 0;
+}
+
+ag_status lm_ddp_agree_stop(lm_ddp *D, ag_error *err)
+{
+    if (!D || D->N == 1) return AG_OK;
+    double v[LM_N_STOPS];
+    stop_votes(D, v);
+    ag_status s = ag_dist_allreduce(D->o.dist, v, LM_N_STOPS, AG_DIST_DOUBLE, AG_DIST_SUM, err);
+    if (s == AG_OK) D->stop = agreed_stop(v);
+    return s;
+}
+
 // --- one step ---
 
 /* Overlap: the backward has passed block id's mark, so the gradients from that block's first
@@ -143,11 +177,11 @@ static ag_status reduce(lm_ddp *D, ag_error *err)
     if (D->hook_err.status) return ag_seterr(err, D->hook_err.status, "%s", D->hook_err.msg);
     if (!D->block_start) {
         ag_status s = ag_dist_allreduce(dist, P->grad, P->total, AG_DIST_REAL, AG_DIST_SUM, err);
-        return s ? s : ag_dist_allreduce(dist, D->red, 3, AG_DIST_DOUBLE, AG_DIST_SUM, err);
+        return s ? s : ag_dist_allreduce(dist, D->red, 1 + LM_N_STOPS, AG_DIST_DOUBLE, AG_DIST_SUM, err);
     }
     ag_status s = AG_OK;
     if (D->sent_from > 0) s = ag_dist_allreduce_start(dist, P->grad, D->sent_from, AG_DIST_REAL, err);
-    if (s == AG_OK) s = ag_dist_allreduce_start(dist, D->red, 3, AG_DIST_DOUBLE, err);
+    if (s == AG_OK) s = ag_dist_allreduce_start(dist, D->red, 1 + LM_N_STOPS, AG_DIST_DOUBLE, err);
     ag_status w = ag_dist_wait(dist, err);   /* also after a failed start: nothing stays in flight */
     return s ? s : w;
 }
@@ -157,12 +191,10 @@ ag_status lm_ddp_reduce(lm_ddp *D, double *loss, ag_error *err)
     if (!D) return AG_OK;
     double t1 = ag_now_s();
     D->red[0] = *loss;
-    sig_atomic_t mine = D->o.stop ? *D->o.stop : 0;   /* read once: a signal may land any time */
-    D->red[1] = mine != 0 && mine != SIGTERM;
-    D->red[2] = mine == SIGTERM;
+    stop_votes(D, D->red + 1);
     ag_status s = D->N > 1 ? reduce(D, err) : AG_OK;
     if (s) return s;
-    D->stop = D->red[2] > 0 ? SIGTERM : D->red[1] > 0 ? SIGINT : 0;
+    D->stop = agreed_stop(D->red + 1);
     *loss = D->red[0] / (double)(D->N * D->K);
     D->compute_s = t1 - D->t0;
     D->comm_s = ag_now_s() - t1;

@@ -1,20 +1,23 @@
 /* main.c -- the char_lm program: the only code that prints errors and picks exit codes.
  *
  *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [flags]   (see --help)
- *   char_lm sample --ckpt DIR [--prompt TEXT] [--max-new-tokens N] [--temperature F] [--top-k N] [--seed N]
- *   char_lm eval   --ckpt DIR --data FILE
- *   char_lm attn   --ckpt DIR --prompt TEXT [--layer L] [--head H] --out FILE.png
+ *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N] [--temperature F]
+ *                  [--top-k N] [--seed N]
+ *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
+ *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
  * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
  * --trace-only (the trace, then stop).
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
- * checkpoint, a non-finite loss, an output that cannot be written); 130 / 143 / 129 stopped by
- * SIGINT / SIGTERM / SIGHUP (train after writing a checkpoint, sample after the character in
- * hand). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
+ * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
+ * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
+ * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
  * directory in use is a usage error (2), naming the pid that holds it. */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT: the cores mpirun bound a rank to */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,13 +42,15 @@ static void on_signal(int sig) { stop_signal = sig; }
  * code of status s. */
 static int fail(ag_status s, const ag_error *e)
 {
-    fputs("char_lm: error: ", stderr);
+    char line[16 + 4 * sizeof e->msg + 2] = "char_lm: error: ";   /* one write: under mpirun, */
+    size_t n = strlen(line);                                       /* another's output cannot cut it */
     for (const unsigned char *p = (const unsigned char *)e->msg; *p; p++) {
-        if (*p == '\n') fputs("\\n", stderr);
-        else if (*p < 0x20 || *p == 0x7F) fprintf(stderr, "\\x%02X", *p);
-        else fputc(*p, stderr);
+        if (*p == '\n') n += (size_t)snprintf(line + n, sizeof line - n, "\\n");
+        else if (*p < 0x20 || *p == 0x7F) n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02X", *p);
+        else line[n++] = (char)*p;
     }
-    fputc('\n', stderr);
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
     return s == AG_ERR_ARG ? 2 : 1;
 }
 
@@ -58,6 +63,19 @@ static void set_threads(int threads)
         threads = cores >= 1 && cores < 2 ? (int)cores : 2;
     }
     ag_threads_init(threads);
+}
+
+/* mpirun binds each rank to one core unless told otherwise (np <= 2), and then a rank's threads
+ * share that core: the layout of one rank per host with a thread per core needs
+ * --map-by ppr:1:node:PE=T or --bind-to none (docs/distributed.md). Rank 0 says so. */
+static void warn_bound(const ag_dist *d, int threads)
+{
+    cpu_set_t set;
+    if (ag_dist_rank(d) != 0 || (ag_dist_size(d) == 1 && !getenv("OMPI_COMM_WORLD_SIZE"))) return;
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) >= threads) return;
+    fprintf(stderr, "char_lm: warning: --threads %d, but mpirun bound this rank to %d core%s: give each rank its "
+            "cores (mpirun --map-by ppr:1:node:PE=%d, or --bind-to none)\n", threads, CPU_COUNT(&set),
+            CPU_COUNT(&set) == 1 ? "" : "s", threads);
 }
 
 /* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
@@ -172,12 +190,15 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
     if (o->trace && (*quiet = fopen("/dev/null", "w"))) o->trace = *quiet;
 }
 
-/* A failed run: rank 0 says why; another rank only when it is news (an argument error is the
- * same on every rank), as "rank R: ...". */
-static int fail_rank(int rank, ag_status s, const ag_error *e)
+/* A failed run: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
+ * argument error once the ranks have compared their setups (it is the same on every rank),
+ * nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
+static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, const ag_error *e)
 {
+    int rank = ag_dist_rank(d), voice = ag_dist_voice(d);
+    if (voice >= 0 && voice != rank) return s == AG_ERR_ARG ? 2 : 1;
     if (rank == 0) return fail(s, e);
-    if (s == AG_ERR_ARG) return 2;
+    if (s == AG_ERR_ARG && r->ranks_compared) return 2;
     ag_error mine = {0};
     ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
     return fail(s, &mine);
@@ -203,25 +224,35 @@ static int cmd_train(const lm_train_args *a)
         return fail(AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
+    ag_dist_set_timeout(d, a->dist_timeout);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
+    warn_bound(d, ag_threads());
     catch_stop_signals();
     lm_train_opts o = train_opts(a);
     o.dist = d;
     o.grad_accum = a->grad_accum;
     o.allreduce = a->allreduce;
+    o.progress = a->progress;
+    o.tune_threads = !a->threads && ag_dist_size(d) == 1;   /* the default: 2, or 1 while faster */
     FILE *quiet;
     one_voice(&o, rank, &quiet);
     lm_train_result r;
     s = lm_train(&o, &r, &e);
     if (quiet) fclose(quiet);
     if (s) {
-        int code = fail_rank(rank, s, &e);
-        ag_dist_end(d, false);   /* no MPI_Finalize: mpirun ends the other ranks (dist.h) */
+        int code = fail_rank(d, &r, s, &e);
+        if (s == AG_ERR_ARG && r.ranks_compared) ag_dist_barrier(d, &e);   /* the same error on every rank: */
+        ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
         return code;
     }
+    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
+        /* once every rank is past the checkpoint, leave without MPI_Finalize: after Ctrl-C on
+         * mpirun it would wait for mpirun, which waits to kill us (docs/distributed.md) */
+        if ((s = ag_dist_barrier(d, &e))) fail_rank(d, &r, s, &e);
+        ag_dist_end(d, false);
+        return 128 + r.stop_signal;
+    }
     ag_dist_end(d, true);
-    /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
-    if (r.interrupted) return 128 + r.stop_signal;
     if (a->trace.only || rank > 0) return 0;
     return show_result(a->out);
 }
@@ -251,7 +282,7 @@ static int cmd_sample(const lm_sample_args *a)
     catch_stop_signals();
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     s = lm_check_memory(lm_sample_bytes(&m.g->cfg), &m.g->cfg, 1, "sample", &e);
     if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
@@ -279,7 +310,7 @@ static int cmd_eval(const lm_eval_args *a)
     set_threads(0);
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     s = lm_check_memory(lm_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), &m.g->cfg, LM_EVAL_BATCH, "eval", &e);
     if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
@@ -300,12 +331,14 @@ static int cmd_eval(const lm_eval_args *a)
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
+    catch_stop_signals();   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(a->ckpt, &m, &e);
+    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
-    s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
+    if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
     lm_model_free(&m);
+    if (stop_signal) return stopped_code();   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
@@ -320,14 +353,19 @@ int main(int argc, char **argv)
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);
+    int code;
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);
-        return 0;
+        code = 0;
+    } else {
+        switch (cli.cmd) {
+        case LM_CMD_TRAIN: code = cmd_train(&cli.train); break;
+        case LM_CMD_SAMPLE: code = cmd_sample(&cli.sample); break;
+        case LM_CMD_ATTN: code = cmd_attn(&cli.attn); break;
+        default: code = cmd_eval(&cli.eval); break;
+        }
     }
-    switch (cli.cmd) {
-    case LM_CMD_TRAIN: return cmd_train(&cli.train);
-    case LM_CMD_SAMPLE: return cmd_sample(&cli.sample);
-    case LM_CMD_ATTN: return cmd_attn(&cli.attn);
-    default: return cmd_eval(&cli.eval);
-    }
+    /* what a success printed (--help, a trace) is out of the process, or it is no success */
+    if (code == 0 && flushed(stdout, "stdout", &e)) return fail(AG_ERR_IO, &e);
+    return code;
 }

@@ -29,23 +29,6 @@
 #include "rundir.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-static const char script_head[] =
-    "# loss.gp -- written by char_lm train; redraw by hand with: gnuplot loss.gp (in this directory)\n"
-    "# metrics.csv columns: iter,lr,loss,train_loss,val_loss,tokens_per_s (empty: not measured)\n"
-    "set terminal pngcairo size 960,560 font ',10'\n"
-    "if (!exists('out')) out = 'loss.png'\n"
-    "set output out\n"
-    "set datafile separator ','\n"
-    "set key autotitle columnhead top right\n"
-    "set title 'char\\_lm: loss per character (nats)'\n"
-    "set xlabel 'iteration'\n"
-    "set ylabel 'cross-entropy'\n"
-    "set grid\n"
-    "plot 'metrics.csv' using 1:3 with lines lc rgb '#b8b8b8' title 'batch loss', \\\n"
-    "     '' using 1:4 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#1f77b4' title 'train (eval)'";
-static const char script_val[] =
-    ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'";
-
 #define PLOT_PATH 4200
 
 /* dir/png and the temporary picture gnuplot draws into, dir/png.tmp.<pid>. */
@@ -226,28 +209,64 @@ static ag_status write_text(const char *dir, const char *name, const char *text,
     return lm_write_file(path, text, err);
 }
 
-static ag_status write_loss_script(const char *dir, bool with_val, ag_error *err)
+/* loss.gp: the batch loss, the evaluations, the learning rate on the right-hand axis, and the
+ * line ln V: the loss of a model that gives every character the same probability, where a
+ * freshly initialised one starts (its logits are all near 0). */
+static ag_status write_loss_script(const char *dir, bool with_val, int V, ag_error *err)
 {
-    char script[sizeof script_head + sizeof script_val + 2];
-    snprintf(script, sizeof script, "%s%s\n", script_head, with_val ? script_val : "");
+    char script[2048];
+    int n = snprintf(script, sizeof script,
+        "# loss.gp -- written by char_lm train; redraw by hand with: gnuplot loss.gp (in this directory)\n"
+        "# metrics.csv columns: iter,lr,loss,train_loss,val_loss,tokens_per_s (empty: not measured)\n"
+        "set terminal pngcairo size 960,600 font ',10'\n"
+        "if (!exists('out')) out = 'loss.png'\n"
+        "set output out\n"
+        "set datafile separator ','\n"
+        "set key autotitle columnhead below\n"
+        "set title 'char\\_lm: loss per character (nats)'\n"
+        "set xlabel 'iteration'\n"
+        "set ylabel 'cross-entropy'\n"
+        "set y2label 'learning rate'\n"
+        "set ytics nomirror\n"
+        "set y2tics\n"
+        "set y2range [0:*]\n"
+        "set grid\n"
+        "plot %.6f with lines dt 2 lw 1.5 lc rgb '#808080' title 'ln V = ln %d: every character equally likely', \\\n"
+        "     'metrics.csv' using 1:3 with lines lc rgb '#b8b8b8' title 'batch loss', \\\n"
+        "     '' using 1:4 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#1f77b4' title 'train (eval)'%s, \\\n"
+        "     '' using 1:2 axes x1y2 with lines lw 1.5 lc rgb '#2ca02c' title 'learning rate (right axis)'\n",
+        log((double)V), V,
+        with_val ? ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'" : "");
+    if (n < 0 || (size_t)n >= sizeof script) return ag_seterr(err, AG_ERR_ARG, "loss.gp: script too long");
     return write_text(dir, "loss.gp", script, err);
 }
 
-ag_status lm_plot_loss(const char *dir, bool with_val, ag_error *err)
+ag_status lm_plot_loss(const char *dir, bool with_val, int V, ag_error *err)
 {
-    ag_status s = write_loss_script(dir, with_val, err);
+    ag_status s = write_loss_script(dir, with_val, V, err);
     return s ? s : run_gnuplot(dir, "loss.gp", "loss.png", err);
 }
 
-ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, ag_error *err)
+ag_status lm_plot_loss_start(const char *dir, bool with_val, int V, pid_t *pid, ag_error *err)
 {
-    ag_status s = write_loss_script(dir, with_val, err);
+    ag_status s = write_loss_script(dir, with_val, V, err);
     return s ? s : start_gnuplot(dir, "loss.gp", "loss.png", pid, err);
 }
 
 ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err)
 {
     return reap_gnuplot(pid, block, done, dir, "loss.gp", "loss.png", err);
+}
+
+/* The script s (malloc'd; freed here) written to dir/gp when it fitted its buffer, then gnuplot
+ * run on it to draw dir/png. */
+static ag_status draw_script(const char *dir, const char *gp, const char *png, char *s, bool fitted, ag_error *err)
+{
+    ag_status st = AG_ERR_NOMEM;
+    if (fitted) st = write_text(dir, gp, s, err);
+    else ag_seterr(err, st, "%s: script too long", gp);
+    free(s);
+    return st ? st : run_gnuplot(dir, gp, png, err);
 }
 
 // --- attention statistics over the run ---
@@ -294,11 +313,54 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)
             l + 1, l);
     PUT("\nunset multiplot\n");
 #undef PUT
-    ag_status st = AG_ERR_NOMEM;
-    if (len < cap) st = write_text(dir, "attn.gp", s, err);
-    else ag_seterr(err, st, "attn.gp: script too long");
-    free(s);
-    return st ? st : run_gnuplot(dir, "attn.gp", "attn.png", err);
+    return draw_script(dir, "attn.gp", "attn.png", s, len < cap, err);
+}
+
+// --- training dynamics over the run ---
+
+ag_status lm_plot_dynamics(const char *dir, int n_layer, ag_error *err)
+{
+    size_t cap = 4096 + (size_t)n_layer * 512, len = 0;
+    char *s = malloc(cap);
+    if (!s) return ag_seterr(err, AG_ERR_NOMEM, "dynamics.gp: out of memory");
+#define PUT(...) len += (size_t)snprintf(s + len, len < cap ? cap - len : 0, __VA_ARGS__)
+    PUT("# dynamics.gp -- written by char_lm train --log-dynamics; redraw by hand with: gnuplot dynamics.gp\n"
+        "# dynamics.csv columns: iter,lr,grad_norm,clip, then per layer l (from column 5 + 4 l):\n"
+        "# grad_attn_Ll,grad_mlp_Ll,update_attn_Ll,update_mlp_Ll\n"
+        "set terminal pngcairo size 960,860 font ',10' noenhanced\n"
+        "if (!exists('out')) out = 'dynamics.png'\n"
+        "set output out\n"
+        "set datafile separator ','\n"
+        "set grid\n"
+        "set key below\n"
+        "set lmargin 10\n"
+        "set rmargin 10\n"
+        "set logscale y\n"
+        "set format y '%%.0e'\n"
+        "set multiplot layout 2,1 title 'char_lm: how each step moves the weights (solid: attention, dashed: MLP)'\n"
+        "set title 'gradient norm ||dW|| per layer, before the clip'\n"
+        "set ylabel '||dW||'\n"
+        "plot ");
+    for (int l = 0; l < n_layer; l++)
+        PUT("%s'dynamics.csv' using 1:%d with lines lw 2 lc %d title 'attn L%d', \\\n"
+            "     '' using 1:%d with lines lw 2 dt 2 lc %d title 'mlp L%d'", l ? ", \\\n     " : "", 5 + 4 * l, l + 1, l,
+            6 + 4 * l, l + 1, l);
+    PUT("\nset title 'update / weight ||W_after - W_before|| / ||W_before|| per step'\n"
+        "set ylabel 'update / weight'\n"
+        "set xlabel 'iteration'\n"
+        "set y2label 'learning rate'\n"
+        "set y2tics\n"
+        "set ytics nomirror\n"
+        "set logscale y2\n"
+        "set format y2 '%%.0e'\n"
+        "plot 1e-3 with lines dt 3 lw 1.5 lc rgb '#808080' title '1e-3 (makemore rule of thumb)', \\\n"
+        "     'dynamics.csv' using 1:2 axes x1y2 with lines lw 1.5 lc rgb '#2ca02c' title 'learning rate (right)'");
+    for (int l = 0; l < n_layer; l++)
+        PUT(", \\\n     '' using 1:%d with lines lw 2 lc %d title 'attn L%d', \\\n"
+            "     '' using 1:%d with lines lw 2 dt 2 lc %d title 'mlp L%d'", 7 + 4 * l, l + 1, l, 8 + 4 * l, l + 1, l);
+    PUT("\nunset multiplot\n");
+#undef PUT
+    return draw_script(dir, "dynamics.gp", "dynamics.png", s, len < cap, err);
 }
 
 // --- attention heat maps ---

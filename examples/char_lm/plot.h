@@ -18,11 +18,13 @@
 void lm_plot_set_stop(const volatile sig_atomic_t *stop);
 double lm_plot_timeout(void);
 
-/* with_val: draw the validation curve too (false when the run has no validation split). */
-ag_status lm_plot_loss(const char *dir, bool with_val, ag_error *err);
+/* with_val: draw the validation curve too (false when the run has no validation split). The
+ * learning rate (metrics.csv's column 2) is drawn against the right-hand axis, and the line
+ * ln V, the loss of a uniform guess over the V characters, where training starts. */
+ag_status lm_plot_loss(const char *dir, bool with_val, int V, ag_error *err);
 /* The same without waiting, so training goes on while gnuplot draws: *pid gets the gnuplot
  * process, for lm_plot_loss_wait. */
-ag_status lm_plot_loss_start(const char *dir, bool with_val, pid_t *pid, ag_error *err);
+ag_status lm_plot_loss_start(const char *dir, bool with_val, int V, pid_t *pid, ag_error *err);
 /* Reaps the plot started as pid: block waits for it (bounded, as said above); without block
  * only *done tells whether it has ended yet. Once *done, the status is lm_plot_loss's. */
 ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
@@ -31,6 +33,11 @@ ag_status lm_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, 
  * columns of DIR/metrics.csv (columns 7 + 2l and 8 + 2l), one curve per layer in two panels,
  * each with the value uniform weights would give (and ln T, the largest entropy of a row). */
 ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err);
+
+/* --log-dynamics: DIR/dynamics.gp and DIR/dynamics.png from DIR/dynamics.csv (dynamics.c): per
+ * layer the gradient norms of the attention and MLP weights (top), and their update/weight
+ * ratios with the learning rate on the right-hand axis (bottom), both on log scales. */
+ag_status lm_plot_dynamics(const char *dir, int n_layer, ag_error *err);
 
 /* Heat maps of attention weights: W [n_maps, T, T], row i = query i, column j = key j; NaN
  * entries (the masked future) are drawn blank, the weights on a fixed colour scale [0, 1].

@@ -7,8 +7,11 @@
  *   train_eval.c   the evaluation every eval_interval steps: the losses of both splits, the
  *                  attention statistics, then a checkpoint
  *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
+ *   train_agree.c  several ranks: before they start, that they hold the same run
+ *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
  *   train_budget.c --time-budget: the steps timed, the step count fixed, the deadline kept
- *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock
+ *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock;
+ *                  batch.h the batches and the dropout seed of a step
  *
  * Internal to lm_train: nothing outside these files includes it. */
 #ifndef LM_RUN_H
@@ -16,6 +19,7 @@
 
 #include <stdio.h>
 #include <sys/types.h>
+#include "batch.h"
 #include "checkpoint.h"
 #include "ddp.h"
 #include "rundir.h"
@@ -48,6 +52,7 @@ typedef struct {
     lm_train_state st;       /* the iteration, the optimizer's t, the batch sampler (checkpoint.h) */
     ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
     ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
+    ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;
 
 /* What the run reports (rank 0 alone writes files: ddp.h). */
@@ -58,7 +63,8 @@ typedef struct {
     size_t stats_cap;
     ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
-    bool tty;                /* the log is a terminal: the progress line is redrawn in place */
+    struct lm_dynamics *dyn; /* --log-dynamics (dynamics.c), from the first log step; or NULL */
+    bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
@@ -83,9 +89,11 @@ typedef struct {
     long start;              /* the first iteration of this run: 0, or where --resume picks up */
     bool resumed;
     long saved_at;           /* the iteration of the checkpoint on disk, or -1 */
+    uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
     lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
     lm_budget budget;        /* --time-budget */
+    bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
 } lm_control;
 
 typedef struct {
@@ -97,22 +105,34 @@ typedef struct {
     lm_control ctl;
 } lm_run;
 
-// --- train.c: batches, signals, checkpoints ---
+// --- train.c: batches (batch.h), signals, checkpoints ---
 
-/* off [B]: B window offsets, uniform in [0, n - T - 1] (MODEL.md), drawn from rng. */
-void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng);
-/* x, y [b,T]: the windows at off [b] of ids, and their targets (shifted by one token). */
-void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, int T);
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
  * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
-/* A stop signal came to this process, for the checks inside the setup and an evaluation. With
- * several ranks those wait for the step boundary, where the ranks agree (lm_run_stop_requested),
- * so that no rank leaves a collective the others are in. */
+/* A stop signal came to this process, for the checks inside the setup. With several ranks
+ * those wait for the first step's reduction, where the ranks agree (lm_run_stop_requested), so
+ * that no rank leaves a collective the others are in (an evaluation agrees every round of
+ * batches: lm_ddp_agree_stop). */
 bool lm_run_signal_seen(const lm_run *R);
 /* The checkpoint of the run before iteration it, with the evaluation done there (eval: its
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
 ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err);
+/* What a run that stops on an error leaves, read from the run directory so that it is true:
+ * "kept: DIR/ckpt-00000020, the latest and the best" (in buf [n]), for the message. */
+#define LM_KEPT_MAX 1024
+void lm_run_kept(const lm_run *R, char *buf, size_t n);
+/* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
+static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
+
+// --- train_agree.c ---
+
+/* Several ranks: every rank compares what it holds (the config, the parameter count, the
+ * vocabulary, the text, --grad-accum, --allreduce, --threads, where the run starts) with every
+ * other's, before anything of a size they could disagree on is sent; a difference is AG_ERR_ARG
+ * on every rank, naming the fields and ranks. Sets ctl.compared once the comparison is made.
+ * Alone: AG_OK. */
+ag_status lm_run_agree(lm_run *R, ag_error *err);
 
 // --- train_setup.c ---
 
@@ -120,11 +140,12 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
  * stop signal between the stages ends it early with AG_OK: the caller looks at the signal. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
 /* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
- * (r says where it stands). */
-bool lm_run_nothing_to_do(const lm_run *R, lm_train_result *r);
+ * (r says where it stands; the run directory is tidied all the same). */
+bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r);
 /* The run directory: created if missing and locked, refused when it holds another run's
- * checkpoint (unless --overwrite), cleaned of what a killed run left; metrics.csv opened in it
- * and the run's header logged. Rank 0 only. */
+ * checkpoint (unless --overwrite), cleaned of what a killed run left (only this run's
+ * superseded checkpoints go: lm_ckpt_clean); metrics.csv opened in it and the run's header
+ * logged. Rank 0 only. */
 ag_status lm_run_open_dir(lm_run *R, ag_error *err);
 /* Everything the run holds, the lock last. */
 void lm_run_free(lm_run *R);
@@ -132,9 +153,10 @@ void lm_run_free(lm_run *R);
 // --- train_eval.c ---
 
 /* Every eval_interval steps and at the end (last): the losses (and the attention statistics),
- * a log line, a checkpoint, the plots; at the end also the last row of metrics.csv. Otherwise
- * only this iteration's evaluation columns are blanked. A non-finite loss is AG_ERR_NONFINITE
- * (a diverged model is never saved). */
+ * a log line, a checkpoint (the best one too, when it is), the plots; at the end also the last
+ * row of metrics.csv. Otherwise only this iteration's evaluation columns are blanked. A loss
+ * that is not finite or above max(2 ln V, 4 x the best so far) is divergence: AG_ERR_NONFINITE,
+ * and the diverged model is never saved. */
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
 
 // --- train_budget.c ---
@@ -158,6 +180,11 @@ void lm_log_warn(const lm_run *R, const char *msg);
 void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err);
+/* The same for any CSV of the run: DIR/name with header's line, *csv open to append rows. */
+ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
+                         ag_error *err);
+/* Iteration it is a log step: every log_every (10) steps, and the last one. */
+bool lm_log_due(const lm_run *R, long it);
 void lm_log_header(const lm_run *R);
 /* The step's row of metrics.csv (on disk before it returns), its loss in opts.losses, and the
  * progress line; t0 is when the step began. */
@@ -172,8 +199,20 @@ ag_status lm_log_last_row(lm_run *R, long it, ag_error *err);
 ag_status lm_log_flush(lm_run *R, ag_error *err);
 /* loss.png (and attn.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
+/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once). */
+ag_status lm_log_written(const lm_run *R, ag_error *err);
 /* Ends an unfinished progress line before an error or an interruption is reported. */
 void lm_log_break(const lm_run *R);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
+
+// --- dynamics.c (--log-dynamics; nothing happens without it) ---
+
+typedef struct lm_dynamics lm_dynamics;
+/* Before the update of a log step: each layer's gradient norms, and a copy of the weights. The
+ * first call opens DIR/dynamics.csv (rank 0) and allocates what the measure needs. */
+ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_error *err);
+/* After the update of the step watched: the update/weight ratios, and the row of dynamics.csv. */
+ag_status lm_dynamics_record(lm_run *R, long it, double lr, ag_error *err);
+void lm_dynamics_free(lm_dynamics *d);   /* NULL ok */
 
 #endif

@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #include "checkpoint.h"
 #include "rundir.h"
@@ -71,6 +72,19 @@ static ag_status in_use(const char *dir, long pid, ag_error *err)
                      "for it to end or choose another --out", dir);
 }
 
+/* flock(fd, LOCK_EX) without waiting on a run, but past a moment's holder: a train killed while
+ * its plotter was between fork and exec leaves the lock with that child for the few
+ * milliseconds until the exec closes it (O_CLOEXEC). A live train holds it for its whole run,
+ * so up to 1 s of retries refuses nothing that should run. false with errno as flock left it. */
+static bool flock_briefly(int fd)
+{
+    for (int tries = 0;; tries++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+        if (errno != EWOULDBLOCK || tries == 100) return false;
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);   /* 10 ms */
+    }
+}
+
 /* The run directory's own lock (issue 19): a flock on the directory, which no removal of a file
  * inside it can release, as removing train.lock released the record lock on it. Taken first,
  * it is what keeps a second train out; the pid comes from /proc/locks or train.lock. Where the
@@ -80,7 +94,7 @@ static ag_status lock_dir(lm_lock *l, const char *dir, ag_error *err)
 {
     l->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (l->dir_fd < 0) return AG_OK;   /* not readable (mode 0300): the record lock alone */
-    if (flock(l->dir_fd, LOCK_EX | LOCK_NB) == 0) return AG_OK;
+    if (flock_briefly(l->dir_fd)) return AG_OK;
     int e = errno;
     struct stat sb;
     long pid = e == EWOULDBLOCK && fstat(l->dir_fd, &sb) == 0 ? flock_holder(&sb) : 0;

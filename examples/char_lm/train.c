@@ -32,6 +32,11 @@ void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, i
     }
 }
 
+uint64_t lm_dropout_seed(uint64_t seed, long it)
+{
+    return ag_splitmix64((seed ^ LM_TAG_DROP ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN);
+}
+
 // --- one optimizer step ---
 
 /* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
@@ -40,30 +45,34 @@ static ag_status check_loss(const lm_run *R, long it, const ag_tensor *loss, ag_
 {
     ag_status s = ag_ctx_status(R->learn.ctx);
     const char *why = ag_ctx_error(R->learn.ctx);
-    long kept = R->learn.st.iter;
+    double lv = loss && !s ? (double)loss->data[0] : 0;
+    if (s != AG_ERR_NONFINITE && (!loss || s))
+        return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
+    if (isfinite(lv) && !s) return AG_OK;
+    char kept[LM_KEPT_MAX];
+    lm_run_kept(R, kept, sizeof kept);
     if (s == AG_ERR_NONFINITE)
-        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step, the last checkpoint "
-                         "(iteration %ld) is untouched", it, why, kept);
-    if (!loss || s) return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
-    double lv = (double)loss->data[0];
-    if (!isfinite(lv))
-        return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step, "
-                         "the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, lv, kept);
-    return AG_OK;
+        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", it, why, kept);
+    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step; %s "
+                     "(try a lower --lr)", it, lm_shown(lv), kept);
 }
 
 static ag_status backward_failed(const lm_run *R, long it, ag_status s, ag_error *err)
 {
     const char *why = ag_ctx_error(R->learn.ctx);
-    return ag_seterr(err, s, "iteration %ld: backward: %s%s", it, why ? why : ag_status_str(s),
-                     s == AG_ERR_NONFINITE ? "; stopped before the optimizer step, the last checkpoint is untouched" : "");
+    char kept[LM_KEPT_MAX];
+    lm_run_kept(R, kept, sizeof kept);
+    return ag_seterr(err, s, "iteration %ld: backward: %s%s%s", it, why ? why : ag_status_str(s),
+                     s == AG_ERR_NONFINITE ? "; stopped before the optimizer step; " : "",
+                     s == AG_ERR_NONFINITE ? kept : "");
 }
 
 static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *err)
 {
+    char kept[LM_KEPT_MAX];
+    lm_run_kept(R, kept, sizeof kept);
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the gradient norm is %g; stopped before the optimizer "
-                     "step, the last checkpoint (iteration %ld) is untouched (try a lower --lr)", it, norm,
-                     R->learn.st.iter);
+                     "step; %s (try a lower --lr)", it, lm_shown(norm), kept);
 }
 
 /* The optimizer's update of every weight from its gradient times gscale (the clip): AdamW,
@@ -89,10 +98,13 @@ static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *e
     for (int e = 0; e < P->n; e++) {
         const ag_tensor *t = P->entries[e].t;
         for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i]))
+            if (!isfinite(t->data[i])) {
+                char kept[LM_KEPT_MAX];
+                lm_run_kept(R, kept, sizeof kept);
                 return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
-                                 "is %g; lr %g); the last checkpoint (iteration %ld) is untouched", it,
-                                 optimizer, t->name, i, (double)t->data[i], lr, R->learn.st.iter);
+                                 "is %g; lr %g); %s", it, optimizer, t->name, i, lm_shown((double)t->data[i]), lr,
+                                 kept);
+            }
     }
     return AG_OK;
 }
@@ -118,7 +130,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     // forward, loss, backward: over all B windows at once, or as this rank's K micro-batches
     // (ddp.h: several ranks, --grad-accum), each adding its share to dW; dropout masks from
     // --seed's stream "dropout" at it (run.h)
-    uint64_t drop = ag_splitmix64((c->seed ^ LM_TAG_DROP ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN);
+    uint64_t drop = lm_dropout_seed(c->seed, it);
     ag_params_zero_grad(P);                                                   // dW = 0
     double loss = 0;
     lm_micro mb;
@@ -141,11 +153,13 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     double norm = ag_grad_norm(P);
     if (!isfinite(norm)) return norm_failed(R, it, norm, err);
     double gscale = ag_clip_scale(norm, c->grad_clip);                        // 1 when under it
+    if ((s = lm_dynamics_watch(R, it, norm, gscale, err))) return s;         // --log-dynamics: dW, W
 
     // AdamW, with g = gscale dW: W -= lr wd W; W -= lr m_hat / (sqrt(v_hat) + eps) (adam.c)
     update(P, c, lr, ++L->st.step, gscale);
     if (c->detect_anomaly && (s = weights_finite(R, it, lr, err))) return s;
     ag_ctx_reset(L->ctx);
+    ag_thread_tuner_step(&L->threads, ag_now_s() - t0);   // the default --threads: 2, or 1 while faster
     return lm_log_step(R, it, lr, loss, t0, err);   // metrics.csv's row, the progress line
 }
 
@@ -173,10 +187,35 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
         st->eval_val = eval[1];
     }
     ag_status s = lm_log_flush(R, err);   /* metrics.csv's rows up to it first */
-    if (s == AG_OK && lm_ddp_writer(R->ctl.ddp))
-        s = lm_ckpt_save(R->o->out_dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
-    if (s == AG_OK) R->ctl.saved_at = it;
-    return s;
+    bool writer = lm_ddp_writer(R->ctl.ddp);
+    if (s == AG_OK && writer) s = lm_ckpt_save(R->o->out_dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
+    if (s) return s;
+    R->ctl.saved_at = it;
+    st->prev_hash = lm_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
+    if (writer && R->ctl.replaces) {   /* --overwrite: the old run goes once ours is committed */
+        char left[1024];
+        lm_ckpt_clean(R->o->out_dir, R->ctl.replaces, left, sizeof left);
+        R->ctl.replaces = 0;
+    }
+    return AG_OK;
+}
+
+void lm_run_kept(const lm_run *R, char *buf, size_t n)
+{
+    const char *dir = R->o->out_dir;
+    char latest[64], best[64];
+    ag_error ignored = {0};
+    if (!lm_ddp_writer(R->ctl.ddp)) {   /* rank 0 holds the directory */
+        snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
+        return;
+    }
+    if (lm_ckpt_pointer(dir, LM_LATEST, latest, &ignored)) latest[0] = '\0';
+    ag_error_clear(&ignored);
+    if (lm_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
+    if (!latest[0]) snprintf(buf, n, "no checkpoint was saved");
+    else if (!best[0] || strcmp(best, latest) == 0)
+        snprintf(buf, n, "kept: %s/%s, the latest%s", dir, latest, best[0] ? " and the best" : "");
+    else snprintf(buf, n, "kept: %s/%s, the latest, and %s/%s, the best", dir, latest, dir, best);
 }
 
 /* A stop signal (Ctrl-C) before iteration it: a checkpoint of where the run stands. */
@@ -233,6 +272,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
     lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget.t0 = ag_now_s()};   /* --time-budget counts from here */
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
+    r->ranks_compared = R.ctl.compared;
     if (s == AG_OK && lm_run_stop_requested(&R)) {   /* a signal during the setup: nothing written */
         r->interrupted = true;
         r->stop_signal = lm_run_stop_requested(&R);   /* main.c exits 128 + it, as after a step */

@@ -6,8 +6,9 @@
  *     if it % eval_interval == 0 or it == max_iters:
  *         mean loss of eval_iters random batches of each split (no-grad mode; the batches
  *         are drawn from an RNG seeded by (seed, it), so evaluating never changes training);
- *         a finite loss or stop (a diverged model is never saved); checkpoint (one unit:
- *         checkpoint.h), loss.png
+ *         a finite loss not above max(2 ln V, 4 x the best so far), or stop (a diverged
+ *         model is never saved: train_eval.c says why this rule); checkpoint (one unit:
+ *         checkpoint.h; DIR/best too when this evaluation is the lowest), loss.png
  *     if it == max_iters: stop
  *     lr = ag_lr_at(it); a batch of B random windows from the training split (the run's
  *     batch RNG, saved in every checkpoint); forward, backward; clip; a finite loss and
@@ -47,12 +48,13 @@
  * ERRORS: the function returns a status and one line in the ag_error err; main.c prints it. AG_ERR_ARG means
  * "the arguments do not fit the data or the checkpoint" (block_size longer than the text, a
  * different model shape on --resume, ...), so main.c exits 2 for it and 1 for the rest.
- * A non-finite loss, evaluation loss or gradient norm is AG_ERR_NONFINITE; the last checkpoint
- * stays intact.
+ * A non-finite loss, evaluation loss or gradient norm, or a diverged evaluation, is
+ * AG_ERR_NONFINITE; the last checkpoint and the best stay intact, and the message names them.
  *
  * THE RUN DIRECTORY (issue 12): out_dir is locked (rundir.h) from before a --resume reads it to
  * the end of the run (a directory that does not exist yet: from its creation), so a second run
- * there is AG_ERR_ARG at once; what a killed run left there is removed (lm_ckpt_clean) before
+ * there is AG_ERR_ARG at once, as is an out_dir inside another run directory (a ckpt-N of one);
+ * what a killed run left there is removed (lm_ckpt_clean: this run's own, nothing else) before
  * the first checkpoint; a stop signal is looked at between the stages of the setup and
  * every MiB of reading and decoding the text (then nothing is written), before each step and
  * before each evaluation batch. */
@@ -65,6 +67,12 @@
 #include "attograd.h"
 #include "config.h"
 #include "ddp.h"
+
+/* How the progress line is written (--progress): auto, redrawn in place ("\r ESC[K") when the
+ * log is a terminal and the run is one process, else a line every log_every steps (under mpirun
+ * the ranks' output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot
+ * tell); lines, always the latter; tty, always the former. */
+typedef enum { LM_PROGRESS_AUTO = 0, LM_PROGRESS_LINES, LM_PROGRESS_TTY } lm_progress;
 
 typedef struct {
     const char *data_path;       /* UTF-8 text */
@@ -81,6 +89,7 @@ typedef struct {
     bool plot;                   /* draw loss.png with gnuplot */
     long log_every;              /* progress line every this many steps when log is not a
                                     terminal (0: 10); on a terminal every step, in place */
+    lm_progress progress;        /* which of the two (lm_progress) */
     const volatile sig_atomic_t *stop;  /* when *stop becomes non-zero (a signal): finish the
                                     step or evaluation batch, write a checkpoint, return AG_OK
                                     with interrupted (during the setup: nothing written) */
@@ -99,6 +108,9 @@ typedef struct {
     ag_dist *dist;
     int grad_accum;
     lm_allreduce_mode allreduce;
+    /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is
+     * faster now (ag_thread_tuner, speed.h: a busy machine); the same bits either way. */
+    bool tune_threads;
 } lm_train_opts;
 
 typedef struct {
@@ -112,6 +124,8 @@ typedef struct {
     bool out_of_time;            /* --time-budget ran out before max_iters (the machine slowed
                                     down after the count was fixed): ended at iter, with its
                                     evaluation and checkpoint, the schedule not finished */
+    bool ranks_compared;         /* several ranks compared their setups (train_agree.c): an
+                                    argument error after that is the same on every rank */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);

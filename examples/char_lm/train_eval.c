@@ -1,22 +1,26 @@
 /* train_eval.c -- the evaluation of a training run every eval_interval steps (run.h): the mean
  * loss of eval_iters random batches of each split in no-grad mode, from an RNG seeded by
  * (seed, it) afresh each time, so evaluating never changes training; with --log-attn-stats the
- * attention statistics of one batch; then the log line, the checkpoint and the plots.
- * (The `eval` command's deterministic loss of a whole file is eval.c.) */
+ * attention statistics of one batch; then the divergence test, the log line, the checkpoint
+ * (the best one too, when it is) and the plots. (The `eval` command's deterministic loss of a whole file is eval.c.) */
 #include <math.h>
 #include <stdio.h>
 #include "attn.h"
 #include "run.h"
 
-/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. */
+/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. A stop signal ends it
+ * after the batch in hand; with several ranks they agree on it every round of batches. */
 static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double *out, ag_error *err)
 {
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     lm_data *D = &R->data;
     ag_ctx *ctx = R->learn.ctx;
     double sum = 0;
+    ag_status s = AG_OK;
     ag_ctx_set_grad(ctx, false);
-    for (long k = 0; k < R->cfg.eval_iters && !lm_run_signal_seen(R); k++) {   /* a signal ends it at once */
+    for (long k = 0; k < R->cfg.eval_iters; k++) {
+        if (k % lm_ddp_ranks(R->ctl.ddp) == 0 && (s = lm_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
+        if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
         lm_draw_windows(D->off, B, n, T, rng);
         if (!lm_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (ddp.h) */
         lm_fill_windows(D->x, D->y, ids, D->off, B, T);                          // x, y [B,T]
@@ -25,17 +29,15 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
         const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in the step */
         ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, B, T, &fo, &loss);         // loss [1]
         if (!loss) {
-            ag_status s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+            s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
             ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-            ag_ctx_reset(ctx);
-            ag_ctx_set_grad(ctx, true);
-            return s;
+            break;
         }
         sum += (double)loss->data[0];
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
+    if (s == AG_OK) s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
     *out = sum / (double)R->cfg.eval_iters;
     return s;
 }
@@ -94,16 +96,57 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, ag_error *er
     return s;
 }
 
-/* A diverged model is never saved: the error for a non-finite evaluation loss. */
-static ag_status diverged(const lm_run *R, long it, double tl, double vl, ag_error *err)
+// --- divergence, and the best checkpoint ---
+
+/* The loss a run is judged by: validation, or training without a validation split. */
+static double judged(const lm_run *R, double tl, double vl) { return R->data.n_val > 0 ? vl : tl; }
+
+/* Divergence (issue 19): an evaluation loss that is not finite, or one far above anything the
+ * run has seen,
+ *     above  limit = max(2 ln V, 4 x the lowest evaluation loss so far)
+ * ln V is what a model that guesses uniformly scores (an untrained one's loss, where a run
+ * starts): above twice that, the model is confidently wrong and nothing learned is left, so a
+ * trained run (best 1.5, say) is stopped there. 4x the best is the room a run has while its
+ * best is still above ln V / 2 (early on, or --init-from a model of another text): Adam at a
+ * high rate can spike and recover (seen: 3.31, then 8.56, then a new best 3.22), and a run
+ * that may still improve is not stopped for noise. The best checkpoint is kept whatever
+ * happens, so the rule only has to catch a run that has blown up. A run's first evaluation has
+ * no best to compare with: only a non-finite loss stops it. Train and validation losses are
+ * both held to it. */
+static double divergence_limit(const lm_run *R)
 {
-    char kept[80] = "this run saved none, so a checkpoint already there is untouched";
-    if (R->ctl.saved_at >= 0)
-        snprintf(kept, sizeof kept, "the last checkpoint (iteration %ld) is kept", R->ctl.saved_at);
-    double bad = isfinite(tl) ? vl : tl;
-    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g: the model has "
-                     "diverged; stopped, %s (try a lower --lr)", it, isfinite(tl) ? "val" : "train",
-                     isnan(bad) ? NAN : bad, kept);   /* "nan", never "-nan" */
+    const lm_train_state *st = &R->learn.st;
+    double two_ln_v = 2 * log((double)R->data.text.vocab.V);
+    if (st->best_iter < 0) return INFINITY;
+    return 4 * st->best_loss > two_ln_v ? 4 * st->best_loss : two_ln_v;
+}
+
+/* A diverged model is never saved: the error, naming what stays on disk. */
+static ag_status diverged(const lm_run *R, long it, double tl, double vl, double limit, ag_error *err)
+{
+    const lm_train_state *st = &R->learn.st;
+    char kept[LM_KEPT_MAX], above[160] = "";
+    lm_run_kept(R, kept, sizeof kept);
+    bool val_bad = R->data.n_val > 0 && !(isfinite(vl) && vl <= limit);   /* the loss the run is judged by */
+    bool train_bad = !val_bad;
+    double bad = train_bad ? tl : vl;
+    if (isfinite(bad))
+        snprintf(above, sizeof above, ", above the divergence limit %.4g (max(2 ln V, 4 x the best evaluation, "
+                 "%.4f at iteration %ld))", limit, st->best_loss, st->best_iter);
+    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g%s: the model has "
+                     "diverged; stopped; %s (try a lower --lr)", it, train_bad ? "train" : "val", lm_shown(bad),
+                     above, kept);
+}
+
+/* The run's lowest evaluation loss so far: this one's, when lower (its checkpoint then
+ * becomes DIR/best: lm_ckpt_save). */
+static void note_best(lm_run *R, long it, double tl, double vl)
+{
+    lm_train_state *st = &R->learn.st;
+    double loss = judged(R, tl, vl);
+    if (st->best_iter >= 0 && !(loss < st->best_loss)) return;
+    st->best_iter = it;
+    st->best_loss = loss;
 }
 
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err)
@@ -114,11 +157,14 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
     double tl, vl;
     ag_status s = losses(R, it, &tl, &vl, err);
     if (s || lm_run_stop_requested(R)) return s;   /* stopped halfway: the loop writes the checkpoint */
-    if (!isfinite(tl) || (R->data.n_val > 0 && !isfinite(vl))) return diverged(R, it, tl, vl, err);
+    double limit = divergence_limit(R);
+    bool val_bad = R->data.n_val > 0 && !(isfinite(vl) && vl <= limit);
+    if (!(isfinite(tl) && tl <= limit) || val_bad) return diverged(R, it, tl, vl, limit, err);
     r->train_loss = tl;
     r->val_loss = vl;
     if (c->log_attn_stats && (s = attn_stats(R, it, err))) return s;
     lm_log_eval(R, it, tl, vl);
+    note_best(R, it, tl, vl);
     if ((s = lm_run_checkpoint(R, it, (const double[2]){ tl, vl }, err))) return s;
     if (last && (s = lm_log_last_row(R, it, err))) return s;
     if ((s = lm_log_flush(R, err))) return s;

@@ -4,11 +4,14 @@
  * with --log-attn-stats attn.png, drawn by gnuplot in the background (plot.h). Rank 0 alone
  * writes files (ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "plot.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
@@ -46,36 +49,109 @@ static bool put_header(const lm_run *R, FILE *out)
     return ok && fputs("\n", out) >= 0;
 }
 
-ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
+/* path opened with flags (O_NONBLOCK: a FIFO there must not block us; O_NOFOLLOW: nor is a
+ * link followed) as a stream of mode, if it is a regular file; NULL otherwise. */
+static FILE *open_regular(const char *path, int flags, const char *mode)
+{
+    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    FILE *f = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, mode) : NULL;
+    if (!f && fd >= 0) close(fd);
+    return f;
+}
+
+/* The header line of one of the run's CSVs (metrics.csv: put_header). */
+typedef bool (*csv_header)(const lm_run *R, FILE *out);
+
+/* Where the rows of a resumed run's CSV (in, whose header header writes) from its first
+ * iteration on begin: *cut, the byte offset. False when it cannot simply be cut there: another
+ * header (other columns), a row to keep after the cut, a kept row without its line break. */
+static bool find_cut(const lm_run *R, csv_header header, FILE *in, off_t *cut)
+{
+    char *line = NULL, *head = NULL;
+    size_t cap = 0, hn = 0;
+    FILE *h = open_memstream(&head, &hn);
+    bool ok = h && header(R, h);
+    if (h) fclose(h);
+    off_t at = 0;
+    ssize_t len;
+    *cut = -1;
+    for (long k = 0; ok && (len = getline(&line, &cap, in)) >= 0; k++, at += len) {
+        char *end;
+        long it = strtol(line, &end, 10);
+        bool row = k > 0 && end != line && *end == ',', keep = row && it < R->ctl.start;
+        if (k == 0) ok = strcmp(line, head) == 0;
+        else if (*cut < 0 && !keep) *cut = at;
+        else if (*cut >= 0 && keep) ok = false;
+        if (keep && line[len - 1] != '\n') ok = false;
+    }
+    if (*cut < 0) *cut = at;
+    free(line);
+    free(head);
+    return ok && at > 0 && !ferror(in);
+}
+
+/* A resumed run's CSV cut after the rows before its first iteration, in place (then *csv is
+ * it, open to append), so that resuming needs no room for a copy of it. False when that cannot
+ * be done (see find_cut). */
+static bool cut_in_place(lm_run *R, const char *path, csv_header header, FILE **csv)
+{
+    FILE *f = open_regular(path, O_RDWR, "r+");
+    off_t cut;
+    if (!f) return false;
+    if (find_cut(R, header, f, &cut) && fflush(f) == 0 && ftruncate(fileno(f), cut) == 0 &&
+        fseeko(f, cut, SEEK_SET) == 0) {
+        *csv = f;
+        return true;
+    }
+    fclose(f);
+    return false;
+}
+
+/* A new CSV: the header, and of a resumed run the rows before its first iteration (those of a
+ * file that could not be cut in place), rewritten whole. */
+static bool rewrite_csv(const lm_run *R, const char *path, csv_header header, FILE *out)
+{
+    FILE *in = R->ctl.resumed ? open_regular(path, O_RDONLY, "r") : NULL;
+    bool ok = header(R, out);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (in && ok && (len = getline(&line, &cap, in)) >= 0) {
+        char *end;
+        long it = strtol(line, &end, 10);
+        if (end != line && *end == ',' && it < R->ctl.start)
+            ok = fputs(line, out) >= 0 && (line[len - 1] == '\n' || fputs("\n", out) >= 0);
+    }
+    free(line);
+    if (in) fclose(in);
+    return ok;
+}
+
+ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
+                         ag_error *err)
 {
     char path[PATHLEN], tmp[PATHLEN + 32];
-    if (!lm_path_join(path, sizeof path, R->o->out_dir, "metrics.csv"))
+    if (!lm_path_join(path, sizeof path, R->o->out_dir, name))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
+    if (R->ctl.resumed && cut_in_place(R, path, header, csv)) return AG_OK;
     FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
     if (!out) return AG_ERR_IO;
-    FILE *in = R->ctl.resumed ? fopen(path, "r") : NULL;
-    bool ok = put_header(R, out);
-    if (in) {   /* the rows before the resumed iteration, rewritten atomically */
-        char *line = NULL;
-        size_t cap = 0;
-        while (ok && getline(&line, &cap, in) >= 0) {
-            char *end;
-            long it = strtol(line, &end, 10);
-            if (end != line && *end == ',' && it < R->ctl.start) ok = fputs(line, out) >= 0;
-        }
-        free(line);
-        fclose(in);
-    }
-    if (!ok) {
+    if (!rewrite_csv(R, path, header, out)) {
         int e = errno;
         lm_file_discard(out, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
     ag_status s = lm_file_commit(out, tmp, path, false, err);
     if (s) return s;
-    if (!(R->rep.metrics = fopen(path, "a")))
-        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    if (!(*csv = open_regular(path, O_WRONLY | O_APPEND, "a")))
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, errno ? strerror(errno) : "not a regular file");
     return AG_OK;
+}
+
+ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
+{
+    return lm_log_open_csv(R, "metrics.csv", put_header, &R->rep.metrics, err);
 }
 
 /* One row of metrics.csv (printf-style). */
@@ -195,15 +271,21 @@ void lm_log_eval(lm_run *R, long it, double tl, double vl)
     fflush(f);
 }
 
-/* On a terminal one line redrawn at most 10 times a second; in a file every log_every steps. */
+bool lm_log_due(const lm_run *R, long it)
+{
+    long log_every = R->o->log_every > 0 ? R->o->log_every : 10;
+    return it % log_every == 0 || it + 1 == R->cfg.max_iters;
+}
+
+/* On a terminal one line redrawn at most 10 times a second; in a file at each log step. */
 static void log_progress(lm_run *R, long it, double loss, double lr)
 {
     const lm_train_opts *o = R->o;
     lm_report *rep = &R->rep;
-    long max = R->cfg.max_iters, log_every = o->log_every > 0 ? o->log_every : 10;
+    long max = R->cfg.max_iters;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double t1 = ag_now_s();
-    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : it % log_every == 0 || it + 1 == max;
+    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : lm_log_due(R, it);
     if (!o->log || !show) return;
     char eta[32], of[24];
     const lm_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
@@ -214,6 +296,17 @@ static void log_progress(lm_run *R, long it, double loss, double lr)
             loss, lr, (double)B * T / rep->ema_dt, b->deadline ? "left" : "ETA", eta, rep->tty ? "" : "\n");
     fflush(o->log);
     rep->t_shown = t1;
+}
+
+ag_status lm_log_written(const lm_run *R, ag_error *err)
+{
+    FILE *f = R->o->log;
+    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
+    int e = errno;
+    char kept[LM_KEPT_MAX];
+    lm_run_kept(R, kept, sizeof kept);
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
+                     strerror(e), kept);
 }
 
 ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_error *err)
@@ -227,9 +320,10 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     ag_status s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, rep->train_col, rep->val_col, tok_s,
                           rep->stats);
     if (s == AG_OK) s = lm_log_flush(R, err);
+    if (s == AG_OK) s = lm_dynamics_record(R, it, lr, err);   /* --log-dynamics, at a log step */
     if (s) return s;
     log_progress(R, it, loss, lr);
-    return AG_OK;
+    return lm_log_written(R, err);   /* a full disk under the log stops the run at once */
 }
 
 void lm_log_break(const lm_run *R)
@@ -264,15 +358,17 @@ void lm_log_plots(lm_run *R, bool last)
     lm_report *rep = &R->rep;
     const char *dir = R->o->out_dir;
     bool with_val = R->data.n_val > 0;
+    int V = R->cfg.model.vocab_size;   /* loss.png's line ln V */
     ag_error why = {0};
     bool done = true;
     ag_status ps = AG_OK;
     if (rep->plot_pid > 0) ps = lm_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
     if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
     if (!ps && rep->plot_pid == 0)
-        ps = last ? lm_plot_loss(dir, with_val, &why) : lm_plot_loss_start(dir, with_val, &rep->plot_pid, &why);
+        ps = last ? lm_plot_loss(dir, with_val, V, &why) : lm_plot_loss_start(dir, with_val, V, &rep->plot_pid, &why);
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
+    if (!ps && R->rep.dyn) ps = lm_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */
     if (ps) {   /* a warning, and no more plots this run */
         lm_log_warn(R, why.msg);
         rep->plot_ok = false;

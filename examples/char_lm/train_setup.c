@@ -113,6 +113,13 @@ static ag_status resume_state(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_ARG, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
                          "the run had %zu); to train on it from these weights use --init-from", o->data_path,
                          o->out_dir, text->n, st->n_tokens);
+    /* a resumed run keeps its split: no text it trained on ever becomes validation text */
+    if ((st->n_train != R->data.n_train || st->n_val != R->data.n_val) && !lm_run_signal_seen(R))
+        return ag_seterr(err, AG_ERR_ARG, "--val-fraction %g: the run in %s splits its text into %zu training and "
+                         "%zu validation tokens, this would make it %zu and %zu; a resumed run keeps its split (text "
+                         "it trained on would become validation text): drop the flag, or start a new run with "
+                         "--init-from", R->cfg.val_fraction, o->out_dir, st->n_train, st->n_val, R->data.n_train,
+                         R->data.n_val);
     R->ctl.resumed = true;
     return AG_OK;
 }
@@ -124,6 +131,8 @@ static void new_state(lm_run *R)
     const ag_corpus *text = &R->data.text;
     memset(st, 0, sizeof *st);
     st->run_id = lm_new_run_id();
+    st->best_iter = -1;   /* no evaluation yet */
+    st->best_loss = NAN;
     ag_rng_seed(&st->rng, ag_splitmix64((R->cfg.seed ^ (LM_TAG_BATCH * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
     st->n_tokens = text->n;
     st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
@@ -152,18 +161,21 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     ag_ctx_set_detect_anomaly(ctx, c->detect_anomaly);
     ag_ctx_set_recycle_grads(ctx, true); /* only the parameters' gradients are read */
+    ag_thread_tuner_init(&R->learn.threads, R->o->tune_threads ? ag_threads() : 1);
     return AG_OK;
 }
 
-/* Several ranks or micro-batches per step (ddp.h): the split, checked against --batch-size, and
- * rank 0's weights on every rank. Only rank 0 draws plots. */
+/* Several ranks or micro-batches per step (ddp.h): that the ranks hold the same run, the split,
+ * checked against --batch-size, and rank 0's weights on every rank. Only rank 0 draws plots. */
 static ag_status start_ddp(lm_run *R, ag_error *err)
 {
+    ag_status s = lm_run_agree(R, err);   /* first: the ranks hold the same run (train_agree.c) */
+    if (s) return s;
     const lm_config *c = &R->cfg;
     const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .mode = R->o->allreduce,
                             .batch_size = c->batch_size, .n_layer = c->model.n_layer,
                             .params = R->learn.m.g->params, .ctx = R->learn.ctx, .stop = R->o->stop };
-    ag_status s = lm_ddp_new(&R->ctl.ddp, &d, err);
+    s = lm_ddp_new(&R->ctl.ddp, &d, err);
     if (!lm_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
     return s ? s : lm_ddp_share_start(R->ctl.ddp, err);
 }
@@ -180,13 +192,26 @@ static ag_status lock_out_dir(lm_run *R, ag_error *err)
     return lm_lock_take(&R->ctl.lock, o->out_dir, err);
 }
 
+/* --resume in a directory whose latest was lost: the newest whole checkpoint made live again,
+ * with a warning that says so (or an error naming what is there). */
+static ag_status recover_latest(lm_run *R, ag_error *err)
+{
+    char note[1536];
+    ag_error why = {0};
+    if (!R->o->resume || ag_dist_rank(R->o->dist) != 0) return AG_OK;
+    ag_status s = lm_ckpt_recover(R->o->out_dir, note, sizeof note, &why);
+    if (s == AG_OK && note[0]) lm_log_warn(R, note);
+    return s ? ag_seterr(err, s, "--resume: %s", why.msg) : AG_OK;
+}
+
 ag_status lm_run_setup(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_data *D = &R->data;
     ag_status s;
     if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
-    if ((s = lock_out_dir(R, err))) return s;
+    if ((s = lm_ckpt_outside_runs(o->out_dir, err))) return s;   /* before anything there is locked or read */
+    if ((s = lock_out_dir(R, err)) || (s = recover_latest(R, err))) return s;
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
@@ -210,12 +235,25 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
     const lm_config *c = &R->cfg;
     R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
-    R->rep.tty = o->log && isatty(fileno(o->log));
+    R->rep.tty = o->log && (o->progress == LM_PROGRESS_TTY || (o->progress == LM_PROGRESS_AUTO &&
+                                                               ag_dist_size(o->dist) == 1 && isatty(fileno(o->log))));
     if ((s = alloc_buffers(R, err))) return s;
     return start_ddp(R, err);
 }
 
-bool lm_run_nothing_to_do(const lm_run *R, lm_train_result *r)
+/* What a killed run left in the run directory, removed: this run's superseded checkpoints
+ * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
+static void tidy(lm_run *R, uint64_t also)
+{
+    char left[1024], msg[1200];
+    if (!lm_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (ddp.h) */
+    lm_ckpt_clean(R->o->out_dir, also, left, sizeof left);
+    if (!left[0]) return;
+    snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", R->o->out_dir, left);
+    lm_log_warn(R, msg);
+}
+
+bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
 {
     const lm_train_opts *o = R->o;
     const lm_train_state *st = &R->learn.st;
@@ -225,6 +263,7 @@ bool lm_run_nothing_to_do(const lm_run *R, lm_train_result *r)
         return true;
     }
     if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
+    tidy(R, 0);   /* a kill after the last commit may have left the superseded checkpoint */
     if (o->log)
         fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
                 R->cfg.max_iters);
@@ -260,6 +299,28 @@ static ag_status mkdir_p(const char *dir, ag_error *err)
     return AG_OK;
 }
 
+/* A new run where one already is: refused without --overwrite (hours of training are one
+ * forgotten --resume away from lost); with it, the old run (the one its latest names) goes once
+ * the new run's first checkpoint is committed (lm_run_checkpoint). */
+static ag_status replace_run(lm_run *R, ag_error *err)
+{
+    const char *dir = R->o->out_dir;
+    char found[512], live[64] = "", path[PATHLEN], msg[PATHLEN + 700];
+    ag_error ignored = {0};
+    lm_ckpt_id id;
+    int k = lm_ckpt_list(dir, found, sizeof found);
+    if (!R->o->overwrite)
+        return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
+                         "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
+    if (lm_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && lm_path_join(path, sizeof path, dir, live) &&
+        lm_ckpt_identify(path, &id, &ignored) == AG_OK)
+        R->ctl.replaces = id.run_id;
+    snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once "
+             "the new run's first checkpoint is saved)", dir, R->ctl.replaces ? "the old run" : "nothing");
+    lm_log_warn(R, msg);
+    return AG_OK;
+}
+
 ag_status lm_run_open_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -267,19 +328,11 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     ag_status s = mkdir_p(o->out_dir, err);
     if (s == AG_OK) s = lm_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
-    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
-        if (!o->overwrite) /* hours of training are one forgotten --resume away from lost */
-            return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite "
-                             "starts over, or choose another --out", o->out_dir);
-        char msg[PATHLEN + 128];
-        snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it",
-                 o->out_dir);
-        lm_log_warn(R, msg);
-    }
-    lm_ckpt_clean(o->out_dir);   /* what a killed run left: temporary files, uncommitted checkpoints */
+    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
+    tidy(R, 0);   /* what a killed run left: temporary files, superseded and uncommitted checkpoints */
     if ((s = lm_log_open_metrics(R, err))) return s;
     if (!o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
-    return AG_OK;
+    return lm_log_written(R, err);
 }
 
 void lm_run_free(lm_run *R)
@@ -291,6 +344,7 @@ void lm_run_free(lm_run *R)
         (void)lm_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
     }
     if (rep->metrics) fclose(rep->metrics);
+    lm_dynamics_free(rep->dyn);
     free(R->data.off);
     free(R->data.x);
     free(R->data.y);

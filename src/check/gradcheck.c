@@ -49,8 +49,8 @@ static ag_status check_args(const check *c, ag_gradcheck_result *results, ag_err
                          c->name, o->eps, o->atol, o->rtol, o->max_elems);
     for (int k = 0; k < c->n_in; k++) {
         const ag_tensor *t = c->in[k];
-        if (!t || !t->data || !t->grad || !t->requires_grad)
-            return ag_seterr(err, AG_ERR_ARG, "ag_gradcheck %s: input %d needs data, a grad buffer and requires_grad "
+        if (!t || !t->data || !t->grad)   /* requires_grad false is fine: see ag_gradcheck in gradcheck.h */
+            return ag_seterr(err, AG_ERR_ARG, "ag_gradcheck %s: input %d needs data and a grad buffer "
                              "(make it with ag_tensor_new_owned, or pass a parameter)", c->name, k);
         if (t->in_arena)
             return ag_seterr(err, AG_ERR_ARG, "ag_gradcheck %s: input %d lives in a ctx arena and would be gone after the "

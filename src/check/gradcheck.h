@@ -93,8 +93,11 @@ typedef struct {
  *   ctx      where build runs; it is reset before every evaluation (so nothing the caller made
  *            in it survives) and its settings apply (reference kernels, anomaly detection).
  *            NULL: a private ctx, made and freed here.
- *   inputs   [n_inputs] leaves with requires_grad and a grad buffer, outside any ctx
- *            (ag_tensor_new_owned, parameters).
+ *   inputs   [n_inputs] leaves with a grad buffer, outside any ctx (ag_tensor_new_owned,
+ *            parameters). One with requires_grad false (a frozen parameter, such as attention's
+ *            keys' bias: src/nn/attention.c) gets no gradient from the backward, so its analytic
+ *            gradient is 0 and the check proves that its numeric one is 0 too: that freezing it
+ *            loses nothing.
  *   results  [n_inputs], filled on AG_OK.
  * Returns AG_OK when the check ran, whatever it found: read results (ag_gradcheck_failed,
  * ag_gradcheck_message). Otherwise the check itself failed and err says why: AG_ERR_ARG (no

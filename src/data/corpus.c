@@ -8,16 +8,22 @@
  *   U+10000..U+10FFFF  11110xxx 10xxxxxx 10xxxxxx 10xxxxxx  (F0 needs >= U+10000; F5..FF never)
  * Anything else is rejected with the offset of the sequence's first byte. */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include "charset.h"
 #include "corpus.h"
 
 #define CORPUS_MAX_BYTES ((size_t)INT_MAX)   /* token positions must fit an int */
 #define CORPUS_STOP_EVERY ((size_t)1 << 20)  /* bytes read or decoded between two asks of opts.stop */
+#define CORPUS_POLL_MS 100                   /* a stream's wait for data: opts.stop asked this often */
+#define CORPUS_WAIT_S 60.0                   /* a stream's longest wait for its next bytes, by default */
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -310,6 +316,7 @@ typedef struct {
     uint32_t *seen;    /* [SEEN_WORDS] without a given vocabulary: a bit per code point seen */
     int *id_of;        /* [n_id] code point -> token id + 1; 0: not in the vocabulary */
     uint32_t n_id;     /* the vocabulary's largest code point + 1 */
+    bool stream;       /* a pipe, a FIFO, a device: no file to name in a command */
     bool stopped;      /* o->stop said so: the load ends, nothing kept */
 } loader;
 
@@ -330,42 +337,69 @@ static bool stopping(loader *L, size_t i, size_t *next)
 }
 
 /* Opens path to read it as text: not a directory, and (a regular file) at most
- * CORPUS_MAX_BYTES. *cap: the buffer that holds all of a regular file at once, or a first
- * guess for anything else (a pipe). */
-static ag_status open_text(const char *path, FILE **fp, size_t *cap, ag_error *err)
+ * CORPUS_MAX_BYTES. O_NONBLOCK, so that the open itself never waits (a FIFO nobody writes to
+ * would hold it forever); *stream: not a regular file (a pipe, a FIFO, a device), whose reads
+ * wait in wait_data. *cap: the buffer that holds all of a regular file at once, or a first
+ * guess for a stream. */
+static ag_status open_text(const char *path, int *fd, bool *stream, size_t *cap, ag_error *err)
 {
-    if (!(*fp = fopen(path, "rb"))) return ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if ((*fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     ag_status s = AG_OK;
-    if (fstat(fileno(*fp), &sb) != 0)
+    if (fstat(*fd, &sb) != 0)
         s = ag_seterr(err, AG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     else if (S_ISDIR(sb.st_mode))
         s = ag_seterr(err, AG_ERR_IO, "%s: is a directory, not a text file", path);
     else if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > CORPUS_MAX_BYTES)
         s = ag_seterr(err, AG_ERR_IO, "%s: file is %lld bytes, more than the 2 GiB char_lm accepts", path,
                       (long long)sb.st_size);
+    else if (S_ISREG(sb.st_mode) && fcntl(*fd, F_SETFL, 0) != 0)   /* a file's reads block, briefly */
+        s = ag_seterr(err, AG_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     if (s) {
-        fclose(*fp);
-        *fp = NULL;
+        close(*fd);
+        *fd = -1;
         return s;
     }
+    *stream = !S_ISREG(sb.st_mode);
     *cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
     return AG_OK;
 }
 
-/* Reads fp to its end (or until it holds more than CORPUS_MAX_BYTES), CORPUS_STOP_EVERY bytes
- * at a time, into a malloc'd buffer of cap bytes, doubled while it fills up; *n: the bytes
- * read. NULL when out of memory. */
-static char *read_all(loader *L, FILE *fp, size_t cap, size_t *n)
+/* A stream's next bytes (or its end) are there to read: true. False when the load stops, or
+ * (*idle) nothing came for opts.wait_s: every wait is bounded, and a stop is heard within
+ * CORPUS_POLL_MS. */
+static bool wait_data(loader *L, int fd, bool *idle)
+{
+    double limit_ms = (L->o->wait_s > 0 ? L->o->wait_s : CORPUS_WAIT_S) * 1000, waited = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (;;) {
+        int r = poll(&p, 1, CORPUS_POLL_MS);
+        if (r > 0 || (r < 0 && errno != EINTR)) return true;   /* data, its end, or an error read() reports */
+        if (stop_asked(L)) return false;
+        if ((waited += CORPUS_POLL_MS) >= limit_ms) {
+            *idle = true;
+            return false;
+        }
+    }
+}
+
+/* Reads fd to its end (or until it holds more than CORPUS_MAX_BYTES), asking opts.stop every
+ * CORPUS_STOP_EVERY bytes, into a malloc'd buffer of cap bytes, doubled while it fills up; *n:
+ * the bytes read, *rerr a read error's errno. NULL when out of memory. */
+static char *read_all(loader *L, int fd, bool stream, size_t cap, size_t *n, int *rerr, bool *idle)
 {
     char *b = malloc(cap);
     size_t next = 0;
     *n = 0;
     while (b && !stopping(L, *n, &next)) {
         size_t want = cap - *n < CORPUS_STOP_EVERY ? cap - *n : CORPUS_STOP_EVERY;
-        size_t got = fread(b + *n, 1, want, fp);
-        *n += got;
-        if (got < want) break;                            /* EOF or a read error */
+        if (stream && !wait_data(L, fd, idle)) break;
+        ssize_t got = read(fd, b + *n, want);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (got < 0) *rerr = errno;
+        if (got <= 0) break;                              /* the end, or a read error */
+        *n += (size_t)got;
         if (*n < cap) continue;
         if (cap > CORPUS_MAX_BYTES) break;                /* too big */
         char *nb = realloc(b, cap * 2);
@@ -380,15 +414,19 @@ static char *read_all(loader *L, FILE *fp, size_t cap, size_t *n)
 static ag_status read_text(loader *L, ag_error *err)
 {
     const char *path = L->path;
-    FILE *fp;
+    int fd, rerr = 0;
+    bool stream = false, idle = false;
     size_t cap = 0, n = 0;
-    ag_status s = open_text(path, &fp, &cap, err);
+    ag_status s = open_text(path, &fd, &stream, &cap, err);
     if (s) return s;
-    char *b = read_all(L, fp, cap, &n);
-    int rerr = ferror(fp) ? errno : 0;
-    fclose(fp);
+    L->stream = stream;
+    char *b = read_all(L, fd, stream, cap, &n, &rerr, &idle);
+    close(fd);
     if (b && (L->stopped || stop_asked(L))) s = AG_OK;   /* a read a signal cut short too */
     else if (!b) s = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading the file", path);
+    else if (idle)
+        s = ag_seterr(err, AG_ERR_IO, "%s: nothing more came for %g s after %zu bytes (a pipe or FIFO nobody writes "
+                      "to?)", path, L->o->wait_s > 0 ? L->o->wait_s : CORPUS_WAIT_S, n);
     else if (rerr) s = ag_seterr(err, AG_ERR_IO, "%s: read failed: %s", path, strerror(rerr));
     else if (n > CORPUS_MAX_BYTES) s = ag_seterr(err, AG_ERR_IO, "%s: more than the 2 GiB char_lm accepts", path);
     else if (n == 0) s = ag_seterr(err, AG_ERR_FORMAT, "%s: file is empty", path);
@@ -406,6 +444,35 @@ void ag_corpus_free(ag_corpus *c)
     memset(c, 0, sizeof *c);
 }
 
+/* The path as one shell word: bare when every byte is safe unquoted, else in single quotes;
+ * NULL when it holds a quote or a control byte (the message would show it as '?'). */
+static const char *shell_word(const char *path, char *buf, size_t n)
+{
+    bool bare = *path != '\0';
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p < 0x20 || *p == 0x7F || *p == '\'') return NULL;
+        bare &= *p >= 0x80 || (*p >= '0' && *p <= '9') || ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'z') ||
+                strchr("._-/+,=:@%", *p) != NULL;
+    }
+    if (bare) return path;
+    return snprintf(buf, n, "'%s'", path) < (int)n ? buf : NULL;
+}
+
+/* Invalid UTF-8 at byte at of the text: the error, and when the bytes there look like GBK,
+ * Latin-1 or Windows-1252 (charset.h), the iconv command that converts them, on the same line. */
+static ag_status text_fail(const loader *L, size_t at, const char *why, ag_error *err)
+{
+    const char *enc = ag__charset_guess((const unsigned char *)L->text, L->len, at);
+    char buf[256];
+    const char *file = L->stream ? NULL : shell_word(L->path, buf, sizeof buf);
+    if (!enc) return utf8_fail(L->path, at, why, err);
+    if (!file)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu (%s); it looks like %s: convert it "
+                         "with iconv -f %s -t UTF-8", L->path, at, why, enc, enc);
+    return ag_seterr(err, AG_ERR_FORMAT, "%s: invalid UTF-8 at byte %zu (%s); it looks like %s: iconv -f %s -t "
+                     "UTF-8 %s > %s.utf8", L->path, at, why, enc, enc, file, file);
+}
+
 /* Pass 1: the text is UTF-8 (else its first bad byte is the error); *n: its characters. Each
  * code point is marked in L->seen; or, with a given vocabulary, must have an id in L->id_of
  * (else the first that has none is the error). */
@@ -418,7 +485,7 @@ static ag_status scan(loader *L, size_t *n, ag_error *err)
         uint32_t cp;
         const char *why;
         int step = ag_utf8_next(u + i, L->len - i, &cp, &why);
-        if (!step) return utf8_fail(L->path, i, why, err);
+        if (!step) return text_fail(L, i, why, err);
         if (L->seen) L->seen[cp >> 5] |= 1u << (cp & 31);
         else if (cp >= L->n_id || !L->id_of[cp]) return not_in_vocab(L->path, cp, k, i, err);
         i += (size_t)step;

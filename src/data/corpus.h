@@ -116,12 +116,17 @@ typedef struct {
                                     once: AG_OK with *c zeroed (c->n == 0, which a loaded file
                                     never has); the caller knows why */
     void *user;                  /* handed to stop */
+    double wait_s;               /* a path that is not a regular file (a pipe, a FIFO) is read as
+                                    it comes, the open never waiting for a writer: the longest
+                                    wait for its next bytes, an AG_ERR_IO past it (0: 60 s) */
 } ag_corpus_opts;
 
 /* Reads the whole file at path, decodes it and builds its vocabulary and token ids.
  * Errors (one line, starting with path): cannot open (missing, unreadable: the OS reason), is
  * a directory, not a regular file, is empty, larger than 2 GiB (ids are int-indexed), invalid
- * UTF-8 at a byte offset.
+ * UTF-8 at a byte offset. When the bytes there look like GBK, Latin-1 or Windows-1252 the same
+ * line ends with the command that converts the file ("data.txt: invalid UTF-8 at byte 0 (missing
+ * continuation byte); it looks like GBK: iconv -f GBK -t UTF-8 data.txt > data.txt.utf8").
  * MEMORY: while loading, the file's bytes and 4 bytes per character (at most 5x the file, for
  * ASCII), plus 4.6 MiB at most for two tables over the code points; after it, the 4 bytes per
  * character (at most 4x the file). */

@@ -16,6 +16,16 @@
  * counts (MPI's rule). Calls come from one thread only (the one that called ag_dist_init;
  * OpenMP's workers never call them).
  *
+ * WAITING. Every collective first waits for every rank to come (a non-blocking barrier), then
+ * moves its data with a non-blocking call; both are waited for by polling, with a sleep between
+ * two polls that grows with the time waited (20 us to 2 ms, an eighth of the wait so far; the
+ * transfer polls without sleeping for its first 200 us, which a small one needs): a rank that
+ * waits for a slower one costs a few dozen wake-ups, not a core, and sees the end of the wait
+ * at most an eighth of it late. A wait has a deadline (ag_dist_set_timeout):
+ * when it passes, the waiting ranks tell each other where they are (a note on a communicator
+ * of their own), listen for a second, and fail with AG_ERR_IO naming the ranks that did not
+ * come ("rank 1 did not reach MPI_Iallreduce (collective 37) within 60 s ...").
+ *
  * ERRORS: a call returns AG_OK or AG_ERR_IO with MPI's reason in err. A rank that fails leaves
  * without ag_dist_end(d, true): its non-zero exit then makes mpirun end the whole job (Open MPI's
  * default), instead of the others waiting forever in their next collective. */
@@ -42,6 +52,14 @@ ag_status ag_dist_init(ag_dist **d, ag_error *err);
  * NULL ok. Cannot fail. */
 void ag_dist_end(ag_dist *d, bool ok);
 
+/* The most seconds one wait for the other ranks may last (0: no limit, the default); a wait
+ * that reaches it fails, naming the ranks that did not come (WAITING above). */
+void ag_dist_set_timeout(ag_dist *d, double seconds);
+/* After a failed wait that every waiting rank saw alike (a rank that did not come), the one
+ * rank that should report it: the lowest rank whose own wait ran out (others stay quiet);
+ * -1 otherwise (each rank reports its own failures). */
+int ag_dist_voice(const ag_dist *d);
+
 int ag_dist_rank(const ag_dist *d);   /* 0 .. size-1; 0 for NULL */
 int ag_dist_size(const ag_dist *d);   /* the number of ranks; 1 for NULL */
 /* "mpi" or "none": the implementation linked in. */
@@ -60,6 +78,10 @@ ag_status ag_dist_wait(ag_dist *d, ag_error *err);
 
 /* buf[0..bytes) of rank root is copied into every other rank's buf. */
 ag_status ag_dist_bcast(ag_dist *d, void *buf, size_t bytes, int root, ag_error *err);
+/* all[r*bytes .. (r+1)*bytes) becomes, on every rank, rank r's mine[0..bytes): the same bytes
+ * on every rank, so that ranks can compare what they hold before anything of a size they may
+ * disagree on is sent. all has room for size x bytes. */
+ag_status ag_dist_allgather(ag_dist *d, const void *mine, void *all, size_t bytes, ag_error *err);
 /* Returns once every rank has called it. */
 ag_status ag_dist_barrier(ag_dist *d, ag_error *err);
 

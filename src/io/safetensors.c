@@ -389,6 +389,7 @@ struct ag_st_file {
     const st_entry **by_name;  /* [n] the entries sorted by name: lookups, and no name twice */
     st_meta *meta;             /* [n_meta] "__metadata__", sorted by key */
     size_t n_meta;
+    bool head_only;            /* ag_st_load_header: buf ends with the header, data is not there */
 };
 
 void ag_st_free(ag_st_file *f)
@@ -445,27 +446,38 @@ static FILE *open_checked(const char *path, uint64_t *size, ag_error *err)
     return fp;
 }
 
-/* Reads the whole file into f->buf. */
-static bool read_file(ag_st_file *f, uint64_t *size, ag_error *err)
+static bool rewind_ok(FILE *fp) { return fseek(fp, 0, SEEK_SET) == 0; }
+
+/* Reads the whole file into f->buf; with head_only, its first 8 bytes and the header alone
+ * (its length checked against the file and the 100 MB limit before anything is allocated). */
+static bool read_file(ag_st_file *f, bool head_only, uint64_t *size, ag_error *err)
 {
     const char *path = f->path;
-    uint64_t n;
+    uint64_t n, want;
+    unsigned char len[8];
     FILE *fp = open_checked(path, &n, err);
     if (!fp) return false;
-    f->buf = malloc((size_t)n);
+    want = n;
+    if (head_only && fread(len, 1, 8, fp) == 8 && rewind_ok(fp)) {
+        uint64_t hlen = get_u64le(len);
+        if (hlen <= n - 8 && hlen <= ST_MAX_HEADER) want = 8 + hlen;   /* else find_data says why */
+        else want = 8;
+    }
+    f->buf = malloc((size_t)want);
     if (!f->buf) {
         ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory reading %llu bytes", path, (unsigned long long)n);
         fclose(fp);
         return false;
     }
-    size_t got = fread(f->buf, 1, (size_t)n, fp);
+    size_t got = fread(f->buf, 1, (size_t)want, fp);
     int rerr = ferror(fp) ? errno : 0;
     fclose(fp);
-    if (got != (size_t)n) {
-        ag_seterr(err, AG_ERR_IO, "%s: read %zu of %llu bytes%s%s", path, got, (unsigned long long)n,
+    if (got != (size_t)want) {
+        ag_seterr(err, AG_ERR_IO, "%s: read %zu of %llu bytes%s%s", path, got, (unsigned long long)want,
                   rerr ? ": " : "", rerr ? strerror(rerr) : " (file shrank?)");
         return false;
     }
+    f->head_only = head_only;
     *size = n;
     return true;
 }
@@ -889,7 +901,7 @@ static bool parse_header(ag_st_file *f, uint64_t hlen, ag_error *err)
     return walk_root(&w) && sort_keys(f, err);
 }
 
-ag_st_file *ag_st_load(const char *path, ag_error *err)
+static ag_st_file *load(const char *path, bool head_only, ag_error *err)
 {
     if (!path) {
         ag_seterr(err, AG_ERR_ARG, "ag_st_load: no path");
@@ -903,12 +915,16 @@ ag_st_file *ag_st_load(const char *path, ag_error *err)
     }
     /* every claim of the header is checked against the bytes there before it is trusted */
     uint64_t size, hlen;
-    if (read_file(f, &size, err) && find_data(f, size, &hlen, err) && parse_header(f, hlen, err)
+    if (read_file(f, head_only, &size, err) && find_data(f, size, &hlen, err) && parse_header(f, hlen, err)
         && check_overlap(f, err))
         return f;
     ag_st_free(f);
     return NULL;
 }
+
+ag_st_file *ag_st_load(const char *path, ag_error *err) { return load(path, false, err); }
+
+ag_st_file *ag_st_load_header(const char *path, ag_error *err) { return load(path, true, err); }
 
 const char *ag_st_meta_get(const ag_st_file *f, const char *key)
 {
@@ -952,6 +968,8 @@ ag_status ag_st_read(const ag_st_file *f, const char *name, ag_real *dst, int nd
                          want);
     }
     size_t numel = (size_t)((e->end - e->begin) / 4);
+    if (numel > 0 && f->head_only)
+        return ag_seterr(err, AG_ERR_ARG, "ag_st_read: %s was loaded without its data (ag_st_load_header)", f->path);
     if (numel > 0 && !dst)
         return ag_seterr(err, AG_ERR_ARG, "ag_st_read: no destination for '%s'", name);
     const unsigned char *p = f->data + e->begin;

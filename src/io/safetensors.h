@@ -61,6 +61,10 @@ typedef struct ag_st_file ag_st_file;   /* a loaded, validated file */
 /* NULL on error, with err's status AG_ERR_IO (cannot open or read), AG_ERR_FORMAT (not a valid
  * file) or AG_ERR_NOMEM. Free with ag_st_free. */
 ag_st_file *ag_st_load(const char *path, ag_error *err);
+/* The same checks of the header (its tensors' offsets against the file's size included), but
+ * only the header is read, not the data (ag_st_read then refuses): the metadata of a file of
+ * gigabytes for the cost of its header. */
+ag_st_file *ag_st_load_header(const char *path, ag_error *err);
 void ag_st_free(ag_st_file *f);  /* NULL ok */
 /* The metadata value for key, or NULL. Valid until ag_st_free. */
 const char *ag_st_meta_get(const ag_st_file *f, const char *key);

@@ -56,6 +56,14 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
         /* w_o writes into the residual stream: its smaller std keeps the sum's variance in check */
         if (s == AG_OK) s = ag_linear_layer_init(lin[i], P, name, C, C, true, i == 3 ? std_out : std);
     }
+    /* The keys' bias takes no gradient: it adds q_i . b_k to every score of row i, and softmax
+     * forgets a constant added to a whole row, so its gradient is 0 in exact arithmetic. What a
+     * backward would leave there is rounding noise, which Adam divides by its eps into real steps
+     * (the bias wandered 1e-3 in 1,500 steps, a path set by the order of the sums, so runs on N
+     * ranks parted there: docs/distributed.md). Anything between the scores and the softmax that
+     * is not a shift of the whole row (a softcap, a norm on k) gives b_k a real gradient: then
+     * drop this line. */
+    if (s == AG_OK) A->w_k.b->requires_grad = false;
     return s;
 }
 

@@ -8,84 +8,54 @@
  *
  * The bias corrections 1/(1-b^t) undo the moments' start at zero. Each parameter's decay flag
  * comes from its registration (2-D weights only), so a step is a loop over the parameters and
- * then over each one's elements: adam_steps. A big model on several threads takes
- * adam_steps_threaded instead, the same updates shared among the threads (tests/test_optim.c
- * proves the two equal, bit for bit). Cannot fail. */
+ * then over each one's elements. That loop is the reference; its fast twin, fast/adam.c, takes
+ * over for a model past AG_ADAM_FAST_MIN elements in the default build (every thread a share of
+ * every parameter, the loop in wider vectors) and gives the same bits (tests/test_optim.c,
+ * tests/test_fast_targets.c). Cannot fail. */
 #include <math.h>
-#include <omp.h>
-#include "optim.h"
+#include "adam_coef.h"
+#include "fast/adam.h"
 
-/* a model this big (elements) is worth waking the other threads for */
-#define ADAM_PAR_MIN 16384
-
-/* what one step needs besides the buffers */
-typedef struct {
-    const ag_adam_cfg *c;
-    double lr;
-    double bc1, bc2;   /* the bias corrections 1 - b1^t, 1 - b2^t */
-    bool decoupled;    /* AdamW's decay, else Adam's L2 */
-    ag_real gs;        /* every gradient is taken as gs * g (a clip factor, or 1) */
-} adam_step;
-
-/* m, v and p of n elements of one parameter (decay: it is a decay parameter). In ag_real, in the
- * order PyTorch's AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
- * p -= (lr/bc1) m / (sqrt(v)/sqrt(bc2) + eps)), so the loop vectorizes and rounds like the
- * reference; g * gs is PyTorch's clip_grad_norm_ g.mul_(coef), in ag_real too. */
-static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const adam_step *a,
-                        bool decay)
+/* In ag_real, in the order PyTorch's AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g g; p -= (lr/bc1) m / (sqrt(v)/sqrt(bc2) + eps)), so the loop rounds like
+ * the reference; g * gs is PyTorch's clip_grad_norm_ g.mul_(coef), in ag_real too. */
+static adam_coef coef_of(const ag_adam_cfg *c, double lr, long t, bool decoupled, ag_real gs, bool decay)
 {
-    const ag_adam_cfg *c = a->c;
     double wd = decay ? c->weight_decay : 0;
-    const ag_real keep = (ag_real)(1 - a->lr * (a->decoupled ? wd : 0)), l2 = (ag_real)(a->decoupled ? 0 : wd);
-    const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2, a1 = (ag_real)(1 - c->beta1),
-                  a2 = (ag_real)(1 - c->beta2);
-    const ag_real step = (ag_real)(a->lr / a->bc1), inv_sqrt_bc2 = (ag_real)(1 / sqrt(a->bc2)), eps = (ag_real)c->eps;
-    const ag_real gs = a->gs;
+    double bc1 = 1 - pow(c->beta1, (double)t), bc2 = 1 - pow(c->beta2, (double)t);
+    return (adam_coef){ .keep = (ag_real)(1 - lr * (decoupled ? wd : 0)), .l2 = (ag_real)(decoupled ? 0 : wd),
+                        .b1 = (ag_real)c->beta1, .b2 = (ag_real)c->beta2,
+                        .a1 = (ag_real)(1 - c->beta1), .a2 = (ag_real)(1 - c->beta2),
+                        .step = (ag_real)(lr / bc1), .inv_sqrt_bc2 = (ag_real)(1 / sqrt(bc2)),
+                        .eps = (ag_real)c->eps, .gs = gs };
+}
+
+/* p, m and v of one parameter's n elements, from its gradient g (k by value: no pointer into the
+ * loop that the compiler would have to read again after every store) */
+static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const adam_coef k)
+{
     for (size_t i = 0; i < n; i++) {
-        ag_real gi = g[i] * gs + l2 * p[i];
-        ag_real pi = keep * p[i];
-        ag_real mi = b1 * m[i] + a1 * gi;
-        ag_real vi = b2 * v[i] + a2 * gi * gi;
+        ag_real gi = g[i] * k.gs + k.l2 * p[i];     /* the clipped gradient (+ Adam's L2) */
+        ag_real pi = k.keep * p[i];                  /* AdamW's decoupled decay */
+        ag_real mi = k.b1 * m[i] + k.a1 * gi;       /* the first moment */
+        ag_real vi = k.b2 * v[i] + k.a2 * gi * gi;  /* the second */
         m[i] = mi;
         v[i] = vi;
-        p[i] = pi - step * mi / (AG_SQRT(vi) * inv_sqrt_bc2 + eps);
+        p[i] = pi - k.step * mi / (AG_SQRT(vi) * k.inv_sqrt_bc2 + k.eps);
     }
 }
 
 /* One step: every parameter, every element of it. */
-static void adam_steps(ag_params *P, const adam_step *a)
+static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double grad_scale)
 {
+    ag_real gs = (ag_real)grad_scale;
+    adam_coef k[2] = { coef_of(c, lr, t, decoupled, gs, false), coef_of(c, lr, t, decoupled, gs, true) };
+    if (ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
     for (int e = 0; e < P->n; e++) {
         const ag_param_entry *E = &P->entries[e];
         size_t o = E->offset;
-        adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, ag_numel(E->t), a, E->decay);
+        adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, ag_numel(E->t), k[E->decay]);
     }
-}
-
-/* The same step shared among the threads: one parallel region for the whole model, each
- * thread taking its share of every parameter, so there is no barrier between parameters (a
- * model has dozens, many of them small). An element's update reads nothing but its own p, g,
- * m and v, so the result is adam_steps', bit for bit. */
-static void adam_steps_threaded(ag_params *P, const adam_step *a)
-{
-#pragma omp parallel
-    {
-        size_t part = (size_t)omp_get_thread_num(), n_parts = (size_t)omp_get_num_threads();
-        for (int e = 0; e < P->n; e++) {
-            const ag_param_entry *E = &P->entries[e];
-            size_t n = ag_numel(E->t), i0 = n * part / n_parts, i1 = n * (part + 1) / n_parts;
-            size_t o = E->offset + i0;
-            adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, i1 - i0, a, E->decay);
-        }
-    }
-}
-
-static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double grad_scale)
-{
-    adam_step a = { c, lr, 1 - pow(c->beta1, (double)t), 1 - pow(c->beta2, (double)t), decoupled,
-                    (ag_real)grad_scale };
-    if (P->total > ADAM_PAR_MIN && omp_get_max_threads() > 1) adam_steps_threaded(P, &a);
-    else adam_steps(P, &a);
 }
 
 // --- the two optimizers ---

@@ -8,19 +8,35 @@
 #include <math.h>
 #include "optim.h"
 
-double ag_grad_norm(const ag_params *P)
+/* sum of g^2 over g [n]: 8 running partial sums in double, a loop the compiler can vectorize
+ * without reordering one sum (FP addition is not associative) */
+static double sum_squares(const ag_real *g, size_t n)
 {
-    /* 8 running partial sums in double: a loop the compiler can vectorize without reordering
-     * one sum (FP addition is not associative); a fixed split, so the same bits every time */
     double part[8] = { 0 };
-    size_t n8 = P->total / 8 * 8;
-    const ag_real *g = P->grad;
-#pragma omp parallel for schedule(static) reduction(+ : part[:8])
+    size_t n8 = n / 8 * 8;
     for (size_t i = 0; i < n8; i += 8)
         for (int k = 0; k < 8; k++) part[k] += (double)g[i + k] * (double)g[i + k];
     double sum = 0;
     for (int k = 0; k < 8; k++) sum += part[k];
-    for (size_t i = n8; i < P->total; i++) sum += (double)g[i] * (double)g[i];
+    for (size_t i = n8; i < n; i++) sum += (double)g[i] * (double)g[i];
+    return sum;
+}
+
+/* The gradient in NORM_CHUNKS fixed chunks, each summed on its own and the chunks' sums added in
+ * order: a split that does not depend on the threads, so the same bits on any number of them
+ * (ag_thread_tuner, speed.h, changes the threads between steps). */
+#define NORM_CHUNKS 64
+double ag_grad_norm(const ag_params *P)
+{
+    double chunk[NORM_CHUNKS];
+    size_t n = P->total;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (int c = 0; c < NORM_CHUNKS; c++) {
+        size_t i0 = n * (size_t)c / NORM_CHUNKS, i1 = n * (size_t)(c + 1) / NORM_CHUNKS;
+        chunk[c] = sum_squares(P->grad + i0, i1 - i0);
+    }
+    double sum = 0;
+    for (int c = 0; c < NORM_CHUNKS; c++) sum += chunk[c];
     return sqrt(sum);
 }
 

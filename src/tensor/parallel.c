@@ -16,6 +16,83 @@ void ag_threads_init(int n)
 
 int ag_threads(void) { return omp_get_max_threads(); }
 
+// --- threads on a busy machine: ag_thread_tuner (speed.h) ---
+
+#define TUNE_WARM 1        /* steps not timed: the first grows the arena */
+#define TUNE_FIRST 8       /* the fewest steps between two probes */
+#define TUNE_LONGEST 512   /* the most */
+#define TUNE_COST 0.01     /* a probe costs at most this share of the steps until the next one */
+#define TUNE_CLEARLY 1.25  /* a probe step this much slower ends the probe at once */
+#define TUNE_BETTER 0.95   /* the other setting must be this much faster to be taken */
+#define TUNE_JUMP 1.5      /* steps this much slower than the level start a probe */
+
+static double median3(const double *t)
+{
+    double a = t[0], b = t[1], c = t[2];
+    return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+}
+
+/* Steps until the next probe: at least `at_least`, and enough that a probe that costs `extra`
+ * steps more than staying is TUNE_COST of them. */
+static long probe_interval(long at_least, double extra)
+{
+    double need = extra / TUNE_COST;
+    double n = need > at_least ? need : at_least;
+    return n < TUNE_FIRST ? TUNE_FIRST : n > TUNE_LONGEST ? TUNE_LONGEST : (long)n;
+}
+
+void ag_thread_tuner_init(ag_thread_tuner *tt, int max)
+{
+    *tt = (ag_thread_tuner){ .max = max > 1 ? max : 1, .now = max > 1 ? max : 1,
+                             .next_probe = TUNE_WARM + 3, .interval = TUNE_FIRST };
+}
+
+/* A probe step on the other setting: go on, or end the probe and keep the faster setting. */
+static void tuner_probe_step(ag_thread_tuner *tt, double seconds)
+{
+    tt->probe[tt->n_probe - 1] = seconds;
+    bool worse = seconds > TUNE_CLEARLY * tt->level;
+    if (!worse && tt->n_probe < 3) {
+        tt->n_probe++;
+        return;
+    }
+    double probed = worse ? seconds : median3(tt->probe);
+    if (!worse && probed < TUNE_BETTER * tt->level) { /* the other setting is faster: take it */
+        /* probing the old one again will cost (old / new - 1) steps a step */
+        tt->interval = probe_interval(TUNE_FIRST, tt->level / probed - 1);
+        tt->now = tt->now == 1 ? tt->max : 1;
+        tt->level = probed;
+        tt->switches++;
+    } else { /* back, and look again later: twice as late, and no sooner than it is cheap */
+        double extra = 0;
+        for (int i = 0; i < tt->n_probe; i++) extra += tt->probe[i] / tt->level - 1;
+        tt->interval = probe_interval(2 * tt->interval, extra);
+    }
+    omp_set_num_threads(tt->now);
+    tt->n_probe = tt->n_last = 0;
+    tt->next_probe = tt->steps + tt->interval;
+}
+
+void ag_thread_tuner_step(ag_thread_tuner *tt, double seconds)
+{
+    if (tt->max <= 1) return;
+    long s = tt->steps++;
+    if (omp_get_max_threads() == 1) tt->single_steps++;
+    if (s < TUNE_WARM) return;
+    if (tt->n_probe) {
+        tuner_probe_step(tt, seconds);
+        return;
+    }
+    tt->last[tt->n_last++ % 3] = seconds;
+    if (tt->n_last < 3) return;
+    double recent = median3(tt->last);
+    if (s + 1 < tt->next_probe && !(tt->level > 0 && recent > TUNE_JUMP * tt->level)) return;
+    tt->level = recent; /* probe: the other setting against this */
+    tt->n_probe = 1;
+    tt->probes++;
+    omp_set_num_threads(tt->now == 1 ? tt->max : 1);
+}
+
 /* below this many multiply-adds a product is not worth waking the other threads */
 #define PARALLEL_GEMM_MIN_MACS (1 << 18)
 
@@ -37,18 +114,31 @@ static void gemm_rows(const ag_gemm_args *g, int part, int n_parts)
                  g->C + (size_t)m0 * g->ldc, g->ldc);
 }
 
+/* Inside a parallel region (active or not: a parallel loop of a kernel) a product runs whole on
+ * its thread. omp_get_level, not omp_in_parallel: a loop's region on one thread is inactive,
+ * and its products must be cut as they are on two. */
+static int threads_here(void) { return omp_get_level() > 0 ? 1 : omp_get_max_threads(); }
+
 void ag_gemm(bool transA, bool transB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
              const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc)
 {
     double macs = (double)M * N * K;
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt <= 1 || macs < PARALLEL_GEMM_MIN_MACS || M < 2 * nt) {
+    int nt = threads_here();
+    /* As many row blocks as threads, and two on one thread: a product is cut the same way on one
+     * thread or two, so its bits are the same (ag_thread_tuner switches between the two, and
+     * OpenBLAS may take another kernel for a smaller block, with other last bits). */
+    int parts = nt > 2 ? nt : 2;
+    if (omp_get_level() > 0 || macs < PARALLEL_GEMM_MIN_MACS || M < 2 * parts) {
         gemm_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     const ag_gemm_args g = { transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc };
+    if (nt == 1) {
+        for (int p = 0; p < parts; p++) gemm_rows(&g, p, parts);
+        return;
+    }
 #pragma omp parallel num_threads(nt)
-    gemm_rows(&g, omp_get_thread_num(), omp_get_num_threads());
+    for (int p = omp_get_thread_num(); p < parts; p += omp_get_num_threads()) gemm_rows(&g, p, parts);
 }
 
 void ag_gemm_run(const ag_gemm_args *g)
@@ -59,11 +149,17 @@ void ag_gemm_run(const ag_gemm_args *g)
 void ag_gemm_pair(const ag_gemm_args *g0, ag_team_work then0, void *user, const ag_gemm_args *g1)
 {
     double macs = (double)g0->M * g0->N * g0->K + (double)g1->M * g1->N * g1->K;
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt <= 1 || macs < 2 * PARALLEL_GEMM_MIN_MACS) {
+    int nt = threads_here();
+    if (macs < 2 * PARALLEL_GEMM_MIN_MACS) {
         ag_gemm_run(g0);
         if (then0) then0(user, 0, 1);
         ag_gemm_run(g1);
+        return;
+    }
+    if (nt == 1) { /* each product whole, as on two threads (a team of one each) */
+        gemm_rows(g0, 0, 1);
+        if (then0) then0(user, 0, 1);
+        gemm_rows(g1, 0, 1);
         return;
     }
 #pragma omp parallel num_threads(nt)

@@ -12,8 +12,10 @@
 #include "real.h"
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major (op = transpose when the flag is set), split
- * over row blocks of C across the threads when the product is big enough to pay for it.
- * The same contract as cblas_?gemm with CblasRowMajor. Cannot fail. */
+ * over row blocks of C across the threads when the product is big enough to pay for it (two
+ * blocks one after the other on one thread, so that one thread and two compute the same bits;
+ * inside a parallel region: whole). The same contract as cblas_?gemm with CblasRowMajor.
+ * Cannot fail. */
 void ag_gemm(bool transA, bool transB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
              const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
 

@@ -46,6 +46,43 @@ void ag_ctx_mark(ag_ctx *ctx, int id);
 void ag_threads_init(int n);
 int ag_threads(void);  /* the threads a parallel region gets */
 
+/* Threads on a busy machine. When another process wants a core, a step on two threads can be
+ * several times slower than on one (baby beside one CPU-bound process here: 7.7-9.4k tokens/s on
+ * 2 threads, 22-31k on 1): a thread that the neighbour has pushed off its core holds up every
+ * parallel region, hundreds per step, and passive waits do not help enough (12.5k). The tuner
+ * picks, between steps, the threads asked for (max) or one, whichever is faster now, by timing
+ * both: after a few steps, and then now and again, it runs a probe on the other setting (one
+ * step when that step is clearly slower, else three) and keeps the faster. The probes grow
+ * rarer while the choice holds (from every 8 steps to every 512), and a probe's extra time is
+ * kept under 1% of the steps until the next one: on an idle machine about one slower step in
+ * 512 at length; beside a neighbour that makes two threads 7x slower, one step in 512 on them.
+ * Steps that get much slower (the median of three over 1.5x the level: a neighbour came)
+ * start a probe at once.
+ * The kernels split their work so that one thread and two compute the same bits (row blocks,
+ * column blocks, fixed chunks for the sums, a product cut in two on either; tests/test_parallel.c
+ * trains both ways and compares), so with max 2 the tuner changes how fast a run goes, never
+ * what it computes. (On more threads a product is cut in more blocks, and OpenBLAS may round
+ * a smaller block's last bits differently.)
+ * Use: ag_thread_tuner_init(&tt, ag_threads()) after ag_threads_init, then after every
+ * training step ag_thread_tuner_step(&tt, that step's seconds); it sets the threads of the
+ * steps that follow (omp_set_num_threads, like ag_threads_init). max 1: it never changes
+ * anything. Call both from the thread that runs the steps, outside a parallel region. Cannot
+ * fail. */
+typedef struct {
+    int max;              /* the threads asked for; 1: nothing to choose */
+    int now;              /* the threads the steps run on, probes aside */
+    long steps;           /* steps seen */
+    long next_probe;      /* the step at which the other setting is tried next */
+    long interval;        /* steps between probes now */
+    int n_last, n_probe;  /* steps in last[] (0-3), steps of the current probe (0: none) */
+    double last[3];       /* seconds of the latest steps on `now` (a ring) */
+    double probe[3];      /* seconds of the probe's steps */
+    double level;         /* seconds per step on `now` at the last probe (0: none yet) */
+    long probes, switches, single_steps;   /* for reports: probes run, changes of `now`, steps on 1 */
+} ag_thread_tuner;
+void ag_thread_tuner_init(ag_thread_tuner *tt, int max);
+void ag_thread_tuner_step(ag_thread_tuner *tt, double seconds);
+
 /* Memory for a big buffer (the step arena, the parameters and the optimizer state), freed with
  * free(): from 2 MiB up it is aligned to 2 MiB and the kernel is asked to back it with 2 MiB
  * pages (transparent huge pages; Debian's default mode is "madvise", so nothing happens

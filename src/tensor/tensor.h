@@ -78,7 +78,8 @@ typedef struct ag_tensor {
     ag_real *data;             /* [numel] */
     ag_real *grad;             /* [numel] or NULL: activations get one (zeroed) on first touch */
     bool requires_grad;        /* a parameter, or computed from one while grad mode was on */
-    const char *name;          /* parameter name ("blocks.0.attn.w_q.weight") or NULL */
+    const char *name;          /* a parameter's name ("blocks.0.attn.w_q.weight"), the kind of a
+                                * mask ag_causal_mask made ("causal_mask", ops.h), or NULL */
     bool in_arena;             /* made in a ctx arena (ag_tensor_new, an op output): its struct
                                 * dies at ag_ctx_reset. ag_gradcheck refuses such inputs. */
 } ag_tensor;

@@ -19,6 +19,20 @@ static int failures;
         }                                                                                     \
     } while (0)
 
+/* a gather of a fixed size from every rank: rank r's 8 bytes at [r] everywhere; a deadline that
+ * no wait reaches changes nothing */
+static void check_gather(ag_dist *d, int rank, int N)
+{
+    ag_error e = {0};
+    long long all[64], mine = 1000 + rank;
+    ag_dist_set_timeout(d, 30);
+    if (N <= 64) {
+        CHECK(ag_dist_allgather(d, &mine, all, sizeof mine, &e) == AG_OK, "allgather: %s", e.msg);
+        for (int r = 0; r < N; r++) CHECK(all[r] == 1000 + r, "allgather[%d] = %lld", r, all[r]);
+    }
+    CHECK(ag_dist_voice(d) == -1, "voice %d without a failed wait", ag_dist_voice(d));
+}
+
 int main(void)
 {
     ag_dist *d;
@@ -65,6 +79,8 @@ int main(void)
     snprintf(want, sizeof want, "from rank %d", N - 1);
     CHECK(strcmp(text, want) == 0, "bcast gave '%s'", text);
     CHECK(ag_dist_barrier(d, &e) == AG_OK, "barrier: %s", e.msg);
+
+    check_gather(d, rank, N);
 
     /* everyone agrees on the failure count before leaving */
     double bad = failures;

@@ -20,7 +20,8 @@
  *
  * How it is fast: every product of a (b, h) is one single-threaded gemm on the head's blocks,
  * and (b, h) pairs run in parallel, since they write disjoint blocks of y, dq, dk and dv. The
- * softmax rows use lane reductions (ag__max, ag__sum, ag__dot) and the SIMD expf. The backward
+ * softmax rows use lane reductions (ag__max, ag__sum, ag__dot) and the SIMD expf, in three
+ * targets (AG_TARGETS: plain, AVX2, AVX-512). The backward
  * writes dv, dq and dk with the gemm's beta 0 when it is the first to reach them
  * (ag__grad_into, no memset), and keeps dA and dS in one [T,T] scratch matrix per thread. */
 #include <omp.h>
@@ -29,20 +30,43 @@
 
 // --- kernels ---
 
-/* A[T,T] = row-wise softmax of S (in place), each row i over keys 0..(causal ? i : T-1) */
-static void softmax_rows_causal(ag_real *S, int T, bool causal)
+/* A[T,T] = row-wise softmax of S (in place), each row i over keys 0..(causal ? i : T-1). A
+ * causal row is worked on in whole blocks of AG_LANES keys: the keys past i up to the block's
+ * end first copy key 0 (the max stays the max of keys 0..i), then weigh 0 (sum and weights are
+ * those of keys 0..i alone), so no loop has a short scalar tail (a row has 1..T keys; the tails
+ * took half the time). */
+static inline __attribute__((always_inline)) void softmax_rows(ag_real *S, int T, bool causal)
 {
     for (int i = 0; i < T; i++) {
         ag_real *row = S + (size_t)i * T;
         int n = causal ? i + 1 : T;
-        ag_real max = ag__max(row, n, row[0]);
+        int nb = (n + AG_LANES - 1) / AG_LANES * AG_LANES;
+        if (nb > T) nb = T;
+        for (int j = n; j < nb; j++) row[j] = row[0];
+        ag_real max = ag__max(row, nb, row[0]);
 #pragma omp simd
-        for (int j = 0; j < n; j++) row[j] = ag__exp(row[j] - max);
-        ag_real inv = 1 / ag__sum(row, n);
-        for (int j = 0; j < n; j++) row[j] *= inv;
+        for (int j = 0; j < nb; j++) row[j] = ag__exp(row[j] - max);
         for (int j = n; j < T; j++) row[j] = 0; /* the future: exactly zero weight */
+        ag_real inv = 1 / ag__sum(row, nb);
+#pragma omp simd
+        for (int j = 0; j < n; j++) row[j] *= inv;
     }
 }
+
+/* dS[T,T] = A * (dA - rowsum(dA * A)) in place of dA: softmax's backward, row by row */
+static inline __attribute__((always_inline)) void softmax_backward_rows(ag_real *dS, const ag_real *A, int T)
+{
+    for (int i = 0; i < T; i++) {
+        ag_real *dr = dS + (size_t)i * T;
+        const ag_real *ar = A + (size_t)i * T;
+        ag_real dot = ag__dot(dr, ar, T);
+        for (int j = 0; j < T; j++) dr[j] = ar[j] * (dr[j] - dot);
+    }
+}
+
+AG_TARGETS(ag__attention_softmax_rows, softmax_rows, (ag_real *S, int T, bool causal), (S, T, causal))
+AG_TARGETS(ag__attention_softmax_backward_rows, softmax_backward_rows, (ag_real *dS, const ag_real *A, int T),
+           (dS, A, T))
 
 /* single-threaded gemm on blocks with explicit leading dims (we are inside a parallel loop) */
 static void gemm_block(bool tA, bool tB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
@@ -57,13 +81,14 @@ static void attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag
                               int B, int T, int C, int H, ag_real scale, bool causal)
 {
     int D = C / H;
+    void (*softmax)(ag_real *, int, bool) = AG_PICK(ag__attention_softmax_rows);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
             ag_real *Ab = A + ((size_t)b * H + h) * T * T;              // [T,T]
             gemm_block(false, true, T, T, D, scale, q + off, C, k + off, C, 0, Ab, T); /* S = s Q K^T */
-            softmax_rows_causal(Ab, T, causal);                                       /* A = softmax(S) */
+            softmax(Ab, T, causal);                                                   /* A = softmax(S) */
             gemm_block(false, false, T, D, T, 1, Ab, T, v + off, C, 0, y + off, C);  /* O = A V */
         }
 }
@@ -88,6 +113,7 @@ static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
     int nt = omp_get_max_threads();
     ag_real *scratch = ag_ctx_alloc(ctx, (size_t)nt * T * T * sizeof(ag_real)); // [threads,T,T] dA, then dS
     if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
+    void (*dsoftmax)(ag_real *, const ag_real *, int) = AG_PICK(ag__attention_softmax_backward_rows);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -98,12 +124,7 @@ static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
             if (dv) gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, acc_v ? 1 : 0, dv + off, C);      /* dV += A^T dO */
             if (!dq && !dk) continue;
             gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);        /* dA = dO V^T */
-            for (int i = 0; i < T; i++) { /* dS = A * (dA - rowsum(dA * A)) */
-                ag_real *dr = dS + (size_t)i * T;
-                const ag_real *ar = Ab + (size_t)i * T;
-                ag_real dot = ag__dot(dr, ar, T);
-                for (int j = 0; j < T; j++) dr[j] = ar[j] * (dr[j] - dot);
-            }
+            dsoftmax(dS, Ab, T);                                                      /* dS = A * (dA - rowsum(dA * A)) */
             if (dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, acc_q ? 1 : 0, dq + off, C); /* dQ += s dS K */
             if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, acc_k ? 1 : 0, dk + off, C);  /* dK += s dS^T Q */
         }

@@ -124,20 +124,43 @@ static inline ag_real ag__max(const ag_real *x, int n, ag_real floor)
     return lane[0];
 }
 
-/* Two targets of one loop. The build has no -march (GCC 12 miscompiled one of our loops with
- * -march=native), so a compute-bound loop (GELU's forward) gets AVX2's wider vectors (8 floats
- * per instruction, and libmvec's 8-lane expf) this way: its body is an always-inline function,
- * compiled twice, into a function marked AG_AVX2 and into a plain one, and the kernel picks one
- * by ag__cpu_has_avx2() when it runs. No FMA: a fused multiply-add would round differently from
- * the plain target. Both targets are called by name in tests/test_fast_ref_rows.c and compared.
- * AG_NO_CLONES leaves the plain target alone. */
+/* Three targets of one loop. The build has no -march (GCC 12 miscompiled one of our loops with
+ * -march=native), so a loop that computes more than it moves (GELU, LayerNorm, the attention
+ * weights' softmax, AdamW) gets wider vectors this way: its body is an always-inline function
+ * compiled three times by AG_TARGETS, into NAME_plain (SSE2: 4 floats per instruction),
+ * NAME_avx2 (8, and libmvec's 8-lane expf) and NAME_avx512 (16, and the 16-lane expf), and the
+ * kernel calls AG_PICK(NAME), the widest this CPU runs. No target fuses a
+ * multiply-add: the build's -std=c11 means -ffp-contract=off, so even the AVX-512 target,
+ * which has FMA instructions, rounds every product and sum as the plain one does; a loop
+ * without exp gives the same bits on all three. tests/test_fast_targets.c (and, for GELU's
+ * forward, tests/test_fast_ref_rows.c) calls each target by name and compares. AG_NO_CLONES
+ * leaves the plain target alone (the three names still exist). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(AG_NO_CLONES)
 #define AG_AVX2 __attribute__((target("avx2")))
+#define AG_AVX512 __attribute__((target("avx512f")))
 static inline bool ag__cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+static inline bool ag__cpu_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
 #define AG_AVX2
+#define AG_AVX512
 static inline bool ag__cpu_has_avx2(void) { return false; }
+static inline bool ag__cpu_has_avx512(void) { return false; }
 #endif
+
+/* NAME_plain, NAME_avx2 and NAME_avx512 PARAMS (a parameter list in parentheses), each running
+ * BODY ARGS (an always-inline function, the arguments in parentheses). They have external
+ * linkage, for the tests. */
+#define AG_TARGETS(NAME, BODY, PARAMS, ARGS)             \
+    void NAME##_plain PARAMS { BODY ARGS; }              \
+    AG_AVX2 void NAME##_avx2 PARAMS { BODY ARGS; }       \
+    AG_AVX512 void NAME##_avx512 PARAMS { BODY ARGS; }
+/* the target of NAME that this CPU runs best (the CPU's features are read once, at load) */
+#define AG_PICK(NAME) (ag__cpu_has_avx512() ? NAME##_avx512 : ag__cpu_has_avx2() ? NAME##_avx2 : NAME##_plain)
+/* their declarations, for a header */
+#define AG_TARGETS_DECL(NAME, PARAMS) \
+    void NAME##_plain PARAMS;         \
+    void NAME##_avx2 PARAMS;          \
+    void NAME##_avx512 PARAMS
 
 /* ---------- the fast kernels, one group per op ---------- */
 
@@ -146,6 +169,14 @@ static inline bool ag__cpu_has_avx2(void) { return false; }
 void ag_fast_layernorm_forward(ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w, const ag_real *b,
                                size_t R, int C, ag_real eps);
 ag_status ag_fast_layernorm_backward(ag_ctx *ctx, ag_node *n);
+/* their loops over rows [r0, r1), three targets each (AG_TARGETS): the forward's; the
+ * backward's dx (NULL: none; acc: add to it) and sums of dy xhat and dy over those rows into
+ * sw[C] and sb[C] (sw NULL: neither) */
+AG_TARGETS_DECL(ag__layernorm_forward_rows, (ag_real *y, ag_real *stats, const ag_real *x, const ag_real *w,
+                                             const ag_real *b, size_t r0, size_t r1, int C, ag_real eps));
+AG_TARGETS_DECL(ag__layernorm_backward_rows, (ag_real *dx, bool acc, ag_real *sw, ag_real *sb, const ag_real *dy,
+                                              const ag_real *x, const ag_real *w, const ag_real *stats, size_t r0,
+                                              size_t r1, int C));
 
 /* fast/rmsnorm.c: the same arguments as ops/rmsnorm.c's rmsnorm_forward/rmsnorm_backward */
 void ag_fast_rmsnorm_forward(ag_real *y, ag_real *rstd, const ag_real *x, const ag_real *w, size_t R, int C,
@@ -164,12 +195,14 @@ void ag_fast_masked_select(ag_real *out, const ag_real *in, const ag_real *mask,
                            const int *n, const size_t *ms);
 
 /* fast/gelu.c: the forward takes ops/gelu.c's gelu_forward arguments; the backward is a whole
- * backward step (it writes dx on first touch through ag__grad_into). The forward's work loop,
- * over n items, has two targets (AG_AVX2); the avx2 one runs only where ag__cpu_has_avx2(). */
+ * backward step (it writes dx on first touch through ag__grad_into). Their work loops, over n
+ * items of one thread, have three targets (AG_TARGETS): the forward's writes y (and th unless
+ * NULL), the backward's dx (added to when acc). */
 void ag_fast_gelu_forward(ag_real *y, ag_real *th, const ag_real *x, size_t N);
 ag_status ag_fast_gelu_backward(ag_ctx *ctx, ag_node *n);
-void ag__gelu_forward_span_avx2(ag_real *y, ag_real *th, const ag_real *x, size_t n);
-void ag__gelu_forward_span_plain(ag_real *y, ag_real *th, const ag_real *x, size_t n);
+AG_TARGETS_DECL(ag__gelu_forward_span, (ag_real *y, ag_real *th, const ag_real *x, size_t n));
+AG_TARGETS_DECL(ag__gelu_backward_span, (ag_real *dx, const ag_real *dy, const ag_real *x, const ag_real *th,
+                                         size_t n, bool acc));
 
 /* fast/silu.c: the forward only, ops/silu.c's silu_forward arguments */
 void ag_fast_silu_forward(ag_real *y, ag_real *sig, const ag_real *x, size_t N);
@@ -197,5 +230,9 @@ ag_status ag_fast_add_backward(ag_ctx *ctx, ag_node *n);
  * one node on the tape; valid until ag_ctx_reset. NULL on an earlier error or out of memory. */
 ag_tensor *ag_fast_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
                              bool causal);
+/* its loops over the rows of one (b, h): A = softmax of S [T,T] in place (row i over keys
+ * 0..i when causal, the rest 0), and dS = A * (dA - rowsum(dA * A)) in place of dA */
+AG_TARGETS_DECL(ag__attention_softmax_rows, (ag_real *S, int T, bool causal));
+AG_TARGETS_DECL(ag__attention_softmax_backward_rows, (ag_real *dS, const ag_real *A, int T));
 
 #endif

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/busy.sh -- the threads on a busy machine (issue 21): tokens/s of a configuration on the
+# default threads (2, tuned: one while that is faster; ag_thread_tuner in src/tensor/speed.h),
+# on --threads 1 and on --threads 2 fixed, beside 0, 1 and 2 CPU-bound neighbours
+# (`sh -c 'while :; do :; done'`, nice 0), the three settings alternating round by round.
+#
+#   bench/busy.sh [BENCH] [CONFIG] [ROUNDS]       default: build/bench baby 3
+#
+# It needs the machine to itself (other work is more neighbours): here, run it as
+#   flock /work/quiet.lock bench/busy.sh
+# Prints one Markdown table row per neighbour count: the medians of the rounds (min-max), and
+# in the tuned column how many of the timed steps ran on one thread.
+set -euo pipefail
+BENCH=${1:-build/bench} CONFIG=${2:-baby} ROUNDS=${3:-3}
+pids=()
+stop_neighbours() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; pids=(); }
+trap stop_neighbours EXIT
+
+# one run: "tokens/s single-thread-steps timed-steps"
+run() {
+    "$BENCH" --config "$CONFIG" "$@" --json | tail -1 |
+        sed -n 's/.*"single_thread_steps": \([0-9]*\), "steps_timed": \([0-9]*\), "tokens_per_s": \([0-9.]*\).*/\3 \1 \2/p'
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+# "median (min-max)" of the numbers given
+stats() { printf '%.0f (%.0f-%.0f)' "$(median "$@")" "$(printf '%s\n' "$@" | sort -g | head -1)" "$(printf '%s\n' "$@" | sort -g | tail -1)"; }
+
+echo "$CONFIG, $ROUNDS rounds, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'); tokens/s, median (min-max)"
+echo
+echo "| CPU-bound neighbours | default (2, tuned) | steps on 1 thread | --threads 1 | --threads 2 | default / --threads 1 |"
+echo "|---|---|---|---|---|---|"
+for n in 0 1 2; do
+    stop_neighbours
+    for _ in $(seq "$n"); do nice -n 0 sh -c 'while :; do :; done' & pids+=($!); done
+    sleep 1
+    tuned=() single=() one=() two=()
+    for _ in $(seq "$ROUNDS"); do
+        read -r t s timed < <(run)
+        tuned+=("$t") single+=("$s/$timed")
+        read -r t _ _ < <(run --threads 1); one+=("$t")
+        read -r t _ _ < <(run --threads 2); two+=("$t")
+    done
+    echo "| $n | $(stats "${tuned[@]}") | ${single[*]} | $(stats "${one[@]}") | $(stats "${two[@]}") |" \
+         "$(awk "BEGIN {printf \"%.2f\", $(median "${tuned[@]}") / $(median "${one[@]}")}") |"
+done

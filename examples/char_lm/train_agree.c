@@ -1,0 +1,156 @@
+/* train_agree.c -- before the first collective of a run on several ranks, the ranks show each
+ * other what they hold (run.h: lm_run_agree), so that a rank started with another --data, another
+ * flag or another checkpoint stops the job at once with a message that names the difference,
+ * instead of corrupting a broadcast sized by its own model or training another run unnoticed.
+ *
+ * Each rank makes a digest of the same fixed size: 8 bytes for every field of the config
+ * (config.h's table: batch, block, iterations, seed, --val-fraction, the optimizer and the
+ * schedule, the model's shape ...), then the parameter count, the vocabulary's and the text's
+ * FNV-1a hashes (src/data/hash.h), the text's length, --grad-accum, --allreduce, --threads, where
+ * the run starts (iteration, optimizer step, batch sampler) and the bytes of a real. The digests
+ * are gathered (ag_dist_allgather: every rank gets all of them, whatever the sizes they describe)
+ * and every rank compares them alike, so every rank decides alike: on any difference all exit 2,
+ * and rank 0 names the fields and the ranks ("the vocabulary: hash 5c1e0a3f on rank 0, 0f9d2b61 on
+ * rank 1"). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "data/hash.h"
+#include "run.h"
+#include "tensor/speed.h"   /* ag_threads */
+
+/* What a digest holds after the config's fields. */
+enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_ALLREDUCE, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
+static const char *const extra_names[A_N] = {
+    "the parameter count", "the vocabulary", "the text's length", "the text", "--grad-accum", "--allreduce",
+    "--threads", "the iteration to start at", "the optimizer's step", "the batch sampler", "bytes per real",
+};
+#define N_ITEMS (LM_N_FIELDS + A_N)
+
+/* The bytes of config field f, zero-padded to 8. */
+static uint64_t field_bits(const lm_config *c, const lm_field *f)
+{
+    lm_config only;
+    memset(&only, 0, sizeof only);
+    lm_field_copy(&only, c, f);   /* the field alone: the bytes after it stay 0 */
+    uint64_t v = 0;
+    size_t n = sizeof only - f->offset < sizeof v ? sizeof only - f->offset : sizeof v;
+    memcpy(&v, (const char *)&only + f->offset, n);
+    return v;
+}
+
+/* d [N_ITEMS]: what this rank holds. */
+static void make_digest(const lm_run *R, uint64_t *d)
+{
+    const lm_train_state *st = &R->learn.st;
+    const ag_vocab *v = &R->data.text.vocab;
+    for (int i = 0; i < LM_N_FIELDS; i++) d[i] = field_bits(&R->cfg, &lm_fields[i]);
+    uint64_t *x = d + LM_N_FIELDS;
+    x[A_PARAMS] = R->learn.m.g->params->total;
+    x[A_VOCAB] = ag_fnv1a(AG_FNV1A_INIT, v->cp, (size_t)v->V * sizeof *v->cp);
+    x[A_TOKENS] = st->n_tokens;
+    x[A_TEXT] = st->data_hash;
+    x[A_ACCUM] = (uint64_t)(R->o->grad_accum > 1 ? R->o->grad_accum : 1);
+    x[A_ALLREDUCE] = (uint64_t)R->o->allreduce;
+    x[A_THREADS] = (uint64_t)ag_threads();
+    x[A_ITER] = (uint64_t)st->iter;
+    x[A_STEP] = (uint64_t)st->step;
+    x[A_SAMPLER] = ag_fnv1a(AG_FNV1A_INIT, &st->rng, sizeof st->rng);
+    x[A_REAL] = sizeof(ag_real);
+}
+
+/* Item i's value v as the user reads it: "12", "adamw", "hash 5c1e0a3f". */
+static void format_item(char *buf, size_t n, int i, uint64_t v)
+{
+    if (i < LM_N_FIELDS) {
+        const lm_field *f = &lm_fields[i];
+        lm_config one;
+        memset(&one, 0, sizeof one);
+        size_t k = sizeof one - f->offset < sizeof v ? sizeof one - f->offset : sizeof v;
+        memcpy((char *)&one + f->offset, &v, k);
+        lm_field_format(&one, f, buf, n);
+        return;
+    }
+    int x = i - LM_N_FIELDS;
+    if (x == A_VOCAB || x == A_TEXT || x == A_SAMPLER) snprintf(buf, n, "hash %08llx", (unsigned long long)(v >> 32));
+    else if (x == A_ALLREDUCE) snprintf(buf, n, "%s", v <= LM_ALLREDUCE_OVERLAP ? lm_allreduce_names[v] : "?");
+    else snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+/* msg [n] at *len gets the printf-style text (cut where msg is full). */
+static void append(char *msg, size_t n, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void append(char *msg, size_t n, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(msg + *len, n - *len, fmt, ap);
+    va_end(ap);
+    if (w > 0) *len = *len + (size_t)w < n ? *len + (size_t)w : n - 1;
+}
+
+/* "; the text: hash 5c1e0a3f on ranks 0 2, hash 0f9d2b61 on rank 1" (at most 3 values of at
+ * most 6 ranks each) appended to msg [n] at *len; all [N][N_ITEMS] holds every rank's digest. */
+static void describe_item(char *msg, size_t n, size_t *len, const uint64_t *all, int N, int i)
+{
+    const lm_field *f = i < LM_N_FIELDS ? &lm_fields[i] : NULL;
+    append(msg, n, len, "%s%s:", *len ? "; " : "", !f ? extra_names[i - LM_N_FIELDS] : f->flag ? f->flag : f->key);
+    for (int r = 0, groups = 0; r < N; r++) {
+        uint64_t v = all[(size_t)r * N_ITEMS + i];
+        int first = r, count = 0;   /* the first rank with this value, and how many have it */
+        for (int q = 0; q < N; q++)
+            if (all[(size_t)q * N_ITEMS + i] == v) first = q < first ? q : first, count++;
+        if (first < r) continue;
+        if (groups++ == 3) {
+            append(msg, n, len, " ...");
+            break;
+        }
+        char val[64];
+        format_item(val, sizeof val, i, v);
+        append(msg, n, len, "%s %s on rank%s", groups > 1 ? "," : "", val, count > 1 ? "s" : "");
+        for (int q = r, shown = 0; q < N && shown <= 6; q++) {
+            if (all[(size_t)q * N_ITEMS + i] != v) continue;
+            if (shown++ == 6) append(msg, n, len, " ...");
+            else append(msg, n, len, " %d", q);
+        }
+    }
+}
+
+/* The error for the items on which the ranks' digests all [N][N_ITEMS] differ, or AG_OK. */
+static ag_status compare(const uint64_t *all, int N, ag_error *err)
+{
+    char msg[sizeof err->msg];
+    size_t len = 0;
+    int differ = 0;
+    for (int pass = 0; pass < 2; pass++)   /* the data first: a different text explains the rest */
+        for (int i = 0; i < N_ITEMS; i++) {
+            int x = i - LM_N_FIELDS;
+            bool data = x == A_VOCAB || x == A_TEXT || x == A_TOKENS, same = true;
+            for (int r = 1; r < N && same; r++) same = all[(size_t)r * N_ITEMS + i] == all[i];
+            if (same || data != (pass == 0)) continue;
+            if (differ++ < 4) describe_item(msg, sizeof msg, &len, all, N, i);
+        }
+    if (!differ) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "the ranks do not hold the same run, so none started (every rank needs the "
+                     "same flags, --data and checkpoint): %s%s", msg, differ > 4 ? "; and more" : "");
+}
+
+ag_status lm_run_agree(lm_run *R, ag_error *err)
+{
+    int N = ag_dist_size(R->o->dist);
+    R->ctl.compared = true;   /* alone: nothing to compare, and every error is this process's */
+    if (N == 1) return AG_OK;
+    R->ctl.compared = false;
+    uint64_t mine[N_ITEMS], *all = malloc((size_t)N * sizeof mine);
+    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    make_digest(R, mine);
+    ag_status s = ag_dist_allgather(R->o->dist, mine, all, sizeof mine, err);
+    if (s == AG_OK) {
+        R->ctl.compared = true;   /* from here on an argument error is the same on every rank */
+        s = compare(all, N, err);
+    }
+    free(all);
+    return s;
+}

@@ -1,0 +1,219 @@
+/* test_dynamics.c -- char_lm's --log-dynamics (examples/char_lm/dynamics.c) and the curves of
+ * loss.png: the rows of DIR/dynamics.csv at each log step, their figures recomputed from the
+ * weights and gradients the run had (seen through lm_train_opts.before_step), the rows a
+ * resumed run keeps, a run that the flag leaves exactly as it was, and the learning rate and
+ * the ln V line in loss.gp. Each test trains a few steps of a small model on the first 4000
+ * characters of data/tinyshakespeare.txt, in its own mkdtemp directory. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "train.h"
+#include "proc.h"
+
+static char dir[64], text_path[96];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/ag_dynamics_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(text_path, sizeof text_path, "%s/text.txt", dir);
+    size_t n = 0;
+    char *text = proc_read_file("data/tinyshakespeare.txt", &n);
+    ck_assert_msg(text && n > 4000, "data/tinyshakespeare.txt: the tests run from the repository root");
+    proc_write_file(text_path, text, 4000);
+    free(text);
+}
+
+static void teardown(void) { proc_remove_tree(dir); }
+
+/* 2 layers, a context of 16, 4 windows: 12 steps take a fraction of a second */
+static lm_train_opts small(const char *out, long iters, bool dynamics)
+{
+    lm_train_opts o = {.data_path = text_path, .out_dir = out};
+    ck_assert_int_eq(lm_config_preset(&o.cfg, "tiny"), AG_OK);
+    o.cfg.model.block_size = 16;
+    o.cfg.batch_size = 4;
+    o.cfg.max_iters = o.cfg.lr_decay_iters = iters;
+    o.cfg.warmup_iters = 3;
+    o.cfg.eval_interval = 6;
+    o.cfg.eval_iters = 1;
+    o.cfg.log_dynamics = dynamics;
+    return o;
+}
+
+static void train_ok(const lm_train_opts *o)
+{
+    lm_train_result r;
+    ag_error e = {0};
+    ag_status s = lm_train(o, &r, &e);
+    ck_assert_msg(s == AG_OK, "lm_train: %s", e.msg);
+}
+
+/* The rows of dir/name: rows[k][c] the numbers of row k (after the header), at most 16 x 16. */
+static int read_rows(const char *name, double rows[16][16], int *cols)
+{
+    char *csv = proc_read_file(proc_path(dir, name), NULL);
+    ck_assert_msg(csv != NULL, "%s/%s is missing", dir, name);
+    int n = -1;
+    for (char *line = strtok(csv, "\n"); line; line = strtok(NULL, "\n"), n++) {
+        int c = 0;
+        for (char *p = line; n >= 0 && n < 16 && c < 16; c++) {
+            rows[n][c] = *p == ',' ? NAN : strtod(p, &p);
+            if (!(p = strchr(p, ','))) break;
+            p++;
+        }
+        if (n < 0) *cols = (int)(strchr(line, ',') ? 1 : 0);
+        for (char *p = line; n < 0 && (p = strchr(p, ',')); p++) (*cols)++;
+    }
+    free(csv);
+    return n;
+}
+
+/* What before_step sees: the weights before step 10; at step 11, the weights after step 10 and
+ * step 10's gradients (zeroed only once step 11 begins), from which it measures what
+ * dynamics.csv's row 10 must say. */
+typedef struct {
+    ag_real *w10;         /* [total] the weights before step 10 */
+    double norm;          /* ||dW|| of step 10, every parameter */
+    double group[2][2][3];   /* [layer][attn, mlp]: ||dW||, ||W_11 - W_10||, ||W_10|| */
+    bool measured;
+} seen;
+
+/* the group's three norms: over the 2-D weights of blocks.l.<kind>. */
+static void group_norms(const ag_params *P, const ag_real *w10, int l, const char *kind, double out[3])
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "blocks.%d.%s.", l, kind);
+    double sum[3] = {0};
+    for (int e = 0; e < P->n; e++) {
+        const ag_tensor *t = P->entries[e].t;
+        if (t->ndim != 2 || strncmp(t->name, prefix, strlen(prefix)) != 0) continue;
+        for (size_t i = P->entries[e].offset; i < P->entries[e].offset + ag_numel(t); i++) {
+            double g = (double)P->grad[i], w = (double)w10[i], dw = (double)P->data[i] - w;
+            sum[0] += g * g;
+            sum[1] += dw * dw;
+            sum[2] += w * w;
+        }
+    }
+    for (int k = 0; k < 3; k++) out[k] = sqrt(sum[k]);
+}
+
+static void watch(long it, ag_gpt *g, void *user)
+{
+    seen *s = user;
+    const ag_params *P = g->params;
+    if (it == 10 && (s->w10 = malloc(P->total * sizeof(ag_real)))) memcpy(s->w10, P->data, P->total * sizeof(ag_real));
+    if (it != 11 || !s->w10) return;
+    for (size_t i = 0; i < P->total; i++) s->norm += (double)P->grad[i] * (double)P->grad[i];
+    s->norm = sqrt(s->norm);
+    for (int l = 0; l < 2; l++) {
+        group_norms(P, s->w10, l, "attn", s->group[l][0]);
+        group_norms(P, s->w10, l, "mlp", s->group[l][1]);
+    }
+    s->measured = true;
+}
+
+#define CLOSE(a, b) (fabs((a) - (b)) <= 1e-5 * fabs(b))   /* the CSV keeps 6 digits */
+
+START_TEST(test_dynamics_rows)
+{
+    seen s = {0};
+    lm_train_opts o = small(proc_path(dir, "run"), 12, true);
+    o.before_step = watch;
+    o.hook_user = &s;
+    train_ok(&o);
+    double rows[16][16], metrics[16][16];
+    int cols = 0, mcols = 0;
+    ck_assert_int_eq(read_rows("run/dynamics.csv", rows, &cols), 3);   /* log steps 0, 10 and 11, the last */
+    ck_assert_int_eq(cols, 4 + 4 * 2);
+    ck_assert(rows[0][0] == 0 && rows[1][0] == 10 && rows[2][0] == 11);
+    ck_assert_int_eq(read_rows("run/metrics.csv", metrics, &mcols), 13);  /* steps 0..11, the last evaluation */
+    for (int k = 0; k < 3; k++) ck_assert(CLOSE(rows[k][1], metrics[(int)rows[k][0]][1]));   /* the same lr */
+    ck_assert(s.measured);
+    ck_assert_msg(CLOSE(rows[1][2], s.norm), "grad_norm %g, the gradients say %g", rows[1][2], s.norm);
+    ck_assert(CLOSE(rows[1][3], ag_clip_scale(s.norm, o.cfg.grad_clip)));
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < 2; k++) {
+            const double *want = s.group[l][k];
+            ck_assert_msg(CLOSE(rows[1][4 + 4 * l + k], want[0]), "layer %d %s: gradient norm %g, want %g", l,
+                          k ? "mlp" : "attn", rows[1][4 + 4 * l + k], want[0]);
+            ck_assert_msg(want[1] > 0 && CLOSE(rows[1][6 + 4 * l + k], want[1] / want[2]),
+                          "layer %d %s: update ratio %g, want %g", l, k ? "mlp" : "attn", rows[1][6 + 4 * l + k],
+                          want[1] / want[2]);
+        }
+    free(s.w10);
+}
+END_TEST
+
+/* --resume keeps the rows before the iteration it picks up at, and adds its own */
+START_TEST(test_dynamics_resume)
+{
+    lm_train_opts o = small(proc_path(dir, "run"), 12, true);
+    train_ok(&o);
+    o.resume = true;
+    o.cfg.max_iters = 24;
+    bool given[LM_N_FIELDS] = {0};
+    for (int i = 0; i < lm_n_fields; i++) given[i] = lm_fields[i].flag && !strcmp(lm_fields[i].flag, "--max-iters");
+    o.given = given;
+    train_ok(&o);
+    double rows[16][16];
+    int cols = 0;
+    ck_assert_int_eq(read_rows("run/dynamics.csv", rows, &cols), 5);
+    double want[5] = {0, 10, 11, 20, 23};
+    for (int k = 0; k < 5; k++) ck_assert_double_eq(rows[k][0], want[k]);
+}
+END_TEST
+
+/* Without the flag: no file; with it, the very same losses (it only reads) */
+START_TEST(test_dynamics_changes_nothing)
+{
+    double with[12], without[12];
+    lm_train_opts a = small(proc_path(dir, "a"), 12, true), b = small(proc_path(dir, "b"), 12, false);
+    a.losses = with, b.losses = without;
+    a.plot = b.plot = true;
+    a.n_losses = b.n_losses = 12;
+    train_ok(&a);
+    train_ok(&b);
+    for (int i = 0; i < 12; i++) ck_assert_msg(with[i] == without[i], "step %d: %.9g vs %.9g", i, with[i], without[i]);
+    ck_assert_int_ne(access(proc_path(dir, "b/dynamics.csv"), F_OK), 0);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {   /* drawn at the evaluation of step 6 */
+        ck_assert_int_eq(access(proc_path(dir, "a/dynamics.png"), F_OK), 0);
+        ck_assert_int_ne(access(proc_path(dir, "b/dynamics.png"), F_OK), 0);
+    }
+}
+END_TEST
+
+/* loss.gp draws the learning rate (column 2) on the right-hand axis and the line ln V */
+START_TEST(test_loss_plot_curves)
+{
+    lm_train_opts o = small(proc_path(dir, "run"), 6, false);
+    o.plot = true;
+    train_ok(&o);
+    char *gp = proc_read_file(proc_path(dir, "run/loss.gp"), NULL);
+    ck_assert_ptr_nonnull(gp);
+    double lnV = 0;
+    int V = 0;
+    ck_assert_msg(sscanf(strstr(gp, "\nplot ") + 6, "%lf", &lnV) == 1 && strstr(gp, "ln V = ln "), "%s", gp);
+    ck_assert_int_eq(sscanf(strstr(gp, "ln V = ln ") + 10, "%d", &V), 1);
+    ck_assert_msg(V > 30 && fabs(lnV - log(V)) < 1e-6, "ln V %g for V %d", lnV, V);
+    ck_assert_ptr_nonnull(strstr(gp, "using 1:2 axes x1y2"));
+    free(gp);
+}
+END_TEST
+
+Suite *dynamics_suite(void)
+{
+    Suite *s = suite_create("dynamics");
+    TCase *t = tcase_create("dynamics");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_dynamics_rows);
+    tcase_add_test(t, test_dynamics_resume);
+    tcase_add_test(t, test_dynamics_changes_nothing);
+    tcase_add_test(t, test_loss_plot_curves);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -79,7 +79,7 @@ for b in "${budgets[@]}"; do
         # shellcheck disable=SC2086
         torch_run "$b" "$r" nanogpt "$TORCH_BIG" $NANOGPT
         # shellcheck disable=SC2046
-        [ "${SAME:-0}" = 1 ] && torch_run "$b" "$r" same "$TORCH_SMALL" $(recipe_of "$OUT/$b-attograd-$r")
+        if [ "${SAME:-0}" = 1 ]; then torch_run "$b" "$r" same "$TORCH_SMALL" $(recipe_of "$OUT/$b-attograd-$r"); fi
     done
 done
 

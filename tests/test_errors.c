@@ -169,6 +169,23 @@ static const err_case cases[] = {
     {"a flag value with a line break", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr", "1\n2"), 2,
      "--lr: not a finite number", 0},
     {"--out empty", P_NONE, NULL, A("train", "--data", "corpus.txt", "--out="), 2, "--out must not be empty", 0},
+    /* issue 21: durations */
+    {"--time-budget 0", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "0"), 2,
+     "--time-budget: not a duration: '0'", 0},
+    {"--time-budget 0s", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "0s"), 2,
+     "--time-budget must be more than 0", 0},
+    {"--time-budget -5m", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "-5m"), 2,
+     "--time-budget: not a duration: '-5m'", 0},
+    {"--time-budget '5 parsecs'", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "5 parsecs"), 2,
+     "--time-budget: not a duration: '5 parsecs'", 0},
+    {"--time-budget 1e400s", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "1e400s"), 2,
+     "--time-budget: not a duration: '1e400s'", 0},
+    {"--time-budget empty", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget="), 2,
+     "--time-budget: not a duration: ''", 0},
+    {"--time-budget 5m5", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "5m5"), 2,
+     "--time-budget: not a duration: '5m5'", 0},
+    {"--time-budget 2000h", P_NONE, NULL, TRAIN("corpus.txt", "new", "--time-budget", "2000h"), 2,
+     "--time-budget must be at most 1000h", 0},
 
     // --- --resume ---
     {"--resume with another n_layer", P_NONE, NULL, RESUME("--n-layer", "2"), 2,

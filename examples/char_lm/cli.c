@@ -57,8 +57,19 @@ static const char usage_train[] =
     "(over 524 million) is refused before training.\n"
     "\n"
     "  --data FILE            training text (UTF-8); the vocabulary is its set of characters\n"
-    "  --out DIR              run directory (created if missing; not inside another one)\n"
-    "  --config NAME          tiny, baby (default) or small; the flags below override it\n"
+    "  --out DIR              checkpoint directory (created if missing)\n"
+    "  --config NAME          tiny, baby (default) or small; or a recipe for a time budget, 1min,\n"
+    "                         5min or 10min (the best that bench/budget_sweep.sh found for that\n"
+    "                         time on 2 cores; it implies its --time-budget); flags override it\n"
+    "  --time-budget DURATION end the run, final evaluation and checkpoint written, within DURATION\n"
+    "                         of its start: 90s, 5m, 1h30m, 1.5h (none: no budget). The first steps\n"
+    "                         are timed (inside the warmup), then the step count is fixed so that\n"
+    "                         warmup and cosine decay end with the budget, and saved: --resume\n"
+    "                         continues that schedule (the budget then bounds the resumed run).\n"
+    "                         With --max-iters: whichever comes first. Slack: the run ends within\n"
+    "                         DURATION + 1 s; should the machine slow down after the timing, it\n"
+    "                         stops at the budget with its evaluation and checkpoint, the rate not\n"
+    "                         yet at --min-lr (--resume then finishes the schedule)\n"
     "  --overwrite            start a new run in a DIR that already holds a checkpoint (without it,\n"
     "                         train refuses: the old run is not thrown away by accident); the old\n"
     "                         run's checkpoints go once the new run's first one is saved\n"
@@ -466,7 +477,8 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
     t->dist_timeout = LM_DIST_TIMEOUT_S;
     ag_status s = each_flag(argc, argv, config_flag, t, err);
     if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
-        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby or small (got '%s')", t->config_name);
+        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby, small, 1min, 5min or 10min (got '%s')",
+                         t->config_name);
     if (s == AG_OK) s = each_flag(argc, argv, train_flag, t, err);
     return s ? s : finish_train(t, err);
 }

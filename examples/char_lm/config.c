@@ -70,11 +70,16 @@ const lm_field lm_fields[] = {
     FLAG("detect_anomaly", "--detect-anomaly", detect_anomaly, 0, "name the first op that goes non-finite"),
     FLAG("log_attn_stats", "--log-attn-stats", log_attn_stats, 0, "attention entropy and peak per layer"),
     FLAG("log_dynamics", "--log-dynamics", log_dynamics, 0, "gradient norms and update ratios per layer"),
+    /* issue 21: optional, so that older checkpoints read as runs without a budget */
+    {"time_budget", "--time-budget", LM_T_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
+     "the run ends within this many seconds (0: no budget); on the command line a duration"},
+    {"budget_iters", NULL, LM_T_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
+     "the steps --time-budget fixed after timing the first ones (0: not yet)"},
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 
-const char *const lm_config_names[] = {"tiny", "baby", "small", NULL};
+const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", "10min", NULL};
 
 const lm_field *lm_field_by_key(const char *key)
 {
@@ -256,8 +261,52 @@ static ag_status parse_integer(lm_config *c, const lm_field *f, const char *s, a
     return AG_OK;
 }
 
+/* One group of a duration at *p: digits, maybe '.' and digits, then its unit; false when
+ * there is none, or the unit is out of order (h before m before s, each once). */
+static bool duration_group(const char **p, const char **units, double *seconds)
+{
+    const char *q = *p;
+    size_t digits = strspn(q, "0123456789");
+    if (digits == 0) return false;
+    q += digits;
+    if (*q == '.') {
+        size_t frac = strspn(q + 1, "0123456789");
+        if (frac == 0) return false;
+        q += 1 + frac;
+    }
+    const char *u = *q ? strchr(*units, *q) : NULL;   /* the units not yet used, in order */
+    if (!u) return false;
+    static const double scale[] = {3600, 60, 1};
+    *seconds += strtod(*p, NULL) * scale[2 - strlen(u + 1)];   /* digits and one '.': strtod reads them all */
+    *units = u + 1;
+    *p = q + 1;
+    return true;
+}
+
+ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err)
+{
+    if (strcmp(s, "none") == 0) {
+        *seconds = 0;
+        return AG_OK;
+    }
+    const char *p = s, *units = "hms";
+    double total = 0;
+    while (*p)
+        if (!duration_group(&p, &units, &total))
+            return ag_seterr(err, AG_ERR_ARG, "%s: not a duration: '%s' (write it as 90s, 5m, 1h30m or 1.5h; "
+                             "none: no budget)", flag, s);
+    if (p == s) return ag_seterr(err, AG_ERR_ARG, "%s: not a duration: '' (write it as 90s, 5m or 1h30m)", flag);
+    if (!(total > 0))
+        return ag_seterr(err, AG_ERR_ARG, "%s must be more than 0 (got '%s'; none: no budget)", flag, s);
+    if (!(total <= LM_MAX_BUDGET_S)) return ag_seterr(err, AG_ERR_ARG, "%s must be at most 1000h (got '%s')", flag, s);
+    *seconds = total;
+    return AG_OK;
+}
+
 ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err)
 {
+    if (f->offset == offsetof(lm_config, time_budget))   /* a double, written as a duration */
+        return lm_parse_duration(field_label(f), s, AT(c, f, double), err);
     switch (f->type) {
     case LM_T_ENUM: return parse_enum(c, f, s, err);
     case LM_T_BOOL: return parse_bool(c, f, s, err);
@@ -273,17 +322,24 @@ ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_erro
 
 ag_status lm_config_preset(lm_config *c, const char *name)
 {
-    /* name, n_layer, n_head, n_embd, block_size, batch, iters, lr, min_lr, warmup, eval_interval */
+    /* MODEL.md's three, then the recipes that bench/budget_sweep.sh found best for 1, 5 and 10
+     * minutes on 2 cores: each ends by its time_budget (its iters is only a ceiling) */
     static const struct {
         const char *name;
         int n_layer, n_head, n_embd, block_size, batch;
         long iters;
         double lr, min_lr;
         long warmup, eval_interval;
+        double dropout, budget_s;
     } presets[] = {
-        {"tiny", 2, 2, 64, 32, 16, 500, 1e-3, 1e-4, 50, 100},
-        {"baby", 4, 4, 128, 64, 12, 2000, 1e-3, 1e-4, 100, 250},
-        {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250},
+        /* name, n_layer, n_head, n_embd, block_size, batch, iters, lr, min_lr, warmup, eval_interval,
+         * dropout, time_budget */
+        {"tiny", 2, 2, 64, 32, 16, 500, 1e-3, 1e-4, 50, 100, 0, 0},
+        {"baby", 4, 4, 128, 64, 12, 2000, 1e-3, 1e-4, 100, 250, 0, 0},
+        {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0},
+        {"1min", 4, 4, 128, 128, 16, 1000000, 2e-3, 2e-4, 50, 250, 0, 60},
+        {"5min", 4, 4, 128, 128, 16, 1000000, 2e-3, 2e-4, 50, 500, 0, 300},
+        {"10min", 4, 4, 128, 128, 16, 1000000, 2e-3, 2e-4, 50, 500, 0, 600},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(presets[i].name, name) != 0) continue;
@@ -292,7 +348,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
         c->model.n_head = presets[i].n_head;
         c->model.n_embd = presets[i].n_embd;
         c->model.block_size = presets[i].block_size;
-        c->model.dropout = 0.0;
+        c->model.dropout = presets[i].dropout;
         c->batch_size = presets[i].batch;
         c->max_iters = presets[i].iters;
         c->lr = presets[i].lr;
@@ -309,6 +365,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
         c->eval_interval = presets[i].eval_interval;
         c->eval_iters = 20;
         c->seed = 1337;
+        c->time_budget = presets[i].budget_s;
         return AG_OK;
     }
     return AG_ERR_ARG;

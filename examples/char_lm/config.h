@@ -1,5 +1,5 @@
 /* config.h -- every hyper-parameter of a char_lm run in one struct, the named configurations
- * of ../shared/MODEL.md (tiny, baby, small), and one table that describes each field once:
+ * of ../shared/MODEL.md (tiny, baby, small) and the budget recipes (1min, 5min, 10min), and one table that describes each field once:
  * its command-line flag, its JSON key in a checkpoint, its type and its valid range. The
  * command-line parser (cli.c), the checkpoint writer and reader (checkpoint.c) and --resume's
  * "may this change?" check (train_setup.c) all walk that table, so a new hyper-parameter is one
@@ -44,6 +44,10 @@ typedef struct {
     bool detect_anomaly;    /* the training ctx names the first op whose output goes non-finite */
     bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
     bool log_dynamics;      /* per layer gradient norms and update/weight ratios at each log step */
+    double time_budget;     /* --time-budget in seconds: the run ends within it (train_budget.c);
+                               0: none */
+    long budget_iters;      /* the steps --time-budget fixed once it had timed the first ones, then
+                               also max_iters (and lr_decay_iters); 0: not fixed (yet) */
 } lm_config;
 
 /* The table: one row per field of lm_config. */
@@ -67,7 +71,8 @@ typedef struct {
     const char *help;       /* what the field is (--help: the lines of an LM_T_ENUM row) */
 } lm_field;
 
-#define LM_N_FIELDS 31            /* rows in lm_fields (config.c checks it) */
+#define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
+#define LM_N_FIELDS 33            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
 /* The row with this JSON key or flag ("--n-embd"), or NULL. */
@@ -86,11 +91,12 @@ bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f);
 void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f);
 /* Parses s (the whole string: "12", "3e-4", "adamw"; "true"/"false"/"1"/"0" for a bool) into
  * field f of c, then checks the field's range. AG_ERR_ARG and a message such as
- * "--lr: not a number: 'abc'". */
+ * "--lr: not a number: 'abc'". time_budget takes a duration (lm_parse_duration). */
 ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err);
 
-/* Fills c with the named configuration (tiny, baby, small) and the common defaults.
- * vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown. */
+/* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
+ * 10min, each with its time_budget: docs/performance.md, "Recipes per budget") and the common
+ * defaults. vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown. */
 ag_status lm_config_preset(lm_config *c, const char *name);
 extern const char *const lm_config_names[];   /* NULL-terminated */
 
@@ -111,6 +117,13 @@ char *lm_config_to_json(const lm_config *c);
  * checkpoints: absent means MODEL.md's default); unknown keys are an error too.
  * AG_ERR_FORMAT and a message. */
 ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err);
+
+/* A duration as --time-budget takes it, in *seconds: one or more groups of a number (digits,
+ * maybe a decimal point and more digits) and its unit, h, m or s, the units in that order and
+ * each at most once ("90s", "5m", "1h30m", "1.5h"); or "none" (0: no budget). Anything else
+ * ("0s", "-5m", "5 parsecs", "1e400s", "", "5m5", "5") is AG_ERR_ARG with a one-line message
+ * naming flag; so is a duration over LM_MAX_BUDGET_S. */
+ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err);
 
 /* Formats a double with the fewest significant digits (up to 17) that read back exactly. */
 void lm_format_real(char *buf, size_t n, double v);

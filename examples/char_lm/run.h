@@ -9,6 +9,7 @@
  *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
  *   train_agree.c  several ranks: before they start, that they hold the same run
  *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
+ *   train_budget.c --time-budget: the steps timed, the step count fixed, the deadline kept
  *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock;
  *                  batch.h the batches and the dropout seed of a step
  *
@@ -69,6 +70,20 @@ typedef struct {
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
 } lm_report;
 
+/* --time-budget (train_budget.c): the clock, what it measured, what it decided. */
+typedef struct {
+    double t0;               /* when lm_train began: the budget counts from here */
+    double deadline;         /* when the run must have ended (t0 + time_budget); 0: no budget */
+    bool fixing;             /* the step count is not fixed yet: the steps are being timed */
+    double t_check;          /* when lm_budget_check last ran (before an evaluation) */
+    double t_steps;          /* when the last step began (after its iteration's evaluation) */
+    double step_s, step_last;   /* the smoothed step time, the last step's */
+    double timed_s;          /* the calibration: the time of the steps it timed, */
+    long timed;              /*   and how many */
+    double eval_s;           /* the last evaluation's time, its checkpoint included; 0: none timed */
+    bool out_of_time;        /* the deadline ended the run before its step count */
+} lm_budget;
+
 /* Where the run stands, and what may end it. */
 typedef struct {
     long start;              /* the first iteration of this run: 0, or where --resume picks up */
@@ -77,6 +92,7 @@ typedef struct {
     uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
     lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
+    lm_budget budget;        /* --time-budget */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
 } lm_control;
 
@@ -143,9 +159,25 @@ void lm_run_free(lm_run *R);
  * and the diverged model is never saved. */
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
 
+// --- train_budget.c ---
+
+/* --time-budget: the deadline, and whether the step count is still to be fixed (not when a
+ * resumed run's checkpoint has it). Nothing without a budget. */
+void lm_budget_start(lm_run *R);
+/* Before iteration it and its evaluation: *last becomes true when one more step and the final
+ * evaluation would end past the deadline (with several ranks: when any rank says so). */
+ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err);
+/* After iteration it's evaluation, before its step: times the steps and the evaluations, and
+ * once enough steps are timed (at the latest at the end of the warmup, so that no step's rate
+ * depends on it) fixes the step count: max_iters, lr_decay_iters, budget_iters and the
+ * schedule. With several ranks, all fix the same count at the same iteration. */
+ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err);
+
 // --- train_log.c ---
 
 void lm_log_warn(const lm_run *R, const char *msg);
+/* One line of the log (printf-style; on a terminal the progress line is cleared first). */
+void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err);
 /* The same for any CSV of the run: DIR/name with header's line, *csv open to append rows. */

@@ -232,21 +232,26 @@ static ag_status stop_early(lm_run *R, long it, lm_train_result *r, ag_error *er
 
 // --- the loop ---
 
-/* train.h's loop: evaluate when due, stop at max_iters or when asked, else one step. */
+/* train.h's loop: evaluate when due, stop at max_iters, at the time budget or when asked, else
+ * one step. */
 static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     R->rep.t_start = ag_now_s();
+    lm_budget_start(R);
     for (long it = R->ctl.start;; it++) {
         if (lm_run_stop_requested(R)) return stop_early(R, it, r, err);   // a signal: checkpoint, return
         bool last = it == R->cfg.max_iters;
-        ag_status s = lm_run_evaluate(R, it, last, r, err);              // when due: losses, checkpoint
+        ag_status s = lm_budget_check(R, it, &last, err);                // --time-budget: no time for more
+        if (s == AG_OK) s = lm_run_evaluate(R, it, last, r, err);        // when due: losses, checkpoint
         if (s) return s;
         if (lm_run_stop_requested(R)) return stop_early(R, it, r, err);   // one came during it
         if (last) {
             r->iter = it;
+            r->out_of_time = R->ctl.budget.out_of_time;
             return AG_OK;
         }
+        if ((s = lm_budget_calibrate(R, it, err))) return s;              // --time-budget: fix the count
         if (o->before_step) o->before_step(it, R->learn.m.g, o->hook_user);
         if ((s = train_step(R, it, err))) {
             lm_log_break(R);
@@ -264,7 +269,7 @@ static ag_status trace(lm_run *R, ag_error *err)
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
-    lm_run R = {.o = o, .rep.plot_ok = o->plot};
+    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget.t0 = ag_now_s()};   /* --time-budget counts from here */
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
     r->ranks_compared = R.ctl.compared;

@@ -23,6 +23,12 @@
  * --init-from (opts.init_from): a new run whose weights and vocabulary are another
  * checkpoint's; the model's shape is that checkpoint's (flags that contradict it: AG_ERR_ARG).
  *
+ * --time-budget (cfg.time_budget, seconds): the run ends, its final evaluation and checkpoint
+ * written, within that time of lm_train's start. The first steps are timed, then the steps
+ * that fit become max_iters (and lr_decay_iters, so the cosine ends with the budget), saved as
+ * budget_iters for --resume; before each iteration a check ends the run early, with its
+ * evaluation and checkpoint, if the machine slowed down since (train_budget.c).
+ *
  * --trace-shapes (opts.trace): after the model is built, one forward pass of a few training
  * windows is printed op by op (trace.h); opts.trace_only stops there (nothing is written).
  * --detect-anomaly (cfg.detect_anomaly): the training ctx checks every op output and every
@@ -115,6 +121,9 @@ typedef struct {
     int vocab_size;
     int stop_signal;             /* interrupted: the signal that stopped it (with several
                                     ranks, the one they agreed on, whichever rank caught it) */
+    bool out_of_time;            /* --time-budget ran out before max_iters (the machine slowed
+                                    down after the count was fixed): ended at iter, with its
+                                    evaluation and checkpoint, the schedule not finished */
     bool ranks_compared;         /* several ranks compared their setups (train_agree.c): an
                                     argument error after that is the same on every rank */
 } lm_train_result;

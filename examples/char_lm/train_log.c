@@ -23,6 +23,19 @@ void lm_log_warn(const lm_run *R, const char *msg)
     if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
 }
 
+void lm_log_line(const lm_run *R, const char *fmt, ...)
+{
+    FILE *f = R->o->log;
+    if (!f) return;
+    if (R->rep.tty) fputs("\r\033[K", f);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputs("\n", f);
+    fflush(f);
+}
+
 // --- metrics.csv ---
 
 static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s";
@@ -188,7 +201,7 @@ ag_status lm_log_last_row(lm_run *R, long it, ag_error *err)
 
 static void fmt_duration(char *buf, size_t n, double s)
 {
-    if (!(s >= 0) || s > 360000) s = 0;
+    if (!(s >= 0) || s > 4e6) s = 0;   /* a --time-budget is at most 1000h */
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
     else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
@@ -203,7 +216,8 @@ static size_t switches(const lm_config *c, char *sw, size_t n)
     for (int i = 0; i < lm_n_fields; i++) {
         const lm_field *fl = &lm_fields[i];
         char v[64];
-        if (!fl->optional || lm_field_get(c, fl) == 0 || len >= n) continue;
+        bool is_switch = fl->type == LM_T_ENUM || fl->type == LM_T_BOOL;   /* not time_budget, budget_iters */
+        if (!fl->optional || !is_switch || lm_field_get(c, fl) == 0 || len >= n) continue;
         int w = snprintf(sw + len, n - len, "%s%s%s%s", len ? ", " : "", fl->flag, fl->type == LM_T_BOOL ? "" : " ",
                          fl->type == LM_T_BOOL ? "" : lm_field_format(c, fl, v, sizeof v));
         if (w > 0) len += (size_t)w;
@@ -227,6 +241,12 @@ void lm_log_header(const lm_run *R)
     fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %ld), batch %d, %ld steps, eval every %ld; "
             "checkpoint %s\n", ag_switch_name(&lm_optimizer_switch, c->optimizer), c->lr, c->min_lr, c->warmup_iters,
             c->lr_decay_iters, c->batch_size, c->max_iters, c->eval_interval, R->o->out_dir);
+    if (c->time_budget > 0) {
+        char d[32];
+        fmt_duration(d, sizeof d, c->time_budget);
+        fprintf(f, "time budget: %s; %s\n", d, c->budget_iters ? "the step count above is the one it fixed"
+                : "the first steps are timed, then the step count (and the decay) is fitted to it");
+    }
     if (R->ctl.resumed) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
     if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
     fflush(f);
@@ -267,10 +287,13 @@ static void log_progress(lm_run *R, long it, double loss, double lr)
     double t1 = ag_now_s();
     bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : lm_log_due(R, it);
     if (!o->log || !show) return;
-    char eta[32];
-    fmt_duration(eta, sizeof eta, rep->ema_dt * (double)(max - it - 1));
-    fprintf(o->log, "%siter %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", rep->tty ? "\r\033[K" : "", it, max,
-            loss, lr, (double)B * T / rep->ema_dt, eta, rep->tty ? "" : "\n");
+    char eta[32], of[24];
+    const lm_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
+    fmt_duration(eta, sizeof eta, b->deadline ? b->deadline - t1 : rep->ema_dt * (double)(max - it - 1));
+    if (b->fixing) snprintf(of, sizeof of, "?");
+    else snprintf(of, sizeof of, "%ld", max);
+    fprintf(o->log, "%siter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s%s", rep->tty ? "\r\033[K" : "", it, of,
+            loss, lr, (double)B * T / rep->ema_dt, b->deadline ? "left" : "ETA", eta, rep->tty ? "" : "\n");
     fflush(o->log);
     rep->t_shown = t1;
 }
@@ -320,6 +343,11 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
                 R->o->out_dir);
     else
         fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
+    const lm_budget *b = &R->ctl.budget;
+    if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
+        double used = ag_now_s() - b->t0, budget = b->deadline - b->t0;
+        fprintf(f, "time budget: %.2f s of %.0f s used (%+.2f s)\n", used, budget, used - budget);
+    }
     fflush(f);
 }
 

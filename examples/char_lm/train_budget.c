@@ -1,0 +1,150 @@
+/* train_budget.c -- --time-budget (run.h): the run ends, its final evaluation and checkpoint
+ * written, within the budget counted from the start of lm_train.
+ *
+ * THE COUNT. The first steps are timed, from the sixth one (the first ones grow the arena,
+ * fault in the buffers and start the thread pools: tiny's steps 1-3 took 44, 15 and 7 ms here
+ * against 4 ms from the fifth on, and a count fitted to them ended a 3 s budget after 0.6 s), until they add up to CAL_SHARE of the budget and number CAL_MIN_STEPS, or
+ * at the latest when the warmup ends: up to iteration warmup_iters the rate of a step,
+ * lr (it+1)/(warmup+1) and then lr itself, does not depend on the count, so the steps taken
+ * before the count is known are exactly those of a run that knew it from the start. Then the
+ * count N is the largest for which
+ *     (N - it) step + (the evaluations in (it, N], the final one included) eval
+ *         <= deadline - now - RESERVE_SHARE budget - (with plots) FINAL_PLOT_S
+ * where step is the mean timed step, eval the last evaluation's time with its checkpoint
+ * (iteration 0's evaluation comes before step 0; none timed: 2 eval_iters forward passes at a
+ * third of a step each) and the reserve leaves room for a machine whose speed wanders. N, at
+ * most --max-iters, becomes max_iters, lr_decay_iters (unless that was set apart from
+ * max_iters) and budget_iters, so every later checkpoint carries it and --resume continues
+ * that schedule exactly. A resumed run whose checkpoint came before the count times its own
+ * first steps the same way; a resumed run with the count has its own budget as a bound only.
+ *
+ * THE DEADLINE. Before each iteration: if the evaluation due there, one more step (the larger
+ * of the smoothed and the last step time) and the final evaluation would end past the deadline,
+ * this iteration is the last. Its evaluation and checkpoint are written and the run ends before
+ * its count, its last steps at the rate the schedule had there: above --min-lr by
+ * 0.5 (1 + cos(pi r)) (lr - min_lr), r the share of the decay done (0.1% of lr - min_lr at
+ * r = 0.98, 2.4% at r = 0.9). That happens only when the machine slowed down after the count
+ * was fixed; --resume finishes the schedule.
+ *
+ * With several ranks (ddp.h) every decision is summed over the ranks, so that all stop, and
+ * fix the same count, at the same iteration. */
+#include <math.h>
+#include "run.h"
+#include "tensor/debug.h"   /* ag_now_s */
+
+#define CAL_SHARE 0.02       /* the steps timed before the count is fixed: 2% of the budget */
+#define CAL_MIN_STEPS 3      /*   and at least 3 of them (fewer when the warmup is shorter) */
+#define CAL_SKIP 5           /* the steps before them, slower than the rest: not timed */
+#define RESERVE_SHARE 0.02   /* the count aims to end 2% of the budget early */
+#define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
+
+void lm_budget_start(lm_run *R)
+{
+    lm_budget *b = &R->ctl.budget;
+    if (!(R->cfg.time_budget > 0)) return;
+    b->deadline = b->t0 + R->cfg.time_budget;
+    b->fixing = R->cfg.budget_iters == 0;
+    b->t_check = b->t_steps = ag_now_s();
+}
+
+/* An evaluation with its checkpoint: the last one timed, or an estimate from the step time. */
+static double eval_time(const lm_run *R)
+{
+    const lm_budget *b = &R->ctl.budget;
+    if (b->eval_s > 0) return b->eval_s;
+    return 2.0 * (double)R->cfg.eval_iters * b->step_s / 3 + 0.1;
+}
+
+/* The final evaluation: an evaluation, and loss.png drawn while the run waits. */
+static double final_time(const lm_run *R) { return eval_time(R) + (R->rep.plot_ok ? FINAL_PLOT_S : 0); }
+
+ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)
+{
+    lm_budget *b = &R->ctl.budget;
+    if (!b->deadline) return AG_OK;
+    double now = ag_now_s();
+    if (it > R->ctl.start) {   /* the step of iteration it - 1 */
+        double dt = now - b->t_steps;
+        b->step_last = dt;
+        b->step_s = b->step_s > 0 ? 0.9 * b->step_s + 0.1 * dt : dt;
+        if (b->fixing && it - 1 >= R->ctl.start + CAL_SKIP) {
+            b->timed_s += dt;
+            b->timed++;
+        }
+    }
+    b->t_check = now;
+    if (*last || !(b->step_s > 0)) return AG_OK;
+    bool due = it % R->cfg.eval_interval == 0;
+    double more = (due ? eval_time(R) : 0) + fmax(b->step_s, b->step_last) + final_time(R);
+    double late = now + more > b->deadline;
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &late, err);   /* one rank out of time: all stop */
+    if (s || !(late > 0)) return s;
+    *last = b->out_of_time = true;
+    if (b->fixing)
+        lm_log_line(R, "time budget: out of time at iteration %ld, before the step count was fixed (a step %.3g s, "
+                    "an evaluation %.3g s): ending here", it, b->step_s, eval_time(R));
+    else
+        lm_log_line(R, "time budget: out of time at iteration %ld of %ld (the machine slowed down?); ending here, the "
+                    "rate at %.3g, not yet --min-lr %.3g (--resume finishes the schedule)", it, R->cfg.max_iters,
+                    ag_lr_at(&R->learn.sched, it - 1), R->cfg.min_lr);
+    return AG_OK;
+}
+
+/* Evaluations in (it, n], the final one at n included. */
+static long evals_after(long it, long n, long every)
+{
+    return n / every - it / every + (n % every != 0);
+}
+
+/* The time of the steps it .. n-1 and of the evaluations after them. */
+static double cost(long it, long n, long every, double step, double eval)
+{
+    return (double)(n - it) * step + (double)evals_after(it, n, every) * eval;
+}
+
+/* The largest count n > it whose steps and evaluations after it fit in avail seconds (at least
+ * it + 1: the step in hand; at most max_iters). */
+static long fit_count(const lm_run *R, long it, double step, double eval, double avail)
+{
+    long every = R->cfg.eval_interval, max = R->cfg.max_iters;
+    double guess = (double)it + floor((avail - eval) / (step + eval / (double)every));   /* evaluations spread */
+    long n = guess <= (double)it + 1 ? it + 1 : guess >= (double)max ? max : (long)guess;
+    while (n > it + 1 && cost(it, n, every, step, eval) > avail) n--;
+    while (n < max && cost(it, n + 1, every, step, eval) <= avail) n++;
+    return n;
+}
+
+/* The count is n from now on: the schedule's end, the run's end, and the checkpoints' record. */
+static void fix_count(lm_run *R, long it, long n, double step, double eval)
+{
+    lm_config *c = &R->cfg;
+    lm_budget *b = &R->ctl.budget;
+    if (c->lr_decay_iters == c->max_iters) c->lr_decay_iters = n;   /* it followed the count */
+    c->max_iters = c->budget_iters = n;
+    R->learn.sched.lr_decay_iters = c->lr_decay_iters;
+    b->fixing = false;
+    double spare = b->deadline - ag_now_s() - cost(it, n, c->eval_interval, step, eval);
+    lm_log_line(R, "time budget: %ld steps in all (%.4g s each, timed over %ld; an evaluation %.3g s), planned to "
+                "end %.3g s before the deadline", n, step, b->timed, eval, spare);
+}
+
+ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
+{
+    lm_budget *b = &R->ctl.budget;
+    if (!b->deadline) return AG_OK;
+    double now = ag_now_s();
+    bool from_ckpt = R->ctl.resumed && it == R->ctl.start && R->learn.st.has_eval;   /* not evaluated here */
+    if (it % R->cfg.eval_interval == 0 && !from_ckpt) b->eval_s = now - b->t_check;
+    b->t_steps = now;
+    if (!b->fixing || it == R->ctl.start) return AG_OK;   /* nothing timed yet */
+    double ready = (b->timed >= CAL_MIN_STEPS && b->timed_s >= CAL_SHARE * R->cfg.time_budget) ||
+                   it > R->cfg.warmup_iters;
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &ready, err);   /* all ranks fix the count at one iteration */
+    if (s || !(ready > 0)) return s;
+    double step = b->timed ? b->timed_s / (double)b->timed : b->step_s, eval = eval_time(R);
+    double avail = b->deadline - now - RESERVE_SHARE * R->cfg.time_budget - (R->rep.plot_ok ? FINAL_PLOT_S : 0);
+    double n = (double)fit_count(R, it, step, eval, avail);
+    if ((s = lm_ddp_sum(R->ctl.ddp, &n, err))) return s;   /* the ranks' mean, the same on each */
+    fix_count(R, it, (long)floor(n / lm_ddp_ranks(R->ctl.ddp)), step, eval);
+    return AG_OK;
+}

@@ -238,9 +238,13 @@ void lm_log_header(const lm_run *R)
             R->learn.m.g->params->total);
     char sw[512];
     if (switches(c, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);
-    fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %ld), batch %d, %ld steps, eval every %ld; "
+    char steps[32], decay[32];   /* "?" while --time-budget has the count to fit */
+    bool to_fit = c->time_budget > 0 && !c->budget_iters;
+    snprintf(steps, sizeof steps, to_fit ? "?" : "%ld", c->max_iters);
+    snprintf(decay, sizeof decay, to_fit && c->lr_decay_iters == c->max_iters ? "?" : "%ld", c->lr_decay_iters);
+    fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %s), batch %d, %s steps, eval every %ld; "
             "checkpoint %s\n", ag_switch_name(&lm_optimizer_switch, c->optimizer), c->lr, c->min_lr, c->warmup_iters,
-            c->lr_decay_iters, c->batch_size, c->max_iters, c->eval_interval, R->o->out_dir);
+            decay, c->batch_size, steps, c->eval_interval, R->o->out_dir);
     if (c->time_budget > 0) {
         char d[32];
         fmt_duration(d, sizeof d, c->time_budget);

@@ -9,7 +9,7 @@
  * before the count is known are exactly those of a run that knew it from the start. Then the
  * count N is the largest for which
  *     (N - it) step + (the evaluations in (it, N], the final one included) eval
- *         <= deadline - now - RESERVE_SHARE budget - (with plots) FINAL_PLOT_S
+ *         <= deadline - now - max(RESERVE_SHARE budget, RESERVE_STEPS step) - (with plots) FINAL_PLOT_S
  * where step is the mean timed step, eval the last evaluation's time with its checkpoint
  * (iteration 0's evaluation comes before step 0; none timed: 2 eval_iters forward passes at a
  * third of a step each) and the reserve leaves room for a machine whose speed wanders. N, at
@@ -35,7 +35,8 @@
 #define CAL_SHARE 0.02       /* the steps timed before the count is fixed: 2% of the budget */
 #define CAL_MIN_STEPS 3      /*   and at least 3 of them (fewer when the warmup is shorter) */
 #define CAL_SKIP 5           /* the steps before them, slower than the rest: not timed */
-#define RESERVE_SHARE 0.02   /* the count aims to end 2% of the budget early */
+#define RESERVE_SHARE 0.02   /* the count aims to end 2% of the budget early, */
+#define RESERVE_STEPS 25     /*   or 25 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
 
 void lm_budget_start(lm_run *R)
@@ -142,7 +143,8 @@ ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
     ag_status s = lm_ddp_sum(R->ctl.ddp, &ready, err);   /* all ranks fix the count at one iteration */
     if (s || !(ready > 0)) return s;
     double step = b->timed ? b->timed_s / (double)b->timed : b->step_s, eval = eval_time(R);
-    double avail = b->deadline - now - RESERVE_SHARE * R->cfg.time_budget - (R->rep.plot_ok ? FINAL_PLOT_S : 0);
+    double reserve = fmax(RESERVE_SHARE * R->cfg.time_budget, RESERVE_STEPS * step);
+    double avail = b->deadline - now - reserve - (R->rep.plot_ok ? FINAL_PLOT_S : 0);
     double n = (double)fit_count(R, it, step, eval, avail);
     if ((s = lm_ddp_sum(R->ctl.ddp, &n, err))) return s;   /* the ranks' mean, the same on each */
     fix_count(R, it, (long)floor(n / lm_ddp_ranks(R->ctl.ddp)), step, eval);

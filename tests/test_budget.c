@@ -128,7 +128,8 @@ static lm_config budgeted(double seconds)
     lm_config c;
     ck_assert_int_eq(lm_config_preset(&c, "tiny"), AG_OK);
     c.max_iters = c.lr_decay_iters = 1000000;
-    c.warmup_iters = 30;   /* the count is fixed within it (after 2% of the budget, 3 steps at least) */
+    c.warmup_iters = 15;   /* the count is fixed within it (after 2% of the budget, 3 steps at least),
+                              before a slow build's reserve could end the run */
     c.eval_interval = 100;
     c.eval_iters = 2;
     c.time_budget = seconds;
@@ -281,9 +282,9 @@ END_TEST
 START_TEST(test_slowdown_stops_at_the_deadline)
 {
     const char *run = proc_path(dir, "slow");
-    /* once the count is fixed every step takes 40 ms more: the count, fitted to the fast steps,
+    /* once the count is fixed every step takes 100 ms more: the count, fitted to the fast steps,
      * cannot be reached */
-    hook_state h = {.from_iter = budgeted(BUDGET_S).warmup_iters + 2, .sleep_s = 0.04};
+    hook_state h = {.from_iter = budgeted(BUDGET_S).warmup_iters + 2, .sleep_s = 0.1};
     lm_train_opts o = opts(run, budgeted(BUDGET_S));
     o.before_step = hook;
     o.hook_user = &h;

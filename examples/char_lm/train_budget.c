@@ -36,7 +36,7 @@
 #define CAL_MIN_STEPS 3      /*   and at least 3 of them (fewer when the warmup is shorter) */
 #define CAL_SKIP 5           /* the steps before them, slower than the rest: not timed */
 #define RESERVE_SHARE 0.02   /* the count aims to end 2% of the budget early, */
-#define RESERVE_STEPS 25     /*   or 25 steps' time if more (a budget of seconds: 2% is 2 steps) */
+#define RESERVE_STEPS 10     /*   or 10 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
 
 void lm_budget_start(lm_run *R)

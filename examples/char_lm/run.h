@@ -164,6 +164,10 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
 /* --time-budget: the deadline, and whether the step count is still to be fixed (not when a
  * resumed run's checkpoint has it). Nothing without a budget. */
 void lm_budget_start(lm_run *R);
+
+/* The budget's clock: o->clock if given (a test's), else ag_now_s. */
+double lm_budget_now(const lm_train_opts *o);
+
 /* Before iteration it and its evaluation: *last becomes true when one more step and the final
  * evaluation would end past the deadline (with several ranks: when any rank says so). */
 ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err);

@@ -269,7 +269,7 @@ static ag_status trace(lm_run *R, ag_error *err)
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
-    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget.t0 = ag_now_s()};   /* --time-budget counts from here */
+    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget.t0 = lm_budget_now(o)};   /* --time-budget counts from here */
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
     r->ranks_compared = R.ctl.compared;

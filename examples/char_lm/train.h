@@ -101,6 +101,10 @@ typedef struct {
      * (e.g. to poison a weight and watch --detect-anomaly catch it). NULL: none. */
     void (*before_step)(long it, ag_gpt *g, void *user);
     void *hook_user;
+    /* The clock --time-budget reads, in seconds (NULL: the wall clock, ag_now_s). A test gives
+     * one that its before_step advances by a set time a step, so that what the budget decides
+     * does not depend on how busy the machine is. */
+    double (*clock)(void *user);
     /* Data parallelism (ddp.h): the job of ranks this process is one of (NULL: alone), and
      * --grad-accum (0 or 1: one micro-batch per step) and --allreduce. Every rank calls lm_train
      * with the same options; rank 0 alone writes the checkpoints, metrics.csv and the plots, and

@@ -39,13 +39,18 @@
 #define RESERVE_STEPS 10     /*   or 10 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
 
+double lm_budget_now(const lm_train_opts *o)
+{
+    return o->clock ? o->clock(o->hook_user) : ag_now_s();
+}
+
 void lm_budget_start(lm_run *R)
 {
     lm_budget *b = &R->ctl.budget;
     if (!(R->cfg.time_budget > 0)) return;
     b->deadline = b->t0 + R->cfg.time_budget;
     b->fixing = R->cfg.budget_iters == 0;
-    b->t_check = b->t_steps = ag_now_s();
+    b->t_check = b->t_steps = lm_budget_now(R->o);
 }
 
 /* An evaluation with its checkpoint: the last one timed, or an estimate from the step time. */
@@ -63,7 +68,7 @@ ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
     if (!b->deadline) return AG_OK;
-    double now = ag_now_s();
+    double now = lm_budget_now(R->o);
     if (it > R->ctl.start) {   /* the step of iteration it - 1 */
         double dt = now - b->t_steps;
         b->step_last = dt;
@@ -124,7 +129,7 @@ static void fix_count(lm_run *R, long it, long n, double step, double eval)
     c->max_iters = c->budget_iters = n;
     R->learn.sched.lr_decay_iters = c->lr_decay_iters;
     b->fixing = false;
-    double spare = b->deadline - ag_now_s() - cost(it, n, c->eval_interval, step, eval);
+    double spare = b->deadline - lm_budget_now(R->o) - cost(it, n, c->eval_interval, step, eval);
     lm_log_line(R, "time budget: %ld steps in all (%.4g s each, timed over %ld; an evaluation %.3g s), planned to "
                 "end %.3g s before the deadline", n, step, b->timed, eval, spare);
 }
@@ -133,7 +138,7 @@ ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
     if (!b->deadline) return AG_OK;
-    double now = ag_now_s();
+    double now = lm_budget_now(R->o);
     bool from_ckpt = R->ctl.resumed && it == R->ctl.start && R->learn.st.has_eval;   /* not evaluated here */
     if (it % R->cfg.eval_interval == 0 && !from_ckpt) b->eval_s = now - b->t_check;
     b->t_steps = now;

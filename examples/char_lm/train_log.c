@@ -293,7 +293,7 @@ static void log_progress(lm_run *R, long it, double loss, double lr)
     if (!o->log || !show) return;
     char eta[32], of[24];
     const lm_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
-    fmt_duration(eta, sizeof eta, b->deadline ? b->deadline - t1 : rep->ema_dt * (double)(max - it - 1));
+    fmt_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(o) : rep->ema_dt * (double)(max - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", max);
     fprintf(o->log, "%siter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s%s", rep->tty ? "\r\033[K" : "", it, of,
@@ -349,7 +349,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
         fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
     const lm_budget *b = &R->ctl.budget;
     if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
-        double used = ag_now_s() - b->t0, budget = b->deadline - b->t0;
+        double used = lm_budget_now(R->o) - b->t0, budget = b->deadline - b->t0;
         fprintf(f, "time budget: %.2f s of %.0f s used (%+.2f s)\n", used, budget, used - budget);
     }
     fflush(f);

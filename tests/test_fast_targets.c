@@ -15,6 +15,7 @@
 #include "optim/fast/adam.h"
 #include "optim/fast/loops.h"
 #include "tensor/fast/fast.h"
+#include "tensor/hash.h"   /* ag__dropout_threshold */
 
 #ifndef AG_REFERENCE   /* the targets' helpers: a REFERENCE=1 library has no targets */
 enum { PLAIN, AVX2, AVX512, N_TARGETS };
@@ -193,6 +194,90 @@ START_TEST(test_attention_rows_targets_equal)
     }
 }
 END_TEST
+
+/* attention's dropout rows: the same bits on every target, and ops/dropout.c's mask (rng.h's
+ * ag_hash_uniform, element base + i T + j kept when >= p) scaled by 1/(1-p); the backward keeps
+ * dAd / (1-p) where Ad is not 0 */
+START_TEST(test_attention_dropout_targets_same_bits)
+{
+    typedef void (*dr_fn)(ag_real *, const ag_real *, int, bool, ag_real, uint64_t, uint64_t);
+    typedef void (*ddr_fn)(ag_real *, const ag_real *, int, ag_real);
+    const dr_fn dr[N_TARGETS] = { ag__attention_dropout_rows_plain, ag__attention_dropout_rows_avx2,
+                                  ag__attention_dropout_rows_avx512 };
+    const ddr_fn ddr[N_TARGETS] = { ag__attention_dropout_backward_rows_plain,
+                                    ag__attention_dropout_backward_rows_avx2,
+                                    ag__attention_dropout_backward_rows_avx512 };
+    const int T = 37;
+    const ag_real p = (ag_real)0.3;
+    const uint64_t seed = 77, base = 5 * 37 * 37;
+    size_t n = (size_t)T * T;
+    ag_rng r;
+    ag_rng_seed(&r, 36);
+    for (int causal = 0; causal < 2; causal++) {
+        ag_real *A = random_buf(&r, n, 0.01, 1), *dAd = random_buf(&r, n, -1, 1), *Ad[N_TARGETS], *dA[N_TARGETS];
+        for (int t = 0; t < N_TARGETS; t++) {
+            Ad[t] = copy_buf(A, n), dA[t] = copy_buf(dAd, n);
+            if (!runs(t, "attention dropout rows")) continue;
+            dr[t](Ad[t], A, T, causal, p, seed, base);
+            ddr[t](dA[t], Ad[PLAIN], T, p);
+            if (t == PLAIN) continue;
+            assert_same_bits("attention dropout rows", t, Ad[t], Ad[PLAIN], n);
+            assert_same_bits("attention dropout backward rows", t, dA[t], dA[PLAIN], n);
+        }
+        int dropped = 0;
+        for (size_t i = 0; i < n; i++) {
+            bool seen = !causal || (int)(i % T) <= (int)(i / T);
+            bool kept = ag_hash_uniform(seed, base + i) >= (double)p;
+            ag_real want = seen && kept ? A[i] * (1 / (1 - p)) : 0;
+            ck_assert_msg(Ad[PLAIN][i] == want, "element %zu: %g, ag_dropout's mask gives %g", i, Ad[PLAIN][i], want);
+            ck_assert(dA[PLAIN][i] == (want != 0 ? dAd[i] * (1 / (1 - p)) : 0));
+            dropped += seen && !kept;
+        }
+        ck_assert_msg(dropped > 0.2 * n / (causal ? 2 : 1), "%d of %zu dropped at p = 0.3", dropped, n);
+        for (int t = 0; t < N_TARGETS; t++) free(Ad[t]), free(dA[t]);
+        free(A), free(dAd);
+    }
+}
+END_TEST
+
+/* ag_dropout (ops/dropout.c) by the reference loop, by its fast twin (threaded: each thread's
+ * span starts at its own element), and by each target's span over the whole tensor: the same
+ * bits, the output and the mask the backward uses */
+START_TEST(test_dropout_targets_same_bits)
+{
+    typedef void (*span_fn)(ag_real *, ag_real *, const ag_real *, ag_real, uint64_t, uint64_t, size_t, size_t);
+    const span_fn span[N_TARGETS] = { ag__dropout_forward_span_plain, ag__dropout_forward_span_avx2,
+                                      ag__dropout_forward_span_avx512 };
+    const size_t N = 3 * AG_PAR_MIN + 7;
+    const ag_real p = (ag_real)0.25;
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *x = ag_tensor_new(ctx, 1, (int[1]){ (int)N });                       // [N]
+    ag_rng r;
+    ag_rng_seed(&r, 37);
+    for (size_t i = 0; i < N; i++) x->data[i] = (ag_real)ag_rng_uniform(&r) * 2 - 1;
+    ag_real *y[2];
+    for (int fast = 0; fast < 2; fast++) {
+        ag_ctx_set_reference_kernels(ctx, !fast);
+        ag_tensor *yt = ag_dropout(ctx, x, p, 99, true);                            // [N]
+        ck_assert_ptr_nonnull(yt);
+        y[fast] = yt->data;
+    }
+    assert_same_bits("dropout (threaded fast twin)", PLAIN, y[1], y[0], N);
+    ag_real *ys = malloc(N * sizeof(ag_real)), *m = malloc(N * sizeof(ag_real));
+    size_t dropped = 0;
+    for (size_t i = 0; i < N; i++) dropped += y[0][i] == 0;
+    ck_assert_msg(dropped > N / 5 && dropped < N / 3, "%zu of %zu dropped at p = 0.25", dropped, N);
+    for (int t = 0; t < N_TARGETS; t++) {
+        if (!runs(t, "dropout")) continue;
+        span[t](ys, m, x->data, 1 / (1 - p), ag__dropout_threshold((double)p), 99, 0, N);
+        assert_same_bits("dropout span", t, ys, y[0], N);
+        for (size_t i = 0; i < N; i++)   /* the mask: rng.h's hash of (seed, element) kept at >= p */
+            ck_assert(m[i] == (ag_hash_uniform(99, i) >= (double)p ? 1 / (1 - p) : 0));
+    }
+    free(ys), free(m);
+    ag_ctx_free(ctx);
+}
+END_TEST
 #endif
 
 Suite *fast_targets_suite(void)
@@ -206,6 +291,8 @@ Suite *fast_targets_suite(void)
     tcase_add_test(t, test_layernorm_targets_same_bits);
     tcase_add_test(t, test_gelu_backward_targets_same_bits);
     tcase_add_test(t, test_attention_rows_targets_equal);
+    tcase_add_test(t, test_attention_dropout_targets_same_bits);
+    tcase_add_test(t, test_dropout_targets_same_bits);
 #endif
     suite_add_tcase(s, t);
     return s;

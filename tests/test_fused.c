@@ -67,7 +67,7 @@ static const attn_shape shapes[] = { { 2, 5, 12, 3 }, { 1, 1, 4, 1 }, { 3, 1, 6,
 /* One side of the comparison: out gets y, then dx (when x takes a gradient), then the flat
  * gradient of every parameter. Returns the "attention" nodes recorded. */
 static int layer_side(bool reference, const ag_mha *A, ag_params *P, const ag_tensor *x0, bool causal, bool x_grad,
-                      const ag_real *dy, ag_real *out)
+                      ag_real dropout, const ag_real *dy, ag_real *out)
 {
     ag_ctx *ctx = ag_ctx_new();
     ag_ctx_set_reference_kernels(ctx, reference);
@@ -76,7 +76,8 @@ static int layer_side(bool reference, const ag_mha *A, ag_params *P, const ag_te
     memcpy(x->data, x0->data, n * sizeof(ag_real));
     ag_params_zero_grad(P);
     ag_tensor *mask = causal ? ag_causal_mask(ctx, x0->shape[1]) : NULL;             // [T,T]
-    ag_tensor *y = ag_mha_forward(ctx, A, x, mask, 0, NULL);                         // [B,T,C]
+    const ag_forward_opts train = { .train = true, .seed = 9 };                      /* dropout's mask: seed 9 */
+    ag_tensor *y = ag_mha_forward(ctx, A, x, mask, dropout, dropout > 0 ? &train : NULL); // [B,T,C]
     ck_assert_msg(y != NULL, "%s", ag_ctx_error(ctx));
     ck_assert_int_eq(ag_backward_from(ctx, y, dy), AG_OK);
     memcpy(out, y->data, n * sizeof(ag_real));
@@ -87,7 +88,7 @@ static int layer_side(bool reference, const ag_mha *A, ag_params *P, const ag_te
     return nodes;
 }
 
-static void layer_case(const attn_shape *s, bool causal, bool x_grad)
+static void layer_case(const attn_shape *s, bool causal, bool x_grad, ag_real dropout)
 {
     ag_mha A;
     ag_params *P = layer_new(&A, s->C, s->H);
@@ -95,14 +96,14 @@ static void layer_case(const attn_shape *s, bool causal, bool x_grad)
     ag_tensor *x = gc_tensor_new(3, sx, 21, -1, 1), *dy = gc_tensor_new(3, sx, 22, -1, 1);
     size_t n = ag_numel(x), nx = x_grad ? n : 0, len = n + nx + P->total;
     ag_real *fast = malloc(len * sizeof(ag_real)), *ref = malloc(len * sizeof(ag_real));
-    ck_assert_int_eq(layer_side(false, &A, P, x, causal, x_grad, dy->data, fast), HAS_TWIN);
-    ck_assert_int_eq(layer_side(true, &A, P, x, causal, x_grad, dy->data, ref), 0);
+    ck_assert_int_eq(layer_side(false, &A, P, x, causal, x_grad, dropout, dy->data, fast), HAS_TWIN);
+    ck_assert_int_eq(layer_side(true, &A, P, x, causal, x_grad, dropout, dy->data, ref), 0);
     const char *part[3] = { "y", "dx", "d(parameters)" };
     size_t at[4] = { 0, n, n + nx, len }; /* where each part starts in out */
     for (int p = 0; p < 3; p++) {
         int bad = n_apart(fast + at[p], ref + at[p], at[p + 1] - at[p]);
-        ck_assert_msg(bad == 0, "[%d,%d,%d] H=%d%s%s: %s: %d elements apart", s->B, s->T, s->C, s->H,
-                      causal ? " causal" : "", x_grad ? "" : " (x takes no gradient)", part[p], bad);
+        ck_assert_msg(bad == 0, "[%d,%d,%d] H=%d%s%s dropout %g: %s: %d elements apart", s->B, s->T, s->C, s->H,
+                      causal ? " causal" : "", x_grad ? "" : " (x takes no gradient)", (double)dropout, part[p], bad);
     }
     free(fast);
     free(ref);
@@ -111,11 +112,16 @@ static void layer_case(const attn_shape *s, bool causal, bool x_grad)
     ag_params_free(P);
 }
 
-START_TEST(test_layer_causal) { layer_case(&shapes[_i], true, true); }
+START_TEST(test_layer_causal) { layer_case(&shapes[_i], true, true, 0); }
 END_TEST
-START_TEST(test_layer_unmasked) { layer_case(&shapes[_i], false, true); }
+START_TEST(test_layer_unmasked) { layer_case(&shapes[_i], false, true, 0); }
 END_TEST
-START_TEST(test_layer_x_no_grad) { layer_case(&shapes[_i], true, false); }
+START_TEST(test_layer_x_no_grad) { layer_case(&shapes[_i], true, false, 0); }
+END_TEST
+/* dropout on the weights: the twin draws ag_dropout's mask, element for element */
+START_TEST(test_layer_dropout_causal) { layer_case(&shapes[_i], true, true, (ag_real)0.3); }
+END_TEST
+START_TEST(test_layer_dropout_unmasked) { layer_case(&shapes[_i], false, true, (ag_real)0.5); }
 END_TEST
 
 // --- which path: the mask's kind and the options ---
@@ -150,7 +156,7 @@ static const path_case path_cases[] = {
     { .what = "no mask, fill -1e9", .mask = MASK_NONE, .mask_fill = -1e9, .twin = true },
     { .what = "training, dropout 0", .mask = MASK_CAUSAL, .train = true, .twin = true },
     { .what = "evaluation, dropout 0.1", .mask = MASK_CAUSAL, .dropout = (ag_real)0.1, .twin = true },
-    { .what = "training, dropout 0.1", .mask = MASK_CAUSAL, .train = true, .dropout = (ag_real)0.1 },
+    { .what = "training, dropout 0.1", .mask = MASK_CAUSAL, .train = true, .dropout = (ag_real)0.1, .twin = true },
 };
 #define N_PATH_CASES (int)(sizeof path_cases / sizeof path_cases[0])
 
@@ -267,26 +273,27 @@ START_TEST(test_attention_gradcheck)
 END_TEST
 
 /* the whole model: the fast twin (default) and composed attention give the same loss and
- * gradients */
-START_TEST(test_gpt_fused_equals_composed)
+ * gradients, without dropout and with it (the same masks) */
+static void gpt_fused_equals_composed(double dropout)
 {
-    ag_gpt_config cfg = { .vocab_size = 7, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 6 };
+    ag_gpt_config cfg = { .vocab_size = 7, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 6, .dropout = dropout };
     ag_gpt *gf = ag_gpt_new(&cfg, 3, NULL);
     cfg.composed_attention = true;
     ag_gpt *gc = ag_gpt_new(&cfg, 3, NULL);
     ck_assert_ptr_nonnull(gf);
     ck_assert_ptr_nonnull(gc);
     int ids[12] = { 1, 2, 3, 4, 5, 6, 0, 6, 5, 4, 3, 2 }, tg[12] = { 2, 3, 4, 5, 6, 0, 6, 5, 4, 3, 2, 1 };
+    const ag_forward_opts train = { .train = true, .seed = 17 };
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *lf = NULL, *lc = NULL;
     ag_params_zero_grad(gf->params);
     ag_params_zero_grad(gc->params);
-    ag_gpt_forward(ctx, gf, ids, tg, 2, 6, &(ag_forward_opts){ .train = true }, &lf);
+    ag_gpt_forward(ctx, gf, ids, tg, 2, 6, &train, &lf);
     ck_assert_int_eq(ag_backward(ctx, lf), AG_OK);
     ck_assert_int_eq(fused_nodes(ctx), 2 * HAS_TWIN);
     ag_real loss_f = lf->data[0];
     ag_ctx_reset(ctx);
-    ag_gpt_forward(ctx, gc, ids, tg, 2, 6, &(ag_forward_opts){ .train = true }, &lc);
+    ag_gpt_forward(ctx, gc, ids, tg, 2, 6, &train, &lc);
     ck_assert_int_eq(ag_backward(ctx, lc), AG_OK);
     ck_assert_int_eq(fused_nodes(ctx), 0);
     ck_assert_double_eq_tol(loss_f, lc->data[0], 1e-6);
@@ -295,6 +302,10 @@ START_TEST(test_gpt_fused_equals_composed)
     ag_gpt_free(gf);
     ag_gpt_free(gc);
 }
+
+START_TEST(test_gpt_fused_equals_composed) { gpt_fused_equals_composed(0); }
+END_TEST
+START_TEST(test_gpt_fused_equals_composed_dropout) { gpt_fused_equals_composed(0.2); }
 END_TEST
 
 Suite *fused_suite(void)
@@ -304,6 +315,8 @@ Suite *fused_suite(void)
     tcase_add_loop_test(layer, test_layer_causal, 0, N_SHAPES);
     tcase_add_loop_test(layer, test_layer_unmasked, 0, N_SHAPES);
     tcase_add_loop_test(layer, test_layer_x_no_grad, 0, N_SHAPES);
+    tcase_add_loop_test(layer, test_layer_dropout_causal, 0, N_SHAPES);
+    tcase_add_loop_test(layer, test_layer_dropout_unmasked, 0, N_SHAPES);
     suite_add_tcase(s, layer);
     TCase *path = tcase_create("path");
     tcase_add_loop_test(path, test_path, 0, N_PATH_CASES);
@@ -312,6 +325,7 @@ Suite *fused_suite(void)
     TCase *grad = tcase_create("grad");
     tcase_add_test(grad, test_attention_gradcheck);
     tcase_add_test(grad, test_gpt_fused_equals_composed);
+    tcase_add_test(grad, test_gpt_fused_equals_composed_dropout);
     suite_add_tcase(s, grad);
     return s;
 }

@@ -90,15 +90,15 @@ static ag_tensor *attend(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *
 }
 
 /* The fast twin computes exactly attend()'s lines when none of them is wanted on its own: op by
- * op not asked for, nothing recorded, no cache, no padding, no dropout on the weights, q, k, v
- * of one [B,T,C] shape, and no mask or ag_causal_mask's own for this T, filled with -inf. The
- * mask's kind is known without a look at its T x T numbers; any other mask takes attend(). */
+ * op not asked for, nothing recorded, no cache, no padding, q, k, v of one [B,T,C] shape, and no
+ * mask or ag_causal_mask's own for this T, filled with -inf (dropout on the weights: it draws
+ * ag_dropout's mask). The mask's kind is known without a look at its T x T numbers; any other
+ * mask takes attend(). */
 static bool fusable(const ag_mha *A, const ag_tensor *q, const ag_tensor *k, const ag_tensor *v,
-                    const ag_tensor *mask, ag_real dropout, const ag_forward_opts *opt)
+                    const ag_tensor *mask, const ag_forward_opts *opt)
 {
     if (A->composed || opt->composed_attention || opt->record_attention || opt->cache || opt->key_padding)
         return false;
-    if (opt->train && dropout > 0) return false;
     if (!q || !k || !v || q->ndim != 3 || !ag_same_shape(q, k) || !ag_same_shape(q, v) || A->H <= 0 ||
         q->shape[2] % A->H != 0)
         return false; /* attend() then says what is wrong */
@@ -109,9 +109,10 @@ static bool fusable(const ag_mha *A, const ag_tensor *q, const ag_tensor *k, con
 static ag_tensor *attention(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tensor *k, ag_tensor *v,
                             ag_tensor *mask, ag_real dropout, const ag_forward_opts *opt)
 {
-    if (AG_FAST(ctx) && fusable(A, q, k, v, mask, dropout, opt))
-        return ag_fast_attention(ctx, q, k, v, A->H, A->scale, mask != NULL); // [B,T,C]
-    return attend(ctx, A, q, k, v, mask, dropout, opt);                       // [B,T,C]
+    ag_real p = opt->train ? dropout : 0;   /* evaluation: no dropout */
+    if (AG_FAST(ctx) && fusable(A, q, k, v, mask, opt))
+        return ag_fast_attention(ctx, q, k, v, A->H, A->scale, mask != NULL, p, opt->seed); // [B,T,C]
+    return attend(ctx, A, q, k, v, mask, dropout, opt);                                      // [B,T,C]
 }
 
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,

@@ -1,18 +1,11 @@
 /* rng.c -- PCG32 (O'Neill, pcg-random.org), seeded through splitmix64. */
 #include <math.h>
 #include "rng.h"
+#include "hash.h"   /* the formulas, inline */
 
-#define GOLDEN 0x9E3779B97F4A7C15ull   /* 2^64 / phi, splitmix64's step */
+uint64_t ag_splitmix64(uint64_t x) { return ag__splitmix64(x); }
 
-uint64_t ag_splitmix64(uint64_t x)
-{
-    uint64_t z = x + GOLDEN;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-uint64_t ag_seed_mix(uint64_t seed, uint64_t tag) { return ag_splitmix64(seed + tag * GOLDEN); }
+uint64_t ag_seed_mix(uint64_t seed, uint64_t tag) { return ag_splitmix64(seed + tag * AG__GOLDEN); }
 
 void ag_rng_seed(ag_rng *r, uint64_t seed)
 {
@@ -53,7 +46,4 @@ double ag_rng_normal(ag_rng *r)
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
-double ag_hash_uniform(uint64_t seed, uint64_t i)
-{
-    return (double)(ag_splitmix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 11) / 9007199254740992.0;
-}
+double ag_hash_uniform(uint64_t seed, uint64_t i) { return ag__hash_uniform(seed, i); }

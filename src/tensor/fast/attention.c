@@ -1,6 +1,6 @@
 /* fast/attention.c -- attention's fast twin: the lines of attend() in src/nn/attention.c
- * (split_heads, q k^T, scale, no mask or the causal one, softmax, weights . v, merge_heads) as
- * one op with a hand-written backward, on gemm. attend() is the reference a reader follows;
+ * (split_heads, q k^T, scale, no mask or the causal one, softmax, dropout, weights . v,
+ * merge_heads) as one op with a hand-written backward, on gemm. attend() is the reference a reader follows;
  * nn/attention.c calls this op (ag_fast_attention) only where it computes exactly the same
  * (fusable() there says when), and tests/test_fused.c and tests/test_fast_ref_products.c prove
  * the two equal: the output and every gradient.
@@ -8,12 +8,16 @@
  * forward, for each batch entry b and head h, with Q, K, V the [T,D] blocks of q, k, v:
  *   S = scale Q K^T                                    [T,T]
  *   A = softmax(S) over each row, where a causal row i only sees keys 0..i (the rest weigh 0)
- *   O = A V                                            [T,D], written into y's [B,T,C] block
+ *   Ad = dropout(A): A[i,j] / (1 - p) where ops/dropout.c's mask for the [B,H,T,T] weights
+ *        keeps element ((b H + h) T + i) T + j, else 0 (Ad is A when p = 0 or not training)
+ *   O = Ad V                                           [T,D], written into y's [B,T,C] block
  * Head h of token t is the D numbers at t*C + h*D, so a head's Q, K, V and O are [T,D] blocks
  * read in place with a row stride of C: no split or merge copy. Masked scores are never
- * computed, and only A is kept for the backward.
+ * computed, and only A (and Ad) is kept for the backward.
  * backward, the chain rule back through the same three lines:
- *   O = A V                  =>  dV += A^T dO,   dA = dO V^T
+ *   O = Ad V                 =>  dV += Ad^T dO,  dAd = dO V^T
+ *   Ad = dropout(A)          =>  dA = dAd / (1 - p) where kept, else 0 (kept: Ad != 0, or A = 0,
+ *                                where dA does not matter: it is multiplied by A below)
  *   A = softmax(S) per row   =>  dS = A * (dA - rowsum(dA * A))   (ops/softmax.c's backward;
  *                                a masked A[i,j] is 0, so is its dS[i,j]: the mask adds nothing)
  *   S = scale Q K^T          =>  dQ += scale dS K,   dK += scale dS^T Q
@@ -27,6 +31,7 @@
 #include <omp.h>
 #include "fast.h"
 #include "../blas.h"
+#include "../hash.h"   /* ag__dropout_keeps: ops/dropout.c's mask */
 
 // --- kernels ---
 
@@ -64,9 +69,42 @@ static inline __attribute__((always_inline)) void softmax_backward_rows(ag_real 
     }
 }
 
+/* Ad[T,T] = dropout of the weights A of one (b, h), whose row i is element base + i T of the
+ * [B,H,T,T] weights: ops/dropout.c's mask for them, element by element (a causal row's keys
+ * past i weigh 0 and draw nothing). */
+static inline __attribute__((always_inline)) void dropout_rows(ag_real *Ad, const ag_real *A, int T, bool causal,
+                                                               ag_real p, uint64_t seed, uint64_t base)
+{
+    ag_real keep = 1 / (1 - p);
+    uint64_t threshold = ag__dropout_threshold((double)p);
+    for (int i = 0; i < T; i++) {
+        const ag_real *ar = A + (size_t)i * T;
+        ag_real *dr = Ad + (size_t)i * T;
+        int n = causal ? i + 1 : T;
+        uint64_t row = base + (uint64_t)i * T;
+#pragma omp simd
+        for (int j = 0; j < n; j++) dr[j] = ar[j] * (ag__dropout_keeps(seed, row + (uint64_t)j, threshold) ? keep : 0);
+        for (int j = n; j < T; j++) dr[j] = 0;
+    }
+}
+
+/* dA[T,T] = dropout's backward in place of dAd: dAd / (1 - p) where the mask kept (Ad != 0) */
+static inline __attribute__((always_inline)) void dropout_backward_rows(ag_real *dA, const ag_real *Ad, int T,
+                                                                        ag_real p)
+{
+    ag_real keep = 1 / (1 - p);
+#pragma omp simd
+    for (size_t j = 0; j < (size_t)T * T; j++) dA[j] = Ad[j] != 0 ? dA[j] * keep : 0;
+}
+
 AG_TARGETS(ag__attention_softmax_rows, softmax_rows, (ag_real *S, int T, bool causal), (S, T, causal))
 AG_TARGETS(ag__attention_softmax_backward_rows, softmax_backward_rows, (ag_real *dS, const ag_real *A, int T),
            (dS, A, T))
+AG_TARGETS(ag__attention_dropout_rows, dropout_rows,
+           (ag_real *Ad, const ag_real *A, int T, bool causal, ag_real p, uint64_t seed, uint64_t base),
+           (Ad, A, T, causal, p, seed, base))
+AG_TARGETS(ag__attention_dropout_backward_rows, dropout_backward_rows,
+           (ag_real *dA, const ag_real *Ad, int T, ag_real p), (dA, Ad, T, p))
 
 /* single-threaded gemm on blocks with explicit leading dims (we are inside a parallel loop) */
 static void gemm_block(bool tA, bool tB, int M, int N, int K, ag_real alpha, const ag_real *A, int lda,
@@ -76,57 +114,88 @@ static void gemm_block(bool tA, bool tB, int M, int N, int K, ag_real alpha, con
             lda, B, ldb, beta, C, ldc);
 }
 
-/* y [B,T,C] and the weights A [B,H,T,T] from q, k, v [B,T,C] */
-static void attention_forward(ag_real *y, ag_real *A, const ag_real *q, const ag_real *k, const ag_real *v,
-                              int B, int T, int C, int H, ag_real scale, bool causal)
+/* What one attention computes: H heads, the scale, the causal mask or none, and dropout p on
+ * the weights with the mask seeded with seed (p = 0: none). */
+typedef struct {
+    int H;
+    ag_real scale;
+    bool causal;
+    ag_real p;
+    uint64_t seed;
+} attn_spec;
+
+/* y [B,T,C], the weights A and, with dropout, Ad [B,H,T,T] from q, k, v [B,T,C] */
+static void attention_forward(ag_real *y, ag_real *A, ag_real *Ad, const ag_real *q, const ag_real *k,
+                              const ag_real *v, int B, int T, int C, const attn_spec *at)
 {
-    int D = C / H;
+    int H = at->H, D = C / H;
     void (*softmax)(ag_real *, int, bool) = AG_PICK(ag__attention_softmax_rows);
+    void (*dropout)(ag_real *, const ag_real *, int, bool, ag_real, uint64_t, uint64_t) =
+        AG_PICK(ag__attention_dropout_rows);
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
-            ag_real *Ab = A + ((size_t)b * H + h) * T * T;              // [T,T]
-            gemm_block(false, true, T, T, D, scale, q + off, C, k + off, C, 0, Ab, T); /* S = s Q K^T */
-            softmax(Ab, T, causal);                                                   /* A = softmax(S) */
-            gemm_block(false, false, T, D, T, 1, Ab, T, v + off, C, 0, y + off, C);  /* O = A V */
+            size_t at_bh = ((size_t)b * H + h) * T * T;                 /* (b, h)'s [T,T] weights */
+            ag_real *Ab = A + at_bh, *Adb = Ad ? Ad + at_bh : Ab;      // [T,T]
+            gemm_block(false, true, T, T, D, at->scale, q + off, C, k + off, C, 0, Ab, T); /* S = s Q K^T */
+            softmax(Ab, T, at->causal);                                                   /* A = softmax(S) */
+            if (Ad) dropout(Adb, Ab, T, at->causal, at->p, at->seed, at_bh);               /* Ad = dropout(A) */
+            gemm_block(false, false, T, D, T, 1, Adb, T, v + off, C, 0, y + off, C);       /* O = Ad V */
         }
 }
 
 // --- backward step ---
 
+/* Where the backward writes: dq, dk, dv (NULL: not wanted) and whether each adds (acc_*) or is
+ * the first to reach a fresh gradient (gemm's beta 0, no memset). */
+typedef struct {
+    ag_real *dq, *dk, *dv;
+    bool acc_q, acc_k, acc_v;
+} attn_grads;
+
+/* The backward of one (b, h): its [T,D] blocks at off, its weights Ab and Adb (Ab without
+ * dropout), dS a [T,T] scratch matrix. */
+static void head_backward(const attn_grads *g, const ag_node *n, size_t off, const ag_real *Ab, const ag_real *Adb,
+                          ag_real *dS)
+{
+    const ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int T = q->shape[1], C = q->shape[2], D = C / n->iparam[0];
+    ag_real scale = (ag_real)n->fparam[0], p = (ag_real)n->fparam[1];
+    const ag_real *dO = n->out->grad + off;                                         // [T,D]
+    if (g->dv) gemm_block(true, false, T, D, T, 1, Adb, T, dO, C, g->acc_v, g->dv + off, C); /* dV += Ad^T dO */
+    if (!g->dq && !g->dk) return;
+    gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);          /* dAd = dO V^T */
+    if (Adb != Ab) AG_PICK(ag__attention_dropout_backward_rows)(dS, Adb, T, p);       /* dA = dAd / (1-p) if kept */
+    AG_PICK(ag__attention_softmax_backward_rows)(dS, Ab, T);                          /* dS = A * (dA - rowsum(dA * A)) */
+    if (g->dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, g->acc_q, g->dq + off, C); /* dQ += s dS K */
+    if (g->dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, g->acc_k, g->dk + off, C);  /* dK += s dS^T Q */
+}
+
 static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
 {
-    /* forward: y_bh = softmax(scale Q K^T [causal]) V, per batch entry and head */
-    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *y = n->out;
-    int B = q->shape[0], T = q->shape[1], C = q->shape[2], H = n->iparam[0], D = C / H;
-    ag_real scale = (ag_real)n->fparam[0];
-    const ag_real *A = n->saved;                                   // [B,H,T,T]
+    /* forward: y_bh = dropout(softmax(scale Q K^T [causal])) V, per batch entry and head */
+    ag_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int B = q->shape[0], T = q->shape[1], H = n->iparam[0];
+    size_t BHTT = (size_t)B * H * T * T;
+    const ag_real *A = n->saved, *Ad = n->fparam[1] > 0 ? A + BHTT : A;   // [B,H,T,T] each
     /* Every (b, h) writes its whole [T,D] block of dv, then dq, then dk, so the first of these
      * gemms to reach a fresh gradient writes it (beta 0) and no memset is needed. Asked for in
      * the same order, q = k = v (self-attention on one tensor) comes out right too: the block
      * is written by dv's gemm and added to by the other two. */
-    bool acc_v = false, acc_q = false, acc_k = false;
-    ag_real *dv = v->requires_grad ? ag__grad_into(ctx, v, &acc_v) : NULL;
-    ag_real *dq = q->requires_grad ? ag__grad_into(ctx, q, &acc_q) : NULL;
-    ag_real *dk = k->requires_grad ? ag__grad_into(ctx, k, &acc_k) : NULL;
+    attn_grads g = {0};
+    g.dv = v->requires_grad ? ag__grad_into(ctx, v, &g.acc_v) : NULL;
+    g.dq = q->requires_grad ? ag__grad_into(ctx, q, &g.acc_q) : NULL;
+    g.dk = k->requires_grad ? ag__grad_into(ctx, k, &g.acc_k) : NULL;
     int nt = omp_get_max_threads();
     ag_real *scratch = ag_ctx_alloc(ctx, (size_t)nt * T * T * sizeof(ag_real)); // [threads,T,T] dA, then dS
     if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
-    void (*dsoftmax)(ag_real *, const ag_real *, int) = AG_PICK(ag__attention_softmax_backward_rows);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * H * T * T >= AG_PAR_MIN)
+#pragma omp parallel for collapse(2) schedule(static) if (BHTT >= AG_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            size_t off = (size_t)b * T * C + (size_t)h * D;            /* the [T,D] block, row stride C */
-            const ag_real *Ab = A + ((size_t)b * H + h) * T * T;       // [T,T]
-            const ag_real *dO = y->grad + off;                         // [T,D]
-            ag_real *dS = scratch + (size_t)omp_get_thread_num() * T * T;  // [T,T]
-            if (dv) gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, acc_v ? 1 : 0, dv + off, C);      /* dV += A^T dO */
-            if (!dq && !dk) continue;
-            gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);        /* dA = dO V^T */
-            dsoftmax(dS, Ab, T);                                                      /* dS = A * (dA - rowsum(dA * A)) */
-            if (dq) gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, acc_q ? 1 : 0, dq + off, C); /* dQ += s dS K */
-            if (dk) gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, acc_k ? 1 : 0, dk + off, C);  /* dK += s dS^T Q */
+            size_t off = (size_t)b * T * q->shape[2] + (size_t)h * (q->shape[2] / H);  /* the [T,D] block */
+            size_t at_bh = ((size_t)b * H + h) * T * T;                                 /* its [T,T] weights */
+            head_backward(&g, n, off, A + at_bh, Ad + at_bh, scratch + (size_t)omp_get_thread_num() * T * T);
         }
     return AG_OK;
 }
@@ -136,19 +205,22 @@ static ag_status attention_backward(ag_ctx *ctx, ag_node *n)
 static const ag_op attention_op = { .name = "attention", .backward = attention_backward };
 
 ag_tensor *ag_fast_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
-                             bool causal)
+                             bool causal, ag_real dropout, uint64_t seed)
 {
     if (ag__skip(ctx, q, k) || !v) return NULL;
     int B = q->shape[0], T = q->shape[1], C = q->shape[2];
-    ag_tensor *y = ag__tensor_uninit(ctx, 3, q->shape);                          // [B,T,C]
-    ag_real *A = y ? ag_ctx_alloc(ctx, (size_t)B * H * T * T * sizeof(ag_real)) : NULL; // [B,H,T,T]
+    size_t BHTT = (size_t)B * H * T * T;
+    ag_tensor *y = ag__tensor_uninit(ctx, 3, q->shape);                                    // [B,T,C]
+    ag_real *A = y ? ag_ctx_alloc(ctx, (dropout > 0 ? 2 : 1) * BHTT * sizeof(ag_real)) : NULL; // [B,H,T,T] A, Ad
     if (!A) return NULL;
-    attention_forward(y->data, A, q->data, k->data, v->data, B, T, C, H, scale, causal);
+    const attn_spec at = {H, scale, causal, dropout, seed};
+    attention_forward(y->data, A, dropout > 0 ? A + BHTT : NULL, q->data, k->data, v->data, B, T, C, &at);
     ag_tensor *in[3] = { q, k, v };
     ag_node *n = ag_record(ctx, &attention_op, y, in, 3);
     if (n) {
         n->saved = A;
         n->fparam[0] = scale;
+        n->fparam[1] = dropout;
         n->iparam[0] = H;
     }
     return ag__done(ctx, y);

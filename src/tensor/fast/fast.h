@@ -223,16 +223,28 @@ void ag_fast_matmul_backward(ag_real *dA, ag_real *dB, const ag_real *dC, const 
                              size_t batch, int M, int K, int N, bool shared_b);
 ag_status ag_fast_add_backward(ag_ctx *ctx, ag_node *n);
 
+/* fast/dropout.c: the forward takes ops/dropout.c's dropout_forward arguments (the backward,
+ * dx += dy m, is ops/dropout.c's own) */
+void ag_fast_dropout_forward(ag_real *y, ag_real *m, const ag_real *x, ag_real p, uint64_t seed, size_t N);
+AG_TARGETS_DECL(ag__dropout_forward_span, (ag_real *y, ag_real *m, const ag_real *x, ag_real scale,
+                                           uint64_t threshold, uint64_t seed, size_t i0, size_t n));
+
 /* fast/attention.c: attention's fast twin, a whole op (its reference is attend() in
  * src/nn/attention.c, the composed ops; tests/test_fused.c and tests/test_fast_ref_products.c
  * prove them equal). q, k, v [B,T,C] of one shape, H dividing C (the caller, nn/attention.c's
- * fusable(), has checked) -> softmax(scale q k^T, causal or no mask) v over H heads [B,T,C],
- * one node on the tape; valid until ag_ctx_reset. NULL on an earlier error or out of memory. */
+ * fusable(), has checked) -> dropout(softmax(scale q k^T, causal or no mask)) v over H heads
+ * [B,T,C], dropout with rate dropout (0: none) and ops/dropout.c's mask seeded with seed, one node
+ * on the tape; valid until ag_ctx_reset. NULL on an earlier error or out of memory. */
 ag_tensor *ag_fast_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
-                             bool causal);
+                             bool causal, ag_real dropout, uint64_t seed);
 /* its loops over the rows of one (b, h): A = softmax of S [T,T] in place (row i over keys
  * 0..i when causal, the rest 0), and dS = A * (dA - rowsum(dA * A)) in place of dA */
 AG_TARGETS_DECL(ag__attention_softmax_rows, (ag_real *S, int T, bool causal));
 AG_TARGETS_DECL(ag__attention_softmax_backward_rows, (ag_real *dS, const ag_real *A, int T));
+/* and dropout's: Ad = dropout of A [T,T] (the weights' elements base + i T + j; causal: row i's
+ * keys past i stay 0), and dA = dAd / (1 - p) where Ad != 0 (else 0) in place of dAd */
+AG_TARGETS_DECL(ag__attention_dropout_rows,
+                (ag_real *Ad, const ag_real *A, int T, bool causal, ag_real p, uint64_t seed, uint64_t base));
+AG_TARGETS_DECL(ag__attention_dropout_backward_rows, (ag_real *dA, const ag_real *Ad, int T, ag_real p));
 
 #endif

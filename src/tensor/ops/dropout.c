@@ -4,11 +4,13 @@
  *           (scaling at train time keeps E[y] = x, so eval needs no rescale: it is the identity)
  * backward: dx[i] += keep[i] ? dy[i] / (1 - p) : 0
  * The mask comes from a stateless hash of (seed, i): the same seed gives the same mask.
- * One path: these plain loops are the kernels; fast/ has none for this op. */
+ * Fast kernel: fast/dropout.c (the forward on AVX2/AVX-512 lanes); tests/test_fast_targets.c
+ * proves it equal to dropout_forward, bit for bit. fast/attention.c draws this mask too. */
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../rng.h"
+#include "../hash.h"   /* ag__dropout_keeps: rng.h's ag_hash_uniform, inline */
+#include "../fast/fast.h"
 
 // --- reference kernels ---
 
@@ -16,9 +18,10 @@
 static void dropout_forward(ag_real *y, ag_real *m, const ag_real *x, ag_real p, uint64_t seed, size_t N)
 {
     ag_real scale = 1 / (1 - p);
+    uint64_t threshold = ag__dropout_threshold((double)p);   /* keep: hash(seed, i) >= p, in integers */
 #pragma omp parallel for schedule(static) if (N >= AG_PAR_MIN)
     for (size_t i = 0; i < N; i++) {
-        m[i] = ag_hash_uniform(seed, i) >= (double)p ? scale : 0;
+        m[i] = ag__dropout_keeps(seed, i, threshold) ? scale : 0;
         y[i] = x[i] * m[i];
     }
 }
@@ -57,7 +60,8 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool 
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     ag_real *m = y ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: 0 or 1/(1-p)
     if (!m) return NULL;
-    dropout_forward(y->data, m, x->data, p, seed, N);
+    if (AG_FAST(ctx)) ag_fast_dropout_forward(y->data, m, x->data, p, seed, N);
+    else dropout_forward(y->data, m, x->data, p, seed, N);
     ag_node *n = ag_record(ctx, &dropout_op, y, &x, 1);
     if (n) n->saved = m;
     return ag__done(ctx, y);

@@ -211,8 +211,9 @@ static void assert_ends_at_min_lr(const char *run, const lm_config *c)
  * from_iter on, a stop request. */
 typedef struct {
     bool sim;
-    double now, step_s, slow_s;
+    double now, step_s, slow_s;   /* slow_s < 0: the steps get faster */
     long from_iter;
+    long stop_iter;               /* on the simulated clock: a stop request from here (0: none) */
     volatile sig_atomic_t stop;
 } hook_state;
 
@@ -222,6 +223,7 @@ static void hook(long it, ag_gpt *g, void *user)
     hook_state *h = user;
     if (h->sim) h->now += h->step_s + (it >= h->from_iter ? h->slow_s : 0);
     else if (it >= h->from_iter) h->stop = SIGINT;
+    if (h->sim && h->stop_iter && it >= h->stop_iter) h->stop = SIGINT;
 }
 
 static double sim_clock(void *user) { return ((hook_state *)user)->now; }
@@ -233,6 +235,7 @@ static void simulate(lm_train_opts *o, hook_state *h)
     o->clock = sim_clock;
     o->before_step = hook;
     o->hook_user = h;
+    o->stop = &h->stop;
 }
 
 /* On the wall clock, whatever else runs on the machine: within the budget and the test's slack,
@@ -274,6 +277,74 @@ START_TEST(test_count_fills_the_budget)
     double reserve = fmax(0.02 * BUDGET_S, 10 * h.step_s);
     ck_assert_msg(h.now <= BUDGET_S - reserve + 1e-9, "ended at %.3f s of %g", h.now, BUDGET_S);
     ck_assert_msg(h.now >= 0.85 * BUDGET_S, "ended at %.3f s of %g: the count left a sixth unused", h.now, BUDGET_S);
+}
+END_TEST
+
+/* Steps of 20 ms while the count is fixed, then of 5 ms (a machine that sped up, or first steps
+ * slower than the rest): the count is fitted again at the evaluations of the budget's first
+ * fifth, so the run still fills its budget and ends at --min-lr. Fixed once, it would end after
+ * about a quarter of it. */
+static lm_config speeding_up(hook_state *h)
+{
+    lm_config c = budgeted(BUDGET_S);
+    c.eval_interval = 20;
+    *h = (hook_state){.step_s = 0.02, .slow_s = -0.015, .from_iter = c.warmup_iters + 3};
+    return c;
+}
+
+START_TEST(test_count_refitted_when_the_steps_speed_up)
+{
+    const char *run = proc_path(dir, "fast");
+    hook_state h;
+    lm_train_opts o = opts(run, speeding_up(&h));
+    simulate(&o, &h);
+    lm_train_result r;
+    train_timed(&o, &r);
+    lm_config c = saved_config(run);
+    ck_assert_msg(!r.out_of_time && r.iter == c.max_iters && c.budget_iters == c.max_iters, "iter %ld of %ld (%ld)",
+                  r.iter, c.max_iters, c.budget_iters);
+    assert_ends_at_min_lr(run, &c);
+    ck_assert_msg(h.now <= BUDGET_S && h.now >= 0.75 * BUDGET_S, "ended at %.3f s of %g (count %ld)", h.now, BUDGET_S,
+                  c.max_iters);
+}
+END_TEST
+
+/* A run stopped after its count was fitted again resumes with that count: step for step the
+ * losses of the same run uninterrupted (the simulated clock makes it the same run). */
+START_TEST(test_resume_after_a_refit)
+{
+    enum { MAX = 20000 };
+    static double cut[MAX], whole[MAX];   /* static: a failed assert leaks nothing */
+    hook_state h;
+    lm_train_opts o = opts(proc_path(dir, "whole"), speeding_up(&h));
+    simulate(&o, &h);
+    o.losses = whole;
+    o.n_losses = MAX;
+    lm_train_result r;
+    train_timed(&o, &r);
+    long n = r.iter;
+    lm_train_opts o2 = opts(proc_path(dir, "cut"), speeding_up(&h));
+    simulate(&o2, &h);
+    h.stop_iter = 90;   /* after the last refit (the budget's first fifth ends near iteration 65) */
+    o2.losses = cut;
+    o2.n_losses = MAX;
+    train_timed(&o2, &r);
+    ck_assert_msg(r.interrupted && r.iter >= 90 && r.iter < n, "stopped at %ld of %ld", r.iter, n);
+    ck_assert_int_eq(saved_config(proc_path(dir, "cut")).budget_iters, n);   /* the count it had fitted by then */
+    bool given[LM_N_FIELDS] = {0};
+    given[lm_field_by_key("time_budget") - lm_fields] = true;
+    lm_train_opts o3 = opts(proc_path(dir, "cut"), budgeted(60));   /* the wall clock, a bound only */
+    o3.cfg.eval_interval = 20;
+    o3.resume = true;
+    o3.overwrite = false;
+    o3.given = given;
+    o3.losses = cut;
+    o3.n_losses = MAX;
+    train_timed(&o3, &r);
+    ck_assert_int_eq(r.iter, n);
+    for (long i = 0; i < n; i++)
+        ck_assert_msg(fabs(cut[i] - whole[i]) <= RESUME_TOL * fabs(whole[i]), "step %ld: %.9g vs %.9g", i, cut[i],
+                      whole[i]);
 }
 END_TEST
 
@@ -379,6 +450,8 @@ Suite *budget_suite(void)
     tcase_set_timeout(run, 120);
     tcase_add_test(run, test_ends_in_time);
     tcase_add_test(run, test_count_fills_the_budget);
+    tcase_add_test(run, test_count_refitted_when_the_steps_speed_up);
+    tcase_add_test(run, test_resume_after_a_refit);
     tcase_add_test(run, test_resume_continues_the_schedule);
     tcase_add_test(run, test_slowdown_stops_at_the_deadline);
     tcase_add_test(run, test_max_iters_first);

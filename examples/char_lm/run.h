@@ -79,8 +79,10 @@ typedef struct {
     double t_steps;          /* when the last step began (after its iteration's evaluation) */
     double step_s, step_last;   /* the smoothed step time, the last step's */
     double timed_s;          /* the calibration: the time of the steps it timed, */
-    long timed;              /*   and how many */
-    double eval_s;           /* the last evaluation's time, its checkpoint included; 0: none timed */
+    long timed;              /*   and how many (after the count is fixed: the steps since) */
+    long ceiling;            /* max_iters before the count was fixed: no count goes above it */
+    bool refit;              /* the count, fixed in this run, may still be fitted again */
+    double eval_s;           /* the last evaluation's time, its checkpoint included; < 0: none timed */
     bool out_of_time;        /* the deadline ended the run before its step count */
 } lm_budget;
 
@@ -168,8 +170,9 @@ void lm_budget_start(lm_run *R);
 /* The budget's clock: o->clock if given (a test's), else ag_now_s. */
 double lm_budget_now(const lm_train_opts *o);
 
-/* Before iteration it and its evaluation: *last becomes true when one more step and the final
- * evaluation would end past the deadline (with several ranks: when any rank says so). */
+/* Before iteration it and its evaluation: in the budget's first fifth, when an evaluation is due,
+ * the count fitted again to the latest steps; *last becomes true when one more step and the
+ * final evaluation would end past the deadline (with several ranks: when any rank says so). */
 ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err);
 /* After iteration it's evaluation, before its step: times the steps and the evaluations, and
  * once enough steps are timed (at the latest at the end of the warmup, so that no step's rate

@@ -26,7 +26,8 @@
  * --time-budget (cfg.time_budget, seconds): the run ends, its final evaluation and checkpoint
  * written, within that time of lm_train's start. The first steps are timed, then the steps
  * that fit become max_iters (and lr_decay_iters, so the cosine ends with the budget), saved as
- * budget_iters for --resume; before each iteration a check ends the run early, with its
+ * budget_iters for --resume, and fitted again at the evaluations of the budget's first fifth
+ * (the machine's speed wanders); before each iteration a check ends the run early, with its
  * evaluation and checkpoint, if the machine slowed down since (train_budget.c).
  *
  * --trace-shapes (opts.trace): after the model is built, one forward pass of a few training

@@ -18,6 +18,14 @@
  * that schedule exactly. A resumed run whose checkpoint came before the count times its own
  * first steps the same way; a resumed run with the count has its own budget as a bound only.
  *
+ * THE REFIT. A shared machine's speed wanders (here by 10-30% within minutes), and the first
+ * steps are a small sample: a 10-minute run whose first 100 steps ran at 53k tokens/s and the
+ * rest at 68k ended after 461 s. So until REFIT_SHARE of the budget has passed, before each
+ * evaluation the count is fitted the same way to the steps since it was last fitted, and taken
+ * when it moves by more than REFIT_MIN; before the evaluation, so that its checkpoint carries
+ * the count the steps after it follow, and --resume stays exact. The cosine then ends at the
+ * new count: its rate moves by a few percent at that step (refit()).
+ *
  * THE DEADLINE. Before each iteration: if the evaluation due there, one more step (the larger
  * of the smoothed and the last step time) and the final evaluation would end past the deadline,
  * this iteration is the last. Its evaluation and checkpoint are written and the run ends before
@@ -38,6 +46,8 @@
 #define RESERVE_SHARE 0.02   /* the count aims to end 2% of the budget early, */
 #define RESERVE_STEPS 10     /*   or 10 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
+#define REFIT_SHARE 0.2      /* until this share of the budget has passed, the count is fitted */
+#define REFIT_MIN 0.02       /*   again at each evaluation, taken when it moves more than this */
 
 double lm_budget_now(const lm_train_opts *o)
 {
@@ -50,6 +60,8 @@ void lm_budget_start(lm_run *R)
     if (!(R->cfg.time_budget > 0)) return;
     b->deadline = b->t0 + R->cfg.time_budget;
     b->fixing = R->cfg.budget_iters == 0;
+    b->ceiling = R->cfg.max_iters;
+    b->eval_s = -1;   /* none timed yet */
     b->t_check = b->t_steps = lm_budget_now(R->o);
 }
 
@@ -57,34 +69,45 @@ void lm_budget_start(lm_run *R)
 static double eval_time(const lm_run *R)
 {
     const lm_budget *b = &R->ctl.budget;
-    if (b->eval_s > 0) return b->eval_s;
+    if (b->eval_s >= 0) return b->eval_s;
     return 2.0 * (double)R->cfg.eval_iters * b->step_s / 3 + 0.1;
 }
 
 /* The final evaluation: an evaluation, and loss.png drawn while the run waits. */
 static double final_time(const lm_run *R) { return eval_time(R) + (R->rep.plot_ok ? FINAL_PLOT_S : 0); }
 
+/* The step of iteration it - 1 ended now: its time, and the calibration's (the steps it times
+ * before the count is fixed, and those since, for a refit) */
+static void time_step(lm_run *R, long it, double now)
+{
+    lm_budget *b = &R->ctl.budget;
+    if (it <= R->ctl.start) return;
+    double dt = now - b->t_steps;
+    b->step_last = dt;
+    b->step_s = b->step_s > 0 ? 0.9 * b->step_s + 0.1 * dt : dt;
+    if ((b->fixing && it - 1 >= R->ctl.start + CAL_SKIP) || b->refit) {
+        b->timed_s += dt;
+        b->timed++;
+    }
+}
+
+static ag_status refit(lm_run *R, long it, double now, ag_error *err);
+
 ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
     if (!b->deadline) return AG_OK;
     double now = lm_budget_now(R->o);
-    if (it > R->ctl.start) {   /* the step of iteration it - 1 */
-        double dt = now - b->t_steps;
-        b->step_last = dt;
-        b->step_s = b->step_s > 0 ? 0.9 * b->step_s + 0.1 * dt : dt;
-        if (b->fixing && it - 1 >= R->ctl.start + CAL_SKIP) {
-            b->timed_s += dt;
-            b->timed++;
-        }
-    }
+    time_step(R, it, now);
     b->t_check = now;
     if (*last || !(b->step_s > 0)) return AG_OK;
     bool due = it % R->cfg.eval_interval == 0;
+    ag_status s = due && b->refit ? refit(R, it, now, err) : AG_OK;   /* before this evaluation's checkpoint */
+    if (s) return s;
     double more = (due ? eval_time(R) : 0) + fmax(b->step_s, b->step_last) + final_time(R);
     double late = now + more > b->deadline;
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &late, err);   /* one rank out of time: all stop */
-    if (s || !(late > 0)) return s;
+    if ((s = lm_ddp_sum(R->ctl.ddp, &late, err))) return s;   /* one rank out of time: all stop */
+    if (!(late > 0)) return AG_OK;
     *last = b->out_of_time = true;
     if (b->fixing)
         lm_log_line(R, "time budget: out of time at iteration %ld, before the step count was fixed (a step %.3g s, "
@@ -112,7 +135,7 @@ static double cost(long it, long n, long every, double step, double eval)
  * it + 1: the step in hand; at most max_iters). */
 static long fit_count(const lm_run *R, long it, double step, double eval, double avail)
 {
-    long every = R->cfg.eval_interval, max = R->cfg.max_iters;
+    long every = R->cfg.eval_interval, max = R->ctl.budget.ceiling;
     double guess = (double)it + floor((avail - eval) / (step + eval / (double)every));   /* evaluations spread */
     long n = guess <= (double)it + 1 ? it + 1 : guess >= (double)max ? max : (long)guess;
     while (n > it + 1 && cost(it, n, every, step, eval) > avail) n--;
@@ -120,18 +143,69 @@ static long fit_count(const lm_run *R, long it, double step, double eval, double
     return n;
 }
 
-/* The count is n from now on: the schedule's end, the run's end, and the checkpoints' record. */
-static void fix_count(lm_run *R, long it, long n, double step, double eval)
+/* The count is n from now on: the schedule's end, the run's end, and the checkpoints' record.
+ * A refit (again) logs what changed. */
+static void fix_count(lm_run *R, long it, long n, double step, double eval, bool again)
 {
     lm_config *c = &R->cfg;
     lm_budget *b = &R->ctl.budget;
+    long was = c->max_iters;
     if (c->lr_decay_iters == c->max_iters) c->lr_decay_iters = n;   /* it followed the count */
     c->max_iters = c->budget_iters = n;
     R->learn.sched.lr_decay_iters = c->lr_decay_iters;
-    b->fixing = false;
     double spare = b->deadline - lm_budget_now(R->o) - cost(it, n, c->eval_interval, step, eval);
-    lm_log_line(R, "time budget: %ld steps in all (%.4g s each, timed over %ld; an evaluation %.3g s), planned to "
-                "end %.3g s before the deadline", n, step, b->timed, eval, spare);
+    if (again)
+        lm_log_line(R, "time budget: at iteration %ld the steps take %.4g s (the %ld since the count was last "
+                    "fitted): %ld steps in all instead of %ld, planned to end %.3g s before the deadline", it, step,
+                    b->timed, n, was, spare);
+    else
+        lm_log_line(R, "time budget: %ld steps in all (%.4g s each, timed over %ld; an evaluation %.3g s), planned "
+                    "to end %.3g s before the deadline", n, step, b->timed, eval, spare);
+    b->refit = b->fixing || b->refit;   /* a count fixed in this run may be fitted again (not one resumed) */
+    b->timed_s = b->timed = 0;           /* a refit times the steps from here: the machine's speed now */
+    b->fixing = false;
+}
+
+/* The time left for steps and evaluations at now: the deadline less the reserve (a machine
+ * whose speed wanders) and the final plot. */
+static double available(const lm_run *R, double now, double step)
+{
+    const lm_budget *b = &R->ctl.budget;
+    double reserve = fmax(RESERVE_SHARE * R->cfg.time_budget, RESERVE_STEPS * step);
+    return b->deadline - now - reserve - (R->rep.plot_ok ? FINAL_PLOT_S : 0);
+}
+
+/* The count that fits after iteration it at these times: the ranks' mean, the same on each. */
+static ag_status plan(lm_run *R, long it, double now, double step, long *n, ag_error *err)
+{
+    double fit = (double)fit_count(R, it, step, eval_time(R), available(R, now, step));
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &fit, err);
+    *n = (long)floor(fit / lm_ddp_ranks(R->ctl.ddp));
+    return s;
+}
+
+/* Until REFIT_SHARE of the budget has passed, before each evaluation (so that its checkpoint
+ * carries the count the steps after it follow): the count fitted again to the steps timed since
+ * it was last fitted, when it moves by more than REFIT_MIN (the first steps can run at another speed
+ * than the rest: a shared machine's wanders by 10-30%). The cosine then ends at the new count;
+ * its rate moves by a few percent at that step (at a fifth of the decay, 30% more steps raise it
+ * 1.03x, 30% fewer lower it 0.96x). */
+static ag_status refit(lm_run *R, long it, double now, ag_error *err)
+{
+    lm_budget *b = &R->ctl.budget;
+    double open = now - b->t0 < REFIT_SHARE * R->cfg.time_budget;
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &open, err);   /* one rank past it: all stop refitting */
+    if (s || !(open >= lm_ddp_ranks(R->ctl.ddp))) {
+        b->refit = false;
+        return s;
+    }
+    if (b->timed < CAL_MIN_STEPS) return AG_OK;
+    double step = b->timed_s / (double)b->timed;
+    long n;
+    if ((s = plan(R, it, now, step, &n, err))) return s;
+    if (fabs((double)(n - R->cfg.max_iters)) > REFIT_MIN * (double)R->cfg.max_iters)
+        fix_count(R, it, n, step, eval_time(R), true);
+    return AG_OK;
 }
 
 ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
@@ -147,11 +221,9 @@ ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
                    it > R->cfg.warmup_iters;
     ag_status s = lm_ddp_sum(R->ctl.ddp, &ready, err);   /* all ranks fix the count at one iteration */
     if (s || !(ready > 0)) return s;
-    double step = b->timed ? b->timed_s / (double)b->timed : b->step_s, eval = eval_time(R);
-    double reserve = fmax(RESERVE_SHARE * R->cfg.time_budget, RESERVE_STEPS * step);
-    double avail = b->deadline - now - reserve - (R->rep.plot_ok ? FINAL_PLOT_S : 0);
-    double n = (double)fit_count(R, it, step, eval, avail);
-    if ((s = lm_ddp_sum(R->ctl.ddp, &n, err))) return s;   /* the ranks' mean, the same on each */
-    fix_count(R, it, (long)floor(n / lm_ddp_ranks(R->ctl.ddp)), step, eval);
+    double step = b->timed ? b->timed_s / (double)b->timed : b->step_s;
+    long n;
+    if ((s = plan(R, it, now, step, &n, err))) return s;
+    fix_count(R, it, n, step, eval_time(R), false);
     return AG_OK;
 }

@@ -1,7 +1,7 @@
 /* fast/attention.c -- attention's fast twin: the lines of attend() in src/nn/attention.c
  * (split_heads, q k^T, scale, no mask or the causal one, softmax, dropout, weights . v,
- * merge_heads) as one op with a hand-written backward, on gemm. attend() is the reference a reader follows;
- * nn/attention.c calls this op (ag_fast_attention) only where it computes exactly the same
+ * merge_heads) as one op with a hand-written backward, on gemm. attend() is the reference a
+ * reader follows; nn/attention.c calls this op (ag_fast_attention) only where it computes exactly the same
  * (fusable() there says when), and tests/test_fused.c and tests/test_fast_ref_products.c prove
  * the two equal: the output and every gradient.
  *
@@ -13,8 +13,8 @@
  *   O = Ad V                                           [T,D], written into y's [B,T,C] block
  * Head h of token t is the D numbers at t*C + h*D, so a head's Q, K, V and O are [T,D] blocks
  * read in place with a row stride of C: no split or merge copy. Masked scores are never
- * computed, and only A (and Ad) is kept for the backward.
- * backward, the chain rule back through the same three lines:
+ * computed, and only A (and, with dropout, Ad) is kept for the backward: the mask is Ad != 0.
+ * backward, the chain rule back through the same lines:
  *   O = Ad V                 =>  dV += Ad^T dO,  dAd = dO V^T
  *   Ad = dropout(A)          =>  dA = dAd / (1 - p) where kept, else 0 (kept: Ad != 0, or A = 0,
  *                                where dA does not matter: it is multiplied by A below)

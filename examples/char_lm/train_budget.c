@@ -24,7 +24,7 @@
  * evaluation the count is fitted the same way to the steps since it was last fitted, and taken
  * when it moves by more than REFIT_MIN; before the evaluation, so that its checkpoint carries
  * the count the steps after it follow, and --resume stays exact. The cosine then ends at the
- * new count: its rate moves by a few percent at that step (refit()).
+ * new count, and its rate jumps at that step (refit() has the sizes).
  *
  * THE DEADLINE. Before each iteration: if the evaluation due there, one more step (the larger
  * of the smoothed and the last step time) and the final evaluation would end past the deadline,
@@ -186,10 +186,11 @@ static ag_status plan(lm_run *R, long it, double now, double step, long *n, ag_e
 
 /* Until REFIT_SHARE of the budget has passed, before each evaluation (so that its checkpoint
  * carries the count the steps after it follow): the count fitted again to the steps timed since
- * it was last fitted, when it moves by more than REFIT_MIN (the first steps can run at another speed
- * than the rest: a shared machine's wanders by 10-30%). The cosine then ends at the new count;
- * its rate moves by a few percent at that step (at a fifth of the decay, 30% more steps raise it
- * 1.03x, 30% fewer lower it 0.96x). */
+ * it was last fitted, when it moves by more than REFIT_MIN (the first steps can run at another
+ * speed than the rest: a shared machine's wanders by 10-30%). The cosine then ends at the new
+ * count, and its rate above min_lr jumps at that step: at a fifth of the decay, 1.04x for 30%
+ * more steps, 0.90x for 30% fewer; at 30% of it, 1.19x for 85% more (a calibration that ran
+ * beside another process's last seconds). */
 static ag_status refit(lm_run *R, long it, double now, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
@@ -202,7 +203,7 @@ static ag_status refit(lm_run *R, long it, double now, ag_error *err)
     if (b->timed < CAL_MIN_STEPS) return AG_OK;
     double step = b->timed_s / (double)b->timed;
     long n;
-    if ((s = plan(R, it, now, step, &n, err))) return s;
+    if ((s = plan(R, it, now + eval_time(R), step, &n, err))) return s;   /* after the evaluation due here */
     if (fabs((double)(n - R->cfg.max_iters)) > REFIT_MIN * (double)R->cfg.max_iters)
         fix_count(R, it, n, step, eval_time(R), true);
     return AG_OK;

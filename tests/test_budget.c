@@ -148,6 +148,20 @@ static lm_train_opts opts(const char *out, lm_config c)
     return o;
 }
 
+/* --resume of run with a budget of budget_s given (a bound only: the count is the saved one),
+ * its losses into losses; given: LM_N_FIELDS flags, zeroed, that live as long as the options */
+static lm_train_opts resumed(const char *run, double budget_s, bool *given, double *losses, long n_losses)
+{
+    given[lm_field_by_key("time_budget") - lm_fields] = true;
+    lm_train_opts o = opts(run, budgeted(budget_s));
+    o.resume = true;
+    o.overwrite = false;
+    o.given = given;
+    o.losses = losses;
+    o.n_losses = n_losses;
+    return o;
+}
+
 static double train_timed(const lm_train_opts *o, lm_train_result *r)
 {
     ag_error e = {0};
@@ -158,24 +172,24 @@ static double train_timed(const lm_train_opts *o, lm_train_result *r)
     return t;
 }
 
-static lm_config saved_config(const char *run)
+/* The config saved in run's latest checkpoint, and (iter not NULL) its iteration. */
+static lm_config checkpoint_of(const char *run, long *iter)
 {
     lm_model m;
     ag_error e = {0};
     ck_assert_msg(lm_model_load(run, &m, &e) == AG_OK, "%s", e.msg);
     lm_config c = m.cfg;
+    if (iter) *iter = m.iter;
     lm_model_free(&m);
     return c;
 }
 
-/* The iteration of run's latest checkpoint. */
+static lm_config saved_config(const char *run) { return checkpoint_of(run, NULL); }
+
 static long saved_iter(const char *run)
 {
-    lm_model m;
-    ag_error e = {0};
-    ck_assert_msg(lm_model_load(run, &m, &e) == AG_OK, "%s", e.msg);
-    long it = m.iter;
-    lm_model_free(&m);
+    long it;
+    checkpoint_of(run, &it);
     return it;
 }
 
@@ -258,22 +272,29 @@ START_TEST(test_ends_in_time)
 }
 END_TEST
 
+/* A run of c on h's simulated clock, which must end at its count (not out of time), the cosine
+ * with it, at --min-lr: its saved config. */
+static lm_config run_to_its_count(const char *run, lm_config c, hook_state *h)
+{
+    lm_train_opts o = opts(run, c);
+    simulate(&o, h);
+    lm_train_result r;
+    train_timed(&o, &r);
+    lm_config s = saved_config(run);
+    ck_assert_msg(!r.out_of_time && r.iter == s.max_iters && s.budget_iters == s.max_iters, "iter %ld of %ld (%ld)",
+                  r.iter, s.max_iters, s.budget_iters);
+    ck_assert_int_eq(s.lr_decay_iters, s.max_iters);   /* the cosine ends with the run */
+    assert_ends_at_min_lr(run, &s);
+    return s;
+}
+
 /* On a clock where every step takes 10 ms: the count fills the budget less its reserve (10
  * steps' time, or 2%) and the estimated evaluations, the run takes all of it and ends inside
  * the budget, the cosine at --min-lr on its last step. Nothing here depends on the machine. */
 START_TEST(test_count_fills_the_budget)
 {
-    const char *run = proc_path(dir, "run");
     hook_state h = {.step_s = 0.01};
-    lm_train_opts o = opts(run, budgeted(BUDGET_S));
-    simulate(&o, &h);
-    lm_train_result r;
-    train_timed(&o, &r);
-    lm_config c = saved_config(run);
-    ck_assert_msg(!r.out_of_time && r.iter == c.max_iters && c.budget_iters == c.max_iters, "iter %ld of %ld (%ld)",
-                  r.iter, c.max_iters, c.budget_iters);
-    ck_assert_int_eq(c.lr_decay_iters, c.max_iters);   /* the cosine ends with the run */
-    assert_ends_at_min_lr(run, &c);
+    run_to_its_count(proc_path(dir, "run"), budgeted(BUDGET_S), &h);
     double reserve = fmax(0.02 * BUDGET_S, 10 * h.step_s);
     ck_assert_msg(h.now <= BUDGET_S - reserve + 1e-9, "ended at %.3f s of %g", h.now, BUDGET_S);
     ck_assert_msg(h.now >= 0.85 * BUDGET_S, "ended at %.3f s of %g: the count left a sixth unused", h.now, BUDGET_S);
@@ -294,16 +315,9 @@ static lm_config speeding_up(hook_state *h)
 
 START_TEST(test_count_refitted_when_the_steps_speed_up)
 {
-    const char *run = proc_path(dir, "fast");
     hook_state h;
-    lm_train_opts o = opts(run, speeding_up(&h));
-    simulate(&o, &h);
-    lm_train_result r;
-    train_timed(&o, &r);
-    lm_config c = saved_config(run);
-    ck_assert_msg(!r.out_of_time && r.iter == c.max_iters && c.budget_iters == c.max_iters, "iter %ld of %ld (%ld)",
-                  r.iter, c.max_iters, c.budget_iters);
-    assert_ends_at_min_lr(run, &c);
+    lm_config c = speeding_up(&h);
+    c = run_to_its_count(proc_path(dir, "fast"), c, &h);
     ck_assert_msg(h.now <= BUDGET_S && h.now >= 0.75 * BUDGET_S, "ended at %.3f s of %g (count %ld)", h.now, BUDGET_S,
                   c.max_iters);
 }
@@ -332,14 +346,8 @@ START_TEST(test_resume_after_a_refit)
     ck_assert_msg(r.interrupted && r.iter >= 90 && r.iter < n, "stopped at %ld of %ld", r.iter, n);
     ck_assert_int_eq(saved_config(proc_path(dir, "cut")).budget_iters, n);   /* the count it had fitted by then */
     bool given[LM_N_FIELDS] = {0};
-    given[lm_field_by_key("time_budget") - lm_fields] = true;
-    lm_train_opts o3 = opts(proc_path(dir, "cut"), budgeted(60));   /* the wall clock, a bound only */
+    lm_train_opts o3 = resumed(proc_path(dir, "cut"), 60, given, cut, MAX);   /* the wall clock, a bound only */
     o3.cfg.eval_interval = 20;
-    o3.resume = true;
-    o3.overwrite = false;
-    o3.given = given;
-    o3.losses = cut;
-    o3.n_losses = MAX;
     train_timed(&o3, &r);
     ck_assert_int_eq(r.iter, n);
     for (long i = 0; i < n; i++)
@@ -370,13 +378,7 @@ START_TEST(test_resume_continues_the_schedule)
     ck_assert_msg(n > k && k > 0 && n < MAX, "stopped at %ld, count %ld", k, n);
 
     bool given[LM_N_FIELDS] = {0};   /* resumed with a roomy budget: a bound only, the count is the saved one */
-    given[lm_field_by_key("time_budget") - lm_fields] = true;
-    lm_train_opts o2 = opts(run, budgeted(60));
-    o2.resume = true;
-    o2.overwrite = false;
-    o2.given = given;
-    o2.losses = cut;
-    o2.n_losses = MAX;
+    lm_train_opts o2 = resumed(run, 60, given, cut, MAX);
     train_timed(&o2, &r);
     ck_assert_int_eq(r.iter, n);
 
@@ -411,11 +413,7 @@ START_TEST(test_slowdown_stops_at_the_deadline)
     ck_assert_int_eq(saved_iter(run), r.iter);   /* the checkpoint is of the last iteration */
 
     bool given[LM_N_FIELDS] = {0};   /* --resume on the wall clock, a roomy budget: the schedule ends */
-    given[lm_field_by_key("time_budget") - lm_fields] = true;
-    lm_train_opts o2 = opts(run, budgeted(120));
-    o2.resume = true;
-    o2.overwrite = false;
-    o2.given = given;
+    lm_train_opts o2 = resumed(run, 120, given, NULL, 0);
     train_timed(&o2, &r);
     ck_assert(!r.out_of_time);
     ck_assert_int_eq(r.iter, c.max_iters);

@@ -341,7 +341,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
         {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0},
         {"1min", 3, 4, 96, 64, 12, 1000000, 3e-3, 3e-4, 50, 2000, 0, 60},
         {"5min", 4, 4, 96, 128, 12, 1000000, 4e-3, 4e-4, 100, 2000, 0, 300},
-        {"10min", 4, 4, 96, 128, 12, 1000000, 4e-3, 4e-4, 100, 2000, 0.05, 600},
+        {"10min", 4, 4, 96, 256, 12, 1000000, 4e-3, 4e-4, 100, 2000, 0.05, 600},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(presets[i].name, name) != 0) continue;

@@ -323,9 +323,9 @@ ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_erro
 ag_status lm_config_preset(lm_config *c, const char *name)
 {
     /* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
-     * bench/budget_sweep.sh found for 1 and 5; for 10, the 5-minute recipe with dropout 0.1,
-     * which beat the sweep's pick in wall time (docs/performance.md, "Recipes per budget").
-     * Each ends by its time_budget (its iters is only a ceiling). */
+     * bench/budget_sweep.sh found for 1 and 5; for 10, the 5-minute recipe with dropout 0.05
+     * and context 256, the best of the runs in wall time (docs/performance.md, "10 minutes,
+     * second round"). Each ends by its time_budget (its iters is only a ceiling). */
     static const struct {
         const char *name;
         int n_layer, n_head, n_embd, block_size, batch;

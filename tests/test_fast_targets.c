@@ -162,7 +162,7 @@ END_TEST
 START_TEST(test_attention_rows_targets_equal)
 {
     const int Ts[] = { 37, 64 };
-    typedef void (*sm_fn)(ag_real *, int, bool);
+    typedef void (*sm_fn)(ag_real *, int, bool, int);
     typedef void (*dsm_fn)(ag_real *, const ag_real *, int, int);
     const sm_fn sm[N_TARGETS] = { ag__attention_softmax_rows_plain, ag__attention_softmax_rows_avx2,
                                   ag__attention_softmax_rows_avx512 };
@@ -180,15 +180,17 @@ START_TEST(test_attention_rows_targets_equal)
         for (int t = 0; t < N_TARGETS; t++) {
             A[t] = copy_buf(S, n), dS[t] = copy_buf(dA, n);
             if (!runs(t, "attention rows")) continue;
-            sm[t](A[t], T, causal);
-            dsm[t](dS[t], A[PLAIN], T, causal ? 16 : T); /* on the same weights: the same bits; causal rows in tiles */
+            sm[t](A[t], T, causal, causal ? 16 : T); /* causal rows in tiles of 16 */
+            dsm[t](dS[t], A[PLAIN], T, causal ? 16 : T); /* on the same weights: the same bits */
             if (t == PLAIN) continue;
             ck_assert_msg(fr_compare("attention softmax rows", target_name[t], "A", A[t], A[PLAIN], n, msg,
                                      sizeof msg) == 0, "%s", msg);
             assert_same_bits("attention softmax backward rows", t, dS[t], dS[PLAIN], n);
         }
-        for (size_t i = 0; causal && i < n; i++) /* the future weighs exactly 0 */
-            if ((int)(i % T) > (int)(i / T)) ck_assert(A[PLAIN][i] == 0);
+        for (size_t i = 0; causal && i < n; i++) { /* the future weighs exactly 0, to the tile's end */
+            int row = (int)(i / T), key = (int)(i % T);
+            if (key > row) ck_assert(A[PLAIN][i] == (key < (row / 16 + 1) * 16 ? 0 : S[i]));
+        }
         for (int t = 0; t < N_TARGETS; t++) free(A[t]), free(dS[t]);
         free(S), free(dA);
     }
@@ -200,7 +202,7 @@ END_TEST
  * dAd / (1-p) where Ad is not 0 (causal rows in tiles of 16: to the tile's end, the rest untouched) */
 START_TEST(test_attention_dropout_targets_same_bits)
 {
-    typedef void (*dr_fn)(ag_real *, const ag_real *, int, bool, ag_real, uint64_t, uint64_t);
+    typedef void (*dr_fn)(ag_real *, const ag_real *, int, bool, int, ag_real, uint64_t, uint64_t);
     typedef void (*ddr_fn)(ag_real *, const ag_real *, int, int, ag_real);
     const dr_fn dr[N_TARGETS] = { ag__attention_dropout_rows_plain, ag__attention_dropout_rows_avx2,
                                   ag__attention_dropout_rows_avx512 };
@@ -218,7 +220,7 @@ START_TEST(test_attention_dropout_targets_same_bits)
         for (int t = 0; t < N_TARGETS; t++) {
             Ad[t] = copy_buf(A, n), dA[t] = copy_buf(dAd, n);
             if (!runs(t, "attention dropout rows")) continue;
-            dr[t](Ad[t], A, T, causal, p, seed, base);
+            dr[t](Ad[t], A, T, causal, causal ? 16 : T, p, seed, base);
             ddr[t](dA[t], Ad[PLAIN], T, causal ? 16 : T, p);
             if (t == PLAIN) continue;
             assert_same_bits("attention dropout rows", t, Ad[t], Ad[PLAIN], n);
@@ -227,10 +229,10 @@ START_TEST(test_attention_dropout_targets_same_bits)
         int dropped = 0;
         for (size_t i = 0; i < n; i++) {
             bool seen = !causal || (int)(i % T) <= (int)(i / T);
-            bool kept = ag_hash_uniform(seed, base + i) >= (double)p;
-            ag_real want = seen && kept ? A[i] * (1 / (1 - p)) : 0;
-            ck_assert_msg(Ad[PLAIN][i] == want, "element %zu: %g, ag_dropout's mask gives %g", i, Ad[PLAIN][i], want);
             bool in_tile = !causal || (int)(i % T) < (int)(i / T / 16 + 1) * 16; /* up to its tile's end */
+            bool kept = ag_hash_uniform(seed, base + i) >= (double)p;
+            ag_real want = !in_tile ? A[i] : seen && kept ? A[i] * (1 / (1 - p)) : 0; /* past the tile: untouched */
+            ck_assert_msg(Ad[PLAIN][i] == want, "element %zu: %g, ag_dropout's mask gives %g", i, Ad[PLAIN][i], want);
             ck_assert(dA[PLAIN][i] == (!in_tile ? dAd[i] : want != 0 ? dAd[i] * (1 / (1 - p)) : 0));
             dropped += seen && !kept;
         }

@@ -237,16 +237,17 @@ AG_TARGETS_DECL(ag__dropout_forward_span, (ag_real *y, ag_real *m, const ag_real
  * on the tape; valid until ag_ctx_reset. NULL on an earlier error or out of memory. */
 ag_tensor *ag_fast_attention(ag_ctx *ctx, ag_tensor *q, ag_tensor *k, ag_tensor *v, int H, ag_real scale,
                              bool causal, ag_real dropout, uint64_t seed);
-/* its loops over the rows of one (b, h): A = softmax of S [T,T] in place (row i over keys
- * 0..i when causal, the rest 0), and dS = A * (dA - rowsum(dA * A)) in place of dA, row i up to
- * the end of its tile of tile rows (min(T, (i / tile + 1) tile); tile T: whole rows) */
-AG_TARGETS_DECL(ag__attention_softmax_rows, (ag_real *S, int T, bool causal));
+/* its loops over the rows of one (b, h), each row i up to the end of its tile of `tile` rows
+ * (min(T, (i / tile + 1) tile); tile T: whole rows): A = softmax of S [T,T] in place (row i
+ * over keys 0..i when causal, the rest 0), and dS = A * (dA - rowsum(dA * A)) in place of dA */
+AG_TARGETS_DECL(ag__attention_softmax_rows, (ag_real *S, int T, bool causal, int tile));
 AG_TARGETS_DECL(ag__attention_softmax_backward_rows, (ag_real *dS, const ag_real *A, int T, int tile));
 /* and dropout's: Ad = dropout of A [T,T] (the weights' elements base + i T + j; causal: row i's
  * keys past i stay 0), and dA = dAd / (1 - p) where Ad != 0 (else 0) in place of dAd (rows to
  * their tile's end, as above) */
 AG_TARGETS_DECL(ag__attention_dropout_rows,
-                (ag_real *Ad, const ag_real *A, int T, bool causal, ag_real p, uint64_t seed, uint64_t base));
+                (ag_real *Ad, const ag_real *A, int T, bool causal, int tile, ag_real p, uint64_t seed,
+                 uint64_t base));
 AG_TARGETS_DECL(ag__attention_dropout_backward_rows,
                 (ag_real *dA, const ag_real *Ad, int T, int tile, ag_real p));
 

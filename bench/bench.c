@@ -1,7 +1,7 @@
 /* bench.c -- make bench: training throughput of the char_lm GPT, where the time goes, and how
  * close the matrix products come to OpenBLAS's own speed.
  *
- * For each configuration (tiny, baby, small of ../shared/MODEL.md) it runs the training step
+ * For each configuration (tiny, baby, small of ../shared/MODEL.md; 10min, char_lm's preset) it runs the training step
  * of ../shared/bench/torch_ref.py: sample a batch, forward, backward, clip, AdamW; it times
  * every step, drops the first 5 (warm-up) and prints
  *   - tokens/s and ms per step;
@@ -13,7 +13,7 @@
  *   - peak RSS against parameters + grads + Adam state + the step arena's high-water mark.
  * --json prints one JSON object per configuration instead.
  *
- *   build/bench [--config tiny|baby|small|all] [--steps N] [--threads N] [--json] [--data FILE]
+ *   build/bench [--config tiny|baby|small|10min|all] [--steps N] [--threads N] [--json] [--data FILE]
  *
  * Threads: without --threads, 2 tuned as char_lm's default is (ag_thread_tuner, speed.h: one
  * thread while that is faster, on a busy machine); --threads N: N, fixed.
@@ -44,12 +44,15 @@ void *__wrap_realloc(void *p, size_t n) { n_allocs++; return __real_realloc(p, n
 typedef struct {
     const char *name;
     int n_layer, n_head, n_embd, block_size, batch;
+    double dropout;
 } bench_config;
 
+/* MODEL.md's three, and char_lm's --config 10min (context 256: attention is half its step) */
 static const bench_config configs[] = {
-    { "tiny", 2, 2, 64, 32, 16 },
-    { "baby", 4, 4, 128, 64, 12 },
-    { "small", 6, 6, 384, 256, 64 },
+    { "tiny", 2, 2, 64, 32, 16, 0 },
+    { "baby", 4, 4, 128, 64, 12, 0 },
+    { "small", 6, 6, 384, 256, 64, 0 },
+    { "10min", 4, 4, 96, 256, 12, 0.05 },
 };
 
 /* matmul FLOPs of one training step: forward products, x3 for forward + backward (dX and dW) */
@@ -229,7 +232,7 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *d
 {
     int B = bc->batch, T = bc->block_size;
     ag_gpt_config cfg = { .vocab_size = data->vocab.V, .n_layer = bc->n_layer, .n_head = bc->n_head,
-                          .n_embd = bc->n_embd, .block_size = T }; /* the rest: MODEL.md defaults (0) */
+                          .n_embd = bc->n_embd, .block_size = T, .dropout = bc->dropout }; /* the rest: 0 */
     ag_error err = { 0 };
     *tr = (trainer){ .B = B, .T = T, .ac = { 0.9, 0.99, 1e-8, 0.1 }, .sched = { 1e-3, 1e-4, 100, 2000 },
                      .n_train = (size_t)(0.9 * (double)data->n) };
@@ -484,7 +487,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (!strcmp(argv[i], "--data") && i + 1 < argc) a->path = argv[++i];
         else if (!strcmp(argv[i], "--json")) a->json = true;
         else {
-            fprintf(stderr, "usage: bench [--config tiny|baby|small|all] [--steps N] [--threads N] [--json] [--data FILE]\n");
+            fprintf(stderr, "usage: bench [--config tiny|baby|small|10min|all] [--steps N] [--threads N] [--json] "
+                            "[--data FILE]\n");
             return 2;
         }
     }

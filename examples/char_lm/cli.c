@@ -65,7 +65,7 @@ static const char usage_train[] =
     "                         of its start: 90s, 5m, 1h30m, 1.5h (none: no budget). The first steps\n"
     "                         are timed (inside the warmup), then the step count is fixed so that\n"
     "                         warmup and cosine decay end with the budget (fitted again at the\n"
-    "                         evaluations of its first fifth: a machine's speed wanders), and saved:\n"
+    "                         evaluations of its first 40%: a machine's speed wanders), and saved:\n"
     "                         --resume continues that schedule (the budget then bounds the resumed run).\n"
     "                         With --max-iters: whichever comes first. Slack: the run ends within\n"
     "                         DURATION + 1 s; should the machine slow down after the timing, it\n"

@@ -12,8 +12,9 @@
  *        keeps element ((b H + h) T + i) T + j, else 0 (Ad is A when p = 0 or not training)
  *   O = Ad V                                           [T,D], written into y's [B,T,C] block
  * Head h of token t is the D numbers at t*C + h*D, so a head's Q, K, V and O are [T,D] blocks
- * read in place with a row stride of C: no split or merge copy. Masked scores are never
- * computed, and only A (and, with dropout, Ad) is kept for the backward: the mask is Ad != 0.
+ * read in place with a row stride of C: no split or merge copy. Masked scores past a row's
+ * tile (TILE below) are never computed, those inside it are overwritten with weight 0, and only
+ * A (and, with dropout, Ad) is kept for the backward: the mask is Ad != 0.
  * backward, the chain rule back through the same lines:
  *   O = Ad V                 =>  dV += Ad^T dO,  dAd = dO V^T
  *   Ad = dropout(A)          =>  dA = dAd / (1 - p) where kept, else 0 (kept: Ad != 0, or A = 0,

@@ -159,6 +159,12 @@ START_TEST(test_gelu_backward_targets_same_bits)
 }
 END_TEST
 
+/* Attention's row kernels are tested with causal rows in tiles of TEST_TILE rows (the layer uses
+ * 64: smaller here, so that the test's T = 37 and 64 hold several tiles, the last one short).
+ * Row i's tile ends at test_tile_end(i): the kernels write nothing past it. */
+enum { TEST_TILE = 16 };
+static int test_tile_end(int row) { return (row / TEST_TILE + 1) * TEST_TILE; }
+
 START_TEST(test_attention_rows_targets_equal)
 {
     const int Ts[] = { 37, 64 };
@@ -180,8 +186,8 @@ START_TEST(test_attention_rows_targets_equal)
         for (int t = 0; t < N_TARGETS; t++) {
             A[t] = copy_buf(S, n), dS[t] = copy_buf(dA, n);
             if (!runs(t, "attention rows")) continue;
-            sm[t](A[t], T, causal, causal ? 16 : T); /* causal rows in tiles of 16 */
-            dsm[t](dS[t], A[PLAIN], T, causal ? 16 : T); /* on the same weights: the same bits */
+            sm[t](A[t], T, causal, causal ? TEST_TILE : T); /* causal rows in tiles */
+            dsm[t](dS[t], A[PLAIN], T, causal ? TEST_TILE : T); /* on the same weights: the same bits */
             if (t == PLAIN) continue;
             ck_assert_msg(fr_compare("attention softmax rows", target_name[t], "A", A[t], A[PLAIN], n, msg,
                                      sizeof msg) == 0, "%s", msg);
@@ -189,7 +195,7 @@ START_TEST(test_attention_rows_targets_equal)
         }
         for (size_t i = 0; causal && i < n; i++) { /* the future weighs exactly 0, to the tile's end */
             int row = (int)(i / T), key = (int)(i % T);
-            if (key > row) ck_assert(A[PLAIN][i] == (key < (row / 16 + 1) * 16 ? 0 : S[i]));
+            if (key > row) ck_assert(A[PLAIN][i] == (key < test_tile_end(row) ? 0 : S[i]));
         }
         for (int t = 0; t < N_TARGETS; t++) free(A[t]), free(dS[t]);
         free(S), free(dA);
@@ -199,7 +205,7 @@ END_TEST
 
 /* attention's dropout rows: the same bits on every target, and ops/dropout.c's mask (rng.h's
  * ag_hash_uniform, element base + i T + j kept when >= p) scaled by 1/(1-p); the backward keeps
- * dAd / (1-p) where Ad is not 0 (causal rows in tiles of 16: to the tile's end, the rest untouched) */
+ * dAd / (1-p) where Ad is not 0 (causal rows in tiles: to the tile's end, the rest untouched) */
 START_TEST(test_attention_dropout_targets_same_bits)
 {
     typedef void (*dr_fn)(ag_real *, const ag_real *, int, bool, int, ag_real, uint64_t, uint64_t);
@@ -220,8 +226,8 @@ START_TEST(test_attention_dropout_targets_same_bits)
         for (int t = 0; t < N_TARGETS; t++) {
             Ad[t] = copy_buf(A, n), dA[t] = copy_buf(dAd, n);
             if (!runs(t, "attention dropout rows")) continue;
-            dr[t](Ad[t], A, T, causal, causal ? 16 : T, p, seed, base);
-            ddr[t](dA[t], Ad[PLAIN], T, causal ? 16 : T, p);
+            dr[t](Ad[t], A, T, causal, causal ? TEST_TILE : T, p, seed, base);
+            ddr[t](dA[t], Ad[PLAIN], T, causal ? TEST_TILE : T, p);
             if (t == PLAIN) continue;
             assert_same_bits("attention dropout rows", t, Ad[t], Ad[PLAIN], n);
             assert_same_bits("attention dropout backward rows", t, dA[t], dA[PLAIN], n);
@@ -229,7 +235,7 @@ START_TEST(test_attention_dropout_targets_same_bits)
         int dropped = 0;
         for (size_t i = 0; i < n; i++) {
             bool seen = !causal || (int)(i % T) <= (int)(i / T);
-            bool in_tile = !causal || (int)(i % T) < (int)(i / T / 16 + 1) * 16; /* up to its tile's end */
+            bool in_tile = !causal || (int)(i % T) < test_tile_end((int)(i / T)); /* up to its tile's end */
             bool kept = ag_hash_uniform(seed, base + i) >= (double)p;
             ag_real want = !in_tile ? A[i] : seen && kept ? A[i] * (1 / (1 - p)) : 0; /* past the tile: untouched */
             ck_assert_msg(Ad[PLAIN][i] == want, "element %zu: %g, ag_dropout's mask gives %g", i, Ad[PLAIN][i], want);

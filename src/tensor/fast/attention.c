@@ -57,7 +57,7 @@ static inline __attribute__((always_inline)) void softmax_rows(ag_real *S, int T
         ag_real max = ag__max(row, nb, row[0]);
 #pragma omp simd
         for (int j = 0; j < nb; j++) row[j] = ag__exp(row[j] - max);
-        int end = tile_end(i, tile, T) > nb ? tile_end(i, tile, T) : nb;
+        int te = tile_end(i, tile, T), end = te > nb ? te : nb;
         for (int j = n; j < end; j++) row[j] = 0; /* the future: exactly zero weight */
         ag_real inv = 1 / ag__sum(row, nb);
 #pragma omp simd

@@ -11,8 +11,9 @@
  *   resume     a budgeted run stopped after its count was fixed and resumed gives, step for
  *              step, the losses of the uninterrupted run of that schedule;
  *   slowdown   on the simulated clock, a run whose steps slow down after its count was fixed
- *              stops before the deadline with its evaluation and checkpoint, and --resume
- *              finishes the schedule;
+ *              fits a shorter count at its next evaluation and still ends at --min-lr; one
+ *              with no evaluation left stops before the deadline with its evaluation and
+ *              checkpoint, and --resume finishes the schedule;
  *   first      --max-iters before the budget: the schedule ends at --max-iters.
  *
  * TIMING ON A BUSY MACHINE. The feature's stated slack is 1 s (train --help). These tests run
@@ -339,7 +340,8 @@ START_TEST(test_resume_after_a_refit)
     long n = r.iter;
     lm_train_opts o2 = opts(proc_path(dir, "cut"), speeding_up(&h));
     simulate(&o2, &h);
-    h.stop_iter = 220;  /* after the last refit (the refits' 40% of the budget ends near iteration 165) */
+    h.stop_iter = 220;  /* after the last refit (the window of refits either way, 40% of the budget, ends near
+                           iteration 165; the steps keep their speed after it: no refit to end sooner) */
     o2.losses = cut;
     o2.n_losses = MAX;
     train_timed(&o2, &r);
@@ -395,13 +397,30 @@ START_TEST(test_resume_continues_the_schedule)
 }
 END_TEST
 
+/* Steps of 10 ms, then of 20 ms from iteration 150 on (1.5 s into the 3 s budget, past the
+ * window of refits either way): the count is fitted again, shorter, at the next evaluation, and
+ * the run still ends at its count, the cosine at --min-lr, inside the budget. Without that it
+ * would run out of time before its schedule ended (the test below). */
+START_TEST(test_slowdown_shortens_the_count)
+{
+    hook_state steady = {.step_s = 0.01};
+    long n_steady = run_to_its_count(proc_path(dir, "steady"), budgeted(BUDGET_S), &steady).max_iters;
+    hook_state h = {.step_s = 0.01, .slow_s = 0.01, .from_iter = 150};
+    lm_config c = run_to_its_count(proc_path(dir, "slow"), budgeted(BUDGET_S), &h);
+    ck_assert_msg(c.max_iters < 0.9 * n_steady, "count %ld, steady %ld", c.max_iters, n_steady);
+    ck_assert_msg(h.now <= BUDGET_S, "ended at %.3f s of %g", h.now, BUDGET_S);
+}
+END_TEST
+
 START_TEST(test_slowdown_stops_at_the_deadline)
 {
     const char *run = proc_path(dir, "slow");
-    /* once the count is fixed every step takes twice as long: the count, fitted to the fast
-     * steps, cannot be reached */
-    hook_state h = {.step_s = 0.01, .slow_s = 0.01, .from_iter = budgeted(BUDGET_S).warmup_iters + 2};
-    lm_train_opts o = opts(run, budgeted(BUDGET_S));
+    /* once the count is fixed every step takes twice as long, and no evaluation comes before its
+     * end to fit it again: the count, fitted to the fast steps, cannot be reached */
+    lm_config budget = budgeted(BUDGET_S);
+    budget.eval_interval = 100000;
+    hook_state h = {.step_s = 0.01, .slow_s = 0.01, .from_iter = budget.warmup_iters + 2};
+    lm_train_opts o = opts(run, budget);
     simulate(&o, &h);
     lm_train_result r;
     train_timed(&o, &r);
@@ -451,6 +470,7 @@ Suite *budget_suite(void)
     tcase_add_test(run, test_count_refitted_when_the_steps_speed_up);
     tcase_add_test(run, test_resume_after_a_refit);
     tcase_add_test(run, test_resume_continues_the_schedule);
+    tcase_add_test(run, test_slowdown_shortens_the_count);
     tcase_add_test(run, test_slowdown_stops_at_the_deadline);
     tcase_add_test(run, test_max_iters_first);
     suite_add_tcase(s, run);

@@ -3,8 +3,9 @@
  *
  * THE COUNT. The first steps are timed, from the sixth one (the first ones grow the arena,
  * fault in the buffers and start the thread pools: tiny's steps 1-3 took 44, 15 and 7 ms here
- * against 4 ms from the fifth on, and a count fitted to them ended a 3 s budget after 0.6 s), until they add up to CAL_SHARE of the budget and number CAL_MIN_STEPS, or
- * at the latest when the warmup ends: up to iteration warmup_iters the rate of a step,
+ * against 4 ms from the fifth on, and a count fitted to them ended a 3 s budget after 0.6 s),
+ * until they add up to CAL_SHARE of the budget and number CAL_MIN_STEPS, or at the latest when
+ * the warmup ends: up to iteration warmup_iters the rate of a step,
  * lr (it+1)/(warmup+1) and then lr itself, does not depend on the count, so the steps taken
  * before the count is known are exactly those of a run that knew it from the start. Then the
  * count N is the largest for which
@@ -20,19 +21,21 @@
  *
  * THE REFIT. A shared machine's speed wanders (here by 10-30% within minutes), and the first
  * steps are a small sample: a 10-minute run whose first 100 steps ran at 53k tokens/s and the
- * rest at 68k ended after 461 s. So until REFIT_SHARE of the budget has passed, before each
- * evaluation the count is fitted the same way to the steps since it was last fitted, and taken
- * when it moves by more than REFIT_MIN; before the evaluation, so that its checkpoint carries
- * the count the steps after it follow, and --resume stays exact. The cosine then ends at the
- * new count, and its rate jumps at that step (refit() has the sizes).
+ * rest at 68k ended after 461 s. So before each evaluation the count is fitted the same way to
+ * the steps since it was last fitted, and taken when it moves by more than REFIT_MIN: until
+ * REFIT_SHARE of the budget has passed either way, after it only to end sooner (a machine that
+ * slowed down: 10-minute runs whose count was fixed in a fast minute ran out of time at 90-96%
+ * of their schedule, the rate not yet at --min-lr). Before the evaluation, so that its
+ * checkpoint carries the count the steps after it follow, and --resume stays exact. The cosine
+ * then ends at the new count, and its rate jumps at that step (refit() has the sizes).
  *
  * THE DEADLINE. Before each iteration: if the evaluation due there, one more step (the larger
  * of the smoothed and the last step time) and the final evaluation would end past the deadline,
  * this iteration is the last. Its evaluation and checkpoint are written and the run ends before
  * its count, its last steps at the rate the schedule had there: above --min-lr by
  * 0.5 (1 + cos(pi r)) (lr - min_lr), r the share of the decay done (0.1% of lr - min_lr at
- * r = 0.98, 2.4% at r = 0.9). That happens only when the machine slowed down after the count
- * was fixed; --resume finishes the schedule.
+ * r = 0.98, 2.4% at r = 0.9). That happens only when the machine slowed down after the last
+ * refit (after the last evaluation, or by less than REFIT_MIN); --resume finishes the schedule.
  *
  * With several ranks (ddp.h) every decision is summed over the ranks, so that all stop, and
  * fix the same count, at the same iteration. */
@@ -47,7 +50,8 @@
 #define RESERVE_STEPS 10     /*   or 10 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
 #define REFIT_SHARE 0.4      /* until this share of the budget has passed, the count is fitted */
-#define REFIT_MIN 0.02       /*   again at each evaluation, taken when it moves more than this */
+                             /*   again at each evaluation either way, after it only to end sooner, */
+#define REFIT_MIN 0.02       /*   taken when it moves more than this */
 
 double lm_budget_now(const lm_train_opts *o)
 {
@@ -184,30 +188,30 @@ static ag_status plan(lm_run *R, long it, double now, double step, long *n, ag_e
     return s;
 }
 
-/* Until REFIT_SHARE of the budget has passed, before each evaluation (so that its checkpoint
- * carries the count the steps after it follow): the count fitted again to the steps timed since
- * it was last fitted, when it moves by more than REFIT_MIN (the first steps can run at another
- * speed than the rest: a shared machine's wanders by 10-30%). The cosine then ends at the new
- * count, and its rate above min_lr jumps at that step: at a fifth of the decay, 1.04x for 30%
- * more steps, 0.90x for 30% fewer; at 30% of it, 1.19x for 85% more (a calibration that ran
- * beside another process's last seconds); at 40% of it, 1.20x for 30% more. The window was a
- * fifth until a 10-minute run whose first 100 steps ran slow found its first evaluation (at
- * iteration 2000) just past it, and used 447 s of 600. */
+/* Before each evaluation (so that its checkpoint carries the count the steps after it follow):
+ * the count fitted again, taken when it moves by more than REFIT_MIN. Until REFIT_SHARE of the
+ * budget has passed, either way, to the steps timed since it was last fitted (the first steps
+ * can run at another speed than the rest: a shared machine's wanders by 10-30%); after that
+ * only to end sooner, to the slower of those and the last steps (a machine that slowed down:
+ * the run still ends its schedule, at --min-lr, instead of running out of time before it). The
+ * cosine then ends at the new count, and its rate above min_lr jumps at that step: at a fifth of
+ * the decay, 1.04x for 30% more steps, 0.90x for 30% fewer; at 40% of it, 1.20x for 30% more;
+ * at 70%, 0.57x for 10% fewer. The window was a fifth until a 10-minute run whose first 100
+ * steps ran slow found its first evaluation (at iteration 2000) just past it, and used 447 s
+ * of 600. */
 static ag_status refit(lm_run *R, long it, double now, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
     double open = now - b->t0 < REFIT_SHARE * R->cfg.time_budget;
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &open, err);   /* one rank past it: all stop refitting */
-    if (s || !(open >= lm_ddp_ranks(R->ctl.ddp))) {
-        b->refit = false;
-        return s;
-    }
-    if (b->timed < CAL_MIN_STEPS) return AG_OK;
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &open, err);   /* one rank past it: all refit as late */
+    if (s || b->timed < CAL_MIN_STEPS) return s;
+    bool late = !(open >= lm_ddp_ranks(R->ctl.ddp));
     double step = b->timed_s / (double)b->timed;
+    if (late) step = fmax(step, b->step_s);   /* the smoothed step: the speed of the machine now */
     long n;
     if ((s = plan(R, it, now + eval_time(R), step, &n, err))) return s;   /* after the evaluation due here */
-    if (fabs((double)(n - R->cfg.max_iters)) > REFIT_MIN * (double)R->cfg.max_iters)
-        fix_count(R, it, n, step, eval_time(R), true);
+    bool moved = fabs((double)(n - R->cfg.max_iters)) > REFIT_MIN * (double)R->cfg.max_iters;
+    if (moved && (!late || n < R->cfg.max_iters)) fix_count(R, it, n, step, eval_time(R), true);
     return AG_OK;
 }
 

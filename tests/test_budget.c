@@ -11,7 +11,8 @@
  *   resume     a budgeted run stopped after its count was fixed and resumed gives, step for
  *              step, the losses of the uninterrupted run of that schedule;
  *   slowdown   on the simulated clock, a run whose steps slow down after its count was fixed
- *              fits a shorter count at its next evaluation and still ends at --min-lr; one
+ *              fits a shorter count at its next evaluation and still ends at --min-lr (one
+ *              whose steps speed up late, a longer one, and fills its budget); one
  *              with no evaluation left stops before the deadline with its evaluation and
  *              checkpoint, and --resume finishes the schedule;
  *   first      --max-iters before the budget: the schedule ends at --max-iters.
@@ -303,9 +304,8 @@ START_TEST(test_count_fills_the_budget)
 END_TEST
 
 /* Steps of 20 ms while the count is fixed, then of 5 ms (a machine that sped up, or first steps
- * slower than the rest): the count is fitted again at the evaluations of the budget's first
- * 40%, so the run still fills its budget and ends at --min-lr. Fixed once, it would end after
- * about a quarter of it. */
+ * slower than the rest): the count is fitted again at the evaluations, so the run still fills
+ * its budget and ends at --min-lr. Fixed once, it would end after about a quarter of it. */
 static lm_config speeding_up(hook_state *h)
 {
     lm_config c = budgeted(BUDGET_S);
@@ -340,8 +340,8 @@ START_TEST(test_resume_after_a_refit)
     long n = r.iter;
     lm_train_opts o2 = opts(proc_path(dir, "cut"), speeding_up(&h));
     simulate(&o2, &h);
-    h.stop_iter = 220;  /* after the last refit (the window of refits either way, 40% of the budget, ends near
-                           iteration 165; the steps keep their speed after it: no refit to end sooner) */
+    h.stop_iter = 220;  /* after the last refit (the steps keep their speed from iteration 18 on: the count
+                           fitted at the evaluations of 40 and 60 stays) */
     o2.losses = cut;
     o2.n_losses = MAX;
     train_timed(&o2, &r);
@@ -397,18 +397,35 @@ START_TEST(test_resume_continues_the_schedule)
 }
 END_TEST
 
-/* Steps of 10 ms, then of 20 ms from iteration 150 on (1.5 s into the 3 s budget, past the
- * window of refits either way): the count is fitted again, shorter, at the next evaluation, and
- * the run still ends at its count, the cosine at --min-lr, inside the budget. Without that it
- * would run out of time before its schedule ended (the test below). */
+/* Steps of 10 ms, then of 20 ms from iteration 151 on (1.5 s into the 3 s budget): the count is
+ * fitted again, shorter, at the next evaluation, and the run still ends at its count, the cosine
+ * at --min-lr, inside the budget. Fitted only to the steps since the count was fixed (still
+ * mostly fast ones) instead of the slower of those and the steps since the last evaluation, it
+ * would run out of time at 3.1 s; not fitted again, before its schedule ended (the test below). */
 START_TEST(test_slowdown_shortens_the_count)
 {
+    lm_config c = budgeted(BUDGET_S);
+    c.eval_interval = 50;
     hook_state steady = {.step_s = 0.01};
-    long n_steady = run_to_its_count(proc_path(dir, "steady"), budgeted(BUDGET_S), &steady).max_iters;
-    hook_state h = {.step_s = 0.01, .slow_s = 0.01, .from_iter = 150};
-    lm_config c = run_to_its_count(proc_path(dir, "slow"), budgeted(BUDGET_S), &h);
+    long n_steady = run_to_its_count(proc_path(dir, "steady"), c, &steady).max_iters;
+    hook_state h = {.step_s = 0.01, .slow_s = 0.01, .from_iter = 151};
+    c = run_to_its_count(proc_path(dir, "slow"), c, &h);
     ck_assert_msg(c.max_iters < 0.9 * n_steady, "count %ld, steady %ld", c.max_iters, n_steady);
     ck_assert_msg(h.now <= BUDGET_S, "ended at %.3f s of %g", h.now, BUDGET_S);
+}
+END_TEST
+
+/* Steps of 15 ms, then of 7.5 ms from iteration 101 on (1.5 s into the 3 s budget, half of it
+ * gone): the evaluations after it fit a longer count, and the run fills its budget (ending at
+ * --min-lr). With refits only in the budget's first 40% it ended after 2.2 s of 3. */
+START_TEST(test_late_speedup_lengthens_the_count)
+{
+    lm_config c = budgeted(BUDGET_S);
+    c.eval_interval = 50;
+    hook_state h = {.step_s = 0.015, .slow_s = -0.0075, .from_iter = 101};
+    c = run_to_its_count(proc_path(dir, "late"), c, &h);
+    ck_assert_msg(h.now <= BUDGET_S && h.now >= 0.9 * BUDGET_S, "ended at %.3f s of %g (count %ld)", h.now, BUDGET_S,
+                  c.max_iters);
 }
 END_TEST
 
@@ -471,6 +488,7 @@ Suite *budget_suite(void)
     tcase_add_test(run, test_resume_after_a_refit);
     tcase_add_test(run, test_resume_continues_the_schedule);
     tcase_add_test(run, test_slowdown_shortens_the_count);
+    tcase_add_test(run, test_late_speedup_lengthens_the_count);
     tcase_add_test(run, test_slowdown_stops_at_the_deadline);
     tcase_add_test(run, test_max_iters_first);
     suite_add_tcase(s, run);

@@ -80,6 +80,8 @@ typedef struct {
     double step_s, step_last;   /* the smoothed step time, the last step's */
     double timed_s;          /* the calibration: the time of the steps it timed, */
     long timed;              /*   and how many (after the count is fixed: the steps since) */
+    double recent_s;         /* after the count is fixed, the time of the steps since the last */
+    long recent;             /*   evaluation, and how many */
     long ceiling;            /* max_iters before the count was fixed: no count goes above it */
     bool refit;              /* the count, fixed in this run, may still be fitted again */
     double eval_s;           /* the last evaluation's time, its checkpoint included; < 0: none timed */

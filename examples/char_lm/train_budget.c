@@ -22,12 +22,13 @@
  * THE REFIT. A shared machine's speed wanders (here by 10-30% within minutes), and the first
  * steps are a small sample: a 10-minute run whose first 100 steps ran at 53k tokens/s and the
  * rest at 68k ended after 461 s. So before each evaluation the count is fitted the same way to
- * the steps since it was last fitted, and taken when it moves by more than REFIT_MIN: until
- * REFIT_SHARE of the budget has passed either way, after it only to end sooner (a machine that
- * slowed down: 10-minute runs whose count was fixed in a fast minute ran out of time at 90-96%
- * of their schedule, the rate not yet at --min-lr). Before the evaluation, so that its
- * checkpoint carries the count the steps after it follow, and --resume stays exact. The cosine
- * then ends at the new count, and its rate jumps at that step (refit() has the sizes).
+ * the slower of the steps since it was last fitted and those since the last evaluation, and
+ * taken when it moves by more than REFIT_MIN, either way, to the end of the run. (Refits were first allowed
+ * only in the budget's first fifth, then 40%: 10-minute runs whose machine slowed down after it
+ * ran out of time at 90-96% of their schedule, the rate not yet at --min-lr, and one whose
+ * machine sped up used 554 s of 600.) Before the evaluation, so that its checkpoint carries the
+ * count the steps after it follow, and --resume stays exact. The cosine then ends at the new
+ * count, and its rate jumps at that step (refit() has the sizes).
  *
  * THE DEADLINE. Before each iteration: if the evaluation due there, one more step (the larger
  * of the smoothed and the last step time) and the final evaluation would end past the deadline,
@@ -49,9 +50,7 @@
 #define RESERVE_SHARE 0.02   /* the count aims to end 2% of the budget early, */
 #define RESERVE_STEPS 10     /*   or 10 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
-#define REFIT_SHARE 0.4      /* until this share of the budget has passed, the count is fitted */
-                             /*   again at each evaluation either way, after it only to end sooner, */
-#define REFIT_MIN 0.02       /*   taken when it moves more than this */
+#define REFIT_MIN 0.02       /* the count fitted again at an evaluation is taken when it moves more */
 
 double lm_budget_now(const lm_train_opts *o)
 {
@@ -92,6 +91,10 @@ static void time_step(lm_run *R, long it, double now)
     if ((b->fixing && it - 1 >= R->ctl.start + CAL_SKIP) || b->refit) {
         b->timed_s += dt;
         b->timed++;
+    }
+    if (b->refit) {
+        b->recent_s += dt;
+        b->recent++;
     }
 }
 
@@ -189,29 +192,25 @@ static ag_status plan(lm_run *R, long it, double now, double step, long *n, ag_e
 }
 
 /* Before each evaluation (so that its checkpoint carries the count the steps after it follow):
- * the count fitted again, taken when it moves by more than REFIT_MIN. Until REFIT_SHARE of the
- * budget has passed, either way, to the steps timed since it was last fitted (the first steps
- * can run at another speed than the rest: a shared machine's wanders by 10-30%); after that
- * only to end sooner, to the slower of those and the last steps (a machine that slowed down:
- * the run still ends its schedule, at --min-lr, instead of running out of time before it). The
- * cosine then ends at the new count, and its rate above min_lr jumps at that step: at a fifth of
- * the decay, 1.04x for 30% more steps, 0.90x for 30% fewer; at 40% of it, 1.20x for 30% more;
- * at 70%, 0.57x for 10% fewer. The window was a fifth until a 10-minute run whose first 100
- * steps ran slow found its first evaluation (at iteration 2000) just past it, and used 447 s
- * of 600. */
+ * the count fitted again to the slower of the steps since it was last fitted and those since the
+ * last evaluation (the machine's speed now; a mean over an evaluation's interval, which one
+ * thread tuner's probe does not move), taken when it moves by more than REFIT_MIN. The cosine
+ * then ends at the new count, and its rate above min_lr jumps at that step: at a fifth of the
+ * decay, 1.04x for 30% more steps, 0.90x for 30% fewer; at 40% of it, 1.20x for 30% more; at
+ * 70%, 0.57x for 10% fewer; at 90%, 2x for 5% more, which is 2.5% of lr - min_lr: where the
+ * cosine is flat its relative jumps are large and its absolute ones small. */
 static ag_status refit(lm_run *R, long it, double now, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
-    double open = now - b->t0 < REFIT_SHARE * R->cfg.time_budget;
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &open, err);   /* one rank past it: all refit as late */
-    if (s || b->timed < CAL_MIN_STEPS) return s;
-    bool late = !(open >= lm_ddp_ranks(R->ctl.ddp));
-    double step = b->timed_s / (double)b->timed;
-    if (late) step = fmax(step, b->step_s);   /* the smoothed step: the speed of the machine now */
+    double recent = b->recent >= CAL_MIN_STEPS ? b->recent_s / (double)b->recent : 0;
+    b->recent_s = b->recent = 0;
+    if (b->timed < CAL_MIN_STEPS) return AG_OK;   /* the same on every rank: the steps are */
+    double step = fmax(b->timed_s / (double)b->timed, recent);
     long n;
-    if ((s = plan(R, it, now + eval_time(R), step, &n, err))) return s;   /* after the evaluation due here */
-    bool moved = fabs((double)(n - R->cfg.max_iters)) > REFIT_MIN * (double)R->cfg.max_iters;
-    if (moved && (!late || n < R->cfg.max_iters)) fix_count(R, it, n, step, eval_time(R), true);
+    ag_status s = plan(R, it, now + eval_time(R), step, &n, err);   /* after the evaluation due here */
+    if (s) return s;
+    if (fabs((double)(n - R->cfg.max_iters)) > REFIT_MIN * (double)R->cfg.max_iters)
+        fix_count(R, it, n, step, eval_time(R), true);
     return AG_OK;
 }
 

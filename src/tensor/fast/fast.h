@@ -221,6 +221,7 @@ void ag_fast_matmul_forward(ag_real *C, const ag_real *A, const ag_real *B, size
                             bool shared_b);
 void ag_fast_matmul_backward(ag_real *dA, ag_real *dB, const ag_real *dC, const ag_real *A, const ag_real *B,
                              size_t batch, int M, int K, int N, bool shared_b);
+void ag_fast_add_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t N, size_t nb);
 ag_status ag_fast_add_backward(ag_ctx *ctx, ag_node *n);
 
 /* fast/dropout.c: the forward takes ops/dropout.c's dropout_forward arguments (the backward,

@@ -4,8 +4,9 @@
  * forward:  y[i] = a[i] + b[i mod nb]
  * backward: da[i] += dy[i];   db[j] += sum over every i with i mod nb == j of dy[i]
  *           (a broadcast input sums its gradient back to its own shape)
- * Fast kernels: fast/add.c (backward only: gradients written instead of zeroed and added to,
- * column blocks for the broadcast sum); tests/test_fast_ref_products.c proves them equal. */
+ * Fast kernels: fast/add.c (the forward split evenly over the threads, the residual too; the
+ * backward's gradients written instead of zeroed and added to, column blocks for the broadcast
+ * sum); tests/test_fast_ref_products.c proves them equal. */
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
@@ -13,7 +14,6 @@
 
 // --- reference kernels: a and dy viewed as [N/nb, nb] rows, b as one such row ---
 
-/* the forward runs on both paths: there is nothing faster to do */
 static void add_forward(ag_real *y, const ag_real *a, const ag_real *b, size_t n, size_t nb)
 {
 #pragma omp parallel for schedule(static) if (n >= AG_PAR_MIN)
@@ -66,7 +66,8 @@ ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
     }
     ag_tensor *y = ag__tensor_uninit(ctx, a->ndim, a->shape);                          // a's shape
     if (!y) return NULL;
-    add_forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
+    if (AG_FAST(ctx)) ag_fast_add_forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
+    else add_forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
     ag_tensor *in[2] = { a, b };
     ag_record(ctx, &add_op, y, in, 2);
     return ag__done(ctx, y);

@@ -167,9 +167,14 @@ void ag_params_init(ag_params *P, uint64_t seed)
     }
 }
 
+/* every gradient = 0, split over the threads: one core alone clearing megabytes made the other
+ * wait (baby: 3.3 MB a step) */
 void ag_params_zero_grad(ag_params *P)
 {
-    if (P->grad) memset(P->grad, 0, P->total * sizeof(ag_real));
+    ag_real *g = P->grad;
+    size_t n = g ? P->total : 0;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (size_t i = 0; i < n; i++) g[i] = 0;
 }
 
 ag_tensor *ag_params_find(const ag_params *P, const char *name)

@@ -323,10 +323,10 @@ ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_erro
 ag_status lm_config_preset(lm_config *c, const char *name)
 {
     /* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
-     * bench/budget_sweep.sh found for 1 and 5, decaying to lr/100 as the runs in wall time showed
-     * for all three; for 10, the 5-minute recipe with dropout 0.05, context 256 and lr 8e-3
-     * (docs/performance.md, "10 minutes", second to fourth round, and "1 and 5 minutes, second
-     * look"). Each ends by its time_budget (its iters is only a ceiling). */
+     * bench/budget_sweep.sh found for 1 and 5, with 5's lr 6e-3 and all three decaying to lr/100
+     * as the runs in wall time showed; for 10, the 5-minute recipe with dropout 0.05, context 256
+     * and lr 8e-3 (docs/performance.md, "10 minutes", second to fourth round, and "1 and 5
+     * minutes, second look"). Each ends by its time_budget (its iters is only a ceiling). */
     static const struct {
         const char *name;
         int n_layer, n_head, n_embd, block_size, batch;
@@ -341,7 +341,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
         {"baby", 4, 4, 128, 64, 12, 2000, 1e-3, 1e-4, 100, 250, 0, 0},
         {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0},
         {"1min", 3, 4, 96, 64, 12, 1000000, 3e-3, 3e-5, 50, 2000, 0, 60},
-        {"5min", 4, 4, 96, 128, 12, 1000000, 4e-3, 4e-5, 100, 2000, 0, 300},
+        {"5min", 4, 4, 96, 128, 12, 1000000, 6e-3, 6e-5, 100, 2000, 0, 300},
         {"10min", 4, 4, 96, 256, 12, 1000000, 8e-3, 8e-5, 100, 2000, 0.05, 600},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {

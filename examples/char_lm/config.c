@@ -323,26 +323,27 @@ ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_erro
 ag_status lm_config_preset(lm_config *c, const char *name)
 {
     /* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
-     * bench/budget_sweep.sh found for 1 and 5, with 5's lr 6e-3 and all three decaying to lr/100
-     * as the runs in wall time showed; for 10, the 5-minute recipe with dropout 0.05, context 256
-     * and lr 8e-3 (docs/performance.md, "10 minutes", second to fourth round, and "1 and 5
-     * minutes, second look"). Each ends by its time_budget (its iters is only a ceiling). */
+     * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight
+     * decay 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context
+     * 256 and lr 8e-3 decaying to lr/100: the best of the runs in wall time (docs/performance.md,
+     * "10 minutes", second to fourth round, and "1 and 5 minutes, second look"). Each ends by its
+     * time_budget (its iters is only a ceiling). */
     static const struct {
         const char *name;
         int n_layer, n_head, n_embd, block_size, batch;
         long iters;
         double lr, min_lr;
         long warmup, eval_interval;
-        double dropout, budget_s;
+        double dropout, weight_decay, budget_s;
     } presets[] = {
         /* name, n_layer, n_head, n_embd, block_size, batch, iters, lr, min_lr, warmup, eval_interval,
-         * dropout, time_budget */
-        {"tiny", 2, 2, 64, 32, 16, 500, 1e-3, 1e-4, 50, 100, 0, 0},
-        {"baby", 4, 4, 128, 64, 12, 2000, 1e-3, 1e-4, 100, 250, 0, 0},
-        {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0},
-        {"1min", 3, 4, 96, 64, 12, 1000000, 3e-3, 3e-5, 50, 2000, 0, 60},
-        {"5min", 4, 4, 96, 128, 12, 1000000, 6e-3, 6e-5, 100, 2000, 0, 300},
-        {"10min", 4, 4, 96, 256, 12, 1000000, 8e-3, 8e-5, 100, 2000, 0.05, 600},
+         * dropout, weight_decay, time_budget */
+        {"tiny", 2, 2, 64, 32, 16, 500, 1e-3, 1e-4, 50, 100, 0, 0.1, 0},
+        {"baby", 4, 4, 128, 64, 12, 2000, 1e-3, 1e-4, 100, 250, 0, 0.1, 0},
+        {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0.1, 0},
+        {"1min", 3, 4, 96, 64, 12, 1000000, 3e-3, 3e-4, 50, 2000, 0, 0.1, 60},
+        {"5min", 4, 4, 96, 128, 12, 1000000, 6e-3, 6e-5, 100, 2000, 0, 0.3, 300},
+        {"10min", 4, 4, 96, 256, 12, 1000000, 8e-3, 8e-5, 100, 2000, 0.05, 0.1, 600},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(presets[i].name, name) != 0) continue;
@@ -358,7 +359,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
         c->min_lr = presets[i].min_lr;
         c->warmup_iters = presets[i].warmup;
         c->lr_decay_iters = presets[i].iters;
-        c->weight_decay = 0.1;
+        c->weight_decay = presets[i].weight_decay;
         c->beta1 = 0.9;
         c->beta2 = 0.99;
         c->grad_clip = 1.0;

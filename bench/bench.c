@@ -3,10 +3,11 @@
  *
  * For each configuration (tiny, baby, small of ../shared/MODEL.md; 10min, char_lm's preset) it runs the training step
  * of ../shared/bench/torch_ref.py: sample a batch, forward, backward, clip, AdamW; it times
- * every step, drops the first 5 (warm-up) and prints
+ * every step, drops the first 5 (warm-up) and the first of each later round, and prints
  *   - tokens/s and ms per step;
  *   - GFLOP/s of the step's matrix products (counted from the shapes: 3x the forward FLOPs),
- *     next to sgemm's GFLOP/s on the same shapes with the same threads (the ceiling);
+ *     next to sgemm's GFLOP/s on the same shapes with the same threads (the ceiling), measured
+ *     after each of up to 10 rounds of the steps: the two sides see the same machine;
  *   - the share of time per op kind, forward and backward separately, plus clip and AdamW;
  *   - allocations per step after the first (our code's malloc/calloc/realloc, counted by
  *     linker wrapping) and the step arena's chunk mallocs;
@@ -66,14 +67,21 @@ static double step_flops(const bench_config *c, int V)
     return 3 * fwd;
 }
 
-/* GFLOP/s of the three products a Linear does (y = x W^T, dx = dy W, dW = dy^T x) on the
- * step's shapes, run `split` through ag_gemm (OpenMP row blocks, what training uses) or as
- * plain cblas_sgemm on OpenBLAS's own pool of `threads` */
-static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
+/* Multiply-adds done and seconds taken: a rate that sums over rounds */
+typedef struct {
+    double flops, secs;
+} gemm_rate;
+
+static double gflops_of(gemm_rate r) { return r.secs > 0 ? r.flops / r.secs / 1e9 : 0; }
+
+/* The three products a Linear does (y = x W^T, dx = dy W, dW = dy^T x) on the step's shapes,
+ * each shape for at least `secs` (and 3 times), run `split` through ag_gemm (OpenMP row
+ * blocks, what training uses) or as plain cblas_sgemm on OpenBLAS's own pool of `threads` */
+static gemm_rate gemm_on_shapes(const bench_config *c, int V, bool split, int threads, double secs)
 {
     int R = c->batch * c->block_size, C = c->n_embd;
     int shapes[][3] = { { R, C, C }, { R, 4 * C, C }, { R, C, 4 * C }, { R, V, C } }; /* M, N, K */
-    double flops = 0, secs = 0;
+    gemm_rate rate = { 0, 0 };
     if (!split) openblas_set_num_threads(threads);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
@@ -83,7 +91,7 @@ static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
         for (size_t i = 0; i < (size_t)K * N; i++) B[i] = (float)(i % 5) * 0.1f;
         int reps = 0;
         double t0 = ag_now_s(), t1 = t0;
-        while (t1 - t0 < 0.3 || reps < 3) {
+        while (t1 - t0 < secs || reps < 3) {
             if (split) {
                 ag_gemm(false, true, M, N, K, 1, A, K, B, K, 0, Cm, N);
                 ag_gemm(false, false, M, K, N, 1, dC, N, B, K, 1, dA, K);
@@ -96,12 +104,12 @@ static double gemm_gflops(const bench_config *c, int V, bool split, int threads)
             reps++;
             t1 = ag_now_s();
         }
-        flops += 3.0 * 2 * M * N * K * reps;
-        secs += t1 - t0;
+        rate.flops += 3.0 * 2 * M * N * K * reps;
+        rate.secs += t1 - t0;
         free(A); free(B); free(Cm); free(dC); free(dA); free(dB);
     }
     if (!split) openblas_set_num_threads(1); /* back to one pool */
-    return flops / secs / 1e9;
+    return rate;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -182,6 +190,13 @@ static int sample_speed(ag_gpt *g, int n, double *cached_cps, double *recompute_
 /* ---- one configuration: train, measure, report ---- */
 
 enum { WARM = 5 };  /* steps left out of the timing: the first grows the arena, the next warm up */
+/* The timed steps come in rounds with the sgemm ceiling measured after each, so that both sides
+ * of the ratio see the same machine (a shared one's speed wanders by 20% over seconds). Each
+ * round after the first starts with one step left out, as the run starts with WARM: the
+ * ceiling's products have pushed the step's data out of the caches. */
+enum { MAX_ROUNDS = 10, MIN_ROUND = 8 };
+#define CEILING_SECS 0.04 /* per shape, per round, each way (OpenBLAS's pool, split) */
+#define OPENBLAS_QUIET_US 200000 /* until OpenBLAS's threads stop spinning (ceiling_round) */
 
 /* The model and the training step's state, set up as char_lm train does */
 typedef struct {
@@ -189,7 +204,7 @@ typedef struct {
     ag_ctx *ctx;
     int B, T;
     int *x, *y;                 /* [B*T] the batch's inputs and targets */
-    double *step_s;             /* [steps] seconds of each step */
+    double *step_s;             /* [steps] seconds of each timed step */
     ag_adam_cfg ac;
     ag_lr_schedule sched;
     ag_rng rng;
@@ -206,6 +221,9 @@ typedef struct {
     ag_profile prof;            /* seconds per op kind, forward and backward */
     unsigned long allocs_per_step;   /* our malloc/calloc/realloc per step after the first */
     uint64_t chunk_growth;      /* the arena's chunk mallocs since step 1 */
+    int rounds;                 /* of timed steps, each followed by the ceiling */
+    double round_pct[MAX_ROUNDS];    /* each round's matmul GFLOP/s, % of its own ceiling */
+    gemm_rate own, split;       /* the ceiling, all rounds together: OpenBLAS's pool, ag_gemm */
 } step_timing;
 
 /* Everything one configuration reports */
@@ -215,6 +233,7 @@ typedef struct {
     size_t n_params;
     double tok_s, gflops;                   /* training throughput */
     double sgemm_own, sgemm_split, ceiling; /* sgemm GFLOP/s on the step's shapes */
+    double pct_min, pct_median, pct_max;    /* the rounds' % of their ceilings */
     double cached_cps, recompute_cps;       /* sampling: chars/s with and without the KV cache */
     double rss_mb, model_mb, arena_mb, data_mb, expected_mb;
     double op_total;                        /* seconds of the ops + clip + AdamW: the shares' 100% */
@@ -262,11 +281,12 @@ static void sample_batch(trainer *tr, const ag_corpus *data)
     }
 }
 
-/* Step it of training: batch, forward, backward, clip, AdamW. Records its time; past the
- * warm-up, adds clip's and AdamW's to st. false with a message on stderr. */
-static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *st)
+/* Step it of training: batch, forward, backward, clip, AdamW. A timed one records its time,
+ * clip's and AdamW's, and its ops' in the profile. false with a message on stderr. */
+static bool train_step(trainer *tr, const ag_corpus *data, int it, bool timed, step_timing *st)
 {
     ag_params *P = tr->g->params;
+    ag_ctx_set_profile(tr->ctx, timed ? &st->prof : NULL);
     double t0 = ag_now_s();
     sample_batch(tr, data);
     ag_ctx_profile_mark(tr->ctx);
@@ -283,35 +303,68 @@ static bool train_step(trainer *tr, const ag_corpus *data, int it, step_timing *
     ag_adamw_step_scaled(P, &tr->ac, ag_lr_at(&tr->sched, it), it + 1, clip);
     double t3 = ag_now_s();
     ag_ctx_reset(tr->ctx);
-    tr->step_s[it] = t3 - t0;
-    if (it >= WARM) st->single += tr->tuner.max > 1 && ag_threads() == 1;
-    ag_thread_tuner_step(&tr->tuner, t3 - t0);
-    if (it >= WARM) {
+    if (timed) {
+        tr->step_s[st->timed++] = t3 - t0;
+        st->single += tr->tuner.max > 1 && ag_threads() == 1;
         st->t_clip += t2 - t1;
         st->t_adam += t3 - t2;
     }
+    ag_thread_tuner_step(&tr->tuner, t3 - t0);
     return true;
 }
 
-/* Runs the steps; st gets the timing of those after WARM and the allocations after the first */
-static bool time_training(trainer *tr, const ag_corpus *data, int steps, step_timing *st)
+/* After a round of `flops` in `secs`: the sgemm ceiling on the threads the bench was given (the
+ * tuner's setting is put back after). OpenBLAS's pool first, then a pause: its threads go on
+ * spinning a while after their last product, and beside them ag_gemm's measure came out at
+ * 155-240 GFLOP/s instead of 380-405 in 9 of 30 rounds here. Returns the bench's own
+ * allocations. */
+static unsigned long ceiling_round(const bench_config *bc, int V, int threads, double flops, double secs,
+                                   step_timing *st)
 {
-    unsigned long allocs_after_first = 0;
+    unsigned long allocs_before = n_allocs;
+    int now = ag_threads();
+    ag_threads_init(threads);
+    gemm_rate own = gemm_on_shapes(bc, V, false, threads, CEILING_SECS);
+    usleep(OPENBLAS_QUIET_US);
+    gemm_rate split = gemm_on_shapes(bc, V, true, threads, CEILING_SECS);
+    ag_threads_init(now);
+    double ceiling = gflops_of(own) > gflops_of(split) ? gflops_of(own) : gflops_of(split);
+    st->round_pct[st->rounds++] = 100 * flops / secs / 1e9 / ceiling;
+    st->own.flops += own.flops, st->own.secs += own.secs;
+    st->split.flops += split.flops, st->split.secs += split.secs;
+    return n_allocs - allocs_before;
+}
+
+/* Runs the steps in rounds (MAX_ROUNDS), the ceiling after each; st gets the timing of all but
+ * the warm-up steps, and the allocations per step after the first (not the ceiling's own) */
+static bool time_training(trainer *tr, const bench_config *bc, const ag_corpus *data, int steps, int threads,
+                          step_timing *st)
+{
+    int avail = steps - WARM, rounds = (avail + 1) / (MIN_ROUND + 1);
+    rounds = rounds < 1 ? 1 : rounds > MAX_ROUNDS ? MAX_ROUNDS : rounds;
+    int per_round = (avail - (rounds - 1)) / rounds; /* the last takes what is left */
+    unsigned long allocs_after_first = 0, ceiling_allocs = 0;
     uint64_t chunk_after_first = 0;
-    for (int it = 0; it < steps; it++) {
-        if (it == WARM) ag_ctx_set_profile(tr->ctx, &st->prof); /* profile the timed steps only */
-        if (it == 1) {
-            allocs_after_first = n_allocs;
-            chunk_after_first = ag_ctx_get_stats(tr->ctx).chunk_mallocs;
+    for (int r = 0, it = 0; r < rounds; r++) {
+        int warm = r == 0 ? WARM : 1, n = r == rounds - 1 ? steps - it - warm : per_round;
+        int first = st->timed;
+        for (int k = 0; k < warm + n; k++, it++) {
+            if (it == 1) {
+                allocs_after_first = n_allocs;
+                chunk_after_first = ag_ctx_get_stats(tr->ctx).chunk_mallocs;
+            }
+            if (!train_step(tr, data, it, k >= warm, st)) return false;
         }
-        if (!train_step(tr, data, it, st)) return false;
+        double secs = 0;
+        for (int i = first; i < st->timed; i++) secs += tr->step_s[i];
+        ceiling_allocs += ceiling_round(bc, data->vocab.V, threads, step_flops(bc, data->vocab.V) * n, secs, st);
     }
-    st->allocs_per_step = (n_allocs - allocs_after_first) / (unsigned long)(steps - 1);
+    ag_ctx_set_profile(tr->ctx, NULL);
+    st->allocs_per_step = (n_allocs - allocs_after_first - ceiling_allocs) / (unsigned long)(steps - 1);
     st->chunk_growth = ag_ctx_get_stats(tr->ctx).chunk_mallocs - chunk_after_first;
-    st->timed = steps - WARM;
-    for (int i = WARM; i < steps; i++) st->total += tr->step_s[i];
-    qsort(tr->step_s + WARM, (size_t)st->timed, sizeof(double), cmp_double);
-    st->median = tr->step_s[WARM + st->timed / 2];
+    for (int i = 0; i < st->timed; i++) st->total += tr->step_s[i];
+    qsort(tr->step_s, (size_t)st->timed, sizeof(double), cmp_double);
+    st->median = tr->step_s[st->timed / 2];
     return true;
 }
 
@@ -337,10 +390,14 @@ static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, 
     r->n_params = tr->g->params->total;
     r->tok_s = (double)tr->B * tr->T * st->timed / st->total;
     r->gflops = step_flops(bc, V) / (st->total / st->timed) / 1e9;
-    ag_threads_init(threads); /* the tuner may have left one thread */
-    r->sgemm_own = gemm_gflops(bc, V, false, threads);
-    r->sgemm_split = gemm_gflops(bc, V, true, threads);
+    r->sgemm_own = gflops_of(st->own);
+    r->sgemm_split = gflops_of(st->split);
     r->ceiling = r->sgemm_own > r->sgemm_split ? r->sgemm_own : r->sgemm_split;
+    double pct[MAX_ROUNDS];
+    memcpy(pct, st->round_pct, sizeof pct);
+    qsort(pct, (size_t)st->rounds, sizeof(double), cmp_double);
+    r->pct_min = pct[0], r->pct_median = (pct[(st->rounds - 1) / 2] + pct[st->rounds / 2]) / 2, r->pct_max = pct[st->rounds - 1];
+    ag_threads_init(threads); /* the tuner may have left one thread */
     if (sample_speed(tr->g, bc->block_size, &r->cached_cps, &r->recompute_cps) != 0) {
         fprintf(stderr, "bench: sampling with the KV cache disagrees with recomputing\n");
         return false;
@@ -358,19 +415,23 @@ static void print_json(const bench_report *r, const bench_config *bc, int thread
            "\"steps_timed\": %d, \"tokens_per_s\": %.1f, "
            "\"mean_ms_per_step\": %.3f, \"median_ms_per_step\": %.3f, \"matmul_gflops\": %.1f, "
            "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, "
+           "\"rounds\": %d, \"round_pct_median\": %.1f, \"round_pct_min\": %.1f, \"round_pct_max\": %.1f, "
            "\"allocs_per_step\": %lu, \"arena_chunk_mallocs_after_step1\": %llu, "
            "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
            "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"openblas_core\": \"%s\", "
            "\"ops\": {",
            bc->name, threads, r->tuned ? "true" : "false", st->single, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
-           r->ceiling, r->sgemm_own, r->sgemm_split, st->allocs_per_step, (unsigned long long)st->chunk_growth,
+           r->ceiling, r->sgemm_own, r->sgemm_split, st->rounds, r->pct_median, r->pct_min, r->pct_max,
+           st->allocs_per_step, (unsigned long long)st->chunk_growth,
            r->rss_mb, r->expected_mb, r->n_params, r->cached_cps, r->recompute_cps,
            openblas_get_corename());
     for (int i = 0; i < st->prof.n; i++)
         printf("%s\"%s\": {\"fwd_share\": %.4f, \"bwd_share\": %.4f}", i ? ", " : "", st->prof.ops[i].op->name,
                st->prof.ops[i].fwd_s / r->op_total, st->prof.ops[i].bwd_s / r->op_total);
-    printf(", \"clip\": {\"share\": %.4f}, \"adamw\": {\"share\": %.4f}}}\n", st->t_clip / r->op_total,
+    printf(", \"clip\": {\"share\": %.4f}, \"adamw\": {\"share\": %.4f}}, \"round_pct\": [", st->t_clip / r->op_total,
            st->t_adam / r->op_total);
+    for (int i = 0; i < st->rounds; i++) printf("%s%.1f", i ? ", " : "", st->round_pct[i]);
+    printf("]}\n");
 }
 
 /* Debian's OpenBLAS 0.3.21 does not know every newer CPU and may fall back to its SSE3
@@ -394,8 +455,10 @@ static void print_text(const bench_report *r, const bench_config *bc, int thread
     printf("  %.0f tokens/s, %.2f ms/step mean, %.2f median (%d steps timed)\n", r->tok_s,
            1000 * st->total / st->timed, 1000 * st->median, st->timed);
     printf("  matmul %.1f GFLOP/s = %.0f%% of sgemm on the same shapes and threads (OpenBLAS's own\n"
-           "  pool: %.1f GFLOP/s, split over OpenMP as training does: %.1f)\n", r->gflops,
-           100 * r->gflops / r->ceiling, r->sgemm_own, r->sgemm_split);
+           "  pool: %.1f GFLOP/s, split over OpenMP as training does: %.1f), measured after each of\n"
+           "  %d rounds of the steps: a round's %% of its own: median %.0f%%, %.0f-%.0f%%\n", r->gflops,
+           100 * r->gflops / r->ceiling, r->sgemm_own, r->sgemm_split, st->rounds, r->pct_median, r->pct_min,
+           r->pct_max);
     print_blas_kernels();
     printf("  time share      forward  backward\n");
     for (int i = 0; i < st->prof.n; i++)
@@ -416,7 +479,7 @@ static int run_config(const bench_config *bc, const ag_corpus *data, int steps, 
 {
     trainer tr;
     bench_report r = { .tuned = tune && threads > 1 };
-    bool ok = trainer_init(&tr, bc, data, steps, r.tuned) && time_training(&tr, data, steps, &r.st)
+    bool ok = trainer_init(&tr, bc, data, steps, r.tuned) && time_training(&tr, bc, data, steps, threads, &r.st)
               && measure(&r, bc, &tr, data, threads);
     if (ok && json) print_json(&r, bc, threads);
     else if (ok) print_text(&r, bc, threads);
@@ -517,7 +580,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         if (strcmp(a.which, configs[i].name)) continue;
         found = 1;
-        int n = a.steps ? a.steps : (i == 2 ? 15 : 105); /* small is ~50x baby's work per step */
+        int n = a.steps ? a.steps : (i == 2 ? 15 : 114); /* small is ~50x baby's work per step */
         rc |= run_config(&configs[i], &data, n, a.threads, a.tune, a.json);
     }
     ag_corpus_free(&data);

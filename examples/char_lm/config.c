@@ -326,7 +326,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
      * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight
      * decay 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context
      * 256 and lr 8e-3 decaying to lr/100: the best of the runs in wall time (docs/performance.md,
-     * "10 minutes", second to fourth round, and "1 and 5 minutes, second look"). Each ends by its
+     * "10 minutes", second to fifth round, and "1 and 5 minutes, second look"). Each ends by its
      * time_budget (its iters is only a ceiling). */
     static const struct {
         const char *name;
@@ -343,7 +343,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
         {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0.1, 0},
         {"1min", 3, 4, 96, 64, 12, 1000000, 3e-3, 3e-4, 50, 2000, 0, 0.1, 60},
         {"5min", 4, 4, 96, 128, 12, 1000000, 6e-3, 6e-5, 100, 2000, 0, 0.3, 300},
-        {"10min", 4, 4, 96, 256, 12, 1000000, 8e-3, 8e-5, 100, 2000, 0.05, 0.1, 600},
+        {"10min", 4, 4, 96, 256, 12, 1000000, 8e-3, 8e-5, 100, 2000, 0.05, 0.3, 600},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(presets[i].name, name) != 0) continue;

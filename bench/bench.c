@@ -19,6 +19,7 @@
  * Threads: without --threads, 2 tuned as char_lm's default is (ag_thread_tuner, speed.h: one
  * thread while that is faster, on a busy machine); --threads N: N, fixed.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,9 +110,8 @@ static gemm_rate gemm_on_shapes(const bench_config *c, int V, bool split, int th
             if (++reps == 0) t0 = ag_now_s();
             t1 = ag_now_s();
         }
-        double flops = 3.0 * 2 * M * N * K; /* one of each product */
-        rate.flops += in_step[s] * flops;
-        rate.secs += in_step[s] * flops / (flops * reps / (t1 - t0));
+        rate.flops += in_step[s] * 3.0 * 2 * M * N * K; /* one of each product, as often as a step */
+        rate.secs += in_step[s] * (t1 - t0) / reps;
         free(A); free(B); free(Cm); free(dC); free(dA); free(dB);
     }
     if (!split) openblas_set_num_threads(1); /* back to one pool */
@@ -334,8 +334,7 @@ static unsigned long ceiling_round(const bench_config *bc, int V, int threads, d
     usleep(OPENBLAS_QUIET_US);
     gemm_rate split = gemm_on_shapes(bc, V, true, threads, CEILING_SECS);
     ag_threads_init(now);
-    double ceiling = gflops_of(own) > gflops_of(split) ? gflops_of(own) : gflops_of(split);
-    st->round_pct[st->rounds++] = 100 * flops / secs / 1e9 / ceiling;
+    st->round_pct[st->rounds++] = 100 * flops / secs / 1e9 / fmax(gflops_of(own), gflops_of(split));
     st->own.flops += own.flops, st->own.secs += own.secs;
     st->split.flops += split.flops, st->split.secs += split.secs;
     return n_allocs - allocs_before;
@@ -398,7 +397,7 @@ static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, 
     r->gflops = step_flops(bc, V) / (st->total / st->timed) / 1e9;
     r->sgemm_own = gflops_of(st->own);
     r->sgemm_split = gflops_of(st->split);
-    r->ceiling = r->sgemm_own > r->sgemm_split ? r->sgemm_own : r->sgemm_split;
+    r->ceiling = fmax(r->sgemm_own, r->sgemm_split);
     double pct[MAX_ROUNDS];
     memcpy(pct, st->round_pct, sizeof pct);
     qsort(pct, (size_t)st->rounds, sizeof(double), cmp_double);

@@ -242,6 +242,36 @@ ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *tar
  * LayerNorm or RMSNorm, either MLP, scale, mask fill and init); false only for NULL. */
 bool ag_gpt_cache_exact(const ag_gpt *g);
 
+/* ---- a training pass with the batch in shards, one thread each ----
+ * The plain pass (ag_gpt_forward, then ag_backward_from) splits every op over the threads:
+ * each op starts a parallel loop and waits for its slowest thread at the end, about 140 times
+ * a baby step. Shards split the batch instead: B windows in n shards of about B/n, each
+ * shard's forward and backward run whole on one thread, in a ctx of its own, on a replica of
+ * the model that reads g's weights and keeps gradients of its own; at the end each replica's
+ * gradients are added into g's, in shard order. The result is the plain pass's within
+ * rounding, with the same bits on one thread or several (docs/performance.md: "The batch in
+ * shards"). */
+typedef struct ag_gpt_shards ag_gpt_shards;
+
+/* n shards (n >= 1) of a pass of g in ctx: shard 0 runs on g and ctx themselves, shards 1..n-1
+ * on replicas (ag_gpt_new's allocation, minus the weights and Adam's moments: the gradients
+ * alone) in ctxs like ctx (ag_ctx_new_like). g's weights may change between passes (the
+ * optimizer), never move. NULL on error, the reason in err. */
+ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err);
+void ag_gpt_shards_free(ag_gpt_shards *s); /* NULL ok; leaves g and ctx */
+int ag_gpt_shards_count(const ag_gpt_shards *s);
+ag_ctx *ag_gpt_shards_ctx(const ag_gpt_shards *s, int j); /* shard j's ctx (0: the caller's); NULL past n */
+
+/* Forward and backward of ids, targets [B*T] as the shards: g's gradients += dloss * dl/dW with
+ * l the mean cross-entropy over all B*T targets, and *loss = l. Shard j takes windows
+ * [B j/n, B (j+1)/n) (none when B < n: it is skipped) and starts its backward from
+ * dloss b_j / B; dropout masks from ag_seed_mix(opts->seed, j). opts may not record attention,
+ * pass a cache or key padding (AG_ERR_ARG). Shard 0's tape stays in ctx (the caller resets it,
+ * as after a plain pass); the others are reset. On failure the status and message of the first
+ * failing shard are in err and g's gradients are partly summed: the step must not go on. */
+ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *targets, int B, int T,
+                             const ag_forward_opts *opts, ag_real dloss, double *loss, ag_error *err);
+
 /* ---- KV cache for sampling: each new token costs one position ---- */
 struct ag_kv_cache {
     int n_layer, H, D, T_max;

@@ -1,7 +1,9 @@
-/* parallel.c -- the thread pool's settings (speed.h) and the row-block-parallel gemm
- * (parallel.h). */
+/* parallel.c -- the thread pool's settings and a ctx for another thread (speed.h), and the
+ * row-block-parallel gemm (parallel.h). */
 #include <omp.h>
 #include "blas.h"
+#include "ctx_impl.h"
+#include "debug.h"
 #include "parallel.h"
 #include "speed.h"
 
@@ -11,10 +13,22 @@ void ag_threads_init(int n)
 {
     if (n <= 0) n = omp_get_num_procs();
     omp_set_num_threads(n);
+    omp_set_max_active_levels(1); /* one pool: a loop inside a shard's pass (nn.h) runs on its thread */
     openblas_set_num_threads(1);
 }
 
 int ag_threads(void) { return omp_get_max_threads(); }
+
+ag_ctx *ag_ctx_new_like(const ag_ctx *like)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    if (!ctx) return NULL;
+    ag_ctx_set_grad(ctx, like->grad_on);
+    ag_ctx_set_reference_kernels(ctx, like->reference_kernels);
+    ag_ctx_set_recycle_grads(ctx, like->recycle.on);
+    ag_ctx_set_detect_anomaly(ctx, like->debug.detect_anomaly);
+    return ctx;
+}
 
 // --- threads on a busy machine: ag_thread_tuner (speed.h) ---
 

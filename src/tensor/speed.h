@@ -3,7 +3,7 @@
  * same results, a little slower: each is off by default, or a plain default.
  *
  * Implemented beside the core, each in its own file: grad.c (recycling), ctx.c (the reference
- * kernels), marks.c, parallel.c (threads), hugepage.c (big buffers). */
+ * kernels), marks.c, parallel.c (threads, a ctx for another thread), hugepage.c (big buffers). */
 #ifndef AG_SPEED_H
 #define AG_SPEED_H
 
@@ -18,6 +18,11 @@
  * after ag_backward. Training loops turn it on; leave it off to look at intermediate
  * gradients (the attention weights' dL/dA, say). */
 void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
+
+/* A new ctx with the settings of `like`: grad mode, the reference kernels, gradient recycling
+ * and --detect-anomaly's checks (not its profile, mark hook or contents). For a second thread
+ * that runs its own forward and backward (ag_gpt_shards, nn.h). NULL if out of memory. */
+ag_ctx *ag_ctx_new_like(const ag_ctx *like);
 
 /* Reference kernels (off by default): on, every op runs the plain loops of its ops/<op>.c even
  * where a fast kernel (fast/<op>.c) was built, so the two paths can be compared on the same

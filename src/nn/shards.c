@@ -1,0 +1,146 @@
+/* shards.c -- a training pass with the batch in shards, one thread each (nn.h has the contract).
+ *
+ * Why: on two cores the plain pass splits each op over both threads, and every op then pays a
+ * parallel loop's start and end and waits for its slower thread (about 140 loops a baby step,
+ * 6-9% of it). A shard runs a whole forward and backward on one thread instead; the ops inside
+ * see that they are in a parallel region and run whole (ag_gemm's rule, parallel.c), and the
+ * threads meet once, to add the gradients.
+ *
+ * Shard j's loss l_j is the mean over its b_j windows, so the batch's mean is sum_j b_j l_j / B
+ * and shard j's backward starts from dloss b_j / B: the gradients are the whole batch's. Shard 0
+ * writes straight into g's gradients; the others into their replicas', added into g's at the
+ * end in shard order (and cleared for the next pass), so one thread, running the shards in
+ * turn, gives the same bits as several. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nn.h"
+#include "../tensor/rng.h"
+#include "../tensor/speed.h"
+
+struct ag_gpt_shards {
+    int n;
+    ag_gpt **model;   /* [n]: g, then the replicas (owned) */
+    ag_ctx **ctx;     /* [n]: the caller's ctx, then the replicas' (owned) */
+};
+
+/* A model that computes with g's weights and keeps its own gradients: ag_gpt_new's, with its
+ * parameters pointed at g's and its own weights and Adam's moments freed. */
+static ag_gpt *replica(ag_gpt *g, ag_error *err)
+{
+    ag_gpt *r = ag_gpt_new(&g->cfg, 0, err);
+    if (!r) return NULL;
+    ag_params *P = r->params;
+    for (int i = 0; i < P->n; i++) P->entries[i].t->data = g->params->entries[i].t->data;
+    free(P->data); free(P->m); free(P->v);
+    P->data = P->m = P->v = NULL;
+    return r;
+}
+
+ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err)
+{
+    if (!g || !ctx || n < 1) return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_new: %s", n < 1 ?
+                                              "n must be >= 1" : "no model or ctx"), NULL;
+    ag_gpt_shards *s = calloc(1, sizeof *s);
+    if (s) s->model = calloc((size_t)n, sizeof *s->model), s->ctx = calloc((size_t)n, sizeof *s->ctx);
+    if (!s || !s->model || !s->ctx) {
+        ag_gpt_shards_free(s);
+        return ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_shards_new: out of memory"), NULL;
+    }
+    s->n = n;
+    s->model[0] = g, s->ctx[0] = ctx;
+    for (int j = 1; j < n; j++) {
+        if (!(s->model[j] = replica(g, err))) break;
+        if (!(s->ctx[j] = ag_ctx_new_like(ctx))) {
+            ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_shards_new: out of memory");
+            break;
+        }
+    }
+    if (n > 1 && !s->ctx[n - 1]) {
+        ag_gpt_shards_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void ag_gpt_shards_free(ag_gpt_shards *s)
+{
+    if (!s) return;
+    for (int j = 1; s->model && j < s->n; j++) {
+        ag_gpt_free(s->model[j]);
+        if (s->ctx) ag_ctx_free(s->ctx[j]);
+    }
+    free(s->model);
+    free(s->ctx);
+    free(s);
+}
+
+int ag_gpt_shards_count(const ag_gpt_shards *s) { return s ? s->n : 0; }
+ag_ctx *ag_gpt_shards_ctx(const ag_gpt_shards *s, int j) { return s && j >= 0 && j < s->n ? s->ctx[j] : NULL; }
+
+/* One shard: its windows' forward and backward, on the thread that calls it. */
+static ag_status shard_pass(ag_gpt_shards *s, int j, const int *ids, const int *targets, int B, int T,
+                            const ag_forward_opts *opts, ag_real dloss, double *loss)
+{
+    int first = (int)((long)B * j / s->n), b = (int)((long)B * (j + 1) / s->n) - first;
+    *loss = 0;
+    if (b == 0) return AG_OK;
+    ag_ctx *ctx = s->ctx[j];
+    ag_forward_opts o = *opts;
+    o.seed = ag_seed_mix(opts->seed, (uint64_t)j);
+    ag_tensor *l = NULL;
+    ag_gpt_forward(ctx, s->model[j], ids + (size_t)first * T, targets + (size_t)first * T, b, T, &o, &l);
+    if (!l) return ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+    ag_real share = (ag_real)(dloss * b / B);                    /* l_j weighs b_j / B of the mean */
+    ag_status st = ag_backward_from(ctx, l, &share);
+    *loss = (double)l->data[0] * b / B;
+    return st;
+}
+
+/* g's gradients += each replica's, elements [i0, i1), and the replica's cleared for the next pass */
+static void add_replica_grads(ag_gpt_shards *s, size_t i0, size_t i1)
+{
+    ag_real *dW = s->model[0]->params->grad;
+    for (int j = 1; j < s->n; j++) {
+        ag_real *dWj = s->model[j]->params->grad;
+        for (size_t i = i0; i < i1; i++) dW[i] += dWj[i], dWj[i] = 0;
+    }
+}
+
+/* The status and message of the first shard that failed (the replicas' gradients were added
+ * and cleared all the same: the next pass starts from zero) */
+static ag_status first_failure(ag_gpt_shards *s, const ag_status *st, ag_error *err)
+{
+    for (int j = 0; j < s->n; j++) {
+        if (st[j] == AG_OK) continue;
+        const char *why = ag_ctx_error(s->ctx[j]);
+        return ag_seterr(err, st[j], "%s", why ? why : ag_status_str(st[j]));
+    }
+    return AG_OK;
+}
+
+ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *targets, int B, int T,
+                             const ag_forward_opts *opts, ag_real dloss, double *loss, ag_error *err)
+{
+    if (!s || !ids || !targets || !opts || !loss || B < 1)
+        return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_pass: %s", B < 1 ? "B must be >= 1" : "a NULL argument");
+    if (opts->record_attention || opts->cache || opts->key_padding)
+        return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_pass: no recorded attention, cache or key padding");
+    ag_status st[s->n];
+    double part[s->n];
+    size_t total = s->model[0]->params->total;
+    int nt = omp_get_max_threads() < s->n ? omp_get_max_threads() : s->n;
+    /* a region even on one thread: inside it every op runs whole, as on several (the same bits) */
+#pragma omp parallel num_threads(nt)
+    {
+        int id = omp_get_thread_num(), team = omp_get_num_threads();
+        for (int j = id; j < s->n; j += team) st[j] = shard_pass(s, j, ids, targets, B, T, opts, dloss, &part[j]);
+#pragma omp barrier
+        add_replica_grads(s, total * id / team, total * (id + 1) / team);
+    }
+    ag_status failed = first_failure(s, st, err);   /* before the resets clear the replicas' errors */
+    for (int j = 1; j < s->n; j++) ag_ctx_reset(s->ctx[j]);
+    *loss = 0;
+    for (int j = 0; j < s->n; j++) *loss += part[j];
+    return failed;
+}

@@ -1,0 +1,210 @@
+/* test_shards.c -- ag_gpt_shards (nn.h): a training pass with the batch split over the threads
+ * computes the plain pass's loss and gradients (to rounding: 1e-5 relative in float, 1e-10 in
+ * double, where only the order of the sums differs), the same bits on one thread and two, with
+ * shards of unequal size or none at all, after the weights moved, and after a failing pass; and
+ * refuses what it cannot split. */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "attograd.h"
+
+#ifdef AG_DOUBLE
+#define TOL 1e-10
+#else
+#define TOL 1e-5
+#endif
+enum { V = 11, T = 8, BMAX = 7 };
+
+static ag_gpt *tiny_gpt(double dropout)
+{
+    ag_gpt_config cfg = { .vocab_size = V, .n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = T,
+                          .dropout = dropout };
+    ag_gpt *g = ag_gpt_new(&cfg, 7, NULL);
+    ck_assert_ptr_nonnull(g);
+    return g;
+}
+
+/* ids and targets [BMAX*T] from a fixed stream */
+static void batch(int *ids, int *targets)
+{
+    ag_rng rng;
+    ag_rng_seed(&rng, 99);
+    for (int i = 0; i < BMAX * T; i++) ids[i] = (int)ag_rng_below(&rng, V), targets[i] = (int)ag_rng_below(&rng, V);
+}
+
+/* a model, a ctx, n shards of them and a batch */
+typedef struct {
+    ag_gpt *g;
+    ag_ctx *ctx;
+    ag_gpt_shards *s;
+    int ids[BMAX * T], targets[BMAX * T];
+} rig;
+
+static void rig_init(rig *r, int n, double dropout)
+{
+    r->g = tiny_gpt(dropout);
+    r->ctx = ag_ctx_new();
+    r->s = ag_gpt_shards_new(r->g, r->ctx, n, NULL);
+    ck_assert_ptr_nonnull(r->s);
+    batch(r->ids, r->targets);
+}
+
+static void rig_free(rig *r)
+{
+    ag_gpt_shards_free(r->s);
+    ag_ctx_free(r->ctx);
+    ag_gpt_free(r->g);
+}
+
+/* the plain pass: forward, backward in ctx; g's gradients from zero; returns the loss */
+static double plain_pass(ag_gpt *g, const int *ids, const int *targets, int B)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params_zero_grad(g->params);
+    ag_tensor *loss = NULL;
+    ag_gpt_forward(ctx, g, ids, targets, B, T, &(ag_forward_opts){ .train = true }, &loss);
+    ck_assert_ptr_nonnull(loss);
+    ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
+    double l = (double)loss->data[0];
+    ag_ctx_free(ctx);
+    return l;
+}
+
+/* the same as n shards on `threads` threads; g's gradients from zero */
+static double sharded_pass(ag_gpt_shards *s, ag_gpt *g, const int *ids, const int *targets, int B, int threads)
+{
+    int old = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    ag_params_zero_grad(g->params);
+    double l = NAN;
+    ag_error err = { 0 };
+    ag_status st = ag_gpt_shards_pass(s, ids, targets, B, T, &(ag_forward_opts){ .train = true }, 1, &l, &err);
+    omp_set_num_threads(old);
+    ck_assert_msg(st == AG_OK, "%s", err.msg);
+    ag_ctx_reset(ag_gpt_shards_ctx(s, 0));
+    return l;
+}
+
+/* |a - b| <= TOL max|a| over every gradient, and the loss to TOL */
+static void assert_close(const ag_real *a, const ag_real *b, size_t n, double la, double lb)
+{
+    double most = 0, diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        most = fmax(most, fabs((double)a[i]));
+        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+    }
+    ck_assert_double_gt(most, 0);
+    ck_assert_msg(diff <= TOL * most, "gradients differ by %g (largest %g)", diff, most);
+    ck_assert_msg(fabs(la - lb) <= TOL * fabs(la), "losses %.9g and %.9g", la, lb);
+}
+
+/* the plain pass, then the shards on two threads: the same loss and gradients to rounding;
+ * then a step of g's weights along the gradients */
+static void assert_shards_match_plain(ag_gpt_shards *s, ag_gpt *g, const int *ids, const int *targets, int B)
+{
+    size_t total = g->params->total;
+    ag_real *want = malloc(total * sizeof *want);
+    double lp = plain_pass(g, ids, targets, B);
+    memcpy(want, g->params->grad, total * sizeof *want);
+    double ls = sharded_pass(s, g, ids, targets, B, 2);
+    assert_close(want, g->params->grad, total, lp, ls);
+    for (size_t i = 0; i < total; i++) g->params->data[i] -= (ag_real)0.5 * want[i];
+    free(want);
+}
+
+/* n shards of B windows against the plain pass, then again after the weights moved (the
+ * replicas read them; their gradients were cleared after the first pass) */
+static void check_against_plain(int n, int B)
+{
+    rig r;
+    rig_init(&r, n, 0);
+    for (int round = 0; round < 2; round++) assert_shards_match_plain(r.s, r.g, r.ids, r.targets, B);
+    rig_free(&r);
+}
+
+START_TEST(two_even_shards_equal_the_plain_pass) { check_against_plain(2, 6); }
+END_TEST
+
+START_TEST(uneven_shards_weigh_by_their_windows) { check_against_plain(2, 7); }   /* 3 and 4 windows */
+END_TEST
+
+START_TEST(a_shard_without_windows_is_skipped) { check_against_plain(3, 2); }   /* 0, 1 and 1 */
+END_TEST
+
+/* one thread runs the shards in turn, two side by side: the same bits (with dropout on, whose
+ * masks differ from the plain pass's, so this is the check there) */
+START_TEST(one_thread_and_two_give_the_same_bits)
+{
+    rig r;
+    rig_init(&r, 2, 0.2);
+    size_t total = r.g->params->total;
+    ag_real *one = malloc(total * sizeof *one);
+    double l1 = sharded_pass(r.s, r.g, r.ids, r.targets, BMAX, 1);
+    memcpy(one, r.g->params->grad, total * sizeof *one);
+    double l2 = sharded_pass(r.s, r.g, r.ids, r.targets, BMAX, 2);
+    ck_assert(l1 == l2);
+    ck_assert_int_eq(memcmp(one, r.g->params->grad, total * sizeof *one), 0);
+    free(one);
+    rig_free(&r);
+}
+END_TEST
+
+/* a target out of the vocabulary in the first shard: the pass fails with cross_entropy's
+ * reason, while the second shard's replica took its gradients; the next pass (good targets) is
+ * right again: they were cleared */
+START_TEST(a_failing_shard_says_why_and_leaves_no_gradient_behind)
+{
+    rig r;
+    rig_init(&r, 2, 0);
+    int bad[BMAX * T];
+    memcpy(bad, r.targets, sizeof bad);
+    bad[1 * T + 2] = V + 3;                                        /* window 1: the first shard */
+    ag_error err = { 0 };
+    double l;
+    ag_params_zero_grad(r.g->params);
+    ag_status st = ag_gpt_shards_pass(r.s, r.ids, bad, 6, T, &(ag_forward_opts){ .train = true }, 1, &l, &err);
+    ck_assert_int_ne(st, AG_OK);
+    ck_assert_int_eq(err.status, st);
+    ck_assert_msg(strstr(err.msg, "target") != NULL, "%s", err.msg);
+    ag_ctx_reset(r.ctx);
+    assert_shards_match_plain(r.s, r.g, r.ids, r.targets, 6);
+    rig_free(&r);
+}
+END_TEST
+
+START_TEST(what_cannot_be_split_is_refused)
+{
+    rig r;
+    rig_init(&r, 2, 0);
+    ag_error err = { 0 };
+    ck_assert_ptr_null(ag_gpt_shards_new(r.g, r.ctx, 0, &err));
+    ck_assert_str_eq(err.msg, "ag_gpt_shards_new: n must be >= 1");
+    double l;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_gpt_shards_pass(r.s, r.ids, r.targets, 0, T, &(ag_forward_opts){ .train = true }, 1, &l,
+                                        &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "ag_gpt_shards_pass: B must be >= 1");
+    ag_tensor *slots[2] = { NULL, NULL };
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_gpt_shards_pass(r.s, r.ids, r.targets, 2, T, &(ag_forward_opts){ .record_attention = slots },
+                                        1, &l, &err), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no recorded attention"));
+    rig_free(&r);
+}
+END_TEST
+
+Suite *shards_suite(void)
+{
+    Suite *s = suite_create("shards");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, two_even_shards_equal_the_plain_pass);
+    tcase_add_test(tc, uneven_shards_weigh_by_their_windows);
+    tcase_add_test(tc, a_shard_without_windows_is_skipped);
+    tcase_add_test(tc, one_thread_and_two_give_the_same_bits);
+    tcase_add_test(tc, a_failing_shard_says_why_and_leaves_no_gradient_behind);
+    tcase_add_test(tc, what_cannot_be_split_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}

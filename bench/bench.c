@@ -216,6 +216,7 @@ typedef struct {
     ag_rng rng;
     size_t n_train;             /* batches come from the first 90% of the corpus */
     ag_thread_tuner tuner;      /* max 1 with --threads: it then changes nothing */
+    ag_gpt_shards *shards;      /* the batch in shards, one thread each, as char_lm train runs it */
 } trainer;
 
 /* What the timed steps (after WARM) measured */
@@ -248,6 +249,7 @@ typedef struct {
 static void trainer_free(trainer *tr)
 {
     free(tr->x); free(tr->y); free(tr->step_s);
+    ag_gpt_shards_free(tr->shards);
     ag_ctx_free(tr->ctx);
     ag_gpt_free(tr->g);
 }
@@ -271,6 +273,11 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *d
         return false;
     }
     ag_ctx_set_recycle_grads(tr->ctx, true); /* as char_lm train does */
+    int threads = ag_threads();
+    if (!(tr->shards = ag_gpt_shards_new(tr->g, tr->ctx, threads > 2 ? threads : 2, &err))) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        return false;
+    }
     ag_rng_seed(&tr->rng, 1337);
     ag_thread_tuner_init(&tr->tuner, tune ? ag_threads() : 1);
     return true;
@@ -296,11 +303,12 @@ static bool train_step(trainer *tr, const ag_corpus *data, int it, bool timed, s
     double t0 = ag_now_s();
     sample_batch(tr, data);
     ag_ctx_profile_mark(tr->ctx);
-    ag_tensor *loss = NULL;
-    ag_gpt_forward(tr->ctx, tr->g, tr->x, tr->y, tr->B, tr->T, &(ag_forward_opts){ .train = true }, &loss);
     ag_params_zero_grad(P);
-    if (!loss || ag_backward(tr->ctx, loss) != AG_OK) {
-        fprintf(stderr, "bench: %s\n", ag_ctx_error(tr->ctx));
+    double loss;
+    ag_error err = { 0 };
+    if (ag_gpt_shards_pass(tr->shards, tr->x, tr->y, tr->B, tr->T, &(ag_forward_opts){ .train = true }, 1, &loss,
+                           &err) != AG_OK) {
+        fprintf(stderr, "bench: %s\n", err.msg);
         return false;
     }
     double t1 = ag_now_s();
@@ -380,8 +388,10 @@ static void memory_use(bench_report *r, const trainer *tr, const ag_corpus *data
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->rss_mb = (double)ru.ru_maxrss / 1024;
-    r->model_mb = 4.0 * (double)r->n_params * sizeof(ag_real) / 1048576;
-    r->arena_mb = (double)ag_ctx_get_stats(tr->ctx).arena_high_water / 1048576;
+    int n = ag_gpt_shards_count(tr->shards);   /* each replica keeps gradients, and a ctx */
+    r->model_mb = (4.0 + (n - 1)) * (double)r->n_params * sizeof(ag_real) / 1048576;
+    r->arena_mb = 0;
+    for (int j = 0; j < n; j++) r->arena_mb += (double)ag_ctx_get_stats(ag_gpt_shards_ctx(tr->shards, j)).arena_high_water / 1048576;
     r->data_mb = (double)data->n * sizeof(int) / 1048576;
     r->expected_mb = r->model_mb + r->arena_mb + r->data_mb;
 }

@@ -159,6 +159,7 @@ static const err_case cases[] = {
     {"--val-fraction 1", P_NONE, NULL, TRAIN("corpus.txt", "new", "--val-fraction", "1"), 2,
      "--val-fraction must be in [0, 1)", 0},
     {"--threads 0", P_NONE, NULL, TRAIN("corpus.txt", "new", "--threads", "0"), 2, "--threads must be in", 0},
+    {"--shards 0", P_NONE, NULL, TRAIN("corpus.txt", "new", "--shards", "0"), 2, "--shards must be in", 0},
     {"unknown flag", P_NONE, NULL, TRAIN("corpus.txt", "new", "--bogus"), 2, "unknown flag '--bogus' for train", 0},
     {"missing value", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr"), 2, "--lr needs a value", 0},
     {"--top-k -1", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--top-k", "-1"), 2, "--top-k must be in", 0},

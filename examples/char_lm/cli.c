@@ -81,6 +81,10 @@ static const char usage_train[] =
     "  --threads N            threads (default: 2, or the number of cores if fewer, and 1 while\n"
     "                         that is faster: a busy machine; under mpirun with several ranks: 1\n"
     "                         per rank)\n"
+    "  --shards N             split each step's windows into N shards, each run whole on a thread of\n"
+    "                         its own (default: the threads, at least 2; under mpirun or with\n"
+    "                         --detect-anomaly: 1). 1: the plain step, each op split over the\n"
+    "                         threads (examples/one_step's)\n"
     "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
     "  --allreduce MODE       with several ranks: end (default: one allreduce after the backward) or\n"
@@ -432,6 +436,9 @@ static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
     } else if (strcmp(flag, "--threads") == 0) {
         if (take_long(f, 1, 1024, &v, err)) return AG_ERR_ARG;
         t->threads = (int)v;
+    } else if (strcmp(flag, "--shards") == 0) {
+        if (take_long(f, 1, 1024, &v, err)) return AG_ERR_ARG;
+        t->shards = (int)v;
     } else if (strcmp(flag, "--grad-accum") == 0) {
         if (take_long(f, 1, 1 << 20, &v, err)) return AG_ERR_ARG;
         t->grad_accum = (int)v;

@@ -41,12 +41,10 @@ uint64_t lm_dropout_seed(uint64_t seed, long it)
 
 /* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
  * another error, or a loss that is NaN or Inf. AG_OK when loss is a finite number. */
-static ag_status check_loss(const lm_run *R, long it, const ag_tensor *loss, ag_error *err)
+static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *why, bool have, double lv,
+                             ag_error *err)
 {
-    ag_status s = ag_ctx_status(R->learn.ctx);
-    const char *why = ag_ctx_error(R->learn.ctx);
-    double lv = loss && !s ? (double)loss->data[0] : 0;
-    if (s != AG_ERR_NONFINITE && (!loss || s))
+    if (s != AG_ERR_NONFINITE && (!have || s))
         return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
     if (isfinite(lv) && !s) return AG_OK;
     char kept[LM_KEPT_MAX];
@@ -55,6 +53,26 @@ static ag_status check_loss(const lm_run *R, long it, const ag_tensor *loss, ag_
         return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", it, why, kept);
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step; %s "
                      "(try a lower --lr)", it, lm_shown(lv), kept);
+}
+
+static ag_status check_loss(const lm_run *R, long it, const ag_tensor *loss, ag_error *err)
+{
+    ag_status s = ag_ctx_status(R->learn.ctx);
+    return loss_failed(R, it, s, ag_ctx_error(R->learn.ctx), loss != NULL, loss && !s ? (double)loss->data[0] : 0, err);
+}
+
+/* The micro-batch's forward and backward as train_step's lines do them, with its windows split
+ * over the threads (ag_gpt_shards, nn.h): *loss += its mean loss. Failures as check_loss words
+ * them. */
+static ag_status shards_pass(lm_run *R, long it, const lm_micro *mb, const ag_forward_opts *fo, double *loss,
+                             ag_error *err)
+{
+    ag_error why = {0};
+    double l = 0;
+    ag_status s = ag_gpt_shards_pass(R->learn.shards, R->data.x, R->data.y, mb->b, R->cfg.model.block_size, fo,
+                                     mb->dloss, &l, &why);
+    *loss += l;
+    return loss_failed(R, it, s, s ? why.msg : NULL, s == AG_OK || s == AG_ERR_NONFINITE, s ? 0 : l, err);
 }
 
 static ag_status backward_failed(const lm_run *R, long it, ag_status s, ag_error *err)
@@ -138,6 +156,11 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
         lm_fill_windows(D->x, D->y, D->text.ids, D->off + mb.first, mb.b, T); // x, y [b,T] token ids
         ag_ctx_reset(L->ctx);                                                 // the last pass's tape goes
         const ag_forward_opts fo = { .train = true, .seed = mb.seed, .composed_attention = c->detect_anomaly };
+        if (L->shards) { /* the lines below, the windows split over the threads (nn.h: shards) */
+            ag_status s = shards_pass(R, it, &mb, &fo, &loss, err);          // loss += its mean loss
+            if (s) return s;
+            continue;
+        }
         ag_tensor *l = NULL;
         ag_gpt_forward(L->ctx, L->m.g, D->x, D->y, mb.b, T, &fo, &l);        // logits [b,T,V] -> l [1]
         ag_status s = check_loss(R, it, l, err);                              // l: mean cross-entropy

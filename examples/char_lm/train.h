@@ -112,6 +112,10 @@ typedef struct {
      * should be the only one given a log. */
     ag_dist *dist;
     int grad_accum;
+    /* --shards: each step's windows in this many shards, one thread each (ag_gpt_shards, nn.h);
+     * 1 the plain step; 0 the default: the threads, at least 2, and 1 under mpirun or with
+     * --detect-anomaly */
+    int shards;
     lm_allreduce_mode allreduce;
     /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is
      * faster now (ag_thread_tuner, speed.h: a busy machine); the same bits either way. */

@@ -162,6 +162,14 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     ag_ctx_set_detect_anomaly(ctx, c->detect_anomaly);
     ag_ctx_set_recycle_grads(ctx, true); /* only the parameters' gradients are read */
     ag_thread_tuner_init(&R->learn.threads, R->o->tune_threads ? ag_threads() : 1);
+    int threads = ag_threads(), n = R->o->shards ? R->o->shards : threads > 2 ? threads : 2;
+    /* alone: the batch in shards, one thread each (nn.h); not with --detect-anomaly, whose
+     * messages name the shapes of the whole batch */
+    if (ag_dist_size(R->o->dist) == 1 && !c->detect_anomaly && n > 1) {
+        ag_error why = {0};
+        R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, n, &why);
+        if (!R->learn.shards) return ag_seterr(err, why.status, "%s", why.msg);
+    }
     return AG_OK;
 }
 
@@ -352,6 +360,7 @@ void lm_run_free(lm_run *R)
     free(rep->entropy);
     free(rep->peak);
     free(rep->stats);
+    ag_gpt_shards_free(R->learn.shards);
     ag_ctx_free(R->learn.ctx);
     lm_ddp_free(R->ctl.ddp);
     ag_corpus_free(&R->data.text);

@@ -38,10 +38,11 @@ void openblas_set_num_threads(int);
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t m);
 void *__real_realloc(void *p, size_t n);
-static unsigned long n_allocs;
-void *__wrap_malloc(size_t n) { n_allocs++; return __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t m) { n_allocs++; return __real_calloc(n, m); }
-void *__wrap_realloc(void *p, size_t n) { n_allocs++; return __real_realloc(p, n); }
+static unsigned long n_allocs;   /* atomic adds: the shards' threads allocate side by side */
+static void count_alloc(void) { __atomic_add_fetch(&n_allocs, 1, __ATOMIC_RELAXED); }
+void *__wrap_malloc(size_t n) { count_alloc(); return __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t m) { count_alloc(); return __real_calloc(n, m); }
+void *__wrap_realloc(void *p, size_t n) { count_alloc(); return __real_realloc(p, n); }
 
 typedef struct {
     const char *name;
@@ -348,6 +349,15 @@ static unsigned long ceiling_round(const bench_config *bc, int V, int threads, d
     return n_allocs - allocs_before;
 }
 
+/* the arena chunks every shard's ctx has malloc'ed */
+static uint64_t chunk_mallocs(const trainer *tr)
+{
+    uint64_t n = 0;
+    for (int j = 0; j < ag_gpt_shards_count(tr->shards); j++)
+        n += ag_ctx_get_stats(ag_gpt_shards_ctx(tr->shards, j)).chunk_mallocs;
+    return n;
+}
+
 /* Runs the steps in rounds (MAX_ROUNDS), the ceiling after each; st gets the timing of all but
  * the warm-up steps, and the allocations per step after the first (not the ceiling's own) */
 static bool time_training(trainer *tr, const bench_config *bc, const ag_corpus *data, int steps, int threads,
@@ -364,7 +374,7 @@ static bool time_training(trainer *tr, const bench_config *bc, const ag_corpus *
         for (int k = 0; k < warm + n; k++, it++) {
             if (it == 1) {
                 allocs_after_first = n_allocs;
-                chunk_after_first = ag_ctx_get_stats(tr->ctx).chunk_mallocs;
+                chunk_after_first = chunk_mallocs(tr);
             }
             if (!train_step(tr, data, it, k >= warm, st)) return false;
         }
@@ -374,7 +384,7 @@ static bool time_training(trainer *tr, const bench_config *bc, const ag_corpus *
     }
     ag_ctx_set_profile(tr->ctx, NULL);
     st->allocs_per_step = (n_allocs - allocs_after_first - ceiling_allocs) / (unsigned long)(steps - 1);
-    st->chunk_growth = ag_ctx_get_stats(tr->ctx).chunk_mallocs - chunk_after_first;
+    st->chunk_growth = chunk_mallocs(tr) - chunk_after_first;
     for (int i = 0; i < st->timed; i++) st->total += tr->step_s[i];
     qsort(tr->step_s, (size_t)st->timed, sizeof(double), cmp_double);
     st->median = tr->step_s[st->timed / 2];

@@ -140,6 +140,30 @@ static void new_state(lm_run *R)
 
 // --- buffers, ranks, the lock ---
 
+/* --shards: each step's windows split over the threads (nn.h), by default when alone and not
+ * under --detect-anomaly (whose messages name the whole batch's shapes); a --shards the run
+ * cannot honour is refused. */
+static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
+{
+    const lm_config *c = &R->cfg;
+    int asked = R->o->shards, threads = ag_threads(), K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
+    int micro = c->batch_size / K;   /* the windows of one pass */
+    if (asked > 1 && ag_dist_size(R->o->dist) > 1)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d: under mpirun each rank takes the plain step on one thread; "
+                         "leave --shards out", asked);
+    if (asked > 1 && c->detect_anomaly)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d with --detect-anomaly: its checks take the plain step (their "
+                         "messages name the whole batch's shapes); leave --shards out", asked);
+    if (asked > micro)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
+                         "--grad-accum %d)", asked, micro, c->batch_size, K);
+    int n = asked ? asked : threads > 2 ? threads : 2;
+    if (ag_dist_size(R->o->dist) > 1 || c->detect_anomaly || n < 2) return AG_OK;
+    ag_error why = {0};
+    R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, n, &why);
+    return R->learn.shards ? AG_OK : ag_seterr(err, why.status, "%s", why.msg);
+}
+
 /* The step's buffers and its ctx (one for every forward and backward of the run), and the
  * attention statistics' buffers. */
 static ag_status alloc_buffers(lm_run *R, ag_error *err)
@@ -162,15 +186,7 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     ag_ctx_set_detect_anomaly(ctx, c->detect_anomaly);
     ag_ctx_set_recycle_grads(ctx, true); /* only the parameters' gradients are read */
     ag_thread_tuner_init(&R->learn.threads, R->o->tune_threads ? ag_threads() : 1);
-    int threads = ag_threads(), n = R->o->shards ? R->o->shards : threads > 2 ? threads : 2;
-    /* alone: the batch in shards, one thread each (nn.h); not with --detect-anomaly, whose
-     * messages name the shapes of the whole batch */
-    if (ag_dist_size(R->o->dist) == 1 && !c->detect_anomaly && n > 1) {
-        ag_error why = {0};
-        R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, n, &why);
-        if (!R->learn.shards) return ag_seterr(err, why.status, "%s", why.msg);
-    }
-    return AG_OK;
+    return make_shards(R, ctx, err);
 }
 
 /* Several ranks or micro-batches per step (ddp.h): that the ranks hold the same run, the split,

@@ -248,15 +248,18 @@ bool ag_gpt_cache_exact(const ag_gpt *g);
  * a baby step. Shards split the batch instead: B windows in n shards of about B/n, each
  * shard's forward and backward run whole on one thread, in a ctx of its own, on a replica of
  * the model that reads g's weights and keeps gradients of its own; at the end each replica's
- * gradients are added into g's, in shard order. The result is the plain pass's within
- * rounding, with the same bits on one thread or several (docs/performance.md: "The batch in
- * shards"). */
+ * gradients are added into g's, in shard order. Without dropout the result is the plain
+ * pass's within rounding (with it, each shard draws its own masks), and it has the same bits on
+ * one thread or several (docs/performance.md: "The batch in shards"). The ops inside a shard
+ * run on its thread only while OpenMP keeps one active level: its default, which
+ * ag_threads_init (speed.h) sets again. */
 typedef struct ag_gpt_shards ag_gpt_shards;
 
 /* n shards (n >= 1) of a pass of g in ctx: shard 0 runs on g and ctx themselves, shards 1..n-1
- * on replicas (ag_gpt_new's allocation, minus the weights and Adam's moments: the gradients
- * alone) in ctxs like ctx (ag_ctx_new_like). g's weights may change between passes (the
- * optimizer), never move. NULL on error, the reason in err. */
+ * on replicas (built from g's config, which of g's parameters take a gradient copied; they keep
+ * gradients, not weights or Adam's moments) in ctxs like ctx (ag_ctx_new_like). g's weights may
+ * change between passes (the optimizer), never move; make the shards after any other change to
+ * g's layers. NULL on error, the reason in err. */
 ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err);
 void ag_gpt_shards_free(ag_gpt_shards *s); /* NULL ok; leaves g and ctx */
 int ag_gpt_shards_count(const ag_gpt_shards *s);

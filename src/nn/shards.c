@@ -12,51 +12,70 @@
  * end in shard order (and cleared for the next pass), so one thread, running the shards in
  * turn, gives the same bits as several. */
 #include <omp.h>
+#include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 #include "nn.h"
 #include "../tensor/rng.h"
 #include "../tensor/speed.h"
 
+/* one shard: what it runs on, and what its last pass came to */
+typedef struct {
+    ag_gpt *model;     /* g, or a replica (owned) */
+    ag_ctx *ctx;       /* the caller's ctx, or the replica's (owned) */
+    ag_status status;  /* of the last pass */
+    bool in_backward;  /* the last pass failed in its backward */
+    double loss;       /* its windows' share of the mean loss: b_j l_j / B */
+} shard;
+
 struct ag_gpt_shards {
     int n;
-    ag_gpt **model;   /* [n]: g, then the replicas (owned) */
-    ag_ctx **ctx;     /* [n]: the caller's ctx, then the replicas' (owned) */
+    shard *sh;         /* [n]: shard 0 runs on g and the caller's ctx */
 };
 
 /* A model that computes with g's weights and keeps its own gradients: ag_gpt_new's, with its
- * parameters pointed at g's and its own weights and Adam's moments freed. */
+ * parameters pointed at g's (which of them take a gradient, too) and its own weights and
+ * Adam's moments freed. */
 static ag_gpt *replica(ag_gpt *g, ag_error *err)
 {
-    ag_gpt *r = ag_gpt_new(&g->cfg, 0, err);
-    if (!r) return NULL;
+    ag_error why = {0};
+    ag_gpt *r = ag_gpt_new(&g->cfg, 0, &why);
+    if (!r) {
+        ag_seterr(err, why.status, "ag_gpt_shards_new: a replica of the model: %s", why.msg);
+        return NULL;
+    }
     ag_params *P = r->params;
-    for (int i = 0; i < P->n; i++) P->entries[i].t->data = g->params->entries[i].t->data;
-    free(P->data); free(P->m); free(P->v);
+    for (int i = 0; i < P->n; i++) {
+        P->entries[i].t->data = g->params->entries[i].t->data;
+        P->entries[i].t->requires_grad = g->params->entries[i].t->requires_grad;
+    }
+    free(P->data);
+    free(P->m);
+    free(P->v);
     P->data = P->m = P->v = NULL;
     return r;
 }
 
 ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err)
 {
-    if (!g || !ctx || n < 1) return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_new: %s", n < 1 ?
-                                              "n must be >= 1" : "no model or ctx"), NULL;
+    if (!g || !ctx || n < 1)
+        return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_new: %s", n < 1 ? "n must be >= 1" : "no model or ctx"), NULL;
     ag_gpt_shards *s = calloc(1, sizeof *s);
-    if (s) s->model = calloc((size_t)n, sizeof *s->model), s->ctx = calloc((size_t)n, sizeof *s->ctx);
-    if (!s || !s->model || !s->ctx) {
-        ag_gpt_shards_free(s);
+    shard *sh = s ? calloc((size_t)n, sizeof *sh) : NULL;
+    if (!sh) {
+        free(s);
         return ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_shards_new: out of memory"), NULL;
     }
-    s->n = n;
-    s->model[0] = g, s->ctx[0] = ctx;
+    *s = (ag_gpt_shards){ .n = n, .sh = sh };
+    sh[0].model = g;
+    sh[0].ctx = ctx;
     for (int j = 1; j < n; j++) {
-        if (!(s->model[j] = replica(g, err))) break;
-        if (!(s->ctx[j] = ag_ctx_new_like(ctx))) {
+        if (!(sh[j].model = replica(g, err))) break;
+        if (!(sh[j].ctx = ag_ctx_new_like(ctx))) {
             ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_shards_new: out of memory");
             break;
         }
     }
-    if (n > 1 && !s->ctx[n - 1]) {
+    if (!sh[n - 1].ctx) {
         ag_gpt_shards_free(s);
         return NULL;
     }
@@ -66,55 +85,65 @@ ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err)
 void ag_gpt_shards_free(ag_gpt_shards *s)
 {
     if (!s) return;
-    for (int j = 1; s->model && j < s->n; j++) {
-        ag_gpt_free(s->model[j]);
-        if (s->ctx) ag_ctx_free(s->ctx[j]);
+    for (int j = 1; j < s->n; j++) {
+        ag_gpt_free(s->sh[j].model);
+        ag_ctx_free(s->sh[j].ctx);
     }
-    free(s->model);
-    free(s->ctx);
+    free(s->sh);
     free(s);
 }
 
 int ag_gpt_shards_count(const ag_gpt_shards *s) { return s ? s->n : 0; }
-ag_ctx *ag_gpt_shards_ctx(const ag_gpt_shards *s, int j) { return s && j >= 0 && j < s->n ? s->ctx[j] : NULL; }
+ag_ctx *ag_gpt_shards_ctx(const ag_gpt_shards *s, int j) { return s && j >= 0 && j < s->n ? s->sh[j].ctx : NULL; }
 
-/* One shard: its windows' forward and backward, on the thread that calls it. */
-static ag_status shard_pass(ag_gpt_shards *s, int j, const int *ids, const int *targets, int B, int T,
-                            const ag_forward_opts *opts, ag_real dloss, double *loss)
+/* Shard j: its windows' forward and backward, on the thread that calls it. */
+static void shard_pass(ag_gpt_shards *s, int j, const int *ids, const int *targets, int B, int T,
+                       const ag_forward_opts *opts, ag_real dloss)
 {
+    shard *sh = &s->sh[j];
     int first = (int)((long)B * j / s->n), b = (int)((long)B * (j + 1) / s->n) - first;
-    *loss = 0;
-    if (b == 0) return AG_OK;
-    ag_ctx *ctx = s->ctx[j];
+    sh->status = AG_OK;
+    sh->in_backward = false;
+    sh->loss = 0;
+    if (b == 0) return;
     ag_forward_opts o = *opts;
     o.seed = ag_seed_mix(opts->seed, (uint64_t)j);
     ag_tensor *l = NULL;
-    ag_gpt_forward(ctx, s->model[j], ids + (size_t)first * T, targets + (size_t)first * T, b, T, &o, &l);
-    if (!l) return ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+    ag_gpt_forward(sh->ctx, sh->model, ids + (size_t)first * T, targets + (size_t)first * T, b, T, &o, &l);
+    if (!l) {
+        sh->status = ag_ctx_status(sh->ctx) ? ag_ctx_status(sh->ctx) : AG_ERR_ARG;
+        return;
+    }
     ag_real share = (ag_real)(dloss * b / B);                    /* l_j weighs b_j / B of the mean */
-    ag_status st = ag_backward_from(ctx, l, &share);
-    *loss = (double)l->data[0] * b / B;
-    return st;
+    sh->status = ag_backward_from(sh->ctx, l, &share);
+    sh->in_backward = sh->status != AG_OK;
+    sh->loss = (double)l->data[0] * b / B;
 }
 
 /* g's gradients += each replica's, elements [i0, i1), and the replica's cleared for the next pass */
 static void add_replica_grads(ag_gpt_shards *s, size_t i0, size_t i1)
 {
-    ag_real *dW = s->model[0]->params->grad;
+    ag_real *dW = s->sh[0].model->params->grad;
     for (int j = 1; j < s->n; j++) {
-        ag_real *dWj = s->model[j]->params->grad;
-        for (size_t i = i0; i < i1; i++) dW[i] += dWj[i], dWj[i] = 0;
+        ag_real *dWj = s->sh[j].model->params->grad;
+        for (size_t i = i0; i < i1; i++) {
+            dW[i] += dWj[i];
+            dWj[i] = 0;
+        }
     }
 }
 
-/* The status and message of the first shard that failed (the replicas' gradients were added
- * and cleared all the same: the next pass starts from zero) */
-static ag_status first_failure(ag_gpt_shards *s, const ag_status *st, ag_error *err)
+/* The status and message of the first shard that failed, its ctx's words ("backward: " before
+ * them when its backward failed, as char_lm's plain step says). The replicas' gradients were
+ * added and cleared all the same: the next pass starts from zero. */
+static ag_status first_failure(const ag_gpt_shards *s, ag_error *err)
 {
     for (int j = 0; j < s->n; j++) {
-        if (st[j] == AG_OK) continue;
-        const char *why = ag_ctx_error(s->ctx[j]);
-        return ag_seterr(err, st[j], "%s", why ? why : ag_status_str(st[j]));
+        const shard *sh = &s->sh[j];
+        if (sh->status == AG_OK) continue;
+        const char *why = ag_ctx_error(sh->ctx);
+        return ag_seterr(err, sh->status, "%s%s", sh->in_backward ? "backward: " : "",
+                         why ? why : ag_status_str(sh->status));
     }
     return AG_OK;
 }
@@ -126,21 +155,19 @@ ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *target
         return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_pass: %s", B < 1 ? "B must be >= 1" : "a NULL argument");
     if (opts->record_attention || opts->cache || opts->key_padding)
         return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_pass: no recorded attention, cache or key padding");
-    ag_status st[s->n];
-    double part[s->n];
-    size_t total = s->model[0]->params->total;
+    size_t total = s->sh[0].model->params->total;
     int nt = omp_get_max_threads() < s->n ? omp_get_max_threads() : s->n;
     /* a region even on one thread: inside it every op runs whole, as on several (the same bits) */
 #pragma omp parallel num_threads(nt)
     {
         int id = omp_get_thread_num(), team = omp_get_num_threads();
-        for (int j = id; j < s->n; j += team) st[j] = shard_pass(s, j, ids, targets, B, T, opts, dloss, &part[j]);
+        for (int j = id; j < s->n; j += team) shard_pass(s, j, ids, targets, B, T, opts, dloss);
 #pragma omp barrier
         add_replica_grads(s, total * id / team, total * (id + 1) / team);
     }
-    ag_status failed = first_failure(s, st, err);   /* before the resets clear the replicas' errors */
-    for (int j = 1; j < s->n; j++) ag_ctx_reset(s->ctx[j]);
+    ag_status failed = first_failure(s, err);   /* before the resets clear the replicas' errors */
+    for (int j = 1; j < s->n; j++) ag_ctx_reset(s->sh[j].ctx);
     *loss = 0;
-    for (int j = 0; j < s->n; j++) *loss += part[j];
+    for (int j = 0; j < s->n; j++) *loss += s->sh[j].loss;
     return failed;
 }

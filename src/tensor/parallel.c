@@ -21,7 +21,7 @@ int ag_threads(void) { return omp_get_max_threads(); }
 
 ag_ctx *ag_ctx_new_like(const ag_ctx *like)
 {
-    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx *ctx = like ? ag_ctx_new() : NULL;
     if (!ctx) return NULL;
     ag_ctx_set_grad(ctx, like->grad_on);
     ag_ctx_set_reference_kernels(ctx, like->reference_kernels);

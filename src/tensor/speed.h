@@ -21,7 +21,8 @@ void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
 
 /* A new ctx with the settings of `like`: grad mode, the reference kernels, gradient recycling
  * and --detect-anomaly's checks (not its profile, mark hook or contents). For a second thread
- * that runs its own forward and backward (ag_gpt_shards, nn.h). NULL if out of memory. */
+ * that runs its own forward and backward (ag_gpt_shards, nn.h). NULL if out of memory or
+ * `like` is NULL. */
 ag_ctx *ag_ctx_new_like(const ag_ctx *like);
 
 /* Reference kernels (off by default): on, every op runs the plain loops of its ops/<op>.c even
@@ -45,8 +46,9 @@ void ag_ctx_mark(ag_ctx *ctx, int id);
 
 /* Threads. attograd runs everything on OpenMP's one pool and keeps OpenBLAS single-threaded:
  * two pools that both spin fight for the cores and make a step several times slower.
- * ag_threads_init sets the number of threads (n >= 1; 0 = the number of cores) and makes
- * OpenBLAS single-threaded. Programs call it once at start; it changes the OpenMP runtime's
+ * ag_threads_init sets the number of threads (n >= 1; 0 = the number of cores), keeps OpenMP
+ * at one active level (a loop inside a parallel region, such as a shard's pass, nn.h, runs on
+ * its own thread) and makes OpenBLAS single-threaded. Programs call it once at start; it changes the OpenMP runtime's
  * and OpenBLAS's process-wide settings, the only global state attograd touches. */
 void ag_threads_init(int n);
 int ag_threads(void);  /* the threads a parallel region gets */

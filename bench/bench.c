@@ -245,6 +245,7 @@ typedef struct {
     double cached_cps, recompute_cps;       /* sampling: chars/s with and without the KV cache */
     double rss_mb, model_mb, arena_mb, data_mb, expected_mb;
     double op_total;                        /* seconds of the ops + clip + AdamW: the shares' 100% */
+    int shards;                             /* the batch's shards (ag_gpt_shards), one per thread */
 } bench_report;
 
 static void trainer_free(trainer *tr)
@@ -398,7 +399,7 @@ static void memory_use(bench_report *r, const trainer *tr, const ag_corpus *data
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->rss_mb = (double)ru.ru_maxrss / 1024;
-    int n = ag_gpt_shards_count(tr->shards);   /* each replica keeps gradients, and a ctx */
+    int n = r->shards = ag_gpt_shards_count(tr->shards);   /* each replica keeps gradients, and a ctx */
     r->model_mb = (4.0 + (n - 1)) * (double)r->n_params * sizeof(ag_real) / 1048576;
     r->arena_mb = 0;
     for (int j = 0; j < n; j++) r->arena_mb += (double)ag_ctx_get_stats(ag_gpt_shards_ctx(tr->shards, j)).arena_high_water / 1048576;
@@ -436,7 +437,7 @@ static bool measure(bench_report *r, const bench_config *bc, const trainer *tr, 
 static void print_json(const bench_report *r, const bench_config *bc, int threads)
 {
     const step_timing *st = &r->st;
-    printf("{\"config\": \"%s\", \"threads\": %d, \"tuned\": %s, \"single_thread_steps\": %d, "
+    printf("{\"config\": \"%s\", \"threads\": %d, \"shards\": %d, \"tuned\": %s, \"single_thread_steps\": %d, "
            "\"steps_timed\": %d, \"tokens_per_s\": %.1f, "
            "\"mean_ms_per_step\": %.3f, \"median_ms_per_step\": %.3f, \"matmul_gflops\": %.1f, "
            "\"sgemm_gflops\": %.1f, \"sgemm_openblas_pool_gflops\": %.1f, \"sgemm_split_gflops\": %.1f, "
@@ -445,7 +446,7 @@ static void print_json(const bench_report *r, const bench_config *bc, int thread
            "\"peak_rss_mb\": %.1f, \"expected_mb\": %.1f, \"n_params\": %zu, "
            "\"sample_cached_chars_per_s\": %.1f, \"sample_recompute_chars_per_s\": %.1f, \"openblas_core\": \"%s\", "
            "\"ops\": {",
-           bc->name, threads, r->tuned ? "true" : "false", st->single, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
+           bc->name, threads, r->shards, r->tuned ? "true" : "false", st->single, st->timed, r->tok_s, 1000 * st->total / st->timed, 1000 * st->median, r->gflops,
            r->ceiling, r->sgemm_own, r->sgemm_split, st->rounds, r->pct_median, r->pct_min, r->pct_max,
            st->allocs_per_step, (unsigned long long)st->chunk_growth,
            r->rss_mb, r->expected_mb, r->n_params, r->cached_cps, r->recompute_cps,
@@ -473,8 +474,8 @@ static void print_blas_kernels(void)
 static void print_text(const bench_report *r, const bench_config *bc, int threads)
 {
     const step_timing *st = &r->st;
-    printf("== %s: n_layer %d n_head %d n_embd %d block %d batch %d, %zu params, %d threads", bc->name,
-           bc->n_layer, bc->n_head, bc->n_embd, bc->block_size, bc->batch, r->n_params, threads);
+    printf("== %s: n_layer %d n_head %d n_embd %d block %d batch %d, %zu params, %d shards on %d threads", bc->name,
+           bc->n_layer, bc->n_head, bc->n_embd, bc->block_size, bc->batch, r->n_params, r->shards, threads);
     if (r->tuned) printf(", tuned (1 thread for %d of the timed steps)\n", st->single);
     else printf(", fixed\n");
     printf("  %.0f tokens/s, %.2f ms/step mean, %.2f median (%d steps timed)\n", r->tok_s,

@@ -275,8 +275,8 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *d
         return false;
     }
     ag_ctx_set_recycle_grads(tr->ctx, true); /* as char_lm train does */
-    int threads = ag_threads();
-    if (!(tr->shards = ag_gpt_shards_new(tr->g, tr->ctx, threads > 2 ? threads : 2, &err))) {
+    int threads = ag_threads(), n = bc->dropout > 0 ? 1 : threads > 2 ? threads : 2;   /* as char_lm's default */
+    if (!(tr->shards = ag_gpt_shards_new(tr->g, tr->ctx, n, &err))) {
         fprintf(stderr, "bench: %s\n", err.msg);
         return false;
     }

@@ -140,9 +140,12 @@ static void new_state(lm_run *R)
 
 // --- buffers, ranks, the lock ---
 
-/* --shards: each step's windows split over the threads (nn.h), by default when alone and not
- * under --detect-anomaly (whose messages name the whole batch's shapes); a --shards the run
- * cannot honour is refused. */
+/* --shards: each step's windows split over the threads (nn.h), by default when alone, without
+ * dropout and not under --detect-anomaly (whose messages name the whole batch's shapes); a
+ * --shards the run cannot honour is refused. Without dropout the shards compute the plain
+ * step's numbers; with it each shard draws its own masks, and the 10-minute recipe (dropout
+ * 0.05, tuned on the plain step) trained worse that way (docs/performance.md), so a model with
+ * dropout keeps the plain step unless --shards asks. */
 static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
 {
     const lm_config *c = &R->cfg;
@@ -157,7 +160,7 @@ static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
     if (asked > micro)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
                          "--grad-accum %d)", asked, micro, c->batch_size, K);
-    int n = asked ? asked : threads > 2 ? threads : 2;
+    int n = asked ? asked : c->model.dropout > 0 ? 1 : threads > 2 ? threads : 2;
     if (ag_dist_size(R->o->dist) > 1 || c->detect_anomaly || n < 2) return AG_OK;
     ag_error why = {0};
     R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, n, &why);

@@ -18,17 +18,16 @@
  * Sampling with a KV cache takes the same lines for one new position p: its k and v join the
  * cache (kv_cache.c), and the query attends over the cached k and v of positions 0..p, with no
  * mask since p may see them all.
- * Speed: attend() has a fast twin, ag_fast_attention (src/tensor/fast/attention.c: the same
- * lines as one op on gemm, no split or merge copy, masked scores skipped), proven equal by
- * tests/test_fused.c and tests/test_fast_ref_products.c. fusable() says when it computes
- * exactly what attend() would; the mask's kind (ag_is_causal_mask) tells without reading it.
- * A `make REFERENCE=1` library has no fast twin, and a ctx that asks for the reference kernels
- * does not use it: attend() runs.
+ * Speed: attend() has a fast twin in the fast kernel table (src/tensor/kernel.h), the fused
+ * ag_fast_attention (src/tensor/fast/attention.c: the same lines as one op on gemm, no split or
+ * merge copy, masked scores skipped), proven equal by tests/test_attention.c. fusable() says
+ * when it computes exactly what attend() would; the mask's kind (ag_is_causal_mask) tells
+ * without reading it. The reference table has none: attend() runs.
  * Reference: Vaswani et al. 2017, "Attention is all you need", section 3.2; nanoGPT's
  * CausalSelfAttention. */
 #include <math.h>
 #include <stdio.h>
-#include "../tensor/fast/fast.h"
+#include "../tensor/kernel.h"
 #include "kv_cache.h"
 #include "nn.h"
 
@@ -110,8 +109,9 @@ static ag_tensor *attention(ag_ctx *ctx, const ag_mha *A, ag_tensor *q, ag_tenso
                             ag_tensor *mask, ag_real dropout, const ag_forward_opts *opt)
 {
     ag_real p = opt->train ? dropout : 0;   /* evaluation: no dropout */
-    if (AG_FAST(ctx) && fusable(A, q, k, v, mask, opt))
-        return ag_fast_attention(ctx, q, k, v, A->H, A->scale, mask != NULL, p, opt->seed); // [B,T,C]
+    ag_attention_fn fused = ag__kernels(ctx)->attention;  /* the fast table's; the reference has none */
+    if (fused && fusable(A, q, k, v, mask, opt))
+        return fused(ctx, q, k, v, A->H, A->scale, mask != NULL, p, opt->seed);             // [B,T,C]
     return attend(ctx, A, q, k, v, mask, dropout, opt);                                      // [B,T,C]
 }
 

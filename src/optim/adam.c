@@ -9,12 +9,13 @@
  * The bias corrections 1/(1-b^t) undo the moments' start at zero. Each parameter's decay flag
  * comes from its registration (2-D weights only), so a step is a loop over the parameters and
  * then over each one's elements. That loop is the reference; its fast twin, fast/adam.c, takes
- * over for a model past AG_ADAM_FAST_MIN elements in the default build (every thread a share of
+ * over for a model past AG_ADAM_FAST_MIN elements on the fast table (every thread a share of
  * every parameter, the loop in wider vectors) and gives the same bits (tests/test_optim.c,
  * tests/test_fast_targets.c). Cannot fail. */
 #include <math.h>
 #include "adam_coef.h"
 #include "fast/adam.h"
+#include "../tensor/speed.h" /* AG_KERNELS_FAST */
 
 /* In ag_real, in the order PyTorch's AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g;
  * v = b2 v + (1-b2) g g; p -= (lr/bc1) m / (sqrt(v)/sqrt(bc2) + eps)), so the loop rounds like
@@ -50,7 +51,7 @@ static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool
 {
     ag_real gs = (ag_real)grad_scale;
     adam_coef k[2] = { coef_of(c, lr, t, decoupled, gs, false), coef_of(c, lr, t, decoupled, gs, true) };
-    if (ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
+    if (P->kernels == AG_KERNELS_FAST && ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
     for (int e = 0; e < P->n; e++) {
         const ag_param_entry *E = &P->entries[e];
         size_t o = E->offset;

@@ -7,9 +7,17 @@
 #include <string.h>
 #include "params.h"
 #include "../tensor/rng.h"
-#include "../tensor/speed.h" /* ag_alloc_big: the flat buffers on huge pages */
+#include "../tensor/speed.h" /* ag_alloc_big: the flat buffers on huge pages; AG_KERNELS */
 
-ag_params *ag_params_new(void) { return calloc(1, sizeof(ag_params)); }   /* err: AG_OK, "" */
+ag_params *ag_params_new(void)
+{
+    ag_kernels_id kernels;
+    ag_error err = { 0 };
+    if (ag_kernels_from_env(&kernels, &err) != AG_OK) return NULL; /* AG_KERNELS names no table */
+    ag_params *P = calloc(1, sizeof(ag_params));                    /* err: AG_OK, "" */
+    if (P) P->kernels = kernels;
+    return P;
+}
 
 void ag_params_free(ag_params *P)
 {

@@ -41,9 +41,11 @@ typedef struct ag_params {
     ag_real *m;          /* [total] Adam first moment */
     ag_real *v;          /* [total] Adam second moment */
     ag_error err;        /* why the first failing call failed (see ERRORS above) */
+    int kernels;         /* the optimizers' kernel table, an ag_kernels_id (speed.h): fast/adam.c
+                            or adam.c's loop; from AG_KERNELS, as a ctx's */
 } ag_params;
 
-/* NULL on OOM. */
+/* NULL on OOM, or when AG_KERNELS names no kernel table (ag_kernels_from_env, speed.h). */
 ag_params *ag_params_new(void);
 void ag_params_free(ag_params *P);  /* NULL ok */
 /* Registers a parameter (before ag_params_alloc). The name is copied. Returns the tensor,

@@ -8,9 +8,13 @@
 
 ag_ctx *ag_ctx_new(void)
 {
+    ag_kernels_id kernels;
+    ag_error err = { 0 };
+    if (ag_kernels_from_env(&kernels, &err) != AG_OK) return NULL; /* AG_KERNELS names no table */
     ag_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx) return NULL;
     ctx->grad_on = true;
+    ag__kernels_init(&ctx->kernels, kernels);
     return ctx;
 }
 
@@ -33,8 +37,6 @@ void ag_ctx_reset(ag_ctx *ctx)
 
 void ag_ctx_set_grad(ag_ctx *ctx, bool on) { ctx->grad_on = on; }
 bool ag_ctx_grad_enabled(const ag_ctx *ctx) { return ctx->grad_on; }
-void ag_ctx_set_reference_kernels(ag_ctx *ctx, bool on) { ctx->reference_kernels = on; }
-bool ag_ctx_reference_kernels(const ag_ctx *ctx) { return ctx->reference_kernels; }
 
 // --- the first error ---
 

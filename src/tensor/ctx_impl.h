@@ -1,6 +1,7 @@
 /* ctx_impl.h -- what the step context is made of. Not installed, not part of the API: everyone
  * else sees ag_ctx as an opaque handle. Each file of the ctx keeps its own part of the struct:
- *   ctx.c    the memory (an arena, arena.h), grad mode, the first error, the kernels switch;
+ *   ctx.c    the memory (an arena, arena.h), grad mode, the first error;
+ *   kernels.c the kernel table (kernel.h): reference or fast;
  *   tape.c   the tape, which the other parts only read (marks.c adds its marks to it);
  *   grad.c   gradient recycling;  marks.c  the mark hook;
  *   debug.c  the layer scope, anomaly detection and profiling.
@@ -9,6 +10,7 @@
 #define AG_CTX_IMPL_H
 
 #include "arena.h"
+#include "kernel.h"
 #include "speed.h"
 #include "tensor.h"
 
@@ -19,7 +21,7 @@ struct ag_ctx {
     ag__arena arena;          /* everything a step makes, released at once by ag_ctx_reset */
     ag_error err;             /* the first error since the last reset */
     bool grad_on;             /* grad mode: false (eval, sampling) records nothing */
-    bool reference_kernels;   /* run the plain kernels even where fast ones were built */
+    ag_kernels kernels;       /* what the ops call: the reference kernels or the fast ones */
 
     ag_node *tape;            /* the newest node; nodes link backwards through prev */
     size_t tape_nodes;        /* nodes recorded since the last reset (marks not counted) */

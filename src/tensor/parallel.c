@@ -24,7 +24,7 @@ ag_ctx *ag_ctx_new_like(const ag_ctx *like)
     ag_ctx *ctx = like ? ag_ctx_new() : NULL;
     if (!ctx) return NULL;
     ag_ctx_set_grad(ctx, like->grad_on);
-    ag_ctx_set_reference_kernels(ctx, like->reference_kernels);
+    ctx->kernels = like->kernels;
     ag_ctx_set_recycle_grads(ctx, like->recycle.on);
     ag_ctx_set_detect_anomaly(ctx, like->debug.detect_anomaly);
     return ctx;

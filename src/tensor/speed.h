@@ -1,9 +1,10 @@
 /* speed.h -- knobs that make a step faster without changing what it computes, and the one
- * knob that proves it (the reference kernels). A program that never touches them gets the
- * same results, a little slower: each is off by default, or a plain default.
+ * knob that proves it (the kernel table: reference or fast). Apart from the fast kernels, each
+ * is off by default, or a plain default.
  *
- * Implemented beside the core, each in its own file: grad.c (recycling), ctx.c (the reference
- * kernels), marks.c, parallel.c (threads, a ctx for another thread), hugepage.c (big buffers). */
+ * Implemented beside the core, each in its own file: kernels.c (the kernel tables), grad.c
+ * (recycling), marks.c, parallel.c (threads, a ctx for another thread), hugepage.c (big
+ * buffers). */
 #ifndef AG_SPEED_H
 #define AG_SPEED_H
 
@@ -19,16 +20,35 @@
  * gradients (the attention weights' dL/dA, say). */
 void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
 
-/* A new ctx with the settings of `like`: grad mode, the reference kernels, gradient recycling
+/* A new ctx with the settings of `like`: grad mode, the kernel table, gradient recycling
  * and --detect-anomaly's checks (not its profile, mark hook or contents). For a second thread
  * that runs its own forward and backward (ag_gpt_shards, nn.h). NULL if out of memory or
  * `like` is NULL. */
 ag_ctx *ag_ctx_new_like(const ag_ctx *like);
 
-/* Reference kernels (off by default): on, every op runs the plain loops of its ops/<op>.c even
- * where a fast kernel (fast/<op>.c) was built, so the two paths can be compared on the same
- * inputs (tests/fastref.h). Set it before the forward; a `make REFERENCE=1` library has only
- * the reference kernels and ignores it. */
+/* The kernel tables (src/tensor/kernel.h). Every op that has a fast twin calls its kernels
+ * through its ctx's table, chosen when the ctx is made:
+ *   AG_KERNELS_FAST       the default: the fast twins of src/tensor/fast/ (and the fused
+ *                         attention), proven equal to the reference by the tests;
+ *   AG_KERNELS_REFERENCE  the plain loops of ops/<op>.c and attention composed of ops, the code
+ *                         the lessons teach: to read it running, or to prove a fast twin.
+ * ag_ctx_new takes the table from the environment: AG_KERNELS=reference or fast (unset or
+ * empty: fast; any other value: ag_ctx_new returns NULL, and ag_kernels_from_env says why).
+ * ag_ctx_set_kernels changes it; set it before a forward, not between a forward and its
+ * backward. The optimizers take theirs in ag_adam_cfg. A `make REFERENCE=1` library has no
+ * fast table: both names give the reference one. */
+typedef enum { AG_KERNELS_FAST, AG_KERNELS_REFERENCE } ag_kernels_id;
+void ag_ctx_set_kernels(ag_ctx *ctx, ag_kernels_id id);
+ag_kernels_id ag_ctx_kernels(const ag_ctx *ctx);
+/* the name of the table ctx's ops call: "fast" or "reference" ("reference" in a REFERENCE=1
+ * library whatever was asked) */
+const char *ag_ctx_kernels_name(const ag_ctx *ctx);
+/* "reference" or "fast" -> *id; anything else: AG_ERR_ARG and a one-line message in err
+ * that starts with `what` and the name ("AG_KERNELS=" gives "AG_KERNELS=foo: not a ...") */
+ag_status ag_kernels_parse(const char *name, const char *what, ag_kernels_id *id, ag_error *err);
+/* the table AG_KERNELS names (unset or empty: AG_KERNELS_FAST), as ag_kernels_parse */
+ag_status ag_kernels_from_env(ag_kernels_id *id, ag_error *err);
+/* ag_ctx_set_kernels(ctx, on ? AG_KERNELS_REFERENCE : AG_KERNELS_FAST), and its reading */
 void ag_ctx_set_reference_kernels(ag_ctx *ctx, bool on);
 bool ag_ctx_reference_kernels(const ag_ctx *ctx);
 

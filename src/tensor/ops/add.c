@@ -10,7 +10,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: a and dy viewed as [N/nb, nb] rows, b as one such row ---
 
@@ -39,7 +38,6 @@ static void add_backward(ag_real *da, ag_real *db, const ag_real *dy, size_t n, 
 
 static ag_status add_backward_step(ag_ctx *ctx, ag_node *n)
 {
-    if (AG_FAST(ctx)) return ag_fast_add_backward(ctx, n);
     /* forward: y = a + broadcast(b)  =>  da = dy,  db = dy summed over the broadcast rows */
     ag_tensor *a = n->in[0], *b = n->in[1];
     ag_real *da = a->requires_grad ? ag_grad(ctx, a) : NULL;         // a's shape
@@ -52,6 +50,7 @@ static ag_status add_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op add_op = { .name = "add", .backward = add_backward_step };
+const ag_add_kernels ag__add_reference = { add_forward, &add_op };  /* kernel.h's table */
 
 ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {
@@ -66,9 +65,9 @@ ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
     }
     ag_tensor *y = ag__tensor_uninit(ctx, a->ndim, a->shape);                          // a's shape
     if (!y) return NULL;
-    if (AG_FAST(ctx)) ag_fast_add_forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
-    else add_forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
+    const ag_add_kernels *kern = &ag__kernels(ctx)->add;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, a->data, b->data, ag_numel(a), ag_numel(b));
     ag_tensor *in[2] = { a, b };
-    ag_record(ctx, &add_op, y, in, 2);
+    ag_record(ctx, kern->op, y, in, 2);
     return ag__done(ctx, y);
 }

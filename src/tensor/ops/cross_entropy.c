@@ -15,7 +15,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 typedef struct {
     ag_real *probs;   /* [R, V], the ignored rows not written */
@@ -83,6 +82,8 @@ static ag_status cross_entropy_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op cross_entropy_op = { .name = "cross_entropy", .backward = cross_entropy_backward_step };
+/* kernel.h's table */
+const ag_cross_entropy_kernels ag__cross_entropy_reference = { cross_entropy_forward, &cross_entropy_op };
 
 /* ag_cross_entropy (ignoring false) and ag_cross_entropy_ignore: `name` for the messages */
 static ag_tensor *cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets, bool ignoring, int ignore_index,
@@ -118,10 +119,10 @@ static ag_tensor *cross_entropy(ag_ctx *ctx, ag_tensor *z, const int *targets, b
         s->counted = counted;
     }
     ag_real *probs = keep ? s->probs : NULL;                        // [R,V] or none
-    double total = AG_FAST(ctx) ? ag_fast_cross_entropy_forward(probs, z->data, targets, ignore_index, R, V)
-                                : cross_entropy_forward(probs, z->data, targets, ignore_index, R, V);
+    const ag_cross_entropy_kernels *kern = &ag__kernels(ctx)->cross_entropy;  /* reference or fast (kernel.h) */
+    double total = kern->forward(probs, z->data, targets, ignore_index, R, V);
     L->data[0] = counted ? (ag_real)(total / (double)counted) : 0; /* no row counted: 0, not 0/0 */
-    ag_node *n = ag_record(ctx, &cross_entropy_op, L, &z, 1);
+    ag_node *n = ag_record(ctx, kern->op, L, &z, 1);
     if (n) n->saved = s;
     return ag__done(ctx, L);
 }

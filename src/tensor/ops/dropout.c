@@ -10,7 +10,6 @@
 #include "../alloc.h"
 #include "../kernel.h"
 #include "../hash.h"   /* ag__dropout_keeps: rng.h's ag_hash_uniform, inline */
-#include "../fast/fast.h"
 
 // --- reference kernels ---
 
@@ -47,6 +46,7 @@ static ag_status dropout_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op dropout_op = { .name = "dropout", .backward = dropout_backward_step };
+const ag_dropout_kernels ag__dropout_reference = { dropout_forward, &dropout_op };  /* kernel.h's table */
 
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool train)
 {
@@ -60,9 +60,9 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *x, ag_real p, uint64_t seed, bool 
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     ag_real *m = y ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: 0 or 1/(1-p)
     if (!m) return NULL;
-    if (AG_FAST(ctx)) ag_fast_dropout_forward(y->data, m, x->data, p, seed, N);
-    else dropout_forward(y->data, m, x->data, p, seed, N);
-    ag_node *n = ag_record(ctx, &dropout_op, y, &x, 1);
+    const ag_dropout_kernels *kern = &ag__kernels(ctx)->dropout;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, m, x->data, p, seed, N);
+    ag_node *n = ag_record(ctx, kern->op, y, &x, 1);
     if (n) n->saved = m;
     return ag__done(ctx, y);
 }

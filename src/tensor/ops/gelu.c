@@ -9,7 +9,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 #define GELU_K ((ag_real)0.7978845608028654) /* sqrt(2/pi) */
 #define GELU_A ((ag_real)0.044715)
@@ -42,7 +41,6 @@ static void gelu_backward(ag_real *dx, const ag_real *dy, const ag_real *x, cons
 
 static ag_status gelu_backward_step(ag_ctx *ctx, ag_node *n)
 {
-    if (AG_FAST(ctx)) return ag_fast_gelu_backward(ctx, n);
     /* forward: y = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)  =>  dx += dy dy/dx */
     ag_tensor *x = n->in[0];
     ag_real *dx = ag_grad(ctx, x);                                  // x's shape
@@ -54,6 +52,7 @@ static ag_status gelu_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op gelu_op = { .name = "gelu", .backward = gelu_backward_step };
+const ag_gelu_kernels ag__gelu_reference = { gelu_forward, &gelu_op };  /* kernel.h's table */
 
 ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x)
 {
@@ -64,9 +63,9 @@ ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *x)
     bool keep = ag_ctx_grad_enabled(ctx) && x->requires_grad;
     ag_real *th = keep ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: tanh(u)
     if (keep && !th) return NULL;
-    if (AG_FAST(ctx)) ag_fast_gelu_forward(y->data, th, x->data, N);
-    else gelu_forward(y->data, th, x->data, N);
-    ag_node *n = ag_record(ctx, &gelu_op, y, &x, 1);
+    const ag_gelu_kernels *kern = &ag__kernels(ctx)->gelu;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, th, x->data, N);
+    ag_node *n = ag_record(ctx, kern->op, y, &x, 1);
     if (n) n->saved = th;
     return ag__done(ctx, y);
 }

@@ -11,7 +11,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: the formulas above as plain loops ---
 
@@ -82,7 +81,6 @@ static void layernorm_backward(ag_real *dx, ag_real *dw, ag_real *db, const ag_r
 
 static ag_status layernorm_backward_step(ag_ctx *ctx, ag_node *n)
 {
-    if (AG_FAST(ctx)) return ag_fast_layernorm_backward(ctx, n);
     /* forward: y = (x - mean) * rstd * w + b  =>  dw += dy xhat,  db += dy,
      *   dx += rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w */
     ag_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out;
@@ -97,6 +95,7 @@ static ag_status layernorm_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op layernorm_op = { .name = "layernorm", .backward = layernorm_backward_step };
+const ag_layernorm_kernels ag__layernorm_reference = { layernorm_forward, &layernorm_op };  /* kernel.h's table */
 
 ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, ag_real eps)
 {
@@ -112,10 +111,10 @@ ag_tensor *ag_layernorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_tensor *b, a
     size_t R = ag_rows(x);
     ag_real *stats = y ? ag_ctx_alloc(ctx, 2 * R * sizeof(ag_real)) : NULL; // [R, 2] mean, rstd
     if (!stats) return NULL;
-    if (AG_FAST(ctx)) ag_fast_layernorm_forward(y->data, stats, x->data, w->data, b->data, R, C, eps);
-    else layernorm_forward(y->data, stats, x->data, w->data, b->data, R, C, eps);
+    const ag_layernorm_kernels *kern = &ag__kernels(ctx)->layernorm;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, stats, x->data, w->data, b->data, R, C, eps);
     ag_tensor *in[3] = { x, w, b };
-    ag_node *n = ag_record(ctx, &layernorm_op, y, in, 3);
+    ag_node *n = ag_record(ctx, kern->op, y, in, 3);
     if (n) n->saved = stats;
     return ag__done(ctx, y);
 }

@@ -11,7 +11,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: the formulas above, one matrix product per line ---
 
@@ -46,7 +45,6 @@ static void linear_backward(ag_real *dx, ag_real *dW, ag_real *db, const ag_real
 
 static ag_status linear_backward_step(ag_ctx *ctx, ag_node *n)
 {
-    if (AG_FAST(ctx)) return ag_fast_linear_backward(ctx, n);
     /* forward: y = x W^T + b  =>  dx = dy W,  dW = dy^T x,  db = sum over rows of dy */
     ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2], *y = n->out;
     int Fin = W->shape[1], Fout = W->shape[0]; /* in and out features */
@@ -62,6 +60,7 @@ static ag_status linear_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op linear_op = { .name = "linear", .backward = linear_backward_step };
+const ag_linear_kernels ag__linear_reference = { linear_forward, &linear_op };  /* kernel.h's table */
 
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
@@ -81,9 +80,9 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, shape);          // [..., out]
     if (!y) return NULL;
     const ag_real *bias = b ? b->data : NULL;                       // [out] or none
-    if (AG_FAST(ctx)) ag_fast_linear_forward(y->data, x->data, W->data, bias, R, Fin, Fout);
-    else linear_forward(y->data, x->data, W->data, bias, R, Fin, Fout);
+    const ag_linear_kernels *kern = &ag__kernels(ctx)->linear;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, x->data, W->data, bias, R, Fin, Fout);
     ag_tensor *in[3] = { x, W, b };
-    ag_record(ctx, &linear_op, y, in, b ? 3 : 2);
+    ag_record(ctx, kern->op, y, in, b ? 3 : 2);
     return ag__done(ctx, y);
 }

@@ -13,12 +13,11 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 /* x's shape padded on the left to 4 dims, n[4], and the mask's strides over it, ms[4]: 0 on a
  * dim where the mask has size 1 (one value repeated along it). False when the mask cannot
  * broadcast to x: more dims than x, or a dim that is neither x's nor 1. */
-static bool broadcast_mask(const ag_tensor *x, const ag_tensor *mask, int n[AG_MAX_DIMS], size_t ms[AG_MAX_DIMS])
+bool ag__broadcast_mask(const ag_tensor *x, const ag_tensor *mask, int n[AG_MAX_DIMS], size_t ms[AG_MAX_DIMS])
 {
     if (mask->ndim > x->ndim) return false;
     size_t stride = 1; /* the mask's own row-major stride of dim d */
@@ -68,11 +67,10 @@ static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
     ag_tensor *x = n->in[0], *mask = n->in[1];
     int shape[AG_MAX_DIMS];
     size_t ms[AG_MAX_DIMS];
-    broadcast_mask(x, mask, shape, ms); /* the op checked that it broadcasts */
+    ag__broadcast_mask(x, mask, shape, ms); /* the op checked that it broadcasts */
     ag_real *dx = ag_grad(ctx, x);                                  // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    if (AG_FAST(ctx)) ag_fast_masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);
-    else masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);
+    masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);
     return AG_OK;
 }
 
@@ -81,13 +79,14 @@ static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
 /* masked_fill writes -inf on purpose: --detect-anomaly must not call that a fault */
 static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward,
                                       .may_output_neg_inf = true };
+const ag_masked_fill_kernels ag__masked_fill_reference = { masked_select, &masked_fill_op };  /* kernel.h's table */
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value)
 {
     if (ag__skip(ctx, x, mask)) return NULL;
     int shape[AG_MAX_DIMS];
     size_t ms[AG_MAX_DIMS];
-    if (!broadcast_mask(x, mask, shape, ms)) {
+    if (!ag__broadcast_mask(x, mask, shape, ms)) {
         char sx[AG_SHAPE_BUF], sm[AG_SHAPE_BUF];
         ag_ctx_fail(ctx, AG_ERR_SHAPE,
                     "ag_masked_fill: mask %s cannot broadcast to x %s (lined up with x's last dims, each mask "
@@ -97,11 +96,11 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real va
     }
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // x's shape
     if (!y) return NULL;
-    if (AG_FAST(ctx)) ag_fast_masked_select(y->data, x->data, mask->data, value, false, shape, ms);
-    else masked_select(y->data, x->data, mask->data, value, false, shape, ms);
+    const ag_masked_fill_kernels *kern = &ag__kernels(ctx)->masked_fill;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, x->data, mask->data, value, false, shape, ms);
     /* the mask is never differentiated: only x is an input of the node that needs a grad */
     ag_tensor *in[2] = { x, mask };
-    ag_record(ctx, &masked_fill_op, y, in, 2);
+    ag_record(ctx, kern->op, y, in, 2);
     return ag__done(ctx, y);
 }
 

@@ -10,7 +10,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: one matrix product per batch entry ---
 
@@ -59,14 +58,14 @@ static ag_status matmul_backward_step(ag_ctx *ctx, ag_node *n)
     ag_real *dA = A->requires_grad ? ag_grad(ctx, A) : NULL;         // A's shape
     ag_real *dB = B->requires_grad ? ag_grad(ctx, B) : NULL;         // B's shape
     if (ag_ctx_status(ctx) != AG_OK) return ag_ctx_status(ctx);
-    if (AG_FAST(ctx)) ag_fast_matmul_backward(dA, dB, C->grad, A->data, B->data, batch, M, K, N, shared_b);
-    else matmul_backward(dA, dB, C->grad, A->data, B->data, batch, M, K, N, shared_b);
+    matmul_backward(dA, dB, C->grad, A->data, B->data, batch, M, K, N, shared_b);
     return AG_OK;
 }
 
 // --- op ---
 
 static const ag_op matmul_op = { .name = "matmul", .backward = matmul_backward_step };
+const ag_matmul_kernels ag__matmul_reference = { matmul_forward, &matmul_op };  /* kernel.h's table */
 
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
 {
@@ -90,9 +89,9 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *A, ag_tensor *B)
     ag_tensor *C = ag__tensor_uninit(ctx, A->ndim, shape);          // [..., M, N]
     if (!C) return NULL;
     size_t batch = ag_numel(A) / ((size_t)M * K);
-    if (AG_FAST(ctx)) ag_fast_matmul_forward(C->data, A->data, B->data, batch, M, K, N, shared_b);
-    else matmul_forward(C->data, A->data, B->data, batch, M, K, N, shared_b);
+    const ag_matmul_kernels *kern = &ag__kernels(ctx)->matmul;  /* reference or fast (kernel.h) */
+    kern->forward(C->data, A->data, B->data, batch, M, K, N, shared_b);
     ag_tensor *in[2] = { A, B };
-    ag_record(ctx, &matmul_op, C, in, 2);
+    ag_record(ctx, kern->op, C, in, 2);
     return ag__done(ctx, C);
 }

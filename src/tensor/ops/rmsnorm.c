@@ -18,7 +18,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: the formulas above as plain loops ---
 
@@ -74,14 +73,14 @@ static ag_status rmsnorm_backward_step(ag_ctx *ctx, ag_node *n)
     ag_real *dx = NULL, *dw = NULL;
     if (x->requires_grad && !(dx = ag_grad(ctx, x))) return ag_ctx_status(ctx);  // [..., C]
     if (w->requires_grad && !(dw = ag_grad(ctx, w))) return ag_ctx_status(ctx);  // [C]
-    if (AG_FAST(ctx)) ag_fast_rmsnorm_backward(dx, dw, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
-    else rmsnorm_backward(dx, dw, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
+    rmsnorm_backward(dx, dw, y->grad, x->data, w->data, n->saved, ag_rows(x), ag_last(x));
     return AG_OK;
 }
 
 // --- op ---
 
 static const ag_op rmsnorm_op = { .name = "rmsnorm", .backward = rmsnorm_backward_step };
+const ag_rmsnorm_kernels ag__rmsnorm_reference = { rmsnorm_forward, &rmsnorm_op };  /* kernel.h's table */
 
 ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps)
 {
@@ -102,10 +101,10 @@ ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps)
     size_t R = ag_rows(x);
     ag_real *rstd = y ? ag_ctx_alloc(ctx, R * sizeof(ag_real)) : NULL; // [R]
     if (!rstd) return NULL;
-    if (AG_FAST(ctx)) ag_fast_rmsnorm_forward(y->data, rstd, x->data, w->data, R, C, eps);
-    else rmsnorm_forward(y->data, rstd, x->data, w->data, R, C, eps);
+    const ag_rmsnorm_kernels *kern = &ag__kernels(ctx)->rmsnorm;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, rstd, x->data, w->data, R, C, eps);
     ag_tensor *in[2] = { x, w };
-    ag_node *n = ag_record(ctx, &rmsnorm_op, y, in, 2);
+    ag_node *n = ag_record(ctx, kern->op, y, in, 2);
     if (n) n->saved = rstd;
     return ag__done(ctx, y);
 }

@@ -10,7 +10,6 @@
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: the formulas above as plain loops ---
 
@@ -49,6 +48,7 @@ static ag_status silu_backward_step(ag_ctx *ctx, ag_node *n)
 // --- op ---
 
 static const ag_op silu_op = { .name = "silu", .backward = silu_backward_step };
+const ag_silu_kernels ag__silu_reference = { silu_forward, &silu_op };  /* kernel.h's table */
 
 ag_tensor *ag_silu(ag_ctx *ctx, ag_tensor *x)
 {
@@ -59,9 +59,9 @@ ag_tensor *ag_silu(ag_ctx *ctx, ag_tensor *x)
     bool keep = ag_ctx_grad_enabled(ctx) && x->requires_grad;
     ag_real *sig = keep ? ag_ctx_alloc(ctx, N * sizeof(ag_real)) : NULL; // x's shape: sigmoid(x)
     if (keep && !sig) return NULL;
-    if (AG_FAST(ctx)) ag_fast_silu_forward(y->data, sig, x->data, N);
-    else silu_forward(y->data, sig, x->data, N);
-    ag_node *n = ag_record(ctx, &silu_op, y, &x, 1);
+    const ag_silu_kernels *kern = &ag__kernels(ctx)->silu;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, sig, x->data, N);
+    ag_node *n = ag_record(ctx, kern->op, y, &x, 1);
     if (n) n->saved = sig;
     return ag__done(ctx, y);
 }

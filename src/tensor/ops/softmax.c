@@ -3,13 +3,13 @@
  * forward:  y[j] = exp(x[j] - max) / sum_k exp(x[k] - max)      (max subtracted: no overflow)
  *           A row that is entirely -inf (every position masked) has no distribution: it gives
  *           all zeros instead of 0/0 = NaN, and then zero gradient.
- * backward: dx[j] = sum_k dy[k] dy[k]/dx[j] = sum_k dy[k] y[k] (delta_jk - y[j])
+ * backward: dx[j] = sum_k dy[k] (d y[k] / d x[j]) = sum_k dy[k] y[k] (delta_jk - y[j])
  *                 = y[j] (dy[j] - sum_k dy[k] y[k])
- * Fast kernels: fast/softmax.c (lane reductions); tests/test_fast_ref.c proves them equal. */
+ * Fast twin: fast/softmax.c (lane reductions), reached through the ctx's kernel table
+ * (kernel.h); tests/test_softmax.c proves it equal. */
 #include "../ops.h"
 #include "../alloc.h"
 #include "../kernel.h"
-#include "../fast/fast.h"
 
 // --- reference kernels: the formulas above as plain loops ---
 
@@ -55,22 +55,22 @@ static ag_status softmax_backward_step(ag_ctx *ctx, ag_node *n)
     ag_tensor *x = n->in[0], *y = n->out;
     ag_real *dx = ag_grad(ctx, x);                                       // x's shape
     if (!dx) return ag_ctx_status(ctx);
-    if (AG_FAST(ctx)) ag_fast_softmax_backward(dx, y->data, y->grad, ag_rows(y), ag_last(y));
-    else softmax_backward(dx, y->data, y->grad, ag_rows(y), ag_last(y));
+    softmax_backward(dx, y->data, y->grad, ag_rows(y), ag_last(y));
     return AG_OK;
 }
 
 // --- op ---
 
 static const ag_op softmax_op = { .name = "softmax", .backward = softmax_backward_step };
+const ag_softmax_kernels ag__softmax_reference = { softmax_forward, &softmax_op };  /* kernel.h's table */
 
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *x)
 {
     if (ag__skip(ctx, x, x)) return NULL;
     ag_tensor *y = ag__tensor_uninit(ctx, x->ndim, x->shape);                          // [..., N]
     if (!y) return NULL;
-    if (AG_FAST(ctx)) ag_fast_softmax_forward(y->data, x->data, ag_rows(x), ag_last(x));
-    else softmax_forward(y->data, x->data, ag_rows(x), ag_last(x));
-    ag_record(ctx, &softmax_op, y, &x, 1);
+    const ag_softmax_kernels *kern = &ag__kernels(ctx)->softmax;  /* reference or fast (kernel.h) */
+    kern->forward(y->data, x->data, ag_rows(x), ag_last(x));
+    ag_record(ctx, kern->op, y, &x, 1);
     return ag__done(ctx, y);
 }

@@ -220,6 +220,8 @@ static const struct {
     {"train --data c.txt --out d --detect-anomaly=yes", "--detect-anomaly takes no value"},
     {"train --data c.txt --out d --trace-only=1", "--trace-only takes no value"},
     {"sample --ckpt d --trace-shapes=x", "--trace-shapes takes no value"},
+    {"train --data c.txt --out d --kernels fastest", "--kernels fastest: not a kernel table (reference or fast)"},
+    {"eval --ckpt d --data c.txt --kernels", "--kernels needs a value"},
     {"attn", "--ckpt is required"},
     {"attn --ckpt d --out a.png", "--prompt is required"},
     {"attn --ckpt d --prompt ab", "--out is required"},
@@ -736,6 +738,43 @@ END_TEST
 /* eval on a 100-character text with block_size 8: windows at 0, 8, ..., 88 (each needs 9
  * characters: the last starts at 88 and ends at 96 <= 99), so 12 windows and 96 targets. With
  * lm_head all zero every prediction is uniform and the loss is exactly ln V. */
+/* char_lm on either kernel table (src/tensor/kernel.h), end to end: train a few steps, sample
+ * and eval with --kernels, and AG_KERNELS. The trace's line "kernels: X" is read from a ctx that
+ * the run made, the table its ops call: proof that the flag reached the ops, which equal
+ * losses would not be (the tables agree to rounding). A bad AG_KERNELS is one line, exit 2. */
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+static void run_on(const char *kernels, const char *const *args, const char *const *env, const char *expect)
+{
+    proc_opts o = { .no_wrap = true, .env = env };
+    proc_result r;
+    proc_run(dir, args, in_dir(kernels), &o, &r);
+    ck_assert_msg(r.exited && r.code == 0, "%s: %s\n%s", kernels, proc_status_str(&r), r.err);
+    ck_assert_msg(strstr(r.out, expect) != NULL, "%s: no '%s' in\n%s", kernels, expect, r.out);
+    proc_result_free(&r);
+}
+
+START_TEST(test_both_kernel_tables)
+{
+    static const char *const tables[2] = { "reference", "fast" };
+    for (int i = 0; i < 2; i++) {
+        const char *k = tables[i], *out = in_dir(k);
+        char line[64];
+        snprintf(line, sizeof line, "kernels: %s (", k);
+        run_on(k, A("train", "--data", corpus_path, "--out", out, "--config", "tiny", "--max-iters", "4",
+                    "--eval-interval", "4", "--eval-iters", "1", "--kernels", k, "--trace-shapes"), NULL, line);
+        run_on(k, A("sample", "--ckpt", out, "--max-new-tokens", "5", "--trace-shapes"),
+               i == 0 ? A("AG_KERNELS=reference") : NULL, line);
+        run_on(k, A("eval", "--ckpt", out, "--data", corpus_path, "--kernels", k, "--trace-shapes"), NULL, line);
+    }
+    proc_opts o = { .no_wrap = true, .env = A("AG_KERNELS=quick") };
+    proc_result r;
+    proc_run(dir, A("eval", "--ckpt", in_dir("fast"), "--data", corpus_path), in_dir("bad"), &o, &r);
+    ck_assert_msg(r.exited && r.code == 2, "AG_KERNELS=quick: %s", proc_status_str(&r));
+    ck_assert_str_eq(r.err, "char_lm: error: AG_KERNELS=quick: not a kernel table (reference or fast)\n");
+    proc_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_eval_counts_whole_windows)
 {
     lm_config c = tiny(0);
@@ -799,6 +838,7 @@ Suite *char_lm_suite(void)
     tcase_add_test(run, test_init_from);
     tcase_add_test(run, test_data_too_short);
     tcase_add_test(run, test_nonfinite_stops_before_the_step);
+    tcase_add_test(run, test_both_kernel_tables);
     suite_add_tcase(s, run);
 
     TCase *smp = tcase_create("sample_eval");

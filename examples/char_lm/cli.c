@@ -13,6 +13,10 @@
 
 // --- usage texts ---
 
+#define KERNELS_HELP                                                                                  \
+    "  --kernels TABLE        the kernels every op runs: fast (default) or reference (the plain\n"   \
+    "                         loops of src/tensor/ops, attention as composed ops; as AG_KERNELS)\n"
+
 static const char usage_main[] =
     "usage: char_lm <command> [flags]\n"
     "\n"
@@ -97,6 +101,7 @@ static const char usage_train[] =
     "                         or tty (redrawn in place with \\r and ESC [K even in a file)\n"
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
+    KERNELS_HELP
     "\n"
     "model                                      tiny    baby    small\n"
     "  --n-layer N            blocks              2       4       6\n"
@@ -155,7 +160,8 @@ static const char usage_sample[] =
     "  --top-k N              sample only among the N likeliest characters (0: all), 0\n"
     "  --seed N               random seed, 1337 (same seed, same text)\n"
     "  --trace-shapes         print one forward pass over the prompt op by op first\n"
-    "  --trace-only           print the trace and stop\n";
+    "  --trace-only           print the trace and stop\n"
+    KERNELS_HELP;
 
 static const char usage_eval[] =
     "usage: char_lm eval --ckpt DIR [--from latest|best] --data FILE\n"
@@ -169,7 +175,8 @@ static const char usage_eval[] =
     "  --data FILE            UTF-8 text; every character must be in the checkpoint's vocabulary\n"
     "                         (at most 2 GiB; loading it takes at most 5x its size in memory)\n"
     "  --trace-shapes         print one forward pass over the first windows op by op first\n"
-    "  --trace-only           print the trace and stop\n";
+    "  --trace-only           print the trace and stop\n"
+    KERNELS_HELP;
 
 static const char usage_attn[] =
     "usage: char_lm attn --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png\n"
@@ -320,9 +327,16 @@ static ag_status take_long(flag_arg *f, long lo, long hi, long *out, ag_error *e
     return parse_long(f->flag, f->value, lo, hi, out, err);
 }
 
-/* --trace-shapes / --trace-only: true when f is one of them (and sets it). */
-static bool trace_flag(lm_trace_args *t, const flag_arg *f, ag_status *st, ag_error *err)
+/* --trace-shapes / --trace-only / --kernels: true when f is one of them (and sets it). */
+static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *err)
 {
+    if (strcmp(f->flag, "--kernels") == 0) {
+        ag_kernels_id id;
+        *st = take_value(f, err);
+        if (*st == AG_OK) *st = ag_kernels_parse(f->value, "--kernels ", &id, err);
+        if (*st == AG_OK) t->kernels = f->value;
+        return true;
+    }
     bool shapes = strcmp(f->flag, "--trace-shapes") == 0, only = strcmp(f->flag, "--trace-only") == 0;
     if (!shapes && !only) return false;
     *st = no_value(f, err);

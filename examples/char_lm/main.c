@@ -348,12 +348,26 @@ static int cmd_attn(const lm_attn_args *a)
     return 0;
 }
 
+/* --kernels becomes AG_KERNELS, which every ctx and the parameters read when they are made
+ * (src/tensor/speed.h); a bad AG_KERNELS is refused here, before anything runs */
+static ag_status use_kernels(const lm_cli *cli, ag_error *err)
+{
+    const char *k = cli->cmd == LM_CMD_TRAIN    ? cli->train.trace.kernels
+                    : cli->cmd == LM_CMD_SAMPLE ? cli->sample.trace.kernels
+                    : cli->cmd == LM_CMD_EVAL   ? cli->eval.trace.kernels
+                                                : NULL;
+    if (k && setenv("AG_KERNELS", k, 1) != 0) return ag_seterr(err, AG_ERR_ARG, "--kernels: cannot set AG_KERNELS");
+    ag_kernels_id id;
+    return ag_kernels_from_env(&id, err);
+}
+
 int main(int argc, char **argv)
 {
     lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);
+    if (use_kernels(&cli, &e)) return fail(AG_ERR_ARG, &e);
     int code;
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);

@@ -231,12 +231,14 @@ void lm_trace_params(FILE *out, const ag_params *P)
 // --- the trace ---
 
 /* What the trace shows, its sizes and the column heads. */
-static void print_head(FILE *out, const ag_gpt_config *cfg, int B, int T, const letters *LP, const char *what)
+static void print_head(FILE *out, const ag_gpt_config *cfg, int B, int T, const letters *LP, const char *what,
+                       const char *kernels)
 {
     fprintf(out, "--trace-shapes: one forward pass of %s, op by op as the tape recorded it\n", what);
     fprintf(out, "attention is shown op by op (composed_attention = true for this pass); %s\n",
             cfg->composed_attention ? "the run takes the same composed path"
                                     : "the run uses the fused kernel (one op \"attention\", the same numbers) where it can");
+    fprintf(out, "kernels: %s (--kernels, AG_KERNELS: the table every op of the run calls)\n", kernels);
     fprintf(out, "sizes: B=%d T=%d C=%d H=%d D=%d V=%d T_max=%d %s=%d  (a size two letters share is printed as a "
             "number)\n", B, T, cfg->n_embd, cfg->n_head, cfg->n_embd / cfg->n_head, cfg->vocab_size, cfg->block_size,
             LP->name[LP->n - 1], LP->value[LP->n - 1]);
@@ -262,7 +264,7 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
         ag_ctx_free(ctx);
         return s;
     }
-    print_head(out, cfg, B, T, &LP, what);
+    print_head(out, cfg, B, T, &LP, what, ag_ctx_kernels_name(ctx));
     tracer tr = { out, &L, &LP, &LE, cfg, 0 };
     ag_tape_foreach(ctx, trace_node, &tr);
     fprintf(out, "%d ops", tr.count);

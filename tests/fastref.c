@@ -65,8 +65,9 @@ int fr_compare(const char *what, const char *mode, const char *tensor, const ag_
         bool same = (isnan(f) && isnan(r)) || f == r ||
                     (isfinite(r) && fabs(f - r) <= FR_ATOL + FR_RTOL * (fabs(r) + scale));
         if (!same && bad++ == 0)
-            snprintf(msg, msglen, "%s (%s): %s[%zu]: fast %.9g, reference %.9g (largest |reference| %.3g)", what,
-                     mode, tensor, e, f, r, scale);
+            snprintf(msg, msglen,
+                     "%s (%s): the fast kernel differs from the reference: %s[%zu]: fast %.9g, reference %.9g "
+                     "(largest |reference| %.3g)", what, mode, tensor, e, f, r, scale);
     }
     return bad;
 }

@@ -2,7 +2,7 @@
  * the loss sum(out * R), the tolerances and the per-build defaults are explained).
  *
  * What is left here is for check: GC_ASSERT fails the running test with the check's one-line
- * message ("rmsnorm (f64): FAIL input 0 element 26: analytic ... numeric ..., relative error
+ * message ("rmsnorm (reference, f64): FAIL input 0 element 26: analytic ... numeric ..., relative error
  * 3.51 > tolerance 1.29e-06 (2.7e+06 times over); 48 of 56 elements fail"), and gc_tensor_new
  * fills a persistent input with seeded uniform values. */
 #ifndef AG_TESTS_GRADCHECK_H
@@ -17,9 +17,11 @@ typedef ag_gradcheck_opts gc_opts;
 /* The defaults of this build (float or double): ag_gradcheck_defaults. */
 gc_opts gc_defaults(const char *name);
 
-/* Runs ag_gradcheck in a private ctx. Returns the number of failing elements (0 = pass); then
- * msg gets the check's one-line message. -1 when the check could not run (a bad input, the
- * build failed, OOM): msg gets the reason. */
+/* Runs ag_gradcheck in a private ctx on both kernel tables, reference then fast (o->kernels
+ * NULL), or on the one o->kernels names. Returns the number of failing elements of the first
+ * table that fails (0 = pass on both); then msg gets the check's one-line message, which names
+ * the table ("softmax (reference, f64): FAIL ..."). -1 when the check could not run (a bad
+ * input, the build failed, OOM): msg gets the reason. */
 int gc_check(const gc_opts *o, gc_build_fn build, ag_tensor **inputs, int n_inputs, void *user,
              char *msg, size_t msglen);
 

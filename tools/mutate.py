@@ -11,10 +11,10 @@ binary exits non-zero. When tests only ran out of time (check's limit, --timeout
 reported apart: on a loaded machine that can be the load (rerun those ids). After the loop the
 tree is rebuilt unmodified.
 
-Both kernel paths are mutated (src/tensor/kernel.h explains them). The id says which one:
-    ref_<op>_...   the reference kernel in src/tensor/ops/<op>.c (run when a ctx asks for the
-                   reference kernels, and in `make REFERENCE=1`)
-    fast_<op>_...  the fast kernel in src/tensor/fast/<op>.c or fast.h (the default build)
+Both kernel tables are mutated (src/tensor/kernel.h explains them); the default test binaries run
+every gradient check on both, so neither needs another build. The id says which one:
+    ref_<op>_...   the reference kernel in src/tensor/ops/<op>.c (the reference table)
+    fast_<op>_...  the fast kernel in src/tensor/fast/<op>.c, fast.h or kernels.c (the fast table)
     both_<op>_...  code both paths run: the ops without a fast kernel (mul, scale, dropout,
                    embedding, heads, masked_fill, reshape), the one backward of cross-entropy and
                    SiLU, a backward step's own code, what an op saves for its backward, the tape
@@ -66,7 +66,7 @@ SUITES = {
     "cross_entropy": ["norm_loss", "fast_ref_rows", "grad_gaps", "tape"] + MODEL,
     "gelu": ["elementwise", "fast_ref_rows", "grad_gaps", "tape"] + MODEL,
     "silu": ["swiglu", "fast_ref_rows", "switches"],
-    "softmax": ["attention_ops", "fast_ref", "fused", "matmul", "grad_gaps", "tape"] + MODEL,
+    "softmax": ["softmax", "attention_ops", "fused", "matmul", "grad_gaps", "tape"] + MODEL,
     "linear": ["norm_loss", "fast_ref_products", "grad_gaps", "tape"] + MODEL,
     "matmul": ["matmul", "fast_ref_products", "attention_ops", "fused", "gradcheck", "grad_gaps", "tape"] + MODEL,
     "attention": ["fast_ref_products", "fused"] + MODEL,
@@ -79,7 +79,7 @@ SUITES = {
     "masked_fill": ["attention_ops", "fused", "tape"] + MODEL,
     "reshape": ["matmul", "attention_ops", "fused", "grad_gaps", "tape"] + MODEL,
     "tape": ["tape", "grad_gaps", "gradcheck", "elementwise", "attention_ops"] + MODEL,
-    "fast": ["parallel", "fast_ref", "fast_ref_rows", "fast_ref_products", "grad_gaps"] + MODEL,  # fast.h
+    "fast": ["parallel", "softmax", "fast_ref_rows", "fast_ref_products", "grad_gaps"] + MODEL,  # fast.h
 }
 
 
@@ -267,8 +267,8 @@ mut("fast_rms_dw_dyoffset", FAST + "rmsnorm.c", RMS + " (dw) (fast)", "dy of blo
 mut("fast_rms_dw_xoffset", FAST + "rmsnorm.c", RMS + " (dw) (fast)", "x of block 0 for every column block",
     [("*xr = x + r * C + c0,", "*xr = x + r * C,")])
 mut("ref_rms_step_nodw", OPS + "rmsnorm.c", RMS + " step (ref)", "dw not passed to the reference kernel",
-    [("else rmsnorm_backward(dx, dw,", "else rmsnorm_backward(dx, NULL,")])
-mut("fast_rms_step_nodw", OPS + "rmsnorm.c", RMS + " step (fast)", "dw not passed to the fast kernel",
+    [("    rmsnorm_backward(dx, dw,", "    rmsnorm_backward(dx, NULL,")])
+mut("fast_rms_step_nodw", FAST + "kernels.c", RMS + " step (fast)", "dw not passed to the fast kernel",
     [("ag_fast_rmsnorm_backward(dx, dw,", "ag_fast_rmsnorm_backward(dx, NULL,")])
 
 # ---------------- cross-entropy: one backward (ops/), a forward per path that saves probs ----------------
@@ -383,8 +383,8 @@ mut("ref_sm_dot_noreset", OPS + "softmax.c", SM + " (ref)", "dot not reset per r
       "    ag_real dot = 0;\n#pragma omp parallel for schedule(static) if (R * N >= AG_PAR_MIN)\n    for (size_t r = 0; r < R; r++) {\n        const ag_real *yr = y + r * N, *dyr"),
      ("        ag_real dot = 0;                                    /* sum_k dy[k] y[k] */\n", "")])
 mut("ref_sm_step_y_dy_swapped", OPS + "softmax.c", SM + " step (ref)", "y and dy swapped in the call",
-    [("else softmax_backward(dx, y->data, y->grad,", "else softmax_backward(dx, y->grad, y->data,")])
-mut("fast_sm_step_y_dy_swapped", OPS + "softmax.c", SM + " step (fast)", "y and dy swapped in the call",
+    [("    softmax_backward(dx, y->data, y->grad,", "    softmax_backward(dx, y->grad, y->data,")])
+mut("fast_sm_step_y_dy_swapped", FAST + "kernels.c", SM + " step (fast)", "y and dy swapped in the call",
     [("ag_fast_softmax_backward(dx, y->data, y->grad,", "ag_fast_softmax_backward(dx, y->grad, y->data,")])
 
 # ---------------- fast.h: the lane reductions and column blocks the fast kernels share ----------------

@@ -8,14 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../tensor/rng.h"
+#include "../tensor/speed.h" /* the kernel tables */
 #include "gradcheck.h"
 
 ag_gradcheck_opts ag_gradcheck_defaults(const char *name)
 {
 #ifdef AG_DOUBLE
-    ag_gradcheck_opts o = { name, 1e-6, 1e-8, 1e-6, 64, 1234 };
+    ag_gradcheck_opts o = { name, 1e-6, 1e-8, 1e-6, 64, 1234, NULL };
 #else
-    ag_gradcheck_opts o = { name, 1e-2, 2e-2, 5e-2, 32, 1234 };
+    ag_gradcheck_opts o = { name, 1e-2, 2e-2, 5e-2, 32, 1234, NULL };
 #endif
     return o;
 }
@@ -205,6 +206,16 @@ static ag_status run(check *c, ag_gradcheck_result *results, ag_error *err)
     return s;
 }
 
+/* opts->kernels, when it names a table, on the check's ctx */
+static ag_status use_table(ag_ctx *ctx, const ag_gradcheck_opts *o, ag_error *err)
+{
+    ag_kernels_id table;
+    if (!o->kernels) return AG_OK;
+    if (ag_kernels_parse(o->kernels, "ag_gradcheck: kernels ", &table, err) != AG_OK) return AG_ERR_ARG;
+    ag_ctx_set_kernels(ctx, table);
+    return AG_OK;
+}
+
 ag_status ag_gradcheck(ag_ctx *ctx, ag_gradcheck_fn build, void *user, ag_tensor *const *inputs,
                        int n_inputs, const ag_gradcheck_opts *opts, ag_gradcheck_result *results,
                        ag_error *err)
@@ -220,7 +231,7 @@ ag_status ag_gradcheck(ag_ctx *ctx, ag_gradcheck_fn build, void *user, ag_tensor
     c.saved_grad = calloc((size_t)n_inputs, sizeof *c.saved_grad);
     if (!c.ctx || !c.analytic || !c.saved_grad) {
         s = ag_seterr(err, AG_ERR_NOMEM, "ag_gradcheck %s: out of memory", c.name);
-    } else {
+    } else if ((s = use_table(c.ctx, o, err)) == AG_OK) {
         bool grad_was = ag_ctx_grad_enabled(c.ctx);
         ag_rng_seed(&c.rng, o->seed);
         s = run(&c, results, err);
@@ -285,10 +296,13 @@ char *ag_gradcheck_message(const ag_gradcheck_opts *opts, const ag_gradcheck_res
     }
     char what[448] = "no inputs";
     if (results && n > 0) describe(what, sizeof what, worst, &results[worst]);
+    char build[32]; /* "f64", or "reference, f64" when the options name the table */
+    snprintf(build, sizeof build, "%s%s%s", opts && opts->kernels ? opts->kernels : "",
+             opts && opts->kernels ? ", " : "", AG_REAL_NAME);
     if (failed)
-        snprintf(buf, len, "%s (%s): FAIL %s; %zu of %zu elements fail", name, AG_REAL_NAME, what, failed, checked);
+        snprintf(buf, len, "%s (%s): FAIL %s; %zu of %zu elements fail", name, build, what, failed, checked);
     else
-        snprintf(buf, len, "%s (%s): ok, %d input%s, %zu elements, worst %s", name, AG_REAL_NAME, n, n == 1 ? "" : "s",
+        snprintf(buf, len, "%s (%s): ok, %d input%s, %zu elements, worst %s", name, build, n, n == 1 ? "" : "s",
                  checked, what);
     return buf;
 }

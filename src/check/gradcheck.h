@@ -68,6 +68,9 @@ typedef struct {
     double atol, rtol;  /* an element passes when |analytic - numeric| <= atol + rtol |numeric| */
     int max_elems;      /* elements checked per input; 0 = every element */
     uint64_t seed;      /* R, the starting gradients and the element sample */
+    const char *kernels; /* "reference" or "fast": the kernel table to check (speed.h), set on
+                          * the check's ctx and named in the message ("softmax (reference, f64):
+                          * FAIL ..."); NULL (the default): the ctx's table, unnamed */
 } ag_gradcheck_opts;
 
 /* The defaults of this build: in double (AG_DOUBLE) eps 1e-6, atol 1e-8, rtol 1e-6; in float

@@ -1,10 +1,10 @@
-/* test_attention_ops.c -- softmax, masked_fill, split/merge heads, and scaled dot-product
- * attention composed from them: softmax(Q K^T / sqrt(D) masked) V. */
+/* test_attention_ops.c -- masked_fill, split/merge heads, and scaled dot-product attention
+ * composed from them and softmax: softmax(Q K^T / sqrt(D) masked) V. (softmax's own tests:
+ * test_softmax.c.) */
 #include <check.h>
 #include <math.h>
 #include "gradcheck.h"
 
-static ag_tensor *build_softmax(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_softmax(ctx, in[0]); }
 static ag_tensor *build_split(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_split_heads(ctx, in[0], 2); }
 static ag_tensor *build_merge(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_merge_heads(ctx, in[0]); }
 /* masked_fill with a finite fill value: -inf would make sum(out * R) infinite */
@@ -33,60 +33,6 @@ static ag_tensor *build_sdpa(ag_ctx *ctx, ag_tensor **in, void *user)
 
 /* the classic three-token example: Q = K = V = X */
 static const ag_real three_tokens[12] = { 1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0 };
-
-START_TEST(test_softmax_rows_sum_to_one)
-{
-    ag_ctx *ctx = ag_ctx_new();
-    ag_tensor *x = ag_tensor_new2(ctx, 4, 7);
-    ag_rng r;
-    ag_rng_seed(&r, 3);
-    for (int i = 0; i < 28; i++) x->data[i] = (ag_real)(20 * ag_rng_uniform(&r) - 10);
-    x->data[0] = 1000; /* max subtraction: no overflow */
-    ag_tensor *y = ag_softmax(ctx, x);
-    for (int row = 0; row < 4; row++) {
-        double s = 0;
-        for (int j = 0; j < 7; j++) {
-            ck_assert(isfinite(y->data[row * 7 + j]) && y->data[row * 7 + j] >= 0);
-            s += y->data[row * 7 + j];
-        }
-        ck_assert_double_eq_tol(s, 1, 1e-6);
-    }
-    ck_assert_double_eq_tol(y->data[0], 1, 1e-6);
-    ag_ctx_free(ctx);
-}
-END_TEST
-
-START_TEST(test_softmax_fully_masked_row)
-{
-    ag_ctx *ctx = ag_ctx_new();
-    int s[2] = { 2, 3 };
-    ag_tensor *x = ag_tensor_leaf(ctx, 2, s);
-    for (int j = 0; j < 3; j++) x->data[j] = -INFINITY; /* row 0 fully masked */
-    x->data[3] = 1;
-    x->data[4] = -INFINITY;
-    x->data[5] = 2;
-    ag_tensor *y = ag_softmax(ctx, x);
-    for (int j = 0; j < 3; j++) ck_assert(y->data[j] == 0); /* zeros, not NaN */
-    ck_assert(y->data[4] == 0);
-    ag_real dy[6] = { 1, 2, 3, 4, 5, 6 };
-    ck_assert_int_eq(ag_backward_from(ctx, y, dy), AG_OK);
-    for (int j = 0; j < 6; j++) ck_assert(isfinite(x->grad[j]));
-    for (int j = 0; j < 3; j++) ck_assert(x->grad[j] == 0); /* zero gradient */
-    ck_assert(x->grad[4] == 0);
-    ag_ctx_free(ctx);
-}
-END_TEST
-
-START_TEST(test_softmax_grad)
-{
-    int s[3] = { 2, 3, 5 };
-    ag_tensor *in[1] = { gc_tensor_new(3, s, 31, -2, 2) };
-    gc_opts o = gc_defaults("softmax");
-    o.max_elems = 0;
-    GC_ASSERT(&o, build_softmax, in, 1, NULL);
-    gc_tensor_free(in[0]);
-}
-END_TEST
 
 START_TEST(test_masked_fill_grad)
 {
@@ -189,13 +135,10 @@ Suite *attention_ops_suite(void)
 {
     Suite *s = suite_create("attention_ops");
     TCase *f = tcase_create("forward");
-    tcase_add_test(f, test_softmax_rows_sum_to_one);
-    tcase_add_test(f, test_softmax_fully_masked_row);
     tcase_add_test(f, test_three_token_example);
     tcase_add_test(f, test_causal_mask_zero_future_weight);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
-    tcase_add_test(g, test_softmax_grad);
     tcase_add_test(g, test_masked_fill_grad);
     tcase_add_test(g, test_heads_roundtrip_and_grad);
     tcase_add_test(g, test_sdpa_causal_grad);

@@ -751,7 +751,6 @@ START_TEST(test_chinese_corpus)
     lm_train_opts o2 = opts(in_dir("post"), c);
     ck_assert_msg(lm_train(&o2, &r, fresh_cause()) == AG_OK, "%s", cause.msg);
     ck_assert_int_eq(lm_model_load(in_dir("post"), &m, fresh_cause()), AG_OK);
-    ck_assert(ag_gpt_cache_exact(m.g));
     check_sample(&m);
 
     /* greedy sampling through the cache = the argmax of a full forward over the prompt */

@@ -1,8 +1,8 @@
 /* attn.h -- looking inside attention: the weights of one layer for a prompt (`char_lm attn`
  * draws them as heat maps) and the summary statistics --log-attn-stats writes per layer.
  *
- * The weights come from the attention layer itself: ag_mha's `record` field makes a forward
- * store A = softmax(scale q k^T, masked) [B,H,T,T], taking the composed path (the fused
+ * The weights come from the attention layer itself: ag_forward_opts' `record_attention` slots
+ * make a forward store A = softmax(scale q k^T, masked) [B,H,T,T], taking the composed path (the fused
  * kernel keeps A only in its own backward buffer). Nothing here prints or exits. */
 #ifndef LM_ATTN_H
 #define LM_ATTN_H

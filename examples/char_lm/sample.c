@@ -46,26 +46,21 @@ int lm_sample_logits(const ag_real *logits, int V, double temperature, int top_k
 
 // --- generation ---
 
-/* Feeds tokens at positions 0, 1, ... and keeps the logits of the last one. With a KV cache
- * each token costs one position. Every model has one today (the cached step runs the same
- * blocks as training); the full forward over the tokens fed so far, up to block_size positions
- * per token, stays as the path for a model ag_gpt_cache_exact would ever refuse. */
+/* Feeds tokens at positions 0, 1, ... through the KV cache, one position per token (the cached
+ * step runs the same blocks as training), and keeps the logits of the last one. */
 typedef struct {
     ag_ctx *ctx;
     ag_gpt *g;
-    ag_kv_cache *cache;   /* or NULL: full forwards over ids */
-    int *ids;             /* [T] the tokens fed since the last clear */
-    int len;
+    ag_kv_cache *cache;
+    int len;              /* tokens fed since the last clear */
     ag_real *logits;      /* [V] of the last token fed */
 } feeder;
 
 /* The buffers of a feeder for g; false when out of memory (feeder_release frees what there is). */
 static bool feeder_init(feeder *f, ag_gpt *g)
 {
-    bool cached = ag_gpt_cache_exact(g);
-    *f = (feeder){ag_ctx_new(), g, cached ? ag_kv_cache_new(g) : NULL, malloc((size_t)g->cfg.block_size * sizeof(int)),
-                  0, malloc((size_t)g->cfg.vocab_size * sizeof(ag_real))};
-    if (!f->ctx || (cached && !f->cache) || !f->ids || !f->logits) return false;
+    *f = (feeder){ag_ctx_new(), g, ag_kv_cache_new(g), 0, malloc((size_t)g->cfg.vocab_size * sizeof(ag_real))};
+    if (!f->ctx || !f->cache || !f->logits) return false;
     ag_ctx_set_grad(f->ctx, false);
     return true;
 }
@@ -73,7 +68,6 @@ static bool feeder_init(feeder *f, ag_gpt *g)
 static void feeder_release(feeder *f)
 {
     free(f->logits);
-    free(f->ids);
     ag_kv_cache_free(f->cache);
     ag_ctx_free(f->ctx);
 }
@@ -81,28 +75,20 @@ static void feeder_release(feeder *f)
 static ag_status feed(feeder *f, int id, ag_error *err)
 {
     ag_ctx_reset(f->ctx);
-    ag_tensor *y;
-    f->ids[f->len++] = id;
-    if (f->cache) {
-        y = ag_gpt_forward_cached(f->ctx, f->g, f->cache, id);                  // [V]
-    } else {
-        y = ag_gpt_forward(f->ctx, f->g, f->ids, NULL, 1, f->len, NULL, NULL);   // [1,len,V]
-        if (y) y = ag_reshape(f->ctx, y, 2, (int[2]){ f->len, f->g->cfg.vocab_size }); // [len,V]
-    }
+    ag_tensor *y = ag_gpt_forward_cached(f->ctx, f->g, f->cache, id);                  // [V]
     if (!y) {
-        f->len--;
         ag_status s = ag_ctx_status(f->ctx) ? ag_ctx_status(f->ctx) : AG_ERR_ARG;
         return ag_seterr(err, s, "sampling: %s", ag_ctx_error(f->ctx) ? ag_ctx_error(f->ctx) : "forward failed");
     }
-    size_t V = (size_t)f->g->cfg.vocab_size;
-    memcpy(f->logits, y->data + (ag_numel(y) - V), V * sizeof(ag_real));   /* the last position */
+    f->len++;
+    memcpy(f->logits, y->data, (size_t)f->g->cfg.vocab_size * sizeof(ag_real));
     return AG_OK;
 }
 
 static void feeder_clear(feeder *f)
 {
     f->len = 0;
-    if (f->cache) ag_kv_cache_clear(f->cache);
+    ag_kv_cache_clear(f->cache);
 }
 
 /* A full window: keep its last keep-1 tokens and feed them again from position 0. win [T]

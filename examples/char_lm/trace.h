@@ -1,6 +1,6 @@
 /* trace.h -- --trace-shapes: one forward pass of the model printed op by op, from the tape.
  *
- * The forward runs in grad mode, so every op records a node (tensor.h's ag_tape_foreach walks
+ * The forward runs in grad mode, so every op records a node (debug.h's ag_tape_foreach walks
  * them in execution order); each node gives a line with its op name, its input shapes, its
  * output shape and the layer (node scope) it ran in, in MODEL.md's letters:
  *

@@ -8,7 +8,9 @@
  * on. With NEXT, the checkpoint char_lm wrote after iteration N (`char_lm train --resume
  * --max-iters N+1` on a copy of CKPT), every weight and both Adam moments must equal it bit
  * for bit, and the loss NEXT/metrics.csv has for iteration N: exit 0 when they do, 1 when not,
- * 2 on an error. A single process, one micro-batch: no --grad-accum, no ranks. */
+ * 2 on an error. A single process, one micro-batch, the plain step: no --grad-accum, no ranks,
+ * and NEXT from `char_lm train --shards 1` (char_lm's default splits the windows over the threads,
+ * which rounds otherwise). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

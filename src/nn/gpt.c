@@ -165,12 +165,6 @@ void ag_gpt_free(ag_gpt *g)
     free(g);
 }
 
-bool ag_gpt_cache_exact(const ag_gpt *g)
-{
-    /* the cached step runs ag_block_forward itself, whatever the block's norms, MLP or scale */
-    return g != NULL;
-}
-
 // --- forward ---
 
 /* ids [B*T] at positions first..first+T-1 -> logits [B,T,V], where first is 0, or cache->len for

@@ -237,11 +237,6 @@ void ag_gpt_free(ag_gpt *g); /* NULL ok */
 ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
                           const ag_forward_opts *opts, ag_tensor **loss);
 
-/* Whether ag_gpt_forward_cached below computes what ag_gpt_forward does for g's config (within
- * rounding): true for every model, since the cached step runs the same blocks (Pre- or Post-LN,
- * LayerNorm or RMSNorm, either MLP, scale, mask fill and init); false only for NULL. */
-bool ag_gpt_cache_exact(const ag_gpt *g);
-
 /* ---- a training pass with the batch in shards, one thread each ----
  * The plain pass (ag_gpt_forward, then ag_backward_from) splits every op over the threads:
  * each op starts a parallel loop and waits for its slowest thread at the end, about 140 times

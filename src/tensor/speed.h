@@ -35,8 +35,9 @@ ag_ctx *ag_ctx_new_like(const ag_ctx *like);
  * ag_ctx_new takes the table from the environment: AG_KERNELS=reference or fast (unset or
  * empty: fast; any other value: ag_ctx_new returns NULL, and ag_kernels_from_env says why).
  * ag_ctx_set_kernels changes it; set it before a forward, not between a forward and its
- * backward. The optimizers take theirs in ag_adam_cfg. A `make REFERENCE=1` library has no
- * fast table: both names give the reference one. */
+ * backward. The optimizers take theirs from the ag_params (P->kernels: AG_KERNELS, read by
+ * ag_params_new). A `make REFERENCE=1` library has no fast table: both names give the
+ * reference one. */
 typedef enum { AG_KERNELS_FAST, AG_KERNELS_REFERENCE } ag_kernels_id;
 void ag_ctx_set_kernels(ag_ctx *ctx, ag_kernels_id id);
 ag_kernels_id ag_ctx_kernels(const ag_ctx *ctx);

@@ -200,6 +200,33 @@ START_TEST(test_worst_is_never_zero_against_zero)
 }
 END_TEST
 
+/* opts.kernels: the check runs on that table (its ctx says so) and the message names it; a name
+ * that is no table is refused before anything runs */
+START_TEST(test_kernel_table_named)
+{
+    int s[1] = { 5 };
+    ag_tensor *in[2] = { gc_tensor_new(1, s, 3, -1, 1), gc_tensor_new(1, s, 4, -1, 1) };
+    ag_gradcheck_result r[2];
+    ag_error err = { 0 };
+    bwd_bug bug = BWD_RIGHT;
+    gc_opts o = gc_defaults("mul");
+    o.kernels = "reference";
+    ag_ctx *ctx = ag_ctx_new();
+    ck_assert_int_eq(ag_gradcheck(ctx, build_mul, &bug, in, 2, &o, r, &err), AG_OK);
+    ck_assert_str_eq(ag_ctx_kernels_name(ctx), "reference");
+    char line[AG_GRADCHECK_MSG], want[32];
+    snprintf(want, sizeof want, "mul (reference, %s): ok", AG_REAL_NAME);
+    ag_gradcheck_message(&o, r, 2, line, sizeof line);
+    ck_assert_msg(strncmp(line, want, strlen(want)) == 0, "%s", line);
+    o.kernels = "slow";
+    ck_assert_int_eq(ag_gradcheck(ctx, build_mul, &bug, in, 2, &o, r, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "ag_gradcheck: kernels slow: not a kernel table (reference or fast)");
+    ag_ctx_free(ctx);
+    gc_tensor_free(in[0]);
+    gc_tensor_free(in[1]);
+}
+END_TEST
+
 /* a backward that writes `=` passes a check that starts from zero gradients; not this one */
 START_TEST(test_overwriting_backward_fails)
 {
@@ -403,6 +430,7 @@ Suite *gradcheck_suite(void)
     tcase_add_test(t, test_bad_inputs_refused);
     tcase_add_test(t, test_build_error_passed_on);
     tcase_add_test(t, test_owned_tensor);
+    tcase_add_test(t, test_kernel_table_named);
     suite_add_tcase(s, t);
     return s;
 }

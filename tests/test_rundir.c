@@ -487,7 +487,8 @@ START_TEST(test_clean)
                             "ckpt-00000009/model.safetensors", "ckpt-00000001", "ckpt-00000005", "ckpt-00000003"};
     plant(ck, leftovers, 7);
     plant(ck, theirs, 8);
-    lm_ckpt_clean(ck, 0, left, sizeof left);
+    char note[8192];
+    lm_ckpt_clean(ck, 0, left, sizeof left, note, sizeof note);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
@@ -1432,6 +1433,91 @@ START_TEST(test_nan_message)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// round four (issue 35): the best checkpoint found from the train state, removals that a kill
+// cannot leave half done, a fresh run's orphan, a run directory moved away
+
+/* A run whose best (ckpt-30) is not its live checkpoint (ckpt-32): 30 steps evaluated every 10,
+ * then two at a rate too high for them, evaluated after each (the issue's reproduction). */
+static const char *best_behind_live(const char *name, char *run)
+{
+    const char *dir = fresh_dir(name);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-iters", "4",
+                       "--eval-interval", "10", "--max-iters", "30"), &o, 0));
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "32",
+                       "--eval-interval", "2", "--lr", "0.3", "--min-lr", "0"), &o, 0));
+    snprintf(run, PATH_MAX, "%s", proc_path(dir, "run"));
+    ck_assert_str_eq(latest_name(run), "ckpt-00000032");
+    char *best = proc_read_file(proc_path(run, "best"), NULL);
+    ck_assert_msg(best && strcmp(best, "ckpt-00000030\n") == 0, "the setup's best: %s", best ? best : "(none)");
+    free(best);
+    return dir;
+}
+
+static const char *const hostile_best[] = {"deleted", "empty", "garbage", "CRLF", "2 MB", "../x", "absolute",
+                                           "a FIFO", "a link to /dev/zero", "a directory", "the live one's name"};
+#define N_HOSTILE_BEST (int)(sizeof hostile_best / sizeof *hostile_best)
+
+/* run/best made what hostile_best[k] says. */
+static void spoil_best(const char *run, int k)
+{
+    char best[PATH_MAX];
+    snprintf(best, sizeof best, "%s", proc_path(run, "best"));
+    ck_assert_int_eq(unlink(best), 0);
+    static const char *const text[] = {NULL, "", "x y z\n", "ckpt-00000030\r\n", NULL, "../x\n", "/tmp/ckpt-00000030\n"};
+    if (k == 4) {
+        char *big = malloc(2 << 20);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'c', 2 << 20);
+        proc_write_file(best, big, 2 << 20);
+        free(big);
+    } else if (k > 0 && k < 7) {
+        proc_write_file(best, text[k], strlen(text[k]));
+    } else if (k == 7) {
+        ck_assert_int_eq(mkfifo(best, 0644), 0);
+    } else if (k == 8) {
+        ck_assert_int_eq(symlink("/dev/zero", best), 0);
+    } else if (k == 9) {
+        ck_assert_int_eq(mkdir(best, 0755), 0);
+    } else if (k == 10) {
+        proc_write_file(best, "ckpt-00000032\n", 14);
+    }
+}
+
+/* H1: a missing or hostile best never costs the run its best checkpoint: the next train, even
+ * a --resume with nothing to do, finds it from the train state (best_iter), names it in best
+ * again with a one-line warning, and `sample --from best` reads it. It used to remove ckpt-30
+ * (19 of 19 variants). */
+START_TEST(test_hostile_best)
+{
+    char run[PATH_MAX], name[32];
+    snprintf(name, sizeof name, "best%d", _i);
+    const char *dir = best_behind_live(name, run);
+    spoil_best(run, _i);
+    proc_result r;
+    resume_to(dir, "32", &r);
+    const char *warn = strstr(r.err, "char_lm: warning: ");
+    ck_assert_msg(warn && strstr(warn, "best") && strstr(warn, "ckpt-00000030"), "%s: stderr: %s",
+                  hostile_best[_i], r.err);
+    proc_result_free(&r);
+    ck_assert_msg(exists(run, "ckpt-00000030"), "%s: ckpt-00000030, the best, was removed", hostile_best[_i]);
+    char *best = proc_read_file(proc_path(run, "best"), NULL);
+    ck_assert_msg(best && strcmp(best, "ckpt-00000030\n") == 0, "%s: best holds %s", hostile_best[_i],
+                  best ? best : "(nothing)");
+    free(best);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("sample", "--ckpt", "run", "--from", "best", "--max-new-tokens", "5"), &o, 0));
+    spoil_best(run, _i);   /* and a run that goes on with it spoiled keeps it too */
+    resume_to(dir, "34", &r);
+    proc_result_free(&r);
+    const char *now = proc_ckpt_as(run, "best");
+    snprintf(name, sizeof name, "%s", strlen(now) > strlen(run) ? now + strlen(run) + 1 : "");
+    ck_assert_msg(strncmp(name, "ckpt-", 5) == 0 && exists(run, name) && (atol(name + 5) > 30 ||
+                  exists(run, "ckpt-00000030")), "%s: after a save, best names %s", hostile_best[_i], name);
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 /* A test case of s that runs in the suite's scratch root, killed after timeout seconds (0: check's default). */
@@ -1458,6 +1544,7 @@ static void owned_case(Suite *s)
     tcase_add_test(tc, test_data_fifo_without_writer);
     tcase_add_test(tc, test_attn_signal);
     tcase_add_test(tc, test_nan_message);
+    tcase_add_loop_test(tc, test_hostile_best, 0, N_HOSTILE_BEST);
 #else
     (void)test_divergence_keeps_best;
     (void)test_user_checkpoint_left_alone;
@@ -1468,6 +1555,7 @@ static void owned_case(Suite *s)
     (void)test_data_fifo_without_writer;
     (void)test_attn_signal;
     (void)test_nan_message;
+    (void)test_hostile_best;
     (void)tc;
 #endif
 }

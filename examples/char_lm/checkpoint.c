@@ -459,6 +459,17 @@ static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const
     return s;
 }
 
+/* DIR/name is the checkpoint of the run's best evaluation (st->best_iter): kept whatever DIR/best
+ * says (a best deleted or spoiled while the run goes on, issue 35). */
+static bool runs_best(const char *dir, const char *name, const lm_train_state *st)
+{
+    char path[PATHLEN];
+    lm_ckpt_id id;
+    ag_error ignored = {0};
+    return st->best_iter >= 0 && lm_path_join(path, sizeof path, dir, name) &&
+           lm_ckpt_identify(path, &id, &ignored) == AG_OK && id.run_id == st->run_id && id.iter == st->best_iter;
+}
+
 /* After the commit: the checkpoints that were live and best, if this run's and superseded and
  * neither is still named (name is the new one, best the best now); and the older layout's
  * files, if this run's. */
@@ -468,7 +479,7 @@ static void remove_replaced(const char *dir, const lm_train_state *st, const cha
     const char *was[] = {live, old_best};
     for (int i = 0; i < 2; i++)
         if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], best) != 0 &&
-            (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st))
+            (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st) && !runs_best(dir, was[i], st))
             lm_ckpt_remove(dir, was[i]);
     lm_ckpt_id id;
     ag_error ignored = {0};
@@ -824,6 +835,15 @@ static long meta_iter(const ag_st_file *f, const char *key)
     return parse_u64(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
 }
 
+/* The metadata value key of f as a loss (a finite number >= 0), or NaN. */
+static double meta_loss(const ag_st_file *f, const char *key)
+{
+    const char *v = ag_st_meta_get(f, key);
+    char *end = NULL;
+    double x = v && *v ? strtod(v, &end) : NAN;
+    return end && !*end && isfinite(x) && x >= 0 ? x : NAN;
+}
+
 /* The header fields of the pair m (model) and t (train state) of the checkpoint in path. */
 static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, lm_ckpt_id *id,
                                ag_error *err)
@@ -836,6 +856,8 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
     id->model_hash = meta_hex(t, "model_hash");
     id->follows = meta_hex(t, "follows");
     id->best_iter = ag_st_meta_get(t, "best_iter") ? meta_iter(t, "best_iter") : -1;
+    id->eval = meta_loss(t, "eval_val_loss");
+    if (isnan(id->eval)) id->eval = meta_loss(t, "eval_train_loss");   /* no validation split */
     if (id->iter < 0 || meta_iter(t, "iter") != id->iter || meta_hex(t, "run_id") != id->run_id)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are not one checkpoint (iter, run_id)", path);
     return AG_OK;
@@ -846,6 +868,7 @@ ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err)
     char mp[PATHLEN], tp[PATHLEN];
     memset(id, 0, sizeof *id);
     id->best_iter = -1;
+    id->eval = NAN;
     if (path_of(mp, path, LM_MODEL_FILE, err) || path_of(tp, path, LM_STATE_FILE, err)) return AG_ERR_ARG;
     ag_st_file *m = ag_st_load_header(mp, err);   /* the headers alone: cheap for a model of gigabytes */
     ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;

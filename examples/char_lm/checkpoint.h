@@ -91,6 +91,7 @@ typedef struct {
     uint64_t model_hash; /* the train state's (0: none) */
     uint64_t follows;   /* the train state's (0: none) */
     long best_iter;     /* the train state's (-1: none) */
+    double eval;        /* the evaluation saved with it (val; train without a split), NaN: none */
 } lm_ckpt_id;
 
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
@@ -136,10 +137,14 @@ bool lm_ckpt_superseded(const lm_ckpt_id *c, uint64_t run, long iter, uint64_t p
 int lm_ckpt_list(const char *dir, char *buf, size_t n);
 /* What a killed `train` left in DIR, removed: ckpt-*.tmp directories, temporary files of our
  * files, the checkpoints the live one supersedes (those of run `also` too: --overwrite's old
- * run), the older layout's files if superseded; DIR/best mended when it lags the live one, and
- * removed when it names nothing. Anything else stays, named in left [n] ("" if none) for a
- * warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
-void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n);
+ * run), the older layout's files if superseded. DIR/best is found from the live train state
+ * (best_iter; failing that, the lowest saved evaluation of the run's checkpoints), never from
+ * DIR/best alone: a best that lags the live one is mended, one missing or not naming it
+ * (garbage, a FIFO, a link, a directory, the wrong name) is written again, and what was wrong
+ * goes in note [nn] ("" if nothing) for a warning; the best is never removed (issue 35). A best
+ * that names nothing and no best known: removed. Anything else stays, named in left [n] ("" if
+ * none) for a warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
+void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *note, size_t nn);
 /* DIR has no latest but holds whole checkpoints: latest := the newest of them, when all are of
  * one run (what was done in note [n], else ""); AG_ERR_ARG naming them when they are of
  * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */

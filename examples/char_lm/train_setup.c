@@ -272,9 +272,10 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
  * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
 static void tidy(lm_run *R, uint64_t also)
 {
-    char left[1024], msg[1200];
+    char left[1024], msg[1200], note[PATHLEN + 1200];
     if (!lm_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (ddp.h) */
-    lm_ckpt_clean(R->o->out_dir, also, left, sizeof left);
+    lm_ckpt_clean(R->o->out_dir, also, left, sizeof left, note, sizeof note);
+    if (note[0]) lm_log_warn(R, note);   /* DIR/best written again from the train state */
     if (!left[0]) return;
     snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", R->o->out_dir, left);
     lm_log_warn(R, msg);

@@ -1112,7 +1112,7 @@ START_TEST(test_attn_memory)
     alloc_count_start();
     ag_status s = lm_attn_draw(&m, prompt, 0, -1, proc_path(dir, "heat.png"), &e);
     alloc_count_stop(&peak);
-    ck_assert_msg(s == AG_ERR_NOMEM && strstr(e.msg, "attn: block_size 8192") && strstr(e.msg, "refused before "
+    ck_assert_msg(s == AG_ERR_ARG && strstr(e.msg, "attn: block_size 8192") && strstr(e.msg, "refused before "
                   "allocating"), "%s", e.msg);
     ck_assert_msg(peak < (1 << 20), "attn allocated %lld bytes before refusing", peak);
     ck_assert(!exists(dir, "heat.dat") && !exists(dir, "heat.png"));
@@ -1518,6 +1518,41 @@ START_TEST(test_hostile_best)
 }
 END_TEST
 
+/* M2: what a training run holds counts its shards (a gradient buffer of the model's size each
+ * beyond the first) and the ranks on this machine; a default shard count that does not fit is
+ * lowered to one that does, never below one. */
+START_TEST(test_shards_memory)
+{
+    ag_gpt_config m = {.vocab_size = 65, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 512};
+    double one = lm_train_bytes(&m, 16, 1, 1), grad = lm_min_params(&m) * sizeof(ag_real);
+    ck_assert(one > 4 * grad);   /* the weights, their gradients and Adam's two moments at least */
+    ck_assert(fabs(lm_train_bytes(&m, 16, 8, 1) - one - 7 * grad) <= 1e-9 * one);
+    ck_assert(fabs(lm_train_bytes(&m, 16, 8, 3) - 3 * lm_train_bytes(&m, 16, 8, 1)) <= 1e-9 * one);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one + 7 * grad), 8);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one + 2.5 * grad), 3);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one / 2), 1);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 1024, 2, 2 * (one + 15 * grad)), 16);
+}
+END_TEST
+
+/* --threads 1024: the default shards are capped at the machine's cores and the windows, with a
+ * note; it used to make 1024 shards (3.5 GB and 57 s for two steps of baby). */
+START_TEST(test_threads_cap_shards)
+{
+    const char *dir = fresh_dir("threads");
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    char *out = run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--config", "tiny", "--n-layer", "1",
+                              "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--batch-size", "8",
+                              "--eval-iters", "1", "--max-iters", "2", "--threads", "1024"), &o, 0);
+    const char *note = strstr(out, "shards: ");
+    ck_assert_msg(note && strstr(note, "not 1024"), "stdout: %s", out);
+    long n = strtol(note + 8, NULL, 10);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_msg(n >= 1 && n <= 8 && n <= (cores > 2 ? cores : 2), "%ld shards: %s", n, note);
+    free(out);
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 /* A test case of s that runs in the suite's scratch root, killed after timeout seconds (0: check's default). */
@@ -1602,6 +1637,8 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_hash_stops);
     tcase_add_test(tc, test_attn_memory);
     tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
+    tcase_add_test(tc, test_shards_memory);
+    tcase_add_test(tc, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
     owned_case(s);

@@ -687,17 +687,41 @@ double lm_sample_bytes(const ag_gpt_config *m)
     return (m->n_layer * (2 * T * C + H * T + 18 * C) + 2 * V) * sizeof(ag_real);
 }
 
-ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
+double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks)
+{
+    double buffers = 4.0 + (shards > 1 ? shards - 1 : 0);   /* W, dW, Adam's m and v; a dW per replica */
+    return (lm_step_bytes(m, B, true) + buffers * lm_min_params(m) * sizeof(ag_real)) * (ranks > 1 ? ranks : 1);
+}
+
+int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have)
+{
+    int n = want > 1 ? want : 1;
+    double base = lm_train_bytes(m, B, 1, ranks), per = (lm_train_bytes(m, B, 2, ranks) - base);
+    if (per > 0 && base + (n - 1) * per > have) n = have > base ? 1 + (int)floor((have - base) / per) : 1;
+    return n < 1 ? 1 : n;
+}
+
+double lm_machine_bytes(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return AG_OK;   /* unknown: nothing to compare with */
-    double have = (double)pages * (double)page;
-    if (bytes <= have) return AG_OK;
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+const char *lm_bytes_str(double bytes, char *buf)
+{
     bool tera = bytes >= 1e12;
-    return ag_seterr(err, AG_ERR_NOMEM, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
-                     "%.1f %s of memory for one step, more than this machine's %.1f GB; refused before allocating",
-                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, bytes / (tera ? 1e12 : 1e9),
-                     tera ? "TB" : "GB", have / 1e9);
+    snprintf(buf, 24, "%.1f %s", bytes / (tera ? 1e12 : 1e9), tera ? "TB" : "GB");
+    return buf;
+}
+
+ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
+{
+    double have = lm_machine_bytes();
+    if (have <= 0 || bytes <= have) return AG_OK;   /* unknown: nothing to compare with */
+    char need[24];
+    return ag_seterr(err, AG_ERR_ARG, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
+                     "%s of memory for one step, more than this machine's %.1f GB; refused before allocating",
+                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, lm_bytes_str(bytes, need), have / 1e9);
 }
 
 /* model.safetensors of the checkpoint directory where (already resolved). */

@@ -171,8 +171,20 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
  * one position's tensors. */
 double lm_step_bytes(const ag_gpt_config *m, int B, bool train);
 double lm_sample_bytes(const ag_gpt_config *m);
-/* AG_ERR_NOMEM, with the figures, when bytes exceed this machine's physical memory (what
- * names the command: "eval", "train"): refused before anything is allocated. */
+/* Bytes a training run holds (issue 35): one step's (lm_step_bytes; shards split the windows,
+ * their contexts together about the same), the weights, their gradients and Adam's two moments
+ * (lm_min_params each), and one gradient buffer more per shard beyond the first (nn.h: each
+ * replica keeps its own); times the ranks on this machine. */
+double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
+/* The most shards, 1 to want, whose lm_train_bytes fit in have bytes (1 when none do). */
+int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
+/* This machine's physical memory in bytes; 0 when unknown. */
+double lm_machine_bytes(void);
+/* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
+const char *lm_bytes_str(double bytes, char *buf);
+/* AG_ERR_ARG (a config this machine cannot run: exit 2, issue 35), with the figures, when bytes
+ * exceed this machine's physical memory (what names the command: "eval", "train"): refused
+ * before anything is allocated. */
 ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err);
 
 /* A lower bound of the model's parameter count: the embeddings and 12 C^2 - C per block. */

@@ -53,6 +53,7 @@ typedef struct {
     ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
     ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
     ag_gpt_shards *shards;   /* alone (no mpirun): each step's windows split over the threads (nn.h) */
+    int n_shards;            /*   how many the setup chose (1: the plain step), memory counted */
     ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;
 

@@ -160,17 +160,23 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
-/* After training: a taste of what the model learned, then where the curve and the rest are. */
-static int show_result(const char *dir)
+/* After training: a taste of what the model learned (not when the time budget ran out: the
+ * budget holds the whole command, issue 35), then where the curve and the rest are. */
+static int show_result(const char *dir, bool out_of_time)
 {
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(dir, &m, &e);
+    ag_status s = out_of_time ? AG_OK : lm_model_load(dir, &m, &e);
     if (s) return fail(s, &e);
-    lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
-    printf("\nsample (200 characters, temperature 1.0):\n");
-    s = sample_to(stdout, &m, NULL, &so, &e);
-    lm_model_free(&m);
+    if (out_of_time) {
+        printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
+    } else {
+        lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
+        printf("\nsample (200 characters, temperature 1.0):\n");
+        s = sample_to(stdout, &m, NULL, &so, &e);
+        lm_model_free(&m);
+    }
+    if (s == AG_OK) s = flushed(stdout, "stdout", &e);
     if (s) return fail(s, &e);
     if (stop_signal) return stopped_code();
     char png[4096];
@@ -255,7 +261,7 @@ static int cmd_train(const lm_train_args *a)
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
-    return show_result(a->out);
+    return show_result(a->out, r.out_of_time);
 }
 
 // --- sample, eval, attn ---

@@ -274,7 +274,12 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
             r->out_of_time = R->ctl.budget.out_of_time;
             return AG_OK;
         }
-        if ((s = lm_budget_calibrate(R, it, err))) return s;              // --time-budget: fix the count
+        if ((s = lm_budget_calibrate(R, it, &last, err))) return s;       // --time-budget: fix the count
+        if (last) {                                                       // not even one step fits in it
+            r->iter = it;
+            r->out_of_time = true;
+            return lm_log_last_row(R, it, err);
+        }
         if (o->before_step) o->before_step(it, R->learn.m.g, o->hook_user);
         if ((s = train_step(R, it, err))) {
             lm_log_break(R);

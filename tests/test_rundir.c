@@ -1518,6 +1518,32 @@ START_TEST(test_hostile_best)
 }
 END_TEST
 
+/* L5: iteration 2's model with iteration 4's train state (of the same run) is named for what it
+ * is, two iterations, not "two branches of a run mixed". */
+START_TEST(test_iterations_mixed_named)
+{
+    char run[PATH_MAX], later[PATH_MAX], state[PATH_MAX];
+    const char *dir = fresh_run("iters", "2", run);
+    snprintf(later, sizeof later, "%s", proc_path(dir, "later"));
+    proc_copy_tree(run, later);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "later", "--resume", "--max-iters", "4"), &o, 0));
+    snprintf(state, sizeof state, "%s", proc_path(proc_ckpt(later), "train_state.safetensors"));
+    size_t n;
+    char *b = proc_read_file(state, &n);
+    ck_assert_ptr_nonnull(b);
+    proc_write_file(proc_path(proc_ckpt(run), "train_state.safetensors"), b, n);
+    free(b);
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/mixed", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "6"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 1 && strstr(r.err, "iteration 2") && strstr(r.err, "iteration 4") &&
+                  !strstr(r.err, "branches"), "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
 /* M2: what a training run holds counts its shards (a gradient buffer of the model's size each
  * beyond the first) and the ranks on this machine; a default shard count that does not fit is
  * lowered to one that does, never below one. */
@@ -1638,6 +1664,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_attn_memory);
     tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
     tcase_add_test(tc, test_shards_memory);
+    tcase_add_test(tc, test_iterations_mixed_named);
     tcase_add_test(tc, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);

@@ -922,6 +922,22 @@ static ag_status check_binding(const ag_st_file *f, const char *path, const ag_p
                      "branches of a run mixed?)", path, (unsigned long long)want, (unsigned long long)have);
 }
 
+/* The model file in where is of iteration iter too: a pair of two iterations (a copy of a later
+ * state over an earlier model) is named so, before the weights' binding calls it two branches. */
+static ag_status same_iteration(const char *where, long iter, ag_error *err)
+{
+    char mp[PATHLEN];
+    ag_error ignored = {0};
+    if (path_of(mp, where, LM_MODEL_FILE, err)) return AG_ERR_ARG;
+    ag_st_file *m = ag_st_load_header(mp, &ignored);
+    long it = m ? meta_iter(m, "iter") : -1;
+    ag_st_free(m);
+    if (it < 0 || it == iter) return AG_OK;   /* unreadable: the binding check says what is wrong */
+    return ag_seterr(err, AG_ERR_FORMAT, "%s holds model.safetensors of iteration %ld but train_state.safetensors of "
+                     "iteration %ld: the two files are not one checkpoint (a file copied from another?)", where, it,
+                     iter);
+}
+
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
 {
     memset(s, 0, sizeof *s);
@@ -935,6 +951,7 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     const char *pre[] = {"m.", "v."};
     ag_real *bufs[] = {g->params->m, g->params->v};
     if (st == AG_OK) st = read_params(f, path, g, 2, pre, bufs, err);
+    if (st == AG_OK) st = same_iteration(where, s->iter, err);
     if (st == AG_OK) st = check_binding(f, path, g->params, err);
     s->prev_hash = st == AG_OK ? lm_weights_hash(g->params) : 0;   /* the next save follows this one */
     ag_st_free(f);

@@ -56,7 +56,7 @@
  * FIFO nobody writes): the code's own grace is 0.3 s (plot.c) and a checkpoint takes
  * milliseconds; the rest is room for a loaded CI machine and the sanitizers. A hang is
  * forever. */
-#define ANSWER_S 5.0
+#define ANSWER_S 10.0
 /* the tiny preset made smaller; the schedule does not depend on --max-iters */
 #define RUN_FLAGS "--config", "tiny", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", \
                   "--batch-size", "4", "--eval-iters", "1", "--threads", "1", "--warmup-iters", "20",           \
@@ -609,7 +609,7 @@ START_TEST(test_signal_during_evaluation)
     double took = ag_now_s() - t0;
     ck_assert_msg(started, "no header line: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 130, "SIGINT during the evaluation: %s\n%s", proc_status_str(&r), r.err);
-    ck_assert_msg(took < 10, "SIGINT answered after %.1f s", took);
+    ck_assert_msg(took < 20, "SIGINT answered after %.1f s", took);
     ck_assert_msg(strstr(r.out, "interrupted at iteration 0"), "stdout:\n%s", r.out);
     proc_result_free(&r);
     /* the checkpoint of iteration 0 was written, and resumes (its evaluation done anew) */
@@ -637,7 +637,7 @@ START_TEST(test_signal_during_sample)
     proc_wait(pid, io, &o, &r);
     ck_assert_msg(started, "no output: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during sample: %s\n%s", sig, proc_status_str(&r), r.err);
-    ck_assert_msg(ag_now_s() - t0 < 10, "signal %d answered late", sig);
+    ck_assert_msg(ag_now_s() - t0 < 20, "signal %d answered late", sig);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     ck_assert_msg(r.out_len > 0 && r.out[r.out_len - 1] == '\n', "the text does not end with its line");
     proc_result_free(&r);
@@ -756,7 +756,7 @@ START_TEST(test_signal_during_load)
     ck_assert_msg(reading, "char_lm did not read the FIFO: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during the load: %s, expected exit %d\n%s", sig,
                   proc_status_str(&r), 128 + sig, r.err);
-    ck_assert_msg(took < 10, "signal %d answered after %.1f s", sig, took);
+    ck_assert_msg(took < 20, "signal %d answered after %.1f s", sig, took);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     ck_assert_msg(strstr(r.out, "interrupted before training started; nothing written"), "stdout:\n%s", r.out);
     proc_result_free(&r);
@@ -1373,7 +1373,7 @@ START_TEST(test_data_fifo_without_writer)
     ag_error e = {0};
     double t0 = ag_now_s();
     ck_assert_int_eq(ag_corpus_load_with(fifo, &(ag_corpus_opts){.wait_s = 0.5}, &c, &e), AG_ERR_IO);
-    ck_assert_msg(strstr(e.msg, "nothing more came for 0.5 s after 0 bytes") && ag_now_s() - t0 < 5, "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "nothing more came for 0.5 s after 0 bytes") && ag_now_s() - t0 < ANSWER_S, "%s", e.msg);
     proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
     snprintf(io, sizeof io, "%s/train", dir);
     pid_t pid = proc_start(dir, A("train", "--data", "nobody.txt", "--out", "run", RUN_FLAGS), io, &o);

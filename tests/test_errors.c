@@ -85,6 +85,7 @@ enum {
     F_EPIPE = 64,      /* stdout is a pipe nobody reads, SIGPIPE ignored */
     F_FSIZE_METRICS = 128, /* RLIMIT_FSIZE: metrics.csv may grow by 300 bytes */
     F_WARNING = 256,   /* a "char_lm: warning:" line may come before the error line */
+    F_SIGPIPE = 512,   /* with F_EPIPE: SIGPIPE at its default, as a shell leaves it (`| head -c1`) */
 };
 
 typedef struct {
@@ -317,6 +318,11 @@ static const err_case cases[] = {
      "stdout: write failed: No space left on device", F_FULL},
     {"sample to a closed pipe, SIGPIPE ignored", P_NONE, NULL,
      A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1, "stdout: write failed: Broken pipe", F_EPIPE},
+    /* issue 35 (L6): SIGPIPE at its default must not kill silently */
+    {"sample | head -c1", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1,
+     "stdout: write failed: Broken pipe", F_EPIPE | F_SIGPIPE},
+    {"train --resume | head -c1", P_NONE, NULL, RESUME("--max-iters", "4"), 1, "stdout: write failed: Broken pipe",
+     F_EPIPE | F_SIGPIPE | F_METRICS | F_LOADS},
     {"eval to a full device", P_NONE, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
      "stdout: write failed: No space left on device", F_FULL},
     {"metrics.csv cannot grow (file size limit)", P_NONE, NULL,
@@ -638,6 +644,7 @@ START_TEST(test_error_case)
     prepare(dir, c);
 
     proc_opts o = {.drop_root = (c->flags & F_DROP) != 0, .stdout_closed_pipe = (c->flags & F_EPIPE) != 0,
+                   .sigpipe_default = (c->flags & F_SIGPIPE) != 0,
                    .stdout_path = (c->flags & F_FULL) ? "/dev/full" : NULL};
     if (c->flags & F_FSIZE) {
         snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "ckpt")), "train_state.safetensors"));

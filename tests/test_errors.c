@@ -311,6 +311,11 @@ static const err_case cases[] = {
      "iteration 0: the evaluation's val loss is nan: the model has diverged; stopped; kept: ckpt/ckpt-00000002, "
      "the latest, and ckpt/ckpt-00000000, the best",
      F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
+    /* issue 35 (L7): sample and attn refuse it as eval does, never printing newlines or NaN weights */
+    {"sample: a finite but absurd model", P_DIVERGED, NULL, A("sample", "--ckpt", "diverged"), 1,
+     "is not finite", 0},
+    {"attn: a finite but absurd model", P_DIVERGED, NULL,
+     A("attn", "--ckpt", "diverged", "--prompt", "e", "--out", "a.png"), 1, "are not finite or do not sum to 1", 0},
     {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
      "corpus.txt: the loss is nan", 0},
     /* output that cannot be written is an error at once */

@@ -93,11 +93,13 @@ typedef struct {
     const ag_vocab *v;
     FILE *out;
     ag_error *err;
+    bool printed;   /* something went out: the prompt or a character */
 } printer;
 
 static bool print_token(int id, void *user)
 {
     printer *p = user;
+    p->printed = true;
     char buf[5];
     ag_vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
@@ -107,7 +109,7 @@ static bool print_token(int id, void *user)
 /* Prints the prompt (as given) and then each new character as it comes. */
 static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
 {
-    printer p = {&m->vocab, out, err};
+    printer p = {&m->vocab, out, err, false};
     int *ids = NULL;
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
@@ -116,10 +118,11 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
         if (s) return s;
         free(ids);
         fputs(prompt, out);
+        p.printed = true;
         if ((s = flushed(out, "stdout", err))) return s;
     }
     ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
-    fputs("\n", out);
+    if (p.printed) fputs("\n", out);   /* nothing out (a model refused at once): no empty line */
     ag_status f = flushed(out, "stdout", err);
     return s ? s : f;
 }

@@ -96,6 +96,10 @@ static ag_status feed(feeder *f, int id, ag_error *err)
     }
     size_t V = (size_t)f->g->cfg.vocab_size;
     memcpy(f->logits, y->data + (ag_numel(y) - V), V * sizeof(ag_real));   /* the last position */
+    for (size_t i = 0; i < V; i++)   /* finite but absurd weights (every one FLT_MAX): refused, as eval does */
+        if (!isfinite(f->logits[i]))
+            return ag_seterr(err, AG_ERR_NONFINITE, "sampling: the model's output at position %d is not finite (%g): "
+                             "its weights are not a usable model", f->len - 1, isnan(f->logits[i]) ? NAN : (double)f->logits[i]);
     return AG_OK;
 }
 

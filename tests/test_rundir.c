@@ -1518,6 +1518,30 @@ START_TEST(test_hostile_best)
 }
 END_TEST
 
+/* L1: a kill halfway through the removal of a superseded checkpoint (one of its two files gone)
+ * leaves nothing that a later train calls "not a whole checkpoint" for ever: the next one goes on
+ * and leaves the directory clean. It used to leave a half ckpt-N, named in every warning after. */
+START_TEST(test_kill_during_removal)
+{
+    char run[PATH_MAX];
+    const char *dir = fresh_run("halfgone", "2", run);
+    const char *const env[] = {"CHAR_LM_FAULT=remove (half done)", "PATH=/nonexistent", NULL};
+    proc_opts of = {.no_wrap = true, .env = env};
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/kill", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "4", "--eval-interval",
+                    "1000"), io, &of, &r);
+    ck_assert_msg(r.signaled && r.sig == SIGKILL && strstr(r.err, "remove (half done)"), "%s\n%s", proc_status_str(&r),
+                  r.err);
+    proc_result_free(&r);
+    resume_to(dir, "6", &r);
+    ck_assert_msg(!strstr(r.err, "not a whole checkpoint"), "stderr: %s", r.err);
+    proc_result_free(&r);
+    assert_clean(run, "after a kill during a removal");
+}
+END_TEST
+
 /* L5: iteration 2's model with iteration 4's train state (of the same run) is named for what it
  * is, two iterations, not "two branches of a run mixed". */
 START_TEST(test_iterations_mixed_named)
@@ -1665,6 +1689,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
     tcase_add_test(tc, test_shards_memory);
     tcase_add_test(tc, test_iterations_mixed_named);
+    tcase_add_test(tc, test_kill_during_removal);
     tcase_add_test(tc, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);

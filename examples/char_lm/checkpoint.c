@@ -354,9 +354,14 @@ static void remove_ckpt_dir(const char *path)
         if ((errno == ENOTDIR || errno == ELOOP) && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) unlink(path);
         return;
     }
+    /* renamed first (issue 35): a kill halfway leaves "<name>.del", which the next train removes
+     * (lm_ckpt_clean), never a half ckpt-N that every train after calls not a whole checkpoint */
+    char gone[PATHLEN + 8];
+    bool moved = snprintf(gone, sizeof gone, "%s.del", path) < (int)sizeof gone && rename(path, gone) == 0;
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
+        if (moved) rename(gone, path);
         return;
     }
     struct dirent *e;
@@ -365,10 +370,14 @@ static void remove_ckpt_dir(const char *path)
         bool ours = strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0 ||
                     strncmp(nm, LM_MODEL_FILE ".tmp.", strlen(LM_MODEL_FILE ".tmp.")) == 0 ||
                     strncmp(nm, LM_STATE_FILE ".tmp.", strlen(LM_STATE_FILE ".tmp.")) == 0;
-        if (ours) unlinkat(fd, nm, 0);
+        if (ours) {
+            unlinkat(fd, nm, 0);
+            lm_fault("remove (half done)", path);   /* one file gone, the other not yet */
+        }
     }
     closedir(d);
-    rmdir(path);
+    if (moved && rmdir(gone) != 0) rename(gone, path);   /* a user's file in it: it stays, by its name */
+    if (!moved) rmdir(path);
 }
 
 void lm_ckpt_remove(const char *dir, const char *name)

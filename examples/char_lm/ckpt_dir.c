@@ -191,9 +191,16 @@ static bool our_tmp_file(const char *nm)
     return false;
 }
 
-/* A checkpoint's temporary directory: "ckpt-<iter>[-b].tmp", or ".tmp.<pid>" after it. */
+/* A checkpoint's temporary directory: "ckpt-<iter>[-b].tmp", or ".tmp.<pid>" after it; or one
+ * being removed when a kill came: any of those, or a checkpoint's name, and ".del". */
 static bool our_tmp_dir(const char *nm)
 {
+    size_t len = strlen(nm);
+    if (len > 4 && len < 64 && strcmp(nm + len - 4, ".del") == 0) {
+        char base[64];
+        snprintf(base, sizeof base, "%.*s", (int)(len - 4), nm);
+        return lm_ckpt_name_ok(base) || our_tmp_dir(base);
+    }
     const char *t = strstr(nm, ".tmp");
     if (!t || strncmp(nm, "ckpt-", 5) != 0) return false;
     char base[64];

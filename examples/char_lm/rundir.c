@@ -250,12 +250,15 @@ ag_status lm_fsync_dir(const char *dir, ag_error *err)
 void lm_fault(const char *step, const char *path)
 {
     static long target = -1, count = 0;   /* -1: the environment not read yet; 0: no faults */
+    static const char *named = NULL;      /* a step's name instead of a number */
     if (target < 0) {
         const char *s = getenv("CHAR_LM_FAULT");
-        target = s ? strtol(s, NULL, 10) : 0;
+        named = s && *s && (*s < '0' || *s > '9') ? s : NULL;
+        target = s && !named ? strtol(s, NULL, 10) : 0;
         if (target < 0) target = 0;
     }
-    if (target == 0 || ++count != target) return;
+    ++count;
+    if (named ? strcmp(step, named) != 0 : target == 0 || count != target) return;
     fprintf(stderr, "char_lm: fault point %ld: %s %s\n", count, step, path);
     fflush(stderr);
     raise(SIGKILL);

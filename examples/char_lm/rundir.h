@@ -58,7 +58,8 @@ ag_status lm_fsync_dir(const char *dir, ag_error *err);
  * N-th call in this process says "char_lm: fault point N: <step> <path>" on stderr and kills
  * the process with SIGKILL (as a power cut or `kill -9` would, with nothing cleaned up).
  * Without the variable it does nothing. checkpoint.c calls it before every step that changes
- * the disk, including those inside ag_st_save (passed to it as the step hook of its opts). */
+ * the disk, including those inside ag_st_save (passed to it as the step hook of its opts).
+ * CHAR_LM_FAULT=<step> (not a number) kills at the first call of that step instead. */
 void lm_fault(const char *step, const char *path);
 
 #endif

@@ -181,7 +181,8 @@ static void mend_best(const char *dir, const char *live, const char *want, char 
 static bool our_tmp_file(const char *nm)
 {
     static const char *const names[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png",
-                                        "loss.gp", "attn.png", "attn.gp", NULL};
+                                        "loss.gp", "attn.png", "attn.gp", "dynamics.csv", "dynamics.png",
+                                        "dynamics.gp", NULL};
     for (int i = 0; names[i]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&

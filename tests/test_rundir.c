@@ -1542,6 +1542,31 @@ START_TEST(test_kill_during_removal)
 }
 END_TEST
 
+/* L8: a fresh run killed at its first commit (ckpt-0 whole, no latest): the same command again
+ * starts the run (the orphan holds this run's very weights, nothing trained) and ends clean. It
+ * used to be refused: "already holds a checkpoint". Another command's orphan is still refused. */
+START_TEST(test_first_commit_orphan)
+{
+    const char *dir = fresh_dir("orphan");
+    char run[PATH_MAX];
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    const char *const env[] = {"CHAR_LM_FAULT=rename (the commit)", "PATH=/nonexistent", NULL};
+    proc_opts of = {.no_wrap = true, .env = env}, o = {.no_wrap = true, .env = no_plots};
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/kill", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), io, &of, &r);
+    ck_assert_msg(r.signaled && r.sig == SIGKILL, "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    ck_assert(exists(run, "ckpt-00000000") && !exists(run, "latest"));
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2", "--seed", "7"),
+                &o, 2));   /* other weights: not this command's orphan */
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), &o, 0));
+    ck_assert_str_eq(latest_name(run), "ckpt-00000002");
+    assert_clean(run, "the orphan's run again");
+}
+END_TEST
+
 /* L5: iteration 2's model with iteration 4's train state (of the same run) is named for what it
  * is, two iterations, not "two branches of a run mixed". */
 START_TEST(test_iterations_mixed_named)
@@ -1690,6 +1715,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_shards_memory);
     tcase_add_test(tc, test_iterations_mixed_named);
     tcase_add_test(tc, test_kill_during_removal);
+    tcase_add_test(tc, test_first_commit_orphan);
     tcase_add_test(tc, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);

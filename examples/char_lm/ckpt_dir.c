@@ -335,6 +335,28 @@ ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err)
     return s;
 }
 
+void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size_t n)
+{
+    char path[PATHLEN], gone[512] = "";
+    struct stat sb;
+    note[0] = '\0';
+    if ((lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
+        (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0))
+        return;   /* a committed run: never an orphan */
+    ckpt_name *names;
+    int k = ckpt_dirs(dir, &names);
+    for (int i = 0; i < k; i++) {
+        lm_ckpt_id id;
+        if (!identify(dir, names[i], &id) || id.iter != 0 || id.model_hash != model_hash) continue;
+        lm_ckpt_remove(dir, names[i]);
+        add_name(gone, sizeof gone, names[i]);
+    }
+    free(names);
+    if (gone[0])
+        snprintf(note, n, "%s: removed %s, the first checkpoint of this same run (its untrained weights), left "
+                 "uncommitted by a kill; starting the run again", dir, gone);
+}
+
 // --- run directories kept apart ---
 
 /* dir is a run directory: it holds a latest, a ckpt-N directory with a model file, or the older

@@ -404,7 +404,12 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     ag_status s = mkdir_p(o->out_dir, err);
     if (s == AG_OK) s = lm_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
-    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
+    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
+        char note[1024];   /* killed at its first commit, the same command again (issue 35) */
+        lm_ckpt_drop_orphans(o->out_dir, lm_weights_hash(R->learn.m.g->params), note, sizeof note);
+        if (note[0]) lm_log_warn(R, note);
+        if (lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
+    }
     tidy(R, 0);   /* what a killed run left: temporary files, superseded and uncommitted checkpoints */
     if ((s = lm_log_open_metrics(R, err))) return s;
     if (!o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */

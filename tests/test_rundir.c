@@ -1567,6 +1567,36 @@ START_TEST(test_first_commit_orphan)
 }
 END_TEST
 
+/* L9: `mv run run.old; mkdir run` while a train runs: it writes nothing into the new, unlocked
+ * run; its next checkpoint goes into the directory it locked (now run.old), and it stops with
+ * one line that says where (exit 1). It used to write its checkpoints into the new run. */
+START_TEST(test_run_dir_moved)
+{
+    const char *dir = fresh_dir("moved");
+    char io[PATH_MAX], run[PATH_MAX], old[PATH_MAX];
+    snprintf(io, sizeof io, "%s/long", dir);
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    snprintf(old, sizeof old, "%s", proc_path(dir, "run.old"));
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    pid_t pid = start_long_run(dir, io, &o);
+    ck_assert_int_eq(rename(run, old), 0);
+    ck_assert_int_eq(mkdir(run, 0755), 0);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    const char *line = strstr(r.err, "char_lm: error: ");   /* after the warning that there is no gnuplot */
+    ck_assert_msg(r.exited && r.code == 1 && line && strstr(line, "was moved to") && strstr(line, "run.old") &&
+                  proc_lines(line) == 1, "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    DIR *d = opendir(run);
+    ck_assert_ptr_nonnull(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    ck_assert_msg(entries == 0, "%d files written into the new run directory", entries);
+    ck_assert_msg(live_iteration(old) >= 10, "run.old's latest: %ld", live_iteration(old));
+}
+END_TEST
+
 /* L5: iteration 2's model with iteration 4's train state (of the same run) is named for what it
  * is, two iterations, not "two branches of a run mixed". */
 START_TEST(test_iterations_mixed_named)
@@ -1716,6 +1746,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_iterations_mixed_named);
     tcase_add_test(tc, test_kill_during_removal);
     tcase_add_test(tc, test_first_commit_orphan);
+    tcase_add_test(tc, test_run_dir_moved);
     tcase_add_test(tc, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);

@@ -150,9 +150,9 @@ void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *n
  * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */
 ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err);
 /* A fresh run killed at its first commit leaves a whole ckpt-0 and no latest (issue 35): when DIR
- * has no latest and no older layout, its checkpoints of iteration 0 whose weights are model_hash
- * (this very command's untrained model: nothing of another run) are removed; what was removed
- * is said in note [n] ("" if nothing). Hold DIR's lock. */
+ * has no latest, no best and no older layout, and every checkpoint in it is of iteration 0 with
+ * the weights model_hash (this very command's untrained model: nothing of another run), they
+ * are removed; what was removed is said in note [n] ("" if nothing). Hold DIR's lock. */
 void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size_t n);
 /* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
  * of its ckpt-N: a run is changed only by its own train (issue 19). */

@@ -340,14 +340,16 @@ void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size
     char path[PATHLEN], gone[512] = "";
     struct stat sb;
     note[0] = '\0';
-    if ((lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
-        (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0))
-        return;   /* a committed run: never an orphan */
+    const char *committed[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE};
+    for (int i = 0; i < 3; i++)
+        if (lm_path_join(path, sizeof path, dir, committed[i]) && lstat(path, &sb) == 0) return;   /* a run */
     ckpt_name *names;
-    int k = ckpt_dirs(dir, &names);
+    int k = ckpt_dirs(dir, &names), orphans = 0;
     for (int i = 0; i < k; i++) {
         lm_ckpt_id id;
-        if (!identify(dir, names[i], &id) || id.iter != 0 || id.model_hash != model_hash) continue;
+        orphans += identify(dir, names[i], &id) && id.iter == 0 && id.model_hash == model_hash;
+    }
+    for (int i = 0; i < k && orphans == k; i++) {   /* all of them, or none: nothing else of a run is there */
         lm_ckpt_remove(dir, names[i]);
         add_name(gone, sizeof gone, names[i]);
     }

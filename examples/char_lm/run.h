@@ -151,6 +151,11 @@ ag_status lm_run_agree(lm_run *R, ag_error *err);
 /* Everything before the first step (lock, data, model, optimizer state, buffers, ranks). A
  * stop signal between the stages ends it early with AG_OK: the caller looks at the signal. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
+/* The checkpoint of learn.st (lm_ckpt_save) into the run directory this train locked. When
+ * its path no longer names it (moved away while the run went on, a new directory made in its
+ * place), the checkpoint is written into the locked one where it now is, and AG_ERR_IO says
+ * where, so that the run stops with nothing lost and nothing written into the stranger. */
+ag_status lm_run_save(lm_run *R, ag_error *err);
 /* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
  * (r says where it stands; the run directory is tidied all the same). */
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r);

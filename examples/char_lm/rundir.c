@@ -168,6 +168,28 @@ void lm_lock_drop(lm_lock *l)
     l->held = false;
 }
 
+void lm_lock_via(const lm_lock *l, char *via, size_t n)
+{
+    struct stat locked, sb;
+    via[0] = '\0';
+    if (!l->held || l->dir_fd < 0 || fstat(l->dir_fd, &locked) != 0) return;
+    snprintf(via, n, "/proc/self/fd/%d", l->dir_fd);   /* Linux: the locked directory, wherever it is */
+    if (stat(via, &sb) != 0 || sb.st_dev != locked.st_dev || sb.st_ino != locked.st_ino) via[0] = '\0';
+}
+
+bool lm_lock_moved(const lm_lock *l, const char *dir, char *now_at, size_t n)
+{
+    struct stat locked, named;
+    now_at[0] = '\0';
+    if (!l->held || l->dir_fd < 0 || fstat(l->dir_fd, &locked) != 0) return false;
+    if (stat(dir, &named) == 0 && named.st_dev == locked.st_dev && named.st_ino == locked.st_ino) return false;
+    char via[64];
+    lm_lock_via(l, via, sizeof via);
+    ssize_t k = via[0] ? readlink(via, now_at, n - 1) : -1;
+    now_at[k > 0 ? k : 0] = '\0';
+    return true;
+}
+
 // --- whole files ---
 
 FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err)

@@ -211,7 +211,7 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     }
     ag_status s = lm_log_flush(R, err);   /* metrics.csv's rows up to it first */
     bool writer = lm_ddp_writer(R->ctl.ddp);
-    if (s == AG_OK && writer) s = lm_ckpt_save(R->o->out_dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
+    if (s == AG_OK && writer) s = lm_run_save(R, err);   /* into the locked directory (train_setup.c) */
     if (s) return s;
     R->ctl.saved_at = it;
     st->prev_hash = lm_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */

@@ -138,7 +138,7 @@ static ag_status weights_usable(const ag_tensor *a, int layer, ag_error *err)
             const ag_real *row = a->data + ((size_t)h * T + i) * T;   // [T] keys of query i
             double sum = 0;
             for (int j = 0; j <= i; j++) sum += (double)row[j];
-            if (!(fabs(sum - 1) < 1e-3))
+            if (!(fabs(sum - 1) < 1e-2))   /* float sums over up to 16384 keys: far from 1 only when broken */
                 return ag_seterr(err, AG_ERR_NONFINITE, "attn: the attention weights of layer %d, head %d, query %d "
                                  "are not finite or do not sum to 1 (%g): the model's weights are not a usable model",
                                  layer, h, i, isnan(sum) ? NAN : sum);

@@ -416,14 +416,15 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     return lm_log_written(R, err);
 }
 
-/* err's message with the path via written as dir, as the user knows it. */
+/* err's message with the path via written as dir, as the user knows it, wherever it appears. */
 static void as_named(ag_error *err, const char *via, const char *dir)
 {
-    char *at = strstr(err->msg, via);
-    if (!at || strlen(err->msg) - strlen(via) + strlen(dir) >= sizeof err->msg) return;
-    char rest[sizeof err->msg];
-    snprintf(rest, sizeof rest, "%s", at + strlen(via));
-    snprintf(at, sizeof err->msg - (size_t)(at - err->msg), "%s%s", dir, rest);
+    for (char *at = strstr(err->msg, via); at; at = strstr(at + strlen(dir), via)) {
+        if (strlen(err->msg) - strlen(via) + strlen(dir) >= sizeof err->msg) return;
+        char rest[sizeof err->msg];
+        snprintf(rest, sizeof rest, "%s", at + strlen(via));
+        snprintf(at, sizeof err->msg - (size_t)(at - err->msg), "%s%s", dir, rest);
+    }
 }
 
 ag_status lm_run_save(lm_run *R, ag_error *err)

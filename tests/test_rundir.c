@@ -1176,7 +1176,7 @@ static const char *fresh_run(const char *name, const char *iters, char *run)
 /* `train --resume --max-iters iters` of dir/run, which succeeds; what it said in r. */
 static void resume_to(const char *dir, const char *iters, proc_result *r)
 {
-    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    proc_opts o = {.no_wrap = true, .timeout_s = 120, .env = no_plots};
     char io[PATH_MAX];
     snprintf(io, sizeof io, "%s/resume", dir);
     proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", iters), io, &o, r);
@@ -1209,7 +1209,7 @@ START_TEST(test_divergence_keeps_best)
 {
     const char *dir = fresh_dir("diverge");
     shakespeare(dir);
-    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    proc_opts o = {.no_wrap = true, .timeout_s = 120, .env = no_plots};
     const char *args[32] = {"train", "--data", "ts.txt", "--out", "run", "--config", "tiny", "--max-iters", "300",
                             "--eval-interval", "10", "--threads", "1"};
     int k = 13;

@@ -54,6 +54,7 @@
 #define EVAL0_SHARE 0.1      /* the run's first evaluation, nothing timed yet, takes at most this share */
 #define END_MARGIN_S 0.1     /* the final evaluation ends this long before the deadline: its checkpoint */
 #define PAUSE_FACTOR 5       /* a step this many times the smoothed one: the process was paused */
+#define PAUSE_SAID_S 1.0     /*   said in the log from this long (shorter: a busy machine's hiccup) */
 #define STEP_BATCHES 3       /* a step takes about 3 evaluation batches' time (forward, backward) */
 
 double lm_budget_now(const lm_train_opts *o)
@@ -92,8 +93,9 @@ static void time_step(lm_run *R, long it, double now)
     if (it <= R->ctl.start) return;
     double dt = now - b->t_steps;
     if (b->step_s > 0 && dt > PAUSE_FACTOR * b->step_s && b->pauses++ == 0) {   /* one step: a pause (L3) */
-        lm_log_line(R, "time budget: step %ld took %.3g s, %.0fx the others (the process was stopped?): its time "
-                    "counts against the budget, not as a step's", it - 1, dt, dt / b->step_s);
+        if (dt >= PAUSE_SAID_S)
+            lm_log_line(R, "time budget: step %ld took %.3g s, %.0fx the others (the process was stopped?): its time "
+                        "counts against the budget, not as a step's", it - 1, dt, dt / b->step_s);
         return;
     }
     b->pauses = 0;   /* two in a row: the machine slowed down */

@@ -162,7 +162,7 @@ pid_t proc_start(const char *cwd, const char *const *args, const char *io_prefix
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
         signal(SIGXFSZ, SIG_DFL);
-        signal(SIGPIPE, o->stdout_closed_pipe ? SIG_IGN : SIG_DFL);
+        signal(SIGPIPE, o->stdout_closed_pipe && !o->sigpipe_default ? SIG_IGN : SIG_DFL);
         if (o->fsize_limit > 0) {
             struct rlimit rl = {(rlim_t)o->fsize_limit, (rlim_t)o->fsize_limit};
             signal(SIGXFSZ, SIG_IGN);   /* a write past the limit fails with EFBIG, like ENOSPC */

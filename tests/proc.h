@@ -29,6 +29,7 @@ typedef struct {
     double timeout_s;      /* 0: $CHAR_LM_TIMEOUT or 120 */
     const char *stdout_path;  /* stdout to this file (e.g. "/dev/full") instead of io_prefix.out */
     bool stdout_closed_pipe;  /* stdout a pipe whose reader is gone, SIGPIPE ignored (EPIPE) */
+    bool sigpipe_default;     /*   with it, SIGPIPE left at its default (a shell's `| head -c1`) */
     const char *const *env;   /* NULL, or "KEY=VALUE" entries (NULL-terminated) that the child's
                                  environment gets, replacing the inherited ones of those keys
                                  (CHAR_LM_FAULT=7: see examples/char_lm/rundir.h) */

@@ -31,12 +31,13 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "proc.h"
+#include "run.h"   /* lm_format_duration */
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
 #include "tensor/speed.h"   /* ag_threads_init */
 
 #define BUDGET_S 3.0        /* the runs' budget */
-#define TEST_SLACK_S 4.0    /* what a run may take beyond it here (the feature's own slack: 1 s) */
+#define TEST_SLACK_S 8.0    /* what a run may take beyond it here (the feature's own slack: 1 s) */
 
 #ifdef AG_DOUBLE
 #define RESUME_TOL 1e-5     /* checkpoints are F32: a resumed f64 run restarts from rounded weights */
@@ -86,6 +87,28 @@ START_TEST(test_durations)
         ag_error e = {0};
         ck_assert_msg(lm_parse_duration("--time-budget", bad[i], &v, &e) == AG_ERR_ARG, "'%s' was taken", bad[i]);
         ck_assert_msg(v == -1 && strstr(e.msg, "--time-budget") && !strchr(e.msg, '\n'), "'%s': %s", bad[i], e.msg);
+    }
+}
+END_TEST
+
+/* L5 (issue 35): the log writes a sub-second budget as it is, never "0s". */
+START_TEST(test_duration_wording)
+{
+    static const struct { double s; const char *want; } cases[] = {
+        {0.5, "0.5s"}, {0.25, "0.2s"}, {2.5, "2.5s"}, {3, "3s"}, {42, "42s"}, {90, "1m30s"}, {5400, "1h30m"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        lm_format_duration(buf, sizeof buf, cases[i].s);
+        ck_assert_msg(strcmp(buf, cases[i].want) == 0, "%g s written '%s', not '%s'", cases[i].s, buf, cases[i].want);
+    }
+    static const struct { double v; const char *want; } reals[] = {   /* a config's numbers in messages */
+        {30, "30"}, {600, "600"}, {-2, "-2"}, {0, "0"}, {0.001, "0.001"}, {1e-5, "1e-05"}, {2.5, "2.5"}, {1e300, "1e+300"},
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        char buf[32];
+        lm_format_real(buf, sizeof buf, reals[i].v);
+        ck_assert_msg(strcmp(buf, reals[i].want) == 0, "%g written '%s', not '%s'", reals[i].v, buf, reals[i].want);
     }
 }
 END_TEST
@@ -230,6 +253,9 @@ typedef struct {
     double now, step_s, slow_s;   /* slow_s < 0: the steps get faster */
     long from_iter;
     long stop_iter;               /* on the simulated clock: a stop request from here (0: none) */
+    double batch_s;               /* an evaluation batch's time on the simulated clock */
+    long pause_iter;              /* the step before which the process is stopped for pause_s (0: none) */
+    double pause_s;
     volatile sig_atomic_t stop;
 } hook_state;
 
@@ -237,10 +263,12 @@ static void hook(long it, ag_gpt *g, void *user)
 {
     (void)g;
     hook_state *h = user;
-    if (h->sim) h->now += h->step_s + (it >= h->from_iter ? h->slow_s : 0);
+    if (h->sim) h->now += h->step_s + (it >= h->from_iter ? h->slow_s : 0) + (it == h->pause_iter ? h->pause_s : 0);
     else if (it >= h->from_iter) h->stop = SIGINT;
     if (h->sim && h->stop_iter && it >= h->stop_iter) h->stop = SIGINT;
 }
+
+static void batch_hook(void *user) { ((hook_state *)user)->now += ((hook_state *)user)->batch_s; }
 
 static double sim_clock(void *user) { return ((hook_state *)user)->now; }
 
@@ -250,6 +278,7 @@ static void simulate(lm_train_opts *o, hook_state *h)
     h->sim = true;
     o->clock = sim_clock;
     o->before_step = hook;
+    o->before_batch = batch_hook;
     o->hook_user = h;
     o->stop = &h->stop;
 }
@@ -457,6 +486,75 @@ START_TEST(test_slowdown_stops_at_the_deadline)
 }
 END_TEST
 
+/* The log of a run (o->log into a file), NUL-terminated (malloc'd). */
+static char *train_logged(lm_train_opts *o, lm_train_result *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    o->log = fopen(path, "w+");
+    ck_assert_ptr_nonnull(o->log);
+    train_timed(o, r);
+    fclose(o->log);
+    o->log = NULL;
+    char *text = proc_read_file(path, NULL);
+    ck_assert_ptr_nonnull(text);
+    return text;
+}
+
+/* M1 (issue 35): evaluations far longer than the budget (200 batches a split, 50 ms each: 20 s
+ * an evaluation, against a 3 s budget). Iteration 0's evaluation is bounded before anything is
+ * timed, the later ones keep its batch count, the final one takes what is left, and the run ends
+ * inside its budget, saying so. It used to evaluate whole at iteration 0 and at the end: 40 s. */
+START_TEST(test_evaluations_bounded)
+{
+    const char *run = proc_path(dir, "evals");
+    lm_config c = budgeted(BUDGET_S);
+    c.eval_iters = 200;
+    c.eval_interval = 50;
+    hook_state h = {.step_s = 0.01, .batch_s = 0.05};
+    lm_train_opts o = opts(run, c);
+    simulate(&o, &h);
+    lm_train_result r;
+    char *log = train_logged(&o, &r);
+    ck_assert_msg(h.now <= BUDGET_S, "ended at %.3f s of %g\n%s", h.now, BUDGET_S, log);
+    ck_assert_msg(r.iter > 0 && strstr(log, "batches") && strstr(log, "of 200"), "iter %ld\n%s", r.iter, log);
+    ck_assert_int_eq(saved_iter(run), r.iter);
+    free(log);
+}
+END_TEST
+
+/* An evaluation batch longer than the budget leaves no room for a step: the run says so in one
+ * line after its first evaluation and ends there, inside the budget, with its checkpoint. */
+START_TEST(test_budget_too_short)
+{
+    const char *run = proc_path(dir, "short");
+    lm_config c = budgeted(BUDGET_S);
+    hook_state h = {.step_s = 2, .batch_s = 0.6};
+    lm_train_opts o = opts(run, c);
+    simulate(&o, &h);
+    lm_train_result r;
+    char *log = train_logged(&o, &r);
+    ck_assert_msg(h.now <= BUDGET_S && r.iter == 0 && r.out_of_time, "iter %ld at %.3f s\n%s", r.iter, h.now, log);
+    const char *line = strstr(log, "too short");
+    ck_assert_msg(line && strstr(line, "step"), "%s", log);
+    ck_assert_int_eq(saved_iter(run), 0);
+    free(log);
+}
+END_TEST
+
+/* L3: the process stopped for 5 s while the first steps are timed (SIGSTOP, a laptop lid): the
+ * count is fitted to the steps, not to the pause, so the run still fills the budget that is left.
+ * It used to take the pause for a step's time: 329 steps of a 12 s budget instead of 2,270. */
+START_TEST(test_pause_while_timing)
+{
+    lm_config c = budgeted(12);
+    hook_state h = {.step_s = 0.01, .pause_iter = 8, .pause_s = 5};
+    lm_config s = run_to_its_count(proc_path(dir, "paused"), c, &h);
+    ck_assert_msg(s.max_iters >= 0.85 * (12 - 5) / 0.01 && h.now <= 12, "count %ld, ended at %.3f s", s.max_iters,
+                  h.now);
+}
+END_TEST
+
 START_TEST(test_max_iters_first)
 {
     const char *run = proc_path(dir, "few");
@@ -478,10 +576,11 @@ Suite *budget_suite(void)
     TCase *parse = tcase_create("durations");
     tcase_add_test(parse, test_durations);
     tcase_add_test(parse, test_presets_imply_their_budget);
+    tcase_add_test(parse, test_duration_wording);
     suite_add_tcase(s, parse);
     TCase *run = tcase_create("runs");
     tcase_add_checked_fixture(run, setup, teardown);
-    tcase_set_timeout(run, 120);
+    tcase_set_timeout(run, 600);
     tcase_add_test(run, test_ends_in_time);
     tcase_add_test(run, test_count_fills_the_budget);
     tcase_add_test(run, test_count_refitted_when_the_steps_speed_up);
@@ -491,6 +590,9 @@ Suite *budget_suite(void)
     tcase_add_test(run, test_late_speedup_lengthens_the_count);
     tcase_add_test(run, test_slowdown_stops_at_the_deadline);
     tcase_add_test(run, test_max_iters_first);
+    tcase_add_test(run, test_evaluations_bounded);
+    tcase_add_test(run, test_budget_too_short);
+    tcase_add_test(run, test_pause_while_timing);
     suite_add_tcase(s, run);
     return s;
 }

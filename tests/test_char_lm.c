@@ -833,7 +833,7 @@ Suite *char_lm_suite(void)
     TCase *run = tcase_create("train");
     tcase_add_unchecked_fixture(run, root_setup, root_teardown);
     tcase_add_checked_fixture(run, setup, teardown);
-    tcase_set_timeout(run, 120);
+    tcase_set_timeout(run, 600);
     tcase_add_test(run, test_untrained_loss_is_ln_v);
     tcase_add_test(run, test_pinned_tiny_run);
     tcase_add_test(run, test_checkpoint_roundtrip);
@@ -848,7 +848,7 @@ Suite *char_lm_suite(void)
     TCase *smp = tcase_create("sample_eval");
     tcase_add_unchecked_fixture(smp, root_setup, root_teardown);
     tcase_add_checked_fixture(smp, setup, teardown);
-    tcase_set_timeout(smp, 120);
+    tcase_set_timeout(smp, 600);
     tcase_add_test(smp, test_sampling_reproducible);
     tcase_add_test(smp, test_sample_logits);
     tcase_add_test(smp, test_eval_counts_whole_windows);

@@ -209,7 +209,7 @@ Suite *dynamics_suite(void)
     Suite *s = suite_create("dynamics");
     TCase *t = tcase_create("dynamics");
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_set_timeout(t, 120);
+    tcase_set_timeout(t, 600);
     tcase_add_test(t, test_dynamics_rows);
     tcase_add_test(t, test_dynamics_resume);
     tcase_add_test(t, test_dynamics_changes_nothing);

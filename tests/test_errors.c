@@ -85,6 +85,7 @@ enum {
     F_EPIPE = 64,      /* stdout is a pipe nobody reads, SIGPIPE ignored */
     F_FSIZE_METRICS = 128, /* RLIMIT_FSIZE: metrics.csv may grow by 300 bytes */
     F_WARNING = 256,   /* a "char_lm: warning:" line may come before the error line */
+    F_SIGPIPE = 512,   /* with F_EPIPE: SIGPIPE at its default, as a shell leaves it (`| head -c1`) */
 };
 
 typedef struct {
@@ -281,10 +282,14 @@ static const err_case cases[] = {
     {"sample: model.safetensors is a FIFO", P_FIFO, NULL, A("sample", "--ckpt", "ckpt"), 1,
      "model.safetensors: not a regular file (a FIFO)", 0},
     {"eval: a small checkpoint asking for terabytes", P_DEEP, NULL,
-     A("eval", "--ckpt", "deep", "--data", "corpus.txt"), 1,
+     A("eval", "--ckpt", "deep", "--data", "corpus.txt"), 2,
      "eval: block_size 16384 x n_layer 256 (n_head 1, n_embd 8, batch 16) needs about", 0},
     {"train: flags asking for terabytes", P_NONE, NULL, TRAIN("corpus.txt", "new", "--block-size", "16384", "--n-layer",
-     "256"), 1, "train: block_size 16384 x n_layer 256 (n_head 2, n_embd 16, batch 4) needs about", 0},
+     "256"), 2, "train: block_size 16384 x n_layer 256 (n_head 2, n_embd 16, batch 4) needs about", 0},
+    /* issue 35 (M2): each shard beyond the first keeps a gradient buffer of the model's size */
+    {"train: --shards that cannot fit", P_NONE, NULL, TRAIN("corpus.txt", "new", "--n-embd", "4096", "--n-head", "1",
+     "--n-layer", "1", "--block-size", "1", "--batch-size", "1024", "--shards", "1024"), 2,
+     "--shards 1024: 1024 shards need about", 0},
     {"train: a model too large to checkpoint", P_NONE, NULL, TRAIN("corpus.txt", "new", "--n-embd", "8192",
      "--n-head", "1", "--n-layer", "1", "--block-size", "1", "--batch-size", "1"), 2,
      "Adam's state (8 bytes each) would not fit the 4 GiB a checkpoint file holds", 0},
@@ -306,6 +311,11 @@ static const err_case cases[] = {
      "iteration 0: the evaluation's val loss is nan: the model has diverged; stopped; kept: ckpt/ckpt-00000002, "
      "the latest, and ckpt/ckpt-00000000, the best",
      F_STDOUT | F_METRICS | F_LOADS | F_WARNING},
+    /* issue 35 (L7): sample and attn refuse it as eval does, never printing newlines or NaN weights */
+    {"sample: a finite but absurd model", P_DIVERGED, NULL, A("sample", "--ckpt", "diverged"), 1,
+     "is not finite", 0},
+    {"attn: a finite but absurd model", P_DIVERGED, NULL,
+     A("attn", "--ckpt", "diverged", "--prompt", "e", "--out", "a.png"), 1, "are not finite or do not sum to 1", 0},
     {"eval: a loss that is not finite", P_DIVERGED, NULL, A("eval", "--ckpt", "diverged", "--data", "corpus.txt"), 1,
      "corpus.txt: the loss is nan", 0},
     /* output that cannot be written is an error at once */
@@ -313,6 +323,11 @@ static const err_case cases[] = {
      "stdout: write failed: No space left on device", F_FULL},
     {"sample to a closed pipe, SIGPIPE ignored", P_NONE, NULL,
      A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1, "stdout: write failed: Broken pipe", F_EPIPE},
+    /* issue 35 (L6): SIGPIPE at its default must not kill silently */
+    {"sample | head -c1", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--max-new-tokens", "10000000"), 1,
+     "stdout: write failed: Broken pipe", F_EPIPE | F_SIGPIPE},
+    {"train --resume | head -c1", P_NONE, NULL, RESUME("--max-iters", "4"), 1, "stdout: write failed: Broken pipe",
+     F_EPIPE | F_SIGPIPE | F_METRICS | F_LOADS},
     {"eval to a full device", P_NONE, NULL, A("eval", "--ckpt", "ckpt", "--data", "corpus.txt"), 1,
      "stdout: write failed: No space left on device", F_FULL},
     {"metrics.csv cannot grow (file size limit)", P_NONE, NULL,
@@ -634,6 +649,7 @@ START_TEST(test_error_case)
     prepare(dir, c);
 
     proc_opts o = {.drop_root = (c->flags & F_DROP) != 0, .stdout_closed_pipe = (c->flags & F_EPIPE) != 0,
+                   .sigpipe_default = (c->flags & F_SIGPIPE) != 0,
                    .stdout_path = (c->flags & F_FULL) ? "/dev/full" : NULL};
     if (c->flags & F_FSIZE) {
         snprintf(p, sizeof p, "%s", proc_path(proc_ckpt(proc_path(dir, "ckpt")), "train_state.safetensors"));

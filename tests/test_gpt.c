@@ -655,13 +655,13 @@ Suite *gpt_suite(void)
     tcase_add_test(m, test_block_cached_equals_full);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
-    tcase_set_timeout(g, 60);
+    tcase_set_timeout(g, 600);
     tcase_add_test(g, test_gpt_loss_grad);
     tcase_add_test(g, test_gpt_loss_grad_dropout);
     tcase_add_test(g, test_recycled_gradients_are_identical);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("train");
-    tcase_set_timeout(t, 60);
+    tcase_set_timeout(t, 600);
     tcase_add_test(t, test_gpt_overfits_one_batch);
     tcase_add_test(t, test_arena_stops_growing);
     suite_add_tcase(s, t);

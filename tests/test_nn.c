@@ -508,7 +508,7 @@ Suite *nn_suite(void)
     suite_add_tcase(s, l);
     TCase *a = tcase_create("attention");
     tcase_add_checked_fixture(a, mha_setup, teardown);
-    tcase_set_timeout(a, 60);
+    tcase_set_timeout(a, 600);
     tcase_add_test(a, test_mha_params);
     tcase_add_test(a, test_mha_single_position);
     tcase_add_test(a, test_mha_is_causal);
@@ -518,7 +518,7 @@ Suite *nn_suite(void)
     suite_add_tcase(s, a);
     TCase *b = tcase_create("block");
     tcase_add_checked_fixture(b, block_setup, teardown);
-    tcase_set_timeout(b, 60);
+    tcase_set_timeout(b, 600);
     tcase_add_test(b, test_block_params);
     tcase_add_test(b, test_block_zero_branches_is_identity);
     tcase_add_test(b, test_block_grad);

@@ -56,7 +56,7 @@
  * FIFO nobody writes): the code's own grace is 0.3 s (plot.c) and a checkpoint takes
  * milliseconds; the rest is room for a loaded CI machine and the sanitizers. A hang is
  * forever. */
-#define ANSWER_S 5.0
+#define ANSWER_S 10.0
 /* the tiny preset made smaller; the schedule does not depend on --max-iters */
 #define RUN_FLAGS "--config", "tiny", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", \
                   "--batch-size", "4", "--eval-iters", "1", "--threads", "1", "--warmup-iters", "20",           \
@@ -480,14 +480,15 @@ START_TEST(test_clean)
     ck_assert_int_eq(rmdir(proc_path(ck, "ckpt-00000006")), 0);
     const char *leftovers[] = {"ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
                                "ckpt-00000012-b.tmp.4242/", "latest.tmp.123", "best.tmp.9", "metrics.csv.tmp.55",
-                               "loss.png.tmp.8", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
+                               "loss.png.tmp.8", "dynamics.png.tmp.321", "dynamics.csv.tmp.4", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
                                "train_state.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
                             "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a", "ckpt-00000009/",
                             "ckpt-00000009/model.safetensors", "ckpt-00000001", "ckpt-00000005", "ckpt-00000003"};
-    plant(ck, leftovers, 7);
+    plant(ck, leftovers, 9);
     plant(ck, theirs, 8);
-    lm_ckpt_clean(ck, 0, left, sizeof left);
+    char note[8192];
+    lm_ckpt_clean(ck, 0, left, sizeof left, note, sizeof note);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
@@ -608,7 +609,7 @@ START_TEST(test_signal_during_evaluation)
     double took = ag_now_s() - t0;
     ck_assert_msg(started, "no header line: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 130, "SIGINT during the evaluation: %s\n%s", proc_status_str(&r), r.err);
-    ck_assert_msg(took < 10, "SIGINT answered after %.1f s", took);
+    ck_assert_msg(took < 20, "SIGINT answered after %.1f s", took);
     ck_assert_msg(strstr(r.out, "interrupted at iteration 0"), "stdout:\n%s", r.out);
     proc_result_free(&r);
     /* the checkpoint of iteration 0 was written, and resumes (its evaluation done anew) */
@@ -636,7 +637,7 @@ START_TEST(test_signal_during_sample)
     proc_wait(pid, io, &o, &r);
     ck_assert_msg(started, "no output: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during sample: %s\n%s", sig, proc_status_str(&r), r.err);
-    ck_assert_msg(ag_now_s() - t0 < 10, "signal %d answered late", sig);
+    ck_assert_msg(ag_now_s() - t0 < 20, "signal %d answered late", sig);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     ck_assert_msg(r.out_len > 0 && r.out[r.out_len - 1] == '\n', "the text does not end with its line");
     proc_result_free(&r);
@@ -755,7 +756,7 @@ START_TEST(test_signal_during_load)
     ck_assert_msg(reading, "char_lm did not read the FIFO: %s\n%s", proc_status_str(&r), r.err);
     ck_assert_msg(r.exited && r.code == 128 + sig, "signal %d during the load: %s, expected exit %d\n%s", sig,
                   proc_status_str(&r), 128 + sig, r.err);
-    ck_assert_msg(took < 10, "signal %d answered after %.1f s", sig, took);
+    ck_assert_msg(took < 20, "signal %d answered after %.1f s", sig, took);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     ck_assert_msg(strstr(r.out, "interrupted before training started; nothing written"), "stdout:\n%s", r.out);
     proc_result_free(&r);
@@ -1111,7 +1112,7 @@ START_TEST(test_attn_memory)
     alloc_count_start();
     ag_status s = lm_attn_draw(&m, prompt, 0, -1, proc_path(dir, "heat.png"), &e);
     alloc_count_stop(&peak);
-    ck_assert_msg(s == AG_ERR_NOMEM && strstr(e.msg, "attn: block_size 8192") && strstr(e.msg, "refused before "
+    ck_assert_msg(s == AG_ERR_ARG && strstr(e.msg, "attn: block_size 8192") && strstr(e.msg, "refused before "
                   "allocating"), "%s", e.msg);
     ck_assert_msg(peak < (1 << 20), "attn allocated %lld bytes before refusing", peak);
     ck_assert(!exists(dir, "heat.dat") && !exists(dir, "heat.png"));
@@ -1175,7 +1176,7 @@ static const char *fresh_run(const char *name, const char *iters, char *run)
 /* `train --resume --max-iters iters` of dir/run, which succeeds; what it said in r. */
 static void resume_to(const char *dir, const char *iters, proc_result *r)
 {
-    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    proc_opts o = {.no_wrap = true, .timeout_s = 120, .env = no_plots};
     char io[PATH_MAX];
     snprintf(io, sizeof io, "%s/resume", dir);
     proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", iters), io, &o, r);
@@ -1208,7 +1209,7 @@ START_TEST(test_divergence_keeps_best)
 {
     const char *dir = fresh_dir("diverge");
     shakespeare(dir);
-    proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
+    proc_opts o = {.no_wrap = true, .timeout_s = 120, .env = no_plots};
     const char *args[32] = {"train", "--data", "ts.txt", "--out", "run", "--config", "tiny", "--max-iters", "300",
                             "--eval-interval", "10", "--threads", "1"};
     int k = 13;
@@ -1372,7 +1373,7 @@ START_TEST(test_data_fifo_without_writer)
     ag_error e = {0};
     double t0 = ag_now_s();
     ck_assert_int_eq(ag_corpus_load_with(fifo, &(ag_corpus_opts){.wait_s = 0.5}, &c, &e), AG_ERR_IO);
-    ck_assert_msg(strstr(e.msg, "nothing more came for 0.5 s after 0 bytes") && ag_now_s() - t0 < 5, "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "nothing more came for 0.5 s after 0 bytes") && ag_now_s() - t0 < ANSWER_S, "%s", e.msg);
     proc_opts o = {.no_wrap = true, .timeout_s = 30, .env = no_plots};
     snprintf(io, sizeof io, "%s/train", dir);
     pid_t pid = proc_start(dir, A("train", "--data", "nobody.txt", "--out", "run", RUN_FLAGS), io, &o);
@@ -1432,6 +1433,231 @@ START_TEST(test_nan_message)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// round four (issue 35): the best checkpoint found from the train state, removals that a kill
+// cannot leave half done, a fresh run's orphan, a run directory moved away
+
+/* A run whose best (ckpt-30) is not its live checkpoint (ckpt-32): 30 steps evaluated every 10,
+ * then two at a rate too high for them, evaluated after each (the issue's reproduction). */
+static const char *best_behind_live(const char *name, char *run)
+{
+    const char *dir = fresh_dir(name);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--eval-iters", "4",
+                       "--eval-interval", "10", "--max-iters", "30"), &o, 0));
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "32",
+                       "--eval-interval", "2", "--lr", "0.3", "--min-lr", "0"), &o, 0));
+    snprintf(run, PATH_MAX, "%s", proc_path(dir, "run"));
+    ck_assert_str_eq(latest_name(run), "ckpt-00000032");
+    char *best = proc_read_file(proc_path(run, "best"), NULL);
+    ck_assert_msg(best && strcmp(best, "ckpt-00000030\n") == 0, "the setup's best: %s", best ? best : "(none)");
+    free(best);
+    return dir;
+}
+
+static const char *const hostile_best[] = {"deleted", "empty", "garbage", "CRLF", "2 MB", "../x", "absolute",
+                                           "a FIFO", "a link to /dev/zero", "a directory", "the live one's name"};
+#define N_HOSTILE_BEST (int)(sizeof hostile_best / sizeof *hostile_best)
+
+/* run/best made what hostile_best[k] says. */
+static void spoil_best(const char *run, int k)
+{
+    char best[PATH_MAX];
+    snprintf(best, sizeof best, "%s", proc_path(run, "best"));
+    ck_assert_int_eq(unlink(best), 0);
+    static const char *const text[] = {NULL, "", "x y z\n", "ckpt-00000030\r\n", NULL, "../x\n", "/tmp/ckpt-00000030\n"};
+    if (k == 4) {
+        char *big = malloc(2 << 20);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'c', 2 << 20);
+        proc_write_file(best, big, 2 << 20);
+        free(big);
+    } else if (k > 0 && k < 7) {
+        proc_write_file(best, text[k], strlen(text[k]));
+    } else if (k == 7) {
+        ck_assert_int_eq(mkfifo(best, 0644), 0);
+    } else if (k == 8) {
+        ck_assert_int_eq(symlink("/dev/zero", best), 0);
+    } else if (k == 9) {
+        ck_assert_int_eq(mkdir(best, 0755), 0);
+    } else if (k == 10) {
+        proc_write_file(best, "ckpt-00000032\n", 14);
+    }
+}
+
+/* H1: a missing or hostile best never costs the run its best checkpoint: the next train, even
+ * a --resume with nothing to do, finds it from the train state (best_iter), names it in best
+ * again with a one-line warning, and `sample --from best` reads it. It used to remove ckpt-30
+ * (19 of 19 variants). */
+START_TEST(test_hostile_best)
+{
+    char run[PATH_MAX], name[32];
+    snprintf(name, sizeof name, "best%d", _i);
+    const char *dir = best_behind_live(name, run);
+    spoil_best(run, _i);
+    proc_result r;
+    resume_to(dir, "32", &r);
+    const char *warn = strstr(r.err, "char_lm: warning: ");
+    ck_assert_msg(warn && strstr(warn, "best") && strstr(warn, "ckpt-00000030"), "%s: stderr: %s",
+                  hostile_best[_i], r.err);
+    proc_result_free(&r);
+    ck_assert_msg(exists(run, "ckpt-00000030"), "%s: ckpt-00000030, the best, was removed", hostile_best[_i]);
+    char *best = proc_read_file(proc_path(run, "best"), NULL);
+    ck_assert_msg(best && strcmp(best, "ckpt-00000030\n") == 0, "%s: best holds %s", hostile_best[_i],
+                  best ? best : "(nothing)");
+    free(best);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("sample", "--ckpt", "run", "--from", "best", "--max-new-tokens", "5"), &o, 0));
+    spoil_best(run, _i);   /* and a run that goes on with it spoiled keeps it too */
+    resume_to(dir, "34", &r);
+    proc_result_free(&r);
+    const char *now = proc_ckpt_as(run, "best");
+    snprintf(name, sizeof name, "%s", strlen(now) > strlen(run) ? now + strlen(run) + 1 : "");
+    ck_assert_msg(strncmp(name, "ckpt-", 5) == 0 && exists(run, name) && (atol(name + 5) > 30 ||
+                  exists(run, "ckpt-00000030")), "%s: after a save, best names %s", hostile_best[_i], name);
+}
+END_TEST
+
+/* L1: a kill halfway through the removal of a superseded checkpoint (one of its two files gone)
+ * leaves nothing that a later train calls "not a whole checkpoint" for ever: the next one goes on
+ * and leaves the directory clean. It used to leave a half ckpt-N, named in every warning after. */
+START_TEST(test_kill_during_removal)
+{
+    char run[PATH_MAX];
+    const char *dir = fresh_run("halfgone", "2", run);
+    const char *const env[] = {"CHAR_LM_FAULT=remove (half done)", "PATH=/nonexistent", NULL};
+    proc_opts of = {.no_wrap = true, .env = env};
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/kill", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "4", "--eval-interval",
+                    "1000"), io, &of, &r);
+    ck_assert_msg(r.signaled && r.sig == SIGKILL && strstr(r.err, "remove (half done)"), "%s\n%s", proc_status_str(&r),
+                  r.err);
+    proc_result_free(&r);
+    resume_to(dir, "6", &r);
+    ck_assert_msg(!strstr(r.err, "not a whole checkpoint"), "stderr: %s", r.err);
+    proc_result_free(&r);
+    assert_clean(run, "after a kill during a removal");
+}
+END_TEST
+
+/* L8: a fresh run killed at its first commit (ckpt-0 whole, no latest): the same command again
+ * starts the run (the orphan holds this run's very weights, nothing trained) and ends clean. It
+ * used to be refused: "already holds a checkpoint". Another command's orphan is still refused. */
+START_TEST(test_first_commit_orphan)
+{
+    const char *dir = fresh_dir("orphan");
+    char run[PATH_MAX];
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    const char *const env[] = {"CHAR_LM_FAULT=rename (the commit)", "PATH=/nonexistent", NULL};
+    proc_opts of = {.no_wrap = true, .env = env}, o = {.no_wrap = true, .env = no_plots};
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/kill", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), io, &of, &r);
+    ck_assert_msg(r.signaled && r.sig == SIGKILL, "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    ck_assert(exists(run, "ckpt-00000000") && !exists(run, "latest"));
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2", "--seed", "7"),
+                &o, 2));   /* other weights: not this command's orphan */
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "2"), &o, 0));
+    ck_assert_str_eq(latest_name(run), "ckpt-00000002");
+    assert_clean(run, "the orphan's run again");
+}
+END_TEST
+
+/* L9: `mv run run.old; mkdir run` while a train runs: it writes nothing into the new, unlocked
+ * run; its next checkpoint goes into the directory it locked (now run.old), and it stops with
+ * one line that says where (exit 1). It used to write its checkpoints into the new run. */
+START_TEST(test_run_dir_moved)
+{
+    const char *dir = fresh_dir("moved");
+    char io[PATH_MAX], run[PATH_MAX], old[PATH_MAX];
+    snprintf(io, sizeof io, "%s/long", dir);
+    snprintf(run, sizeof run, "%s", proc_path(dir, "run"));
+    snprintf(old, sizeof old, "%s", proc_path(dir, "run.old"));
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    pid_t pid = start_long_run(dir, io, &o);
+    ck_assert_int_eq(rename(run, old), 0);
+    ck_assert_int_eq(mkdir(run, 0755), 0);
+    proc_result r;
+    proc_wait(pid, io, &o, &r);
+    const char *line = strstr(r.err, "char_lm: error: ");   /* after the warning that there is no gnuplot */
+    ck_assert_msg(r.exited && r.code == 1 && line && strstr(line, "was moved to") && strstr(line, "run.old") &&
+                  proc_lines(line) == 1, "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+    DIR *d = opendir(run);
+    ck_assert_ptr_nonnull(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    ck_assert_msg(entries == 0, "%d files written into the new run directory", entries);
+    ck_assert_msg(live_iteration(old) >= 10, "run.old's latest: %ld", live_iteration(old));
+}
+END_TEST
+
+/* L5: iteration 2's model with iteration 4's train state (of the same run) is named for what it
+ * is, two iterations, not "two branches of a run mixed". */
+START_TEST(test_iterations_mixed_named)
+{
+    char run[PATH_MAX], later[PATH_MAX], state[PATH_MAX];
+    const char *dir = fresh_run("iters", "2", run);
+    snprintf(later, sizeof later, "%s", proc_path(dir, "later"));
+    proc_copy_tree(run, later);
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    free(run_ok(dir, A("train", "--data", "corpus.txt", "--out", "later", "--resume", "--max-iters", "4"), &o, 0));
+    snprintf(state, sizeof state, "%s", proc_path(proc_ckpt(later), "train_state.safetensors"));
+    size_t n;
+    char *b = proc_read_file(state, &n);
+    ck_assert_ptr_nonnull(b);
+    proc_write_file(proc_path(proc_ckpt(run), "train_state.safetensors"), b, n);
+    free(b);
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/mixed", dir);
+    proc_run(dir, A("train", "--data", "corpus.txt", "--out", "run", "--resume", "--max-iters", "6"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 1 && strstr(r.err, "iteration 2") && strstr(r.err, "iteration 4") &&
+                  !strstr(r.err, "branches"), "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
+/* M2: what a training run holds counts its shards (a gradient buffer of the model's size each
+ * beyond the first) and the ranks on this machine; a default shard count that does not fit is
+ * lowered to one that does, never below one. */
+START_TEST(test_shards_memory)
+{
+    ag_gpt_config m = {.vocab_size = 65, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 512};
+    double one = lm_train_bytes(&m, 16, 1, 1), grad = lm_min_params(&m) * sizeof(ag_real);
+    ck_assert(one > 4 * grad);   /* the weights, their gradients and Adam's two moments at least */
+    ck_assert(fabs(lm_train_bytes(&m, 16, 8, 1) - one - 7 * grad) <= 1e-9 * one);
+    ck_assert(fabs(lm_train_bytes(&m, 16, 8, 3) - 3 * lm_train_bytes(&m, 16, 8, 1)) <= 1e-9 * one);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one + 7 * grad), 8);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one + 2.5 * grad), 3);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one / 2), 1);
+    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 1024, 2, 2 * (one + 15 * grad)), 16);
+}
+END_TEST
+
+/* --threads 1024: the default shards are capped at the machine's cores and the windows, with a
+ * note; it used to make 1024 shards (3.5 GB and 57 s for two steps of baby). */
+START_TEST(test_threads_cap_shards)
+{
+    const char *dir = fresh_dir("threads");
+    proc_opts o = {.no_wrap = true, .timeout_s = 60, .env = no_plots};
+    char *out = run_ok(dir, A("train", "--data", "corpus.txt", "--out", "run", "--config", "tiny", "--n-layer", "1",
+                              "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--batch-size", "8",
+                              "--eval-iters", "1", "--max-iters", "2", "--threads", "1024"), &o, 0);
+    const char *note = strstr(out, "shards: ");
+    ck_assert_msg(note && strstr(note, "not 1024"), "stdout: %s", out);
+    long n = strtol(note + 8, NULL, 10);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ck_assert_msg(n >= 1 && n <= 8 && n <= (cores > 2 ? cores : 2), "%ld shards: %s", n, note);
+    free(out);
+}
+END_TEST
+
 /* The process-level cases test build/char_lm, the same binary for the float and the double test
  * build: the longer ones (crash, signals) run in the float build only. */
 /* A test case of s that runs in the suite's scratch root, killed after timeout seconds (0: check's default). */
@@ -1458,6 +1684,7 @@ static void owned_case(Suite *s)
     tcase_add_test(tc, test_data_fifo_without_writer);
     tcase_add_test(tc, test_attn_signal);
     tcase_add_test(tc, test_nan_message);
+    tcase_add_loop_test(tc, test_hostile_best, 0, N_HOSTILE_BEST);
 #else
     (void)test_divergence_keeps_best;
     (void)test_user_checkpoint_left_alone;
@@ -1468,6 +1695,7 @@ static void owned_case(Suite *s)
     (void)test_data_fifo_without_writer;
     (void)test_attn_signal;
     (void)test_nan_message;
+    (void)test_hostile_best;
     (void)tc;
 #endif
 }
@@ -1514,6 +1742,12 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_hash_stops);
     tcase_add_test(tc, test_attn_memory);
     tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
+    tcase_add_test(tc, test_shards_memory);
+    tcase_add_test(tc, test_iterations_mixed_named);
+    tcase_add_test(tc, test_kill_during_removal);
+    tcase_add_test(tc, test_first_commit_orphan);
+    tcase_add_test(tc, test_run_dir_moved);
+    tcase_add_test(tc, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
     owned_case(s);

@@ -784,7 +784,7 @@ Suite *safetensors_suite(void)
 
     tc = tcase_create("python_checker");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, python_checker);
     suite_add_tcase(s, tc);
     return s;

@@ -248,7 +248,7 @@ Suite *swiglu_suite(void)
     tcase_add_test(l, test_swiglu_forward_by_hand);
     tcase_add_test(l, test_swiglu_scope_on_tape);
     tcase_add_test(l, test_swiglu_grad);
-    tcase_set_timeout(l, 120);
+    tcase_set_timeout(l, 600);
     suite_add_tcase(s, l);
     return s;
 }

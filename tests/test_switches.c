@@ -400,7 +400,7 @@ Suite *switches_suite(void)
     tcase_add_test(m, test_kv_cache_exact_for_every_switch);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
-    tcase_set_timeout(g, 60);
+    tcase_set_timeout(g, 600);
     tcase_add_test(g, test_grad_post_rmsnorm_swiglu);
     tcase_add_test(g, test_grad_post_noscale_1e9);
     suite_add_tcase(s, g);

@@ -209,7 +209,7 @@ Suite *torch_ref_suite(void)
 {
     Suite *s = suite_create("torch_ref");
     TCase *tc = tcase_create("tiny");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_torch_ref_tiny, 0, 2);   /* 0: fused attention, 1: composed */
     suite_add_tcase(s, tc);
     return s;

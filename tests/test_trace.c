@@ -780,7 +780,7 @@ Suite *trace_suite(void)
     TCase *t = tcase_create("trace");
     tcase_add_unchecked_fixture(t, root_setup, root_teardown);
     tcase_add_checked_fixture(t, setup, teardown);
-    tcase_set_timeout(t, 60);
+    tcase_set_timeout(t, 600);
     tcase_add_test(t, test_trace_lines);
     tcase_add_test(t, test_trace_parameter_letters);
     tcase_add_test(t, test_trace_only_writes_nothing);
@@ -794,7 +794,7 @@ Suite *trace_suite(void)
     TCase *a = tcase_create("anomaly");
     tcase_add_unchecked_fixture(a, root_setup, root_teardown);
     tcase_add_checked_fixture(a, setup, teardown);
-    tcase_set_timeout(a, 60);
+    tcase_set_timeout(a, 600);
     tcase_add_test(a, test_detect_anomaly_names_the_op);
     tcase_add_test(a, test_detect_anomaly_after_the_step);
     tcase_add_test(a, test_poisoned_model_never_written);
@@ -803,7 +803,7 @@ Suite *trace_suite(void)
     TCase *c = tcase_create("config");
     tcase_add_unchecked_fixture(c, root_setup, root_teardown);
     tcase_add_checked_fixture(c, setup, teardown);
-    tcase_set_timeout(c, 60);
+    tcase_set_timeout(c, 600);
     tcase_add_test(c, test_config_json_switches);
     tcase_add_test(c, test_cli_switches);
     tcase_add_test(c, test_switches_in_checkpoint);

@@ -127,6 +127,25 @@ static void fill_maps(heat_maps *hm, const ag_real *a, const lm_model *m, const 
     }
 }
 
+/* The attention weights a [1,H,T,T] of layer are a distribution on every row (finite, summing
+ * to 1 over the keys up to the query): a model whose weights are finite but absurd (every one
+ * FLT_MAX) gives NaN or rows of zeros, refused as eval refuses its loss (issue 35). */
+static ag_status weights_usable(const ag_tensor *a, int layer, ag_error *err)
+{
+    int H = a->shape[1], T = a->shape[2];
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            const ag_real *row = a->data + ((size_t)h * T + i) * T;   // [T] keys of query i
+            double sum = 0;
+            for (int j = 0; j <= i; j++) sum += (double)row[j];
+            if (!(fabs(sum - 1) < 1e-2))   /* float sums over up to 16384 keys: far from 1 only when broken */
+                return ag_seterr(err, AG_ERR_NONFINITE, "attn: the attention weights of layer %d, head %d, query %d "
+                                 "are not finite or do not sum to 1 (%g): the model's weights are not a usable model",
+                                 layer, h, i, isnan(sum) ? NAN : sum);
+        }
+    return AG_OK;
+}
+
 /* Records the attention of ids [T] and draws layer's heads into png. */
 static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, ag_error *err)
 {
@@ -139,6 +158,7 @@ static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, c
     ag_status s = AG_OK;
     if (!ctx || !A || !ok) s = ag_seterr(err, AG_ERR_NOMEM, "attn: out of memory");
     else if ((s = lm_attn_record(ctx, g, ids, 1, T, A))) ag_seterr(err, s, "attn: %s", ag_ctx_error(ctx));
+    if (s == AG_OK) s = weights_usable(A[layer], layer, err);
     if (s == AG_OK) {
         fill_maps(&hm, A[layer]->data, m, ids, layer, head, n_maps, T);   // A[layer] [1,H,T,T]
         char title[160];

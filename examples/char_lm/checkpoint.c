@@ -354,9 +354,14 @@ static void remove_ckpt_dir(const char *path)
         if ((errno == ENOTDIR || errno == ELOOP) && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) unlink(path);
         return;
     }
+    /* renamed first (issue 35): a kill halfway leaves "<name>.del", which the next train removes
+     * (lm_ckpt_clean), never a half ckpt-N that every train after calls not a whole checkpoint */
+    char gone[PATHLEN + 8];
+    bool moved = snprintf(gone, sizeof gone, "%s.del", path) < (int)sizeof gone && rename(path, gone) == 0;
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
+        if (moved) rename(gone, path);
         return;
     }
     struct dirent *e;
@@ -365,10 +370,14 @@ static void remove_ckpt_dir(const char *path)
         bool ours = strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0 ||
                     strncmp(nm, LM_MODEL_FILE ".tmp.", strlen(LM_MODEL_FILE ".tmp.")) == 0 ||
                     strncmp(nm, LM_STATE_FILE ".tmp.", strlen(LM_STATE_FILE ".tmp.")) == 0;
-        if (ours) unlinkat(fd, nm, 0);
+        if (ours) {
+            unlinkat(fd, nm, 0);
+            lm_fault("remove (half done)", path);   /* one file gone, the other not yet */
+        }
     }
     closedir(d);
-    rmdir(path);
+    if (moved && rmdir(gone) != 0) rename(gone, path);   /* a user's file in it: it stays, by its name */
+    if (!moved) rmdir(path);
 }
 
 void lm_ckpt_remove(const char *dir, const char *name)
@@ -459,6 +468,17 @@ static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const
     return s;
 }
 
+/* DIR/name is the checkpoint of the run's best evaluation (st->best_iter): kept whatever DIR/best
+ * says (a best deleted or spoiled while the run goes on, issue 35). */
+static bool runs_best(const char *dir, const char *name, const lm_train_state *st)
+{
+    char path[PATHLEN];
+    lm_ckpt_id id;
+    ag_error ignored = {0};
+    return st->best_iter >= 0 && lm_path_join(path, sizeof path, dir, name) &&
+           lm_ckpt_identify(path, &id, &ignored) == AG_OK && id.run_id == st->run_id && id.iter == st->best_iter;
+}
+
 /* After the commit: the checkpoints that were live and best, if this run's and superseded and
  * neither is still named (name is the new one, best the best now); and the older layout's
  * files, if this run's. */
@@ -468,7 +488,7 @@ static void remove_replaced(const char *dir, const lm_train_state *st, const cha
     const char *was[] = {live, old_best};
     for (int i = 0; i < 2; i++)
         if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], best) != 0 &&
-            (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st))
+            (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st) && !runs_best(dir, was[i], st))
             lm_ckpt_remove(dir, was[i]);
     lm_ckpt_id id;
     ag_error ignored = {0};
@@ -676,17 +696,41 @@ double lm_sample_bytes(const ag_gpt_config *m)
     return (m->n_layer * (2 * T * C + H * T + 18 * C) + 2 * V) * sizeof(ag_real);
 }
 
-ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
+double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks)
+{
+    double buffers = 4.0 + (shards > 1 ? shards - 1 : 0);   /* W, dW, Adam's m and v; a dW per replica */
+    return (lm_step_bytes(m, B, true) + buffers * lm_min_params(m) * sizeof(ag_real)) * (ranks > 1 ? ranks : 1);
+}
+
+int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have)
+{
+    int n = want > 1 ? want : 1;
+    double base = lm_train_bytes(m, B, 1, ranks), per = (lm_train_bytes(m, B, 2, ranks) - base);
+    if (per > 0 && base + (n - 1) * per > have) n = have > base ? 1 + (int)floor((have - base) / per) : 1;
+    return n < 1 ? 1 : n;
+}
+
+double lm_machine_bytes(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return AG_OK;   /* unknown: nothing to compare with */
-    double have = (double)pages * (double)page;
-    if (bytes <= have) return AG_OK;
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+const char *lm_bytes_str(double bytes, char *buf)
+{
     bool tera = bytes >= 1e12;
-    return ag_seterr(err, AG_ERR_NOMEM, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
-                     "%.1f %s of memory for one step, more than this machine's %.1f GB; refused before allocating",
-                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, bytes / (tera ? 1e12 : 1e9),
-                     tera ? "TB" : "GB", have / 1e9);
+    snprintf(buf, 24, "%.1f %s", bytes / (tera ? 1e12 : 1e9), tera ? "TB" : "GB");
+    return buf;
+}
+
+ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
+{
+    double have = lm_machine_bytes();
+    if (have <= 0 || bytes <= have) return AG_OK;   /* unknown: nothing to compare with */
+    char need[24];
+    return ag_seterr(err, AG_ERR_ARG, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
+                     "%s of memory for one step, more than this machine's %.1f GB; refused before allocating",
+                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, lm_bytes_str(bytes, need), have / 1e9);
 }
 
 /* model.safetensors of the checkpoint directory where (already resolved). */
@@ -824,6 +868,15 @@ static long meta_iter(const ag_st_file *f, const char *key)
     return parse_u64(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
 }
 
+/* The metadata value key of f as a loss (a finite number >= 0), or NaN. */
+static double meta_loss(const ag_st_file *f, const char *key)
+{
+    const char *v = ag_st_meta_get(f, key);
+    char *end = NULL;
+    double x = v && *v ? strtod(v, &end) : NAN;
+    return end && !*end && isfinite(x) && x >= 0 ? x : NAN;
+}
+
 /* The header fields of the pair m (model) and t (train state) of the checkpoint in path. */
 static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, lm_ckpt_id *id,
                                ag_error *err)
@@ -836,6 +889,8 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
     id->model_hash = meta_hex(t, "model_hash");
     id->follows = meta_hex(t, "follows");
     id->best_iter = ag_st_meta_get(t, "best_iter") ? meta_iter(t, "best_iter") : -1;
+    id->eval = meta_loss(t, "eval_val_loss");
+    if (isnan(id->eval)) id->eval = meta_loss(t, "eval_train_loss");   /* no validation split */
     if (id->iter < 0 || meta_iter(t, "iter") != id->iter || meta_hex(t, "run_id") != id->run_id)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are not one checkpoint (iter, run_id)", path);
     return AG_OK;
@@ -846,6 +901,7 @@ ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err)
     char mp[PATHLEN], tp[PATHLEN];
     memset(id, 0, sizeof *id);
     id->best_iter = -1;
+    id->eval = NAN;
     if (path_of(mp, path, LM_MODEL_FILE, err) || path_of(tp, path, LM_STATE_FILE, err)) return AG_ERR_ARG;
     ag_st_file *m = ag_st_load_header(mp, err);   /* the headers alone: cheap for a model of gigabytes */
     ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
@@ -875,6 +931,22 @@ static ag_status check_binding(const ag_st_file *f, const char *path, const ag_p
                      "branches of a run mixed?)", path, (unsigned long long)want, (unsigned long long)have);
 }
 
+/* The model file in where is of iteration iter too: a pair of two iterations (a copy of a later
+ * state over an earlier model) is named so, before the weights' binding calls it two branches. */
+static ag_status same_iteration(const char *where, long iter, ag_error *err)
+{
+    char mp[PATHLEN];
+    ag_error ignored = {0};
+    if (path_of(mp, where, LM_MODEL_FILE, err)) return AG_ERR_ARG;
+    ag_st_file *m = ag_st_load_header(mp, &ignored);
+    long it = m ? meta_iter(m, "iter") : -1;
+    ag_st_free(m);
+    if (it < 0 || it == iter) return AG_OK;   /* unreadable: the binding check says what is wrong */
+    return ag_seterr(err, AG_ERR_FORMAT, "%s holds model.safetensors of iteration %ld but train_state.safetensors of "
+                     "iteration %ld: the two files are not one checkpoint (a file copied from another?)", where, it,
+                     iter);
+}
+
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
 {
     memset(s, 0, sizeof *s);
@@ -888,6 +960,7 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     const char *pre[] = {"m.", "v."};
     ag_real *bufs[] = {g->params->m, g->params->v};
     if (st == AG_OK) st = read_params(f, path, g, 2, pre, bufs, err);
+    if (st == AG_OK) st = same_iteration(where, s->iter, err);
     if (st == AG_OK) st = check_binding(f, path, g->params, err);
     s->prev_hash = st == AG_OK ? lm_weights_hash(g->params) : 0;   /* the next save follows this one */
     ag_st_free(f);

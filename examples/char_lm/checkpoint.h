@@ -91,6 +91,7 @@ typedef struct {
     uint64_t model_hash; /* the train state's (0: none) */
     uint64_t follows;   /* the train state's (0: none) */
     long best_iter;     /* the train state's (-1: none) */
+    double eval;        /* the evaluation saved with it (val; train without a split), NaN: none */
 } lm_ckpt_id;
 
 /* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
@@ -136,14 +137,23 @@ bool lm_ckpt_superseded(const lm_ckpt_id *c, uint64_t run, long iter, uint64_t p
 int lm_ckpt_list(const char *dir, char *buf, size_t n);
 /* What a killed `train` left in DIR, removed: ckpt-*.tmp directories, temporary files of our
  * files, the checkpoints the live one supersedes (those of run `also` too: --overwrite's old
- * run), the older layout's files if superseded; DIR/best mended when it lags the live one, and
- * removed when it names nothing. Anything else stays, named in left [n] ("" if none) for a
- * warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
-void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n);
+ * run), the older layout's files if superseded. DIR/best is found from the live train state
+ * (best_iter; failing that, the lowest saved evaluation of the run's checkpoints), never from
+ * DIR/best alone: a best that lags the live one is mended, one missing or not naming it
+ * (garbage, a FIFO, a link, a directory, the wrong name) is written again, and what was wrong
+ * goes in note [nn] ("" if nothing) for a warning; the best is never removed (issue 35). A best
+ * that names nothing and no best known: removed. Anything else stays, named in left [n] ("" if
+ * none) for a warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
+void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *note, size_t nn);
 /* DIR has no latest but holds whole checkpoints: latest := the newest of them, when all are of
  * one run (what was done in note [n], else ""); AG_ERR_ARG naming them when they are of
  * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */
 ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err);
+/* A fresh run killed at its first commit leaves a whole ckpt-0 and no latest (issue 35): when DIR
+ * has no latest, no best and no older layout, and every checkpoint in it is of iteration 0 with
+ * the weights model_hash (this very command's untrained model: nothing of another run), they
+ * are removed; what was removed is said in note [n] ("" if nothing). Hold DIR's lock. */
+void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size_t n);
 /* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
  * of its ckpt-N: a run is changed only by its own train (issue 19). */
 ag_status lm_ckpt_outside_runs(const char *out, ag_error *err);
@@ -166,8 +176,20 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
  * one position's tensors. */
 double lm_step_bytes(const ag_gpt_config *m, int B, bool train);
 double lm_sample_bytes(const ag_gpt_config *m);
-/* AG_ERR_NOMEM, with the figures, when bytes exceed this machine's physical memory (what
- * names the command: "eval", "train"): refused before anything is allocated. */
+/* Bytes a training run holds (issue 35): one step's (lm_step_bytes; shards split the windows,
+ * their contexts together about the same), the weights, their gradients and Adam's two moments
+ * (lm_min_params each), and one gradient buffer more per shard beyond the first (nn.h: each
+ * replica keeps its own); times the ranks on this machine. */
+double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
+/* The most shards, 1 to want, whose lm_train_bytes fit in have bytes (1 when none do). */
+int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
+/* This machine's physical memory in bytes; 0 when unknown. */
+double lm_machine_bytes(void);
+/* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
+const char *lm_bytes_str(double bytes, char *buf);
+/* AG_ERR_ARG (a config this machine cannot run: exit 2, issue 35), with the figures, when bytes
+ * exceed this machine's physical memory (what names the command: "eval", "train"): refused
+ * before anything is allocated. */
 ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err);
 
 /* A lower bound of the model's parameter count: the embeddings and 12 C^2 - C per block. */

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,15 +75,98 @@ static bool identify(const char *dir, const char *name, lm_ckpt_id *id)
     return name[0] && lm_path_join(path, sizeof path, dir, name) && lm_ckpt_identify(path, id, &ignored) == AG_OK;
 }
 
-/* DIR/best lags the live checkpoint after a kill between their commits (lm_ckpt_save): the live
- * one's train state says it is the best. A best that names no directory is removed. */
-static void mend_best(const char *dir, const char *live, const lm_ckpt_id *lid, char *best)
+/* DIR/name is a whole checkpoint. */
+static bool identify_ok(const char *dir, const char *name)
 {
+    lm_ckpt_id id;
+    return identify(dir, name, &id);
+}
+
+// --- the best checkpoint, from the train state (issue 35) ---
+
+/* The run's best checkpoint among names [k], in best [64] ("" when none is known): the live
+ * run's at the live train state's best_iter (one with a saved evaluation first); failing that
+ * (no best_iter, or its checkpoint gone) the one of the run with the lowest saved evaluation.
+ * lowest [64]: the latter, whatever best_iter says; neither is ever removed. */
+static void find_best(const char *dir, const lm_ckpt_id *lid, const ckpt_name *names, int k, char *best, char *lowest)
+{
+    double low = INFINITY;
+    bool at_iter_evaluated = false;
+    best[0] = lowest[0] = '\0';
+    for (int i = 0; i < k && lid->run_id; i++) {
+        lm_ckpt_id id;
+        if (!identify(dir, names[i], &id) || id.run_id != lid->run_id) continue;
+        bool evaluated = !isnan(id.eval);
+        if (evaluated && id.eval < low) {
+            low = id.eval;
+            snprintf(lowest, sizeof(ckpt_name), "%s", names[i]);
+        }
+        if (lid->best_iter >= 0 && id.iter == lid->best_iter && (!best[0] || (evaluated && !at_iter_evaluated))) {
+            snprintf(best, sizeof(ckpt_name), "%s", names[i]);
+            at_iter_evaluated = evaluated;
+        }
+    }
+    if (!best[0]) snprintf(best, sizeof(ckpt_name), "%s", lowest);
+}
+
+/* What DIR/best is when it does not name a checkpoint (why [96]); false when it does. */
+static bool best_is_bad(const char *dir, char *why)
+{
+    char name[64], path[PATHLEN];
+    struct stat sb;
+    ag_error e = {0};
+    if (lm_ckpt_pointer(dir, LM_BEST, name, &e) == AG_OK) return false;
+    if (!lm_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0) snprintf(why, 96, "was missing");
+    else if (S_ISLNK(sb.st_mode)) snprintf(why, 96, "was a symbolic link");
+    else if (S_ISDIR(sb.st_mode)) snprintf(why, 96, "was a directory");
+    else if (!S_ISREG(sb.st_mode)) snprintf(why, 96, "was not a regular file");
+    else snprintf(why, 96, "did not name a checkpoint");
+    return true;
+}
+
+/* A directory planted at DIR/best (no file can replace it) removed when empty, else moved aside, to DIR/best.aside.<pid>,
+ * its name in aside [PATHLEN] ("" when nothing was moved): nothing of the user's is removed. */
+static void move_best_aside(const char *dir, char *aside)
+{
+    char path[PATHLEN];
+    struct stat sb;
+    aside[0] = '\0';
+    if (!lm_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+        rmdir(path) == 0)   /* an empty one holds nothing */
+        return;
+    if (snprintf(aside, PATHLEN, "%s.aside.%ld", path, (long)getpid()) >= PATHLEN || rename(path, aside) != 0)
+        aside[0] = '\0';
+}
+
+/* DIR/best := want, the run's best. A lag after a kill between the commits of latest and best
+ * (lm_ckpt_save: the live one is the best, best names a whole older one) is mended silently;
+ * anything else is said in note [nn]. */
+static void point_best(const char *dir, const char *live, const char *want, const char *best, char *note, size_t nn)
+{
+    char why[96] = "", aside[PATHLEN];
+    bool lag = best[0] && strcmp(want, live) == 0 && identify_ok(dir, best);
+    if (!best_is_bad(dir, why) && !lag) snprintf(why, sizeof why, "named %s, not the best", best);
+    move_best_aside(dir, aside);
     bool committed = false;
-    ag_error ignored = {0};
-    if (live[0] && lid->best_iter == lid->iter && strcmp(best, live) != 0) {
-        (void)lm_ckpt_point(dir, LM_BEST, live, &committed, &ignored);
-        if (committed) snprintf(best, sizeof(ckpt_name), "%s", live);
+    ag_error e = {0};
+    (void)lm_ckpt_point(dir, LM_BEST, want, &committed, &e);
+    if (lag && committed) return;
+    if (!committed)
+        snprintf(note, nn, "%s/%s %s, and it cannot be written to name %s, the run's best: %s", dir, LM_BEST, why, want,
+                 e.msg);
+    else
+        snprintf(note, nn, "%s/%s %s: it names %s again, the run's best evaluation (from the train state)%s%s", dir,
+                 LM_BEST, why, want, aside[0] ? "; the directory there was moved to " : "", aside);
+}
+
+/* DIR/best made to name the run's best (find_best), when it does not. Without a best known, a
+ * best that names no directory is removed. */
+static void mend_best(const char *dir, const char *live, const char *want, char *best, char *note, size_t nn)
+{
+    if (want[0]) {
+        if (strcmp(best, want) != 0) point_best(dir, live, want, best, note, nn);
+        snprintf(best, sizeof(ckpt_name), "%s", want);
+        return;
     }
     char path[PATHLEN];
     struct stat sb;
@@ -97,7 +181,8 @@ static void mend_best(const char *dir, const char *live, const lm_ckpt_id *lid, 
 static bool our_tmp_file(const char *nm)
 {
     static const char *const names[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png",
-                                        "loss.gp", "attn.png", "attn.gp", NULL};
+                                        "loss.gp", "attn.png", "attn.gp", "dynamics.csv", "dynamics.png",
+                                        "dynamics.gp", NULL};
     for (int i = 0; names[i]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&
@@ -107,9 +192,16 @@ static bool our_tmp_file(const char *nm)
     return false;
 }
 
-/* A checkpoint's temporary directory: "ckpt-<iter>[-b].tmp", or ".tmp.<pid>" after it. */
+/* A checkpoint's temporary directory: "ckpt-<iter>[-b].tmp", or ".tmp.<pid>" after it; or one
+ * being removed when a kill came: any of those, or a checkpoint's name, and ".del". */
 static bool our_tmp_dir(const char *nm)
 {
+    size_t len = strlen(nm);
+    if (len > 4 && len < 64 && strcmp(nm + len - 4, ".del") == 0) {
+        char base[64];
+        snprintf(base, sizeof base, "%.*s", (int)(len - 4), nm);
+        return lm_ckpt_name_ok(base) || our_tmp_dir(base);
+    }
     const char *t = strstr(nm, ".tmp");
     if (!t || strncmp(nm, "ckpt-", 5) != 0) return false;
     char base[64];
@@ -167,12 +259,12 @@ static void clean_legacy(const char *dir, const lm_ckpt_id *lid, uint64_t also, 
     }
 }
 
-void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n)
+void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *note, size_t nn)
 {
-    ckpt_name live = "", best = "", *names;
+    ckpt_name live = "", best = "", want, lowest, *names;
     lm_ckpt_id lid = {.best_iter = -1}, id;
     ag_error ignored = {0};
-    left[0] = '\0';
+    left[0] = note[0] = '\0';
     if (lm_ckpt_pointer(dir, LM_LATEST, live, &ignored) || !identify(dir, live, &lid)) live[0] = '\0';
     ag_error_clear(&ignored);
     if (lm_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
@@ -181,11 +273,12 @@ void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n)
         unlink(path);   /* the best of --overwrite's old run: forgotten first, then removed below */
         best[0] = '\0';
     }
-    mend_best(dir, live, &lid, best);
     remove_temporaries(dir);
     int k = ckpt_dirs(dir, &names);
+    find_best(dir, &lid, names, k, want, lowest);
+    mend_best(dir, live, want, best, note, nn);
     for (int i = 0; i < k; i++) {
-        if (strcmp(names[i], live) == 0 || strcmp(names[i], best) == 0) continue;
+        if (!strcmp(names[i], live) || !strcmp(names[i], best) || !strcmp(names[i], lowest)) continue;
         bool whole = identify(dir, names[i], &id);
         if (whole && ((live[0] && lm_ckpt_superseded(&id, lid.run_id, lid.iter, lid.model_hash)) ||
                       (also && id.run_id == also))) {
@@ -240,6 +333,30 @@ ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err)
                  dir, LM_LATEST, names[pick], found);
     free(names);
     return s;
+}
+
+void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size_t n)
+{
+    char path[PATHLEN], gone[512] = "";
+    struct stat sb;
+    note[0] = '\0';
+    const char *committed[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE};
+    for (int i = 0; i < 3; i++)
+        if (lm_path_join(path, sizeof path, dir, committed[i]) && lstat(path, &sb) == 0) return;   /* a run */
+    ckpt_name *names;
+    int k = ckpt_dirs(dir, &names), orphans = 0;
+    for (int i = 0; i < k; i++) {
+        lm_ckpt_id id;
+        orphans += identify(dir, names[i], &id) && id.iter == 0 && id.model_hash == model_hash;
+    }
+    for (int i = 0; i < k && orphans == k; i++) {   /* all of them, or none: nothing else of a run is there */
+        lm_ckpt_remove(dir, names[i]);
+        add_name(gone, sizeof gone, names[i]);
+    }
+    free(names);
+    if (gone[0])
+        snprintf(note, n, "%s: removed %s, the first checkpoint of this same run (its untrained weights), left "
+                 "uncommitted by a kill; starting the run again", dir, gone);
 }
 
 // --- run directories kept apart ---

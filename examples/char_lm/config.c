@@ -156,6 +156,10 @@ const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, si
 
 void lm_format_real(char *buf, size_t n, double v)
 {
+    if (v == floor(v) && fabs(v) < 1e15) {   /* a whole number as one: "30", never "3e+01" (issue 35) */
+        snprintf(buf, n, "%.0f", v);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) return;

@@ -93,11 +93,13 @@ typedef struct {
     const ag_vocab *v;
     FILE *out;
     ag_error *err;
+    bool printed;   /* something went out: the prompt or a character */
 } printer;
 
 static bool print_token(int id, void *user)
 {
     printer *p = user;
+    p->printed = true;
     char buf[5];
     ag_vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
@@ -107,7 +109,7 @@ static bool print_token(int id, void *user)
 /* Prints the prompt (as given) and then each new character as it comes. */
 static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
 {
-    printer p = {&m->vocab, out, err};
+    printer p = {&m->vocab, out, err, false};
     int *ids = NULL;
     size_t n = 0;
     /* encode first so a bad prompt fails before anything is printed */
@@ -116,10 +118,11 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
         if (s) return s;
         free(ids);
         fputs(prompt, out);
+        p.printed = true;
         if ((s = flushed(out, "stdout", err))) return s;
     }
     ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
-    fputs("\n", out);
+    if (p.printed) fputs("\n", out);   /* nothing out (a model refused at once): no empty line */
     ag_status f = flushed(out, "stdout", err);
     return s ? s : f;
 }
@@ -160,17 +163,23 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
-/* After training: a taste of what the model learned, then where the curve and the rest are. */
-static int show_result(const char *dir)
+/* After training: a taste of what the model learned (not when the time budget ran out: the
+ * budget holds the whole command, issue 35), then where the curve and the rest are. */
+static int show_result(const char *dir, bool out_of_time)
 {
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load(dir, &m, &e);
+    ag_status s = out_of_time ? AG_OK : lm_model_load(dir, &m, &e);
     if (s) return fail(s, &e);
-    lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
-    printf("\nsample (200 characters, temperature 1.0):\n");
-    s = sample_to(stdout, &m, NULL, &so, &e);
-    lm_model_free(&m);
+    if (out_of_time) {
+        printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
+    } else {
+        lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
+        printf("\nsample (200 characters, temperature 1.0):\n");
+        s = sample_to(stdout, &m, NULL, &so, &e);
+        lm_model_free(&m);
+    }
+    if (s == AG_OK) s = flushed(stdout, "stdout", &e);
     if (s) return fail(s, &e);
     if (stop_signal) return stopped_code();
     char png[4096];
@@ -255,7 +264,7 @@ static int cmd_train(const lm_train_args *a)
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
-    return show_result(a->out);
+    return show_result(a->out, r.out_of_time);
 }
 
 // --- sample, eval, attn ---
@@ -364,6 +373,7 @@ static ag_status use_kernels(const lm_cli *cli, ag_error *err)
 int main(int argc, char **argv)
 {
     lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
+    signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);

@@ -53,6 +53,7 @@ typedef struct {
     ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
     ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
     ag_gpt_shards *shards;   /* alone (no mpirun): each step's windows split over the threads (nn.h) */
+    int n_shards;            /*   how many the setup chose (1: the plain step), memory counted */
     ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;
 
@@ -87,6 +88,12 @@ typedef struct {
     bool refit;              /* the count, fixed in this run, may still be fitted again */
     double eval_s;           /* the last evaluation's time, its checkpoint included; < 0: none timed */
     bool out_of_time;        /* the deadline ended the run before its step count */
+    long eval_batches;       /* the batches a split an evaluation takes: eval_iters, or fewer when the
+                                run's first evaluation did not fit (issue 35); 0: eval_iters */
+    double eval_end;         /* when the evaluation in hand must end (INFINITY: no budget) */
+    int pauses;              /* steps in a row far slower than the others (a pause: not timed) */
+    double batch_s;          /* the fastest evaluation batch of the run (the first ones are cold); 0: none */
+    bool no_eval;            /* not even one evaluation batch fits: the run ends with a checkpoint alone */
 } lm_budget;
 
 /* Where the run stands, and what may end it. */
@@ -144,6 +151,11 @@ ag_status lm_run_agree(lm_run *R, ag_error *err);
 /* Everything before the first step (lock, data, model, optimizer state, buffers, ranks). A
  * stop signal between the stages ends it early with AG_OK: the caller looks at the signal. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
+/* The checkpoint of learn.st (lm_ckpt_save) into the run directory this train locked. When
+ * its path no longer names it (moved away while the run went on, a new directory made in its
+ * place), the checkpoint is written into the locked one where it now is, and AG_ERR_IO says
+ * where, so that the run stops with nothing lost and nothing written into the stranger. */
+ag_status lm_run_save(lm_run *R, ag_error *err);
 /* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
  * (r says where it stands; the run directory is tidied all the same). */
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r);
@@ -164,6 +176,10 @@ void lm_run_free(lm_run *R);
  * and the diverged model is never saved. */
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
 
+/* One window of the training text through the model in no-grad mode: its time on the budget's
+ * clock in *window_s (--time-budget's first estimate, before anything else is timed). */
+ag_status lm_run_probe(lm_run *R, double *window_s, ag_error *err);
+
 // --- train_budget.c ---
 
 /* --time-budget: the deadline, and whether the step count is still to be fixed (not when a
@@ -180,12 +196,32 @@ ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err);
 /* After iteration it's evaluation, before its step: times the steps and the evaluations, and
  * once enough steps are timed (at the latest at the end of the warmup, so that no step's rate
  * depends on it) fixes the step count: max_iters, lr_decay_iters, budget_iters and the
- * schedule. With several ranks, all fix the same count at the same iteration. */
-ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err);
+ * schedule. With several ranks, all fix the same count at the same iteration. After the run's
+ * first evaluation, *last when not even one step fits in the budget (said in one line). */
+ag_status lm_budget_calibrate(lm_run *R, long it, bool *last, ag_error *err);
+/* Before an evaluation: when it must end (lm_budget_eval_end). The run's first one, nothing
+ * timed yet, gets EVAL0_SHARE of the budget; the final one what is left; the others all but
+ * the final one's time. */
+void lm_budget_eval_start(lm_run *R, bool last);
+/* The end of the evaluation's first split when half is true (the second gets the rest), else
+ * of the whole; INFINITY without a budget. */
+double lm_budget_eval_end(const lm_run *R, bool half);
+/* The batches a split an evaluation takes (eval_iters, or fewer: lm_budget_eval_done). */
+long lm_budget_eval_batches(const lm_run *R);
+/* Inside an evaluation split, before batch k > 0 (at a round of the ranks): *late when the
+ * clock is past end (with several ranks: when any rank's is), so that the split ends there. */
+ag_status lm_budget_eval_late(lm_run *R, double end, bool *late, ag_error *err);
+/* After the evaluation at it took done batches a split: fewer than asked is said in the log;
+ * at the run's first evaluation, the later ones take as many. */
+void lm_budget_eval_done(lm_run *R, long it, bool last, long done);
+/* An evaluation batch that took dt seconds of the budget's clock. */
+void lm_budget_batch(lm_run *R, double dt);
 
 // --- train_log.c ---
 
 void lm_log_warn(const lm_run *R, const char *msg);
+/* A duration as the log writes it, in buf [n]: "1h30m", "2m05s", "42s", "0.5s". */
+void lm_format_duration(char *buf, size_t n, double s);
 /* One line of the log (printf-style; on a terminal the progress line is cleared first). */
 void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */

@@ -168,6 +168,28 @@ void lm_lock_drop(lm_lock *l)
     l->held = false;
 }
 
+void lm_lock_via(const lm_lock *l, char *via, size_t n)
+{
+    struct stat locked, sb;
+    via[0] = '\0';
+    if (!l->held || l->dir_fd < 0 || fstat(l->dir_fd, &locked) != 0) return;
+    snprintf(via, n, "/proc/self/fd/%d", l->dir_fd);   /* Linux: the locked directory, wherever it is */
+    if (stat(via, &sb) != 0 || sb.st_dev != locked.st_dev || sb.st_ino != locked.st_ino) via[0] = '\0';
+}
+
+bool lm_lock_moved(const lm_lock *l, const char *dir, char *now_at, size_t n)
+{
+    struct stat locked, named;
+    now_at[0] = '\0';
+    if (!l->held || l->dir_fd < 0 || fstat(l->dir_fd, &locked) != 0) return false;
+    if (stat(dir, &named) == 0 && named.st_dev == locked.st_dev && named.st_ino == locked.st_ino) return false;
+    char via[64];
+    lm_lock_via(l, via, sizeof via);
+    ssize_t k = via[0] ? readlink(via, now_at, n - 1) : -1;
+    now_at[k > 0 ? k : 0] = '\0';
+    return true;
+}
+
 // --- whole files ---
 
 FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err)
@@ -250,12 +272,15 @@ ag_status lm_fsync_dir(const char *dir, ag_error *err)
 void lm_fault(const char *step, const char *path)
 {
     static long target = -1, count = 0;   /* -1: the environment not read yet; 0: no faults */
+    static const char *named = NULL;      /* a step's name instead of a number */
     if (target < 0) {
         const char *s = getenv("CHAR_LM_FAULT");
-        target = s ? strtol(s, NULL, 10) : 0;
+        named = s && *s && (*s < '0' || *s > '9') ? s : NULL;
+        target = s && !named ? strtol(s, NULL, 10) : 0;
         if (target < 0) target = 0;
     }
-    if (target == 0 || ++count != target) return;
+    ++count;
+    if (named ? strcmp(step, named) != 0 : target == 0 || count != target) return;
     fprintf(stderr, "char_lm: fault point %ld: %s %s\n", count, step, path);
     fflush(stderr);
     raise(SIGKILL);

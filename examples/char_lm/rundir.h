@@ -39,6 +39,14 @@ typedef struct {
 ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err);
 /* Removes the lock file and releases it; no-op when not held. */
 void lm_lock_drop(lm_lock *l);
+/* A path that reaches the locked directory wherever it is, in via [n] ("/proc/self/fd/N"): a
+ * train writes through it, never into a directory made at DIR's path after it started (issue
+ * 35). "" where there is none (no /proc, the lock not held). */
+void lm_lock_via(const lm_lock *l, char *via, size_t n);
+/* DIR (the path the lock was taken on) no longer names the locked directory (`mv DIR DIR.old;
+ * mkdir DIR` while a train runs): true, with where it is now in now_at [n] (or ""). False when
+ * it is the same directory, or the lock is not held. */
+bool lm_lock_moved(const lm_lock *l, const char *dir, char *now_at, size_t n);
 
 /* Opens "<path>.tmp.<pid>" (its name in tmp [n]) as a new file, removing whatever had that
  * name first. NULL with err set on failure. */
@@ -58,7 +66,8 @@ ag_status lm_fsync_dir(const char *dir, ag_error *err);
  * N-th call in this process says "char_lm: fault point N: <step> <path>" on stderr and kills
  * the process with SIGKILL (as a power cut or `kill -9` would, with nothing cleaned up).
  * Without the variable it does nothing. checkpoint.c calls it before every step that changes
- * the disk, including those inside ag_st_save (passed to it as the step hook of its opts). */
+ * the disk, including those inside ag_st_save (passed to it as the step hook of its opts).
+ * CHAR_LM_FAULT=<step> (not a number) kills at the first call of that step instead. */
 void lm_fault(const char *step, const char *path);
 
 #endif

@@ -81,7 +81,12 @@ static ag_status feed(feeder *f, int id, ag_error *err)
         return ag_seterr(err, s, "sampling: %s", ag_ctx_error(f->ctx) ? ag_ctx_error(f->ctx) : "forward failed");
     }
     f->len++;
-    memcpy(f->logits, y->data, (size_t)f->g->cfg.vocab_size * sizeof(ag_real));
+    size_t V = (size_t)f->g->cfg.vocab_size;
+    memcpy(f->logits, y->data, V * sizeof(ag_real));                          // [V]
+    for (size_t i = 0; i < V; i++)   /* finite but absurd weights (every one FLT_MAX): refused, as eval does */
+        if (!isfinite(f->logits[i]))
+            return ag_seterr(err, AG_ERR_NONFINITE, "sampling: the model's output at position %d is not finite (%g): "
+                             "its weights are not a usable model", f->len - 1, isnan(f->logits[i]) ? NAN : (double)f->logits[i]);
     return AG_OK;
 }
 

@@ -211,13 +211,13 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     }
     ag_status s = lm_log_flush(R, err);   /* metrics.csv's rows up to it first */
     bool writer = lm_ddp_writer(R->ctl.ddp);
-    if (s == AG_OK && writer) s = lm_ckpt_save(R->o->out_dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
+    if (s == AG_OK && writer) s = lm_run_save(R, err);   /* into the locked directory (train_setup.c) */
     if (s) return s;
     R->ctl.saved_at = it;
     st->prev_hash = lm_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
     if (writer && R->ctl.replaces) {   /* --overwrite: the old run goes once ours is committed */
-        char left[1024];
-        lm_ckpt_clean(R->o->out_dir, R->ctl.replaces, left, sizeof left);
+        char left[1024], note[1200];
+        lm_ckpt_clean(R->o->out_dir, R->ctl.replaces, left, sizeof left, note, sizeof note);
         R->ctl.replaces = 0;
     }
     return AG_OK;
@@ -274,7 +274,12 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
             r->out_of_time = R->ctl.budget.out_of_time;
             return AG_OK;
         }
-        if ((s = lm_budget_calibrate(R, it, err))) return s;              // --time-budget: fix the count
+        if ((s = lm_budget_calibrate(R, it, &last, err))) return s;       // --time-budget: fix the count
+        if (last) {                                                       // not even one step fits in it
+            r->iter = it;
+            r->out_of_time = true;
+            return lm_log_last_row(R, it, err);
+        }
         if (o->before_step) o->before_step(it, R->learn.m.g, o->hook_user);
         if ((s = train_step(R, it, err))) {
             lm_log_break(R);

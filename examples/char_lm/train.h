@@ -106,6 +106,9 @@ typedef struct {
      * one that its before_step advances by a set time a step, so that what the budget decides
      * does not depend on how busy the machine is. */
     double (*clock)(void *user);
+    /* Called before each evaluation batch (NULL: none): a test's simulated clock advances by an
+     * evaluation batch's time, so that evaluations cost time too. */
+    void (*before_batch)(void *user);
     /* Data parallelism (ddp.h): the job of ranks this process is one of (NULL: alone), and
      * --grad-accum (0 or 1: one micro-batch per step) and --allreduce. Every rank calls lm_train
      * with the same options; rank 0 alone writes the checkpoints, metrics.csv and the plots, and

@@ -51,6 +51,11 @@
 #define RESERVE_STEPS 10     /*   or 10 steps' time if more (a budget of seconds: 2% is 2 steps) */
 #define FINAL_PLOT_S 0.5     /* the final evaluation draws loss.png and waits for it */
 #define REFIT_MIN 0.02       /* the count fitted again at an evaluation is taken when it moves more */
+#define EVAL0_SHARE 0.1      /* the run's first evaluation, nothing timed yet, takes at most this share */
+#define END_MARGIN_S 0.1     /* the final evaluation ends this long before the deadline: its checkpoint */
+#define PAUSE_FACTOR 5       /* a step this many times the smoothed one: the process was paused */
+#define PAUSE_SAID_S 1.0     /*   said in the log from this long (shorter: a busy machine's hiccup) */
+#define STEP_BATCHES 3       /* a step takes about 3 evaluation batches' time (forward, backward) */
 
 double lm_budget_now(const lm_train_opts *o)
 {
@@ -60,6 +65,7 @@ double lm_budget_now(const lm_train_opts *o)
 void lm_budget_start(lm_run *R)
 {
     lm_budget *b = &R->ctl.budget;
+    b->eval_end = INFINITY;
     if (!(R->cfg.time_budget > 0)) return;
     b->deadline = b->t0 + R->cfg.time_budget;
     b->fixing = R->cfg.budget_iters == 0;
@@ -86,6 +92,13 @@ static void time_step(lm_run *R, long it, double now)
     lm_budget *b = &R->ctl.budget;
     if (it <= R->ctl.start) return;
     double dt = now - b->t_steps;
+    if (b->step_s > 0 && dt > PAUSE_FACTOR * b->step_s && b->pauses++ == 0) {   /* one step: a pause (L3) */
+        if (dt >= PAUSE_SAID_S)
+            lm_log_line(R, "time budget: step %ld took %.3g s, %.0fx the others (the process was stopped?): its time "
+                        "counts against the budget, not as a step's", it - 1, dt, dt / b->step_s);
+        return;
+    }
+    b->pauses = 0;   /* two in a row: the machine slowed down */
     b->step_last = dt;
     b->step_s = b->step_s > 0 ? 0.9 * b->step_s + 0.1 * dt : dt;
     if ((b->fixing && it - 1 >= R->ctl.start + CAL_SKIP) || b->refit) {
@@ -100,10 +113,33 @@ static void time_step(lm_run *R, long it, double now)
 
 static ag_status refit(lm_run *R, long it, double now, ag_error *err);
 
+/* Before the run's first iteration, nothing timed: one window through the model tells what an
+ * evaluation batch of B windows costs. When not even one a split fits before the deadline, the
+ * run says so in one line and ends at once with a checkpoint (*last, no_eval). */
+static ag_status probe(lm_run *R, long it, bool *last, ag_error *err)
+{
+    lm_budget *b = &R->ctl.budget;
+    double window, splits = R->data.n_val > 0 ? 2 : 1;
+    ag_status s = lm_run_probe(R, &window, err);
+    if (s) return s;
+    double now = lm_budget_now(R->o), batch = window * R->cfg.batch_size;
+    double late = now + splits * batch + END_MARGIN_S > b->deadline;
+    if ((s = lm_ddp_sum(R->ctl.ddp, &late, err)) || !(late > 0)) return s;   /* all ranks end, or none */
+    char d[32];
+    lm_format_duration(d, sizeof d, R->cfg.time_budget);
+    lm_log_line(R, "time budget: %s is too short for this run: one evaluation batch takes about %.3g s (a window "
+                "%.3g s, %d a batch), and %.3g s are left; ending at iteration %ld with a checkpoint, no evaluation",
+                d, batch, window, R->cfg.batch_size, b->deadline - now, it);
+    *last = b->no_eval = b->out_of_time = true;
+    return AG_OK;
+}
+
 ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
     if (!b->deadline) return AG_OK;
+    ag_status ps = it == R->ctl.start && b->eval_s < 0 && !(b->step_s > 0) ? probe(R, it, last, err) : AG_OK;
+    if (ps || b->no_eval) return ps;
     double now = lm_budget_now(R->o);
     time_step(R, it, now);
     b->t_check = now;
@@ -214,13 +250,32 @@ static ag_status refit(lm_run *R, long it, double now, ag_error *err)
     return AG_OK;
 }
 
-ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
+/* After the run's first evaluation: *last when even one step (STEP_BATCHES of its batches) and
+ * a final evaluation of a batch a split would end past the deadline, said in one line. */
+static void room_for_a_step(lm_run *R, long it, double now, bool *last)
+{
+    lm_budget *b = &R->ctl.budget;
+    double splits = R->data.n_val > 0 ? 2 : 1, batch = b->batch_s;
+    double step = b->step_s > 0 ? b->step_s : STEP_BATCHES * batch;
+    if (now + step + splits * batch + END_MARGIN_S <= b->deadline) return;
+    char d[32];
+    lm_format_duration(d, sizeof d, R->cfg.time_budget);
+    lm_log_line(R, "time budget: %s is too short for this run: an evaluation batch takes %.3g s and a step about "
+                "%.3g s, and %.3g s are left; ending at iteration %ld with its evaluation and checkpoint", d, batch,
+                step, b->deadline - now, it);
+    *last = b->out_of_time = true;
+}
+
+ag_status lm_budget_calibrate(lm_run *R, long it, bool *last, ag_error *err)
 {
     lm_budget *b = &R->ctl.budget;
     if (!b->deadline) return AG_OK;
     double now = lm_budget_now(R->o);
     bool from_ckpt = R->ctl.resumed && it == R->ctl.start && R->learn.st.has_eval;   /* not evaluated here */
+    bool first = b->eval_s < 0;
     if (it % R->cfg.eval_interval == 0 && !from_ckpt) b->eval_s = now - b->t_check;
+    if (first && b->batch_s > 0 && lm_ddp_ranks(R->ctl.ddp) <= 1) room_for_a_step(R, it, now, last);
+    if (*last) return AG_OK;
     b->t_steps = now;
     if (!b->fixing || it == R->ctl.start) return AG_OK;   /* nothing timed yet */
     double ready = (b->timed >= CAL_MIN_STEPS && b->timed_s >= CAL_SHARE * R->cfg.time_budget) ||
@@ -232,4 +287,62 @@ ag_status lm_budget_calibrate(lm_run *R, long it, ag_error *err)
     if ((s = plan(R, it, now, step, &n, err))) return s;
     fix_count(R, it, n, step, eval_time(R), false);
     return AG_OK;
+}
+
+// --- evaluations bounded by the deadline (issue 35) ---
+
+void lm_budget_eval_start(lm_run *R, bool last)
+{
+    lm_budget *b = &R->ctl.budget;
+    b->eval_end = INFINITY;
+    if (!b->deadline) return;
+    double now = lm_budget_now(R->o), end = b->deadline - END_MARGIN_S - (R->rep.plot_ok ? FINAL_PLOT_S : 0);
+    if (!last && b->eval_s < 0) end = fmin(end, now + EVAL0_SHARE * R->cfg.time_budget);   /* nothing timed yet */
+    else if (!last) end = b->deadline - final_time(R);   /* the final evaluation keeps its time */
+    b->eval_end = end;
+}
+
+double lm_budget_eval_end(const lm_run *R, bool half)
+{
+    const lm_budget *b = &R->ctl.budget;
+    if (!half || !isfinite(b->eval_end)) return b->eval_end;
+    double now = lm_budget_now(R->o);
+    return now + (b->eval_end - now) / 2;
+}
+
+long lm_budget_eval_batches(const lm_run *R)
+{
+    long n = R->ctl.budget.eval_batches;
+    return n > 0 && n < R->cfg.eval_iters ? n : R->cfg.eval_iters;
+}
+
+ag_status lm_budget_eval_late(lm_run *R, double end, bool *late, ag_error *err)
+{
+    *late = false;
+    if (!R->ctl.budget.deadline) return AG_OK;
+    double past = lm_budget_now(R->o) > end;
+    ag_status s = lm_ddp_sum(R->ctl.ddp, &past, err);   /* every rank ends the split at the same batch */
+    *late = past > 0;
+    return s;
+}
+
+void lm_budget_eval_done(lm_run *R, long it, bool last, long done)
+{
+    lm_budget *b = &R->ctl.budget;
+    long want = lm_budget_eval_batches(R);
+    if (!b->deadline || done >= want) return;
+    if (!last && b->eval_s < 0) {
+        b->eval_batches = done;
+        lm_log_line(R, "time budget: an evaluation of %ld batches a split does not fit in %.0f%% of the budget: %ld "
+                    "batches a split from here on", want, 100 * EVAL0_SHARE, done);
+    } else {
+        lm_log_line(R, "time budget: the %sevaluation at iteration %ld on %ld of %ld batches a split (the time left)",
+                    last ? "final " : "", it, done, want);
+    }
+}
+
+void lm_budget_batch(lm_run *R, double dt)
+{
+    lm_budget *b = &R->ctl.budget;
+    if (dt > 0 && (b->batch_s <= 0 || dt < b->batch_s)) b->batch_s = dt;
 }

@@ -8,19 +8,27 @@
 #include "attn.h"
 #include "run.h"
 
-/* Mean loss over eval_iters random batches of ids [n], in no-grad mode. A stop signal ends it
- * after the batch in hand; with several ranks they agree on it every round of batches. */
-static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double *out, ag_error *err)
+/* Mean loss over eval_iters random batches of ids [n] (fewer under --time-budget: its batch
+ * count, and none after the clock passes end; *done says how many), in no-grad mode. A stop
+ * signal ends it after the batch in hand; with several ranks they agree on it, and on the
+ * clock, every round of batches. */
+static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double end, double *out, long *done,
+                          ag_error *err)
 {
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, ranks = lm_ddp_ranks(R->ctl.ddp);
     lm_data *D = &R->data;
     ag_ctx *ctx = R->learn.ctx;
     double sum = 0;
     ag_status s = AG_OK;
+    bool late = false;
+    long k, want = lm_budget_eval_batches(R);
     ag_ctx_set_grad(ctx, false);
-    for (long k = 0; k < R->cfg.eval_iters; k++) {
-        if (k % lm_ddp_ranks(R->ctl.ddp) == 0 && (s = lm_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
+    for (k = 0; k < want; k++) {
+        if (k % ranks == 0 && (s = lm_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
         if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
+        if (k > 0 && k % ranks == 0 && ((s = lm_budget_eval_late(R, end, &late, err)) || late)) break;
+        double t0 = lm_budget_now(R->o);
+        if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
         lm_draw_windows(D->off, B, n, T, rng);
         if (!lm_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (ddp.h) */
         lm_fill_windows(D->x, D->y, ids, D->off, B, T);                          // x, y [B,T]
@@ -34,11 +42,39 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
             break;
         }
         sum += (double)loss->data[0];
+        lm_budget_batch(R, lm_budget_now(R->o) - t0);
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);
     if (s == AG_OK) s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
-    *out = sum / (double)R->cfg.eval_iters;
+    *done = k;
+    *out = k > 0 ? sum / (double)k : NAN;
+    return s;
+}
+
+ag_status lm_run_probe(lm_run *R, double *window_s, ag_error *err)
+{
+    int T = R->cfg.model.block_size;
+    lm_data *D = &R->data;
+    ag_ctx *ctx = R->learn.ctx;
+    ag_rng rng;   /* its own stream: the batch sampler and the evaluations stay as they are */
+    ag_rng_seed(&rng, ag_splitmix64(R->cfg.seed ^ LM_TAG_EVAL ^ LM_SEED_SALT));
+    lm_draw_windows(D->off, 1, D->n_train, T, &rng);
+    lm_fill_windows(D->x, D->y, D->text.ids, D->off, 1, T);                     // x, y [1,T]
+    const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };
+    ag_status s = AG_OK;
+    ag_ctx_set_grad(ctx, false);
+    for (int k = 0; k < 2 && s == AG_OK; k++) {   /* twice: the first pass is cold (the arena grows) */
+        double t0 = lm_budget_now(R->o);   /* a test's simulated clock: no time (before_batch is a batch's) */
+        ag_ctx_reset(ctx);
+        ag_tensor *loss = NULL;
+        ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, 1, T, &fo, &loss);       // loss [1]
+        s = loss ? AG_OK : ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+        if (s) ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
+        *window_s = lm_budget_now(R->o) - t0;
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
     return s;
 }
 
@@ -75,12 +111,13 @@ static ag_status attn_stats(lm_run *R, long it, ag_error *err)
     return AG_OK;
 }
 
-/* The mean loss of each split at iteration it (val NaN without a validation split). A resumed
- * run's first evaluation is the one its checkpoint holds. */
-static ag_status losses(lm_run *R, long it, double *tl, double *vl, ag_error *err)
+/* The mean loss of each split at iteration it (val NaN without a validation split), on done
+ * batches a split. A resumed run's first evaluation is the one its checkpoint holds. */
+static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, ag_error *err)
 {
     const lm_train_state *st = &R->learn.st;
     const lm_data *D = &R->data;
+    *done = R->cfg.eval_iters;
     if (R->ctl.resumed && it == R->ctl.start && st->has_eval) {
         *tl = st->eval_train;
         *vl = st->eval_val;
@@ -90,9 +127,12 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, ag_error *er
     if (s) return s;
     ag_rng rng;
     ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_EVAL ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
-    s = estimate(R, D->text.ids, D->n_train, &rng, tl, err);
+    s = estimate(R, D->text.ids, D->n_train, &rng, lm_budget_eval_end(R, D->n_val > 0), tl, done, err);
     *vl = NAN;
-    if (s == AG_OK && D->n_val > 0) s = estimate(R, D->text.ids + D->n_train, D->n_val, &rng, vl, err);
+    long val_done = *done;
+    if (s == AG_OK && D->n_val > 0)
+        s = estimate(R, D->text.ids + D->n_train, D->n_val, &rng, lm_budget_eval_end(R, false), vl, &val_done, err);
+    if (val_done < *done) *done = val_done;
     return s;
 }
 
@@ -154,9 +194,13 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
     const lm_config *c = &R->cfg;
     lm_log_blank_eval(R);
     if (it % c->eval_interval != 0 && !last) return AG_OK;
+    if (R->ctl.budget.no_eval) return lm_run_checkpoint(R, it, NULL, err);   /* not one batch fits the budget */
     double tl, vl;
-    ag_status s = losses(R, it, &tl, &vl, err);
+    long done;
+    lm_budget_eval_start(R, last);   /* --time-budget: when it must end */
+    ag_status s = losses(R, it, &tl, &vl, &done, err);
     if (s || lm_run_stop_requested(R)) return s;   /* stopped halfway: the loop writes the checkpoint */
+    lm_budget_eval_done(R, it, last, done);
     double limit = divergence_limit(R);
     bool val_bad = R->data.n_val > 0 && !(isfinite(vl) && vl <= limit);
     if (!(isfinite(tl) && tl <= limit) || val_bad) return diverged(R, it, tl, vl, limit, err);

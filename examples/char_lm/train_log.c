@@ -199,12 +199,13 @@ ag_status lm_log_last_row(lm_run *R, long it, ag_error *err)
 
 // --- the log ---
 
-static void fmt_duration(char *buf, size_t n, double s)
+void lm_format_duration(char *buf, size_t n, double s)
 {
     if (!(s >= 0) || s > 4e6) s = 0;   /* a --time-budget is at most 1000h */
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
     else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else if (s < 10 && fabs(s - (double)t) >= 0.05) snprintf(buf, n, "%.1fs", s);   /* 0.5s, never "0s" */
     else snprintf(buf, n, "%lds", t);
 }
 
@@ -247,7 +248,7 @@ void lm_log_header(const lm_run *R)
             decay, c->batch_size, steps, c->eval_interval, R->o->out_dir);
     if (c->time_budget > 0) {
         char d[32];
-        fmt_duration(d, sizeof d, c->time_budget);
+        lm_format_duration(d, sizeof d, c->time_budget);
         fprintf(f, "time budget: %s; %s\n", d, c->budget_iters ? "the step count above is the one it fixed"
                 : "the first steps are timed, then the step count (and the decay) is fitted to it");
     }
@@ -293,7 +294,7 @@ static void log_progress(lm_run *R, long it, double loss, double lr)
     if (!o->log || !show) return;
     char eta[32], of[24];
     const lm_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
-    fmt_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(o) : rep->ema_dt * (double)(max - it - 1));
+    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(o) : rep->ema_dt * (double)(max - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", max);
     fprintf(o->log, "%siter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s%s", rep->tty ? "\r\033[K" : "", it, of,
@@ -340,7 +341,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     FILE *f = R->o->log;
     if (!f) return;
     char el[32];
-    fmt_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
+    lm_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
     lm_ddp_log_summary(R->ctl.ddp, f);
     if (r->interrupted)
         fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n", r->iter, el,
@@ -350,7 +351,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     const lm_budget *b = &R->ctl.budget;
     if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
         double used = lm_budget_now(R->o) - b->t0, budget = b->deadline - b->t0;
-        fprintf(f, "time budget: %.2f s of %.0f s used (%+.2f s)\n", used, budget, used - budget);
+        fprintf(f, "time budget: %.2f s of %.3g s used (%+.2f s)\n", used, budget, used - budget);
     }
     fflush(f);
 }

@@ -140,17 +140,46 @@ static void new_state(lm_run *R)
 
 // --- buffers, ranks, the lock ---
 
+/* The ranks of the job on this machine (Open MPI's, MPICH's count), which hold a run each in
+ * its memory; 1 alone or when unknown. */
+static int local_ranks(const lm_run *R)
+{
+    int size = ag_dist_size(R->o->dist);
+    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!v) v = getenv("MPI_LOCALNRANKS");
+    long n = v && size > 1 ? strtol(v, NULL, 10) : 1;
+    return n >= 1 && n <= size ? (int)n : 1;
+}
+
+/* The default shards: one per thread (at least 2), but no more than the cores (a shard beyond
+ * them only costs memory: --threads 1024 made 1024 gradient buffers, issue 35) nor the windows
+ * of a pass; a count lowered below the threads is said in a note. */
+static int default_shards(const lm_run *R, int micro)
+{
+    int threads = ag_threads(), n = threads > 2 ? threads : 2;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores >= 2 && n > cores) n = (int)cores;
+    if (n > micro) n = micro;
+    if (n < threads)
+        lm_log_line(R, "shards: %d, not %d (one per thread): %s", n < 1 ? 1 : n, threads,
+                    n == micro ? "a pass has no more windows" : "this machine has no more cores");
+    return n;
+}
+
 /* --shards: each step's windows split over the threads (nn.h), by default when alone, without
  * dropout and not under --detect-anomaly (whose messages name the whole batch's shapes); a
- * --shards the run cannot honour is refused. Without dropout the shards compute the plain
- * step's numbers; with it each shard draws its own masks, and the 10-minute recipe (dropout
- * 0.05, tuned on the plain step) trained worse that way (docs/performance.md), so a model with
+ * --shards the run cannot honour is refused, one that does not fit in memory too (each shard
+ * beyond the first keeps a gradient buffer of the model's size), and a default one that does
+ * not fit is lowered with a note. Without dropout the shards compute the plain step's
+ * numbers; with it each shard draws its own masks, and the 10-minute recipe (dropout 0.05,
+ * tuned on the plain step) trained worse that way (docs/performance.md), so a model with
  * dropout keeps the plain step unless --shards asks. */
-static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
+static ag_status choose_shards(lm_run *R, ag_error *err)
 {
     const lm_config *c = &R->cfg;
-    int asked = R->o->shards, threads = ag_threads(), K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
+    int asked = R->o->shards, K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
     int micro = c->batch_size / K;   /* the windows of one pass */
+    R->learn.n_shards = 1;
     if (asked > 1 && ag_dist_size(R->o->dist) > 1)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d: under mpirun each rank takes the plain step on one thread; "
                          "leave --shards out", asked);
@@ -160,10 +189,29 @@ static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
     if (asked > micro)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
                          "--grad-accum %d)", asked, micro, c->batch_size, K);
-    int n = asked ? asked : c->model.dropout > 0 ? 1 : threads > 2 ? threads : 2;
-    if (ag_dist_size(R->o->dist) > 1 || c->detect_anomaly || n < 2) return AG_OK;
+    if (ag_dist_size(R->o->dist) > 1 || c->detect_anomaly) return AG_OK;
+    int n = asked ? asked : c->model.dropout > 0 ? 1 : default_shards(R, micro);
+    double have = lm_machine_bytes();
+    int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
+    char need[24];
+    lm_bytes_str(lm_train_bytes(&c->model, c->batch_size, n, local_ranks(R)), need);
+    if (fit < n && asked)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
+                         "a gradient buffer of the model's size), more than this machine's %.1f GB; at most %d fit",
+                         asked, n, need, have / 1e9, fit);
+    if (fit < n)
+        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than this machine's %.1f GB", fit,
+                    n, n, need, have / 1e9);
+    R->learn.n_shards = fit;
+    return AG_OK;
+}
+
+/* The shards choose_shards chose, made for the run's ctx. */
+static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
+{
+    if (R->learn.n_shards < 2) return AG_OK;
     ag_error why = {0};
-    R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, n, &why);
+    R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, R->learn.n_shards, &why);
     return R->learn.shards ? AG_OK : ag_seterr(err, why.status, "%s", why.msg);
 }
 
@@ -243,8 +291,8 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
     int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
-    if ((s = lm_check_memory(lm_step_bytes(&R->cfg.model, B, true), &R->cfg.model, B, "train", err)) ||
-        (s = lm_check_checkpointable(&R->cfg.model, err)))
+    if ((s = lm_check_memory(lm_train_bytes(&R->cfg.model, B, 1, local_ranks(R)), &R->cfg.model, B, "train", err)) ||
+        (s = lm_check_checkpointable(&R->cfg.model, err)) || (s = choose_shards(R, err)))
         return s;
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
@@ -272,9 +320,10 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
  * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
 static void tidy(lm_run *R, uint64_t also)
 {
-    char left[1024], msg[1200];
+    char left[1024], msg[1200], note[PATHLEN + 1200];
     if (!lm_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (ddp.h) */
-    lm_ckpt_clean(R->o->out_dir, also, left, sizeof left);
+    lm_ckpt_clean(R->o->out_dir, also, left, sizeof left, note, sizeof note);
+    if (note[0]) lm_log_warn(R, note);   /* DIR/best written again from the train state */
     if (!left[0]) return;
     snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", R->o->out_dir, left);
     lm_log_warn(R, msg);
@@ -355,11 +404,45 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     ag_status s = mkdir_p(o->out_dir, err);
     if (s == AG_OK) s = lm_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
-    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
+    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
+        char note[1024];   /* killed at its first commit, the same command again (issue 35) */
+        lm_ckpt_drop_orphans(o->out_dir, lm_weights_hash(R->learn.m.g->params), note, sizeof note);
+        if (note[0]) lm_log_warn(R, note);
+        if (lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
+    }
     tidy(R, 0);   /* what a killed run left: temporary files, superseded and uncommitted checkpoints */
     if ((s = lm_log_open_metrics(R, err))) return s;
     if (!o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
     return lm_log_written(R, err);
+}
+
+/* err's message with the path via written as dir, as the user knows it, wherever it appears. */
+static void as_named(ag_error *err, const char *via, const char *dir)
+{
+    for (char *at = strstr(err->msg, via); at; at = strstr(at + strlen(dir), via)) {
+        if (strlen(err->msg) - strlen(via) + strlen(dir) >= sizeof err->msg) return;
+        char rest[sizeof err->msg];
+        snprintf(rest, sizeof rest, "%s", at + strlen(via));
+        snprintf(at, sizeof err->msg - (size_t)(at - err->msg), "%s%s", dir, rest);
+    }
+}
+
+ag_status lm_run_save(lm_run *R, ag_error *err)
+{
+    const char *dir = R->o->out_dir;
+    char via[64], at[PATHLEN];
+    const lm_train_state *st = &R->learn.st;
+    lm_lock_via(&R->ctl.lock, via, sizeof via);   /* the locked directory, even if moved meanwhile */
+    ag_status s = lm_ckpt_save(via[0] ? via : dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
+    if (s && via[0]) as_named(err, via, dir);
+    if (s || !lm_lock_moved(&R->ctl.lock, dir, at, sizeof at)) return s;
+    if (!via[0])
+        return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked (moved or replaced "
+                         "while it ran): stopped after iteration %ld", dir, st->iter);
+    return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked: it was moved to %s while "
+                     "the run went on; the checkpoint of iteration %ld is saved there, nothing written into the new "
+                     "%s; stopped (continue with --out %s --resume)", dir, at[0] ? at : "(unknown)", st->iter, dir,
+                     at[0] ? at : "<its new path>");
 }
 
 void lm_run_free(lm_run *R)

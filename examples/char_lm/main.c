@@ -12,8 +12,12 @@
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
  * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
  * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
- * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
- * directory in use is a usage error (2), naming the pid that holds it. */
+ * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed);
+ * 75 (LM_EXIT_REQUEUE) train stopped by its checkpoint signal (SIGUSR1, or
+ * --checkpoint-signal's) after writing a checkpoint: a batch system's pre-emption, which a
+ * job script answers with a requeue (docs/distributed.md). Every error is one line on stderr:
+ * "char_lm: error: ...". A second `train` on a directory in use is a usage error (2), naming
+ * the pid that holds it. Under mpirun only rank 0 prints an error of the command line. */
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT: the cores mpirun bound a rank to */
 #include <errno.h>
 #include <math.h>
@@ -33,9 +37,13 @@
 #include "trace.h"
 #include "train.h"
 
-static volatile sig_atomic_t stop_signal = 0;
+/* EX_TEMPFAIL of sysexits.h, "try again later": checkpointed on request, resume me */
+#define LM_EXIT_REQUEUE 75
 
-static void on_signal(int sig) { stop_signal = sig; }
+static volatile sig_atomic_t stop_signal = 0;
+static int checkpoint_signal = SIGUSR1;   /* --checkpoint-signal: recorded as SIGUSR1 */
+
+static void on_signal(int sig) { stop_signal = sig == checkpoint_signal ? SIGUSR1 : sig; }
 
 /* One line on stderr, always: a path, a flag value or a name read from a file may hold a line
  * break or an escape sequence, so control bytes are written as \n or \xNN. Returns the exit
@@ -78,8 +86,9 @@ static void warn_bound(const ag_dist *d, int threads)
             CPU_COUNT(&set) == 1 ? "" : "s", threads);
 }
 
-/* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
-static int stopped_code(void) { return 128 + (int)stop_signal; }
+/* The exit code of a run that signal sig stopped (train: after its checkpoint): 128 + sig, as
+ * a shell reports it, or LM_EXIT_REQUEUE for train's checkpoint signals (recorded as SIGUSR1). */
+static int stopped_code(int sig) { return sig == SIGUSR1 ? LM_EXIT_REQUEUE : 128 + sig; }
 
 /* What was written to out is out of the process (a full disk, a closed pipe: an error now, not
  * ten minutes of generating into nothing). */
@@ -127,8 +136,10 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
 // --- train ---
 
 /* SIGINT, SIGTERM and SIGHUP (a closed terminal) set stop_signal; training then stops after
- * the step or the evaluation batch in hand, with a checkpoint; sampling after the character. */
-static void catch_stop_signals(void)
+ * the step or the evaluation batch in hand, with a checkpoint; sampling after the character.
+ * train also catches its checkpoint signals, SIGUSR1 and --checkpoint-signal's (sig; 0: none
+ * more): the same stop, recorded as SIGUSR1, and the exit LM_EXIT_REQUEUE. */
+static void catch_stop_signals(bool train, int sig)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -137,6 +148,11 @@ static void catch_stop_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    if (train) {
+        checkpoint_signal = sig ? sig : SIGUSR1;
+        sigaction(SIGUSR1, &sa, NULL);
+        sigaction(checkpoint_signal, &sa, NULL);
+    }
     lm_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (plot.h) */
 }
 
@@ -172,7 +188,7 @@ static int show_result(const char *dir)
     s = sample_to(stdout, &m, NULL, &so, &e);
     lm_model_free(&m);
     if (s) return fail(s, &e);
-    if (stop_signal) return stopped_code();
+    if (stop_signal) return stopped_code(stop_signal);
     char png[4096];
     if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
@@ -227,7 +243,7 @@ static int cmd_train(const lm_train_args *a)
     ag_dist_set_timeout(d, a->dist_timeout);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     warn_bound(d, ag_threads());
-    catch_stop_signals();
+    catch_stop_signals(true, a->checkpoint_signal);
     lm_train_opts o = train_opts(a);
     o.dist = d;
     o.grad_accum = a->grad_accum;
@@ -246,12 +262,12 @@ static int cmd_train(const lm_train_args *a)
         ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
         return code;
     }
-    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
+    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 */
         /* once every rank is past the checkpoint, leave without MPI_Finalize: after Ctrl-C on
          * mpirun it would wait for mpirun, which waits to kill us (docs/distributed.md) */
         if ((s = ag_dist_barrier(d, &e))) fail_rank(d, &r, s, &e);
         ag_dist_end(d, false);
-        return 128 + r.stop_signal;
+        return stopped_code(r.stop_signal);
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
@@ -280,7 +296,7 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
 static int cmd_sample(const lm_sample_args *a)
 {
     set_threads(0);
-    catch_stop_signals();
+    catch_stop_signals(false, 0);
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
@@ -293,7 +309,7 @@ static int cmd_sample(const lm_sample_args *a)
     }
     lm_model_free(&m);
     if (s) return fail(s, &e);
-    return stop_signal ? stopped_code() : 0;
+    return stop_signal ? stopped_code(stop_signal) : 0;
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */
@@ -332,14 +348,14 @@ static int cmd_eval(const lm_eval_args *a)
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
-    catch_stop_signals();   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
+    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
     lm_model_free(&m);
-    if (stop_signal) return stopped_code();   /* whatever the interrupted plot said */
+    if (stop_signal) return stopped_code(stop_signal);   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);

@@ -11,7 +11,8 @@
  *     (no MPI) under mpirun: exit 2;
  *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
  *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
- *     (which sends SIGTERM to every rank) the same, resumed by three ranks;
+ *     (which sends SIGTERM to every rank) the same, resumed by three ranks; SIGUSR1 to mpirun
+ *     (a scheduler's warning before pre-emption): a checkpoint and exit 75 on every rank;
  *   - a rank killed (SIGKILL) mid-run ends the job and leaves the last checkpoint whole;
  *   - ranks that do not hold the same run (another vocabulary, another text of the same
  *     vocabulary, another flag) all exit 2 within seconds, before anything is written, and rank 0
@@ -389,21 +390,42 @@ START_TEST(test_sigint_to_one_rank)
 }
 END_TEST
 
-START_TEST(test_sigterm_to_mpirun)
+/* a 2-rank run in dir (--grad-accum accum) sent sig through mpirun once step 10 is written:
+ * mpirun exits `want` (any code when want < 0: its own after SIGTERM) and rank 0 says where it
+ * stopped, which is returned */
+static long signal_mpirun(const char *dir, int sig, const char *accum, int want)
 {
-    pid_t pid = start("term", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "term",
-                                LONG_FLAGS, "--max-iters", "10000000", "--grad-accum", "2"));
-    bool seen = wait_for(pid, "term", 10);
-    kill(pid, seen ? SIGTERM : SIGKILL);   /* mpirun passes SIGTERM on to every rank */
+    pid_t pid = start(dir, A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", dir,
+                             LONG_FLAGS, "--max-iters", "10000000", "--grad-accum", accum));
+    bool seen = wait_for(pid, dir, 10);
+    kill(pid, seen ? sig : SIGKILL);
     proc_result r;
-    finish(pid, "term", &r);
+    finish(pid, dir, &r);
     ck_assert_msg(seen, "no step 10: %s\n%s", proc_status_str(&r), r.err);
-    ck_assert_msg(r.exited, "%s", proc_status_str(&r));   /* mpirun's own code (1 when signalled) */
+    ck_assert_msg(r.exited && (want < 0 || r.code == want), "%s, expected %d\n%s", proc_status_str(&r), want, r.err);
+    ck_assert_msg(sig != SIGUSR1 || strstr(r.out, "a checkpoint signal: exit 75"), "%s", r.out);
     long stopped = stopped_at(&r);
     proc_result_free(&r);
     ck_assert_ptr_null(proc_find_tmp(root));
+    return stopped;
+}
+
+START_TEST(test_sigterm_to_mpirun)
+{
+    long stopped = signal_mpirun("term", SIGTERM, "2", -1);   /* mpirun passes SIGTERM on to every rank */
     const char *three[] = {"mpirun", "--oversubscribe", "-np", "3", "char_lm_mpi"};
     resume_and_compare("term", stopped, three, 5);
+}
+END_TEST
+
+/* Slurm's --signal=USR1@T, or a job script's kill -USR1 of mpirun, which passes it on to every
+ * rank: a checkpoint, then every rank exits 75 (a requeue, not a failure), and mpirun with it;
+ * the checkpoint resumes as if never interrupted */
+START_TEST(test_sigusr1_to_mpirun)
+{
+    long stopped = signal_mpirun("usr1", SIGUSR1, "1", 75);
+    const char *two[] = {"mpirun", "--oversubscribe", "-np", "2", "char_lm_mpi"};
+    resume_and_compare("usr1", stopped, two, 5);
 }
 END_TEST
 
@@ -552,22 +574,30 @@ START_TEST(test_sigint_during_long_evaluation)
 }
 END_TEST
 
+/* TEST_MPI_ONLY=word runs only the tests whose name holds it (check has no such filter) */
+#define ADD(tc, fn)                                                                   \
+    do {                                                                              \
+        const char *only = getenv("TEST_MPI_ONLY");                                  \
+        if (!only || strstr(#fn, only)) tcase_add_test(tc, fn);                       \
+    } while (0)
+
 static Suite *mpi_suite(void)
 {
     Suite *s = suite_create("mpi");
     TCase *tc = tcase_create("ddp");
     tcase_add_checked_fixture(tc, root_setup, root_teardown);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_equal_for_any_ranks_and_micro_batches);
-    tcase_add_test(tc, test_tcp_only);
-    tcase_add_test(tc, test_batch_must_divide);
-    tcase_add_test(tc, test_sigint_to_one_rank);
-    tcase_add_test(tc, test_sigterm_to_mpirun);
-    tcase_add_test(tc, test_killed_rank_ends_the_job);
-    tcase_add_test(tc, test_ranks_must_agree);
-    tcase_add_test(tc, test_stalled_rank_ends_within_deadline);
-    tcase_add_test(tc, test_sighup_to_one_rank);
-    tcase_add_test(tc, test_sigint_during_long_evaluation);
+    ADD(tc, test_equal_for_any_ranks_and_micro_batches);
+    ADD(tc, test_tcp_only);
+    ADD(tc, test_batch_must_divide);
+    ADD(tc, test_sigint_to_one_rank);
+    ADD(tc, test_sigterm_to_mpirun);
+    ADD(tc, test_sigusr1_to_mpirun);
+    ADD(tc, test_killed_rank_ends_the_job);
+    ADD(tc, test_ranks_must_agree);
+    ADD(tc, test_stalled_rank_ends_within_deadline);
+    ADD(tc, test_sighup_to_one_rank);
+    ADD(tc, test_sigint_during_long_evaluation);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 {
     ag_dist *d;
     ag_error e = {0};
-    if (ag_dist_init(&d, &e)) {
+    if (ag_dist_init(&d, 0, &e)) {
         fprintf(stderr, "allreduce_bench: %s\n", e.msg);
         return 1;
     }

@@ -207,17 +207,36 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
 }
 
 /* A failed run: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
- * argument error once the ranks have compared their setups (it is the same on every rank),
- * nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
+ * argument error once the ranks have compared their setups (it is the same on every rank), nor
+ * rank 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
 static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, const ag_error *e)
 {
     int rank = ag_dist_rank(d), voice = ag_dist_voice(d);
     if (voice >= 0 && voice != rank) return s == AG_ERR_ARG ? 2 : 1;
     if (rank == 0) return fail(s, e);
-    if (s == AG_ERR_ARG && r->ranks_compared) return 2;
+    if (r->error_shared || (s == AG_ERR_ARG && r->ranks_compared)) return s == AG_ERR_ARG ? 2 : 1;
     ag_error mine = {0};
     ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
     return fail(s, &mine);
+}
+
+/* This process is a rank other than 0 of a job its launcher started (mpirun, srun): before MPI
+ * is joined (the command line) only the launcher's word says so. Such a rank leaves the
+ * message of an error every rank meets alike to rank 0: one line, not N. */
+static bool not_first_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *r = getenv(vars[i]);
+        if (r && *r) return atoi(r) != 0;
+    }
+    return false;
+}
+
+/* fail(), said by rank 0 alone under a launcher (the same error on every rank) */
+static int fail_once(ag_status s, const ag_error *e)
+{
+    return not_first_rank() ? (s == AG_ERR_ARG ? 2 : 1) : fail(s, e);
 }
 
 /* build/char_lm started by mpirun -np N would be N separate runs writing one directory */
@@ -232,15 +251,14 @@ static int cmd_train(const lm_train_args *a)
 {
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
-    ag_status s = ag_dist_init(&d, &e);
+    ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
     if (s) return fail(s, &e);
     if (alone_in_a_job(d)) {
         ag_seterr(&e, AG_ERR_ARG, "this char_lm has no MPI, so under mpirun each process would train on its own; "
                   "run build/char_lm_mpi (make builds it where mpicc is installed)");
-        return fail(AG_ERR_ARG, &e);
+        return fail_once(AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
-    ag_dist_set_timeout(d, a->dist_timeout);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     warn_bound(d, ag_threads());
     catch_stop_signals(true, a->checkpoint_signal);
@@ -258,7 +276,7 @@ static int cmd_train(const lm_train_args *a)
     if (quiet) fclose(quiet);
     if (s) {
         int code = fail_rank(d, &r, s, &e);
-        if (s == AG_ERR_ARG && r.ranks_compared) ag_dist_barrier(d, &e);   /* the same error on every rank: */
+        if (r.error_shared || (s == AG_ERR_ARG && r.ranks_compared)) ag_dist_barrier(d, &e);   /* every rank's: */
         ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
         return code;
     }
@@ -369,7 +387,7 @@ int main(int argc, char **argv)
     lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
-    if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);
+    if (lm_cli_parse(&cli, argc, argv, &e)) return fail_once(AG_ERR_ARG, &e);   /* every rank's alike */
     int code;
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);

@@ -135,6 +135,8 @@ typedef struct {
                                     evaluation and checkpoint, the schedule not finished */
     bool ranks_compared;         /* several ranks compared their setups (train_agree.c): an
                                     argument error after that is the same on every rank */
+    bool error_shared;           /* several ranks: the error is every rank's alike (rank 0's
+                                    own, sent to all, or the builds differ): rank 0 says it */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);

@@ -37,7 +37,7 @@ int main(void)
 {
     ag_dist *d;
     ag_error e = {0};
-    if (ag_dist_init(&d, &e)) {
+    if (ag_dist_init(&d, 30, &e)) {
         fprintf(stderr, "dist_check: %s\n", e.msg);
         return 1;
     }

@@ -113,8 +113,8 @@ typedef struct {
     ag_dist *dist;
     int grad_accum;
     /* --shards: each step's windows in this many shards, one thread each (ag_gpt_shards, nn.h);
-     * 1 the plain step; 0 the default: the threads, at least 2, and 1 with dropout, under mpirun
-     * or with --detect-anomaly */
+     * 1 the plain step; 0 the default: the threads, at least 2, and 1 with dropout, with
+     * --detect-anomaly or with several ranks and --allreduce overlap */
     int shards;
     lm_allreduce_mode allreduce;
     /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is

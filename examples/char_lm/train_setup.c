@@ -152,28 +152,33 @@ static void new_state(lm_run *R)
 
 // --- buffers, ranks, the lock ---
 
-/* --shards: each step's windows split over the threads (nn.h), by default when alone, without
- * dropout and not under --detect-anomaly (whose messages name the whole batch's shapes); a
+/* --shards: each step's windows split over the threads (nn.h), by default without dropout and
+ * not under --detect-anomaly (whose messages name the whole batch's shapes) nor, with several
+ * ranks, --allreduce overlap (it sends a block's gradients when the backward of the caller's
+ * ctx passes it, and shard 0 runs in that ctx before the other shards' gradients are added); a
  * --shards the run cannot honour is refused. Without dropout the shards compute the plain
  * step's numbers; with it each shard draws its own masks, and the 10-minute recipe (dropout
  * 0.05, tuned on the plain step) trained worse that way (docs/performance.md), so a model with
- * dropout keeps the plain step unless --shards asks. */
+ * dropout keeps the plain step unless --shards asks. Each rank splits its own micro-batches. */
 static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
 {
     const lm_config *c = &R->cfg;
-    int asked = R->o->shards, threads = ag_threads(), K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
-    int micro = c->batch_size / K;   /* the windows of one pass */
-    if (asked > 1 && ag_dist_size(R->o->dist) > 1)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d: under mpirun each rank takes the plain step on one thread; "
-                         "leave --shards out", asked);
+    int asked = R->o->shards, threads = ag_threads(), N = ag_dist_size(R->o->dist);
+    int K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
+    int micro = c->batch_size / (N * K);   /* the windows of one pass */
+    bool overlap = N > 1 && R->o->allreduce == LM_ALLREDUCE_OVERLAP;
+    if (asked > 1 && overlap)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d with --allreduce overlap: the overlap sends each block's "
+                         "gradients as the plain backward finishes them; leave one of them out", asked);
     if (asked > 1 && c->detect_anomaly)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d with --detect-anomaly: its checks take the plain step (their "
                          "messages name the whole batch's shapes); leave --shards out", asked);
-    if (asked > micro)
+    if (asked > micro && micro > 0)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
-                         "--grad-accum %d)", asked, micro, c->batch_size, K);
+                         "%d rank%s x --grad-accum %d)", asked, micro, c->batch_size, N, N == 1 ? "" : "s", K);
     int n = asked ? asked : c->model.dropout > 0 ? 1 : threads > 2 ? threads : 2;
-    if (ag_dist_size(R->o->dist) > 1 || c->detect_anomaly || n < 2) return AG_OK;
+    if (n > micro && micro > 0) n = micro;   /* the default: no shard without a window */
+    if (overlap || c->detect_anomaly || n < 2) return AG_OK;
     ag_error why = {0};
     R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, n, &why);
     return R->learn.shards ? AG_OK : ag_seterr(err, why.status, "%s", why.msg);

@@ -247,6 +247,24 @@ START_TEST(test_equal_for_any_ranks_and_micro_batches)
 }
 END_TEST
 
+/* each rank splits its own micro-batches into shards (nn.h): the same run as the single
+ * process's; not with --allreduce overlap, whose hook would send shard 0's gradients alone */
+START_TEST(test_shards_per_rank)
+{
+    run_ok("s11", A("char_lm", "train", "--data", "corpus.txt", "--out", "s11", RUN_FLAGS, "--max-iters", ITERS));
+    run_ok("s22", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "s22", RUN_FLAGS,
+                    "--max-iters", ITERS, "--grad-accum", "2", "--shards", "3"));
+    assert_same_run("s22", "s11", 0, 1e-5);
+    assert_same_weights("s22", "s11", 1e-5);
+    proc_result r;
+    finish(start("sov", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "sov",
+                          RUN_FLAGS, "--shards", "2", "--allreduce", "overlap")), "sov", &r);
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(strstr(r.err, "--shards 2 with --allreduce overlap"), "%s", r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_tcp_only)
 {
     run_ok("t11", A("char_lm", "train", "--data", "corpus.txt", "--out", "t11", RUN_FLAGS, "--max-iters", ITERS));
@@ -681,6 +699,7 @@ static Suite *mpi_suite(void)
     tcase_set_timeout(tc, 600);
     ADD(tc, test_equal_for_any_ranks_and_micro_batches);
     ADD(tc, test_tcp_only);
+    ADD(tc, test_shards_per_rank);
     ADD(tc, test_batch_must_divide);
     ADD(tc, test_sigint_to_one_rank);
     ADD(tc, test_sigterm_to_mpirun);

@@ -4,7 +4,7 @@
 # printed exactly as the docs show them.
 #
 #   make build/char_lm build/char_lm_mpi build/allreduce_bench
-#   flock /work/quiet.lock bench/scaling.sh            # ROUNDS=3 CONFIGS="tiny baby" ...
+#   bench/scaling.sh                  # ROUNDS=3 CONFIGS="tiny baby" ...; under flock on a shared lock
 #
 # Per config (tiny, baby, small with 4 windows a step, small's 64 being minutes), alternating
 # in each of ROUNDS rounds, the median ms per step (metrics.csv, steps 3 on) of:

@@ -32,7 +32,7 @@ cd "$(dirname "$0")/.."
 # on stderr and above the tables, which then measure the neighbours as much as this machine.
 busy_check() {
     local cores load busy
-    cores=$(nproc)
+    cores=$(getconf _NPROCESSORS_ONLN)   # not nproc: it reads OMP_NUM_THREADS
     load=$(cut -d' ' -f1 /proc/loadavg)
     busy=$( { head -1 /proc/stat; sleep 1; head -1 /proc/stat; } | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i;
         idle = $5 + $6; if (NR == 1) { t0 = t; i0 = idle } else printf "%.0f", 100 * (1 - (idle - i0) / (t - t0)) }')
@@ -114,7 +114,7 @@ for tr in shm tcp; do
     $MPIRUN $mca -np 2 build/allreduce_bench $sizes > "$TMP/ar" 2>&1
     for c in $CONFIGS; do
         AR[$c.$tr]=$(awk -v n="${P[$c]}" '$1 == n { for (i = 1; i <= NF; i++) if ($i == "allreduce") print $(i + 1) }' "$TMP/ar")
-        BW[$c.$tr]=$(awk -v n="${P[$c]}" '$1 == n { for (i = 1; i <= NF; i++) if ($i == "GB/s)") print substr($(i - 1), 2) }' "$TMP/ar")
+        BW[$c.$tr]=$(awk -v n="${P[$c]}" '$1 == n { for (i = 1; i <= NF; i++) if ($i ~ /^GB\/s\)/) { v = $(i - 1); sub(/^\(/, "", v); print v; exit } }' "$TMP/ar")
     done
 done
 # CPU seconds per step: runs of S and 2S steps, subtracted

@@ -42,7 +42,7 @@
 #include "tensor/debug.h"   /* ag_now_s */
 
 static char root[64];
-static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX], char_lm_mpi_other[PATH_MAX];
+static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX], char_lm_mpi_other[PATH_MAX], dist_check[PATH_MAX];
 
 #define ITERS "30"
 /* the tiny preset with a batch every N*K here divides and three evaluations (0, 15, 30), the
@@ -78,7 +78,8 @@ static pid_t start(const char *io, const char *const *argv)
     int n = 0;
     for (; argv[n] && n < 63; n++)
         words[n] = strcmp(argv[n], "char_lm") == 0 ? char_lm : strcmp(argv[n], "char_lm_mpi") == 0 ? char_lm_mpi
-                 : strcmp(argv[n], "char_lm_mpi_other") == 0 ? char_lm_mpi_other : argv[n];
+                 : strcmp(argv[n], "char_lm_mpi_other") == 0 ? char_lm_mpi_other
+                 : strcmp(argv[n], "dist_check") == 0 ? dist_check : argv[n];
     words[n] = NULL;
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s/%s.out", root, io);
@@ -684,6 +685,24 @@ START_TEST(test_other_build_refused)
 }
 END_TEST
 
+/* a rank whose first collective is another (an older build's MPI_Bcast): the others' joining
+ * (MPI_Comm_idup in ag_dist_init) gives up at --dist-timeout with one line, instead of a
+ * blocking MPI_Comm_dup that waited forever */
+START_TEST(test_join_under_deadline)
+{
+    double t0 = ag_now_s();
+    proc_result r;
+    finish(start("join", A(MPIRUN, "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "join",
+                           RUN_FLAGS, "--dist-timeout", "3", ":", "-np", "1", "dist_check", "--bcast-first")), "join", &r);
+    double took = ag_now_s() - t0;
+    ck_assert_msg(r.exited && r.code == 1, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(took < 3 + 10, "gave up after %.1f s (--dist-timeout 3)", took);
+    assert_one_error(&r, "the 2 ranks did not all join the job within 3 s (MPI_Comm_idup)");
+    printf("mpi: a rank that never joins: the job ended after %.1f s (--dist-timeout 3)\n", took);
+    proc_result_free(&r);
+}
+END_TEST
+
 /* TEST_MPI_ONLY=word runs only the tests whose name holds it (check has no such filter) */
 #define ADD(tc, fn)                                                                   \
     do {                                                                              \
@@ -712,6 +731,7 @@ static Suite *mpi_suite(void)
     ADD(tc, test_second_job_on_busy_dir);
     ADD(tc, test_resume_from_rank0_disk);
     ADD(tc, test_other_build_refused);
+    ADD(tc, test_join_under_deadline);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -731,6 +751,7 @@ int main(void)
     find_program(char_lm, "CHAR_LM", "build/char_lm");
     find_program(char_lm_mpi, "CHAR_LM_MPI", "build/char_lm_mpi");
     find_program(char_lm_mpi_other, "CHAR_LM_MPI_OTHER", "build/char_lm_mpi_other");
+    find_program(dist_check, "DIST_CHECK", "build/dist_check");
     /* mpirun refuses root without these; each rank one thread (the ranks share the cores) */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

@@ -173,9 +173,12 @@ static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
     if (asked > 1 && c->detect_anomaly)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d with --detect-anomaly: its checks take the plain step (their "
                          "messages name the whole batch's shapes); leave --shards out", asked);
-    if (asked > micro && micro > 0)
+    if (asked > micro && micro > 0) {
+        char ranks[32] = "";
+        if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
-                         "%d rank%s x --grad-accum %d)", asked, micro, c->batch_size, N, N == 1 ? "" : "s", K);
+                         "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
+    }
     int n = asked ? asked : c->model.dropout > 0 ? 1 : threads > 2 ? threads : 2;
     if (n > micro && micro > 0) n = micro;   /* the default: no shard without a window */
     if (overlap || c->detect_anomaly || n < 2) return AG_OK;

@@ -185,6 +185,15 @@ $(B)/f32/src/dist/dist_mpi.o: src/dist/dist_mpi.c $(HEADERS)
 	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
 $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+# the version the ranks show each other before anything else (train_agree.c's handshake)
+$(B)/f32/examples/char_lm/train_agree.o $(B)/f64/examples/char_lm/train_agree.o: DEFS += -DLM_VERSION='"$(VERSION)"'
+# the same program as another version would be, for test-mpi's mixed job (train_agree.c alone
+# compiled with another LM_VERSION)
+$(B)/f32/examples/char_lm/train_agree_other.o: examples/char_lm/train_agree.c $(HEADERS)
+	$(CC) $(ALL_CFLAGS) -DLM_VERSION='"0.0-other"' -c $< -o $@
+$(B)/char_lm_mpi_other: $(filter-out %/train_agree.o,$(LM_SRC:%.c=$(B)/f32/%.o)) \
+                        $(B)/f32/examples/char_lm/train_agree_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- MPI tests (tests/mpi/): dist.h's collectives across ranks, then char_lm_mpi against
 # char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only) and
@@ -209,9 +218,10 @@ $(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:
 .PHONY: test-mpi
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
 ifeq ($(HAVE_MPI),1)
-	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi
+	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi $(B)/char_lm_mpi_other
 	$(MPI_ENV) $(MPIRUN) -np 3 ./$(B)/dist_check
-	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi ./$(B)/test_mpi
+	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi CHAR_LM_MPI_OTHER=./$(B)/char_lm_mpi_other \
+	  ./$(B)/test_mpi
 else
 	@echo "test-mpi: skipped ($(MPICC) not found; make deps installs Open MPI)"
 endif

@@ -4,7 +4,7 @@
 # printed exactly as the docs show them.
 #
 #   make build/char_lm build/char_lm_mpi build/allreduce_bench
-#   flock /work/quiet.lock bench/scaling.sh            # ROUNDS=3 CONFIGS="tiny baby" ...
+#   bench/scaling.sh                  # ROUNDS=3 CONFIGS="tiny baby" ...; under flock on a shared lock
 #
 # Per config (tiny, baby, small with 4 windows a step, small's 64 being minutes), alternating
 # in each of ROUNDS rounds, the median ms per step (metrics.csv, steps 3 on) of:
@@ -19,11 +19,31 @@
 # against 2r x 1t (user + sys of the whole job, runs of S and 2S steps subtracted).
 #
 # The model: t(N ranks x T threads) = c_T B / N + A(P, N), A the allreduce of P floats; on one
-# host A is measured, between hosts A = 2(N-1) a + 2(N-1)/N 4P / b (a ring). The extrapolation
+# host A is measured, between hosts A = 2(N-1) a + 2(N-1)/N 4P / b (a ring), b the smaller of
+# the link's rate and the bus bandwidth that the polled allreduce (dist_mpi.c) reached here
+# over TCP for P floats: it moves data only while it polls, so it does not reach a fast link's
+# line rate (seen: 0.1-0.8 GB/s on loopback, below 10 Gb/s = 1.25 GB/s). The extrapolation
 # uses the measured c2 and, for 8-thread ranks, c8 = c1 / (8 e^3) where e = c1 / (2 c2) is the
 # measured efficiency of one doubling of threads (an assumption, said so in the docs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A busy machine: the load average, and the share of the CPUs others used over a second, before
+# and after (LOAD_MAX, default half the cores; BUSY_MAX, default 25%): above either, a warning
+# on stderr and above the tables, which then measure the neighbours as much as this machine.
+busy_check() {
+    local cores load busy
+    cores=$(getconf _NPROCESSORS_ONLN)   # not nproc: it reads OMP_NUM_THREADS
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    busy=$( { head -1 /proc/stat; sleep 1; head -1 /proc/stat; } | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i;
+        idle = $5 + $6; if (NR == 1) { t0 = t; i0 = idle } else printf "%.0f", 100 * (1 - (idle - i0) / (t - t0)) }')
+    if awk -v l="$load" -v b="$busy" -v c="$cores" -v lm="${LOAD_MAX:-}" -v bm="${BUSY_MAX:-25}" \
+        'BEGIN { if (lm == "") lm = c / 2; exit !(l > lm || b > bm) }'; then
+        echo "WARNING ($1): this machine is busy: load average $load on $cores cores, ${busy}% of the CPUs used by others" \
+             "over a second; the figures measure the neighbours too (wait for a quiet window: flock, or LOAD_MAX=)"
+    fi
+}
+WARN_BEFORE=$(busy_check "before")
+[ -n "$WARN_BEFORE" ] && echo "$WARN_BEFORE" >&2
 ROUNDS=${ROUNDS:-2}
 CONFIGS=${CONFIGS:-"tiny baby small"}
 DATA=${DATA:-data/tinyshakespeare.txt}
@@ -88,12 +108,13 @@ for r in $(seq "$ROUNDS"); do
 done
 # the allreduce alone: ms for each config's P, shared memory and TCP
 sizes=""; for c in $CONFIGS; do sizes="$sizes ${P[$c]}"; done
-declare -A AR
+declare -A AR BW
 for tr in shm tcp; do
     mca=""; [ $tr = tcp ] && mca="--mca btl self,tcp"
     $MPIRUN $mca -np 2 build/allreduce_bench $sizes > "$TMP/ar" 2>&1
     for c in $CONFIGS; do
         AR[$c.$tr]=$(awk -v n="${P[$c]}" '$1 == n { for (i = 1; i <= NF; i++) if ($i == "allreduce") print $(i + 1) }' "$TMP/ar")
+        BW[$c.$tr]=$(awk -v n="${P[$c]}" '$1 == n { for (i = 1; i <= NF; i++) if ($i ~ /^GB\/s\)/) { v = $(i - 1); sub(/^\(/, "", v); print v; exit } }' "$TMP/ar")
     done
 done
 # CPU seconds per step: runs of S and 2S steps, subtracted
@@ -109,19 +130,23 @@ for c in tiny baby; do
 done
 
 # --- the tables ---
+WARN_AFTER=$(busy_check "after")
+[ -n "$WARN_AFTER" ] && echo "$WARN_AFTER" >&2
+for w in "$WARN_BEFORE" "$WARN_AFTER"; do [ -n "$w" ] && printf '%s\n\n' "$w"; done
 pct() { awk -v p="$1" -v m="$2" 'BEGIN { printf "%+.0f%%", 100 * (p - m) / m }'; }
 echo "Measured: median ms per step, best of $ROUNDS rounds; c = compute per window"
 echo
-echo "| config (B, T) | c, 1 thread | c, 2 threads | 1p x 1t | 1p x 2t | 2r x 1t | 2r x 1t, TCP | 1r x 2t (mpirun) | allreduce, shm / TCP |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| config (B, T) | c, 1 thread | c, 2 threads | 1p x 1t | 1p x 2t | 2r x 1t | 2r x 1t, TCP | 1r x 2t (mpirun) | allreduce, shm / TCP | its bus bandwidth, shm / TCP |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 declare -A BEST
 for c in $CONFIGS; do
     for k in $kinds; do BEST[$c.$k]=$(min ${T[$c.$k]}); done
     B=$(batch "$c")
     awk -v c="$c" -v B="$B" -v T="$(block "$c")" -v a="${BEST[$c.1p1t]}" -v b="${BEST[$c.1p2t]}" \
         -v d="${BEST[$c.2r1t]}" -v e="${BEST[$c.2rtcp]}" -v f="${BEST[$c.1r2t]}" -v s="${AR[$c.shm]}" \
-        -v t="${AR[$c.tcp]}" 'BEGIN { printf "| %s (%d, %d) | %.2f ms | %.2f ms | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f / %.2f ms |\n",
-        c, B, T, a / B, b / B, a, b, d, e, f, s, t }'
+        -v t="${AR[$c.tcp]}" -v u="${BW[$c.shm]}" -v v="${BW[$c.tcp]}" \
+        'BEGIN { printf "| %s (%d, %d) | %.2f ms | %.2f ms | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f / %.2f ms | %.2f / %.2f GB/s |\n",
+        c, B, T, a / B, b / B, a, b, d, e, f, s, t, u, v }'
 done
 echo
 echo "The model against the measurements: t(N x T) = c_T B / N + A (ms per step)"
@@ -158,12 +183,13 @@ for c in $CONFIGS; do
 done
 echo
 echo "Extrapolated: ranks on separate hosts, B of the recipe (small: 64), efficiency (communication share)"
+echo "b = min(the link's rate, the polled allreduce's bus bandwidth over TCP here:$(for c in $CONFIGS; do printf ' %s %s GB/s' "$c" "${BW[$c.tcp]}"; done))"
 echo
 echo "| config | N | 2 threads, 1 Gb/s | 10 Gb/s | 100 Gb/s | 8 threads (assumed), 10 Gb/s | 100 Gb/s |"
 echo "|---|---|---|---|---|---|---|"
 for c in $CONFIGS; do
     B=$(batch "$c"); [ "$c" = small ] && B=64
-    awk -v c="$c" -v B="$B" -v P="${P[$c]}" -v c1="$(awk -v a="${BEST[$c.1p1t]}" -v b="$(batch "$c")" 'BEGIN { print a / b }')" \
+    awk -v c="$c" -v B="$B" -v P="${P[$c]}" -v bw="${BW[$c.tcp]}" -v c1="$(awk -v a="${BEST[$c.1p1t]}" -v b="$(batch "$c")" 'BEGIN { print a / b }')" \
         -v c2="$(awk -v a="${BEST[$c.1p2t]}" -v b="$(batch "$c")" 'BEGIN { print a / b }')" 'BEGIN {
         e = c1 / (2 * c2); if (e > 1) e = 1; c8 = c1 / (8 * e * e * e);
         split("1 10 100", gbs, " "); split("50 20 5", lat, " ");
@@ -171,7 +197,8 @@ for c in $CONFIGS; do
             line = sprintf("| %s | %d |", c, N);
             for (k = 1; k <= 5; k++) {
                 l = k <= 3 ? k : k - 2; cc = k <= 3 ? c2 : c8;
-                comm = 2 * (N - 1) * lat[l] * 1e-3 + 2 * (N - 1) / N * 4 * P * 8 / (gbs[l] * 1e9) * 1e3;
+                b = gbs[l] / 8; if (bw > 0 && bw < b) b = bw;   # GB/s: the link, or the pace of polling
+                comm = 2 * (N - 1) * lat[l] * 1e-3 + 2 * (N - 1) / N * 4 * P / (b * 1e9) * 1e3;
                 t = cc * B / N + comm;
                 line = line sprintf(" %.0f%% (%.0f%%) |", 100 * cc * B / (N * t), 100 * comm / t);
             }

@@ -9,7 +9,7 @@ START_TEST(test_dist_none_is_one_rank)
 {
     ag_dist *d = NULL;
     ag_error e = {0};
-    ck_assert_int_eq(ag_dist_init(&d, &e), AG_OK);
+    ck_assert_int_eq(ag_dist_init(&d, 0, &e), AG_OK);
     ck_assert_ptr_nonnull(d);
     ck_assert_int_eq(ag_dist_rank(d), 0);
     ck_assert_int_eq(ag_dist_size(d), 1);

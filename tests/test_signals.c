@@ -1,6 +1,7 @@
 /* test_signals.c -- Ctrl-C, SIGTERM and SIGHUP during `char_lm train` (issues 5 and 12): the
  * program finishes the step it is in, writes a checkpoint, says where, and exits 130 (SIGINT),
- * 143 (SIGTERM) or 129 (SIGHUP); `--resume` from that checkpoint then continues with exactly
+ * 143 (SIGTERM) or 129 (SIGHUP); SIGUSR1, and SIGUSR2 given as --checkpoint-signal, the same
+ * with exit 75, the code a job script requeues on (issue 35); `--resume` from that checkpoint then continues with exactly
  * the losses of a run that was never interrupted (one thread), down to identical checkpoint
  * files (but for the run identity each run draws).
  *
@@ -70,16 +71,23 @@ static void assert_same_file(const char *a, const char *b)
     free(y);
 }
 
-static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+static const char *const sig_names[] = {"int", "term", "hup", "usr1", "usr2"};
 
-/* 1. A long run in dir, sent sig once its progress line for step 10 is out: it exits 128 + sig,
- * says where it stopped, and leaves no temporary file. Returns the iteration it stopped at. */
+/* the checkpoint signals (SIGUSR1 always; SIGUSR2 here as --checkpoint-signal) exit 75 */
+static int expected_code(int sig) { return sig == SIGUSR1 || sig == SIGUSR2 ? 75 : 128 + sig; }
+
+/* 1. A long run in dir, sent sig once its progress line for step 10 is out: it exits
+ * expected_code(sig), says where it stopped, and leaves no temporary file. Returns the
+ * iteration it stopped at. */
 static long interrupt_run(const char *dir, int sig, proc_opts *o)
 {
     char io[160], outfile[200];
     snprintf(io, sizeof io, "%s/run1", dir);
-    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "10000000"),
-                           io, o);
+    const char *with = sig == SIGUSR2 ? "--checkpoint-signal" : "--max-iters";
+    const char *value = sig == SIGUSR2 ? "SIGUSR2" : "10000000";
+    pid_t pid = proc_start(dir, A("train", "--data", "corpus.txt", "--out", "run", RUN_FLAGS, "--max-iters", "10000000",
+                                  with, value), io, o);
     snprintf(outfile, sizeof outfile, "%s.out", io);
     double t0 = ag_now_s();
     bool seen = false;
@@ -97,8 +105,8 @@ static long interrupt_run(const char *dir, int sig, proc_opts *o)
     proc_result r;
     proc_wait(pid, io, o, &r);
     ck_assert_msg(seen, "no progress line for step 10: %s\nstdout: %s\nstderr: %s", proc_status_str(&r), r.out, r.err);
-    ck_assert_msg(r.exited && r.code == 128 + sig, "after signal %d: %s, expected exit %d\nstderr: %s", sig,
-                  proc_status_str(&r), 128 + sig, r.err);
+    ck_assert_msg(r.exited && r.code == expected_code(sig), "after signal %d: %s, expected exit %d\nstderr: %s", sig,
+                  proc_status_str(&r), expected_code(sig), r.err);
     ck_assert_msg(strstr(r.err, "error") == NULL, "stderr: %s", r.err);
     const char *said = strstr(r.out, "interrupted at iteration ");
     ck_assert_msg(said != NULL, "stdout does not say it was interrupted:\n%s", r.out);
@@ -134,7 +142,7 @@ START_TEST(test_signal_then_resume)
 {
     int sig = sigs[_i];
     char dir[128], io[160];
-    snprintf(dir, sizeof dir, "%s/%s", root, sig == SIGINT ? "int" : sig == SIGTERM ? "term" : "hup");
+    snprintf(dir, sizeof dir, "%s/%s", root, sig_names[_i]);
     ck_assert_int_eq(mkdir(dir, 0755), 0);
     size_t n;
     char *text = proc_make_corpus(3000, &n);
@@ -178,7 +186,7 @@ Suite *signals_suite(void)
     TCase *tc = tcase_create("interrupt");
     tcase_add_unchecked_fixture(tc, root_setup, root_teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_signal_then_resume, 0, 3);
+    tcase_add_loop_test(tc, test_signal_then_resume, 0, 5);
     suite_add_tcase(s, tc);
     return s;
 }

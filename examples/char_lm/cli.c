@@ -5,6 +5,7 @@
  * ...) are handled here. Nothing is printed: errors come back as a one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +43,9 @@ static const char usage_train[] =
     "metrics.csv (one row per step) and loss.png (needs gnuplot). While it runs, train holds\n"
     "DIR/train.lock: a second train on DIR is refused (exit 2). Ctrl-C, SIGTERM or SIGHUP stop\n"
     "after the current step or evaluation batch and write a checkpoint (exit 130, 143, 129);\n"
-    "--resume then continues the run. A config whose step needs more memory than the machine\n"
-    "has is refused before anything is allocated.\n"
+    "SIGUSR1 (a batch system's warning before pre-emption) does the same and exits 75, which a\n"
+    "job script answers with a requeue; --resume then continues the run. A config whose step\n"
+    "needs more memory than the machine has is refused before anything is allocated.\n"
     "\n"
     "DIR also keeps the best checkpoint, of the lowest validation loss (training loss without a\n"
     "validation split), named by DIR/best: a later, worse checkpoint never removes it (sample,\n"
@@ -89,17 +91,23 @@ static const char usage_train[] =
     "                         per rank)\n"
     "  --shards N             split each step's windows into N shards, each run whole on a thread of\n"
     "                         its own (default: the threads, at least 2, at most the cores, fewer\n"
-    "                         when they do not fit in memory; with dropout: 1; under mpirun or\n"
-    "                         with --detect-anomaly: 1, the only value they take). Each shard\n"
-    "                         beyond the first keeps a gradient buffer of the model's size. 1:\n"
+    "                         when they do not fit in memory; with dropout: 1; with\n"
+    "                         --detect-anomaly, or --allreduce overlap under mpirun: 1, the only\n"
+    "                         value they take; under mpirun each rank splits its own share). Each\n"
+    "                         shard beyond the first keeps a gradient buffer of the model's size. 1:\n"
     "                         the plain step, each op split over the threads (examples/one_step's)\n"
     "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
     "  --allreduce MODE       with several ranks: end (default: one allreduce after the backward) or\n"
     "                         overlap (each block's gradients are sent while the backward goes on)\n"
     "  --dist-timeout S       with several ranks: the most seconds a rank waits for the others at one\n"
-    "                         exchange; then the job ends, naming the rank that did not come (default\n"
-    "                         60; 0: no limit). Give it more than rank 0's checkpoint write takes\n"
+    "                         exchange, joining the job included; then the job ends, naming the rank\n"
+    "                         that did not come (default 60; 0: no limit). Give it more than rank\n"
+    "                         0's checkpoint write takes\n"
+    "  --checkpoint-signal SIG\n"
+    "                         one more signal that stops with a checkpoint and exit 75, as SIGUSR1\n"
+    "                         does: USR1 (default), USR2, TERM, HUP, INT, ALRM or XCPU (a name, with\n"
+    "                         or without SIG, or its number): the one your scheduler sends first\n"
     "  --progress MODE        the progress line: auto (default: redrawn in place on a terminal when\n"
     "                         alone; a line every 10 steps in a file and always under mpirun), lines,\n"
     "                         or tty (redrawn in place with \\r and ESC [K even in a file)\n"
@@ -434,6 +442,28 @@ static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
     return AG_OK;
 }
 
+/* --checkpoint-signal NAME|SIGNAME|number: the signals a job can be warned with and a process
+ * may catch */
+static ag_status signal_flag(lm_train_args *t, flag_arg *f, ag_error *err)
+{
+    static const struct { const char *name; int sig; } sigs[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"INT", SIGINT},
+        {"ALRM", SIGALRM}, {"XCPU", SIGXCPU},
+    };
+    if (take_value(f, err)) return AG_ERR_ARG;
+    const char *v = strncmp(f->value, "SIG", 3) == 0 ? f->value + 3 : f->value;
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        char num[8];
+        snprintf(num, sizeof num, "%d", sigs[i].sig);
+        if (strcmp(v, sigs[i].name) == 0 || strcmp(f->value, num) == 0) {
+            t->checkpoint_signal = sigs[i].sig;
+            return AG_OK;
+        }
+    }
+    return ag_seterr(err, AG_ERR_ARG, "--checkpoint-signal must be USR1, USR2, TERM, HUP, INT, ALRM or XCPU (or "
+                     "its number; got '%s')", f->value);
+}
+
 /* The flags of a run that are not hyper-parameters: --data, --out, --resume, ... */
 static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
 {
@@ -464,6 +494,8 @@ static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
         return allreduce_flag(t, f, err);
     } else if (strcmp(flag, "--dist-timeout") == 0 || strcmp(flag, "--progress") == 0) {
         return dist_flag(t, f, err);
+    } else if (strcmp(flag, "--checkpoint-signal") == 0) {
+        return signal_flag(t, f, err);
     } else {
         return unknown(LM_CMD_TRAIN, f, err);
     }
@@ -502,6 +534,7 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
     memset(t, 0, sizeof *t);
     t->config_name = "baby";
     t->dist_timeout = LM_DIST_TIMEOUT_S;
+    t->checkpoint_signal = SIGUSR1;
     ag_status s = each_flag(argc, argv, config_flag, t, err);
     if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
         return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby, small, 1min, 5min or 10min (got '%s')",

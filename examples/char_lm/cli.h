@@ -46,6 +46,8 @@ typedef struct {
     lm_allreduce_mode allreduce; /* --allreduce end (default) or overlap (ddp.h) */
     double dist_timeout;       /* --dist-timeout: seconds a rank waits for the others (0: no limit) */
     lm_progress progress;      /* --progress auto (default), lines or tty (train.h) */
+    int checkpoint_signal;     /* --checkpoint-signal: a signal that, as SIGUSR1 always does, stops
+                                  with a checkpoint and exit 75 (main.c); default SIGUSR1 */
     lm_trace_args trace;
     lm_config cfg;             /* the preset, then every flag applied; vocab_size 0 */
     bool given[LM_N_FIELDS];   /* given[i]: lm_fields[i]'s flag was on the command line */

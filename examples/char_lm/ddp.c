@@ -9,7 +9,7 @@
 
 const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
 
-#define LM_N_STOPS 3   /* the stop signals: stop_signals below */
+#define LM_N_STOPS 4   /* the stop signals: stop_signals below */
 
 struct lm_ddp {
     lm_ddp_opts o;
@@ -99,15 +99,19 @@ ag_status lm_ddp_share_start(lm_ddp *D, ag_error *err)
 // --- the stop request ---
 
 /* The stop signals, the first the strongest: when ranks caught different ones, the job stops
- * for the first of them that any rank caught (mpirun passes SIGTERM on to every rank). */
-static const int stop_signals[LM_N_STOPS] = { SIGTERM, SIGHUP, SIGINT };
+ * for the first of them that any rank caught (mpirun passes SIGTERM, SIGUSR1 on to every
+ * rank). SIGUSR1 stands for every checkpoint signal (main.c): a pre-empted job that is also
+ * sent SIGTERM still leaves with the code that asks for a requeue. */
+static const int stop_signals[LM_N_STOPS] = { SIGUSR1, SIGTERM, SIGHUP, SIGINT };
 
 /* v [LM_N_STOPS]: 1 for the signal this rank caught (read once: one may land any time). */
 static void stop_votes(const lm_ddp *D, double *v)
 {
     sig_atomic_t mine = D->o.stop ? *D->o.stop : 0;
     for (int i = 0; i < LM_N_STOPS; i++) v[i] = mine == stop_signals[i];
-    if (mine && v[0] + v[1] + v[2] == 0) v[LM_N_STOPS - 1] = 1;   /* another signal: as SIGINT */
+    double any = 0;
+    for (int i = 0; i < LM_N_STOPS; i++) any += v[i];
+    if (mine && any == 0) v[LM_N_STOPS - 1] = 1;   /* another signal: as SIGINT */
 }
 
 /* The signal the summed votes v [LM_N_STOPS] agree on, or 0. */

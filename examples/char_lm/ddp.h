@@ -25,13 +25,13 @@
  * Either way every wait for the other ranks sleeps between polls and has a deadline
  * (src/dist/dist.h, --dist-timeout).
  * The loss of the step (the mean of the N*K micro-batch losses) and the stop request ride
- * with the gradients as four doubles of the same reduction.
+ * with the gradients as five doubles of the same reduction.
  *
- * ONE DECISION. A stop request (SIGINT, SIGTERM or SIGHUP on any rank) is read at the
- * reduction of a step, and at every round of an evaluation's batches (lm_ddp_agree_stop), and
- * so seen by every rank at the same point; the loop stops at the top of the next iteration
- * (lm_ddp_stop). Ranks that caught different signals agree on the first of SIGTERM, SIGHUP,
- * SIGINT that any caught. At each evaluation a 64-bit hash of every rank's weights is compared with
+ * ONE DECISION. A stop request (SIGINT, SIGTERM, SIGHUP or a checkpoint signal, SIGUSR1, on
+ * any rank) is read at the reduction of a step, and at every round of an evaluation's batches
+ * (lm_ddp_agree_stop), and so seen by every rank at the same point; the loop stops at the top
+ * of the next iteration (lm_ddp_stop). Ranks that caught different signals agree on the first
+ * of SIGUSR1, SIGTERM, SIGHUP, SIGINT that any caught. At each evaluation a 64-bit hash of every rank's weights is compared with
  * rank 0's (lm_ddp_check_weights): ranks that drifted apart (a different --threads or BLAS on
  * one host changes a sum's rounding) stop the run instead of writing a checkpoint of one of them.
  *
@@ -112,7 +112,7 @@ bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb);
 ag_status lm_ddp_reduce(lm_ddp *D, double *loss, ag_error *err);
 
 /* The stop request the ranks agreed on at the last step's reduction or evaluation round:
- * SIGTERM, SIGHUP, SIGINT or 0. */
+ * SIGUSR1, SIGTERM, SIGHUP, SIGINT or 0. */
 int lm_ddp_stop(const lm_ddp *D);
 /* The ranks agree on the stop request now (one small allreduce; every rank must call it at the
  * same point): an evaluation calls it every round of N batches, so that a signal ends even a

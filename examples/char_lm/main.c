@@ -12,8 +12,12 @@
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
  * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
  * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
- * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed). Every error is one line on stderr: "char_lm: error: ...". A second `train` on a
- * directory in use is a usage error (2), naming the pid that holds it. */
+ * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed);
+ * 75 (LM_EXIT_REQUEUE) train stopped by its checkpoint signal (SIGUSR1, or
+ * --checkpoint-signal's) after writing a checkpoint: a batch system's pre-emption, which a
+ * job script answers with a requeue (docs/distributed.md). Every error is one line on stderr:
+ * "char_lm: error: ...". A second `train` on a directory in use is a usage error (2), naming
+ * the pid that holds it. Under mpirun only rank 0 prints an error of the command line. */
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT: the cores mpirun bound a rank to */
 #include <errno.h>
 #include <math.h>
@@ -33,9 +37,13 @@
 #include "trace.h"
 #include "train.h"
 
-static volatile sig_atomic_t stop_signal = 0;
+/* EX_TEMPFAIL of sysexits.h, "try again later": checkpointed on request, resume me */
+#define LM_EXIT_REQUEUE 75
 
-static void on_signal(int sig) { stop_signal = sig; }
+static volatile sig_atomic_t stop_signal = 0;
+static int checkpoint_signal = SIGUSR1;   /* --checkpoint-signal: recorded as SIGUSR1 */
+
+static void on_signal(int sig) { stop_signal = sig == checkpoint_signal ? SIGUSR1 : sig; }
 
 /* One line on stderr, always: a path, a flag value or a name read from a file may hold a line
  * break or an escape sequence, so control bytes are written as \n or \xNN. Returns the exit
@@ -78,8 +86,9 @@ static void warn_bound(const ag_dist *d, int threads)
             CPU_COUNT(&set) == 1 ? "" : "s", threads);
 }
 
-/* The exit code of a run a stop signal ended: 128 + the signal, as a shell reports it. */
-static int stopped_code(void) { return 128 + (int)stop_signal; }
+/* The exit code of a run that signal sig stopped (train: after its checkpoint): 128 + sig, as
+ * a shell reports it, or LM_EXIT_REQUEUE for train's checkpoint signals (recorded as SIGUSR1). */
+static int stopped_code(int sig) { return sig == SIGUSR1 ? LM_EXIT_REQUEUE : 128 + sig; }
 
 /* What was written to out is out of the process (a full disk, a closed pipe: an error now, not
  * ten minutes of generating into nothing). */
@@ -130,8 +139,10 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
 // --- train ---
 
 /* SIGINT, SIGTERM and SIGHUP (a closed terminal) set stop_signal; training then stops after
- * the step or the evaluation batch in hand, with a checkpoint; sampling after the character. */
-static void catch_stop_signals(void)
+ * the step or the evaluation batch in hand, with a checkpoint; sampling after the character.
+ * train also catches its checkpoint signals, SIGUSR1 and --checkpoint-signal's (sig; 0: none
+ * more): the same stop, recorded as SIGUSR1, and the exit LM_EXIT_REQUEUE. */
+static void catch_stop_signals(bool train, int sig)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -140,6 +151,11 @@ static void catch_stop_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    if (train) {
+        checkpoint_signal = sig ? sig : SIGUSR1;
+        sigaction(SIGUSR1, &sa, NULL);
+        sigaction(checkpoint_signal, &sa, NULL);
+    }
     lm_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (plot.h) */
 }
 
@@ -181,7 +197,7 @@ static int show_result(const char *dir, bool out_of_time)
     }
     if (s == AG_OK) s = flushed(stdout, "stdout", &e);
     if (s) return fail(s, &e);
-    if (stop_signal) return stopped_code();
+    if (stop_signal) return stopped_code(stop_signal);
     char png[4096];
     if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
@@ -200,17 +216,36 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
 }
 
 /* A failed run: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
- * argument error once the ranks have compared their setups (it is the same on every rank),
- * nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
+ * argument error once the ranks have compared their setups (it is the same on every rank), nor
+ * rank 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
 static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, const ag_error *e)
 {
     int rank = ag_dist_rank(d), voice = ag_dist_voice(d);
     if (voice >= 0 && voice != rank) return s == AG_ERR_ARG ? 2 : 1;
     if (rank == 0) return fail(s, e);
-    if (s == AG_ERR_ARG && r->ranks_compared) return 2;
+    if (r->error_shared || (s == AG_ERR_ARG && r->ranks_compared)) return s == AG_ERR_ARG ? 2 : 1;
     ag_error mine = {0};
     ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
     return fail(s, &mine);
+}
+
+/* This process is a rank other than 0 of a job its launcher started (mpirun, srun): before MPI
+ * is joined (the command line) only the launcher's word says so. Such a rank leaves the
+ * message of an error every rank meets alike to rank 0: one line, not N. */
+static bool not_first_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *r = getenv(vars[i]);
+        if (r && *r) return atoi(r) != 0;
+    }
+    return false;
+}
+
+/* fail(), said by rank 0 alone under a launcher (the same error on every rank) */
+static int fail_once(ag_status s, const ag_error *e)
+{
+    return not_first_rank() ? (s == AG_ERR_ARG ? 2 : 1) : fail(s, e);
 }
 
 /* build/char_lm started by mpirun -np N would be N separate runs writing one directory */
@@ -225,18 +260,17 @@ static int cmd_train(const lm_train_args *a)
 {
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
-    ag_status s = ag_dist_init(&d, &e);
+    ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
     if (s) return fail(s, &e);
     if (alone_in_a_job(d)) {
         ag_seterr(&e, AG_ERR_ARG, "this char_lm has no MPI, so under mpirun each process would train on its own; "
                   "run build/char_lm_mpi (make builds it where mpicc is installed)");
-        return fail(AG_ERR_ARG, &e);
+        return fail_once(AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
-    ag_dist_set_timeout(d, a->dist_timeout);
     set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     warn_bound(d, ag_threads());
-    catch_stop_signals();
+    catch_stop_signals(true, a->checkpoint_signal);
     lm_train_opts o = train_opts(a);
     o.dist = d;
     o.grad_accum = a->grad_accum;
@@ -251,16 +285,16 @@ static int cmd_train(const lm_train_args *a)
     if (quiet) fclose(quiet);
     if (s) {
         int code = fail_rank(d, &r, s, &e);
-        if (s == AG_ERR_ARG && r.ranks_compared) ag_dist_barrier(d, &e);   /* the same error on every rank: */
+        if (r.error_shared || (s == AG_ERR_ARG && r.ranks_compared)) ag_dist_barrier(d, &e);   /* every rank's: */
         ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
         return code;
     }
-    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP */
+    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 */
         /* once every rank is past the checkpoint, leave without MPI_Finalize: after Ctrl-C on
          * mpirun it would wait for mpirun, which waits to kill us (docs/distributed.md) */
         if ((s = ag_dist_barrier(d, &e))) fail_rank(d, &r, s, &e);
         ag_dist_end(d, false);
-        return 128 + r.stop_signal;
+        return stopped_code(r.stop_signal);
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
@@ -289,7 +323,7 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
 static int cmd_sample(const lm_sample_args *a)
 {
     set_threads(0);
-    catch_stop_signals();
+    catch_stop_signals(false, 0);
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
@@ -302,7 +336,7 @@ static int cmd_sample(const lm_sample_args *a)
     }
     lm_model_free(&m);
     if (s) return fail(s, &e);
-    return stop_signal ? stopped_code() : 0;
+    return stop_signal ? stopped_code(stop_signal) : 0;
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */
@@ -341,14 +375,14 @@ static int cmd_eval(const lm_eval_args *a)
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
-    catch_stop_signals();   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
+    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
     lm_model_free(&m);
-    if (stop_signal) return stopped_code();   /* whatever the interrupted plot said */
+    if (stop_signal) return stopped_code(stop_signal);   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
@@ -376,8 +410,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
-    if (lm_cli_parse(&cli, argc, argv, &e)) return fail(AG_ERR_ARG, &e);
-    if (use_kernels(&cli, &e)) return fail(AG_ERR_ARG, &e);
+    if (lm_cli_parse(&cli, argc, argv, &e)) return fail_once(AG_ERR_ARG, &e);   /* every rank's alike */
+    if (use_kernels(&cli, &e)) return fail_once(AG_ERR_ARG, &e);
     int code;
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);

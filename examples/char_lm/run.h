@@ -52,7 +52,7 @@ typedef struct {
     lm_train_state st;       /* the iteration, the optimizer's t, the batch sampler (checkpoint.h) */
     ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
     ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
-    ag_gpt_shards *shards;   /* alone (no mpirun): each step's windows split over the threads (nn.h) */
+    ag_gpt_shards *shards;   /* each pass's windows split over the threads (nn.h), or NULL */
     int n_shards;            /*   how many the setup chose (1: the plain step), memory counted */
     ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;
@@ -106,6 +106,8 @@ typedef struct {
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
     lm_budget budget;        /* --time-budget */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
+    bool shared;             /* the error is every rank's alike (rank 0's, shared, or the
+                                handshake's): rank 0 alone says it */
 } lm_control;
 
 typedef struct {
@@ -138,6 +140,17 @@ void lm_run_kept(const lm_run *R, char *buf, size_t n);
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
 
 // --- train_agree.c ---
+
+/* Several ranks, before anything else: every rank shows the others its build (a fixed-size
+ * record: version, protocol, a hash of the layouts exchanged later); a difference is
+ * AG_ERR_ARG on every rank, naming the builds, instead of a hang or a garbled exchange. */
+ag_status lm_run_handshake(lm_run *R, ag_error *err);
+/* Several ranks: rank 0 opened the run (the lock, a checkpoint read: outcome mine, its message
+ * in why) while the others waited; every rank gets that outcome (a failure becomes every
+ * rank's, ctl.shared) and the checkpoint's config, vocabulary, iteration and train state, so
+ * that no other rank reads the run directory (its weights and moments follow in
+ * lm_ddp_share_start). Alone: mine, as it is. */
+ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
 
 /* Several ranks: every rank compares what it holds (the config, the parameter count, the
  * vocabulary, the text, --grad-accum, --allreduce, --threads, where the run starts) with every

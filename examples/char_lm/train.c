@@ -196,7 +196,7 @@ int lm_run_stop_requested(const lm_run *R)
 
 bool lm_run_signal_seen(const lm_run *R)
 {
-    return lm_ddp_ranks(R->ctl.ddp) <= 1 && R->o->stop && *R->o->stop;
+    return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop;   /* no ddp yet in the setup */
 }
 
 ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err)
@@ -301,6 +301,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
     r->ranks_compared = R.ctl.compared;
+    r->error_shared = R.ctl.shared;
     if (s == AG_OK && lm_run_stop_requested(&R)) {   /* a signal during the setup: nothing written */
         r->interrupted = true;
         r->stop_signal = lm_run_stop_requested(&R);   /* main.c exits 128 + it, as after a step */

@@ -116,8 +116,8 @@ typedef struct {
     ag_dist *dist;
     int grad_accum;
     /* --shards: each step's windows in this many shards, one thread each (ag_gpt_shards, nn.h);
-     * 1 the plain step; 0 the default: the threads, at least 2, and 1 with dropout, under mpirun
-     * or with --detect-anomaly */
+     * 1 the plain step; 0 the default: the threads, at least 2, and 1 with dropout, with
+     * --detect-anomaly or with several ranks and --allreduce overlap */
     int shards;
     lm_allreduce_mode allreduce;
     /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is
@@ -138,6 +138,8 @@ typedef struct {
                                     evaluation and checkpoint, the schedule not finished */
     bool ranks_compared;         /* several ranks compared their setups (train_agree.c): an
                                     argument error after that is the same on every rank */
+    bool error_shared;           /* several ranks: the error is every rank's alike (rank 0's
+                                    own, sent to all, or the builds differ): rank 0 says it */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);

@@ -1,7 +1,10 @@
-/* train_agree.c -- before the first collective of a run on several ranks, the ranks show each
- * other what they hold (run.h: lm_run_agree), so that a rank started with another --data, another
- * flag or another checkpoint stops the job at once with a message that names the difference,
- * instead of corrupting a broadcast sized by its own model or training another run unnoticed.
+/* train_agree.c -- before the first step of a run on several ranks, three exchanges (run.h):
+ * the build each rank runs (lm_run_handshake, a fixed-size record, first of all), rank 0's
+ * opening of the run directory and its checkpoint sent to the others (lm_run_share_start: only
+ * rank 0 locks and reads the directory), and what each rank holds (lm_run_agree), so that a
+ * rank started with another build, --data or flag stops the job at once with a message that
+ * names the difference, instead of corrupting a broadcast sized by its own model or training
+ * another run unnoticed.
  *
  * Each rank makes a digest of the same fixed size: 8 bytes for every field of the config
  * (config.h's table: batch, block, iterations, seed, --val-fraction, the optimizer and the
@@ -19,6 +22,24 @@
 #include "data/hash.h"
 #include "run.h"
 #include "tensor/speed.h"   /* ag_threads */
+
+#ifndef LM_VERSION
+#define LM_VERSION "unversioned"   /* the Makefile gives its VERSION */
+#endif
+/* The collectives a run makes before its first step, in order (the handshake, rank 0's
+ * outcome and checkpoint, the digests, the weights): raised whenever they change, so that
+ * builds that would send each other other things meet only at the handshake. */
+#define LM_PROTOCOL 2
+
+// --- the handshake: one build on every rank ---
+
+/* A record of 64 words, its size and layout fixed for good, so that any two builds meet at it:
+ * the magic, the protocol, a hash of the layouts exchanged later, and the version's text. 512
+ * bytes is more than the first gather of any build before it (41 words), so that a rank of an
+ * older build fails on a truncated receive while the others read the start of its digest, which
+ * is not the magic. */
+enum { HS_MAGIC, HS_PROTOCOL, HS_LAYOUT, HS_VERSION, HS_VERSION_WORDS = 6, HS_WORDS = 64 };
+#define HS_MAGIC_WORD 0x31646e61686d6c63ull   /* "clmhand1" */
 
 /* What a digest holds after the config's fields. */
 enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_ALLREDUCE, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
@@ -153,4 +174,120 @@ ag_status lm_run_agree(lm_run *R, ag_error *err)
     }
     free(all);
     return s;
+}
+
+/* FNV-1a of everything the ranks exchange as raw bytes or by position: the config table (keys,
+ * types, offsets), the sizes of the config, the train state, a real and an error, the digest's
+ * items and the stop votes. */
+static uint64_t layout_hash(void)
+{
+    uint64_t h = AG_FNV1A_INIT;
+    for (int i = 0; i < LM_N_FIELDS; i++) {
+        const lm_field *f = &lm_fields[i];
+        uint64_t w[2] = {(uint64_t)f->type, (uint64_t)f->offset};
+        h = ag_fnv1a(ag_fnv1a(h, f->key, strlen(f->key)), w, sizeof w);
+    }
+    for (int i = 0; i < A_N; i++) h = ag_fnv1a(h, extra_names[i], strlen(extra_names[i]));
+    uint64_t sizes[] = {sizeof(lm_config), sizeof(lm_train_state), sizeof(ag_real), sizeof(ag_error), N_ITEMS};
+    return ag_fnv1a(h, sizes, sizeof sizes);
+}
+
+/* "0.1.0 (protocol 2, layout 5c1e0a3f)", or what an older build sent, from record w [HS_WORDS] */
+static void format_build(char *buf, size_t n, const uint64_t *w)
+{
+    if (w[HS_MAGIC] != HS_MAGIC_WORD) {
+        snprintf(buf, n, "a build older than the version handshake");
+        return;
+    }
+    char v[HS_VERSION_WORDS * 8 + 1] = {0};
+    memcpy(v, w + HS_VERSION, HS_VERSION_WORDS * 8);
+    for (char *p = v; *p; p++)
+        if (*p < 0x20 || *p > 0x7e) *p = '?';
+    snprintf(buf, n, "%s (protocol %llu, layout %08llx)", v, (unsigned long long)w[HS_PROTOCOL],
+             (unsigned long long)(w[HS_LAYOUT] >> 32));
+}
+
+/* The error for records all [N][HS_WORDS] that differ from rank 0's, or AG_OK. */
+static ag_status compare_builds(const uint64_t *all, int N, ag_error *err)
+{
+    int other = 0;
+    for (int r = 1; r < N && !other; r++)
+        if (memcmp(all + (size_t)r * HS_WORDS, all, HS_VERSION * 8 + HS_VERSION_WORDS * 8) != 0) other = r;
+    if (!other) return AG_OK;
+    char mine[128], theirs[128];
+    format_build(mine, sizeof mine, all);
+    format_build(theirs, sizeof theirs, all + (size_t)other * HS_WORDS);
+    return ag_seterr(err, AG_ERR_ARG, "the ranks run different builds of char_lm_mpi, so none started (install one "
+                     "build on every host): %s on rank 0, %s on rank %d", mine, theirs, other);
+}
+
+ag_status lm_run_handshake(lm_run *R, ag_error *err)
+{
+    int N = ag_dist_size(R->o->dist);
+    if (N == 1) return AG_OK;
+    uint64_t mine[HS_WORDS] = {HS_MAGIC_WORD, LM_PROTOCOL, layout_hash()};
+    strncpy((char *)(mine + HS_VERSION), LM_VERSION, HS_VERSION_WORDS * 8 - 1);
+    uint64_t *all = calloc((size_t)N, sizeof mine);   /* zeros: an older rank's short record */
+    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    ag_error why = {0};
+    ag_status s = ag_dist_allgather(R->o->dist, mine, all, sizeof mine, &why);
+    if (s == AG_OK && (s = compare_builds(all, N, err))) R->ctl.shared = true;   /* every rank decides alike */
+    else if (s) ag_seterr(err, s, "%s, at the version check, the ranks' first exchange (a rank of a build older "
+                          "than the check never comes to it)", why.msg);
+    free(all);
+    return s;
+}
+
+// --- rank 0 reads the run directory, and tells the others ---
+
+/* What rank 0 sends before anything else of the run: how its lock and reading went, and the
+ * checkpoint's config and state (the handshake made sure that every rank lays them out alike). */
+typedef struct {
+    int status;             /* rank 0's: AG_OK or its error, */
+    char msg[sizeof ((ag_error *)0)->msg];   /* and the message (rank 0 prints it) */
+    bool checkpoint;        /* a checkpoint follows: */
+    lm_config cfg;          /*   the model's config, */
+    long iter;              /*   its iteration and run, */
+    uint64_t run_id;
+    int V;                  /*   its vocabulary's size (the code points come next), */
+    lm_train_state st;      /*   and with --resume, where the run stands */
+} lm_shared;
+
+/* Rank 0: what it read into s; others: receive it (the vocabulary allocated). */
+static ag_status send_checkpoint(lm_run *R, lm_shared *s, ag_error *err)
+{
+    lm_model *m = &R->learn.m;
+    ag_dist *d = R->o->dist;
+    bool root = ag_dist_rank(d) == 0;
+    if (root && s->checkpoint) {
+        s->cfg = m->cfg, s->iter = m->iter, s->run_id = m->run_id, s->V = m->vocab.V, s->st = R->learn.st;
+    }
+    ag_status st = ag_dist_bcast(d, s, sizeof *s, 0, err);
+    if (st || !s->checkpoint || root) return st;
+    if (s->V <= 0 || !(m->vocab.cp = malloc((size_t)s->V * sizeof *m->vocab.cp)))
+        return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    m->vocab.V = s->V, m->cfg = s->cfg, m->iter = s->iter, m->run_id = s->run_id, R->learn.st = s->st;
+    return AG_OK;
+}
+
+ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
+{
+    ag_dist *d = R->o->dist;
+    if (ag_dist_size(d) == 1) return mine ? ag_seterr(err, mine, "%s", why->msg) : AG_OK;
+    lm_shared *s = calloc(1, sizeof *s);
+    if (!s) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (ag_dist_rank(d) == 0) {
+        s->status = mine;
+        snprintf(s->msg, sizeof s->msg, "%s", mine ? why->msg : "");
+        s->checkpoint = !mine && R->learn.m.g;
+    }
+    ag_status st = send_checkpoint(R, s, err);
+    if (st == AG_OK && s->checkpoint)
+        st = ag_dist_bcast(d, R->learn.m.vocab.cp, (size_t)s->V * sizeof *R->learn.m.vocab.cp, 0, err);
+    if (st == AG_OK && s->status) {   /* rank 0's failure, the same on every rank: rank 0 says it */
+        st = ag_seterr(err, s->status, "%s", s->msg);
+        R->ctl.shared = true;
+    }
+    free(s);
+    return st;
 }

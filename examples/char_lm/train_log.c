@@ -344,8 +344,8 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     lm_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
     lm_ddp_log_summary(R->ctl.ddp, f);
     if (r->interrupted)
-        fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)\n", r->iter, el,
-                R->o->out_dir);
+        fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)%s\n", r->iter, el,
+                R->o->out_dir, r->stop_signal == SIGUSR1 ? "; a checkpoint signal: exit 75, to be requeued" : "");
     else
         fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
     const lm_budget *b = &R->ctl.budget;

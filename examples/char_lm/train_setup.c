@@ -44,19 +44,33 @@ static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const
 /* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
 static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
 
-/* --resume, --init-from: the checkpoint's model, its config merged with the flags, and the text
- * encoded with its vocabulary (a stop signal: the text stays empty). */
+/* --resume, --init-from (rank 0, or one process): the checkpoint's model, and with --resume
+ * Adam's moments and where the run stood, read one right after the other under the lock. */
+static ag_status read_checkpoint(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    lm_model *m = &R->learn.m;
+    const char *dir = o->resume ? o->out_dir : o->init_from;
+    ag_error why = {0};
+    ag_status s = lm_model_load(dir, m, &why);
+    if (s) return ag_seterr(err, s, "%s: %s", o->resume ? "--resume" : "--init-from", why.msg);
+    if (o->resume && (s = lm_train_state_load(o->out_dir, m->g, &R->learn.st, &why)))
+        return ag_seterr(err, s, "--resume: %s", why.msg);
+    return AG_OK;
+}
+
+/* --resume, --init-from: the checkpoint's config (read by rank 0, lm_run_share_start) merged
+ * with the flags, and the text encoded with its vocabulary (a stop signal: the text stays
+ * empty). */
 static ag_status load_checkpoint(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_model *m = &R->learn.m;
     const char *dir = o->resume ? o->out_dir : o->init_from;
-    const char *flag = o->resume ? "--resume" : "--init-from";
     ag_error why = {0};
     ag_status s;
-    if ((s = lm_model_load(dir, m, &why))) return ag_seterr(err, s, "%s: %s", flag, why.msg);
     if ((s = merge_config(R, &m->cfg, o->resume, dir, err))) return s;
-    m->g->cfg.dropout = R->cfg.model.dropout;
+    if (m->g) m->g->cfg.dropout = R->cfg.model.dropout;   /* the other ranks build theirs later */
     ag_corpus_opts co = {.vocab = &m->vocab, .stop = stop_loading, .user = R};
     if ((s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why)))
         return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
@@ -86,16 +100,14 @@ static ag_status new_model(lm_run *R, ag_error *err)
 
 // --- where the run stands ---
 
-/* --resume: Adam's moments and where the run stood, which must be the same text. */
+/* --resume: where the run stood (read with the model: read_checkpoint), which must be the same
+ * text. */
 static ag_status resume_state(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     const lm_model *m = &R->learn.m;
     lm_train_state *st = &R->learn.st;
     const ag_corpus *text = &R->data.text;
-    ag_error why = {0};
-    ag_status s = lm_train_state_load(o->out_dir, m->g, st, &why);
-    if (s) return ag_seterr(err, s, "--resume: %s", why.msg);
     if (st->run_id != m->run_id) {   /* two files of one checkpoint carry one run's identity */
         char a[20] = "none", b[20] = "none";
         if (m->run_id) snprintf(a, sizeof a, "%016llx", (unsigned long long)m->run_id);
@@ -166,30 +178,37 @@ static int default_shards(const lm_run *R, int micro)
     return n;
 }
 
-/* --shards: each step's windows split over the threads (nn.h), by default when alone, without
- * dropout and not under --detect-anomaly (whose messages name the whole batch's shapes); a
+/* --shards: each step's windows split over the threads (nn.h), by default without dropout and
+ * not under --detect-anomaly (whose messages name the whole batch's shapes) nor, with several
+ * ranks, --allreduce overlap (it sends a block's gradients when the backward of the caller's
+ * ctx passes it, and shard 0 runs in that ctx before the other shards' gradients are added); a
  * --shards the run cannot honour is refused, one that does not fit in memory too (each shard
  * beyond the first keeps a gradient buffer of the model's size), and a default one that does
- * not fit is lowered with a note. Without dropout the shards compute the plain step's
- * numbers; with it each shard draws its own masks, and the 10-minute recipe (dropout 0.05,
- * tuned on the plain step) trained worse that way (docs/performance.md), so a model with
- * dropout keeps the plain step unless --shards asks. */
+ * not fit is lowered with a note. Without dropout the shards compute the plain step's numbers;
+ * with it each shard draws its own masks, and the 10-minute recipe (dropout 0.05, tuned on the
+ * plain step) trained worse that way (docs/performance.md), so a model with dropout keeps the
+ * plain step unless --shards asks. Each rank splits its own micro-batches. */
 static ag_status choose_shards(lm_run *R, ag_error *err)
 {
     const lm_config *c = &R->cfg;
-    int asked = R->o->shards, K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
-    int micro = c->batch_size / K;   /* the windows of one pass */
+    int asked = R->o->shards, N = ag_dist_size(R->o->dist);
+    int K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
+    int micro = c->batch_size / (N * K);   /* the windows of one pass */
+    bool overlap = N > 1 && R->o->allreduce == LM_ALLREDUCE_OVERLAP;
     R->learn.n_shards = 1;
-    if (asked > 1 && ag_dist_size(R->o->dist) > 1)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d: under mpirun each rank takes the plain step on one thread; "
-                         "leave --shards out", asked);
+    if (asked > 1 && overlap)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d with --allreduce overlap: the overlap sends each block's "
+                         "gradients as the plain backward finishes them; leave one of them out", asked);
     if (asked > 1 && c->detect_anomaly)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d with --detect-anomaly: its checks take the plain step (their "
                          "messages name the whole batch's shapes); leave --shards out", asked);
-    if (asked > micro)
+    if (asked > micro && micro > 0) {
+        char ranks[32] = "";
+        if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
-                         "--grad-accum %d)", asked, micro, c->batch_size, K);
-    if (ag_dist_size(R->o->dist) > 1 || c->detect_anomaly) return AG_OK;
+                         "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
+    }
+    if (overlap || c->detect_anomaly) return AG_OK;
     int n = asked ? asked : c->model.dropout > 0 ? 1 : default_shards(R, micro);
     double have = lm_machine_bytes();
     int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
@@ -256,14 +275,12 @@ static ag_status start_ddp(lm_run *R, ag_error *err)
 }
 
 /* The lock on --out, before anything there is read (a --resume) or written. A directory that
- * does not exist yet is locked by lm_run_open_dir once made; --trace-only writes nothing; under
- * mpirun rank 0 holds it for the job. */
+ * does not exist yet is locked by lm_run_open_dir once made; --trace-only writes nothing. */
 static ag_status lock_out_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     struct stat sb;
     if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
-    if (ag_dist_rank(o->dist) != 0) return AG_OK;   /* rank 0 owns the directory for the job */
     return lm_lock_take(&R->ctl.lock, o->out_dir, err);
 }
 
@@ -273,10 +290,23 @@ static ag_status recover_latest(lm_run *R, ag_error *err)
 {
     char note[1536];
     ag_error why = {0};
-    if (!R->o->resume || ag_dist_rank(R->o->dist) != 0) return AG_OK;
+    if (!R->o->resume) return AG_OK;
     ag_status s = lm_ckpt_recover(R->o->out_dir, note, sizeof note, &why);
     if (s == AG_OK && note[0]) lm_log_warn(R, note);
     return s ? ag_seterr(err, s, "--resume: %s", why.msg) : AG_OK;
+}
+
+/* Rank 0 (or one process), before any rank reads anything of the run: --out checked, locked
+ * (rank 0 holds the lock for the job, and the other ranks never read the directory: a second
+ * job on it is refused on every rank alike), a lost latest recovered, and with --resume or
+ * --init-from the checkpoint read. */
+static ag_status open_run(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    ag_status s;
+    if ((s = lm_ckpt_outside_runs(o->out_dir, err))) return s;   /* before anything there is locked or read */
+    if ((s = lock_out_dir(R, err)) || (s = recover_latest(R, err))) return s;
+    return o->resume || o->init_from ? read_checkpoint(R, err) : AG_OK;
 }
 
 ag_status lm_run_setup(lm_run *R, ag_error *err)
@@ -285,8 +315,10 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     lm_data *D = &R->data;
     ag_status s;
     if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
-    if ((s = lm_ckpt_outside_runs(o->out_dir, err))) return s;   /* before anything there is locked or read */
-    if ((s = lock_out_dir(R, err)) || (s = recover_latest(R, err))) return s;
+    if ((s = lm_run_handshake(R, err))) return s;   /* several ranks: one build on all */
+    ag_error why = {0};
+    ag_status mine = ag_dist_rank(o->dist) == 0 ? open_run(R, &why) : AG_OK;
+    if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;

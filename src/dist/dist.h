@@ -42,10 +42,13 @@ typedef enum { AG_DIST_REAL, AG_DIST_DOUBLE } ag_dist_type;   /* ag_real (float,
                                                                  -DAG_DOUBLE) or double */
 typedef enum { AG_DIST_SUM, AG_DIST_MAX } ag_dist_op;
 
-/* Joins the job (MPI_Init_thread, funneled): *d is this process's handle. Without MPI, or run
- * without mpirun, the job is this process alone (rank 0 of 1). AG_ERR_IO when MPI cannot start;
- * AG_ERR_NOMEM. */
-ag_status ag_dist_init(ag_dist **d, ag_error *err);
+/* Joins the job (MPI_Init_thread, funneled): *d is this process's handle, its waits limited to
+ * timeout seconds (ag_dist_set_timeout; 0: none). Without MPI, or run without mpirun, the job
+ * is this process alone (rank 0 of 1). The ranks' first meeting, the duplication of the world
+ * (MPI_Comm_idup), is waited for with the same deadline: a rank that never joins (another
+ * program, an older build) is AG_ERR_IO after timeout, not a hang. AG_ERR_IO when MPI cannot
+ * start; AG_ERR_NOMEM. */
+ag_status ag_dist_init(ag_dist **d, double timeout, ag_error *err);
 /* Leaves the job. ok: every rank got here (MPI_Finalize, which waits for the others). !ok: this
  * rank failed and is about to exit non-zero: only the memory is freed, so that mpirun tears the
  * job down (MPI_Finalize would wait for ranks that are themselves waiting for this one).

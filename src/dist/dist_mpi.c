@@ -53,24 +53,53 @@ static MPI_Datatype mpi_type(ag_dist_type t)
 
 static size_t type_size(ag_dist_type t) { return t == AG_DIST_DOUBLE ? sizeof(double) : sizeof(ag_real); }
 
-ag_status ag_dist_init(ag_dist **out, ag_error *err)
+static void nap(double s);
+static double nap_for(double waited);
+
+/* Waits for the two duplicates of the world (MPI_Comm_idup) with the deadline: a rank that runs
+ * another program, or an older build whose first collective is another, never joins them, and
+ * a blocking MPI_Comm_dup would wait for it forever. */
+static ag_status join(ag_dist *d, MPI_Request *q, ag_error *err)
+{
+    double t0 = ag_now_s();
+    for (;;) {
+        int done = 0, rc = MPI_Testall(2, q, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_idup", err);
+        if (done) return AG_OK;
+        double waited = ag_now_s() - t0;
+        if (d->timeout > 0 && waited >= d->timeout)
+            return ag_seterr(err, AG_ERR_IO, "the %d ranks did not all join the job within %g s (MPI_Comm_idup): a rank "
+                             "that did not start, or that runs another program or an older build of this one", d->size,
+                             d->timeout);
+        nap(nap_for(waited));
+    }
+}
+
+ag_status ag_dist_init(ag_dist **out, double timeout, ag_error *err)
 {
     *out = NULL;
     int provided, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init_thread", err);
     ag_dist *d = calloc(1, sizeof *d);
     if (!d) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS ||
-        (rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->alarm)) != MPI_SUCCESS) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    ag_dist_set_timeout(d, timeout);
+    d->voice = -1;
+    prctl(PR_SET_TIMERSLACK, 1000UL);   /* naps of 20 us last 21, not Linux's default 20 + 50 */
+    MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    ag_status s = AG_OK;
+    if ((rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &q[0])) != MPI_SUCCESS ||
+        (rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->alarm, &q[1])) != MPI_SUCCESS)
+        s = mpi_fail(rc, "MPI_Comm_idup", err);
+    if (s == AG_OK) s = join(d, q, err);
+    if (s) {   /* leaves without MPI_Finalize, as after any failure (dist.h) */
         free(d);
-        return mpi_fail(rc, "MPI_Comm_dup", err);
+        return s;
     }
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(d->alarm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(d->comm, &d->rank);
-    MPI_Comm_size(d->comm, &d->size);
-    d->voice = -1;
-    prctl(PR_SET_TIMERSLACK, 1000UL);   /* naps of 20 us last 21, not Linux's default 20 + 50 */
     *out = d;
     return AG_OK;
 }

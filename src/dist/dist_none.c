@@ -8,9 +8,9 @@ struct ag_dist {
     int unused;
 };
 
-ag_status ag_dist_init(ag_dist **d, ag_error *err)
+ag_status ag_dist_init(ag_dist **d, double timeout, ag_error *err)
 {
-    (void)err;
+    (void)timeout, (void)err;
     static ag_dist alone;
     *d = &alone;
     return AG_OK;

@@ -2,7 +2,12 @@
  * of the job, with values each rank can predict. Prints one line per failure and exits 1, or
  * "dist_check: N ranks ok" (rank 0) and exits 0.
  *
- *   mpirun -np 3 --oversubscribe build/dist_check        (make test-mpi runs it) */
+ *   mpirun -np 3 --oversubscribe build/dist_check        (make test-mpi runs it)
+ *
+ * `dist_check --bcast-first` plays a rank of an older build instead: MPI_Init, then a blocking
+ * MPI_Bcast on the world as its first collective, which the others' ag_dist_init never
+ * matches (test_mpi.c: they must give up within --dist-timeout, not hang). */
+#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 #include "dist/dist.h"
@@ -33,14 +38,21 @@ static void check_gather(ag_dist *d, int rank, int N)
     CHECK(ag_dist_voice(d) == -1, "voice %d without a failed wait", ag_dist_voice(d));
 }
 
-int main(void)
+/* --bcast-first: a rank of an older build; waits until mpirun ends the job */
+static int older_build(void)
 {
+    long v = 0;
+    MPI_Init(NULL, NULL);
+    MPI_Bcast(&v, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--bcast-first") == 0) return older_build();
     ag_dist *d;
     ag_error e = {0};
-    if (ag_dist_init(&d, &e)) {
-        fprintf(stderr, "dist_check: %s\n", e.msg);
-        return 1;
-    }
+    if (ag_dist_init(&d, 30, &e)) return fprintf(stderr, "dist_check: %s\n", e.msg), 1;
     int rank = ag_dist_rank(d), N = ag_dist_size(d);
     CHECK(strcmp(ag_dist_backend(), "mpi") == 0, "backend %s", ag_dist_backend());
 

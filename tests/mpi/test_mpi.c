@@ -11,7 +11,8 @@
  *     (no MPI) under mpirun: exit 2;
  *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
  *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
- *     (which sends SIGTERM to every rank) the same, resumed by three ranks;
+ *     (which sends SIGTERM to every rank) the same, resumed by three ranks; SIGUSR1 to mpirun
+ *     (a scheduler's warning before pre-emption): a checkpoint and exit 75 on every rank;
  *   - a rank killed (SIGKILL) mid-run ends the job and leaves the last checkpoint whole;
  *   - ranks that do not hold the same run (another vocabulary, another text of the same
  *     vocabulary, another flag) all exit 2 within seconds, before anything is written, and rank 0
@@ -41,7 +42,7 @@
 #include "tensor/debug.h"   /* ag_now_s */
 
 static char root[64];
-static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX];
+static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX], char_lm_mpi_other[PATH_MAX], dist_check[PATH_MAX];
 
 #define ITERS "30"
 /* the tiny preset with a batch every N*K here divides and three evaluations (0, 15, 30), the
@@ -76,7 +77,9 @@ static pid_t start(const char *io, const char *const *argv)
     const char *words[64];
     int n = 0;
     for (; argv[n] && n < 63; n++)
-        words[n] = strcmp(argv[n], "char_lm") == 0 ? char_lm : strcmp(argv[n], "char_lm_mpi") == 0 ? char_lm_mpi : argv[n];
+        words[n] = strcmp(argv[n], "char_lm") == 0 ? char_lm : strcmp(argv[n], "char_lm_mpi") == 0 ? char_lm_mpi
+                 : strcmp(argv[n], "char_lm_mpi_other") == 0 ? char_lm_mpi_other
+                 : strcmp(argv[n], "dist_check") == 0 ? dist_check : argv[n];
     words[n] = NULL;
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s/%s.out", root, io);
@@ -245,6 +248,24 @@ START_TEST(test_equal_for_any_ranks_and_micro_batches)
 }
 END_TEST
 
+/* each rank splits its own micro-batches into shards (nn.h): the same run as the single
+ * process's; not with --allreduce overlap, whose hook would send shard 0's gradients alone */
+START_TEST(test_shards_per_rank)
+{
+    run_ok("s11", A("char_lm", "train", "--data", "corpus.txt", "--out", "s11", RUN_FLAGS, "--max-iters", ITERS));
+    run_ok("s22", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "s22", RUN_FLAGS,
+                    "--max-iters", ITERS, "--grad-accum", "2", "--shards", "3"));
+    assert_same_run("s22", "s11", 0, 1e-5);
+    assert_same_weights("s22", "s11", 1e-5);
+    proc_result r;
+    finish(start("sov", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "sov",
+                          RUN_FLAGS, "--shards", "2", "--allreduce", "overlap")), "sov", &r);
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(strstr(r.err, "--shards 2 with --allreduce overlap"), "%s", r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_tcp_only)
 {
     run_ok("t11", A("char_lm", "train", "--data", "corpus.txt", "--out", "t11", RUN_FLAGS, "--max-iters", ITERS));
@@ -254,6 +275,14 @@ START_TEST(test_tcp_only)
     assert_same_weights("t22", "t11", 1e-5);
 }
 END_TEST
+
+/* the one error line of r: exactly one "char_lm: error:" holding want */
+static void assert_one_error(const proc_result *r, const char *want)
+{
+    const char *said = strstr(r->err, "char_lm: error: ");
+    ck_assert_msg(said && strstr(said, want), "no error with '%s':\n%s", want, r->err);
+    ck_assert_msg(!strstr(said + 1, "char_lm: error"), "more than one error line:\n%s", r->err);
+}
 
 START_TEST(test_batch_must_divide)
 {
@@ -272,8 +301,14 @@ START_TEST(test_batch_must_divide)
     /* the program without MPI under mpirun: refused, not N runs into one directory */
     finish(start("nompi", A(MPIRUN, "-np", "2", "char_lm", "train", "--data", "corpus.txt", "--out", "nompi",
                             RUN_FLAGS)), "nompi", &r);
-    ck_assert_msg(r.exited && r.code == 2 && strstr(r.err, "this char_lm has no MPI"), "%s\n%s", proc_status_str(&r),
-                  r.err);
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    assert_one_error(&r, "this char_lm has no MPI");   /* said by rank 0 alone */
+    proc_result_free(&r);
+    /* a bad command line: one line under mpirun, not one per rank */
+    finish(start("badflag", A(MPIRUN, "-np", "3", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "badflag",
+                              "--lr", "fast")), "badflag", &r);
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    assert_one_error(&r, "--lr");
     proc_result_free(&r);
     ck_assert(access(proc_path(root, "nompi"), F_OK) != 0);
 }
@@ -389,21 +424,42 @@ START_TEST(test_sigint_to_one_rank)
 }
 END_TEST
 
-START_TEST(test_sigterm_to_mpirun)
+/* a 2-rank run in dir (--grad-accum accum) sent sig through mpirun once step 10 is written:
+ * mpirun exits `want` (any code when want < 0: its own after SIGTERM) and rank 0 says where it
+ * stopped, which is returned */
+static long signal_mpirun(const char *dir, int sig, const char *accum, int want)
 {
-    pid_t pid = start("term", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "term",
-                                LONG_FLAGS, "--max-iters", "10000000", "--grad-accum", "2"));
-    bool seen = wait_for(pid, "term", 10);
-    kill(pid, seen ? SIGTERM : SIGKILL);   /* mpirun passes SIGTERM on to every rank */
+    pid_t pid = start(dir, A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", dir,
+                             LONG_FLAGS, "--max-iters", "10000000", "--grad-accum", accum));
+    bool seen = wait_for(pid, dir, 10);
+    kill(pid, seen ? sig : SIGKILL);
     proc_result r;
-    finish(pid, "term", &r);
+    finish(pid, dir, &r);
     ck_assert_msg(seen, "no step 10: %s\n%s", proc_status_str(&r), r.err);
-    ck_assert_msg(r.exited, "%s", proc_status_str(&r));   /* mpirun's own code (1 when signalled) */
+    ck_assert_msg(r.exited && (want < 0 || r.code == want), "%s, expected %d\n%s", proc_status_str(&r), want, r.err);
+    ck_assert_msg(sig != SIGUSR1 || strstr(r.out, "a checkpoint signal: exit 75"), "%s", r.out);
     long stopped = stopped_at(&r);
     proc_result_free(&r);
     ck_assert_ptr_null(proc_find_tmp(root));
+    return stopped;
+}
+
+START_TEST(test_sigterm_to_mpirun)
+{
+    long stopped = signal_mpirun("term", SIGTERM, "2", -1);   /* mpirun passes SIGTERM on to every rank */
     const char *three[] = {"mpirun", "--oversubscribe", "-np", "3", "char_lm_mpi"};
     resume_and_compare("term", stopped, three, 5);
+}
+END_TEST
+
+/* Slurm's --signal=USR1@T, or a job script's kill -USR1 of mpirun, which passes it on to every
+ * rank: a checkpoint, then every rank exits 75 (a requeue, not a failure), and mpirun with it;
+ * the checkpoint resumes as if never interrupted */
+START_TEST(test_sigusr1_to_mpirun)
+{
+    long stopped = signal_mpirun("usr1", SIGUSR1, "1", 75);
+    const char *two[] = {"mpirun", "--oversubscribe", "-np", "2", "char_lm_mpi"};
+    resume_and_compare("usr1", stopped, two, 5);
 }
 END_TEST
 
@@ -552,22 +608,130 @@ START_TEST(test_sigint_during_long_evaluation)
 }
 END_TEST
 
+// --- a busy run directory, a checkpoint on rank 0's disk alone, another build (issue 35) ---
+
+/* A second job on a directory another job trains in (a checkpoint at every step of a model
+ * whose files take a while to write): every attempt exits 2 naming the holder, never 1 with a
+ * half-written checkpoint read by a rank that took no lock. */
+START_TEST(test_second_job_on_busy_dir)
+{
+    pid_t pid = start("busy", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "busy",
+                                "--config", "baby", "--batch-size", "2", "--threads", "1", "--eval-interval", "1",
+                                "--eval-iters", "1", "--max-iters", "10000000"));
+    bool seen = wait_for(pid, "busy", 3);
+    for (int i = 0; seen && i < 8; i++) {
+        proc_result r;
+        finish(start("busy2", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "busy",
+                                "--resume", "--threads", "1", "--max-iters", "10000000")), "busy2", &r);
+        ck_assert_msg(r.exited && r.code == 2, "attempt %d: %s, expected 2\n%s", i, proc_status_str(&r), r.err);
+        assert_one_error(&r, "busy is in use by another char_lm train (pid ");
+        proc_result_free(&r);
+    }
+    kill(seen ? rank_pid(pid, 0) : pid, seen ? SIGINT : SIGKILL);
+    proc_result r;
+    finish(pid, "busy", &r);
+    ck_assert_msg(seen && r.exited && r.code == 130, "%s\n%s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
+/* --resume where only rank 0's disk holds the checkpoint (each rank in a directory of its own,
+ * the same relative paths: hosts without a shared filesystem): rank 0 sends the rest, and the
+ * run goes on as the single process's would */
+START_TEST(test_resume_from_rank0_disk)
+{
+    char *text = proc_read_file(proc_path(root, "corpus.txt"), NULL);
+    ck_assert_ptr_nonnull(text);
+    for (int h = 0; h < 2; h++) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/host%d", root, h);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        proc_write_file(proc_path(dir, "corpus.txt"), text, strlen(text));
+    }
+    free(text);
+    run_ok("host0/d7", A("char_lm", "train", "--data", "host0/corpus.txt", "--out", "host0/d7", LONG_FLAGS,
+                         "--max-iters", "20"));
+    proc_result r;
+    finish(start("d7r", A(MPIRUN, "-np", "1", "-wdir", "host0", "char_lm_mpi", "train", "--data", "corpus.txt",
+                          "--out", "d7", "--resume", "--max-iters", "32", ":", "-np", "1", "-wdir", "host1",
+                          "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "d7", "--resume", "--max-iters",
+                          "32")), "d7r", &r);
+    ck_assert_msg(r.exited && r.code == 0, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(strstr(r.out, "resuming at iteration 20"), "%s", r.out);
+    proc_result_free(&r);
+    ck_assert(access(proc_path(root, "host1/d7"), F_OK) != 0);   /* rank 1 wrote nothing */
+    run_ok("d7ref", A("char_lm", "train", "--data", "corpus.txt", "--out", "d7ref", LONG_FLAGS, "--max-iters", "32"));
+    assert_same_run("host0/d7", "d7ref", 0, 1e-5);
+    assert_same_weights("host0/d7", "d7ref", 1e-5);
+}
+END_TEST
+
+/* a rank of another version: every rank exits 2 within seconds, rank 0 naming both versions,
+ * before anything of the run is exchanged or written */
+START_TEST(test_other_build_refused)
+{
+    double t0 = ag_now_s();
+    proc_result r;
+    finish(start("ver", A(MPIRUN, "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "ver",
+                          RUN_FLAGS, ":", "-np", "1", "char_lm_mpi_other", "train", "--data", "corpus.txt", "--out",
+                          "ver", RUN_FLAGS)), "ver", &r);
+    double took = ag_now_s() - t0;
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(took < 15, "refused after %.1f s", took);
+    assert_one_error(&r, "the ranks run different builds of char_lm_mpi");
+    ck_assert_msg(strstr(r.err, " on rank 0, 0.0-other (protocol ") && strstr(r.err, ") on rank 1"), "%s", r.err);
+    ck_assert(access(proc_path(root, "ver"), F_OK) != 0);
+    proc_result_free(&r);
+}
+END_TEST
+
+/* a rank whose first collective is another (an older build's MPI_Bcast): the others' joining
+ * (MPI_Comm_idup in ag_dist_init) gives up at --dist-timeout with one line, instead of a
+ * blocking MPI_Comm_dup that waited forever */
+START_TEST(test_join_under_deadline)
+{
+    double t0 = ag_now_s();
+    proc_result r;
+    finish(start("join", A(MPIRUN, "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "join",
+                           RUN_FLAGS, "--dist-timeout", "3", ":", "-np", "1", "dist_check", "--bcast-first")), "join", &r);
+    double took = ag_now_s() - t0;
+    ck_assert_msg(r.exited && r.code == 1, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(took < 3 + 10, "gave up after %.1f s (--dist-timeout 3)", took);
+    assert_one_error(&r, "the 2 ranks did not all join the job within 3 s (MPI_Comm_idup)");
+    printf("mpi: a rank that never joins: the job ended after %.1f s (--dist-timeout 3)\n", took);
+    proc_result_free(&r);
+}
+END_TEST
+
+/* TEST_MPI_ONLY=word runs only the tests whose name holds it (check has no such filter) */
+#define ADD(tc, fn)                                                                   \
+    do {                                                                              \
+        const char *only = getenv("TEST_MPI_ONLY");                                  \
+        if (!only || strstr(#fn, only)) tcase_add_test(tc, fn);                       \
+    } while (0)
+
 static Suite *mpi_suite(void)
 {
     Suite *s = suite_create("mpi");
     TCase *tc = tcase_create("ddp");
     tcase_add_checked_fixture(tc, root_setup, root_teardown);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_equal_for_any_ranks_and_micro_batches);
-    tcase_add_test(tc, test_tcp_only);
-    tcase_add_test(tc, test_batch_must_divide);
-    tcase_add_test(tc, test_sigint_to_one_rank);
-    tcase_add_test(tc, test_sigterm_to_mpirun);
-    tcase_add_test(tc, test_killed_rank_ends_the_job);
-    tcase_add_test(tc, test_ranks_must_agree);
-    tcase_add_test(tc, test_stalled_rank_ends_within_deadline);
-    tcase_add_test(tc, test_sighup_to_one_rank);
-    tcase_add_test(tc, test_sigint_during_long_evaluation);
+    ADD(tc, test_equal_for_any_ranks_and_micro_batches);
+    ADD(tc, test_tcp_only);
+    ADD(tc, test_shards_per_rank);
+    ADD(tc, test_batch_must_divide);
+    ADD(tc, test_sigint_to_one_rank);
+    ADD(tc, test_sigterm_to_mpirun);
+    ADD(tc, test_sigusr1_to_mpirun);
+    ADD(tc, test_killed_rank_ends_the_job);
+    ADD(tc, test_ranks_must_agree);
+    ADD(tc, test_stalled_rank_ends_within_deadline);
+    ADD(tc, test_sighup_to_one_rank);
+    ADD(tc, test_sigint_during_long_evaluation);
+    ADD(tc, test_second_job_on_busy_dir);
+    ADD(tc, test_resume_from_rank0_disk);
+    ADD(tc, test_other_build_refused);
+    ADD(tc, test_join_under_deadline);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -586,6 +750,8 @@ int main(void)
 {
     find_program(char_lm, "CHAR_LM", "build/char_lm");
     find_program(char_lm_mpi, "CHAR_LM_MPI", "build/char_lm_mpi");
+    find_program(char_lm_mpi_other, "CHAR_LM_MPI_OTHER", "build/char_lm_mpi_other");
+    find_program(dist_check, "DIST_CHECK", "build/dist_check");
     /* mpirun refuses root without these; each rank one thread (the ranks share the cores) */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

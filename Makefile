@@ -15,7 +15,7 @@ CFLAGS  ?= -O3 -fno-math-errno -g
 OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
-DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 libmicrohttpd-dev
 # recursive (=) so pkg-config only runs once `make deps` has installed it
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
@@ -36,8 +36,9 @@ endif
 LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
-# everything of char_lm but main() is also linked into the tests
-LM_LIB_SRC := $(filter-out examples/char_lm/main.c,$(LM_SRC))
+# everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
+# linked into the tests
+LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h)
 # src/dist (dist.h): the transport of data-parallel training, outside libattograd.a so that the
 # library stays free of MPI. Programs link one of the two: dist_none.o (one process: char_lm,
@@ -176,7 +177,7 @@ test-install:                                     ## install into build/out_of_t
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
-	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # the same program over MPI (docs/distributed.md): `mpirun -np N build/char_lm_mpi train ...`.
 # Only dist_mpi.o sees mpi.h; every other object is char_lm's own.
@@ -184,7 +185,7 @@ $(B)/f32/src/dist/dist_mpi.o: src/dist/dist_mpi.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
 $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # --- MPI tests (tests/mpi/): dist.h's collectives across ranks, then char_lm_mpi against
 # char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only) and
@@ -229,6 +230,17 @@ $(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+
+# --- serve ---
+# `char_lm serve` (docs/serve.md): HTTP by libmicrohttpd, linked into char_lm alone (serve.c);
+# the page (examples/char_lm/web/) embedded as C arrays by tools/embed_web.sh.
+SERVE_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+WEB_FILES := $(sort $(wildcard examples/char_lm/web/*))
+$(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
+	@mkdir -p $(dir $@)
+	tools/embed_web.sh $(WEB_FILES) > $@.tmp && mv $@.tmp $@
+$(B)/f32/examples/char_lm/serve.o: $(B)/gen/serve_web.inc
+$(B)/f32/examples/char_lm/serve.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 
 # --- install: the float and the double library, the public headers (their src/ layout kept
 # under include/attograd/, since they include each other by relative path) and a .pc file for

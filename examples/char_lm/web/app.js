@@ -1,0 +1,1 @@
+<!doctype html><title>char_lm</title><p>placeholder placeholder placeholder placeholder placeholder placeholder placeholder placeholder placeholder

@@ -241,6 +241,21 @@ $(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
 	tools/embed_web.sh $(WEB_FILES) > $@.tmp && mv $@.tmp $@
 $(B)/f32/examples/char_lm/serve.o: $(B)/gen/serve_web.inc
 $(B)/f32/examples/char_lm/serve.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+# The page in a real browser (tests/browser/test_serve_page.py): Debian's headless chromium
+# through chromedriver and python3-selenium (Debian's, hence /usr/bin/python3). It trains a tiny
+# run, serves it, types a prompt, checks the attention maps and the training chart, and leaves
+# screenshots in BROWSER_SHOTS. Without chromium it says SKIPPED loudly and passes.
+.PHONY: check-browser deps-browser
+BROWSER_PKGS = chromium chromium-driver python3-selenium
+BROWSER_SHOTS ?= $(B)/browser
+deps-browser:                                     ## install chromium, chromium-driver, python3-selenium if missing
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BROWSER_PKGS)"
+check-browser: deps deps-browser                 ## serve's page in headless chromium; screenshots in build/browser
+	@$(MAKE) --no-print-directory $(B)/char_lm
+	@rc=0; /usr/bin/python3 tests/browser/test_serve_page.py --char-lm ./$(B)/char_lm --shots $(BROWSER_SHOTS) || rc=$$?; \
+	if [ $$rc = 77 ]; then echo "check-browser: SKIPPED (no chromium: the page was NOT tested in a browser)"; \
+	elif [ $$rc != 0 ]; then echo "check-browser: FAILED"; exit 1; \
+	else echo "check-browser: screenshots in $(BROWSER_SHOTS):"; ls $(BROWSER_SHOTS); fi
 
 # --- install: the float and the double library, the public headers (their src/ layout kept
 # under include/attograd/, since they include each other by relative path) and a .pc file for

@@ -357,13 +357,17 @@ FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sani
              -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc \
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
-FUZZ_TARGETS = safetensors corpus
+FUZZ_TARGETS = safetensors corpus serve
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
 $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
+# serve's request parameters: serve_params.c alone (no HTTP, no model), against a fixed vocabulary
+$(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iexamples/char_lm -o $@ fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 fuzz: deps deps-fuzz                              ## run each fuzzer for FUZZ_SECONDS (60)

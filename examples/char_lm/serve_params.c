@@ -8,12 +8,16 @@
 #include <string.h>
 #include "serve.h"
 
+/* why := the message, one line: a control byte quoted from the body (jansson's "near '...'")
+ * becomes '?' (fuzz_serve found a \r there). Returns 400. */
 static int bad(char *why, size_t n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, n, fmt, ap);
     va_end(ap);
+    for (char *p = why; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     return 400;
 }
 

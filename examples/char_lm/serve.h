@@ -23,7 +23,8 @@
 #define LM_SERVE_MAX_BODY 16384      /* bytes of a request body */
 #define LM_SERVE_MAX_CONN 64         /* connections at once; more wait in the listen queue */
 #define LM_SERVE_BACKLOG 64          /* the listen queue */
-#define LM_SERVE_MAX_STREAMS 16      /* samples generating at once; more get 503 */
+#define LM_SERVE_MAX_STREAMS 64      /* streamed samples at once (their connections are bounded
+                                        too); more get 503 */
 #define LM_SERVE_IDLE_S 10           /* a client silent this long loses its connection */
 #define LM_SERVE_TIMEOUT_S 60        /* a sample stops after this long */
 #define LM_SERVE_CSV_MAX (64 << 20)  /* bytes of metrics.csv or dynamics.csv served */

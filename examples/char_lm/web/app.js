@@ -241,7 +241,7 @@ async function runAttention(e) {
 
 // --- training: line charts on canvas ---
 
-const COLORS = ['#2355c9', '#c2410c', '#15803d', '#7c3aed', '#b91c1c', '#0e7490', '#a16207', '#be185d'];
+const COLORS = ['#2355c9', '#c2410c', '#15803d', '#7c3aed', '#b91c1c', '#0e7490', '#a16207', '#be185d', '#3f3f46'];
 
 function niceTicks(lo, hi, n) {
   const step0 = (hi - lo) / n, mag = 10 ** Math.floor(Math.log10(step0 || 1));
@@ -251,10 +251,24 @@ function niceTicks(lo, hi, n) {
   return out;
 }
 
-// series: [{label, color, x: [], y: [], dots, dash}]; opts: {logy, hline: {y, label}}
+// where each series' legend goes: rows that wrap at the canvas' width; returns the rows' height
+function legend(g, series, L, W) {
+  let x = L + 8, y = 22;
+  for (const s of series) {
+    const w = g.measureText(s.label).width + 40;
+    if (x + w > W && x > L + 8) { x = L + 8; y += 24; }
+    s.lx = x; s.ly = y;
+    x += w;
+  }
+  return y + 14;
+}
+
+// series: [{label, color, x: [], y: [], dots}]; opts: {logy, hline: {y, label}}
 function drawChart(canvas, series, opts = {}) {
-  const g = canvas.getContext('2d'), W = canvas.width, H = canvas.height, L = 84, R = 16, T = 36, B = 40;
+  const g = canvas.getContext('2d'), W = canvas.width, H = canvas.height, L = 84, R = 36, B = 40;
   g.clearRect(0, 0, W, H);
+  g.font = '19px system-ui, sans-serif';
+  const T = legend(g, series, L, W) + 6;
   const f = opts.logy ? (v) => Math.log10(v) : (v) => v;
   const pts = series.flatMap((s) => s.y.map((y, i) => [s.x[i], y])).filter(([, y]) => y !== null &&
     (!opts.logy || y > 0));
@@ -265,7 +279,6 @@ function drawChart(canvas, series, opts = {}) {
   if (x1 === x0) x1 = x0 + 1;
   if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
   const px = (x) => L + (x - x0) / (x1 - x0) * (W - L - R), py = (y) => H - B - (f(y) - y0) / (y1 - y0) * (H - T - B);
-  g.font = '19px system-ui, sans-serif';
   g.strokeStyle = '#d8d6d0';
   g.fillStyle = '#6b6b70';
   g.lineWidth = 1;
@@ -273,34 +286,34 @@ function drawChart(canvas, series, opts = {}) {
   for (const v of niceTicks(y0, y1, 5)) {
     const y = H - B - (v - y0) / (y1 - y0) * (H - T - B);
     g.beginPath(); g.moveTo(L, y); g.lineTo(W - R, y); g.stroke();
-    g.fillText(opts.logy ? (10 ** v).toPrecision(2) : +v.toPrecision(4), L - 6, y + 5);
+    g.fillText(opts.logy ? (10 ** v).toPrecision(2) : +v.toPrecision(4), L - 6, y + 6);
   }
   g.textAlign = 'center';
   for (const v of niceTicks(x0, x1, 8)) g.fillText(String(v), px(v), H - B + 24);
   if (opts.hline) {
     g.setLineDash([6, 5]); g.strokeStyle = '#6b6b70';
     g.beginPath(); g.moveTo(L, py(opts.hline.y)); g.lineTo(W - R, py(opts.hline.y)); g.stroke();
-    g.setLineDash([]); g.textAlign = 'left'; g.fillText(opts.hline.label, L + 6, py(opts.hline.y) - 6);
+    g.setLineDash([]); g.textAlign = 'right'; g.fillText(opts.hline.label, W - R - 4, py(opts.hline.y) - 8);
   }
-  let lx = L + 8;
-  series.forEach((s) => {
-    g.strokeStyle = g.fillStyle = s.color;
-    g.lineWidth = 2;
-    g.beginPath();
-    let on = false;
-    s.x.forEach((x, i) => {
-      const y = s.y[i];
-      if (y === null || (opts.logy && y <= 0)) { on = false; return; }
-      if (s.dots) { g.fillRect(px(x) - 3.5, py(y) - 3.5, 7, 7); return; }
-      if (on) g.lineTo(px(x), py(y)); else g.moveTo(px(x), py(y));
-      on = true;
-    });
-    if (!s.dots) g.stroke();
-    g.textAlign = 'left';
-    g.fillRect(lx, 12, 16, 5);
-    g.fillText(s.label, lx + 20, 22);
-    lx += g.measureText(s.label).width + 36;
+  series.forEach((s) => drawSeries(g, s, px, py, opts.logy));
+}
+
+function drawSeries(g, s, px, py, logy) {
+  g.strokeStyle = g.fillStyle = s.color;
+  g.lineWidth = 2;
+  g.beginPath();
+  let on = false;
+  s.x.forEach((x, i) => {
+    const y = s.y[i];
+    if (y === null || (logy && y <= 0)) { on = false; return; }
+    if (s.dots) { g.fillRect(px(x) - 5, py(y) - 5, 10, 10); return; }
+    if (on) g.lineTo(px(x), py(y)); else g.moveTo(px(x), py(y));
+    on = true;
   });
+  if (!s.dots) g.stroke();
+  g.textAlign = 'left';
+  g.fillRect(s.lx, s.ly - 8, 16, 5);
+  g.fillText(s.label, s.lx + 20, s.ly);
 }
 
 function column(csv, name) {

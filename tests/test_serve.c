@@ -435,11 +435,35 @@ START_TEST(params_one_line)
 }
 END_TEST
 
+/* The command line: each mistake one line on stderr and exit 2 (1 for a run with no model). */
+START_TEST(command_line)
+{
+    char dir[64] = "/tmp/ag_serve_cli_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const struct { const char *const *args; int code; const char *says; } cases[] = {
+        {A("serve"), 2, "--run is required"},
+        {A("serve", "--run", "x", "--port", "70000"), 2, "--port '70000'"},
+        {A("serve", "--run", "x", "--bogus"), 2, "unknown flag '--bogus'"},
+        {A("serve", "--run", "x", "--port"), 2, "--port needs a value"},
+        {A("serve", "--run", "nothing-here"), 1, "nothing-here"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        proc_result r;
+        proc_run(dir, cases[i].args, proc_path(dir, "cli"), NULL, &r);
+        ck_assert_msg(r.exited && r.code == cases[i].code && proc_lines(r.err) == 1 && strstr(r.err, cases[i].says) &&
+                      !strstr(r.err, "latest: cannot open"), "case %zu: %s: %s", i, proc_status_str(&r), r.err);
+        proc_result_free(&r);
+    }
+    proc_remove_tree(dir);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
     TCase *params = tcase_create("params");
     tcase_add_test(params, params_one_line);
+    tcase_add_test(params, command_line);
     suite_add_tcase(s, params);
     TCase *tc = tcase_create("api");
     tcase_add_unchecked_fixture(tc, serve_setup, serve_teardown);

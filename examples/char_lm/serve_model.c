@@ -15,12 +15,13 @@
 /* DIR/latest's name in name [64]; "" for the older layout (no latest). */
 static ag_status latest_name(const char *dir, char *name, ag_error *err)
 {
-    ag_status s = lm_ckpt_pointer(dir, LM_LATEST, name, err);
+    ag_error e = {0};   /* its own: "no latest" is no error, and err keeps the load's words */
+    ag_status s = lm_ckpt_pointer(dir, LM_LATEST, name, &e);
     if (s == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR)) {
         name[0] = '\0';
         return AG_OK;
     }
-    return s;
+    return s ? ag_seterr(err, s, "%s", e.msg) : AG_OK;
 }
 
 static lm_served *load(const char *dir, const char *name, ag_error *err)

@@ -101,13 +101,13 @@ static int connect_server(void)
     return fd;
 }
 
-static reply http(const char *method, const char *path, const char *body)
+static reply http_as(const char *host, const char *method, const char *path, const char *body)
 {
     int fd = connect_server();
     char head[512];
     size_t bn = body ? strlen(body) : 0;
-    int hn = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\n\r\n", method, path, bn);
+    int hn = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n", method, path, host, bn);
     send_all(fd, head, (size_t)hn);
     if (bn) send_all(fd, body, bn);
     size_t cap = 1 << 16, len = 0;
@@ -125,6 +125,11 @@ static reply http(const char *method, const char *path, const char *body)
     r.body = strdup(at + 4);
     free(buf);
     return r;
+}
+
+static reply http(const char *method, const char *path, const char *body)
+{
+    return http_as("127.0.0.1", method, path, body);
 }
 
 static json_t *json_of(const reply *r)
@@ -364,6 +369,25 @@ START_TEST(bad_requests)
 }
 END_TEST
 
+/* A page elsewhere whose name points at 127.0.0.1 (DNS rebinding) reaches nothing: its Host is
+ * refused; this machine's names, with or without the port, are served. */
+START_TEST(host_header)
+{
+    const char *refused[] = {"attacker.example:8080", "127.0.0.10", "localhost.attacker.example"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        reply r = http_as(refused[i], "GET", "/api/metrics", NULL);
+        ck_assert_msg(r.status == 403 && strstr(r.body, "names another server"), "Host %s: %d %s", refused[i], r.status,
+                      r.body);
+        free(r.body);
+    }
+    char here[32];
+    snprintf(here, sizeof here, "localhost:%d", port);
+    reply r = http_as(here, "GET", "/api/run", NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+}
+END_TEST
+
 /* The page's files are there, and a client that leaves mid-stream or mid-request changes nothing. */
 START_TEST(page_and_clients_that_leave)
 {
@@ -474,6 +498,7 @@ Suite *serve_suite(void)
     tcase_add_test(tc, sample_stream);
     tcase_add_test(tc, attention_equals_cli);
     tcase_add_test(tc, bad_requests);
+    tcase_add_test(tc, host_header);
     tcase_add_test(tc, page_and_clients_that_leave);
     tcase_add_test(tc, latest_moves);
     suite_add_tcase(s, tc);

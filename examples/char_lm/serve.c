@@ -36,6 +36,7 @@ typedef struct {
     lm_store store;
     const char *dir;
     const volatile sig_atomic_t *stop;
+    bool loopback;           /* answer only requests addressed to 127.0.0.1 or localhost */
     pthread_mutex_t mu;
     pthread_cond_t idle;
     int streams;             /* sample threads running */
@@ -298,9 +299,20 @@ static const web_file *find_file(const char *url)
     return NULL;
 }
 
+/* On loopback, a Host header must name this machine: a web page elsewhere that points its own
+ * name at 127.0.0.1 (DNS rebinding) would otherwise read the run through the user's browser. */
+static bool host_ok(struct MHD_Connection *c, const server *S)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!S->loopback || !h) return true;   /* HTTP/1.0 may send none */
+    size_t n = strcspn(h, ":");
+    return (n == 9 && strncmp(h, "127.0.0.1", 9) == 0) || (n == 9 && strncmp(h, "localhost", 9) == 0);
+}
+
 static enum MHD_Result route(struct MHD_Connection *c, server *S, const char *url, const char *method,
                              const upload *u)
 {
+    if (!host_ok(c, S)) return send_error(c, MHD_HTTP_FORBIDDEN, "the Host header names another server");
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
     bool is_post = strcmp(url, "/api/sample") == 0 || strcmp(url, "/api/attention") == 0;
     bool is_get = strcmp(url, "/api/run") == 0 || strcmp(url, "/api/metrics") == 0 ||
@@ -393,6 +405,7 @@ ag_status lm_serve_run(const lm_serve_args *a, const volatile sig_atomic_t *stop
     memset(&S, 0, sizeof S);
     S.dir = a->run;
     S.stop = stop;
+    S.loopback = strncmp(a->host, "127.", 4) == 0 || strcmp(a->host, "localhost") == 0;
     int fd = -1, port = 0;
     ag_status s = lm_store_open(&S.store, a->run, err);
     if (s) return s;

@@ -15,7 +15,7 @@ CFLAGS  ?= -O3 -fno-math-errno -g
 OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
-DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 libmicrohttpd-dev
 # recursive (=) so pkg-config only runs once `make deps` has installed it
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
@@ -36,8 +36,9 @@ endif
 LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
-# everything of char_lm but main() is also linked into the tests
-LM_LIB_SRC := $(filter-out examples/char_lm/main.c,$(LM_SRC))
+# everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
+# linked into the tests
+LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h)
 # src/dist (dist.h): the transport of data-parallel training, outside libattograd.a so that the
 # library stays free of MPI. Programs link one of the two: dist_none.o (one process: char_lm,
@@ -176,7 +177,7 @@ test-install:                                     ## install into build/out_of_t
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
-	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # the same program over MPI (docs/distributed.md): `mpirun -np N build/char_lm_mpi train ...`.
 # Only dist_mpi.o sees mpi.h; every other object is char_lm's own.
@@ -184,7 +185,7 @@ $(B)/f32/src/dist/dist_mpi.o: src/dist/dist_mpi.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
 $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # the version the ranks show each other before anything else (train_agree.c's handshake)
 $(B)/f32/examples/char_lm/train_agree.o $(B)/f64/examples/char_lm/train_agree.o: DEFS += -DLM_VERSION='"$(VERSION)"'
 # the same program as another version would be, for test-mpi's mixed job (train_agree.c alone
@@ -193,7 +194,7 @@ $(B)/f32/examples/char_lm/train_agree_other.o: examples/char_lm/train_agree.c $(
 	$(CC) $(ALL_CFLAGS) -DLM_VERSION='"0.0-other"' -c $< -o $@
 $(B)/char_lm_mpi_other: $(filter-out %/train_agree.o,$(LM_SRC:%.c=$(B)/f32/%.o)) \
                         $(B)/f32/examples/char_lm/train_agree_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # --- MPI tests (tests/mpi/): dist.h's collectives across ranks, then char_lm_mpi against
 # char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only) and
@@ -239,6 +240,32 @@ $(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+
+# --- serve ---
+# `char_lm serve` (docs/serve.md): HTTP by libmicrohttpd, linked into char_lm alone (serve.c);
+# the page (examples/char_lm/web/) embedded as C arrays by tools/embed_web.sh.
+SERVE_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+WEB_FILES := $(sort $(wildcard examples/char_lm/web/*))
+$(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
+	@mkdir -p $(dir $@)
+	tools/embed_web.sh $(WEB_FILES) > $@.tmp && mv $@.tmp $@
+$(B)/f32/examples/char_lm/serve.o: $(B)/gen/serve_web.inc
+$(B)/f32/examples/char_lm/serve.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+# The page in a real browser (tests/browser/test_serve_page.py): Debian's headless chromium
+# through chromedriver and python3-selenium (Debian's, hence /usr/bin/python3). It trains a tiny
+# run, serves it, types a prompt, checks the attention maps and the training chart, and leaves
+# screenshots in BROWSER_SHOTS. Without chromium it says SKIPPED loudly and passes.
+.PHONY: check-browser deps-browser
+BROWSER_PKGS = chromium chromium-driver python3-selenium
+BROWSER_SHOTS ?= $(B)/browser
+deps-browser:                                     ## install chromium, chromium-driver, python3-selenium if missing
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BROWSER_PKGS)"
+check-browser: deps deps-browser                 ## serve's page in headless chromium; screenshots in build/browser
+	@$(MAKE) --no-print-directory $(B)/char_lm
+	@rc=0; /usr/bin/python3 tests/browser/test_serve_page.py --char-lm ./$(B)/char_lm --shots $(BROWSER_SHOTS) || rc=$$?; \
+	if [ $$rc = 77 ]; then echo "check-browser: SKIPPED (no chromium: the page was NOT tested in a browser)"; \
+	elif [ $$rc != 0 ]; then echo "check-browser: FAILED"; exit 1; \
+	else echo "check-browser: screenshots in $(BROWSER_SHOTS):"; ls $(BROWSER_SHOTS); fi
 
 # --- install: the float and the double library, the public headers (their src/ layout kept
 # under include/attograd/, since they include each other by relative path) and a .pc file for
@@ -340,13 +367,17 @@ FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sani
              -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc \
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
-FUZZ_TARGETS = safetensors corpus
+FUZZ_TARGETS = safetensors corpus serve
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
 $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
+# serve's request parameters: serve_params.c alone (no HTTP, no model), against a fixed vocabulary
+$(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iexamples/char_lm -o $@ fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
 fuzz: deps deps-fuzz                              ## run each fuzzer for FUZZ_SECONDS (60)

@@ -28,6 +28,7 @@ static const char usage_main[] =
     "  sample  generate text from a checkpoint\n"
     "  eval    deterministic loss of a checkpoint on a text file\n"
     "  attn    draw the attention weights of a prompt as a heat map (gnuplot)\n"
+    "  serve   a page and a JSON API over a run: sample, attention, training (a browser)\n"
     "\n"
     "`char_lm <command> --help` lists the flags of each command. A first run:\n"
     "  char_lm train --data data/tinyshakespeare.txt --out out/baby --config baby\n"

@@ -5,6 +5,7 @@
  *                  [--top-k N] [--seed N]
  *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
  *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
+ *   char_lm serve  --run DIR [--port 8080] [--host 127.0.0.1]   (serve.h)
  * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
  * --trace-only (the trace, then stop).
  *
@@ -34,6 +35,7 @@
 #include "omp_spin.h"
 #include "plot.h"
 #include "sample.h"
+#include "serve.h"
 #include "trace.h"
 #include "train.h"
 
@@ -404,10 +406,26 @@ static ag_status use_kernels(const lm_cli *cli, ag_error *err)
     return ag_kernels_from_env(&id, err);
 }
 
+/* serve parses its own flags (serve.c); requests run side by side, one thread each */
+static int cmd_serve(int argc, char **argv)
+{
+    ag_error e = {0};
+    lm_serve_args a;
+    bool help;
+    if (lm_serve_parse(&a, argc, argv, &help, &e)) return fail(AG_ERR_ARG, &e);
+    if (help) return fputs(lm_serve_usage(), stdout) >= 0 ? 0 : 1;
+    ag_threads_init(1);
+    catch_stop_signals(false, 0);
+    ag_status s = lm_serve_run(&a, &stop_signal, stdout, stderr, &e);
+    if (s) return fail(s, &e);
+    return stopped_code(stop_signal);
+}
+
 int main(int argc, char **argv)
 {
     lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return cmd_serve(argc, argv);
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return fail_once(AG_ERR_ARG, &e);   /* every rank's alike */

@@ -136,6 +136,12 @@ static ag_status check_options(const ag_gpt *g, const int *prompt, size_t n_prom
 ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
                       lm_emit_fn emit, void *user, int *out, ag_error *err)
 {
+    return lm_generate_seen(g, prompt, n_prompt, o, emit, NULL, user, out, err);
+}
+
+ag_status lm_generate_seen(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
+                           lm_emit_fn emit, lm_seen_fn seen, void *user, int *out, ag_error *err)
+{
     ag_status st = check_options(g, prompt, n_prompt, o, err);
     if (st || o->max_new_tokens == 0) return st;
     int V = g->cfg.vocab_size, T = g->cfg.block_size;
@@ -152,6 +158,7 @@ ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sa
     for (long k = 0; k < o->max_new_tokens && st == AG_OK; k++) {
         int id = lm_sample_logits(f.logits, V, o->temperature, o->top_k, ag_rng_uniform(&rng), scratch);
         if (out) out[k] = id;
+        if (seen) seen(f.logits, V, user);
         if (emit && !emit(id, user)) {
             st = ag_seterr(err, AG_ERR_IO, "sampling: stopped, the output cannot be written");
             break;

@@ -41,6 +41,13 @@ typedef bool (*lm_emit_fn)(int id, void *user);
 ag_status lm_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
                       lm_emit_fn emit, void *user, int *out, ag_error *err);
 
+/* Called with the logits [V] (before the temperature) that each new token is drawn from, just
+ * before emit gets that token (`char_lm serve` shows the distribution beside the character). */
+typedef void (*lm_seen_fn)(const ag_real *logits, int V, void *user);
+/* lm_generate, telling seen (NULL: nobody) each distribution; the same tokens for the same seed. */
+ag_status lm_generate_seen(ag_gpt *g, const int *prompt, size_t n_prompt, const lm_sample_opts *o,
+                           lm_emit_fn emit, lm_seen_fn seen, void *user, int *out, ag_error *err);
+
 /* Encodes prompt (UTF-8; NULL or "": a newline if the vocabulary has one, else token 0) with
  * the model's vocabulary and generates. A character outside the vocabulary is AG_ERR_ARG
  * ("--prompt: character 'é' (U+00E9) at position 3 ..."). *prompt_ids (malloc'd [*n_prompt],

@@ -22,8 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "attn.h"
+#include "attn_heads.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
@@ -160,8 +163,23 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
-/* After training: a taste of what the model learned, then where the curve and the rest are. */
-static int show_result(const char *dir)
+/* Every picture this run wrote into dir (modified at `since` or later), one per line: a
+ * learner told of loss.png alone never opened dynamics.png (issue 33). */
+static void print_pictures(const char *dir, time_t since)
+{
+    static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
+    char png[4096];
+    struct stat st;
+    bool first = true;
+    for (size_t k = 0; k < sizeof pics / sizeof pics[0]; k++)
+        if (lm_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
+            printf("%spicture: %s\n", first ? "\n" : "", png);
+            first = false;
+        }
+}
+
+/* After training: a taste of what the model learned, then where the pictures and the rest are. */
+static int show_result(const char *dir, time_t since)
 {
     ag_error e = {0};
     lm_model m;
@@ -173,8 +191,7 @@ static int show_result(const char *dir)
     lm_model_free(&m);
     if (s) return fail(s, &e);
     if (stop_signal) return stopped_code();
-    char png[4096];
-    if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
+    print_pictures(dir, since);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
     return 0;
 }
@@ -238,6 +255,7 @@ static int cmd_train(const lm_train_args *a)
     FILE *quiet;
     one_voice(&o, rank, &quiet);
     lm_train_result r;
+    time_t since = time(NULL);
     s = lm_train(&o, &r, &e);
     if (quiet) fclose(quiet);
     if (s) {
@@ -255,7 +273,7 @@ static int cmd_train(const lm_train_args *a)
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
-    return show_result(a->out);
+    return show_result(a->out, since);
 }
 
 // --- sample, eval, attn ---
@@ -338,12 +356,20 @@ static int cmd_attn(const lm_attn_args *a)
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
+    lm_attn_head *heads = NULL;   /* [H] */
+    int H = m.g->cfg.n_head;
+    if (!s && !stop_signal) s = lm_attn_heads(&m, a->prompt, a->layer, &heads, &e);
     lm_model_free(&m);
+    if (stop_signal || s) free(heads);
     if (stop_signal) return stopped_code();   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
+    for (int h = 0; h < H; h++)   /* lesson 8's patterns, named; entropy against uniform rows' */
+        printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h, heads[h].pattern,
+               heads[h].entropy, heads[h].uniform, heads[h].peak);
+    free(heads);
     if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }

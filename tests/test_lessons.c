@@ -1,0 +1,113 @@
+/* test_lessons.c -- what the lessons (docs/lessons) promise of char_lm's output: `char_lm attn`
+ * names each head's pattern (lesson 8), and a run's summary names every picture it wrote
+ * (lessons 10 and 12: a learner told of loss.png alone never opened dynamics.png). */
+#include <check.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "attn_heads.h"
+#include "proc.h"
+
+enum { T = 6 };
+
+/* a causal [T,T] map: weight w on key key(t), the rest spread evenly over keys 0..t */
+static void one_key(ag_real *a, double w, int (*key)(int))
+{
+    memset(a, 0, sizeof(ag_real) * T * T);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++)
+            a[t * T + j] = (ag_real)(t == 0 ? 1 : (j == key(t) ? w : 0) + (1 - w) / (t + 1));
+}
+static int self(int t) { return t; }
+static int prev(int t) { return t - 1; }
+static int first(int t) { (void)t; return 0; }
+
+START_TEST(test_attn_head_patterns)
+{
+    ag_real a[T * T];
+    lm_attn_head h;
+    one_key(a, 0, self);
+    lm_attn_head_summary(a, T, &h);
+    ck_assert_str_eq(h.pattern, "uniform");
+    ck_assert_double_eq_tol(h.entropy, h.uniform, 1e-6);
+    struct { int (*key)(int); const char *name; } want[] = {
+        {self, "self (diagonal)"}, {prev, "previous character"}, {first, "first position (sink)"}};
+    for (int k = 0; k < 3; k++) {
+        one_key(a, 0.9, want[k].key);
+        lm_attn_head_summary(a, T, &h);
+        ck_assert_str_eq(h.pattern, want[k].name);
+        ck_assert(h.entropy < 0.9 * h.uniform && h.peak > 0.9);
+    }
+    one_key(a, 1, self);   /* sharp, but on the key two back (row 1: uniform): none of the three named */
+    for (int t = 1; t < T; t++)
+        for (int j = 0; j <= t; j++) a[t * T + j] = (ag_real)(t == 1 ? 0.5 : j == t - 2);
+    lm_attn_head_summary(a, T, &h);
+    ck_assert_str_eq(h.pattern, "mixed");
+    lm_attn_head_summary(a, 1, &h);
+    ck_assert_str_eq(h.pattern, "uniform");
+    ck_assert_double_eq(h.peak, 1);
+}
+END_TEST
+
+static char root[64];
+static void root_setup(void)
+{
+    strcpy(root, "/tmp/ag_lessons_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+static void root_teardown(void) { proc_remove_tree(root); }
+
+/* char_lm's stdout for args, run in root; the test fails unless it exits 0 */
+static char *run(const char *const *args)
+{
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/io", root);
+    proc_result r;
+    proc_run(root, args, io, &(proc_opts){0}, &r);
+    ck_assert_msg(r.exited && r.code == 0, "char_lm %s: %s\n%s", args[0], proc_status_str(&r), r.err);
+    char *out = strdup(r.out);
+    proc_result_free(&r);
+    return out;
+}
+
+/* with --log-dynamics the summary names dynamics.png beside loss.png (with gnuplot), and attn
+ * prints one line per head after the picture's */
+START_TEST(test_summary_and_attn_lines)
+{
+    size_t n;
+    char *text = proc_make_corpus(3000, &n);
+    proc_write_file(proc_path(root, "c.txt"), text, n);
+    free(text);
+    const char *train[] = {"train", "--data", "c.txt", "--out", "run", "--config", "tiny", "--n-layer", "1",
+                           "--n-embd", "16", "--block-size", "8", "--batch-size", "2", "--max-iters", "11",
+                           "--eval-interval", "10", "--eval-iters", "1", "--threads", "1", "--log-dynamics", NULL};
+    char *out = run(train);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        ck_assert_msg(strstr(out, "picture: run/loss.png\n"), "%s", out);
+        ck_assert_msg(strstr(out, "picture: run/dynamics.png\n"), "%s", out);
+    }
+    free(out);
+    const char *attn[] = {"attn", "--ckpt", "run", "--prompt", "the", "--layer", "0", "--out", "a.png", NULL};
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return;   /* attn draws with gnuplot */
+    out = run(attn);
+    ck_assert_msg(strstr(out, "layer 0, head 0: ") && strstr(out, "layer 0, head 1: ") &&
+                  !strstr(out, "layer 0, head 2: ") && strstr(out, "entropy "), "%s", out);
+    free(out);
+}
+END_TEST
+
+Suite *lessons_suite(void)
+{
+    Suite *s = suite_create("lessons");
+    TCase *tc = tcase_create("attn_heads");
+    tcase_add_test(tc, test_attn_head_patterns);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("output");
+    tcase_add_checked_fixture(tc, root_setup, root_teardown);
+    tcase_add_test(tc, test_summary_and_attn_lines);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -90,6 +90,10 @@ START_TEST(test_summary_and_attn_lines)
         ck_assert_msg(strstr(out, "picture: run/dynamics.png\n"), "%s", out);
     }
     free(out);
+    /* dynamics.png's update panel reaches below its 1e-3 line: autoscale put it on the frame */
+    char *gp = proc_read_file(proc_path(root, "run/dynamics.gp"), NULL);
+    ck_assert_msg(gp && strstr(gp, "\nlo = 4e-4\n") && strstr(gp, "\nset yrange [lo:*]\nplot 1e-3 "), "%s", gp);
+    free(gp);
     const char *attn[] = {"attn", "--ckpt", "run", "--prompt", "the", "--layer", "0", "--out", "a.png", NULL};
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) return;   /* attn draws with gnuplot */
     out = run(attn);

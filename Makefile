@@ -15,7 +15,7 @@ CFLAGS  ?= -O3 -fno-math-errno -g
 OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
-DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 graphviz
 # recursive (=) so pkg-config only runs once `make deps` has installed it
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
@@ -181,7 +181,7 @@ test-lessons:                                     ## the lessons' solutions, and
 	@$(MAKE) --no-print-directory $(B)/char_lm $(B)/one_step $(B)/bench
 	rm -rf $(LESSONS) && mkdir -p $(LESSONS)/exercises $(LESSONS)/solutions
 	@$(MAKE) --no-print-directory install PREFIX=$(LESSONS)/prefix DESTDIR= > /dev/null
-	cp docs/lessons/exercises/Makefile docs/lessons/exercises/lesson.h $(LESSONS)/exercises/
+	cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.h $(LESSONS)/exercises/
 	cp docs/lessons/solutions/*.c $(LESSONS)/solutions/
 	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(LESSONS)/exercises PKG_CONFIG_PATH=$(LESSONS)/prefix/lib/pkgconfig run
 	$(TEST_ENV) python3 tools/lesson_figures.py --solutions $(LESSONS)/exercises/build

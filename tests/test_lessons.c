@@ -53,10 +53,15 @@ START_TEST(test_attn_head_patterns)
 END_TEST
 
 static char root[64];
+/* a scratch folder with a small corpus, c.txt, in it */
 static void root_setup(void)
 {
     strcpy(root, "/tmp/ag_lessons_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(root));
+    size_t n;
+    char *text = proc_make_corpus(3000, &n);
+    proc_write_file(proc_path(root, "c.txt"), text, n);
+    free(text);
 }
 static void root_teardown(void) { proc_remove_tree(root); }
 
@@ -77,10 +82,6 @@ static char *run(const char *const *args)
  * prints one line per head after the picture's */
 START_TEST(test_summary_and_attn_lines)
 {
-    size_t n;
-    char *text = proc_make_corpus(3000, &n);
-    proc_write_file(proc_path(root, "c.txt"), text, n);
-    free(text);
     const char *train[] = {"train", "--data", "c.txt", "--out", "run", "--config", "tiny", "--n-layer", "1",
                            "--n-embd", "16", "--block-size", "8", "--batch-size", "2", "--max-iters", "11",
                            "--eval-interval", "10", "--eval-iters", "1", "--threads", "1", "--log-dynamics", NULL};
@@ -103,6 +104,34 @@ START_TEST(test_summary_and_attn_lines)
 }
 END_TEST
 
+/* --trace-graph FILE.dot: the traced tape as Graphviz dot, which `dot -Tpng` draws; a path
+ * that cannot be written is one error line and a non-zero exit */
+START_TEST(test_trace_graph)
+{
+    const char *train[] = {"train", "--data", "c.txt", "--out", "g", "--config", "tiny", "--n-layer", "1",
+                           "--trace-graph", "tape.dot", "--trace-only", NULL};
+    free(run(train));
+    char *dot = proc_read_file(proc_path(root, "tape.dot"), NULL);
+    ck_assert_msg(dot && strstr(dot, "digraph tape {") && strstr(dot, "layernorm") && strstr(dot, "cross_entropy") &&
+                  strstr(dot, " -> n") && strstr(dot, "blocks.0.attn.w_q.weight") && strstr(dot, "\n}\n"), "%s", dot);
+    free(dot);
+    if (system("command -v dot >/dev/null 2>&1") == 0) {
+        char cmd[PATH_MAX * 2 + 64];
+        snprintf(cmd, sizeof cmd, "dot -Tpng %s/tape.dot -o %s/tape.png", root, root);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    const char *bad[] = {"train", "--data", "c.txt", "--out", "g2", "--config", "tiny", "--n-layer", "1",
+                         "--trace-graph", "no/such/dir/tape.dot", "--trace-only", NULL};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/io", root);
+    proc_result r;
+    proc_run(root, bad, io, &(proc_opts){0}, &r);
+    ck_assert_msg(r.exited && r.code != 0 && strstr(r.err, "--trace-graph no/such/dir/tape.dot: cannot write it") &&
+                  proc_lines(r.err) == 1, "%s: %s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
 Suite *lessons_suite(void)
 {
     Suite *s = suite_create("lessons");
@@ -112,6 +141,7 @@ Suite *lessons_suite(void)
     tc = tcase_create("output");
     tcase_add_checked_fixture(tc, root_setup, root_teardown);
     tcase_add_test(tc, test_summary_and_attn_lines);
+    tcase_add_test(tc, test_trace_graph);
     suite_add_tcase(s, tc);
     return s;
 }

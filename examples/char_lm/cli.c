@@ -97,6 +97,7 @@ static const char usage_train[] =
     "                         or tty (redrawn in place with \\r and ESC [K even in a file)\n"
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
+    "  --trace-graph FILE     the traced tape as Graphviz dot too (draw: dot -Tpng FILE -o g.png)\n"
     "\n"
     "model                                      tiny    baby    small\n"
     "  --n-layer N            blocks              2       4       6\n"
@@ -320,10 +321,15 @@ static ag_status take_long(flag_arg *f, long lo, long hi, long *out, ag_error *e
     return parse_long(f->flag, f->value, lo, hi, out, err);
 }
 
-/* --trace-shapes / --trace-only: true when f is one of them (and sets it). */
-static bool trace_flag(lm_trace_args *t, const flag_arg *f, ag_status *st, ag_error *err)
+/* --trace-shapes / --trace-only / --trace-graph FILE: true when f is one of them (and sets it). */
+static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *err)
 {
     bool shapes = strcmp(f->flag, "--trace-shapes") == 0, only = strcmp(f->flag, "--trace-only") == 0;
+    if (strcmp(f->flag, "--trace-graph") == 0) {
+        if (!(*st = take_value(f, err))) t->graph = f->value;
+        t->shapes = true;
+        return true;
+    }
     if (!shapes && !only) return false;
     *st = no_value(f, err);
     t->shapes = true;

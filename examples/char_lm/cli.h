@@ -24,10 +24,11 @@
 typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
 
 /* --trace-shapes prints one forward pass op by op first; --trace-only (which implies it)
- * stops after it. */
+ * stops after it; --trace-graph FILE.dot (which implies --trace-shapes) writes its tape as dot. */
 typedef struct {
     bool shapes;
     bool only;
+    const char *graph;   /* --trace-graph FILE.dot: the traced tape as Graphviz dot too */
 } lm_trace_args;
 
 typedef struct {

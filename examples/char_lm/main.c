@@ -6,7 +6,7 @@
  *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
  *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
  * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
- * --trace-only (the trace, then stop).
+ * --trace-only (the trace, then stop); --trace-graph FILE.dot writes that pass's tape as dot.
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
@@ -231,6 +231,7 @@ static bool alone_in_a_job(const ag_dist *d)
 
 static int cmd_train(const lm_train_args *a)
 {
+    lm_trace_set_graph(a->trace.graph);   /* --trace-graph FILE.dot */
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, &e);
@@ -297,6 +298,7 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
 
 static int cmd_sample(const lm_sample_args *a)
 {
+    lm_trace_set_graph(a->trace.graph);
     set_threads(0);
     catch_stop_signals();
     ag_error e = {0};
@@ -326,6 +328,7 @@ static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
 
 static int cmd_eval(const lm_eval_args *a)
 {
+    lm_trace_set_graph(a->trace.graph);
     set_threads(0);
     ag_error e = {0};
     lm_model m;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "attn_heads.h"
+#include "lr_find.h"
 #include "proc.h"
 
 enum { T = 6 };
@@ -132,16 +133,79 @@ START_TEST(test_trace_graph)
 }
 END_TEST
 
+/* the sweep: LO at the first step, --lr at the last, the same factor at every step */
+START_TEST(test_lr_find_sweep)
+{
+    lm_config c = {.lr = 1, .lr_find = 1e-4, .max_iters = 5};
+    ck_assert_double_eq_tol(lm_lr_find_at(&c, 0), 1e-4, 1e-18);
+    ck_assert_double_eq_tol(lm_lr_find_at(&c, 2), 1e-2, 1e-15);
+    ck_assert_double_eq_tol(lm_lr_find_at(&c, 4), 1, 1e-14);
+}
+END_TEST
+
+/* a made-up test whose loss falls fastest at lr 1e-3 (a logistic in ln lr) and blows up past
+ * 1e-1: the reading finds the fall there (within the smoothing's lag) and the divergence */
+START_TEST(test_lr_find_reading)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/lf", root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    FILE *f = fopen(proc_path(path, "metrics.csv"), "w");
+    fprintf(f, "iter,lr,loss,train_loss,val_loss,tokens_per_s\n");
+    for (int i = 0; i < 200; i++) {
+        double lr = 1e-5 * pow(1e5, i / 199.0), x = log(lr / 1e-3);
+        fprintf(f, "%d,%g,%.6f,,,1\n", i, lr, 2 + 2 / (1 + exp(2 * x)) + (lr > 0.1 ? 50 * (lr - 0.1) : 0));
+    }
+    fclose(f);
+    lm_lr_find_result r;
+    ag_error e = {0};
+    ag_status s = lm_lr_find_read(path, &r, &e);
+    ck_assert_msg(s == AG_OK || s == AG_ERR_IO, "%s", e.msg);   /* AG_ERR_IO: no gnuplot, no picture */
+    ck_assert_int_eq(r.steps, 200);
+    ck_assert_msg(r.steepest_lr > 1e-3 && r.steepest_lr < 2.5e-3, "steepest at %g", r.steepest_lr);
+    ck_assert_msg(r.diverged_lr > 0.1 && r.diverged_lr < 0.5, "diverged at %g", r.diverged_lr);
+    ck_assert_msg(r.min_loss < 2.01, "lowest %g", r.min_loss);
+}
+END_TEST
+
+/* --overfit-batch: one batch, learned by heart; the same run without it stays far above */
+START_TEST(test_overfit_batch)
+{
+    const char *common[] = {"train", "--data", "c.txt", "--config", "tiny", "--n-layer", "1", "--n-embd", "32",
+                            "--block-size", "16", "--batch-size", "2", "--max-iters", "80", "--lr", "1e-2",
+                            "--warmup-iters", "5", "--eval-interval", "100", "--eval-iters", "1", "--threads", "1"};
+    enum { NC = sizeof common / sizeof common[0] };
+    const char *a[NC + 4], *b[NC + 3];
+    memcpy(a, common, sizeof common), memcpy(b, common, sizeof common);
+    a[NC] = "--out", a[NC + 1] = "of", a[NC + 2] = "--overfit-batch", a[NC + 3] = NULL;
+    b[NC] = "--out", b[NC + 1] = "plain", b[NC + 2] = NULL;
+    free(run(a));
+    free(run(b));
+    double last[2];
+    const char *dirs[2] = {"of/metrics.csv", "plain/metrics.csv"};
+    for (int k = 0; k < 2; k++) {
+        char *m = proc_read_file(proc_path(root, dirs[k]), NULL), *row = strstr(m, "\n79,");
+        ck_assert_msg(row && sscanf(row + 4, "%*[^,],%lf", &last[k]) == 1, "%s", m);
+        free(m);
+    }
+    ck_assert_msg(last[0] < 0.5 && last[1] > 1.5, "step 79's loss: %g with --overfit-batch, %g without", last[0],
+                  last[1]);
+}
+END_TEST
+
 Suite *lessons_suite(void)
 {
     Suite *s = suite_create("lessons");
     TCase *tc = tcase_create("attn_heads");
     tcase_add_test(tc, test_attn_head_patterns);
+    tcase_add_test(tc, test_lr_find_sweep);
     suite_add_tcase(s, tc);
     tc = tcase_create("output");
     tcase_add_checked_fixture(tc, root_setup, root_teardown);
     tcase_add_test(tc, test_summary_and_attn_lines);
     tcase_add_test(tc, test_trace_graph);
+    tcase_add_test(tc, test_lr_find_reading);
+    tcase_add_test(tc, test_overfit_batch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -75,6 +75,10 @@ const lm_field lm_fields[] = {
      "the run ends within this many seconds (0: no budget); on the command line a duration"},
     {"budget_iters", NULL, LM_T_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
      "the steps --time-budget fixed after timing the first ones (0: not yet)"},
+    /* issue 33 (lessons 16 and 17): optional, so that older checkpoints read as plain runs */
+    {"lr_find", "--lr-find", LM_T_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
+     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)"},
+    FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");

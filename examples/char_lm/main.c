@@ -29,6 +29,7 @@
 #include "attn_heads.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "lr_find.h"
 #include "eval.h"
 #include "omp_spin.h"
 #include "plot.h"
@@ -196,6 +197,21 @@ static int show_result(const char *dir, time_t since)
     return 0;
 }
 
+/* --lr-find: the range test read from the run's metrics.csv, lr_find.png drawn (lesson 16) */
+static void report_lr_find(const char *dir)
+{
+    ag_error e = {0};
+    lm_lr_find_result r;
+    ag_status s = lm_lr_find_read(dir, &r, &e);
+    if (s == AG_ERR_IO && r.steps > 0) fprintf(stderr, "char_lm: warning: %s\n", e.msg);   /* no picture */
+    else if (s) return (void)fprintf(stderr, "char_lm: warning: %s\n", e.msg);
+    printf("\nlr-find over %d steps: the loss falls fastest at lr %.2g (%.3f per e-fold of lr); lowest %.3f at lr "
+           "%.2g", r.steps, r.steepest_lr, r.steepest_slope, r.min_loss, r.min_lr);
+    if (r.diverged_lr > 0) printf("; diverged from lr %.2g (the loss twice its lowest)", r.diverged_lr);
+    printf("\nthe presets' lr: 1e-3 (tiny, baby, small), 3e-3 (1min), 6e-3 (5min), 8e-3 (10min)\n");
+    if (s == AG_OK) printf("picture: %s/lr_find.png (data: lr_find.csv)\n", dir);
+}
+
 /* Under mpirun with several ranks (build/char_lm_mpi, ddp.h) rank 0 speaks for the job: the
  * others get no log and no plots, and their trace goes to *quiet (/dev/null). */
 static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
@@ -274,7 +290,9 @@ static int cmd_train(const lm_train_args *a)
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
-    return show_result(a->out, since);
+    int code = show_result(a->out, since);
+    if (code == 0 && a->cfg.lr_find > 0) report_lr_find(a->out);
+    return code;
 }
 
 // --- sample, eval, attn ---

@@ -269,6 +269,12 @@ static ag_status draw_script(const char *dir, const char *gp, const char *png, c
     return st ? st : run_gnuplot(dir, gp, png, err);
 }
 
+ag_status lm_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err)
+{
+    ag_status st = write_text(dir, gp, script, err);
+    return st ? st : run_gnuplot(dir, gp, png, err);
+}
+
 // --- attention statistics over the run ---
 
 ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)

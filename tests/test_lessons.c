@@ -193,12 +193,50 @@ START_TEST(test_overfit_batch)
 }
 END_TEST
 
+/* --init-scale: every drawn weight times the scale, the norms' gains and the biases as they
+ * were; --norm none: no norm parameters at all, and a finite forward */
+START_TEST(test_init_scale_and_no_norm)
+{
+    ag_gpt_config c = {.vocab_size = 11, .n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8};
+    ag_gpt *a = ag_gpt_new(&c, 15, NULL);
+    c.init_scale = 10;
+    ag_gpt *b = ag_gpt_new(&c, 15, NULL);
+    ck_assert(a && b && a->params->total == b->params->total);
+    for (int e = 0; e < a->params->n; e++) {
+        const ag_param_entry *E = &a->params->entries[e];
+        double want = E->init == AG_INIT_NORMAL ? 10 : 1;
+        for (size_t i = 0; i < ag_numel(E->t); i++)
+            ck_assert_msg(b->params->data[E->offset + i] == (ag_real)(want * a->params->data[E->offset + i]), "%s[%zu]",
+                          E->t->name, i);
+    }
+    ag_gpt_free(a);
+    ag_gpt_free(b);
+    c.init_scale = 0, c.norm = AG_NO_NORM;
+    ag_gpt *g = ag_gpt_new(&c, 15, NULL);
+    ck_assert_ptr_nonnull(g);
+    for (int e = 0; e < g->params->n; e++) ck_assert_msg(!strstr(g->params->entries[e].t->name, "ln"), "%s",
+                                                         g->params->entries[e].t->name);
+    int ids[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tg[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *loss = NULL;
+    ag_gpt_forward(ctx, g, ids, tg, 1, 8, &(ag_forward_opts){0}, &loss);
+    ck_assert(loss && isfinite((double)loss->data[0]) && ag_backward(ctx, loss) == AG_OK);
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+    c.init_scale = -1, c.norm = AG_LAYERNORM;
+    ag_error e = {0};
+    ck_assert_ptr_null(ag_gpt_new(&c, 15, &e));
+    ck_assert_msg(strstr(e.msg, "init_scale must be in [0, 1e6] (got -1)"), "%s", e.msg);
+}
+END_TEST
+
 Suite *lessons_suite(void)
 {
     Suite *s = suite_create("lessons");
     TCase *tc = tcase_create("attn_heads");
     tcase_add_test(tc, test_attn_head_patterns);
     tcase_add_test(tc, test_lr_find_sweep);
+    tcase_add_test(tc, test_init_scale_and_no_norm);
     suite_add_tcase(s, tc);
     tc = tcase_create("output");
     tcase_add_checked_fixture(tc, root_setup, root_teardown);

@@ -122,6 +122,7 @@ static const char usage_train[] =
     "                         over --max-iters steps; DIR/lr_find.png and the lr where the loss\n"
     "                         falls fastest (lesson 16)\n"
     "  --overfit-batch        train on one fixed batch of windows: the loss must go near 0\n"
+    "  --init-scale F         every drawn weight times F at the start (10: confidently wrong logits)\n"
     "training\n"
     "  --batch-size N         windows per step    16      12      64\n"
     "  --max-iters N          optimizer steps     500     2000    5000\n"

@@ -79,6 +79,8 @@ const lm_field lm_fields[] = {
     {"lr_find", "--lr-find", LM_T_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
      "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)"},
     FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
+    {"init_scale", "--init-scale", LM_T_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
+     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)"},
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");

@@ -75,7 +75,7 @@ typedef struct {
 } lm_field;
 
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
-#define LM_N_FIELDS 35            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 36            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
 /* The row with this JSON key or flag ("--n-embd"), or NULL. */

@@ -13,8 +13,9 @@ The lessons (docs/lessons/en and zh, README first, then 01, 02, ...) mark what i
                           must be a line of its output ("..." lines skipped). $SOL in CMD is
                           the folder of the built solutions (--solutions).
   NUMBER<!-- fig: RE -->  in the text: the regular expression RE, searched in the outputs of
-                          the lesson's checks so far (the latest first), must capture NUMBER
-                          (commas aside).
+                          the checks so far (this lesson's and the ones before it, the latest
+                          first), must capture NUMBER (commas aside; a number quoted with fewer
+                          decimals is the printed one rounded).
 
 "/tmp/" in commands and outputs stands for a scratch folder of this run. A command block
 that is the same in en and zh runs once. Exit 0 when every figure holds, 1 when one does not
@@ -49,6 +50,7 @@ def matches(want, got_lines):
 class Runner:
     def __init__(self, scratch, sol, timeout):
         self.scratch, self.sol, self.timeout, self.cache = scratch, sol, timeout, {}
+        self.outputs = []   # every check's output so far, the latest first (fig searches them)
 
     def local(self, text):
         return text.replace("/tmp/", self.scratch + "/").replace("$SOL", self.sol)
@@ -82,7 +84,7 @@ def sh_block(lines):
 
 def check_file(path, R, fails):
     lines = open(path, encoding="utf-8").read().split("\n")
-    outputs, i = [], 0
+    outputs, i = R.outputs, 0
     while i < len(lines):
         m = CHECK.match(lines[i])
         for fm in FIG.finditer(lines[i]):
@@ -130,7 +132,7 @@ def fig(path, line, number, regex, outputs, R, fails):
                 fails.append("%s:%d: the lesson says %s, the program prints %s (%s)" % (path, line, number,
                                                                                     m.group(1), regex))
             return
-    fails.append("%s:%d: %s: no output of the lesson's checks so far matches %s" % (path, line, number, regex))
+    fails.append("%s:%d: %s: no output of the checks so far matches %s" % (path, line, number, regex))
 
 
 def lessons(root, only):

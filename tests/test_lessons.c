@@ -230,6 +230,20 @@ START_TEST(test_init_scale_and_no_norm)
 }
 END_TEST
 
+/* a range test that would climb down is refused before anything runs, in one line */
+START_TEST(test_lr_find_below_lr)
+{
+    const char *args[] = {"train", "--data", "c.txt", "--out", "r", "--config", "tiny", "--lr-find", "1e-2", NULL};
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/io", root);
+    proc_result r;
+    proc_run(root, args, io, &(proc_opts){0}, &r);
+    ck_assert_msg(r.exited && r.code == 2 && proc_lines(r.err) == 1 &&
+                  strstr(r.err, "--lr-find 0.01 must be below --lr 0.001"), "%s: %s", proc_status_str(&r), r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
 Suite *lessons_suite(void)
 {
     Suite *s = suite_create("lessons");
@@ -244,6 +258,7 @@ Suite *lessons_suite(void)
     tcase_add_test(tc, test_trace_graph);
     tcase_add_test(tc, test_lr_find_reading);
     tcase_add_test(tc, test_overfit_batch);
+    tcase_add_test(tc, test_lr_find_below_lr);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -397,6 +397,9 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
 
 ag_status lm_config_check_training(const lm_config *c, ag_error *err)
 {
+    if (c->lr_find > 0 && c->lr_find >= c->lr)   /* the range test climbs from lr_find up to lr */
+        return ag_seterr(err, AG_ERR_ARG, "--lr-find %g must be below --lr %g (the sweep climbs from it to --lr)",
+                         c->lr_find, c->lr);
     if (c->min_lr > c->lr)   /* the schedule decays from lr down to min_lr, never up */
         return ag_seterr(err, AG_ERR_ARG, "--min-lr %g is above --lr %g (the rate decays from --lr to --min-lr)",
                          c->min_lr, c->lr);

@@ -15,7 +15,7 @@ CFLAGS  ?= -O3 -fno-math-errno -g
 OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
-DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 libmicrohttpd-dev
+DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 libmicrohttpd-dev graphviz
 # recursive (=) so pkg-config only runs once `make deps` has installed it
 PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
@@ -163,8 +163,7 @@ test-step:                                        ## examples/one_step replays c
 # the installed library seen from outside: `make install` into a scratch prefix, then
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
 # pkg-config alone and run: an MLP on the float library, a custom op's gradient check on the
-# double one (attograd-f64); then the lessons' exercises (docs/lessons/exercises), the same way.
-# Any failing fails the target.
+# double one (attograd-f64). Any failing fails the target. (The lessons' solutions: test-lessons.)
 OOT = $(abspath $(B)/out_of_tree)
 .PHONY: test-install
 test-install:                                     ## install into build/out_of_tree, build and run examples/out_of_tree there
@@ -172,8 +171,21 @@ test-install:                                     ## install into build/out_of_t
 	@$(MAKE) --no-print-directory install PREFIX=$(OOT)/prefix DESTDIR=
 	cp examples/out_of_tree/Makefile examples/out_of_tree/*.c $(OOT)/example/
 	$(TEST_ENV) $(MAKE) --no-print-directory -C $(OOT)/example PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig
-	mkdir -p $(OOT)/lessons && cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.[ch] $(OOT)/lessons/
-	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(OOT)/lessons PKG_CONFIG_PATH=$(OOT)/prefix/lib/pkgconfig run
+
+# the lessons (docs/lessons, issue 33): their worked solutions (docs/lessons/solutions) built the
+# way a learner builds them, against an installed copy of the library, away from the tree (the
+# exercises' Makefile and lesson.h copied beside them) and run; then every figure the lessons
+# quote against what the programs print now (tools/lesson_figures.py: a stale one fails).
+LESSONS = $(abspath $(B)/lessons)
+.PHONY: test-lessons
+test-lessons:                                     ## the lessons' solutions, and every figure the lessons quote
+	@$(MAKE) --no-print-directory $(B)/char_lm $(B)/one_step $(B)/bench
+	rm -rf $(LESSONS) && mkdir -p $(LESSONS)/exercises $(LESSONS)/solutions
+	@$(MAKE) --no-print-directory install PREFIX=$(LESSONS)/prefix DESTDIR= > /dev/null
+	cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.h $(LESSONS)/exercises/
+	cp docs/lessons/solutions/*.c $(LESSONS)/solutions/
+	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(LESSONS)/exercises PKG_CONFIG_PATH=$(LESSONS)/prefix/lib/pkgconfig run
+	$(TEST_ENV) python3 tools/lesson_figures.py --solutions $(LESSONS)/exercises/build
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)

@@ -664,7 +664,7 @@ START_TEST(test_switches_in_checkpoint)
     train_ok(&o);
     lm_model m;
     ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
-    ck_assert(m.cfg.model.norm_position == AG_POST_LN && m.cfg.model.norm == AG_RMSNORM &&
+    ck_assert(m.cfg.model.norm_position == AG_POST_LN && m.cfg.model.norm == AG_NORM_KIND_COUNT - 1 &&
               m.cfg.model.mlp == AG_MLP_SWIGLU && m.cfg.model.init == AG_WEIGHTS_XAVIER && m.cfg.model.no_scale &&
               m.cfg.model.mask_fill == AG_MASK_NEG_1E9);
     ck_assert_ptr_nonnull(ag_params_find(m.g->params, "blocks.1.mlp.w_down.weight"));

@@ -115,6 +115,7 @@ static const char usage_train[] =
     "  --trace-shapes         print one forward pass op by op (shapes, layer, parameters), then train\n"
     "  --trace-only           print the trace and stop\n"
     KERNELS_HELP
+    "  --trace-graph FILE     the traced tape as Graphviz dot too (draw: dot -Tpng FILE -o g.png)\n"
     "\n"
     "model                                      tiny    baby    small\n"
     "  --n-layer N            blocks              2       4       6\n"
@@ -135,6 +136,11 @@ static const char usage_train[] =
     "                         ratio of the attention and MLP weights, DIR/dynamics.csv and .png\n"
     "  --detect-anomaly       stop at the first op whose output or gradient is NaN/Inf, naming\n"
     "                         it, its shape and its layer (slower: attention runs op by op)\n"
+    "  --lr-find LO           the learning-rate range test: lr from LO up to --lr, exponentially\n"
+    "                         over --max-iters steps; DIR/lr_find.png and the lr where the loss\n"
+    "                         falls fastest (lesson 16)\n"
+    "  --overfit-batch        train on one fixed batch of windows: the loss must go near 0\n"
+    "  --init-scale F         every drawn weight times F at the start (10: confidently wrong logits)\n"
     "training\n"
     "  --batch-size N         windows per step    16      12      64\n"
     "  --max-iters N          optimizer steps     500     2000    5000\n"
@@ -340,7 +346,7 @@ static ag_status take_long(flag_arg *f, long lo, long hi, long *out, ag_error *e
     return parse_long(f->flag, f->value, lo, hi, out, err);
 }
 
-/* --trace-shapes / --trace-only / --kernels: true when f is one of them (and sets it). */
+/* --trace-shapes / --trace-only / --trace-graph FILE / --kernels: true when f is one of them (and sets it). */
 static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *err)
 {
     if (strcmp(f->flag, "--kernels") == 0) {
@@ -351,6 +357,11 @@ static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *e
         return true;
     }
     bool shapes = strcmp(f->flag, "--trace-shapes") == 0, only = strcmp(f->flag, "--trace-only") == 0;
+    if (strcmp(f->flag, "--trace-graph") == 0) {
+        if (!(*st = take_value(f, err))) t->graph = f->value;
+        t->shapes = true;
+        return true;
+    }
     if (!shapes && !only) return false;
     *st = no_value(f, err);
     t->shapes = true;

@@ -24,11 +24,13 @@
 typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
 
 /* --trace-shapes prints one forward pass op by op first; --trace-only (which implies it)
- * stops after it. --kernels (train, sample, eval; beside them since every command that runs
- * the model takes it) picks the kernel table, as AG_KERNELS does (src/tensor/speed.h). */
+ * stops after it; --trace-graph FILE.dot (which implies --trace-shapes) writes its tape as dot.
+ * --kernels (train, sample, eval; beside them since every command that runs the model takes
+ * it) picks the kernel table, as AG_KERNELS does (src/tensor/speed.h). */
 typedef struct {
     bool shapes;
     bool only;
+    const char *graph;         /* --trace-graph FILE.dot: the traced tape as Graphviz dot too */
     const char *kernels;       /* --kernels reference|fast; NULL: AG_KERNELS, or fast */
 } lm_trace_args;
 

@@ -75,6 +75,12 @@ const lm_field lm_fields[] = {
      "the run ends within this many seconds (0: no budget); on the command line a duration"},
     {"budget_iters", NULL, LM_T_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
      "the steps --time-budget fixed after timing the first ones (0: not yet)"},
+    /* issue 33 (lessons 16 and 17): optional, so that older checkpoints read as plain runs */
+    {"lr_find", "--lr-find", LM_T_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
+     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)"},
+    FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
+    {"init_scale", "--init-scale", LM_T_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
+     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)"},
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
@@ -395,6 +401,9 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
 
 ag_status lm_config_check_training(const lm_config *c, ag_error *err)
 {
+    if (c->lr_find > 0 && c->lr_find >= c->lr)   /* the range test climbs from lr_find up to lr */
+        return ag_seterr(err, AG_ERR_ARG, "--lr-find %g must be below --lr %g (the sweep climbs from it to --lr)",
+                         c->lr_find, c->lr);
     if (c->min_lr > c->lr)   /* the schedule decays from lr down to min_lr, never up */
         return ag_seterr(err, AG_ERR_ARG, "--min-lr %g is above --lr %g (the rate decays from --lr to --min-lr)",
                          c->min_lr, c->lr);

@@ -48,6 +48,9 @@ typedef struct {
                                0: none */
     long budget_iters;      /* the steps --time-budget fixed once it had timed the first ones, then
                                also max_iters (and lr_decay_iters); 0: not fixed (yet) */
+    double lr_find;         /* > 0: the range test (lesson 16): lr from this up to lr, exponentially
+                               over max_iters steps, instead of the schedule (lr_find.h) */
+    bool overfit_batch;     /* every step trains on the same B windows (lesson 17) */
 } lm_config;
 
 /* The table: one row per field of lm_config. */
@@ -72,7 +75,7 @@ typedef struct {
 } lm_field;
 
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
-#define LM_N_FIELDS 33            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 36            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
 /* The row with this JSON key or flag ("--n-embd"), or NULL. */

@@ -7,7 +7,7 @@
  *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
  *   char_lm serve  --run DIR [--port 8080] [--host 127.0.0.1]   (serve.h)
  * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
- * --trace-only (the trace, then stop).
+ * --trace-only (the trace, then stop); --trace-graph FILE.dot writes that pass's tape as dot.
  *
  * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
  * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
@@ -27,10 +27,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "attn.h"
+#include "attn_heads.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "lr_find.h"
 #include "eval.h"
 #include "omp_spin.h"
 #include "plot.h"
@@ -181,9 +185,24 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
+/* Every picture this run wrote into dir (modified at `since` or later), one per line: a
+ * learner told of loss.png alone never opened dynamics.png (issue 33). */
+static void print_pictures(const char *dir, time_t since)
+{
+    static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
+    char png[4096];
+    struct stat st;
+    bool first = true;
+    for (size_t k = 0; k < sizeof pics / sizeof pics[0]; k++)
+        if (lm_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
+            printf("%spicture: %s\n", first ? "\n" : "", png);
+            first = false;
+        }
+}
+
 /* After training: a taste of what the model learned (not when the time budget ran out: the
- * budget holds the whole command, issue 35), then where the curve and the rest are. */
-static int show_result(const char *dir, bool out_of_time)
+ * budget holds the whole command, issue 35), then where the pictures and the rest are. */
+static int show_result(const char *dir, bool out_of_time, time_t since)
 {
     ag_error e = {0};
     lm_model m;
@@ -200,10 +219,24 @@ static int show_result(const char *dir, bool out_of_time)
     if (s == AG_OK) s = flushed(stdout, "stdout", &e);
     if (s) return fail(s, &e);
     if (stop_signal) return stopped_code(stop_signal);
-    char png[4096];
-    if (lm_path_join(png, sizeof png, dir, "loss.png") && access(png, F_OK) == 0) printf("\nloss curve: %s\n", png);
+    print_pictures(dir, since);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
     return 0;
+}
+
+/* --lr-find: the range test read from the run's metrics.csv, lr_find.png drawn (lesson 16) */
+static void report_lr_find(const char *dir)
+{
+    ag_error e = {0};
+    lm_lr_find_result r;
+    ag_status s = lm_lr_find_read(dir, &r, &e);
+    if (s == AG_ERR_IO && r.steps > 0) fprintf(stderr, "char_lm: warning: %s\n", e.msg);   /* no picture */
+    else if (s) return (void)fprintf(stderr, "char_lm: warning: %s\n", e.msg);
+    printf("\nlr-find over %d steps: the loss falls fastest at lr %.2g (%.3f per e-fold of lr); lowest %.3f at lr "
+           "%.2g", r.steps, r.steepest_lr, r.steepest_slope, r.min_loss, r.min_lr);
+    if (r.diverged_lr > 0) printf("; diverged from lr %.2g (the loss twice its lowest)", r.diverged_lr);
+    printf("\nthe presets' lr: 1e-3 (tiny, baby, small), 3e-3 (1min), 6e-3 (5min), 8e-3 (10min)\n");
+    if (s == AG_OK) printf("picture: %s/lr_find.png (data: lr_find.csv)\n", dir);
 }
 
 /* Under mpirun with several ranks (build/char_lm_mpi, ddp.h) rank 0 speaks for the job: the
@@ -260,6 +293,7 @@ static bool alone_in_a_job(const ag_dist *d)
 
 static int cmd_train(const lm_train_args *a)
 {
+    lm_trace_set_graph(a->trace.graph);   /* --trace-graph FILE.dot */
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
@@ -283,6 +317,7 @@ static int cmd_train(const lm_train_args *a)
     FILE *quiet;
     one_voice(&o, rank, &quiet);
     lm_train_result r;
+    time_t since = time(NULL);
     s = lm_train(&o, &r, &e);
     if (quiet) fclose(quiet);
     if (s) {
@@ -300,7 +335,9 @@ static int cmd_train(const lm_train_args *a)
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
-    return show_result(a->out, r.out_of_time);
+    int code = show_result(a->out, r.out_of_time, since);
+    if (code == 0 && a->cfg.lr_find > 0) report_lr_find(a->out);
+    return code;
 }
 
 // --- sample, eval, attn ---
@@ -324,6 +361,7 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
 
 static int cmd_sample(const lm_sample_args *a)
 {
+    lm_trace_set_graph(a->trace.graph);
     set_threads(0);
     catch_stop_signals(false, 0);
     ag_error e = {0};
@@ -353,6 +391,7 @@ static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
 
 static int cmd_eval(const lm_eval_args *a)
 {
+    lm_trace_set_graph(a->trace.graph);
     set_threads(0);
     ag_error e = {0};
     lm_model m;
@@ -383,12 +422,20 @@ static int cmd_attn(const lm_attn_args *a)
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
+    lm_attn_head *heads = NULL;   /* [H] */
+    int H = m.g->cfg.n_head;
+    if (!s && !stop_signal) s = lm_attn_heads(&m, a->prompt, a->layer, &heads, &e);
     lm_model_free(&m);
+    if (stop_signal || s) free(heads);
     if (stop_signal) return stopped_code(stop_signal);   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
+    for (int h = 0; h < H; h++)   /* lesson 8's patterns, named; entropy against uniform rows' */
+        printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h, heads[h].pattern,
+               heads[h].entropy, heads[h].uniform, heads[h].peak);
+    free(heads);
     if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }

@@ -269,6 +269,12 @@ static ag_status draw_script(const char *dir, const char *gp, const char *png, c
     return st ? st : run_gnuplot(dir, gp, png, err);
 }
 
+ag_status lm_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err)
+{
+    ag_status st = write_text(dir, gp, script, err);
+    return st ? st : run_gnuplot(dir, gp, png, err);
+}
+
 // --- attention statistics over the run ---
 
 ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)
@@ -353,8 +359,14 @@ ag_status lm_plot_dynamics(const char *dir, int n_layer, ag_error *err)
         "set ytics nomirror\n"
         "set logscale y2\n"
         "set format y2 '%%.0e'\n"
+        "# the 1e-3 line inside the frame, not on it (autoscale put it there: issue 33)\n"
+        "lo = 4e-4\n"
+        "do for [c = 7:%d:4] { do for [k = 0:1] { stats 'dynamics.csv' using (column(c + k)) nooutput;"
+        " if (STATS_min > 0 && STATS_min / 2.5 < lo) { lo = STATS_min / 2.5 } } }\n"
+        "set yrange [lo:*]\n"
         "plot 1e-3 with lines dt 3 lw 1.5 lc rgb '#808080' title '1e-3 (makemore rule of thumb)', \\\n"
-        "     'dynamics.csv' using 1:2 axes x1y2 with lines lw 1.5 lc rgb '#2ca02c' title 'learning rate (right)'");
+        "     'dynamics.csv' using 1:2 axes x1y2 with lines lw 1.5 lc rgb '#2ca02c' title 'learning rate (right)'",
+        3 + 4 * n_layer);
     for (int l = 0; l < n_layer; l++)
         PUT(", \\\n     '' using 1:%d with lines lw 2 lc %d title 'attn L%d', \\\n"
             "     '' using 1:%d with lines lw 2 dt 2 lc %d title 'mlp L%d'", 7 + 4 * l, l + 1, l, 8 + 4 * l, l + 1, l);

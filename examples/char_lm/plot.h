@@ -39,6 +39,10 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)
  * ratios with the learning rate on the right-hand axis (bottom), both on log scales. */
 ag_status lm_plot_dynamics(const char *dir, int n_layer, ag_error *err);
 
+/* Any picture of a run: writes script to DIR/gp and runs gnuplot on it in DIR, which draws
+ * png (lr_find.c's lr_find.png). Errors as above. */
+ag_status lm_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err);
+
 /* Heat maps of attention weights: W [n_maps, T, T], row i = query i, column j = key j; NaN
  * entries (the masked future) are drawn blank, the weights on a fixed colour scale [0, 1].
  * One panel per map (a grid when n_maps > 1) titled titles[k]; both axes labelled with

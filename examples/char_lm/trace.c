@@ -183,6 +183,69 @@ static void trace_node(const ag_node *n, void *user)
     fprintf(tr->out, "%4d  %-13s %-14s %-54s %s\n", ++tr->count, n->op->name, n->scope ? n->scope : "", io, note);
 }
 
+// --- --trace-graph: the same tape as Graphviz dot (lesson 18) ---
+
+static const char *graph_path;   /* set by lm_trace_set_graph (main.c, from --trace-graph) */
+void lm_trace_set_graph(const char *path) { graph_path = path; }
+
+typedef struct {
+    const ag_node **n;
+    int len, cap;
+} node_list;
+
+static void collect(const ag_node *n, void *user)
+{
+    node_list *L = user;
+    if (!n->out) return;   /* a mark, not an op */
+    if (L->len == L->cap) {
+        int cap = L->cap ? 2 * L->cap : 64;
+        const ag_node **p = realloc(L->n, (size_t)cap * sizeof *p);
+        if (!p) return;
+        L->n = p, L->cap = cap;
+    }
+    L->n[L->len++] = n;
+}
+
+/* The edge into op k from its input t: from the op that made t, or from a leaf drawn once
+ * (a parameter by its name, the mask, the token ids' table) as "l<address>". */
+static void graph_edge(FILE *f, const node_list *L, int k, const ag_tensor *t, const tracer *tr)
+{
+    char s[64];
+    int from = k - 1;
+    while (from >= 0 && L->n[from]->out != t) from--;
+    const char *lab = shape_letters(t, t->name && !ag_is_causal_mask(t, t->shape[0]) ? tr->P : tr->L, NULL, s, sizeof s);
+    if (from >= 0) {
+        fprintf(f, "  n%d -> n%d [label=\"%s\"];\n", from, k, lab);
+        return;
+    }
+    fprintf(f, "  l%p [shape=ellipse, label=\"%s\\n%s\"];\n", (const void *)t, t->name ? t->name : "input", lab);
+    fprintf(f, "  l%p -> n%d;\n", (const void *)t, k);
+}
+
+/* nodes: the ops with their layer and output shape; edges: the tensors, with their shapes */
+static ag_status write_graph(const ag_ctx *ctx, const tracer *tr, ag_error *err)
+{
+    node_list L = {0};
+    ag_tape_foreach(ctx, collect, &L);
+    FILE *f = fopen(graph_path, "w");
+    if (!f) return free(L.n), ag_seterr(err, AG_ERR_IO, "--trace-graph %s: cannot write it", graph_path);
+    char s[64];
+    fprintf(f, "// the tape of one forward pass (char_lm --trace-graph); draw it: dot -Tpng FILE.dot -o FILE.png\n"
+               "digraph tape {\n  node [shape=box, fontname=\"monospace\"];\n  edge [fontname=\"monospace\"];\n");
+    for (int k = 0; k < L.len; k++) {
+        const ag_node *n = L.n[k];
+        fprintf(f, "  n%d [label=\"%d %s\\n%s\\n-> %s\"];\n", k, k + 1, n->op->name, n->scope ? n->scope : "",
+                shape_letters(n->out, tr->L, NULL, s, sizeof s));
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i]) graph_edge(f, &L, k, n->in[i], tr);
+    }
+    fprintf(f, "}\n");
+    free(L.n);
+    bool ok = !ferror(f) && L.len > 0;
+    if (fclose(f) != 0 || !ok) return ag_seterr(err, AG_ERR_IO, "--trace-graph %s: cannot write it", graph_path);
+    return AG_OK;
+}
+
 // --- parameters by layer ---
 
 /* The layer of a parameter: "blocks.0.attn" for blocks.0.attn.w_q.weight, "tok_emb" for
@@ -272,8 +335,10 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
     fprintf(out, "\n");
     lm_trace_params(out, g->params);
     fflush(out);
+    ag_status s = graph_path ? write_graph(ctx, &tr, err) : AG_OK;
+    if (s == AG_OK && graph_path) fprintf(out, "tape graph: %s (dot -Tpng %s -o tape.png)\n", graph_path, graph_path);
     ag_ctx_free(ctx);
-    return AG_OK;
+    return s;
 }
 
 ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,

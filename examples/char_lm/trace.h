@@ -40,6 +40,12 @@ ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targ
 ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
                         ag_error *err);
 
+/* --trace-graph FILE.dot (lesson 18): from now on lm_trace_forward also writes its tape to
+ * path as Graphviz dot (nodes: the ops, with their layer and output shape; edges: the tensors,
+ * with their shapes; leaves: parameters by name). NULL: no file. An unwritable path: the
+ * trace fails with AG_ERR_IO. path must outlive the traces. */
+void lm_trace_set_graph(const char *path);
+
 /* The parameter count of each layer (grouped by name prefix) and the total. Cannot fail. */
 void lm_trace_params(FILE *out, const ag_params *P);
 

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "lr_find.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 #include "trace.h"
@@ -139,11 +140,12 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     int B = c->batch_size, T = c->model.block_size;
     double t0 = ag_now_s();
 
-    // the learning rate: a linear warmup to --lr, then a cosine decay to --min-lr
-    double lr = ag_lr_at(&L->sched, it);
+    // the learning rate: a linear warmup to --lr, then a cosine decay to --min-lr (--lr-find: a sweep)
+    double lr = c->lr_find > 0 ? lm_lr_find_at(c, it) : ag_lr_at(&L->sched, it);
 
     // the batch: B windows of the training split, drawn by the run's sampler (checkpointed)
-    lm_draw_windows(D->off, B, D->n_train, T, &L->st.rng);                    // off [B]
+    ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
+    lm_draw_windows(D->off, B, D->n_train, T, c->overfit_batch ? &fixed : &L->st.rng);   // off [B]
 
     // forward, loss, backward: over all B windows at once, or as this rank's K micro-batches
     // (ddp.h: several ranks, --grad-accum), each adding its share to dW; dropout masks from

@@ -27,6 +27,7 @@ static ag_status norm_init(ag_norm_kind kind, ag_params *P, const char *prefix, 
     switch (kind) {
     case AG_LAYERNORM: return ag_layernorm_layer_init(ln, P, name, C);
     case AG_RMSNORM: return ag_rmsnorm_layer_init(rms, P, name, C);
+    case AG_NO_NORM: return AG_OK;   /* no parameters */
     }
     return ag_params_fail(P, AG_ERR_ARG, "%s: unknown norm %d", name, (int)kind);   /* checked before */
 }
@@ -37,6 +38,7 @@ static ag_tensor *norm(ag_ctx *ctx, const ag_block *Bk, int which, ag_tensor *x)
     switch (Bk->norm) {
     case AG_LAYERNORM: return ag_layernorm_layer_forward(ctx, which == 1 ? &Bk->ln1 : &Bk->ln2, x);  // [B,T,C]
     case AG_RMSNORM: return ag_rmsnorm_layer_forward(ctx, which == 1 ? &Bk->rms1 : &Bk->rms2, x);    // [B,T,C]
+    case AG_NO_NORM: return x;                                                                        // [B,T,C]
     }
     return ag_ctx_fail(ctx, AG_ERR_ARG, "%s: unknown norm %d", Bk->scope, (int)Bk->norm), NULL;
 }

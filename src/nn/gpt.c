@@ -37,6 +37,17 @@ static void xavier_fill(ag_tensor *W, ag_rng *r)
     for (size_t i = 0; i < ag_numel(W); i++) W->data[i] = (ag_real)(a * (2 * ag_rng_uniform(r) - 1));
 }
 
+/* --init-scale: every drawn weight (embeddings, Linear weights) times s; gains and biases,
+ * which start at 1 and 0, as they are. */
+static void scale_drawn(ag_params *P, double s)
+{
+    for (int e = 0; e < P->n; e++) {
+        if (P->entries[e].init != AG_INIT_NORMAL) continue;
+        ag_real *w = P->data + P->entries[e].offset;
+        for (size_t i = 0; i < ag_numel(P->entries[e].t); i++) w[i] *= (ag_real)s;
+    }
+}
+
 /* --init xavier: every Linear weight drawn again (from its own stream of seed). */
 static void xavier_init(ag_gpt *g, uint64_t seed)
 {
@@ -76,6 +87,8 @@ static ag_status check_config(const ag_gpt_config *cfg, ag_error *err)
     if (cfg->block_size <= 0) return ag_seterr(err, AG_ERR_ARG, "block_size must be > 0 (got %d)", cfg->block_size);
     if (!(cfg->dropout >= 0 && cfg->dropout < 1))
         return ag_seterr(err, AG_ERR_ARG, "dropout must be in [0, 1) (got %g)", cfg->dropout);
+    if (!(cfg->init_scale >= 0 && cfg->init_scale <= 1e6))
+        return ag_seterr(err, AG_ERR_ARG, "init_scale must be in [0, 1e6] (got %g)", cfg->init_scale);
     /* each switch against its table: "mlp must be gelu or swiglu (got 7)" */
     ag_status s = ag_switch_check(&ag_norm_position_switch, (int)cfg->norm_position, err);
     if (s == AG_OK) s = ag_switch_check(&ag_norm_switch, (int)cfg->norm, err);
@@ -101,6 +114,7 @@ static ag_status final_norm_init(ag_gpt *g)
     switch (g->cfg.norm) {
     case AG_LAYERNORM: return ag_layernorm_layer_init(&g->ln_f, g->params, "ln_f", g->cfg.n_embd);
     case AG_RMSNORM: return ag_rmsnorm_layer_init(&g->rms_f, g->params, "ln_f", g->cfg.n_embd);
+    case AG_NO_NORM: return AG_OK;
     }
     return AG_ERR_ARG;   /* not reached: check_config refused it */
 }
@@ -154,6 +168,7 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
     case AG_WEIGHTS_NORMAL: break;
     case AG_WEIGHTS_XAVIER: xavier_init(g, seed); break;
     }
+    if (cfg->init_scale > 0 && cfg->init_scale != 1) scale_drawn(g->params, cfg->init_scale);
     return g;
 }
 
@@ -196,6 +211,7 @@ static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B
     switch (g->cfg.norm) {
     case AG_LAYERNORM: x = ag_layernorm_layer_forward(ctx, &g->ln_f, x); break;  // [B,T,C]
     case AG_RMSNORM: x = ag_rmsnorm_layer_forward(ctx, &g->rms_f, x); break;     // [B,T,C]
+    case AG_NO_NORM: break;
     }
     ag_ctx_set_scope(ctx, "lm_head");
     return ag_linear_layer_forward(ctx, &g->lm_head, x);                       // [B,T,V]

@@ -209,6 +209,8 @@ typedef struct {
     ag_weight_init init;             /* how the Linear weights are drawn */
     bool no_scale;                   /* drop the 1/sqrt(D) of the scores */
     ag_mask_fill mask_fill;          /* the score of a masked position */
+    double init_scale;               /* 0 (or 1): the weights as drawn; else every drawn weight (not
+                                        the norms' gains, not the biases) times this (lesson 15) */
 } ag_gpt_config;
 
 typedef struct {

@@ -28,7 +28,8 @@
 
 #define AG_NORM_KINDS(X) \
     X(AG_LAYERNORM, "layernorm", "(x - mean) / std * w + b") \
-    X(AG_RMSNORM,   "rmsnorm",   "x / rms(x) * w: no mean, no bias (LLaMA)")
+    X(AG_RMSNORM,   "rmsnorm",   "x / rms(x) * w: no mean, no bias (LLaMA)") \
+    X(AG_NO_NORM,   "none",      "no norm at all: x as it is (lesson 15: watch training without it)")
 
 #define AG_MLP_KINDS(X) \
     X(AG_MLP_GELU,   "gelu",   "fc2(GELU(fc1 x)), 4C wide") \

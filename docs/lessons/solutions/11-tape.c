@@ -110,6 +110,31 @@ static int model_init(model *m)
     return 0;
 }
 
+/* Where ours (P's gradients, x's) and ag_backward's (ref, dxref) part: the first parameter,
+ * in P's order, that differs, which element and by how much, then how many differ in all
+ * ("N differ" alone does not say whether a term is missing or the order of two sums). */
+static void first_difference(const ag_params *P, const ag_real *ref, const ag_tensor *x, const ag_real *dxref)
+{
+    size_t nw = 0, nx = 0, N = ag_numel(x);
+    const ag_param_entry *first = NULL;
+    size_t at = 0;
+    for (int e = 0; e < P->n; e++)
+        for (size_t i = 0; i < ag_numel(P->entries[e].t); i++) {
+            size_t k = P->entries[e].offset + i;
+            if (P->grad[k] == ref[k]) continue;
+            if (!first) first = &P->entries[e], at = i;
+            nw++;
+        }
+    for (size_t i = 0; i < N; i++) nx += x->grad[i] != dxref[i];
+    if (first) {
+        size_t k = first->offset + at;
+        double a = (double)P->grad[k], b = (double)ref[k];
+        printf("  first difference: %s element %zu: yours %+.17g, ag_backward's %+.17g (%.2g apart, x%.3g)\n",
+               first->t->name, at, a, b, fabs(a - b), b != 0 ? a / b : NAN);
+    }
+    printf("  %zu of %zu parameter gradients and %zu of %zu of dx differ\n", nw, P->total, nx, N);
+}
+
 int main(void)
 {
     model m;
@@ -134,6 +159,7 @@ int main(void)
     printf("tape: %zu nodes; build_topo's order is the tape's: %s\n", st.tape_nodes, same ? "yes" : "no");
     printf("my_backward vs ag_backward: %zu parameter gradients and %zu of dx %s\n", P, N,
            exact ? "equal, bit for bit" : "DIFFER");
+    if (!exact) first_difference(m.P, dW, x, dx);
     int rc = exact ? 0 : 1;
 
     /* the arena over three steps: the first one grows it, the others reuse it */

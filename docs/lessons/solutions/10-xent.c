@@ -115,6 +115,21 @@ int main(void)
     lesson_print("dL/dz of row 1 (ignored)", mine + V, 1, V);
     if (!(fabs(lm - ll) <= 1e-12 && worst <= 1e-15)) rc = rc ? rc : 1;
 
+    /* large logits, as a confident model's: exp(1000) overflows a double, so only a forward
+     * that subtracts the row's max (m above) gets a finite loss and the library's gradient */
+    for (int i = 0; i < B * T * V; i++) in[0]->data[i] = (ag_real)(700 + 300 * ag_rng_uniform(&rng));
+    lm = loss_and_grad(in[0], false, mine), ll = loss_and_grad(in[0], true, lib);
+    worst = 0;
+    for (int i = 0; i < B * T * V; i++) worst = fmax(worst, fabs((double)(mine[i] - lib[i])));
+    printf("logits in [700, 1000]: loss mine %.6f, the library's %.6f; largest gradient difference %.1e\n", lm, ll,
+           worst);
+    if (!(isfinite(lm) && fabs(lm - ll) <= 1e-9 * fabs(ll) && worst <= 1e-15)) {
+        printf("FAIL: large logits: %s\n", isfinite(lm) ? "your loss or gradient differs from the library's"
+                                                         : "exp(z) overflowed: subtract the row's max before exp "
+                                                           "(log-sum-exp: m + log sum exp(z - m))");
+        rc = rc ? rc : 1;
+    }
+
     /* the first loss: small logits (an untrained model's: weights of std 0.02) */
     for (int i = 0; i < B * T * V; i++) in[0]->data[i] = (ag_real)(0.02 * ag_rng_normal(&rng));
     double first = loss_and_grad(in[0], false, mine);

@@ -72,8 +72,11 @@ help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
 
 # --- dependencies: install what is missing (as root), or print the exact command ---
+# (installed for this machine's architecture: with arm64 packages beside, `dpkg -s check` is
+# "ambiguous" and every package looked missing, so each `make test` ran apt-get)
 deps:                                             ## install missing Debian packages
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@arch=$$(dpkg --print-architecture); missing=""; for p in $(DEPS_PKGS); do \
+	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$arch|all)$$" || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \

@@ -204,8 +204,9 @@ CHECK_BUILDS = ref-build asan-build vg-build fuzz-build
 # each as a job: $(call job,clang,$(SUB_MAKE) check-clang) $(call job,arm64,$(SUB_MAKE) check-arm64)
 CHECK_PORTABLE_JOBS =
 # <<<
-CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) $(ASAN_JOBS) $(REF_JOBS) \
-             $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s)))
+CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) \
+             $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
+             $(ASAN_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: every suite on both builds, REFERENCE=1, ASan, valgrind, fuzz
 	@$(MAKE) --no-print-directory -j1 deps-valgrind deps-fuzz
 	@$(MAKE) --no-print-directory check-jobs

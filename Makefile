@@ -368,8 +368,9 @@ bench: deps                                       ## tokens/s, GFLOP/s, time per
 # overflows a bump allocator would hide, each suite in one process (CK_FORK=no) so
 # LeakSanitizer reports once per suite, the suites side by side
 ASAN = $(B)/asan
-ASAN_SUITE_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(ASAN))),$(foreach b,f64 f32,$(call suite_job,asan-$(b),\
-                    $(ASAN)/test_$(b),$(s),CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(ASAN)/char_lm)))
+ASAN_ENV = CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(ASAN)/char_lm
+ASAN_SUITE_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(ASAN))),$(foreach b,f64 f32,\
+                    $(call suite_job,asan-$(b),$(ASAN)/test_$(b),$(s),$(ASAN_ENV))))
 ASAN_JOBS = $(ASAN_SUITE_JOBS) $(call job,asan-char_lm,$(SUB_MAKE) check-asan-runs)
 asan-build:
 	@$(MAKE) --no-print-directory B=$(ASAN) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \

@@ -53,8 +53,19 @@ endif
 LIB32 = $(B)/f32/libattograd.a
 LIB64 = $(B)/f64/libattograd.a
 
+# Parallel by default: -j from the core count, set once at the top make (sub-makes share its job
+# slots); `make -j1 ...` still runs one job at a time. Every build rule names all it reads (the
+# generated suites.inc included), so no order of jobs races; `clean` beside other goals runs serially.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(NPROC)
+endif
+ifneq ($(filter clean,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
+
 # `all` is the first rule, so a plain `make` builds it
-.PHONY: all deps test run clean help asan bench FORCE
+.PHONY: all deps test test-op check run clean help asan bench FORCE
 all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo (and build/char_lm_mpi with MPI)
 FORCE:
 
@@ -62,8 +73,11 @@ help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
 
 # --- dependencies: install what is missing (as root), or print the exact command ---
+# (installed for this machine's architecture: with arm64 packages beside, `dpkg -s check` is
+# "ambiguous" and every package looked missing, so each `make test` ran apt-get)
 deps:                                             ## install missing Debian packages
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@arch=$$(dpkg --print-architecture); missing=""; for p in $(DEPS_PKGS); do \
+	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$arch|all)$$" || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
@@ -116,15 +130,93 @@ $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(B)/
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
 # passive OpenMP waits: on a shared machine, spinning threads make tests 50x slower
 TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
-test: deps                                        ## every test: double, float, both on the REFERENCE=1 library, the installed library, MPI
-	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(B)/char_lm
-	$(TEST_ENV) ./$(B)/test_f64
-	$(TEST_ENV) ./$(B)/test_f32
-	@$(MAKE) --no-print-directory test-step
-	@$(MAKE) --no-print-directory test-reference
-	@$(MAKE) --no-print-directory test-install
-	@$(MAKE) --no-print-directory test-mpi
-	@$(MAKE) --no-print-directory test-readable
+
+# --- the runner (tests/run_suites.sh): jobs side by side, NPROC at once, the slow ones first; a
+# line per job (its checks passed, a failure's lines) and a closing "N passed, N failed". Its
+# lines start with `+`: a job's own make (test-step, ...) shares this make's job slots.
+# $(call job,LABEL,COMMAND): one line of the list the runner reads
+job = echo '$(1) $(2)';
+# $(call suite_job,LABEL,BINARY,SUITE[,ENV]): one check suite of one test binary
+suite_job = $(call job,$(1)/$(3),$(TEST_ENV) $(4) CK_RUN_SUITE=$(3) ./$(2))
+# $(call run_jobs,LIST,NAME): runs them, logs in build/runs/NAME/
+run_jobs = { $(1) } | tests/run_suites.sh $(B)/runs/$(2) $(NPROC)
+SUB_MAKE = $(MAKE) -s --no-print-directory
+# the suites of a build tree, read when a recipe runs (after its suites.inc is made)
+suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
+# Where each suite runs. Numeric suites (ops, layers, gradients, fast == reference, the trainer's
+# arithmetic, checkpoints' tensors) run on both builds: float and double round differently. The
+# suites below test the program and its run machinery (the time budget, the corpus loader, the
+# Makefile's suite discovery, dynamics and trace logging, run directories, errors and signals
+# of the char_lm process): `make test` runs them once, on the float build (char_lm's own;
+# rundir's process cases are float-only), `make check` on double as well.
+ONCE_SUITES = budget corpus discovery dynamics errors rundir signals trace
+# the slow ones, slowest first (measured on 2 cores), so that the short ones fill the gaps
+SLOW_SUITES = budget rundir corpus errors safetensors signals trace dynamics char_lm grad_accum \
+              fast_ref_products fast_ref_rows rmsnorm
+slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
+
+# `make test`: every suite (numeric ones on both builds, the program's once), lesson 13's step,
+# the installed library and the lessons' exercises, MPI, the reader's promises. About 3 minutes
+# from a fresh clone on 2 cores; the rest of the matrix is `make check`.
+TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step \
+            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi)
+TEST_JOBS = $(if $(HAVE_MPI),$(call job,mpi,$(SUB_MAKE) test-mpi)) \
+            $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
+              $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
+            $(call job,step,$(SUB_MAKE) test-step) $(call job,install,$(SUB_MAKE) test-install) \
+            $(call job,readable,$(SUB_MAKE) test-readable)
+# the last `make test` that passed, for `make check`: newer than every binary and tracked file
+TEST_STAMP = $(B)/runs/test.passed
+TRACKED := $(wildcard $(shell git ls-files 2>/dev/null))
+test: deps                                        ## every suite (numeric ones on float and double), step, install, MPI: ~3 min
+	@$(MAKE) --no-print-directory test-jobs
+.PHONY: test-jobs
+test-jobs: $(TEST_BINS)
+	+@$(call run_jobs,$(TEST_JOBS),test)
+	@touch $(TEST_STAMP)
+$(TEST_STAMP): $(TEST_BINS) $(TRACKED)
+	@echo "$@: out of date (make test writes it)"; exit 1
+
+# `make test-op OP=gelu`, after editing one op: rebuilds the test binaries (the op's object and
+# two links), runs the op's suite (CK_RUN_SUITE=gelu) on double and float, and the test cases
+# elsewhere tagged with its name (tcase_set_tags(tc, "gelu"): the layers built on it), if any.
+# A failing gradient check prints its line: the op, the worst element, the relative error.
+# A name that is no suite stops make at once, in one line (read from the test files themselves).
+ifneq ($(filter test-op,$(MAKECMDGOALS)),)
+OP_SUITES := $(shell sed -n 's/^Suite \*\([a-z0-9_]*\)_suite(void)$$/\1/p' $(TEST_SRC))
+ifneq ($(words $(OP)),1)
+$(error test-op: name one op, e.g. make test-op OP=gelu)
+else ifeq ($(filter $(OP),$(OP_SUITES)),)
+$(error test-op: no suite named '$(OP)'; the suites: $(OP_SUITES))
+endif
+endif
+.PHONY: test-op
+test-op:                                          ## OP=gelu: one op's suite on double and float, with the tests tagged with it: ~15 s
+	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32
+	+@$(call run_jobs,$(foreach b,f64 f32,$(call suite_job,$(b),$(B)/test_$(b),$(OP)) \
+	  $(call job,?$(b)/tagged:$(OP),$(TEST_ENV) CK_INCLUDE_TAGS=$(OP) ./$(B)/test_$(b))),op)
+
+# `make check`: the full matrix, what .ci/run runs after `make test`: make test's jobs (again
+# only when something changed since it passed), the program's suites on double too, the whole
+# suite on the REFERENCE=1 library, the sanitizers, valgrind, the fuzzers, and any portability
+# stage. All is built first, in one parallel make (each tree its own), then run side by side.
+CHECK_BUILDS = ref-build asan-build vg-build fuzz-build
+# >>> issue 32 item 4: the clang and arm64 stages (make check-clang, make check-arm64) go here,
+# each as a job: $(call job,clang,$(SUB_MAKE) check-clang) $(call job,arm64,$(SUB_MAKE) check-arm64)
+CHECK_PORTABLE_JOBS =
+# <<<
+CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) \
+             $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
+             $(ASAN_JOBS) $(REF_JOBS)
+check: deps                                       ## the full matrix: every suite on both builds, REFERENCE=1, ASan, valgrind, fuzz
+	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz   # apt-get, one at a time
+	@$(MAKE) --no-print-directory check-jobs
+.PHONY: check-jobs $(CHECK_BUILDS)
+check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
+	+@if $(MAKE) -q $(TEST_STAMP) 2>/dev/null; then \
+	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; \
+	  $(call run_jobs,$(CHECK_JOBS),check); \
+	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check) && touch $(TEST_STAMP); fi
 
 # what a reader is promised (issue 17): no function over 60 lines, and docs/reading-order.md's
 # path (en and zh) true of the tree, line count by line count, and 2,000 lines or fewer
@@ -134,13 +226,16 @@ test-readable:                                    ## functions of 60 lines or fe
 	python3 tools/reading_path.py --check --quiet --max 2000
 
 # the same suite on the library built with the reference kernels only (its own char_lm too:
-# the program tests run the binary they find in CHAR_LM)
+# the program tests run the binary they find in CHAR_LM), in build/ref
+REF = $(B)/ref
+REF_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(REF))),$(foreach b,f32 f64,\
+             $(call suite_job,ref-$(b),$(REF)/test_$(b),$(s),CHAR_LM=./$(REF)/char_lm))) \
+           $(call job,ref-step,$(SUB_MAKE) REFERENCE=1 B=$(REF) test-step)
+ref-build:
+	@$(MAKE) --no-print-directory REFERENCE=1 B=$(REF) $(REF)/test_f64 $(REF)/test_f32 $(REF)/char_lm $(REF)/one_step
 .PHONY: test-reference
-test-reference:                                   ## the whole suite on the REFERENCE=1 library
-	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref $(B)/ref/test_f64 $(B)/ref/test_f32 $(B)/ref/char_lm
-	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f64
-	$(TEST_ENV) CHAR_LM=./$(B)/ref/char_lm ./$(B)/ref/test_f32
-	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref test-step
+test-reference: ref-build                         ## the whole suite on the REFERENCE=1 library (part of make check)
+	+@$(call run_jobs,$(REF_JOBS),ref)
 
 # lesson 13's program (examples/one_step) against char_lm's own next step: a run to iteration 12
 # (dropout on, the clip active, the learning rate in its cosine), a copy of it resumed for one
@@ -150,8 +245,7 @@ test-reference:                                   ## the whole suite on the REFE
 STEP_DIR = $(B)/test_step
 STEP_RUN = $(TEST_ENV) ./$(B)/char_lm train --shards 1 --data $(STEP_DIR)/text.txt
 .PHONY: test-step
-test-step:                                        ## examples/one_step replays char_lm's next step exactly
-	@$(MAKE) --no-print-directory $(B)/char_lm $(B)/one_step
+test-step: $(B)/char_lm $(B)/one_step             ## examples/one_step replays char_lm's next step exactly
 	rm -rf $(STEP_DIR) && mkdir -p $(STEP_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(STEP_DIR)/text.txt
 	$(STEP_RUN) --out $(STEP_DIR)/a --config tiny --max-iters 12 --warmup-iters 5 --lr-decay-iters 100 \
@@ -166,7 +260,7 @@ test-step:                                        ## examples/one_step replays c
 # double one (attograd-f64). Any failing fails the target. (The lessons' solutions: test-lessons.)
 OOT = $(abspath $(B)/out_of_tree)
 .PHONY: test-install
-test-install:                                     ## install into build/out_of_tree, build and run examples/out_of_tree there
+test-install: $(LIB32) $(LIB64)                   ## install into build/out_of_tree, build and run examples/out_of_tree there
 	rm -rf $(OOT) && mkdir -p $(OOT)/example
 	@$(MAKE) --no-print-directory install PREFIX=$(OOT)/prefix DESTDIR=
 	cp examples/out_of_tree/Makefile examples/out_of_tree/*.c $(OOT)/example/
@@ -320,20 +414,31 @@ bench: deps                                       ## tokens/s, GFLOP/s, time per
 	./$(B)/bench $(BENCH_ARGS)
 
 # --- sanitizers: the whole suite under ASan + UBSan, one malloc per arena block so ASan sees
-# overflows a bump allocator would hide, all tests in one process so LeakSanitizer reports once
-asan: deps                                        ## run the test suite under ASan and UBSan
-	@$(MAKE) --no-print-directory B=$(B)/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(B)/asan/test_f64 $(B)/asan/test_f32 $(B)/asan/char_lm
-	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(B)/asan/char_lm ./$(B)/asan/test_f64
-	$(TEST_ENV) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(B)/asan/char_lm ./$(B)/asan/test_f32
+# overflows a bump allocator would hide, each suite in one process (CK_FORK=no) so
+# LeakSanitizer reports once per suite, the suites side by side
+ASAN = $(B)/asan
+ASAN_ENV = CK_FORK=no ASAN_OPTIONS=detect_leaks=1 CHAR_LM=./$(ASAN)/char_lm
+ASAN_SUITE_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(ASAN))),$(foreach b,f64 f32,\
+                    $(call suite_job,asan-$(b),$(ASAN)/test_$(b),$(s),$(ASAN_ENV))))
+ASAN_JOBS = $(ASAN_SUITE_JOBS) $(call job,asan-char_lm,$(SUB_MAKE) check-asan-runs)
+asan-build:
+	@$(MAKE) --no-print-directory B=$(ASAN) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(ASAN)/test_f64 $(ASAN)/test_f32 $(ASAN)/char_lm
+asan: deps                                        ## the test suite under ASan and UBSan (part of make check)
+	@$(MAKE) --no-print-directory asan-build
+	+@$(call run_jobs,$(ASAN_SUITE_JOBS),asan)
 
-# --- issue 5, the robustness proofs that .ci/run runs after `make test` ---
+# --- issue 5, the robustness proofs in make check ---
 # check-asan: the suite above (the error table and the signal tests run the ASan build of
 # char_lm), then a short train, resume, sample and eval of that build on real text.
 SAN_DIR = $(B)/check-asan
-SAN_RUN = ASAN_OPTIONS=detect_leaks=1 OPENBLAS_NUM_THREADS=1 ./$(B)/asan/char_lm
-.PHONY: check-asan check-valgrind deps-valgrind fuzz deps-fuzz
-check-asan: asan                                  ## asan, plus char_lm train/resume/sample/eval under ASan
+SAN_RUN = ASAN_OPTIONS=detect_leaks=1 OPENBLAS_NUM_THREADS=1 ./$(ASAN)/char_lm
+.PHONY: asan-build check-asan check-asan-runs check-valgrind check-valgrind-runs vg-build deps-valgrind
+.PHONY: fuzz fuzz-build fuzz-runs deps-fuzz
+check-asan: deps                                  ## asan, plus char_lm train/resume/sample/eval under ASan (part of make check)
+	@$(MAKE) --no-print-directory asan-build
+	+@$(call run_jobs,$(ASAN_JOBS),asan)
+check-asan-runs:
 	rm -rf $(SAN_DIR) && mkdir -p $(SAN_DIR)
 	head -c 50000 data/tinyshakespeare.txt > $(SAN_DIR)/train.txt
 	head -c 3000 data/tinyshakespeare.txt > $(SAN_DIR)/eval.txt
@@ -344,7 +449,7 @@ check-asan: asan                                  ## asan, plus char_lm train/re
 
 # check-valgrind: no leaked block (definite or indirect; libgomp's thread stacks stay reachable)
 # after a short training run, a resume, a sample, an eval and every error path of
-# tests/test_errors.c. Its own -O2 build: valgrind cannot run code built for AVX-512.
+# tests/test_errors.c (two jobs). Its own -O2 build: valgrind cannot run code built for AVX-512.
 VALGRIND = valgrind -q --vgdb=no --leak-check=full --show-leak-kinds=definite,indirect \
            --errors-for-leak-kinds=definite,indirect --error-exitcode=9
 VG_DIR = $(B)/check-valgrind
@@ -355,11 +460,17 @@ VG_ENV = OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
 VG_RUN = $(VG_ENV) $(VALGRIND) ./$(B)/vg/char_lm
 # the tiny preset, smaller: valgrind runs it about 50 times slower than native
 VG_MODEL = --config tiny --n-layer 2 --n-embd 32 --block-size 16 --batch-size 4 --eval-iters 1
+VG_JOBS = $(call suite_job,vg-f32,$(B)/test_f32,errors,$(VG_ENV) CHAR_LM=./$(B)/vg/char_lm CHAR_LM_WRAP="$(VALGRIND)") \
+          $(call job,vg-char_lm,$(SUB_MAKE) check-valgrind-runs)
+vg-build: $(B)/test_f32
+	@$(MAKE) --no-print-directory B=$(B)/vg CFLAGS="-O2 -g" $(B)/vg/char_lm
 deps-valgrind:                                    ## install valgrind if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS=valgrind
-check-valgrind: deps deps-valgrind               ## valgrind: no leaks in train/resume/sample/eval and every error path
-	@$(MAKE) --no-print-directory B=$(B)/vg CFLAGS="-O2 -g" $(B)/vg/char_lm
-	@$(MAKE) --no-print-directory $(B)/test_f32
+check-valgrind: deps                              ## valgrind: no leaks in train/resume/sample/eval and every error path (part of make check)
+	@$(MAKE) --no-print-directory deps-valgrind
+	@$(MAKE) --no-print-directory vg-build
+	+@$(call run_jobs,$(VG_JOBS),valgrind)
+check-valgrind-runs:
 	rm -rf $(VG_DIR) && mkdir -p $(VG_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(VG_DIR)/train.txt
 	head -c 1000 data/tinyshakespeare.txt > $(VG_DIR)/eval.txt
@@ -367,11 +478,11 @@ check-valgrind: deps deps-valgrind               ## valgrind: no leaks in train/
 	$(VG_RUN) train --data $(VG_DIR)/train.txt --out $(VG_DIR)/run --resume --max-iters 7
 	$(VG_RUN) sample --ckpt $(VG_DIR)/run --prompt "ROMEO:" --max-new-tokens 40 --top-k 5
 	$(VG_RUN) eval --ckpt $(VG_DIR)/run --data $(VG_DIR)/eval.txt
-	$(TEST_ENV) $(VG_ENV) CK_RUN_SUITE=errors CHAR_LM=./$(B)/vg/char_lm CHAR_LM_WRAP="$(VALGRIND)" ./$(B)/test_f32
 
-# fuzz: libFuzzer (clang) on the checkpoint loader and the corpus reader, each for FUZZ_SECONDS,
-# starting from the seeds in fuzz/seeds/<target>/ (new inputs go to build/fuzz/corpus/, a crash
-# to build/fuzz/crashes/<target>/, and fails the target). Replay one: build/fuzz/fuzz_<t> FILE
+# fuzz: libFuzzer (clang) on the checkpoint loader and the corpus reader, each for FUZZ_SECONDS
+# (side by side), starting from the seeds in fuzz/seeds/<target>/ (new inputs go to
+# build/fuzz/corpus/, a crash to build/fuzz/crashes/<target>/, and fails the target). Replay one:
+# build/fuzz/fuzz_<t> FILE
 FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_PKGS = clang-14 libclang-rt-14-dev
@@ -380,6 +491,7 @@ FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sani
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_TARGETS = safetensors corpus serve
+FUZZ_JOBS = $(foreach t,$(FUZZ_TARGETS),$(call job,fuzz-$(t),$(SUB_MAKE) fuzz-runs FUZZ_TARGETS=$(t) FUZZ_SECONDS=$(FUZZ_SECONDS)))
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
@@ -390,10 +502,14 @@ $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c s
 $(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Iexamples/char_lm -o $@ fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
+fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
-fuzz: deps deps-fuzz                              ## run each fuzzer for FUZZ_SECONDS (60)
-	@$(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+fuzz: deps                                        ## run each fuzzer for FUZZ_SECONDS (60), side by side (part of make check)
+	@$(MAKE) --no-print-directory deps-fuzz
+	@$(MAKE) --no-print-directory fuzz-build
+	+@$(call run_jobs,$(FUZZ_JOBS),fuzz)
+fuzz-runs: fuzz-build
 	@failed=; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(B)/fuzz/corpus/$$t $(B)/fuzz/crashes/$$t; \
 	  dict=; [ -f fuzz/$$t.dict ] && dict=-dict=fuzz/$$t.dict; \

@@ -158,13 +158,14 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # `make test`: every suite (numeric ones on both builds, the program's once), lesson 13's step,
 # the installed library and the lessons' exercises, MPI, the reader's promises. About 3 minutes
 # from a fresh clone on 2 cores; the rest of the matrix is `make check`.
-TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step \
+TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/bench \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi)
 TEST_JOBS = $(if $(HAVE_MPI),$(call job,mpi,$(SUB_MAKE) test-mpi)) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
             $(call job,step,$(SUB_MAKE) test-step) $(call job,install,$(SUB_MAKE) test-install) \
-            $(call job,readable,$(SUB_MAKE) test-readable)
+            $(call job,readable,$(SUB_MAKE) test-readable) $(call job,lessons,$(SUB_MAKE) test-lessons) \
+            $(call job,browser,$(SUB_MAKE) browser-run)
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file
 TEST_STAMP = $(B)/runs/test.passed
 TRACKED := $(wildcard $(shell git ls-files 2>/dev/null))
@@ -205,11 +206,12 @@ CHECK_BUILDS = ref-build asan-build vg-build fuzz-build
 # each as a job: $(call job,clang,$(SUB_MAKE) check-clang) $(call job,arm64,$(SUB_MAKE) check-arm64)
 CHECK_PORTABLE_JOBS =
 # <<<
-CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) \
+CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: every suite on both builds, REFERENCE=1, ASan, valgrind, fuzz
-	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz   # apt-get, one at a time
+	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz && \
+	  $(MAKE) --no-print-directory deps-browser   # apt-get, one at a time
 	@$(MAKE) --no-print-directory check-jobs
 .PHONY: check-jobs $(CHECK_BUILDS)
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
@@ -367,7 +369,10 @@ BROWSER_SHOTS ?= $(B)/browser
 deps-browser:                                     ## install chromium, chromium-driver, python3-selenium if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BROWSER_PKGS)"
 check-browser: deps deps-browser                 ## serve's page in headless chromium; screenshots in build/browser
-	@$(MAKE) --no-print-directory $(B)/char_lm
+	@$(MAKE) --no-print-directory browser-run
+# browser-run: the test alone, with what is installed (make test's job: SKIPPED without chromium)
+.PHONY: browser-run
+browser-run: $(B)/char_lm
 	@rc=0; /usr/bin/python3 tests/browser/test_serve_page.py --char-lm ./$(B)/char_lm --shots $(BROWSER_SHOTS) || rc=$$?; \
 	if [ $$rc = 77 ]; then echo "check-browser: SKIPPED (no chromium: the page was NOT tested in a browser)"; \
 	elif [ $$rc != 0 ]; then echo "check-browser: FAILED"; exit 1; \

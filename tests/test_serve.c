@@ -269,7 +269,7 @@ END_TEST
 /* The weights of layer l that `char_lm attn` writes (attn.dat: one T x T block per head). */
 static ag_real *cli_attention(int l, int T, int H)
 {
-    char layer[8];
+    char layer[16];   /* any int */
     snprintf(layer, sizeof layer, "%d", l);
     proc_result r;
     proc_opts quick = { .no_wrap = true };

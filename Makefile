@@ -21,8 +21,10 @@ PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
-# libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h)
-MVEC       = $(if $(filter x86_64,$(shell uname -m)),-lmvec)
+# libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h), on
+# x86-64 glibc only: the machine the compiler builds for, not the one it runs on (build/arm64)
+TARGET    := $(shell $(CC) -dumpmachine 2>/dev/null)
+MVEC       = $(if $(filter x86_64-linux-gnu x86_64-%-linux-gnu,$(TARGET)),-lmvec)
 LIBS       = $(OMP) $(PKG_LIBS) $(MVEC) -lm
 
 # REFERENCE=1: the library with the reference kernels only (ops/<op>.c), without src/tensor/fast/,
@@ -61,8 +63,11 @@ help:                                             ## this list
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'
 
 # --- dependencies: install what is missing (as root), or print the exact command ---
+# (a package installed for two architectures, as make deps-arm64 does, needs its own
+# architecture named: plain `dpkg -s libopenblas-dev` is then ambiguous and fails)
 deps:                                             ## install missing Debian packages
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; arch=$$(dpkg --print-architecture 2>/dev/null); for p in $(DEPS_PKGS); do \
+	  { dpkg -s $$p || dpkg -s $$p:$$arch; } >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \

@@ -13,7 +13,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <time.h>
 #include "dist.h"
 #include "../tensor/debug.h"   /* ag_now_s */
@@ -70,7 +72,9 @@ ag_status ag_dist_init(ag_dist **out, ag_error *err)
     MPI_Comm_rank(d->comm, &d->rank);
     MPI_Comm_size(d->comm, &d->size);
     d->voice = -1;
+#ifdef __linux__
     prctl(PR_SET_TIMERSLACK, 1000UL);   /* naps of 20 us last 21, not Linux's default 20 + 50 */
+#endif
     *out = d;
     return AG_OK;
 }

@@ -399,9 +399,16 @@ ARM64_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rm
                optim fast_ref fast_ref_rows fast_ref_products fast_targets fused parallel
 # the tests start char_lm through CHAR_LM_WRAP (no binfmt_misc needed)
 ARM64_ENV = $(TEST_ENV) CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
+# char_lm's run: check-valgrind's VG_MODEL (the tiny preset made smaller)
 ARM64_RUN = $(TEST_ENV) $(QEMU_ARM64) ./$(ARM64_B)/char_lm
 ARM64_DIR = $(ARM64_B)/run
-# (the model: check-valgrind's VG_MODEL, the tiny preset made smaller)
+# one target per build and suite, arm64-suite-f64.gradcheck ...: side by side under make -j
+# (one alone, once check-arm64 has built: make arm64-suite-f32.fused)
+ARM64_RUNS = $(foreach p,f64 f32,$(ARM64_SUITES:%=arm64-suite-$(p).%))
+arm64-suite-%:
+	@echo "check-arm64: test_$(basename $*) $(subst .,,$(suffix $*))"
+	@$(ARM64_ENV) CK_RUN_SUITE=$(subst .,,$(suffix $*)) $(QEMU_ARM64) ./$(ARM64_B)/test_$(basename $*) || { \
+	  echo "check-arm64: FAILED: suite $(subst .,,$(suffix $*)) of test_$(basename $*) (alone: make $@)"; exit 1; }
 deps-arm64:                                       ## gcc-aarch64-linux-gnu, qemu-user and the arm64 packages (dpkg multiarch)
 	@dpkg --print-foreign-architectures | grep -qx arm64 || \
 	  if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64; \
@@ -410,10 +417,7 @@ deps-arm64:                                       ## gcc-aarch64-linux-gnu, qemu
 check-arm64: deps-arm64                           ## arm64 build in build/arm64 (-Werror), ARM64_SUITES and char_lm under qemu
 	@$(ARM64_PKG_CONFIG) $(MAKE) --no-print-directory CC=$(ARM64_CC) B=$(ARM64_B) WARN="$(WARN) -Werror" \
 	  $(ARM64_B)/test_f64 $(ARM64_B)/test_f32 $(ARM64_B)/char_lm $(ARM64_B)/bench $(ARM64_B)/one_step $(ARM64_B)/attention_demo
-	@for p in f64 f32; do for s in $(ARM64_SUITES); do \
-	  echo "check-arm64: $$p $$s"; $(ARM64_ENV) CK_RUN_SUITE=$$s $(QEMU_ARM64) ./$(ARM64_B)/test_$$p \
-	    || { echo "check-arm64: FAILED: suite $$s of test_$$p (rerun: make check-arm64 ARM64_SUITES=$$s)"; exit 1; }; \
-	done; done
+	@$(MAKE) --no-print-directory -O $(ARM64_RUNS)
 	rm -rf $(ARM64_DIR) && mkdir -p $(ARM64_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(ARM64_DIR)/text.txt
 	$(ARM64_RUN) train --data $(ARM64_DIR)/text.txt --out $(ARM64_DIR)/run $(VG_MODEL) --max-iters 20 --eval-interval 10

@@ -21,9 +21,15 @@ PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
-# libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h)
-MVEC       = $(if $(filter x86_64,$(shell uname -m)),-lmvec)
+# libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h), on
+# x86-64 glibc only: the machine the compiler builds for, not the one it runs on (build/arm64)
+TARGET    := $(shell $(CC) -dumpmachine 2>/dev/null)
+MVEC       = $(if $(filter x86_64-linux-gnu x86_64-%-linux-gnu,$(TARGET)),-lmvec)
 LIBS       = $(OMP) $(PKG_LIBS) $(MVEC) -lm
+# GCC 12 for arm64 crashes (an internal compiler error in vect_transform_reduction) at -O3 on a
+# loop such as `for (...) worst = fmax(worst, fabs(x[i]))` with float x: as plain calls, fmax and
+# fmin are not vectorized there. The library has none; tests and examples do.
+ALL_CFLAGS += $(if $(filter aarch64-%,$(TARGET)),-fno-builtin-fmax -fno-builtin-fmin)
 
 # REFERENCE=1: the library with the reference kernels only (ops/<op>.c), without src/tensor/fast/,
 # built under build/ref (src/tensor/kernel.h explains the two paths)
@@ -76,7 +82,8 @@ help:                                             ## this list
 # (installed for this machine's architecture: with arm64 packages beside, `dpkg -s check` is
 # "ambiguous" and every package looked missing, so each `make test` ran apt-get)
 deps:                                             ## install missing Debian packages
-	@arch=$$(dpkg --print-architecture); missing=""; for p in $(DEPS_PKGS); do \
+	@command -v dpkg >/dev/null || { echo "deps: no dpkg here (not Debian/Ubuntu): install the packages yourself (README: macOS)"; exit 0; }; \
+	arch=$$(dpkg --print-architecture); missing=""; for p in $(DEPS_PKGS); do \
 	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$arch|all)$$" || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
@@ -202,16 +209,14 @@ test-op:                                          ## OP=gelu: one op's suite on 
 # suite on the REFERENCE=1 library, the sanitizers, valgrind, the fuzzers, and any portability
 # stage. All is built first, in one parallel make (each tree its own), then run side by side.
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build
-# >>> issue 32 item 4: the clang and arm64 stages (make check-clang, make check-arm64) go here,
-# each as a job: $(call job,clang,$(SUB_MAKE) check-clang) $(call job,arm64,$(SUB_MAKE) check-arm64)
-CHECK_PORTABLE_JOBS =
-# <<<
+# the portability stages (issue 32): the clang build's suites, the arm64 build under qemu
+CHECK_PORTABLE_JOBS = $(call job,clang,$(SUB_MAKE) check-clang) $(call job,arm64,$(SUB_MAKE) check-arm64)
 CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: every suite on both builds, REFERENCE=1, ASan, valgrind, fuzz
 	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz && \
-	  $(MAKE) --no-print-directory deps-browser   # apt-get, one at a time
+	  $(MAKE) --no-print-directory deps-browser && $(MAKE) --no-print-directory deps-arm64   # apt-get, one at a time
 	@$(MAKE) --no-print-directory check-jobs
 .PHONY: check-jobs $(CHECK_BUILDS)
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
@@ -532,3 +537,59 @@ fuzz-runs: fuzz-build
 
 clean:                                            ## remove build/
 	rm -rf $(B)
+
+# --- portability: clang and arm64 (issue 32) ---
+# check-clang: the library, char_lm and both suites built by clang (Debian's clang 14: LLVM's
+# libomp, scalar expf since clang ignores the libmvec declaration in fast.h) into build/clang,
+# every warning an error, and the f64 and f32 suites run there.
+CLANG ?= clang
+.PHONY: check-clang deps-arm64 check-arm64
+check-clang: deps                                 ## clang build in build/clang (-Werror), the f64 and f32 suites
+	@$(MAKE) --no-print-directory CC=$(CLANG) B=$(B)/clang WARN="$(WARN) -Werror" \
+	  $(B)/clang/test_f64 $(B)/clang/test_f32 $(B)/clang/char_lm $(B)/clang/bench $(B)/clang/one_step $(B)/clang/attention_demo
+	$(TEST_ENV) CHAR_LM=./$(B)/clang/char_lm ./$(B)/clang/test_f64
+	$(TEST_ENV) CHAR_LM=./$(B)/clang/char_lm ./$(B)/clang/test_f32
+
+# check-arm64: cross-compiled by Debian's gcc-aarch64-linux-gnu against the arm64 packages of the
+# dependencies (dpkg multiarch), run under qemu-user: no AVX2/AVX-512 targets and no libmvec
+# there (fast.h), so the fast kernels' plain loops and scalar expf are what run. Emulation is
+# ~10-50x slower, so not every suite runs: ARM64_SUITES, every op's gradient check and
+# fast == reference (add a suite here when it checks an op), in f64 and f32, then a short
+# char_lm train -> resume -> sample. The program-level suites (errors, signals, rundir, ...)
+# test Linux, which x86 already covers.
+ARM64_CC  = aarch64-linux-gnu-gcc
+ARM64_B   = $(B)/arm64
+ARM64_PKGS = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libopenblas-dev:arm64 check:arm64 \
+             libjansson-dev:arm64 libmicrohttpd-dev:arm64
+# pkg-config reads the arm64 .pc files (Debian's multiarch layout)
+ARM64_PKG_CONFIG = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+QEMU_ARM64 = qemu-aarch64
+ARM64_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rmsnorm swiglu nn gpt padding \
+               optim softmax fast_ref_rows fast_ref_products fast_targets fused parallel
+# the tests start char_lm through CHAR_LM_WRAP (no binfmt_misc needed)
+ARM64_ENV = $(TEST_ENV) CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
+# char_lm's run: check-valgrind's VG_MODEL (the tiny preset made smaller)
+ARM64_RUN = $(TEST_ENV) $(QEMU_ARM64) ./$(ARM64_B)/char_lm
+ARM64_DIR = $(ARM64_B)/run
+# one target per build and suite, arm64-suite-f64.gradcheck ...: side by side under make -j
+# (one alone, once check-arm64 has built: make arm64-suite-f32.fused)
+ARM64_RUNS = $(foreach p,f64 f32,$(ARM64_SUITES:%=arm64-suite-$(p).%))
+arm64-suite-%:
+	@echo "check-arm64: test_$(basename $*) $(subst .,,$(suffix $*))"
+	@$(ARM64_ENV) CK_RUN_SUITE=$(subst .,,$(suffix $*)) $(QEMU_ARM64) ./$(ARM64_B)/test_$(basename $*) || { \
+	  echo "check-arm64: FAILED: suite $(subst .,,$(suffix $*)) of test_$(basename $*) (alone: make $@)"; exit 1; }
+deps-arm64:                                       ## gcc-aarch64-linux-gnu, qemu-user and the arm64 packages (dpkg multiarch)
+	@dpkg --print-foreign-architectures | grep -qx arm64 || \
+	  if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64; \
+	  else echo "deps-arm64: run as root: dpkg --add-architecture arm64 && make deps-arm64"; exit 1; fi
+	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(ARM64_PKGS)"
+check-arm64: deps-arm64                           ## arm64 build in build/arm64 (-Werror), ARM64_SUITES and char_lm under qemu
+	@$(ARM64_PKG_CONFIG) $(MAKE) --no-print-directory CC=$(ARM64_CC) B=$(ARM64_B) WARN="$(WARN) -Werror" \
+	  $(ARM64_B)/test_f64 $(ARM64_B)/test_f32 $(ARM64_B)/char_lm $(ARM64_B)/bench $(ARM64_B)/one_step $(ARM64_B)/attention_demo
+	@$(MAKE) --no-print-directory -O $(ARM64_RUNS)
+	rm -rf $(ARM64_DIR) && mkdir -p $(ARM64_DIR)
+	head -c 20000 data/tinyshakespeare.txt > $(ARM64_DIR)/text.txt
+	$(ARM64_RUN) train --data $(ARM64_DIR)/text.txt --out $(ARM64_DIR)/run $(VG_MODEL) --max-iters 20 --eval-interval 10
+	$(ARM64_RUN) train --data $(ARM64_DIR)/text.txt --out $(ARM64_DIR)/run --resume --max-iters 24
+	$(ARM64_RUN) sample --ckpt $(ARM64_DIR)/run --prompt "ROMEO:" --max-new-tokens 80 --top-k 5 > $(ARM64_DIR)/sample.txt
+	@grep -q '^ROMEO:' $(ARM64_DIR)/sample.txt && cat $(ARM64_DIR)/sample.txt && echo

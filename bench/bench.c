@@ -465,10 +465,13 @@ static void print_json(const bench_report *r, const bench_config *bc, int thread
 static void print_blas_kernels(void)
 {
     const char *core = openblas_get_corename();
+#if defined(__x86_64__) || defined(__i386__)   /* __builtin_cpu_supports knows x86 features only */
+    bool prescott_on_avx2 = strcmp(core, "Prescott") == 0 && __builtin_cpu_supports("avx2");
+#else
+    bool prescott_on_avx2 = false;
+#endif
     printf("  OpenBLAS kernels: %s%s\n", core,
-           strcmp(core, "Prescott") == 0 && __builtin_cpu_supports("avx2")
-               ? " on a CPU with AVX2: try OPENBLAS_CORETYPE=Haswell (or SkylakeX with AVX-512)"
-               : "");
+           prescott_on_avx2 ? " on a CPU with AVX2: try OPENBLAS_CORETYPE=Haswell (or SkylakeX with AVX-512)" : "");
 }
 
 static void print_text(const bench_report *r, const bench_config *bc, int threads)
@@ -520,9 +523,13 @@ static int run_config(const bench_config *bc, const ag_corpus *data, int steps, 
  * speed within 2% here. So re-run ourselves once with it, unless the user chose a policy. */
 static void bounded_omp_spin(char **argv)
 {
+#ifdef __linux__   /* /proc/self/exe; GOMP_SPINCOUNT is GCC's libgomp's anyway */
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     setenv("GOMP_SPINCOUNT", "10000", 1);
     execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
+#else
+    (void)argv;
+#endif
 }
 
 /* --config all: each configuration in a process of its own (this program again, with --config
@@ -547,7 +554,11 @@ static int run_each_config_alone(int argc, char **argv)
         pid_t pid = fork();
         if (pid < 0) { rc = 1; break; }
         if (pid == 0) {
+#ifdef __linux__
             execv("/proc/self/exe", args);
+#else
+            execv(argv[0], args);   /* no /proc: the path it was started by */
+#endif
             _exit(127);
         }
         int status;

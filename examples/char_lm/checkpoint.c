@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/random.h>   /* getentropy: glibc, macOS and the BSDs (getrandom is Linux's alone) */
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,7 +48,7 @@ static ag_status path_of(char *buf, const char *dir, const char *name, ag_error 
 uint64_t lm_new_run_id(void)
 {
     uint64_t id = 0;
-    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {   /* no entropy source: time and pid */
+    if (getentropy(&id, sizeof id) != 0) {   /* no entropy source: time and pid */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         id = ag_splitmix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40);

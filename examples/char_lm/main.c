@@ -84,12 +84,16 @@ static void set_threads(int threads)
  * --map-by ppr:1:node:PE=T or --bind-to none (docs/distributed.md). Rank 0 says so. */
 static void warn_bound(const ag_dist *d, int threads)
 {
+#ifndef __linux__   /* sched_getaffinity is Linux's (none on macOS): no warning there */
+    (void)d, (void)threads;
+#else
     cpu_set_t set;
     if (ag_dist_rank(d) != 0 || (ag_dist_size(d) == 1 && !getenv("OMPI_COMM_WORLD_SIZE"))) return;
     if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) >= threads) return;
     fprintf(stderr, "char_lm: warning: --threads %d, but mpirun bound this rank to %d core%s: give each rank its "
             "cores (mpirun --map-by ppr:1:node:PE=%d, or --bind-to none)\n", threads, CPU_COUNT(&set),
             CPU_COUNT(&set) == 1 ? "" : "s", threads);
+#endif
 }
 
 /* The exit code of a run that signal sig stopped (train: after its checkpoint): 128 + sig, as

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
+#ifdef __linux__
+#include <sys/sysmacros.h>   /* major, minor (in sys/types.h on macOS and the BSDs) */
+#endif
 #include <time.h>
 #include <unistd.h>
 #include "checkpoint.h"

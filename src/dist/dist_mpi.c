@@ -13,7 +13,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <time.h>
 #include "dist.h"
 #include "../tensor/debug.h"   /* ag_now_s */
@@ -87,7 +89,9 @@ ag_status ag_dist_init(ag_dist **out, double timeout, ag_error *err)
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
     ag_dist_set_timeout(d, timeout);
     d->voice = -1;
+#ifdef __linux__
     prctl(PR_SET_TIMERSLACK, 1000UL);   /* naps of 20 us last 21, not Linux's default 20 + 50 */
+#endif
     MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     ag_status s = AG_OK;
     if ((rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &q[0])) != MPI_SUCCESS ||

@@ -34,8 +34,9 @@ static inline void ag__share(size_t n, int part, int n_parts, size_t *i0, size_t
  * the function as expf, so it is told what expf is, or it reloads around every call (GELU's
  * forward: 1.7% more instructions): const (its result depends on x alone; we never read the
  * errno it may set), nothrow and leaf (as glibc declares it).
- * AG_NO_LIBMVEC turns it off for other C libraries. */
-#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(AG_NO_LIBMVEC)
+ * AG_NO_LIBMVEC turns it off for other C libraries. Clang ignores the simd attribute (and
+ * would warn), arm64 has no such libmvec here: both call plain AG_EXP, scalar. */
+#if !defined(AG_DOUBLE) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__) && !defined(AG_NO_LIBMVEC)
 float ag__simd_expf(float) __asm__("expf") __attribute__((__simd__("notinbranch"), const, nothrow, leaf));
 static inline ag_real ag__exp(ag_real x) { return ag__simd_expf(x); }
 #else

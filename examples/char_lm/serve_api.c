@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "attn.h"
 #include "rundir.h"
+#include "attn_heads.h"
 #include "serve.h"
 
 /* Compact, one line, reals with 6 significant digits (attn's .dat has 6 decimals). */
@@ -77,28 +78,13 @@ char *lm_api_token(const lm_model *m, int id, const ag_real *logits, const lm_re
 
 // --- attention ---
 
-/* A name for what a head does, from the mean weight its rows (t >= 1) put on the key itself,
- * the one before, and the first; "broad" when it spreads nearly evenly (entropy near ln(t+1)). */
+/* A name for what a head does: the one `char_lm attn` prints (attn_heads.h), so the page and
+ * the command never disagree. */
 static const char *pattern(const ag_real *a, int T)
 {
-    if (T < 2) return "self";
-    double self = 0, prev = 0, first = 0, spread = 0;
-    for (int t = 1; t < T; t++) {
-        const ag_real *row = a + (size_t)t * T;   // [T] query t
-        self += (double)row[t];
-        prev += (double)row[t - 1];
-        first += (double)row[0];
-        double e = 0;
-        for (int j = 0; j <= t; j++)
-            if (row[j] > 0) e -= (double)row[j] * log((double)row[j]);
-        spread += e / log(t + 1.0);
-    }
-    double rows = T - 1;
-    if (prev / rows > 0.5) return "previous token";
-    if (self / rows > 0.5) return "self";
-    if (first / rows > 0.5 && T > 2) return "first token";
-    if (spread / rows > 0.85) return "broad";
-    return "mixed";
+    lm_attn_head head;
+    lm_attn_head_summary(a, T, &head);
+    return head.pattern;
 }
 
 /* One head: its weights [T,T] as rows 0..t (the masked future left out), entropy, peak, name. */

@@ -14,7 +14,8 @@ const WORDS = {
     layer: 'Layer', head: 'head', entropy: 'entropy', iteration: 'iteration', training: 'training now',
     idle: 'not training', generating: 'generating…', done: 'done', chars: 'characters', no_dynamics:
     'no dynamics.csv: train with --log-dynamics to see these', rows: 'rows', drawn: 'drawn',
-    'previous token': 'previous token', self: 'self', 'first token': 'first token', broad: 'broad', mixed: 'mixed',
+    'previous character': 'previous character', 'self (diagonal)': 'self (diagonal)',
+    'first position (sink)': 'first position (sink)', uniform: 'uniform', mixed: 'mixed',
   },
   zh: {
     tab_sample: '采样', tab_attention: '注意力', tab_training: '训练', prompt: '提示',
@@ -27,7 +28,8 @@ const WORDS = {
     layer: '第几层', head: '头', entropy: '熵', iteration: '迭代', training: '正在训练',
     idle: '未在训练', generating: '生成中…', done: '完成', chars: '个字符', no_dynamics:
     '没有 dynamics.csv：训练时加 --log-dynamics 才能看到', rows: '行', drawn: '抽中',
-    'previous token': '前一个字符', self: '自身', 'first token': '第一个字符', broad: '分散', mixed: '混合',
+    'previous character': '前一个字符', 'self (diagonal)': '自身（对角线）',
+    'first position (sink)': '第一个位置（汇点）', uniform: '均匀', mixed: '混合',
   },
 };
 let lang = localStorage.getItem('lang') || (navigator.language.startsWith('zh') ? 'zh' : 'en');

@@ -394,13 +394,13 @@ START_TEST(test_resume_continues_the_schedule)
     const char *run = proc_path(dir, "cut");
     lm_config c = budgeted(BUDGET_S);
     c.model.dropout = 0.1;   /* the dropout masks continue too */
-    hook_state h = {.from_iter = c.warmup_iters + 2};   /* the count is fixed by then */
+    /* on the simulated clock (10 ms a step, about 290 steps in the budget), stopped once the count is
+     * fixed: on the wall clock a slow machine (ASan beside other jobs) could fit fewer steps than that */
+    hook_state h = {.step_s = 0.01, .stop_iter = c.warmup_iters + 2};
     lm_train_opts o = opts(run, c);
+    simulate(&o, &h);
     o.losses = cut;
     o.n_losses = MAX;
-    o.stop = &h.stop;
-    o.before_step = hook;
-    o.hook_user = &h;
     lm_train_result r;
     double t = train_timed(&o, &r);
     ck_assert_msg(r.interrupted, "not stopped: iter %ld, out of time %d, %.2f s", r.iter, r.out_of_time, t);

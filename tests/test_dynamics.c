@@ -3,7 +3,8 @@
  * weights and gradients the run had (seen through lm_train_opts.before_step), the rows a
  * resumed run keeps, a run that the flag leaves exactly as it was, and the learning rate and
  * the ln V line in loss.gp. Each test trains a few steps of a small model on the first 4000
- * characters of data/tinyshakespeare.txt, in its own mkdtemp directory. */
+ * characters of data/tinyshakespeare.txt, in its own mkdtemp directory. Then --log-activations
+ * (activations.c): its rows read off a model whose blocks were set to known answers. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -167,22 +168,31 @@ START_TEST(test_dynamics_resume)
 }
 END_TEST
 
-/* Without the flag: no file; with it, the very same losses (it only reads) */
-START_TEST(test_dynamics_changes_nothing)
+/* Run a with a diagnostic flag on and b without: the very same losses (it only reads); the
+ * flag's file (name.csv, name.png) in a's directory alone. */
+static void assert_changes_nothing(lm_train_opts *a, lm_train_opts *b, const char *name)
 {
     double with[12], without[12];
-    lm_train_opts a = small(proc_path(dir, "a"), 12, true), b = small(proc_path(dir, "b"), 12, false);
-    a.losses = with, b.losses = without;
-    a.plot = b.plot = true;
-    a.n_losses = b.n_losses = 12;
-    train_ok(&a);
-    train_ok(&b);
+    a->losses = with, b->losses = without;
+    a->plot = b->plot = true;
+    a->n_losses = b->n_losses = 12;
+    train_ok(a);
+    train_ok(b);
     for (int i = 0; i < 12; i++) ck_assert_msg(with[i] == without[i], "step %d: %.9g vs %.9g", i, with[i], without[i]);
-    ck_assert_int_ne(access(proc_path(dir, "b/dynamics.csv"), F_OK), 0);
-    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {   /* drawn at the evaluation of step 6 */
-        ck_assert_int_eq(access(proc_path(dir, "a/dynamics.png"), F_OK), 0);
-        ck_assert_int_ne(access(proc_path(dir, "b/dynamics.png"), F_OK), 0);
-    }
+    char file[64];
+    snprintf(file, sizeof file, "b/%s.csv", name);
+    ck_assert_int_ne(access(proc_path(dir, file), F_OK), 0);
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return;
+    snprintf(file, sizeof file, "a/%s.png", name);   /* drawn at the evaluation of step 6 */
+    ck_assert_int_eq(access(proc_path(dir, file), F_OK), 0);
+    file[0] = 'b';
+    ck_assert_int_ne(access(proc_path(dir, file), F_OK), 0);
+}
+
+START_TEST(test_dynamics_changes_nothing)
+{
+    lm_train_opts a = small(proc_path(dir, "a"), 12, true), b = small(proc_path(dir, "b"), 12, false);
+    assert_changes_nothing(&a, &b, "dynamics");
 }
 END_TEST
 
@@ -204,6 +214,71 @@ START_TEST(test_loss_plot_curves)
 }
 END_TEST
 
+// --- --log-activations (activations.c, lesson 14) ---
+
+/* Sets every element of the parameter named name to v. */
+static void set_param(ag_gpt *g, const char *name, ag_real v)
+{
+    ag_tensor *t = ag_params_find(g->params, name);
+    ck_assert_msg(t != NULL, "no parameter %s", name);
+    for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = v;
+}
+
+/* Before step 0 (after iteration 0's evaluation), with a learning rate of 1e-30 so that the
+ * steps leave them as set: block 0 has no query or key (its scores are 0), writes nothing into
+ * the stream (w_o, fc2 zero) and its fc1 bias is -10 (every GELU input dead); block 1's fc1
+ * bias is +10 (none dead). */
+static void spoil(long it, ag_gpt *g, void *user)
+{
+    (void)user;
+    if (it != 0) return;
+    static const char *const zero[] = {"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_o.weight", "w_o.bias"};
+    char name[64];
+    for (int k = 0; k < 6; k++) {
+        snprintf(name, sizeof name, "blocks.0.attn.%s", zero[k]);
+        set_param(g, name, 0);
+    }
+    set_param(g, "blocks.0.mlp.fc2.weight", 0);
+    set_param(g, "blocks.0.mlp.fc2.bias", 0);
+    set_param(g, "blocks.0.mlp.fc1.bias", -10);
+    set_param(g, "blocks.1.mlp.fc1.bias", 10);
+}
+
+/* activations.csv's columns: iter, rms_in, then per block rms, act mean, std, dead, score min, max */
+enum { A_RMS = 2, A_MEAN, A_STD, A_DEAD, A_LO, A_HI, A_PER_BLOCK = 6 };
+
+START_TEST(test_activations_rows)
+{
+    lm_train_opts o = small(proc_path(dir, "run"), 12, false);
+    o.cfg.log_activations = true;
+    o.cfg.lr = o.cfg.min_lr = 1e-30;
+    o.before_step = spoil;
+    train_ok(&o);
+    double rows[16][16];
+    int cols = 0;
+    ck_assert_int_eq(read_rows("run/activations.csv", rows, &cols), 3);   /* evaluations 0, 6 and 12 */
+    ck_assert_int_eq(cols, 2 + A_PER_BLOCK * 2);
+    ck_assert(rows[0][0] == 0 && rows[1][0] == 6 && rows[2][0] == 12);
+    const double *r = rows[1], *b1 = r + A_PER_BLOCK;
+    ck_assert_msg(r[A_DEAD] == 1 && b1[A_DEAD] == 0, "dead shares %g and %g, want 1 and 0", r[A_DEAD], b1[A_DEAD]);
+    ck_assert_msg(fabs(r[A_MEAN] + 10) < 1 && fabs(b1[A_MEAN] - 10) < 1, "means %g, %g", r[A_MEAN], b1[A_MEAN]);
+    ck_assert_msg(fabs(r[A_LO]) < 1e-20 && fabs(r[A_HI]) < 1e-20, "block 0's scores %g..%g, want 0", r[A_LO], r[A_HI]);
+    ck_assert_msg(b1[A_LO] < b1[A_HI], "block 1's scores %g..%g", b1[A_LO], b1[A_HI]);
+    ck_assert_msg(fabs(r[A_RMS] - r[1]) <= 1e-5 * r[1], "block 0 adds nothing: rms %g, entering %g", r[A_RMS], r[1]);
+    ck_assert_msg(fabs(b1[A_RMS] - r[A_RMS]) > 1e-3 * r[A_RMS], "block 1 adds to the stream: %g, %g", b1[A_RMS],
+                  r[A_RMS]);
+    ck_assert(rows[0][A_DEAD] < 0.5 && rows[0][A_LO] < 0);   /* iteration 0, before the spoiling: as drawn */
+}
+END_TEST
+
+START_TEST(test_activations_change_nothing)
+{
+    lm_train_opts a = small(proc_path(dir, "a"), 12, false), b = small(proc_path(dir, "b"), 12, false);
+    a.cfg.log_activations = true;
+    assert_changes_nothing(&a, &b, "activations");
+}
+END_TEST
+
 Suite *dynamics_suite(void)
 {
     Suite *s = suite_create("dynamics");
@@ -214,6 +289,8 @@ Suite *dynamics_suite(void)
     tcase_add_test(t, test_dynamics_resume);
     tcase_add_test(t, test_dynamics_changes_nothing);
     tcase_add_test(t, test_loss_plot_curves);
+    tcase_add_test(t, test_activations_rows);
+    tcase_add_test(t, test_activations_change_nothing);
     suite_add_tcase(s, t);
     return s;
 }

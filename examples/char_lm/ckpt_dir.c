@@ -182,7 +182,8 @@ static bool our_tmp_file(const char *nm)
 {
     static const char *const names[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png",
                                         "loss.gp", "attn.png", "attn.gp", "dynamics.csv", "dynamics.png",
-                                        "dynamics.gp", NULL};
+                                        "dynamics.gp", "activations.csv", "activations.png",
+                                        "activations.gp", NULL};
     for (int i = 0; names[i]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&

@@ -70,6 +70,7 @@ const lm_field lm_fields[] = {
     FLAG("detect_anomaly", "--detect-anomaly", detect_anomaly, 0, "name the first op that goes non-finite"),
     FLAG("log_attn_stats", "--log-attn-stats", log_attn_stats, 0, "attention entropy and peak per layer"),
     FLAG("log_dynamics", "--log-dynamics", log_dynamics, 0, "gradient norms and update ratios per layer"),
+    FLAG("log_activations", "--log-activations", log_activations, 0, "residual stream, MLP activations, scores"),
     /* issue 21: optional, so that older checkpoints read as runs without a budget */
     {"time_budget", "--time-budget", LM_T_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
      "the run ends within this many seconds (0: no budget); on the command line a duration"},

@@ -43,6 +43,7 @@ typedef struct {
     uint64_t seed;          /* initialisation, batches, dropout and evaluation batches */
     bool detect_anomaly;    /* the training ctx names the first op whose output goes non-finite */
     bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
+    bool log_activations;   /* per block residual RMS, MLP activation inputs, score range (lesson 14) */
     bool log_dynamics;      /* per layer gradient norms and update/weight ratios at each log step */
     double time_budget;     /* --time-budget in seconds: the run ends within it (train_budget.c);
                                0: none */
@@ -75,7 +76,7 @@ typedef struct {
 } lm_field;
 
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
-#define LM_N_FIELDS 36            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 37            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
 /* The row with this JSON key or flag ("--n-embd"), or NULL. */

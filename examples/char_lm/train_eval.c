@@ -208,6 +208,7 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
     r->val_loss = vl;
     if (c->log_attn_stats && (s = attn_stats(R, it, err))) return s;
     lm_log_eval(R, it, tl, vl);
+    if ((s = lm_activations_record(R, it, err))) return s;   /* --log-activations */
     note_best(R, it, tl, vl);
     if ((s = lm_run_checkpoint(R, it, (const double[2]){ tl, vl }, err))) return s;
     if (last && (s = lm_log_last_row(R, it, err))) return s;

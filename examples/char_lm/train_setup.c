@@ -487,6 +487,7 @@ void lm_run_free(lm_run *R)
     }
     if (rep->metrics) fclose(rep->metrics);
     lm_dynamics_free(rep->dyn);
+    lm_activations_free(rep->acts);
     free(R->data.off);
     free(R->data.x);
     free(R->data.y);

@@ -52,7 +52,7 @@ typedef struct {
     lm_train_state st;       /* the iteration, the optimizer's t, the batch sampler (checkpoint.h) */
     ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
     ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
-    ag_gpt_shards *shards;   /* each pass's windows split over the threads (nn.h), or NULL */
+    ag_gpt_shards *shards;   /* each pass's windows split over the threads (nn.h; one: the plain pass) */
     int n_shards;            /*   how many the setup chose (1: the plain step), memory counted */
     ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;

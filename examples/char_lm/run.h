@@ -153,7 +153,7 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err);
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
 
 /* Several ranks: every rank compares what it holds (the config, the parameter count, the
- * vocabulary, the text, --grad-accum, --allreduce, --threads, where the run starts) with every
+ * vocabulary, the text, --grad-accum, the shards, --threads, where the run starts) with every
  * other's, before anything of a size they could disagree on is sent; a difference is AG_ERR_ARG
  * on every rank, naming the fields and ranks. Sets ctl.compared once the comparison is made.
  * Alone: AG_OK. */

@@ -174,10 +174,8 @@ static int default_shards(const lm_run *R, int micro)
     return n;
 }
 
-/* --shards: each pass's windows split over the threads (nn.h), by default without dropout and
- * not, with several ranks, under --allreduce overlap (it sends a block's gradients when the
- * backward of the caller's ctx passes it, and shard 0 runs in that ctx before the other shards'
- * gradients are added); a --shards the run cannot honour is refused, one that does not fit in
+/* --shards: each pass's windows split over the threads (nn.h), by default without dropout; a
+ * --shards the run cannot honour (more than a pass's windows) is refused, one that does not fit in
  * memory too (each shard beyond the first keeps a gradient buffer of the model's size), and a
  * default one that does not fit is lowered with a note. Without dropout the shards compute the
  * one-shard pass's numbers within rounding; with it each shard draws its own masks, and the
@@ -190,18 +188,13 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
     int asked = R->o->shards, N = ag_dist_size(R->o->dist);
     int K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
     int micro = c->batch_size / (N * K);   /* the windows of one pass */
-    bool overlap = N > 1 && R->o->allreduce == LM_ALLREDUCE_OVERLAP;
     R->learn.n_shards = 1;
-    if (asked > 1 && overlap)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d with --allreduce overlap: the overlap sends each block's "
-                         "gradients as the plain backward finishes them; leave one of them out", asked);
     if (asked > micro && micro > 0) {
         char ranks[32] = "";
         if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
                          "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
     }
-    if (overlap) return AG_OK;
     int n = asked ? asked : default_shards(R, micro);
     double have = lm_machine_bytes();
     int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
@@ -258,9 +251,8 @@ static ag_status start_ddp(lm_run *R, ag_error *err)
     ag_status s = lm_run_agree(R, err);   /* first: the ranks hold the same run (train_agree.c) */
     if (s) return s;
     const lm_config *c = &R->cfg;
-    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .mode = R->o->allreduce,
-                            .batch_size = c->batch_size, .n_layer = c->model.n_layer,
-                            .params = R->learn.m.g->params, .ctx = R->learn.ctx, .stop = R->o->stop };
+    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .batch_size = c->batch_size,
+                            .params = R->learn.m.g->params, .stop = R->o->stop };
     s = lm_ddp_new(&R->ctl.ddp, &d, err);
     if (!lm_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
     return s ? s : lm_ddp_share_start(R->ctl.ddp, err);

@@ -225,7 +225,6 @@ static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B
         ag_forward_opts block = *opts;           /* block l's dropout seed, record slot, cache layer */
         block.seed = ag_seed_mix(opts->seed, 1 + (uint64_t)l); /* block l is dropout site 1 + l */
         block.layer = l;
-        ag_ctx_mark(ctx, l);   /* the backward past here has finished blocks l.., ln_f, lm_head */
         x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, &block);          // [B,T,C]
     }
     ag_ctx_set_scope(ctx, "ln_f");

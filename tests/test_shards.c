@@ -213,6 +213,29 @@ START_TEST(a_replica_shares_the_weights_and_keeps_its_gradients)
 }
 END_TEST
 
+/* the split's level above the shards: N ranks x K micro-batches tile the step's windows in
+ * order, each with its own seed, their backward seeds summing to 1; alone, the step itself */
+START_TEST(micro_batches_tile_the_step)
+{
+    ag_micro mb;
+    ck_assert(ag_micro_of(1, 0, 1, 0, 12, 77, &mb));
+    ck_assert(mb.first == 0 && mb.b == 12 && mb.seed == 77 && mb.dloss == 1);
+    ck_assert(!ag_micro_of(1, 0, 1, 1, 12, 77, &mb));
+    int next = 0;
+    double dsum = 0;
+    for (int rank = 0; rank < 2; rank++)
+        for (int j = 0; ag_micro_of(2, rank, 3, j, 12, 77, &mb); j++) {
+            ck_assert_int_eq(mb.first, next);
+            ck_assert_int_eq(mb.b, 2);
+            ck_assert(mb.seed == ag_seed_mix(77, (uint64_t)(rank * 3 + j)));
+            next += mb.b;
+            dsum += (double)mb.dloss;
+        }
+    ck_assert_int_eq(next, 12);
+    ck_assert_double_eq_tol(dsum, 1, 1e-6);
+}
+END_TEST
+
 /* a target out of the vocabulary in window w of 6: the pass fails with cross_entropy's reason
  * (read from the replica's ctx before the pass resets it, when w is in the second shard),
  * while the other shard took its gradients; the next pass (good targets) is right again: the
@@ -272,6 +295,7 @@ Suite *shards_suite(void)
     tcase_add_test(tc, a_shard_without_windows_is_skipped);
     tcase_add_test(tc, one_thread_and_two_give_the_same_bits);
     tcase_add_test(tc, one_shard_is_the_plain_pass_bit_for_bit);
+    tcase_add_test(tc, micro_batches_tile_the_step);
     tcase_add_test(tc, a_replica_shares_the_weights_and_keeps_its_gradients);
     tcase_add_test(tc, a_failing_first_shard_says_why_and_leaves_no_gradient_behind);
     tcase_add_test(tc, a_failing_replica_says_why_and_leaves_no_gradient_behind);

@@ -101,18 +101,11 @@ ag_status lm_ddp_agree_stop(lm_ddp *D, ag_error *err)
 
 // --- one step ---
 
-bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb)
+bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, ag_micro *mb)
 {
-    if (!D) {   /* alone: the plain step */
-        *mb = (lm_micro){ .first = 0, .b = B, .seed = step_seed, .dloss = 1 };
-        return j == 0;
-    }
-    if (j >= D->K) return false;
+    if (!D) return ag_micro_of(1, 0, 1, j, B, step_seed, mb);   /* alone: one of all B windows */
     if (j == 0) D->t0 = ag_now_s();   /* a new step */
-    int m = D->rank * D->K + j;   /* its place in the step's batch */
-    *mb = (lm_micro){ .first = m * D->b, .b = D->b, .seed = ag_seed_mix(step_seed, (uint64_t)m),
-                      .dloss = (ag_real)(1.0 / (double)(D->N * D->K)) };   /* the mean over all N*K */
-    return true;
+    return ag_micro_of(D->N, D->rank, D->K, j, B, step_seed, mb);
 }
 
 /* Every rank's gradients summed, and red[] with them: one allreduce each. */

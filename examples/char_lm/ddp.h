@@ -37,8 +37,8 @@
  * > 0 different N*K give runs that agree in distribution, not bit for bit; with dropout 0 they
  * agree to float rounding (tests/mpi/test_mpi.c).
  *
- * THE STEP (train.c) runs this rank's micro-batches itself, asking lm_ddp_micro which windows,
- * dropout seed and dloss each one has, and then makes one call, lm_ddp_reduce. With N = K = 1
+ * THE STEP (train.c) runs this rank's micro-batches itself, asking lm_ddp_micro (ag_micro_of,
+ * nn.h) which windows, dropout seed and dloss each one has, and then makes one call, lm_ddp_reduce. With N = K = 1
  * there is no lm_ddp (lm_ddp_new gives NULL): one micro-batch of all B windows with the step's
  * own seed and dloss 1, and a reduction that does nothing. Every function takes a NULL lm_ddp as
  * that single process. */
@@ -62,14 +62,6 @@ typedef struct {
     const volatile sig_atomic_t *stop;   /* this rank's stop flag (a signal number), or NULL */
 } lm_ddp_opts;
 
-/* One micro-batch of a step, as lm_ddp_micro hands it out. */
-typedef struct {
-    int first;                   /* its windows are [first, first + b) of the step's B */
-    int b;                       /* B / (N*K) windows */
-    uint64_t seed;               /* its dropout seed */
-    ag_real dloss;               /* where its backward starts: 1 / (N*K) */
-} lm_micro;
-
 /* *D: the run's data-parallel state, or NULL when N = K = 1 (nothing to split). AG_ERR_ARG
  * when B is not a multiple of N*K (the message says which sizes would do); AG_ERR_NOMEM. */
 ag_status lm_ddp_new(lm_ddp **D, const lm_ddp_opts *o, ag_error *err);
@@ -84,11 +76,9 @@ bool lm_ddp_writer(const lm_ddp *D);
 ag_status lm_ddp_share_start(lm_ddp *D, ag_error *err);
 
 /* Micro-batch j (0, 1, ...) of this rank's share of a step of B windows whose dropout seed is
- * step_seed: true with *mb filled, or false once j is past the last. Micro-batch m = rank*K + j
- * of the step takes windows [m*b, (m+1)*b) and the seed ag_seed_mix(step_seed, m); alone (NULL
- * D) the one micro-batch is all B windows with step_seed itself and dloss 1. Each micro-batch's
- * windows are then split over the threads (ag_gpt_shards_pass, nn.h). */
-bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb);
+ * step_seed (ag_micro_of, nn.h: the split's level above the shards): true with *mb filled, or
+ * false once j is past the last. Alone (NULL D) the one micro-batch is all B windows. */
+bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, ag_micro *mb);
 
 /* The distributed reduction, after the micro-batches: every rank's gradients summed (one
  * allreduce),

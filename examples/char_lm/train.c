@@ -60,7 +60,7 @@ static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *
  * (ag_gpt_shards_pass, nn.h; one shard: ag_gpt_forward, then ag_backward_from): dW += its
  * gradient times mb->dloss, *loss += its mean loss. A failure, or a loss that is NaN or Inf,
  * comes back worded for the run (loss_failed). */
-static ag_status pass(lm_run *R, long it, const lm_micro *mb, const ag_forward_opts *fo, double *loss, ag_error *err)
+static ag_status pass(lm_run *R, long it, const ag_micro *mb, const ag_forward_opts *fo, double *loss, ag_error *err)
 {
     ag_error why = {0};
     double l = 0;
@@ -137,7 +137,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     uint64_t drop = lm_dropout_seed(c->seed, it);
     ag_params_zero_grad(P);                                                   // dW = 0
     double loss = 0;
-    lm_micro mb;
+    ag_micro mb;
     for (int j = 0; lm_ddp_micro(R->ctl.ddp, j, B, drop, &mb); j++) {
         lm_fill_windows(D->x, D->y, D->text.ids, D->off + mb.first, mb.b, T); // x, y [b,T] token ids
         ag_ctx_reset(L->ctx);                                                 // the last pass's tape goes

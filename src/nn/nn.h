@@ -261,6 +261,20 @@ ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *tar
  * ag_threads_init (speed.h) sets again. */
 typedef struct ag_gpt_shards ag_gpt_shards;
 
+/* One worker's share above the shards: micro-batch j (0 .. K-1) of rank `rank` of N, in a step
+ * of B windows (B a multiple of N*K) whose dropout seed is step_seed. Micro-batch m = rank*K + j
+ * takes windows [m b, (m+1) b), b = B/(N*K), with the seed ag_seed_mix(step_seed, m) and its
+ * backward seeded with 1/(N*K), so the sum over all of them is the gradient of the step's mean
+ * loss; N = K = 1: all B windows, step_seed itself, 1. Its windows then go to
+ * ag_gpt_shards_pass; the ranks' sum is the caller's allreduce. false once j >= K. */
+typedef struct {
+    int first;         /* its windows are [first, first + b) of the step's B */
+    int b;             /* B / (N*K) windows */
+    uint64_t seed;     /* its dropout seed */
+    ag_real dloss;     /* where its backward starts: 1 / (N*K) */
+} ag_micro;
+bool ag_micro_of(int N, int rank, int K, int j, int B, uint64_t step_seed, ag_micro *mb);
+
 /* The shards a pass of `windows` windows takes by default: 1 with dropout (each shard would
  * draw its own masks, and the 10-minute recipe's dropout was tuned on the plain pass); else one
  * per thread (ag_threads, at least 2), at most the machine's cores and the windows. char_lm's

@@ -36,6 +36,16 @@ struct ag_gpt_shards {
     shard *sh;         /* [n]: shard 0 runs on g and the caller's ctx */
 };
 
+bool ag_micro_of(int N, int rank, int K, int j, int B, uint64_t step_seed, ag_micro *mb)
+{
+    if (j >= K) return false;
+    int b = B / (N * K), m = rank * K + j;   /* m: its place in the step's batch */
+    if (N * K == 1) *mb = (ag_micro){ .first = 0, .b = B, .seed = step_seed, .dloss = 1 };
+    else *mb = (ag_micro){ .first = m * b, .b = b, .seed = ag_seed_mix(step_seed, (uint64_t)m),
+                           .dloss = (ag_real)(1.0 / (double)(N * K)) };   /* the mean over all N*K */
+    return true;
+}
+
 int ag_gpt_shards_default(const ag_gpt_config *cfg, int windows)
 {
     if (!cfg || cfg->dropout > 0) return 1;   /* each shard would draw its own masks */

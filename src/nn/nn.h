@@ -265,8 +265,9 @@ typedef struct ag_gpt_shards ag_gpt_shards;
  * in a step of B windows (a multiple of N*K) whose dropout seed is step_seed. Micro-batch
  * m = rank*K + j takes windows [m b, (m+1) b), b = B/(N*K), with the seed
  * ag_seed_mix(step_seed, m) and its backward seeded with 1/(N*K), so the sum over all of them
- * is the gradient of the step's mean loss; N = K = 1: all B windows, step_seed itself, 1. Its windows then go to
- * ag_gpt_shards_pass; the ranks' sum is the caller's allreduce. false once j >= K. */
+ * is the gradient of the step's mean loss; N = K = 1: all B windows, step_seed itself, 1.
+ * Its windows then go to ag_gpt_shards_pass; the ranks' sum is the caller's allreduce. false
+ * once j >= K. */
 typedef struct {
     int first;         /* its windows are [first, first + b) of the step's B */
     int b;             /* B / (N*K) windows */

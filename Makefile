@@ -247,19 +247,20 @@ test-reference: ref-build                         ## the whole suite on the REFE
 # lesson 13's program (examples/one_step) against char_lm's own next step: a run to iteration 12
 # (dropout on, the clip active, the learning rate in its cosine), a copy of it resumed for one
 # step more, and one_step from the first, compared with the copy: the same loss, and every
-# weight and Adam moment bit for bit, or the target fails (char_lm with --shards 1: the plain step, which
-# one_step takes; its default splits the windows over the threads, other bits)
+# weight and Adam moment bit for bit, or the target fails. Then the same without dropout, where
+# both split the windows over the threads (char_lm's default flags either way)
 STEP_DIR = $(B)/test_step
-STEP_RUN = $(TEST_ENV) ./$(B)/char_lm train --shards 1 --data $(STEP_DIR)/text.txt
+STEP_RUN = $(TEST_ENV) ./$(B)/char_lm train --data $(STEP_DIR)/text.txt
+STEP_FLAGS = --config tiny --max-iters 12 --warmup-iters 5 --lr-decay-iters 100 --eval-iters 2
 .PHONY: test-step
 test-step: $(B)/char_lm $(B)/one_step             ## examples/one_step replays char_lm's next step exactly
 	rm -rf $(STEP_DIR) && mkdir -p $(STEP_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(STEP_DIR)/text.txt
-	$(STEP_RUN) --out $(STEP_DIR)/a --config tiny --max-iters 12 --warmup-iters 5 --lr-decay-iters 100 \
-	  --dropout 0.1 --eval-iters 2 > $(STEP_DIR)/a.log
-	cp -r $(STEP_DIR)/a $(STEP_DIR)/b
-	$(STEP_RUN) --out $(STEP_DIR)/b --resume --max-iters 13 > $(STEP_DIR)/b.log
-	$(TEST_ENV) ./$(B)/one_step $(STEP_DIR)/a $(STEP_DIR)/text.txt $(STEP_DIR)/b
+	set -e; for run in "a --dropout 0.1" "c"; do set -- $$run; \
+	  $(STEP_RUN) --out $(STEP_DIR)/$$1 $(STEP_FLAGS) $$2 $$3 > $(STEP_DIR)/$$1.log; \
+	  cp -r $(STEP_DIR)/$$1 $(STEP_DIR)/$$1-next; \
+	  $(STEP_RUN) --out $(STEP_DIR)/$$1-next --resume --max-iters 13 > $(STEP_DIR)/$$1-next.log; \
+	  $(TEST_ENV) ./$(B)/one_step $(STEP_DIR)/$$1 $(STEP_DIR)/text.txt $(STEP_DIR)/$$1-next; done
 
 # the installed library seen from outside: `make install` into a scratch prefix, then
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through

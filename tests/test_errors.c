@@ -165,8 +165,6 @@ static const err_case cases[] = {
      "--shards 5 is more than the 4 windows a step's pass has (--batch-size 4, --grad-accum 1)", 0},
     {"--shards with --grad-accum", P_NONE, NULL, TRAIN("corpus.txt", "new", "--grad-accum", "2", "--shards", "3"), 2,
      "--shards 3 is more than the 2 windows a step's pass has (--batch-size 4, --grad-accum 2)", 0},
-    {"--shards with --detect-anomaly", P_NONE, NULL, TRAIN("corpus.txt", "new", "--shards", "2", "--detect-anomaly"), 2,
-     "--shards 2 with --detect-anomaly: its checks take the plain step", 0},
     {"unknown flag", P_NONE, NULL, TRAIN("corpus.txt", "new", "--bogus"), 2, "unknown flag '--bogus' for train", 0},
     {"missing value", P_NONE, NULL, TRAIN("corpus.txt", "new", "--lr"), 2, "--lr needs a value", 0},
     {"--top-k -1", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--top-k", "-1"), 2, "--top-k must be in", 0},

@@ -136,21 +136,103 @@ END_TEST
 START_TEST(a_shard_without_windows_is_skipped) { check_against_plain(3, 2); }   /* 0, 1 and 1 */
 END_TEST
 
+/* a copy of g's gradients (the caller frees it, or assert_same_bits does) */
+static ag_real *grads_of(const ag_gpt *g)
+{
+    ag_real *c = malloc(g->params->total * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    memcpy(c, g->params->grad, g->params->total * sizeof *c);
+    return c;
+}
+
+/* the same loss and every gradient of g the same bits as `want` (freed) */
+static void assert_same_bits(ag_real *want, const ag_gpt *g, double lw, double l)
+{
+    ck_assert_msg(l == lw, "losses %.17g and %.17g", lw, l);
+    ck_assert_int_eq(memcmp(want, g->params->grad, g->params->total * sizeof *want), 0);
+    free(want);
+}
+
 /* one thread runs the shards in turn, two side by side: the same bits (with dropout on, whose
  * masks differ from the plain pass's, so this is the check there) */
 START_TEST(one_thread_and_two_give_the_same_bits)
 {
     rig r;
     rig_init(&r, 2, 0.2);
-    size_t total = r.g->params->total;
-    ag_real *one = malloc(total * sizeof *one);
     double l1 = sharded_pass(r.s, r.g, r.ids, r.targets, BMAX, 1);
-    memcpy(one, r.g->params->grad, total * sizeof *one);
-    double l2 = sharded_pass(r.s, r.g, r.ids, r.targets, BMAX, 2);
-    ck_assert(l1 == l2);
-    ck_assert_int_eq(memcmp(one, r.g->params->grad, total * sizeof *one), 0);
-    free(one);
+    ag_real *one = grads_of(r.g);
+    assert_same_bits(one, r.g, l1, sharded_pass(r.s, r.g, r.ids, r.targets, BMAX, 2));
     rig_free(&r);
+}
+END_TEST
+
+/* one shard is the plain pass itself, bit for bit: its ops split over both threads, the
+ * pass's own dropout masks and dloss (a micro-batch's 1/3); what char_lm's step and
+ * examples/one_step both take with dropout */
+START_TEST(one_shard_is_the_plain_pass_bit_for_bit)
+{
+    rig r;
+    rig_init(&r, 1, 0.2);
+    const ag_real third = (ag_real)(1.0 / 3);
+    const ag_forward_opts fo = { .train = true, .seed = 5 };
+    ag_params_zero_grad(r.g->params);
+    ag_tensor *loss = NULL;
+    ag_gpt_forward(r.ctx, r.g, r.ids, r.targets, BMAX, T, &fo, &loss);
+    ck_assert_int_eq(ag_backward_from(r.ctx, loss, &third), AG_OK);
+    double lp = (double)loss->data[0];
+    ag_real *want = grads_of(r.g);
+    ag_ctx_reset(r.ctx);
+    ag_params_zero_grad(r.g->params);
+    double l = NAN;
+    ag_error err = { 0 };
+    ck_assert_int_eq(ag_gpt_shards_pass(r.s, r.ids, r.targets, BMAX, T, &fo, third, &l, &err), AG_OK);
+    assert_same_bits(want, r.g, lp, l);
+    rig_free(&r);
+}
+END_TEST
+
+/* a replica computes with g's weights and owns none of its own, nor Adam's moments */
+START_TEST(a_replica_shares_the_weights_and_keeps_its_gradients)
+{
+    ag_gpt *g = tiny_gpt(0);
+    ag_error err = { 0 };
+    ag_gpt *r = ag_gpt_new_replica(g, &err);
+    ck_assert_msg(r != NULL, "%s", err.msg);
+    ck_assert_ptr_null(r->params->data);
+    ck_assert_ptr_null(r->params->m);
+    ck_assert_ptr_nonnull(r->params->grad);
+    ck_assert_ptr_ne(r->params->grad, g->params->grad);
+    for (int i = 0; i < g->params->n; i++) {
+        const ag_tensor *a = g->params->entries[i].t, *b = r->params->entries[i].t;
+        ck_assert_ptr_eq(a->data, b->data);
+        ck_assert_int_eq(a->requires_grad, b->requires_grad);
+        ck_assert_str_eq(a->name, b->name);
+    }
+    ag_gpt_free(r);
+    ag_gpt_free(g);
+}
+END_TEST
+
+/* the split's level above the shards: N ranks x K micro-batches tile the step's windows in
+ * order, each with its own seed, their backward seeds summing to 1; alone, the step itself */
+START_TEST(micro_batches_tile_the_step)
+{
+    ag_micro mb;
+    ck_assert(ag_micro_of(1, 0, 1, 0, 12, 77, &mb));
+    ck_assert(mb.first == 0 && mb.b == 12 && mb.seed == 77 && mb.dloss == 1);
+    ck_assert(!ag_micro_of(1, 0, 1, 1, 12, 77, &mb));
+    int next = 0;
+    double dsum = 0;
+    for (int rank = 0; rank < 2; rank++)
+        for (int j = 0; ag_micro_of(2, rank, 3, j, 12, 77, &mb); j++) {
+            ck_assert_int_eq(mb.first, next);
+            ck_assert_int_eq(mb.b, 2);
+            ck_assert(mb.seed == ag_seed_mix(77, (uint64_t)(rank * 3 + j)));
+            next += mb.b;
+            dsum += (double)mb.dloss;
+        }
+    ck_assert_int_eq(next, 12);
+    ck_assert_double_eq_tol(dsum, 1, 1e-6);
 }
 END_TEST
 
@@ -212,6 +294,9 @@ Suite *shards_suite(void)
     tcase_add_test(tc, uneven_shards_weigh_by_their_windows);
     tcase_add_test(tc, a_shard_without_windows_is_skipped);
     tcase_add_test(tc, one_thread_and_two_give_the_same_bits);
+    tcase_add_test(tc, one_shard_is_the_plain_pass_bit_for_bit);
+    tcase_add_test(tc, micro_batches_tile_the_step);
+    tcase_add_test(tc, a_replica_shares_the_weights_and_keeps_its_gradients);
     tcase_add_test(tc, a_failing_first_shard_says_why_and_leaves_no_gradient_behind);
     tcase_add_test(tc, a_failing_replica_says_why_and_leaves_no_gradient_behind);
     tcase_add_test(tc, what_cannot_be_split_is_refused);

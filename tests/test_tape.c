@@ -162,68 +162,6 @@ START_TEST(test_recycling_keeps_views_gradients)
 }
 END_TEST
 
-/* what the mark hook saw: the ids in order, and the two weights' gradients at each call */
-typedef struct {
-    int ids[4], n;
-    ag_real dW1[4], dW2[4];
-    const ag_tensor *W1, *W2;
-} mark_log;
-
-static void on_mark(void *user, int id)
-{
-    mark_log *m = user;
-    m->ids[m->n] = id;
-    m->dW1[m->n] = m->W1->grad[0];
-    m->dW2[m->n] = m->W2->grad[0];
-    m->n++;
-}
-
-/* y = W2 (W1 x) with a mark between the two products: when the backward reaches the mark,
- * W2's gradient is complete and W1's not yet begun; a second mark before W1 comes after. */
-START_TEST(test_marks_tell_how_far_the_backward_is)
-{
-    ag_ctx *ctx = ag_ctx_new();
-    int s[2] = { 2, 2 };
-    ag_tensor *x = ag_tensor_new_owned(2, s), *W1 = ag_tensor_new_owned(2, s), *W2 = ag_tensor_new_owned(2, s);
-    for (int i = 0; i < 4; i++) x->data[i] = W1->data[i] = W2->data[i] = (ag_real)(1 + i);
-    mark_log m = { .W1 = W1, .W2 = W2 };
-    const ag_real ones[4] = { 1, 1, 1, 1 };
-
-    ag_ctx_mark(ctx, 9);                                   /* no hook: nothing recorded */
-    ag_tensor *h = ag_linear(ctx, x, W1, NULL);            // [2,2]
-    ag_tensor *y = ag_linear(ctx, h, W2, NULL);            // [2,2]
-    ck_assert_int_eq(ag_ctx_get_stats(ctx).tape_nodes, 2);
-    ck_assert_int_eq(ag_backward_from(ctx, y, ones), AG_OK);
-    ag_real full_dW1 = W1->grad[0], full_dW2 = W2->grad[0];
-    ck_assert(full_dW1 != 0 && full_dW2 != 0);
-
-    ag_ctx_reset(ctx);
-    for (int i = 0; i < 4; i++) W1->grad[i] = W2->grad[i] = 0;
-    ag_ctx_set_mark_hook(ctx, on_mark, &m);
-    ag_ctx_mark(ctx, 0);
-    h = ag_linear(ctx, x, W1, NULL);
-    ag_ctx_mark(ctx, 1);
-    y = ag_linear(ctx, h, W2, NULL);
-    ck_assert_int_eq(ag_ctx_get_stats(ctx).tape_nodes, 2);   /* marks are no ops */
-    ck_assert_int_eq(ag_backward_from(ctx, y, ones), AG_OK);
-    ck_assert_int_eq(m.n, 2);
-    ck_assert_int_eq(m.ids[0], 1);                         /* newest mark first */
-    ck_assert(m.dW2[0] == full_dW2 && m.dW1[0] == 0);      /* at mark 1: W2 done, W1 untouched */
-    ck_assert_int_eq(m.ids[1], 0);
-    ck_assert(m.dW1[1] == full_dW1);                       /* at mark 0: everything done */
-
-    ag_ctx_set_grad(ctx, false);                           /* no-grad mode: no marks either */
-    ag_ctx_reset(ctx);
-    ag_ctx_mark(ctx, 2);
-    ck_assert_ptr_null(ag_linear(ctx, x, W1, NULL)->grad);
-    ag_ctx_set_mark_hook(ctx, NULL, NULL);
-    ag_ctx_free(ctx);
-    ag_tensor_free_owned(x);
-    ag_tensor_free_owned(W1);
-    ag_tensor_free_owned(W2);
-}
-END_TEST
-
 Suite *tape_suite(void)
 {
     Suite *s = suite_create("tape");
@@ -234,7 +172,6 @@ Suite *tape_suite(void)
     tcase_add_test(t, test_arena_stops_growing);
     tcase_add_test(t, test_detect_anomaly_names_the_op);
     tcase_add_test(t, test_recycling_keeps_views_gradients);
-    tcase_add_test(t, test_marks_tell_how_far_the_backward_is);
     suite_add_tcase(s, t);
     return s;
 }

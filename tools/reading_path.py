@@ -8,13 +8,51 @@ are `| step | `path` or `path: func, func` | lines | what to look for |`, and co
 lines in the tree: a whole file, or the named functions of a file (each from the line that
 names it to its closing brace, as tools/funclen.py counts). Prints every row and the total.
 --check: exit 1 when a row's count differs from the tree (the doc would not be true), a file
-or function is missing, or the total is over --max. --quiet: only the rows that are wrong, and each doc's total."""
+or function is missing, or the total is over --max, or a step's file includes a header
+("#include \"...\"") that is neither a step of the path nor named in the doc's paragraph that
+starts with "**skip**" (following the path then needs no file it does not name).
+--quiet: only the rows that are wrong, and each doc's total."""
 import argparse, os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from funclen import functions  # noqa: E402
 
 ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([^`]+)`\s*\|\s*(\d+)\s*\|")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INCLUDE_DIRS = ["src", "examples/char_lm"]   # the Makefile's -I
+
+
+def includes(root, path):
+    """The headers path includes with quotes, as paths from root (unresolved ones as written)."""
+    out = []
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            for base in [os.path.dirname(path)] + INCLUDE_DIRS:
+                cand = os.path.normpath(os.path.join(base, m.group(1)))
+                if os.path.isfile(os.path.join(root, cand)):
+                    out.append(cand)
+                    break
+            else:
+                out.append(m.group(1))
+    return out
+
+
+def unnamed_includes(root, doc_text, files):
+    """(file, header) for every header a step's file includes that the doc neither walks nor skips."""
+    skip = set()
+    for para in re.split(r"\n\s*\n", doc_text):
+        if para.lstrip().startswith("**skip**"):
+            skip.update(re.findall(r"`([^`]+)`", para))
+    seen = {}
+    for f in files:
+        if os.path.isfile(os.path.join(root, f)):
+            for h in includes(root, f):
+                if h not in files and h not in skip:
+                    seen.setdefault(h, f)   # each header once, with the first step that needs it
+    return [(f, h) for h, f in seen.items()]
 
 
 def count(root, spec):
@@ -45,14 +83,16 @@ def main():
     a = ap.parse_args()
     bad = 0
     for doc in a.docs:
-        total, rows = 0, 0
+        total, rows, files = 0, 0, []
         with open(os.path.join(a.root, doc), encoding="utf-8") as f:
-            for line in f:
+            text = f.read()
+            for line in text.splitlines():
                 m = ROW.match(line)
                 if not m:
                     continue
                 rows += 1
                 step, spec, said = m.group(1), m.group(2), int(m.group(3))
+                files.append(spec.partition(":")[0].strip())
                 n, err = count(a.root, spec)
                 if err:
                     print(f"{doc}: step {step}: {err}")
@@ -63,12 +103,15 @@ def main():
                 bad += n != said
                 if flag or not a.quiet:
                     print(f"{step:>3}  {n:5d}  {spec}{flag}")
+        for f, h in unnamed_includes(a.root, text, files):
+            print(f"{doc}: {f} includes {h}, which is neither a step nor named under **skip**")
+            bad += 1
         print(f"{doc}: {rows} steps, {total} lines (at most {a.max})")
         if rows == 0 or total > a.max:
             bad += 1
     if a.check and bad:
-        print("reading_path: the reading order is not true of the tree: update the table's line counts "
-              "(or the path) in the docs named above", file=sys.stderr)
+        print("reading_path: the reading order is not true of the tree: update the table's line counts, "
+              "the path or its **skip** paragraph in the docs named above", file=sys.stderr)
         return 1
     return 0
 

@@ -92,15 +92,13 @@ static const char usage_train[] =
     "                         per rank)\n"
     "  --shards N             split each step's windows into N shards, each run whole on a thread of\n"
     "                         its own (default: the threads, at least 2, at most the cores, fewer\n"
-    "                         when they do not fit in memory; with dropout: 1; with\n"
-    "                         --detect-anomaly, or --allreduce overlap under mpirun: 1, the only\n"
-    "                         value they take; under mpirun each rank splits its own share). Each\n"
-    "                         shard beyond the first keeps a gradient buffer of the model's size. 1:\n"
-    "                         the plain step, each op split over the threads (examples/one_step's)\n"
+    "                         when they do not fit in memory; with dropout: 1; under mpirun each\n"
+    "                         rank splits its own share). Each shard beyond the first keeps a\n"
+    "                         gradient buffer of the model's size. 1: the plain step, each op split\n"
+    "                         over the threads (examples/one_step splits as the default does)\n"
     "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
-    "  --allreduce MODE       with several ranks: end (default: one allreduce after the backward) or\n"
-    "                         overlap (each block's gradients are sent while the backward goes on)\n"
+
     "  --dist-timeout S       with several ranks: the most seconds a rank waits for the others at one\n"
     "                         exchange, joining the job included; then the job ends, naming the rank\n"
     "                         that did not come (default 60; 0: no limit). Give it more than rank\n"
@@ -423,18 +421,6 @@ static ag_status table_flag(lm_train_args *t, const lm_field *fl, flag_arg *f, a
     return AG_OK;
 }
 
-/* --allreduce end|overlap */
-static ag_status allreduce_flag(lm_train_args *t, flag_arg *f, ag_error *err)
-{
-    if (take_value(f, err)) return AG_ERR_ARG;
-    int m = 0;
-    while (lm_allreduce_names[m] && strcmp(lm_allreduce_names[m], f->value) != 0) m++;
-    if (!lm_allreduce_names[m])
-        return ag_seterr(err, AG_ERR_ARG, "--allreduce must be end or overlap (got '%s')", f->value);
-    t->allreduce = (lm_allreduce_mode)m;
-    return AG_OK;
-}
-
 /* --dist-timeout S (seconds, 0: no limit) and --progress auto|lines|tty */
 static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
 {
@@ -505,8 +491,6 @@ static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
     } else if (strcmp(flag, "--grad-accum") == 0) {
         if (take_long(f, 1, 1 << 20, &v, err)) return AG_ERR_ARG;
         t->grad_accum = (int)v;
-    } else if (strcmp(flag, "--allreduce") == 0) {
-        return allreduce_flag(t, f, err);
     } else if (strcmp(flag, "--dist-timeout") == 0 || strcmp(flag, "--progress") == 0) {
         return dist_flag(t, f, err);
     } else if (strcmp(flag, "--checkpoint-signal") == 0) {

@@ -45,7 +45,6 @@ typedef struct {
     int threads;               /* --threads, 0: the default (min(2, cores)) */
     int shards;                /* --shards N, each step's windows over N threads; 0: the default */
     int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (ddp.h) */
-    lm_allreduce_mode allreduce; /* --allreduce end (default) or overlap (ddp.h) */
     double dist_timeout;       /* --dist-timeout: seconds a rank waits for the others (0: no limit) */
     lm_progress progress;      /* --progress auto (default), lines or tty (train.h) */
     int checkpoint_signal;     /* --checkpoint-signal: a signal that, as SIGUSR1 always does, stops

@@ -7,20 +7,13 @@
 #include "data/hash.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-const char *const lm_allreduce_names[] = { "end", "overlap", NULL };
-
 #define LM_N_STOPS 4   /* the stop signals: stop_signals below */
 
 struct lm_ddp {
     lm_ddp_opts o;
     int N, rank, K, b;      /* ranks, micro-batches per rank, windows per micro-batch */
-    size_t *block_start;    /* [n_layer] element offset of blocks.l's first parameter; NULL: no
-                               overlap (one rank, --allreduce end, or an unexpected layout) */
-    size_t sent_from;       /* overlap: gradients [sent_from, total) are being reduced */
-    bool hooked;            /* overlap: the mark hook is on the ctx */
     double red[1 + LM_N_STOPS];   /* reduced with the gradients: the loss sum, then stop_votes */
     int stop;               /* the stop request agreed at the last step */
-    ag_error hook_err;      /* the first failure inside the mark hook */
     double t0;              /* when the step's first micro-batch began */
     double compute_s, comm_s;            /* the last step */
     double sum_compute_s, sum_comm_s;    /* every step but the first (warm-up) */
@@ -28,29 +21,6 @@ struct lm_ddp {
 };
 
 // --- setting up ---
-
-/* The offset of every block's first parameter, in the order the forward runs them; false when
- * the parameters are not laid out blocks.0, blocks.1, ... one after the other (then no overlap). */
-static bool find_blocks(lm_ddp *D)
-{
-    const ag_params *P = D->o.params;
-    int L = D->o.n_layer;
-    if (L <= 0 || !(D->block_start = malloc((size_t)L * sizeof *D->block_start))) return false;
-    for (int l = 0; l < L; l++) {
-        char prefix[32];
-        int len = snprintf(prefix, sizeof prefix, "blocks.%d.", l);
-        D->block_start[l] = P->total;
-        for (int e = 0; e < P->n; e++)
-            if (strncmp(P->entries[e].t->name, prefix, (size_t)len) == 0 && P->entries[e].offset < D->block_start[l])
-                D->block_start[l] = P->entries[e].offset;
-        if (D->block_start[l] == P->total || (l > 0 && D->block_start[l] <= D->block_start[l - 1])) {
-            free(D->block_start);
-            D->block_start = NULL;
-            return false;
-        }
-    }
-    return true;
-}
 
 ag_status lm_ddp_new(lm_ddp **out, const lm_ddp_opts *o, ag_error *err)
 {
@@ -70,15 +40,12 @@ ag_status lm_ddp_new(lm_ddp **out, const lm_ddp_opts *o, ag_error *err)
     D->rank = ag_dist_rank(o->dist);
     D->K = K;
     D->b = B / (N * K);
-    if (N > 1 && o->mode == LM_ALLREDUCE_OVERLAP) find_blocks(D);
     *out = D;
     return AG_OK;
 }
 
 void lm_ddp_free(lm_ddp *D)
 {
-    if (!D) return;
-    free(D->block_start);
     free(D);
 }
 
@@ -134,60 +101,19 @@ ag_status lm_ddp_agree_stop(lm_ddp *D, ag_error *err)
 
 // --- one step ---
 
-/* Overlap: the backward has passed block id's mark, so the gradients from that block's first
- * parameter up to the slice already sent are final: their reduction starts now. */
-static void on_mark(void *user, int id)
+bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, ag_micro *mb)
 {
-    lm_ddp *D = user;
-    if (id < 0 || id >= D->o.n_layer || D->hook_err.status) return;
-    size_t from = D->block_start[id];
-    if (from >= D->sent_from) return;
-    ag_real *g = D->o.params->grad;
-    if (ag_dist_allreduce_start(D->o.dist, g + from, D->sent_from - from, AG_DIST_REAL, &D->hook_err) == AG_OK)
-        ag_dist_progress(D->o.dist, &D->hook_err);   /* MPI moves the earlier slices only inside its calls */
-    D->sent_from = from;
+    if (!D) return ag_micro_of(1, 0, 1, j, B, step_seed, mb);   /* alone: one of all B windows */
+    if (j == 0) D->t0 = ag_now_s();   /* a new step */
+    return ag_micro_of(D->N, D->rank, D->K, j, B, step_seed, mb);
 }
 
-bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb)
-{
-    if (!D) {   /* alone: the plain step */
-        *mb = (lm_micro){ .first = 0, .b = B, .seed = step_seed, .dloss = 1 };
-        return j == 0;
-    }
-    if (D->hooked) ag_ctx_set_mark_hook(D->o.ctx, NULL, NULL);   /* the last backward is done */
-    D->hooked = false;
-    if (j >= D->K) return false;
-    if (j == 0) {   /* a new step: nothing sent yet */
-        D->t0 = ag_now_s();
-        D->sent_from = D->o.params->total;
-        ag_error_clear(&D->hook_err);
-    }
-    int m = D->rank * D->K + j;   /* its place in the step's batch */
-    *mb = (lm_micro){ .first = m * D->b, .b = D->b, .seed = ag_seed_mix(step_seed, (uint64_t)m),
-                      .dloss = (ag_real)(1.0 / (double)(D->N * D->K)) };   /* the mean over all N*K */
-    if (D->block_start && j == D->K - 1) {   /* overlap: its backward sends the finished blocks */
-        ag_ctx_set_mark_hook(D->o.ctx, on_mark, D);
-        D->hooked = true;
-    }
-    return true;
-}
-
-/* Every rank's gradients summed, and red[] with them: one blocking allreduce, or (overlap) the
- * slice the backward has not sent yet, then a wait for all. */
+/* Every rank's gradients summed, and red[] with them: one allreduce each. */
 static ag_status reduce(lm_ddp *D, ag_error *err)
 {
-    ag_dist *dist = D->o.dist;
     ag_params *P = D->o.params;
-    if (D->hook_err.status) return ag_seterr(err, D->hook_err.status, "%s", D->hook_err.msg);
-    if (!D->block_start) {
-        ag_status s = ag_dist_allreduce(dist, P->grad, P->total, AG_DIST_REAL, AG_DIST_SUM, err);
-        return s ? s : ag_dist_allreduce(dist, D->red, 1 + LM_N_STOPS, AG_DIST_DOUBLE, AG_DIST_SUM, err);
-    }
-    ag_status s = AG_OK;
-    if (D->sent_from > 0) s = ag_dist_allreduce_start(dist, P->grad, D->sent_from, AG_DIST_REAL, err);
-    if (s == AG_OK) s = ag_dist_allreduce_start(dist, D->red, 1 + LM_N_STOPS, AG_DIST_DOUBLE, err);
-    ag_status w = ag_dist_wait(dist, err);   /* also after a failed start: nothing stays in flight */
-    return s ? s : w;
+    ag_status s = ag_dist_allreduce(D->o.dist, P->grad, P->total, AG_DIST_REAL, AG_DIST_SUM, err);
+    return s ? s : ag_dist_allreduce(D->o.dist, D->red, 1 + LM_N_STOPS, AG_DIST_DOUBLE, AG_DIST_SUM, err);
 }
 
 ag_status lm_ddp_reduce(lm_ddp *D, double *loss, ag_error *err)
@@ -244,8 +170,6 @@ void lm_ddp_log_summary(const lm_ddp *D, FILE *f)
     fprintf(f, "data parallel: %d rank%s x %d micro-batch%s of %d windows; per step %.1f ms forward+backward", D->N,
             D->N == 1 ? "" : "s", D->K, D->K == 1 ? "" : "es", D->b, 1e3 * c);
     if (D->N > 1)
-        fprintf(f, ", %.1f ms waiting for the allreduce (%.0f%%, --allreduce %s)", 1e3 * w,
-                c + w > 0 ? 100 * w / (c + w) : 0,
-                lm_allreduce_names[D->block_start ? LM_ALLREDUCE_OVERLAP : LM_ALLREDUCE_END]);
+        fprintf(f, ", %.1f ms waiting for the allreduce (%.0f%%)", 1e3 * w, c + w > 0 ? 100 * w / (c + w) : 0);
     fputs("\n", f);
 }

@@ -12,17 +12,10 @@
  * the mean loss over all B*T targets: the single process's. The sum over ranks is an allreduce
  * of the flat gradient buffer (ag_params grad), after which every rank holds the same
  * gradient and runs the same clip and optimizer step: the weights stay equal without being
- * sent. Two ways to reduce (--allreduce):
- *   end (default): one blocking allreduce of the whole buffer after the last backward;
- *   overlap: the forward of the last micro-batch marks where each block starts
- *     (ag_ctx_mark); when the backward passes block l's mark, the gradients of blocks l..L-1,
- *     ln_f and lm_head are final, and their slice of the buffer (contiguous: parameters are
- *     registered in forward order) starts a non-blocking allreduce while the backward goes on
- *     with the blocks below; the embeddings' slice goes last, and the step waits for all
- *     before clipping. Measured here it gains nothing: Open MPI moves a started allreduce
- *     only inside MPI calls (one per block here), with every core busy computing
- *     (docs/distributed.md). Hence not the default.
- * Either way every wait for the other ranks sleeps between polls and has a deadline
+ * sent: one allreduce of the whole buffer after the last backward. (Sending each block's
+ * gradients while the backward went on below, --allreduce overlap, gained nothing measurable
+ * and left: docs/distributed.md, "Sending gradients during the backward".)
+ * Every wait for the other ranks sleeps between polls and has a deadline
  * (src/dist/dist.h, --dist-timeout).
  * The loss of the step (the mean of the N*K micro-batch losses) and the stop request ride
  * with the gradients as five doubles of the same reduction.
@@ -44,8 +37,8 @@
  * > 0 different N*K give runs that agree in distribution, not bit for bit; with dropout 0 they
  * agree to float rounding (tests/mpi/test_mpi.c).
  *
- * THE STEP (train.c) runs this rank's micro-batches itself, asking lm_ddp_micro which windows,
- * dropout seed and dloss each one has, and then makes one call, lm_ddp_reduce. With N = K = 1
+ * THE STEP (train.c) runs this rank's micro-batches itself, asking lm_ddp_micro (ag_micro_of,
+ * nn.h) which windows, dropout seed and dloss each one has, and then makes one call, lm_ddp_reduce. With N = K = 1
  * there is no lm_ddp (lm_ddp_new gives NULL): one micro-batch of all B windows with the step's
  * own seed and dloss 1, and a reduction that does nothing. Every function takes a NULL lm_ddp as
  * that single process. */
@@ -61,27 +54,13 @@
 
 typedef struct lm_ddp lm_ddp;
 
-typedef enum { LM_ALLREDUCE_END = 0, LM_ALLREDUCE_OVERLAP } lm_allreduce_mode;
-extern const char *const lm_allreduce_names[];   /* "end", "overlap", NULL */
-
 typedef struct {
     ag_dist *dist;               /* the job (NULL: this process alone) */
     int grad_accum;              /* K >= 1 */
-    lm_allreduce_mode mode;
     int batch_size;              /* B */
-    int n_layer;                 /* the marks the forward records (overlap) */
     ag_params *params;           /* the model's: its gradient buffer is reduced */
-    ag_ctx *ctx;                 /* the training ctx (its mark hook is used with overlap) */
     const volatile sig_atomic_t *stop;   /* this rank's stop flag (a signal number), or NULL */
 } lm_ddp_opts;
-
-/* One micro-batch of a step, as lm_ddp_micro hands it out. */
-typedef struct {
-    int first;                   /* its windows are [first, first + b) of the step's B */
-    int b;                       /* B / (N*K) windows */
-    uint64_t seed;               /* its dropout seed */
-    ag_real dloss;               /* where its backward starts: 1 / (N*K) */
-} lm_micro;
 
 /* *D: the run's data-parallel state, or NULL when N = K = 1 (nothing to split). AG_ERR_ARG
  * when B is not a multiple of N*K (the message says which sizes would do); AG_ERR_NOMEM. */
@@ -97,15 +76,12 @@ bool lm_ddp_writer(const lm_ddp *D);
 ag_status lm_ddp_share_start(lm_ddp *D, ag_error *err);
 
 /* Micro-batch j (0, 1, ...) of this rank's share of a step of B windows whose dropout seed is
- * step_seed: true with *mb filled, or false once j is past the last. Micro-batch m = rank*K + j
- * of the step takes windows [m*b, (m+1)*b) and the seed ag_seed_mix(step_seed, m); alone (NULL
- * D) the one micro-batch is all B windows with step_seed itself and dloss 1. With --allreduce
- * overlap, the ctx's mark hook is on from the last micro-batch's forward until the call after
- * it (a micro-batch that fails ends the run, so no later forward hears the hook). */
-bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, lm_micro *mb);
+ * step_seed (ag_micro_of, nn.h: the split's level above the shards): true with *mb filled, or
+ * false once j is past the last. Alone (NULL D) the one micro-batch is all B windows. */
+bool lm_ddp_micro(lm_ddp *D, int j, int B, uint64_t step_seed, ag_micro *mb);
 
 /* The distributed reduction, after the micro-batches: every rank's gradients summed (one
- * allreduce, or with overlap the slice the backward has not sent yet, then a wait for all),
+ * allreduce),
  * so every rank holds the gradient of the mean loss over the step's B windows; *loss, this
  * rank's sum of its micro-batch losses, becomes that mean loss. The ranks' stop requests ride
  * along (lm_ddp_stop). Alone (NULL D): nothing to do. */
@@ -128,7 +104,7 @@ ag_status lm_ddp_sum(lm_ddp *D, double *v, ag_error *err);
 ag_status lm_ddp_check_weights(lm_ddp *D, long it, ag_error *err);
 
 /* One line on f (rank 0's log) at the end of a run: ranks, micro-batches, and this rank's mean
- * time per step computing (forward and backward, the overlapped sends included) and waiting for
+ * time per step computing (forward and backward) and waiting for
  * the reduction after the last backward (docs/distributed.md quotes it). Nothing for a NULL D
  * or f, or before the second step (the first one warms up). */
 void lm_ddp_log_summary(const lm_ddp *D, FILE *f);

@@ -315,7 +315,6 @@ static int cmd_train(const lm_train_args *a)
     o.dist = d;
     o.grad_accum = a->grad_accum;
     o.shards = a->shards;
-    o.allreduce = a->allreduce;
     o.progress = a->progress;
     o.tune_threads = !a->threads && ag_dist_size(d) == 1;   /* the default: 2, or 1 while faster */
     FILE *quiet;

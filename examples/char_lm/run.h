@@ -52,7 +52,7 @@ typedef struct {
     lm_train_state st;       /* the iteration, the optimizer's t, the batch sampler (checkpoint.h) */
     ag_lr_schedule sched;    /* linear warmup, cosine decay (optim.h) */
     ag_ctx *ctx;             /* every forward and backward of the run: activations, the tape */
-    ag_gpt_shards *shards;   /* each pass's windows split over the threads (nn.h), or NULL */
+    ag_gpt_shards *shards;   /* each pass's windows split over the threads (nn.h; one: the plain pass) */
     int n_shards;            /*   how many the setup chose (1: the plain step), memory counted */
     ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;
@@ -154,7 +154,7 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err);
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
 
 /* Several ranks: every rank compares what it holds (the config, the parameter count, the
- * vocabulary, the text, --grad-accum, --allreduce, --threads, where the run starts) with every
+ * vocabulary, the text, --grad-accum, the shards, --threads, where the run starts) with every
  * other's, before anything of a size they could disagree on is sent; a difference is AG_ERR_ARG
  * on every rank, naming the fields and ranks. Sets ctl.compared once the comparison is made.
  * Alone: AG_OK. */

@@ -196,7 +196,6 @@ typedef struct {
 static void collect(const ag_node *n, void *user)
 {
     node_list *L = user;
-    if (!n->out) return;   /* a mark, not an op */
     if (L->len == L->cap) {
         int cap = L->cap ? 2 * L->cap : 64;
         const ag_node **p = realloc(L->n, (size_t)cap * sizeof *p);

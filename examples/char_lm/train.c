@@ -56,17 +56,11 @@ static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *
                      "(try a lower --lr)", it, lm_shown(lv), kept);
 }
 
-static ag_status check_loss(const lm_run *R, long it, const ag_tensor *loss, ag_error *err)
-{
-    ag_status s = ag_ctx_status(R->learn.ctx);
-    return loss_failed(R, it, s, ag_ctx_error(R->learn.ctx), loss != NULL, loss && !s ? (double)loss->data[0] : 0, err);
-}
-
-/* The micro-batch's forward and backward as train_step's lines do them, with its windows split
- * over the threads (ag_gpt_shards, nn.h): *loss += its mean loss. Failures as check_loss words
- * them. */
-static ag_status shards_pass(lm_run *R, long it, const lm_micro *mb, const ag_forward_opts *fo, double *loss,
-                             ag_error *err)
+/* The micro-batch's forward and backward, its windows split over the workers of the pass
+ * (ag_gpt_shards_pass, nn.h; one shard: ag_gpt_forward, then ag_backward_from): dW += its
+ * gradient times mb->dloss, *loss += its mean loss. A failure, or a loss that is NaN or Inf,
+ * comes back worded for the run (loss_failed). */
+static ag_status pass(lm_run *R, long it, const ag_micro *mb, const ag_forward_opts *fo, double *loss, ag_error *err)
 {
     ag_error why = {0};
     double l = 0;
@@ -74,16 +68,6 @@ static ag_status shards_pass(lm_run *R, long it, const lm_micro *mb, const ag_fo
                                      mb->dloss, &l, &why);
     *loss += l;
     return loss_failed(R, it, s, s ? why.msg : NULL, s == AG_OK || s == AG_ERR_NONFINITE, s ? 0 : l, err);
-}
-
-static ag_status backward_failed(const lm_run *R, long it, ag_status s, ag_error *err)
-{
-    const char *why = ag_ctx_error(R->learn.ctx);
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
-    return ag_seterr(err, s, "iteration %ld: backward: %s%s%s", it, why ? why : ag_status_str(s),
-                     s == AG_ERR_NONFINITE ? "; stopped before the optimizer step; " : "",
-                     s == AG_ERR_NONFINITE ? kept : "");
 }
 
 static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *err)
@@ -147,29 +131,19 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
     lm_draw_windows(D->off, B, D->n_train, T, c->overfit_batch ? &fixed : &L->st.rng);   // off [B]
 
-    // forward, loss, backward: over all B windows at once, or as this rank's K micro-batches
-    // (ddp.h: several ranks, --grad-accum), each adding its share to dW; dropout masks from
-    // --seed's stream "dropout" at it (run.h)
+    // forward, loss, backward: this rank's K micro-batches (ddp.h: several ranks, --grad-accum;
+    // alone, one of all B windows), each one's windows split over the workers (nn.h: shards),
+    // each adding its share to dW; dropout masks from --seed's stream "dropout" at it (run.h)
     uint64_t drop = lm_dropout_seed(c->seed, it);
     ag_params_zero_grad(P);                                                   // dW = 0
     double loss = 0;
-    lm_micro mb;
+    ag_micro mb;
     for (int j = 0; lm_ddp_micro(R->ctl.ddp, j, B, drop, &mb); j++) {
         lm_fill_windows(D->x, D->y, D->text.ids, D->off + mb.first, mb.b, T); // x, y [b,T] token ids
         ag_ctx_reset(L->ctx);                                                 // the last pass's tape goes
         const ag_forward_opts fo = { .train = true, .seed = mb.seed, .composed_attention = c->detect_anomaly };
-        if (L->shards) { /* the lines below, the windows split over the threads (nn.h: shards) */
-            ag_status s = shards_pass(R, it, &mb, &fo, &loss, err);          // loss += its mean loss
-            if (s) return s;
-            continue;
-        }
-        ag_tensor *l = NULL;
-        ag_gpt_forward(L->ctx, L->m.g, D->x, D->y, mb.b, T, &fo, &l);        // logits [b,T,V] -> l [1]
-        ag_status s = check_loss(R, it, l, err);                              // l: mean cross-entropy
+        ag_status s = pass(R, it, &mb, &fo, &loss, err);   // logits [b,T,V]; loss += l; dW += dloss dl/dW
         if (s) return s;
-        s = ag_backward_from(L->ctx, l, &mb.dloss);                           // dW += dloss * dl/dW
-        if (s) return backward_failed(R, it, s, err);
-        loss += (double)l->data[0];
     }
     ag_status s = lm_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
     if (s) return s;

@@ -110,16 +110,15 @@ typedef struct {
      * evaluation batch's time, so that evaluations cost time too. */
     void (*before_batch)(void *user);
     /* Data parallelism (ddp.h): the job of ranks this process is one of (NULL: alone), and
-     * --grad-accum (0 or 1: one micro-batch per step) and --allreduce. Every rank calls lm_train
+     * --grad-accum (0 or 1: one micro-batch per step). Every rank calls lm_train
      * with the same options; rank 0 alone writes the checkpoints, metrics.csv and the plots, and
      * should be the only one given a log. */
     ag_dist *dist;
     int grad_accum;
-    /* --shards: each step's windows in this many shards, one thread each (ag_gpt_shards, nn.h);
-     * 1 the plain step; 0 the default: the threads, at least 2, and 1 with dropout, with
-     * --detect-anomaly or with several ranks and --allreduce overlap */
+    /* --shards: each pass's windows in this many shards, one thread each (ag_gpt_shards, nn.h);
+     * 1 the plain step; 0 the default (ag_gpt_shards_default): the threads, at least 2, and 1
+     * with dropout */
     int shards;
-    lm_allreduce_mode allreduce;
     /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is
      * faster now (ag_thread_tuner, speed.h: a busy machine); the same bits either way. */
     bool tune_threads;

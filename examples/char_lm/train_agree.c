@@ -9,7 +9,7 @@
  * Each rank makes a digest of the same fixed size: 8 bytes for every field of the config
  * (config.h's table: batch, block, iterations, seed, --val-fraction, the optimizer and the
  * schedule, the model's shape ...), then the parameter count, the vocabulary's and the text's
- * FNV-1a hashes (src/data/hash.h), the text's length, --grad-accum, --allreduce, --threads, where
+ * FNV-1a hashes (src/data/hash.h), the text's length, --grad-accum, the shards (--shards), --threads, where
  * the run starts (iteration, optimizer step, batch sampler) and the bytes of a real. The digests
  * are gathered (ag_dist_allgather: every rank gets all of them, whatever the sizes they describe)
  * and every rank compares them alike, so every rank decides alike: on any difference all exit 2,
@@ -42,9 +42,9 @@ enum { HS_MAGIC, HS_PROTOCOL, HS_LAYOUT, HS_VERSION, HS_VERSION_WORDS = 6, HS_WO
 #define HS_MAGIC_WORD 0x31646e61686d6c63ull   /* "clmhand1" */
 
 /* What a digest holds after the config's fields. */
-enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_ALLREDUCE, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
+enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_SHARDS, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
 static const char *const extra_names[A_N] = {
-    "the parameter count", "the vocabulary", "the text's length", "the text", "--grad-accum", "--allreduce",
+    "the parameter count", "the vocabulary", "the text's length", "the text", "--grad-accum", "--shards",
     "--threads", "the iteration to start at", "the optimizer's step", "the batch sampler", "bytes per real",
 };
 #define N_ITEMS (LM_N_FIELDS + A_N)
@@ -73,7 +73,7 @@ static void make_digest(const lm_run *R, uint64_t *d)
     x[A_TOKENS] = st->n_tokens;
     x[A_TEXT] = st->data_hash;
     x[A_ACCUM] = (uint64_t)(R->o->grad_accum > 1 ? R->o->grad_accum : 1);
-    x[A_ALLREDUCE] = (uint64_t)R->o->allreduce;
+    x[A_SHARDS] = (uint64_t)R->learn.n_shards;   /* the split rounds alike only when alike */
     x[A_THREADS] = (uint64_t)ag_threads();
     x[A_ITER] = (uint64_t)st->iter;
     x[A_STEP] = (uint64_t)st->step;
@@ -95,7 +95,6 @@ static void format_item(char *buf, size_t n, int i, uint64_t v)
     }
     int x = i - LM_N_FIELDS;
     if (x == A_VOCAB || x == A_TEXT || x == A_SAMPLER) snprintf(buf, n, "hash %08llx", (unsigned long long)(v >> 32));
-    else if (x == A_ALLREDUCE) snprintf(buf, n, "%s", v <= LM_ALLREDUCE_OVERLAP ? lm_allreduce_names[v] : "?");
     else snprintf(buf, n, "%llu", (unsigned long long)v);
 }
 

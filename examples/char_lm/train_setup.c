@@ -163,53 +163,39 @@ static int local_ranks(const lm_run *R)
     return n >= 1 && n <= size ? (int)n : 1;
 }
 
-/* The default shards: one per thread (at least 2), but no more than the cores (a shard beyond
- * them only costs memory: --threads 1024 made 1024 gradient buffers, issue 35) nor the windows
- * of a pass; a count lowered below the threads is said in a note. */
+/* The default shards (ag_gpt_shards_default, nn.h), with a note when they are fewer than the
+ * threads (--threads 1024 once made 1024 gradient buffers, issue 35). */
 static int default_shards(const lm_run *R, int micro)
 {
-    int threads = ag_threads(), n = threads > 2 ? threads : 2;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores >= 2 && n > cores) n = (int)cores;
-    if (n > micro) n = micro;
-    if (n < threads)
-        lm_log_line(R, "shards: %d, not %d (one per thread): %s", n < 1 ? 1 : n, threads,
+    int threads = ag_threads(), n = ag_gpt_shards_default(&R->cfg.model, micro);
+    if (n < threads && R->cfg.model.dropout == 0)
+        lm_log_line(R, "shards: %d, not %d (one per thread): %s", n, threads,
                     n == micro ? "a pass has no more windows" : "this machine has no more cores");
     return n;
 }
 
-/* --shards: each step's windows split over the threads (nn.h), by default without dropout and
- * not under --detect-anomaly (whose messages name the whole batch's shapes) nor, with several
- * ranks, --allreduce overlap (it sends a block's gradients when the backward of the caller's
- * ctx passes it, and shard 0 runs in that ctx before the other shards' gradients are added); a
- * --shards the run cannot honour is refused, one that does not fit in memory too (each shard
- * beyond the first keeps a gradient buffer of the model's size), and a default one that does
- * not fit is lowered with a note. Without dropout the shards compute the plain step's numbers;
- * with it each shard draws its own masks, and the 10-minute recipe (dropout 0.05, tuned on the
- * plain step) trained worse that way (docs/performance.md), so a model with dropout keeps the
- * plain step unless --shards asks. Each rank splits its own micro-batches. */
+/* --shards: each pass's windows split over the threads (nn.h), by default without dropout; a
+ * --shards the run cannot honour (more than a pass's windows) is refused, one that does not fit in
+ * memory too (each shard beyond the first keeps a gradient buffer of the model's size), and a
+ * default one that does not fit is lowered with a note. Without dropout the shards compute the
+ * one-shard pass's numbers within rounding; with it each shard draws its own masks, and the
+ * 10-minute recipe (dropout 0.05, tuned on the plain pass) trained worse that way
+ * (docs/performance.md), so a model with dropout keeps one shard unless --shards asks. Each
+ * rank splits its own micro-batches. */
 static ag_status choose_shards(lm_run *R, ag_error *err)
 {
     const lm_config *c = &R->cfg;
     int asked = R->o->shards, N = ag_dist_size(R->o->dist);
     int K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
     int micro = c->batch_size / (N * K);   /* the windows of one pass */
-    bool overlap = N > 1 && R->o->allreduce == LM_ALLREDUCE_OVERLAP;
     R->learn.n_shards = 1;
-    if (asked > 1 && overlap)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d with --allreduce overlap: the overlap sends each block's "
-                         "gradients as the plain backward finishes them; leave one of them out", asked);
-    if (asked > 1 && c->detect_anomaly)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d with --detect-anomaly: its checks take the plain step (their "
-                         "messages name the whole batch's shapes); leave --shards out", asked);
     if (asked > micro && micro > 0) {
         char ranks[32] = "";
         if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
         return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
                          "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
     }
-    if (overlap || c->detect_anomaly) return AG_OK;
-    int n = asked ? asked : c->model.dropout > 0 ? 1 : default_shards(R, micro);
+    int n = asked ? asked : default_shards(R, micro);
     double have = lm_machine_bytes();
     int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
     char need[24];
@@ -225,10 +211,9 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* The shards choose_shards chose, made for the run's ctx. */
+/* The shards choose_shards chose (one: the plain pass), made for the run's ctx. */
 static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
 {
-    if (R->learn.n_shards < 2) return AG_OK;
     ag_error why = {0};
     R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, R->learn.n_shards, &why);
     return R->learn.shards ? AG_OK : ag_seterr(err, why.status, "%s", why.msg);
@@ -266,9 +251,8 @@ static ag_status start_ddp(lm_run *R, ag_error *err)
     ag_status s = lm_run_agree(R, err);   /* first: the ranks hold the same run (train_agree.c) */
     if (s) return s;
     const lm_config *c = &R->cfg;
-    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .mode = R->o->allreduce,
-                            .batch_size = c->batch_size, .n_layer = c->model.n_layer,
-                            .params = R->learn.m.g->params, .ctx = R->learn.ctx, .stop = R->o->stop };
+    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .batch_size = c->batch_size,
+                            .params = R->learn.m.g->params, .stop = R->o->stop };
     s = lm_ddp_new(&R->ctl.ddp, &d, err);
     if (!lm_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
     return s ? s : lm_ddp_share_start(R->ctl.ddp, err);

@@ -8,9 +8,8 @@
  * on. With NEXT, the checkpoint char_lm wrote after iteration N (`char_lm train --resume
  * --max-iters N+1` on a copy of CKPT), every weight and both Adam moments must equal it bit
  * for bit, and the loss NEXT/metrics.csv has for iteration N: exit 0 when they do, 1 when not,
- * 2 on an error. A single process, one micro-batch, the plain step: no --grad-accum, no ranks,
- * and NEXT from `char_lm train --shards 1` (char_lm's default splits the windows over the threads,
- * which rounds otherwise). */
+ * 2 on an error. A single process, one micro-batch (no --grad-accum, no ranks), its windows
+ * split over the threads as char_lm's default splits them (ag_gpt_shards_default, nn.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +76,7 @@ static int step(lm_model *m, lm_train_state *st, const ag_corpus *text, double *
     size_t *off = malloc((size_t)B * sizeof *off);
     int *x = malloc((size_t)B * T * sizeof *x), *y = malloc((size_t)B * T * sizeof *y);
     ag_ctx *ctx = ag_ctx_new();
+    ag_gpt_shards *split = NULL;
     int rc = 2;
     if (!off || !x || !y || !ctx) goto out;
     ag_ctx_set_recycle_grads(ctx, true);   /* as char_lm: only the parameters' gradients are read */
@@ -87,26 +87,26 @@ static int step(lm_model *m, lm_train_state *st, const ag_corpus *text, double *
     // the batch: B windows of the training split, from the sampler saved in the checkpoint
     lm_draw_windows(off, B, st->n_train, T, &st->rng);                          // off [B]
     lm_fill_windows(x, y, text->ids, off, B, T);                                // x, y [B,T]
-    // forward, loss, backward (dropout masks from --seed's stream at it)
+    // forward, loss, backward, the windows split over the workers as char_lm splits them (nn.h:
+    // one shard with dropout, else one per thread); dropout masks from --seed's stream at it
     ag_params_zero_grad(P);                                                     // dW = 0
-    ag_tensor *loss = NULL;
+    double loss = 0;
     const ag_forward_opts fo = {.train = true, .seed = lm_dropout_seed(c->seed, it)};
-    ag_gpt_forward(ctx, m->g, x, y, B, T, &fo, &loss);                          // [B,T,V] -> [1]
-    if (!loss || ag_backward(ctx, loss) != AG_OK) {                             // dW += dloss/dW
-        ag_seterr(err, AG_ERR_ARG, "step: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "no loss");
-        goto out;
-    }
+    split = ag_gpt_shards_new(m->g, ctx, ag_gpt_shards_default(&c->model, B), err);
+    if (!split || ag_gpt_shards_pass(split, x, y, B, T, &fo, 1, &loss, err) != AG_OK)   // logits [B,T,V] -> loss
+        goto out;                                                                        // dW += dloss/dW
     // the clip: the factor that brings the global norm of dW down to grad_clip (1 under it)
     double norm = ag_grad_norm(P), gscale = ag_clip_scale(norm, c->grad_clip);
     // AdamW with g = gscale dW, t = the updates the weights have had, this one included
     const ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
     ag_adamw_step_scaled(P, &ac, lr, ++st->step, gscale);
-    *loss_out = (double)loss->data[0];
+    *loss_out = loss;
     printf("iteration %ld: loss %.6f, lr %.6g, gradient norm %.4f, clip factor %.4f, AdamW t = %ld\n", it, *loss_out,
            lr, norm, gscale, st->step);
     rc = 0;
 out:
     free(off), free(x), free(y);
+    ag_gpt_shards_free(split);
     ag_ctx_free(ctx);
     return rc;
 }

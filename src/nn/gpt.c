@@ -143,7 +143,17 @@ static ag_status add_layers(ag_gpt *g)
     return s;
 }
 
-ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
+/* g freed, and why its parameters could not be made in err; NULL */
+static ag_gpt *gpt_failed(ag_gpt *g, ag_status s, ag_error *err)
+{
+    const char *why = ag_params_error(g->params);
+    ag_seterr(err, s, "ag_gpt_new: cannot create the parameters: %s", why ? why : ag_status_str(s));
+    ag_gpt_free(g);
+    return NULL;
+}
+
+/* A model of cfg's layers, their parameters registered and not yet allocated. */
+static ag_gpt *gpt_layers(const ag_gpt_config *cfg, ag_error *err)
 {
     if (check_config(cfg, err) != AG_OK) return NULL;
     ag_gpt *g = calloc(1, sizeof *g);
@@ -156,13 +166,16 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
         return ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_new: out of memory"), NULL;
     }
     ag_status s = add_layers(g);
-    if (s == AG_OK) s = ag_params_alloc(g->params);
-    if (s != AG_OK) {
-        const char *why = ag_params_error(g->params);
-        ag_seterr(err, s, "ag_gpt_new: cannot create the parameters: %s", why ? why : ag_status_str(s));
-        ag_gpt_free(g);
-        return NULL;
-    }
+    if (s != AG_OK) return gpt_failed(g, s, err);
+    return g;
+}
+
+ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
+{
+    ag_gpt *g = gpt_layers(cfg, err);
+    if (!g) return NULL;
+    ag_status s = ag_params_alloc(g->params);
+    if (s != AG_OK) return gpt_failed(g, s, err);
     ag_params_init(g->params, seed);   /* MODEL.md's init */
     switch (cfg->init) {
     case AG_WEIGHTS_NORMAL: break;
@@ -170,6 +183,14 @@ ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err)
     }
     if (cfg->init_scale > 0 && cfg->init_scale != 1) scale_drawn(g->params, cfg->init_scale);
     return g;
+}
+
+ag_gpt *ag_gpt_new_replica(const ag_gpt *g, ag_error *err)
+{
+    ag_gpt *r = gpt_layers(&g->cfg, err);
+    if (!r) return NULL;
+    ag_status s = ag_params_alloc_grads(r->params, g->params);
+    return s == AG_OK ? r : gpt_failed(r, s, err);
 }
 
 void ag_gpt_free(ag_gpt *g)
@@ -204,7 +225,6 @@ static ag_tensor *gpt_logits(ag_ctx *ctx, const ag_gpt *g, const int *ids, int B
         ag_forward_opts block = *opts;           /* block l's dropout seed, record slot, cache layer */
         block.seed = ag_seed_mix(opts->seed, 1 + (uint64_t)l); /* block l is dropout site 1 + l */
         block.layer = l;
-        ag_ctx_mark(ctx, l);   /* the backward past here has finished blocks l.., ln_f, lm_head */
         x = ag_block_forward(ctx, &g->blocks[l], x, mask, p, &block);          // [B,T,C]
     }
     ag_ctx_set_scope(ctx, "ln_f");

@@ -230,6 +230,11 @@ typedef struct {
  * failing layer init's reason ("ag_gpt_new: cannot create the parameters: blocks.0.mlp: ...").
  * Free with ag_gpt_free. */
 ag_gpt *ag_gpt_new(const ag_gpt_config *cfg, uint64_t seed, ag_error *err);
+/* A replica of g for a worker of a split pass (ag_gpt_shards below): g's layers, computing with
+ * g's weights (which of them take a gradient too), with gradients of its own; it owns no
+ * weights or Adam moments. g's weights may change, never move, while it lives. NULL on error
+ * (why in err). Free with ag_gpt_free, before g. */
+ag_gpt *ag_gpt_new_replica(const ag_gpt *g, ag_error *err);
 void ag_gpt_free(ag_gpt *g); /* NULL ok */
 
 /* ids [B*T] -> logits [B,T,V]. With targets [B*T] (or NULL), *loss gets the mean
@@ -239,24 +244,48 @@ void ag_gpt_free(ag_gpt *g); /* NULL ok */
 ag_tensor *ag_gpt_forward(ag_ctx *ctx, ag_gpt *g, const int *ids, const int *targets, int B, int T,
                           const ag_forward_opts *opts, ag_tensor **loss);
 
-/* ---- a training pass with the batch in shards, one thread each ----
- * The plain pass (ag_gpt_forward, then ag_backward_from) splits every op over the threads:
- * each op starts a parallel loop and waits for its slowest thread at the end, about 140 times
- * a baby step. Shards split the batch instead: B windows in n shards of about B/n, each
- * shard's forward and backward run whole on one thread, in a ctx of its own, on a replica of
- * the model that reads g's weights and keeps gradients of its own; at the end each replica's
- * gradients are added into g's, in shard order. Without dropout the result is the plain
- * pass's within rounding (with it, each shard draws its own masks), and it has the same bits on
- * one thread or several (docs/performance.md: "The batch in shards"). The ops inside a shard
- * run on its thread only while OpenMP keeps one active level: its default, which
+/* ---- one pass of a step's windows, split over workers ----
+ * A training step's windows are split over workers: the ranks of a job, each rank's
+ * micro-batches, and a micro-batch's shards (its windows split over the threads). Each worker
+ * runs the forward and backward of its share on a replica that shares g's weights and keeps
+ * its own gradients; the gradients are summed in a fixed order (shards in shard order, then
+ * micro-batches in turn, then the ranks' allreduce), each share weighed by its windows, so the
+ * sum is the gradient of the mean loss over the step's windows. Every training pass goes
+ * through ag_gpt_shards_pass: with one shard it is the plain pass (ag_gpt_forward, then
+ * ag_backward_from, every op split over the threads); with n > 1 each shard's forward and
+ * backward run whole on one thread, in a ctx of its own, on a replica (ag_gpt_new_replica),
+ * and the replicas' gradients are added into g's in shard order. Without dropout n shards give
+ * the one-shard pass's result within rounding (with it, each shard draws its own masks), and
+ * the same bits on one thread or several (docs/performance.md: "The batch in shards"). The ops
+ * inside a shard run on its thread only while OpenMP keeps one active level: its default, which
  * ag_threads_init (speed.h) sets again. */
 typedef struct ag_gpt_shards ag_gpt_shards;
 
+/* One worker's share above the shards: micro-batch j (0 .. K-1) of rank `rank` of N (N, K >= 1),
+ * in a step of B windows (a multiple of N*K) whose dropout seed is step_seed. Micro-batch
+ * m = rank*K + j takes windows [m b, (m+1) b), b = B/(N*K), with the seed
+ * ag_seed_mix(step_seed, m) and its backward seeded with 1/(N*K), so the sum over all of them
+ * is the gradient of the step's mean loss; N = K = 1: all B windows, step_seed itself, 1.
+ * Its windows then go to ag_gpt_shards_pass; the ranks' sum is the caller's allreduce. false
+ * once j >= K. */
+typedef struct {
+    int first;         /* its windows are [first, first + b) of the step's B */
+    int b;             /* B / (N*K) windows */
+    uint64_t seed;     /* its dropout seed */
+    ag_real dloss;     /* where its backward starts: 1 / (N*K) */
+} ag_micro;
+bool ag_micro_of(int N, int rank, int K, int j, int B, uint64_t step_seed, ag_micro *mb);
+
+/* The shards a pass of `windows` windows takes by default: 1 with dropout (each shard would
+ * draw its own masks, and the 10-minute recipe's dropout was tuned on the plain pass); else one
+ * per thread (ag_threads, at least 2), at most the machine's cores and the windows. char_lm's
+ * step and examples/one_step both take it, so they split alike. */
+int ag_gpt_shards_default(const ag_gpt_config *cfg, int windows);
+
 /* n shards (n >= 1) of a pass of g in ctx: shard 0 runs on g and ctx themselves, shards 1..n-1
- * on replicas (built from g's config, which of g's parameters take a gradient copied; they keep
- * gradients, not weights or Adam's moments) in ctxs like ctx (ag_ctx_new_like). g's weights may
- * change between passes (the optimizer), never move; make the shards after any other change to
- * g's layers. NULL on error, the reason in err. */
+ * on replicas (ag_gpt_new_replica) in ctxs like ctx (ag_ctx_new_like, --detect-anomaly's checks
+ * included). g's weights may change between passes (the optimizer), never move; make the
+ * shards after any other change to g's layers. NULL on error, the reason in err. */
 ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err);
 void ag_gpt_shards_free(ag_gpt_shards *s); /* NULL ok; leaves g and ctx */
 int ag_gpt_shards_count(const ag_gpt_shards *s);
@@ -265,7 +294,8 @@ ag_ctx *ag_gpt_shards_ctx(const ag_gpt_shards *s, int j); /* shard j's ctx (0: t
 /* Forward and backward of ids, targets [B*T] as the shards: g's gradients += dloss * dl/dW with
  * l the mean cross-entropy over all B*T targets, and *loss = l. Shard j takes windows
  * [B j/n, B (j+1)/n) (none when B < n: it is skipped) and starts its backward from
- * dloss b_j / B; dropout masks from ag_seed_mix(opts->seed, j). opts may not record attention,
+ * dloss b_j / B (dloss itself for one shard); dropout masks from ag_seed_mix(opts->seed, j),
+ * or opts->seed itself for one shard. opts may not record attention,
  * pass a cache or key padding (AG_ERR_ARG). Shard 0's tape stays in ctx (the caller resets it,
  * as after a plain pass); the others are reset. On failure the status and message of the first
  * failing shard are in err and g's gradients are partly summed: the step must not go on. */

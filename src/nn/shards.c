@@ -1,19 +1,23 @@
-/* shards.c -- a training pass with the batch in shards, one thread each (nn.h has the contract).
+/* shards.c -- one pass of a step's windows, split over workers (nn.h has the contract).
  *
- * Why: on two cores the plain pass splits each op over both threads, and every op then pays a
- * parallel loop's start and end and waits for its slower thread (about 140 loops a baby step,
- * 6-9% of it). A shard runs a whole forward and backward on one thread instead; the ops inside
- * see that they are in a parallel region and run whole (ag_gemm's rule, parallel.c), and the
- * threads meet once, to add the gradients.
+ * A step's B windows are split over workers: the ranks of a job, each rank's micro-batches
+ * (--grad-accum, run in turn), and within a micro-batch its threads, one shard each. This file
+ * is the last level, and the one every step goes through: a pass of b windows in n shards.
+ * With n = 1 the shard is the plain pass, every op split over the threads. With n > 1 each
+ * shard runs a whole forward and backward on one thread (its ops see that they are in a
+ * parallel region and run whole: ag_gemm's rule, parallel.c), and the threads meet once, to
+ * add the gradients: on two cores that saves the start and end of about 140 parallel loops a
+ * baby step, 6-9% of it.
  *
- * Shard j's loss l_j is the mean over its b_j windows, so the batch's mean is sum_j b_j l_j / B
- * and shard j's backward starts from dloss b_j / B: the gradients are the whole batch's. Shard 0
+ * Shard j's loss l_j is the mean over its b_j windows, so the pass's mean is sum_j b_j l_j / b
+ * and shard j's backward starts from dloss b_j / b: the gradients are the whole pass's. Shard 0
  * writes straight into g's gradients; the others into their replicas', added into g's at the
  * end in shard order (and cleared for the next pass), so one thread, running the shards in
- * turn, gives the same bits as several. */
+ * turn, gives the same bits as several. The ranks' sum comes after, in the caller's reduction. */
 #include <omp.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "nn.h"
 #include "../tensor/rng.h"
 #include "../tensor/speed.h"
@@ -32,27 +36,24 @@ struct ag_gpt_shards {
     shard *sh;         /* [n]: shard 0 runs on g and the caller's ctx */
 };
 
-/* A model that computes with g's weights and keeps its own gradients: ag_gpt_new's, with its
- * parameters pointed at g's (which of them take a gradient, too) and its own weights and
- * Adam's moments freed. */
-static ag_gpt *replica(ag_gpt *g, ag_error *err)
+bool ag_micro_of(int N, int rank, int K, int j, int B, uint64_t step_seed, ag_micro *mb)
 {
-    ag_error why = {0};
-    ag_gpt *r = ag_gpt_new(&g->cfg, 0, &why);
-    if (!r) {
-        ag_seterr(err, why.status, "ag_gpt_shards_new: a replica of the model: %s", why.msg);
-        return NULL;
-    }
-    ag_params *P = r->params;
-    for (int i = 0; i < P->n; i++) {
-        P->entries[i].t->data = g->params->entries[i].t->data;
-        P->entries[i].t->requires_grad = g->params->entries[i].t->requires_grad;
-    }
-    free(P->data);
-    free(P->m);
-    free(P->v);
-    P->data = P->m = P->v = NULL;
-    return r;
+    if (j >= K) return false;
+    int b = B / (N * K), m = rank * K + j;   /* m: its place in the step's batch */
+    if (N * K == 1) *mb = (ag_micro){ .first = 0, .b = B, .seed = step_seed, .dloss = 1 };
+    else *mb = (ag_micro){ .first = m * b, .b = b, .seed = ag_seed_mix(step_seed, (uint64_t)m),
+                           .dloss = (ag_real)(1.0 / (double)(N * K)) };   /* the mean over all N*K */
+    return true;
+}
+
+int ag_gpt_shards_default(const ag_gpt_config *cfg, int windows)
+{
+    if (!cfg || cfg->dropout > 0) return 1;   /* each shard would draw its own masks */
+    int threads = ag_threads(), n = threads > 2 ? threads : 2;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores >= 2 && n > cores) n = (int)cores;   /* a shard beyond them only costs memory */
+    if (n > windows) n = windows;
+    return n < 1 ? 1 : n;
 }
 
 ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err)
@@ -69,7 +70,7 @@ ag_gpt_shards *ag_gpt_shards_new(ag_gpt *g, ag_ctx *ctx, int n, ag_error *err)
     sh[0].model = g;
     sh[0].ctx = ctx;
     for (int j = 1; j < n; j++) {
-        if (!(sh[j].model = replica(g, err))) break;
+        if (!(sh[j].model = ag_gpt_new_replica(g, err))) break;
         if (!(sh[j].ctx = ag_ctx_new_like(ctx))) {
             ag_seterr(err, AG_ERR_NOMEM, "ag_gpt_shards_new: out of memory");
             break;
@@ -107,14 +108,14 @@ static void shard_pass(ag_gpt_shards *s, int j, const int *ids, const int *targe
     sh->loss = 0;
     if (b == 0) return;
     ag_forward_opts o = *opts;
-    o.seed = ag_seed_mix(opts->seed, (uint64_t)j);
+    if (s->n > 1) o.seed = ag_seed_mix(opts->seed, (uint64_t)j);   /* one worker: the pass's own masks */
     ag_tensor *l = NULL;
     ag_gpt_forward(sh->ctx, sh->model, ids + (size_t)first * T, targets + (size_t)first * T, b, T, &o, &l);
-    if (!l) {
+    if (!l || ag_ctx_status(sh->ctx)) {   /* no backward after a failed forward (--detect-anomaly) */
         sh->status = ag_ctx_status(sh->ctx) ? ag_ctx_status(sh->ctx) : AG_ERR_ARG;
         return;
     }
-    ag_real share = (ag_real)(dloss * b / B);                    /* l_j weighs b_j / B of the mean */
+    ag_real share = b == B ? dloss : (ag_real)(dloss * b / B);   /* l_j weighs b_j / B of the mean */
     sh->status = ag_backward_from(sh->ctx, l, &share);
     sh->in_backward = sh->status != AG_OK;
     sh->loss = (double)l->data[0] * b / B;
@@ -155,6 +156,11 @@ ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *target
         return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_pass: %s", B < 1 ? "B must be >= 1" : "a NULL argument");
     if (opts->record_attention || opts->cache || opts->key_padding)
         return ag_seterr(err, AG_ERR_ARG, "ag_gpt_shards_pass: no recorded attention, cache or key padding");
+    if (s->n == 1) {   /* one worker: the plain pass, every op split over the threads */
+        shard_pass(s, 0, ids, targets, B, T, opts, dloss);
+        *loss = s->sh[0].loss;
+        return first_failure(s, err);
+    }
     size_t total = s->sh[0].model->params->total;
     int nt = omp_get_max_threads() < s->n ? omp_get_max_threads() : s->n;
     /* a region even on one thread: inside it every op runs whole, as on several (the same bits) */

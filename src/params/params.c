@@ -158,6 +158,25 @@ ag_status ag_params_alloc(ag_params *P)
     return AG_OK;
 }
 
+ag_status ag_params_alloc_grads(ag_params *P, const ag_params *weights)
+{
+    if (!P || !weights) return AG_ERR_ARG;
+    if (P->data || P->grad) return ag_params_fail(P, AG_ERR_ARG, "ag_params_alloc_grads: already allocated");
+    if (P->n != weights->n || P->total != weights->total)
+        return ag_params_fail(P, AG_ERR_ARG, "ag_params_alloc_grads: %d parameters of %zu elements, the weights' "
+                              "store has %d of %zu", P->n, P->total, weights->n, weights->total);
+    P->grad = ag_alloc_big((P->total ? P->total : 1) * sizeof(ag_real), true);
+    if (!P->grad)
+        return ag_params_fail(P, AG_ERR_NOMEM, "ag_params_alloc_grads: out of memory for %zu gradients", P->total);
+    for (int i = 0; i < P->n; i++) {   /* the same registrations, so the same offsets */
+        const ag_tensor *w = weights->entries[i].t;
+        P->entries[i].t->data = w->data;
+        P->entries[i].t->grad = P->grad + P->entries[i].offset;
+        P->entries[i].t->requires_grad = w->requires_grad;
+    }
+    return AG_OK;
+}
+
 void ag_params_init(ag_params *P, uint64_t seed)
 {
     ag_rng rng;

@@ -56,6 +56,10 @@ ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *sh
 /* Allocates the flat buffers (zeroed) and points every tensor into them. AG_ERR_NOMEM on OOM,
  * AG_ERR_ARG when already allocated (the reason in P->err). */
 ag_status ag_params_alloc(ag_params *P);
+/* For a worker of a split pass (ag_gpt_shards, nn.h): P's tensors compute with the weights of
+ * `weights` (registered alike: same names, shapes and order) and keep gradients of their own,
+ * in P->grad; P->data, m and v stay NULL. AG_ERR_ARG for another layout, AG_ERR_NOMEM. */
+ag_status ag_params_alloc_grads(ag_params *P, const ag_params *weights);
 /* Fills every parameter by its init rule from a seeded RNG, in registration order. */
 void ag_params_init(ag_params *P, uint64_t seed);
 void ag_params_zero_grad(ag_params *P);

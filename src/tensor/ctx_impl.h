@@ -2,8 +2,8 @@
  * else sees ag_ctx as an opaque handle. Each file of the ctx keeps its own part of the struct:
  *   ctx.c    the memory (an arena, arena.h), grad mode, the first error;
  *   kernels.c the kernel table (kernel.h): reference or fast;
- *   tape.c   the tape, which the other parts only read (marks.c adds its marks to it);
- *   grad.c   gradient recycling;  marks.c  the mark hook;
+ *   tape.c   the tape, which the other parts only read;
+ *   grad.c   gradient recycling;
  *   debug.c  the layer scope, anomaly detection and profiling.
  * tape.c calls the optional parts through the hooks declared at the end, one each. */
 #ifndef AG_CTX_IMPL_H
@@ -24,7 +24,7 @@ struct ag_ctx {
     ag_kernels kernels;       /* what the ops call: the reference kernels or the fast ones */
 
     ag_node *tape;            /* the newest node; nodes link backwards through prev */
-    size_t tape_nodes;        /* nodes recorded since the last reset (marks not counted) */
+    size_t tape_nodes;        /* nodes recorded since the last reset */
     const char *scope;        /* the layer now running, copied into every node; NULL: none */
 
     /* the optional parts, off (false, NULL) until asked for */
@@ -32,10 +32,6 @@ struct ag_ctx {
         bool on;
         struct ag__free_grad *free; /* released gradient buffers, reused by size */
     } recycle;
-    struct {
-        ag_mark_fn fn;              /* called when the backward passes a mark */
-        void *user;
-    } mark;
     struct {
         bool on;                    /* detect_anomaly || profile: tape.c tests this one flag */
         bool detect_anomaly;

@@ -138,6 +138,6 @@ void ag_tape_foreach(const ag_ctx *ctx, void (*fn)(const ag_node *n, void *user)
     for (size_t k = count; k > 0; k--) {
         const ag_node *m = ctx->tape;
         for (size_t j = 1; j < k; j++) m = m->prev;
-        if (m->out) fn(m, user); /* not a mark (ag_ctx_mark) */
+        fn(m, user);
     }
 }

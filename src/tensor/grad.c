@@ -41,7 +41,7 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
 void ag__grad_release(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *y = n->out;
-    if (!y || n->op->output_is_view) return; /* a mark; a view's gradient is its input's */
+    if (n->op->output_is_view) return; /* a view's gradient is its input's */
 #ifdef AG_ARENA_DEBUG
     /* the sanitizer build does not reuse: it poisons, so a stale read shows up as NaN */
     (void)ctx;

@@ -3,7 +3,7 @@
  * is off by default, or a plain default.
  *
  * Implemented beside the core, each in its own file: kernels.c (the kernel tables), grad.c
- * (recycling), marks.c, parallel.c (threads, a ctx for another thread), hugepage.c (big
+ * (recycling), parallel.c (threads, a ctx for another thread), hugepage.c (big
  * buffers). */
 #ifndef AG_SPEED_H
 #define AG_SPEED_H
@@ -21,7 +21,7 @@
 void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
 
 /* A new ctx with the settings of `like`: grad mode, the kernel table, gradient recycling
- * and --detect-anomaly's checks (not its profile, mark hook or contents). For a second thread
+ * and --detect-anomaly's checks (not its profile or contents). For a second thread
  * that runs its own forward and backward (ag_gpt_shards, nn.h). NULL if out of memory or
  * `like` is NULL. */
 ag_ctx *ag_ctx_new_like(const ag_ctx *like);
@@ -52,18 +52,6 @@ ag_status ag_kernels_from_env(ag_kernels_id *id, ag_error *err);
 /* ag_ctx_set_kernels(ctx, on ? AG_KERNELS_REFERENCE : AG_KERNELS_FAST), and its reading */
 void ag_ctx_set_reference_kernels(ag_ctx *ctx, bool on);
 bool ag_ctx_reference_kernels(const ag_ctx *ctx);
-
-/* Marks: how far has the backward come? ag_ctx_mark(ctx, id) in a forward records a mark on the
- * tape; when the backward walks past it (newest to oldest) every node recorded after the mark
- * has run its backward, so a parameter used only after the mark has its whole gradient, and
- * the hook is called with id. Data-parallel training uses it to start sending a block's
- * gradients while the backward goes on below (docs/distributed.md). ag_ctx_mark records
- * nothing (and costs nothing) while no hook is set or grad mode is off. The hook stays set
- * across resets; NULL removes it. Cannot fail (a mark that finds no memory is dropped, and the
- * forward's next op reports the shortage). */
-typedef void (*ag_mark_fn)(void *user, int id);
-void ag_ctx_set_mark_hook(ag_ctx *ctx, ag_mark_fn fn, void *user);
-void ag_ctx_mark(ag_ctx *ctx, int id);
 
 /* Threads. attograd runs everything on OpenMP's one pool and keeps OpenBLAS single-threaded:
  * two pools that both spin fight for the cores and make a step several times slower.

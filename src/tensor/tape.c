@@ -8,10 +8,9 @@
  * Each backward adds (+=) into its inputs' gradients, which ag_grad (grad.c) makes zero-filled
  * on first touch.
  *
- * Three optional parts hook in, each through one call: debug.c (anomaly detection and
+ * Two optional parts hook in, each through one call: debug.c (anomaly detection and
  * profiling, debug.h) after a node is recorded and around its backward; grad.c's gradient
- * recycling (speed.h) after a backward; marks (marks.c) are nodes without an output, which
- * always run. */
+ * recycling (speed.h) after a backward. */
 #include "ctx_impl.h"
 
 // --- recording ---
@@ -46,7 +45,7 @@ ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy)
     size_t N = ag_numel(y);
     for (size_t i = 0; i < N; i++) g[i] += dy[i];
     for (ag_node *n = ctx->tape; n; n = n->prev) {                  /* newest to oldest */
-        if (n->out && !n->out->grad) continue;                      /* nothing flowed back here */
+        if (!n->out->grad) continue;                                /* nothing flowed back here */
         ag_status s = ctx->debug.on ? ag__debug_backward(ctx, n) : n->op->backward(ctx, n);
         if (s != AG_OK) return s;
         if (ctx->recycle.on) ag__grad_release(ctx, n);

@@ -157,7 +157,7 @@ typedef struct ag_op {
 
 struct ag_node {
     const ag_op *op;
-    ag_tensor *out;            /* NULL for a mark (ag_ctx_mark, speed.h): it always runs */
+    ag_tensor *out;
     ag_tensor *in[AG_MAX_INPUTS];
     int n_in;
     void *saved;               /* op-specific buffer in the arena (e.g. LayerNorm mean/rstd) */

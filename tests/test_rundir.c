@@ -1,7 +1,7 @@
 /* test_rundir.c -- a run directory holds one whole checkpoint at every instant and has one
  * owner (issue 12), tested on build/char_lm as a real process (proc.h):
  *
- *   crash    `train` killed (SIGKILL, through CHAR_LM_FAULT: see examples/char_lm/rundir.h) at
+ *   crash    `train` killed (SIGKILL, through CHAR_LM_FAULT: see src/train/train.h) at
  *            every step of writing a checkpoint: every write, fsync, rename and removal, those
  *            inside ag_st_save included. After each kill the directory's latest names a whole
  *            checkpoint that samples; --resume from it (a plain `train` where nothing of the

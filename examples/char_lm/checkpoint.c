@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "checkpoint.h"
-#include "rundir.h"
+#include "train/train.h"
 
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
@@ -33,15 +33,9 @@ uint64_t lm_weights_hash(const ag_params *P)
     return h;
 }
 
-bool lm_path_join(char *buf, size_t n, const char *dir, const char *name)
-{
-    int w = snprintf(buf, n, "%s/%s", dir, name);
-    return w >= 0 && (size_t)w < n;
-}
-
 static ag_status path_of(char *buf, const char *dir, const char *name, ag_error *err)
 {
-    if (lm_path_join(buf, PATHLEN, dir, name)) return AG_OK;
+    if (ag_path_join(buf, PATHLEN, dir, name)) return AG_OK;
     return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
 }
 
@@ -121,11 +115,11 @@ static ag_status params_finite(const ag_gpt *g, const char *path, ag_error *err)
     return AG_OK;
 }
 
-/* lm_fault as ag_st_save's step hook: the crash test's fault points inside a file's write too. */
+/* ag_fault as ag_st_save's step hook: the crash test's fault points inside a file's write too. */
 static void fault_hook(const char *step, const char *path, void *user)
 {
     (void)user;
-    lm_fault(step, path);
+    ag_fault(step, path);
 }
 
 static const ag_st_save_opts with_faults = {.step_hook = fault_hook};
@@ -319,7 +313,7 @@ ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size
         if (none) return no_latest(dir, buf, n, err);
         return ag_seterr(err, why.status, "%s", why.msg);
     }
-    if (!lm_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    if (!ag_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     struct stat sb;
     bool found = stat(buf, &sb) == 0;
     if (!found || !S_ISDIR(sb.st_mode))
@@ -337,8 +331,8 @@ bool lm_ckpt_exists(const char *dir)
 {
     char path[PATHLEN], found[64];
     struct stat sb;
-    return (lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
-           (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
+    return (ag_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
+           (ag_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
            lm_ckpt_list(dir, found, sizeof found) > 0;
 }
 
@@ -372,7 +366,7 @@ static void remove_ckpt_dir(const char *path)
                     strncmp(nm, LM_STATE_FILE ".tmp.", strlen(LM_STATE_FILE ".tmp.")) == 0;
         if (ours) {
             unlinkat(fd, nm, 0);
-            lm_fault("remove (half done)", path);   /* one file gone, the other not yet */
+            ag_fault("remove (half done)", path);   /* one file gone, the other not yet */
         }
     }
     closedir(d);
@@ -383,8 +377,8 @@ static void remove_ckpt_dir(const char *path)
 void lm_ckpt_remove(const char *dir, const char *name)
 {
     char path[PATHLEN];
-    if (!lm_path_join(path, sizeof path, dir, name)) return;
-    lm_fault("remove", path);
+    if (!ag_path_join(path, sizeof path, dir, name)) return;
+    ag_fault("remove", path);
     remove_ckpt_dir(path);
 }
 
@@ -393,26 +387,26 @@ ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bo
     char path[PATHLEN], tmp[PATHLEN + 32];
     *committed = false;
     if (path_of(path, dir, which, err)) return AG_ERR_ARG;
-    lm_fault("create", path);
-    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    ag_fault("create", path);
+    FILE *fp = ag_file_create(path, tmp, sizeof tmp, err);
     if (!fp) return AG_ERR_IO;
     if (fprintf(fp, "%s\n", name) < 0 || fflush(fp) != 0) {
         int e = errno;
-        lm_file_discard(fp, tmp);
+        ag_file_discard(fp, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
     }
-    lm_fault("fsync", tmp);
+    ag_fault("fsync", tmp);
     if (fsync(fileno(fp)) != 0) {
         int e = errno;
-        lm_file_discard(fp, tmp);
+        ag_file_discard(fp, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(e));
     }
-    lm_fault(strcmp(which, LM_LATEST) == 0 ? "rename (the commit)" : "rename", path);
-    ag_status s = lm_file_commit(fp, tmp, path, false, err);
+    ag_fault(strcmp(which, LM_LATEST) == 0 ? "rename (the commit)" : "rename", path);
+    ag_status s = ag_file_commit(fp, tmp, path, false, err);
     if (s) return s;
     *committed = true;
-    lm_fault("fsync dir", dir);
-    return lm_fsync_dir(dir, err);
+    ag_fault("fsync dir", dir);
+    return ag_fsync_dir(dir, err);
 }
 
 /* A checkpoint directory that a save of iteration st->iter may clear away: one of this run's
@@ -423,7 +417,7 @@ static bool ours_to_replace(const char *dir, const char *name, const lm_train_st
     struct stat sb;
     lm_ckpt_id id;
     ag_error ignored = {0};
-    if (!lm_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
+    if (!ag_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
     if (S_ISLNK(sb.st_mode)) return true;
     return lm_ckpt_identify(path, &id, &ignored) == AG_OK &&
            lm_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash);
@@ -459,7 +453,7 @@ static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const
                   : snprintf(tmp, PATHLEN + 32, "%s.tmp", final);
         if (w < 0 || w >= PATHLEN + 32) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", final);
         remove_ckpt_dir(tmp);   /* a leftover of a killed run */
-        lm_fault("mkdir", tmp);
+        ag_fault("mkdir", tmp);
         if (mkdir(tmp, 0777) == 0) break;
         if (errno != EEXIST || k == 1) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     }
@@ -475,7 +469,7 @@ static bool runs_best(const char *dir, const char *name, const lm_train_state *s
     char path[PATHLEN];
     lm_ckpt_id id;
     ag_error ignored = {0};
-    return st->best_iter >= 0 && lm_path_join(path, sizeof path, dir, name) &&
+    return st->best_iter >= 0 && ag_path_join(path, sizeof path, dir, name) &&
            lm_ckpt_identify(path, &id, &ignored) == AG_OK && id.run_id == st->run_id && id.iter == st->best_iter;
 }
 
@@ -496,8 +490,8 @@ static void remove_replaced(const char *dir, const lm_train_state *st, const cha
     const char *legacy[] = {LM_STATE_FILE, LM_MODEL_FILE};
     for (int i = 0; i < 2; i++) {
         char path[PATHLEN];
-        if (!lm_path_join(path, sizeof path, dir, legacy[i])) continue;
-        lm_fault("remove", path);
+        if (!ag_path_join(path, sizeof path, dir, legacy[i])) continue;
+        ag_fault("remove", path);
         unlink(path);
     }
 }
@@ -513,7 +507,7 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
     pointer_or_none(dir, LM_BEST, best);
     ag_status s = ckpt_name(dir, st, live, best, name, final, err);
     if (s == AG_OK && (s = write_pair(final, tmp, g, cfg, v, st, err)) == AG_OK) {
-        lm_fault("rename", final);
+        ag_fault("rename", final);
         if (rename(tmp, final) != 0) s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
                                                    strerror(errno));
     }
@@ -521,9 +515,9 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
         remove_ckpt_dir(tmp);
         return s;
     }
-    lm_fault("fsync dir", dir);
+    ag_fault("fsync dir", dir);
     bool committed = false, is_best = st->has_eval && st->best_iter == st->iter;   /* lm_run_evaluate */
-    s = lm_fsync_dir(dir, err);
+    s = ag_fsync_dir(dir, err);
     if (s == AG_OK) s = lm_ckpt_point(dir, LM_LATEST, name, &committed, err);
     if (!committed) {
         remove_ckpt_dir(final);

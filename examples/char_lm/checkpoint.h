@@ -94,9 +94,6 @@ typedef struct {
     double eval;        /* the evaluation saved with it (val; train without a split), NaN: none */
 } lm_ckpt_id;
 
-/* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
-bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
-
 /* A new run's identity: 64 random bits from the kernel, never 0. */
 uint64_t lm_new_run_id(void);
 

@@ -166,7 +166,7 @@ static void catch_stop_signals(bool train, int sig)
         sigaction(SIGUSR1, &sa, NULL);
         sigaction(checkpoint_signal, &sa, NULL);
     }
-    lm_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (plot.h) */
+    ag_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (train/train.h) */
 }
 
 static lm_train_opts train_opts(const lm_train_args *a)
@@ -198,7 +198,7 @@ static void print_pictures(const char *dir, time_t since)
     struct stat st;
     bool first = true;
     for (size_t k = 0; k < sizeof pics / sizeof pics[0]; k++)
-        if (lm_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
+        if (ag_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
             printf("%spicture: %s\n", first ? "\n" : "", png);
             first = false;
         }
@@ -420,7 +420,7 @@ static int cmd_eval(const lm_eval_args *a)
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
-    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
+    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (train/train.h) */
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
@@ -474,6 +474,7 @@ static int cmd_serve(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    ag_train_name("char_lm", "CHAR_LM");   /* the run machinery's messages and variables (train/train.h) */
     lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return cmd_serve(argc, argv);

@@ -33,7 +33,7 @@ static lm_served *load(const char *dir, const char *name, ag_error *err)
     }
     char path[4096];
     ag_status s = AG_OK;
-    if (*name && !lm_path_join(path, sizeof path, dir, name)) s = ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    if (*name && !ag_path_join(path, sizeof path, dir, name)) s = ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     if (s == AG_OK) s = lm_model_load(*name ? path : dir, &m->m, err);
     if (s) {
         free(m);

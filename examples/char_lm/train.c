@@ -5,7 +5,7 @@
  * train_loop: evaluate when due, stop when asked, else step. Everything else of a run sits
  * behind one named call each, in the files run.h lists: the setup (train_setup.c), the
  * evaluation (train_eval.c), the log and metrics.csv (train_log.c), the checkpoint
- * (lm_run_checkpoint, checkpoint.h), the signals (lm_run_stop_requested), the lock (rundir.h,
+ * (lm_run_checkpoint, checkpoint.h), the signals (lm_run_stop_requested), the lock (train/train.h,
  * taken in the setup) and the ranks' reduction (lm_ddp_reduce, ddp.h).
  *
  * Shapes use MODEL.md's letters: B windows per step, T = block_size, V the vocabulary; with

@@ -1,7 +1,7 @@
 /* train_log.c -- what a training run reports (run.h): the log (the run's header, a progress
  * line, a line per evaluation, the end), DIR/metrics.csv (one row per step, written through at
  * once, so a full disk stops the run at the first row it refuses) and the plots, loss.png and
- * with --log-attn-stats attn.png, drawn by gnuplot in the background (plot.h). Rank 0 alone
+ * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, plot.h). Rank 0 alone
  * writes files (ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
 #include <fcntl.h>
@@ -132,17 +132,17 @@ ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_r
                          ag_error *err)
 {
     char path[PATHLEN], tmp[PATHLEN + 32];
-    if (!lm_path_join(path, sizeof path, R->o->out_dir, name))
+    if (!ag_path_join(path, sizeof path, R->o->out_dir, name))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
     if (R->ctl.resumed && cut_in_place(R, path, header, csv)) return AG_OK;
-    FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
+    FILE *out = ag_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
     if (!out) return AG_ERR_IO;
     if (!rewrite_csv(R, path, header, out)) {
         int e = errno;
-        lm_file_discard(out, tmp);
+        ag_file_discard(out, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
-    ag_status s = lm_file_commit(out, tmp, path, false, err);
+    ag_status s = ag_file_commit(out, tmp, path, false, err);
     if (s) return s;
     if (!(*csv = open_regular(path, O_WRONLY | O_APPEND, "a")))
         return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, errno ? strerror(errno) : "not a regular file");
@@ -362,15 +362,17 @@ void lm_log_plots(lm_run *R, bool last)
 {
     lm_report *rep = &R->rep;
     const char *dir = R->o->out_dir;
-    bool with_val = R->data.n_val > 0;
-    int V = R->cfg.model.vocab_size;   /* loss.png's line ln V */
+    int V = R->cfg.model.vocab_size;   /* loss.png's line ln V: a uniform guess */
+    char floor_title[96];
+    snprintf(floor_title, sizeof floor_title, "ln V = ln %d: every character equally likely", V);
+    const ag_loss_plot lp = {"char\\_lm: loss per character (nats)", log((double)V), floor_title, R->data.n_val > 0};
     ag_error why = {0};
     bool done = true;
     ag_status ps = AG_OK;
-    if (rep->plot_pid > 0) ps = lm_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
+    if (rep->plot_pid > 0) ps = ag_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
     if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
     if (!ps && rep->plot_pid == 0)
-        ps = last ? lm_plot_loss(dir, with_val, V, &why) : lm_plot_loss_start(dir, with_val, V, &rep->plot_pid, &why);
+        ps = last ? ag_plot_loss(dir, &lp, &why) : ag_plot_loss_start(dir, &lp, &rep->plot_pid, &why);
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
     if (!ps && R->rep.dyn) ps = lm_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */

@@ -1,0 +1,124 @@
+/* train.h -- the run machinery of a training program, for any model (issue 31): what keeps a
+ * run directory whole and what draws its loss curve. It names no model: a program gives its
+ * own name once (ag_train_name) and its own curve's title and floor (ag_loss_plot).
+ *
+ *   ag_train_name                 the program's name in messages ("char_lm") and the prefix of
+ *                                 its environment variables ("CHAR_LM": CHAR_LM_FAULT, ...)
+ *   ag_lock_take, ag_lock_drop    DIR itself (flock) and DIR/train.lock (a record lock, and
+ *                                 its pid), locked by `train` for its whole life: a second train
+ *                                 on DIR is refused at once, naming the holder, even after
+ *                                 train.lock was deleted; the kernel drops the locks when the
+ *                                 process dies, however it dies
+ *   ag_file_create, ag_file_commit
+ *                                 a file written beside its target as "<path>.tmp.<pid>" and
+ *                                 renamed over it: readers see the old file or the new one,
+ *                                 never half of one, and a symbolic link planted at <path> (or
+ *                                 at the temporary name) is replaced, its target never written
+ *   ag_write_file                 the same for a whole string
+ *   ag_fsync_dir                  makes the renames in a directory durable
+ *   ag_fault                      the crash test's fault points (<PREFIX>_FAULT=N)
+ *   ag_plot_loss, ag_plot_script  DIR/loss.png from DIR/metrics.csv, any picture, by gnuplot
+ *                                 (plot.c), every wait for it bounded
+ *
+ * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
+ * one line in err, naming the file. */
+#ifndef AG_TRAIN_H
+#define AG_TRAIN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/types.h>
+#include "../tensor/tensor.h"
+
+#define AG_LOCK_NAME "train.lock"
+
+/* The program's name, in the messages of this module ("DIR is in use by another char_lm train",
+ * "char_lm: fault point 3: ..."), and the prefix of the environment variables it reads
+ * (<env>_FAULT, <env>_PLOT_TIMEOUT). Both strings must live as long as the program. Until it is
+ * called: "attograd" and "AG". */
+void ag_train_name(const char *program, const char *env);
+/* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
+bool ag_path_join(char *buf, size_t n, const char *dir, const char *name);
+
+typedef struct {
+    bool held;
+    int fd;         /* DIR/train.lock */
+    int dir_fd;     /* DIR, flock'ed; -1 where the file system cannot flock a directory */
+    char path[4096];
+} ag_lock;
+
+/* Locks DIR itself (flock: no file removed inside it releases that) and DIR/train.lock
+ * (created if missing, with our pid written into it; DIR must exist). AG_ERR_ARG when another
+ * process holds either ("DIR is in use by another <program> train (pid N, ..."), AG_ERR_IO when
+ * they cannot be made. */
+ag_status ag_lock_take(ag_lock *l, const char *dir, ag_error *err);
+/* Removes the lock file and releases it; no-op when not held. */
+void ag_lock_drop(ag_lock *l);
+/* A path that reaches the locked directory wherever it is, in via [n] ("/proc/self/fd/N"): a
+ * train writes through it, never into a directory made at DIR's path after it started (issue
+ * 35). "" where there is none (no /proc, the lock not held). */
+void ag_lock_via(const ag_lock *l, char *via, size_t n);
+/* DIR (the path the lock was taken on) no longer names the locked directory (`mv DIR DIR.old;
+ * mkdir DIR` while a train runs): true, with where it is now in now_at [n] (or ""). False when
+ * it is the same directory, or the lock is not held. */
+bool ag_lock_moved(const ag_lock *l, const char *dir, char *now_at, size_t n);
+
+/* Opens "<path>.tmp.<pid>" (its name in tmp [n]) as a new file, removing whatever had that
+ * name first. NULL with err set on failure. */
+FILE *ag_file_create(const char *path, char *tmp, size_t n, ag_error *err);
+/* Checks and closes fp (fsync'ed first when durable), then renames tmp over path. On any
+ * failure tmp is removed and path is untouched. */
+ag_status ag_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err);
+/* Closes fp and removes tmp (an abandoned ag_file_create). */
+void ag_file_discard(FILE *fp, const char *tmp);
+/* text into path, through a temporary file (not fsync'ed: for plots and scripts). */
+ag_status ag_write_file(const char *path, const char *text, ag_error *err);
+
+/* fsync of a directory (a filesystem that cannot sync directories is not an error). */
+ag_status ag_fsync_dir(const char *dir, ag_error *err);
+
+/* A fault point for the crash-consistency test: with <env>_FAULT=N in the environment the
+ * N-th call in this process says "<program>: fault point N: <step> <path>" on stderr and kills
+ * the process with SIGKILL (as a power cut or `kill -9` would, with nothing cleaned up).
+ * Without the variable it does nothing. A checkpoint writer calls it before every step that changes
+ * the disk, including those inside ag_st_save (passed to it as the step hook of its opts).
+ * <env>_FAULT=<step> (not a number) kills at the first call of that step instead. */
+void ag_fault(const char *step, const char *path);
+
+// --- pictures (plot.c) ---
+
+/* Every wait for gnuplot is bounded (plot.c says how): it is killed after ag_plot_timeout()
+ * seconds (60, or $<env>_PLOT_TIMEOUT), and within a second of *stop becoming non-zero (a
+ * stop signal; stop must live as long as the program). Either is AG_ERR_IO. If gnuplot is
+ * missing or fails, the status is AG_ERR_IO and err says so in one line; the caller decides
+ * whether that is worth a warning (a training goes on without a picture). */
+void ag_plot_set_stop(const volatile sig_atomic_t *stop);
+double ag_plot_timeout(void);
+
+/* What DIR/loss.png shows besides metrics.csv's columns (iter,lr,loss,train_loss,val_loss,...):
+ * the batch loss, the evaluations, the learning rate against the right-hand axis. */
+typedef struct {
+    const char *title;       /* over the picture, as gnuplot text (an "_" is "\\_" in a C string) */
+    double floor;            /* a dashed line at this loss (a uniform guess's); NaN: none */
+    const char *floor_title; /*   its title in the key */
+    bool with_val;           /* the validation curve too (false when the run has no validation split) */
+} ag_loss_plot;
+
+/* Writes DIR/loss.gp (a plain gnuplot script: `cd DIR && gnuplot loss.gp` redraws the curve by
+ * hand) and runs gnuplot on it in DIR, which draws DIR/loss.png. */
+ag_status ag_plot_loss(const char *dir, const ag_loss_plot *p, ag_error *err);
+/* The same without waiting, so training goes on while gnuplot draws: *pid gets the gnuplot
+ * process, for ag_plot_loss_wait. */
+ag_status ag_plot_loss_start(const char *dir, const ag_loss_plot *p, pid_t *pid, ag_error *err);
+/* Reaps the plot started as pid: block waits for it (bounded, as said above); without block
+ * only *done tells whether it has ended yet. Once *done, the status is ag_plot_loss's. */
+ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
+
+/* Any picture of a run: writes script to DIR/gp and runs gnuplot on it in DIR, which draws
+ * png. Errors as above. */
+ag_status ag_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err);
+/* Runs the script DIR/gp, already written, to the end; png is the picture it draws. */
+ag_status ag_plot_run(const char *dir, const char *gp, const char *png, ag_error *err);
+
+#endif

@@ -465,7 +465,7 @@ START_TEST(test_clean)
     ag_gpt *g = small_model(dir, ck, &c, &cfg, &st, 3);
     ag_error e = {0};
     ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);   /* live: ckpt-3 */
-    uint64_t live = lm_weights_hash(g->params);
+    uint64_t live = ag_weights_hash(g->params);
     plant_ckpt(dir, ck, "ckpt-00000002", g, &cfg, &c.vocab, st, 0x1234, 2, 0);      /* superseded */
     plant_ckpt(dir, ck, "ckpt-00000004", g, &cfg, &c.vocab, st, 0x1234, 4, live);   /* never committed */
     plant_ckpt(dir, ck, "ckpt-00000005", g, &cfg, &c.vocab, st, 0x1234, 5, 0x77);   /* another branch's */

@@ -1,6 +1,7 @@
-/* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run, written and
- * read through the ag_st_* API (src/io/safetensors.h), and the run directory's `latest` that
- * makes the pair one unit. See checkpoint.h for the layout and the commit. */
+/* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run: their
+ * metadata (the config, the vocabulary, the train state), around the tensors the library writes
+ * and reads for any ag_params (train/train.h: ag_ckpt_*), and the run directory's `latest`
+ * that makes the pair one unit. See checkpoint.h for the layout and the commit. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>   /* getentropy: glibc, macOS and the BSDs (getrandom is Linux's alone) */
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,140 +18,36 @@
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
 
-/* The binding of a train state to its model (issue 19): FNV-1a of the weights as the model
- * file holds them (F32). Two branches of one run (cp -r, two resumes) have other weights at
- * the same iteration, so a model and a train state of different branches do not pair. */
-uint64_t lm_weights_hash(const ag_params *P)
-{
-    uint64_t h = AG_FNV1A_INIT;
-    for (size_t i = 0; i < P->total; i++) {
-        float f = (float)P->data[i];
-        uint32_t bits;
-        memcpy(&bits, &f, sizeof bits);
-        h = ag_fnv1a_u32(h, bits);
-    }
-    return h;
-}
-
 static ag_status path_of(char *buf, const char *dir, const char *name, ag_error *err)
 {
     if (ag_path_join(buf, PATHLEN, dir, name)) return AG_OK;
     return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
 }
 
-uint64_t lm_new_run_id(void)
-{
-    uint64_t id = 0;
-    if (getentropy(&id, sizeof id) != 0) {   /* no entropy source: time and pid */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        id = ag_splitmix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40);
-    }
-    return id ? id : 1;
-}
-
-static void format_run_id(char *buf, size_t n, uint64_t id)
-{
-    snprintf(buf, n, "%016llx", (unsigned long long)id);
-}
-
-/* 16 hex digits, as format_run_id writes them. */
-static bool parse_run_id(const char *s, uint64_t *id)
-{
-    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16) return false;
-    *id = strtoull(s, NULL, 16);
-    return true;
-}
-
 // --- writing ---
-
-/* The parameters of g as safetensors entries, named prefix + param name ("m." for moments),
- * with data from buf (P->data, P->m or P->v). names[] holds the prefixed names. */
-static ag_status tensors_of(const ag_gpt *g, const char *prefix, const ag_real *buf,
-                            ag_st_tensor **out, char ***names)
-{
-    const ag_params *P = g->params;
-    ag_st_tensor *t = calloc((size_t)P->n, sizeof *t);
-    char **nm = calloc((size_t)P->n, sizeof *nm);
-    if (!t || !nm) goto oom;
-    for (int i = 0; i < P->n; i++) {
-        const ag_param_entry *e = &P->entries[i];
-        size_t len = strlen(prefix) + strlen(e->t->name) + 1;
-        if (!(nm[i] = malloc(len))) goto oom;
-        snprintf(nm[i], len, "%s%s", prefix, e->t->name);
-        t[i].name = nm[i];
-        t[i].ndim = e->t->ndim;
-        memcpy(t[i].shape, e->t->shape, sizeof t[i].shape);
-        t[i].data = buf + e->offset;
-    }
-    *out = t;
-    *names = nm;
-    return AG_OK;
-oom:
-    for (int i = 0; nm && i < P->n; i++) free(nm[i]);
-    free(nm);
-    free(t);
-    return AG_ERR_NOMEM;
-}
-
-static void free_names(char **nm, int n)
-{
-    for (int i = 0; nm && i < n; i++) free(nm[i]);
-    free(nm);
-}
-
-/* A poisoned model is never written, so the checkpoint on disk stays the last good one. */
-static ag_status params_finite(const ag_gpt *g, const char *path, ag_error *err)
-{
-    const ag_params *P = g->params;
-    for (int e = 0; e < P->n; e++) {
-        const ag_tensor *t = P->entries[e].t;
-        for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i]))
-                return ag_seterr(err, AG_ERR_NONFINITE, "%s: not written: parameter %s holds a non-finite value "
-                                 "(element %zu is %g); the checkpoint there is the last good one", path, t->name, i,
-                                 (double)t->data[i]);
-    }
-    return AG_OK;
-}
-
-/* ag_fault as ag_st_save's step hook: the crash test's fault points inside a file's write too. */
-static void fault_hook(const char *step, const char *path, void *user)
-{
-    (void)user;
-    ag_fault(step, path);
-}
-
-static const ag_st_save_opts with_faults = {.step_hook = fault_hook};
 
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                              long iter, uint64_t run_id, ag_error *err)
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
-    if (params_finite(g, path, err)) return AG_ERR_NONFINITE;
     lm_config c = *cfg;
     c.model = g->cfg;
     c.model.vocab_size = v->V;
     char *config = lm_config_to_json(&c);
     char *vjson = ag_vocab_to_json(v);
-    ag_st_tensor *t = NULL;
-    char **names = NULL;
     ag_status st = AG_ERR_NOMEM;
-    if (!config || !vjson || tensors_of(g, "", g->params->data, &t, &names)) {
+    if (!config || !vjson) {
         ag_seterr(err, st, "%s: out of memory", path);
-        goto out;
+    } else {
+        char iters[32], id[20];
+        snprintf(iters, sizeof iters, "%ld", iter);
+        ag_hex64_format(id, sizeof id, run_id);
+        ag_st_meta meta[] = {
+            {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters}, {"run_id", id},
+        };
+        st = ag_ckpt_write_weights(path, g->params, meta, (int)(sizeof meta / sizeof meta[0]), err);
     }
-    char iters[32], id[20];
-    snprintf(iters, sizeof iters, "%ld", iter);
-    format_run_id(id, sizeof id, run_id);
-    ag_st_meta meta[] = {
-        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters}, {"run_id", id},
-    };
-    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), &with_faults, err);
-out:
-    free_names(names, g->params->n);
-    free(t);
     free(vjson);
     free(config);
     return st;
@@ -170,8 +66,8 @@ typedef struct {
 static int state_meta(const lm_train_state *s, const ag_params *P, state_text *t, ag_st_meta *meta)
 {
     snprintf(t->iter, sizeof t->iter, "%ld", s->iter);
-    format_run_id(t->id, sizeof t->id, s->run_id);
-    format_run_id(t->mh, sizeof t->mh, lm_weights_hash(P));
+    ag_hex64_format(t->id, sizeof t->id, s->run_id);
+    ag_hex64_format(t->mh, sizeof t->mh, ag_weights_hash(P));
     snprintf(t->step, sizeof t->step, "%ld", s->step);
     snprintf(t->rs, sizeof t->rs, "%llu", (unsigned long long)s->rng.state);
     snprintf(t->ri, sizeof t->ri, "%llu", (unsigned long long)s->rng.inc);
@@ -199,7 +95,7 @@ static int state_meta(const lm_train_state *s, const ag_params *P, state_text *t
         meta[n++] = (ag_st_meta){"best_loss", t->best_loss};
     }
     if (s->prev_hash) {
-        format_run_id(t->follows, sizeof t->follows, s->prev_hash);
+        ag_hex64_format(t->follows, sizeof t->follows, s->prev_hash);
         meta[n++] = (ag_st_meta){"follows", t->follows};
     }
     return n;
@@ -209,28 +105,10 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_STATE_FILE, err)) return AG_ERR_ARG;
-    const ag_params *P = g->params;
-    ag_st_tensor *tm = NULL, *tv = NULL, *all = NULL;
-    char **nm = NULL, **nv = NULL;
-    ag_status st = AG_ERR_NOMEM;
-    all = calloc(2 * (size_t)P->n, sizeof *all);
-    if (!all || tensors_of(g, "m.", P->m, &tm, &nm) || tensors_of(g, "v.", P->v, &tv, &nv)) {
-        ag_seterr(err, st, "%s: out of memory", path);
-        goto out;
-    }
-    memcpy(all, tm, (size_t)P->n * sizeof *all);
-    memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
     state_text txt;
     ag_st_meta meta[STATE_META_MAX];
-    int n_meta = state_meta(s, P, &txt, meta);
-    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, &with_faults, err);
-out:
-    free_names(nm, P->n);
-    free_names(nv, P->n);
-    free(tm);
-    free(tv);
-    free(all);
-    return st;
+    int n_meta = state_meta(s, g->params, &txt, meta);
+    return ag_ckpt_write_moments(path, g->params, meta, n_meta, err);
 }
 
 // --- the run directory: latest and the ckpt-N directories ---
@@ -501,7 +379,7 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
-    if (params_finite(g, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
+    if (ag_ckpt_check_finite(g->params, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
     char live[64], best[64], name[64], tmp[PATHLEN + 32], final[PATHLEN];
     pointer_or_none(dir, LM_LATEST, live);   /* none (or unreadable: replaced now) */
     pointer_or_none(dir, LM_BEST, best);
@@ -531,74 +409,14 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
 
 // --- reading ---
 
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno == ERANGE) return false;
-    *out = v;
-    return true;
-}
-
 /* Metadata key as an unsigned integer <= max; a message naming the file otherwise. */
 static ag_status meta_u64(const ag_st_file *f, const char *path, const char *key, uint64_t max,
                           uint64_t *out, ag_error *err)
 {
     const char *s = ag_st_meta_get(f, key);
     if (!s) return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata has no \"%s\"", path, key);
-    if (!parse_u64(s, out) || *out > max)
+    if (!ag_u64_parse(s, out) || *out > max)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"%s\" is not a valid count: '%s'", path, key, s);
-    return AG_OK;
-}
-
-/* The first tensor of f that is not one of P's parameters under one of the prefixes, or NULL. */
-static const char *stranger(const ag_st_file *f, const ag_params *P, int n_prefixes, const char *const *prefixes)
-{
-    for (int i = 0; i < ag_st_count(f); i++) {
-        const char *nm = ag_st_name(f, i);
-        bool known = false;
-        for (int k = 0; k < n_prefixes && !known; k++) {
-            size_t pl = strlen(prefixes[k]);
-            known = strncmp(nm, prefixes[k], pl) == 0 && ag_params_find(P, nm + pl);
-        }
-        if (!known) return nm;
-    }
-    return NULL;
-}
-
-/* Every parameter of g, read from f under prefix + name into buf; and f holds nothing else. */
-static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt *g, int n_prefixes,
-                             const char *const *prefixes, ag_real *const *bufs, ag_error *err)
-{
-    const ag_params *P = g->params;
-    if (ag_st_count(f) != n_prefixes * P->n) {
-        const char *nm = stranger(f, P, n_prefixes, prefixes);   /* if that is the problem, name it */
-        if (nm)
-            return ag_seterr(err, AG_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, nm);
-        return ag_seterr(err, AG_ERR_FORMAT, "%s: holds %d tensors, the model needs %d", path, ag_st_count(f),
-                         n_prefixes * P->n);
-    }
-    for (int k = 0; k < n_prefixes; k++)
-        for (int i = 0; i < P->n; i++) {
-            const ag_param_entry *e = &P->entries[i];
-            char name[512];
-            snprintf(name, sizeof name, "%s%s", prefixes[k], e->t->name);
-            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err);
-            if (s) return s;
-        }
-    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on; and Adam's v, a
-     * mean of squares, is never negative (its square root would be NaN at the first step) */
-    for (int k = 0; k < n_prefixes; k++) {
-        bool second_moment = strcmp(prefixes[k], "v.") == 0;
-        for (size_t j = 0; j < P->total; j++) {
-            if (!isfinite(bufs[k][j])) return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a non-finite value", path);
-            if (second_moment && bufs[k][j] < 0)
-                return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a negative second moment (v.*: %g); Adam's v is a "
-                                 "mean of squares", path, (double)bufs[k][j]);
-        }
-    }
     return AG_OK;
 }
 
@@ -641,11 +459,11 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
     if (m->vocab.V != m->cfg.model.vocab_size)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: the vocab has %d characters, the config says vocab_size %d", path,
                          m->vocab.V, m->cfg.model.vocab_size);
-    if (iter && !parse_u64(iter, &it))
+    if (iter && !ag_u64_parse(iter, &it))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"iter\" is not a count: '%s'", path, iter);
     m->iter = (long)it;
     const char *id = ag_st_meta_get(f, "run_id");
-    if (id && !parse_run_id(id, &m->run_id))
+    if (id && !ag_hex64_parse(id, &m->run_id))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     return AG_OK;
 }
@@ -740,11 +558,7 @@ static ag_status load_model_from(const char *where, lm_model *m, ag_error *err)
     ag_error why = {0};
     if (st == AG_OK && !(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, &why)))
         st = ag_seterr(err, AG_ERR_NOMEM, "%s: %s", path, why.msg);
-    if (st == AG_OK) {
-        const char *pre[] = {""};
-        ag_real *bufs[] = {m->g->params->data};
-        st = read_params(f, path, m->g, 1, pre, bufs, err);
-    }
+    if (st == AG_OK) st = ag_ckpt_read_weights(f, path, m->g->params, err);
     ag_st_free(f);
     if (st) lm_model_free(m);
     return st;
@@ -803,7 +617,7 @@ static ag_status read_best_meta(const ag_st_file *f, const char *path, lm_train_
     if (!bi && !bl) return AG_OK;
     char *end = NULL;
     double loss = bl ? strtod(bl, &end) : NAN;
-    if (!bi || !parse_u64(bi, &it) || it > (uint64_t)s->iter || !bl || !*bl || *end || !isfinite(loss) || loss < 0)
+    if (!bi || !ag_u64_parse(bi, &it) || it > (uint64_t)s->iter || !bl || !*bl || *end || !isfinite(loss) || loss < 0)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata best_iter and best_loss are not an iteration up to %ld "
                          "and a loss", path, s->iter);
     s->best_iter = (long)it;
@@ -841,7 +655,7 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
     s->n_val = (size_t)nva;
     s->data_hash = hash;
     const char *id = ag_st_meta_get(f, "run_id");
-    if (id && !parse_run_id(id, &s->run_id))
+    if (id && !ag_hex64_parse(id, &s->run_id))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     if ((st = read_eval_meta(f, path, s, err))) return st;
     return read_best_meta(f, path, s, err);
@@ -853,13 +667,13 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
 static uint64_t meta_hex(const ag_st_file *f, const char *key)
 {
     uint64_t v = 0;
-    return parse_run_id(ag_st_meta_get(f, key), &v) ? v : 0;
+    return ag_hex64_parse(ag_st_meta_get(f, key), &v) ? v : 0;
 }
 
 static long meta_iter(const ag_st_file *f, const char *key)
 {
     uint64_t v;
-    return parse_u64(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
+    return ag_u64_parse(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
 }
 
 /* The metadata value key of f as a loss (a finite number >= 0), or NaN. */
@@ -917,9 +731,9 @@ static ag_status check_binding(const ag_st_file *f, const char *path, const ag_p
     const char *mh = ag_st_meta_get(f, "model_hash");
     uint64_t want, have;
     if (!mh) return AG_OK;
-    if (!parse_run_id(mh, &want))
+    if (!ag_hex64_parse(mh, &want))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"model_hash\" is not 16 hex digits", path);
-    if ((have = lm_weights_hash(P)) == want) return AG_OK;
+    if ((have = ag_weights_hash(P)) == want) return AG_OK;
     return ag_seterr(err, AG_ERR_FORMAT, "%s was saved with other weights than the model.safetensors it is read "
                      "with (model_hash %016llx, these weights %016llx): the two files are not one checkpoint (two "
                      "branches of a run mixed?)", path, (unsigned long long)want, (unsigned long long)have);
@@ -951,12 +765,10 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return AG_ERR_IO;
     ag_status st = read_state_meta(f, path, s, err);
-    const char *pre[] = {"m.", "v."};
-    ag_real *bufs[] = {g->params->m, g->params->v};
-    if (st == AG_OK) st = read_params(f, path, g, 2, pre, bufs, err);
+    if (st == AG_OK) st = ag_ckpt_read_moments(f, path, g->params, err);
     if (st == AG_OK) st = same_iteration(where, s->iter, err);
     if (st == AG_OK) st = check_binding(f, path, g->params, err);
-    s->prev_hash = st == AG_OK ? lm_weights_hash(g->params) : 0;   /* the next save follows this one */
+    s->prev_hash = st == AG_OK ? ag_weights_hash(g->params) : 0;   /* the next save follows this one */
     ag_st_free(f);
     if (st) memset(s, 0, sizeof *s);
     return st;

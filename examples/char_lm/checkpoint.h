@@ -71,7 +71,7 @@ typedef struct {
 typedef struct {
     long iter;          /* optimizer steps done; the next step is number iter */
     long step;          /* the optimizer's step count t of the last update */
-    uint64_t run_id;    /* drawn when the run started (lm_new_run_id), kept by --resume; 0: none */
+    uint64_t run_id;    /* drawn when the run started (ag_new_run_id), kept by --resume; 0: none */
     ag_rng rng;         /* the batch sampler, as it is before step `iter` draws its batch */
     size_t n_tokens, n_train, n_val;
     uint64_t data_hash; /* ag_ids_hash of all the tokens: a different --data is noticed */
@@ -93,9 +93,6 @@ typedef struct {
     long best_iter;     /* the train state's (-1: none) */
     double eval;        /* the evaluation saved with it (val; train without a split), NaN: none */
 } lm_ckpt_id;
-
-/* A new run's identity: 64 random bits from the kernel, never 0. */
-uint64_t lm_new_run_id(void);
 
 /* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
  * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
@@ -195,9 +192,6 @@ double lm_min_params(const ag_gpt_config *m);
  * one train_state.safetensors) could not be saved: refused before training, not at the first
  * checkpoint after hours of it. */
 ag_status lm_check_checkpointable(const ag_gpt_config *m, ag_error *err);
-
-/* FNV-1a of the weights as a model file holds them (F32): the train state's model_hash. */
-uint64_t lm_weights_hash(const ag_params *P);
 
 /* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
  * format tag, the config, the vocabulary (its size must be the config's vocab_size; both

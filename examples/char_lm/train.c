@@ -216,7 +216,7 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     if (s == AG_OK && writer) s = lm_run_save(R, err);   /* into the locked directory (train_setup.c) */
     if (s) return s;
     R->ctl.saved_at = it;
-    st->prev_hash = lm_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
+    st->prev_hash = ag_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
     if (writer && R->ctl.replaces) {   /* --overwrite: the old run goes once ours is committed */
         char left[1024], note[1200];
         lm_ckpt_clean(R->o->out_dir, R->ctl.replaces, left, sizeof left, note, sizeof note);

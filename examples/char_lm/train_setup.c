@@ -115,7 +115,7 @@ static ag_status resume_state(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of run %s but "
                          "train_state.safetensors of run %s: the two files are not one checkpoint", o->out_dir, a, b);
     }
-    if (!st->run_id) st->run_id = lm_new_run_id();   /* a checkpoint older than run ids */
+    if (!st->run_id) st->run_id = ag_new_run_id();   /* a checkpoint older than run ids */
     if (st->iter != m->iter)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
                          "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
@@ -142,7 +142,7 @@ static void new_state(lm_run *R)
     lm_train_state *st = &R->learn.st;
     const ag_corpus *text = &R->data.text;
     memset(st, 0, sizeof *st);
-    st->run_id = lm_new_run_id();
+    st->run_id = ag_new_run_id();
     st->best_iter = -1;   /* no evaluation yet */
     st->best_loss = NAN;
     ag_rng_seed(&st->rng, ag_splitmix64((R->cfg.seed ^ (LM_TAG_BATCH * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
@@ -438,7 +438,7 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     if (s) return s;
     if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
         char note[1024];   /* killed at its first commit, the same command again (issue 35) */
-        lm_ckpt_drop_orphans(o->out_dir, lm_weights_hash(R->learn.m.g->params), note, sizeof note);
+        lm_ckpt_drop_orphans(o->out_dir, ag_weights_hash(R->learn.m.g->params), note, sizeof note);
         if (note[0]) lm_log_warn(R, note);
         if (lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
     }

@@ -19,6 +19,8 @@
  *   ag_fault                      the crash test's fault points (<PREFIX>_FAULT=N)
  *   ag_plot_loss, ag_plot_script  DIR/loss.png from DIR/metrics.csv, any picture, by gnuplot
  *                                 (plot.c), every wait for it bounded
+ *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
+ *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
  * one line in err, naming the file. */
@@ -29,6 +31,8 @@
 #include <stdio.h>
 #include <signal.h>
 #include <sys/types.h>
+#include "../io/safetensors.h"
+#include "../params/params.h"
 #include "../tensor/tensor.h"
 
 #define AG_LOCK_NAME "train.lock"
@@ -120,5 +124,41 @@ ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, 
 ag_status ag_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err);
 /* Runs the script DIR/gp, already written, to the end; png is the picture it draws. */
 ag_status ag_plot_run(const char *dir, const char *gp, const char *png, ag_error *err);
+
+// --- the tensors of a checkpoint, for any ag_params (ckpt.c) ---
+
+/* The layout (char_lm's since its first checkpoint, ../shared/MODEL.md "Checkpoint files"): a
+ * weights file holds every parameter of the store under its own name, F32, and an optimizer
+ * file holds its moments as m.<name> and v.<name> (SGD keeps its momentum in m), both with the
+ * program's metadata (its config, format tag, iteration, ...), which this module does not
+ * read. A write goes through ag_st_save with the fault points (ag_fault) of every step. */
+
+/* path := P's weights, with meta [n_meta]. A parameter that is NaN or Inf is AG_ERR_NONFINITE
+ * and nothing is written (the checkpoint there stays the last good one). */
+ag_status ag_ckpt_write_weights(const char *path, const ag_params *P, const ag_st_meta *meta, int n_meta,
+                                ag_error *err);
+/* AG_ERR_NONFINITE, naming the parameter and saying that path was not written, when a weight
+ * of P is NaN or Inf (a program checks before the first file of a checkpoint). */
+ag_status ag_ckpt_check_finite(const ag_params *P, const char *path, ag_error *err);
+/* path := P's moments (P->m as m.<name>, P->v as v.<name>), with meta [n_meta]. */
+ag_status ag_ckpt_write_moments(const char *path, const ag_params *P, const ag_st_meta *meta, int n_meta,
+                                ag_error *err);
+/* P's weights from f (read from path, named in messages): f must hold exactly P's parameters,
+ * each with its shape, every value finite. */
+ag_status ag_ckpt_read_weights(const ag_st_file *f, const char *path, ag_params *P, ag_error *err);
+/* P->m and P->v from f: exactly m.<name> and v.<name> of every parameter, finite, v >= 0. */
+ag_status ag_ckpt_read_moments(const ag_st_file *f, const char *path, ag_params *P, ag_error *err);
+
+/* FNV-1a of the weights as a weights file holds them (F32): binds a moments file to its
+ * weights, so that files of two branches of a run do not pair. */
+uint64_t ag_weights_hash(const ag_params *P);
+/* A new run's identity: 64 random bits from the kernel, never 0. */
+uint64_t ag_new_run_id(void);
+/* 16 lowercase hex digits of v in buf [n >= 17] (run ids and hashes in metadata), and back:
+ * false unless s is exactly that. */
+void ag_hex64_format(char *buf, size_t n, uint64_t v);
+bool ag_hex64_parse(const char *s, uint64_t *v);
+/* A decimal count without sign or spaces; false if s is not one or overflows. */
+bool ag_u64_parse(const char *s, uint64_t *out);
 
 #endif

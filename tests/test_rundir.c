@@ -215,7 +215,8 @@ static void assert_clean(const char *run, const char *what)
             continue;
         }
         ck_assert_msg(!strcmp(nm, "latest") || !strcmp(nm, "best") || !strcmp(nm, "metrics.csv") ||
-                      !strcmp(nm, "loss.png") || !strcmp(nm, "loss.gp"), "%s: unexpected %s/%s", what, run, nm);
+                      !strcmp(nm, "loss.png") || !strcmp(nm, "loss.gp") || !strcmp(nm, "report.md"), "%s: unexpected %s/%s",
+                      what, run, nm);
     }
     closedir(d);
     ck_assert_msg(ckpts == 1 + (strcmp(latest, best) != 0), "%s: %d checkpoint directories in %s", what, ckpts, run);

@@ -235,7 +235,8 @@ static ag_status write_loss_script(const char *dir, const ag_loss_plot *p, ag_er
         "     '' using 1:4 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#1f77b4' title 'train (eval)'%s, \\\n"
         "     '' using 1:2 axes x1y2 with lines lw 1.5 lc rgb '#2ca02c' title 'learning rate (right axis)'\n",
         ag__train_program(), p->title ? p->title : "loss", floor,
-        p->with_val ? ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'" : "");
+        p->with_val ? ", \\\n     '' using 1:5 with linespoints pt 7 ps 0.7 lw 2 lc rgb '#d62728' title 'val (eval)'"
+                    : "");
     if (n < 0 || (size_t)n >= sizeof script) return ag_seterr(err, AG_ERR_ARG, "loss.gp: script too long");
     return write_text(dir, "loss.gp", script, err);
 }

@@ -21,6 +21,7 @@
  *                                 (plot.c), every wait for it bounded
  *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
  *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
+ *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
  * one line in err, naming the file. */
@@ -160,5 +161,31 @@ void ag_hex64_format(char *buf, size_t n, uint64_t v);
 bool ag_hex64_parse(const char *s, uint64_t *v);
 /* A decimal count without sign or spaces; false if s is not one or overflows. */
 bool ag_u64_parse(const char *s, uint64_t *out);
+
+// --- the report card of a run (report.c) ---
+
+/* What DIR/report.md says about a run; the machine (the CPU, its cores, the BLAS and the
+ * kernels it chose) is read here. Any field may be left 0 / NULL / NaN: it is shown as unknown
+ * or left out. */
+typedef struct {
+    const char *commit;        /* the build's commit ("d89a286"); NULL: unknown */
+    const char *config_json;   /* the run's full config, one JSON object, shown as is */
+    const char *kernels;       /* attograd's kernels ("fast", "reference": speed.h) */
+    int threads;               /* the threads the run used */
+    long steps;                /* the optimizer steps this run took (a resumed run: since the resume) */
+    long iter;                 /* the iteration where it ended */
+    bool out_of_time;          /* a time budget ended it before its step count */
+    double wall_s;             /* the run's wall time, seconds */
+    double tokens;             /* the tokens it trained on (steps x batch x context): tokens/s */
+    double train_loss, val_loss; /* the final evaluation (NaN: none) */
+    const char *best;          /* the best checkpoint's name ("ckpt-00000120"), or NULL */
+    double best_loss;
+    const char *sample;        /* a short sample of the model, shown as a block, or NULL */
+    const char *const *pictures; /* NULL-terminated names of pictures in DIR, shown inline, or NULL */
+} ag_run_report;
+
+/* Writes DIR/report.md (replaced whole: ag_write_file's guarantees). Diff two runs' cards to
+ * see what changed between them. */
+ag_status ag_report_write(const char *dir, const ag_run_report *r, ag_error *err);
 
 #endif

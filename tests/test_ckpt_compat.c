@@ -12,12 +12,15 @@
  *            ag_params of the same model: the weights hash to the model_hash its train state
  *            was saved with (every bit read back), and the moments are Adam's (v >= 0, not all 0)
  *   resume   char_lm train --resume on a copy: the evaluation at iteration 4 repeats the one
- *            saved with it, and iteration 6 reaches that build's losses */
+ *            saved with it, and iteration 6 reaches that build's losses
+ *   unit     the library's checkpoint unit on its own: latest points and reads back, names
+ *            that could leave the directory are refused, a removal takes only the listed files */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
@@ -97,6 +100,39 @@ START_TEST(test_resume_fixture)
 }
 END_TEST
 
+START_TEST(test_unit_pointer_and_remove)
+{
+    char root[] = "/tmp/ag_ckpt_unit_XXXXXX";
+    ck_assert(mkdtemp(root));
+    ag_error err = {0};
+    char name[64];
+    bool committed = false;
+    ck_assert_int_eq(ag_ckpt_pointer(root, AG_CKPT_LATEST, name, &err), AG_ERR_IO);   /* none yet */
+    ck_assert_msg(ag_ckpt_point(root, AG_CKPT_LATEST, "ckpt-00000012", &committed, &err) == AG_OK, "%s", err.msg);
+    ck_assert(committed);
+    ck_assert_int_eq(ag_ckpt_pointer(root, AG_CKPT_LATEST, name, &err), AG_OK);
+    ck_assert_str_eq(name, "ckpt-00000012");
+    ck_assert(ag_ckpt_name_ok("ckpt-00000012-b") && !ag_ckpt_name_ok("ckpt-00000012/..") && !ag_ckpt_name_ok("x"));
+    proc_write_file(proc_path(root, AG_CKPT_BEST), "../../etc\n", 10);
+    ck_assert_int_eq(ag_ckpt_pointer(root, AG_CKPT_BEST, name, &err), AG_ERR_FORMAT);
+    const char *ck = proc_path(root, "ckpt-00000012");
+    ck_assert_int_eq(mkdir(ck, 0755), 0);
+    proc_write_file(proc_path(ck, "w.safetensors"), "x", 1);
+    proc_write_file(proc_path(ck, "w.safetensors.tmp.77"), "x", 1);
+    proc_write_file(proc_path(ck, "notes.txt"), "mine", 4);
+    const char *files[] = {"w.safetensors", NULL};
+    ag_ckpt_remove(root, "ckpt-00000012", files);
+    struct stat sb;
+    ck_assert_msg(stat(proc_path(ck, "notes.txt"), &sb) == 0, "the user's file went");
+    ck_assert_msg(stat(proc_path(ck, "w.safetensors"), &sb) != 0, "a listed file stayed");
+    ck_assert_msg(stat(proc_path(ck, "w.safetensors.tmp.77"), &sb) != 0, "its temporary file stayed");
+    ck_assert_int_eq(unlink(proc_path(ck, "notes.txt")), 0);
+    ag_ckpt_remove(root, "ckpt-00000012", files);   /* now empty: the directory goes */
+    ck_assert_msg(stat(ck, &sb) != 0, "%s stayed", ck);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *ckpt_compat_suite(void)
 {
     Suite *s = suite_create("ckpt_compat");
@@ -105,5 +141,8 @@ Suite *ckpt_compat_suite(void)
     tcase_add_test(t, test_library_reads_fixture);
     tcase_add_test(t, test_resume_fixture);
     suite_add_tcase(s, t);
+    TCase *u = tcase_create("unit");
+    tcase_add_test(u, test_unit_pointer_and_remove);
+    suite_add_tcase(s, u);
     return s;
 }

@@ -18,6 +18,9 @@
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
 
+/* The files of a checkpoint directory (what ag_ckpt_remove may remove from one). */
+static const char *const ckpt_files[] = {LM_MODEL_FILE, LM_STATE_FILE, NULL};
+
 static ag_status path_of(char *buf, const char *dir, const char *name, ag_error *err)
 {
     if (ag_path_join(buf, PATHLEN, dir, name)) return AG_OK;
@@ -113,49 +116,11 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
 
 // --- the run directory: latest and the ckpt-N directories ---
 
-/* A name ckpt_name makes: "ckpt-", at least 8 digits, perhaps "-b" (so never a '/' or a "..",
- * and never a directory a user named). */
-bool lm_ckpt_name_ok(const char *name)
-{
-    if (strncmp(name, "ckpt-", 5) != 0) return false;
-    size_t digits = strspn(name + 5, "0123456789");
-    const char *rest = name + 5 + digits;
-    return digits >= 8 && digits <= 18 && (!*rest || strcmp(rest, "-b") == 0);
-}
-
-ag_status lm_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err)
-{
-    char path[PATHLEN];
-    if (path_of(path, dir, which, err)) return AG_ERR_ARG;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block us */
-    if (fd < 0) {
-        int e = errno;
-        ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-        errno = e;
-        return AG_ERR_IO;
-    }
-    struct stat sb;
-    ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, name, 63) : -1;
-    close(fd);
-    if (n < 0) {
-        errno = EINVAL;
-        return ag_seterr(err, AG_ERR_FORMAT, "%s: not a regular file", path);
-    }
-    name[n] = '\0';
-    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
-    if (!lm_ckpt_name_ok(name)) {
-        errno = EINVAL;
-        return ag_seterr(err, AG_ERR_FORMAT, "%s: does not name a checkpoint (it should hold one line like "
-                         "ckpt-00000100)", path);
-    }
-    return AG_OK;
-}
-
 /* DIR/<which>'s name in name [64], or "" when there is none or it names no checkpoint. */
 static void pointer_or_none(const char *dir, const char *which, char *name)
 {
     ag_error ignored = {0};
-    if (lm_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
+    if (ag_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
 }
 
 /* Without DIR/latest: DIR itself when it holds a model.safetensors (the older layout, or a
@@ -182,7 +147,7 @@ ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size
     char name[64];
     ag_error why = {0};
     bool best = strcmp(which, LM_BEST) == 0;
-    if (lm_ckpt_pointer(dir, which, name, &why)) {
+    if (ag_ckpt_pointer(dir, which, name, &why)) {
         bool none = why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR);
         if (none && best)
             return ag_seterr(err, AG_ERR_IO, "%s has no %s checkpoint (%s/%s is missing: no evaluation saved yet, "
@@ -200,6 +165,11 @@ ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size
     return AG_OK;
 }
 
+void lm_ckpt_remove(const char *dir, const char *name)
+{
+    ag_ckpt_remove(dir, name, ckpt_files);
+}
+
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
 {
     return lm_ckpt_resolve_as(dir, LM_LATEST, buf, n, err);
@@ -212,79 +182,6 @@ bool lm_ckpt_exists(const char *dir)
     return (ag_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
            (ag_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
            lm_ckpt_list(dir, found, sizeof found) > 0;
-}
-
-/* Removes a checkpoint directory of ours: its model and train_state files and their temporary
- * files, then the directory if that left it empty (a file someone else put there stays). A
- * symbolic link with the name is removed itself, whatever it points to untouched; a file with
- * the name is not ours (we make directories) and stays. */
-static void remove_ckpt_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        struct stat sb;
-        if ((errno == ENOTDIR || errno == ELOOP) && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) unlink(path);
-        return;
-    }
-    /* renamed first (issue 35): a kill halfway leaves "<name>.del", which the next train removes
-     * (lm_ckpt_clean), never a half ckpt-N that every train after calls not a whole checkpoint */
-    char gone[PATHLEN + 8];
-    bool moved = snprintf(gone, sizeof gone, "%s.del", path) < (int)sizeof gone && rename(path, gone) == 0;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        if (moved) rename(gone, path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *nm = e->d_name;
-        bool ours = strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0 ||
-                    strncmp(nm, LM_MODEL_FILE ".tmp.", strlen(LM_MODEL_FILE ".tmp.")) == 0 ||
-                    strncmp(nm, LM_STATE_FILE ".tmp.", strlen(LM_STATE_FILE ".tmp.")) == 0;
-        if (ours) {
-            unlinkat(fd, nm, 0);
-            ag_fault("remove (half done)", path);   /* one file gone, the other not yet */
-        }
-    }
-    closedir(d);
-    if (moved && rmdir(gone) != 0) rename(gone, path);   /* a user's file in it: it stays, by its name */
-    if (!moved) rmdir(path);
-}
-
-void lm_ckpt_remove(const char *dir, const char *name)
-{
-    char path[PATHLEN];
-    if (!ag_path_join(path, sizeof path, dir, name)) return;
-    ag_fault("remove", path);
-    remove_ckpt_dir(path);
-}
-
-ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err)
-{
-    char path[PATHLEN], tmp[PATHLEN + 32];
-    *committed = false;
-    if (path_of(path, dir, which, err)) return AG_ERR_ARG;
-    ag_fault("create", path);
-    FILE *fp = ag_file_create(path, tmp, sizeof tmp, err);
-    if (!fp) return AG_ERR_IO;
-    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp) != 0) {
-        int e = errno;
-        ag_file_discard(fp, tmp);
-        return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
-    }
-    ag_fault("fsync", tmp);
-    if (fsync(fileno(fp)) != 0) {
-        int e = errno;
-        ag_file_discard(fp, tmp);
-        return ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(e));
-    }
-    ag_fault(strcmp(which, LM_LATEST) == 0 ? "rename (the commit)" : "rename", path);
-    ag_status s = ag_file_commit(fp, tmp, path, false, err);
-    if (s) return s;
-    *committed = true;
-    ag_fault("fsync dir", dir);
-    return ag_fsync_dir(dir, err);
 }
 
 /* A checkpoint directory that a save of iteration st->iter may clear away: one of this run's
@@ -313,7 +210,7 @@ static ag_status ckpt_name(const char *dir, const lm_train_state *st, const char
         snprintf(name, 64, k ? "ckpt-%08ld-b" : "ckpt-%08ld", iter);
         if (strcmp(name, live) == 0 || strcmp(name, best) == 0) continue;
         if (path_of(final, dir, name, err)) return AG_ERR_ARG;
-        if (ours_to_replace(dir, name, st)) remove_ckpt_dir(final);
+        if (ours_to_replace(dir, name, st)) ag_ckpt_remove_dir(final, ckpt_files);
         struct stat sb;
         if (lstat(final, &sb) != 0) return AG_OK;
     }
@@ -330,7 +227,7 @@ static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const
         int w = k ? snprintf(tmp, PATHLEN + 32, "%s.tmp.%ld", final, (long)getpid())
                   : snprintf(tmp, PATHLEN + 32, "%s.tmp", final);
         if (w < 0 || w >= PATHLEN + 32) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", final);
-        remove_ckpt_dir(tmp);   /* a leftover of a killed run */
+        ag_ckpt_remove_dir(tmp, ckpt_files);   /* a leftover of a killed run */
         ag_fault("mkdir", tmp);
         if (mkdir(tmp, 0777) == 0) break;
         if (errno != EEXIST || k == 1) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
@@ -390,19 +287,19 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
                                                    strerror(errno));
     }
     if (s) {
-        remove_ckpt_dir(tmp);
+        ag_ckpt_remove_dir(tmp, ckpt_files);
         return s;
     }
     ag_fault("fsync dir", dir);
     bool committed = false, is_best = st->has_eval && st->best_iter == st->iter;   /* lm_run_evaluate */
     s = ag_fsync_dir(dir, err);
-    if (s == AG_OK) s = lm_ckpt_point(dir, LM_LATEST, name, &committed, err);
+    if (s == AG_OK) s = ag_ckpt_point(dir, LM_LATEST, name, &committed, err);
     if (!committed) {
-        remove_ckpt_dir(final);
+        ag_ckpt_remove_dir(final, ckpt_files);
         return s;
     }
     bool best_moved = false;   /* best follows latest: a kill between them, lm_ckpt_clean mends */
-    if (s == AG_OK && is_best) s = lm_ckpt_point(dir, LM_BEST, name, &best_moved, err);
+    if (s == AG_OK && is_best) s = ag_ckpt_point(dir, LM_BEST, name, &best_moved, err);
     remove_replaced(dir, st, live, best, name, best_moved ? name : best);
     return s;
 }

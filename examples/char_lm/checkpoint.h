@@ -53,8 +53,8 @@
 
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
-#define LM_LATEST "latest"
-#define LM_BEST "best"
+#define LM_LATEST AG_CKPT_LATEST   /* train/train.h */
+#define LM_BEST AG_CKPT_BEST
 #define LM_MODEL_FILE "model.safetensors"
 #define LM_STATE_FILE "train_state.safetensors"
 
@@ -102,18 +102,12 @@ typedef struct {
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
 /* The same for DIR/<which>: LM_LATEST, or LM_BEST (whose absence is an error). */
 ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, ag_error *err);
-/* The name DIR/<which> (LM_LATEST, LM_BEST) holds, in name [64]. AG_ERR_IO with errno ENOENT (or
- * ENOTDIR) when there is none; AG_ERR_FORMAT when it is not a checkpoint name. */
-ag_status lm_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err);
-/* DIR/<which> := name, durably (a temporary file, fsync, rename, fsync of DIR); *committed:
- * the rename was done, so it names name even if the last sync failed. */
-ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
-/* "ckpt-", 8 to 18 digits, perhaps "-b": the names a save gives. */
-bool lm_ckpt_name_ok(const char *name);
+/* (DIR/latest and DIR/best themselves, and the names they hold: ag_ckpt_pointer, ag_ckpt_point,
+ * ag_ckpt_name_ok in train/train.h.) */
 /* DIR holds a checkpoint: a latest, a model.safetensors of the older layout, or a ckpt-N. */
 bool lm_ckpt_exists(const char *dir);
 /* Removes DIR/name, a checkpoint directory of ours: its two files (and their temporary files),
- * then the directory if that emptied it; a user's file in it stays. */
+ * then the directory if that emptied it; a user's file in it stays (ag_ckpt_remove). */
 void lm_ckpt_remove(const char *dir, const char *name);
 
 // --- whose checkpoints a run directory holds (ckpt_dir.c) ---

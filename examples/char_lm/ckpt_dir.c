@@ -31,7 +31,7 @@ static int ckpt_dirs(const char *dir, ckpt_name **out)
     while ((e = readdir(d))) {
         char path[PATHLEN];
         struct stat sb;
-        if (!lm_ckpt_name_ok(e->d_name) || !ag_path_join(path, sizeof path, dir, e->d_name) ||
+        if (!ag_ckpt_name_ok(e->d_name) || !ag_path_join(path, sizeof path, dir, e->d_name) ||
             lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
             continue;
         if (n == cap) {
@@ -115,7 +115,7 @@ static bool best_is_bad(const char *dir, char *why)
     char name[64], path[PATHLEN];
     struct stat sb;
     ag_error e = {0};
-    if (lm_ckpt_pointer(dir, LM_BEST, name, &e) == AG_OK) return false;
+    if (ag_ckpt_pointer(dir, LM_BEST, name, &e) == AG_OK) return false;
     if (!ag_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0) snprintf(why, 96, "was missing");
     else if (S_ISLNK(sb.st_mode)) snprintf(why, 96, "was a symbolic link");
     else if (S_ISDIR(sb.st_mode)) snprintf(why, 96, "was a directory");
@@ -149,7 +149,7 @@ static void point_best(const char *dir, const char *live, const char *want, cons
     move_best_aside(dir, aside);
     bool committed = false;
     ag_error e = {0};
-    (void)lm_ckpt_point(dir, LM_BEST, want, &committed, &e);
+    (void)ag_ckpt_point(dir, LM_BEST, want, &committed, &e);
     if (lag && committed) return;
     if (!committed)
         snprintf(note, nn, "%s/%s %s, and it cannot be written to name %s, the run's best: %s", dir, LM_BEST, why, want,
@@ -200,13 +200,13 @@ static bool our_tmp_dir(const char *nm)
     if (len > 4 && len < 64 && strcmp(nm + len - 4, ".del") == 0) {
         char base[64];
         snprintf(base, sizeof base, "%.*s", (int)(len - 4), nm);
-        return lm_ckpt_name_ok(base) || our_tmp_dir(base);
+        return ag_ckpt_name_ok(base) || our_tmp_dir(base);
     }
     const char *t = strstr(nm, ".tmp");
     if (!t || strncmp(nm, "ckpt-", 5) != 0) return false;
     char base[64];
     snprintf(base, sizeof base, "%.*s", (int)(t - nm), nm);
-    return lm_ckpt_name_ok(base) && (!t[4] || (t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)));
+    return ag_ckpt_name_ok(base) && (!t[4] || (t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)));
 }
 
 /* Temporary files and directories of ours, which only a killed run leaves. */
@@ -265,9 +265,9 @@ void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *n
     lm_ckpt_id lid = {.best_iter = -1}, id;
     ag_error ignored = {0};
     left[0] = note[0] = '\0';
-    if (lm_ckpt_pointer(dir, LM_LATEST, live, &ignored) || !identify(dir, live, &lid)) live[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) || !identify(dir, live, &lid)) live[0] = '\0';
     ag_error_clear(&ignored);
-    if (lm_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
     char path[PATHLEN];
     if (best[0] && also && identify(dir, best, &id) && id.run_id == also && ag_path_join(path, sizeof path, dir, LM_BEST)) {
         unlink(path);   /* the best of --overwrite's old run: forgotten first, then removed below */
@@ -328,7 +328,7 @@ ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err)
         s = ag_seterr(err, AG_ERR_ARG, "%s has no %s and holds the checkpoints of several runs: %s; write the name of "
                       "the one to continue into %s/%s (echo ckpt-... > %s/%s), then --resume", dir, LM_LATEST, found,
                       dir, LM_LATEST, dir, LM_LATEST);
-    else if (whole > 0 && (s = lm_ckpt_point(dir, LM_LATEST, names[pick], &committed, err)) == AG_OK)
+    else if (whole > 0 && (s = ag_ckpt_point(dir, LM_LATEST, names[pick], &committed, err)) == AG_OK)
         snprintf(note, n, "%s/%s was missing: it names %s again, the newest whole checkpoint of the run (found: %s)",
                  dir, LM_LATEST, names[pick], found);
     free(names);

@@ -164,7 +164,7 @@ static json_t *pointer_json(const char *dir, const char *which)
 {
     ag_error e = {0};
     char name[64];
-    return lm_ckpt_pointer(dir, which, name, &e) ? json_null() : json_string(name);
+    return ag_ckpt_pointer(dir, which, name, &e) ? json_null() : json_string(name);
 }
 
 char *lm_api_run(const char *dir, const lm_served *s)

@@ -16,7 +16,7 @@
 static ag_status latest_name(const char *dir, char *name, ag_error *err)
 {
     ag_error e = {0};   /* its own: "no latest" is no error, and err keeps the load's words */
-    ag_status s = lm_ckpt_pointer(dir, LM_LATEST, name, &e);
+    ag_status s = ag_ckpt_pointer(dir, LM_LATEST, name, &e);
     if (s == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR)) {
         name[0] = '\0';
         return AG_OK;

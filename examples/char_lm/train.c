@@ -234,9 +234,9 @@ void lm_run_kept(const lm_run *R, char *buf, size_t n)
         snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
         return;
     }
-    if (lm_ckpt_pointer(dir, LM_LATEST, latest, &ignored)) latest[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_LATEST, latest, &ignored)) latest[0] = '\0';
     ag_error_clear(&ignored);
-    if (lm_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
     if (!latest[0]) snprintf(buf, n, "no checkpoint was saved");
     else if (!best[0] || strcmp(best, latest) == 0)
         snprintf(buf, n, "kept: %s/%s, the latest%s", dir, latest, best[0] ? " and the best" : "");

@@ -420,7 +420,7 @@ static ag_status replace_run(lm_run *R, ag_error *err)
     if (!R->o->overwrite)
         return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
                          "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-    if (lm_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && ag_path_join(path, sizeof path, dir, live) &&
+    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && ag_path_join(path, sizeof path, dir, live) &&
         lm_ckpt_identify(path, &id, &ignored) == AG_OK)
         R->ctl.replaces = id.run_id;
     snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once "

@@ -21,6 +21,9 @@
  *                                 (plot.c), every wait for it bounded
  *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
  *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
+ *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
+ *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
+ *                                 DIR/best name, replaced durably (ckpt_dir.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
@@ -161,6 +164,31 @@ void ag_hex64_format(char *buf, size_t n, uint64_t v);
 bool ag_hex64_parse(const char *s, uint64_t *v);
 /* A decimal count without sign or spaces; false if s is not one or overflows. */
 bool ag_u64_parse(const char *s, uint64_t *out);
+
+// --- the checkpoint unit of a run directory (ckpt_dir.c) ---
+
+/* DIR holds its checkpoints as ckpt-N directories; DIR/latest names the live one, DIR/best the
+ * one of the run's lowest evaluation loss, each one line ("ckpt-00000120"). Replacing latest
+ * (ag_ckpt_point) is what commits a checkpoint. */
+#define AG_CKPT_LATEST "latest"
+#define AG_CKPT_BEST "best"
+
+/* "ckpt-", 8 to 18 digits, perhaps "-b": the names a checkpoint gets. */
+bool ag_ckpt_name_ok(const char *name);
+/* The name DIR/<which> (AG_CKPT_LATEST, AG_CKPT_BEST) holds, in name [64]. AG_ERR_IO with errno
+ * ENOENT (or ENOTDIR) when there is none; AG_ERR_FORMAT when it is not a checkpoint name (or
+ * not a regular file: a FIFO there never blocks). */
+ag_status ag_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err);
+/* DIR/<which> := name, durably (a temporary file, fsync, rename, fsync of DIR), a fault point
+ * before each step; *committed: the rename was done, so it names name even if the last sync
+ * failed. */
+ag_status ag_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
+/* Removes DIR/name, a checkpoint directory: the files named in files [NULL-terminated] (and
+ * their temporary files "<file>.tmp.<pid>"), then the directory if that emptied it; a user's
+ * file in it stays. Renamed to "<name>.del" first, so a kill halfway leaves no half ckpt-N. */
+void ag_ckpt_remove(const char *dir, const char *name, const char *const *files);
+/* The same for the checkpoint directory at path, without ag_ckpt_remove's fault point. */
+void ag_ckpt_remove_dir(const char *path, const char *const *files);
 
 // --- the report card of a run (report.c) ---
 

@@ -21,6 +21,7 @@
  *                                 (plot.c), every wait for it bounded
  *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
  *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
+ *   ag_csv_open                   a run's CSV (metrics.csv), cut right on a resume (csv.c)
  *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
  *                                 DIR/best name, replaced durably (ckpt_dir.c)
@@ -164,6 +165,16 @@ void ag_hex64_format(char *buf, size_t n, uint64_t v);
 bool ag_hex64_parse(const char *s, uint64_t *v);
 /* A decimal count without sign or spaces; false if s is not one or overflows. */
 bool ag_u64_parse(const char *s, uint64_t *out);
+
+// --- a run's CSV files (csv.c) ---
+
+/* DIR/name (metrics.csv, ...) opened in *csv to append rows "<iter>,...", its first line head
+ * (ending in "\n"). start < 0: a fresh run, a new file of head alone (a file or a link there
+ * is replaced whole). A run resumed at iteration start keeps the rows of the iterations before
+ * it and drops the rest: cut in place when the file has the same header (no room for a copy
+ * needed), else written anew, the kept rows under the new header. A FIFO or a non-regular file
+ * there is never opened to read. */
+ag_status ag_csv_open(const char *dir, const char *name, const char *head, long start, FILE **csv, ag_error *err);
 
 // --- the checkpoint unit of a run directory (ckpt_dir.c) ---
 

@@ -25,6 +25,7 @@
  *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
  *                                 DIR/best name, replaced durably (ckpt_dir.c)
+ *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
@@ -200,6 +201,23 @@ ag_status ag_ckpt_point(const char *dir, const char *which, const char *name, bo
 void ag_ckpt_remove(const char *dir, const char *name, const char *const *files);
 /* The same for the checkpoint directory at path, without ag_ckpt_remove's fault point. */
 void ag_ckpt_remove_dir(const char *path, const char *const *files);
+
+// --- training dynamics (dynamics.c) ---
+
+/* How one optimizer step moves the weights, per group of parameters (the program's: char_lm's
+ * are a layer's attention weights and its MLP weights), each group taken as one vector: its
+ * gradient norm ||dW|| before the step, and its update ||W_after - W_before|| / ||W_before||
+ * after it, whatever the optimizer did (so measured, not predicted). */
+typedef struct ag_dynamics ag_dynamics;
+/* group [P->n]: each parameter's group, 0 .. n_groups - 1, or -1 (not measured). NULL with err
+ * on out of memory. */
+ag_dynamics *ag_dynamics_new(const ag_params *P, const int *group, int n_groups, ag_error *err);
+/* Before the update (after the backward): the gradients' norms, and a copy of the weights. */
+void ag_dynamics_watch(ag_dynamics *d, const ag_params *P);
+/* After the update: grad_norm [n_groups] and update [n_groups] (NaN for a group of zero
+ * weights) of the step last watched. */
+void ag_dynamics_measure(ag_dynamics *d, const ag_params *P, double *grad_norm, double *update);
+void ag_dynamics_free(ag_dynamics *d);   /* NULL ok */
 
 // --- the report card of a run (report.c) ---
 

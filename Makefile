@@ -39,7 +39,7 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c src/optim/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c) $(FAST_SRC)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC)
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
@@ -302,6 +302,9 @@ $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB3
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # the version the ranks show each other before anything else (train_agree.c's handshake)
 $(B)/f32/examples/char_lm/train_agree.o $(B)/f64/examples/char_lm/train_agree.o: DEFS += -DLM_VERSION='"$(VERSION)"'
+# the commit a run's report card names (DIR/report.md): HEAD when main.o was compiled
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)
+$(B)/f32/examples/char_lm/main.o: DEFS += $(if $(COMMIT),-DLM_COMMIT='"$(COMMIT)"')
 # the same program as another version would be, for test-mpi's mixed job (train_agree.c alone
 # compiled with another LM_VERSION)
 $(B)/f32/examples/char_lm/train_agree_other.o: examples/char_lm/train_agree.c $(HEADERS)
@@ -396,6 +399,8 @@ PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor
                  src/optim/optim.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
 PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
+# src/train: the run machinery of any training program (the lock, whole files, loss.png)
+PUBLIC_HEADERS += src/train/train.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \

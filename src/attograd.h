@@ -7,6 +7,8 @@
  *   io/      safetensors files (checkpoints)
  *   optim/   SGD, Adam, AdamW, the learning-rate schedule, gradient clipping
  *   check/   ag_gradcheck: a central-difference check of any op's or layer's backward
+ *   train/   the run machinery of any training program: the run directory's lock, files replaced
+ *            whole, fault points, loss.png by gnuplot (train.h)
  *
  * Dependencies point one way: nn, optim -> params -> tensor; io, check -> tensor;
  * programs -> all. (src/dist, the transport of data-parallel training, is not in here: a
@@ -25,5 +27,6 @@
 #include "io/safetensors.h"
 #include "optim/optim.h"
 #include "check/gradcheck.h"
+#include "train/train.h"
 
 #endif

@@ -32,7 +32,7 @@ typedef struct {
     bool sigpipe_default;     /*   with it, SIGPIPE left at its default (a shell's `| head -c1`) */
     const char *const *env;   /* NULL, or "KEY=VALUE" entries (NULL-terminated) that the child's
                                  environment gets, replacing the inherited ones of those keys
-                                 (CHAR_LM_FAULT=7: see examples/char_lm/rundir.h) */
+                                 (CHAR_LM_FAULT=7: see src/train/train.h) */
 } proc_opts;
 
 typedef struct {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "train.h"
+#include "train/train.h"
 #include "proc.h"
 
 static char dir[64], text_path[96];
@@ -279,6 +280,35 @@ START_TEST(test_activations_change_nothing)
 }
 END_TEST
 
+/* The library's measure alone (train/train.h: ag_dynamics), on a store of three parameters in
+ * groups 0, 1 and none, against norms worked by hand. */
+START_TEST(test_measure_by_hand)
+{
+    ag_params *P = ag_params_new();
+    int s2[1] = {2};
+    ag_tensor *a = ag_params_add(P, "a.weight", 1, s2, AG_INIT_ZEROS, 0, true);
+    ag_tensor *b = ag_params_add(P, "b.weight", 1, s2, AG_INIT_ZEROS, 0, true);
+    ag_tensor *c = ag_params_add(P, "c.weight", 1, s2, AG_INIT_ZEROS, 0, true);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    const int group[3] = {0, 1, -1};
+    ag_error err = {0};
+    ag_dynamics *d = ag_dynamics_new(P, group, 2, &err);
+    ck_assert_msg(d, "%s", err.msg);
+    a->data[0] = 3, a->data[1] = 4, a->grad[1] = 2;        /* ||W|| 5, ||dW|| 2 */
+    b->data[0] = 1, b->grad[0] = 1, b->grad[1] = 1;        /* ||dW|| sqrt 2 */
+    c->grad[0] = 100;                                     /* in no group */
+    ag_dynamics_watch(d, P);
+    a->data[1] = (ag_real)4.5;                             /* moved by 0.5: 0.1 of ||W|| */
+    c->data[0] = 7;
+    double gn[2], up[2];
+    ag_dynamics_measure(d, P, gn, up);
+    ck_assert_msg(fabs(gn[0] - 2) < 1e-12 && fabs(gn[1] - sqrt(2.0)) < 1e-6, "grad norms %g %g", gn[0], gn[1]);
+    ck_assert_msg(fabs(up[0] - 0.1) < 1e-6 && up[1] == 0, "updates %g %g", up[0], up[1]);
+    ag_dynamics_free(d);
+    ag_params_free(P);
+}
+END_TEST
+
 Suite *dynamics_suite(void)
 {
     Suite *s = suite_create("dynamics");
@@ -292,5 +322,8 @@ Suite *dynamics_suite(void)
     tcase_add_test(t, test_activations_rows);
     tcase_add_test(t, test_activations_change_nothing);
     suite_add_tcase(s, t);
+    TCase *u = tcase_create("measure");
+    tcase_add_test(u, test_measure_by_hand);
+    suite_add_tcase(s, u);
     return s;
 }

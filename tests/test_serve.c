@@ -19,7 +19,7 @@
 #include "attn.h"
 #include "attn_heads.h"
 #include "proc.h"
-#include "rundir.h"
+#include "train/train.h"
 #include "serve.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
@@ -161,14 +161,14 @@ START_TEST(run_call)
     ck_assert(json_is_false(json_object_get(o, "training")));
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(o, "config"), "n_layer")), 2);
     json_decref(o);
-    lm_lock l = {0};   /* a train holding the run, as serve sees it: training, with its pid */
+    ag_lock l = {0};   /* a train holding the run, as serve sees it: training, with its pid */
     ag_error e = {0};
-    ck_assert_msg(lm_lock_take(&l, proc_path(root, "run"), &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(ag_lock_take(&l, proc_path(root, "run"), &e) == AG_OK, "%s", e.msg);
     o = call("GET", "/api/run", NULL, 200);
     ck_assert_msg(json_is_true(json_object_get(o, "training")), "not training: %s", json_string_value(json_object_get(o, "latest")));
     ck_assert_int_eq(json_integer_value(json_object_get(o, "trainer_pid")), getpid());
     json_decref(o);
-    lm_lock_drop(&l);
+    ag_lock_drop(&l);
 }
 END_TEST
 

@@ -259,7 +259,7 @@ ag_status lm_activations_plot(const char *dir, int n_layer, ag_error *err)
             "notitle", l ? ", \\\n     " : "", 7 + 6 * l, 8 + 6 * l, l + 1, 8 + 6 * l, l + 1, l, 7 + 6 * l, l + 1);
     PUT("\nunset multiplot\n");
 #undef PUT
-    ag_status st = len < cap ? lm_plot_script(dir, "activations.gp", "activations.png", s, err)
+    ag_status st = len < cap ? ag_plot_script(dir, "activations.gp", "activations.png", s, err)
                              : ag_seterr(err, AG_ERR_NOMEM, "activations.gp: script too long");
     free(s);
     return st;

@@ -1,6 +1,7 @@
-/* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run, written and
- * read through the ag_st_* API (src/io/safetensors.h), and the run directory's `latest` that
- * makes the pair one unit. See checkpoint.h for the layout and the commit. */
+/* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run: their
+ * metadata (the config, the vocabulary, the train state), around the tensors the library writes
+ * and reads for any ag_params (train/train.h: ag_ckpt_*), and the run directory's `latest`
+ * that makes the pair one unit. See checkpoint.h for the layout and the commit. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,156 +9,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>   /* getentropy: glibc, macOS and the BSDs (getrandom is Linux's alone) */
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "checkpoint.h"
-#include "rundir.h"
+#include "train/train.h"
 
 #define PATHLEN 4096
 #define LM_CONFIG_JSON_MAX 16384
 
-/* The binding of a train state to its model (issue 19): FNV-1a of the weights as the model
- * file holds them (F32). Two branches of one run (cp -r, two resumes) have other weights at
- * the same iteration, so a model and a train state of different branches do not pair. */
-uint64_t lm_weights_hash(const ag_params *P)
-{
-    uint64_t h = AG_FNV1A_INIT;
-    for (size_t i = 0; i < P->total; i++) {
-        float f = (float)P->data[i];
-        uint32_t bits;
-        memcpy(&bits, &f, sizeof bits);
-        h = ag_fnv1a_u32(h, bits);
-    }
-    return h;
-}
-
-bool lm_path_join(char *buf, size_t n, const char *dir, const char *name)
-{
-    int w = snprintf(buf, n, "%s/%s", dir, name);
-    return w >= 0 && (size_t)w < n;
-}
+/* The files of a checkpoint directory (what ag_ckpt_remove may remove from one). */
+static const char *const ckpt_files[] = {LM_MODEL_FILE, LM_STATE_FILE, NULL};
 
 static ag_status path_of(char *buf, const char *dir, const char *name, ag_error *err)
 {
-    if (lm_path_join(buf, PATHLEN, dir, name)) return AG_OK;
+    if (ag_path_join(buf, PATHLEN, dir, name)) return AG_OK;
     return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
 }
 
-uint64_t lm_new_run_id(void)
-{
-    uint64_t id = 0;
-    if (getentropy(&id, sizeof id) != 0) {   /* no entropy source: time and pid */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        id = ag_splitmix64((uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40);
-    }
-    return id ? id : 1;
-}
-
-static void format_run_id(char *buf, size_t n, uint64_t id)
-{
-    snprintf(buf, n, "%016llx", (unsigned long long)id);
-}
-
-/* 16 hex digits, as format_run_id writes them. */
-static bool parse_run_id(const char *s, uint64_t *id)
-{
-    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16) return false;
-    *id = strtoull(s, NULL, 16);
-    return true;
-}
-
 // --- writing ---
-
-/* The parameters of g as safetensors entries, named prefix + param name ("m." for moments),
- * with data from buf (P->data, P->m or P->v). names[] holds the prefixed names. */
-static ag_status tensors_of(const ag_gpt *g, const char *prefix, const ag_real *buf,
-                            ag_st_tensor **out, char ***names)
-{
-    const ag_params *P = g->params;
-    ag_st_tensor *t = calloc((size_t)P->n, sizeof *t);
-    char **nm = calloc((size_t)P->n, sizeof *nm);
-    if (!t || !nm) goto oom;
-    for (int i = 0; i < P->n; i++) {
-        const ag_param_entry *e = &P->entries[i];
-        size_t len = strlen(prefix) + strlen(e->t->name) + 1;
-        if (!(nm[i] = malloc(len))) goto oom;
-        snprintf(nm[i], len, "%s%s", prefix, e->t->name);
-        t[i].name = nm[i];
-        t[i].ndim = e->t->ndim;
-        memcpy(t[i].shape, e->t->shape, sizeof t[i].shape);
-        t[i].data = buf + e->offset;
-    }
-    *out = t;
-    *names = nm;
-    return AG_OK;
-oom:
-    for (int i = 0; nm && i < P->n; i++) free(nm[i]);
-    free(nm);
-    free(t);
-    return AG_ERR_NOMEM;
-}
-
-static void free_names(char **nm, int n)
-{
-    for (int i = 0; nm && i < n; i++) free(nm[i]);
-    free(nm);
-}
-
-/* A poisoned model is never written, so the checkpoint on disk stays the last good one. */
-static ag_status params_finite(const ag_gpt *g, const char *path, ag_error *err)
-{
-    const ag_params *P = g->params;
-    for (int e = 0; e < P->n; e++) {
-        const ag_tensor *t = P->entries[e].t;
-        for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i]))
-                return ag_seterr(err, AG_ERR_NONFINITE, "%s: not written: parameter %s holds a non-finite value "
-                                 "(element %zu is %g); the checkpoint there is the last good one", path, t->name, i,
-                                 (double)t->data[i]);
-    }
-    return AG_OK;
-}
-
-/* lm_fault as ag_st_save's step hook: the crash test's fault points inside a file's write too. */
-static void fault_hook(const char *step, const char *path, void *user)
-{
-    (void)user;
-    lm_fault(step, path);
-}
-
-static const ag_st_save_opts with_faults = {.step_hook = fault_hook};
 
 ag_status lm_ckpt_save_model(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                              long iter, uint64_t run_id, ag_error *err)
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
-    if (params_finite(g, path, err)) return AG_ERR_NONFINITE;
     lm_config c = *cfg;
     c.model = g->cfg;
     c.model.vocab_size = v->V;
     char *config = lm_config_to_json(&c);
     char *vjson = ag_vocab_to_json(v);
-    ag_st_tensor *t = NULL;
-    char **names = NULL;
     ag_status st = AG_ERR_NOMEM;
-    if (!config || !vjson || tensors_of(g, "", g->params->data, &t, &names)) {
+    if (!config || !vjson) {
         ag_seterr(err, st, "%s: out of memory", path);
-        goto out;
+    } else {
+        char iters[32], id[20];
+        snprintf(iters, sizeof iters, "%ld", iter);
+        ag_hex64_format(id, sizeof id, run_id);
+        ag_st_meta meta[] = {
+            {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters}, {"run_id", id},
+        };
+        st = ag_ckpt_write_weights(path, g->params, meta, (int)(sizeof meta / sizeof meta[0]), err);
     }
-    char iters[32], id[20];
-    snprintf(iters, sizeof iters, "%ld", iter);
-    format_run_id(id, sizeof id, run_id);
-    ag_st_meta meta[] = {
-        {"format", LM_CKPT_FORMAT}, {"config", config}, {"vocab", vjson}, {"iter", iters}, {"run_id", id},
-    };
-    st = ag_st_save(path, t, g->params->n, meta, (int)(sizeof meta / sizeof meta[0]), &with_faults, err);
-out:
-    free_names(names, g->params->n);
-    free(t);
     free(vjson);
     free(config);
     return st;
@@ -176,8 +69,8 @@ typedef struct {
 static int state_meta(const lm_train_state *s, const ag_params *P, state_text *t, ag_st_meta *meta)
 {
     snprintf(t->iter, sizeof t->iter, "%ld", s->iter);
-    format_run_id(t->id, sizeof t->id, s->run_id);
-    format_run_id(t->mh, sizeof t->mh, lm_weights_hash(P));
+    ag_hex64_format(t->id, sizeof t->id, s->run_id);
+    ag_hex64_format(t->mh, sizeof t->mh, ag_weights_hash(P));
     snprintf(t->step, sizeof t->step, "%ld", s->step);
     snprintf(t->rs, sizeof t->rs, "%llu", (unsigned long long)s->rng.state);
     snprintf(t->ri, sizeof t->ri, "%llu", (unsigned long long)s->rng.inc);
@@ -205,7 +98,7 @@ static int state_meta(const lm_train_state *s, const ag_params *P, state_text *t
         meta[n++] = (ag_st_meta){"best_loss", t->best_loss};
     }
     if (s->prev_hash) {
-        format_run_id(t->follows, sizeof t->follows, s->prev_hash);
+        ag_hex64_format(t->follows, sizeof t->follows, s->prev_hash);
         meta[n++] = (ag_st_meta){"follows", t->follows};
     }
     return n;
@@ -215,75 +108,19 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_STATE_FILE, err)) return AG_ERR_ARG;
-    const ag_params *P = g->params;
-    ag_st_tensor *tm = NULL, *tv = NULL, *all = NULL;
-    char **nm = NULL, **nv = NULL;
-    ag_status st = AG_ERR_NOMEM;
-    all = calloc(2 * (size_t)P->n, sizeof *all);
-    if (!all || tensors_of(g, "m.", P->m, &tm, &nm) || tensors_of(g, "v.", P->v, &tv, &nv)) {
-        ag_seterr(err, st, "%s: out of memory", path);
-        goto out;
-    }
-    memcpy(all, tm, (size_t)P->n * sizeof *all);
-    memcpy(all + P->n, tv, (size_t)P->n * sizeof *all);
     state_text txt;
     ag_st_meta meta[STATE_META_MAX];
-    int n_meta = state_meta(s, P, &txt, meta);
-    st = ag_st_save(path, all, 2 * P->n, meta, n_meta, &with_faults, err);
-out:
-    free_names(nm, P->n);
-    free_names(nv, P->n);
-    free(tm);
-    free(tv);
-    free(all);
-    return st;
+    int n_meta = state_meta(s, g->params, &txt, meta);
+    return ag_ckpt_write_moments(path, g->params, meta, n_meta, err);
 }
 
 // --- the run directory: latest and the ckpt-N directories ---
-
-/* A name ckpt_name makes: "ckpt-", at least 8 digits, perhaps "-b" (so never a '/' or a "..",
- * and never a directory a user named). */
-bool lm_ckpt_name_ok(const char *name)
-{
-    if (strncmp(name, "ckpt-", 5) != 0) return false;
-    size_t digits = strspn(name + 5, "0123456789");
-    const char *rest = name + 5 + digits;
-    return digits >= 8 && digits <= 18 && (!*rest || strcmp(rest, "-b") == 0);
-}
-
-ag_status lm_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err)
-{
-    char path[PATHLEN];
-    if (path_of(path, dir, which, err)) return AG_ERR_ARG;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block us */
-    if (fd < 0) {
-        int e = errno;
-        ag_seterr(err, AG_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-        errno = e;
-        return AG_ERR_IO;
-    }
-    struct stat sb;
-    ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, name, 63) : -1;
-    close(fd);
-    if (n < 0) {
-        errno = EINVAL;
-        return ag_seterr(err, AG_ERR_FORMAT, "%s: not a regular file", path);
-    }
-    name[n] = '\0';
-    if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
-    if (!lm_ckpt_name_ok(name)) {
-        errno = EINVAL;
-        return ag_seterr(err, AG_ERR_FORMAT, "%s: does not name a checkpoint (it should hold one line like "
-                         "ckpt-00000100)", path);
-    }
-    return AG_OK;
-}
 
 /* DIR/<which>'s name in name [64], or "" when there is none or it names no checkpoint. */
 static void pointer_or_none(const char *dir, const char *which, char *name)
 {
     ag_error ignored = {0};
-    if (lm_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
+    if (ag_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
 }
 
 /* Without DIR/latest: DIR itself when it holds a model.safetensors (the older layout, or a
@@ -310,7 +147,7 @@ ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size
     char name[64];
     ag_error why = {0};
     bool best = strcmp(which, LM_BEST) == 0;
-    if (lm_ckpt_pointer(dir, which, name, &why)) {
+    if (ag_ckpt_pointer(dir, which, name, &why)) {
         bool none = why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR);
         if (none && best)
             return ag_seterr(err, AG_ERR_IO, "%s has no %s checkpoint (%s/%s is missing: no evaluation saved yet, "
@@ -319,13 +156,18 @@ ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size
         if (none) return no_latest(dir, buf, n, err);
         return ag_seterr(err, why.status, "%s", why.msg);
     }
-    if (!lm_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    if (!ag_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     struct stat sb;
     bool found = stat(buf, &sb) == 0;
     if (!found || !S_ISDIR(sb.st_mode))
         return ag_seterr(err, AG_ERR_FORMAT, "%s/%s names %s, which is %s", dir, which, name,
                          found ? "not a directory" : "missing");
     return AG_OK;
+}
+
+void lm_ckpt_remove(const char *dir, const char *name)
+{
+    ag_ckpt_remove(dir, name, ckpt_files);
 }
 
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
@@ -337,82 +179,9 @@ bool lm_ckpt_exists(const char *dir)
 {
     char path[PATHLEN], found[64];
     struct stat sb;
-    return (lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
-           (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
+    return (ag_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
+           (ag_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
            lm_ckpt_list(dir, found, sizeof found) > 0;
-}
-
-/* Removes a checkpoint directory of ours: its model and train_state files and their temporary
- * files, then the directory if that left it empty (a file someone else put there stays). A
- * symbolic link with the name is removed itself, whatever it points to untouched; a file with
- * the name is not ours (we make directories) and stays. */
-static void remove_ckpt_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        struct stat sb;
-        if ((errno == ENOTDIR || errno == ELOOP) && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) unlink(path);
-        return;
-    }
-    /* renamed first (issue 35): a kill halfway leaves "<name>.del", which the next train removes
-     * (lm_ckpt_clean), never a half ckpt-N that every train after calls not a whole checkpoint */
-    char gone[PATHLEN + 8];
-    bool moved = snprintf(gone, sizeof gone, "%s.del", path) < (int)sizeof gone && rename(path, gone) == 0;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        if (moved) rename(gone, path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *nm = e->d_name;
-        bool ours = strcmp(nm, LM_MODEL_FILE) == 0 || strcmp(nm, LM_STATE_FILE) == 0 ||
-                    strncmp(nm, LM_MODEL_FILE ".tmp.", strlen(LM_MODEL_FILE ".tmp.")) == 0 ||
-                    strncmp(nm, LM_STATE_FILE ".tmp.", strlen(LM_STATE_FILE ".tmp.")) == 0;
-        if (ours) {
-            unlinkat(fd, nm, 0);
-            lm_fault("remove (half done)", path);   /* one file gone, the other not yet */
-        }
-    }
-    closedir(d);
-    if (moved && rmdir(gone) != 0) rename(gone, path);   /* a user's file in it: it stays, by its name */
-    if (!moved) rmdir(path);
-}
-
-void lm_ckpt_remove(const char *dir, const char *name)
-{
-    char path[PATHLEN];
-    if (!lm_path_join(path, sizeof path, dir, name)) return;
-    lm_fault("remove", path);
-    remove_ckpt_dir(path);
-}
-
-ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err)
-{
-    char path[PATHLEN], tmp[PATHLEN + 32];
-    *committed = false;
-    if (path_of(path, dir, which, err)) return AG_ERR_ARG;
-    lm_fault("create", path);
-    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
-    if (!fp) return AG_ERR_IO;
-    if (fprintf(fp, "%s\n", name) < 0 || fflush(fp) != 0) {
-        int e = errno;
-        lm_file_discard(fp, tmp);
-        return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
-    }
-    lm_fault("fsync", tmp);
-    if (fsync(fileno(fp)) != 0) {
-        int e = errno;
-        lm_file_discard(fp, tmp);
-        return ag_seterr(err, AG_ERR_IO, "%s: fsync failed: %s", tmp, strerror(e));
-    }
-    lm_fault(strcmp(which, LM_LATEST) == 0 ? "rename (the commit)" : "rename", path);
-    ag_status s = lm_file_commit(fp, tmp, path, false, err);
-    if (s) return s;
-    *committed = true;
-    lm_fault("fsync dir", dir);
-    return lm_fsync_dir(dir, err);
 }
 
 /* A checkpoint directory that a save of iteration st->iter may clear away: one of this run's
@@ -423,7 +192,7 @@ static bool ours_to_replace(const char *dir, const char *name, const lm_train_st
     struct stat sb;
     lm_ckpt_id id;
     ag_error ignored = {0};
-    if (!lm_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
+    if (!ag_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
     if (S_ISLNK(sb.st_mode)) return true;
     return lm_ckpt_identify(path, &id, &ignored) == AG_OK &&
            lm_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash);
@@ -441,7 +210,7 @@ static ag_status ckpt_name(const char *dir, const lm_train_state *st, const char
         snprintf(name, 64, k ? "ckpt-%08ld-b" : "ckpt-%08ld", iter);
         if (strcmp(name, live) == 0 || strcmp(name, best) == 0) continue;
         if (path_of(final, dir, name, err)) return AG_ERR_ARG;
-        if (ours_to_replace(dir, name, st)) remove_ckpt_dir(final);
+        if (ours_to_replace(dir, name, st)) ag_ckpt_remove_dir(final, ckpt_files);
         struct stat sb;
         if (lstat(final, &sb) != 0) return AG_OK;
     }
@@ -458,8 +227,8 @@ static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const
         int w = k ? snprintf(tmp, PATHLEN + 32, "%s.tmp.%ld", final, (long)getpid())
                   : snprintf(tmp, PATHLEN + 32, "%s.tmp", final);
         if (w < 0 || w >= PATHLEN + 32) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", final);
-        remove_ckpt_dir(tmp);   /* a leftover of a killed run */
-        lm_fault("mkdir", tmp);
+        ag_ckpt_remove_dir(tmp, ckpt_files);   /* a leftover of a killed run */
+        ag_fault("mkdir", tmp);
         if (mkdir(tmp, 0777) == 0) break;
         if (errno != EEXIST || k == 1) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     }
@@ -475,7 +244,7 @@ static bool runs_best(const char *dir, const char *name, const lm_train_state *s
     char path[PATHLEN];
     lm_ckpt_id id;
     ag_error ignored = {0};
-    return st->best_iter >= 0 && lm_path_join(path, sizeof path, dir, name) &&
+    return st->best_iter >= 0 && ag_path_join(path, sizeof path, dir, name) &&
            lm_ckpt_identify(path, &id, &ignored) == AG_OK && id.run_id == st->run_id && id.iter == st->best_iter;
 }
 
@@ -496,8 +265,8 @@ static void remove_replaced(const char *dir, const lm_train_state *st, const cha
     const char *legacy[] = {LM_STATE_FILE, LM_MODEL_FILE};
     for (int i = 0; i < 2; i++) {
         char path[PATHLEN];
-        if (!lm_path_join(path, sizeof path, dir, legacy[i])) continue;
-        lm_fault("remove", path);
+        if (!ag_path_join(path, sizeof path, dir, legacy[i])) continue;
+        ag_fault("remove", path);
         unlink(path);
     }
 }
@@ -507,46 +276,35 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
 {
     char path[PATHLEN];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
-    if (params_finite(g, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
+    if (ag_ckpt_check_finite(g->params, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
     char live[64], best[64], name[64], tmp[PATHLEN + 32], final[PATHLEN];
     pointer_or_none(dir, LM_LATEST, live);   /* none (or unreadable: replaced now) */
     pointer_or_none(dir, LM_BEST, best);
     ag_status s = ckpt_name(dir, st, live, best, name, final, err);
     if (s == AG_OK && (s = write_pair(final, tmp, g, cfg, v, st, err)) == AG_OK) {
-        lm_fault("rename", final);
+        ag_fault("rename", final);
         if (rename(tmp, final) != 0) s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
                                                    strerror(errno));
     }
     if (s) {
-        remove_ckpt_dir(tmp);
+        ag_ckpt_remove_dir(tmp, ckpt_files);
         return s;
     }
-    lm_fault("fsync dir", dir);
+    ag_fault("fsync dir", dir);
     bool committed = false, is_best = st->has_eval && st->best_iter == st->iter;   /* lm_run_evaluate */
-    s = lm_fsync_dir(dir, err);
-    if (s == AG_OK) s = lm_ckpt_point(dir, LM_LATEST, name, &committed, err);
+    s = ag_fsync_dir(dir, err);
+    if (s == AG_OK) s = ag_ckpt_point(dir, LM_LATEST, name, &committed, err);
     if (!committed) {
-        remove_ckpt_dir(final);
+        ag_ckpt_remove_dir(final, ckpt_files);
         return s;
     }
     bool best_moved = false;   /* best follows latest: a kill between them, lm_ckpt_clean mends */
-    if (s == AG_OK && is_best) s = lm_ckpt_point(dir, LM_BEST, name, &best_moved, err);
+    if (s == AG_OK && is_best) s = ag_ckpt_point(dir, LM_BEST, name, &best_moved, err);
     remove_replaced(dir, st, live, best, name, best_moved ? name : best);
     return s;
 }
 
 // --- reading ---
-
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno == ERANGE) return false;
-    *out = v;
-    return true;
-}
 
 /* Metadata key as an unsigned integer <= max; a message naming the file otherwise. */
 static ag_status meta_u64(const ag_st_file *f, const char *path, const char *key, uint64_t max,
@@ -554,57 +312,8 @@ static ag_status meta_u64(const ag_st_file *f, const char *path, const char *key
 {
     const char *s = ag_st_meta_get(f, key);
     if (!s) return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata has no \"%s\"", path, key);
-    if (!parse_u64(s, out) || *out > max)
+    if (!ag_u64_parse(s, out) || *out > max)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"%s\" is not a valid count: '%s'", path, key, s);
-    return AG_OK;
-}
-
-/* The first tensor of f that is not one of P's parameters under one of the prefixes, or NULL. */
-static const char *stranger(const ag_st_file *f, const ag_params *P, int n_prefixes, const char *const *prefixes)
-{
-    for (int i = 0; i < ag_st_count(f); i++) {
-        const char *nm = ag_st_name(f, i);
-        bool known = false;
-        for (int k = 0; k < n_prefixes && !known; k++) {
-            size_t pl = strlen(prefixes[k]);
-            known = strncmp(nm, prefixes[k], pl) == 0 && ag_params_find(P, nm + pl);
-        }
-        if (!known) return nm;
-    }
-    return NULL;
-}
-
-/* Every parameter of g, read from f under prefix + name into buf; and f holds nothing else. */
-static ag_status read_params(const ag_st_file *f, const char *path, const ag_gpt *g, int n_prefixes,
-                             const char *const *prefixes, ag_real *const *bufs, ag_error *err)
-{
-    const ag_params *P = g->params;
-    if (ag_st_count(f) != n_prefixes * P->n) {
-        const char *nm = stranger(f, P, n_prefixes, prefixes);   /* if that is the problem, name it */
-        if (nm)
-            return ag_seterr(err, AG_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, nm);
-        return ag_seterr(err, AG_ERR_FORMAT, "%s: holds %d tensors, the model needs %d", path, ag_st_count(f),
-                         n_prefixes * P->n);
-    }
-    for (int k = 0; k < n_prefixes; k++)
-        for (int i = 0; i < P->n; i++) {
-            const ag_param_entry *e = &P->entries[i];
-            char name[512];
-            snprintf(name, sizeof name, "%s%s", prefixes[k], e->t->name);
-            ag_status s = ag_st_read(f, name, bufs[k] + e->offset, e->t->ndim, e->t->shape, err);
-            if (s) return s;
-        }
-    /* F32 data can hold NaN or Inf: a poisoned file is refused, not trained on; and Adam's v, a
-     * mean of squares, is never negative (its square root would be NaN at the first step) */
-    for (int k = 0; k < n_prefixes; k++) {
-        bool second_moment = strcmp(prefixes[k], "v.") == 0;
-        for (size_t j = 0; j < P->total; j++) {
-            if (!isfinite(bufs[k][j])) return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a non-finite value", path);
-            if (second_moment && bufs[k][j] < 0)
-                return ag_seterr(err, AG_ERR_FORMAT, "%s: holds a negative second moment (v.*: %g); Adam's v is a "
-                                 "mean of squares", path, (double)bufs[k][j]);
-        }
-    }
     return AG_OK;
 }
 
@@ -647,11 +356,11 @@ static ag_status read_model_meta(const ag_st_file *f, const char *path, lm_model
     if (m->vocab.V != m->cfg.model.vocab_size)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: the vocab has %d characters, the config says vocab_size %d", path,
                          m->vocab.V, m->cfg.model.vocab_size);
-    if (iter && !parse_u64(iter, &it))
+    if (iter && !ag_u64_parse(iter, &it))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"iter\" is not a count: '%s'", path, iter);
     m->iter = (long)it;
     const char *id = ag_st_meta_get(f, "run_id");
-    if (id && !parse_run_id(id, &m->run_id))
+    if (id && !ag_hex64_parse(id, &m->run_id))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     return AG_OK;
 }
@@ -746,11 +455,7 @@ static ag_status load_model_from(const char *where, lm_model *m, ag_error *err)
     ag_error why = {0};
     if (st == AG_OK && !(m->g = ag_gpt_new(&m->cfg.model, m->cfg.seed, &why)))
         st = ag_seterr(err, AG_ERR_NOMEM, "%s: %s", path, why.msg);
-    if (st == AG_OK) {
-        const char *pre[] = {""};
-        ag_real *bufs[] = {m->g->params->data};
-        st = read_params(f, path, m->g, 1, pre, bufs, err);
-    }
+    if (st == AG_OK) st = ag_ckpt_read_weights(f, path, m->g->params, err);
     ag_st_free(f);
     if (st) lm_model_free(m);
     return st;
@@ -809,7 +514,7 @@ static ag_status read_best_meta(const ag_st_file *f, const char *path, lm_train_
     if (!bi && !bl) return AG_OK;
     char *end = NULL;
     double loss = bl ? strtod(bl, &end) : NAN;
-    if (!bi || !parse_u64(bi, &it) || it > (uint64_t)s->iter || !bl || !*bl || *end || !isfinite(loss) || loss < 0)
+    if (!bi || !ag_u64_parse(bi, &it) || it > (uint64_t)s->iter || !bl || !*bl || *end || !isfinite(loss) || loss < 0)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata best_iter and best_loss are not an iteration up to %ld "
                          "and a loss", path, s->iter);
     s->best_iter = (long)it;
@@ -847,7 +552,7 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
     s->n_val = (size_t)nva;
     s->data_hash = hash;
     const char *id = ag_st_meta_get(f, "run_id");
-    if (id && !parse_run_id(id, &s->run_id))
+    if (id && !ag_hex64_parse(id, &s->run_id))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"run_id\" is not 16 hex digits", path);
     if ((st = read_eval_meta(f, path, s, err))) return st;
     return read_best_meta(f, path, s, err);
@@ -859,13 +564,13 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
 static uint64_t meta_hex(const ag_st_file *f, const char *key)
 {
     uint64_t v = 0;
-    return parse_run_id(ag_st_meta_get(f, key), &v) ? v : 0;
+    return ag_hex64_parse(ag_st_meta_get(f, key), &v) ? v : 0;
 }
 
 static long meta_iter(const ag_st_file *f, const char *key)
 {
     uint64_t v;
-    return parse_u64(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
+    return ag_u64_parse(ag_st_meta_get(f, key), &v) && v < ((uint64_t)1 << 53) ? (long)v : -1;
 }
 
 /* The metadata value key of f as a loss (a finite number >= 0), or NaN. */
@@ -923,9 +628,9 @@ static ag_status check_binding(const ag_st_file *f, const char *path, const ag_p
     const char *mh = ag_st_meta_get(f, "model_hash");
     uint64_t want, have;
     if (!mh) return AG_OK;
-    if (!parse_run_id(mh, &want))
+    if (!ag_hex64_parse(mh, &want))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: metadata \"model_hash\" is not 16 hex digits", path);
-    if ((have = lm_weights_hash(P)) == want) return AG_OK;
+    if ((have = ag_weights_hash(P)) == want) return AG_OK;
     return ag_seterr(err, AG_ERR_FORMAT, "%s was saved with other weights than the model.safetensors it is read "
                      "with (model_hash %016llx, these weights %016llx): the two files are not one checkpoint (two "
                      "branches of a run mixed?)", path, (unsigned long long)want, (unsigned long long)have);
@@ -957,12 +662,10 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return AG_ERR_IO;
     ag_status st = read_state_meta(f, path, s, err);
-    const char *pre[] = {"m.", "v."};
-    ag_real *bufs[] = {g->params->m, g->params->v};
-    if (st == AG_OK) st = read_params(f, path, g, 2, pre, bufs, err);
+    if (st == AG_OK) st = ag_ckpt_read_moments(f, path, g->params, err);
     if (st == AG_OK) st = same_iteration(where, s->iter, err);
     if (st == AG_OK) st = check_binding(f, path, g->params, err);
-    s->prev_hash = st == AG_OK ? lm_weights_hash(g->params) : 0;   /* the next save follows this one */
+    s->prev_hash = st == AG_OK ? ag_weights_hash(g->params) : 0;   /* the next save follows this one */
     ag_st_free(f);
     if (st) memset(s, 0, sizeof *s);
     return st;

@@ -53,8 +53,8 @@
 
 #define LM_CKPT_FORMAT "char_lm-1"
 #define LM_STATE_FORMAT "char_lm-train-1"
-#define LM_LATEST "latest"
-#define LM_BEST "best"
+#define LM_LATEST AG_CKPT_LATEST   /* train/train.h */
+#define LM_BEST AG_CKPT_BEST
 #define LM_MODEL_FILE "model.safetensors"
 #define LM_STATE_FILE "train_state.safetensors"
 
@@ -71,7 +71,7 @@ typedef struct {
 typedef struct {
     long iter;          /* optimizer steps done; the next step is number iter */
     long step;          /* the optimizer's step count t of the last update */
-    uint64_t run_id;    /* drawn when the run started (lm_new_run_id), kept by --resume; 0: none */
+    uint64_t run_id;    /* drawn when the run started (ag_new_run_id), kept by --resume; 0: none */
     ag_rng rng;         /* the batch sampler, as it is before step `iter` draws its batch */
     size_t n_tokens, n_train, n_val;
     uint64_t data_hash; /* ag_ids_hash of all the tokens: a different --data is noticed */
@@ -94,12 +94,6 @@ typedef struct {
     double eval;        /* the evaluation saved with it (val; train without a split), NaN: none */
 } lm_ckpt_id;
 
-/* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
-bool lm_path_join(char *buf, size_t n, const char *dir, const char *name);
-
-/* A new run's identity: 64 random bits from the kernel, never 0. */
-uint64_t lm_new_run_id(void);
-
 /* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
  * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
  * AG_ERR_FORMAT when latest is not a checkpoint name or names a missing directory; without a
@@ -108,18 +102,12 @@ uint64_t lm_new_run_id(void);
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
 /* The same for DIR/<which>: LM_LATEST, or LM_BEST (whose absence is an error). */
 ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, ag_error *err);
-/* The name DIR/<which> (LM_LATEST, LM_BEST) holds, in name [64]. AG_ERR_IO with errno ENOENT (or
- * ENOTDIR) when there is none; AG_ERR_FORMAT when it is not a checkpoint name. */
-ag_status lm_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err);
-/* DIR/<which> := name, durably (a temporary file, fsync, rename, fsync of DIR); *committed:
- * the rename was done, so it names name even if the last sync failed. */
-ag_status lm_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
-/* "ckpt-", 8 to 18 digits, perhaps "-b": the names a save gives. */
-bool lm_ckpt_name_ok(const char *name);
+/* (DIR/latest and DIR/best themselves, and the names they hold: ag_ckpt_pointer, ag_ckpt_point,
+ * ag_ckpt_name_ok in train/train.h.) */
 /* DIR holds a checkpoint: a latest, a model.safetensors of the older layout, or a ckpt-N. */
 bool lm_ckpt_exists(const char *dir);
 /* Removes DIR/name, a checkpoint directory of ours: its two files (and their temporary files),
- * then the directory if that emptied it; a user's file in it stays. */
+ * then the directory if that emptied it; a user's file in it stays (ag_ckpt_remove). */
 void lm_ckpt_remove(const char *dir, const char *name);
 
 // --- whose checkpoints a run directory holds (ckpt_dir.c) ---
@@ -198,9 +186,6 @@ double lm_min_params(const ag_gpt_config *m);
  * one train_state.safetensors) could not be saved: refused before training, not at the first
  * checkpoint after hours of it. */
 ag_status lm_check_checkpointable(const ag_gpt_config *m, ag_error *err);
-
-/* FNV-1a of the weights as a model file holds them (F32): the train state's model_hash. */
-uint64_t lm_weights_hash(const ag_params *P);
 
 /* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
  * format tag, the config, the vocabulary (its size must be the config's vocab_size; both

@@ -31,7 +31,7 @@ static int ckpt_dirs(const char *dir, ckpt_name **out)
     while ((e = readdir(d))) {
         char path[PATHLEN];
         struct stat sb;
-        if (!lm_ckpt_name_ok(e->d_name) || !lm_path_join(path, sizeof path, dir, e->d_name) ||
+        if (!ag_ckpt_name_ok(e->d_name) || !ag_path_join(path, sizeof path, dir, e->d_name) ||
             lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
             continue;
         if (n == cap) {
@@ -72,7 +72,7 @@ static bool identify(const char *dir, const char *name, lm_ckpt_id *id)
 {
     char path[PATHLEN];
     ag_error ignored = {0};
-    return name[0] && lm_path_join(path, sizeof path, dir, name) && lm_ckpt_identify(path, id, &ignored) == AG_OK;
+    return name[0] && ag_path_join(path, sizeof path, dir, name) && lm_ckpt_identify(path, id, &ignored) == AG_OK;
 }
 
 /* DIR/name is a whole checkpoint. */
@@ -115,8 +115,8 @@ static bool best_is_bad(const char *dir, char *why)
     char name[64], path[PATHLEN];
     struct stat sb;
     ag_error e = {0};
-    if (lm_ckpt_pointer(dir, LM_BEST, name, &e) == AG_OK) return false;
-    if (!lm_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0) snprintf(why, 96, "was missing");
+    if (ag_ckpt_pointer(dir, LM_BEST, name, &e) == AG_OK) return false;
+    if (!ag_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0) snprintf(why, 96, "was missing");
     else if (S_ISLNK(sb.st_mode)) snprintf(why, 96, "was a symbolic link");
     else if (S_ISDIR(sb.st_mode)) snprintf(why, 96, "was a directory");
     else if (!S_ISREG(sb.st_mode)) snprintf(why, 96, "was not a regular file");
@@ -131,7 +131,7 @@ static void move_best_aside(const char *dir, char *aside)
     char path[PATHLEN];
     struct stat sb;
     aside[0] = '\0';
-    if (!lm_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+    if (!ag_path_join(path, sizeof path, dir, LM_BEST) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
         rmdir(path) == 0)   /* an empty one holds nothing */
         return;
     if (snprintf(aside, PATHLEN, "%s.aside.%ld", path, (long)getpid()) >= PATHLEN || rename(path, aside) != 0)
@@ -149,7 +149,7 @@ static void point_best(const char *dir, const char *live, const char *want, cons
     move_best_aside(dir, aside);
     bool committed = false;
     ag_error e = {0};
-    (void)lm_ckpt_point(dir, LM_BEST, want, &committed, &e);
+    (void)ag_ckpt_point(dir, LM_BEST, want, &committed, &e);
     if (lag && committed) return;
     if (!committed)
         snprintf(note, nn, "%s/%s %s, and it cannot be written to name %s, the run's best: %s", dir, LM_BEST, why, want,
@@ -170,8 +170,8 @@ static void mend_best(const char *dir, const char *live, const char *want, char 
     }
     char path[PATHLEN];
     struct stat sb;
-    if (best[0] && lm_path_join(path, sizeof path, dir, best) && stat(path, &sb) != 0 &&
-        lm_path_join(path, sizeof path, dir, LM_BEST)) {
+    if (best[0] && ag_path_join(path, sizeof path, dir, best) && stat(path, &sb) != 0 &&
+        ag_path_join(path, sizeof path, dir, LM_BEST)) {
         unlink(path);
         best[0] = '\0';
     }
@@ -201,13 +201,13 @@ static bool our_tmp_dir(const char *nm)
     if (len > 4 && len < 64 && strcmp(nm + len - 4, ".del") == 0) {
         char base[64];
         snprintf(base, sizeof base, "%.*s", (int)(len - 4), nm);
-        return lm_ckpt_name_ok(base) || our_tmp_dir(base);
+        return ag_ckpt_name_ok(base) || our_tmp_dir(base);
     }
     const char *t = strstr(nm, ".tmp");
     if (!t || strncmp(nm, "ckpt-", 5) != 0) return false;
     char base[64];
     snprintf(base, sizeof base, "%.*s", (int)(t - nm), nm);
-    return lm_ckpt_name_ok(base) && (!t[4] || (t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)));
+    return ag_ckpt_name_ok(base) && (!t[4] || (t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)));
 }
 
 /* Temporary files and directories of ours, which only a killed run leaves. */
@@ -218,7 +218,7 @@ static void remove_temporaries(const char *dir)
     struct dirent *e;
     while ((e = readdir(d))) {
         char path[PATHLEN];
-        if (!lm_path_join(path, sizeof path, dir, e->d_name)) continue;
+        if (!ag_path_join(path, sizeof path, dir, e->d_name)) continue;
         if (our_tmp_file(e->d_name)) unlink(path);
         else if (our_tmp_dir(e->d_name)) lm_ckpt_remove(dir, e->d_name);
     }
@@ -252,7 +252,7 @@ static void clean_legacy(const char *dir, const lm_ckpt_id *lid, uint64_t also, 
         char path[PATHLEN];
         struct stat sb;
         lm_ckpt_id id = {0};
-        if (!lm_path_join(path, sizeof path, dir, legacy[i]) || lstat(path, &sb) != 0) continue;
+        if (!ag_path_join(path, sizeof path, dir, legacy[i]) || lstat(path, &sb) != 0) continue;
         if (file_id(path, &id) && ((lid->run_id && id.run_id == lid->run_id && id.iter <= lid->iter) ||
                                    (also && id.run_id == also)))
             unlink(path);
@@ -266,11 +266,11 @@ void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *n
     lm_ckpt_id lid = {.best_iter = -1}, id;
     ag_error ignored = {0};
     left[0] = note[0] = '\0';
-    if (lm_ckpt_pointer(dir, LM_LATEST, live, &ignored) || !identify(dir, live, &lid)) live[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) || !identify(dir, live, &lid)) live[0] = '\0';
     ag_error_clear(&ignored);
-    if (lm_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
     char path[PATHLEN];
-    if (best[0] && also && identify(dir, best, &id) && id.run_id == also && lm_path_join(path, sizeof path, dir, LM_BEST)) {
+    if (best[0] && also && identify(dir, best, &id) && id.run_id == also && ag_path_join(path, sizeof path, dir, LM_BEST)) {
         unlink(path);   /* the best of --overwrite's old run: forgotten first, then removed below */
         best[0] = '\0';
     }
@@ -303,8 +303,8 @@ ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err)
     char path[PATHLEN], found[1024] = "";
     struct stat sb;
     note[0] = '\0';
-    if ((lm_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
-        (lm_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0))
+    if ((ag_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
+        (ag_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0))
         return AG_OK;   /* nothing lost (a latest that is no good: the loader says why) */
     ckpt_name *names;
     int k = ckpt_dirs(dir, &names), pick = -1, whole = 0;
@@ -329,7 +329,7 @@ ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err)
         s = ag_seterr(err, AG_ERR_ARG, "%s has no %s and holds the checkpoints of several runs: %s; write the name of "
                       "the one to continue into %s/%s (echo ckpt-... > %s/%s), then --resume", dir, LM_LATEST, found,
                       dir, LM_LATEST, dir, LM_LATEST);
-    else if (whole > 0 && (s = lm_ckpt_point(dir, LM_LATEST, names[pick], &committed, err)) == AG_OK)
+    else if (whole > 0 && (s = ag_ckpt_point(dir, LM_LATEST, names[pick], &committed, err)) == AG_OK)
         snprintf(note, n, "%s/%s was missing: it names %s again, the newest whole checkpoint of the run (found: %s)",
                  dir, LM_LATEST, names[pick], found);
     free(names);
@@ -343,7 +343,7 @@ void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size
     note[0] = '\0';
     const char *committed[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE};
     for (int i = 0; i < 3; i++)
-        if (lm_path_join(path, sizeof path, dir, committed[i]) && lstat(path, &sb) == 0) return;   /* a run */
+        if (ag_path_join(path, sizeof path, dir, committed[i]) && lstat(path, &sb) == 0) return;   /* a run */
     ckpt_name *names;
     int k = ckpt_dirs(dir, &names), orphans = 0;
     for (int i = 0; i < k; i++) {
@@ -368,16 +368,16 @@ static bool is_run_dir(const char *dir, char *why)
 {
     char p[PATHLEN], q[PATHLEN];
     struct stat sb;
-    if (lm_path_join(p, sizeof p, dir, LM_LATEST) && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode))
+    if (ag_path_join(p, sizeof p, dir, LM_LATEST) && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode))
         return snprintf(why, 64, "a %s", LM_LATEST) > 0;
-    if (lm_path_join(p, sizeof p, dir, LM_MODEL_FILE) && stat(p, &sb) == 0 &&
-        lm_path_join(q, sizeof q, dir, LM_STATE_FILE) && stat(q, &sb) == 0)
+    if (ag_path_join(p, sizeof p, dir, LM_MODEL_FILE) && stat(p, &sb) == 0 &&
+        ag_path_join(q, sizeof q, dir, LM_STATE_FILE) && stat(q, &sb) == 0)
         return snprintf(why, 64, "%s and %s", LM_MODEL_FILE, LM_STATE_FILE) > 0;
     ckpt_name *names;
     int k = ckpt_dirs(dir, &names);
     bool run = false;
     for (int i = 0; i < k && !run; i++)
-        run = lm_path_join(p, sizeof p, dir, names[i]) && lm_path_join(q, sizeof q, p, LM_MODEL_FILE) &&
+        run = ag_path_join(p, sizeof p, dir, names[i]) && ag_path_join(q, sizeof q, p, LM_MODEL_FILE) &&
               stat(q, &sb) == 0 && snprintf(why, 64, "%s", names[i]) > 0;
     free(names);
     return run;

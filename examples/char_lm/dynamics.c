@@ -9,10 +9,10 @@
  *                                       element by about lr (exactly lr at its first step), so
  *                                       this is about lr / rms(W); a layer far below the others
  *                                       barely learns, far above them it may diverge
- * with the step's learning rate, global gradient norm and clip factor in front. The update is
- * whatever the optimizer did (AdamW's decay included), so it is measured, not predicted: the
- * weights before the update are copied at a log step (lm_dynamics_watch), and compared after
- * it (lm_dynamics_record). Other steps cost one test. Rank 0 alone writes (ddp.h). */
+ * with the step's learning rate, global gradient norm and clip factor in front. The library
+ * measures (train/train.h: ag_dynamics, the weights copied at a log step before the update,
+ * lm_dynamics_watch, and compared after it, lm_dynamics_record); the groups, the rows and when
+ * are char_lm's. Other steps cost one test. Rank 0 alone writes (ddp.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,9 +22,8 @@
 
 struct lm_dynamics {
     FILE *csv;              /* DIR/dynamics.csv, or NULL (a rank other than 0) */
-    int *group;             /* [P->n] 2 l: attention weight of layer l, 2 l + 1: MLP weight, -1: none */
-    ag_real *before;        /* [P->total] the weights before the watched step's update */
-    double *gsq, *wsq, *dsq;   /* [2 L] per group: sum of dW^2, of W^2 (before), of (W_after - W_before)^2 */
+    ag_dynamics *m;         /* the measure; group 2 l: attention weights of layer l, 2 l + 1: MLP's */
+    double *gn, *up;        /* [2 L] per group: ||dW||, the update / weight ratio */
     long watched;           /* the step being measured, or -1 */
     double norm, gscale;    /* its global gradient norm and clip factor */
 };
@@ -46,22 +45,20 @@ static int group_of(const ag_tensor *t)
     return !strcmp(kind, "attn") ? 2 * l : !strcmp(kind, "mlp") ? 2 * l + 1 : -1;
 }
 
-/* The buffers and the file, at the first log step of the run. */
+/* The measure and the file, at the first log step of the run. */
 static ag_status start(lm_run *R, ag_error *err)
 {
     const ag_params *P = R->learn.m.g->params;
     int G = 2 * R->cfg.model.n_layer;
     lm_dynamics *d = R->rep.dyn = calloc(1, sizeof *d);
-    if (d) {
-        d->group = malloc((size_t)P->n * sizeof *d->group);
-        d->before = malloc(P->total * sizeof *d->before);
-        d->gsq = calloc((size_t)G * 3, sizeof *d->gsq);
-    }
-    if (!d || !d->group || !d->before || !d->gsq) return ag_seterr(err, AG_ERR_NOMEM, "--log-dynamics: out of memory");
-    d->wsq = d->gsq + G;
-    d->dsq = d->wsq + G;
+    int *group = malloc((size_t)P->n * sizeof *group);
+    if (d) d->gn = malloc(2 * (size_t)G * sizeof *d->gn);
+    for (int e = 0; group && e < P->n; e++) group[e] = group_of(P->entries[e].t);
+    if (d && d->gn && group) d->m = ag_dynamics_new(P, group, G, err);
+    free(group);
+    if (!d || !d->m) return ag_seterr(err, AG_ERR_NOMEM, "--log-dynamics: out of memory");
+    d->up = d->gn + G;
     d->watched = -1;
-    for (int e = 0; e < P->n; e++) d->group[e] = group_of(P->entries[e].t);
     return lm_ddp_writer(R->ctl.ddp) ? lm_log_open_csv(R, "dynamics.csv", put_header, &d->csv, err) : AG_OK;
 }
 
@@ -71,18 +68,7 @@ ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_e
     ag_status s = R->rep.dyn ? AG_OK : start(R, err);
     if (s) return s;
     lm_dynamics *d = R->rep.dyn;
-    const ag_params *P = R->learn.m.g->params;
-    int G = 2 * R->cfg.model.n_layer;
-    memset(d->gsq, 0, (size_t)G * 3 * sizeof *d->gsq);
-    for (int e = 0; e < P->n; e++) {
-        if (d->group[e] < 0) continue;
-        const ag_real *g = P->entries[e].t->grad;   // the group's dW, before the clip
-        size_t n = ag_numel(P->entries[e].t);
-        double sum = 0;
-        for (size_t i = 0; i < n; i++) sum += (double)g[i] * (double)g[i];
-        d->gsq[d->group[e]] += sum;
-    }
-    memcpy(d->before, P->data, P->total * sizeof *d->before);
+    ag_dynamics_watch(d->m, R->learn.m.g->params);   // dW before the clip, W before the update
     d->watched = it;
     d->norm = norm;
     d->gscale = gscale;
@@ -93,28 +79,12 @@ ag_status lm_dynamics_record(lm_run *R, long it, double lr, ag_error *err)
 {
     lm_dynamics *d = R->rep.dyn;
     if (!d || d->watched != it) return AG_OK;
-    const ag_params *P = R->learn.m.g->params;
-    for (int e = 0; e < P->n; e++) {
-        if (d->group[e] < 0) continue;
-        const ag_real *w0 = d->before + P->entries[e].offset, *w1 = P->data + P->entries[e].offset;
-        size_t n = ag_numel(P->entries[e].t);
-        double wsq = 0, dsq = 0;
-        for (size_t i = 0; i < n; i++) {
-            double w = (double)w0[i], dw = (double)w1[i] - w;
-            wsq += w * w;
-            dsq += dw * dw;
-        }
-        d->wsq[d->group[e]] += wsq;
-        d->dsq[d->group[e]] += dsq;
-    }
+    ag_dynamics_measure(d->m, R->learn.m.g->params, d->gn, d->up);
     d->watched = -1;
     if (!d->csv) return AG_OK;
     bool ok = fprintf(d->csv, "%ld,%.6g,%.6g,%.6g", it, lr, d->norm, d->gscale) >= 0;
-    for (int l = 0; ok && l < R->cfg.model.n_layer; l++) {
-        double ua = d->wsq[2 * l] > 0 ? sqrt(d->dsq[2 * l] / d->wsq[2 * l]) : NAN;
-        double um = d->wsq[2 * l + 1] > 0 ? sqrt(d->dsq[2 * l + 1] / d->wsq[2 * l + 1]) : NAN;
-        ok = fprintf(d->csv, ",%.6g,%.6g,%.6g,%.6g", sqrt(d->gsq[2 * l]), sqrt(d->gsq[2 * l + 1]), ua, um) >= 0;
-    }
+    for (int l = 0, a = 0, m = 1; ok && l < R->cfg.model.n_layer; l++, a += 2, m += 2)
+        ok = fprintf(d->csv, ",%.6g,%.6g,%.6g,%.6g", d->gn[a], d->gn[m], d->up[a], d->up[m]) >= 0;
     if (ok && fputs("\n", d->csv) >= 0 && fflush(d->csv) == 0) return AG_OK;
     return ag_seterr(err, AG_ERR_IO, "%s/dynamics.csv: write failed: %s; stopped, the last checkpoint is kept",
                      R->o->out_dir, strerror(errno));
@@ -124,8 +94,7 @@ void lm_dynamics_free(lm_dynamics *d)
 {
     if (!d) return;
     if (d->csv) fclose(d->csv);
-    free(d->group);
-    free(d->before);
-    free(d->gsq);
+    ag_dynamics_free(d->m);
+    free(d->gn);
     free(d);
 }

@@ -26,7 +26,7 @@ ag_rng lm_overfit_rng(const lm_config *c)
 static ag_status read_rows(const char *dir, double *lr, double *loss, int cap, int *n, ag_error *err)
 {
     char path[4096], line[1024];
-    FILE *f = lm_path_join(path, sizeof path, dir, "metrics.csv") ? fopen(path, "r") : NULL;
+    FILE *f = ag_path_join(path, sizeof path, dir, "metrics.csv") ? fopen(path, "r") : NULL;
     if (!f) return ag_seterr(err, AG_ERR_IO, "--lr-find: cannot read %s/metrics.csv", dir);
     *n = 0;
     while (fgets(line, sizeof line, f) && *n < cap) {
@@ -64,7 +64,7 @@ static ag_status write_csv(const char *dir, const double *lr, const double *loss
                            ag_error *err)
 {
     char path[4096];
-    FILE *f = lm_path_join(path, sizeof path, dir, "lr_find.csv") ? fopen(path, "w") : NULL;
+    FILE *f = ag_path_join(path, sizeof path, dir, "lr_find.csv") ? fopen(path, "w") : NULL;
     if (!f) return ag_seterr(err, AG_ERR_IO, "--lr-find: cannot write %s/lr_find.csv", dir);
     fprintf(f, "lr,loss,smoothed\n");
     for (int i = 0; i < n; i++) fprintf(f, "%.6g,%.6f,%.6f\n", lr[i], loss[i], sm[i]);
@@ -88,7 +88,7 @@ static ag_status draw(const char *dir, const lm_lr_find_result *r, ag_error *err
              "     NaN with lines dt 2 lc rgb '#d62728' title 'steepest fall: lr %.2g', \\\n"
              "     NaN with lines dt 3 lc rgb '#1f77b4' title 'lowest: lr %.2g'\n",
              r->steepest_lr, r->steepest_lr, r->min_lr, r->min_lr, r->steepest_lr, r->min_lr);
-    return lm_plot_script(dir, "lr_find.gp", "lr_find.png", s, err);
+    return ag_plot_script(dir, "lr_find.gp", "lr_find.png", s, err);
 }
 
 ag_status lm_lr_find_read(const char *dir, lm_lr_find_result *r, ag_error *err)

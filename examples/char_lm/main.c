@@ -43,6 +43,10 @@
 #include "trace.h"
 #include "train.h"
 
+#ifndef LM_COMMIT
+#define LM_COMMIT NULL   /* the Makefile gives the commit it was built at */
+#endif
+
 /* EX_TEMPFAIL of sysexits.h, "try again later": checkpointed on request, resume me */
 #define LM_EXIT_REQUEUE 75
 
@@ -166,7 +170,7 @@ static void catch_stop_signals(bool train, int sig)
         sigaction(SIGUSR1, &sa, NULL);
         sigaction(checkpoint_signal, &sa, NULL);
     }
-    lm_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (plot.h) */
+    ag_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (train/train.h) */
 }
 
 static lm_train_opts train_opts(const lm_train_args *a)
@@ -189,38 +193,105 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
+/* The pictures a train may draw into its directory. */
+static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
+
 /* Every picture this run wrote into dir (modified at `since` or later), one per line: a
  * learner told of loss.png alone never opened dynamics.png (issue 33). */
+
 static void print_pictures(const char *dir, time_t since)
 {
-    static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
     char png[4096];
     struct stat st;
     bool first = true;
     for (size_t k = 0; k < sizeof pics / sizeof pics[0]; k++)
-        if (lm_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
+        if (ag_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
             printf("%spicture: %s\n", first ? "\n" : "", png);
             first = false;
         }
 }
 
+/* What the run's report card needs from cmd_train: when it began, where it started from. */
+typedef struct {
+    const lm_train_result *r;
+    double t0;     /* ag_now_s() before lm_train */
+    long start;    /* the iteration it started from (a --resume's checkpoint), else 0 */
+} run_facts;
+
+/* The iteration of the checkpoint that a --resume of dir starts from; 0 when none is read. */
+static long resumed_from(const char *dir)
+{
+    char where[4096];
+    lm_ckpt_id id;
+    ag_error ignored = {0};
+    if (lm_ckpt_resolve(dir, where, sizeof where, &ignored) || lm_ckpt_identify(where, &id, &ignored)) return 0;
+    return id.iter;
+}
+
+/* DIR/report.md (train/train.h: ag_report_write), from the run and the model it saved (m NULL:
+ * not loaded, no config); a failure is a warning, never the run's. */
+static void write_card(const char *dir, const lm_model *m, const run_facts *f, const char *sample, time_t since)
+{
+    const char *shown[sizeof pics / sizeof pics[0] + 1] = {0};
+    char png[4096], best[64];
+    struct stat st;
+    for (size_t k = 0, n = 0; k < sizeof pics / sizeof pics[0]; k++)   /* as print_pictures: this run's */
+        if (ag_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since)
+            shown[n++] = pics[k];
+    ag_error e = {0};
+    ag_kernels_id kid = AG_KERNELS_FAST;
+    (void)ag_kernels_from_env(&kid, &e);
+    char *config = m ? lm_config_to_json(&m->cfg) : NULL;
+    long steps = f->r->iter - f->start;
+    ag_run_report card = {LM_COMMIT, config, kid == AG_KERNELS_REFERENCE ? "reference" : "fast", ag_threads(), steps,
+                          f->r->iter, f->r->out_of_time, ag_now_s() - f->t0, NAN, f->r->train_loss, f->r->val_loss,
+                          NULL, NAN, sample, shown};
+    if (m) card.tokens = (double)steps * m->cfg.batch_size * m->cfg.model.block_size;
+    lm_ckpt_id id;
+    char where[4096];
+    if (!ag_ckpt_pointer(dir, LM_BEST, best, &e) && ag_path_join(where, sizeof where, dir, best) &&
+        !lm_ckpt_identify(where, &id, &e)) {
+        card.best = best;
+        card.best_loss = id.eval;
+    }
+    if (ag_report_write(dir, &card, &e)) fprintf(stderr, "char_lm: warning: %s\n", e.msg);
+    free(config);
+}
+
+/* The sample of show_result on stdout, its text kept for the report card in *text (NULL when
+ * it cannot be kept: then it goes straight to stdout). */
+static ag_status sample_kept(lm_model *m, char **text, ag_error *err)
+{
+    lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
+    size_t len = 0;
+    *text = NULL;
+    FILE *mem = open_memstream(text, &len);
+    ag_status s = sample_to(mem ? mem : stdout, m, NULL, &so, err);
+    if (mem && fclose(mem) == 0 && *text) fputs(*text, stdout);
+    return s;
+}
+
 /* After training: a taste of what the model learned (not when the time budget ran out: the
- * budget holds the whole command, issue 35), then where the pictures and the rest are. */
-static int show_result(const char *dir, bool out_of_time, time_t since)
+ * budget holds the whole command, issue 35), then where the pictures and the rest are, and
+ * the run's report card, DIR/report.md. */
+static int show_result(const char *dir, const run_facts *f, time_t since)
 {
     ag_error e = {0};
     lm_model m;
+    bool out_of_time = f->r->out_of_time;
+    char *text = NULL;
     ag_status s = out_of_time ? AG_OK : lm_model_load(dir, &m, &e);
     if (s) return fail(s, &e);
     if (out_of_time) {
         printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
     } else {
-        lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
         printf("\nsample (200 characters, temperature 1.0):\n");
-        s = sample_to(stdout, &m, NULL, &so, &e);
-        lm_model_free(&m);
+        s = sample_kept(&m, &text, &e);
     }
     if (s == AG_OK) s = flushed(stdout, "stdout", &e);
+    if (s == AG_OK && !stop_signal) write_card(dir, out_of_time ? NULL : &m, f, text, since);
+    if (!out_of_time) lm_model_free(&m);
+    free(text);
     if (s) return fail(s, &e);
     if (stop_signal) return stopped_code(stop_signal);
     print_pictures(dir, since);
@@ -321,6 +392,7 @@ static int cmd_train(const lm_train_args *a)
     one_voice(&o, rank, &quiet);
     lm_train_result r;
     time_t since = time(NULL);
+    run_facts facts = {&r, ag_now_s(), a->resume && rank == 0 ? resumed_from(a->out) : 0};
     s = lm_train(&o, &r, &e);
     if (quiet) fclose(quiet);
     if (s) {
@@ -338,7 +410,7 @@ static int cmd_train(const lm_train_args *a)
     }
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
-    int code = show_result(a->out, r.out_of_time, since);
+    int code = show_result(a->out, &facts, since);
     if (code == 0 && a->cfg.lr_find > 0) report_lr_find(a->out);
     return code;
 }
@@ -419,7 +491,7 @@ static int cmd_eval(const lm_eval_args *a)
 static int cmd_attn(const lm_attn_args *a)
 {
     set_threads(0);
-    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (plot.h) */
+    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (train/train.h) */
     ag_error e = {0};
     lm_model m;
     ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
@@ -473,6 +545,7 @@ static int cmd_serve(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    ag_train_name("char_lm", "CHAR_LM");   /* the run machinery's messages and variables (train/train.h) */
     lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return cmd_serve(argc, argv);

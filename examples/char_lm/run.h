@@ -10,7 +10,7 @@
  *   train_agree.c  several ranks: before they start, that they hold the same run
  *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
  *   train_budget.c --time-budget: the steps timed, the step count fixed, the deadline kept
- *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; rundir.h the lock;
+ *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; train/train.h the lock;
  *                  batch.h the batches and the dropout seed of a step
  *
  * Internal to lm_train: nothing outside these files includes it. */
@@ -22,7 +22,7 @@
 #include "batch.h"
 #include "checkpoint.h"
 #include "ddp.h"
-#include "rundir.h"
+#include "train/train.h"
 #include "train.h"
 
 /* --seed's random streams, seeded as char_lm always seeded them, so that saved runs replay bit
@@ -103,7 +103,7 @@ typedef struct {
     bool resumed;
     long saved_at;           /* the iteration of the checkpoint on disk, or -1 */
     uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
-    lm_lock lock;            /* on out_dir, for the whole run (rundir.h) */
+    ag_lock lock;            /* on out_dir, for the whole run (train/train.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
     lm_budget budget;        /* --time-budget */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */

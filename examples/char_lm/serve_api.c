@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "attn.h"
-#include "rundir.h"
+#include "train/train.h"
 #include "attn_heads.h"
 #include "serve.h"
 
@@ -151,7 +151,7 @@ char *lm_api_attention(const lm_model *m, const lm_req *r, int *status, char *wh
 static long trainer_pid(const char *dir)
 {
     char path[4096];
-    if (!lm_path_join(path, sizeof path, dir, LM_LOCK_NAME)) return 0;
+    if (!ag_path_join(path, sizeof path, dir, AG_LOCK_NAME)) return 0;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return 0;
     struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
@@ -164,7 +164,7 @@ static json_t *pointer_json(const char *dir, const char *which)
 {
     ag_error e = {0};
     char name[64];
-    return lm_ckpt_pointer(dir, which, name, &e) ? json_null() : json_string(name);
+    return ag_ckpt_pointer(dir, which, name, &e) ? json_null() : json_string(name);
 }
 
 char *lm_api_run(const char *dir, const lm_served *s)
@@ -206,7 +206,7 @@ static json_t *csv_row(char *line, bool header)
 static FILE *open_csv(const char *dir, const char *name)
 {
     char path[4096];
-    if (!lm_path_join(path, sizeof path, dir, name)) return NULL;
+    if (!ag_path_join(path, sizeof path, dir, name)) return NULL;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
     FILE *f = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= LM_SERVE_CSV_MAX

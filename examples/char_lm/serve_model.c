@@ -16,7 +16,7 @@
 static ag_status latest_name(const char *dir, char *name, ag_error *err)
 {
     ag_error e = {0};   /* its own: "no latest" is no error, and err keeps the load's words */
-    ag_status s = lm_ckpt_pointer(dir, LM_LATEST, name, &e);
+    ag_status s = ag_ckpt_pointer(dir, LM_LATEST, name, &e);
     if (s == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR)) {
         name[0] = '\0';
         return AG_OK;
@@ -33,7 +33,7 @@ static lm_served *load(const char *dir, const char *name, ag_error *err)
     }
     char path[4096];
     ag_status s = AG_OK;
-    if (*name && !lm_path_join(path, sizeof path, dir, name)) s = ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    if (*name && !ag_path_join(path, sizeof path, dir, name)) s = ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     if (s == AG_OK) s = lm_model_load(*name ? path : dir, &m->m, err);
     if (s) {
         free(m);

@@ -5,7 +5,7 @@
  * train_loop: evaluate when due, stop when asked, else step. Everything else of a run sits
  * behind one named call each, in the files run.h lists: the setup (train_setup.c), the
  * evaluation (train_eval.c), the log and metrics.csv (train_log.c), the checkpoint
- * (lm_run_checkpoint, checkpoint.h), the signals (lm_run_stop_requested), the lock (rundir.h,
+ * (lm_run_checkpoint, checkpoint.h), the signals (lm_run_stop_requested), the lock (train/train.h,
  * taken in the setup) and the ranks' reduction (lm_ddp_reduce, ddp.h).
  *
  * Shapes use MODEL.md's letters: B windows per step, T = block_size, V the vocabulary; with
@@ -190,7 +190,7 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     if (s == AG_OK && writer) s = lm_run_save(R, err);   /* into the locked directory (train_setup.c) */
     if (s) return s;
     R->ctl.saved_at = it;
-    st->prev_hash = lm_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
+    st->prev_hash = ag_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
     if (writer && R->ctl.replaces) {   /* --overwrite: the old run goes once ours is committed */
         char left[1024], note[1200];
         lm_ckpt_clean(R->o->out_dir, R->ctl.replaces, left, sizeof left, note, sizeof note);
@@ -208,9 +208,9 @@ void lm_run_kept(const lm_run *R, char *buf, size_t n)
         snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
         return;
     }
-    if (lm_ckpt_pointer(dir, LM_LATEST, latest, &ignored)) latest[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_LATEST, latest, &ignored)) latest[0] = '\0';
     ag_error_clear(&ignored);
-    if (lm_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
     if (!latest[0]) snprintf(buf, n, "no checkpoint was saved");
     else if (!best[0] || strcmp(best, latest) == 0)
         snprintf(buf, n, "kept: %s/%s, the latest%s", dir, latest, best[0] ? " and the best" : "");

@@ -52,7 +52,7 @@
  * A non-finite loss, evaluation loss or gradient norm, or a diverged evaluation, is
  * AG_ERR_NONFINITE; the last checkpoint and the best stay intact, and the message names them.
  *
- * THE RUN DIRECTORY (issue 12): out_dir is locked (rundir.h) from before a --resume reads it to
+ * THE RUN DIRECTORY (issue 12): out_dir is locked (train/train.h) from before a --resume reads it to
  * the end of the run (a directory that does not exist yet: from its creation), so a second run
  * there is AG_ERR_ARG at once, as is an out_dir inside another run directory (a ckpt-N of one);
  * what a killed run left there is removed (lm_ckpt_clean: this run's own, nothing else) before

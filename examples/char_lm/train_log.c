@@ -1,7 +1,7 @@
 /* train_log.c -- what a training run reports (run.h): the log (the run's header, a progress
  * line, a line per evaluation, the end), DIR/metrics.csv (one row per step, written through at
  * once, so a full disk stops the run at the first row it refuses) and the plots, loss.png and
- * with --log-attn-stats attn.png, drawn by gnuplot in the background (plot.h). Rank 0 alone
+ * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, plot.h). Rank 0 alone
  * writes files (ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,104 +49,20 @@ static bool put_header(const lm_run *R, FILE *out)
     return ok && fputs("\n", out) >= 0;
 }
 
-/* path opened with flags (O_NONBLOCK: a FIFO there must not block us; O_NOFOLLOW: nor is a
- * link followed) as a stream of mode, if it is a regular file; NULL otherwise. */
-static FILE *open_regular(const char *path, int flags, const char *mode)
-{
-    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat sb;
-    FILE *f = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, mode) : NULL;
-    if (!f && fd >= 0) close(fd);
-    return f;
-}
-
-/* The header line of one of the run's CSVs (metrics.csv: put_header). */
-typedef bool (*csv_header)(const lm_run *R, FILE *out);
-
-/* Where the rows of a resumed run's CSV (in, whose header header writes) from its first
- * iteration on begin: *cut, the byte offset. False when it cannot simply be cut there: another
- * header (other columns), a row to keep after the cut, a kept row without its line break. */
-static bool find_cut(const lm_run *R, csv_header header, FILE *in, off_t *cut)
-{
-    char *line = NULL, *head = NULL;
-    size_t cap = 0, hn = 0;
-    FILE *h = open_memstream(&head, &hn);
-    bool ok = h && header(R, h);
-    if (h) fclose(h);
-    off_t at = 0;
-    ssize_t len;
-    *cut = -1;
-    for (long k = 0; ok && (len = getline(&line, &cap, in)) >= 0; k++, at += len) {
-        char *end;
-        long it = strtol(line, &end, 10);
-        bool row = k > 0 && end != line && *end == ',', keep = row && it < R->ctl.start;
-        if (k == 0) ok = strcmp(line, head) == 0;
-        else if (*cut < 0 && !keep) *cut = at;
-        else if (*cut >= 0 && keep) ok = false;
-        if (keep && line[len - 1] != '\n') ok = false;
-    }
-    if (*cut < 0) *cut = at;
-    free(line);
-    free(head);
-    return ok && at > 0 && !ferror(in);
-}
-
-/* A resumed run's CSV cut after the rows before its first iteration, in place (then *csv is
- * it, open to append), so that resuming needs no room for a copy of it. False when that cannot
- * be done (see find_cut). */
-static bool cut_in_place(lm_run *R, const char *path, csv_header header, FILE **csv)
-{
-    FILE *f = open_regular(path, O_RDWR, "r+");
-    off_t cut;
-    if (!f) return false;
-    if (find_cut(R, header, f, &cut) && fflush(f) == 0 && ftruncate(fileno(f), cut) == 0 &&
-        fseeko(f, cut, SEEK_SET) == 0) {
-        *csv = f;
-        return true;
-    }
-    fclose(f);
-    return false;
-}
-
-/* A new CSV: the header, and of a resumed run the rows before its first iteration (those of a
- * file that could not be cut in place), rewritten whole. */
-static bool rewrite_csv(const lm_run *R, const char *path, csv_header header, FILE *out)
-{
-    FILE *in = R->ctl.resumed ? open_regular(path, O_RDONLY, "r") : NULL;
-    bool ok = header(R, out);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    while (in && ok && (len = getline(&line, &cap, in)) >= 0) {
-        char *end;
-        long it = strtol(line, &end, 10);
-        if (end != line && *end == ',' && it < R->ctl.start)
-            ok = fputs(line, out) >= 0 && (line[len - 1] == '\n' || fputs("\n", out) >= 0);
-    }
-    free(line);
-    if (in) fclose(in);
-    return ok;
-}
-
+/* The run's CSV name in its directory (train/train.h: ag_csv_open), its header line written by
+ * header: rank 0's metrics.csv and dynamics.csv. */
 ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
                          ag_error *err)
 {
-    char path[PATHLEN], tmp[PATHLEN + 32];
-    if (!lm_path_join(path, sizeof path, R->o->out_dir, name))
-        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", R->o->out_dir);
-    if (R->ctl.resumed && cut_in_place(R, path, header, csv)) return AG_OK;
-    FILE *out = lm_file_create(path, tmp, sizeof tmp, err);   /* a link planted there is replaced */
-    if (!out) return AG_ERR_IO;
-    if (!rewrite_csv(R, path, header, out)) {
-        int e = errno;
-        lm_file_discard(out, tmp);
-        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    ag_status s = lm_file_commit(out, tmp, path, false, err);
-    if (s) return s;
-    if (!(*csv = open_regular(path, O_WRONLY | O_APPEND, "a")))
-        return ag_seterr(err, AG_ERR_IO, "%s: cannot write: %s", path, errno ? strerror(errno) : "not a regular file");
-    return AG_OK;
+    char *head = NULL;
+    size_t hn = 0;
+    FILE *h = open_memstream(&head, &hn);
+    bool ok = h && header(R, h);
+    if (h && fclose(h) != 0) ok = false;
+    ag_status s = ok ? ag_csv_open(R->o->out_dir, name, head, R->ctl.resumed ? R->ctl.start : -1, csv, err)
+                     : ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", name);
+    free(head);
+    return s;
 }
 
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
@@ -362,15 +278,17 @@ void lm_log_plots(lm_run *R, bool last)
 {
     lm_report *rep = &R->rep;
     const char *dir = R->o->out_dir;
-    bool with_val = R->data.n_val > 0;
-    int V = R->cfg.model.vocab_size;   /* loss.png's line ln V */
+    int V = R->cfg.model.vocab_size;   /* loss.png's line ln V: a uniform guess */
+    char floor_title[96];
+    snprintf(floor_title, sizeof floor_title, "ln V = ln %d: every character equally likely", V);
+    const ag_loss_plot lp = {"char\\_lm: loss per character (nats)", log((double)V), floor_title, R->data.n_val > 0};
     ag_error why = {0};
     bool done = true;
     ag_status ps = AG_OK;
-    if (rep->plot_pid > 0) ps = lm_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
+    if (rep->plot_pid > 0) ps = ag_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
     if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
     if (!ps && rep->plot_pid == 0)
-        ps = last ? lm_plot_loss(dir, with_val, V, &why) : lm_plot_loss_start(dir, with_val, V, &rep->plot_pid, &why);
+        ps = last ? ag_plot_loss(dir, &lp, &why) : ag_plot_loss_start(dir, &lp, &rep->plot_pid, &why);
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
     if (!ps && R->rep.dyn) ps = lm_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */

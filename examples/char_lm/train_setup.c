@@ -115,7 +115,7 @@ static ag_status resume_state(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of run %s but "
                          "train_state.safetensors of run %s: the two files are not one checkpoint", o->out_dir, a, b);
     }
-    if (!st->run_id) st->run_id = lm_new_run_id();   /* a checkpoint older than run ids */
+    if (!st->run_id) st->run_id = ag_new_run_id();   /* a checkpoint older than run ids */
     if (st->iter != m->iter)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
                          "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
@@ -142,7 +142,7 @@ static void new_state(lm_run *R)
     lm_train_state *st = &R->learn.st;
     const ag_corpus *text = &R->data.text;
     memset(st, 0, sizeof *st);
-    st->run_id = lm_new_run_id();
+    st->run_id = ag_new_run_id();
     st->best_iter = -1;   /* no evaluation yet */
     st->best_loss = NAN;
     ag_rng_seed(&st->rng, ag_splitmix64((R->cfg.seed ^ (LM_TAG_BATCH * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
@@ -265,7 +265,7 @@ static ag_status lock_out_dir(lm_run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     struct stat sb;
     if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
-    return lm_lock_take(&R->ctl.lock, o->out_dir, err);
+    return ag_lock_take(&R->ctl.lock, o->out_dir, err);
 }
 
 /* --resume in a directory whose latest was lost: the newest whole checkpoint made live again,
@@ -404,7 +404,7 @@ static ag_status replace_run(lm_run *R, ag_error *err)
     if (!R->o->overwrite)
         return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
                          "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-    if (lm_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && lm_path_join(path, sizeof path, dir, live) &&
+    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && ag_path_join(path, sizeof path, dir, live) &&
         lm_ckpt_identify(path, &id, &ignored) == AG_OK)
         R->ctl.replaces = id.run_id;
     snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once "
@@ -418,11 +418,11 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     if (!lm_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (ddp.h) */
     ag_status s = mkdir_p(o->out_dir, err);
-    if (s == AG_OK) s = lm_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
+    if (s == AG_OK) s = ag_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
     if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
         char note[1024];   /* killed at its first commit, the same command again (issue 35) */
-        lm_ckpt_drop_orphans(o->out_dir, lm_weights_hash(R->learn.m.g->params), note, sizeof note);
+        lm_ckpt_drop_orphans(o->out_dir, ag_weights_hash(R->learn.m.g->params), note, sizeof note);
         if (note[0]) lm_log_warn(R, note);
         if (lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
     }
@@ -448,10 +448,10 @@ ag_status lm_run_save(lm_run *R, ag_error *err)
     const char *dir = R->o->out_dir;
     char via[64], at[PATHLEN];
     const lm_train_state *st = &R->learn.st;
-    lm_lock_via(&R->ctl.lock, via, sizeof via);   /* the locked directory, even if moved meanwhile */
+    ag_lock_via(&R->ctl.lock, via, sizeof via);   /* the locked directory, even if moved meanwhile */
     ag_status s = lm_ckpt_save(via[0] ? via : dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
     if (s && via[0]) as_named(err, via, dir);
-    if (s || !lm_lock_moved(&R->ctl.lock, dir, at, sizeof at)) return s;
+    if (s || !ag_lock_moved(&R->ctl.lock, dir, at, sizeof at)) return s;
     if (!via[0])
         return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked (moved or replaced "
                          "while it ran): stopped after iteration %ld", dir, st->iter);
@@ -467,7 +467,7 @@ void lm_run_free(lm_run *R)
     if (rep->plot_pid > 0) { /* a run that stops early still leaves a whole picture */
         ag_error ignored = {0};
         bool done;
-        (void)lm_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
+        (void)ag_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
     }
     if (rep->metrics) fclose(rep->metrics);
     lm_dynamics_free(rep->dyn);
@@ -484,5 +484,5 @@ void lm_run_free(lm_run *R)
     lm_ddp_free(R->ctl.ddp);
     ag_corpus_free(&R->data.text);
     lm_model_free(&R->learn.m);
-    lm_lock_drop(&R->ctl.lock);
+    ag_lock_drop(&R->ctl.lock);
 }

@@ -22,7 +22,7 @@ static double logged_loss(const char *dir, long it)
 {
     char path[4096], line[4096];
     double loss = NAN;
-    FILE *f = lm_path_join(path, sizeof path, dir, "metrics.csv") ? fopen(path, "r") : NULL;
+    FILE *f = ag_path_join(path, sizeof path, dir, "metrics.csv") ? fopen(path, "r") : NULL;
     while (f && fgets(line, sizeof line, f)) {
         long row;
         double lr, l;

@@ -1,4 +1,4 @@
-/* rundir.c -- locking, whole-file replacement and fault points of a run directory (see rundir.h). */
+/* rundir.c -- locking, whole-file replacement and fault points of a run directory (see train.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,8 +12,33 @@
 #endif
 #include <time.h>
 #include <unistd.h>
-#include "checkpoint.h"
-#include "rundir.h"
+#include "train.h"
+#include "train_impl.h"
+
+// --- the program's name ---
+
+static const char *program_name = "attograd", *env_prefix = "AG";
+
+void ag_train_name(const char *program, const char *env)
+{
+    program_name = program;
+    env_prefix = env;
+}
+
+const char *ag__train_program(void) { return program_name; }
+
+const char *ag__train_getenv(const char *suffix)
+{
+    char name[128];
+    int w = snprintf(name, sizeof name, "%s_%s", env_prefix, suffix);
+    return w > 0 && (size_t)w < sizeof name ? getenv(name) : NULL;
+}
+
+bool ag_path_join(char *buf, size_t n, const char *dir, const char *name)
+{
+    int w = snprintf(buf, n, "%s/%s", dir, name);
+    return w >= 0 && (size_t)w < n;
+}
 
 // --- the lock ---
 
@@ -68,10 +93,11 @@ static long flock_holder(const struct stat *sb)
 static ag_status in_use(const char *dir, long pid, ag_error *err)
 {
     if (pid > 0)
-        return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (pid %ld, holding a lock on the "
-                         "directory and %s); wait for it to end or choose another --out", dir, pid, LM_LOCK_NAME);
-    return ag_seterr(err, AG_ERR_ARG, "%s is in use by another char_lm train (it holds a lock on the directory); wait "
-                     "for it to end or choose another --out", dir);
+        return ag_seterr(err, AG_ERR_ARG, "%s is in use by another %s train (pid %ld, holding a lock on the "
+                         "directory and %s); wait for it to end or choose another --out", dir, program_name, pid,
+                         AG_LOCK_NAME);
+    return ag_seterr(err, AG_ERR_ARG, "%s is in use by another %s train (it holds a lock on the directory); wait "
+                     "for it to end or choose another --out", dir, program_name);
 }
 
 /* flock(fd, LOCK_EX) without waiting on a run, but past a moment's holder: a train killed while
@@ -92,7 +118,7 @@ static bool flock_briefly(int fd)
  * it is what keeps a second train out; the pid comes from /proc/locks or train.lock. Where the
  * file system cannot flock a directory (NFS: EBADF), or the directory cannot be opened to read,
  * the record lock on train.lock is all. */
-static ag_status lock_dir(lm_lock *l, const char *dir, ag_error *err)
+static ag_status lock_dir(ag_lock *l, const char *dir, ag_error *err)
 {
     l->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (l->dir_fd < 0) return AG_OK;   /* not readable (mode 0300): the record lock alone */
@@ -114,7 +140,7 @@ static ag_status lock_dir(lm_lock *l, const char *dir, ag_error *err)
 }
 
 /* The record lock on DIR/train.lock, and our pid in it. */
-static ag_status lock_file(lm_lock *l, const char *dir, ag_error *err)
+static ag_status lock_file(ag_lock *l, const char *dir, ag_error *err)
 {
     for (int tries = 0; tries < 100; tries++) {
         /* O_NOFOLLOW: a symbolic link planted at the lock's name is refused, not followed */
@@ -147,10 +173,10 @@ static ag_status lock_file(lm_lock *l, const char *dir, ag_error *err)
     return ag_seterr(err, AG_ERR_IO, "%s: cannot lock: it keeps being replaced", l->path);
 }
 
-ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
+ag_status ag_lock_take(ag_lock *l, const char *dir, ag_error *err)
 {
     if (l->held) return AG_OK;
-    if (!lm_path_join(l->path, sizeof l->path, dir, LM_LOCK_NAME))
+    if (!ag_path_join(l->path, sizeof l->path, dir, AG_LOCK_NAME))
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
     ag_status s = lock_dir(l, dir, err);
     if (s == AG_OK && (s = lock_file(l, dir, err)) && l->dir_fd >= 0) {
@@ -161,7 +187,7 @@ ag_status lm_lock_take(lm_lock *l, const char *dir, ag_error *err)
     return s;
 }
 
-void lm_lock_drop(lm_lock *l)
+void ag_lock_drop(ag_lock *l)
 {
     if (!l->held) return;
     unlink(l->path);   /* first: whoever waits re-opens the path and finds a fresh file */
@@ -170,7 +196,7 @@ void lm_lock_drop(lm_lock *l)
     l->held = false;
 }
 
-void lm_lock_via(const lm_lock *l, char *via, size_t n)
+void ag_lock_via(const ag_lock *l, char *via, size_t n)
 {
     struct stat locked, sb;
     via[0] = '\0';
@@ -179,14 +205,14 @@ void lm_lock_via(const lm_lock *l, char *via, size_t n)
     if (stat(via, &sb) != 0 || sb.st_dev != locked.st_dev || sb.st_ino != locked.st_ino) via[0] = '\0';
 }
 
-bool lm_lock_moved(const lm_lock *l, const char *dir, char *now_at, size_t n)
+bool ag_lock_moved(const ag_lock *l, const char *dir, char *now_at, size_t n)
 {
     struct stat locked, named;
     now_at[0] = '\0';
     if (!l->held || l->dir_fd < 0 || fstat(l->dir_fd, &locked) != 0) return false;
     if (stat(dir, &named) == 0 && named.st_dev == locked.st_dev && named.st_ino == locked.st_ino) return false;
     char via[64];
-    lm_lock_via(l, via, sizeof via);
+    ag_lock_via(l, via, sizeof via);
     ssize_t k = via[0] ? readlink(via, now_at, n - 1) : -1;
     now_at[k > 0 ? k : 0] = '\0';
     return true;
@@ -194,7 +220,7 @@ bool lm_lock_moved(const lm_lock *l, const char *dir, char *now_at, size_t n)
 
 // --- whole files ---
 
-FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err)
+FILE *ag_file_create(const char *path, char *tmp, size_t n, ag_error *err)
 {
     int w = snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
     if (w < 0 || (size_t)w >= n) {
@@ -215,7 +241,7 @@ FILE *lm_file_create(const char *path, char *tmp, size_t n, ag_error *err)
     return fp;
 }
 
-ag_status lm_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err)
+ag_status ag_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err)
 {
     bool ok = fflush(fp) == 0 && !ferror(fp);
     int e = errno;
@@ -237,26 +263,26 @@ ag_status lm_file_commit(FILE *fp, const char *tmp, const char *path, bool durab
     return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, e ? strerror(e) : "stream error");
 }
 
-void lm_file_discard(FILE *fp, const char *tmp)
+void ag_file_discard(FILE *fp, const char *tmp)
 {
     if (fp) fclose(fp);
     unlink(tmp);
 }
 
-ag_status lm_write_file(const char *path, const char *text, ag_error *err)
+ag_status ag_write_file(const char *path, const char *text, ag_error *err)
 {
     char tmp[4096 + 32];
-    FILE *fp = lm_file_create(path, tmp, sizeof tmp, err);
+    FILE *fp = ag_file_create(path, tmp, sizeof tmp, err);
     if (!fp) return AG_ERR_IO;
     if (fputs(text, fp) < 0) {
         int e = errno;
-        lm_file_discard(fp, tmp);
+        ag_file_discard(fp, tmp);
         return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
-    return lm_file_commit(fp, tmp, path, false, err);
+    return ag_file_commit(fp, tmp, path, false, err);
 }
 
-ag_status lm_fsync_dir(const char *dir, ag_error *err)
+ag_status ag_fsync_dir(const char *dir, ag_error *err)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot open the directory to sync it: %s", dir, strerror(errno));
@@ -271,19 +297,19 @@ ag_status lm_fsync_dir(const char *dir, ag_error *err)
 
 // --- fault points ---
 
-void lm_fault(const char *step, const char *path)
+void ag_fault(const char *step, const char *path)
 {
     static long target = -1, count = 0;   /* -1: the environment not read yet; 0: no faults */
     static const char *named = NULL;      /* a step's name instead of a number */
     if (target < 0) {
-        const char *s = getenv("CHAR_LM_FAULT");
+        const char *s = ag__train_getenv("FAULT");
         named = s && *s && (*s < '0' || *s > '9') ? s : NULL;
         target = s && !named ? strtol(s, NULL, 10) : 0;
         if (target < 0) target = 0;
     }
     ++count;
     if (named ? strcmp(step, named) != 0 : target == 0 || count != target) return;
-    fprintf(stderr, "char_lm: fault point %ld: %s %s\n", count, step, path);
+    fprintf(stderr, "%s: fault point %ld: %s %s\n", program_name, count, step, path);
     fflush(stderr);
     raise(SIGKILL);
 }

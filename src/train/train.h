@@ -1,0 +1,248 @@
+/* train.h -- the run machinery of a training program, for any model (issue 31): what keeps a
+ * run directory whole and what draws its loss curve. It names no model: a program gives its
+ * own name once (ag_train_name) and its own curve's title and floor (ag_loss_plot).
+ *
+ *   ag_train_name                 the program's name in messages ("char_lm") and the prefix of
+ *                                 its environment variables ("CHAR_LM": CHAR_LM_FAULT, ...)
+ *   ag_lock_take, ag_lock_drop    DIR itself (flock) and DIR/train.lock (a record lock, and
+ *                                 its pid), locked by `train` for its whole life: a second train
+ *                                 on DIR is refused at once, naming the holder, even after
+ *                                 train.lock was deleted; the kernel drops the locks when the
+ *                                 process dies, however it dies
+ *   ag_file_create, ag_file_commit
+ *                                 a file written beside its target as "<path>.tmp.<pid>" and
+ *                                 renamed over it: readers see the old file or the new one,
+ *                                 never half of one, and a symbolic link planted at <path> (or
+ *                                 at the temporary name) is replaced, its target never written
+ *   ag_write_file                 the same for a whole string
+ *   ag_fsync_dir                  makes the renames in a directory durable
+ *   ag_fault                      the crash test's fault points (<PREFIX>_FAULT=N)
+ *   ag_plot_loss, ag_plot_script  DIR/loss.png from DIR/metrics.csv, any picture, by gnuplot
+ *                                 (plot.c), every wait for it bounded
+ *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
+ *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
+ *   ag_csv_open                   a run's CSV (metrics.csv), cut right on a resume (csv.c)
+ *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
+ *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
+ *                                 DIR/best name, replaced durably (ckpt_dir.c)
+ *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
+ *   ag_report_write               DIR/report.md, the report card of a run (report.c)
+ *
+ * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
+ * one line in err, naming the file. */
+#ifndef AG_TRAIN_H
+#define AG_TRAIN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/types.h>
+#include "../io/safetensors.h"
+#include "../params/params.h"
+#include "../tensor/tensor.h"
+
+#define AG_LOCK_NAME "train.lock"
+
+/* The program's name, in the messages of this module ("DIR is in use by another char_lm train",
+ * "char_lm: fault point 3: ..."), and the prefix of the environment variables it reads
+ * (<env>_FAULT, <env>_PLOT_TIMEOUT). Both strings must live as long as the program. Until it is
+ * called: "attograd" and "AG". */
+void ag_train_name(const char *program, const char *env);
+/* "DIR/name" in buf (always NUL-terminated); false if it did not fit. */
+bool ag_path_join(char *buf, size_t n, const char *dir, const char *name);
+
+typedef struct {
+    bool held;
+    int fd;         /* DIR/train.lock */
+    int dir_fd;     /* DIR, flock'ed; -1 where the file system cannot flock a directory */
+    char path[4096];
+} ag_lock;
+
+/* Locks DIR itself (flock: no file removed inside it releases that) and DIR/train.lock
+ * (created if missing, with our pid written into it; DIR must exist). AG_ERR_ARG when another
+ * process holds either ("DIR is in use by another <program> train (pid N, ..."), AG_ERR_IO when
+ * they cannot be made. */
+ag_status ag_lock_take(ag_lock *l, const char *dir, ag_error *err);
+/* Removes the lock file and releases it; no-op when not held. */
+void ag_lock_drop(ag_lock *l);
+/* A path that reaches the locked directory wherever it is, in via [n] ("/proc/self/fd/N"): a
+ * train writes through it, never into a directory made at DIR's path after it started (issue
+ * 35). "" where there is none (no /proc, the lock not held). */
+void ag_lock_via(const ag_lock *l, char *via, size_t n);
+/* DIR (the path the lock was taken on) no longer names the locked directory (`mv DIR DIR.old;
+ * mkdir DIR` while a train runs): true, with where it is now in now_at [n] (or ""). False when
+ * it is the same directory, or the lock is not held. */
+bool ag_lock_moved(const ag_lock *l, const char *dir, char *now_at, size_t n);
+
+/* Opens "<path>.tmp.<pid>" (its name in tmp [n]) as a new file, removing whatever had that
+ * name first. NULL with err set on failure. */
+FILE *ag_file_create(const char *path, char *tmp, size_t n, ag_error *err);
+/* Checks and closes fp (fsync'ed first when durable), then renames tmp over path. On any
+ * failure tmp is removed and path is untouched. */
+ag_status ag_file_commit(FILE *fp, const char *tmp, const char *path, bool durable, ag_error *err);
+/* Closes fp and removes tmp (an abandoned ag_file_create). */
+void ag_file_discard(FILE *fp, const char *tmp);
+/* text into path, through a temporary file (not fsync'ed: for plots and scripts). */
+ag_status ag_write_file(const char *path, const char *text, ag_error *err);
+
+/* fsync of a directory (a filesystem that cannot sync directories is not an error). */
+ag_status ag_fsync_dir(const char *dir, ag_error *err);
+
+/* A fault point for the crash-consistency test: with <env>_FAULT=N in the environment the
+ * N-th call in this process says "<program>: fault point N: <step> <path>" on stderr and kills
+ * the process with SIGKILL (as a power cut or `kill -9` would, with nothing cleaned up).
+ * Without the variable it does nothing. A checkpoint writer calls it before every step that changes
+ * the disk, including those inside ag_st_save (passed to it as the step hook of its opts).
+ * <env>_FAULT=<step> (not a number) kills at the first call of that step instead. */
+void ag_fault(const char *step, const char *path);
+
+// --- pictures (plot.c) ---
+
+/* Every wait for gnuplot is bounded (plot.c says how): it is killed after ag_plot_timeout()
+ * seconds (60, or $<env>_PLOT_TIMEOUT), and within a second of *stop becoming non-zero (a
+ * stop signal; stop must live as long as the program). Either is AG_ERR_IO. If gnuplot is
+ * missing or fails, the status is AG_ERR_IO and err says so in one line; the caller decides
+ * whether that is worth a warning (a training goes on without a picture). */
+void ag_plot_set_stop(const volatile sig_atomic_t *stop);
+double ag_plot_timeout(void);
+
+/* What DIR/loss.png shows besides metrics.csv's columns (iter,lr,loss,train_loss,val_loss,...):
+ * the batch loss, the evaluations, the learning rate against the right-hand axis. */
+typedef struct {
+    const char *title;       /* over the picture, as gnuplot text (an "_" is "\\_" in a C string) */
+    double floor;            /* a dashed line at this loss (a uniform guess's); NaN: none */
+    const char *floor_title; /*   its title in the key */
+    bool with_val;           /* the validation curve too (false when the run has no validation split) */
+} ag_loss_plot;
+
+/* Writes DIR/loss.gp (a plain gnuplot script: `cd DIR && gnuplot loss.gp` redraws the curve by
+ * hand) and runs gnuplot on it in DIR, which draws DIR/loss.png. */
+ag_status ag_plot_loss(const char *dir, const ag_loss_plot *p, ag_error *err);
+/* The same without waiting, so training goes on while gnuplot draws: *pid gets the gnuplot
+ * process, for ag_plot_loss_wait. */
+ag_status ag_plot_loss_start(const char *dir, const ag_loss_plot *p, pid_t *pid, ag_error *err);
+/* Reaps the plot started as pid: block waits for it (bounded, as said above); without block
+ * only *done tells whether it has ended yet. Once *done, the status is ag_plot_loss's. */
+ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
+
+/* Any picture of a run: writes script to DIR/gp and runs gnuplot on it in DIR, which draws
+ * png. Errors as above. */
+ag_status ag_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err);
+/* Runs the script DIR/gp, already written, to the end; png is the picture it draws. */
+ag_status ag_plot_run(const char *dir, const char *gp, const char *png, ag_error *err);
+
+// --- the tensors of a checkpoint, for any ag_params (ckpt.c) ---
+
+/* The layout (char_lm's since its first checkpoint, ../shared/MODEL.md "Checkpoint files"): a
+ * weights file holds every parameter of the store under its own name, F32, and an optimizer
+ * file holds its moments as m.<name> and v.<name> (SGD keeps its momentum in m), both with the
+ * program's metadata (its config, format tag, iteration, ...), which this module does not
+ * read. A write goes through ag_st_save with the fault points (ag_fault) of every step. */
+
+/* path := P's weights, with meta [n_meta]. A parameter that is NaN or Inf is AG_ERR_NONFINITE
+ * and nothing is written (the checkpoint there stays the last good one). */
+ag_status ag_ckpt_write_weights(const char *path, const ag_params *P, const ag_st_meta *meta, int n_meta,
+                                ag_error *err);
+/* AG_ERR_NONFINITE, naming the parameter and saying that path was not written, when a weight
+ * of P is NaN or Inf (a program checks before the first file of a checkpoint). */
+ag_status ag_ckpt_check_finite(const ag_params *P, const char *path, ag_error *err);
+/* path := P's moments (P->m as m.<name>, P->v as v.<name>), with meta [n_meta]. */
+ag_status ag_ckpt_write_moments(const char *path, const ag_params *P, const ag_st_meta *meta, int n_meta,
+                                ag_error *err);
+/* P's weights from f (read from path, named in messages): f must hold exactly P's parameters,
+ * each with its shape, every value finite. */
+ag_status ag_ckpt_read_weights(const ag_st_file *f, const char *path, ag_params *P, ag_error *err);
+/* P->m and P->v from f: exactly m.<name> and v.<name> of every parameter, finite, v >= 0. */
+ag_status ag_ckpt_read_moments(const ag_st_file *f, const char *path, ag_params *P, ag_error *err);
+
+/* FNV-1a of the weights as a weights file holds them (F32): binds a moments file to its
+ * weights, so that files of two branches of a run do not pair. */
+uint64_t ag_weights_hash(const ag_params *P);
+/* A new run's identity: 64 random bits from the kernel, never 0. */
+uint64_t ag_new_run_id(void);
+/* 16 lowercase hex digits of v in buf [n >= 17] (run ids and hashes in metadata), and back:
+ * false unless s is exactly that. */
+void ag_hex64_format(char *buf, size_t n, uint64_t v);
+bool ag_hex64_parse(const char *s, uint64_t *v);
+/* A decimal count without sign or spaces; false if s is not one or overflows. */
+bool ag_u64_parse(const char *s, uint64_t *out);
+
+// --- a run's CSV files (csv.c) ---
+
+/* DIR/name (metrics.csv, ...) opened in *csv to append rows "<iter>,...", its first line head
+ * (ending in "\n"). start < 0: a fresh run, a new file of head alone (a file or a link there
+ * is replaced whole). A run resumed at iteration start keeps the rows of the iterations before
+ * it and drops the rest: cut in place when the file has the same header (no room for a copy
+ * needed), else written anew, the kept rows under the new header. A FIFO or a non-regular file
+ * there is never opened to read. */
+ag_status ag_csv_open(const char *dir, const char *name, const char *head, long start, FILE **csv, ag_error *err);
+
+// --- the checkpoint unit of a run directory (ckpt_dir.c) ---
+
+/* DIR holds its checkpoints as ckpt-N directories; DIR/latest names the live one, DIR/best the
+ * one of the run's lowest evaluation loss, each one line ("ckpt-00000120"). Replacing latest
+ * (ag_ckpt_point) is what commits a checkpoint. */
+#define AG_CKPT_LATEST "latest"
+#define AG_CKPT_BEST "best"
+
+/* "ckpt-", 8 to 18 digits, perhaps "-b": the names a checkpoint gets. */
+bool ag_ckpt_name_ok(const char *name);
+/* The name DIR/<which> (AG_CKPT_LATEST, AG_CKPT_BEST) holds, in name [64]. AG_ERR_IO with errno
+ * ENOENT (or ENOTDIR) when there is none; AG_ERR_FORMAT when it is not a checkpoint name (or
+ * not a regular file: a FIFO there never blocks). */
+ag_status ag_ckpt_pointer(const char *dir, const char *which, char *name, ag_error *err);
+/* DIR/<which> := name, durably (a temporary file, fsync, rename, fsync of DIR), a fault point
+ * before each step; *committed: the rename was done, so it names name even if the last sync
+ * failed. */
+ag_status ag_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
+/* Removes DIR/name, a checkpoint directory: the files named in files [NULL-terminated] (and
+ * their temporary files "<file>.tmp.<pid>"), then the directory if that emptied it; a user's
+ * file in it stays. Renamed to "<name>.del" first, so a kill halfway leaves no half ckpt-N. */
+void ag_ckpt_remove(const char *dir, const char *name, const char *const *files);
+/* The same for the checkpoint directory at path, without ag_ckpt_remove's fault point. */
+void ag_ckpt_remove_dir(const char *path, const char *const *files);
+
+// --- training dynamics (dynamics.c) ---
+
+/* How one optimizer step moves the weights, per group of parameters (the program's: char_lm's
+ * are a layer's attention weights and its MLP weights), each group taken as one vector: its
+ * gradient norm ||dW|| before the step, and its update ||W_after - W_before|| / ||W_before||
+ * after it, whatever the optimizer did (so measured, not predicted). */
+typedef struct ag_dynamics ag_dynamics;
+/* group [P->n]: each parameter's group, 0 .. n_groups - 1, or -1 (not measured). NULL with err
+ * on out of memory. */
+ag_dynamics *ag_dynamics_new(const ag_params *P, const int *group, int n_groups, ag_error *err);
+/* Before the update (after the backward): the gradients' norms, and a copy of the weights. */
+void ag_dynamics_watch(ag_dynamics *d, const ag_params *P);
+/* After the update: grad_norm [n_groups] and update [n_groups] (NaN for a group of zero
+ * weights) of the step last watched. */
+void ag_dynamics_measure(ag_dynamics *d, const ag_params *P, double *grad_norm, double *update);
+void ag_dynamics_free(ag_dynamics *d);   /* NULL ok */
+
+// --- the report card of a run (report.c) ---
+
+/* What DIR/report.md says about a run; the machine (the CPU, its cores, the BLAS and the
+ * kernels it chose) is read here. Any field may be left 0 / NULL / NaN: it is shown as unknown
+ * or left out. */
+typedef struct {
+    const char *commit;        /* the build's commit ("d89a286"); NULL: unknown */
+    const char *config_json;   /* the run's full config, one JSON object, shown as is */
+    const char *kernels;       /* attograd's kernels ("fast", "reference": speed.h) */
+    int threads;               /* the threads the run used */
+    long steps;                /* the optimizer steps this run took (a resumed run: since the resume) */
+    long iter;                 /* the iteration where it ended */
+    bool out_of_time;          /* a time budget ended it before its step count */
+    double wall_s;             /* the run's wall time, seconds */
+    double tokens;             /* the tokens it trained on (steps x batch x context): tokens/s */
+    double train_loss, val_loss; /* the final evaluation (NaN: none) */
+    const char *best;          /* the best checkpoint's name ("ckpt-00000120"), or NULL */
+    double best_loss;
+    const char *sample;        /* a short sample of the model, shown as a block, or NULL */
+    const char *const *pictures; /* NULL-terminated names of pictures in DIR, shown inline, or NULL */
+} ag_run_report;
+
+/* Writes DIR/report.md (replaced whole: ag_write_file's guarantees). Diff two runs' cards to
+ * see what changed between them. */
+ag_status ag_report_write(const char *dir, const ag_run_report *r, ag_error *err);
+
+#endif

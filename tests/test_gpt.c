@@ -484,11 +484,8 @@ START_TEST(test_forward_opts_honoured)
     ag_tensor *y2 = logits_with(&c2, g, ids, T, &(ag_forward_opts){ .composed_attention = true }, &n2);
     ag_tensor *A[L] = { NULL, NULL };
     ag_tensor *y3 = logits_with(&c3, g, ids, T, &(ag_forward_opts){ .record_attention = A }, &n3);
-#ifdef AG_REFERENCE
-    const int fast = 0; /* no fast twin in a REFERENCE=1 library: attention op by op */
-#else
-    const int fast = 1;
-#endif
+    /* no fast twin on the reference table (AG_KERNELS=reference, a REFERENCE=1 library): op by op */
+    const int fast = !ag_ctx_reference_kernels(c0);
     ck_assert(n0.fused == fast * L && n0.softmax == (1 - fast) * L);
     ck_assert(n1.fused == fast * L && n1.softmax == (1 - fast) * L);
     ck_assert(n2.fused == 0 && n2.softmax == L && n3.fused == 0 && n3.softmax == L);

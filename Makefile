@@ -187,22 +187,26 @@ test-jobs: $(TEST_BINS)
 	@touch $(TEST_STAMP)
 
 # `make test-op OP=gelu`, after editing one op: rebuilds the test binaries (the op's object and
-# two links), runs the op's suite (CK_RUN_SUITE=gelu) on double and float, and the test cases
-# elsewhere tagged with its name (tcase_set_tags(tc, "gelu"): the layers built on it), if any.
-# A failing gradient check prints its line: the op, the worst element, the relative error.
-# A name that is no suite stops make at once, in one line (read from the test files themselves).
+# two links), then runs on double and float the test cases tagged with its name
+# (tcase_set_tags(tc, "gelu ..."): its gradient check, on both kernel tables, its fast ==
+# reference check, the layers built on it) and the suite of that name, if there is one. A failing
+# gradient check prints its line: the op, the table, the worst element, the relative error.
+# A name that is neither a suite nor a tag stops make at once, in one line (read from the test
+# files themselves: `Suite *<name>_suite(void)`, tcase_set_tags(x, "...") and fast_ref_rows'
+# ADD_OP(s, "<op>", ...)).
 ifneq ($(filter test-op,$(MAKECMDGOALS)),)
 OP_SUITES := $(shell sed -n 's/^Suite \*\([a-z0-9_]*\)_suite(void)$$/\1/p' $(TEST_SRC))
+OP_TAGS := $(sort $(shell sed -n 's/.*tcase_set_tags[(][a-z_]*, "\([^"]*\)"[)].*/\1/p; s/.*ADD_OP.s, "\([^"]*\)".*/\1/p' $(TEST_SRC)))
 ifneq ($(words $(OP)),1)
 $(error test-op: name one op, e.g. make test-op OP=gelu)
-else ifeq ($(filter $(OP),$(OP_SUITES)),)
-$(error test-op: no suite named '$(OP)'; the suites: $(OP_SUITES))
+else ifeq ($(filter $(OP),$(OP_SUITES) $(OP_TAGS)),)
+$(error test-op: no suite or tag named '$(OP)'; the ops and layers: $(OP_TAGS); the suites: $(OP_SUITES))
 endif
 endif
 .PHONY: test-op
-test-op:                                          ## OP=gelu: one op's suite on double and float, with the tests tagged with it: ~15 s
+test-op:                                          ## OP=gelu: one op's tests (gradcheck on both tables, fast == reference, layers), double and float: ~15 s
 	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32
-	+@$(call run_jobs,$(foreach b,f64 f32,$(call suite_job,$(b),$(B)/test_$(b),$(OP)) \
+	+@$(call run_jobs,$(foreach b,f64 f32,$(if $(filter $(OP),$(OP_SUITES)),$(call suite_job,$(b),$(B)/test_$(b),$(OP))) \
 	  $(call job,?$(b)/tagged:$(OP),$(TEST_ENV) CK_INCLUDE_TAGS=$(OP) ./$(B)/test_$(b))),op)
 
 # `make check`: the full matrix, what .ci/run runs after `make test`: make test's jobs (again

@@ -315,6 +315,7 @@ Suite *fused_suite(void)
 {
     Suite *s = suite_create("fused");
     TCase *layer = tcase_create("layer");
+    tcase_set_tags(layer, "attention");
     tcase_add_loop_test(layer, test_layer_causal, 0, N_SHAPES);
     tcase_add_loop_test(layer, test_layer_unmasked, 0, N_SHAPES);
     tcase_add_loop_test(layer, test_layer_x_no_grad, 0, N_SHAPES);
@@ -322,10 +323,12 @@ Suite *fused_suite(void)
     tcase_add_loop_test(layer, test_layer_dropout_unmasked, 0, N_SHAPES);
     suite_add_tcase(s, layer);
     TCase *path = tcase_create("path");
+    tcase_set_tags(path, "attention");
     tcase_add_loop_test(path, test_path, 0, N_PATH_CASES);
     tcase_add_test(path, test_mask_kind);
     suite_add_tcase(s, path);
     TCase *grad = tcase_create("grad");
+    tcase_set_tags(grad, "attention");
     tcase_add_test(grad, test_attention_gradcheck);
     tcase_add_test(grad, test_gpt_fused_equals_composed);
     tcase_add_test(grad, test_gpt_fused_equals_composed_dropout);

@@ -640,6 +640,7 @@ Suite *gpt_suite(void)
 {
     Suite *s = suite_create("gpt");
     TCase *m = tcase_create("model");
+    tcase_set_tags(m, "gpt");
     tcase_add_test(m, test_gpt_params_as_model_md);
     tcase_add_test(m, test_gpt_bad_config);
     tcase_add_test(m, test_gpt_new_says_why);
@@ -652,12 +653,14 @@ Suite *gpt_suite(void)
     tcase_add_test(m, test_block_cached_equals_full);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
+    tcase_set_tags(g, "gpt");
     tcase_set_timeout(g, 600);
     tcase_add_test(g, test_gpt_loss_grad);
     tcase_add_test(g, test_gpt_loss_grad_dropout);
     tcase_add_test(g, test_recycled_gradients_are_identical);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("train");
+    tcase_set_tags(t, "gpt adam");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, test_gpt_overfits_one_batch);
     tcase_add_test(t, test_arena_stops_growing);

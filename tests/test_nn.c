@@ -501,10 +501,12 @@ Suite *nn_suite(void)
 {
     Suite *s = suite_create("nn");
     TCase *l = tcase_create("layers");
+    tcase_set_tags(l, "linear embedding layernorm");
     tcase_add_test(l, test_linear_layer);
     tcase_add_test(l, test_embedding_and_layernorm_layers);
     suite_add_tcase(s, l);
     TCase *a = tcase_create("attention");
+    tcase_set_tags(a, "attention");
     tcase_add_checked_fixture(a, mha_setup, teardown);
     tcase_set_timeout(a, 600);
     tcase_add_test(a, test_mha_params);
@@ -515,6 +517,7 @@ Suite *nn_suite(void)
     tcase_add_test(a, test_mha_grad_dropout);
     suite_add_tcase(s, a);
     TCase *b = tcase_create("block");
+    tcase_set_tags(b, "block mlp gelu layernorm linear attention");
     tcase_add_checked_fixture(b, block_setup, teardown);
     tcase_set_timeout(b, 600);
     tcase_add_test(b, test_block_params);

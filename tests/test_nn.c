@@ -20,19 +20,6 @@
 
 enum { B = 2, T = 3, C = 8, H = 2 };
 
-/* Every parameter uniform in [-0.5, 0.5), LayerNorm weights in 1 +- 0.3. */
-static void randomize(ag_params *P, uint64_t seed)
-{
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    for (int e = 0; e < P->n; e++) {
-        ag_tensor *t = P->entries[e].t;
-        double base = P->entries[e].init == AG_INIT_ONES ? 1 : 0;
-        double half = P->entries[e].init == AG_INIT_ONES ? 0.3 : 0.5;
-        for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = (ag_real)(base + half * (2 * ag_rng_uniform(&r) - 1));
-    }
-}
-
 /* The parameters of P plus an extra leading input x, as gradcheck inputs. */
 static int params_as_inputs(ag_tensor **in, ag_tensor *x, const ag_params *P)
 {
@@ -138,7 +125,7 @@ static void mha_setup(void)
     ck_assert_int_eq(ag_mha_init(&A, P, "blocks.0.attn", C, H, 0.02, 0.01), AG_OK);
     ck_assert_int_eq(ag_params_alloc(P), AG_OK);
     ag_params_init(P, 11);
-    randomize(P, 12);
+    gc_randomize_params(P, 12);
 }
 
 static void block_setup(void)
@@ -147,7 +134,7 @@ static void block_setup(void)
     ck_assert_int_eq(ag_block_init(&Bk, P, "blocks.1", C, H, NULL, 0.02, 0.01), AG_OK);
     ck_assert_int_eq(ag_params_alloc(P), AG_OK);
     ag_params_init(P, 13);
-    randomize(P, 14);
+    gc_randomize_params(P, 14);
 }
 
 static void teardown(void) { ag_params_free(P); }

@@ -219,7 +219,7 @@ CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build
 CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
-check: deps                                       ## the full matrix: every suite on both builds, REFERENCE=1, ASan, valgrind, fuzz
+check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
 	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz && \
 	  $(MAKE) --no-print-directory deps-browser && $(MAKE) --no-print-directory deps-arm64   # apt-get, one at a time
 	@$(MAKE) --no-print-directory check-jobs

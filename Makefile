@@ -168,12 +168,12 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/bench \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi)
 # MPI's job mostly waits (30 s of CPU in 141 s, measured at load 10): '~', beside the NPROC slots
-TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) \
+# The lessons' job is among the slowest (31 s in CI): first, not last, where it ran alone at the end.
+TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
-            $(call job,step,$(SUB_MAKE) test-step) $(call job,install,$(SUB_MAKE) test-install) \
-            $(call job,readable,$(SUB_MAKE) test-readable) $(call job,lessons,$(SUB_MAKE) test-lessons) \
-            $(call job,browser,$(SUB_MAKE) browser-run)
+            $(call job,browser,$(SUB_MAKE) browser-run) $(call job,step,$(SUB_MAKE) test-step) \
+            $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable)
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
 # stale and make check ran all of make test's jobs again.

@@ -167,60 +167,66 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # from a fresh clone on 2 cores; the rest of the matrix is `make check`.
 TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/bench \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi)
-TEST_JOBS = $(if $(HAVE_MPI),$(call job,mpi,$(SUB_MAKE) test-mpi)) \
+# MPI's job mostly waits (30 s of CPU in 141 s, measured at load 10): '~', beside the NPROC slots
+# The lessons' job is among the slowest (31 s in CI): first, not last, where it ran alone at the end.
+TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
-            $(call job,step,$(SUB_MAKE) test-step) $(call job,install,$(SUB_MAKE) test-install) \
-            $(call job,readable,$(SUB_MAKE) test-readable) $(call job,lessons,$(SUB_MAKE) test-lessons) \
-            $(call job,browser,$(SUB_MAKE) browser-run)
-# the last `make test` that passed, for `make check`: newer than every binary and tracked file
+            $(call job,browser,$(SUB_MAKE) browser-run) $(call job,step,$(SUB_MAKE) test-step) \
+            $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable)
+# the last `make test` that passed, for `make check`: newer than every binary and tracked file.
+# Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
+# stale and make check ran all of make test's jobs again.
 TEST_STAMP = $(B)/runs/test.passed
 TRACKED := $(wildcard $(shell git ls-files 2>/dev/null))
+test_passed = [ -e $(TEST_STAMP) ] && [ -z "$$(find $(TEST_BINS) $(TRACKED) -newer $(TEST_STAMP) 2>/dev/null | head -n 1)" ]
 test: deps                                        ## every suite (numeric ones on float and double), step, install, MPI: ~3 min
 	@$(MAKE) --no-print-directory test-jobs
 .PHONY: test-jobs
 test-jobs: $(TEST_BINS)
 	+@$(call run_jobs,$(TEST_JOBS),test)
 	@touch $(TEST_STAMP)
-$(TEST_STAMP): $(TEST_BINS) $(TRACKED)
-	@echo "$@: out of date (make test writes it)"; exit 1
 
 # `make test-op OP=gelu`, after editing one op: rebuilds the test binaries (the op's object and
-# two links), runs the op's suite (CK_RUN_SUITE=gelu) on double and float, and the test cases
-# elsewhere tagged with its name (tcase_set_tags(tc, "gelu"): the layers built on it), if any.
-# A failing gradient check prints its line: the op, the worst element, the relative error.
-# A name that is no suite stops make at once, in one line (read from the test files themselves).
+# two links), then runs on double and float the test cases tagged with its name
+# (tcase_set_tags(tc, "gelu ..."): its gradient check, on both kernel tables, its fast ==
+# reference check, the layers built on it) and the suite of that name, if there is one. A failing
+# gradient check prints its line: the op, the table, the worst element, the relative error.
+# A name that is neither a suite nor a tag stops make at once, in one line (read from the test
+# files themselves: `Suite *<name>_suite(void)`, tcase_set_tags(x, "...") and fast_ref_rows'
+# ADD_OP(s, "<op>", ...)).
 ifneq ($(filter test-op,$(MAKECMDGOALS)),)
 OP_SUITES := $(shell sed -n 's/^Suite \*\([a-z0-9_]*\)_suite(void)$$/\1/p' $(TEST_SRC))
+OP_TAGS := $(sort $(shell sed -n 's/.*tcase_set_tags[(][a-z_]*, "\([^"]*\)"[)].*/\1/p; s/.*ADD_OP.s, "\([^"]*\)".*/\1/p' $(TEST_SRC)))
 ifneq ($(words $(OP)),1)
 $(error test-op: name one op, e.g. make test-op OP=gelu)
-else ifeq ($(filter $(OP),$(OP_SUITES)),)
-$(error test-op: no suite named '$(OP)'; the suites: $(OP_SUITES))
+else ifeq ($(filter $(OP),$(OP_SUITES) $(OP_TAGS)),)
+$(error test-op: no suite or tag named '$(OP)'; the ops and layers: $(OP_TAGS); the suites: $(OP_SUITES))
 endif
 endif
 .PHONY: test-op
-test-op:                                          ## OP=gelu: one op's suite on double and float, with the tests tagged with it: ~15 s
+test-op:                                          ## OP=gelu: one op's tests (gradcheck on both tables, fast == reference, layers), double and float: ~15 s
 	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32
-	+@$(call run_jobs,$(foreach b,f64 f32,$(call suite_job,$(b),$(B)/test_$(b),$(OP)) \
+	+@$(call run_jobs,$(foreach b,f64 f32,$(if $(filter $(OP),$(OP_SUITES)),$(call suite_job,$(b),$(B)/test_$(b),$(OP))) \
 	  $(call job,?$(b)/tagged:$(OP),$(TEST_ENV) CK_INCLUDE_TAGS=$(OP) ./$(B)/test_$(b))),op)
 
 # `make check`: the full matrix, what .ci/run runs after `make test`: make test's jobs (again
-# only when something changed since it passed), the program's suites on double too, the whole
-# suite on the REFERENCE=1 library, the sanitizers, valgrind, the fuzzers, and any portability
-# stage. All is built first, in one parallel make (each tree its own), then run side by side.
-CHECK_BUILDS = ref-build asan-build vg-build fuzz-build
-# the portability stages (issue 32): the clang build's suites, the arm64 build under qemu
-CHECK_PORTABLE_JOBS = $(call job,clang,$(SUB_MAKE) check-clang) $(call job,arm64,$(SUB_MAKE) check-arm64)
-CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(CHECK_PORTABLE_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
+# only when something changed since it passed), the program's suites on double too, the kernel
+# suites on the reference table and a REFERENCE=1 library's step, the sanitizers, valgrind, the
+# fuzzers, the clang build's suites and the arm64 stage. All is built first, in one parallel make
+# (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
+# runs the suites as make test does (the program's once, on float), ASan likewise.
+CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build
+CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
-             $(ASAN_JOBS) $(REF_JOBS)
-check: deps                                       ## the full matrix: every suite on both builds, REFERENCE=1, ASan, valgrind, fuzz
+             $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
+check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
 	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz && \
 	  $(MAKE) --no-print-directory deps-browser && $(MAKE) --no-print-directory deps-arm64   # apt-get, one at a time
 	@$(MAKE) --no-print-directory check-jobs
 .PHONY: check-jobs $(CHECK_BUILDS)
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
-	+@if $(MAKE) -q $(TEST_STAMP) 2>/dev/null; then \
+	+@if $(test_passed); then \
 	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; \
 	  $(call run_jobs,$(CHECK_JOBS),check); \
 	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check) && touch $(TEST_STAMP); fi
@@ -232,17 +238,28 @@ test-readable:                                    ## functions of 60 lines or fe
 	python3 tools/funclen.py --max 60
 	python3 tools/reading_path.py --check --quiet --max 2000
 
-# the same suite on the library built with the reference kernels only (its own char_lm too:
-# the program tests run the binary they find in CHAR_LM), in build/ref
+# The suites that check ops and layers (every op's gradient check, fast == reference, the layers,
+# the model, the optimizers): the arm64 stage runs them, and make check runs them on the reference
+# table too. Add a suite here when it checks an op.
+KERNEL_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rmsnorm swiglu nn gpt padding \
+                optim softmax fast_ref_rows fast_ref_products fast_targets fused parallel
+# make check on the reference table: the kernel suites (and the model's other numeric ones) of the
+# default binaries with AG_KERNELS=reference, every ctx on the plain kernels the lessons teach
+# (the kernel switch made a second library for that redundant), and the one thing only a library
+# built without src/tensor/fast/ shows: that it builds, and replays char_lm's step (test-step),
+# built at -O1 in build/ref. `make test-reference` runs the whole suite on a REFERENCE=1 library.
 REF = $(B)/ref
-REF_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(REF))),$(foreach b,f32 f64,\
-             $(call suite_job,ref-$(b),$(REF)/test_$(b),$(s),CHAR_LM=./$(REF)/char_lm))) \
-           $(call job,ref-step,$(SUB_MAKE) REFERENCE=1 B=$(REF) test-step)
+REF_SUITES = $(KERNEL_SUITES) grad_accum shards switches switch_values tape torch_ref
+REF_JOBS = $(foreach s,$(call slow_first,$(REF_SUITES)),$(foreach b,f32 f64,\
+             $(call suite_job,ref-$(b),$(B)/test_$(b),$(s),AG_KERNELS=reference))) \
+           $(call job,ref-step,$(SUB_MAKE) REFERENCE=1 B=$(REF) CFLAGS="-O1 -g" test-step)
 ref-build:
-	@$(MAKE) --no-print-directory REFERENCE=1 B=$(REF) $(REF)/test_f64 $(REF)/test_f32 $(REF)/char_lm $(REF)/one_step
+	@$(MAKE) --no-print-directory REFERENCE=1 B=$(REF) CFLAGS="-O1 -g" $(REF)/char_lm $(REF)/one_step
 .PHONY: test-reference
-test-reference: ref-build                         ## the whole suite on the REFERENCE=1 library (part of make check)
-	+@$(call run_jobs,$(REF_JOBS),ref)
+test-reference:                                   ## the whole suite on a REFERENCE=1 library, in build/ref-full (not in make check)
+	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref-full $(B)/ref-full/test_f64 $(B)/ref-full/test_f32 $(B)/ref-full/char_lm
+	+@$(call run_jobs,$(foreach s,$(call slow_first,$(call suites_of,$(B)/ref-full)),$(foreach b,f32 f64,\
+	  $(call suite_job,ref-$(b),$(B)/ref-full/test_$(b),$(s),CHAR_LM=./$(B)/ref-full/char_lm))),ref)
 
 # lesson 13's program (examples/one_step) against char_lm's own next step: a run to iteration 12
 # (dropout on, the clip active, the learning rate in its cosine), a copy of it resumed for one
@@ -550,20 +567,25 @@ clean:                                            ## remove build/
 # --- portability: clang and arm64 (issue 32) ---
 # check-clang: the library, char_lm and both suites built by clang (Debian's clang 14: LLVM's
 # libomp, scalar expf since clang ignores the libmvec declaration in fast.h) into build/clang,
-# every warning an error, and the f64 and f32 suites run there.
+# every warning an error, and the suites run there as make test runs them: the numeric ones on
+# double and float, the program's (ONCE_SUITES) on float, each a job of make check's runner.
 CLANG ?= clang
-.PHONY: check-clang deps-arm64 check-arm64
-check-clang: deps                                 ## clang build in build/clang (-Werror), the f64 and f32 suites
-	@$(MAKE) --no-print-directory CC=$(CLANG) B=$(B)/clang WARN="$(WARN) -Werror" \
-	  $(B)/clang/test_f64 $(B)/clang/test_f32 $(B)/clang/char_lm $(B)/clang/bench $(B)/clang/one_step $(B)/clang/attention_demo
-	$(TEST_ENV) CHAR_LM=./$(B)/clang/char_lm ./$(B)/clang/test_f64
-	$(TEST_ENV) CHAR_LM=./$(B)/clang/char_lm ./$(B)/clang/test_f32
+CLANG_B = $(B)/clang
+CLANG_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(CLANG_B))),$(call suite_job,clang-f32,$(CLANG_B)/test_f32,$(s),CHAR_LM=./$(CLANG_B)/char_lm) \
+               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,clang-f64,$(CLANG_B)/test_f64,$(s),CHAR_LM=./$(CLANG_B)/char_lm)))
+.PHONY: check-clang clang-build deps-arm64 check-arm64
+clang-build:
+	@$(MAKE) --no-print-directory CC=$(CLANG) B=$(CLANG_B) WARN="$(WARN) -Werror" \
+	  $(CLANG_B)/test_f64 $(CLANG_B)/test_f32 $(CLANG_B)/char_lm $(CLANG_B)/bench $(CLANG_B)/one_step $(CLANG_B)/attention_demo
+check-clang: deps                                 ## clang build in build/clang (-Werror), its suites as make test runs them
+	@$(MAKE) --no-print-directory clang-build
+	+@$(call run_jobs,$(CLANG_JOBS),clang)
 
 # check-arm64: cross-compiled by Debian's gcc-aarch64-linux-gnu against the arm64 packages of the
 # dependencies (dpkg multiarch), run under qemu-user: no AVX2/AVX-512 targets and no libmvec
 # there (fast.h), so the fast kernels' plain loops and scalar expf are what run. Emulation is
-# ~10-50x slower, so not every suite runs: ARM64_SUITES, every op's gradient check and
-# fast == reference (add a suite here when it checks an op), in f64 and f32, then a short
+# ~10-50x slower, so not every suite runs: ARM64_SUITES (KERNEL_SUITES), every op's gradient
+# check and fast == reference, in f64 and f32, then a short
 # char_lm train -> resume -> sample. The program-level suites (errors, signals, rundir, ...)
 # test Linux, which x86 already covers.
 ARM64_CC  = aarch64-linux-gnu-gcc
@@ -573,8 +595,7 @@ ARM64_PKGS = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libopenb
 # pkg-config reads the arm64 .pc files (Debian's multiarch layout)
 ARM64_PKG_CONFIG = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 QEMU_ARM64 = qemu-aarch64
-ARM64_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rmsnorm swiglu nn gpt padding \
-               optim softmax fast_ref_rows fast_ref_products fast_targets fused parallel
+ARM64_SUITES = $(KERNEL_SUITES)
 # the tests start char_lm through CHAR_LM_WRAP (no binfmt_misc needed)
 ARM64_ENV = $(TEST_ENV) CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
 # char_lm's run: check-valgrind's VG_MODEL (the tiny preset made smaller)

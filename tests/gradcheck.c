@@ -50,3 +50,15 @@ ag_tensor *gc_tensor_new(int ndim, const int *shape, uint64_t seed, double lo, d
 }
 
 void gc_tensor_free(ag_tensor *t) { ag_tensor_free_owned(t); }
+
+void gc_randomize_params(ag_params *P, uint64_t seed)
+{
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    for (int e = 0; e < P->n; e++) {
+        ag_tensor *t = P->entries[e].t;
+        double base = P->entries[e].init == AG_INIT_ONES ? 1 : 0;
+        double half = P->entries[e].init == AG_INIT_ONES ? 0.3 : 0.5;
+        for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = (ag_real)(base + half * (2 * ag_rng_uniform(&r) - 1));
+    }
+}

@@ -30,6 +30,11 @@ int gc_check(const gc_opts *o, gc_build_fn build, ag_tensor **inputs, int n_inpu
 ag_tensor *gc_tensor_new(int ndim, const int *shape, uint64_t seed, double lo, double hi);
 void gc_tensor_free(ag_tensor *t);
 
+/* Every parameter of P uniform in [-0.5, 0.5) and the norm weights (AG_INIT_ONES) in 1 +- 0.3,
+ * from seed: far from the tiny init, so attention is not uniform and every path carries
+ * gradient (the layers' and the model's gradient checks start here). */
+void gc_randomize_params(ag_params *P, uint64_t seed);
+
 /* Asserts with check that gc_check passes (a ck_assert_msg with its message). */
 #define GC_ASSERT(opts, build, inputs, n, user)                                           \
     do {                                                                                  \

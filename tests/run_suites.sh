@@ -9,6 +9,9 @@
 # when it ends, one line names it: ok or FAIL, its checks passed (and failed), its seconds, and for
 # a failure the failing checks' lines (check's "file:line:F:case:test:0: message") or the log's tail.
 # A label starting with '?' may find no test (exit 77, tests/run_tests.c): a filter by tag.
+# A label starting with '~' is a job that mostly waits (MPI's: mpirun's start, its ranks' timeouts
+# and signals; a quarter of a core over its run): it starts at once and takes none of the JOBS
+# slots, so the CPU it leaves idle goes to the others. ('~' comes before '?'.)
 #
 # Counts: a job that runs check counts its checks (every "Checks: N, Failures: F, Errors: E" line
 # of its log); any other job counts as one. A job that exits non-zero with no failed check counts
@@ -54,12 +57,20 @@ run_job() {
     echo "$passed $f" > "$logdir/$file.res"
 }
 
-running=0
+# the jobs that hold a slot and still run (a '~' job's end also wakes wait -n: recounted)
+slots=()
+recount() {
+    local p alive=()
+    for p in "${slots[@]}"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+    slots=("${alive[@]}")
+}
 while read -r label cmd; do
     [ -n "$label" ] || continue
-    if [ "$running" -ge "$max" ]; then wait -n; running=$((running - 1)); fi
+    if [ "${label#\~}" != "$label" ]; then run_job "${label#\~}" "$cmd" & continue; fi
+    recount
+    while [ "${#slots[@]}" -ge "$max" ]; do wait -n; recount; done
     run_job "$label" "$cmd" &
-    running=$((running + 1))
+    slots+=("$!")
 done
 wait
 

@@ -135,10 +135,12 @@ Suite *attention_ops_suite(void)
 {
     Suite *s = suite_create("attention_ops");
     TCase *f = tcase_create("forward");
+    tcase_set_tags(f, "attention masked_fill");
     tcase_add_test(f, test_three_token_example);
     tcase_add_test(f, test_causal_mask_zero_future_weight);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
+    tcase_set_tags(g, "attention masked_fill heads");
     tcase_add_test(g, test_masked_fill_grad);
     tcase_add_test(g, test_heads_roundtrip_and_grad);
     tcase_add_test(g, test_sdpa_causal_grad);

@@ -148,11 +148,17 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // runs
 
-/* The tiny preset, with a budget, evaluating twice a second or so. */
+/* The tiny preset made smaller (a step is about 25 times cheaper: the simulated clock, not the
+ * model, sets what the budget decides, so the runs keep their step counts and assertions), with a
+ * budget, evaluating twice a second or so. */
 static lm_config budgeted(double seconds)
 {
     lm_config c;
     ck_assert_int_eq(lm_config_preset(&c, "tiny"), AG_OK);
+    c.model.n_layer = 1;
+    c.model.n_embd = 16;
+    c.model.block_size = 8;
+    c.batch_size = 4;
     c.max_iters = c.lr_decay_iters = 1000000;
     c.warmup_iters = 15;   /* the count is fixed within it (after 2% of the budget, 3 steps at least),
                               before a slow build's reserve could end the run */

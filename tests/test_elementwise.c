@@ -160,12 +160,14 @@ Suite *elementwise_suite(void)
 {
     Suite *s = suite_create("elementwise");
     TCase *f = tcase_create("forward");
+    tcase_set_tags(f, "add gelu dropout");
     tcase_add_test(f, test_add_broadcast_forward_and_error);
     tcase_add_test(f, test_gelu_forward_known_values);
     tcase_add_test(f, test_dropout_forward);
     tcase_add_test(f, test_kernel_exp_accuracy);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
+    tcase_set_tags(g, "add scale gelu dropout");
     tcase_add_test(g, test_add_grad_same_shape);
     tcase_add_test(g, test_add_grad_bias_row);
     tcase_add_test(g, test_add_grad_positions);

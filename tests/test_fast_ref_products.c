@@ -261,19 +261,23 @@ Suite *fast_ref_products_suite(void)
 {
     Suite *s = suite_create("fast_ref_products");
     TCase *linear = tcase_create("linear");
+    tcase_set_tags(linear, "linear");
     tcase_add_loop_test(linear, test_linear_bias, 0, N_SEEDS);
     tcase_add_loop_test(linear, test_linear_no_bias, 0, N_SEEDS);
     suite_add_tcase(s, linear);
     TCase *matmul = tcase_create("matmul");
+    tcase_set_tags(matmul, "matmul");
     tcase_add_loop_test(matmul, test_matmul_batched, 0, N_SEEDS);
     tcase_add_loop_test(matmul, test_matmul_shared_b, 0, N_SEEDS);
     tcase_add_loop_test(matmul, test_matmul_2d, 0, N_SEEDS);
     suite_add_tcase(s, matmul);
     TCase *attention = tcase_create("attention");
+    tcase_set_tags(attention, "attention");
     tcase_add_loop_test(attention, test_attention_causal, 0, N_SEEDS);
     tcase_add_loop_test(attention, test_attention_unmasked, 0, N_SEEDS);
     suite_add_tcase(s, attention);
     TCase *add = tcase_create("add");
+    tcase_set_tags(add, "add");
     tcase_add_loop_test(add, test_add_same_shape, 0, N_SEEDS);
     tcase_add_loop_test(add, test_add_broadcast, 0, N_SEEDS);
     suite_add_tcase(s, add);

@@ -309,10 +309,11 @@ START_TEST(test_silu_fast_equals_reference)
 }
 END_TEST
 
-/* one TCase per op, looping over the seeds (FR_SEEDS=n in the environment: n of them) */
+/* one TCase per op, tagged with its name, looping over the seeds (FR_SEEDS=n in the environment: n of them) */
 #define ADD_OP(suite, name, test)                                                            \
     do {                                                                                     \
         TCase *tc_ = tcase_create(name);                                                     \
+        tcase_set_tags(tc_, name); /* make test-op OP=<op> */                                \
         tcase_add_loop_test(tc_, test, 0, getenv("FR_SEEDS") ? atoi(getenv("FR_SEEDS")) : N_SEEDS); \
         suite_add_tcase(suite, tc_);                                                         \
     } while (0)
@@ -323,7 +324,7 @@ Suite *fast_ref_rows_suite(void)
     ADD_OP(s, "layernorm", test_layernorm_fast_equals_reference);
     ADD_OP(s, "rmsnorm", test_rmsnorm_fast_equals_reference);
     ADD_OP(s, "cross_entropy", test_cross_entropy_fast_equals_reference);
-    ADD_OP(s, "cross_entropy_ignore", test_cross_entropy_ignore_fast_equals_reference);
+    ADD_OP(s, "cross_entropy ignore", test_cross_entropy_ignore_fast_equals_reference);
     ADD_OP(s, "masked_fill", test_masked_fill_fast_equals_reference);
     ADD_OP(s, "gelu", test_gelu_fast_equals_reference);
 #ifndef AG_REFERENCE

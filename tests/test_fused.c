@@ -287,6 +287,7 @@ static void gpt_fused_equals_composed(double dropout)
     int ids[12] = { 1, 2, 3, 4, 5, 6, 0, 6, 5, 4, 3, 2 }, tg[12] = { 2, 3, 4, 5, 6, 0, 6, 5, 4, 3, 2, 1 };
     const ag_forward_opts train = { .train = true, .seed = 17 };
     ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_kernels(ctx, AG_KERNELS_FAST);   /* whatever AG_KERNELS says: the fused side is the subject */
     ag_tensor *lf = NULL, *lc = NULL;
     ag_params_zero_grad(gf->params);
     ag_params_zero_grad(gc->params);
@@ -314,6 +315,7 @@ Suite *fused_suite(void)
 {
     Suite *s = suite_create("fused");
     TCase *layer = tcase_create("layer");
+    tcase_set_tags(layer, "attention");
     tcase_add_loop_test(layer, test_layer_causal, 0, N_SHAPES);
     tcase_add_loop_test(layer, test_layer_unmasked, 0, N_SHAPES);
     tcase_add_loop_test(layer, test_layer_x_no_grad, 0, N_SHAPES);
@@ -321,10 +323,12 @@ Suite *fused_suite(void)
     tcase_add_loop_test(layer, test_layer_dropout_unmasked, 0, N_SHAPES);
     suite_add_tcase(s, layer);
     TCase *path = tcase_create("path");
+    tcase_set_tags(path, "attention");
     tcase_add_loop_test(path, test_path, 0, N_PATH_CASES);
     tcase_add_test(path, test_mask_kind);
     suite_add_tcase(s, path);
     TCase *grad = tcase_create("grad");
+    tcase_set_tags(grad, "attention");
     tcase_add_test(grad, test_attention_gradcheck);
     tcase_add_test(grad, test_gpt_fused_equals_composed);
     tcase_add_test(grad, test_gpt_fused_equals_composed_dropout);

@@ -27,20 +27,6 @@ static ag_gpt *gpt_new(int V, int L, int H, int C, int T_max, double dropout, ui
     return g;
 }
 
-/* Every parameter uniform in [-0.5, 0.5), LayerNorm weights in 1 +- 0.3: far from the tiny
- * init, so attention is not uniform and every path carries gradient. */
-static void randomize(ag_params *P, uint64_t seed)
-{
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    for (int e = 0; e < P->n; e++) {
-        ag_tensor *t = P->entries[e].t;
-        double base = P->entries[e].init == AG_INIT_ONES ? 1 : 0;
-        double half = P->entries[e].init == AG_INIT_ONES ? 0.3 : 0.5;
-        for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = (ag_real)(base + half * (2 * ag_rng_uniform(&r) - 1));
-    }
-}
-
 static void random_ids(int *ids, int n, int V, uint64_t seed)
 {
     ag_rng r;
@@ -311,7 +297,7 @@ static void check_gpt_grad(double dropout, bool train, const char *name)
 {
     /* V=5, n_layer=2, n_head=2, n_embd=8, block_size=4, B=2, T=3: all distinct */
     gpt_case c = { gpt_new(5, 2, 2, 8, 4, dropout, 21), { 0, 3, 1, 4, 2, 2 }, { 3, 1, 4, 2, 2, 0 }, train };
-    randomize(c.g->params, 22);
+    gc_randomize_params(c.g->params, 22);
     ag_params *P = c.g->params;
     ag_tensor *in[64];
     for (int e = 0; e < P->n; e++) in[e] = P->entries[e].t;
@@ -407,7 +393,7 @@ START_TEST(test_kv_cache_matches_full_forward)
 {
     enum { V = 7, TM = 8 };
     ag_gpt *g = gpt_new(V, 2, 2, 16, TM, 0.1, 3); /* dropout is off when sampling */
-    randomize(g->params, 4);
+    gc_randomize_params(g->params, 4);
     int ids[TM];
     random_ids(ids, TM, V, 5);
     ag_ctx *ctx = ag_ctx_new();
@@ -474,7 +460,7 @@ START_TEST(test_forward_opts_honoured)
 {
     enum { V = 7, L = 2, H = 2, T = 5 };
     ag_gpt *g = gpt_new(V, L, H, 16, 8, 0.1, 3);   /* dropout 0.1: only with .train */
-    randomize(g->params, 4);
+    gc_randomize_params(g->params, 4);
     int ids[2 * T];
     random_ids(ids, 2 * T, V, 5);
     ag_ctx *c0, *c1, *c2, *c3;
@@ -484,11 +470,8 @@ START_TEST(test_forward_opts_honoured)
     ag_tensor *y2 = logits_with(&c2, g, ids, T, &(ag_forward_opts){ .composed_attention = true }, &n2);
     ag_tensor *A[L] = { NULL, NULL };
     ag_tensor *y3 = logits_with(&c3, g, ids, T, &(ag_forward_opts){ .record_attention = A }, &n3);
-#ifdef AG_REFERENCE
-    const int fast = 0; /* no fast twin in a REFERENCE=1 library: attention op by op */
-#else
-    const int fast = 1;
-#endif
+    /* no fast twin on the reference table (AG_KERNELS=reference, a REFERENCE=1 library): op by op */
+    const int fast = !ag_ctx_reference_kernels(c0);
     ck_assert(n0.fused == fast * L && n0.softmax == (1 - fast) * L);
     ck_assert(n1.fused == fast * L && n1.softmax == (1 - fast) * L);
     ck_assert(n2.fused == 0 && n2.softmax == L && n3.fused == 0 && n3.softmax == L);
@@ -543,7 +526,7 @@ static void check_block_cached(ag_norm_position pos, ag_norm_kind norm)
     ag_error err = { 0 };
     ag_gpt *g = ag_gpt_new(&cfg, 11, &err);
     ck_assert_msg(g != NULL, "%s", err.msg);
-    randomize(g->params, 12);
+    gc_randomize_params(g->params, 12);
     const ag_block *Bk = &g->blocks[1];
     ag_ctx *ctx = ag_ctx_new();
     ag_ctx_set_grad(ctx, false);
@@ -600,7 +583,7 @@ START_TEST(test_recycled_gradients_are_identical)
 {
     int V = 11, B = 3, T = 8;
     ag_gpt *g = gpt_new(V, 2, 2, 16, T, 0, 21);
-    randomize(g->params, 22);
+    gc_randomize_params(g->params, 22);
     ag_params *P = g->params;
     int ids[24], tg[24];
     for (int i = 0; i < B * T; i++) {
@@ -643,6 +626,7 @@ Suite *gpt_suite(void)
 {
     Suite *s = suite_create("gpt");
     TCase *m = tcase_create("model");
+    tcase_set_tags(m, "gpt");
     tcase_add_test(m, test_gpt_params_as_model_md);
     tcase_add_test(m, test_gpt_bad_config);
     tcase_add_test(m, test_gpt_new_says_why);
@@ -655,12 +639,14 @@ Suite *gpt_suite(void)
     tcase_add_test(m, test_block_cached_equals_full);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
+    tcase_set_tags(g, "gpt");
     tcase_set_timeout(g, 600);
     tcase_add_test(g, test_gpt_loss_grad);
     tcase_add_test(g, test_gpt_loss_grad_dropout);
     tcase_add_test(g, test_recycled_gradients_are_identical);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("train");
+    tcase_set_tags(t, "gpt adam");
     tcase_set_timeout(t, 600);
     tcase_add_test(t, test_gpt_overfits_one_batch);
     tcase_add_test(t, test_arena_stops_growing);

@@ -254,6 +254,7 @@ Suite *grad_gaps_suite(void)
 {
     Suite *s = suite_create("grad_gaps");
     TCase *t = tcase_create("grad");
+    tcase_set_tags(t, "heads reshape embedding");
     tcase_add_test(t, test_heads_grad_distinct_dims);
     tcase_add_test(t, test_reshape_as_output_grad);
     tcase_add_test(t, test_backward_seeds_one);

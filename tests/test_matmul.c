@@ -127,11 +127,13 @@ Suite *matmul_suite(void)
 {
     Suite *s = suite_create("matmul");
     TCase *f = tcase_create("forward");
+    tcase_set_tags(f, "matmul reshape");
     tcase_add_test(f, test_matmul_forward_2x2);
     tcase_add_test(f, test_matmul_shape_error);
     tcase_add_test(f, test_transpose_forward_and_reshape_error);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
+    tcase_set_tags(g, "matmul reshape");
     tcase_add_test(g, test_matmul_grad_2d);
     tcase_add_test(g, test_matmul_grad_batched);
     tcase_add_test(g, test_matmul_grad_shared_b);

@@ -344,6 +344,7 @@ Suite *optim_suite(void)
 {
     Suite *s = suite_create("optim");
     TCase *o = tcase_create("optimizers");
+    tcase_set_tags(o, "adam sgd");
     tcase_add_checked_fixture(o, setup, teardown);
     tcase_add_test(o, test_sgd_plain);
     tcase_add_test(o, test_sgd_momentum);
@@ -356,12 +357,14 @@ Suite *optim_suite(void)
     tcase_add_test(l, test_lr_schedule);
     suite_add_tcase(s, l);
     TCase *c = tcase_create("clip");
+    tcase_set_tags(c, "adam sgd");
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_add_test(c, test_clip_scales_above_threshold);
     tcase_add_test(c, test_clip_leaves_small_grads);
     tcase_add_test(c, test_clip_folded_into_the_update);
     suite_add_tcase(s, c);
     TCase *th = tcase_create("threads");
+    tcase_set_tags(th, "adam");
     tcase_add_test(th, test_adam_fast_equals_plain);
     suite_add_tcase(s, th);
     return s;

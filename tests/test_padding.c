@@ -389,16 +389,19 @@ Suite *padding_suite(void)
 {
     Suite *s = suite_create("padding");
     TCase *m = tcase_create("masks");
+    tcase_set_tags(m, "masked_fill");
     tcase_add_test(m, test_masked_fill_broadcasts);
     tcase_add_test(m, test_masked_fill_broadcast_grad);
     tcase_add_test(m, test_key_padding_mask);
     suite_add_tcase(s, m);
     TCase *ce = tcase_create("cross_entropy_ignore");
+    tcase_set_tags(ce, "cross_entropy");
     tcase_add_test(ce, test_cross_entropy_ignore_forward);
     tcase_add_test(ce, test_cross_entropy_all_ignored_and_errors);
     tcase_add_test(ce, test_cross_entropy_ignore_grad);
     suite_add_tcase(s, ce);
     TCase *a = tcase_create("attention");
+    tcase_set_tags(a, "attention");
     tcase_add_checked_fixture(a, mha_setup, mha_teardown);
     tcase_add_test(a, test_mha_padded_keys_get_zero_weight);
     tcase_add_test(a, test_mha_fully_padded_row);

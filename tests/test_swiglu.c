@@ -234,11 +234,13 @@ Suite *swiglu_suite(void)
 {
     Suite *s = suite_create("swiglu");
     TCase *f = tcase_create("forward");
+    tcase_set_tags(f, "mul silu");
     tcase_add_test(f, test_mul_forward_and_error);
     tcase_add_test(f, test_silu_forward_known_values);
     tcase_add_test(f, test_silu_tails);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
+    tcase_set_tags(g, "mul silu");
     tcase_add_test(g, test_mul_grad);
     tcase_add_test(g, test_silu_grad);
     suite_add_tcase(s, g);

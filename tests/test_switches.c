@@ -39,19 +39,6 @@ static ag_gpt_config small_cfg(void)
     return (ag_gpt_config){ .vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 4 };
 }
 
-/* Every parameter uniform in [-0.5, 0.5), norm weights in 1 +- 0.3 (attention far from uniform). */
-static void randomize(ag_params *P, uint64_t seed)
-{
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    for (int e = 0; e < P->n; e++) {
-        ag_tensor *t = P->entries[e].t;
-        double base = P->entries[e].init == AG_INIT_ONES ? 1 : 0;
-        double half = P->entries[e].init == AG_INIT_ONES ? 0.3 : 0.5;
-        for (size_t i = 0; i < ag_numel(t); i++) t->data[i] = (ag_real)(base + half * (2 * ag_rng_uniform(&r) - 1));
-    }
-}
-
 static const int ids[6] = { 0, 3, 1, 4, 2, 2 }, targets[6] = { 3, 1, 4, 2, 2, 0 };
 
 static double max_diff(const ag_tensor *a, const ag_tensor *b)
@@ -107,7 +94,7 @@ START_TEST(test_no_scale)
     c.no_scale = true;
     ag_gpt *b = gpt_with(c, 3);
     ck_assert(b->blocks[0].attn.scale == 1);
-    randomize(a->params, 4);
+    gc_randomize_params(a->params, 4);
     memcpy(b->params->data, a->params->data, a->params->total * sizeof(ag_real));
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *ya = logits_of(ctx, a, NULL), *yb = logits_of(ctx, b, NULL);
@@ -130,7 +117,7 @@ START_TEST(test_mask_fill_minus_1e9_equals_minus_inf)
     c.mask_fill = AG_MASK_NEG_1E9;
     ag_gpt *b = gpt_with(c, 5);
     ck_assert(b->blocks[1].attn.mask_fill == (ag_real)-1e9);
-    randomize(a->params, 6);
+    gc_randomize_params(a->params, 6);
     memcpy(b->params->data, a->params->data, a->params->total * sizeof(ag_real));
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *wa[2], *wb[2];
@@ -311,7 +298,7 @@ static ag_tensor *build_loss(ag_ctx *ctx, ag_tensor **in, void *user)
 static void check_grad(ag_gpt_config cfg, const char *name)
 {
     gpt_case c = { gpt_with(cfg, 21) };
-    randomize(c.g->params, 22);
+    gc_randomize_params(c.g->params, 22);
     ag_params *P = c.g->params;
     ag_tensor *in[64];
     ck_assert_int_le(P->n, 64);
@@ -347,7 +334,7 @@ END_TEST
 static void check_kv_cache_exact(ag_gpt_config c)
 {
     ag_gpt *g = gpt_with(c, 3);
-    randomize(g->params, 4);
+    gc_randomize_params(g->params, 4);
     int seq[8] = { 1, 4, 6, 0, 2, 2, 5, 3 };
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *full = ag_gpt_forward(ctx, g, seq, NULL, 1, 8, NULL, NULL);     // [1,8,V]

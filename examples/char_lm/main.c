@@ -41,6 +41,7 @@
 #include "sample.h"
 #include "serve.h"
 #include "trace.h"
+#include "recipe.h"
 #include "train.h"
 
 /* EX_TEMPFAIL of sysexits.h, "try again later": checkpointed on request, resume me */
@@ -295,6 +296,23 @@ static bool alone_in_a_job(const ag_dist *d)
     return ag_dist_size(d) == 1 && n && atoi(n) > 1;
 }
 
+/* --time-budget without --config: the reference recipe's steps timed, the recipe picked and
+ * said in one line (recipe.h); that time counts against the budget. */
+static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
+{
+    double t0 = ag_now_s(), step;
+    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, &step, e);
+    if (s) return s;
+    lm_recipe_choice ch;
+    lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
+    if ((s = lm_recipe_apply(&o->cfg, a->given, ch.pick, e))) return s;
+    char line[256];
+    lm_recipe_line(line, sizeof line, &ch);
+    if (o->log) fprintf(o->log, "%s\n", line);
+    o->budget_spent = ag_now_s() - t0;
+    return AG_OK;
+}
+
 static int cmd_train(const lm_train_args *a)
 {
     lm_trace_set_graph(a->trace.graph);   /* --trace-graph FILE.dot */
@@ -322,7 +340,9 @@ static int cmd_train(const lm_train_args *a)
     one_voice(&o, rank, &quiet);
     lm_train_result r;
     time_t since = time(NULL);
-    s = lm_train(&o, &r, &e);
+    s = a->pick_recipe ? choose_recipe(&o, a, &e) : AG_OK;
+    if (s == AG_OK) s = lm_train(&o, &r, &e);
+    else r = (lm_train_result){0};
     if (quiet) fclose(quiet);
     if (s) {
         int code = fail_rank(d, &r, s, &e);

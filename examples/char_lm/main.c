@@ -301,8 +301,8 @@ static bool alone_in_a_job(const ag_dist *d)
 static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
 {
     double t0 = ag_now_s(), step;
-    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, &step, e);
-    if (s) return s;
+    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, &stop_signal, &step, e);
+    if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
     lm_recipe_choice ch;
     lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
     if ((s = lm_recipe_apply(&o->cfg, a->given, ch.pick, e))) return s;
@@ -341,8 +341,14 @@ static int cmd_train(const lm_train_args *a)
     lm_train_result r;
     time_t since = time(NULL);
     s = a->pick_recipe ? choose_recipe(&o, a, &e) : AG_OK;
-    if (s == AG_OK) s = lm_train(&o, &r, &e);
+    bool probe_stopped = s == AG_OK && a->pick_recipe && !(o.budget_spent > 0);   /* a stop signal */
+    if (s == AG_OK && !probe_stopped) s = lm_train(&o, &r, &e);
     else r = (lm_train_result){0};
+    if (probe_stopped) {
+        if (quiet) fclose(quiet);
+        ag_dist_end(d, false);
+        return stopped_code(stop_signal ? stop_signal : SIGTERM);
+    }
     if (quiet) fclose(quiet);
     if (s) {
         int code = fail_rank(d, &r, s, &e);

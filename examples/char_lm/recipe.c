@@ -159,21 +159,22 @@ static ag_status probe_step(probe_model *p, long t, ag_error *err)
     return s;
 }
 
-ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, double *step_s, ag_error *err)
+ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, const volatile sig_atomic_t *stop, double *step_s,
+                          ag_error *err)
 {
     double seconds = fmin(fmax(PROBE_SHARE * budget_s, PROBE_MIN_S), PROBE_MAX_S);
     probe_model p;
     ag_status s = probe_init(&p, V, err);
     double timed = 0, t0 = 0;
     long n = 0;
-    for (long t = 1; s == AG_OK && n < CAL_MAX && (n < CAL_MIN || timed < seconds); t++) {
+    for (long t = 1; s == AG_OK && n < CAL_MAX && (n < CAL_MIN || timed < seconds) && !(stop && *stop); t++) {
         if (t > CAL_SKIP) t0 = ag_now_s();
         s = probe_step(&p, t, err);
         if (t > CAL_SKIP) timed += ag_now_s() - t0, n++;
     }
     probe_free(&p);
-    double mean[2] = {n ? timed / (double)n : 0, 1};
-    if (s == AG_OK) s = ag_dist_allreduce(d, mean, 2, AG_DIST_DOUBLE, AG_DIST_SUM, err);   /* every rank alike */
-    *step_s = mean[0] / mean[1];
+    double mean[3] = {n ? timed / (double)n : 0, 1, stop && *stop};
+    if (s == AG_OK) s = ag_dist_allreduce(d, mean, 3, AG_DIST_DOUBLE, AG_DIST_SUM, err);   /* every rank alike */
+    *step_s = mean[2] > 0 ? 0 : mean[0] / mean[1];   /* a rank stopped: all stop */
     return s;
 }

@@ -21,6 +21,7 @@
 #ifndef LM_RECIPE_H
 #define LM_RECIPE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include "attograd.h"
@@ -66,7 +67,10 @@ ag_status lm_recipe_apply(lm_config *cfg, const bool *given, int pick, ag_error 
 /* The reference recipe's step time on this machine: steps of it on random tokens (vocabulary
  * V), forward, backward and AdamW as char_lm trains them, the first CAL_SKIP not timed, then
  * timed until they add up to `seconds` (at least 3 of them). Every rank of d times its own and
- * they share the mean, so all choose alike. AG_ERR_NOMEM and a message when a model cannot be made. */
-ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, double *step_s, ag_error *err);
+ * they share the mean, so all choose alike. AG_ERR_NOMEM and a message when a model cannot be made.
+ * When *stop turns non-zero (a signal; stop may be NULL) it ends after the step in hand, and
+ * *step_s is 0 on every rank. */
+ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, const volatile sig_atomic_t *stop, double *step_s,
+                          ag_error *err);
 
 #endif

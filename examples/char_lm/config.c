@@ -336,7 +336,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
      * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight
      * decay 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context
      * 256 and lr 8e-3 decaying to lr/100: the best of the runs in wall time (the rounds that found them:
-     * git show 22d9c32:docs/performance.md). Each ends by its time_budget (its iters is only a
+     * git show d89a286:docs/performance.md). Each ends by its time_budget (its iters is only a
      * ceiling). Without --config, --time-budget picks one of the three by the steps it would get
      * (recipe.h; docs/performance.md, "The recipe follows the compute"). */
     static const struct {

@@ -23,6 +23,7 @@
  * count, or out of time: the backstop doing its job); what the budget decides is asserted on
  * the simulated clock, exactly. */
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "proc.h"
+#include "recipe.h"
 #include "run.h"   /* lm_format_duration */
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
@@ -142,6 +144,106 @@ START_TEST(test_presets_imply_their_budget)
     ck_assert(a.cfg.time_budget == 0);
     a = parse_train((const char *const[]){"--time-budget", "1h30m", NULL});
     ck_assert(a.cfg.time_budget == 5400 && a.cfg.budget_iters == 0);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// the recipe a budget picks (recipe.h), from a given step speed: no clock, no machine
+
+/* The reference recipe's (M's) step time on the developers' 2 cores (300 s / ~15,000 steps)
+ * and on the issue's slower machine (293.6 s / 8,050 steps, docs/performance.md). */
+#define DEV_STEP_S 0.0198
+#define SLOW_STEP_S 0.0365
+
+static int picked(double budget_s, double step_s)
+{
+    lm_recipe_choice ch;
+    lm_recipe_pick(budget_s, 0.02 * budget_s, step_s, &ch);
+    return ch.pick;
+}
+
+START_TEST(test_recipe_from_the_speed)
+{
+    enum { S, M, L };
+    ck_assert_str_eq(lm_recipes[M].name, "M");
+    /* the developers' machine: its presets' own choices */
+    ck_assert_int_eq(picked(60, DEV_STEP_S), S);
+    ck_assert_int_eq(picked(300, DEV_STEP_S), M);
+    ck_assert_int_eq(picked(600, DEV_STEP_S), L);
+    /* 1.8x slower: 10 minutes hold too few steps for context 256 (there it lost to M: issue 36) */
+    ck_assert_int_eq(picked(600, SLOW_STEP_S), M);
+    ck_assert_int_eq(picked(300, SLOW_STEP_S), M);
+    ck_assert_int_eq(picked(60, SLOW_STEP_S), S);
+    /* twice as fast: 5 minutes are L's */
+    ck_assert_int_eq(picked(300, DEV_STEP_S / 2.2), L);
+    /* more time, or a faster machine, never picks a smaller recipe */
+    for (double speed = 0.25; speed <= 4; speed *= 1.25) {
+        int last = 0;
+        for (double b = 5; b <= 7200; b *= 1.1) {
+            int p = picked(b, DEV_STEP_S / speed);
+            ck_assert_msg(p >= last, "%g s at %gx: %d after %d", b, speed, p, last);
+            ck_assert_int_le(p, picked(b, DEV_STEP_S / speed / 1.3));   /* 1.3x faster */
+            last = p;
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_recipe_steps_and_line)
+{
+    lm_recipe_choice ch;
+    lm_recipe_pick(600, 3, SLOW_STEP_S, &ch);
+    /* M gets what is left, less the reserve, over its step: (600 - 3 - 1) 0.95 / 0.0365 */
+    ck_assert_int_eq(ch.steps[1], (long)floor(596 * 0.95 / SLOW_STEP_S));
+    ck_assert(ch.step_s[0] < ch.step_s[1] && ch.step_s[1] < ch.step_s[2]);   /* by their FLOPs */
+    ck_assert(fabs(ch.step_s[1] - SLOW_STEP_S) < 1e-12);
+    char line[256];
+    lm_recipe_line(line, sizeof line, &ch);
+    ck_assert_msg(strstr(line, "time budget 10m00s at 0.0365 s a step: about 15,512 steps -> recipe M (4 x 96, context 128)")
+                  && strstr(line, "; L would get 5,416, it needs 9,000") && !strchr(line, '\n'), "%s", line);
+    lm_recipe_pick(600, 3, DEV_STEP_S, &ch);
+    lm_recipe_line(line, sizeof line, &ch);
+    ck_assert_msg(strstr(line, "-> recipe L (4 x 96, context 256, dropout 0.05)") && !strstr(line, "would get"), "%s",
+                  line);
+}
+END_TEST
+
+START_TEST(test_recipe_flags)
+{
+    /* no --config and a budget: picked after parsing, the flags given kept over the recipe */
+    lm_train_args a = parse_train((const char *const[]){"--time-budget", "10m", "--lr", "1e-3", NULL});
+    ck_assert(a.pick_recipe);
+    ag_error e = {0};
+    ck_assert_msg(lm_recipe_apply(&a.cfg, a.given, 2, &e) == AG_OK, "%s", e.msg);
+    lm_config L;
+    lm_config_preset(&L, "10min");
+    ck_assert(a.cfg.lr == 1e-3 && a.cfg.time_budget == 600 && a.cfg.model.block_size == L.model.block_size);
+    ck_assert(a.cfg.min_lr == L.min_lr && a.cfg.lr_decay_iters == L.max_iters && a.cfg.model.dropout == L.model.dropout);
+    /* a flag that does not fit the recipe: one line, nothing changed */
+    a = parse_train((const char *const[]){"--time-budget", "10m", "--n-head", "5", NULL});
+    lm_config before = a.cfg;
+    ck_assert(lm_recipe_apply(&a.cfg, a.given, 1, &e) == AG_ERR_ARG && strstr(e.msg, "--n-head 5"));
+    ck_assert(memcmp(&before, &a.cfg, sizeof before) == 0);
+    /* a recipe named, a run resumed or started from weights: nothing to pick */
+    ck_assert(!parse_train((const char *const[]){"--time-budget", "10m", "--config", "5min", NULL}).pick_recipe);
+    ck_assert(!parse_train((const char *const[]){"--time-budget", "10m", "--resume", NULL}).pick_recipe);
+    ck_assert(!parse_train((const char *const[]){"--time-budget", "10m", "--init-from", "x", NULL}).pick_recipe);
+    ck_assert(!parse_train((const char *const[]){"--max-iters", "10", NULL}).pick_recipe);
+}
+END_TEST
+
+/* The probe on this machine: a step time, whatever the machine's speed. */
+START_TEST(test_recipe_probe)
+{
+    ag_threads_init(1);
+    double step = -1;
+    ag_error e = {0};
+    ck_assert_msg(lm_recipe_probe(NULL, 65, 1, NULL, &step, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(step > 0 && step < 10, "%g s", step);
+    /* a stop signal before it: one step, then a step time of 0 (main.c: stopped, nothing written) */
+    volatile sig_atomic_t stop = SIGINT;
+    ck_assert_msg(lm_recipe_probe(NULL, 65, 600, &stop, &step, &e) == AG_OK, "%s", e.msg);
+    ck_assert(step == 0);
 }
 END_TEST
 
@@ -576,6 +678,38 @@ START_TEST(test_max_iters_first)
 }
 END_TEST
 
+/* As a process, no --config: the budget picks a recipe and says so (a few seconds on any
+ * machine hold only S's steps), the checkpoint carries it, and --resume continues it without
+ * choosing again. */
+START_TEST(test_recipe_picked_and_resumed)
+{
+    const char *run = proc_path(dir, "picked");
+    char out[PATH_MAX];
+    snprintf(out, sizeof out, "%s", run);
+    proc_opts po = {.no_wrap = true};
+    proc_result r;
+    const char *const first[] = {"train", "--data", corpus, "--out", out, "--time-budget", "3s", "--threads", "1",
+                                 "--progress", "lines", NULL};
+    proc_run(dir, first, proc_path(dir, "first"), &po, &r);
+    ck_assert_msg(r.exited && r.code == 0, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(strstr(r.out, "time budget 3s at ") && strstr(r.out, "-> recipe S (3 x 96, context 64)"), "%s", r.out);
+    proc_result_free(&r);
+    lm_config S, c = saved_config(out);
+    lm_config_preset(&S, "1min");
+    ck_assert(c.model.n_layer == S.model.n_layer && c.model.block_size == S.model.block_size && c.lr == S.lr);
+    ck_assert(c.time_budget == 3);
+    const char *const again[] = {"train", "--data", corpus, "--out", out, "--resume", "--time-budget", "3s",
+                                 "--threads", "1", "--progress", "lines", NULL};
+    proc_run(dir, again, proc_path(dir, "again"), &po, &r);
+    ck_assert_msg(r.exited && r.code == 0, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(!strstr(r.out, "-> recipe"), "%s", r.out);
+    proc_result_free(&r);
+    lm_config d = saved_config(out);
+    ck_assert(d.model.n_layer == c.model.n_layer && d.model.block_size == c.model.block_size && d.lr == c.lr);
+    ck_assert(d.budget_iters == c.budget_iters && d.max_iters == c.max_iters);
+}
+END_TEST
+
 Suite *budget_suite(void)
 {
     Suite *s = suite_create("budget");
@@ -583,6 +717,10 @@ Suite *budget_suite(void)
     tcase_add_test(parse, test_durations);
     tcase_add_test(parse, test_presets_imply_their_budget);
     tcase_add_test(parse, test_duration_wording);
+    tcase_add_test(parse, test_recipe_from_the_speed);
+    tcase_add_test(parse, test_recipe_steps_and_line);
+    tcase_add_test(parse, test_recipe_flags);
+    tcase_add_test(parse, test_recipe_probe);
     suite_add_tcase(s, parse);
     TCase *run = tcase_create("runs");
     tcase_add_checked_fixture(run, setup, teardown);
@@ -599,6 +737,7 @@ Suite *budget_suite(void)
     tcase_add_test(run, test_evaluations_bounded);
     tcase_add_test(run, test_budget_too_short);
     tcase_add_test(run, test_pause_while_timing);
+    tcase_add_test(run, test_recipe_picked_and_resumed);
     suite_add_tcase(s, run);
     return s;
 }

@@ -65,11 +65,17 @@ static const char usage_train[] =
     "\n"
     "  --data FILE            training text (UTF-8); the vocabulary is its set of characters\n"
     "  --out DIR              checkpoint directory (created if missing)\n"
-    "  --config NAME          tiny, baby (default) or small; or a recipe for a time budget, 1min,\n"
-    "                         5min or 10min (the best found for that time on 2 cores, see\n"
-    "                         docs/performance.md; it implies its --time-budget); flags override it\n"
+    "  --config NAME          tiny, baby (default without --time-budget) or small; or a budget\n"
+    "                         recipe by name, 1min, 5min or 10min (= S, M, L below; it implies its\n"
+    "                         --time-budget); flags override it\n"
     "  --time-budget DURATION end the run, final evaluation and checkpoint written, within DURATION\n"
-    "                         of its start: 90s, 5m, 1h30m, 1.5h (none: no budget). The first steps\n"
+    "                         of its start: 90s, 5m, 1h30m, 1.5h (none: no budget). Without\n"
+    "                         --config (and not --resume, --init-from) it picks the recipe: a\n"
+    "                         few steps timed in the budget's first seconds tell how many steps\n"
+    "                         each recipe would get, and the largest that gets enough is taken\n"
+    "                         (S 3 x 96 context 64; M 4 x 96 context 128 from 4,000 steps; L\n"
+    "                         context 256 from 10,000: docs/performance.md), said in one line;\n"
+    "                         the flags given override it, --resume continues it. The first steps\n"
     "                         are timed (inside the warmup), then the step count is fixed so that\n"
     "                         warmup and cosine decay end with the budget (fitted again at each\n"
     "                         evaluation: a machine's speed wanders), and saved: --resume\n"
@@ -523,6 +529,10 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
     /* lr_decay_iters follows max_iters unless given */
     const lm_field *decay = lm_field_by_key("lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
+    /* a budget and no recipe: the budget picks one from the speed it measures (recipe.h), and
+     * the flags are checked against it then */
+    t->pick_recipe = !t->config_given && t->cfg.time_budget > 0 && !t->resume && !t->init_from;
+    if (t->pick_recipe) return AG_OK;
     ag_status s = lm_config_validate(&t->cfg, false, err);
     /* a resumed run's config is the checkpoint's with these flags: train_setup.c checks the merge */
     return s || t->resume ? s : lm_config_check_training(&t->cfg, err);

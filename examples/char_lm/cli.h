@@ -39,6 +39,9 @@ typedef struct {
     const char *out;           /* --out, required: the checkpoint directory */
     const char *config_name;   /* --config (default "baby") */
     bool config_given;         /* --config was on the command line */
+    bool pick_recipe;          /* --time-budget without --config, --resume or --init-from: the
+                                  recipe follows the machine's speed (recipe.h), chosen before
+                                  the run; cfg holds the flags given until then */
     const char *init_from;     /* --init-from DIR, or NULL */
     bool resume;               /* --resume */
     bool overwrite;            /* --overwrite: a new run over an existing checkpoint */

@@ -336,9 +336,10 @@ ag_status lm_config_preset(lm_config *c, const char *name)
     /* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
      * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight
      * decay 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context
-     * 256 and lr 8e-3 decaying to lr/100: the best of the runs in wall time (docs/performance.md,
-     * "10 minutes", second to fifth round, and "1 and 5 minutes, second look"). Each ends by its
-     * time_budget (its iters is only a ceiling). */
+     * 256 and lr 8e-3 decaying to lr/100: the best of the runs in wall time (the rounds that found them:
+     * git show d89a286:docs/performance.md). Each ends by its time_budget (its iters is only a
+     * ceiling). Without --config, --time-budget picks one of the three by the steps it would get
+     * (recipe.h; docs/performance.md, "The recipe follows the compute"). */
     static const struct {
         const char *name;
         int n_layer, n_head, n_embd, block_size, batch;

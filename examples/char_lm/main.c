@@ -41,6 +41,7 @@
 #include "sample.h"
 #include "serve.h"
 #include "trace.h"
+#include "recipe.h"
 #include "train.h"
 
 #ifndef LM_COMMIT
@@ -366,6 +367,23 @@ static bool alone_in_a_job(const ag_dist *d)
     return ag_dist_size(d) == 1 && n && atoi(n) > 1;
 }
 
+/* --time-budget without --config: the reference recipe's steps timed, the recipe picked and
+ * said in one line (recipe.h); that time counts against the budget. */
+static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
+{
+    double t0 = ag_now_s(), step;
+    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, &stop_signal, &step, e);
+    if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
+    lm_recipe_choice ch;
+    lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
+    if ((s = lm_recipe_apply(&o->cfg, a->given, ch.pick, e))) return s;
+    char line[256];
+    lm_recipe_line(line, sizeof line, &ch);
+    if (o->log) fprintf(o->log, "%s\n", line);
+    o->budget_spent = ag_now_s() - t0;
+    return AG_OK;
+}
+
 static int cmd_train(const lm_train_args *a)
 {
     lm_trace_set_graph(a->trace.graph);   /* --trace-graph FILE.dot */
@@ -393,7 +411,15 @@ static int cmd_train(const lm_train_args *a)
     lm_train_result r;
     time_t since = time(NULL);
     run_facts facts = {&r, ag_now_s(), a->resume && rank == 0 ? resumed_from(a->out) : 0};
-    s = lm_train(&o, &r, &e);
+    s = a->pick_recipe ? choose_recipe(&o, a, &e) : AG_OK;
+    bool probe_stopped = s == AG_OK && a->pick_recipe && !(o.budget_spent > 0);   /* a stop signal */
+    if (s == AG_OK && !probe_stopped) s = lm_train(&o, &r, &e);
+    else r = (lm_train_result){0};
+    if (probe_stopped) {
+        if (quiet) fclose(quiet);
+        ag_dist_end(d, false);
+        return stopped_code(stop_signal ? stop_signal : SIGTERM);
+    }
     if (quiet) fclose(quiet);
     if (s) {
         int code = fail_rank(d, &r, s, &e);

@@ -122,6 +122,8 @@ typedef struct {
     /* The default --threads: between steps, the threads set (ag_threads) or one, whichever is
      * faster now (ag_thread_tuner, speed.h: a busy machine); the same bits either way. */
     bool tune_threads;
+    /* Seconds of --time-budget spent before lm_train: the recipe's probe (recipe.h). */
+    double budget_spent;
 } lm_train_opts;
 
 typedef struct {

@@ -67,6 +67,7 @@ void lm_budget_start(lm_run *R)
     lm_budget *b = &R->ctl.budget;
     b->eval_end = INFINITY;
     if (!(R->cfg.time_budget > 0)) return;
+    b->t0 -= R->o->budget_spent;   /* the budget began before lm_train: the recipe's probe (recipe.h) */
     b->deadline = b->t0 + R->cfg.time_budget;
     b->fixing = R->cfg.budget_iters == 0;
     b->ceiling = R->cfg.max_iters;

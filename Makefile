@@ -298,7 +298,7 @@ test-install: $(LIB32) $(LIB64)                   ## install into build/out_of_t
 LESSONS = $(abspath $(B)/lessons)
 .PHONY: test-lessons
 test-lessons:                                     ## the lessons' solutions, and every figure the lessons quote
-	@$(MAKE) --no-print-directory $(B)/char_lm $(B)/one_step $(B)/bench
+	@$(MAKE) --no-print-directory $(B)/char_lm $(B)/one_step $(B)/bench $(B)/attention_demo $(B)/test_f64
 	rm -rf $(LESSONS) && mkdir -p $(LESSONS)/exercises $(LESSONS)/solutions
 	@$(MAKE) --no-print-directory install PREFIX=$(LESSONS)/prefix DESTDIR= > /dev/null
 	cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.h $(LESSONS)/exercises/

@@ -113,12 +113,15 @@ def check_file(path, R, fails):
 
 
 def same_number(quoted, printed):
-    """equal, or printed rounded to quoted's decimals (3.69 quotes 3.6862)"""
+    """equal, or printed rounded to quoted's decimals (3.69 quotes 3.6862, 1.8e-9 quotes 1.776e-09)"""
     q, p = quoted.replace(",", ""), printed.replace(",", "")
     if q == p:
         return True
     try:
-        d = len(q.split(".")[1]) if "." in q and "e" not in q.lower() else None
+        if "e" in q.lower():   # 1.8e-9 quotes 1.776356839e-09: the mantissa rounded
+            m = q.lower().split("e")[0]
+            return float(q) == float("%.*e" % (len(m.split(".")[1]) if "." in m else 0, float(p)))
+        d = len(q.split(".")[1]) if "." in q else None
         return d is not None and float(q) == round(float(p), d)
     except ValueError:
         return False

@@ -353,10 +353,16 @@ static bool not_first_rank(void)
     return false;
 }
 
-/* fail(), said by rank 0 alone under a launcher (the same error on every rank) */
+/* fail(), said by rank 0 alone under a launcher (the same error on every rank). The other
+ * ranks wait before leaving: mpirun ends the job at the first rank that exits non-zero, and if
+ * that were not rank 0 it could be killed before its line is written (seen in make test). Rank
+ * 0's exit ends the wait; the 5 s bound is for a rank 0 that somehow went on. */
 static int fail_once(ag_status s, const ag_error *e)
 {
-    return not_first_rank() ? (s == AG_ERR_ARG ? 2 : 1) : fail(s, e);
+    if (!not_first_rank()) return fail(s, e);
+    struct timespec wait = {5, 0};
+    while (nanosleep(&wait, &wait) == -1 && errno == EINTR) {}
+    return s == AG_ERR_ARG ? 2 : 1;
 }
 
 /* build/char_lm started by mpirun -np N would be N separate runs writing one directory */

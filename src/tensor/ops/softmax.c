@@ -3,8 +3,8 @@
  * forward:  y[j] = exp(x[j] - max) / sum_k exp(x[k] - max)      (max subtracted: no overflow)
  *           A row that is entirely -inf (every position masked) has no distribution: it gives
  *           all zeros instead of 0/0 = NaN, and then zero gradient.
- * backward: dx[j] = sum_k dy[k] (d y[k] / d x[j]) = sum_k dy[k] y[k] (delta_jk - y[j])
- *                 = y[j] (dy[j] - sum_k dy[k] y[k])
+ * backward: dx[j] = sum_k dy[k] J[k][j] = y[j] (dy[j] - sum_k dy[k] y[k]), where dy is the
+ *           upstream gradient and J[k][j] = y[k] (delta_jk - y[j]) is how y[k] moves with x[j]
  * Fast twin: fast/softmax.c (lane reductions), reached through the ctx's kernel table
  * (kernel.h); tests/test_softmax.c proves it equal. */
 #include "../ops.h"

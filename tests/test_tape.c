@@ -162,6 +162,49 @@ START_TEST(test_recycling_keeps_views_gradients)
 }
 END_TEST
 
+/* The optional parts (the scope, recycling, anomaly detection) live behind the ctx's hooks:
+ * off until asked for, cleared by a reset where they belong to a step (the scope), kept
+ * where they are settings (recycling), copied by ag_ctx_new_like, and off again when asked. */
+static ag_status gelu_backward_of(ag_ctx *ctx, ag_tensor *x, ag_tensor **h)
+{
+    static const ag_real dy[6] = { 1, 2, 3, 4, 5, 6 };
+    *h = ag_gelu(ctx, x);                                                // [2,3]
+    return ag_backward_from(ctx, ag_scale(ctx, *h, 2), dy);              // [2,3]
+}
+
+START_TEST(test_optional_parts_follow_their_switches)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    int s[2] = { 2, 3 };
+    ck_assert_ptr_null(ag_ctx_scope(ctx));
+    ag_ctx_set_scope(ctx, "blocks.0");
+    ag_tensor *x = ag_tensor_leaf(ctx, 2, s), *h;
+    ck_assert_int_eq(gelu_backward_of(ctx, x, &h), AG_OK);
+    ck_assert_ptr_nonnull(h->grad);                  /* recycling is off by default */
+    ag_ctx_reset(ctx);
+    ck_assert_ptr_null(ag_ctx_scope(ctx));           /* a step's scope ends with the step */
+
+    ag_ctx_set_recycle_grads(ctx, true);
+    ag_ctx_set_detect_anomaly(ctx, true);
+    ag_ctx *like = ag_ctx_new_like(ctx);
+    ck_assert_ptr_nonnull(like);
+    x = ag_tensor_leaf(like, 2, s);
+    ck_assert_int_eq(gelu_backward_of(like, x, &h), AG_OK);
+    ck_assert_ptr_null(h->grad);                     /* recycled: the copy recycles too */
+    x->data[0] = (ag_real)NAN;
+    ck_assert_ptr_null(ag_gelu(like, x));            /* and checks for NaN, as ctx does */
+    ck_assert_int_eq(ag_ctx_status(like), AG_ERR_NONFINITE);
+    ag_ctx_free(like);
+
+    ag_ctx_reset(ctx);
+    ag_ctx_set_recycle_grads(ctx, false);            /* a setting: it outlived the reset until now */
+    x = ag_tensor_leaf(ctx, 2, s);
+    ck_assert_int_eq(gelu_backward_of(ctx, x, &h), AG_OK);
+    ck_assert_ptr_nonnull(h->grad);
+    ag_ctx_free(ctx);
+}
+END_TEST
+
 Suite *tape_suite(void)
 {
     Suite *s = suite_create("tape");
@@ -172,6 +215,7 @@ Suite *tape_suite(void)
     tcase_add_test(t, test_arena_stops_growing);
     tcase_add_test(t, test_detect_anomaly_names_the_op);
     tcase_add_test(t, test_recycling_keeps_views_gradients);
+    tcase_add_test(t, test_optional_parts_follow_their_switches);
     suite_add_tcase(s, t);
     return s;
 }

@@ -79,6 +79,9 @@ SUITES = {
     "masked_fill": ["attention_ops", "fused", "tape"] + MODEL,
     "reshape": ["matmul", "attention_ops", "fused", "grad_gaps", "tape"] + MODEL,
     "tape": ["tape", "grad_gaps", "gradcheck", "elementwise", "attention_ops"] + MODEL,
+    "grad": ["tape", "grad_gaps", "gradcheck", "elementwise", "attention_ops"] + MODEL,
+    "recycle": ["tape", "gpt"],
+    "kernels": ["fused", "attention_ops", "fast_ref_rows", "fast_ref_products"] + MODEL,  # fast/kernels.c
     "fast": ["parallel", "softmax", "fast_ref_rows", "fast_ref_products", "grad_gaps"] + MODEL,  # fast.h
 }
 
@@ -766,15 +769,15 @@ mut("both_tape_nullbreak", TAPE, "ag_backward_from", "stop (break) at the first 
 mut("both_tape_backward_one2", TAPE, "ag_backward", "scalar seed 1 -> 2", [("const ag_real one = 1;", "const ag_real one = 2;")])
 mut("both_tape_backward_oneneg", TAPE, "ag_backward", "scalar seed 1 -> -1",
     [("const ag_real one = 1;", "const ag_real one = -1;")])
-mut("both_tape_grad_nozero", TAPE, "ag_grad", "a fresh grad buffer not zeroed",
-    [("if (t->grad) memset(t->grad, 0, n * sizeof(ag_real));", "")])
+mut("both_tape_grad_nozero", "src/tensor/grad.c", "ag_grad", "a fresh grad buffer not zeroed",
+    [("if (t->grad) memset(t->grad, 0, bytes);", "")])
 mut("both_tape_record_in0", TAPE, "ag_record", "only in[0] decides whether a node is recorded",
     [("for (int i = 0; i < n_in; i++) any = any || (in[i] && in[i]->requires_grad);", "any = in[0] && in[0]->requires_grad;")])
-mut("both_tape_recycle_views", TAPE, "grad_release", "a view's gradient (its input's) recycled too",
-    [("if (n->op->output_is_view) return;", "")])
-mut("fast_tape_grad_into_write", TAPE, "ag__grad_into (fast kernels only)", "accumulate always false (an earlier gradient is overwritten)",
+mut("both_tape_recycle_views", "src/tensor/recycle.c", "ag__grad_release", "a view's gradient (its input's) recycled too",
+    [("if (n->op->flags & AG_OP_OUTPUT_IS_VIEW) return;", "")])
+mut("fast_tape_grad_into_write", "src/tensor/fast/grad.c", "ag__grad_into (fast kernels only)", "accumulate always false (an earlier gradient is overwritten)",
     [("*accumulate = t->grad != NULL;", "*accumulate = false;")])
-mut("fast_tape_grad_into_add", TAPE, "ag__grad_into (fast kernels only)", "accumulate always true (a fresh buffer is added to)",
+mut("fast_tape_grad_into_add", "src/tensor/fast/grad.c", "ag__grad_into (fast kernels only)", "accumulate always true (a fresh buffer is added to)",
     [("*accumulate = t->grad != NULL;", "*accumulate = true;")])
 
 # ---------------- races: a threaded backward split over the wrong index ----------------

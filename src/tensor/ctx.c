@@ -22,6 +22,7 @@ void ag_ctx_free(ag_ctx *ctx)
 {
     if (!ctx) return;
     ag__arena_free(&ctx->arena);
+    free(ctx->hooks);
     free(ctx);
 }
 
@@ -30,8 +31,7 @@ void ag_ctx_reset(ag_ctx *ctx)
     ag__arena_rewind(&ctx->arena);
     ctx->tape = NULL;
     ctx->tape_nodes = 0;
-    ctx->scope = NULL;
-    ctx->recycle.free = NULL; /* the buffers went back with the arena */
+    if (ctx->hooks) ag__hooks_reset(ctx);
     ag_ctx_clear_error(ctx);
 }
 

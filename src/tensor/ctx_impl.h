@@ -1,21 +1,16 @@
 /* ctx_impl.h -- what the step context is made of. Not installed, not part of the API: everyone
  * else sees ag_ctx as an opaque handle. Each file of the ctx keeps its own part of the struct:
- *   ctx.c    the memory (an arena, arena.h), grad mode, the first error;
+ *   ctx.c     the memory (an arena, arena.h), grad mode, the first error;
  *   kernels.c the kernel table (kernel.h): reference or fast;
- *   tape.c   the tape, which the other parts only read;
- *   grad.c   gradient recycling;
- *   debug.c  the layer scope, anomaly detection and profiling.
- * tape.c calls the optional parts through the hooks declared at the end, one each. */
+ *   tape.c    the tape, which the other parts only read;
+ *   hooks.c   the optional parts (the layer scope, gradient recycling, debug): NULL until one is
+ *             asked for, then reached only through the hooks declared at the end. */
 #ifndef AG_CTX_IMPL_H
 #define AG_CTX_IMPL_H
 
 #include "arena.h"
 #include "kernel.h"
-#include "speed.h"
 #include "tensor.h"
-
-struct ag_profile;     /* debug.h */
-struct ag__free_grad;  /* a recycled gradient buffer (grad.c) */
 
 struct ag_ctx {
     ag__arena arena;          /* everything a step makes, released at once by ag_ctx_reset */
@@ -25,30 +20,18 @@ struct ag_ctx {
 
     ag_node *tape;            /* the newest node; nodes link backwards through prev */
     size_t tape_nodes;        /* nodes recorded since the last reset */
-    const char *scope;        /* the layer now running, copied into every node; NULL: none */
-
-    /* the optional parts, off (false, NULL) until asked for */
-    struct {
-        bool on;
-        struct ag__free_grad *free; /* released gradient buffers, reused by size */
-    } recycle;
-    struct {
-        bool on;                    /* detect_anomaly || profile: tape.c tests this one flag */
-        bool detect_anomaly;
-        struct ag_profile *profile; /* the caller's timing table (make bench) */
-    } debug;
+    struct ag__hooks *hooks;  /* the optional parts (hooks.h); NULL: none, and no hook runs */
 };
 
-/* --- the hooks: how tape.c calls the optional parts --- */
+/* --- the hooks: how the path calls the optional parts, only while ctx->hooks is set --- */
 
-/* grad.c, with recycling on: n's backward has run, so its output's gradient buffer goes back
- * to be reused (not a view's: that is its input's gradient). Cannot fail. */
-void ag__grad_release(ag_ctx *ctx, ag_node *n);
-/* debug.c, with debug.on: after n is recorded, checks its output for NaN/Inf and charges its
- * forward time. */
-void ag__debug_recorded(ag_ctx *ctx, const ag_node *n);
-/* debug.c, with debug.on: runs n's backward, charges its time, checks the gradients it wrote.
- * Returns the backward's status, or AG_ERR_NONFINITE. */
-ag_status ag__debug_backward(ag_ctx *ctx, ag_node *n);
+/* tape.c, after n is recorded: n's layer scope, anomaly checks, profiling */
+void ag__hooks_recorded(ag_ctx *ctx, ag_node *n);
+/* tape.c, instead of n's backward: runs it (timed, checked), then recycles its output's gradient */
+ag_status ag__hooks_backward(ag_ctx *ctx, ag_node *n);
+/* grad.c: a recycled gradient buffer of `bytes`, or NULL */
+ag_real *ag__hooks_grad(ag_ctx *ctx, size_t bytes);
+/* ctx.c, at ag_ctx_reset: the scope and the recycled buffers go */
+void ag__hooks_reset(ag_ctx *ctx);
 
 #endif

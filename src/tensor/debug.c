@@ -1,14 +1,14 @@
 /* debug.c -- looking inside a step (debug.h): anomaly detection, profiling, the layer scope,
  * the arena's and the tape's statistics, the tape in execution order, and the one clock.
  *
- * Anomaly detection and profiling are off by default and then cost the tape one test of a flag
- * (debug.on) per node. On, tape.c calls ag__debug_recorded after each record and
- * ag__debug_backward instead of each backward. */
+ * Anomaly detection and profiling are off by default and then cost nothing. On, the hooks
+ * (hooks.c) call ag__debug_recorded after each record and ag__debug_backward instead of each
+ * backward. The layer scope is kept in hooks.c. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
-#include "ctx_impl.h"
 #include "debug.h"
+#include "hooks.h"
 
 double ag_now_s(void)
 {
@@ -16,9 +16,6 @@ double ag_now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-void ag_ctx_set_scope(ag_ctx *ctx, const char *scope) { ctx->scope = scope; }
-const char *ag_ctx_scope(const ag_ctx *ctx) { return ctx->scope; }
 
 ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx)
 {
@@ -35,8 +32,8 @@ ag_ctx_stats ag_ctx_get_stats(const ag_ctx *ctx)
 
 void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on)
 {
-    ctx->debug.detect_anomaly = on;
-    ctx->debug.on = on || ctx->debug.profile;
+    struct ag__hooks *h = on ? ag__hooks_of(ctx) : ctx->hooks;
+    if (h) h->debug.detect_anomaly = on;
 }
 
 /* the index of the first NaN or Inf in x[0..n), or -1; -inf passes where allow_neg_inf */
@@ -73,13 +70,13 @@ static ag_status check_input_grads(ag_ctx *ctx, const ag_node *n)
 
 void ag_ctx_set_profile(ag_ctx *ctx, ag_profile *p)
 {
-    ctx->debug.profile = p;
-    ctx->debug.on = ctx->debug.detect_anomaly || p;
+    struct ag__hooks *h = p ? ag__hooks_of(ctx) : ctx->hooks;
+    if (h) h->debug.profile = p;
 }
 
 void ag_ctx_profile_mark(ag_ctx *ctx)
 {
-    if (ctx->debug.profile) ctx->debug.profile->last_mark = ag_now_s();
+    if (ctx->hooks && ctx->hooks->debug.profile) ctx->hooks->debug.profile->last_mark = ag_now_s();
 }
 
 /* the profile slot of op, or -1 when the table is full */
@@ -93,16 +90,16 @@ static int profile_slot(ag_profile *p, const ag_op *op)
     return p->n++;
 }
 
-// --- the hooks of tape.c ---
+// --- the hooks (hooks.c calls them while anomaly detection or a profile is on) ---
 
 void ag__debug_recorded(ag_ctx *ctx, const ag_node *n)
 {
-    if (ctx->debug.detect_anomaly) {
+    if (ctx->hooks->debug.detect_anomaly) {
         const ag_tensor *y = n->out;
-        long i = first_nonfinite(y->data, ag_numel(y), n->op->may_output_neg_inf);
+        long i = first_nonfinite(y->data, ag_numel(y), n->op->flags & AG_OP_MAY_OUTPUT_NEG_INF);
         if (i >= 0) report_nonfinite(ctx, "output", n->op, y, n->scope, i, y->data[i]);
     }
-    ag_profile *p = ctx->debug.profile;
+    ag_profile *p = ctx->hooks->debug.profile;
     if (!p) return;
     double t = ag_now_s();
     int i = profile_slot(p, n->op); /* the time since the last record is this op's forward */
@@ -115,7 +112,7 @@ void ag__debug_recorded(ag_ctx *ctx, const ag_node *n)
 
 ag_status ag__debug_backward(ag_ctx *ctx, ag_node *n)
 {
-    ag_profile *p = ctx->debug.profile;
+    ag_profile *p = ctx->hooks->debug.profile;
     double t0 = p ? ag_now_s() : 0;
     ag_status s = n->op->backward(ctx, n);
     int i = s == AG_OK && p ? profile_slot(p, n->op) : -1;
@@ -123,7 +120,7 @@ ag_status ag__debug_backward(ag_ctx *ctx, ag_node *n)
         p->ops[i].bwd_s += ag_now_s() - t0;
         p->ops[i].bwd_calls++;
     }
-    if (s == AG_OK && ctx->debug.detect_anomaly) s = check_input_grads(ctx, n);
+    if (s == AG_OK && ctx->hooks->debug.detect_anomaly) s = check_input_grads(ctx, n);
     return s;
 }
 

@@ -1,6 +1,7 @@
 /* debug.h -- looking inside a step: anomaly detection, layer scopes, the arena's and the tape's
  * statistics, profiling, the tape in execution order, and the project's one clock. None of
- * these changes a result; each costs nothing until it is asked for. Implemented in debug.c. */
+ * these changes a result; each costs nothing until it is asked for. Implemented in debug.c
+ * (the scope in hooks.c). */
 #ifndef AG_DEBUG_H
 #define AG_DEBUG_H
 
@@ -13,8 +14,11 @@
  * on, the first recorded op whose output holds a NaN or Inf (or the first backward that writes
  * one into a gradient) sets an AG_ERR_NONFINITE error naming the op, its shape and its layer:
  * "non-finite output of softmax [12,4,64,64] in blocks.1.attn". Only -inf from an op that writes
- * it on purpose (ag_op.may_output_neg_inf: masked_fill) is allowed. */
+ * it on purpose (AG_OP_MAY_OUTPUT_NEG_INF in its ag_op's flags: masked_fill) is allowed. */
 void ag_ctx_set_detect_anomaly(ag_ctx *ctx, bool on);
+/* ag_op.flags: -inf in the op's output is on purpose (masked_fill); NaN and +inf are faults.
+ * (speed.h's AG_OP_OUTPUT_IS_VIEW is the other bit.) */
+#define AG_OP_MAY_OUTPUT_NEG_INF 2u
 
 /* Names the layer now running ("blocks.0.attn"); every node recorded from now on carries it.
  * The string must outlive the tape (a literal, or a layer's own name). NULL clears it. */

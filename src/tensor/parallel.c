@@ -2,8 +2,8 @@
  * row-block-parallel gemm (parallel.h). */
 #include <omp.h>
 #include "blas.h"
-#include "ctx_impl.h"
 #include "debug.h"
+#include "hooks.h"
 #include "parallel.h"
 #include "speed.h"
 
@@ -25,8 +25,14 @@ ag_ctx *ag_ctx_new_like(const ag_ctx *like)
     if (!ctx) return NULL;
     ag_ctx_set_grad(ctx, like->grad_on);
     ctx->kernels = like->kernels;
-    ag_ctx_set_recycle_grads(ctx, like->recycle.on);
-    ag_ctx_set_detect_anomaly(ctx, like->debug.detect_anomaly);
+    if (like->hooks) { /* the optional parts it copies: recycling and anomaly detection */
+        ag_ctx_set_recycle_grads(ctx, like->hooks->recycle.on);
+        ag_ctx_set_detect_anomaly(ctx, like->hooks->debug.detect_anomaly);
+    }
+    if (ag_ctx_status(ctx) != AG_OK) { /* out of memory for them */
+        ag_ctx_free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 

@@ -2,7 +2,7 @@
  * knob that proves it (the kernel table: reference or fast). Apart from the fast kernels, each
  * is off by default, or a plain default.
  *
- * Implemented beside the core, each in its own file: kernels.c (the kernel tables), grad.c
+ * Implemented beside the core, each in its own file: kernels.c (the kernel tables), recycle.c
  * (recycling), parallel.c (threads, a ctx for another thread), hugepage.c (big
  * buffers). */
 #ifndef AG_SPEED_H
@@ -19,6 +19,10 @@
  * after ag_backward. Training loops turn it on; leave it off to look at intermediate
  * gradients (the attention weights' dL/dA, say). */
 void ag_ctx_set_recycle_grads(ag_ctx *ctx, bool on);
+/* ag_op.flags: the op's output shares its input's data AND gradient buffer (reshape), so
+ * recycling must not hand that buffer back after the op's backward: it is the input's gradient.
+ * (debug.h's AG_OP_MAY_OUTPUT_NEG_INF is the other bit.) */
+#define AG_OP_OUTPUT_IS_VIEW 1u
 
 /* A new ctx with the settings of `like`: grad mode, the kernel table, gradient recycling
  * and --detect-anomaly's checks (not its profile or contents). For a second thread

@@ -8,9 +8,9 @@
  * Each backward adds (+=) into its inputs' gradients, which ag_grad (grad.c) makes zero-filled
  * on first touch.
  *
- * Two optional parts hook in, each through one call: debug.c (anomaly detection and
- * profiling, debug.h) after a node is recorded and around its backward; grad.c's gradient
- * recycling (speed.h) after a backward. */
+ * The optional parts (the layer scope, debug.h's anomaly detection and profiling, speed.h's
+ * gradient recycling) hook in at two places, only when a ctx has them: after a node is
+ * recorded, and in place of a backward call (hooks.c). */
 #include "ctx_impl.h"
 
 // --- recording ---
@@ -23,12 +23,12 @@ ag_node *ag_record(ag_ctx *ctx, const ag_op *op, ag_tensor *y, ag_tensor *const 
     if (!any) return NULL;
     ag_node *n = ag_ctx_alloc(ctx, sizeof(ag_node));
     if (!n) return NULL;
-    *n = (ag_node){ .op = op, .out = y, .n_in = n_in, .scope = ctx->scope, .prev = ctx->tape };
+    *n = (ag_node){ .op = op, .out = y, .n_in = n_in, .prev = ctx->tape };
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     ctx->tape = n;
     ctx->tape_nodes++;
     y->requires_grad = true;
-    if (ctx->debug.on) ag__debug_recorded(ctx, n);
+    if (ctx->hooks) ag__hooks_recorded(ctx, n);
     return n;
 }
 
@@ -46,9 +46,8 @@ ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy)
     for (size_t i = 0; i < N; i++) g[i] += dy[i];
     for (ag_node *n = ctx->tape; n; n = n->prev) {                  /* newest to oldest */
         if (!n->out->grad) continue;                                /* nothing flowed back here */
-        ag_status s = ctx->debug.on ? ag__debug_backward(ctx, n) : n->op->backward(ctx, n);
+        ag_status s = ctx->hooks ? ag__hooks_backward(ctx, n) : n->op->backward(ctx, n);
         if (s != AG_OK) return s;
-        if (ctx->recycle.on) ag__grad_release(ctx, n);
     }
     return AG_OK;
 }

@@ -142,17 +142,12 @@ void ag_tensor_free_owned(ag_tensor *t);
 /* ---------- autograd ---------- */
 typedef ag_status (*ag_backward_fn)(ag_ctx *ctx, ag_node *n);
 
-/* What the driver knows about an op; one `static const` per op, next to its backward. The
- * flags default to false: an op that needs one names it, e.g.
- * `{ .name = "reshape", .backward = reshape_backward, .output_is_view = true }`. */
+/* What the driver knows about an op; one `static const` per op, next to its backward, e.g.
+ * `{ .name = "scale", .backward = scale_backward }`. */
 typedef struct ag_op {
     const char *name;          /* shows in error messages and in --trace-shapes */
     ag_backward_fn backward;   /* adds (+=) d(loss)/d(input) into each input's grad */
-    bool may_output_neg_inf;   /* -inf in the output is on purpose (masked_fill): anomaly
-                                  detection (debug.h) lets it pass; NaN and +inf are faults */
-    bool output_is_view;       /* the output shares its input's data AND gradient buffer
-                                  (reshape): gradient recycling (speed.h) must not release that
-                                  buffer after this op's backward: it is the input's gradient */
+    unsigned flags;            /* 0, or what an optional part must know: AG_OP_* (speed.h, debug.h) */
 } ag_op;
 
 struct ag_node {
@@ -163,7 +158,7 @@ struct ag_node {
     void *saved;               /* op-specific buffer in the arena (e.g. LayerNorm mean/rstd) */
     double fparam[2];          /* op-specific scalars (scale factor, eps, dropout p, ...) */
     int iparam[2];             /* op-specific ints (number of heads, ...) */
-    const char *scope;         /* the layer that was running (debug.h's ag_ctx_set_scope) */
+    const char *scope;         /* the layer that was running (debug.h's ag_ctx_set_scope), or NULL */
     ag_node *prev;             /* the node recorded before this one */
 };
 

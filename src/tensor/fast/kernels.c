@@ -2,6 +2,7 @@
  * An op whose fast twin is its forward only (cross-entropy, dropout, SiLU) keeps the
  * reference backward step; the others get the fast one, under the same name, so a trace or a
  * profile reads the same on either table. Not compiled by `make REFERENCE=1`. */
+#include "../debug.h"  /* AG_OP_MAY_OUTPUT_NEG_INF */
 #include "fast.h"
 
 // --- backward steps around the fast backward kernels that take the reference's arguments ---
@@ -56,7 +57,7 @@ static const ag_op gelu_op = { .name = "gelu", .backward = ag_fast_gelu_backward
 static const ag_op layernorm_op = { .name = "layernorm", .backward = ag_fast_layernorm_backward };
 static const ag_op linear_op = { .name = "linear", .backward = ag_fast_linear_backward };
 static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward_step,
-                                      .may_output_neg_inf = true };
+                                      .flags = AG_OP_MAY_OUTPUT_NEG_INF };
 static const ag_op matmul_op = { .name = "matmul", .backward = matmul_backward_step };
 static const ag_op rmsnorm_op = { .name = "rmsnorm", .backward = rmsnorm_backward_step };
 static const ag_op softmax_op = { .name = "softmax", .backward = softmax_backward_step };

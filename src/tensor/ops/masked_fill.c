@@ -12,6 +12,7 @@
  * (contiguous mask blocks); tests/test_fast_ref_rows.c proves it equal. */
 #include "../ops.h"
 #include "../alloc.h"
+#include "../debug.h"     /* AG_OP_MAY_OUTPUT_NEG_INF */
 #include "../kernel.h"
 
 /* x's shape padded on the left to 4 dims, n[4], and the mask's strides over it, ms[4]: 0 on a
@@ -78,7 +79,7 @@ static ag_status masked_fill_backward(ag_ctx *ctx, ag_node *n)
 
 /* masked_fill writes -inf on purpose: --detect-anomaly must not call that a fault */
 static const ag_op masked_fill_op = { .name = "masked_fill", .backward = masked_fill_backward,
-                                      .may_output_neg_inf = true };
+                                      .flags = AG_OP_MAY_OUTPUT_NEG_INF };
 const ag_masked_fill_kernels ag__masked_fill_reference = { masked_select, &masked_fill_op };  /* kernel.h's table */
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *x, ag_tensor *mask, ag_real value)

@@ -47,7 +47,7 @@ static ag_status transpose_backward(ag_ctx *ctx, ag_node *n)
 
 // --- ops ---
 
-static const ag_op reshape_op = { .name = "reshape", .backward = reshape_backward, .output_is_view = true };
+static const ag_op reshape_op = { .name = "reshape", .backward = reshape_backward, .flags = AG_OP_OUTPUT_IS_VIEW };
 static const ag_op transpose_op = { .name = "transpose", .backward = transpose_backward };
 
 ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *x, int ndim, const int *shape)

@@ -20,6 +20,7 @@
 #include "eval.h"
 #include "sample.h"
 #include "train.h"
+#include "lm_fixture.h"
 #include "proc.h"
 
 #ifdef AG_DOUBLE
@@ -29,81 +30,17 @@
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// fixture: a temporary directory with a corpus in it
-
-static char dir[96];
-static char corpus_path[128];
-static char err[2048];   /* for the library calls that still report into a buffer */
-static ag_error cause;   /* why a char_lm call failed */
-
-/* cause, cleared: each call gets its own (the first error would stick) */
-static ag_error *fresh_cause(void)
-{
-    ag_error_clear(&cause);
-    return &cause;
-}
-
-/* dir/name, in one of 8 rotating buffers (a test may hold a few paths at once) */
-static const char *in_dir(const char *name)
-{
-    static char p[8][256];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
+// fixture: a directory per test with a corpus in it (lm_fixture.h)
 
 /* About 4000 characters of made-up sentences from a fixed word list and a fixed seed, the
  * same on every machine: a learnable text with a 30-odd character vocabulary. */
-static void write_corpus(const char *path)
-{
-    static const char *words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to",
-                                  "red", "barn", "where", "old", "king", "said", "good", "night", "my",
-                                  "lord", "what", "is", "it", "you", "see", "there"};
-    const int nw = (int)(sizeof words / sizeof words[0]);
-    char *buf = malloc(8192);
-    ck_assert_ptr_nonnull(buf);
-    size_t n = 0;
-    ag_rng r;
-    ag_rng_seed(&r, 42);
-    while (n < 4000) {
-        int len = 3 + (int)ag_rng_below(&r, 6);
-        for (int i = 0; i < len; i++) {
-            const char *w = words[ag_rng_below(&r, (uint64_t)nw)];
-            size_t wl = strlen(w);
-            memcpy(buf + n, w, wl);
-            if (i == 0) buf[n] = (char)(buf[n] - 'a' + 'A');
-            n += wl;
-            buf[n++] = i + 1 < len ? ' ' : '.';
-        }
-        buf[n++] = ag_rng_below(&r, 3) == 0 ? '\n' : ' ';
-    }
-    proc_write_file(path, buf, n);
-    free(buf);
-}
+static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to",
+                                    "red", "barn", "where", "old", "king", "said", "good", "night", "my",
+                                    "lord", "what", "is", "it", "you", "see", "there"};
+static const fx_corpus_spec corpus = { words, (int)(sizeof words / sizeof words[0]), 42, 4000, 6, true };
 
-/* root: one directory per TCase, made and removed by the unchecked fixture (in the parent
- * process), so a failing test that never reaches its teardown leaves nothing behind. */
-static char root[64];
-
-static void root_setup(void)
-{
-    strcpy(root, "/tmp/ag_char_lm_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(root));
-}
-
-static void root_teardown(void) { proc_remove_tree(root); }
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/t_XXXXXX", root);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", dir);
-    write_corpus(corpus_path);
-    err[0] = 0;
-}
-
-static void teardown(void) { proc_remove_tree(dir); }
+static void root_setup(void) { fx_root_setup("ag_char_lm"); }
+static void setup(void) { fx_setup(&corpus); }
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -119,34 +56,6 @@ static lm_config tiny(long iters)
     c.eval_interval = 5;
     c.eval_iters = 2;
     return c;
-}
-
-static lm_train_opts opts(const char *out, lm_config c)
-{
-    lm_train_opts o;
-    memset(&o, 0, sizeof o);
-    o.data_path = corpus_path;
-    o.out_dir = out;
-    o.cfg = c;
-    o.plot = false;   /* gnuplot is tested by hand (make run); tests stay quiet and fast */
-    return o;
-}
-
-static void train_ok(const lm_train_opts *o, lm_train_result *r)
-{
-    ag_status s = lm_train(o, r, fresh_cause());
-    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), cause.msg);
-}
-
-/* argv from a string split at spaces (at most 32 words; the strings live in a static buffer). */
-static int split_args(const char *line, char **argv)
-{
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "char_lm %s", line);
-    int argc = 0;
-    for (char *tok = strtok(buf, " "); tok && argc < 32; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    return argc;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,12 +144,12 @@ START_TEST(test_cli_bad_args)
 {
     const char *args = bad_args[_i].args, *want = bad_args[_i].msg;
     char *argv[34];
-    int argc = split_args(args, argv);
+    int argc = fx_split_args(args, argv);
     lm_cli cli;
-    ag_status s = lm_cli_parse(&cli, argc, argv, fresh_cause());
+    ag_status s = lm_cli_parse(&cli, argc, argv, fx_fresh_cause());
     ck_assert_msg(s == AG_ERR_ARG, "'%s' was accepted", args);
-    ck_assert_msg(strstr(cause.msg, want) != NULL, "'%s': message '%s' lacks '%s'", args, cause.msg, want);
-    ck_assert_msg(strchr(cause.msg, '\n') == NULL, "'%s': message is not one line", args);
+    ck_assert_msg(strstr(fx_cause.msg, want) != NULL, "'%s': message '%s' lacks '%s'", args, fx_cause.msg, want);
+    ck_assert_msg(strchr(fx_cause.msg, '\n') == NULL, "'%s': message is not one line", args);
 }
 END_TEST
 
@@ -248,8 +157,8 @@ START_TEST(test_cli_good_args)
 {
     char *argv[34];
     lm_cli cli;
-    int argc = split_args("train --data c.txt --out d --config tiny --lr=3e-4 --max-iters 80 --resume", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    int argc = fx_split_args("train --data c.txt --out d --config tiny --lr=3e-4 --max-iters 80 --resume", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.cmd, LM_CMD_TRAIN);
     ck_assert_str_eq(cli.train.data, "c.txt");
     ck_assert_int_eq(cli.train.cfg.model.n_embd, 64);          /* from the preset */
@@ -261,34 +170,34 @@ START_TEST(test_cli_good_args)
     ck_assert(!cli.train.given[lm_field_by_key("n_embd") - lm_fields]);
 
     /* the default config is baby, and --config may come after the flags it is overridden by */
-    argc = split_args("train --n-layer 3 --data c.txt --out d --lr-decay-iters 500", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("train --n-layer 3 --data c.txt --out d --lr-decay-iters 500", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.train.cfg.model.n_layer, 3);
     ck_assert_int_eq(cli.train.cfg.model.n_embd, 128);
     ck_assert_int_eq(cli.train.cfg.max_iters, 2000);
     ck_assert_int_eq(cli.train.cfg.lr_decay_iters, 500);
     ck_assert_int_eq(cli.train.cfg.eval_interval, 250);
     ck_assert_uint_eq(cli.train.cfg.seed, 1337);
-    argc = split_args("train --n-layer 3 --data c.txt --out d --config small", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("train --n-layer 3 --data c.txt --out d --config small", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.train.cfg.model.n_layer, 3);
     ck_assert_int_eq(cli.train.cfg.model.n_embd, 384);
 
-    argc = split_args("sample --ckpt d --top-k 5 --temperature 0.8 --seed 9", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("sample --ckpt d --top-k 5 --temperature 0.8 --seed 9", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(cli.sample.top_k, 5);
     ck_assert(cli.sample.temperature == 0.8);
     ck_assert_uint_eq(cli.sample.seed, 9);
     ck_assert_int_eq(cli.sample.max_new_tokens, 500);
 
     /* --help wins, even next to a bad flag */
-    argc = split_args("train --bogus --help", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("train --bogus --help", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert(cli.help);
     ck_assert_int_eq(cli.cmd, LM_CMD_TRAIN);
     ck_assert_ptr_nonnull(strstr(lm_cli_usage(cli.cmd), "--n-embd"));
-    argc = split_args("--help", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("--help", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert(cli.help && cli.cmd == LM_CMD_NONE);
 }
 END_TEST
@@ -306,13 +215,13 @@ START_TEST(test_config_json_roundtrip)
     ck_assert_ptr_nonnull(strstr(js, "\"vocab_size\": 65"));
     ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"sgd\""));
     ck_assert_ptr_nonnull(strstr(js, "\"dropout\": 0.0"));
-    ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
         ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
-    ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", fresh_cause()), AG_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(cause.msg, "missing"));
-    ck_assert_int_eq(lm_config_from_json(&b, "[1]", fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", fx_fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(fx_cause.msg, "missing"));
+    ck_assert_int_eq(lm_config_from_json(&b, "[1]", fx_fresh_cause()), AG_ERR_FORMAT);
 }
 END_TEST
 
@@ -322,14 +231,14 @@ END_TEST
 START_TEST(test_untrained_loss_is_ln_v)
 {
     ag_corpus c;
-    ck_assert_int_eq(ag_corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_load(fx_corpus, &c, fx_fresh_cause()), AG_OK);
     lm_config cfg = tiny(0);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, NULL);
     ck_assert_ptr_nonnull(g);
     double loss;
     size_t tokens;
-    ck_assert_int_eq(lm_eval_ids(g, c.ids, c.n, &loss, &tokens, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_eval_ids(g, c.ids, c.n, &loss, &tokens, fx_fresh_cause()), AG_OK);
     /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
     ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
     ag_gpt_free(g);
@@ -355,11 +264,11 @@ END_TEST
 START_TEST(test_pinned_tiny_run)
 {
     double losses[10] = {0};
-    lm_train_opts o = opts(in_dir("run"), tiny(10));
+    lm_train_opts o = fx_opts(fx_in_dir("run"), tiny(10));
     o.losses = losses;
     o.n_losses = 10;
     lm_train_result r;
-    train_ok(&o, &r);
+    fx_train_ok(&o, &r);
     ck_assert_int_eq(r.iter, 10);
     ck_assert(!r.interrupted);
     ck_assert_msg(fabs(losses[9] - PINNED_LOSS_9) < PINNED_TOL, "%s: loss after 10 steps %.6f, pinned %.6f",
@@ -367,7 +276,7 @@ START_TEST(test_pinned_tiny_run)
     ck_assert(losses[9] < losses[0]);   /* and it learns */
 
     /* metrics.csv: the header, one row per step with the eval columns at 0, 5, and an eval row */
-    FILE *fp = fopen(in_dir("run/metrics.csv"), "r");
+    FILE *fp = fopen(fx_in_dir("run/metrics.csv"), "r");
     ck_assert_ptr_nonnull(fp);
     char line[256];
     ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
@@ -403,11 +312,11 @@ static void fill(ag_real *buf, size_t n, uint64_t seed)
     for (size_t i = 0; i < n; i++) buf[i] = (ag_real)(ag_rng_normal(&r) * 0.3);
 }
 
-/* dir's train_state.safetensors read into h: st's fields, and P's moments (at F32). */
+/* fx_dir's train_state.safetensors read into h: st's fields, and P's moments (at F32). */
 static void assert_state_back(ag_gpt *h, const lm_train_state *st, const ag_params *P)
 {
     lm_train_state s2;
-    ck_assert_msg(lm_train_state_load(dir, h, &s2, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_train_state_load(fx_dir, h, &s2, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(s2.iter, st->iter);
     ck_assert_int_eq(s2.step, st->step);
     ck_assert(s2.rng.state == st->rng.state && s2.rng.inc == st->rng.inc);
@@ -438,7 +347,7 @@ static void assert_same_loss(ag_gpt *g, ag_gpt *h, const int *ids, int T)
 START_TEST(test_checkpoint_roundtrip)
 {
     ag_corpus c;
-    ck_assert_int_eq(ag_corpus_load(corpus_path, &c, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_corpus_load(fx_corpus, &c, fx_fresh_cause()), AG_OK);
     lm_config cfg = tiny(7);
     cfg.model.vocab_size = c.vocab.V;
     ag_gpt *g = ag_gpt_new(&cfg.model, cfg.seed, NULL);
@@ -453,10 +362,10 @@ START_TEST(test_checkpoint_roundtrip)
                          .eval_val = 0.1};
     ag_rng_seed(&st.rng, 99);
     ag_rng_u32(&st.rng);
-    ck_assert_int_eq(lm_ckpt_save(dir, g, &cfg, &c.vocab, &st, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_ckpt_save(fx_dir, g, &cfg, &c.vocab, &st, fx_fresh_cause()), AG_OK);
 
     lm_model m;
-    ck_assert_msg(lm_model_load(dir, &m, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_model_load(fx_dir, &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(m.iter, 7);
     ck_assert_int_eq(m.vocab.V, c.vocab.V);
     ck_assert_int_eq(memcmp(m.vocab.cp, c.vocab.cp, (size_t)c.vocab.V * sizeof *c.vocab.cp), 0);
@@ -478,12 +387,12 @@ START_TEST(test_checkpoint_roundtrip)
     ag_st_tensor one = {"tok_emb.weight", 2, {c.vocab.V, 64}, P->data};
     ag_st_meta meta[] = {{"format", "char_lm-1"}};
     char live[4096];
-    ck_assert_int_eq(lm_ckpt_resolve(dir, live, sizeof live, NULL), AG_OK);
+    ck_assert_int_eq(lm_ckpt_resolve(fx_dir, live, sizeof live, NULL), AG_OK);
     ck_assert_ptr_nonnull(strstr(live, "/ckpt-00000007"));
     snprintf(live + strlen(live), sizeof live - strlen(live), "/model.safetensors");
     ck_assert_int_eq(ag_st_save(live, &one, 1, meta, 1, NULL, NULL), AG_OK);
-    ck_assert_int_ne(lm_model_load(dir, &m, fresh_cause()), AG_OK);
-    ck_assert_ptr_nonnull(strstr(cause.msg, "model.safetensors"));
+    ck_assert_int_ne(lm_model_load(fx_dir, &m, fx_fresh_cause()), AG_OK);
+    ck_assert_ptr_nonnull(strstr(fx_cause.msg, "model.safetensors"));
     ag_gpt_free(g);
     ag_corpus_free(&c);
 }
@@ -496,38 +405,38 @@ START_TEST(test_resume_equals_uninterrupted)
     lm_config c = tiny(20);
     c.eval_interval = 4;     /* evaluations at other places than the split point: no influence */
     c.model.dropout = 0.1;   /* dropout masks must continue too */
-    lm_train_opts o = opts(in_dir("full"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("full"), c);
     o.losses = full;
     o.n_losses = 20;
     lm_train_result r;
-    train_ok(&o, &r);
+    fx_train_ok(&o, &r);
 
     lm_config c1 = c;
     c1.max_iters = 10;       /* same schedule (lr_decay_iters 20), stops at 10 */
     c1.eval_interval = 5;
-    lm_train_opts o1 = opts(in_dir("parts"), c1);
+    lm_train_opts o1 = fx_opts(fx_in_dir("parts"), c1);
     o1.losses = parts;
     o1.n_losses = 20;
-    train_ok(&o1, &r);
+    fx_train_ok(&o1, &r);
     ck_assert_int_eq(r.iter, 10);
 
     bool given[LM_N_FIELDS] = {0};
     given[lm_field_by_key("max_iters") - lm_fields] = true;
     lm_config c2 = c;        /* only max_iters counts: the rest comes from the checkpoint */
     c2.lr = 99;
-    lm_train_opts o2 = opts(in_dir("parts"), c2);
+    lm_train_opts o2 = fx_opts(fx_in_dir("parts"), c2);
     o2.resume = true;
     o2.given = given;
     o2.losses = parts;
     o2.n_losses = 20;
-    train_ok(&o2, &r);
+    fx_train_ok(&o2, &r);
     ck_assert_int_eq(r.iter, 20);
     for (int i = 0; i < 20; i++)
         ck_assert_msg(fabs(full[i] - parts[i]) <= RESUME_TOL * fabs(full[i]), "step %d: %.9g vs %.9g", i,
                       full[i], parts[i]);
 
     /* metrics.csv of the resumed run: rows 0..19 and the final eval row, nothing twice */
-    FILE *fp = fopen(in_dir("parts/metrics.csv"), "r");
+    FILE *fp = fopen(fx_in_dir("parts/metrics.csv"), "r");
     ck_assert_ptr_nonnull(fp);
     char line[256];
     int rows = -1;
@@ -539,103 +448,103 @@ START_TEST(test_resume_equals_uninterrupted)
     ck_assert_int_eq(rows, 21);
 
     /* again at the end: nothing to do, nothing changed */
-    train_ok(&o2, &r);
+    fx_train_ok(&o2, &r);
     ck_assert_int_eq(r.iter, 20);
 }
 END_TEST
 
 START_TEST(test_resume_refuses_other_shape_or_data)
 {
-    lm_train_opts o = opts(in_dir("run"), tiny(5));
+    lm_train_opts o = fx_opts(fx_in_dir("run"), tiny(5));
     lm_train_result r;
-    train_ok(&o, &r);
+    fx_train_ok(&o, &r);
 
     bool given[LM_N_FIELDS] = {0};
     given[lm_field_by_key("n_embd") - lm_fields] = true;
     lm_config c = tiny(10);
     c.model.n_embd = 32;
-    lm_train_opts o2 = opts(in_dir("run"), c);
+    lm_train_opts o2 = fx_opts(fx_in_dir("run"), c);
     o2.resume = true;
     o2.given = given;
-    ck_assert_int_eq(lm_train(&o2, &r, fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "n_embd 64") && strstr(cause.msg, "32"), "%s", cause.msg);
+    ck_assert_int_eq(lm_train(&o2, &r, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "n_embd 64") && strstr(fx_cause.msg, "32"), "%s", fx_cause.msg);
 
     /* --config baby on a tiny checkpoint */
     lm_config b;
     lm_config_preset(&b, "baby");
-    lm_train_opts o3 = opts(in_dir("run"), b);
+    lm_train_opts o3 = fx_opts(fx_in_dir("run"), b);
     o3.resume = true;
     o3.config_given = true;
-    ck_assert_int_eq(lm_train(&o3, &r, fresh_cause()), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(cause.msg, "--config"));
+    ck_assert_int_eq(lm_train(&o3, &r, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(fx_cause.msg, "--config"));
 
     /* another text */
     char other[2048] = "";
     while (strlen(other) + 49 < sizeof other) strcat(other, "the cat sat on the mat. the dog ran to the barn.\n");
-    proc_write_file(in_dir("other.txt"), other, strlen(other));
-    lm_train_opts o4 = opts(in_dir("run"), tiny(10));
+    proc_write_file(fx_in_dir("other.txt"), other, strlen(other));
+    lm_train_opts o4 = fx_opts(fx_in_dir("run"), tiny(10));
     o4.resume = true;
-    o4.data_path = in_dir("other.txt");
-    ck_assert_int_eq(lm_train(&o4, &r, fresh_cause()), AG_ERR_ARG);
-    ck_assert_ptr_nonnull(strstr(cause.msg, "--init-from"));
+    o4.data_path = fx_in_dir("other.txt");
+    ck_assert_int_eq(lm_train(&o4, &r, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(fx_cause.msg, "--init-from"));
 
     /* nothing to resume */
-    lm_train_opts o5 = opts(in_dir("none"), tiny(10));
+    lm_train_opts o5 = fx_opts(fx_in_dir("none"), tiny(10));
     o5.resume = true;
-    ck_assert_int_ne(lm_train(&o5, &r, fresh_cause()), AG_OK);
-    ck_assert_ptr_nonnull(strstr(cause.msg, "--resume"));
+    ck_assert_int_ne(lm_train(&o5, &r, fx_fresh_cause()), AG_OK);
+    ck_assert_ptr_nonnull(strstr(fx_cause.msg, "--resume"));
 }
 END_TEST
 
 START_TEST(test_init_from)
 {
-    lm_train_opts o = opts(in_dir("a"), tiny(5));
+    lm_train_opts o = fx_opts(fx_in_dir("a"), tiny(5));
     lm_train_result r;
-    train_ok(&o, &r);
+    fx_train_ok(&o, &r);
     lm_model a;
-    ck_assert_int_eq(lm_model_load(in_dir("a"), &a, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("a"), &a, fx_fresh_cause()), AG_OK);
 
     /* a text that uses part of the vocabulary; the new run keeps the old vocabulary */
     const char *text = "The cat sat on the mat. The dog ran to the barn. "
                        "My lord what is it you see there. Good night.\n";
     char big[4096] = "";
     while (strlen(big) + strlen(text) < sizeof big) strcat(big, text);
-    proc_write_file(in_dir("sub.txt"), big, strlen(big));
+    proc_write_file(fx_in_dir("sub.txt"), big, strlen(big));
     lm_config c = tiny(0);   /* 0 steps: the checkpoint must hold a's weights */
-    lm_train_opts o2 = opts(in_dir("b"), c);
-    o2.init_from = in_dir("a");
-    o2.data_path = in_dir("sub.txt");
-    train_ok(&o2, &r);
+    lm_train_opts o2 = fx_opts(fx_in_dir("b"), c);
+    o2.init_from = fx_in_dir("a");
+    o2.data_path = fx_in_dir("sub.txt");
+    fx_train_ok(&o2, &r);
     lm_model b;
-    ck_assert_int_eq(lm_model_load(in_dir("b"), &b, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("b"), &b, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(b.vocab.V, a.vocab.V);
     ck_assert_int_eq(memcmp(a.g->params->data, b.g->params->data, a.g->params->total * sizeof(ag_real)), 0);
     lm_model_free(&b);
     lm_model_free(&a);
 
     /* a character the checkpoint has never seen */
-    proc_write_file(in_dir("new.txt"), big, strlen(big));
-    FILE *fp = fopen(in_dir("new.txt"), "ab");
+    proc_write_file(fx_in_dir("new.txt"), big, strlen(big));
+    FILE *fp = fopen(fx_in_dir("new.txt"), "ab");
     fputs("Zebra!", fp);
     fclose(fp);
-    lm_train_opts o3 = opts(in_dir("c"), c);
-    o3.init_from = in_dir("a");
-    o3.data_path = in_dir("new.txt");
-    ck_assert_int_eq(lm_train(&o3, &r, fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "not in the vocabulary"), "%s", cause.msg);
+    lm_train_opts o3 = fx_opts(fx_in_dir("c"), c);
+    o3.init_from = fx_in_dir("a");
+    o3.data_path = fx_in_dir("new.txt");
+    ck_assert_int_eq(lm_train(&o3, &r, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "not in the vocabulary"), "%s", fx_cause.msg);
 }
 END_TEST
 
 START_TEST(test_data_too_short)
 {
-    proc_write_file(in_dir("short.txt"), "abcabcabcabc\n", 13);
-    lm_train_opts o = opts(in_dir("run"), tiny(5));
-    o.data_path = in_dir("short.txt");
+    proc_write_file(fx_in_dir("short.txt"), "abcabcabcabc\n", 13);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), tiny(5));
+    o.data_path = fx_in_dir("short.txt");
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "block_size 32"), "%s", cause.msg);
-    o.data_path = in_dir("missing.txt");
-    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_IO);
+    ck_assert_int_eq(lm_train(&o, &r, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "block_size 32"), "%s", fx_cause.msg);
+    o.data_path = fx_in_dir("missing.txt");
+    ck_assert_int_eq(lm_train(&o, &r, fx_fresh_cause()), AG_ERR_IO);
 }
 END_TEST
 
@@ -647,14 +556,14 @@ START_TEST(test_nonfinite_stops_before_the_step)
     c.lr = 1e300;
     c.warmup_iters = 0;
     c.grad_clip = 0;
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     lm_train_result r;
-    ag_status s = lm_train(&o, &r, fresh_cause());
+    ag_status s = lm_train(&o, &r, fx_fresh_cause());
     ck_assert_int_eq(s, AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(cause.msg, "iteration") && strstr(cause.msg, "kept: ") &&
-                  strstr(cause.msg, "run/ckpt-00000000, the latest and the best"), "%s", cause.msg);
+    ck_assert_msg(strstr(fx_cause.msg, "iteration") && strstr(fx_cause.msg, "kept: ") &&
+                  strstr(fx_cause.msg, "run/ckpt-00000000, the latest and the best"), "%s", fx_cause.msg);
     lm_model m;
-    ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(m.iter, 0);
     lm_model_free(&m);
 }
@@ -674,22 +583,22 @@ START_TEST(test_sampling_reproducible)
 {
     lm_config c = tiny(5);
     c.model.block_size = 8;   /* 40 new tokens slide the window several times */
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     lm_train_result r;
-    train_ok(&o, &r);
+    fx_train_ok(&o, &r);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
 
     int a[40], b[40], d[40], e[40], *pa = a;
     lm_sample_opts so = {40, 1.0, 0, 7, NULL};
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(pa - a, 40);
     int *pb = b;
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pb, NULL, NULL, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pb, NULL, NULL, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
     so.seed = 8;
     int *pd = d;
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pd, NULL, NULL, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pd, NULL, NULL, fx_fresh_cause()), AG_OK);
     ck_assert_int_ne(memcmp(a, d, sizeof a), 0);
     for (int i = 0; i < 40; i++) ck_assert(a[i] >= 0 && a[i] < m.vocab.V);
 
@@ -697,7 +606,7 @@ START_TEST(test_sampling_reproducible)
     int prompt[5];
     size_t np = 0;
     int *ids = NULL;
-    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "Good ", 5, &ids, &np, fx_fresh_cause()), AG_OK);
     memcpy(prompt, ids, sizeof prompt);
     free(ids);
     ag_ctx *ctx = ag_ctx_new();
@@ -710,13 +619,13 @@ START_TEST(test_sampling_reproducible)
         if (last[i] > last[best]) best = i;
     so.top_k = 1;
     so.max_new_tokens = 1;
-    ck_assert_int_eq(lm_generate(m.g, prompt, 5, &so, NULL, NULL, e, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_generate(m.g, prompt, 5, &so, NULL, NULL, e, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);
 
     /* a prompt character outside the vocabulary: AG_ERR_ARG naming it */
-    ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "U+00E9"), "%s", cause.msg);
+    ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "U+00E9"), "%s", fx_cause.msg);
     lm_model_free(&m);
 }
 END_TEST
@@ -747,7 +656,7 @@ static void run_on(const char *kernels, const char *const *args, const char *con
 {
     proc_opts o = { .no_wrap = true, .env = env };
     proc_result r;
-    proc_run(dir, args, in_dir(kernels), &o, &r);
+    proc_run(fx_dir, args, fx_in_dir(kernels), &o, &r);
     ck_assert_msg(r.exited && r.code == 0, "%s: %s\n%s", kernels, proc_status_str(&r), r.err);
     ck_assert_msg(strstr(r.out, expect) != NULL, "%s: no '%s' in\n%s", kernels, expect, r.out);
     proc_result_free(&r);
@@ -757,22 +666,22 @@ START_TEST(test_both_kernel_tables)
 {
     static const char *const tables[2] = { "reference", "fast" };
     for (int i = 0; i < 2; i++) {
-        const char *k = tables[i], *out = in_dir(k);
+        const char *k = tables[i], *out = fx_in_dir(k);
         char line[64];
 #ifdef AG_REFERENCE
         snprintf(line, sizeof line, "kernels: reference (");   /* a REFERENCE=1 build has no fast table */
 #else
         snprintf(line, sizeof line, "kernels: %s (", k);
 #endif
-        run_on(k, A("train", "--data", corpus_path, "--out", out, "--config", "tiny", "--max-iters", "4",
+        run_on(k, A("train", "--data", fx_corpus, "--out", out, "--config", "tiny", "--max-iters", "4",
                     "--eval-interval", "4", "--eval-iters", "1", "--kernels", k, "--trace-shapes"), NULL, line);
         run_on(k, A("sample", "--ckpt", out, "--max-new-tokens", "5", "--trace-shapes"),
                i == 0 ? A("AG_KERNELS=reference") : NULL, line);
-        run_on(k, A("eval", "--ckpt", out, "--data", corpus_path, "--kernels", k, "--trace-shapes"), NULL, line);
+        run_on(k, A("eval", "--ckpt", out, "--data", fx_corpus, "--kernels", k, "--trace-shapes"), NULL, line);
     }
     proc_opts o = { .no_wrap = true, .env = A("AG_KERNELS=quick") };
     proc_result r;
-    proc_run(dir, A("eval", "--ckpt", in_dir("fast"), "--data", corpus_path), in_dir("bad"), &o, &r);
+    proc_run(fx_dir, A("eval", "--ckpt", fx_in_dir("fast"), "--data", fx_corpus), fx_in_dir("bad"), &o, &r);
     ck_assert_msg(r.exited && r.code == 2, "AG_KERNELS=quick: %s", proc_status_str(&r));
     ck_assert_str_eq(r.err, "char_lm: error: AG_KERNELS=quick: not a kernel table (reference or fast)\n");
     proc_result_free(&r);
@@ -783,40 +692,40 @@ START_TEST(test_eval_counts_whole_windows)
 {
     lm_config c = tiny(0);
     c.model.block_size = 8;
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     lm_train_result r;
-    train_ok(&o, &r);
+    fx_train_ok(&o, &r);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
-    FILE *fp = fopen(corpus_path, "rb");
+    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
+    FILE *fp = fopen(fx_corpus, "rb");
     char text[101] = {0};
     ck_assert_uint_eq(fread(text, 1, 100, fp), 100);
     fclose(fp);
-    proc_write_file(in_dir("hundred.txt"), text, 100);
+    proc_write_file(fx_in_dir("hundred.txt"), text, 100);
 
     double loss;
     size_t tokens;
-    ck_assert_msg(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_eval_file(&m, fx_in_dir("hundred.txt"), &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_uint_eq(tokens, 96);
     ag_tensor *W = ag_params_find(m.g->params, "lm_head.weight"), *b = ag_params_find(m.g->params, "lm_head.bias");
     memset(W->data, 0, ag_numel(W) * sizeof(ag_real));
     memset(b->data, 0, ag_numel(b) * sizeof(ag_real));
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("hundred.txt"), &loss, &tokens, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("hundred.txt"), &loss, &tokens, fx_fresh_cause()), AG_OK);
     ck_assert_msg(fabs(loss - log(m.vocab.V)) < 1e-5, "loss %.7f, ln V %.7f", loss, log(m.vocab.V));
 
     /* 97 characters: still 12 windows (the last ends at 96); 96: only 11 */
-    proc_write_file(in_dir("n97.txt"), text, 97);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("n97.txt"), &loss, &tokens, fresh_cause()), AG_OK);
+    proc_write_file(fx_in_dir("n97.txt"), text, 97);
+    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("n97.txt"), &loss, &tokens, fx_fresh_cause()), AG_OK);
     ck_assert_uint_eq(tokens, 96);
-    proc_write_file(in_dir("n96.txt"), text, 96);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("n96.txt"), &loss, &tokens, fresh_cause()), AG_OK);
+    proc_write_file(fx_in_dir("n96.txt"), text, 96);
+    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("n96.txt"), &loss, &tokens, fx_fresh_cause()), AG_OK);
     ck_assert_uint_eq(tokens, 88);
     /* shorter than one window, or a character the model does not know */
-    proc_write_file(in_dir("n8.txt"), text, 8);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("n8.txt"), &loss, &tokens, fresh_cause()), AG_ERR_ARG);
-    proc_write_file(in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
-    ck_assert_int_eq(lm_eval_file(&m, in_dir("odd.txt"), &loss, &tokens, fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "not in the vocabulary"), "%s", cause.msg);
+    proc_write_file(fx_in_dir("n8.txt"), text, 8);
+    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("n8.txt"), &loss, &tokens, fx_fresh_cause()), AG_ERR_ARG);
+    proc_write_file(fx_in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
+    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("odd.txt"), &loss, &tokens, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "not in the vocabulary"), "%s", fx_cause.msg);
     lm_model_free(&m);
 }
 END_TEST
@@ -831,8 +740,8 @@ Suite *char_lm_suite(void)
     suite_add_tcase(s, cli);
 
     TCase *run = tcase_create("train");
-    tcase_add_unchecked_fixture(run, root_setup, root_teardown);
-    tcase_add_checked_fixture(run, setup, teardown);
+    tcase_add_unchecked_fixture(run, root_setup, fx_root_teardown);
+    tcase_add_checked_fixture(run, setup, fx_teardown);
     tcase_set_timeout(run, 600);
     tcase_add_test(run, test_untrained_loss_is_ln_v);
     tcase_add_test(run, test_pinned_tiny_run);
@@ -846,8 +755,8 @@ Suite *char_lm_suite(void)
     suite_add_tcase(s, run);
 
     TCase *smp = tcase_create("sample_eval");
-    tcase_add_unchecked_fixture(smp, root_setup, root_teardown);
-    tcase_add_checked_fixture(smp, setup, teardown);
+    tcase_add_unchecked_fixture(smp, root_setup, fx_root_teardown);
+    tcase_add_checked_fixture(smp, setup, fx_teardown);
     tcase_set_timeout(smp, 600);
     tcase_add_test(smp, test_sampling_reproducible);
     tcase_add_test(smp, test_sample_logits);

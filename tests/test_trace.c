@@ -35,72 +35,19 @@
 #include "sample.h"
 #include "trace.h"
 #include "train.h"
+#include "lm_fixture.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
-// fixture: a temporary directory with an English corpus
-
-static char root[64], dir[96], corpus_path[128];
-static char err[2048];   /* for the library calls that still report into a buffer */
-static ag_error cause;   /* why a char_lm call failed */
-
-/* cause, cleared: each call gets its own (the first error would stick) */
-static ag_error *fresh_cause(void)
-{
-    ag_error_clear(&cause);
-    return &cause;
-}
-
-static const char *in_dir(const char *name)
-{
-    static char p[8][256];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
+// fixture: a directory per test with an English corpus (lm_fixture.h)
 
 /* About 3000 characters of sentences made from a fixed word list and seed. */
-static void write_corpus(const char *path)
-{
-    static const char *words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "red",
-                                  "barn", "old", "king", "said", "good", "night", "my", "lord"};
-    const int nw = (int)(sizeof words / sizeof words[0]);
-    char buf[4096];
-    size_t n = 0;
-    ag_rng r;
-    ag_rng_seed(&r, 7);
-    while (n < 3000) {
-        int len = 3 + (int)ag_rng_below(&r, 5);
-        for (int i = 0; i < len; i++) {
-            const char *w = words[ag_rng_below(&r, (uint64_t)nw)];
-            memcpy(buf + n, w, strlen(w));
-            n += strlen(w);
-            buf[n++] = i + 1 < len ? ' ' : '.';
-        }
-        buf[n++] = ag_rng_below(&r, 3) == 0 ? '\n' : ' ';
-    }
-    proc_write_file(path, buf, n);
-}
+static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "red",
+                                    "barn", "old", "king", "said", "good", "night", "my", "lord"};
+static const fx_corpus_spec corpus = { words, (int)(sizeof words / sizeof words[0]), 7, 3000, 5, false };
 
-static void root_setup(void)
-{
-    strcpy(root, "/tmp/ag_trace_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(root));
-}
-
-static void root_teardown(void) { proc_remove_tree(root); }
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/t_XXXXXX", root);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", dir);
-    write_corpus(corpus_path);
-    err[0] = 0;
-}
-
-static void teardown(void) { proc_remove_tree(dir); }
+static void root_setup(void) { fx_root_setup("ag_trace"); }
+static void setup(void) { fx_setup(&corpus); }
 
 /* A small run: tiny's shape, block_size 16, few steps, quick evaluations. */
 static lm_config small(long iters)
@@ -115,23 +62,6 @@ static lm_config small(long iters)
     c.eval_interval = 3;
     c.eval_iters = 1;
     return c;
-}
-
-static lm_train_opts opts(const char *out, lm_config c)
-{
-    lm_train_opts o;
-    memset(&o, 0, sizeof o);
-    o.data_path = corpus_path;
-    o.out_dir = out;
-    o.cfg = c;
-    return o;
-}
-
-static void train_ok(const lm_train_opts *o)
-{
-    lm_train_result r;
-    ag_status s = lm_train(o, &r, fresh_cause());
-    ck_assert_msg(s == AG_OK, "lm_train: %s: %s", ag_status_str(s), cause.msg);
 }
 
 static bool has_gnuplot(void)
@@ -162,7 +92,7 @@ START_TEST(test_trace_lines)
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    ck_assert_int_eq(lm_trace_forward(out, g, ids, tg, B, T, true, "a test batch", fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_trace_forward(out, g, ids, tg, B, T, true, "a test batch", fx_fresh_cause()), AG_OK);
     fclose(out);
     const char *want[] = {
         "one forward pass of a test batch",
@@ -205,7 +135,7 @@ static char *trace_text(const ag_gpt_config *cfg, int B, int T)
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
-    ck_assert_int_eq(lm_trace_forward(out, g, ids, ids, B, T, false, "zeros", fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_trace_forward(out, g, ids, ids, B, T, false, "zeros", fx_fresh_cause()), AG_OK);
     fclose(out);
     ag_gpt_free(g);
     return text;
@@ -241,13 +171,13 @@ START_TEST(test_trace_only_writes_nothing)
     lm_config c = small(5);
     c.model.mlp = AG_MLP_SWIGLU;
     c.model.norm = AG_RMSNORM;
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     o.trace = out;
     o.trace_only = true;
-    train_ok(&o);
+    fx_train_ok(&o, NULL);
     fclose(out);
     struct stat sb;
-    ck_assert_int_ne(stat(in_dir("run"), &sb), 0);   /* not even the directory */
+    ck_assert_int_ne(stat(fx_in_dir("run"), &sb), 0);   /* not even the directory */
     const char *want[] = { "from the training text", "rmsnorm       blocks.0 ", "ln1.weight[C] -> [B,T,C]",
                            "silu          blocks.0.mlp   [B,T,F] -> [B,T,F]", "w_gate.weight[F,C]", "F=171" };
     assert_holds(text, want, sizeof want / sizeof want[0]);
@@ -285,8 +215,8 @@ START_TEST(test_log_attn_stats_columns)
 {
     lm_config c = small(6);
     c.log_attn_stats = true;
-    train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("run"), .cfg = c });
-    FILE *fp = fopen(in_dir("run/metrics.csv"), "r");
+    fx_train_ok(&(lm_train_opts){ .data_path = fx_corpus, .out_dir = fx_in_dir("run"), .cfg = c }, NULL);
+    FILE *fp = fopen(fx_in_dir("run/metrics.csv"), "r");
     ck_assert_ptr_nonnull(fp);
     char line[1024];
     ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
@@ -332,8 +262,8 @@ END_TEST
 static void make_ckpt(lm_model *m)
 {
     lm_config c = small(0);
-    train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("run"), .cfg = c });
-    ck_assert_int_eq(lm_model_load(in_dir("run"), m, fresh_cause()), AG_OK);
+    fx_train_ok(&(lm_train_opts){ .data_path = fx_corpus, .out_dir = fx_in_dir("run"), .cfg = c }, NULL);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), m, fx_fresh_cause()), AG_OK);
 }
 
 /* loss.png during training: drawn in the background at each evaluation but the last, which is
@@ -344,11 +274,11 @@ START_TEST(test_loss_png_in_the_background)
     lm_config c = small(24);   /* evaluations at 0, 3, ..., 24: seven plots */
     FILE *warnings = tmpfile();
     ck_assert_ptr_nonnull(warnings);
-    train_ok(&(lm_train_opts){ .data_path = corpus_path, .out_dir = in_dir("plotted"), .cfg = c, .plot = true,
-                               .warn = warnings });
+    fx_train_ok(&(lm_train_opts){ .data_path = fx_corpus, .out_dir = fx_in_dir("plotted"), .cfg = c, .plot = true,
+                               .warn = warnings }, NULL);
     ck_assert_int_eq(ftell(warnings), 0);   /* no "gnuplot failed" */
     fclose(warnings);
-    FILE *fp = fopen(in_dir("plotted/loss.png"), "rb");
+    FILE *fp = fopen(fx_in_dir("plotted/loss.png"), "rb");
     ck_assert_ptr_nonnull(fp);
     unsigned char sig[8];
     ck_assert_uint_eq(fread(sig, 1, 8, fp), 8);
@@ -366,15 +296,15 @@ START_TEST(test_attn_png)
     if (!has_gnuplot()) return;   /* the drawing needs gnuplot; the checks below do not */
     lm_model m;
     make_ckpt(&m);
-    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, in_dir("a.png"), fresh_cause()) == AG_OK, "%s", cause.msg);
-    FILE *fp = fopen(in_dir("a.png"), "rb");
+    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, fx_in_dir("a.png"), fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    FILE *fp = fopen(fx_in_dir("a.png"), "rb");
     ck_assert_ptr_nonnull(fp);
     unsigned char sig[8];
     ck_assert_uint_eq(fread(sig, 1, 8, fp), 8);
     fclose(fp);
     ck_assert_int_eq(memcmp(sig, "\x89PNG\r\n\x1a\n", 8), 0);
     /* the data: 11 rows of 11, NaN above the diagonal, rows summing to 1 */
-    fp = fopen(in_dir("a.dat"), "r");
+    fp = fopen(fx_in_dir("a.dat"), "r");
     ck_assert_ptr_nonnull(fp);
     for (int i = 0; i < 11; i++) {
         double sum = 0;
@@ -388,15 +318,15 @@ START_TEST(test_attn_png)
     }
     fclose(fp);
     /* the script labels the axes with the characters, the space made visible */
-    fp = fopen(in_dir("a.gp"), "r");
+    fp = fopen(fx_in_dir("a.gp"), "r");
     char gp[8192] = "";
     ck_assert_uint_gt(fread(gp, 1, sizeof gp - 1, fp), 0);
     fclose(fp);
     ck_assert_msg(strstr(gp, "set xtics (\"t\" 0, \"h\" 1, \"e\" 2, \"\xe2\x90\xa3\" 3"), "%s", gp);
 
     /* every head of a layer: one panel each */
-    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, in_dir("all.png"), fresh_cause()) == AG_OK, "%s", cause.msg);
-    ck_assert_int_eq(access(in_dir("all.png"), F_OK), 0);
+    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, fx_in_dir("all.png"), fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_int_eq(access(fx_in_dir("all.png"), F_OK), 0);
     lm_model_free(&m);
 }
 END_TEST
@@ -405,21 +335,21 @@ START_TEST(test_attn_rejects_bad_args)
 {
     lm_model m;
     make_ckpt(&m);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "--layer 2") && strstr(cause.msg, "2 layers"), "%s", cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "--head 2") && strstr(cause.msg, "2 heads"), "%s", cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, in_dir("a.png"), fresh_cause()),
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "--layer 2") && strstr(fx_cause.msg, "2 layers"), "%s", fx_cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "--head 2") && strstr(fx_cause.msg, "2 heads"), "%s", fx_cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, fx_in_dir("a.png"), fx_fresh_cause()),
                      AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "block_size 16"), "%s", cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "not in the vocabulary"), "%s", cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, in_dir("a.png"), fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, in_dir("a.jpg"), fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, ".png"), "%s", cause.msg);
-    ck_assert_ptr_null(strchr(cause.msg, '\n'));
-    ck_assert_int_ne(access(in_dir("a.png"), F_OK), 0);   /* nothing drawn */
+    ck_assert_msg(strstr(fx_cause.msg, "block_size 16"), "%s", fx_cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "not in the vocabulary"), "%s", fx_cause.msg);
+    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, fx_in_dir("a.jpg"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, ".png"), "%s", fx_cause.msg);
+    ck_assert_ptr_null(strchr(fx_cause.msg, '\n'));
+    ck_assert_int_ne(access(fx_in_dir("a.png"), F_OK), 0);   /* nothing drawn */
     lm_model_free(&m);
 }
 END_TEST
@@ -448,29 +378,29 @@ START_TEST(test_detect_anomaly_names_the_op)
     c.eval_interval = 4;
     c.detect_anomaly = true;
     poison p = { 2, "blocks.1.attn.w_q.weight" };
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     o.before_step = inject_inf;
     o.hook_user = &p;
     o.shards = 2;   /* the checks run in every shard's ctx: the op is named with its shard's shape */
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(cause.msg, "iteration 2") && strstr(cause.msg, "non-finite output of linear [2,16,64] in blocks.1.attn") &&
-                  strstr(cause.msg, "kept: ") && strstr(cause.msg, "run/ckpt-00000000, the latest and the best"),
-                  "%s", cause.msg);
-    ck_assert_ptr_null(strchr(cause.msg, '\n'));
+    ck_assert_int_eq(lm_train(&o, &r, fx_fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(fx_cause.msg, "iteration 2") && strstr(fx_cause.msg, "non-finite output of linear [2,16,64] in blocks.1.attn") &&
+                  strstr(fx_cause.msg, "kept: ") && strstr(fx_cause.msg, "run/ckpt-00000000, the latest and the best"),
+                  "%s", fx_cause.msg);
+    ck_assert_ptr_null(strchr(fx_cause.msg, '\n'));
     lm_model m;
-    ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(m.iter, 0);
     ck_assert(m.cfg.detect_anomaly);
     lm_model_free(&m);
 
     /* without the flag the same fault is caught later, at the loss, with no op named */
     c.detect_anomaly = false;
-    lm_train_opts o2 = opts(in_dir("run2"), c);
+    lm_train_opts o2 = fx_opts(fx_in_dir("run2"), c);
     o2.before_step = inject_inf;
     o2.hook_user = &p;
-    ck_assert_int_eq(lm_train(&o2, &r, fresh_cause()), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(cause.msg, "the loss is") && !strstr(cause.msg, "linear"), "%s", cause.msg);
+    ck_assert_int_eq(lm_train(&o2, &r, fx_fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(fx_cause.msg, "the loss is") && !strstr(fx_cause.msg, "linear"), "%s", fx_cause.msg);
 }
 END_TEST
 
@@ -484,12 +414,12 @@ START_TEST(test_detect_anomaly_after_the_step)
     c.warmup_iters = 0;
     c.grad_clip = 0;
     c.detect_anomaly = true;
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o, &r, fresh_cause()), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(cause.msg, "iteration 0: the adamw step made") && strstr(cause.msg, "non-finite"), "%s", cause.msg);
+    ck_assert_int_eq(lm_train(&o, &r, fx_fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(fx_cause.msg, "iteration 0: the adamw step made") && strstr(fx_cause.msg, "non-finite"), "%s", fx_cause.msg);
     lm_model m;
-    ck_assert_msg(lm_model_load(in_dir("run"), &m, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(m.iter, 0);
     lm_model_free(&m);
 }
@@ -503,13 +433,13 @@ START_TEST(test_poisoned_model_never_written)
     w->data[3] = (ag_real)NAN;
     lm_train_state st = { .iter = 5, .step = 5, .n_tokens = 10, .n_train = 10 };
     ag_rng_seed(&st.rng, 1);
-    ck_assert_int_eq(lm_ckpt_save(in_dir("run"), m.g, &m.cfg, &m.vocab, &st, fresh_cause()), AG_ERR_NONFINITE);
-    ck_assert_msg(strstr(cause.msg, "lm_head.weight") && strstr(cause.msg, "not written"), "%s", cause.msg);
+    ck_assert_int_eq(lm_ckpt_save(fx_in_dir("run"), m.g, &m.cfg, &m.vocab, &st, fx_fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(fx_cause.msg, "lm_head.weight") && strstr(fx_cause.msg, "not written"), "%s", fx_cause.msg);
     lm_model_free(&m);
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);   /* still the old one */
+    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);   /* still the old one */
     ck_assert_int_eq(m.iter, 0);
     lm_train_state s2;
-    ck_assert_int_eq(lm_train_state_load(in_dir("run"), m.g, &s2, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_train_state_load(fx_in_dir("run"), m.g, &s2, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(s2.iter, 0);
     lm_model_free(&m);
 }
@@ -568,7 +498,7 @@ START_TEST(test_config_json_switches)
     ck_assert_ptr_nonnull(js);
     assert_json_switches(js, &a);
     ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"adamw\""));
-    ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
         ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
@@ -590,63 +520,52 @@ START_TEST(test_config_json_switches)
     }
     ck_assert_ptr_null(strstr(js, "norm"));
     a = all_switches();
-    ck_assert_msg(lm_config_from_json(&a, js, fresh_cause()) == AG_OK, "%s: %s", cause.msg, js);
+    ck_assert_msg(lm_config_from_json(&a, js, fx_fresh_cause()) == AG_OK, "%s: %s", fx_cause.msg, js);
     for (int i = 0; i < lm_n_fields; i++) ck_assert(lm_field_equal(&a, &d, &lm_fields[i]));
     free(js);
 
     /* a bad value */
-    ck_assert_int_eq(lm_config_from_json(&b, "{\"norm\": \"batchnorm\"}", fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_int_eq(lm_config_from_json(&b, "{\"norm\": \"batchnorm\"}", fx_fresh_cause()), AG_ERR_FORMAT);
     js = lm_config_to_json(&d);
     char *p = strstr(js, "\"gelu\"");
     memcpy(p, "\"relu\"", 6);
-    ck_assert_int_eq(lm_config_from_json(&b, js, fresh_cause()), AG_ERR_FORMAT);
-    ck_assert_msg(strstr(cause.msg, "\"mlp\""), "%s", cause.msg);
+    ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_ERR_FORMAT);
+    ck_assert_msg(strstr(fx_cause.msg, "\"mlp\""), "%s", fx_cause.msg);
     free(js);
 }
 END_TEST
-
-/* argv from a string split at spaces */
-static int split_args(const char *line, char **argv)
-{
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "char_lm %s", line);
-    int argc = 0;
-    for (char *tok = strtok(buf, " "); tok && argc < 32; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    return argc;
-}
 
 START_TEST(test_cli_switches)
 {
     char *argv[34];
     lm_cli cli;
-    int argc = split_args("train --data c --out d --norm-position post --norm=rmsnorm --mlp swiglu --init xavier "
+    int argc = fx_split_args("train --data c --out d --norm-position post --norm=rmsnorm --mlp swiglu --init xavier "
                           "--no-scale --mask-fill -1e9 --detect-anomaly --log-attn-stats --trace-only", argv);
-    ck_assert_msg(lm_cli_parse(&cli, argc, argv, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     const ag_gpt_config *m = &cli.train.cfg.model;
     ck_assert(m->norm_position == AG_POST_LN && m->norm == AG_RMSNORM && m->mlp == AG_MLP_SWIGLU &&
               m->init == AG_WEIGHTS_XAVIER && m->no_scale && m->mask_fill == AG_MASK_NEG_1E9);
     ck_assert(cli.train.cfg.detect_anomaly && cli.train.cfg.log_attn_stats);
     ck_assert(cli.train.trace.shapes && cli.train.trace.only);
     ck_assert(cli.train.given[lm_field_by_key("no_scale") - lm_fields]);
-    argc = split_args("train --data c --out d", argv);   /* the defaults: MODEL.md's */
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("train --data c --out d", argv);   /* the defaults: MODEL.md's */
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     m = &cli.train.cfg.model;
     ck_assert(m->norm_position == AG_PRE_LN && m->norm == AG_LAYERNORM && m->mlp == AG_MLP_GELU &&
               m->init == AG_WEIGHTS_NORMAL && !m->no_scale && m->mask_fill == AG_MASK_NEG_INF);
     ck_assert(!cli.train.trace.shapes);
-    argc = split_args("sample --ckpt d --trace-shapes", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("sample --ckpt d --trace-shapes", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert(cli.sample.trace.shapes && !cli.sample.trace.only);
-    argc = split_args("eval --ckpt d --data c --trace-only", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("eval --ckpt d --data c --trace-only", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert(cli.eval.trace.shapes && cli.eval.trace.only);
-    argc = split_args("attn --ckpt d --prompt ab --layer 1 --head 0 --out x.png", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("attn --ckpt d --prompt ab --layer 1 --head 0 --out x.png", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert(cli.cmd == LM_CMD_ATTN && cli.attn.layer == 1 && cli.attn.head == 0);
     ck_assert_str_eq(cli.attn.out, "x.png");
-    argc = split_args("attn --ckpt d --prompt ab --out x.png", argv);
-    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fresh_cause()), AG_OK);
+    argc = fx_split_args("attn --ckpt d --prompt ab --out x.png", argv);
+    ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     ck_assert(cli.attn.layer == 0 && cli.attn.head == -1);
 }
 END_TEST
@@ -659,12 +578,12 @@ START_TEST(test_switches_in_checkpoint)
     c.log_attn_stats = false;
     c.detect_anomaly = false;
     double losses[2];
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     o.losses = losses;
     o.n_losses = 2;
-    train_ok(&o);
+    fx_train_ok(&o, NULL);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
     ck_assert(m.cfg.model.norm_position == AG_POST_LN && m.cfg.model.norm == AG_NORM_KIND_COUNT - 1 &&
               m.cfg.model.mlp == AG_MLP_SWIGLU && m.cfg.model.init == AG_WEIGHTS_XAVIER && m.cfg.model.no_scale &&
               m.cfg.model.mask_fill == AG_MASK_NEG_1E9);
@@ -673,7 +592,7 @@ START_TEST(test_switches_in_checkpoint)
     ck_assert(m.g->blocks[0].attn.scale == 1 && m.g->blocks[0].attn.mask_fill == (ag_real)-1e9);
     double loss;
     size_t tokens;
-    ck_assert_msg(lm_eval_file(&m, corpus_path, &loss, &tokens, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_eval_file(&m, fx_corpus, &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert(isfinite(loss) && loss < log(m.vocab.V) + 1);
     lm_model_free(&m);
 
@@ -682,13 +601,13 @@ START_TEST(test_switches_in_checkpoint)
     lm_config c2 = c;
     c2.max_iters = 4;
     c2.model.norm_position = AG_PRE_LN;
-    lm_train_opts o2 = opts(in_dir("run"), c2);
+    lm_train_opts o2 = fx_opts(fx_in_dir("run"), c2);
     o2.resume = true;
     o2.given = given;
     lm_train_result r;
-    ck_assert_int_eq(lm_train(&o2, &r, fresh_cause()), AG_ERR_ARG);
-    ck_assert_msg(strstr(cause.msg, "--norm-position") && strstr(cause.msg, "norm_position post") && strstr(cause.msg, "asks for pre"),
-                  "%s", cause.msg);
+    ck_assert_int_eq(lm_train(&o2, &r, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_msg(strstr(fx_cause.msg, "--norm-position") && strstr(fx_cause.msg, "norm_position post") && strstr(fx_cause.msg, "asks for pre"),
+                  "%s", fx_cause.msg);
 }
 END_TEST
 
@@ -713,7 +632,7 @@ static void check_sample(lm_model *m)
 {
     int got[60], *pg = got;
     lm_sample_opts so = { 60, 1.0, 0, 3, NULL };
-    ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(pg - got, 60);
     char text[60 * 4 + 1];
     size_t n = 0;
@@ -723,7 +642,7 @@ static void check_sample(lm_model *m)
     }
     uint32_t *cps = NULL;
     size_t ncp = 0;
-    ck_assert_msg(ag_utf8_decode("sample", text, n, &cps, &ncp, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(ag_utf8_decode("sample", text, n, &cps, &ncp, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_uint_eq(ncp, 60);
     for (size_t i = 0; i < ncp; i++) ck_assert_int_ge(ag_vocab_id(&m->vocab, cps[i]), 0);
     free(cps);
@@ -734,30 +653,30 @@ START_TEST(test_chinese_corpus)
     size_t len = strlen(poems);
     char *big = malloc(len * 12 + 1);
     for (int k = 0; k < 12; k++) memcpy(big + k * len, poems, len);
-    proc_write_file(corpus_path, big, len * 12);
+    proc_write_file(fx_corpus, big, len * 12);
     free(big);
     lm_config c = small(6);
-    lm_train_opts o = opts(in_dir("run"), c);
+    lm_train_opts o = fx_opts(fx_in_dir("run"), c);
     lm_train_result r;
-    ck_assert_msg(lm_train(&o, &r, fresh_cause()) == AG_OK, "%s", cause.msg);
+    ck_assert_msg(lm_train(&o, &r, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(r.vocab_size, 74);   /* 71 distinct hanzi, "，", "。" and the newline */
     lm_model m;
-    ck_assert_int_eq(lm_model_load(in_dir("run"), &m, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(m.vocab.cp[0], '\n');
     ck_assert_int_ge(ag_vocab_id(&m.vocab, 0x6708), 0);   /* 月 */
     check_sample(&m);                                  /* through the KV cache */
     lm_model_free(&m);
 
     c.model.norm_position = AG_POST_LN;                /* the cache runs Post-LN blocks too */
-    lm_train_opts o2 = opts(in_dir("post"), c);
-    ck_assert_msg(lm_train(&o2, &r, fresh_cause()) == AG_OK, "%s", cause.msg);
-    ck_assert_int_eq(lm_model_load(in_dir("post"), &m, fresh_cause()), AG_OK);
+    lm_train_opts o2 = fx_opts(fx_in_dir("post"), c);
+    ck_assert_msg(lm_train(&o2, &r, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_int_eq(lm_model_load(fx_in_dir("post"), &m, fx_fresh_cause()), AG_OK);
     check_sample(&m);
 
     /* greedy sampling through the cache = the argmax of a full forward over the prompt */
     int *ids = NULL;
     size_t np = 0;
-    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_vocab_encode(&m.vocab, "p", "床前明月", strlen("床前明月"), &ids, &np, fx_fresh_cause()), AG_OK);
     ag_ctx *ctx = ag_ctx_new();
     ag_ctx_set_grad(ctx, false);
     ag_tensor *lg = ag_gpt_forward(ctx, m.g, ids, NULL, 1, (int)np, NULL, NULL);   // [1,4,V]
@@ -767,7 +686,7 @@ START_TEST(test_chinese_corpus)
     for (int i = 1; i < m.vocab.V; i++)
         if (last[i] > last[best]) best = i;
     lm_sample_opts so = { 1, 1.0, 1, 1, NULL };
-    ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);
     free(ids);
@@ -779,8 +698,8 @@ Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
     TCase *t = tcase_create("trace");
-    tcase_add_unchecked_fixture(t, root_setup, root_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_unchecked_fixture(t, root_setup, fx_root_teardown);
+    tcase_add_checked_fixture(t, setup, fx_teardown);
     tcase_set_timeout(t, 600);
     tcase_add_test(t, test_trace_lines);
     tcase_add_test(t, test_trace_parameter_letters);
@@ -793,8 +712,8 @@ Suite *trace_suite(void)
     suite_add_tcase(s, t);
 
     TCase *a = tcase_create("anomaly");
-    tcase_add_unchecked_fixture(a, root_setup, root_teardown);
-    tcase_add_checked_fixture(a, setup, teardown);
+    tcase_add_unchecked_fixture(a, root_setup, fx_root_teardown);
+    tcase_add_checked_fixture(a, setup, fx_teardown);
     tcase_set_timeout(a, 600);
     tcase_add_test(a, test_detect_anomaly_names_the_op);
     tcase_add_test(a, test_detect_anomaly_after_the_step);
@@ -802,8 +721,8 @@ Suite *trace_suite(void)
     suite_add_tcase(s, a);
 
     TCase *c = tcase_create("config");
-    tcase_add_unchecked_fixture(c, root_setup, root_teardown);
-    tcase_add_checked_fixture(c, setup, teardown);
+    tcase_add_unchecked_fixture(c, root_setup, fx_root_teardown);
+    tcase_add_checked_fixture(c, setup, fx_teardown);
     tcase_set_timeout(c, 600);
     tcase_add_test(c, test_config_json_switches);
     tcase_add_test(c, test_cli_switches);

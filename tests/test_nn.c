@@ -159,6 +159,21 @@ static ag_tensor *build_block(ag_ctx *ctx, ag_tensor **in, void *user)
     return ag_block_forward(ctx, &Bk, in[0], ag_causal_mask(ctx, in[0]->shape[1]), o->dropout, &fo);
 }
 
+/* The gradient check of build (build_mha or build_block) over x [B,T,C] drawn from seed and
+ * the parameters of P, which must be n_want inputs with x, under f. */
+static void check_grad_over_x(gc_build_fn build, uint64_t seed, int n_want, const char *name, fwd_opts f)
+{
+    int sx[3] = { B, T, C };
+    ag_tensor *in[17];
+    ck_assert_int_le(P->n + 1, 17);
+    ag_tensor *x = gc_tensor_new(3, sx, seed, -1, 1);
+    int n = params_as_inputs(in, x, P);
+    ck_assert_int_eq(n, n_want);
+    gc_opts o = gc_defaults(name);
+    GC_ASSERT(&o, build, in, n, &f);
+    gc_tensor_free(x);
+}
+
 START_TEST(test_mha_params)
 {
     const char *names[8] = { "blocks.0.attn.w_q.weight", "blocks.0.attn.w_q.bias", "blocks.0.attn.w_k.weight",
@@ -264,30 +279,16 @@ END_TEST
 
 START_TEST(test_mha_grad)
 {
-    int sx[3] = { B, T, C };
-    ag_tensor *x = gc_tensor_new(3, sx, 31, -1, 1);
-    ag_tensor *in[9];
-    int n = params_as_inputs(in, x, P); /* x, then w_q/w_k/w_v/w_o weight and bias */
-    ck_assert_int_eq(n, 9);
-    fwd_opts causal = { true, 0, false }, full = { false, 0, false };
-    gc_opts o = gc_defaults("mha causal");
-    GC_ASSERT(&o, build_mha, in, n, &causal);
-    o.name = "mha unmasked";
-    GC_ASSERT(&o, build_mha, in, n, &full);
-    gc_tensor_free(x);
+    /* x, then w_q/w_k/w_v/w_o weight and bias; the same x both times */
+    check_grad_over_x(build_mha, 31, 9, "mha causal", (fwd_opts){ true, 0, false });
+    check_grad_over_x(build_mha, 31, 9, "mha unmasked", (fwd_opts){ false, 0, false });
 }
 END_TEST
 
 START_TEST(test_mha_grad_dropout)
 {
-    int sx[3] = { B, T, C };
-    ag_tensor *x = gc_tensor_new(3, sx, 32, -1, 1);
-    ag_tensor *in[9];
-    int n = params_as_inputs(in, x, P);
-    fwd_opts drop = { true, 0.3, true }; /* a fixed seed gives a fixed mask */
-    gc_opts o = gc_defaults("mha dropout");
-    GC_ASSERT(&o, build_mha, in, n, &drop);
-    gc_tensor_free(x);
+    /* a fixed seed gives a fixed mask */
+    check_grad_over_x(build_mha, 32, 9, "mha dropout", (fwd_opts){ true, 0.3, true });
 }
 END_TEST
 
@@ -332,28 +333,14 @@ END_TEST
 
 START_TEST(test_block_grad)
 {
-    int sx[3] = { B, T, C };
-    ag_tensor *x = gc_tensor_new(3, sx, 33, -1, 1);
-    ag_tensor *in[17];
-    int n = params_as_inputs(in, x, P); /* x, ln1, the attention, ln2 and the MLP */
-    ck_assert_int_eq(n, 17);
-    fwd_opts plain = { true, 0, false };
-    gc_opts o = gc_defaults("pre-ln block");
-    GC_ASSERT(&o, build_block, in, n, &plain);
-    gc_tensor_free(x);
+    /* x, ln1, the attention, ln2 and the MLP */
+    check_grad_over_x(build_block, 33, 17, "pre-ln block", (fwd_opts){ true, 0, false });
 }
 END_TEST
 
 START_TEST(test_block_grad_dropout)
 {
-    int sx[3] = { B, T, C };
-    ag_tensor *x = gc_tensor_new(3, sx, 34, -1, 1);
-    ag_tensor *in[17];
-    int n = params_as_inputs(in, x, P);
-    fwd_opts drop = { true, 0.25, true };
-    gc_opts o = gc_defaults("pre-ln block with dropout");
-    GC_ASSERT(&o, build_block, in, n, &drop);
-    gc_tensor_free(x);
+    check_grad_over_x(build_block, 34, 17, "pre-ln block with dropout", (fwd_opts){ true, 0.25, true });
 }
 END_TEST
 

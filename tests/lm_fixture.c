@@ -17,14 +17,7 @@ ag_error *fx_fresh_cause(void)
     return &fx_cause;
 }
 
-const char *fx_in_dir(const char *name)
-{
-    static char p[8][256];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(p[k], sizeof p[k], "%s/%s", fx_dir, name);
-    return p[k];
-}
+const char *fx_in_dir(const char *name) { return proc_path(fx_dir, name); }
 
 void fx_write_corpus(const char *path, const fx_corpus_spec *s)
 {

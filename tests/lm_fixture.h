@@ -4,7 +4,7 @@
  * with a made-up corpus; the error of the last char_lm call; paths in the test's directory;
  * a training run that must succeed; a command line split into argv.
  *
- * Use, in a suite:
+ * Beside proc.h (files, subprocesses), which it uses. Use, in a suite:
  *     static void root_setup(void) { fx_root_setup("ag_trace"); }
  *     static void setup(void) { fx_setup(&my_corpus); }
  *     tcase_add_unchecked_fixture(tc, root_setup, fx_root_teardown);
@@ -24,7 +24,7 @@ extern ag_error fx_cause;      /* why the last char_lm call failed */
 
 /* fx_cause, cleared: each call gets its own (the first error would stick) */
 ag_error *fx_fresh_cause(void);
-/* fx_dir/name, in one of 8 rotating buffers (a test may hold a few paths at once) */
+/* fx_dir/name: proc_path (proc.h), 8 rotating buffers (a test may hold a few paths at once) */
 const char *fx_in_dir(const char *name);
 
 /* A made-up text: sentences of 3 to 3 + extra_words - 1 words drawn from `words` with a

@@ -40,14 +40,7 @@ static void setup(void)
 
 static void teardown(void) { proc_remove_tree(dir); }
 
-static const char *in_dir(const char *name)
-{
-    static char p[2][PATH_MAX];
-    static int k;
-    k ^= 1;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
+static const char *in_dir(const char *name) { return proc_path(dir, name); }
 
 /* Number of entries in dir whose name contains ".tmp." */
 static int tmp_files(void)

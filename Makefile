@@ -156,7 +156,7 @@ suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
 # Makefile's suite discovery, dynamics and trace logging, run directories, errors and signals
 # of the char_lm process): `make test` runs them once, on the float build (char_lm's own;
 # rundir's process cases are float-only), `make check` on double as well.
-ONCE_SUITES = budget corpus discovery dynamics errors rundir signals trace
+ONCE_SUITES = budget corpus discovery dynamics errors reverse rundir signals trace
 # the slow ones, slowest first (measured on 2 cores), so that the short ones fill the gaps
 SLOW_SUITES = budget rundir corpus errors safetensors signals trace dynamics char_lm grad_accum \
               fast_ref_products fast_ref_rows rmsnorm

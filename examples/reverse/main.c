@@ -5,7 +5,7 @@
  * (checkpoints, --resume, --time-budget, signals, metrics.csv, loss.png) is ag_train_run's
  * (src/train/train.h); this file is the task, the model and the command line.
  *
- *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S]
+ *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] [--every N]
  *   build/reverse eval --out DIR       exact-match accuracy on held-out strings
  *
  * The padded slots hold random letters, not a padding token: a batch buffer holds whatever was
@@ -183,11 +183,13 @@ typedef struct {
     double budget;
     bool resume;
     uint64_t seed;
+    long every;   /* evaluate and checkpoint every this many steps */
 } cli;
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S]\n"
+    fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] "
+            "[--every N]\n"
             "       reverse eval --out DIR\n", why);
     return 2;
 }
@@ -203,7 +205,7 @@ static bool number(const char *s, double lo, double hi, double *v)
 
 static int parse(int argc, char **argv, cli *c)
 {
-    *c = (cli){.steps = 3000, .seed = 1};
+    *c = (cli){.steps = 3000, .seed = 1, .every = 250};
     if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "eval"))) return usage("the command is train or eval");
     c->train = strcmp(argv[1], "train") == 0;
     for (int i = 2; i < argc; i++) {
@@ -213,6 +215,7 @@ static int parse(int argc, char **argv, cli *c)
         else if (!strcmp(a, "--out") && v) c->out = argv[++i];
         else if (!strcmp(a, "--steps") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->steps = (long)d, i++;
         else if (!strcmp(a, "--time-budget") && c->train && number(v, 1e-3, 1e9, &d)) c->budget = d, i++;
+        else if (!strcmp(a, "--every") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->every = (long)d, i++;
         else if (!strcmp(a, "--seed") && c->train && number(v, 0, 1e15, &d) && d == floor(d)) c->seed = (uint64_t)d, i++;
         else {
             char why[300];
@@ -228,9 +231,10 @@ static int train(reverser *R, const cli *c, ag_error *err)
     const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .loss = train_loss,
                                     .evaluate = evaluate, .score_name = "exact match"};
     const ag_train_opts o = {.out_dir = c->out, .steps = c->steps, .resume = c->resume, .time_budget_s = c->budget,
-                             .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = 250, .log_every = 250,
+                             .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
                              .sched = {.lr = 3e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
-                             .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout};
+                             .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout,
+                             .threads = 1};   /* a model this small: one thread is as fast, and shares the machine */
     ag_train_result r;
     if (ag_train_run(&client, &o, &r, err)) return 1;
     printf("%s at step %ld (%s/%s) in %.1f s: held-out exact match %.4f\n", r.stop_signal ? "stopped" :

@@ -12,6 +12,7 @@
 #include "train.h"
 #include "train_impl.h"
 #include "../tensor/debug.h"   /* ag_now_s */
+#include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
 
 #define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score\n"
 
@@ -22,6 +23,7 @@ typedef struct {
     ag_ctx *ctx;
     ag_lock lock;
     FILE *csv;
+    ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag__loop_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
     double t0, step_s, tail_s;/* the budget: its start, a step's time, an evaluation and save's */
@@ -81,6 +83,7 @@ static ag_status step(loop *L, long it, ag_error *err)
     L->loss_n++;
     L->r->loss = lv;
     L->step_s = ag_now_s() - t0;
+    ag_thread_tuner_step(&L->tuner, L->step_s);
     if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s\n", it, lr, lv, L->eval_cols);
     strcpy(L->eval_cols, ",,,");
     if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0)
@@ -188,6 +191,7 @@ static ag_status open_run(loop *L, ag_error *err)
         s = ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
                       "choose another directory", dir, dir);
     if (s) return s;
+    ag__loop_sweep(dir);   /* a killed run's leftovers */
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
@@ -220,6 +224,8 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     r->loss = r->val_loss = r->score = NAN;
     struct sigaction old[2];
     catch_signals(old);
+    if (o->threads > 0) ag_threads_init(o->threads);
+    ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
     ag_status s = open_run(&L, err);
     if (s == AG_OK) s = run_loop(&L, err);
     if (L.csv && fclose(L.csv) != 0 && s == AG_OK)

@@ -4,12 +4,14 @@
  * hash of the weights they go with). Both are written into ckpt-<step>.tmp/, which is renamed
  * whole; only then does DIR/latest move (ckpt_dir.c), so a kill at any instant leaves latest
  * naming a complete checkpoint. Every step that changes the disk has its fault point. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "train.h"
 #include "train_impl.h"
 
@@ -98,6 +100,29 @@ ag_status ag__loop_save(const char *dir, const ag_train_client *c, const ag__loo
         if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], now_best) != 0 && (i == 0 || strcmp(best, live)))
             ag_ckpt_remove(dir, was[i], files);
     return s;
+}
+
+/* What a killed run left in DIR (it is locked: no other run writes there): the temporary files
+ * of latest and best, ckpt-N.tmp directories, and the ckpt-N that neither latest nor best names
+ * (a kill after a rename and before its commit, or before the old one's removal). Only our
+ * own files go: a directory that holds a user's file stays. */
+void ag__loop_sweep(const char *dir)
+{
+    char live[64], best[64], path[PATHLEN];
+    pointer_or_none(dir, AG_CKPT_LATEST, live);
+    pointer_or_none(dir, AG_CKPT_BEST, best);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char base[64];
+        snprintf(base, sizeof base, "%.*s", (int)strcspn(e->d_name, "."), e->d_name);
+        bool ptr_tmp = !strncmp(e->d_name, "latest.tmp.", 11) || !strncmp(e->d_name, "best.tmp.", 9);
+        bool ckpt = ag_ckpt_name_ok(base) && (!strcmp(e->d_name + strlen(base), ".tmp") ||
+                                              (!e->d_name[strlen(base)] && strcmp(base, live) && strcmp(base, best)));
+        if (!(ptr_tmp || ckpt) || snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        if (ptr_tmp) unlink(path);
+        else ag_ckpt_remove_dir(path, files);
+    }
+    if (d) closedir(d);
 }
 
 // --- reading ---

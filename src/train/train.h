@@ -283,6 +283,8 @@ typedef struct {
     ag_lr_schedule sched;      /* the learning rate at each step (optim.h) */
     ag_adam_cfg adam;          /* AdamW's betas, eps and weight decay */
     double grad_clip;          /* the global gradient norm is clipped to it (0: no clip) */
+    int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
+                                  tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
 } ag_train_opts;
 

@@ -21,6 +21,9 @@ typedef struct {
  * the checkpoints it replaces are removed. Its name in name [64]. */
 ag_status ag__loop_save(const char *dir, const ag_train_client *c, const ag__loop_state *st, bool is_best,
                         char *name, ag_error *err);
+/* Removes what a killed run left in the locked DIR: temporary files, and checkpoints that
+ * neither latest nor best names. */
+void ag__loop_sweep(const char *dir);
 /* The weights, moments and state of DIR/latest into c->params and *st. */
 ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err);
 

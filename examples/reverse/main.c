@@ -1,7 +1,7 @@
 /* reverse -- a second example on the library's trainer (issue 31): a small Transformer encoder
- * learns to reverse a string of 1 to N letters. The strings of a batch have different lengths,
- * so they are padded to N: the attention's key-padding mask keeps every letter from looking at
- * padding, and the loss ignores the padded positions (ag_cross_entropy_ignore). The run itself
+ * learns to reverse a string of 1 to N = 12 letters a-z. The strings of a batch have different
+ * lengths, so they are padded to N: the attention's key-padding mask keeps every letter from
+ * looking at padding, and the loss ignores the padded positions (ag_cross_entropy_ignore). The run itself
  * (checkpoints, --resume, --time-budget, signals, metrics.csv, loss.png) is ag_train_run's
  * (src/train/train.h); this file is the task, the model and the command line.
  *
@@ -18,8 +18,8 @@
 #include <string.h>
 #include "attograd.h"
 
-enum { N = 8,             /* the longest string; T of every batch */
-       V = 10,            /* letters 'a'..'j' */
+enum { N = 12,            /* the longest string; T of every batch */
+       V = 26,            /* letters a-z */
        C = 64, H = 4, LAYERS = 2,
        TRAIN_B = 64,      /* strings per training step */
        EVAL_B = 250,      /* strings per evaluation batch */
@@ -46,7 +46,7 @@ typedef struct {
 
 // --- the task ---
 
-/* Held out: a string of 3 or more letters whose hash is 0 mod 8 is never trained on (the 110
+/* Held out: a string of 3 or more letters whose hash is 0 mod 8 is never trained on (the 702
  * strings of 1 or 2 letters are too few to split: they are in both). */
 static bool held_out(const int *s, int len)
 {
@@ -205,7 +205,7 @@ static bool number(const char *s, double lo, double hi, double *v)
 
 static int parse(int argc, char **argv, cli *c)
 {
-    *c = (cli){.steps = 3000, .seed = 1, .every = 250};
+    *c = (cli){.steps = 10000, .seed = 1, .every = 250};
     if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "eval"))) return usage("the command is train or eval");
     c->train = strcmp(argv[1], "train") == 0;
     for (int i = 2; i < argc; i++) {

@@ -86,8 +86,10 @@ static ag_status step(loop *L, long it, ag_error *err)
     ag_thread_tuner_step(&L->tuner, L->step_s);
     if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s\n", it, lr, lv, L->eval_cols);
     strcpy(L->eval_cols, ",,,");
-    if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0)
+    if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0) {
         fprintf(o->log, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms\n", it + 1, o->steps, lv, lr, 1e3 * L->step_s);
+        fflush(o->log);
+    }
     return AG_OK;
 }
 
@@ -115,9 +117,11 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     char tr[32] = "";   /* no step since the last evaluation: no train loss */
     if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
     snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
-    if (L->o->log)
+    if (L->o->log) {
         fprintf(L->o->log, "step %ld: val loss %.4f | %s %.4f\n", it, val, L->c->score_name ? L->c->score_name : "score",
                 score);
+        fflush(L->o->log);   /* seen at once in a file or a pipe, as the progress lines are */
+    }
     return AG_OK;
 }
 

@@ -247,6 +247,7 @@ static int eval(reverser *R, const cli *c, ag_error *err)
     const ag_train_client client = {.name = "reverse", .params = R->P};
     long step;
     if (ag_train_load(c->out, &client, &step, err)) return 1;
+    ag_threads_init(1);   /* as train runs it */
     ag_ctx *ctx = ag_ctx_new();
     if (!ctx) return ag_seterr(err, AG_ERR_NOMEM, "out of memory"), 1;
     ag_ctx_set_grad(ctx, false);

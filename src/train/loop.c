@@ -196,6 +196,7 @@ static ag_status open_run(loop *L, ag_error *err)
                       "choose another directory", dir, dir);
     if (s) return s;
     ag__loop_sweep(dir);   /* a killed run's leftovers */
+    if (L->o->resume) ag_ckpt_pointer(dir, AG_CKPT_LATEST, L->r->ckpt, &none);   /* stopped before a new one */
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");

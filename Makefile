@@ -72,7 +72,7 @@ endif
 
 # `all` is the first rule, so a plain `make` builds it
 .PHONY: all deps test test-op check run clean help asan bench FORCE
-all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo (and build/char_lm_mpi with MPI)
+all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(B)/reverse $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo, build/reverse (and build/char_lm_mpi with MPI)
 FORCE:
 
 help:                                             ## this list
@@ -156,7 +156,7 @@ suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
 # Makefile's suite discovery, dynamics and trace logging, run directories, errors and signals
 # of the char_lm process): `make test` runs them once, on the float build (char_lm's own;
 # rundir's process cases are float-only), `make check` on double as well.
-ONCE_SUITES = budget corpus discovery dynamics errors rundir signals trace
+ONCE_SUITES = budget corpus discovery dynamics errors reverse rundir signals trace
 # the slow ones, slowest first (measured on 2 cores), so that the short ones fill the gaps
 SLOW_SUITES = budget rundir corpus errors safetensors signals trace dynamics char_lm grad_accum \
               fast_ref_products fast_ref_rows rmsnorm
@@ -165,7 +165,7 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # `make test`: every suite (numeric ones on both builds, the program's once), lesson 13's step,
 # the installed library and the lessons' exercises, MPI, the reader's promises. About 3 minutes
 # from a fresh clone on 2 cores; the rest of the matrix is `make check`.
-TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/bench \
+TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi)
 # MPI's job mostly waits (30 s of CPU in 141 s, measured at load 10): '~', beside the NPROC slots
 # The lessons' job is among the slowest (31 s in CI): first, not last, where it ran alone at the end.
@@ -372,6 +372,11 @@ run: deps                                         ## train the best GPT one minu
 # own files but its main; test-step checks it against char_lm's next iteration ---
 $(B)/f32/examples/one_step/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
 $(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+
+# --- examples/reverse: a Transformer encoder reverses strings, on the library's trainer alone
+# (ag_train_run, src/train/train.h); tests/test_reverse.c runs it as a child ---
+$(B)/reverse: $(B)/f32/examples/reverse/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---

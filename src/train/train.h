@@ -27,6 +27,9 @@
  *                                 DIR/best name, replaced durably (ckpt_dir.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
+ *   ag_train_run                  a whole training run of any model that fills an
+ *                                 ag_train_client: the steps, evaluations, checkpoints, exact
+ *                                 resume, time budget and signals (loop.c, loop_ckpt.c)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
  * one line in err, naming the file. */
@@ -38,6 +41,8 @@
 #include <signal.h>
 #include <sys/types.h>
 #include "../io/safetensors.h"
+#include "../optim/optim.h"
+#include "../tensor/rng.h"
 #include "../params/params.h"
 #include "../tensor/tensor.h"
 
@@ -244,5 +249,69 @@ typedef struct {
 /* Writes DIR/report.md (replaced whole: ag_write_file's guarantees). Diff two runs' cards to
  * see what changed between them. */
 ag_status ag_report_write(const char *dir, const ag_run_report *r, ag_error *err);
+
+// --- a whole training run (loop.c, loop_ckpt.c) ---
+
+/* What a program brings to ag_train_run: its model, as an ag_params already initialized, and
+ * three calls. The loop names no model; it never looks inside a batch. */
+typedef struct {
+    const char *name;          /* the model's name, kept in every checkpoint: a resume refuses
+                                  another model's ("reverse") */
+    ag_params *params;         /* the weights the loop trains, checkpoints and restores */
+    void *user;                /* handed to loss and evaluate */
+    /* Draws a training batch from rng (the run's stream: checkpointed, so a resume draws the
+     * batches an unbroken run would) and records its forward on ctx's tape, ending in a scalar
+     * loss [1] in *loss. A failure: its status, the reason in err. */
+    ag_status (*loss)(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err);
+    /* The held-out evaluation, in no-grad mode: *val_loss (lower is better: it picks DIR/best)
+     * and *score, the program's own measure (an accuracy), or NaN. */
+    ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
+    const char *score_name;    /* the score's name in the progress line ("exact match") */
+} ag_train_client;
+
+typedef struct {
+    const char *out_dir;       /* DIR: made if missing (its parent must exist), locked for the run */
+    long steps;                /* optimizer steps in all, counted from the run's first */
+    bool resume;               /* go on from DIR/latest: weights, Adam's m and v, the batch
+                                  stream, the step, the best evaluation; false refuses a DIR that
+                                  holds a run already */
+    double time_budget_s;      /* > 0: stop in time to evaluate, checkpoint and leave before
+                                  this many seconds (counted from the call) */
+    uint64_t seed;             /* the batch stream's seed (a resume takes the stream it saved) */
+    long every;                /* evaluate and checkpoint every this many steps (and at the end) */
+    long log_every;            /* a progress line every this many steps (0: only evaluations) */
+    ag_lr_schedule sched;      /* the learning rate at each step (optim.h) */
+    ag_adam_cfg adam;          /* AdamW's betas, eps and weight decay */
+    double grad_clip;          /* the global gradient norm is clipped to it (0: no clip) */
+    int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
+                                  tuner picks between them and one after each step; 0: as set */
+    FILE *log;                 /* progress lines (NULL: none) */
+} ag_train_opts;
+
+typedef struct {
+    long step;                 /* the step the run ended at (its last checkpoint's) */
+    long start;                /* the step it began at (> 0 on a resume) */
+    bool out_of_time;          /* the time budget ended it before opts->steps */
+    int stop_signal;           /* SIGINT or SIGTERM ended it, after a checkpoint: a program
+                                  exits 128 + it; 0 otherwise */
+    double loss, val_loss, score;  /* the last batch loss and the last evaluation (NaN: none) */
+    char ckpt[64];             /* the checkpoint left in DIR/latest ("ckpt-00000400"), or "" */
+    double wall_s;
+} ag_train_result;
+
+/* The run: DIR locked (a second run on it is refused), a fresh start or exactly where
+ * DIR/latest left off; then steps (lr from sched, the client's loss, backward, clip, AdamW)
+ * until opts->steps, the time budget or SIGINT/SIGTERM (caught for the call's length, the
+ * program's own handlers given back after). Every `every` steps and at the end: evaluate,
+ * write DIR/ckpt-<step>/ whole (a kill -9 at any instant leaves DIR/latest naming a complete
+ * one), move latest, and best when the evaluation is the lowest yet; DIR/metrics.csv gets a
+ * row per step (cut right on a resume), and at the end DIR/loss.png (without gnuplot: a note
+ * on the log, not an error) and DIR/report.md. A stop signal still ends in a checkpoint, with
+ * r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
+ * is NaN) are a status and one line in err; the last checkpoint stays. */
+ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
+/* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
+ * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
+ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
 
 #endif

@@ -2,9 +2,29 @@
 #ifndef AG_TRAIN_IMPL_H
 #define AG_TRAIN_IMPL_H
 
+#include "train.h"
+
 /* The program's name (ag_train_name): "char_lm", or "attograd" until one is given. */
 const char *ag__train_program(void);
 /* getenv("<env>_<suffix>"): $CHAR_LM_PLOT_TIMEOUT for suffix "PLOT_TIMEOUT" in char_lm. */
 const char *ag__train_getenv(const char *suffix);
+
+/* What a checkpoint of ag_train_run holds besides the tensors (loop.c, loop_ckpt.c). */
+typedef struct {
+    long step;          /* the optimizer steps taken: Adam's t of the next one is step + 1 */
+    ag_rng rng;         /* the batch stream, as the next step finds it */
+    double best_loss;   /* the lowest evaluation loss yet (INFINITY: none) */
+    long best_step;     /*   and its step (-1: none) */
+} ag__loop_state;
+
+/* DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
+ * the checkpoints it replaces are removed. Its name in name [64]. */
+ag_status ag__loop_save(const char *dir, const ag_train_client *c, const ag__loop_state *st, bool is_best,
+                        char *name, ag_error *err);
+/* Removes what a killed run left in the locked DIR: temporary files, and checkpoints that
+ * neither latest nor best names. */
+void ag__loop_sweep(const char *dir);
+/* The weights, moments and state of DIR/latest into c->params and *st. */
+ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err);
 
 #endif

@@ -1,0 +1,244 @@
+/* loop.c -- ag_train_run (train.h): a whole training run of any model that fills an
+ * ag_train_client. Read step() first: one optimizer step, as in every trainer (the learning
+ * rate, the client's batch and loss, backward, clip, AdamW). Then run_loop(): at each step,
+ * stop when asked (a signal), when done or when the time budget has no room for another step;
+ * evaluate and checkpoint when due; else step. The checkpoint itself is loop_ckpt.c. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "train.h"
+#include "train_impl.h"
+#include "../tensor/debug.h"   /* ag_now_s */
+#include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
+
+#define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score\n"
+
+typedef struct {
+    const ag_train_client *c;
+    const ag_train_opts *o;
+    ag_train_result *r;
+    ag_ctx *ctx;
+    ag_lock lock;
+    FILE *csv;
+    ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
+    ag__loop_state st;
+    long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
+    double t0, step_s, tail_s;/* the budget: its start, a step's time, an evaluation and save's */
+    double loss_sum;          /* the batch losses since the last evaluation, */
+    long loss_n;              /*   and their count: its train_loss */
+    char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
+} loop;
+
+// --- signals: SIGINT and SIGTERM end the run at the next step, after a checkpoint ---
+
+static volatile sig_atomic_t stop_sig;   /* one run at a time in a process */
+static void on_stop(int sig) { stop_sig = sig; }
+
+static void catch_signals(struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    stop_sig = 0;
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+    ag_plot_set_stop(&stop_sig);   /* a plot in progress gives up too */
+}
+
+static void restore_signals(const struct sigaction old[2])
+{
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+// --- one optimizer step ---
+
+static ag_status step(loop *L, long it, ag_error *err)
+{
+    const ag_train_opts *o = L->o;
+    ag_params *P = L->c->params;
+    double t0 = ag_now_s(), lr = ag_lr_at(&o->sched, it);
+    ag_ctx_reset(L->ctx);
+    ag_params_zero_grad(P);                                                  // dW = 0
+    ag_tensor *loss = NULL;
+    ag_status s = L->c->loss(L->c->user, L->ctx, &L->st.rng, &loss, err);   // the client's batch -> loss [1]
+    if (s == AG_OK && !loss) s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing", it);
+    if (s) return s;
+    double lv = (double)loss->data[0];
+    if (!isfinite(lv))
+        return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the loss is %g; stopped before the optimizer step, the "
+                         "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
+    if (ag_backward(L->ctx, loss))                                           // dW += dloss/dW
+        return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
+    double norm = ag_grad_norm(P);
+    if (!isfinite(norm))
+        return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the gradient norm is %g; stopped before the optimizer "
+                         "step", it, norm);
+    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, ag_clip_scale(norm, o->grad_clip));   // W -= ...
+    L->loss_sum += lv;
+    L->loss_n++;
+    L->r->loss = lv;
+    L->step_s = ag_now_s() - t0;
+    ag_thread_tuner_step(&L->tuner, L->step_s);
+    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s\n", it, lr, lv, L->eval_cols);
+    strcpy(L->eval_cols, ",,,");
+    if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0) {
+        fprintf(o->log, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms\n", it + 1, o->steps, lv, lr, 1e3 * L->step_s);
+        fflush(o->log);
+    }
+    return AG_OK;
+}
+
+// --- evaluation and checkpoint ---
+
+/* The held-out evaluation of the weights after `it` steps: its row's columns and a line. */
+static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
+{
+    double val = NAN, score = NAN, train = L->loss_n ? L->loss_sum / (double)L->loss_n : NAN;
+    ag_ctx_reset(L->ctx);
+    ag_ctx_set_grad(L->ctx, false);
+    ag_status s = L->c->evaluate(L->c->user, L->ctx, &val, &score, err);
+    ag_ctx_set_grad(L->ctx, true);
+    ag_ctx_reset(L->ctx);
+    if (s) return s;
+    *is_best = isfinite(val) && val < L->st.best_loss;
+    if (*is_best) {
+        L->st.best_loss = val;
+        L->st.best_step = it;
+    }
+    L->loss_sum = 0;
+    L->loss_n = 0;
+    L->r->val_loss = val;
+    L->r->score = score;
+    char tr[32] = "";   /* no step since the last evaluation: no train loss */
+    if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
+    snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
+    if (L->o->log) {
+        fprintf(L->o->log, "step %ld: val loss %.4f | %s %.4f\n", it, val, L->c->score_name ? L->c->score_name : "score",
+                score);
+        fflush(L->o->log);   /* seen at once in a file or a pipe, as the progress lines are */
+    }
+    return AG_OK;
+}
+
+/* A checkpoint of the weights after `it` steps (once per step), metrics.csv's rows flushed first. */
+static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
+{
+    if (L->saved_at == it) return AG_OK;
+    if (L->csv && fflush(L->csv) != 0)
+        return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
+    ag_status s = ag__loop_save(L->o->out_dir, L->c, &L->st, is_best, L->r->ckpt, err);
+    if (s == AG_OK) L->saved_at = it;
+    return s;
+}
+
+/* No room in the time budget for one more step and the evaluation and checkpoint after it. */
+static bool out_of_time(const loop *L)
+{
+    double b = L->o->time_budget_s;
+    return b > 0 && ag_now_s() - L->t0 + 1.5 * L->step_s + L->tail_s > b;
+}
+
+/* The end at step it (the last, the budget's, or a signal's): evaluated (not on a signal) and saved. */
+static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
+{
+    bool best = false;
+    ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
+    if (s == AG_OK && L->csv && strcmp(L->eval_cols, ",,,") != 0) fprintf(L->csv, "%ld,,%s\n", it, L->eval_cols);
+    if (s == AG_OK) s = checkpoint(L, it, best, err);
+    L->r->step = it;
+    return s;
+}
+
+static ag_status run_loop(loop *L, ag_error *err)
+{
+    const ag_train_opts *o = L->o;
+    for (long it = L->st.step;; it++) {
+        if (stop_sig) {
+            L->r->stop_signal = stop_sig;
+            return finish(L, it, false, err);
+        }
+        L->r->out_of_time = it < o->steps && out_of_time(L);
+        if (it >= o->steps || L->r->out_of_time) return finish(L, it, true, err);
+        /* a resume evaluates again where it starts, as the run it continues did (no second save) */
+        if (o->every > 0 && (it > L->r->start || o->resume) && it % o->every == 0) {
+            double t0 = ag_now_s();
+            bool best = false;
+            ag_status s = evaluate(L, it, &best, err);
+            if (s == AG_OK) s = checkpoint(L, it, best, err);
+            if (s) return s;
+            L->tail_s = ag_now_s() - t0;
+        }
+        ag_status s = step(L, it, err);
+        if (s) return s;
+    }
+}
+
+// --- the run ---
+
+/* DIR made (if missing) and locked; the fresh weights, or DIR/latest's; metrics.csv opened. */
+static ag_status open_run(loop *L, ag_error *err)
+{
+    const char *dir = L->o->out_dir;
+    char name[64];
+    ag_error none = {0};
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
+    ag_status s = ag_lock_take(&L->lock, dir, err);
+    if (s) return s;
+    if (L->o->resume) s = ag__loop_load(dir, L->c, &L->st, err);
+    else if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT)
+        s = ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
+                      "choose another directory", dir, dir);
+    if (s) return s;
+    ag__loop_sweep(dir);   /* a killed run's leftovers */
+    if (L->o->resume) ag_ckpt_pointer(dir, AG_CKPT_LATEST, L->r->ckpt, &none);   /* stopped before a new one */
+    L->saved_at = L->o->resume ? L->st.step : -1;
+    L->r->start = L->r->step = L->st.step;
+    if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
+}
+
+/* loss.png and report.md: what a person looks at after the run; neither is worth failing it. */
+static void pictures(loop *L)
+{
+    ag_error e = {0};
+    const ag_loss_plot lp = {.title = L->c->name, .floor = NAN, .with_val = true};
+    if (ag_plot_loss(L->o->out_dir, &lp, &e) && L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
+    ag_error_clear(&e);
+    const char *const pics[] = {"loss.png", NULL};
+    const ag_run_report rep = {.steps = L->r->step - L->r->start, .iter = L->r->step, .wall_s = L->r->wall_s,
+                               .out_of_time = L->r->out_of_time, .train_loss = NAN, .val_loss = L->r->val_loss,
+                               .best_loss = L->st.best_loss, .pictures = pics};
+    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+}
+
+ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err)
+{
+    ag_error own = {0};
+    if (!err) err = &own;
+    loop L = {.c = c, .o = o, .r = r, .saved_at = -1, .t0 = ag_now_s(), .eval_cols = ",,,"};
+    L.st.best_loss = INFINITY;
+    L.st.best_step = -1;
+    ag_rng_seed(&L.st.rng, o->seed);
+    memset(r, 0, sizeof *r);
+    r->loss = r->val_loss = r->score = NAN;
+    struct sigaction old[2];
+    catch_signals(old);
+    if (o->threads > 0) ag_threads_init(o->threads);
+    ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
+    ag_status s = open_run(&L, err);
+    if (s == AG_OK) s = run_loop(&L, err);
+    if (L.csv && fclose(L.csv) != 0 && s == AG_OK)
+        s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
+    r->wall_s = ag_now_s() - L.t0;
+    if (s == AG_OK && !r->stop_signal) pictures(&L);
+    ag_ctx_free(L.ctx);
+    ag_lock_drop(&L.lock);
+    restore_signals(old);
+    return s;
+}

@@ -1,0 +1,243 @@
+/* test_reverse.c -- examples/reverse, the second program on the library's trainer
+ * (ag_train_run, src/train/train.h), run as a child process (proc.h runs $CHAR_LM: this suite
+ * points it at $REVERSE, or build/reverse):
+ *
+ *   learns   300 steps (a few seconds) reach a held-out exact match of 0.5 or more (0.65
+ *            measured), far above chance (about 0.003: only strings of one or two letters can
+ *            be guessed) and above what the same model reaches without the key-padding mask
+ *            (0.09 after 300 steps, 0.07 after 2000: the padded slots hold random letters, so
+ *            without the mask the string's length is lost).
+ *   kill     a run killed by SIGKILL (REVERSE_FAULT, at points inside its checkpoints, and at a
+ *            random instant) resumes with --resume and ends at the same step with exactly the
+ *            weights and optimizer state of a run that was never killed.
+ *   signal   SIGTERM ends a run with a checkpoint and exit 143; a --time-budget ends in time.
+ *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume: one
+ *            line and a non-zero exit. */
+#include <check.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "proc.h"
+#include "tensor/debug.h"   /* ag_now_s */
+
+#define A(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static char root[64];
+
+static void setup(void)
+{
+    const char *bin = getenv("REVERSE");
+    setenv("CHAR_LM", bin && *bin ? bin : "build/reverse", 1);   /* proc.h's binary */
+    strcpy(root, "/tmp/ag_reverse_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void teardown(void) { proc_remove_tree(root); }
+
+/* `reverse args...` in root, expected to exit with code; its result in r (free it). */
+static void run_expect(const char *const *args, int code, const char *const *env, proc_result *r)
+{
+    const proc_opts o = {.env = env, .timeout_s = 600};
+    proc_run(root, args, proc_path(root, "io"), &o, r);
+    ck_assert_msg(r->exited && r->code == code, "reverse %s: %s (expected exit %d); stderr: %s", args[0],
+                  proc_status_str(r), code, r->err);
+}
+
+/* The held-out exact match that `reverse eval --out dir` prints. */
+static double exact_match(const char *dir)
+{
+    proc_result r;
+    run_expect(A("eval", "--out", dir), 0, NULL, &r);
+    const char *at = strstr(r.out, "held-out exact match ");
+    ck_assert_msg(at != NULL, "eval printed no accuracy: %s", r.out);
+    double v = atof(at + strlen("held-out exact match "));
+    proc_result_free(&r);
+    return v;
+}
+
+START_TEST(learns)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "a", "--steps", "300", "--every", "100"), 0, NULL, &r);
+    proc_result_free(&r);
+    double acc = exact_match(proc_path(root, "a"));
+    ck_assert_msg(acc >= 0.5, "held-out exact match %.4f after 300 steps: it should be >= 0.5 (chance is about "
+                  "0.003; without the key-padding mask the model stays under 0.1)", acc);
+    struct stat sb;
+    ck_assert_msg(stat(proc_path(root, "a/metrics.csv"), &sb) == 0 && stat(proc_path(root, "a/best"), &sb) == 0,
+                  "metrics.csv or best missing");
+}
+END_TEST
+
+/* The two files of dir's latest checkpoint are those of the same files under ref. */
+static void assert_same_ckpt(const char *dir_in, const char *ref_in)
+{
+    const char *files[] = {"model.safetensors", "state.safetensors"};
+    char dir[1024], ref[1024];   /* proc_path's buffers rotate */
+    snprintf(dir, sizeof dir, "%s", dir_in);
+    snprintf(ref, sizeof ref, "%s", ref_in);
+    for (int i = 0; i < 2; i++) {
+        char a[4200], b[4200];
+        snprintf(a, sizeof a, "%s/%s", proc_ckpt(dir), files[i]);
+        snprintf(b, sizeof b, "%s/%s", proc_ckpt(ref), files[i]);
+        size_t na, nb;
+        char *x = proc_read_file(a, &na), *y = proc_read_file(b, &nb);
+        ck_assert_msg(x && y && na == nb && memcmp(x, y, na) == 0, "%s differs from the unbroken run's %s", a, b);
+        free(x);
+        free(y);
+    }
+}
+
+/* The ckpt-N directories in dir. */
+static int count_ckpts(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) n += strncmp(e->d_name, "ckpt-", 5) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
+#define KILL_RUN "--steps", "40", "--every", "10"
+
+/* Killed at the k-th fault point (REVERSE_FAULT=k: inside a checkpoint's writes and renames),
+ * then resumed: the same end as the unbroken run "ref". */
+START_TEST(fault_then_resume)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "ref", KILL_RUN), 0, NULL, &r);
+    proc_result_free(&r);
+    const char *points[] = {"REVERSE_FAULT=14", "REVERSE_FAULT=33", "REVERSE_FAULT=rename"};
+    for (int i = 0; i < 3; i++) {
+        char dir[16];
+        snprintf(dir, sizeof dir, "k%d", i);
+        const proc_opts o = {.env = A(points[i]), .timeout_s = 600};
+        proc_run(root, A("train", "--out", dir, KILL_RUN), proc_path(root, "io"), &o, &r);
+        ck_assert_msg(r.signaled && r.sig == SIGKILL, "%s: %s, not killed", points[i], proc_status_str(&r));
+        proc_result_free(&r);
+        struct stat sb;   /* killed before the first checkpoint's commit: nothing to resume, a fresh run */
+        bool has = stat(proc_path(proc_path(root, dir), "latest"), &sb) == 0;
+        run_expect(has ? A("train", "--out", dir, KILL_RUN, "--resume") : A("train", "--out", dir, KILL_RUN), 0, NULL,
+                   &r);
+        ck_assert_msg(strstr(r.out, "done at step 40") != NULL, "%s: resumed run did not end at 40: %s", points[i],
+                      r.out);
+        proc_result_free(&r);
+        assert_same_ckpt(proc_path(root, dir), proc_path(root, "ref"));
+        char at[1024];   /* proc_find_tmp turns proc_path's buffers */
+        snprintf(at, sizeof at, "%s/%s", root, dir);
+        const char *left = proc_find_tmp(at);
+        ck_assert_msg(left == NULL, "%s: a leftover %s", points[i], left);
+        ck_assert_int_eq(count_ckpts(at), count_ckpts(proc_path(root, "ref")));
+    }
+}
+END_TEST
+
+/* Started in the background; sig sent once its first checkpoint exists and some random
+ * milliseconds more. */
+static pid_t start_and_signal(const char *dir, const char *const *args, int sig)
+{
+    pid_t pid = proc_start(root, args, proc_path(root, "bg"), NULL);
+    double t0 = ag_now_s();
+    struct stat sb;
+    while (stat(proc_path(root, dir), &sb) != 0 || stat(proc_path(proc_path(root, dir), "latest"), &sb) != 0) {
+        ck_assert_msg(ag_now_s() - t0 < 300 && proc_running(pid), "no checkpoint appeared");
+        usleep(10000);
+    }
+    srand((unsigned)time(NULL));
+    usleep((useconds_t)(rand() % 300) * 1000);
+    kill(pid, sig);
+    return pid;
+}
+
+START_TEST(kill9_at_random_then_resume)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "ref", "--steps", "120", "--every", "5"), 0, NULL, &r);
+    proc_result_free(&r);
+    pid_t pid = start_and_signal("k", A("train", "--out", "k", "--steps", "120", "--every", "5"), SIGKILL);
+    proc_wait(pid, proc_path(root, "bg"), NULL, &r);
+    proc_result_free(&r);
+    run_expect(A("train", "--out", "k", "--steps", "120", "--every", "5", "--resume"), 0, NULL, &r);
+    ck_assert_msg(strstr(r.out, "done at step 120") != NULL, "resumed run did not end at 120: %s", r.out);
+    proc_result_free(&r);
+    assert_same_ckpt(proc_path(root, "k"), proc_path(root, "ref"));
+}
+END_TEST
+
+START_TEST(sigterm_checkpoints)
+{
+    pid_t pid = start_and_signal("s", A("train", "--out", "s", "--steps", "1000000", "--every", "20"), SIGTERM);
+    proc_result r;
+    proc_wait(pid, proc_path(root, "bg"), NULL, &r);
+    ck_assert_msg(r.exited && r.code == 143, "SIGTERM: %s (expected exit 143); %s", proc_status_str(&r), r.err);
+    const char *at = strstr(r.out, "stopped at step ");
+    ck_assert_msg(at != NULL, "no 'stopped at step' line: %s", r.out);
+    long step = atol(at + strlen("stopped at step "));
+    char want[64];
+    snprintf(want, sizeof want, "ckpt-%08ld", step);
+    ck_assert_msg(strstr(proc_ckpt(proc_path(root, "s")), want) != NULL, "latest is %s, not %s",
+                  proc_ckpt(proc_path(root, "s")), want);
+    proc_result_free(&r);
+}
+END_TEST
+
+START_TEST(time_budget)
+{
+    double t0 = ag_now_s();
+    proc_result r;
+    run_expect(A("train", "--out", "b", "--steps", "1000000", "--every", "50", "--time-budget", "3"), 0, NULL, &r);
+    double took = ag_now_s() - t0;
+    ck_assert_msg(strstr(r.out, "out of time at step ") != NULL, "no 'out of time' line: %s", r.out);
+    ck_assert_msg(took < 3 + 3, "a budget of 3 s took %.1f s", took);   /* startup and a loaded machine */
+    proc_result_free(&r);
+    struct stat sb;
+    ck_assert_int_eq(stat(proc_path(root, "b/latest"), &sb), 0);
+}
+END_TEST
+
+START_TEST(bad_inputs)
+{
+    const struct { const char *const *args; int code; const char *says; } cases[] = {
+        {A("train"), 2, "--out DIR is required"},
+        {A("fly", "--out", "x"), 2, "the command is train or eval"},
+        {A("train", "--out", "x", "--steps", "ten"), 2, "bad argument '--steps'"},
+        {A("train", "--out", "x", "--steps"), 2, "(it needs a value)"},
+        {A("eval", "--out", "none"), 1, "cannot open"},
+        {A("train", "--out", "x", "--resume"), 1, "has no checkpoint to resume"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        proc_result r;
+        run_expect(cases[i].args, cases[i].code, NULL, &r);
+        ck_assert_msg(strstr(r.err, cases[i].says) && strncmp(r.err, "reverse: ", 9) == 0,
+                      "case %zu: stderr '%s' does not say '%s'", i, r.err, cases[i].says);
+        proc_result_free(&r);
+    }
+    proc_result r;
+    run_expect(A("train", "--out", "y", "--steps", "2"), 0, NULL, &r);
+    proc_result_free(&r);
+    run_expect(A("train", "--out", "y", "--steps", "2"), 1, NULL, &r);   /* a second fresh run over it */
+    ck_assert_msg(strstr(r.err, "holds a run already") && proc_lines(r.err) == 1, "stderr: %s", r.err);
+    proc_result_free(&r);
+}
+END_TEST
+
+Suite *reverse_suite(void)
+{
+    Suite *s = suite_create("reverse");
+    TCase *tc = tcase_create("reverse");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, learns);
+    tcase_add_test(tc, fault_then_resume);
+    tcase_add_test(tc, kill9_at_random_then_resume);
+    tcase_add_test(tc, sigterm_checkpoints);
+    tcase_add_test(tc, time_budget);
+    tcase_add_test(tc, bad_inputs);
+    suite_add_tcase(s, tc);
+    return s;
+}

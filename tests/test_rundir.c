@@ -1641,6 +1641,48 @@ START_TEST(test_shards_memory)
 }
 END_TEST
 
+/* writes text into dir/rel, making the directories on the way */
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    for (char *p = path + strlen(dir) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    proc_write_file(path, text, strlen(text));
+}
+
+/* M2 under a batch system or in a container: the memory a train may take is its cgroup's limit
+ * where that is below the machine's (Slurm confines a job so; the machine's figure let such a job
+ * reach the OOM killer). The lowest limit on the cgroup's path counts, v2 and v1, and one missing
+ * from a container's view (its path is the host's) is skipped. */
+START_TEST(test_cgroup_limit)
+{
+    const char *cg = fresh_dir("cgroup");
+    put(cg, "memory.max", "max\n");   /* v2 */
+    put(cg, "job/memory.max", "4000000000\n");
+    put(cg, "job/step/memory.max", "max\n");
+    put(cg, "memory/memory.limit_in_bytes", "9223372036854771712\n");   /* v1: no limit */
+    put(cg, "memory/x/memory.limit_in_bytes", "2000000000\n");
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "0::/job/step\n"), 4e9);
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "0::/\n"), 0);
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "9:name=systemd:/\n4:memory:/x/y/z\n1:cpu:/\n0::/\n"), 2e9);
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "5:cpu,memory:/x"), 2e9);
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "5:memoryless:/x\n6:cpu:/x\n"), 0);
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "4:memory:/x\n0::/job/step\n"), 2e9);   /* both: the lower */
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "4:memory:/process_api/abc\n"), 0);   /* none on its path */
+    put(cg, "memory/memory.limit_in_bytes", "3000000000\n");   /* a container's own limit at its root */
+    ck_assert_double_eq(lm_cgroup_bytes(cg, "4:memory:/process_api/abc\n"), 3e9);
+    ck_assert_double_eq(lm_cgroup_bytes(cg, ""), 0);
+    char what[64];
+    double have = lm_machine_bytes(what);
+    ck_assert(have > 0 && have <= (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE));
+    ck_assert_msg(strstr(what, " GB"), "%s", what);
+}
+END_TEST
+
 /* --threads 1024: the default shards are capped at the machine's cores and the windows, with a
  * note; it used to make 1024 shards (3.5 GB and 57 s for two steps of baby). */
 START_TEST(test_threads_cap_shards)
@@ -1744,6 +1786,7 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_attn_memory);
     tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
     tcase_add_test(tc, test_shards_memory);
+    tcase_add_test(tc, test_cgroup_limit);
     tcase_add_test(tc, test_iterations_mixed_named);
     tcase_add_test(tc, test_kill_during_removal);
     tcase_add_test(tc, test_first_commit_orphan);

@@ -196,17 +196,16 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
                          "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
     }
     int n = asked ? asked : default_shards(R, micro);
-    double have = lm_machine_bytes();
+    char room[64], need[24];
+    double have = lm_machine_bytes(room);
     int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
-    char need[24];
     lm_bytes_str(lm_train_bytes(&c->model, c->batch_size, n, local_ranks(R)), need);
     if (fit < n && asked)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
-                         "a gradient buffer of the model's size), more than this machine's %.1f GB; at most %d fit",
-                         asked, n, need, have / 1e9, fit);
+                         "a gradient buffer of the model's size), more than %s; at most %d fit", asked, n, need, room,
+                         fit);
     if (fit < n)
-        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than this machine's %.1f GB", fit,
-                    n, n, need, have / 1e9);
+        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n, need, room);
     R->learn.n_shards = fit;
     return AG_OK;
 }

@@ -96,7 +96,7 @@ static const char usage_train[] =
     "  --init-from DIR        start a new run from another checkpoint's weights and vocabulary\n"
     "  --threads N            threads (default: 2, or the number of cores if fewer, and 1 while\n"
     "                         that is faster: a busy machine; under mpirun with several ranks: 1\n"
-    "                         per rank)\n"
+    "                         per rank); alone, at most the cores (more only wait, with a warning)\n"
     "  --shards N             split each step's windows into N shards, each run whole on a thread of\n"
     "                         its own (default: the threads, at least 2, at most the cores, fewer\n"
     "                         when they do not fit in memory; with dropout: 1; under mpirun each\n"

@@ -84,6 +84,19 @@ static void set_threads(int threads)
     ag_threads_init(threads);
 }
 
+/* train's --threads N alone: at most the machine's cores, with a warning. More threads than
+ * cores only wait for each other at every parallel loop (issue 35: baby with --threads 1024
+ * took 50 s for two steps on 2 cores, 9 s with 2). Ranks keep what they were given: each
+ * compares it with the others' (train_agree.c), and hosts may differ. */
+static int capped_threads(int asked, const ag_dist *d)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (asked <= cores || cores < 1 || ag_dist_size(d) > 1) return asked;
+    fprintf(stderr, "char_lm: warning: --threads %d is more than this machine's %ld cores: %ld threads (more would "
+            "only wait for each other)\n", asked, cores, cores);
+    return (int)cores;
+}
+
 /* mpirun binds each rank to one core unless told otherwise (np <= 2), and then a rank's threads
  * share that core: the layout of one rank per host with a thread per core needs
  * --map-by ppr:1:node:PE=T or --bind-to none (docs/distributed.md). Rank 0 says so. */
@@ -406,7 +419,7 @@ static int cmd_train(const lm_train_args *a)
         return fail_once(AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
-    set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
+    set_threads(a->threads ? capped_threads(a->threads, d) : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     warn_bound(d, ag_threads());
     catch_stop_signals(true, a->checkpoint_signal);
     lm_train_opts o = train_opts(a);

@@ -8,7 +8,8 @@
  *     alone under mpirun -np 1 writes char_lm's very files;
  *   - TCP: (2,2) over TCP only (--mca btl self,tcp, as between hosts);
  *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's); build/char_lm
- *     (no MPI) under mpirun: exit 2;
+ *     (no MPI) under mpirun: exit 2; an error the ranks meet in their own setup (the memory, the
+ *     text, the config) one line, "rank R: " where only rank R met it (issue 35 L4);
  *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
  *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
  *     (which sends SIGTERM to every rank) the same, resumed by three ranks; SIGUSR1 to mpirun

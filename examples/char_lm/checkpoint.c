@@ -419,10 +419,72 @@ int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, doubl
     return n < 1 ? 1 : n;
 }
 
-double lm_machine_bytes(void)
+/* The lowest limit in file `name` of dir and each directory above it down to top (a file that
+ * is missing, "max", or 2^62 and more: no limit); 0 when none. dir is cut as it goes. */
+static double lowest_limit(const char *top, char *dir, const char *name)
+{
+    double low = 0;
+    for (;;) {
+        char path[PATHLEN], text[64], *end = NULL;
+        FILE *f = snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path ? fopen(path, "r") : NULL;
+        double v = f && fgets(text, sizeof text, f) ? strtod(text, &end) : 0;
+        if (f) fclose(f);
+        if (end && end != text && v > 0 && v < 0x1p62 && (low == 0 || v < low)) low = v;
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) < strlen(top)) return low;
+        *slash = '\0';
+    }
+}
+
+/* One line of /proc/self/cgroup, "ID:CONTROLLERS:PATH" (v2: "0::PATH"): the hierarchy that holds
+ * the memory controller ("/memory" under the cgroup filesystem for v1, "" for v2) and its path
+ * (at most n bytes); false for another controller's line. */
+static bool memory_line(const char *line, size_t len, const char **sub, char *path, size_t n)
+{
+    const char *c1 = memchr(line, ':', len), *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+    if (!c2) return false;
+    bool v2 = c2 == c1 + 1, v1 = false;
+    for (const char *m = c1 + 1; m + 6 <= c2; m++)   /* "memory" as one of the controllers */
+        v1 |= strncmp(m, "memory", 6) == 0 && (m == c1 + 1 || m[-1] == ',') && (m + 6 == c2 || m[6] == ',');
+    int k = (int)(line + len - (c2 + 1));
+    if ((!v1 && !v2) || snprintf(path, n, "%.*s", k, c2 + 1) >= (int)n) return false;
+    *sub = v1 ? "/memory" : "";
+    return true;
+}
+
+double lm_cgroup_bytes(const char *root, const char *self)
+{
+    double low = 0;
+    for (const char *line = self; line && *line;) {
+        const char *nl = strchr(line, '\n'), *sub;
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char path[PATHLEN], top[PATHLEN], dir[2 * PATHLEN];
+        if (memory_line(line, len, &sub, path, sizeof path)) {
+            snprintf(top, sizeof top, "%s%s", root, sub);
+            snprintf(dir, sizeof dir, "%s%s", top, path);
+            size_t end = strlen(dir);
+            while (end > strlen(top) && dir[end - 1] == '/') dir[--end] = '\0';   /* "0::/": top itself */
+            double v = lowest_limit(top, dir, *sub ? "memory.limit_in_bytes" : "memory.max");
+            if (v > 0 && (low == 0 || v < low)) low = v;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return low;
+}
+
+double lm_machine_bytes(char *what)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    char self[4096] = "";   /* /proc/self/cgroup: a line per hierarchy, a dozen at most */
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f) self[fread(self, 1, sizeof self - 1, f)] = '\0', fclose(f);
+    double limit = lm_cgroup_bytes("/sys/fs/cgroup", self);
+    bool cgroup = limit > 0 && (have <= 0 || limit < have);
+    if (cgroup) have = limit;
+    if (what) snprintf(what, 64, "%s %.1f GB", cgroup ? "the memory limit of this process's cgroup," : "this machine's",
+                       have / 1e9);
+    return have;
 }
 
 const char *lm_bytes_str(double bytes, char *buf)
@@ -434,12 +496,12 @@ const char *lm_bytes_str(double bytes, char *buf)
 
 ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err)
 {
-    double have = lm_machine_bytes();
+    char room[64], need[24];
+    double have = lm_machine_bytes(room);
     if (have <= 0 || bytes <= have) return AG_OK;   /* unknown: nothing to compare with */
-    char need[24];
     return ag_seterr(err, AG_ERR_ARG, "%s: block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d) needs about "
-                     "%s of memory for one step, more than this machine's %.1f GB; refused before allocating",
-                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, lm_bytes_str(bytes, need), have / 1e9);
+                     "%s of memory for one step, more than %s; refused before allocating",
+                     what, m->block_size, m->n_layer, m->n_head, m->n_embd, B, lm_bytes_str(bytes, need), room);
 }
 
 /* model.safetensors of the checkpoint directory where (already resolved). */

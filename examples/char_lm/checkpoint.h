@@ -171,8 +171,16 @@ double lm_sample_bytes(const ag_gpt_config *m);
 double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
 /* The most shards, 1 to want, whose lm_train_bytes fit in have bytes (1 when none do). */
 int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
-/* This machine's physical memory in bytes; 0 when unknown. */
-double lm_machine_bytes(void);
+/* The memory this process may take, in bytes: the machine's physical memory, or its cgroup's
+ * limit where lower (a container; a batch job: Slurm confines each job to its memory request that
+ * way); 0 when unknown. what [64] (unless NULL) gets it for a message: "this machine's 25.3 GB",
+ * "the memory limit of this process's cgroup, 4.0 GB". */
+double lm_machine_bytes(char *what);
+/* The lowest memory limit of this process's cgroups, 0 when none: self is /proc/self/cgroup's
+ * text, root the cgroup filesystem (/sys/fs/cgroup); v2's memory.max and v1's
+ * memory/.../memory.limit_in_bytes are read in the process's cgroup and each one above it ("max",
+ * or 2^62 and more, is no limit; a directory missing from a container's view is skipped). */
+double lm_cgroup_bytes(const char *root, const char *self);
 /* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
 const char *lm_bytes_str(double bytes, char *buf);
 /* AG_ERR_ARG (a config this machine cannot run: exit 2, issue 35), with the figures, when bytes

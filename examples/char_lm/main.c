@@ -84,6 +84,19 @@ static void set_threads(int threads)
     ag_threads_init(threads);
 }
 
+/* train's --threads N alone: at most the machine's cores, with a warning. More threads than
+ * cores only wait for each other at every parallel loop (issue 35: baby with --threads 1024
+ * took 50 s for two steps on 2 cores, 9 s with 2). Ranks keep what they were given: each
+ * compares it with the others' (train_agree.c), and hosts may differ. */
+static int capped_threads(int asked, const ag_dist *d)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (asked <= cores || cores < 1 || ag_dist_size(d) > 1) return asked;
+    fprintf(stderr, "char_lm: warning: --threads %d is more than this machine's %ld cores: %ld threads (more would "
+            "only wait for each other)\n", asked, cores, cores);
+    return (int)cores;
+}
+
 /* mpirun binds each rank to one core unless told otherwise (np <= 2), and then a rank's threads
  * share that core: the layout of one rank per host with a thread per core needs
  * --map-by ppr:1:node:PE=T or --bind-to none (docs/distributed.md). Rank 0 says so. */
@@ -340,29 +353,32 @@ static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, co
     return fail(s, &mine);
 }
 
-/* This process is a rank other than 0 of a job its launcher started (mpirun, srun): before MPI
- * is joined (the command line) only the launcher's word says so. Such a rank leaves the
- * message of an error every rank meets alike to rank 0: one line, not N. */
-static bool not_first_rank(void)
+/* This process's rank in a job its launcher started (mpirun, srun), or -1: before MPI is joined
+ * (the command line) only the launcher's word says so. */
+static int launcher_rank(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *r = getenv(vars[i]);
-        if (r && *r) return atoi(r) != 0;
+        if (r && *r) return atoi(r);
     }
-    return false;
+    return -1;
 }
 
-/* fail(), said by rank 0 alone under a launcher (the same error on every rank). The other
- * ranks wait before leaving: mpirun ends the job at the first rank that exits non-zero, and if
- * that were not rank 0 it could be killed before its line is written (seen in make test). Rank
- * 0's exit ends the wait; the 5 s bound is for a rank 0 that somehow went on. */
+/* fail(), said by rank 0 alone under a launcher when every rank meets the error alike (the same
+ * command line). The other ranks wait before leaving: mpirun ends the job at the first rank that
+ * exits non-zero, and if that were not rank 0 it could be killed before its line is written
+ * (seen in make test). Rank 0's exit ends the wait; a rank still there after 5 s has an error
+ * rank 0 did not meet (its own flags, mpirun's "-np 1 A : -np 1 B" form), and says it. */
 static int fail_once(ag_status s, const ag_error *e)
 {
-    if (!not_first_rank()) return fail(s, e);
+    int rank = launcher_rank();
+    if (rank <= 0) return fail(s, e);
     struct timespec wait = {5, 0};
     while (nanosleep(&wait, &wait) == -1 && errno == EINTR) {}
-    return s == AG_ERR_ARG ? 2 : 1;
+    ag_error mine = {0};
+    ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
+    return fail(s, &mine);
 }
 
 /* build/char_lm started by mpirun -np N would be N separate runs writing one directory */
@@ -403,7 +419,7 @@ static int cmd_train(const lm_train_args *a)
         return fail_once(AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
-    set_threads(a->threads ? a->threads : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
+    set_threads(a->threads ? capped_threads(a->threads, d) : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
     warn_bound(d, ag_threads());
     catch_stop_signals(true, a->checkpoint_signal);
     lm_train_opts o = train_opts(a);

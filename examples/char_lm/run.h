@@ -152,6 +152,11 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err);
  * that no other rank reads the run directory (its weights and moments follow in
  * lm_ddp_share_start). Alone: mine, as it is. */
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
+/* Several ranks: each rank's own setup (its text, the config's checks, the model) went as mine
+ * (its message in why); every rank gets every outcome, and a failure anywhere is every rank's
+ * (ctl.shared): rank 0 says it once, "rank R: " before a message that is not its own. Alone:
+ * mine, as it is. */
+ag_status lm_run_share_outcome(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
 
 /* Several ranks: every rank compares what it holds (the config, the parameter count, the
  * vocabulary, the text, --grad-accum, the shards, --threads, where the run starts) with every

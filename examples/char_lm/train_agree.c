@@ -1,7 +1,8 @@
-/* train_agree.c -- before the first step of a run on several ranks, three exchanges (run.h):
+/* train_agree.c -- before the first step of a run on several ranks, four exchanges (run.h):
  * the build each rank runs (lm_run_handshake, a fixed-size record, first of all), rank 0's
  * opening of the run directory and its checkpoint sent to the others (lm_run_share_start: only
- * rank 0 locks and reads the directory), and what each rank holds (lm_run_agree), so that a
+ * rank 0 locks and reads the directory), how each rank's own setup went (lm_run_share_outcome:
+ * an error said once, not once per rank) and what each rank holds (lm_run_agree), so that a
  * rank started with another build, --data or flag stops the job at once with a message that
  * names the difference, instead of corrupting a broadcast sized by its own model or training
  * another run unnoticed.
@@ -27,9 +28,10 @@
 #define LM_VERSION "unversioned"   /* the Makefile gives its VERSION */
 #endif
 /* The collectives a run makes before its first step, in order (the handshake, rank 0's
- * outcome and checkpoint, the digests, the weights): raised whenever they change, so that
- * builds that would send each other other things meet only at the handshake. */
-#define LM_PROTOCOL 2
+ * outcome and checkpoint, each rank's setup outcome, the digests, the weights): raised whenever
+ * they change, so that builds that would send each other other things meet only at the
+ * handshake. */
+#define LM_PROTOCOL 3
 
 // --- the handshake: one build on every rank ---
 
@@ -289,4 +291,45 @@ ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_
     }
     free(s);
     return st;
+}
+
+// --- each rank's own setup: its outcome, to all ---
+
+/* What a rank sends after its own setup: AG_OK or its error, and the message. */
+typedef struct {
+    int32_t status;
+    char msg[sizeof ((ag_error *)0)->msg];
+} lm_outcome;
+
+/* The error of the ranks' outcomes all [N], or AG_OK: the lowest failed rank's, "rank R: "
+ * unless it is rank 0, then each other rank's whose message differs ("; rank 2: ...") */
+static ag_status tell_outcome(const lm_outcome *all, int N, ag_error *err)
+{
+    int first = 0;
+    while (first < N && all[first].status == AG_OK) first++;
+    if (first == N) return AG_OK;
+    char msg[sizeof err->msg];
+    size_t len = 0;
+    if (first > 0) append(msg, sizeof msg, &len, "rank %d: ", first);
+    append(msg, sizeof msg, &len, "%s", all[first].msg);
+    for (int r = first + 1; r < N; r++)
+        if (all[r].status != AG_OK && strcmp(all[r].msg, all[first].msg) != 0)
+            append(msg, sizeof msg, &len, "; rank %d: %s", r, all[r].msg);
+    return ag_seterr(err, (ag_status)all[first].status, "%s", msg);
+}
+
+ag_status lm_run_share_outcome(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
+{
+    int N = ag_dist_size(R->o->dist);
+    if (N == 1) return mine ? ag_seterr(err, mine, "%s", why->msg) : AG_OK;
+    lm_outcome me = {.status = mine}, *all = calloc((size_t)N, sizeof me);
+    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (mine) snprintf(me.msg, sizeof me.msg, "%s", why->msg);
+    ag_error lost = {0};
+    ag_status s = ag_dist_allgather(R->o->dist, &me, all, sizeof me, &lost);
+    if (s == AG_OK) R->ctl.shared = (s = tell_outcome(all, N, err)) != AG_OK;   /* every rank decides alike */
+    else if (mine) s = ag_seterr(err, mine, "%s", why->msg);   /* its own, said as "rank R: " (main.c) */
+    else ag_seterr(err, s, "%s", lost.msg);
+    free(all);
+    return s;
 }

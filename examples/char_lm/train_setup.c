@@ -196,17 +196,16 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
                          "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
     }
     int n = asked ? asked : default_shards(R, micro);
-    double have = lm_machine_bytes();
+    char room[64], need[24];
+    double have = lm_machine_bytes(room);
     int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
-    char need[24];
     lm_bytes_str(lm_train_bytes(&c->model, c->batch_size, n, local_ranks(R)), need);
     if (fit < n && asked)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
-                         "a gradient buffer of the model's size), more than this machine's %.1f GB; at most %d fit",
-                         asked, n, need, have / 1e9, fit);
+                         "a gradient buffer of the model's size), more than %s; at most %d fit", asked, n, need, room,
+                         fit);
     if (fit < n)
-        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than this machine's %.1f GB", fit,
-                    n, n, need, have / 1e9);
+        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n, need, room);
     R->learn.n_shards = fit;
     return AG_OK;
 }
@@ -293,16 +292,14 @@ static ag_status open_run(lm_run *R, ag_error *err)
     return o->resume || o->init_from ? read_checkpoint(R, err) : AG_OK;
 }
 
-ag_status lm_run_setup(lm_run *R, ag_error *err)
+/* This rank's own setup after rank 0 opened the run: the text (and a checkpoint's config merged
+ * with the flags), the config's checks, the memory, the shards, the split, the model, where the
+ * run stands and the buffers. A stop signal (one process alone) ends it early with AG_OK. */
+static ag_status prepare(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_data *D = &R->data;
     ag_status s;
-    if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
-    if ((s = lm_run_handshake(R, err))) return s;   /* several ranks: one build on all */
-    ag_error why = {0};
-    ag_status mine = ag_dist_rank(o->dist) == 0 ? open_run(R, &why) : AG_OK;
-    if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
@@ -328,7 +325,22 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
     R->rep.tty = o->log && (o->progress == LM_PROGRESS_TTY || (o->progress == LM_PROGRESS_AUTO &&
                                                                ag_dist_size(o->dist) == 1 && isatty(fileno(o->log))));
-    if ((s = alloc_buffers(R, err))) return s;
+    return alloc_buffers(R, err);
+}
+
+ag_status lm_run_setup(lm_run *R, ag_error *err)
+{
+    const lm_train_opts *o = R->o;
+    ag_status s;
+    if (o->resume && o->init_from) return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other");
+    if ((s = lm_run_handshake(R, err))) return s;   /* several ranks: one build on all */
+    ag_error why = {0};
+    ag_status mine = ag_dist_rank(o->dist) == 0 ? open_run(R, &why) : AG_OK;
+    if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
+    ag_error_clear(&why);
+    mine = prepare(R, &why);
+    if ((s = lm_run_share_outcome(R, mine, &why, err))) return s;   /* an error anywhere: said once */
+    if (!R->learn.shards) return AG_OK;   /* a stop signal ended prepare (one process alone) */
     return start_ddp(R, err);
 }
 

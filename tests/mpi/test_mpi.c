@@ -8,7 +8,8 @@
  *     alone under mpirun -np 1 writes char_lm's very files;
  *   - TCP: (2,2) over TCP only (--mca btl self,tcp, as between hosts);
  *   - a batch that N*K does not divide: exit 2 and one error line (rank 0's); build/char_lm
- *     (no MPI) under mpirun: exit 2;
+ *     (no MPI) under mpirun: exit 2; an error the ranks meet in their own setup (the memory, the
+ *     text, the config) one line, "rank R: " where only rank R met it (issue 35 L4);
  *   - stop: SIGINT to one rank alone stops every rank at the same step (exit 130), rank 0 writes
  *     the checkpoint, and a single process resumes it as if never interrupted; SIGTERM to mpirun
  *     (which sends SIGTERM to every rank) the same, resumed by three ranks; SIGUSR1 to mpirun
@@ -309,6 +310,50 @@ START_TEST(test_batch_must_divide)
     assert_one_error(&r, "--lr");
     proc_result_free(&r);
     ck_assert(access(proc_path(root, "nompi"), F_OK) != 0);
+}
+END_TEST
+
+/* mpirun -np 3 of char_lm_mpi with argv after "train --out io" and RUN_FLAGS (the flags after
+ * them win): exit `code` with exactly one error line holding want, within 15 s */
+static void assert_said_once(const char *io, int code, const char *want, const char *const *argv)
+{
+    const char *words[48] = {MPIRUN, "-np", "3", "char_lm_mpi", "train", "--out", io, RUN_FLAGS};
+    int n = 0;
+    while (words[n]) n++;
+    for (int i = 0; argv[i] && n < 47; i++) words[n++] = argv[i];
+    words[n] = NULL;
+    double t0 = ag_now_s();
+    proc_result r;
+    finish(start(io, words), io, &r);
+    ck_assert_msg(r.exited && r.code == code, "%s: %s, expected %d\n%s", io, proc_status_str(&r), code, r.err);
+    ck_assert_msg(ag_now_s() - t0 < 15, "%s: %.1f s", io, ag_now_s() - t0);
+    assert_one_error(&r, want);
+    proc_result_free(&r);
+}
+
+/* An error each rank meets in its own setup (the text, the config's memory): said once, by rank
+ * 0, with "rank R" only where a rank's differs (issue 35 L4: three ranks printed it three times) */
+START_TEST(test_setup_error_said_once)
+{
+    assert_said_once("mem", 2, "needs about", A("--data", "corpus.txt", "--n-layer", "256", "--n-embd", "4096",
+                                                 "--block-size", "4096"));
+    assert_said_once("nodata", 1, "missing.txt: cannot open", A("--data", "missing.txt"));
+    assert_said_once("validate", 2, "--n-head", A("--data", "corpus.txt", "--n-head", "5"));
+    proc_result r;   /* rank 1 alone lacks its text: named, the others silent */
+    finish(start("rank1", A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "rank1",
+                            RUN_FLAGS, ":", "-np", "1", "char_lm_mpi", "train", "--data", "missing.txt", "--out",
+                            "rank1", RUN_FLAGS)), "rank1", &r);
+    ck_assert_msg(r.exited && r.code == 1, "%s\n%s", proc_status_str(&r), r.err);
+    assert_one_error(&r, "rank 2: missing.txt: cannot open");
+    proc_result_free(&r);
+    /* rank 1 alone has a bad flag (rank 0 never meets it): said by rank 1, not lost */
+    finish(start("flag1", A(MPIRUN, "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "flag1",
+                            RUN_FLAGS, ":", "-np", "1", "char_lm_mpi", "train", "--data", "corpus.txt", "--out",
+                            "flag1", RUN_FLAGS, "--n-head", "5")), "flag1", &r);
+    ck_assert_msg(r.exited && r.code == 2, "%s\n%s", proc_status_str(&r), r.err);
+    assert_one_error(&r, "rank 1: --n-head 5 does not divide");
+    proc_result_free(&r);
+    ck_assert(access(proc_path(root, "mem"), F_OK) != 0 && access(proc_path(root, "rank1"), F_OK) != 0);
 }
 END_TEST
 
@@ -718,6 +763,7 @@ static Suite *mpi_suite(void)
     ADD(tc, test_tcp_only);
     ADD(tc, test_shards_per_rank);
     ADD(tc, test_batch_must_divide);
+    ADD(tc, test_setup_error_said_once);
     ADD(tc, test_sigint_to_one_rank);
     ADD(tc, test_sigterm_to_mpirun);
     ADD(tc, test_sigusr1_to_mpirun);

@@ -1486,6 +1486,25 @@ static void spoil_best(const char *run, int k)
     }
 }
 
+/* A reader given --from best with run/best spoiled (before any train mends it) reads ckpt-30,
+ * the best the train state names, with a one-line warning. It used to refuse (exit 1) or read
+ * the checkpoint a wrong name named. */
+static void reads_best(const char *dir, const char *what)
+{
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    char *want = run_ok(dir, A("eval", "--ckpt", "run/ckpt-00000030", "--data", "corpus.txt"), &o, 0);
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/read", dir);
+    proc_run(dir, A("eval", "--ckpt", "run", "--from", "best", "--data", "corpus.txt"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0 && strcmp(r.out, want) == 0 && proc_lines(r.err) == 1 &&
+                  strstr(r.err, "char_lm: warning: ") && strstr(r.err, "reading ckpt-00000030"),
+                  "%s: eval --from best: %s\nstdout: %s (ckpt-30: %s)\nstderr: %s", what, proc_status_str(&r), r.out,
+                  want, r.err);
+    proc_result_free(&r);
+    free(want);
+}
+
 /* H1: a missing or hostile best never costs the run its best checkpoint: the next train, even
  * a --resume with nothing to do, finds it from the train state (best_iter), names it in best
  * again with a one-line warning, and `sample --from best` reads it. It used to remove ckpt-30
@@ -1497,6 +1516,7 @@ START_TEST(test_hostile_best)
     const char *dir = best_behind_live(name, run);
     spoil_best(run, _i);
     proc_result r;
+    reads_best(dir, hostile_best[_i]);
     resume_to(dir, "32", &r);
     const char *warn = strstr(r.err, "char_lm: warning: ");
     ck_assert_msg(warn && strstr(warn, "best") && strstr(warn, "ckpt-00000030"), "%s: stderr: %s",

@@ -481,12 +481,13 @@ START_TEST(test_clean)
     ck_assert_int_eq(rmdir(proc_path(ck, "ckpt-00000006")), 0);
     const char *leftovers[] = {"ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
                                "ckpt-00000012-b.tmp.4242/", "latest.tmp.123", "best.tmp.9", "metrics.csv.tmp.55",
-                               "loss.png.tmp.8", "dynamics.png.tmp.321", "dynamics.csv.tmp.4", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
+                               "loss.png.tmp.8", "dynamics.png.tmp.321", "dynamics.csv.tmp.4", "report.md.tmp.77",
+                               "lr_find.png.tmp.6", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
                                "train_state.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
                             "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a", "ckpt-00000009/",
                             "ckpt-00000009/model.safetensors", "ckpt-00000001", "ckpt-00000005", "ckpt-00000003"};
-    plant(ck, leftovers, 9);
+    plant(ck, leftovers, 11);
     plant(ck, theirs, 8);
     char note[8192];
     lm_ckpt_clean(ck, 0, left, sizeof left, note, sizeof note);

@@ -195,13 +195,14 @@ static void mend_best(const char *dir, const char *live, const char *want, char 
     }
 }
 
-/* The known files of a run directory whose "<name>.tmp.<pid>" a killed run may leave. */
+/* The known files of a run directory whose "<name>.tmp.<pid>" a killed run may leave (every
+ * picture, script and table a train or --lr-find writes there, and the report). */
 static bool our_tmp_file(const char *nm)
 {
     static const char *const names[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png",
                                         "loss.gp", "attn.png", "attn.gp", "dynamics.csv", "dynamics.png",
                                         "dynamics.gp", "activations.csv", "activations.png",
-                                        "activations.gp", NULL};
+                                        "activations.gp", "report.md", "lr_find.png", "lr_find.gp", NULL};
     for (int i = 0; names[i]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&

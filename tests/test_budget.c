@@ -612,14 +612,16 @@ static char *train_logged(lm_train_opts *o, lm_train_result *r)
 /* M1 (issue 35): evaluations far longer than the budget (200 batches a split, 50 ms each: 20 s
  * an evaluation, against a 3 s budget). Iteration 0's evaluation is bounded before anything is
  * timed, the later ones keep its batch count, the final one takes what is left, and the run ends
- * inside its budget, saying so. It used to evaluate whole at iteration 0 and at the end: 40 s. */
+ * inside its budget, saying so. It used to evaluate whole at iteration 0 and at the end: 40 s.
+ * With 200 ms batches (_i 1) one batch fills the first evaluation's share: "1 batch a split",
+ * never "1 batches" (L5, a loaded machine's wording). */
 START_TEST(test_evaluations_bounded)
 {
-    const char *run = proc_path(dir, "evals");
+    const char *run = proc_path(dir, _i ? "onebatch" : "evals");
     lm_config c = budgeted(BUDGET_S);
     c.eval_iters = 200;
     c.eval_interval = 50;
-    hook_state h = {.step_s = 0.01, .batch_s = 0.05};
+    hook_state h = {.step_s = 0.01, .batch_s = _i ? 0.2 : 0.05};
     lm_train_opts o = opts(run, c);
     simulate(&o, &h);
     lm_train_result r;
@@ -627,6 +629,7 @@ START_TEST(test_evaluations_bounded)
     ck_assert_msg(h.now <= BUDGET_S, "ended at %.3f s of %g\n%s", h.now, BUDGET_S, log);
     ck_assert_msg(r.iter > 0 && strstr(log, "batches") && strstr(log, "of 200"), "iter %ld\n%s", r.iter, log);
     ck_assert_int_eq(saved_iter(run), r.iter);
+    ck_assert_msg(!_i || (strstr(log, ": 1 batch a split from here on") && !strstr(log, " 1 batches")), "%s", log);
     free(log);
 }
 END_TEST
@@ -734,7 +737,7 @@ Suite *budget_suite(void)
     tcase_add_test(run, test_late_speedup_lengthens_the_count);
     tcase_add_test(run, test_slowdown_stops_at_the_deadline);
     tcase_add_test(run, test_max_iters_first);
-    tcase_add_test(run, test_evaluations_bounded);
+    tcase_add_loop_test(run, test_evaluations_bounded, 0, 2);
     tcase_add_test(run, test_budget_too_short);
     tcase_add_test(run, test_pause_while_timing);
     tcase_add_test(run, test_recipe_picked_and_resumed);

@@ -364,6 +364,8 @@ typedef struct {
     double batch_s;               /* an evaluation batch's time on the simulated clock */
     long pause_iter;              /* the step before which the process is stopped for pause_s (0: none) */
     double pause_s;
+    double setup_s;               /* the setup's time (reading the text): the clock's second reading jumps */
+    int reads;                    /*   by it (the first is lm_train's start) */
     volatile sig_atomic_t stop;
 } hook_state;
 
@@ -378,7 +380,12 @@ static void hook(long it, ag_gpt *g, void *user)
 
 static void batch_hook(void *user) { ((hook_state *)user)->now += ((hook_state *)user)->batch_s; }
 
-static double sim_clock(void *user) { return ((hook_state *)user)->now; }
+static double sim_clock(void *user)
+{
+    hook_state *h = user;
+    if (h->setup_s > 0 && ++h->reads == 2) h->now += h->setup_s;
+    return h->now;
+}
 
 /* o, its budget read on h's simulated clock */
 static void simulate(lm_train_opts *o, hook_state *h)
@@ -634,6 +641,24 @@ START_TEST(test_evaluations_bounded)
 }
 END_TEST
 
+/* M1: a setup (reading the text: 100 MB took 10 s on a loaded machine) longer than the budget
+ * ends the run within a MiB of the load, with one line and nothing written. It used to train to
+ * iteration 0 and write a checkpoint after the whole load: a 1 s budget took 10.4 s. */
+START_TEST(test_setup_past_the_budget)
+{
+    const char *run = proc_path(dir, "slowload");
+    hook_state h = {.step_s = 0.01, .setup_s = 2 * BUDGET_S};
+    lm_train_opts o = opts(run, budgeted(BUDGET_S));
+    simulate(&o, &h);
+    lm_train_result r;
+    ag_error e = {0};
+    ag_status s = lm_train(&o, &r, &e);
+    ck_assert_msg(s == AG_ERR_ARG && strstr(e.msg, "ran out while reading") && !strchr(e.msg, '\n'), "%s: %s",
+                  ag_status_str(s), e.msg);
+    ck_assert_msg(!lm_ckpt_exists(run), "a checkpoint was written");
+}
+END_TEST
+
 /* An evaluation batch longer than the budget leaves no room for a step: the run says so in one
  * line after its first evaluation and ends there, inside the budget, with its checkpoint. */
 START_TEST(test_budget_too_short)
@@ -743,6 +768,7 @@ Suite *budget_suite(void)
     tcase_add_test(run, test_max_iters_first);
     tcase_add_loop_test(run, test_evaluations_bounded, 0, 2);
     tcase_add_test(run, test_budget_too_short);
+    tcase_add_test(run, test_setup_past_the_budget);
     tcase_add_test(run, test_pause_while_timing);
     tcase_add_test(run, test_recipe_picked_and_resumed);
     suite_add_tcase(s, run);

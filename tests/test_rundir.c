@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "alloc_count.h"
@@ -504,6 +505,30 @@ START_TEST(test_clean)
     lm_model_free(&m);
     ag_gpt_free(g);
     ag_corpus_free(&c);
+}
+END_TEST
+
+/* L2 (issue 35): a picture's temporary file that a killed process left ("x.png.tmp.<pid>", that
+ * pid gone) is removed when the picture is drawn again, wherever it is (attn --out too, where no
+ * train cleans); a live process's, another picture's and a name not ours stay. */
+START_TEST(test_stale_pictures)
+{
+    const char *dir = fresh_dir("stale");
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) _exit(0);
+    ck_assert_int_eq(waitpid(child, NULL, 0), child);   /* a pid that is gone */
+    char dead[64], other[64];
+    snprintf(dead, sizeof dead, "x.png.tmp.%ld", (long)child);
+    snprintf(other, sizeof other, "y.png.tmp.%ld", (long)child);
+    const char *stay[] = {"x.png.tmp.1", other, "x.png.tmp.12ab"};   /* pid 1 is alive */
+    plant(dir, (const char *const[]){dead}, 1);
+    plant(dir, stay, 3);
+    proc_write_file(proc_path(dir, "x.gp"), "exit\n", 5);
+    ag_error e = {0};
+    (void)ag_plot_run(dir, "x.gp", "x.png", &e);   /* drawn or not (no gnuplot): the leftover goes first */
+    ck_assert_msg(!exists(dir, dead), "%s was left", dead);
+    for (int i = 0; i < 3; i++) ck_assert_msg(exists(dir, stay[i]), "%s was removed", stay[i]);
 }
 END_TEST
 
@@ -1735,6 +1760,7 @@ Suite *rundir_suite(void)
     tc = new_case(s, "layout", 0);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_clean);
+    tcase_add_test(tc, test_stale_pictures);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);

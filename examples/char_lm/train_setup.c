@@ -44,12 +44,14 @@ static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const
 /* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
 static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
 
-/* --time-budget (one process) ran out during the setup: it counts from lm_train's start. */
+/* --time-budget (one process) ran out during the setup, which it counts from lm_train's start.
+ * Not when the recipe's probe before it already took it all (a machine that slow, or under
+ * ASan): that run ends at iteration 0 as before, the probe's line saying how slow a step is. */
 static bool setup_late(const lm_run *R)
 {
-    double budget = R->cfg.time_budget;
-    return budget > 0 && ag_dist_size(R->o->dist) <= 1 &&
-           lm_budget_now(R->o) - R->ctl.budget.t0 + R->o->budget_spent > budget;
+    double budget = R->cfg.time_budget, spent = R->o->budget_spent;
+    return budget > 0 && spent < budget && ag_dist_size(R->o->dist) <= 1 &&
+           lm_budget_now(R->o) - R->ctl.budget.t0 + spent > budget;
 }
 
 /* The text's load ends within a MiB of the budget's end too (issue 35, M1: 100 MB on a loaded
@@ -62,7 +64,7 @@ static ag_status check_setup_time(const lm_run *R, ag_error *err)
     if (!setup_late(R)) return AG_OK;
     char d[32];
     lm_format_duration(d, sizeof d, R->cfg.time_budget);
-    return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s): nothing trained or "
+    return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s used): nothing trained or "
                      "written; give a longer --time-budget", d, R->o->data_path,
                      lm_budget_now(R->o) - R->ctl.budget.t0 + R->o->budget_spent);
 }

@@ -115,6 +115,8 @@ START_TEST(test_unit_pointer_and_remove)
     ck_assert(ag_ckpt_name_ok("ckpt-00000012-b") && !ag_ckpt_name_ok("ckpt-00000012/..") && !ag_ckpt_name_ok("x"));
     proc_write_file(proc_path(root, AG_CKPT_BEST), "../../etc\n", 10);
     ck_assert_int_eq(ag_ckpt_pointer(root, AG_CKPT_BEST, name, &err), AG_ERR_FORMAT);
+    proc_write_file(proc_path(root, AG_CKPT_BEST), "ckpt-00000012\0junk\n", 19);   /* a NUL: not one line */
+    ck_assert_int_eq(ag_ckpt_pointer(root, AG_CKPT_BEST, name, &err), AG_ERR_FORMAT);
     const char *ck = proc_path(root, "ckpt-00000012");
     ck_assert_int_eq(mkdir(ck, 0755), 0);
     proc_write_file(proc_path(ck, "w.safetensors"), "x", 1);

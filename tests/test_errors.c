@@ -71,7 +71,7 @@ typedef enum {
     P_LOCK_LINK,       /* ckpt/train.lock is a symbolic link to ../victim */
     P_VOCAB_LONG,      /* model: config's vocab_size 2, far less than the vocab array's length */
     P_LATEST_LOST,     /* ckpt/latest removed: its checkpoints left without it */
-    P_NO_BEST,         /* ckpt/best removed (a run directory older than best checkpoints) */
+    P_NO_BEST,         /* ckpt/best and ckpt/latest removed: no best, and no train state to find it from */
     P_TWO_RUNS,        /* ckpt/latest removed, and other's checkpoint copied in as ckpt/ckpt-00000001 */
 } prep_kind;
 
@@ -348,7 +348,7 @@ static const err_case cases[] = {
      "ckpt-00000002, ckpt-00000000)", 0},
     {"--resume: latest lost, checkpoints of two runs", P_TWO_RUNS, NULL, RESUME("--max-iters", "4"), 2,
      "ckpt has no latest and holds the checkpoints of several runs: ckpt-00000002 (iteration 2, run ", 0},
-    {"sample --from best without a best", P_NO_BEST, NULL, A("sample", "--ckpt", "ckpt", "--from", "best"), 1,
+    {"sample --from best without a best or a latest", P_NO_BEST, NULL, A("sample", "--ckpt", "ckpt", "--from", "best"), 1,
      "ckpt has no best checkpoint (ckpt/best is missing", 0},
     {"sample --from a bad value", P_NONE, NULL, A("sample", "--ckpt", "ckpt", "--from", "newest"), 2,
      "--from must be latest or best (got 'newest')", 0},
@@ -550,7 +550,10 @@ static bool prepare_around(const char *dir, prep_kind prep)
         ck_assert_int_eq(symlink("../victim", proc_path(dir, "ckpt/train.lock")), 0);
         break;
     case P_LATEST_LOST: ck_assert_int_eq(unlink(proc_path(dir, "ckpt/latest")), 0); break;
-    case P_NO_BEST: ck_assert_int_eq(unlink(proc_path(dir, "ckpt/best")), 0); break;
+    case P_NO_BEST:   /* with a latest, its train state names the best (issue 35: test_rundir's hostile_best) */
+        ck_assert_int_eq(unlink(proc_path(dir, "ckpt/best")), 0);
+        ck_assert_int_eq(unlink(proc_path(dir, "ckpt/latest")), 0);
+        break;
     case P_TWO_RUNS: {
         char from[PATH_MAX];
         snprintf(from, sizeof from, "%s", proc_ckpt(proc_path(dir, "other")));

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "alloc_count.h"
@@ -481,12 +482,13 @@ START_TEST(test_clean)
     ck_assert_int_eq(rmdir(proc_path(ck, "ckpt-00000006")), 0);
     const char *leftovers[] = {"ckpt-00000010.tmp/", "ckpt-00000010.tmp/model.safetensors.tmp.77",
                                "ckpt-00000012-b.tmp.4242/", "latest.tmp.123", "best.tmp.9", "metrics.csv.tmp.55",
-                               "loss.png.tmp.8", "dynamics.png.tmp.321", "dynamics.csv.tmp.4", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
+                               "loss.png.tmp.8", "dynamics.png.tmp.321", "dynamics.csv.tmp.4", "report.md.tmp.77",
+                               "lr_find.png.tmp.6", "ckpt-00000002", "ckpt-00000004", "model.safetensors",
                                "train_state.safetensors"};
     const char *theirs[] = {"ckpt-mine/", "ckpt-mine/model.safetensors", "notes.txt", "model.safetensors.bak",
                             "ckpt-00000011.tmp.x", "metrics.csv.tmp.5a", "ckpt-00000009/",
                             "ckpt-00000009/model.safetensors", "ckpt-00000001", "ckpt-00000005", "ckpt-00000003"};
-    plant(ck, leftovers, 9);
+    plant(ck, leftovers, 11);
     plant(ck, theirs, 8);
     char note[8192];
     lm_ckpt_clean(ck, 0, left, sizeof left, note, sizeof note);
@@ -503,6 +505,30 @@ START_TEST(test_clean)
     lm_model_free(&m);
     ag_gpt_free(g);
     ag_corpus_free(&c);
+}
+END_TEST
+
+/* L2 (issue 35): a picture's temporary file that a killed process left ("x.png.tmp.<pid>", that
+ * pid gone) is removed when the picture is drawn again, wherever it is (attn --out too, where no
+ * train cleans); a live process's, another picture's and a name not ours stay. */
+START_TEST(test_stale_pictures)
+{
+    const char *dir = fresh_dir("stale");
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) _exit(0);
+    ck_assert_int_eq(waitpid(child, NULL, 0), child);   /* a pid that is gone */
+    char dead[64], other[64];
+    snprintf(dead, sizeof dead, "x.png.tmp.%ld", (long)child);
+    snprintf(other, sizeof other, "y.png.tmp.%ld", (long)child);
+    const char *stay[] = {"x.png.tmp.1", other, "x.png.tmp.12ab"};   /* pid 1 is alive */
+    plant(dir, (const char *const[]){dead}, 1);
+    plant(dir, stay, 3);
+    proc_write_file(proc_path(dir, "x.gp"), "exit\n", 5);
+    ag_error e = {0};
+    (void)ag_plot_run(dir, "x.gp", "x.png", &e);   /* drawn or not (no gnuplot): the leftover goes first */
+    ck_assert_msg(!exists(dir, dead), "%s was left", dead);
+    for (int i = 0; i < 3; i++) ck_assert_msg(exists(dir, stay[i]), "%s was removed", stay[i]);
 }
 END_TEST
 
@@ -1486,6 +1512,25 @@ static void spoil_best(const char *run, int k)
     }
 }
 
+/* A reader given --from best with run/best spoiled (before any train mends it) reads ckpt-30,
+ * the best the train state names, with a one-line warning. It used to refuse (exit 1) or read
+ * the checkpoint a wrong name named. */
+static void reads_best(const char *dir, const char *what)
+{
+    proc_opts o = {.no_wrap = true, .env = no_plots};
+    char *want = run_ok(dir, A("eval", "--ckpt", "run/ckpt-00000030", "--data", "corpus.txt"), &o, 0);
+    proc_result r;
+    char io[PATH_MAX];
+    snprintf(io, sizeof io, "%s/read", dir);
+    proc_run(dir, A("eval", "--ckpt", "run", "--from", "best", "--data", "corpus.txt"), io, &o, &r);
+    ck_assert_msg(r.exited && r.code == 0 && strcmp(r.out, want) == 0 && proc_lines(r.err) == 1 &&
+                  strstr(r.err, "char_lm: warning: ") && strstr(r.err, "reading ckpt-00000030"),
+                  "%s: eval --from best: %s\nstdout: %s (ckpt-30: %s)\nstderr: %s", what, proc_status_str(&r), r.out,
+                  want, r.err);
+    proc_result_free(&r);
+    free(want);
+}
+
 /* H1: a missing or hostile best never costs the run its best checkpoint: the next train, even
  * a --resume with nothing to do, finds it from the train state (best_iter), names it in best
  * again with a one-line warning, and `sample --from best` reads it. It used to remove ckpt-30
@@ -1497,6 +1542,7 @@ START_TEST(test_hostile_best)
     const char *dir = best_behind_live(name, run);
     spoil_best(run, _i);
     proc_result r;
+    reads_best(dir, hostile_best[_i]);
     resume_to(dir, "32", &r);
     const char *warn = strstr(r.err, "char_lm: warning: ");
     ck_assert_msg(warn && strstr(warn, "best") && strstr(warn, "ckpt-00000030"), "%s: stderr: %s",
@@ -1764,6 +1810,7 @@ Suite *rundir_suite(void)
     tc = new_case(s, "layout", 0);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_clean);
+    tcase_add_test(tc, test_stale_pictures);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);

@@ -142,11 +142,26 @@ static ag_status no_latest(const char *dir, char *buf, size_t n, ag_error *err)
                      "whole one live again, or give --ckpt %s/<one of them>", dir, LM_LATEST, found, dir);
 }
 
-ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, ag_error *err)
+/* DIR/best for a reader: the run's best found from the train state, as the next train names it
+ * again (issue 35); its path in buf [n], what was wrong with DIR/best in note [nn]. */
+static bool best_from_state(const char *dir, char *buf, size_t n, char *note, size_t nn)
+{
+    char name[64], why[96];
+    if (!lm_ckpt_run_best(dir, name, why) || !ag_path_join(buf, n, dir, name)) return false;
+    if (note && why[0])
+        snprintf(note, nn, "%s/%s %s: reading %s, the run's best evaluation (from the train state); the next train "
+                 "writes %s/%s again", dir, LM_BEST, why, name, dir, LM_BEST);
+    return true;
+}
+
+ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, char *note, size_t nn,
+                             ag_error *err)
 {
     char name[64];
     ag_error why = {0};
     bool best = strcmp(which, LM_BEST) == 0;
+    if (note) note[0] = '\0';
+    if (best && best_from_state(dir, buf, n, note, nn)) return AG_OK;
     if (ag_ckpt_pointer(dir, which, name, &why)) {
         bool none = why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR);
         if (none && best)
@@ -172,7 +187,7 @@ void lm_ckpt_remove(const char *dir, const char *name)
 
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
 {
-    return lm_ckpt_resolve_as(dir, LM_LATEST, buf, n, err);
+    return lm_ckpt_resolve_as(dir, LM_LATEST, buf, n, NULL, 0, err);
 }
 
 bool lm_ckpt_exists(const char *dir)
@@ -532,11 +547,13 @@ ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_e
     memset(m, 0, sizeof *m);
     for (int attempt = 0;; attempt++) {
         ag_error why = {0};
-        ag_status st = lm_ckpt_resolve_as(dir, which, where, sizeof where, &why);
+        char note[sizeof m->note];
+        ag_status st = lm_ckpt_resolve_as(dir, which, where, sizeof where, note, sizeof note, &why);
         if (st == AG_OK) st = load_model_from(where, m, &why);
+        if (st == AG_OK) snprintf(m->note, sizeof m->note, "%s", note);
         ag_error ignored = {0};
-        if (st == AG_OK || attempt == 4 || lm_ckpt_resolve_as(dir, which, again, sizeof again, &ignored) ||
-            strcmp(where, again) == 0)
+        if (st == AG_OK || attempt == 4 ||
+            lm_ckpt_resolve_as(dir, which, again, sizeof again, NULL, 0, &ignored) || strcmp(where, again) == 0)
             return st ? ag_seterr(err, st, "%s", why.msg) : AG_OK;
     }
 }

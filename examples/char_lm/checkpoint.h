@@ -65,6 +65,8 @@ typedef struct {
     ag_gpt *g;
     long iter;          /* "iter" of model.safetensors */
     uint64_t run_id;    /* "run_id" of model.safetensors; 0 in checkpoints older than it */
+    char note[640];     /* what the loader found wrong and read around (a bad DIR/best), for a
+                           warning; "" when nothing */
 } lm_model;
 
 /* Where a run stands; with the weights and the moments it is all a resume needs. */
@@ -100,8 +102,12 @@ typedef struct {
  * latest, a DIR that holds ckpt-N directories is an error naming them, and one that holds
  * nothing says so (never just "cannot open"). */
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
-/* The same for DIR/<which>: LM_LATEST, or LM_BEST (whose absence is an error). */
-ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, ag_error *err);
+/* The same for DIR/<which>: LM_LATEST, or LM_BEST. The best is the one the live train state
+ * names (lm_ckpt_run_best, issue 35), whatever DIR/best holds: a best missing, spoiled (garbage,
+ * a FIFO, a link, a directory) or naming another is said in note [nn] ("" otherwise; note may
+ * be NULL). Without a best known from the train state, DIR/best alone, its absence an error. */
+ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, char *note, size_t nn,
+                             ag_error *err);
 /* (DIR/latest and DIR/best themselves, and the names they hold: ag_ckpt_pointer, ag_ckpt_point,
  * ag_ckpt_name_ok in train/train.h.) */
 /* DIR holds a checkpoint: a latest, a model.safetensors of the older layout, or a ckpt-N. */
@@ -133,6 +139,12 @@ int lm_ckpt_list(const char *dir, char *buf, size_t n);
  * that names nothing and no best known: removed. Anything else stays, named in left [n] ("" if
  * none) for a warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
 void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *note, size_t nn);
+/* The run's best checkpoint as lm_ckpt_clean finds it (the live train state's best_iter, else
+ * the lowest saved evaluation), its name in name [64]; what is wrong with DIR/best in why [96]
+ * ("was missing", "named ckpt-..., not the best"; "" when it names that one, or lags as a kill
+ * between the two commits leaves it). false when there is no live checkpoint or no best known.
+ * Reads only. */
+bool lm_ckpt_run_best(const char *dir, char *name, char *why);
 /* DIR has no latest but holds whole checkpoints: latest := the newest of them, when all are of
  * one run (what was done in note [n], else ""); AG_ERR_ARG naming them when they are of
  * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */

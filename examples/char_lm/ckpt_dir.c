@@ -124,6 +124,24 @@ static bool best_is_bad(const char *dir, char *why)
     return true;
 }
 
+bool lm_ckpt_run_best(const char *dir, char *name, char *why)
+{
+    ckpt_name live, best, lowest, *names;
+    lm_ckpt_id lid = {.best_iter = -1};
+    ag_error ignored = {0};
+    name[0] = why[0] = '\0';
+    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) || !identify(dir, live, &lid)) return false;
+    int k = ckpt_dirs(dir, &names);
+    find_best(dir, &lid, names, k, name, lowest);
+    free(names);
+    if (!name[0] || best_is_bad(dir, why)) return name[0] != '\0';
+    ag_error_clear(&ignored);
+    bool named = ag_ckpt_pointer(dir, LM_BEST, best, &ignored) == AG_OK;
+    bool lag = named && strcmp(name, live) == 0 && identify_ok(dir, best);   /* as point_best: no news */
+    if (named && strcmp(best, name) != 0 && !lag) snprintf(why, 96, "named %s, not the best", best);
+    return true;
+}
+
 /* A directory planted at DIR/best (no file can replace it) removed when empty, else moved aside, to DIR/best.aside.<pid>,
  * its name in aside [PATHLEN] ("" when nothing was moved): nothing of the user's is removed. */
 static void move_best_aside(const char *dir, char *aside)
@@ -177,13 +195,14 @@ static void mend_best(const char *dir, const char *live, const char *want, char 
     }
 }
 
-/* The known files of a run directory whose "<name>.tmp.<pid>" a killed run may leave. */
+/* The known files of a run directory whose "<name>.tmp.<pid>" a killed run may leave (every
+ * picture, script and table a train or --lr-find writes there, and the report). */
 static bool our_tmp_file(const char *nm)
 {
     static const char *const names[] = {LM_LATEST, LM_BEST, LM_MODEL_FILE, LM_STATE_FILE, "metrics.csv", "loss.png",
                                         "loss.gp", "attn.png", "attn.gp", "dynamics.csv", "dynamics.png",
                                         "dynamics.gp", "activations.csv", "activations.png",
-                                        "activations.gp", NULL};
+                                        "activations.gp", "report.md", "lr_find.png", "lr_find.gp", NULL};
     for (int i = 0; names[i]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(nm, names[i], n) == 0 && strncmp(nm + n, ".tmp.", 5) == 0 && nm[n + 5] &&

@@ -482,6 +482,14 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
     return s;
 }
 
+/* The model --ckpt and --from name, and a warning for what the loader read around (a bad best). */
+static ag_status load_to_read(const char *dir, const char *from, lm_model *m, ag_error *e)
+{
+    ag_status s = lm_model_load_as(dir, from, m, e);
+    if (s == AG_OK && m->note[0]) fprintf(stderr, "char_lm: warning: %s\n", m->note);
+    return s;
+}
+
 static int cmd_sample(const lm_sample_args *a)
 {
     lm_trace_set_graph(a->trace.graph);
@@ -489,7 +497,7 @@ static int cmd_sample(const lm_sample_args *a)
     catch_stop_signals(false, 0);
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
+    ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     s = lm_check_memory(lm_sample_bytes(&m.g->cfg), &m.g->cfg, 1, "sample", &e);
     if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
@@ -518,7 +526,7 @@ static int cmd_eval(const lm_eval_args *a)
     set_threads(0);
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
+    ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     s = lm_check_memory(lm_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), &m.g->cfg, LM_EVAL_BATCH, "eval", &e);
     if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
@@ -542,7 +550,7 @@ static int cmd_attn(const lm_attn_args *a)
     catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (train/train.h) */
     ag_error e = {0};
     lm_model m;
-    ag_status s = lm_model_load_as(a->ckpt, a->from, &m, &e);
+    ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
     lm_attn_head *heads = NULL;   /* [H] */

@@ -335,7 +335,7 @@ void lm_budget_eval_done(lm_run *R, long it, bool last, long done)
     if (!last && b->eval_s < 0) {
         b->eval_batches = done;
         lm_log_line(R, "time budget: an evaluation of %ld batches a split does not fit in %.0f%% of the budget: %ld "
-                    "batches a split from here on", want, 100 * EVAL0_SHARE, done);
+                    "batch%s a split from here on", want, 100 * EVAL0_SHARE, done, done == 1 ? "" : "es");
     } else {
         lm_log_line(R, "time budget: the %sevaluation at iteration %ld on %ld of %ld batches a split (the time left)",
                     last ? "final " : "", it, done, want);

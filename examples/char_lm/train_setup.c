@@ -44,6 +44,31 @@ static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const
 /* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
 static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
 
+/* --time-budget (one process) ran out during the setup, which it counts from lm_train's start.
+ * Not when the recipe's probe before it already took it all (a machine that slow, or under
+ * ASan): that run ends at iteration 0 as before, the probe's line saying how slow a step is. */
+static bool setup_late(const lm_run *R)
+{
+    double budget = R->cfg.time_budget, spent = R->o->budget_spent;
+    return budget > 0 && spent < budget && ag_dist_size(R->o->dist) <= 1 &&
+           lm_budget_now(R->o) - R->ctl.budget.t0 + spent > budget;
+}
+
+/* The text's load ends within a MiB of the budget's end too (issue 35, M1: 100 MB on a loaded
+ * machine took a 1 s budget 10 s). */
+static bool stop_reading(void *R) { return lm_run_signal_seen(R) || setup_late(R); }
+
+/* After the text's load: AG_ERR_ARG when it took the whole budget, nothing trained or written. */
+static ag_status check_setup_time(const lm_run *R, ag_error *err)
+{
+    if (!setup_late(R)) return AG_OK;
+    char d[32];
+    lm_format_duration(d, sizeof d, R->cfg.time_budget);
+    return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s used): nothing trained or "
+                     "written; give a longer --time-budget", d, R->o->data_path,
+                     lm_budget_now(R->o) - R->ctl.budget.t0 + R->o->budget_spent);
+}
+
 /* --resume, --init-from (rank 0, or one process): the checkpoint's model, and with --resume
  * Adam's moments and where the run stood, read one right after the other under the lock. */
 static ag_status read_checkpoint(lm_run *R, ag_error *err)
@@ -71,7 +96,7 @@ static ag_status load_checkpoint(lm_run *R, ag_error *err)
     ag_status s;
     if ((s = merge_config(R, &m->cfg, o->resume, dir, err))) return s;
     if (m->g) m->g->cfg.dropout = R->cfg.model.dropout;   /* the other ranks build theirs later */
-    ag_corpus_opts co = {.vocab = &m->vocab, .stop = stop_loading, .user = R};
+    ag_corpus_opts co = {.vocab = &m->vocab, .stop = stop_reading, .user = R};
     if ((s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why)))
         return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
     return AG_OK;
@@ -83,7 +108,7 @@ static ag_status load_text(lm_run *R, ag_error *err)
 {
     R->cfg = R->o->cfg;
     ag_corpus *text = &R->data.text;
-    ag_status s = ag_corpus_load_with(R->o->data_path, &(ag_corpus_opts){.stop = stop_loading, .user = R}, text, err);
+    ag_status s = ag_corpus_load_with(R->o->data_path, &(ag_corpus_opts){.stop = stop_reading, .user = R}, text, err);
     if (s == AG_OK) R->cfg.model.vocab_size = text->vocab.V;
     return s;
 }
@@ -302,6 +327,7 @@ static ag_status prepare(lm_run *R, ag_error *err)
     ag_status s;
     if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
+    if ((s = check_setup_time(R, err))) return s;
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
     int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
     if ((s = lm_check_memory(lm_train_bytes(&R->cfg.model, B, 1, local_ranks(R)), &R->cfg.model, B, "train", err)) ||

@@ -41,8 +41,9 @@ ag_status ag_ckpt_pointer(const char *dir, const char *which, char *name, ag_err
         return ag_seterr(err, AG_ERR_FORMAT, "%s: not a regular file", path);
     }
     name[n] = '\0';
+    bool nul = strlen(name) != (size_t)n;   /* "ckpt-00000030\0junk" is not one line */
     if (n > 0 && name[n - 1] == '\n') name[n - 1] = '\0';
-    if (!ag_ckpt_name_ok(name)) {
+    if (nul || !ag_ckpt_name_ok(name)) {
         errno = EINVAL;
         return ag_seterr(err, AG_ERR_FORMAT, "%s: does not name a checkpoint (it should hold one line like "
                          "ckpt-00000100)", path);

@@ -14,6 +14,7 @@
  * dies after ag_plot_timeout() seconds; every wait for it looks at the child every 10 ms and
  * kills the group when that time is up, or PLOT_GRACE_S after a stop signal (ag_plot_set_stop),
  * so that the signal is answered within a second. Either is an AG_ERR_IO that says so. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -39,6 +40,25 @@ static ag_status picture_paths(const char *dir, const char *png, char *path, cha
     return AG_OK;
 }
 
+/* The temporary pictures of png in dir that a killed run left ("png.tmp.<pid>", that process
+ * gone), removed before a new one is drawn (issue 35, L2): also where no train cleans, as attn's
+ * --out. One of a live process (another drawing it now) stays. */
+static void remove_stale(const char *dir, const char *png)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t n = strlen(png);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *nm = e->d_name, *digits = nm + n + 5;
+        if (strncmp(nm, png, n) != 0 || strncmp(nm + n, ".tmp.", 5) != 0 || !*digits || strlen(digits) > 9 ||
+            strspn(digits, "0123456789") != strlen(digits))
+            continue;
+        pid_t pid = (pid_t)strtol(digits, NULL, 10);
+        if (pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), nm, 0);
+    }
+    closedir(d);
+}
+
 /* "out='NAME'" for gnuplot -e: NAME as a single-quoted gnuplot string ('' is a quote). */
 static bool out_assignment(char *buf, size_t n, const char *name)
 {
@@ -60,6 +80,7 @@ static ag_status start_gnuplot(const char *dir, const char *script, const char *
     char path[PLOT_PATH], tmp[PLOT_PATH], assign[2 * PLOT_PATH];
     ag_status s = picture_paths(dir, png, path, tmp, err);
     if (s) return s;
+    remove_stale(dir, png);
     FILE *fp = ag_file_create(path, tmp, sizeof tmp, err);
     if (!fp) return AG_ERR_IO;
     fclose(fp);

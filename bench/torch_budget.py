@@ -48,6 +48,8 @@ p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 p.add_argument("--blas-threads", type=int, default=2, help="OpenBLAS threads")
 p.add_argument("--seed", type=int, default=1337)
 p.add_argument("--data", type=str, default="data/tinyshakespeare.txt")
+p.add_argument("--device", type=str, default="cpu",
+               help="cpu, or cuda for a sweep by steps (--max-iters N, a --time-budget that never binds); fp32")
 args = p.parse_args()
 
 # before torch (and with it OpenBLAS / libgomp) is loaded
@@ -119,7 +121,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         B, T = idx.shape
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T)))
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
         for blk in self.blocks:
             x = blk(x)
         logits = self.lm_head(self.ln_f(x))
@@ -161,8 +163,8 @@ def train(model, opt, train_ids, t0):
         for g in opt.param_groups:
             g["lr"] = lr_at(it, n)
         ix = torch.randint(len(train_ids) - T, (B,), generator=gen).tolist()
-        x = torch.stack([train_ids[i:i + T] for i in ix])
-        y = torch.stack([train_ids[i + 1:i + 1 + T] for i in ix])
+        x = torch.stack([train_ids[i:i + T] for i in ix]).to(args.device)
+        y = torch.stack([train_ids[i + 1:i + 1 + T] for i in ix]).to(args.device)
         loss = model(x, y) / (B * T)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -186,8 +188,8 @@ def whole_split_loss(model, ids):
     tot, cnt = 0.0, 0
     for k in range(0, len(starts), 32):
         s = starts[k:k + 32]
-        x = torch.stack([ids[i:i + T] for i in s])
-        y = torch.stack([ids[i + 1:i + 1 + T] for i in s])
+        x = torch.stack([ids[i:i + T] for i in s]).to(args.device)
+        y = torch.stack([ids[i + 1:i + 1 + T] for i in s]).to(args.device)
         tot += model(x, y).item()
         cnt += len(s) * T
     return tot / cnt
@@ -203,7 +205,8 @@ def main():
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
     n_train = int(0.9 * len(data))
     t0 = time.perf_counter()   # the budget starts here
-    model = GPT(len(chars), args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False   # fp32, as attograd
+    model = GPT(len(chars), args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout).to(args.device)
     decay = [p_ for p_ in model.parameters() if p_.dim() == 2]
     no_decay = [p_ for p_ in model.parameters() if p_.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -214,7 +217,8 @@ def main():
     print(json.dumps({"iters": iters, "train_s": round(train_s, 2),
                       "tokens_per_s": round(iters * args.batch_size * args.block_size / train_s, 1),
                       "out_of_time": out_of_time, "val_loss_whole": round(val, 4), "train_loss_last": round(last, 4),
-                      "threads": args.threads, "blas_threads": args.blas_threads, "torch": torch.__version__}),
+                      "threads": args.threads, "blas_threads": args.blas_threads, "torch": torch.__version__,
+                      "device": args.device}),
           flush=True)
 
 

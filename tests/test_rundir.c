@@ -109,37 +109,13 @@ static char *run_ok(const char *dir, const char *const *args, const proc_opts *o
     return out;
 }
 
-/* metrics.csv without its last column (tokens/s, a timing) */
-static char *metrics_losses(const char *dir)
-{
-    size_t n;
-    char *b = proc_read_file(proc_path(dir, "metrics.csv"), &n);
-    ck_assert_msg(b != NULL, "%s/metrics.csv missing", dir);
-    char *out = malloc(n + 1);
-    ck_assert_ptr_nonnull(out);
-    size_t k = 0;
-    for (char *line = b; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        size_t keep = len;
-        while (keep > 0 && line[keep - 1] != ',') keep--;
-        memcpy(out + k, line, keep);
-        k += keep;
-        out[k++] = '\n';
-        line += len + (nl != NULL);
-    }
-    out[k] = '\0';
-    free(b);
-    return out;
-}
-
 /* The run in a ended exactly as the run in b: the same losses, the same checkpoint files (the
  * run identities aside), latest's; and the same best checkpoint (its train state binds its
  * weights by model_hash; the model file holds the config, whose max_iters the run that saved
  * it may have had another of). */
 static void assert_same_run(const char *a, const char *b, const char *what)
 {
-    char *ma = metrics_losses(a), *mb = metrics_losses(b);
+    char *ma = proc_metrics_losses(a), *mb = proc_metrics_losses(b);
     ck_assert_msg(strcmp(ma, mb) == 0, "%s: losses differ:\n%s\nvs the uninterrupted run:\n%s", what, ma, mb);
     free(ma);
     free(mb);
@@ -1374,7 +1350,7 @@ START_TEST(test_metrics_cut_in_place)
     proc_result_free(&r);
     ck_assert_int_eq(stat(proc_path(run, "metrics.csv"), &b), 0);
     ck_assert_msg(a.st_ino == b.st_ino, "metrics.csv was rewritten, not cut in place");
-    char *x = metrics_losses(run), *y = metrics_losses(ref);
+    char *x = proc_metrics_losses(run), *y = proc_metrics_losses(ref);
     ck_assert_str_eq(x, y);
     free(x);
     free(y);

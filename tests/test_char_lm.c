@@ -739,10 +739,7 @@ Suite *char_lm_suite(void)
     tcase_add_test(cli, test_config_json_roundtrip);
     suite_add_tcase(s, cli);
 
-    TCase *run = tcase_create("train");
-    tcase_add_unchecked_fixture(run, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(run, setup, fx_teardown);
-    tcase_set_timeout(run, 600);
+    TCase *run = fx_tcase(s, "train", root_setup, setup);
     tcase_add_test(run, test_untrained_loss_is_ln_v);
     tcase_add_test(run, test_pinned_tiny_run);
     tcase_add_test(run, test_checkpoint_roundtrip);
@@ -752,15 +749,10 @@ Suite *char_lm_suite(void)
     tcase_add_test(run, test_data_too_short);
     tcase_add_test(run, test_nonfinite_stops_before_the_step);
     tcase_add_test(run, test_both_kernel_tables);
-    suite_add_tcase(s, run);
 
-    TCase *smp = tcase_create("sample_eval");
-    tcase_add_unchecked_fixture(smp, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(smp, setup, fx_teardown);
-    tcase_set_timeout(smp, 600);
+    TCase *smp = fx_tcase(s, "sample_eval", root_setup, setup);
     tcase_add_test(smp, test_sampling_reproducible);
     tcase_add_test(smp, test_sample_logits);
     tcase_add_test(smp, test_eval_counts_whole_windows);
-    suite_add_tcase(s, smp);
     return s;
 }

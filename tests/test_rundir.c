@@ -51,6 +51,7 @@
 #include "proc.h"
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
+#include "tcases.h"
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* How soon a stop signal must be answered where a wait could hang (a gnuplot that never ends, a
@@ -1749,14 +1750,9 @@ static void owned_case(Suite *s)
     TCase *tc = new_case(s, "owned", 300);
 #ifndef AG_DOUBLE
     tcase_add_loop_test(tc, test_divergence_keeps_best, 0, 3);
-    tcase_add_test(tc, test_user_checkpoint_left_alone);
-    tcase_add_test(tc, test_lost_latest_recovered);
-    tcase_add_test(tc, test_nothing_to_do_tidies);
-    tcase_add_test(tc, test_overwrite_replaces_only_the_old_run);
-    tcase_add_test(tc, test_metrics_cut_in_place);
-    tcase_add_test(tc, test_data_fifo_without_writer);
-    tcase_add_test(tc, test_attn_signal);
-    tcase_add_test(tc, test_nan_message);
+    ADD_TESTS(tc, test_user_checkpoint_left_alone, test_lost_latest_recovered, test_nothing_to_do_tidies,
+                  test_overwrite_replaces_only_the_old_run, test_metrics_cut_in_place,
+                  test_data_fifo_without_writer, test_attn_signal, test_nan_message);
     tcase_add_loop_test(tc, test_hostile_best, 0, N_HOSTILE_BEST);
 #else
     (void)test_divergence_keeps_best;
@@ -1784,9 +1780,7 @@ Suite *rundir_suite(void)
     (void)test_kill_at_every_step;
 #endif
     tc = new_case(s, "layout", 0);
-    tcase_add_test(tc, test_layout);
-    tcase_add_test(tc, test_clean);
-    tcase_add_test(tc, test_stale_pictures);
+    ADD_TESTS(tc, test_layout, test_clean, test_stale_pictures);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);
@@ -1802,27 +1796,18 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_signal_during_setup);
     tc = new_case(s, "bounds", 300);   /* issue 19: no wait without a bound, no lock deleted away */
 #ifndef AG_DOUBLE
-    tcase_add_test(tc, test_hung_plotter_signal);
-    tcase_add_test(tc, test_hung_plotter_timeout);
-    tcase_add_test(tc, test_lock_file_deleted);
-    tcase_add_test(tc, test_branches_do_not_mix);
+    ADD_TESTS(tc, test_hung_plotter_signal, test_hung_plotter_timeout, test_lock_file_deleted,
+                  test_branches_do_not_mix);
 #else
     (void)test_hung_plotter_signal;
     (void)test_hung_plotter_timeout;
     (void)test_lock_file_deleted;
     (void)test_branches_do_not_mix;
 #endif
-    tcase_add_test(tc, test_planted_directory);
-    tcase_add_test(tc, test_hash_stops);
-    tcase_add_test(tc, test_attn_memory);
-    tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
-    tcase_add_test(tc, test_shards_memory);
-    tcase_add_test(tc, test_cgroup_limit);
-    tcase_add_test(tc, test_iterations_mixed_named);
-    tcase_add_test(tc, test_kill_during_removal);
-    tcase_add_test(tc, test_first_commit_orphan);
-    tcase_add_test(tc, test_run_dir_moved);
-    tcase_add_test(tc, test_threads_cap_shards);
+    ADD_TESTS(tc, test_planted_directory, test_hash_stops, test_attn_memory,
+                  test_attn_estimate_is_what_it_takes, test_shards_memory, test_cgroup_limit,
+                  test_iterations_mixed_named, test_kill_during_removal, test_first_commit_orphan,
+                  test_run_dir_moved, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
     owned_case(s);

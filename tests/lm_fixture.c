@@ -62,6 +62,16 @@ void fx_setup(const fx_corpus_spec *spec)
 
 void fx_teardown(void) { proc_remove_tree(fx_dir); }
 
+TCase *fx_tcase(Suite *s, const char *name, SFun root_setup, SFun setup)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_unchecked_fixture(tc, root_setup, fx_root_teardown);
+    tcase_add_checked_fixture(tc, setup, fx_teardown);
+    tcase_set_timeout(tc, 600);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 lm_train_opts fx_opts(const char *out, lm_config c)
 {
     lm_train_opts o;

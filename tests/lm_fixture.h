@@ -7,12 +7,12 @@
  * Beside proc.h (files, subprocesses), which it uses. Use, in a suite:
  *     static void root_setup(void) { fx_root_setup("ag_trace"); }
  *     static void setup(void) { fx_setup(&my_corpus); }
- *     tcase_add_unchecked_fixture(tc, root_setup, fx_root_teardown);
- *     tcase_add_checked_fixture(tc, setup, fx_teardown);
+ *     TCase *tc = fx_tcase(s, "train", root_setup, setup);
  * Everything here fails the running test (ck_assert) on its own errors. */
 #ifndef TESTS_LM_FIXTURE_H
 #define TESTS_LM_FIXTURE_H
 
+#include <check.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +46,9 @@ void fx_root_teardown(void);
 /* A fresh fx_dir under it with fx_corpus written from spec, and its removal. */
 void fx_setup(const fx_corpus_spec *spec);
 void fx_teardown(void);
+/* A TCase named name in s with both: root_setup (which calls fx_root_setup) and fx_root_teardown
+ * unchecked, setup (which calls fx_setup) and fx_teardown checked; 600 s a test (training runs). */
+TCase *fx_tcase(Suite *s, const char *name, SFun root_setup, SFun setup);
 
 /* lm_train options: the data fx_corpus, the run in out, the config c; nothing else set. */
 lm_train_opts fx_opts(const char *out, lm_config c);

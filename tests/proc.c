@@ -565,6 +565,29 @@ char *proc_read_ckpt_file(const char *path, size_t *n)
     return b;
 }
 
+char *proc_metrics_losses(const char *dir)
+{
+    size_t n;
+    char *b = proc_read_file(proc_path(dir, "metrics.csv"), &n);
+    ck_assert_msg(b != NULL, "%s/metrics.csv missing", dir);
+    char *out = malloc(n + 1);
+    ck_assert_ptr_nonnull(out);
+    size_t k = 0;
+    for (char *line = b; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        size_t keep = len;
+        while (keep > 0 && line[keep - 1] != ',') keep--;   /* up to and with the last comma */
+        memcpy(out + k, line, keep);
+        k += keep;
+        out[k++] = '\n';
+        line += len + (nl != NULL);
+    }
+    out[k] = '\0';
+    free(b);
+    return out;
+}
+
 const char *proc_find_tmp(const char *root)
 {
     static char found[PATH_MAX];

@@ -115,6 +115,10 @@ const char *proc_ckpt_as(const char *dir, const char *which);
  * set to zeros: two runs with the same flags write files that differ in nothing else. */
 char *proc_read_ckpt_file(const char *path, size_t *n);
 
+/* dir/metrics.csv without its last column (tokens/s, a timing): the losses of two runs compare
+ * byte for byte (malloc'd; fails the test if the file is missing). */
+char *proc_metrics_losses(const char *dir);
+
 /* The first path under root whose name contains ".tmp", or NULL (a static buffer). */
 const char *proc_find_tmp(const char *root);
 

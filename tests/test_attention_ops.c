@@ -4,6 +4,7 @@
 #include <check.h>
 #include <math.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 static ag_tensor *build_split(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_split_heads(ctx, in[0], 2); }
 static ag_tensor *build_merge(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_merge_heads(ctx, in[0]); }
@@ -136,14 +137,11 @@ Suite *attention_ops_suite(void)
     Suite *s = suite_create("attention_ops");
     TCase *f = tcase_create("forward");
     tcase_set_tags(f, "attention masked_fill");
-    tcase_add_test(f, test_three_token_example);
-    tcase_add_test(f, test_causal_mask_zero_future_weight);
+    ADD_TESTS(f, test_three_token_example, test_causal_mask_zero_future_weight);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_set_tags(g, "attention masked_fill heads");
-    tcase_add_test(g, test_masked_fill_grad);
-    tcase_add_test(g, test_heads_roundtrip_and_grad);
-    tcase_add_test(g, test_sdpa_causal_grad);
+    ADD_TESTS(g, test_masked_fill_grad, test_heads_roundtrip_and_grad, test_sdpa_causal_grad);
     suite_add_tcase(s, g);
     return s;
 }

@@ -37,6 +37,7 @@
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
 #include "tensor/speed.h"   /* ag_threads_init */
+#include "tcases.h"
 
 #define BUDGET_S 3.0        /* the runs' budget */
 #define TEST_SLACK_S 8.0    /* what a run may take beyond it here (the feature's own slack: 1 s) */
@@ -746,31 +747,21 @@ Suite *budget_suite(void)
 {
     Suite *s = suite_create("budget");
     TCase *parse = tcase_create("durations");
-    tcase_add_test(parse, test_durations);
-    tcase_add_test(parse, test_presets_imply_their_budget);
-    tcase_add_test(parse, test_duration_wording);
-    tcase_add_test(parse, test_recipe_from_the_speed);
-    tcase_add_test(parse, test_recipe_steps_and_line);
-    tcase_add_test(parse, test_recipe_flags);
-    tcase_add_test(parse, test_recipe_probe);
+    ADD_TESTS(parse, test_durations, test_presets_imply_their_budget, test_duration_wording,
+                     test_recipe_from_the_speed, test_recipe_steps_and_line, test_recipe_flags,
+                     test_recipe_probe);
     suite_add_tcase(s, parse);
     TCase *run = tcase_create("runs");
     tcase_add_checked_fixture(run, setup, teardown);
     tcase_set_timeout(run, 600);
-    tcase_add_test(run, test_ends_in_time);
-    tcase_add_test(run, test_count_fills_the_budget);
-    tcase_add_test(run, test_count_refitted_when_the_steps_speed_up);
-    tcase_add_test(run, test_resume_after_a_refit);
-    tcase_add_test(run, test_resume_continues_the_schedule);
-    tcase_add_test(run, test_slowdown_shortens_the_count);
-    tcase_add_test(run, test_late_speedup_lengthens_the_count);
-    tcase_add_test(run, test_slowdown_stops_at_the_deadline);
-    tcase_add_test(run, test_max_iters_first);
+    ADD_TESTS(run, test_ends_in_time, test_count_fills_the_budget,
+                   test_count_refitted_when_the_steps_speed_up, test_resume_after_a_refit,
+                   test_resume_continues_the_schedule, test_slowdown_shortens_the_count,
+                   test_late_speedup_lengthens_the_count, test_slowdown_stops_at_the_deadline,
+                   test_max_iters_first);
     tcase_add_loop_test(run, test_evaluations_bounded, 0, 2);
-    tcase_add_test(run, test_budget_too_short);
-    tcase_add_test(run, test_setup_past_the_budget);
-    tcase_add_test(run, test_pause_while_timing);
-    tcase_add_test(run, test_recipe_picked_and_resumed);
+    ADD_TESTS(run, test_budget_too_short, test_setup_past_the_budget, test_pause_while_timing,
+                   test_recipe_picked_and_resumed);
     suite_add_tcase(s, run);
     return s;
 }

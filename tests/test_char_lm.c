@@ -22,6 +22,7 @@
 #include "train.h"
 #include "lm_fixture.h"
 #include "proc.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define RESUME_TOL 1e-5   /* checkpoints are F32: a resumed f64 run restarts from rounded weights */
@@ -735,32 +736,15 @@ Suite *char_lm_suite(void)
     Suite *s = suite_create("char_lm");
     TCase *cli = tcase_create("cli");
     tcase_add_loop_test(cli, test_cli_bad_args, 0, (int)(sizeof bad_args / sizeof bad_args[0]));
-    tcase_add_test(cli, test_cli_good_args);
-    tcase_add_test(cli, test_config_json_roundtrip);
+    ADD_TESTS(cli, test_cli_good_args, test_config_json_roundtrip);
     suite_add_tcase(s, cli);
 
-    TCase *run = tcase_create("train");
-    tcase_add_unchecked_fixture(run, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(run, setup, fx_teardown);
-    tcase_set_timeout(run, 600);
-    tcase_add_test(run, test_untrained_loss_is_ln_v);
-    tcase_add_test(run, test_pinned_tiny_run);
-    tcase_add_test(run, test_checkpoint_roundtrip);
-    tcase_add_test(run, test_resume_equals_uninterrupted);
-    tcase_add_test(run, test_resume_refuses_other_shape_or_data);
-    tcase_add_test(run, test_init_from);
-    tcase_add_test(run, test_data_too_short);
-    tcase_add_test(run, test_nonfinite_stops_before_the_step);
-    tcase_add_test(run, test_both_kernel_tables);
-    suite_add_tcase(s, run);
+    TCase *run = fx_tcase(s, "train", root_setup, setup);
+    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_checkpoint_roundtrip,
+                   test_resume_equals_uninterrupted, test_resume_refuses_other_shape_or_data, test_init_from,
+                   test_data_too_short, test_nonfinite_stops_before_the_step, test_both_kernel_tables);
 
-    TCase *smp = tcase_create("sample_eval");
-    tcase_add_unchecked_fixture(smp, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(smp, setup, fx_teardown);
-    tcase_set_timeout(smp, 600);
-    tcase_add_test(smp, test_sampling_reproducible);
-    tcase_add_test(smp, test_sample_logits);
-    tcase_add_test(smp, test_eval_counts_whole_windows);
-    suite_add_tcase(s, smp);
+    TCase *smp = fx_tcase(s, "sample_eval", root_setup, setup);
+    ADD_TESTS(smp, test_sampling_reproducible, test_sample_logits, test_eval_counts_whole_windows);
     return s;
 }

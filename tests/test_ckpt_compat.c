@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
+#include "tcases.h"
 
 #define FIXTURE "tests/fixtures/ckpt_d89a286"
 #define LIVE FIXTURE "/run/ckpt-00000004"
@@ -140,8 +141,7 @@ Suite *ckpt_compat_suite(void)
     Suite *s = suite_create("ckpt_compat");
     TCase *t = tcase_create("fixture");
     tcase_set_timeout(t, 120);
-    tcase_add_test(t, test_library_reads_fixture);
-    tcase_add_test(t, test_resume_fixture);
+    ADD_TESTS(t, test_library_reads_fixture, test_resume_fixture);
     suite_add_tcase(s, t);
     TCase *u = tcase_create("unit");
     tcase_add_test(u, test_unit_pointer_and_remove);

@@ -16,6 +16,7 @@
 #include "data/corpus.h"
 #include "data/hash.h"
 #include "proc.h"
+#include "tcases.h"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -650,23 +651,16 @@ Suite *corpus_suite(void)
     tc = tcase_create("files");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);   /* a bound for a hang: a loaded machine (issue 35) took over 30 s */
-    tcase_add_test(tc, load_ascii);
-    tcase_add_test(tc, load_chinese);
-    tcase_add_test(tc, load_errors);
+    ADD_TESTS(tc, load_ascii, load_chinese, load_errors);
     tcase_add_loop_test(tc, load_other_encoding, 0, (int)(sizeof other_enc / sizeof other_enc[0]));
     tcase_add_test(tc, load_other_encoding_pipe);
     tcase_add_loop_test(tc, load_random_bytes, 0, 16);
-    tcase_add_test(tc, load_with_vocab);
-    tcase_add_test(tc, tiny_shakespeare_has_65);
-    tcase_add_test(tc, split_90_10);
-    tcase_add_test(tc, load_memory);
-    tcase_add_test(tc, load_stops);
+    ADD_TESTS(tc, load_with_vocab, tiny_shakespeare_has_65, split_90_10, load_memory, load_stops);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("vocab");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, encode_prompt);
-    tcase_add_test(tc, vocab_json_roundtrip);
+    ADD_TESTS(tc, encode_prompt, vocab_json_roundtrip);
     tcase_add_loop_test(tc, vocab_json_invalid, 0, (int)(sizeof bad_vocab / sizeof bad_vocab[0]));
     suite_add_tcase(s, tc);
 

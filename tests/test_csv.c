@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
+#include "tcases.h"
 
 static const char rows[] = "iter,loss\n0,4.1\n1,4.0\n2,3.9\n3,3.8\n4,3.7\n";
 
@@ -68,8 +69,7 @@ Suite *csv_suite(void)
     Suite *s = suite_create("csv");
     TCase *t = tcase_create("open");
     tcase_set_timeout(t, 30);
-    tcase_add_test(t, test_csv_fresh_and_resume);
-    tcase_add_test(t, test_csv_fifo_replaced);
+    ADD_TESTS(t, test_csv_fresh_and_resume, test_csv_fifo_replaced);
     suite_add_tcase(s, t);
     return s;
 }

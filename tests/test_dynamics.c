@@ -14,6 +14,7 @@
 #include "train.h"
 #include "train/train.h"
 #include "proc.h"
+#include "tcases.h"
 
 static char dir[64], text_path[96];
 
@@ -315,12 +316,8 @@ Suite *dynamics_suite(void)
     TCase *t = tcase_create("dynamics");
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_set_timeout(t, 600);
-    tcase_add_test(t, test_dynamics_rows);
-    tcase_add_test(t, test_dynamics_resume);
-    tcase_add_test(t, test_dynamics_changes_nothing);
-    tcase_add_test(t, test_loss_plot_curves);
-    tcase_add_test(t, test_activations_rows);
-    tcase_add_test(t, test_activations_change_nothing);
+    ADD_TESTS(t, test_dynamics_rows, test_dynamics_resume, test_dynamics_changes_nothing,
+                 test_loss_plot_curves, test_activations_rows, test_activations_change_nothing);
     suite_add_tcase(s, t);
     TCase *u = tcase_create("measure");
     tcase_add_test(u, test_measure_by_hand);

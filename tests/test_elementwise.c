@@ -3,6 +3,7 @@
 #include <math.h>
 #include "gradcheck.h"
 #include "tensor/fast/fast.h" /* ag__exp */
+#include "tcases.h"
 
 static ag_tensor *build_add(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_add(ctx, in[0], in[1]); }
 static ag_tensor *build_scale(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_scale(ctx, in[0], -0.37); }
@@ -161,19 +162,13 @@ Suite *elementwise_suite(void)
     Suite *s = suite_create("elementwise");
     TCase *f = tcase_create("forward");
     tcase_set_tags(f, "add gelu dropout");
-    tcase_add_test(f, test_add_broadcast_forward_and_error);
-    tcase_add_test(f, test_gelu_forward_known_values);
-    tcase_add_test(f, test_dropout_forward);
-    tcase_add_test(f, test_kernel_exp_accuracy);
+    ADD_TESTS(f, test_add_broadcast_forward_and_error, test_gelu_forward_known_values, test_dropout_forward,
+                 test_kernel_exp_accuracy);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_set_tags(g, "add scale gelu dropout");
-    tcase_add_test(g, test_add_grad_same_shape);
-    tcase_add_test(g, test_add_grad_bias_row);
-    tcase_add_test(g, test_add_grad_positions);
-    tcase_add_test(g, test_scale_grad);
-    tcase_add_test(g, test_gelu_grad);
-    tcase_add_test(g, test_dropout_grad);
+    ADD_TESTS(g, test_add_grad_same_shape, test_add_grad_bias_row, test_add_grad_positions, test_scale_grad,
+                 test_gelu_grad, test_dropout_grad);
     suite_add_tcase(s, g);
     return s;
 }

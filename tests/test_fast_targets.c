@@ -16,6 +16,7 @@
 #include "optim/fast/loops.h"
 #include "tensor/fast/fast.h"
 #include "tensor/hash.h"   /* ag__dropout_threshold */
+#include "tcases.h"
 
 #ifndef AG_REFERENCE   /* the targets' helpers: a REFERENCE=1 library has no targets */
 enum { PLAIN, AVX2, AVX512, N_TARGETS };
@@ -296,12 +297,9 @@ Suite *fast_targets_suite(void)
 #ifdef AG_REFERENCE
     tcase_add_test(t, test_adam_no_fast_twin);
 #else
-    tcase_add_test(t, test_adam_update_targets_same_bits);
-    tcase_add_test(t, test_layernorm_targets_same_bits);
-    tcase_add_test(t, test_gelu_backward_targets_same_bits);
-    tcase_add_test(t, test_attention_rows_targets_equal);
-    tcase_add_test(t, test_attention_dropout_targets_same_bits);
-    tcase_add_test(t, test_dropout_targets_same_bits);
+    ADD_TESTS(t, test_adam_update_targets_same_bits, test_layernorm_targets_same_bits,
+                 test_gelu_backward_targets_same_bits, test_attention_rows_targets_equal,
+                 test_attention_dropout_targets_same_bits, test_dropout_targets_same_bits);
 #endif
     suite_add_tcase(s, t);
     return s;

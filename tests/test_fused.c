@@ -12,6 +12,7 @@
 #include <string.h>
 #include "fastref.h"
 #include "gradcheck.h"
+#include "tcases.h"
 
 #ifdef AG_REFERENCE
 #define HAS_TWIN 0
@@ -329,9 +330,8 @@ Suite *fused_suite(void)
     suite_add_tcase(s, path);
     TCase *grad = tcase_create("grad");
     tcase_set_tags(grad, "attention");
-    tcase_add_test(grad, test_attention_gradcheck);
-    tcase_add_test(grad, test_gpt_fused_equals_composed);
-    tcase_add_test(grad, test_gpt_fused_equals_composed_dropout);
+    ADD_TESTS(grad, test_attention_gradcheck, test_gpt_fused_equals_composed,
+                    test_gpt_fused_equals_composed_dropout);
     suite_add_tcase(s, grad);
     return s;
 }

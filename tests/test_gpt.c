@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define KV_TOL 1e-10
@@ -627,29 +628,20 @@ Suite *gpt_suite(void)
     Suite *s = suite_create("gpt");
     TCase *m = tcase_create("model");
     tcase_set_tags(m, "gpt");
-    tcase_add_test(m, test_gpt_params_as_model_md);
-    tcase_add_test(m, test_gpt_bad_config);
-    tcase_add_test(m, test_gpt_new_says_why);
-    tcase_add_test(m, test_splitmix64);
-    tcase_add_test(m, test_gpt_untrained_loss_is_ln_v);
-    tcase_add_test(m, test_gpt_tape_scopes);
-    tcase_add_test(m, test_gpt_dropout);
-    tcase_add_test(m, test_kv_cache_matches_full_forward);
-    tcase_add_test(m, test_forward_opts_honoured);
-    tcase_add_test(m, test_block_cached_equals_full);
+    ADD_TESTS(m, test_gpt_params_as_model_md, test_gpt_bad_config, test_gpt_new_says_why, test_splitmix64,
+                 test_gpt_untrained_loss_is_ln_v, test_gpt_tape_scopes, test_gpt_dropout,
+                 test_kv_cache_matches_full_forward, test_forward_opts_honoured,
+                 test_block_cached_equals_full);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
     tcase_set_tags(g, "gpt");
     tcase_set_timeout(g, 600);
-    tcase_add_test(g, test_gpt_loss_grad);
-    tcase_add_test(g, test_gpt_loss_grad_dropout);
-    tcase_add_test(g, test_recycled_gradients_are_identical);
+    ADD_TESTS(g, test_gpt_loss_grad, test_gpt_loss_grad_dropout, test_recycled_gradients_are_identical);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("train");
     tcase_set_tags(t, "gpt adam");
     tcase_set_timeout(t, 600);
-    tcase_add_test(t, test_gpt_overfits_one_batch);
-    tcase_add_test(t, test_arena_stops_growing);
+    ADD_TESTS(t, test_gpt_overfits_one_batch, test_arena_stops_growing);
     suite_add_tcase(s, t);
     return s;
 }

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "proc.h"
 #include "train.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define TOL 1e-10
@@ -248,11 +249,8 @@ Suite *grad_accum_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_micro_batches_change_nothing, 0, 3);
-    tcase_add_test(tc, test_dropout_micro_batches_reproducible);
-    tcase_add_test(tc, test_key_bias_changes_nothing);
-    tcase_add_test(tc, test_batch_must_divide);
-    tcase_add_test(tc, test_flags);
-    tcase_add_test(tc, test_split_steps_allocate_nothing);
+    ADD_TESTS(tc, test_dropout_micro_batches_reproducible, test_key_bias_changes_nothing,
+                  test_batch_must_divide, test_flags, test_split_steps_allocate_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

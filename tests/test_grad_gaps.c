@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 static ag_tensor *build_split3(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_split_heads(ctx, in[0], 2); }
 static ag_tensor *build_merge(ag_ctx *ctx, ag_tensor **in, void *user) { (void)user; return ag_merge_heads(ctx, in[0]); }
@@ -255,14 +256,9 @@ Suite *grad_gaps_suite(void)
     Suite *s = suite_create("grad_gaps");
     TCase *t = tcase_create("grad");
     tcase_set_tags(t, "heads reshape embedding");
-    tcase_add_test(t, test_heads_grad_distinct_dims);
-    tcase_add_test(t, test_reshape_as_output_grad);
-    tcase_add_test(t, test_backward_seeds_one);
-    tcase_add_test(t, test_dead_branch_on_tape);
-    tcase_add_test(t, test_constant_first_operand);
-    tcase_add_test(t, test_same_grads_after_reset);
-    tcase_add_test(t, test_embedding_keeps_its_ids);
-    tcase_add_test(t, test_parallel_accumulation_exact);
+    ADD_TESTS(t, test_heads_grad_distinct_dims, test_reshape_as_output_grad, test_backward_seeds_one,
+                 test_dead_branch_on_tape, test_constant_first_operand, test_same_grads_after_reset,
+                 test_embedding_keeps_its_ids, test_parallel_accumulation_exact);
     suite_add_tcase(s, t);
     return s;
 }

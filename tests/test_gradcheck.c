@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 typedef enum { BWD_RIGHT, BWD_DA_TWICE, BWD_DB_OVERWRITES, BWD_DA2_PLUS_ONE, BWD_NONE } bwd_bug;
 
@@ -415,22 +416,14 @@ Suite *gradcheck_suite(void)
 {
     Suite *s = suite_create("gradcheck");
     TCase *t = tcase_create("catches");
-    tcase_add_test(t, test_right_backward_passes);
-    tcase_add_test(t, test_wrong_factor_fails_its_own_input);
-    tcase_add_test(t, test_overwriting_backward_fails);
-    tcase_add_test(t, test_missing_softmax_backward_fails);
-    tcase_add_test(t, test_failure_names_element_and_error);
-    tcase_add_test(t, test_failure_names_the_failing_input);
-    tcase_add_test(t, test_frozen_input);
-    tcase_add_test(t, test_worst_is_never_zero_against_zero);
+    ADD_TESTS(t, test_right_backward_passes, test_wrong_factor_fails_its_own_input,
+                 test_overwriting_backward_fails, test_missing_softmax_backward_fails,
+                 test_failure_names_element_and_error, test_failure_names_the_failing_input,
+                 test_frozen_input, test_worst_is_never_zero_against_zero);
     suite_add_tcase(s, t);
     t = tcase_create("contract");
-    tcase_add_test(t, test_inputs_left_as_found);
-    tcase_add_test(t, test_arena_input_refused);
-    tcase_add_test(t, test_bad_inputs_refused);
-    tcase_add_test(t, test_build_error_passed_on);
-    tcase_add_test(t, test_owned_tensor);
-    tcase_add_test(t, test_kernel_table_named);
+    ADD_TESTS(t, test_inputs_left_as_found, test_arena_input_refused, test_bad_inputs_refused,
+                 test_build_error_passed_on, test_owned_tensor, test_kernel_table_named);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,6 +1,7 @@
 /* test_matmul.c -- matmul (2-D, batched, shared right operand), transpose and reshape. */
 #include <check.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 static ag_tensor *build_matmul(ag_ctx *ctx, ag_tensor **in, void *user)
 {
@@ -128,17 +129,12 @@ Suite *matmul_suite(void)
     Suite *s = suite_create("matmul");
     TCase *f = tcase_create("forward");
     tcase_set_tags(f, "matmul reshape");
-    tcase_add_test(f, test_matmul_forward_2x2);
-    tcase_add_test(f, test_matmul_shape_error);
-    tcase_add_test(f, test_transpose_forward_and_reshape_error);
+    ADD_TESTS(f, test_matmul_forward_2x2, test_matmul_shape_error, test_transpose_forward_and_reshape_error);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_set_tags(g, "matmul reshape");
-    tcase_add_test(g, test_matmul_grad_2d);
-    tcase_add_test(g, test_matmul_grad_batched);
-    tcase_add_test(g, test_matmul_grad_shared_b);
-    tcase_add_test(g, test_transpose_grad);
-    tcase_add_test(g, test_reshape_grad);
+    ADD_TESTS(g, test_matmul_grad_2d, test_matmul_grad_batched, test_matmul_grad_shared_b,
+                 test_transpose_grad, test_reshape_grad);
     suite_add_tcase(s, g);
     return s;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define TOL 1e-12
@@ -476,33 +477,24 @@ Suite *nn_suite(void)
     Suite *s = suite_create("nn");
     TCase *l = tcase_create("layers");
     tcase_set_tags(l, "linear embedding layernorm");
-    tcase_add_test(l, test_linear_layer);
-    tcase_add_test(l, test_embedding_and_layernorm_layers);
+    ADD_TESTS(l, test_linear_layer, test_embedding_and_layernorm_layers);
     suite_add_tcase(s, l);
     TCase *a = tcase_create("attention");
     tcase_set_tags(a, "attention");
     tcase_add_checked_fixture(a, mha_setup, teardown);
     tcase_set_timeout(a, 600);
-    tcase_add_test(a, test_mha_params);
-    tcase_add_test(a, test_mha_single_position);
-    tcase_add_test(a, test_mha_is_causal);
-    tcase_add_test(a, test_mha_scope_on_tape);
-    tcase_add_test(a, test_mha_grad);
-    tcase_add_test(a, test_mha_grad_dropout);
+    ADD_TESTS(a, test_mha_params, test_mha_single_position, test_mha_is_causal, test_mha_scope_on_tape,
+                 test_mha_grad, test_mha_grad_dropout);
     suite_add_tcase(s, a);
     TCase *b = tcase_create("block");
     tcase_set_tags(b, "block mlp gelu layernorm linear attention");
     tcase_add_checked_fixture(b, block_setup, teardown);
     tcase_set_timeout(b, 600);
-    tcase_add_test(b, test_block_params);
-    tcase_add_test(b, test_block_zero_branches_is_identity);
-    tcase_add_test(b, test_block_grad);
-    tcase_add_test(b, test_block_grad_dropout);
+    ADD_TESTS(b, test_block_params, test_block_zero_branches_is_identity, test_block_grad,
+                 test_block_grad_dropout);
     suite_add_tcase(s, b);
     TCase *e = tcase_create("errors");
-    tcase_add_test(e, test_layer_init_says_why);
-    tcase_add_test(e, test_params_calls_say_why);
-    tcase_add_test(e, test_params_error_null_after_success);
+    ADD_TESTS(e, test_layer_init_says_why, test_params_calls_say_why, test_params_error_null_after_success);
     suite_add_tcase(s, e);
     return s;
 }

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <math.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 typedef struct { int ids[6]; int targets[6]; } id_data;
 
@@ -141,16 +142,12 @@ Suite *norm_loss_suite(void)
     Suite *s = suite_create("norm_loss");
     TCase *f = tcase_create("forward");
     tcase_set_tags(f, "linear layernorm cross_entropy");
-    tcase_add_test(f, test_linear_forward_and_error);
-    tcase_add_test(f, test_layernorm_forward);
-    tcase_add_test(f, test_cross_entropy_forward);
+    ADD_TESTS(f, test_linear_forward_and_error, test_layernorm_forward, test_cross_entropy_forward);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_set_tags(g, "linear layernorm embedding cross_entropy");
-    tcase_add_test(g, test_linear_grad);
-    tcase_add_test(g, test_layernorm_grad);
-    tcase_add_test(g, test_embedding_forward_grad_and_error);
-    tcase_add_test(g, test_cross_entropy_grad);
+    ADD_TESTS(g, test_linear_grad, test_layernorm_grad, test_embedding_forward_grad_and_error,
+                 test_cross_entropy_grad);
     suite_add_tcase(s, g);
     return s;
 }

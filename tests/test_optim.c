@@ -9,6 +9,7 @@
 #include <omp.h>
 #include "gradcheck.h"
 #include "optim/fast/adam.h"   /* AG_ADAM_FAST_MIN: where the fast twin takes over */
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define TOL 1e-12
@@ -346,12 +347,8 @@ Suite *optim_suite(void)
     TCase *o = tcase_create("optimizers");
     tcase_set_tags(o, "adam sgd");
     tcase_add_checked_fixture(o, setup, teardown);
-    tcase_add_test(o, test_sgd_plain);
-    tcase_add_test(o, test_sgd_momentum);
-    tcase_add_test(o, test_adamw_steps);
-    tcase_add_test(o, test_adamw_first_step_is_sign);
-    tcase_add_test(o, test_adam_l2_steps);
-    tcase_add_test(o, test_adam_equals_adamw_without_decay);
+    ADD_TESTS(o, test_sgd_plain, test_sgd_momentum, test_adamw_steps, test_adamw_first_step_is_sign,
+                 test_adam_l2_steps, test_adam_equals_adamw_without_decay);
     suite_add_tcase(s, o);
     TCase *l = tcase_create("schedule");
     tcase_add_test(l, test_lr_schedule);
@@ -359,9 +356,8 @@ Suite *optim_suite(void)
     TCase *c = tcase_create("clip");
     tcase_set_tags(c, "adam sgd");
     tcase_add_checked_fixture(c, setup, teardown);
-    tcase_add_test(c, test_clip_scales_above_threshold);
-    tcase_add_test(c, test_clip_leaves_small_grads);
-    tcase_add_test(c, test_clip_folded_into_the_update);
+    ADD_TESTS(c, test_clip_scales_above_threshold, test_clip_leaves_small_grads,
+                 test_clip_folded_into_the_update);
     suite_add_tcase(s, c);
     TCase *th = tcase_create("threads");
     tcase_set_tags(th, "adam");

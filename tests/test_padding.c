@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define TOL 1e-12
@@ -390,23 +391,18 @@ Suite *padding_suite(void)
     Suite *s = suite_create("padding");
     TCase *m = tcase_create("masks");
     tcase_set_tags(m, "masked_fill");
-    tcase_add_test(m, test_masked_fill_broadcasts);
-    tcase_add_test(m, test_masked_fill_broadcast_grad);
-    tcase_add_test(m, test_key_padding_mask);
+    ADD_TESTS(m, test_masked_fill_broadcasts, test_masked_fill_broadcast_grad, test_key_padding_mask);
     suite_add_tcase(s, m);
     TCase *ce = tcase_create("cross_entropy_ignore");
     tcase_set_tags(ce, "cross_entropy");
-    tcase_add_test(ce, test_cross_entropy_ignore_forward);
-    tcase_add_test(ce, test_cross_entropy_all_ignored_and_errors);
-    tcase_add_test(ce, test_cross_entropy_ignore_grad);
+    ADD_TESTS(ce, test_cross_entropy_ignore_forward, test_cross_entropy_all_ignored_and_errors,
+                  test_cross_entropy_ignore_grad);
     suite_add_tcase(s, ce);
     TCase *a = tcase_create("attention");
     tcase_set_tags(a, "attention");
     tcase_add_checked_fixture(a, mha_setup, mha_teardown);
-    tcase_add_test(a, test_mha_padded_keys_get_zero_weight);
-    tcase_add_test(a, test_mha_fully_padded_row);
-    tcase_add_test(a, test_mha_key_padding_grad);
-    tcase_add_test(a, test_mha_key_padding_errors);
+    ADD_TESTS(a, test_mha_padded_keys_get_zero_weight, test_mha_fully_padded_row, test_mha_key_padding_grad,
+                 test_mha_key_padding_errors);
     suite_add_tcase(s, a);
     TCase *demo = tcase_create("three_tokens");
     tcase_add_test(demo, test_three_token_numbers);

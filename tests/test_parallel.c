@@ -13,6 +13,7 @@
 #include "tensor/fast/fast.h"
 #include "tensor/parallel.h"
 #include "tensor/rng.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define GEMM_TOL 1e-10
@@ -300,13 +301,11 @@ Suite *parallel_suite(void)
 {
     Suite *s = suite_create("parallel");
     TCase *t = tcase_create("gemm");
-    tcase_add_test(t, test_gemm_threaded_matches_reference);
-    tcase_add_test(t, test_gemm_pair_matches_reference);
-    tcase_add_test(t, test_lane_reductions_match_plain_loops);
+    ADD_TESTS(t, test_gemm_threaded_matches_reference, test_gemm_pair_matches_reference,
+                 test_lane_reductions_match_plain_loops);
     suite_add_tcase(s, t);
     t = tcase_create("threads");
-    tcase_add_test(t, test_training_same_bits_on_one_thread_or_two);
-    tcase_add_test(t, test_thread_tuner_takes_the_faster);
+    ADD_TESTS(t, test_training_same_bits_on_one_thread_or_two, test_thread_tuner_takes_the_faster);
     suite_add_tcase(s, t);
     return s;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
+#include "tcases.h"
 
 #define HAS(text, want) ck_assert_msg(strstr(text, want), "no '%s' in:\n%s", want, text)
 
@@ -87,8 +88,7 @@ Suite *report_suite(void)
     Suite *s = suite_create("report");
     TCase *t = tcase_create("card");
     tcase_set_timeout(t, 120);
-    tcase_add_test(t, test_card_fields);
-    tcase_add_test(t, test_char_lm_card);
+    ADD_TESTS(t, test_card_fields, test_char_lm_card);
     suite_add_tcase(s, t);
     return s;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 static ag_tensor *build_rmsnorm(ag_ctx *ctx, ag_tensor **in, void *user)
 {
@@ -216,15 +217,11 @@ Suite *rmsnorm_suite(void)
 {
     Suite *s = suite_create("rmsnorm");
     TCase *f = tcase_create("forward");
-    tcase_add_test(f, test_rmsnorm_known_values);
-    tcase_add_test(f, test_rmsnorm_unit_rms);
-    tcase_add_test(f, test_rmsnorm_errors);
-    tcase_add_test(f, test_rmsnorm_layer);
+    ADD_TESTS(f, test_rmsnorm_known_values, test_rmsnorm_unit_rms, test_rmsnorm_errors, test_rmsnorm_layer);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_add_loop_test(g, test_rmsnorm_grad, 0, 4);
-    tcase_add_test(g, test_rmsnorm_grad_scales);
-    tcase_add_test(g, test_rmsnorm_parallel_matches_serial);
+    ADD_TESTS(g, test_rmsnorm_grad_scales, test_rmsnorm_parallel_matches_serial);
     suite_add_tcase(s, g);
     return s;
 }

@@ -51,6 +51,7 @@
 #include "proc.h"
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
+#include "tcases.h"
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* How soon a stop signal must be answered where a wait could hang (a gnuplot that never ends, a
@@ -109,37 +110,13 @@ static char *run_ok(const char *dir, const char *const *args, const proc_opts *o
     return out;
 }
 
-/* metrics.csv without its last column (tokens/s, a timing) */
-static char *metrics_losses(const char *dir)
-{
-    size_t n;
-    char *b = proc_read_file(proc_path(dir, "metrics.csv"), &n);
-    ck_assert_msg(b != NULL, "%s/metrics.csv missing", dir);
-    char *out = malloc(n + 1);
-    ck_assert_ptr_nonnull(out);
-    size_t k = 0;
-    for (char *line = b; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        size_t keep = len;
-        while (keep > 0 && line[keep - 1] != ',') keep--;
-        memcpy(out + k, line, keep);
-        k += keep;
-        out[k++] = '\n';
-        line += len + (nl != NULL);
-    }
-    out[k] = '\0';
-    free(b);
-    return out;
-}
-
 /* The run in a ended exactly as the run in b: the same losses, the same checkpoint files (the
  * run identities aside), latest's; and the same best checkpoint (its train state binds its
  * weights by model_hash; the model file holds the config, whose max_iters the run that saved
  * it may have had another of). */
 static void assert_same_run(const char *a, const char *b, const char *what)
 {
-    char *ma = metrics_losses(a), *mb = metrics_losses(b);
+    char *ma = proc_metrics_losses(a), *mb = proc_metrics_losses(b);
     ck_assert_msg(strcmp(ma, mb) == 0, "%s: losses differ:\n%s\nvs the uninterrupted run:\n%s", what, ma, mb);
     free(ma);
     free(mb);
@@ -1374,7 +1351,7 @@ START_TEST(test_metrics_cut_in_place)
     proc_result_free(&r);
     ck_assert_int_eq(stat(proc_path(run, "metrics.csv"), &b), 0);
     ck_assert_msg(a.st_ino == b.st_ino, "metrics.csv was rewritten, not cut in place");
-    char *x = metrics_losses(run), *y = metrics_losses(ref);
+    char *x = proc_metrics_losses(run), *y = proc_metrics_losses(ref);
     ck_assert_str_eq(x, y);
     free(x);
     free(y);
@@ -1773,14 +1750,9 @@ static void owned_case(Suite *s)
     TCase *tc = new_case(s, "owned", 300);
 #ifndef AG_DOUBLE
     tcase_add_loop_test(tc, test_divergence_keeps_best, 0, 3);
-    tcase_add_test(tc, test_user_checkpoint_left_alone);
-    tcase_add_test(tc, test_lost_latest_recovered);
-    tcase_add_test(tc, test_nothing_to_do_tidies);
-    tcase_add_test(tc, test_overwrite_replaces_only_the_old_run);
-    tcase_add_test(tc, test_metrics_cut_in_place);
-    tcase_add_test(tc, test_data_fifo_without_writer);
-    tcase_add_test(tc, test_attn_signal);
-    tcase_add_test(tc, test_nan_message);
+    ADD_TESTS(tc, test_user_checkpoint_left_alone, test_lost_latest_recovered, test_nothing_to_do_tidies,
+                  test_overwrite_replaces_only_the_old_run, test_metrics_cut_in_place,
+                  test_data_fifo_without_writer, test_attn_signal, test_nan_message);
     tcase_add_loop_test(tc, test_hostile_best, 0, N_HOSTILE_BEST);
 #else
     (void)test_divergence_keeps_best;
@@ -1808,9 +1780,7 @@ Suite *rundir_suite(void)
     (void)test_kill_at_every_step;
 #endif
     tc = new_case(s, "layout", 0);
-    tcase_add_test(tc, test_layout);
-    tcase_add_test(tc, test_clean);
-    tcase_add_test(tc, test_stale_pictures);
+    ADD_TESTS(tc, test_layout, test_clean, test_stale_pictures);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);
@@ -1826,27 +1796,18 @@ Suite *rundir_suite(void)
     tcase_add_test(tc, test_signal_during_setup);
     tc = new_case(s, "bounds", 300);   /* issue 19: no wait without a bound, no lock deleted away */
 #ifndef AG_DOUBLE
-    tcase_add_test(tc, test_hung_plotter_signal);
-    tcase_add_test(tc, test_hung_plotter_timeout);
-    tcase_add_test(tc, test_lock_file_deleted);
-    tcase_add_test(tc, test_branches_do_not_mix);
+    ADD_TESTS(tc, test_hung_plotter_signal, test_hung_plotter_timeout, test_lock_file_deleted,
+                  test_branches_do_not_mix);
 #else
     (void)test_hung_plotter_signal;
     (void)test_hung_plotter_timeout;
     (void)test_lock_file_deleted;
     (void)test_branches_do_not_mix;
 #endif
-    tcase_add_test(tc, test_planted_directory);
-    tcase_add_test(tc, test_hash_stops);
-    tcase_add_test(tc, test_attn_memory);
-    tcase_add_test(tc, test_attn_estimate_is_what_it_takes);
-    tcase_add_test(tc, test_shards_memory);
-    tcase_add_test(tc, test_cgroup_limit);
-    tcase_add_test(tc, test_iterations_mixed_named);
-    tcase_add_test(tc, test_kill_during_removal);
-    tcase_add_test(tc, test_first_commit_orphan);
-    tcase_add_test(tc, test_run_dir_moved);
-    tcase_add_test(tc, test_threads_cap_shards);
+    ADD_TESTS(tc, test_planted_directory, test_hash_stops, test_attn_memory,
+                  test_attn_estimate_is_what_it_takes, test_shards_memory, test_cgroup_limit,
+                  test_iterations_mixed_named, test_kill_during_removal, test_first_commit_orphan,
+                  test_run_dir_moved, test_threads_cap_shards);
     tc = new_case(s, "links", 300);
     tcase_add_test(tc, test_links_replaced);
     owned_case(s);

@@ -18,6 +18,7 @@
 #include "alloc_count.h"
 #include "io/safetensors.h"
 #include "proc.h"
+#include "tcases.h"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -749,30 +750,22 @@ Suite *safetensors_suite(void)
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("roundtrip");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, roundtrip_exact);
-    tcase_add_test(tc, layout_on_disk);
-    tcase_add_test(tc, metadata_roundtrip);
-    tcase_add_test(tc, reads_reference_layout);
-    tcase_add_test(tc, save_step_hook);
+    ADD_TESTS(tc, roundtrip_exact, layout_on_disk, metadata_roundtrip, reads_reference_layout,
+                  save_step_hook);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("read_errors");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, read_shape_mismatch_and_missing);
-    tcase_add_test(tc, truncated_at_every_length);
+    ADD_TESTS(tc, read_shape_mismatch_and_missing, truncated_at_every_length);
     tcase_add_loop_test(tc, bad_header_rows, 0, (int)(sizeof bad_header / sizeof bad_header[0]));
-    tcase_add_test(tc, bad_lengths_and_files);
-    tcase_add_test(tc, good_edge_headers);
+    ADD_TESTS(tc, bad_lengths_and_files, good_edge_headers);
     tcase_add_loop_test(tc, hostile_header_memory, 0, (int)(sizeof hostile / sizeof hostile[0]));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("write_errors");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, save_bad_arguments);
-    tcase_add_test(tc, save_refuses_what_load_refuses);
-    tcase_add_test(tc, save_missing_directory);
-    tcase_add_test(tc, failed_save_keeps_old_file);
-    tcase_add_test(tc, write_failure_midway_is_atomic);
+    ADD_TESTS(tc, save_bad_arguments, save_refuses_what_load_refuses, save_missing_directory,
+                  failed_save_keeps_old_file, write_failure_midway_is_atomic);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("python_checker");

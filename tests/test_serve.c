@@ -22,6 +22,7 @@
 #include "train/train.h"
 #include "serve.h"
 #include "tensor/debug.h"   /* ag_now_s */
+#include "tcases.h"
 
 static char root[64];
 static pid_t server;
@@ -489,21 +490,13 @@ Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
     TCase *params = tcase_create("params");
-    tcase_add_test(params, params_one_line);
-    tcase_add_test(params, command_line);
+    ADD_TESTS(params, params_one_line, command_line);
     suite_add_tcase(s, params);
     TCase *tc = tcase_create("api");
     tcase_add_unchecked_fixture(tc, serve_setup, serve_teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, run_call);
-    tcase_add_test(tc, csv_calls);
-    tcase_add_test(tc, sample_equals_cli);
-    tcase_add_test(tc, sample_stream);
-    tcase_add_test(tc, attention_equals_cli);
-    tcase_add_test(tc, bad_requests);
-    tcase_add_test(tc, host_header);
-    tcase_add_test(tc, page_and_clients_that_leave);
-    tcase_add_test(tc, latest_moves);
+    ADD_TESTS(tc, run_call, csv_calls, sample_equals_cli, sample_stream, attention_equals_cli, bad_requests,
+                  host_header, page_and_clients_that_leave, latest_moves);
     suite_add_tcase(s, tc);
     return s;
 }

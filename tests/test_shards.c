@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "attograd.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define TOL 1e-10
@@ -290,16 +291,12 @@ Suite *shards_suite(void)
 {
     Suite *s = suite_create("shards");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, two_even_shards_equal_the_plain_pass);
-    tcase_add_test(tc, uneven_shards_weigh_by_their_windows);
-    tcase_add_test(tc, a_shard_without_windows_is_skipped);
-    tcase_add_test(tc, one_thread_and_two_give_the_same_bits);
-    tcase_add_test(tc, one_shard_is_the_plain_pass_bit_for_bit);
-    tcase_add_test(tc, micro_batches_tile_the_step);
-    tcase_add_test(tc, a_replica_shares_the_weights_and_keeps_its_gradients);
-    tcase_add_test(tc, a_failing_first_shard_says_why_and_leaves_no_gradient_behind);
-    tcase_add_test(tc, a_failing_replica_says_why_and_leaves_no_gradient_behind);
-    tcase_add_test(tc, what_cannot_be_split_is_refused);
+    ADD_TESTS(tc, two_even_shards_equal_the_plain_pass, uneven_shards_weigh_by_their_windows,
+                  a_shard_without_windows_is_skipped, one_thread_and_two_give_the_same_bits,
+                  one_shard_is_the_plain_pass_bit_for_bit, micro_batches_tile_the_step,
+                  a_replica_shares_the_weights_and_keeps_its_gradients,
+                  a_failing_first_shard_says_why_and_leaves_no_gradient_behind,
+                  a_failing_replica_says_why_and_leaves_no_gradient_behind, what_cannot_be_split_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }

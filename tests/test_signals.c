@@ -36,30 +36,6 @@ static void root_teardown(void) { proc_remove_tree(root); }
                   "--batch-size", "4", "--eval-iters", "1", "--threads", "1", "--warmup-iters", "20",           \
                   "--lr-decay-iters", "100000", "--eval-interval", "100000"
 
-/* metrics.csv without its last column (tokens/s, a timing) */
-static char *metrics_losses(const char *dir)
-{
-    size_t n;
-    char *b = proc_read_file(proc_path(dir, "metrics.csv"), &n);
-    ck_assert_msg(b != NULL, "%s/metrics.csv missing", dir);
-    char *out = malloc(n + 1);
-    ck_assert_ptr_nonnull(out);
-    size_t k = 0;
-    for (char *line = b; *line;) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        size_t keep = len;
-        while (keep > 0 && line[keep - 1] != ',') keep--;   /* up to and with the last comma */
-        memcpy(out + k, line, keep);
-        k += keep;
-        out[k++] = '\n';
-        line += len + (nl != NULL);
-    }
-    out[k] = '\0';
-    free(b);
-    return out;
-}
-
 /* Two checkpoint files hold the same bytes, their run identities aside. */
 static void assert_same_file(const char *a, const char *b)
 {
@@ -125,7 +101,7 @@ static void assert_same_run(const char *dir, long stopped)
     char run[160], ref[160];
     snprintf(run, sizeof run, "%s/run", dir);
     snprintf(ref, sizeof ref, "%s/ref", dir);
-    char *a = metrics_losses(run), *b = metrics_losses(ref);
+    char *a = proc_metrics_losses(run), *b = proc_metrics_losses(ref);
     ck_assert_msg(strcmp(a, b) == 0, "losses differ after resuming at %ld:\nresumed:\n%s\nuninterrupted:\n%s", stopped,
                   a, b);
     ck_assert_int_eq(proc_lines(a), 1 + (int)(stopped + 12) + 1);   /* header, steps, final evaluation */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 enum { B = 2, T = 3, C = 8, HID = 12 };
 
@@ -235,21 +236,16 @@ Suite *swiglu_suite(void)
     Suite *s = suite_create("swiglu");
     TCase *f = tcase_create("forward");
     tcase_set_tags(f, "mul silu");
-    tcase_add_test(f, test_mul_forward_and_error);
-    tcase_add_test(f, test_silu_forward_known_values);
-    tcase_add_test(f, test_silu_tails);
+    ADD_TESTS(f, test_mul_forward_and_error, test_silu_forward_known_values, test_silu_tails);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_set_tags(g, "mul silu");
-    tcase_add_test(g, test_mul_grad);
-    tcase_add_test(g, test_silu_grad);
+    ADD_TESTS(g, test_mul_grad, test_silu_grad);
     suite_add_tcase(s, g);
     TCase *l = tcase_create("layer");
     tcase_add_checked_fixture(l, swiglu_setup, swiglu_teardown);
-    tcase_add_test(l, test_swiglu_params);
-    tcase_add_test(l, test_swiglu_forward_by_hand);
-    tcase_add_test(l, test_swiglu_scope_on_tape);
-    tcase_add_test(l, test_swiglu_grad);
+    ADD_TESTS(l, test_swiglu_params, test_swiglu_forward_by_hand, test_swiglu_scope_on_tape,
+                 test_swiglu_grad);
     tcase_set_timeout(l, 600);
     suite_add_tcase(s, l);
     return s;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include "cli.h"
 #include "config.h"
+#include "tcases.h"
 
 /* The rows of lm_fields that are switches, one after another: for (f = NULL; (f = next_switch(f));) */
 static const lm_field *next_switch(const lm_field *f)
@@ -234,11 +235,8 @@ Suite *switch_values_suite(void)
 {
     Suite *s = suite_create("switch_values");
     TCase *t = tcase_create("tables");
-    tcase_add_test(t, test_every_name_parses_back);
-    tcase_add_test(t, test_refusals_list_the_table);
-    tcase_add_test(t, test_help_shows_every_value);
-    tcase_add_test(t, test_json_keeps_every_value);
-    tcase_add_test(t, test_model_runs_every_value);
+    ADD_TESTS(t, test_every_name_parses_back, test_refusals_list_the_table, test_help_shows_every_value,
+                 test_json_keeps_every_value, test_model_runs_every_value);
     suite_add_tcase(s, t);
     return s;
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 #ifdef AG_DOUBLE
 #define TOL 1e-10
@@ -378,18 +379,13 @@ Suite *switches_suite(void)
 {
     Suite *s = suite_create("switches");
     TCase *m = tcase_create("model");
-    tcase_add_test(m, test_defaults_are_model_md);
-    tcase_add_test(m, test_no_scale);
-    tcase_add_test(m, test_mask_fill_minus_1e9_equals_minus_inf);
-    tcase_add_test(m, test_post_ln_output_is_normalised);
-    tcase_add_test(m, test_rmsnorm_swiglu_names);
-    tcase_add_test(m, test_xavier_init);
-    tcase_add_test(m, test_kv_cache_exact_for_every_switch);
+    ADD_TESTS(m, test_defaults_are_model_md, test_no_scale, test_mask_fill_minus_1e9_equals_minus_inf,
+                 test_post_ln_output_is_normalised, test_rmsnorm_swiglu_names, test_xavier_init,
+                 test_kv_cache_exact_for_every_switch);
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
     tcase_set_timeout(g, 600);
-    tcase_add_test(g, test_grad_post_rmsnorm_swiglu);
-    tcase_add_test(g, test_grad_post_noscale_1e9);
+    ADD_TESTS(g, test_grad_post_rmsnorm_swiglu, test_grad_post_noscale_1e9);
     suite_add_tcase(s, g);
     return s;
 }

@@ -3,6 +3,7 @@
  * allocating after the first step. */
 #include <check.h>
 #include "gradcheck.h"
+#include "tcases.h"
 
 /* x feeds three linears and a residual, like x -> w_q, w_k, w_v and x + attn(x) */
 static ag_tensor *build_fanout(ag_ctx *ctx, ag_tensor **in, void *user)
@@ -209,13 +210,9 @@ Suite *tape_suite(void)
 {
     Suite *s = suite_create("tape");
     TCase *t = tcase_create("tape");
-    tcase_add_test(t, test_gradients_accumulate_over_fanout);
-    tcase_add_test(t, test_no_grad_mode_records_nothing);
-    tcase_add_test(t, test_backward_needs_a_scalar);
-    tcase_add_test(t, test_arena_stops_growing);
-    tcase_add_test(t, test_detect_anomaly_names_the_op);
-    tcase_add_test(t, test_recycling_keeps_views_gradients);
-    tcase_add_test(t, test_optional_parts_follow_their_switches);
+    ADD_TESTS(t, test_gradients_accumulate_over_fanout, test_no_grad_mode_records_nothing,
+                 test_backward_needs_a_scalar, test_arena_stops_growing, test_detect_anomaly_names_the_op,
+                 test_recycling_keeps_views_gradients, test_optional_parts_follow_their_switches);
     suite_add_tcase(s, t);
     return s;
 }

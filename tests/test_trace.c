@@ -37,6 +37,7 @@
 #include "train.h"
 #include "lm_fixture.h"
 #include "proc.h"
+#include "tcases.h"
 
 // ---------------------------------------------------------------------------------------------
 // fixture: a directory per test with an English corpus (lm_fixture.h)
@@ -697,37 +698,17 @@ END_TEST
 Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
-    TCase *t = tcase_create("trace");
-    tcase_add_unchecked_fixture(t, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(t, setup, fx_teardown);
-    tcase_set_timeout(t, 600);
-    tcase_add_test(t, test_trace_lines);
-    tcase_add_test(t, test_trace_parameter_letters);
-    tcase_add_test(t, test_trace_only_writes_nothing);
-    tcase_add_test(t, test_attn_stats_known_rows);
-    tcase_add_test(t, test_log_attn_stats_columns);
-    tcase_add_test(t, test_attn_png);
-    tcase_add_test(t, test_loss_png_in_the_background);
-    tcase_add_test(t, test_attn_rejects_bad_args);
-    suite_add_tcase(s, t);
+    TCase *t = fx_tcase(s, "trace", root_setup, setup);
+    ADD_TESTS(t, test_trace_lines, test_trace_parameter_letters, test_trace_only_writes_nothing,
+                 test_attn_stats_known_rows, test_log_attn_stats_columns, test_attn_png,
+                 test_loss_png_in_the_background, test_attn_rejects_bad_args);
 
-    TCase *a = tcase_create("anomaly");
-    tcase_add_unchecked_fixture(a, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(a, setup, fx_teardown);
-    tcase_set_timeout(a, 600);
-    tcase_add_test(a, test_detect_anomaly_names_the_op);
-    tcase_add_test(a, test_detect_anomaly_after_the_step);
-    tcase_add_test(a, test_poisoned_model_never_written);
-    suite_add_tcase(s, a);
+    TCase *a = fx_tcase(s, "anomaly", root_setup, setup);
+    ADD_TESTS(a, test_detect_anomaly_names_the_op, test_detect_anomaly_after_the_step,
+                 test_poisoned_model_never_written);
 
-    TCase *c = tcase_create("config");
-    tcase_add_unchecked_fixture(c, root_setup, fx_root_teardown);
-    tcase_add_checked_fixture(c, setup, fx_teardown);
-    tcase_set_timeout(c, 600);
-    tcase_add_test(c, test_config_json_switches);
-    tcase_add_test(c, test_cli_switches);
-    tcase_add_test(c, test_switches_in_checkpoint);
-    tcase_add_test(c, test_chinese_corpus);
-    suite_add_tcase(s, c);
+    TCase *c = fx_tcase(s, "config", root_setup, setup);
+    ADD_TESTS(c, test_config_json_switches, test_cli_switches, test_switches_in_checkpoint,
+                 test_chinese_corpus);
     return s;
 }

@@ -12,7 +12,10 @@
  *            weights and optimizer state of a run that was never killed.
  *   signal   SIGTERM ends a run with a checkpoint and exit 143; a --time-budget ends in time.
  *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume: one
- *            line and a non-zero exit. */
+ *            line and a non-zero exit.
+ *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
+ *            program's config and the trainer's options, steps (those of this run), strings/s,
+ *            the final losses and exact match, the best checkpoint (a directory there). */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
@@ -200,6 +203,61 @@ START_TEST(time_budget)
 }
 END_TEST
 
+#define HAS(text, want) ck_assert_msg(strstr(text, want), "no '%s' in report.md:\n%s", want, text)
+
+/* The number after want in text (want must be there). */
+static double after(const char *text, const char *want)
+{
+    HAS(text, want);
+    return atof(strstr(text, want) + strlen(want));
+}
+
+/* dir/report.md, the card of the run that ended there (issue 31): every field present with a
+ * plausible value; steps those of the run, best an existing checkpoint. Free it. */
+static char *card_of(const char *dir, const char *steps)
+{
+    char *md = proc_read_file(proc_path(proc_path(root, dir), "report.md"), NULL);
+    ck_assert_msg(md != NULL, "no %s/report.md", dir);
+    HAS(md, "# reverse: report card\n");
+    HAS(md, "| CPU | ");
+    ck_assert_msg(after(md, "| cores | ") >= 1, "cores: %s", md);
+    HAS(md, " online, 1 threads used |");
+    HAS(md, "| BLAS | ");
+    HAS(md, "| attograd kernels | fast, float |");
+    HAS(md, "\ncommit ");
+    HAS(md, "| d_model | 64 |\n");
+    HAS(md, "| train.grad_clip | 1 |\n");
+    HAS(md, steps);
+    double rate = after(md, "| strings/s | "), train = after(md, "| final loss | train "), val = after(strstr(md, "| final loss |"), ", val ");
+    ck_assert_msg(rate > 0 && train > 0 && train < 10 && val > 0 && val < 10, "rate %g, losses %g %g", rate, train, val);
+    double acc = after(md, "| final exact match | ");
+    ck_assert_msg(acc >= 0 && acc <= 1, "exact match %g", acc);
+    char best[64] = "";
+    ck_assert_msg(sscanf(strstr(md, "| best checkpoint | ") + strlen("| best checkpoint | "), "%63[a-z0-9-]", best) == 1, "%s", md);
+    struct stat sb;
+    ck_assert_msg(strncmp(best, "ckpt-", 5) == 0 && stat(proc_path(proc_path(root, dir), best), &sb) == 0 &&
+                  S_ISDIR(sb.st_mode), "best checkpoint '%s' is not a directory in %s", best, dir);
+    if (stat(proc_path(proc_path(root, dir), "loss.png"), &sb) == 0) HAS(md, "![loss.png](loss.png)\n");
+    return md;
+}
+
+START_TEST(report_card)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "c", "--steps", "30", "--every", "10"), 0, NULL, &r);
+    proc_result_free(&r);
+    char *md = card_of("c", "| steps | 30 in this run, ending at iteration 30 |\n");
+    HAS(md, "| train.resume | no |\n");
+    free(md);
+    run_expect(A("train", "--out", "c", "--steps", "40", "--every", "10", "--resume"), 0, NULL, &r);
+    proc_result_free(&r);
+    md = card_of("c", "| steps | 10 in this run, ending at iteration 40 |\n");
+    HAS(md, "| train.steps | 40 |\n");
+    HAS(md, "| train.resume | yes |\n");
+    free(md);
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     const struct { const char *const *args; int code; const char *says; } cases[] = {
@@ -238,6 +296,7 @@ Suite *reverse_suite(void)
     tcase_add_test(tc, sigterm_checkpoints);
     tcase_add_test(tc, time_budget);
     tcase_add_test(tc, bad_inputs);
+    tcase_add_test(tc, report_card);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "train.h"
@@ -114,6 +115,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     L->loss_n = 0;
     L->r->val_loss = val;
     L->r->score = score;
+    L->r->train_loss = train;
     char tr[32] = "";   /* no step since the last evaluation: no train loss */
     if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
     snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
@@ -203,18 +205,56 @@ static ag_status open_run(loop *L, ag_error *err)
     return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
 }
 
+/* The client's config, then the trainer's options, as "key = value" lines (malloc'd; NULL on OOM). */
+static char *config_lines(const loop *L)
+{
+    const ag_train_opts *o = L->o;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    if (!fp) return NULL;
+    if (L->c->config) fprintf(fp, "%s\n", L->c->config);
+    fprintf(fp, "train.steps = %ld\ntrain.every = %ld\ntrain.seed = %llu\ntrain.time_budget_s = %g\n", o->steps,
+            o->every, (unsigned long long)o->seed, o->time_budget_s);
+    fprintf(fp, "train.lr = %g\ntrain.min_lr = %g\ntrain.warmup_iters = %ld\ntrain.lr_decay_iters = %ld\n",
+            o->sched.lr, o->sched.min_lr, o->sched.warmup_iters, o->sched.lr_decay_iters);
+    fprintf(fp, "train.adam = beta1 %g, beta2 %g, eps %g, weight_decay %g\ntrain.grad_clip = %g\n", o->adam.beta1,
+            o->adam.beta2, o->adam.eps, o->adam.weight_decay, o->grad_clip);
+    fprintf(fp, "train.threads = %d\ntrain.resume = %s\n", o->threads, o->resume ? "yes" : "no");
+    if (fclose(fp) == 0) return text;
+    free(text);
+    return NULL;
+}
+
+/* DIR/report.md, the card of the run that ended (a failure is a note on the log, never the run's). */
+static void report(loop *L, const char *const *pics)
+{
+    const ag_train_result *r = L->r;
+    const ag_train_client *c = L->c;
+    char best[64] = "";
+    ag_error e = {0};
+    char *config = config_lines(L);
+    ag_run_report rep = {.commit = c->commit, .config_kv = config, .threads = ag_threads(), .steps = r->step - r->start,
+                         .iter = r->step, .out_of_time = r->out_of_time, .wall_s = r->wall_s,
+                         .tokens = (double)(r->step - r->start) * c->units_per_step, .unit = c->unit ? c->unit : "items",
+                         .train_loss = r->train_loss, .val_loss = r->val_loss, .best_loss = L->st.best_loss,
+                         .score_name = c->score_name ? c->score_name : "score", .score = r->score, .pictures = pics};
+    rep.kernels = ag_ctx_kernels(L->ctx) == AG_KERNELS_REFERENCE ? "reference" : "fast";
+    if (ag_ckpt_pointer(L->o->out_dir, AG_CKPT_BEST, best, &e) == AG_OK) rep.best = best;
+    ag_error_clear(&e);
+    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+    free(config);
+}
+
 /* loss.png and report.md: what a person looks at after the run; neither is worth failing it. */
 static void pictures(loop *L)
 {
     ag_error e = {0};
+    const char *pics[2] = {NULL};
     const ag_loss_plot lp = {.title = L->c->name, .floor = NAN, .with_val = true};
-    if (ag_plot_loss(L->o->out_dir, &lp, &e) && L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
-    ag_error_clear(&e);
-    const char *const pics[] = {"loss.png", NULL};
-    const ag_run_report rep = {.steps = L->r->step - L->r->start, .iter = L->r->step, .wall_s = L->r->wall_s,
-                               .out_of_time = L->r->out_of_time, .train_loss = NAN, .val_loss = L->r->val_loss,
-                               .best_loss = L->st.best_loss, .pictures = pics};
-    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+    if (ag_plot_loss(L->o->out_dir, &lp, &e) == AG_OK) pics[0] = "loss.png";
+    else if (L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
+    report(L, pics);
 }
 
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err)

@@ -238,12 +238,18 @@ typedef struct {
     long iter;                 /* the iteration where it ended */
     bool out_of_time;          /* a time budget ended it before its step count */
     double wall_s;             /* the run's wall time, seconds */
-    double tokens;             /* the tokens it trained on (steps x batch x context): tokens/s */
+    double tokens;             /* the tokens it trained on (steps x batch x context), or the units
+                                  unit names: their rate per second */
     double train_loss, val_loss; /* the final evaluation (NaN: none) */
     const char *best;          /* the best checkpoint's name ("ckpt-00000120"), or NULL */
     double best_loss;
     const char *sample;        /* a short sample of the model, shown as a block, or NULL */
     const char *const *pictures; /* NULL-terminated names of pictures in DIR, shown inline, or NULL */
+    const char *unit;          /* what tokens counts, for its rate ("strings": strings/s); NULL: tokens */
+    const char *config_kv;     /* the config as "key = value" lines, shown as a table (under config_json
+                                  when both are given; NULL: none) */
+    const char *score_name;    /* the run's own final measure ("exact match"), with score; NULL: none */
+    double score;
 } ag_run_report;
 
 /* Writes DIR/report.md (replaced whole: ag_write_file's guarantees). Diff two runs' cards to
@@ -267,6 +273,12 @@ typedef struct {
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
     const char *score_name;    /* the score's name in the progress line ("exact match") */
+    /* For the report card (DIR/report.md), all optional: */
+    const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
+                                  the card shows them, then the trainer's options (train.steps, ...) */
+    const char *unit;          /* what a step trains on ("strings": the card's strings/s; NULL: items) */
+    double units_per_step;     /*   and how many (0: no rate on the card) */
+    const char *commit;        /* the build's commit ("d89a286"; NULL: unknown) */
 } ag_train_client;
 
 typedef struct {
@@ -295,6 +307,7 @@ typedef struct {
     int stop_signal;           /* SIGINT or SIGTERM ended it, after a checkpoint: a program
                                   exits 128 + it; 0 otherwise */
     double loss, val_loss, score;  /* the last batch loss and the last evaluation (NaN: none) */
+    double train_loss;         /* the mean batch loss of the steps before the last evaluation (NaN: none) */
     char ckpt[64];             /* the checkpoint left in DIR/latest ("ckpt-00000400"), or "" */
     double wall_s;
 } ag_train_result;

@@ -15,7 +15,9 @@
  *            line and a non-zero exit.
  *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
  *            program's config and the trainer's options, steps (those of this run), strings/s,
- *            the final losses and exact match, the best checkpoint (a directory there). */
+ *            the final losses and exact match, the best checkpoint (a directory there).
+ *   dynamics --log-dynamics: dynamics.csv's columns for the 2 layers and its rows (every 10
+ *            steps and the last), dynamics.png. */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
@@ -249,11 +251,52 @@ START_TEST(report_card)
     char *md = card_of("c", "| steps | 30 in this run, ending at iteration 30 |\n");
     HAS(md, "| train.resume | no |\n");
     free(md);
+    struct stat sb;   /* no --log-dynamics, no dynamics */
+    ck_assert_int_ne(stat(proc_path(root, "c/dynamics.csv"), &sb), 0);
     run_expect(A("train", "--out", "c", "--steps", "40", "--every", "10", "--resume"), 0, NULL, &r);
     proc_result_free(&r);
     md = card_of("c", "| steps | 10 in this run, ending at iteration 40 |\n");
     HAS(md, "| train.steps | 40 |\n");
     HAS(md, "| train.resume | yes |\n");
+    free(md);
+}
+END_TEST
+
+/* --log-dynamics: dir/dynamics.csv has the header of 2 layers and a row at steps 0, 10, 20
+ * and the last, 24, every figure plausible; dynamics.png beside loss.png, on the card. */
+START_TEST(log_dynamics)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "d", "--steps", "25", "--every", "10", "--log-dynamics"), 0, NULL, &r);
+    proc_result_free(&r);
+    char *csv = proc_read_file(proc_path(root, "d/dynamics.csv"), NULL);
+    ck_assert_msg(csv != NULL, "no d/dynamics.csv");
+    const char *head = "iter,lr,grad_norm,clip,grad_attn_L0,grad_mlp_L0,update_attn_L0,update_mlp_L0,"
+                       "grad_attn_L1,grad_mlp_L1,update_attn_L1,update_mlp_L1\n";
+    ck_assert_msg(strncmp(csv, head, strlen(head)) == 0, "header: %s", csv);
+    const long iters[] = {0, 10, 20, 24};
+    const char *row = csv + strlen(head);
+    for (int k = 0; k < 4; k++, row = strchr(row, '\n') + 1) {
+        double v[13];
+        int n = 0, used;
+        const char *p = row;
+        while (n < 13 && sscanf(p, "%lf%n", &v[n], &used) == 1 && p[used] == (n < 11 ? ',' : '\n')) p += used + 1, n++;
+        ck_assert_msg(n == 12 && v[0] == iters[k], "row %d: '%.*s'", k, (int)strcspn(row, "\n"), row);
+        ck_assert_msg(v[1] > 0 && v[2] > 0 && v[3] > 0 && v[3] <= 1, "lr, norm, clip: '%.120s'", row);
+        for (int c = 4; c < 12; c++)   /* ||dW|| under the whole norm; a step moves 1e-4 .. 1 of W */
+            ck_assert_msg(v[c] > 0 && (c >= 8 || v[c] <= v[2]) && (c < 8 || (v[c] > 1e-4 && v[c] < 1)),
+                          "column %d: '%.120s'", c + 1, row);
+    }
+    ck_assert_msg(*row == '\0', "more rows than 4: %s", row);
+    free(csv);
+    struct stat sb;
+    char *md = proc_read_file(proc_path(root, "d/report.md"), NULL);
+    ck_assert_ptr_nonnull(md);
+    HAS(md, "| train.log_dynamics | 10 |\n");
+    if (stat(proc_path(root, "d/loss.png"), &sb) == 0) {   /* with gnuplot */
+        ck_assert_int_eq(stat(proc_path(root, "d/dynamics.png"), &sb), 0);
+        HAS(md, "![dynamics.png](dynamics.png)\n");
+    }
     free(md);
 }
 END_TEST
@@ -297,6 +340,7 @@ Suite *reverse_suite(void)
     tcase_add_test(tc, time_budget);
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, report_card);
+    tcase_add_test(tc, log_dynamics);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@
  * (src/train/train.h); this file is the task, the model and the command line.
  *
  *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] [--every N]
+ *                       [--log-dynamics]   per layer: gradient norms, update/weight ratios
  *   build/reverse eval --out DIR       exact-match accuracy on held-out strings
  *
  * The padded slots hold random letters, not a padding token: a batch buffer holds whatever was
@@ -184,12 +185,13 @@ typedef struct {
     bool resume;
     uint64_t seed;
     long every;   /* evaluate and checkpoint every this many steps */
+    bool dynamics;  /* --log-dynamics: DIR/dynamics.csv every 10 steps, dynamics.png */
 } cli;
 
 static int usage(const char *why)
 {
     fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] "
-            "[--every N]\n"
+            "[--every N] [--log-dynamics]\n"
             "       reverse eval --out DIR\n", why);
     return 2;
 }
@@ -212,6 +214,7 @@ static int parse(int argc, char **argv, cli *c)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d;
         if (!strcmp(a, "--resume") && c->train) c->resume = true;
+        else if (!strcmp(a, "--log-dynamics") && c->train) c->dynamics = true;
         else if (!strcmp(a, "--out") && v) c->out = argv[++i];
         else if (!strcmp(a, "--steps") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->steps = (long)d, i++;
         else if (!strcmp(a, "--time-budget") && c->train && number(v, 1e-3, 1e9, &d)) c->budget = d, i++;
@@ -243,6 +246,7 @@ static int train(reverser *R, const cli *c, ag_error *err)
                              .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
                              .sched = {.lr = 3e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
                              .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout,
+                             .log_dynamics = c->dynamics ? 10 : 0,
                              .threads = 1};   /* a model this small: one thread is as fast, and shares the machine */
     ag_train_result r;
     if (ag_train_run(&client, &o, &r, err)) return 1;

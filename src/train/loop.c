@@ -24,6 +24,7 @@ typedef struct {
     ag_ctx *ctx;
     ag_lock lock;
     FILE *csv;
+    ag_dynamics_log *dyn;     /* opts->log_dynamics: DIR/dynamics.csv (dynamics.c), or NULL */
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag__loop_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
@@ -75,11 +76,14 @@ static ag_status step(loop *L, long it, ag_error *err)
                          "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
     if (ag_backward(L->ctx, loss))                                           // dW += dloss/dW
         return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
-    double norm = ag_grad_norm(P);
+    double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
     if (!isfinite(norm))
         return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the gradient norm is %g; stopped before the optimizer "
                          "step", it, norm);
-    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, ag_clip_scale(norm, o->grad_clip));   // W -= ...
+    bool logged = L->dyn && (it % o->log_dynamics == 0 || it + 1 == o->steps);   /* --log-dynamics's row */
+    if (logged) ag_dynamics_log_watch(L->dyn, P, it, norm, clip);            // dW, and W before the update
+    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, clip);                // W -= ...
+    if (logged && (s = ag_dynamics_log_record(L->dyn, P, it, lr, err))) return s;
     L->loss_sum += lv;
     L->loss_n++;
     L->r->loss = lv;
@@ -202,6 +206,9 @@ static ag_status open_run(loop *L, ag_error *err)
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (L->o->log_dynamics > 0 &&
+        !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
+        return err->status;
     return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
 }
 
@@ -220,7 +227,8 @@ static char *config_lines(const loop *L)
             o->sched.lr, o->sched.min_lr, o->sched.warmup_iters, o->sched.lr_decay_iters);
     fprintf(fp, "train.adam = beta1 %g, beta2 %g, eps %g, weight_decay %g\ntrain.grad_clip = %g\n", o->adam.beta1,
             o->adam.beta2, o->adam.eps, o->adam.weight_decay, o->grad_clip);
-    fprintf(fp, "train.threads = %d\ntrain.resume = %s\n", o->threads, o->resume ? "yes" : "no");
+    fprintf(fp, "train.threads = %d\ntrain.resume = %s\ntrain.log_dynamics = %ld\n", o->threads,
+            o->resume ? "yes" : "no", o->log_dynamics);
     if (fclose(fp) == 0) return text;
     free(text);
     return NULL;
@@ -250,10 +258,13 @@ static void report(loop *L, const char *const *pics)
 static void pictures(loop *L)
 {
     ag_error e = {0};
-    const char *pics[2] = {NULL};
+    const char *pics[3] = {NULL}, **pic = pics;
     const ag_loss_plot lp = {.title = L->c->name, .floor = NAN, .with_val = true};
-    if (ag_plot_loss(L->o->out_dir, &lp, &e) == AG_OK) pics[0] = "loss.png";
+    if (ag_plot_loss(L->o->out_dir, &lp, &e) == AG_OK) *pic++ = "loss.png";
     else if (L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
+    ag_error_clear(&e);
+    if (L->dyn && ag_plot_dynamics(L->o->out_dir, ag_dynamics_log_layers(L->dyn), &e) == AG_OK) *pic++ = "dynamics.png";
+    else if (L->dyn && L->o->log) fprintf(L->o->log, "note: no dynamics.png: %s\n", e.msg);
     report(L, pics);
 }
 
@@ -277,6 +288,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
     r->wall_s = ag_now_s() - L.t0;
     if (s == AG_OK && !r->stop_signal) pictures(&L);
+    ag_dynamics_log_free(L.dyn);
     ag_ctx_free(L.ctx);
     ag_lock_drop(&L.lock);
     restore_signals(old);

@@ -26,6 +26,8 @@
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
  *                                 DIR/best name, replaced durably (ckpt_dir.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
+ *   ag_dynamics_log, ag_plot_dynamics
+ *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
@@ -224,6 +226,28 @@ void ag_dynamics_watch(ag_dynamics *d, const ag_params *P);
 void ag_dynamics_measure(ag_dynamics *d, const ag_params *P, double *grad_norm, double *update);
 void ag_dynamics_free(ag_dynamics *d);   /* NULL ok */
 
+/* --log-dynamics's DIR/dynamics.csv, for a model built of ag_block's: layer l's 2-D weights
+ * under "blocks.<l>.attn." and "blocks.<l>.mlp." are its two groups. A row per step logged:
+ *   iter,lr,grad_norm,clip, then per layer l: grad_attn_L<l>,grad_mlp_L<l>,update_attn_L<l>,update_mlp_L<l>
+ * (the global gradient norm and the clip factor it was multiplied by; per group ||dW|| before
+ * the clip and ||W_after - W_before|| / ||W_before||). Which steps are logged is the program's. */
+typedef struct ag_dynamics_log ag_dynamics_log;
+/* The measure of P's layers; with write, DIR/dynamics.csv opened as ag_csv_open does (start:
+ * the iteration a resume starts at, < 0 a fresh run); without it, no file (a rank other than
+ * 0). NULL with err when P has no such layer (AG_ERR_ARG), out of memory, or the file fails. */
+ag_dynamics_log *ag_dynamics_log_open(const ag_params *P, const char *dir, bool write, long start, ag_error *err);
+/* Step it, after its backward and before its update: norm is the global gradient norm, clip
+ * the factor the update multiplies the gradients by. */
+void ag_dynamics_log_watch(ag_dynamics_log *d, const ag_params *P, long it, double norm, double clip);
+/* After the update of step it, at learning rate lr: its row (nothing when it was not watched). */
+ag_status ag_dynamics_log_record(ag_dynamics_log *d, const ag_params *P, long it, double lr, ag_error *err);
+int ag_dynamics_log_layers(const ag_dynamics_log *d);
+void ag_dynamics_log_free(ag_dynamics_log *d);   /* NULL ok; closes the file */
+/* DIR/dynamics.gp and DIR/dynamics.png from DIR/dynamics.csv: per layer the gradient norms of
+ * the attention and MLP weights (top), and their update/weight ratios with the learning rate on
+ * the right-hand axis (bottom), both on log scales. Errors as ag_plot_script's. */
+ag_status ag_plot_dynamics(const char *dir, int n_layer, ag_error *err);
+
 // --- the report card of a run (report.c) ---
 
 /* What DIR/report.md says about a run; the machine (the CPU, its cores, the BLAS and the
@@ -295,6 +319,9 @@ typedef struct {
     ag_lr_schedule sched;      /* the learning rate at each step (optim.h) */
     ag_adam_cfg adam;          /* AdamW's betas, eps and weight decay */
     double grad_clip;          /* the global gradient norm is clipped to it (0: no clip) */
+    long log_dynamics;         /* > 0: a row of DIR/dynamics.csv every this many steps and at the
+                                  last, and DIR/dynamics.png at the end (ag_dynamics_log: the model
+                                  must be built of ag_block's named "blocks.<l>"); 0: none */
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */

@@ -15,7 +15,8 @@
  *            line and a non-zero exit.
  *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
  *            program's config and the trainer's options, steps (those of this run), strings/s,
- *            the final losses and exact match, the best checkpoint (a directory there).
+ *            the final losses and exact match, the best checkpoint (a directory there);
+ *            loss.png's dashed ln V line (ln 26, a uniform guess over the letters).
  *   dynamics --log-dynamics: dynamics.csv's columns for the 2 layers and its rows (every 10
  *            steps and the last), dynamics.png. */
 #include <check.h>
@@ -253,6 +254,10 @@ START_TEST(report_card)
     free(md);
     struct stat sb;   /* no --log-dynamics, no dynamics */
     ck_assert_int_ne(stat(proc_path(root, "c/dynamics.csv"), &sb), 0);
+    char *gp = proc_read_file(proc_path(root, "c/loss.gp"), NULL);   /* written with or without gnuplot */
+    ck_assert_msg(gp && strstr(gp, "plot 3.258097 with lines dt 2 ") && strstr(gp, "title 'ln V = ln 26: every "
+                  "letter equally likely'"), "loss.gp has no ln V line (ln 26 = 3.258097): %s", gp);
+    free(gp);
     run_expect(A("train", "--out", "c", "--steps", "40", "--every", "10", "--resume"), 0, NULL, &r);
     proc_result_free(&r);
     md = card_of("c", "| steps | 10 in this run, ending at iteration 40 |\n");

@@ -235,13 +235,16 @@ static int parse(int argc, char **argv, cli *c)
 
 static int train(reverser *R, const cli *c, ag_error *err)
 {
-    char config[256];   /* the report card's (DIR/report.md), with the trainer's own options */
+    char config[256], floor[64];   /* the report card's config (DIR/report.md); loss.png's floor */
+    snprintf(floor, sizeof floor, "ln V = ln %d: every letter equally likely", V);
+    const ag_loss_plot plot = {.title = "reverse: loss per letter (nats)", .floor = log((double)V),
+                               .floor_title = floor, .with_val = true};
     snprintf(config, sizeof config, "task = reverse 1 to %d letters a-z\nvocab = %d\nd_model = %d\nn_head = %d\n"
              "n_layer = %d\nbatch = %d\nheld_out = %d strings\nseed = %llu", N, V, C, H, LAYERS, TRAIN_B,
              R->eval_batches * EVAL_B, (unsigned long long)c->seed);
     const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .loss = train_loss,
                                     .evaluate = evaluate, .score_name = "exact match", .config = config,
-                                    .unit = "strings", .units_per_step = TRAIN_B, .commit = AG_COMMIT};
+                                    .unit = "strings", .units_per_step = TRAIN_B, .commit = AG_COMMIT, .plot = &plot};
     const ag_train_opts o = {.out_dir = c->out, .steps = c->steps, .resume = c->resume, .time_budget_s = c->budget,
                              .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
                              .sched = {.lr = 3e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},

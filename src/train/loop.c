@@ -259,8 +259,8 @@ static void pictures(loop *L)
 {
     ag_error e = {0};
     const char *pics[3] = {NULL}, **pic = pics;
-    const ag_loss_plot lp = {.title = L->c->name, .floor = NAN, .with_val = true};
-    if (ag_plot_loss(L->o->out_dir, &lp, &e) == AG_OK) *pic++ = "loss.png";
+    const ag_loss_plot none = {.title = L->c->name, .floor = NAN, .with_val = true};
+    if (ag_plot_loss(L->o->out_dir, L->c->plot ? L->c->plot : &none, &e) == AG_OK) *pic++ = "loss.png";
     else if (L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
     ag_error_clear(&e);
     if (L->dyn && ag_plot_dynamics(L->o->out_dir, ag_dynamics_log_layers(L->dyn), &e) == AG_OK) *pic++ = "dynamics.png";

@@ -303,6 +303,9 @@ typedef struct {
     const char *unit;          /* what a step trains on ("strings": the card's strings/s; NULL: items) */
     double units_per_step;     /*   and how many (0: no rate on the card) */
     const char *commit;        /* the build's commit ("d89a286"; NULL: unknown) */
+    /* loss.png's title, floor line (a uniform guess's loss, ln V for V classes) and validation
+     * curve (optional; NULL: titled with name, no floor, the validation curve drawn) */
+    const ag_loss_plot *plot;
 } ag_train_client;
 
 typedef struct {

@@ -348,9 +348,10 @@ typedef struct {
  * program's own handlers given back after). Every `every` steps and at the end: evaluate,
  * write DIR/ckpt-<step>/ whole (a kill -9 at any instant leaves DIR/latest naming a complete
  * one), move latest, and best when the evaluation is the lowest yet; DIR/metrics.csv gets a
- * row per step (cut right on a resume), and at the end DIR/loss.png (without gnuplot: a note
- * on the log, not an error) and DIR/report.md. A stop signal still ends in a checkpoint, with
- * r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
+ * row per step (cut right on a resume), DIR/dynamics.csv one every opts->log_dynamics steps,
+ * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
+ * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
+ * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
  * is NaN) are a status and one line in err; the last checkpoint stays. */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:

@@ -16,7 +16,8 @@
  *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
  *            program's config and the trainer's options, steps (those of this run), strings/s,
  *            the final losses and exact match, the best checkpoint (a directory there);
- *            loss.png's dashed ln V line (ln 26, a uniform guess over the letters).
+ *            a sample of 4 held-out strings answered; loss.png's dashed ln V line (ln 26, a
+ *            uniform guess over the letters).
  *   dynamics --log-dynamics: dynamics.csv's columns for the 2 layers and its rows (every 10
  *            steps and the last), dynamics.png. */
 #include <check.h>
@@ -251,6 +252,15 @@ START_TEST(report_card)
     proc_result_free(&r);
     char *md = card_of("c", "| steps | 30 in this run, ending at iteration 30 |\n");
     HAS(md, "| train.resume | no |\n");
+    const char *line = strstr(md, "## Sample\n\n");   /* 4 held-out strings, 5 letters or more, answered */
+    ck_assert_msg(line != NULL, "no sample: %s", md);
+    line += strlen("## Sample\n\n");
+    for (int k = 0; k < 4; k++, line = strchr(line, '\n') + 1) {
+        char in[16], out[16], verdict[8];
+        ck_assert_msg(sscanf(line, "    %15s -> %15s %7s", in, out, verdict) == 3 && strlen(in) >= 5 &&
+                      strlen(out) == strlen(in) && (!strcmp(verdict, "right") || !strcmp(verdict, "wrong")),
+                      "sample line %d: %.80s", k, line);
+    }
     free(md);
     struct stat sb;   /* no --log-dynamics, no dynamics */
     ck_assert_int_ne(stat(proc_path(root, "c/dynamics.csv"), &sb), 0);

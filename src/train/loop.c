@@ -250,8 +250,19 @@ static void report(loop *L, const char *const *pics)
     rep.kernels = ag_ctx_kernels(L->ctx) == AG_KERNELS_REFERENCE ? "reference" : "fast";
     if (ag_ckpt_pointer(L->o->out_dir, AG_CKPT_BEST, best, &e) == AG_OK) rep.best = best;
     ag_error_clear(&e);
+    char *text = NULL;
+    if (c->sample) {   /* the model as the last checkpoint has it */
+        ag_ctx_reset(L->ctx);
+        ag_ctx_set_grad(L->ctx, false);
+        if (c->sample(c->user, L->ctx, &text, &e) == AG_OK) rep.sample = text;
+        else if (L->o->log) fprintf(L->o->log, "note: no sample on the card: %s\n", e.msg);
+        ag_ctx_set_grad(L->ctx, true);
+        ag_ctx_reset(L->ctx);
+        ag_error_clear(&e);
+    }
     if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
     free(config);
+    free(text);
 }
 
 /* loss.png and report.md: what a person looks at after the run; neither is worth failing it. */

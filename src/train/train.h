@@ -306,6 +306,9 @@ typedef struct {
     /* loss.png's title, floor line (a uniform guess's loss, ln V for V classes) and validation
      * curve (optional; NULL: titled with name, no floor, the validation curve drawn) */
     const ag_loss_plot *plot;
+    /* A short sample of the trained model for the card, in no-grad mode: its text in *text
+     * (malloc'd; the loop frees it, whatever the status). NULL: no sample. */
+    ag_status (*sample)(void *user, ag_ctx *ctx, char **text, ag_error *err);
 } ag_train_client;
 
 typedef struct {

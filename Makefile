@@ -319,9 +319,10 @@ $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB3
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # the version the ranks show each other before anything else (train_agree.c's handshake)
 $(B)/f32/examples/char_lm/train_agree.o $(B)/f64/examples/char_lm/train_agree.o: DEFS += -DLM_VERSION='"$(VERSION)"'
-# the commit a run's report card names (DIR/report.md): HEAD when main.o was compiled
+# the commit a run's report card names (DIR/report.md): HEAD when main.o was compiled (char_lm, reverse)
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)
 $(B)/f32/examples/char_lm/main.o: DEFS += $(if $(COMMIT),-DLM_COMMIT='"$(COMMIT)"')
+$(B)/f32/examples/reverse/main.o: DEFS += $(if $(COMMIT),-DAG_COMMIT='"$(COMMIT)"')
 # the same program as another version would be, for test-mpi's mixed job (train_agree.c alone
 # compiled with another LM_VERSION)
 $(B)/f32/examples/char_lm/train_agree_other.o: examples/char_lm/train_agree.c $(HEADERS)

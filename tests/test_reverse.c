@@ -12,7 +12,14 @@
  *            weights and optimizer state of a run that was never killed.
  *   signal   SIGTERM ends a run with a checkpoint and exit 143; a --time-budget ends in time.
  *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume: one
- *            line and a non-zero exit. */
+ *            line and a non-zero exit.
+ *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
+ *            program's config and the trainer's options, steps (those of this run), strings/s,
+ *            the final losses and exact match, the best checkpoint (a directory there);
+ *            a sample of 4 held-out strings answered; loss.png's dashed ln V line (ln 26, a
+ *            uniform guess over the letters).
+ *   dynamics --log-dynamics: dynamics.csv's columns for the 2 layers and its rows (every 10
+ *            steps and the last), dynamics.png. */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
@@ -200,6 +207,115 @@ START_TEST(time_budget)
 }
 END_TEST
 
+#define HAS(text, want) ck_assert_msg(strstr(text, want), "no '%s' in report.md:\n%s", want, text)
+
+/* The number after want in text (want must be there). */
+static double after(const char *text, const char *want)
+{
+    HAS(text, want);
+    return atof(strstr(text, want) + strlen(want));
+}
+
+/* dir/report.md, the card of the run that ended there (issue 31): every field present with a
+ * plausible value; steps those of the run, best an existing checkpoint. Free it. */
+static char *card_of(const char *dir, const char *steps)
+{
+    char *md = proc_read_file(proc_path(proc_path(root, dir), "report.md"), NULL);
+    ck_assert_msg(md != NULL, "no %s/report.md", dir);
+    HAS(md, "# reverse: report card\n");
+    HAS(md, "| CPU | ");
+    ck_assert_msg(after(md, "| cores | ") >= 1, "cores: %s", md);
+    HAS(md, " online, 1 threads used |");
+    HAS(md, "| BLAS | ");
+    HAS(md, "| attograd kernels | fast, float |");
+    HAS(md, "\ncommit ");
+    HAS(md, "| d_model | 64 |\n");
+    HAS(md, "| train.grad_clip | 1 |\n");
+    HAS(md, steps);
+    double rate = after(md, "| strings/s | "), train = after(md, "| final loss | train "), val = after(strstr(md, "| final loss |"), ", val ");
+    ck_assert_msg(rate > 0 && train > 0 && train < 10 && val > 0 && val < 10, "rate %g, losses %g %g", rate, train, val);
+    double acc = after(md, "| final exact match | ");
+    ck_assert_msg(acc >= 0 && acc <= 1, "exact match %g", acc);
+    char best[64] = "";
+    ck_assert_msg(sscanf(strstr(md, "| best checkpoint | ") + strlen("| best checkpoint | "), "%63[a-z0-9-]", best) == 1, "%s", md);
+    struct stat sb;
+    ck_assert_msg(strncmp(best, "ckpt-", 5) == 0 && stat(proc_path(proc_path(root, dir), best), &sb) == 0 &&
+                  S_ISDIR(sb.st_mode), "best checkpoint '%s' is not a directory in %s", best, dir);
+    if (stat(proc_path(proc_path(root, dir), "loss.png"), &sb) == 0) HAS(md, "![loss.png](loss.png)\n");
+    return md;
+}
+
+START_TEST(report_card)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "c", "--steps", "30", "--every", "10"), 0, NULL, &r);
+    proc_result_free(&r);
+    char *md = card_of("c", "| steps | 30 in this run, ending at iteration 30 |\n");
+    HAS(md, "| train.resume | no |\n");
+    const char *line = strstr(md, "## Sample\n\n");   /* 4 held-out strings, 5 letters or more, answered */
+    ck_assert_msg(line != NULL, "no sample: %s", md);
+    line += strlen("## Sample\n\n");
+    for (int k = 0; k < 4; k++, line = strchr(line, '\n') + 1) {
+        char in[16], out[16], verdict[8];
+        ck_assert_msg(sscanf(line, "    %15s -> %15s %7s", in, out, verdict) == 3 && strlen(in) >= 5 &&
+                      strlen(out) == strlen(in) && (!strcmp(verdict, "right") || !strcmp(verdict, "wrong")),
+                      "sample line %d: %.80s", k, line);
+    }
+    free(md);
+    struct stat sb;   /* no --log-dynamics, no dynamics */
+    ck_assert_int_ne(stat(proc_path(root, "c/dynamics.csv"), &sb), 0);
+    char *gp = proc_read_file(proc_path(root, "c/loss.gp"), NULL);   /* written with or without gnuplot */
+    ck_assert_msg(gp && strstr(gp, "plot 3.258097 with lines dt 2 ") && strstr(gp, "title 'ln V = ln 26: every "
+                  "letter equally likely'"), "loss.gp has no ln V line (ln 26 = 3.258097): %s", gp);
+    free(gp);
+    run_expect(A("train", "--out", "c", "--steps", "40", "--every", "10", "--resume"), 0, NULL, &r);
+    proc_result_free(&r);
+    md = card_of("c", "| steps | 10 in this run, ending at iteration 40 |\n");
+    HAS(md, "| train.steps | 40 |\n");
+    HAS(md, "| train.resume | yes |\n");
+    free(md);
+}
+END_TEST
+
+/* --log-dynamics: dir/dynamics.csv has the header of 2 layers and a row at steps 0, 10, 20
+ * and the last, 24, every figure plausible; dynamics.png beside loss.png, on the card. */
+START_TEST(log_dynamics)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "d", "--steps", "25", "--every", "10", "--log-dynamics"), 0, NULL, &r);
+    proc_result_free(&r);
+    char *csv = proc_read_file(proc_path(root, "d/dynamics.csv"), NULL);
+    ck_assert_msg(csv != NULL, "no d/dynamics.csv");
+    const char *head = "iter,lr,grad_norm,clip,grad_attn_L0,grad_mlp_L0,update_attn_L0,update_mlp_L0,"
+                       "grad_attn_L1,grad_mlp_L1,update_attn_L1,update_mlp_L1\n";
+    ck_assert_msg(strncmp(csv, head, strlen(head)) == 0, "header: %s", csv);
+    const long iters[] = {0, 10, 20, 24};
+    const char *row = csv + strlen(head);
+    for (int k = 0; k < 4; k++, row = strchr(row, '\n') + 1) {
+        double v[13];
+        int n = 0, used;
+        const char *p = row;
+        while (n < 13 && sscanf(p, "%lf%n", &v[n], &used) == 1 && p[used] == (n < 11 ? ',' : '\n')) p += used + 1, n++;
+        ck_assert_msg(n == 12 && v[0] == iters[k], "row %d: '%.*s'", k, (int)strcspn(row, "\n"), row);
+        ck_assert_msg(v[1] > 0 && v[2] > 0 && v[3] > 0 && v[3] <= 1, "lr, norm, clip: '%.120s'", row);
+        for (int c = 4; c < 12; c++)   /* ||dW|| under the whole norm; a step moves 1e-4 .. 1 of W */
+            ck_assert_msg(v[c] > 0 && (c >= 8 || v[c] <= v[2]) && (c < 8 || (v[c] > 1e-4 && v[c] < 1)),
+                          "column %d: '%.120s'", c + 1, row);
+    }
+    ck_assert_msg(*row == '\0', "more rows than 4: %s", row);
+    free(csv);
+    struct stat sb;
+    char *md = proc_read_file(proc_path(root, "d/report.md"), NULL);
+    ck_assert_ptr_nonnull(md);
+    HAS(md, "| train.log_dynamics | 10 |\n");
+    if (stat(proc_path(root, "d/loss.png"), &sb) == 0) {   /* with gnuplot */
+        ck_assert_int_eq(stat(proc_path(root, "d/dynamics.png"), &sb), 0);
+        HAS(md, "![dynamics.png](dynamics.png)\n");
+    }
+    free(md);
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     const struct { const char *const *args; int code; const char *says; } cases[] = {
@@ -238,6 +354,8 @@ Suite *reverse_suite(void)
     tcase_add_test(tc, sigterm_checkpoints);
     tcase_add_test(tc, time_budget);
     tcase_add_test(tc, bad_inputs);
+    tcase_add_test(tc, report_card);
+    tcase_add_test(tc, log_dynamics);
     suite_add_tcase(s, tc);
     return s;
 }

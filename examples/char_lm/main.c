@@ -257,9 +257,11 @@ static void write_card(const char *dir, const lm_model *m, const run_facts *f, c
     (void)ag_kernels_from_env(&kid, &e);
     char *config = m ? lm_config_to_json(&m->cfg) : NULL;
     long steps = f->r->iter - f->start;
-    ag_run_report card = {LM_COMMIT, config, kid == AG_KERNELS_REFERENCE ? "reference" : "fast", ag_threads(), steps,
-                          f->r->iter, f->r->out_of_time, ag_now_s() - f->t0, NAN, f->r->train_loss, f->r->val_loss,
-                          NULL, NAN, sample, shown};
+    ag_run_report card = {.commit = LM_COMMIT, .config_json = config, .threads = ag_threads(), .steps = steps,
+                          .kernels = kid == AG_KERNELS_REFERENCE ? "reference" : "fast", .iter = f->r->iter,
+                          .out_of_time = f->r->out_of_time, .wall_s = ag_now_s() - f->t0, .tokens = NAN,
+                          .train_loss = f->r->train_loss, .val_loss = f->r->val_loss, .best_loss = NAN,
+                          .sample = sample, .pictures = shown};
     if (m) card.tokens = (double)steps * m->cfg.batch_size * m->cfg.model.block_size;
     lm_ckpt_id id;
     char where[4096];

@@ -11,11 +11,6 @@
  * each with the value uniform weights would give (and ln T, the largest entropy of a row). */
 ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err);
 
-/* --log-dynamics: DIR/dynamics.gp and DIR/dynamics.png from DIR/dynamics.csv (dynamics.c): per
- * layer the gradient norms of the attention and MLP weights (top), and their update/weight
- * ratios with the learning rate on the right-hand axis (bottom), both on log scales. */
-ag_status lm_plot_dynamics(const char *dir, int n_layer, ag_error *err);
-
 /* Heat maps of attention weights: W [n_maps, T, T], row i = query i, column j = key j; NaN
  * entries (the masked future) are drawn blank, the weights on a fixed colour scale [0, 1].
  * One panel per map (a grid when n_maps > 1) titled titles[k]; both axes labelled with

@@ -1,6 +1,7 @@
-/* plot_lm.c -- char_lm's own pictures (see plot.h): the attention statistics and the training
- * dynamics over a run, and attention heat maps, as gnuplot scripts that the library's plotter
- * (train/train.h: ag_plot_script, ag_plot_run) runs, every wait for it bounded. */
+/* plot_lm.c -- char_lm's own pictures (see plot.h): the attention statistics over a run and
+ * attention heat maps, as gnuplot scripts that the library's plotter (train/train.h:
+ * ag_plot_script, ag_plot_run) runs, every wait for it bounded. The dynamics picture is the
+ * library's (ag_plot_dynamics). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,59 +64,6 @@ ag_status lm_plot_attn_stats(const char *dir, int n_layer, int T, ag_error *err)
     PUT("\nunset multiplot\n");
 #undef PUT
     return draw_script(dir, "attn.gp", "attn.png", s, len < cap, err);
-}
-
-// --- training dynamics over the run ---
-
-ag_status lm_plot_dynamics(const char *dir, int n_layer, ag_error *err)
-{
-    size_t cap = 4096 + (size_t)n_layer * 512, len = 0;
-    char *s = malloc(cap);
-    if (!s) return ag_seterr(err, AG_ERR_NOMEM, "dynamics.gp: out of memory");
-#define PUT(...) len += (size_t)snprintf(s + len, len < cap ? cap - len : 0, __VA_ARGS__)
-    PUT("# dynamics.gp -- written by char_lm train --log-dynamics; redraw by hand with: gnuplot dynamics.gp\n"
-        "# dynamics.csv columns: iter,lr,grad_norm,clip, then per layer l (from column 5 + 4 l):\n"
-        "# grad_attn_Ll,grad_mlp_Ll,update_attn_Ll,update_mlp_Ll\n"
-        "set terminal pngcairo size 960,860 font ',10' noenhanced\n"
-        "if (!exists('out')) out = 'dynamics.png'\n"
-        "set output out\n"
-        "set datafile separator ','\n"
-        "set grid\n"
-        "set key below\n"
-        "set lmargin 10\n"
-        "set rmargin 10\n"
-        "set logscale y\n"
-        "set format y '%%.0e'\n"
-        "set multiplot layout 2,1 title 'char_lm: how each step moves the weights (solid: attention, dashed: MLP)'\n"
-        "set title 'gradient norm ||dW|| per layer, before the clip'\n"
-        "set ylabel '||dW||'\n"
-        "plot ");
-    for (int l = 0; l < n_layer; l++)
-        PUT("%s'dynamics.csv' using 1:%d with lines lw 2 lc %d title 'attn L%d', \\\n"
-            "     '' using 1:%d with lines lw 2 dt 2 lc %d title 'mlp L%d'", l ? ", \\\n     " : "", 5 + 4 * l, l + 1, l,
-            6 + 4 * l, l + 1, l);
-    PUT("\nset title 'update / weight ||W_after - W_before|| / ||W_before|| per step'\n"
-        "set ylabel 'update / weight'\n"
-        "set xlabel 'iteration'\n"
-        "set y2label 'learning rate'\n"
-        "set y2tics\n"
-        "set ytics nomirror\n"
-        "set logscale y2\n"
-        "set format y2 '%%.0e'\n"
-        "# the 1e-3 line inside the frame, not on it (autoscale put it there: issue 33)\n"
-        "lo = 4e-4\n"
-        "do for [c = 7:%d:4] { do for [k = 0:1] { stats 'dynamics.csv' using (column(c + k)) nooutput;"
-        " if (STATS_min > 0 && STATS_min / 2.5 < lo) { lo = STATS_min / 2.5 } } }\n"
-        "set yrange [lo:*]\n"
-        "plot 1e-3 with lines dt 3 lw 1.5 lc rgb '#808080' title '1e-3 (makemore rule of thumb)', \\\n"
-        "     'dynamics.csv' using 1:2 axes x1y2 with lines lw 1.5 lc rgb '#2ca02c' title 'learning rate (right)'",
-        3 + 4 * n_layer);
-    for (int l = 0; l < n_layer; l++)
-        PUT(", \\\n     '' using 1:%d with lines lw 2 lc %d title 'attn L%d', \\\n"
-            "     '' using 1:%d with lines lw 2 dt 2 lc %d title 'mlp L%d'", 7 + 4 * l, l + 1, l, 8 + 4 * l, l + 1, l);
-    PUT("\nunset multiplot\n");
-#undef PUT
-    return draw_script(dir, "dynamics.gp", "dynamics.png", s, len < cap, err);
 }
 
 // --- attention heat maps ---

@@ -65,7 +65,7 @@ typedef struct {
     size_t stats_cap;
     ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
-    struct lm_dynamics *dyn; /* --log-dynamics (dynamics.c), from the first log step; or NULL */
+    ag_dynamics_log *dyn;    /* --log-dynamics (dynamics.c), from the first log step; or NULL */
     struct lm_activations *acts; /* --log-activations (activations.c), from the first evaluation; or NULL */
     bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
@@ -272,13 +272,12 @@ void lm_log_end(const lm_run *R, const lm_train_result *r);
 
 // --- dynamics.c (--log-dynamics; nothing happens without it) ---
 
-typedef struct lm_dynamics lm_dynamics;
 /* Before the update of a log step: each layer's gradient norms, and a copy of the weights. The
- * first call opens DIR/dynamics.csv (rank 0) and allocates what the measure needs. */
+ * first call opens DIR/dynamics.csv (rank 0) and allocates what the measure needs
+ * (ag_dynamics_log: train/train.h; rep.dyn, freed by ag_dynamics_log_free). */
 ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_error *err);
 /* After the update of the step watched: the update/weight ratios, and the row of dynamics.csv. */
 ag_status lm_dynamics_record(lm_run *R, long it, double lr, ag_error *err);
-void lm_dynamics_free(lm_dynamics *d);   /* NULL ok */
 
 // --- activations.c (--log-activations; nothing happens without it) ---
 

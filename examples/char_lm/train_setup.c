@@ -508,7 +508,7 @@ void lm_run_free(lm_run *R)
         (void)ag_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
     }
     if (rep->metrics) fclose(rep->metrics);
-    lm_dynamics_free(rep->dyn);
+    ag_dynamics_log_free(rep->dyn);
     lm_activations_free(rep->acts);
     free(R->data.off);
     free(R->data.x);

@@ -6,6 +6,7 @@
  * (src/train/train.h); this file is the task, the model and the command line.
  *
  *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] [--every N]
+ *                       [--log-dynamics]   per layer: gradient norms, update/weight ratios
  *   build/reverse eval --out DIR       exact-match accuracy on held-out strings
  *
  * The padded slots hold random letters, not a padding token: a batch buffer holds whatever was
@@ -126,6 +127,15 @@ static ag_status train_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **lo
     return *loss ? AG_OK : ctx_failed(ctx, err);
 }
 
+/* The letter logits [n,N,V] give position t of string i. */
+static int guess(const ag_tensor *logits, int i, int t)
+{
+    const ag_real *z = logits->data + ((size_t)i * N + t) * V;
+    int best = 0;
+    for (int v = 1; v < V; v++) best = z[v] > z[best] ? v : best;
+    return best;
+}
+
 /* Strings of b whose every letter logits [n,N,V] gets right, and letters right in *letters. */
 static int exact(const ag_tensor *logits, const batch *b, long *letters)
 {
@@ -133,9 +143,7 @@ static int exact(const ag_tensor *logits, const batch *b, long *letters)
     for (int i = 0; i < b->n; i++) {
         bool all = true;
         for (int t = 0; t < N && b->y[i * N + t] != IGNORE; t++) {
-            const ag_real *z = logits->data + ((size_t)i * N + t) * V;
-            int best = 0;
-            for (int v = 1; v < V; v++) best = z[v] > z[best] ? v : best;
+            int best = guess(logits, i, t);
             *letters += best == b->y[i * N + t];
             all = all && best == b->y[i * N + t];
         }
@@ -174,6 +182,35 @@ static ag_status evaluate(void *user, ag_ctx *ctx, double *val, double *score, a
     return held_out_eval(user, ctx, val, score, &per_letter, err);
 }
 
+/* For the report card: 4 held-out strings of 5 letters or more (a short one says little), each
+ * "input -> what the model writes", and whether that is right. */
+static ag_status sample(void *user, ag_ctx *ctx, char **text, ag_error *err)
+{
+    reverser *R = user;
+    ag_rng rng;
+    ag_rng_seed(&rng, 0x53414d50ull);   /* "SAMP" */
+    R->b.n = 4;
+    for (int i = 0; i < 4; i++)
+        do draw_one(&R->b, i, &rng, true);
+        while (!R->b.real[i * N + 4]);
+    ag_tensor *logits = forward(R, ctx, &R->b);                                     // [4,N,V]
+    if (!logits) return ctx_failed(ctx, err);
+    char *s = *text = malloc(4 * (2 * N + 16));
+    if (!s) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < 4; i++) {
+        char in[N + 1] = "", out[N + 1] = "";
+        int len = 0;
+        for (; len < N && R->b.y[i * N + len] != IGNORE; len++) {
+            in[len] = (char)('a' + R->b.x[i * N + len]);
+            out[len] = (char)('a' + guess(logits, i, len));
+        }
+        bool right = true;
+        for (int t = 0; t < len; t++) right = right && out[t] == 'a' + R->b.y[i * N + t];
+        s += sprintf(s, "%-12s -> %-12s %s\n", in, out, right ? "right" : "wrong");
+    }
+    return AG_OK;
+}
+
 // --- the command line ---
 
 typedef struct {
@@ -184,12 +221,13 @@ typedef struct {
     bool resume;
     uint64_t seed;
     long every;   /* evaluate and checkpoint every this many steps */
+    bool dynamics;  /* --log-dynamics: DIR/dynamics.csv every 10 steps, dynamics.png */
 } cli;
 
 static int usage(const char *why)
 {
     fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] "
-            "[--every N]\n"
+            "[--every N] [--log-dynamics]\n"
             "       reverse eval --out DIR\n", why);
     return 2;
 }
@@ -212,6 +250,7 @@ static int parse(int argc, char **argv, cli *c)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d;
         if (!strcmp(a, "--resume") && c->train) c->resume = true;
+        else if (!strcmp(a, "--log-dynamics") && c->train) c->dynamics = true;
         else if (!strcmp(a, "--out") && v) c->out = argv[++i];
         else if (!strcmp(a, "--steps") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->steps = (long)d, i++;
         else if (!strcmp(a, "--time-budget") && c->train && number(v, 1e-3, 1e9, &d)) c->budget = d, i++;
@@ -226,14 +265,28 @@ static int parse(int argc, char **argv, cli *c)
     return c->out ? 0 : usage("--out DIR is required");
 }
 
+#ifndef AG_COMMIT
+#define AG_COMMIT NULL   /* the Makefile gives the commit it was built at */
+#endif
+
 static int train(reverser *R, const cli *c, ag_error *err)
 {
+    char config[256], floor[64];   /* the report card's config (DIR/report.md); loss.png's floor */
+    snprintf(floor, sizeof floor, "ln V = ln %d: every letter equally likely", V);
+    const ag_loss_plot plot = {.title = "reverse: loss per letter (nats)", .floor = log((double)V),
+                               .floor_title = floor, .with_val = true};
+    snprintf(config, sizeof config, "task = reverse 1 to %d letters a-z\nvocab = %d\nd_model = %d\nn_head = %d\n"
+             "n_layer = %d\nbatch = %d\nheld_out = %d strings\nseed = %llu", N, V, C, H, LAYERS, TRAIN_B,
+             R->eval_batches * EVAL_B, (unsigned long long)c->seed);
     const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .loss = train_loss,
-                                    .evaluate = evaluate, .score_name = "exact match"};
+                                    .evaluate = evaluate, .score_name = "exact match", .config = config,
+                                    .unit = "strings", .units_per_step = TRAIN_B, .commit = AG_COMMIT, .plot = &plot,
+                                    .sample = sample};
     const ag_train_opts o = {.out_dir = c->out, .steps = c->steps, .resume = c->resume, .time_budget_s = c->budget,
                              .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
                              .sched = {.lr = 3e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
                              .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout,
+                             .log_dynamics = c->dynamics ? 10 : 0,
                              .threads = 1};   /* a model this small: one thread is as fast, and shares the machine */
     ag_train_result r;
     if (ag_train_run(&client, &o, &r, err)) return 1;

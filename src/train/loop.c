@@ -7,6 +7,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "train.h"
@@ -23,6 +24,7 @@ typedef struct {
     ag_ctx *ctx;
     ag_lock lock;
     FILE *csv;
+    ag_dynamics_log *dyn;     /* opts->log_dynamics: DIR/dynamics.csv (dynamics.c), or NULL */
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag__loop_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
@@ -74,11 +76,14 @@ static ag_status step(loop *L, long it, ag_error *err)
                          "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
     if (ag_backward(L->ctx, loss))                                           // dW += dloss/dW
         return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
-    double norm = ag_grad_norm(P);
+    double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
     if (!isfinite(norm))
         return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the gradient norm is %g; stopped before the optimizer "
                          "step", it, norm);
-    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, ag_clip_scale(norm, o->grad_clip));   // W -= ...
+    bool logged = L->dyn && (it % o->log_dynamics == 0 || it + 1 == o->steps);   /* --log-dynamics's row */
+    if (logged) ag_dynamics_log_watch(L->dyn, P, it, norm, clip);            // dW, and W before the update
+    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, clip);                // W -= ...
+    if (logged && (s = ag_dynamics_log_record(L->dyn, P, it, lr, err))) return s;
     L->loss_sum += lv;
     L->loss_n++;
     L->r->loss = lv;
@@ -114,6 +119,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     L->loss_n = 0;
     L->r->val_loss = val;
     L->r->score = score;
+    L->r->train_loss = train;
     char tr[32] = "";   /* no step since the last evaluation: no train loss */
     if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
     snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
@@ -200,21 +206,77 @@ static ag_status open_run(loop *L, ag_error *err)
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (L->o->log_dynamics > 0 &&
+        !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
+        return err->status;
     return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
+}
+
+/* The client's config, then the trainer's options, as "key = value" lines (malloc'd; NULL on OOM). */
+static char *config_lines(const loop *L)
+{
+    const ag_train_opts *o = L->o;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    if (!fp) return NULL;
+    if (L->c->config) fprintf(fp, "%s\n", L->c->config);
+    fprintf(fp, "train.steps = %ld\ntrain.every = %ld\ntrain.seed = %llu\ntrain.time_budget_s = %g\n", o->steps,
+            o->every, (unsigned long long)o->seed, o->time_budget_s);
+    fprintf(fp, "train.lr = %g\ntrain.min_lr = %g\ntrain.warmup_iters = %ld\ntrain.lr_decay_iters = %ld\n",
+            o->sched.lr, o->sched.min_lr, o->sched.warmup_iters, o->sched.lr_decay_iters);
+    fprintf(fp, "train.adam = beta1 %g, beta2 %g, eps %g, weight_decay %g\ntrain.grad_clip = %g\n", o->adam.beta1,
+            o->adam.beta2, o->adam.eps, o->adam.weight_decay, o->grad_clip);
+    fprintf(fp, "train.threads = %d\ntrain.resume = %s\ntrain.log_dynamics = %ld\n", o->threads,
+            o->resume ? "yes" : "no", o->log_dynamics);
+    if (fclose(fp) == 0) return text;
+    free(text);
+    return NULL;
+}
+
+/* DIR/report.md, the card of the run that ended (a failure is a note on the log, never the run's). */
+static void report(loop *L, const char *const *pics)
+{
+    const ag_train_result *r = L->r;
+    const ag_train_client *c = L->c;
+    char best[64] = "";
+    ag_error e = {0};
+    char *config = config_lines(L);
+    ag_run_report rep = {.commit = c->commit, .config_kv = config, .threads = ag_threads(), .steps = r->step - r->start,
+                         .iter = r->step, .out_of_time = r->out_of_time, .wall_s = r->wall_s,
+                         .tokens = (double)(r->step - r->start) * c->units_per_step, .unit = c->unit ? c->unit : "items",
+                         .train_loss = r->train_loss, .val_loss = r->val_loss, .best_loss = L->st.best_loss,
+                         .score_name = c->score_name ? c->score_name : "score", .score = r->score, .pictures = pics};
+    rep.kernels = ag_ctx_kernels(L->ctx) == AG_KERNELS_REFERENCE ? "reference" : "fast";
+    if (ag_ckpt_pointer(L->o->out_dir, AG_CKPT_BEST, best, &e) == AG_OK) rep.best = best;
+    ag_error_clear(&e);
+    char *text = NULL;
+    if (c->sample) {   /* the model as the last checkpoint has it */
+        ag_ctx_reset(L->ctx);
+        ag_ctx_set_grad(L->ctx, false);
+        if (c->sample(c->user, L->ctx, &text, &e) == AG_OK) rep.sample = text;
+        else if (L->o->log) fprintf(L->o->log, "note: no sample on the card: %s\n", e.msg);
+        ag_ctx_set_grad(L->ctx, true);
+        ag_ctx_reset(L->ctx);
+        ag_error_clear(&e);
+    }
+    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+    free(config);
+    free(text);
 }
 
 /* loss.png and report.md: what a person looks at after the run; neither is worth failing it. */
 static void pictures(loop *L)
 {
     ag_error e = {0};
-    const ag_loss_plot lp = {.title = L->c->name, .floor = NAN, .with_val = true};
-    if (ag_plot_loss(L->o->out_dir, &lp, &e) && L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
+    const char *pics[3] = {NULL}, **pic = pics;
+    const ag_loss_plot none = {.title = L->c->name, .floor = NAN, .with_val = true};
+    if (ag_plot_loss(L->o->out_dir, L->c->plot ? L->c->plot : &none, &e) == AG_OK) *pic++ = "loss.png";
+    else if (L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
     ag_error_clear(&e);
-    const char *const pics[] = {"loss.png", NULL};
-    const ag_run_report rep = {.steps = L->r->step - L->r->start, .iter = L->r->step, .wall_s = L->r->wall_s,
-                               .out_of_time = L->r->out_of_time, .train_loss = NAN, .val_loss = L->r->val_loss,
-                               .best_loss = L->st.best_loss, .pictures = pics};
-    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+    if (L->dyn && ag_plot_dynamics(L->o->out_dir, ag_dynamics_log_layers(L->dyn), &e) == AG_OK) *pic++ = "dynamics.png";
+    else if (L->dyn && L->o->log) fprintf(L->o->log, "note: no dynamics.png: %s\n", e.msg);
+    report(L, pics);
 }
 
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err)
@@ -237,6 +299,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
     r->wall_s = ag_now_s() - L.t0;
     if (s == AG_OK && !r->stop_signal) pictures(&L);
+    ag_dynamics_log_free(L.dyn);
     ag_ctx_free(L.ctx);
     ag_lock_drop(&L.lock);
     restore_signals(old);

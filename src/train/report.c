@@ -67,8 +67,9 @@ static void put_run(FILE *fp, const ag_run_report *r)
     fprintf(fp, "## Run\n\n| | |\n|---|---|\n| steps | %ld in this run, ending at iteration %ld%s |\n", r->steps,
             r->iter, r->out_of_time ? " (the time budget ran out)" : "");
     fprintf(fp, "| wall time | %.1f s (the whole run: setup, steps, evaluations, checkpoints) |\n", r->wall_s);
-    if (r->wall_s > 0) fprintf(fp, "| tokens/s | %.0f |\n", r->tokens / r->wall_s);
+    if (r->wall_s > 0 && r->tokens > 0) fprintf(fp, "| %s/s | %.0f |\n", r->unit ? r->unit : "tokens", r->tokens / r->wall_s);
     fprintf(fp, "| final loss | train %s, val %s |\n", num(a, sizeof a, r->train_loss), num(b, sizeof b, r->val_loss));
+    if (r->score_name) fprintf(fp, "| final %s | %s |\n", r->score_name, num(a, sizeof a, r->score));
     if (r->best) fprintf(fp, "| best checkpoint | %s (loss %s) |\n", r->best, num(a, sizeof a, r->best_loss));
     fputs("\n", fp);
 }
@@ -85,12 +86,39 @@ static void put_sample(FILE *fp, const char *sample)
     fputs("\n", fp);
 }
 
+/* n bytes of s in a table cell: its spaces trimmed, a "|" escaped (it would end the cell). */
+static void put_cell(FILE *fp, const char *s, size_t n)
+{
+    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    for (size_t i = 0; i < n; i++) fputs(s[i] == '|' ? "\\|" : (char[2]){s[i], 0}, fp);
+}
+
+/* "key = value" lines as a table, a row a line (the value "" where a line has no "="). */
+static void put_config_kv(FILE *fp, const char *kv)
+{
+    fputs("| key | value |\n|---|---|\n", fp);
+    for (const char *p = kv; *p;) {
+        size_t k = strcspn(p, "\n"), eq = strcspn(p, "=\n");
+        if (k > 0) {
+            fputs("| ", fp);
+            put_cell(fp, p, eq);
+            fputs(" | ", fp);
+            if (eq < k) put_cell(fp, p + eq + 1, k - eq - 1);
+            fputs(" |\n", fp);
+        }
+        p += k + (p[k] == '\n');
+    }
+    fputs("\n", fp);
+}
+
 static bool put_card(FILE *fp, const ag_run_report *r)
 {
     fprintf(fp, "# %s: report card\n\n", ag__train_program());
     put_machine(fp, r);
-    fprintf(fp, "## Build and config\n\ncommit %s\n\n```json\n%s\n```\n\n", r->commit ? r->commit : "unknown",
-            r->config_json ? r->config_json : "{}");
+    fprintf(fp, "## Build and config\n\ncommit %s\n\n", r->commit ? r->commit : "unknown");
+    if (r->config_json || !r->config_kv) fprintf(fp, "```json\n%s\n```\n\n", r->config_json ? r->config_json : "{}");
+    if (r->config_kv) put_config_kv(fp, r->config_kv);
     put_run(fp, r);
     if (r->sample) put_sample(fp, r->sample);
     if (r->pictures && r->pictures[0]) {

@@ -26,6 +26,8 @@
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
  *                                 DIR/best name, replaced durably (ckpt_dir.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
+ *   ag_dynamics_log, ag_plot_dynamics
+ *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
@@ -224,6 +226,28 @@ void ag_dynamics_watch(ag_dynamics *d, const ag_params *P);
 void ag_dynamics_measure(ag_dynamics *d, const ag_params *P, double *grad_norm, double *update);
 void ag_dynamics_free(ag_dynamics *d);   /* NULL ok */
 
+/* --log-dynamics's DIR/dynamics.csv, for a model built of ag_block's: layer l's 2-D weights
+ * under "blocks.<l>.attn." and "blocks.<l>.mlp." are its two groups. A row per step logged:
+ *   iter,lr,grad_norm,clip, then per layer l: grad_attn_L<l>,grad_mlp_L<l>,update_attn_L<l>,update_mlp_L<l>
+ * (the global gradient norm and the clip factor it was multiplied by; per group ||dW|| before
+ * the clip and ||W_after - W_before|| / ||W_before||). Which steps are logged is the program's. */
+typedef struct ag_dynamics_log ag_dynamics_log;
+/* The measure of P's layers; with write, DIR/dynamics.csv opened as ag_csv_open does (start:
+ * the iteration a resume starts at, < 0 a fresh run); without it, no file (a rank other than
+ * 0). NULL with err when P has no such layer (AG_ERR_ARG), out of memory, or the file fails. */
+ag_dynamics_log *ag_dynamics_log_open(const ag_params *P, const char *dir, bool write, long start, ag_error *err);
+/* Step it, after its backward and before its update: norm is the global gradient norm, clip
+ * the factor the update multiplies the gradients by. */
+void ag_dynamics_log_watch(ag_dynamics_log *d, const ag_params *P, long it, double norm, double clip);
+/* After the update of step it, at learning rate lr: its row (nothing when it was not watched). */
+ag_status ag_dynamics_log_record(ag_dynamics_log *d, const ag_params *P, long it, double lr, ag_error *err);
+int ag_dynamics_log_layers(const ag_dynamics_log *d);
+void ag_dynamics_log_free(ag_dynamics_log *d);   /* NULL ok; closes the file */
+/* DIR/dynamics.gp and DIR/dynamics.png from DIR/dynamics.csv: per layer the gradient norms of
+ * the attention and MLP weights (top), and their update/weight ratios with the learning rate on
+ * the right-hand axis (bottom), both on log scales. Errors as ag_plot_script's. */
+ag_status ag_plot_dynamics(const char *dir, int n_layer, ag_error *err);
+
 // --- the report card of a run (report.c) ---
 
 /* What DIR/report.md says about a run; the machine (the CPU, its cores, the BLAS and the
@@ -238,12 +262,18 @@ typedef struct {
     long iter;                 /* the iteration where it ended */
     bool out_of_time;          /* a time budget ended it before its step count */
     double wall_s;             /* the run's wall time, seconds */
-    double tokens;             /* the tokens it trained on (steps x batch x context): tokens/s */
+    double tokens;             /* the tokens it trained on (steps x batch x context), or the units
+                                  unit names: their rate per second */
     double train_loss, val_loss; /* the final evaluation (NaN: none) */
     const char *best;          /* the best checkpoint's name ("ckpt-00000120"), or NULL */
     double best_loss;
     const char *sample;        /* a short sample of the model, shown as a block, or NULL */
     const char *const *pictures; /* NULL-terminated names of pictures in DIR, shown inline, or NULL */
+    const char *unit;          /* what tokens counts, for its rate ("strings": strings/s); NULL: tokens */
+    const char *config_kv;     /* the config as "key = value" lines, shown as a table (under config_json
+                                  when both are given; NULL: none) */
+    const char *score_name;    /* the run's own final measure ("exact match"), with score; NULL: none */
+    double score;
 } ag_run_report;
 
 /* Writes DIR/report.md (replaced whole: ag_write_file's guarantees). Diff two runs' cards to
@@ -267,6 +297,18 @@ typedef struct {
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
     const char *score_name;    /* the score's name in the progress line ("exact match") */
+    /* For the report card (DIR/report.md), all optional: */
+    const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
+                                  the card shows them, then the trainer's options (train.steps, ...) */
+    const char *unit;          /* what a step trains on ("strings": the card's strings/s; NULL: items) */
+    double units_per_step;     /*   and how many (0: no rate on the card) */
+    const char *commit;        /* the build's commit ("d89a286"; NULL: unknown) */
+    /* loss.png's title, floor line (a uniform guess's loss, ln V for V classes) and validation
+     * curve (optional; NULL: titled with name, no floor, the validation curve drawn) */
+    const ag_loss_plot *plot;
+    /* A short sample of the trained model for the card, in no-grad mode: its text in *text
+     * (malloc'd; the loop frees it, whatever the status). NULL: no sample. */
+    ag_status (*sample)(void *user, ag_ctx *ctx, char **text, ag_error *err);
 } ag_train_client;
 
 typedef struct {
@@ -283,6 +325,9 @@ typedef struct {
     ag_lr_schedule sched;      /* the learning rate at each step (optim.h) */
     ag_adam_cfg adam;          /* AdamW's betas, eps and weight decay */
     double grad_clip;          /* the global gradient norm is clipped to it (0: no clip) */
+    long log_dynamics;         /* > 0: a row of DIR/dynamics.csv every this many steps and at the
+                                  last, and DIR/dynamics.png at the end (ag_dynamics_log: the model
+                                  must be built of ag_block's named "blocks.<l>"); 0: none */
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
@@ -295,6 +340,7 @@ typedef struct {
     int stop_signal;           /* SIGINT or SIGTERM ended it, after a checkpoint: a program
                                   exits 128 + it; 0 otherwise */
     double loss, val_loss, score;  /* the last batch loss and the last evaluation (NaN: none) */
+    double train_loss;         /* the mean batch loss of the steps before the last evaluation (NaN: none) */
     char ckpt[64];             /* the checkpoint left in DIR/latest ("ckpt-00000400"), or "" */
     double wall_s;
 } ag_train_result;
@@ -305,9 +351,10 @@ typedef struct {
  * program's own handlers given back after). Every `every` steps and at the end: evaluate,
  * write DIR/ckpt-<step>/ whole (a kill -9 at any instant leaves DIR/latest naming a complete
  * one), move latest, and best when the evaluation is the lowest yet; DIR/metrics.csv gets a
- * row per step (cut right on a resume), and at the end DIR/loss.png (without gnuplot: a note
- * on the log, not an error) and DIR/report.md. A stop signal still ends in a checkpoint, with
- * r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
+ * row per step (cut right on a resume), DIR/dynamics.csv one every opts->log_dynamics steps,
+ * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
+ * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
+ * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
  * is NaN) are a status and one line in err; the last checkpoint stays. */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:

@@ -56,14 +56,15 @@ static bool held_out(const int *s, int len)
     return len >= 3 && h % 8 == 0;
 }
 
-/* One string from rng into row i of b: a training one, or a held-out one. */
+/* One string from rng into row i of b: a training one (any length, not held out), or a held-out
+ * one (3 letters or more: the short ones, trained on, would flatter the score). */
 static void draw_one(batch *b, int i, ag_rng *rng, bool held)
 {
     int *x = b->x + i * N, *y = b->y + i * N, len;
     do {
         len = 1 + (int)ag_rng_below(rng, N);
         for (int t = 0; t < N; t++) x[t] = (int)ag_rng_below(rng, V);   /* the padding too */
-    } while (len >= 3 && held_out(x, len) != held);
+    } while (held_out(x, len) != held);
     for (int t = 0; t < N; t++) {
         y[t] = t < len ? x[len - 1 - t] : IGNORE;
         b->real[i * N + t] = t < len;

@@ -139,7 +139,8 @@ $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(B)/
 TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
 
 # --- the runner (tests/run_suites.sh): jobs side by side, NPROC at once, the slow ones first; a
-# line per job (its checks passed, a failure's lines) and a closing "N passed, N failed". Its
+# line per job (its checks passed, its seconds and CPU seconds, a failure's lines), the CPU of
+# all, and a closing "N passed, N failed". Its
 # lines start with `+`: a job's own make (test-step, ...) shares this make's job slots.
 # $(call job,LABEL,COMMAND): one line of the list the runner reads
 job = echo '$(1) $(2)';

@@ -224,8 +224,10 @@ static double assert_same_weights(const char *dir, const char *ref, double tol)
         bool key_bias = strstr(t->name, "attn.w_k.bias") != NULL;
         for (size_t i = at; i < at + n; i++) {
             double d = fabs((double)P->data[i] - (double)Q->data[i]);
-            ck_assert_msg(d <= tol, "weights of %s and %s differ by %g in %s", dir, ref, d, t->name);
-            ck_assert_msg(!key_bias || P->data[i] == 0, "%s of %s moved to %g", t->name, dir, (double)P->data[i]);
+            if (d > tol || (key_bias && P->data[i] != 0)) {   /* a passing ck_assert is a write to check: */
+                ck_assert_msg(d <= tol, "weights of %s and %s differ by %g in %s", dir, ref, d, t->name);
+                ck_assert_msg(!key_bias, "%s of %s moved to %g", t->name, dir, (double)P->data[i]);
+            }                                                 /* 860,000 of them made 3 s of sys time */
             if (d > worst) worst = d;
         }
     }

@@ -707,21 +707,22 @@ START_TEST(test_second_job_on_busy_dir)
                                 "--config", "baby", "--batch-size", "2", "--threads", "1", "--eval-interval", "1",
                                 "--eval-iters", "1", "--max-iters", "10000000"));
     bool seen = wait_for(pid, "busy", 3);
-    for (int i = 0; seen && i < 8; i += 4) {   /* four at a time: each waits 1 s for the lock (rundir.c) */
-        pid_t second[4];
-        char io[4][16];
-        for (int k = 0; k < 4; k++) {
-            snprintf(io[k], sizeof io[k], "busy2_%d", i + k);
-            second[k] = start(io[k], A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out",
-                                       "busy", "--resume", "--threads", "1", "--max-iters", "10000000"));
-        }
-        for (int k = 0; k < 4; k++) {
-            proc_result r;
-            finish(second[k], io[k], &r);
-            ck_assert_msg(r.exited && r.code == 2, "attempt %d: %s, expected 2\n%s", i + k, proc_status_str(&r), r.err);
-            assert_one_error(&r, "busy is in use by another char_lm train (pid ");
-            proc_result_free(&r);
-        }
+    /* the attempts overlap (each waits 1 s for the lock: rundir.c), started 0.3 s apart so that
+     * they still meet the holder at different points of its step and its checkpoint */
+    pid_t second[8];
+    char io[8][16];
+    for (int i = 0; seen && i < 8; i++) {
+        snprintf(io[i], sizeof io[i], "busy2_%d", i);
+        second[i] = start(io[i], A(MPIRUN, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "busy",
+                                   "--resume", "--threads", "1", "--max-iters", "10000000"));
+        nanosleep(&(struct timespec){0, 300000000}, NULL);
+    }
+    for (int i = 0; seen && i < 8; i++) {
+        proc_result r;
+        finish(second[i], io[i], &r);
+        ck_assert_msg(r.exited && r.code == 2, "attempt %d: %s, expected 2\n%s", i, proc_status_str(&r), r.err);
+        assert_one_error(&r, "busy is in use by another char_lm train (pid ");
+        proc_result_free(&r);
     }
     kill(seen ? rank_pid(pid, 0) : pid, seen ? SIGINT : SIGKILL);
     proc_result r;

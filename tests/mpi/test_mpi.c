@@ -54,10 +54,10 @@ static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX], char_lm_mpi_other[PATH_MAX
                   "--eval-iters", "3", "--threads", "1"
 #define MPIRUN "mpirun", "--oversubscribe"
 /* After a rank's non-zero exit, mpirun sends the others SIGCONT, waits odls_base_sigkill_timeout
- * seconds (T, default 1), SIGTERM, T again, SIGKILL: 2 s on every failing job, even when every
- * rank has left on its own. Here T is 0 (main), but where mpirun's stop is the subject (a
- * signal to mpirun, a killed rank): the ranks' lines under test are written before they leave
- * (main.c: a barrier once rank 0 has said it), and those tests run with mpirun's default. */
+ * seconds (T, default 1), SIGTERM, T again, then SIGKILL: 2 s on every failing job, even when
+ * every rank has already left. main() sets T to 0: what these tests read is written before a
+ * rank leaves (an error line: main.c's barrier once rank 0 has said it). The tests whose
+ * subject is mpirun's stop (a signal to mpirun, a killed rank) keep the default: */
 #define MPIRUN_GRACE "--mca", "odls_base_sigkill_timeout", "1"
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -804,8 +804,8 @@ END_TEST
 
 // --- the runner: the tests side by side ---
 
-/* Each test mostly waits (mpirun's start, MPI's join, timeouts): a quarter of a core over its
- * run. TEST_MPI_JOBS workers (default 2) take the tests one by one from a queue, the slowest
+/* Each test mostly waits (mpirun's start, MPI's join, timeouts, the lock's retries): the suite
+ * takes 30 s of CPU in 47 s one test at a time, 33 s two at a time (load 4-7). TEST_MPI_JOBS workers (default 2) take the tests one by one from a queue, the slowest
  * first (measured), each test in a suite of its own (check forks it, as before), and print its
  * seconds. TEST_MPI_ONLY=word runs only the tests whose name holds it. */
 static const TTest *const *all_tests(int *n)

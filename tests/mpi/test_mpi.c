@@ -805,9 +805,10 @@ END_TEST
 // --- the runner: the tests side by side ---
 
 /* Each test mostly waits (mpirun's start, MPI's join, timeouts, the lock's retries): the suite
- * takes 30 s of CPU in 47 s one test at a time, 33 s two at a time (load 4-7). TEST_MPI_JOBS workers (default 2) take the tests one by one from a queue, the slowest
- * first (measured), each test in a suite of its own (check forks it, as before), and print its
- * seconds. TEST_MPI_ONLY=word runs only the tests whose name holds it. */
+ * takes 30 s of CPU in 47 s one test at a time, 33 s two at a time (load 4-7). TEST_MPI_JOBS
+ * workers (default 2) take the tests one by one from a queue, the slowest first (measured),
+ * each test in a suite of its own (check forks it, as before), and print its seconds.
+ * TEST_MPI_ONLY=word runs only the tests whose name holds it. */
 static const TTest *const *all_tests(int *n)
 {
     static const TTest *t[32];   /* 10 s down to 1 s, in make test-mpi at load 6-8 */

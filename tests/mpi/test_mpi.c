@@ -481,8 +481,8 @@ static void resume_and_compare(const char *dir, long stopped, const char *const 
     for (int i = 0; rest[i]; i++) argv[n++] = rest[i];
     argv[n] = NULL;
     run_all_ok((const run_spec[]){   /* the two side by side */
-        {io, argv}, {ref, A("char_lm", "train", "--data", "corpus.txt", "--out", ref, LONG_FLAGS, "--max-iters", iters)}},
-        2);
+        {io, argv},
+        {ref, A("char_lm", "train", "--data", "corpus.txt", "--out", ref, LONG_FLAGS, "--max-iters", iters)}}, 2);
     char resuming[64], outp[PATH_MAX];
     snprintf(resuming, sizeof resuming, "resuming at iteration %ld", stopped);
     snprintf(outp, sizeof outp, "%s/%s.out", root, io);
@@ -553,9 +553,9 @@ END_TEST
 
 START_TEST(test_killed_rank_ends_the_job)
 {
-    pid_t pid = start("kill", A(MPIRUN, MPIRUN_GRACE, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt", "--out", "kill",
-                                "--config", "tiny", "--batch-size", "12", "--threads", "1", "--eval-iters", "1",
-                                "--eval-interval", "5", "--max-iters", "10000000"));
+    pid_t pid = start("kill", A(MPIRUN, MPIRUN_GRACE, "-np", "2", "char_lm_mpi", "train", "--data", "corpus.txt",
+                                "--out", "kill", "--config", "tiny", "--batch-size", "12", "--threads", "1",
+                                "--eval-iters", "1", "--eval-interval", "5", "--max-iters", "10000000"));
     bool seen = wait_for(pid, "kill", 20);
     kill(seen ? rank_pid(pid, 1) : pid, SIGKILL);
     proc_result r;

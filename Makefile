@@ -172,8 +172,8 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
-# '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s on a quiet machine):
-# first, then the browser's (10 s) before the suites.
+# '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
+# quiet machine): first, then the browser's (10 s) before the suites.
 TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
             $(call job,browser,$(SUB_MAKE) browser-run) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \

@@ -12,7 +12,7 @@
 # log's tail.
 # A label starting with '?' may find no test (exit 77, tests/run_tests.c): a filter by tag.
 # A label starting with '~' is a job that mostly waits (MPI's: mpirun's start, its ranks' timeouts
-# and signals; a quarter of a core over its run): it starts at once and takes none of the JOBS
+# and signals; its line shows how little CPU it takes): it starts at once and takes none of the JOBS
 # slots, so the CPU it leaves idle goes to the others. ('~' comes before '?'.)
 #
 # Counts: a job that runs check counts its checks (every "Checks: N, Failures: F, Errors: E" line

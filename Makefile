@@ -139,7 +139,8 @@ $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(B)/
 TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
 
 # --- the runner (tests/run_suites.sh): jobs side by side, NPROC at once, the slow ones first; a
-# line per job (its checks passed, a failure's lines) and a closing "N passed, N failed". Its
+# line per job (its checks passed, its seconds and CPU seconds, a failure's lines), the CPU of
+# all, and a closing "N passed, N failed". Its
 # lines start with `+`: a job's own make (test-step, ...) shares this make's job slots.
 # $(call job,LABEL,COMMAND): one line of the list the runner reads
 job = echo '$(1) $(2)';
@@ -157,22 +158,27 @@ suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
 # of the char_lm process): `make test` runs them once, on the float build (char_lm's own;
 # rundir's process cases are float-only), `make check` on double as well.
 ONCE_SUITES = budget corpus discovery dynamics errors reverse rundir signals trace
-# the slow ones, slowest first (measured on 2 cores), so that the short ones fill the gaps
-SLOW_SUITES = budget rundir corpus errors safetensors signals trace dynamics char_lm grad_accum \
-              fast_ref_products fast_ref_rows rmsnorm
+# the slow ones, slowest first (measured on 2 cores: make test's job lines), so that the short
+# ones fill the gaps
+SLOW_SUITES = rundir reverse budget safetensors errors char_lm signals grad_accum dynamics trace \
+              fast_ref_products fast_ref_rows rmsnorm corpus
 slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 
 # `make test`: every suite (numeric ones on both builds, the program's once), lesson 13's step,
 # the installed library and the lessons' exercises, MPI, the reader's promises. About 3 minutes
 # from a fresh clone on 2 cores; the rest of the matrix is `make check`.
-TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench \
-            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi)
-# MPI's job mostly waits (30 s of CPU in 141 s, measured at load 10): '~', beside the NPROC slots
-# The lessons' job is among the slowest (31 s in CI): first, not last, where it ran alone at the end.
+# (every program a job runs: built before the first job starts, in the one parallel make, not
+# inside a job while the others wait for its slot)
+TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
+            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other)
+# MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
+# '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
+# quiet machine): first, then the browser's (10 s) before the suites.
 TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
+            $(call job,browser,$(SUB_MAKE) browser-run) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
-            $(call job,browser,$(SUB_MAKE) browser-run) $(call job,step,$(SUB_MAKE) test-step) \
+            $(call job,step,$(SUB_MAKE) test-step) \
             $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable)
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
@@ -293,8 +299,9 @@ test-install: $(LIB32) $(LIB64)                   ## install into build/out_of_t
 
 # the lessons (docs/lessons, issue 33): their worked solutions (docs/lessons/solutions) built the
 # way a learner builds them, against an installed copy of the library, away from the tree (the
-# exercises' Makefile and lesson.h copied beside them) and run; then every figure the lessons
-# quote against what the programs print now (tools/lesson_figures.py: a stale one fails).
+# exercises' Makefile and lesson.h copied beside them); then every figure the lessons quote
+# against what the programs print now (tools/lesson_figures.py: a stale one fails), and the
+# solutions no lesson runs (--run-rest: each program runs once, lesson 17's takes seconds).
 LESSONS = $(abspath $(B)/lessons)
 .PHONY: test-lessons
 test-lessons:                                     ## the lessons' solutions, and every figure the lessons quote
@@ -303,8 +310,8 @@ test-lessons:                                     ## the lessons' solutions, and
 	@$(MAKE) --no-print-directory install PREFIX=$(LESSONS)/prefix DESTDIR= > /dev/null
 	cp docs/lessons/exercises/Makefile docs/lessons/exercises/*.h $(LESSONS)/exercises/
 	cp docs/lessons/solutions/*.c $(LESSONS)/solutions/
-	$(TEST_ENV) $(MAKE) --no-print-directory -s -C $(LESSONS)/exercises PKG_CONFIG_PATH=$(LESSONS)/prefix/lib/pkgconfig run
-	$(TEST_ENV) python3 tools/lesson_figures.py --solutions $(LESSONS)/exercises/build
+	$(MAKE) --no-print-directory -s -C $(LESSONS)/exercises PKG_CONFIG_PATH=$(LESSONS)/prefix/lib/pkgconfig all
+	$(TEST_ENV) python3 tools/lesson_figures.py --solutions $(LESSONS)/exercises/build --run-rest
 
 # --- the char_lm program ---
 $(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)

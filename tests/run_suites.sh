@@ -6,34 +6,37 @@
 # Each line of the list is one job: a label, a space, a shell command ("f64/softmax
 # CK_RUN_SUITE=softmax ./build/test_f64"). At most JOBS run at once, in the order given (the
 # Makefile puts the slow ones first, so the short ones fill the gaps). Each writes LOGDIR/<label>.log;
-# when it ends, one line names it: ok or FAIL, its checks passed (and failed), its seconds, and for
-# a failure the failing checks' lines (check's "file:line:F:case:test:0: message") or the log's tail.
+# when it ends, one line names it: ok or FAIL, its checks passed (and failed), its seconds and its
+# CPU seconds (user + sys of all it ran: on a shared machine the wall time is the others' too),
+# and for a failure the failing checks' lines (check's "file:line:F:case:test:0: message") or the
+# log's tail.
 # A label starting with '?' may find no test (exit 77, tests/run_tests.c): a filter by tag.
 # A label starting with '~' is a job that mostly waits (MPI's: mpirun's start, its ranks' timeouts
-# and signals; a quarter of a core over its run): it starts at once and takes none of the JOBS
+# and signals; its line shows how little CPU it takes): it starts at once and takes none of the JOBS
 # slots, so the CPU it leaves idle goes to the others. ('~' comes before '?'.)
 #
 # Counts: a job that runs check counts its checks (every "Checks: N, Failures: F, Errors: E" line
 # of its log); any other job counts as one. A job that exits non-zero with no failed check counts
 # one failure more (a crash, a timeout, a make target that failed).
-# The last line is always "N passed, N failed" (.ci/run and the Makefile read it); the exit
-# status is 0 only when nothing failed.
+# Before it, the CPU seconds of all the jobs. The last line is always "N passed, N failed" (.ci/run
+# and the Makefile read it); the exit status is 0 only when nothing failed.
 set -uo pipefail
 
 logdir=${1:?usage: run_suites.sh LOGDIR JOBS < jobs}
 max=${2:?usage: run_suites.sh LOGDIR JOBS < jobs}
 mkdir -p "$logdir" || exit 1
-rm -f "$logdir"/*.log "$logdir"/*.res
+rm -f "$logdir"/*.log "$logdir"/*.res "$logdir"/*.cpu
 
 # one job, in the background: run it, then print its verdict in a single write (lines from two
 # jobs never interleave) and leave "passed failed" in <label>.res for the total
 run_job() {
     local label=$1 cmd=$2 optional=0
     [ "${label#\?}" != "$label" ] && { optional=1; label=${label#\?}; }
-    local file=${label//\//-} t0=$SECONDS rc
+    local file=${label//\//-} t0=$SECONDS rc TIMEFORMAT='%3U %3S' cpu
     local log=$logdir/$file.log
-    bash -c "$cmd" > "$log" 2>&1 < /dev/null
+    { time bash -c "$cmd" > "$log" 2>&1 < /dev/null; } 2> "$logdir/$file.cpu"
     rc=$?
+    cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$logdir/$file.cpu")
     local n f
     read -r n f < <(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' "$log" |
                     awk '{ n += $1; f += $2 + $3 } END { print n + 0, f + 0 }')
@@ -42,12 +45,12 @@ run_job() {
     elif [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; n=$((n + 1)); fi
     local passed=$((n - f)) out
     if [ "$optional" = 1 ] && [ "$n" = 0 ] && [ "$rc" = 0 ]; then
-        out=$(printf '  --    %-28s %-40s %4d s' "$label" "no test ran (none matched)" $((SECONDS - t0)))
+        out=$(printf '  --    %-28s %-40s %4d s %4d s cpu' "$label" "no test ran (none matched)" $((SECONDS - t0)) "$cpu")
     elif [ "$rc" = 0 ] && [ "$f" = 0 ]; then
-        out=$(printf '  ok    %-28s %5d passed %33s %4d s' "$label" "$passed" "" $((SECONDS - t0)))
+        out=$(printf '  ok    %-28s %5d passed %33s %4d s %4d s cpu' "$label" "$passed" "" $((SECONDS - t0)) "$cpu")
     else
-        out=$(printf '  FAIL  %-28s %5d passed, %d failed (exit %d) %4d s   log: %s' "$label" "$passed" "$f" "$rc" \
-              $((SECONDS - t0)) "$log")
+        out=$(printf '  FAIL  %-28s %5d passed, %d failed (exit %d) %4d s %4d s cpu   log: %s' "$label" "$passed" "$f" \
+              "$rc" $((SECONDS - t0)) "$cpu" "$log")
         local why
         why=$(grep -E ':[FE]:[^:]*:[^:]*:[0-9]+:' "$log" | head -n 20)
         [ -n "$why" ] || why=$(tail -n 20 "$log")
@@ -82,5 +85,6 @@ for r in "$logdir"/*.res; do
     [ "$f" = 0 ] || names="$names $(basename "$r" .res)"
 done
 [ -z "$names" ] || echo "failed:$names (logs in $logdir)"
+cat "$logdir"/*.cpu 2> /dev/null | awk '{ c += $1 + $2 } END { printf "cpu: %.0f s, user + sys of every job\n", c }'
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ] && [ "$passed" -gt 0 ]

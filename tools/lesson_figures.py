@@ -18,10 +18,14 @@ The lessons (docs/lessons/en and zh, README first, then 01, 02, ...) mark what i
                           decimals is the printed one rounded).
 
 "/tmp/" in commands and outputs stands for a scratch folder of this run. A command block
-that is the same in en and zh runs once. Exit 0 when every figure holds, 1 when one does not
-(each named: lesson, line, what it says, what the program prints), 2 when a check cannot run.
+that is the same in en and zh runs once. With --run-rest, every program in the solutions'
+folder that no check ran as it stands (`$SOL/NAME`, no arguments) then runs too, and must exit
+0: with a build alone (make all), that is the exercises' `make run`, less the runs the lessons
+made already (lesson 17's is seconds long). Exit 0 when every figure holds, 1 when one does
+not (each named: lesson, line, what it says, what the program prints), 2 when a check or a
+program cannot run.
 
-  python3 tools/lesson_figures.py --solutions build/lessons/exercises/build [--only 11]
+  python3 tools/lesson_figures.py --solutions build/lessons/exercises/build [--only 11] [--run-rest]
 """
 import argparse
 import difflib
@@ -138,6 +142,18 @@ def fig(path, line, number, regex, outputs, R, fails):
     fails.append("%s:%d: %s: no output of the checks so far matches %s" % (path, line, number, regex))
 
 
+def run_rest(R):
+    """every program in $SOL no check ran bare: it must exit 0; how many ran"""
+    done = {s.strip() for s in R.cache}
+    rest = [p for p in sorted(glob.glob(os.path.join(R.sol, "*")))
+            if os.access(p, os.X_OK) and os.path.isfile(p) and p not in done]
+    for p in rest:
+        r = subprocess.run([p], capture_output=True, text=True, timeout=R.timeout, cwd=R.scratch)
+        if r.returncode != 0:
+            raise RuntimeError("%s failed (exit %d):\n%s" % (p, r.returncode, (r.stdout + r.stderr)[-2000:]))
+    return len(rest)
+
+
 def lessons(root, only):
     for lang in ("en", "zh"):
         files = [os.path.join(root, "docs/lessons", lang, "README.md")]
@@ -152,6 +168,7 @@ def main():
     ap.add_argument("--solutions", default="build/lessons/exercises/build", help="the built solutions ($SOL)")
     ap.add_argument("--only", nargs="*", help="lesson numbers (01 ...); README always runs first")
     ap.add_argument("--timeout", type=float, default=120, help="seconds a block may take")
+    ap.add_argument("--run-rest", action="store_true", help="then every solution no check ran, which must exit 0")
     ap.add_argument("files", nargs="*", help="these lessons instead (README's setup first)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,6 +179,7 @@ def main():
     try:
         for f in files:
             check_file(os.path.relpath(f, root), R, fails)
+        rest = run_rest(R) if a.run_rest else 0
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print("lesson_figures: %s" % e, file=sys.stderr)
         return 2
@@ -170,7 +188,8 @@ def main():
     for f in fails:
         print(f)
     n = len(R.cache)
-    print("lesson_figures: %d command blocks run; %s" % (n, "%d stale figures" % len(fails) if fails else "every figure holds"))
+    print("lesson_figures: %d command blocks run%s; %s" % (n, ", then %d solutions no lesson runs" % rest if rest else "",
+                                                          "%d stale figures" % len(fails) if fails else "every figure holds"))
     return 1 if fails else 0
 
 

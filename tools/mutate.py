@@ -34,14 +34,15 @@ A suite runs as its own process (CK_RUN_SUITE=<name>).
 It edits the tree it runs in, so run it in a private copy, never in a checkout (it refuses a
 root that holds a .git unless --in-place). `make mutate` makes that copy in build/mutate and
 runs --suites auto there (MUT_ONLY="fast_ln_ ref_sm_": only those ids; MUT_SUITES=all), and
-`make check` runs --check. By hand: the test binaries need Makefile, src, tests and
-examples/char_lm (they link char_lm's code; the CLI tests run build/char_lm):
-    rm -rf /tmp/mut && mkdir -p /tmp/mut/examples && cp -r Makefile src tests /tmp/mut && cp -r examples/char_lm /tmp/mut/examples
-    python3 tools/mutate.py --root /tmp/mut --suites auto   # all mutations, about 30 min on 2 cores
-    python3 tools/mutate.py --root /tmp/mut                  # all mutations, whole binaries: 3 h
+`make check` runs --check. By hand: the test binaries need Makefile, src, tests, tools and
+examples/char_lm (they link char_lm's code; the CLI tests run build/char_lm; tools/embed_web.sh
+builds its page):
+    M=$(mktemp -d) && mkdir -p $M/examples && cp -r Makefile src tests tools $M && cp -r examples/char_lm $M/examples
+    python3 tools/mutate.py --root $M --suites auto          # all mutations, about 30 min on 2 cores
+    python3 tools/mutate.py --root $M                        # all mutations, whole binaries: 3 h
     python3 tools/mutate.py --list                           # ids, paths, suites; runs nothing
     python3 tools/mutate.py --check                          # every pattern applies (names each stale one)
-    python3 tools/mutate.py --root /tmp/mut fast_mm_ ref_ln_dx  # only ids starting with these
+    python3 tools/mutate.py --root $M fast_mm_ ref_ln_dx     # only ids starting with these
     python3 tools/mutate.py --show ref_ln_dx_no_gmean        # print the diff of one mutation
 It writes <root>/mutation_results.md and .json (--out to change). Files are restored on exit,
 also on Ctrl-C.
@@ -909,8 +910,9 @@ def sh(cmd, cwd, timeout=None, env=None):
     return subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def build(root, jobs):
-    r = sh("make -j%d build/test_f64 build/test_f32 build/char_lm" % jobs, root, timeout=1200)
+def build(root, jobs, char_lm=True):
+    """the test binaries, and build/char_lm when a suite may run it (the CLI suites: not --suites auto)"""
+    r = sh("make -j%d build/test_f64 build/test_f32%s" % (jobs, " build/char_lm" if char_lm else ""), root, timeout=1200)
     return r.returncode == 0, r.stdout + r.stderr
 
 
@@ -948,11 +950,17 @@ def run_tests(root, binary, suite, timeout):
     return {"failed": failed, "timeouts": timeouts, "msgs": msgs, "secs": time.time() - t0}
 
 
-def run_selection(root, suites, timeout):
-    """both binaries over `suites` (None: each binary whole) -> {binary: {failed, timeouts, msgs, secs}}"""
+def run_selection(root, suites, timeout, first=False):
+    """both binaries over `suites` (None: each binary whole) -> {binary: {failed, timeouts, msgs, secs}};
+    first: stop at the first suite (or binary) that fails"""
     out = {}
+    stop = False
     for b in BINARIES:
-        rs = [run_tests(root, b, s, timeout) for s in (suites or [None])]
+        rs = []
+        for s in suites or [None]:
+            if not stop:
+                rs.append(run_tests(root, b, s, timeout))
+                stop = first and bool(rs[-1]["failed"])
         out[b] = {k: [x for r in rs for x in r[k]] for k in ("failed", "timeouts", "msgs")}
         out[b]["secs"] = sum(r["secs"] for r in rs)
     return out
@@ -1018,6 +1026,8 @@ def main():
     ap.add_argument("--show", metavar="ID", help="print the diff of one mutation; run nothing")
     ap.add_argument("--timeout", type=int, default=120, help="CK_DEFAULT_TIMEOUT per test (s)")
     ap.add_argument("--jobs", type=int, default=2, help="make -j (default 2)")
+    ap.add_argument("--first", action="store_true",
+                    help="a mutation's tests stop at the first suite that fails (faster; the report names that one)")
     ap.add_argument("--out", help="basename of the .md and .json reports (default: <root>/mutation_results)")
     ap.add_argument("--in-place", action="store_true", help="allow a root that is a git checkout")
     a = ap.parse_args()
@@ -1071,7 +1081,8 @@ def main():
     signal.signal(signal.SIGINT, lambda *_: (restore(), sys.exit(130)))
     signal.signal(signal.SIGTERM, lambda *_: (restore(), sys.exit(143)))
 
-    ok, log = build(root, a.jobs)
+    cli = a.suites != "auto"  # auto runs op suites only: no build/char_lm to relink per mutation
+    ok, log = build(root, a.jobs, cli)
     if not ok:
         print(log)
         print("the unmutated tree does not build")
@@ -1098,11 +1109,11 @@ def main():
             originals[full] = orig
             with open(full, "w") as f:
                 f.write(apply(orig, reps, mid))
-            ok, log = build(root, a.jobs)
+            ok, log = build(root, a.jobs, cli)
             if not ok:
                 res = {"id": mid, "fn": fn, "desc": desc, "status": "BUILD-ERROR", "f64": [], "f32": [], "log": log[-2000:]}
             else:
-                r = run_selection(root, suites_for((mid, path), a.suites), a.timeout)
+                r = run_selection(root, suites_for((mid, path), a.suites), a.timeout, a.first)
                 r64, r32 = r["test_f64"], r["test_f32"]
                 status = ("caught" if r64["failed"] or r32["failed"] else
                           "TIMEOUT" if r64["timeouts"] or r32["timeouts"] else "NOT CAUGHT")
@@ -1115,7 +1126,7 @@ def main():
                                                          ",".join(sorted(set(res["f32"]))) or "-"), flush=True)
     finally:
         restore()
-        build(root, a.jobs)
+        build(root, a.jobs, cli)
 
     write_reports(out, results, {b: r["secs"] for b, r in base.items()}, a.suites)
     print("\n".join(summary(results)))

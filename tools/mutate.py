@@ -78,7 +78,7 @@ SUITES = {
     "add": ["elementwise", "fast_ref_products", "grad_gaps", "tape"] + MODEL,
     "mul": ["swiglu", "switches"],
     "scale": ["elementwise", "attention_ops", "fused", "grad_gaps", "tape", "fast_ref_rows"] + MODEL,
-    "dropout": ["elementwise", "fast_targets", "fused", "grad_accum"] + MODEL,
+    "dropout": ["elementwise", "fast_ref_rows", "fast_targets", "fused", "grad_accum"] + MODEL,
     "embedding": ["norm_loss", "grad_gaps"] + MODEL,
     "heads": ["attention_ops", "fused", "grad_gaps"] + MODEL,
     "masked_fill": ["attention_ops", "fast_ref_rows", "padding", "fused", "tape"] + MODEL,

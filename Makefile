@@ -250,8 +250,9 @@ check-path-coverage: cov-build                    ## a default char_lm train run
 	$(PATH_COVERAGE)
 
 # tools/mutate.py breaks each backward in turn and reports the test that caught it. It edits the
-# tree it runs in, so it runs in a copy, build/mutate (mtimes kept: a second run rebuilds only
-# what changed). make check runs `--check` (every mutation still applies to the code); this
+# tree it runs in, so it runs in a copy, build/mutate (copied afresh: an object a stopped run
+# built from a mutated file is newer than the file's kept mtime, and would pass for up to date).
+# make check runs `--check` (every mutation still applies to the code); this
 # target the mutations themselves: MUT_ONLY="fast_ln_ ref_sm_" (id prefixes) for some,
 # MUT_SUITES=all for the whole test binaries instead of each op's suites (auto); MUT_FLAGS=
 # (empty) to run all of a mutation's suites, not stop at the first that fails (--first). Report:
@@ -261,7 +262,7 @@ MUT_FLAGS ?= --first
 .PHONY: mutate
 mutate:                                           ## mutation testing of the backward passes in build/mutate (MUT_ONLY=id prefixes)
 	rm -rf $(MUT)/Makefile $(MUT)/src $(MUT)/tests $(MUT)/tools $(MUT)/examples && mkdir -p $(MUT)/examples
-	cp -rp Makefile src tests tools $(MUT)/ && cp -rp examples/char_lm $(MUT)/examples/
+	cp -r Makefile src tests tools $(MUT)/ && cp -r examples/char_lm $(MUT)/examples/
 	python3 tools/mutate.py --root $(MUT) --suites $(or $(MUT_SUITES),auto) $(MUT_FLAGS) $(MUT_ONLY)
 
 # The suites that check ops and layers (every op's gradient check, fast == reference, the layers,

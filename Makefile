@@ -222,8 +222,8 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # fuzzers, the clang build's suites and the arm64 stage. All is built first, in one parallel make
 # (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
 # runs the suites as make test does (the program's once, on float), ASan likewise.
-CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build
-CHECK_JOBS = $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
+CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build
+CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
@@ -243,6 +243,33 @@ check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
 test-readable:                                    ## functions of 60 lines or fewer; the afternoon read's counts
 	python3 tools/funclen.py --max 60
 	python3 tools/reading_path.py --check --quiet --max 2000
+
+# what the afternoon read promises, run (issue 30): a default char_lm train on the reference
+# table, built with gcov in build/cov (-O0 --coverage, its own tree), executes every function of
+# docs/reading-order.md's path, or tools/path_coverage.py names the ones it did not and fails
+COV = $(B)/cov
+PATH_COVERAGE = python3 tools/path_coverage.py --build $(COV) --kernels reference --iters 20
+.PHONY: cov-build check-path-coverage
+cov-build:
+	@$(MAKE) --no-print-directory B=$(COV) CFLAGS="-O0 -g --coverage" LDFLAGS_EXTRA=--coverage $(COV)/char_lm
+check-path-coverage: cov-build                    ## a default char_lm train runs every function of the reading path (gcov; part of make check)
+	$(PATH_COVERAGE)
+
+# tools/mutate.py breaks each backward in turn and reports the test that caught it. It edits the
+# tree it runs in, so it runs in a copy, build/mutate (copied afresh: an object a stopped run
+# built from a mutated file is newer than the file's kept mtime, and would pass for up to date).
+# make check runs `--check` (every mutation still applies to the code); this
+# target the mutations themselves: MUT_ONLY="fast_ln_ ref_sm_" (id prefixes) for some,
+# MUT_SUITES=all for the whole test binaries instead of each op's suites (auto); MUT_FLAGS=
+# (empty) to run all of a mutation's suites, not stop at the first that fails (--first). Report:
+# build/mutate/mutation_results.md.
+MUT = $(B)/mutate
+MUT_FLAGS ?= --first
+.PHONY: mutate
+mutate:                                           ## mutation testing of the backward passes in build/mutate (MUT_ONLY=id prefixes)
+	rm -rf $(MUT)/Makefile $(MUT)/src $(MUT)/tests $(MUT)/tools $(MUT)/examples && mkdir -p $(MUT)/examples
+	cp -r Makefile src tests tools $(MUT)/ && cp -r examples/char_lm $(MUT)/examples/
+	python3 tools/mutate.py --root $(MUT) --suites $(or $(MUT_SUITES),auto) $(MUT_FLAGS) $(MUT_ONLY)
 
 # The suites that check ops and layers (every op's gradient check, fast == reference, the layers,
 # the model, the optimizers): the arm64 stage runs them, and make check runs them on the reference

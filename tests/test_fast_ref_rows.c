@@ -1,7 +1,8 @@
 /* test_fast_ref_rows.c -- the row and elementwise ops' fast kernels equal their reference
  * kernels (see fastref.h): LayerNorm, RMSNorm, cross-entropy (with and without an ignore
- * index), GELU (and the three targets of its forward loop), SiLU, masked_fill (with masks that
- * broadcast, filling a finite value or -inf). Random shapes with
+ * index), GELU (and the three targets of its forward loop), SiLU, dropout (the mask its
+ * backward reads), masked_fill (with masks that broadcast, filling a finite value or -inf).
+ * Random shapes with
  * odd sizes and tails (lengths that are not a multiple of the 16 reduction lanes or the
  * 32-column blocks, single rows and columns), plus one shape per op past AG_PAR_MIN so the
  * threaded paths (and GELU's per-thread spans) run. One TCase per op; each loops over seeds.
@@ -309,6 +310,24 @@ START_TEST(test_silu_fast_equals_reference)
 }
 END_TEST
 
+// --- dropout (fast/dropout.c: the forward; the backward reads the mask it saved) ---
+
+static ag_tensor *build_dropout(ag_ctx *ctx, ag_tensor **in, void *user)
+{
+    (void)user;
+    return ag_dropout(ctx, in[0], (ag_real)0.3, 77, true);
+}
+
+START_TEST(test_dropout_fast_equals_reference)
+{
+    uint64_t st = seed_of(9, _i);
+    fr_input x = random_3d(&st, -4, 4);
+    FR_ASSERT("dropout", build_dropout, &x, 1, NULL, st);
+    fr_input big = { 2, { 127, 133 }, -4, 4, false }; /* past AG_PAR_MIN: each thread saves its span's mask */
+    FR_ASSERT("dropout (threaded)", build_dropout, &big, 1, NULL, st);
+}
+END_TEST
+
 /* one TCase per op, tagged with its name, looping over the seeds (FR_SEEDS=n in the environment: n of them) */
 #define ADD_OP(suite, name, test)                                                            \
     do {                                                                                     \
@@ -331,5 +350,6 @@ Suite *fast_ref_rows_suite(void)
     ADD_OP(s, "gelu targets", test_gelu_targets_equal_reference);
 #endif
     ADD_OP(s, "silu", test_silu_fast_equals_reference);
+    ADD_OP(s, "dropout", test_dropout_fast_equals_reference);
     return s;
 }

@@ -14,10 +14,12 @@ tree is rebuilt unmodified.
 Both kernel tables are mutated (src/tensor/kernel.h explains them); the default test binaries run
 every gradient check on both, so neither needs another build. The id says which one:
     ref_<op>_...   the reference kernel in src/tensor/ops/<op>.c (the reference table)
-    fast_<op>_...  the fast kernel in src/tensor/fast/<op>.c, fast.h or kernels.c (the fast table)
-    both_<op>_...  code both paths run: the ops without a fast kernel (mul, scale, dropout,
-                   embedding, heads, masked_fill, reshape), the one backward of cross-entropy and
-                   SiLU, a backward step's own code, what an op saves for its backward, the tape
+    fast_<op>_...  the fast kernel in src/tensor/fast/<op>.c, fast.h or kernels.c (the fast table),
+                   and nn/attention.c's choice of the fused attention (fast table only)
+    both_<op>_...  code both paths run: the ops without a fast kernel (mul, scale, embedding,
+                   heads, reshape), the one backward of cross-entropy, SiLU and dropout (their
+                   fast twins are forwards only), a backward step's own code, what an op saves
+                   for its backward, the tape
 Mutations cover every backward and every forward quantity a backward reads (saved mean/rstd,
 tanh, sigmoid, probabilities, attention weights, scale, ids). A RACE mutation (a threaded loop
 split over the wrong index) is caught only when two threads really run at once: on a loaded
@@ -25,19 +27,25 @@ machine it may survive one run and not the next (tests/test_grad_gaps.c says why
 
 Which tests run (--suites):
     all   (default) the two whole test binaries: exhaustive, about 25 s per mutation on 2 cores
-    auto  per mutation, only the suites that exercise its op (SUITES below): about 4 s each
+    auto  per mutation, only the suites that exercise its op (SUITES below): with --first (stop
+          at the first suite that fails) 2 to 9 s each on 2 cores shared with other builds, 15 s
+          for attention's; a mutation of fast.h, a header every object includes, rebuilds the
+          library: 50 to 150 s (2026-12-04: all 450 in 54 min, every one caught)
     a,b   these suites (names of `Suite *<name>_suite(void)` in tests/*.c) for every mutation
 A suite runs as its own process (CK_RUN_SUITE=<name>).
 
 It edits the tree it runs in, so run it in a private copy, never in a checkout (it refuses a
-root that holds a .git unless --in-place). The test binaries need Makefile, src, tests and
-examples/char_lm (they link char_lm's code; the CLI tests run build/char_lm):
-    rm -rf /tmp/mut && mkdir -p /tmp/mut/examples && cp -r Makefile src tests /tmp/mut && cp -r examples/char_lm /tmp/mut/examples
-    python3 tools/mutate.py --root /tmp/mut --suites auto   # all mutations, about 30 min on 2 cores
-    python3 tools/mutate.py --root /tmp/mut                  # all mutations, whole binaries: 3 h
+root that holds a .git unless --in-place). `make mutate` makes that copy in build/mutate and
+runs --suites auto there (MUT_ONLY="fast_ln_ ref_sm_": only those ids; MUT_SUITES=all), and
+`make check` runs --check. By hand: the test binaries need Makefile, src, tests, tools and
+examples/char_lm (they link char_lm's code; the CLI tests run build/char_lm; tools/embed_web.sh
+builds its page):
+    M=$(mktemp -d) && mkdir -p $M/examples && cp -r Makefile src tests tools $M && cp -r examples/char_lm $M/examples
+    python3 tools/mutate.py --root $M --suites auto --first  # all mutations, about an hour on 2 cores
+    python3 tools/mutate.py --root $M                        # all mutations, whole binaries: 3 h
     python3 tools/mutate.py --list                           # ids, paths, suites; runs nothing
-    python3 tools/mutate.py --check                          # every pattern applies; runs nothing
-    python3 tools/mutate.py --root /tmp/mut fast_mm_ ref_ln_dx  # only ids starting with these
+    python3 tools/mutate.py --check                          # every pattern applies (names each stale one)
+    python3 tools/mutate.py --root $M fast_mm_ ref_ln_dx     # only ids starting with these
     python3 tools/mutate.py --show ref_ln_dx_no_gmean        # print the diff of one mutation
 It writes <root>/mutation_results.md and .json (--out to change). Files are restored on exit,
 also on Ctrl-C.
@@ -63,7 +71,7 @@ MODEL = ["nn", "gpt", "torch_ref"]
 SUITES = {
     "layernorm": ["norm_loss", "fast_ref_rows", "grad_gaps", "tape"] + MODEL,
     "rmsnorm": ["rmsnorm", "fast_ref_rows", "switches"],
-    "cross_entropy": ["norm_loss", "fast_ref_rows", "grad_gaps", "tape"] + MODEL,
+    "cross_entropy": ["norm_loss", "fast_ref_rows", "padding", "grad_gaps", "tape"] + MODEL,
     "gelu": ["elementwise", "fast_ref_rows", "grad_gaps", "tape"] + MODEL,
     "silu": ["swiglu", "fast_ref_rows", "switches"],
     "softmax": ["softmax", "attention_ops", "fused", "matmul", "grad_gaps", "tape"] + MODEL,
@@ -73,15 +81,16 @@ SUITES = {
     "add": ["elementwise", "fast_ref_products", "grad_gaps", "tape"] + MODEL,
     "mul": ["swiglu", "switches"],
     "scale": ["elementwise", "attention_ops", "fused", "grad_gaps", "tape", "fast_ref_rows"] + MODEL,
-    "dropout": ["elementwise"] + MODEL,
+    "dropout": ["elementwise", "fast_ref_rows", "fast_targets", "fused", "grad_accum"] + MODEL,
     "embedding": ["norm_loss", "grad_gaps"] + MODEL,
     "heads": ["attention_ops", "fused", "grad_gaps"] + MODEL,
-    "masked_fill": ["attention_ops", "fused", "tape"] + MODEL,
+    "masked_fill": ["attention_ops", "fast_ref_rows", "padding", "fused", "tape"] + MODEL,
     "reshape": ["matmul", "attention_ops", "fused", "grad_gaps", "tape"] + MODEL,
     "tape": ["tape", "grad_gaps", "gradcheck", "elementwise", "attention_ops"] + MODEL,
     "grad": ["tape", "grad_gaps", "gradcheck", "elementwise", "attention_ops"] + MODEL,
     "recycle": ["tape", "gpt"],
-    "kernels": ["fused", "attention_ops", "fast_ref_rows", "fast_ref_products"] + MODEL,  # fast/kernels.c
+    "kernels": ["fused", "attention_ops", "padding", "fast_ref_rows", "fast_ref_products", "rmsnorm", "softmax",
+                "matmul"] + MODEL,  # fast/kernels.c: the fast table's backward steps
     "fast": ["parallel", "softmax", "fast_ref_rows", "fast_ref_products", "grad_gaps"] + MODEL,  # fast.h
 }
 
@@ -107,102 +116,124 @@ def twin(op, name, fn, desc, ref, fast=None):
 
 def op_file(op):
     return {"ln": "layernorm.c", "rms": "rmsnorm.c", "ce": "cross_entropy.c", "gelu": "gelu.c", "silu": "silu.c",
-            "sm": "softmax.c", "lin": "linear.c", "mm": "matmul.c", "attn": "attention.c", "add": "add.c"}[op]
+            "sm": "softmax.c", "lin": "linear.c", "mm": "matmul.c", "attn": "attention.c", "add": "add.c",
+            "do": "dropout.c"}[op]
 
 
 # ---------------- layernorm: ops/layernorm.c, fast/layernorm.c ----------------
+# The fast backward (fast/layernorm.c) sums g and g xhat of a row in AG_LANES lanes, then a tail
+# loop (both loops are mutated alike), writes dx on first touch, and sums dw and db per chunk of
+# rows (LN_CHUNKS) in column blocks, the chunks added in order at the end.
 LN = "layernorm backward"
+LNF = FAST + "layernorm.c"
+LN_FX = "- g_mean - ((xr[c] - mean) * rstd) * gx_mean"          # the fast dx formula's two means
+LN_LANE_G, LN_TAIL_G = "ag_real g = dyr[c + l] * w[c + l];", "ag_real g = dyr[c] * w[c];"
+LN_LANE_GX, LN_TAIL_GX = "lgx[l] += g * ((xr[c + l] - mean) * rstd);", "lgx[l] += g * ((xr[c] - mean) * rstd);"
+LN_DX_ROW = "backward_dx_row(dx + r * C, acc, dy + r * C, x + r * C, w, stats[2 * r], stats[2 * r + 1], C);"
+LN_DW = "if (dw) dw[c] += part[(size_t)k * 2 * C + c];"
+LN_DB = "if (db) db[c] += part[(size_t)k * 2 * C + C + c];"
 twin("ln", "fwd_mean", "layernorm forward (saved mean)", "saved mean 0 (y still right)",
      [("stats[2 * r] = mean;", "stats[2 * r] = 0;")])
 twin("ln", "fwd_rstd", "layernorm forward (saved rstd)", "saved rstd^2 (y still right)",
      [("stats[2 * r + 1] = rstd;", "stats[2 * r + 1] = rstd * rstd;")])
 twin("ln", "fwd_var_Cm1", "layernorm forward (rstd)", "unbiased variance (/ C-1)",
      [("var /= C;", "var /= C - 1;")], [("ag__dot(yr, yr, C) / C;", "ag__dot(yr, yr, C) / (C - 1);")])
-twin("ln", "dx_no_gmean", LN + " (dx)", "- mean(g) dropped", [("- g_mean - xhat * gx_mean", "- xhat * gx_mean")])
-twin("ln", "dx_no_gxmean", LN + " (dx)", "- xhat mean(g xhat) dropped", [("- g_mean - xhat * gx_mean", "- g_mean")])
-twin("ln", "dx_plus_gmean", LN + " (dx)", "- mean(g) -> + mean(g)", [("- g_mean - xhat * gx_mean", "+ g_mean - xhat * gx_mean")])
-twin("ln", "dx_gx_noxhat", LN + " (dx)", "xhat mean(g xhat) -> mean(g xhat)", [("- g_mean - xhat * gx_mean", "- g_mean - gx_mean")])
-twin("ln", "dx_gx_x2", LN + " (dx)", "xhat mean(g xhat) x2", [("- g_mean - xhat * gx_mean", "- g_mean - 2 * xhat * gx_mean")])
+twin("ln", "dx_no_gmean", LN + " (dx)", "- mean(g) dropped", [("- g_mean - xhat * gx_mean", "- xhat * gx_mean")],
+     [(LN_FX, "- ((xr[c] - mean) * rstd) * gx_mean")])
+twin("ln", "dx_no_gxmean", LN + " (dx)", "- xhat mean(g xhat) dropped", [("- g_mean - xhat * gx_mean", "- g_mean")],
+     [(LN_FX, "- g_mean")])
+twin("ln", "dx_plus_gmean", LN + " (dx)", "- mean(g) -> + mean(g)", [("- g_mean - xhat * gx_mean", "+ g_mean - xhat * gx_mean")],
+     [(LN_FX, "+ g_mean - ((xr[c] - mean) * rstd) * gx_mean")])
+twin("ln", "dx_gx_noxhat", LN + " (dx)", "xhat mean(g xhat) -> mean(g xhat)", [("- g_mean - xhat * gx_mean", "- g_mean - gx_mean")],
+     [(LN_FX, "- g_mean - gx_mean")])
+twin("ln", "dx_gx_x2", LN + " (dx)", "xhat mean(g xhat) x2", [("- g_mean - xhat * gx_mean", "- g_mean - 2 * xhat * gx_mean")],
+     [(LN_FX, "- g_mean - 2 * ((xr[c] - mean) * rstd) * gx_mean")])
 twin("ln", "dx_norstd", LN + " (dx)", "rstd factor dropped",
      [("dxr[c] += rstd * (", "dxr[c] += (")], [("ag_real d = rstd * (", "ag_real d = (")])
 twin("ln", "dx_rstd2", LN + " (dx)", "rstd -> rstd^2",
      [("dxr[c] += rstd * (", "dxr[c] += rstd * rstd * (")], [("ag_real d = rstd * (", "ag_real d = rstd * rstd * (")])
 twin("ln", "dx_now", LN + " (dx)", "w dropped from the main term", [("(dyr[c] * w[c] - g_mean", "(dyr[c] - g_mean")])
-twin("ln", "g_now", LN + " (dx)", "g = dy (w dropped in both means)", [("ag_real g = dyr[c] * w[c];", "ag_real g = dyr[c];")])
+twin("ln", "g_now", LN + " (dx)", "g = dy (w dropped in both means)", [("ag_real g = dyr[c] * w[c];", "ag_real g = dyr[c];")],
+     [(LN_LANE_G, "ag_real g = dyr[c + l];"), (LN_TAIL_G, "ag_real g = dyr[c];")])
 twin("ln", "gx_noxhat", LN + " (dx)", "mean(g xhat) -> mean(g)",
-     [("gx_mean += g * xhat;", "gx_mean += g;")], [("gx_sum += g * ((xr[c] - mean) * rstd);", "gx_sum += g;")])
+     [("gx_mean += g * xhat;", "gx_mean += g;")], [(LN_LANE_GX, "lgx[l] += g;"), (LN_TAIL_GX, "lgx[l] += g;")])
 twin("ln", "gx_nomean", LN + " (dx)", "xhat in mean(g xhat) without - mean",
      [("ag_real xhat = (xr[c] - mean) * rstd;\n                ag_real g", "ag_real xhat = xr[c] * rstd;\n                ag_real g")],
-     [("gx_sum += g * ((xr[c] - mean) * rstd);", "gx_sum += g * (xr[c] * rstd);")])
+     [(LN_LANE_GX, "lgx[l] += g * (xr[c + l] * rstd);"), (LN_TAIL_GX, "lgx[l] += g * (xr[c] * rstd);")])
 twin("ln", "gmean_Cm1", LN + " (dx)", "mean(g) divides by C-1",
-     [("g_mean /= C;", "g_mean /= C - 1;")], [("ag_real g_mean = g_sum / C,", "ag_real g_mean = g_sum / (C - 1),")])
+     [("g_mean /= C;", "g_mean /= C - 1;")],
+     [("ag_real g_mean = ag__lanes_total(lg) / C,", "ag_real g_mean = ag__lanes_total(lg) / (C - 1),")])
 twin("ln", "gxmean_noC", LN + " (dx)", "mean(g xhat) not divided by C",
-     [("gx_mean /= C;", ";")], [("gx_mean = gx_sum / C;", "gx_mean = gx_sum;")])
+     [("gx_mean /= C;", ";")], [("gx_mean = ag__lanes_total(lgx) / C;", "gx_mean = ag__lanes_total(lgx);")])
 twin("ln", "dx_nomean", LN + " (dx)", "xhat without - mean in the dx loop",
      [("ag_real xhat = (xr[c] - mean) * rstd;\n                dxr", "ag_real xhat = xr[c] * rstd;\n                dxr")],
-     [("ag_real xhat = (xr[c] - mean) * rstd;", "ag_real xhat = xr[c] * rstd;")])
+     [("((xr[c] - mean) * rstd) * gx_mean", "(xr[c] * rstd) * gx_mean")])
 twin("ln", "dx_rowstats0", LN + " (dx)", "mean and rstd of row 0 for every row",
      [("ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];", "ag_real mean = stats[0], rstd = stats[1];")],
-     [("ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];\n            ag_real g_sum",
-       "ag_real mean = stats[0], rstd = stats[1];\n            ag_real g_sum")])
-twin("ln", "dx_dyrow0", LN + " (dx)", "dy of row 0 for every row", [("*dyr = dy + r * C;", "*dyr = dy;")])
+     [(LN_DX_ROW, LN_DX_ROW.replace("stats[2 * r], stats[2 * r + 1]", "stats[0], stats[1]"))])
+twin("ln", "dx_dyrow0", LN + " (dx)", "dy of row 0 for every row", [("*dyr = dy + r * C;", "*dyr = dy;")],
+     [(LN_DX_ROW, LN_DX_ROW.replace("acc, dy + r * C,", "acc, dy,"))])
 twin("ln", "dx_lastcol", LN + " (dx)", "last column of dx skipped (tail off by one)",
      [("for (int c = 0; c < C; c++) {\n                ag_real xhat = (xr[c] - mean) * rstd;\n                dxr",
        "for (int c = 0; c < C - 1; c++) {\n                ag_real xhat = (xr[c] - mean) * rstd;\n                dxr")],
-     [("for (int c = 0; c < C; c++) {\n                ag_real xhat", "for (int c = 0; c < C - 1; c++) {\n                ag_real xhat")])
-twin("ln", "sums_lastcol", LN + " (dx)", "last column left out of both means",
+     [("for (c = 0; c < C; c++) {\n        ag_real d", "for (c = 0; c < C - 1; c++) {\n        ag_real d")])
+twin("ln", "sums_lastcol", LN + " (dx)", "last column left out of both means (fast: of the tail, C not a multiple of AG_LANES)",
      [("for (int c = 0; c < C; c++) {\n                ag_real xhat = (xr[c] - mean) * rstd;\n                ag_real g",
        "for (int c = 0; c < C - 1; c++) {\n                ag_real xhat = (xr[c] - mean) * rstd;\n                ag_real g")],
-     [("for (int c = 0; c < C; c++) {\n                ag_real g = dyr[c] * w[c];",
-       "for (int c = 0; c < C - 1; c++) {\n                ag_real g = dyr[c] * w[c];")])
+     [("for (int l = 0; c < C; c++, l++) {", "for (int l = 0; c < C - 1; c++, l++) {")])
+mut("fast_ln_sums_notail", LNF, LN + " (dx) (fast)", "the tail (C % AG_LANES columns) left out of both means",
+    [("for (int l = 0; c < C; c++, l++) {", "for (int l = 0; c < C && 0; c++, l++) {")])
 mut("ref_ln_dx_assign", OPS + "layernorm.c", LN + " (dx) (ref)", "+= -> =", [("dxr[c] += rstd", "dxr[c] = rstd")])
-mut("fast_ln_dx_always_write", FAST + "layernorm.c", LN + " (dx) (fast)", "dx always written (=), never added to",
-    [("dx[r * C + c] = acc ? dx[r * C + c] + d : d;", "dx[r * C + c] = d;")])
-mut("fast_ln_dx_always_add", FAST + "layernorm.c", LN + " (dx) (fast)", "dx always added to (+=), also a fresh buffer",
-    [("dx[r * C + c] = acc ? dx[r * C + c] + d : d;", "dx[r * C + c] += d;")])
-mut("fast_ln_dx_acc_inverted", FAST + "layernorm.c", LN + " (dx) (fast)", "accumulate flag inverted",
-    [("layernorm_backward_rows(dx, acc,", "layernorm_backward_rows(dx, !acc,")])
+mut("fast_ln_dx_always_write", LNF, LN + " (dx) (fast)", "dx always written (=), never added to",
+    [("dxr[c] = acc ? dxr[c] + d : d;", "dxr[c] = d;")])
+mut("fast_ln_dx_always_add", LNF, LN + " (dx) (fast)", "dx always added to (+=), also a fresh buffer",
+    [("dxr[c] = acc ? dxr[c] + d : d;", "dxr[c] += d;")])
+mut("fast_ln_dx_acc_inverted", LNF, LN + " (dx) (fast)", "accumulate flag inverted",
+    [(LN_DX_ROW, LN_DX_ROW.replace("C, acc,", "C, !acc,"))])
 twin("ln", "dw_noxhat", LN + " (dw)", "dw += dy (xhat dropped)",
      [("sum_w += dy[r * C + c] * xhat;", "sum_w += dy[r * C + c];")],
-     [("sw[c] += dyr[c] * ((xr[c] - mean) * rstd);", "sw[c] += dyr[c];")])
+     [("bw[c] += dyr[c] * ((xr[c] - mean) * rstd);", "bw[c] += dyr[c];")])
 twin("ln", "dw_timesw", LN + " (dw)", "dw += dy xhat w",
      [("sum_w += dy[r * C + c] * xhat;", "sum_w += dy[r * C + c] * xhat * w[c];")],
-     [("sw[c] += dyr[c] * ((xr[c] - mean) * rstd);", "sw[c] += dyr[c] * ((xr[c] - mean) * rstd) * w[c0 + c];")])
-twin("ln", "dw_assign", LN + " (dw)", "+= -> =",
-     [("if (dw) dw[c] += sum_w;", "if (dw) dw[c] = sum_w;")], [("if (dw) dw[c0 + c] += sw[c];", "if (dw) dw[c0 + c] = sw[c];")])
+     [("bw[c] += dyr[c] * ((xr[c] - mean) * rstd);", "bw[c] += dyr[c] * ((xr[c] - mean) * rstd) * w[c0 + c];")])
+twin("ln", "dw_assign", LN + " (dw)", "+= -> = (fast: only the last chunk of rows kept)",
+     [("if (dw) dw[c] += sum_w;", "if (dw) dw[c] = sum_w;")], [(LN_DW, LN_DW.replace("+=", "="))])
 twin("ln", "dw_neg", LN + " (dw)", "sign",
-     [("if (dw) dw[c] += sum_w;", "if (dw) dw[c] -= sum_w;")], [("if (dw) dw[c0 + c] += sw[c];", "if (dw) dw[c0 + c] -= sw[c];")])
+     [("if (dw) dw[c] += sum_w;", "if (dw) dw[c] -= sum_w;")], [(LN_DW, LN_DW.replace("+=", "-="))])
 twin("ln", "dw_skip", LN + " (dw)", "dw dropped",
-     [("if (dw) dw[c] += sum_w;", ";")], [("if (dw) dw[c0 + c] += sw[c];", ";")])
+     [("if (dw) dw[c] += sum_w;", ";")], [(LN_DW, ";")])
 twin("ln", "db_skip", LN + " (db)", "db dropped",
-     [("if (db) db[c] += sum_b;", ";")], [("if (db) db[c0 + c] += sb[c];", ";")])
-twin("ln", "db_assign", LN + " (db)", "+= -> =",
-     [("if (db) db[c] += sum_b;", "if (db) db[c] = sum_b;")], [("if (db) db[c0 + c] += sb[c];", "if (db) db[c0 + c] = sb[c];")])
+     [("if (db) db[c] += sum_b;", ";")], [(LN_DB, ";")])
+twin("ln", "db_assign", LN + " (db)", "+= -> = (fast: only the last chunk of rows kept)",
+     [("if (db) db[c] += sum_b;", "if (db) db[c] = sum_b;")], [(LN_DB, LN_DB.replace("+=", "="))])
 twin("ln", "db_x2", LN + " (db)", "x2",
-     [("if (db) db[c] += sum_b;", "if (db) db[c] += 2 * sum_b;")], [("if (db) db[c0 + c] += sb[c];", "if (db) db[c0 + c] += 2 * sb[c];")])
+     [("if (db) db[c] += sum_b;", "if (db) db[c] += 2 * sum_b;")], [(LN_DB, LN_DB.replace("+= part", "+= 2 * part"))])
 twin("ln", "db_timesw", LN + " (db)", "db += dy w",
-     [("sum_b += dy[r * C + c];", "sum_b += dy[r * C + c] * w[c];")], [("sb[c] += dyr[c];", "sb[c] += dyr[c] * w[c0 + c];")])
+     [("sum_b += dy[r * C + c];", "sum_b += dy[r * C + c] * w[c];")], [("bb[c] += dyr[c];", "bb[c] += dyr[c] * w[c0 + c];")])
 twin("ln", "dwdb_row0rstd", LN + " (dw)", "rstd of row 0 for every row",
      [("ag_real xhat = (x[r * C + c] - stats[2 * r]) * stats[2 * r + 1];", "ag_real xhat = (x[r * C + c] - stats[2 * r]) * stats[1];")],
-     [("ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];\n                for",
-       "ag_real mean = stats[2 * r], rstd = stats[1];\n                for")])
-twin("ln", "dwdb_lastrow", LN + " (dw, db)", "last row left out of the sums over rows",
+     [("ag_real mean = stats[2 * r], rstd = stats[2 * r + 1];", "ag_real mean = stats[2 * r], rstd = stats[1];")])
+twin("ln", "dwdb_lastrow", LN + " (dw, db)", "last row left out of the sums over rows (fast: of each chunk)",
      [("for (size_t r = 0; r < R; r++) {\n            ag_real xhat = (x[r * C + c]",
        "for (size_t r = 0; r < R - 1; r++) {\n            ag_real xhat = (x[r * C + c]")],
-     [("for (size_t r = 0; r < R; r++) {\n                const ag_real *xr = x + r * C + c0",
-       "for (size_t r = 0; r < R - 1; r++) {\n                const ag_real *xr = x + r * C + c0")])
+     [("for (size_t r = r0; r < r1; r++) {\n            const ag_real *xr = x + r * C + c0",
+       "for (size_t r = r0; r + 1 < r1; r++) {\n            const ag_real *xr = x + r * C + c0")])
 twin("ln", "dwdb_lastcol", LN + " (dw, db)", "last column of dw and db skipped (tail off by one)",
      [("for (int c = 0; c < C && (dw || db); c++)", "for (int c = 0; c + 1 < C && (dw || db); c++)")],
      [("wd = C - c0 < AG_COL_BLOCK ? C - c0 : AG_COL_BLOCK;", "wd = C - c0 < AG_COL_BLOCK ? C - c0 - 1 : AG_COL_BLOCK;")])
 twin("ln", "dw_db_swapped", LN + " (dw, db)", "dw and db swapped in the call",
      [("layernorm_backward(dx, dw, db,", "layernorm_backward(dx, db, dw,")],
-     [("layernorm_backward_rows(dx, acc, dw, db,", "layernorm_backward_rows(dx, acc, db, dw,")])
-mut("fast_ln_dwdb_noblocktail", FAST + "layernorm.c", LN + " (dw, db) (fast)", "the last, partial column block dropped",
-    [("int n_blocks = (C + AG_COL_BLOCK - 1) / AG_COL_BLOCK;", "int n_blocks = C / AG_COL_BLOCK;")])
-mut("fast_ln_dwdb_dyoffset", FAST + "layernorm.c", LN + " (dw, db) (fast)", "dy of block 0 for every column block",
+     [("rows(dx, acc, sw, sw ? sw + C : NULL,", "rows(dx, acc, sw ? sw + C : NULL, sw,")])
+mut("fast_ln_dwdb_noblocktail", LNF, LN + " (dw, db) (fast)", "the last, partial column block dropped",
+    [("for (int c0 = 0; sw && c0 < C; c0 += AG_COL_BLOCK) {", "for (int c0 = 0; sw && c0 + AG_COL_BLOCK <= C; c0 += AG_COL_BLOCK) {")])
+mut("fast_ln_dwdb_dyoffset", LNF, LN + " (dw, db) (fast)", "dy of block 0 for every column block",
     [("*dyr = dy + r * C + c0;", "*dyr = dy + r * C;")])
-mut("fast_ln_dwdb_xoffset", FAST + "layernorm.c", LN + " (dw) (fast)", "x of block 0 for every column block",
+mut("fast_ln_dwdb_xoffset", LNF, LN + " (dw) (fast)", "x of block 0 for every column block",
     [("*xr = x + r * C + c0,", "*xr = x + r * C,")])
+mut("fast_ln_dwdb_lastchunk", LNF, LN + " (dw, db) (fast)", "the last chunk of rows left out of the chunks' sums",
+    [("for (int k = 0; part && k < LN_CHUNKS; k++)", "for (int k = 0; part && k < LN_CHUNKS - 1; k++)")])
+mut("fast_ln_dwdb_chunk0", LNF, LN + " (dw, db) (fast)", "every chunk's partial sums in chunk 0's (RACE when threaded)",
+    [("ag_real *sw = part ? part + (size_t)k * 2 * C : NULL;", "ag_real *sw = part ? part : NULL;")])
 
 # ---------------- rmsnorm: ops/rmsnorm.c, fast/rmsnorm.c ----------------
 RMS = "rmsnorm backward"
@@ -278,9 +309,9 @@ mut("fast_rms_step_nodw", FAST + "kernels.c", RMS + " step (fast)", "dw not pass
 CE = "cross_entropy backward"
 CEO = OPS + "cross_entropy.c"
 mut("ref_ce_fwd_probs_nodiv", CEO, "cross_entropy forward (saved probs) (ref)", "saved probs not normalised (loss still right)",
-    [("probs[r * V + j] = ag__exp(zr[j] - m) / sum;", "probs[r * V + j] = ag__exp(zr[j] - m);")])
+    [("probs[r * V + j] = AG_EXP(zr[j] - m) / sum;", "probs[r * V + j] = AG_EXP(zr[j] - m);")])
 mut("ref_ce_fwd_probs_nomax", CEO, "cross_entropy forward (saved probs) (ref)", "saved probs exp(z)/sum, max not subtracted",
-    [("probs[r * V + j] = ag__exp(zr[j] - m) / sum;", "probs[r * V + j] = ag__exp(zr[j]) / sum;")])
+    [("probs[r * V + j] = AG_EXP(zr[j] - m) / sum;", "probs[r * V + j] = AG_EXP(zr[j]) / sum;")])
 mut("ref_ce_fwd_probs_lastcol", CEO, "cross_entropy forward (saved probs) (ref)", "last saved prob of a row not written",
     [("for (int j = 0; j < V; j++) probs[r * V + j]", "for (int j = 0; j < V - 1; j++) probs[r * V + j]")])
 mut("fast_ce_fwd_probs_nodiv", FAST + "cross_entropy.c", "cross_entropy forward (saved probs) (fast)",
@@ -294,11 +325,15 @@ mut("fast_ce_fwd_probs_row0", FAST + "cross_entropy.c", "cross_entropy forward (
     [("ag_real *p = probs ? probs + r * V : NULL;", "ag_real *p = probs ? probs : NULL;")])
 mut("both_ce_targets_not_saved", CEO, CE + " (saved targets)", "targets not copied for the backward",
     [("memcpy(s->targets, targets, R * sizeof(int));", "memset(s->targets, 0, R * sizeof(int));")])
-mut("both_ce_timesR", CEO, CE, "scale by R instead of 1/R", [("n->out->grad[0] / (ag_real)R", "n->out->grad[0] * (ag_real)R")])
-mut("both_ce_noR", CEO, CE, "1/R dropped (sum, not mean)", [("n->out->grad[0] / (ag_real)R", "n->out->grad[0]")])
-mut("both_ce_divV", CEO, CE, "divide by V instead of R",
-    [("n->out->grad[0] / (ag_real)R", "n->out->grad[0] / (ag_real)ag_last(z)")])
-mut("both_ce_noupstream", CEO, CE, "upstream dL ignored (assumes 1)", [("n->out->grad[0] / (ag_real)R", "1 / (ag_real)R")])
+CE_SCALE = "n->out->grad[0] / (ag_real)s->counted"  # dL / N, N the rows counted (not ignored)
+mut("both_ce_timesR", CEO, CE, "scale by N instead of 1/N", [(CE_SCALE, "n->out->grad[0] * (ag_real)s->counted")])
+mut("both_ce_noR", CEO, CE, "1/N dropped (sum, not mean)", [(CE_SCALE, "n->out->grad[0]")])
+mut("both_ce_divV", CEO, CE, "divide by V instead of N", [(CE_SCALE, "n->out->grad[0] / (ag_real)ag_last(z)")])
+mut("both_ce_noupstream", CEO, CE, "upstream dL ignored (assumes 1)", [(CE_SCALE, "1 / (ag_real)s->counted")])
+mut("both_ce_counted_R", CEO, CE + " (saved N)", "N saved as every row, the ignored ones too",
+    [("s->counted = counted;", "s->counted = R;")])
+mut("both_ce_ignored_rows_grad", CEO, CE, "ignored rows get a gradient (p, no one-hot)",
+    [("if (targets[r] == ignore_index) continue; /* not in L: zero gradient */", "")])
 mut("both_ce_noonehot", CEO, CE, "one-hot term dropped", [("(p[j] - (j == targets[r]))", "p[j]")])
 mut("both_ce_neg", CEO, CE, "sign", [("(p[j] - (j == targets[r]))", "((j == targets[r]) - p[j])")])
 mut("both_ce_target0", CEO, CE, "target of row 0 for every row", [("(j == targets[r])", "(j == targets[0])")])
@@ -306,7 +341,8 @@ mut("both_ce_probsrow0", CEO, CE, "probs of row 0 for every row",
     [("const ag_real *p = probs + r * V;", "const ag_real *p = probs;")])
 mut("both_ce_assign", CEO, CE, "+= -> =", [("dz[r * V + j] += scale", "dz[r * V + j] = scale")])
 mut("both_ce_lastrow", CEO, CE, "last row skipped",
-    [("for (size_t r = 0; r < R; r++) {\n        const ag_real *p = probs", "for (size_t r = 0; r < R - 1; r++) {\n        const ag_real *p = probs")])
+    [("for (size_t r = 0; r < R; r++) {\n        if (targets[r] == ignore_index) continue; /* not in L",
+      "for (size_t r = 0; r < R - 1; r++) {\n        if (targets[r] == ignore_index) continue; /* not in L")])
 mut("both_ce_lastcol", CEO, CE, "last logit of a row skipped",
     [("for (int j = 0; j < V; j++) dz[r * V + j]", "for (int j = 0; j < V - 1; j++) dz[r * V + j]")])
 
@@ -336,9 +372,11 @@ twin("gelu", "2nd_neg", GE, "second term sign",
      [("+ (ag_real)0.5 * v * (1 - t * t)", "- (ag_real)0.5 * v * (1 - t * t)")], [("+ half * v * (1 - t * t)", "- half * v * (1 - t * t)")])
 twin("gelu", "1st_neg", GE, "1 + t -> 1 - t",
      [("(ag_real)0.5 * (1 + t) +", "(ag_real)0.5 * (1 - t) +")], [("half * (1 + t) +", "half * (1 - t) +")])
-twin("gelu", "thshift", GE, "tanh of the next element", [("t = th[i];", "t = th[(i + 1) % N];")])
-twin("gelu", "lastelem", GE, "last element skipped",
-     [("for (size_t i = 0; i < N; i++) {\n        ag_real v = x[i], t = th[i];", "for (size_t i = 0; i < N - 1; i++) {\n        ag_real v = x[i], t = th[i];")])
+twin("gelu", "thshift", GE, "tanh of the next element (fast: within a thread's span)", [("t = th[i];", "t = th[(i + 1) % N];")],
+     [("t = th[i];", "t = th[(i + 1) % n];")])
+twin("gelu", "lastelem", GE, "last element skipped (fast: of each thread's span)",
+     [("for (size_t i = 0; i < N; i++) {\n        ag_real v = x[i], t = th[i];", "for (size_t i = 0; i < N - 1; i++) {\n        ag_real v = x[i], t = th[i];")],
+     [("for (size_t i = 0; i < n; i++) {\n        ag_real v = x[i], t = th[i];", "for (size_t i = 0; i + 1 < n; i++) {\n        ag_real v = x[i], t = th[i];")])
 mut("ref_gelu_assign", OPS + "gelu.c", GE + " (ref)", "+= -> =", [("dx[i] += dy[i] * dydx", "dx[i] = dy[i] * dydx")])
 mut("fast_gelu_always_write", FAST + "gelu.c", GE + " (fast)", "dx always written (=), never added to",
     [("dx[i] = acc ? dx[i] + dy[i] * local : dy[i] * local;", "dx[i] = dy[i] * local;")])
@@ -549,70 +587,111 @@ mut("fast_mm_skip_dA", MMF, MM + " (dA) (fast)", "no dA", [("if (dA) {", "if (0)
 mut("fast_mm_skip_dB", MMF, MM + " (dB) (fast)", "no dB", [("if (dB) {", "if (0) {")])
 
 # ---------------- attention: fast/attention.c (its reference is the composed ops of
-# src/nn/attention.c, whose own backwards are mutated under their ops), nn/attention.c's choice ----------------
+# src/nn/attention.c, attend(), whose own backwards are mutated under their ops), and
+# nn/attention.c's choice of the fast twin (fusable(), attention()): both run on the fast table
+# only. The fast backward works per (b, h) in tiles of rows (TILE, causal) or one tile (no mask):
+# dV, then dAd = dO V^T, dropout's backward, softmax's, dQ and dK, each a gemm on the blocks. ----------------
 AT = "attention backward"
 ATF, ATN = FAST + "attention.c", "src/nn/attention.c"
-mut("both_attn_saved_scale", ATF, AT + " (saved scale)", "scale saved as 1", [("n->fparam[0] = scale;", "n->fparam[0] = 1;")])
-mut("both_attn_saved_H", ATF, AT + " (saved H)", "H saved as 1 (D = C)", [("n->iparam[0] = H;", "n->iparam[0] = 1;")])
-mut("both_attn_kind_ignored", ATN, "attention's path (fusable)", "any [T,T] mask taken for causal (its kind ignored)",
+FAST_DV = ("gemm_block(true, false, m, D, T - i0, 1, Adb + (size_t)i0 * T + c0, T, dO + (size_t)i0 * C, C, g->acc_v,\n"
+           "                   g->dv + off + (size_t)c0 * C, C);")
+FAST_DA = "gemm_block(false, true, m, keys, D, 1, dO + (size_t)r0 * C, C, v->data + off, C, 0, dS + (size_t)r0 * T, T);"
+FAST_DQ = ("gemm_block(false, false, m, D, keys, scale, dS + (size_t)r0 * T, T, k->data + off, C, g->acc_q,\n"
+           "                   g->dq + off + (size_t)r0 * C, C);")
+FAST_DK = ("gemm_block(true, false, m, D, T - i0, scale, dS + (size_t)i0 * T + c0, T, q->data + off + (size_t)i0 * C, C,\n"
+           "                   g->acc_k, g->dk + off + (size_t)c0 * C, C);")
+AT_DS = "dr[j] = ar[j] * (dr[j] - dot);"
+AT_DROP_BWD = "dr[j] = ar[j] != 0 ? dr[j] * keep : 0;"
+mut("fast_attn_saved_scale", ATF, AT + " (saved scale) (fast)", "scale saved as 1", [("n->fparam[0] = scale;", "n->fparam[0] = 1;")])
+mut("fast_attn_saved_H", ATF, AT + " (saved H) (fast)", "H saved as 1 (D = C)", [("n->iparam[0] = H;", "n->iparam[0] = 1;")])
+mut("fast_attn_saved_p", ATF, AT + " (saved p) (fast)", "dropout p saved as 0 (the backward reads A for Ad)",
+    [("n->fparam[1] = dropout;", "n->fparam[1] = 0;")])
+mut("fast_attn_saved_causal", ATF, AT + " (saved mask kind) (fast)", "causal saved as false (the tiles of no mask)",
+    [("n->iparam[1] = causal;", "n->iparam[1] = 0;")])
+mut("fast_attn_kind_ignored", ATN, "attention's path (fusable) (fast)", "any [T,T] mask taken for causal (its kind ignored)",
     [("(ag_is_causal_mask(mask, q->shape[1]) &&", "(mask->ndim == 2 &&")])
-mut("both_attn_fill_ignored", ATN, "attention's path (fusable)", "a -1e9 fill takes the fast twin (-inf)",
+mut("fast_attn_fill_ignored", ATN, "attention's path (fusable) (fast)", "a -1e9 fill takes the fast twin (-inf)",
     [(" && A->mask_fill == -INFINITY);", ");")])
-mut("both_attn_dropout_ignored", ATN, "attention's path (fusable)", "dropout on the weights takes the fast twin (none)",
-    [("if (opt->train && dropout > 0) return false;", ";")])
-FAST_DV = "gemm_block(true, false, T, D, T, 1, Ab, T, dO, C, acc_v ? 1 : 0, dv + off, C);"
-FAST_DA = "gemm_block(false, true, T, T, D, 1, dO, C, v->data + off, C, 0, dS, T);"
-FAST_DQ = "gemm_block(false, false, T, D, T, scale, dS, T, k->data + off, C, acc_q ? 1 : 0, dq + off, C);"
-FAST_DK = "gemm_block(true, false, T, D, T, scale, dS, T, q->data + off, C, acc_k ? 1 : 0, dk + off, C);"
-mut("fast_attn_dv_notransA", ATF, AT + " (dv) (fast)", "dV += A dO (A not transposed)",
+mut("fast_attn_dropout_not_passed", ATN, "attention's path (fast)", "dropout on the weights not passed to the fast twin",
+    [("A->scale, mask != NULL, p, opt->seed);", "A->scale, mask != NULL, 0, opt->seed);")])
+mut("fast_attn_dropout_in_eval", ATN, "attention's path (fast)", "the fast twin drops weights in evaluation too",
+    [("ag_real p = opt->train ? dropout : 0;", "ag_real p = dropout;")])
+mut("fast_attn_dv_notransA", ATF, AT + " (dv) (fast)", "dV += Ad dO (Ad not transposed)",
     [(FAST_DV, FAST_DV.replace("(true, false", "(false, false"))])
 mut("fast_attn_dv_always_write", ATF, AT + " (dv) (fast)", "beta 0 always (= instead of +=)",
-    [(FAST_DV, FAST_DV.replace("acc_v ? 1 : 0", "0"))])
+    [(FAST_DV, FAST_DV.replace("g->acc_v", "0"))])
 mut("fast_attn_dv_always_add", ATF, AT + " (dv) (fast)", "beta 1 always (adds to a fresh, unzeroed buffer)",
-    [(FAST_DV, FAST_DV.replace("acc_v ? 1 : 0", "1"))])
-mut("fast_attn_dv_skip", ATF, AT + " (dv) (fast)", "no dv", [("if (dv) " + FAST_DV, "if (0) " + FAST_DV)])
+    [(FAST_DV, FAST_DV.replace("g->acc_v", "1"))])
+mut("fast_attn_dv_skip", ATF, AT + " (dv) (fast)", "no dv",
+    [("for (int c0 = 0; g->dv && c0 < T; c0 += tile) {", "for (int c0 = 0; 0 && c0 < T; c0 += tile) {")])
+mut("fast_attn_dv_lastrow", ATF, AT + " (dv) (fast)", "last row (query) left out of dV's sum",
+    [(FAST_DV, FAST_DV.replace("T - i0, 1,", "T - i0 - 1, 1,"))])
+mut("fast_attn_dv_A_for_Ad", ATF, AT + " (dv) (fast)", "dV += A^T dO (the weights before dropout)",
+    [(FAST_DV, FAST_DV.replace("1, Adb +", "1, Ab +"))])
 mut("fast_attn_dA_k", ATF, AT + " (dA) (fast)", "dA = dO K^T (wrong operand)", [(FAST_DA, FAST_DA.replace("v->data", "k->data"))])
 mut("fast_attn_dA_beta1", ATF, AT + " (dA) (fast)", "scratch not overwritten: dA adds to the last (b, h)'s dS",
     [(FAST_DA, FAST_DA.replace("C, 0, dS", "C, 1, dS"))])
-mut("fast_attn_dS_nodot", ATF, AT + " (dS) (fast)", "softmax backward without - rowsum",
-    [("dr[j] = ar[j] * (dr[j] - dot);", "dr[j] = ar[j] * dr[j];")])
+mut("fast_attn_dA_lastkey", ATF, AT + " (dA) (fast)", "last key of a tile left out of dA",
+    [(FAST_DA, FAST_DA.replace("m, keys, D", "m, keys - 1, D"))])
+mut("fast_attn_dS_nodot", ATF, AT + " (dS) (fast)", "softmax backward without - rowsum", [(AT_DS, "dr[j] = ar[j] * dr[j];")])
 mut("fast_attn_dS_noA", ATF, AT + " (dS) (fast)", "softmax backward without the A factor (masked entries too)",
-    [("dr[j] = ar[j] * (dr[j] - dot);", "dr[j] = dr[j] - dot;")])
-mut("fast_attn_dS_plusdot", ATF, AT + " (dS) (fast)", "- rowsum -> + rowsum",
-    [("dr[j] = ar[j] * (dr[j] - dot);", "dr[j] = ar[j] * (dr[j] + dot);")])
+    [(AT_DS, "dr[j] = dr[j] - dot;")])
+mut("fast_attn_dS_plusdot", ATF, AT + " (dS) (fast)", "- rowsum -> + rowsum", [(AT_DS, "dr[j] = ar[j] * (dr[j] + dot);")])
 mut("fast_attn_dS_dot_noA", ATF, AT + " (dS) (fast)", "rowsum(dA) instead of rowsum(dA A)",
-    [("ag_real dot = ag__dot(dr, ar, T);", "ag_real dot = ag__sum(dr, T);")])
+    [("ag_real dot = ag__dot(dr, ar, n);", "ag_real dot = ag__sum(dr, n);")])
 mut("fast_attn_dS_dot_lastj", ATF, AT + " (dS) (fast)", "last key left out of the rowsum",
-    [("ag__dot(dr, ar, T)", "ag__dot(dr, ar, T - 1)")])
+    [("ag__dot(dr, ar, n)", "ag__dot(dr, ar, n - 1)")])
 mut("fast_attn_dS_Arow0", ATF, AT + " (dS) (fast)", "row 0 of A for every row",
-    [("const ag_real *ar = Ab + (size_t)i * T;", "const ag_real *ar = Ab;")])
-mut("fast_attn_dq_noscale", ATF, AT + " (dq) (fast)", "scale dropped", [(FAST_DQ, FAST_DQ.replace("T, scale, dS", "T, 1, dS"))])
+    [("ag_real *dr = dS + (size_t)i * T;\n        const ag_real *ar = A + (size_t)i * T;",
+      "ag_real *dr = dS + (size_t)i * T;\n        const ag_real *ar = A;")])
+mut("fast_attn_dS_upto_i", ATF, AT + " (dS) (fast)", "row i's dS up to key i, not its tile's end (stale dA past it)",
+    [("int n = tile_end(i, tile, T);\n        ag_real dot", "int n = i + 1;\n        ag_real dot")])
+mut("fast_attn_dS_Ad_for_A", ATF, AT + " (dS) (fast)", "softmax backward with the dropped weights Ad, not A",
+    [("AG_PICK(ag__attention_softmax_backward_rows)(dS, Ab,", "AG_PICK(ag__attention_softmax_backward_rows)(dS, Adb,")])
+mut("fast_attn_drop_nokeep", ATF, AT + " (dropout) (fast)", "dropout backward without 1/(1-p)",
+    [(AT_DROP_BWD, "dr[j] = ar[j] != 0 ? dr[j] : 0;")])
+mut("fast_attn_drop_nomask", ATF, AT + " (dropout) (fast)", "dropout backward ignores the mask",
+    [(AT_DROP_BWD, "dr[j] = dr[j] * keep;")])
+mut("fast_attn_drop_skipped", ATF, AT + " (dropout) (fast)", "dropout backward skipped",
+    [("if (Adb != Ab) AG_PICK(ag__attention_dropout_backward_rows)", "if (0) AG_PICK(ag__attention_dropout_backward_rows)")])
+mut("fast_attn_drop_saved_A", ATF, AT + " (dropout) (fast)", "the backward reads A for Ad",
+    [("*Ad = n->fparam[1] > 0 ? A + BHTT : A;", "*Ad = A;")])
+mut("fast_attn_dq_noscale", ATF, AT + " (dq) (fast)", "scale dropped", [(FAST_DQ, FAST_DQ.replace("keys, scale, dS", "keys, 1, dS"))])
 mut("fast_attn_dq_transdS", ATF, AT + " (dq) (fast)", "dQ += s dS^T K",
     [(FAST_DQ, FAST_DQ.replace("(false, false", "(true, false"))])
 mut("fast_attn_dq_q", ATF, AT + " (dq) (fast)", "dQ += s dS Q (wrong operand)",
     [(FAST_DQ, FAST_DQ.replace("k->data", "q->data"))])
-mut("fast_attn_dq_always_write", ATF, AT + " (dq) (fast)", "beta 0 always", [(FAST_DQ, FAST_DQ.replace("acc_q ? 1 : 0", "0"))])
-mut("fast_attn_dq_always_add", ATF, AT + " (dq) (fast)", "beta 1 always", [(FAST_DQ, FAST_DQ.replace("acc_q ? 1 : 0", "1"))])
-mut("fast_attn_dq_skip", ATF, AT + " (dq) (fast)", "no dq", [("if (dq) " + FAST_DQ, "if (0) " + FAST_DQ)])
-mut("fast_attn_dk_noscale", ATF, AT + " (dk) (fast)", "scale dropped", [(FAST_DK, FAST_DK.replace("T, scale, dS", "T, 1, dS"))])
+mut("fast_attn_dq_always_write", ATF, AT + " (dq) (fast)", "beta 0 always", [(FAST_DQ, FAST_DQ.replace("g->acc_q", "0"))])
+mut("fast_attn_dq_always_add", ATF, AT + " (dq) (fast)", "beta 1 always", [(FAST_DQ, FAST_DQ.replace("g->acc_q", "1"))])
+mut("fast_attn_dq_skip", ATF, AT + " (dq) (fast)", "no dq",
+    [("for (int r0 = 0; g->dq && r0 < T; r0 += tile) {", "for (int r0 = 0; 0 && r0 < T; r0 += tile) {")])
+mut("fast_attn_dq_lastkey", ATF, AT + " (dq) (fast)", "last key of a tile left out of dQ",
+    [(FAST_DQ, FAST_DQ.replace("m, D, keys,", "m, D, keys - 1,"))])
+mut("fast_attn_dk_noscale", ATF, AT + " (dk) (fast)", "scale dropped", [(FAST_DK, FAST_DK.replace("T - i0, scale, dS", "T - i0, 1, dS"))])
 mut("fast_attn_dk_notransdS", ATF, AT + " (dk) (fast)", "dK += s dS Q (dS not transposed)",
     [(FAST_DK, FAST_DK.replace("(true, false", "(false, false"))])
 mut("fast_attn_dk_k", ATF, AT + " (dk) (fast)", "dK += s dS^T K (wrong operand)",
     [(FAST_DK, FAST_DK.replace("q->data", "k->data"))])
-mut("fast_attn_dk_always_write", ATF, AT + " (dk) (fast)", "beta 0 always", [(FAST_DK, FAST_DK.replace("acc_k ? 1 : 0", "0"))])
-mut("fast_attn_dk_always_add", ATF, AT + " (dk) (fast)", "beta 1 always", [(FAST_DK, FAST_DK.replace("acc_k ? 1 : 0", "1"))])
-mut("fast_attn_dk_skip", ATF, AT + " (dk) (fast)", "no dk", [("if (dk) " + FAST_DK, "if (0) " + FAST_DK)])
+mut("fast_attn_dk_always_write", ATF, AT + " (dk) (fast)", "beta 0 always", [(FAST_DK, FAST_DK.replace("g->acc_k", "0"))])
+mut("fast_attn_dk_always_add", ATF, AT + " (dk) (fast)", "beta 1 always", [(FAST_DK, FAST_DK.replace("g->acc_k", "1"))])
+mut("fast_attn_dk_skip", ATF, AT + " (dk) (fast)", "no dk",
+    [("for (int c0 = 0; g->dk && c0 < T; c0 += tile) {", "for (int c0 = 0; 0 && c0 < T; c0 += tile) {")])
+mut("fast_attn_dk_lastrow", ATF, AT + " (dk) (fast)", "last row (query) left out of dK's sum",
+    [(FAST_DK, FAST_DK.replace("T - i0, scale,", "T - i0 - 1, scale,"))])
+mut("fast_attn_rows_from", ATF, AT + " (dv, dk) (fast)", "a key's rows from one past it (its own query left out)",
+    [("static int rows_from(int c0, bool causal) { return causal ? c0 : 0; }",
+      "static int rows_from(int c0, bool causal) { return causal ? c0 + 1 : 0; }")])
 mut("fast_attn_dqdk_need_both", ATF, AT + " (dq, dk) (fast)", "dq and dk computed only when both are wanted",
-    [("if (!dq && !dk) continue;", "if (!dq || !dk) continue;")])
+    [("if (!g->dq && !g->dk) return;", "if (!g->dq || !g->dk) return;")])
 mut("fast_attn_grad_order", ATF, AT + " (fresh grads) (fast)", "dq's buffer asked for before dv's (q = k = v breaks)",
-    [("    ag_real *dv = v->requires_grad ? ag__grad_into(ctx, v, &acc_v) : NULL;\n    ag_real *dq = q->requires_grad ? ag__grad_into(ctx, q, &acc_q) : NULL;\n",
-      "    ag_real *dq = q->requires_grad ? ag__grad_into(ctx, q, &acc_q) : NULL;\n    ag_real *dv = v->requires_grad ? ag__grad_into(ctx, v, &acc_v) : NULL;\n")])
+    [("    g.dv = v->requires_grad ? ag__grad_into(ctx, v, &g.acc_v) : NULL;\n    g.dq = q->requires_grad ? ag__grad_into(ctx, q, &g.acc_q) : NULL;\n",
+      "    g.dq = q->requires_grad ? ag__grad_into(ctx, q, &g.acc_q) : NULL;\n    g.dv = v->requires_grad ? ag__grad_into(ctx, v, &g.acc_v) : NULL;\n")])
 mut("fast_attn_scratch_shared", ATF, AT + " (scratch) (fast)", "RACE: every thread uses thread 0's dS scratch",
-    [("ag_real *dS = scratch + (size_t)omp_get_thread_num() * T * T;", "ag_real *dS = scratch;")])
+    [("scratch + (size_t)omp_get_thread_num() * T * T);", "scratch);")])
 mut("fast_attn_scale1", ATF, AT + " (fast)", "saved scale ignored (1)",
-    [("ag_real scale = (ag_real)n->fparam[0];", "ag_real scale = 1;")])
+    [("ag_real scale = (ag_real)n->fparam[0], p", "ag_real scale = 1, p")])
 mut("fast_attn_fwd_future", ATF, "attention forward (saved A) (fast)", "future weights of A not zeroed",
-    [("for (int j = n; j < T; j++) row[j] = 0;", ";")])
+    [("for (int j = n; j < end; j++) row[j] = 0;", ";")])
 
 # ---------------- add: ops/add.c, fast/add.c ----------------
 AD = "add backward"
@@ -680,6 +759,14 @@ mut("both_scale_assign", SC, "scale backward", "+= -> =", [("dx[i] += s * dy[i]"
 mut("both_scale_saved_s", SC, "scale backward (saved s)", "s saved as 1",
     [("if (n) n->fparam[0] = s;", "if (n) n->fparam[0] = 1;")])
 DO = OPS + "dropout.c"
+# dropout's forward has a fast twin (fast/dropout.c) that saves the mask; its backward is one
+twin("do", "fwd_mask_noscale", "dropout forward (saved mask)", "mask saved without 1/(1-p) (y still right)",
+     [("m[i] = ag__dropout_keeps(seed, i, threshold) ? scale : 0;\n        y[i] = x[i] * m[i];",
+       "m[i] = ag__dropout_keeps(seed, i, threshold) ? 1 : 0;\n        y[i] = x[i] * m[i] * scale;")],
+     [("m[i] = ag__dropout_keeps(seed, i0 + i, threshold) ? scale : 0;\n        y[i] = x[i] * m[i];",
+       "m[i] = ag__dropout_keeps(seed, i0 + i, threshold) ? 1 : 0;\n        y[i] = x[i] * m[i] * scale;")])
+mut("fast_do_fwd_mask_span", FAST + "dropout.c", "dropout forward (saved mask) (fast)",
+    "every thread saves its mask at span 0 (threaded only; y still right)", [("span(y + i0, m + i0,", "span(y + i0, m,")])
 mut("both_do_nomask", DO, "dropout backward", "mask ignored", [("dx[i] += dy[i] * m[i];", "dx[i] += dy[i];")])
 mut("both_do_noscale", DO, "dropout backward", "1/(1-p) dropped", [("dx[i] += dy[i] * m[i];", "dx[i] += dy[i] * (m[i] != 0);")])
 mut("both_do_scale2", DO, "dropout backward", "scale applied twice",
@@ -725,15 +812,37 @@ mut("both_merge_swapTH", HE, "merge_heads backward", "T and H swapped",
     [(MERGE, MERGE.replace("x->shape[0], x->shape[2], x->shape[1]", "x->shape[0], x->shape[1], x->shape[2]"))])
 mut("both_heads_kernel_neg", HE, "permute_heads (accumulate)", "sign of the accumulating copy",
     [("dst[d] = accumulate ? dst[d] + src[d]", "dst[d] = accumulate ? dst[d] - src[d]")])
-MF = OPS + "masked_fill.c"
-mut("both_mf_inverted", MF, "masked_fill backward", "mask inverted", [("if (mask[j] != 0) dx", "if (mask[j] == 0) dx")])
-mut("both_mf_nomask", MF, "masked_fill backward", "mask ignored", [("if (mask[j] != 0) dx", "dx")])
-mut("both_mf_assign", MF, "masked_fill backward", "+= -> =", [("dx[i + j] += dy[i + j]", "dx[i + j] = dy[i + j]")])
-mut("both_mf_neg", MF, "masked_fill backward", "sign", [("dx[i + j] += dy[i + j]", "dx[i + j] -= dy[i + j]")])
-mut("both_mf_maskshift", MF, "masked_fill backward", "off-by-one mask index",
-    [("if (mask[j] != 0) dx", "if (mask[(j + 1) % nm] != 0) dx")])
-mut("both_mf_dyshift", MF, "masked_fill backward", "dy of broadcast block 0 only",
-    [("dx[i + j] += dy[i + j]", "dx[i + j] += dy[j]")])
+# masked_fill: one select for both directions (ops/masked_fill.c's masked_select; the fast
+# table's fast/masked_fill.c), the backward its `add` case with value 0. The reference's
+# mutations touch that case only (`add`), so the forward stays right.
+MF, MFF = OPS + "masked_fill.c", FAST + "masked_fill.c"
+MF_SEL = "ag_real v = mask[mask_at(ms, i0, i1, i2, i3)] != 0 ? in[i] : value;"
+MF_STEP = "masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);"
+MF_FAST = "for (size_t j = 0; j < inner; j++) out_o[j] += m[j] != 0 ? in_o[j] : 0;"
+MF_FSTEP = "ag_fast_masked_select(dx, n->out->grad, mask->data, 0, true, shape, ms);"
+MFB = "masked_fill backward"
+mut("ref_mf_inverted", MF, MFB + " (ref)", "mask inverted",
+    [(MF_SEL, "ag_real v = (mask[mask_at(ms, i0, i1, i2, i3)] != 0) != add ? in[i] : value;")])
+mut("ref_mf_nomask", MF, MFB + " (ref)", "mask ignored", [(MF_SEL, "ag_real v = mask[mask_at(ms, i0, i1, i2, i3)] != 0 || add ? in[i] : value;")])
+mut("ref_mf_assign", MF, MFB + " (ref)", "+= -> =", [(MF_STEP, MF_STEP.replace("0, true,", "0, false,"))])
+mut("ref_mf_neg", MF, MFB + " (ref)", "sign", [("out[i] = add ? out[i] + v : v;", "out[i] = add ? out[i] - v : v;")])
+mut("ref_mf_fill1", MF, MFB + " (ref)", "masked entries get dy 1, not 0 (the fill value)",
+    [(MF_STEP, MF_STEP.replace("mask->data, 0, true", "mask->data, 1, true"))])
+mut("ref_mf_maskshift", MF, MFB + " (ref)", "off-by-one mask index (the last dim)",
+    [(MF_SEL, "ag_real v = mask[mask_at(ms, i0, i1, i2, add ? (i3 + 1) % n[3] : i3)] != 0 ? in[i] : value;")])
+mut("ref_mf_dyshift", MF, MFB + " (ref)", "dy of broadcast block 0 only",
+    [(MF_SEL, "ag_real v = mask[mask_at(ms, i0, i1, i2, i3)] != 0 ? in[add ? mask_at(ms, i0, i1, i2, i3) : i] : value;")])
+mut("ref_mf_y_for_dy", MF, MFB + " (ref)", "y passed for dy", [(MF_STEP, MF_STEP.replace("n->out->grad", "n->out->data"))])
+mut("fast_mf_inverted", MFF, MFB + " (fast)", "mask inverted", [(MF_FAST, MF_FAST.replace("!= 0", "== 0"))])
+mut("fast_mf_nomask", MFF, MFB + " (fast)", "mask ignored", [(MF_FAST, MF_FAST.replace("m[j] != 0 ? in_o[j] : 0", "in_o[j]"))])
+mut("fast_mf_assign", MFF, MFB + " (fast)", "+= -> =", [(MF_FAST, MF_FAST.replace("out_o[j] +=", "out_o[j] ="))])
+mut("fast_mf_neg", MFF, MFB + " (fast)", "sign", [(MF_FAST, MF_FAST.replace("out_o[j] +=", "out_o[j] -="))])
+mut("fast_mf_fill1", MFF, MFB + " (fast)", "masked entries get dy 1, not 0",
+    [(MF_FAST, MF_FAST.replace("in_o[j] : 0", "in_o[j] : 1"))])
+mut("fast_mf_maskshift", MFF, MFB + " (fast)", "off-by-one mask index", [(MF_FAST, MF_FAST.replace("m[j]", "m[(j + 1) % inner]"))])
+mut("fast_mf_dyshift", MFF, MFB + " (fast)", "dy of block 0 only", [(MF_FAST, MF_FAST.replace("in_o[j]", "in[j]"))])
+mut("fast_mf_y_for_dy", FAST + "kernels.c", MFB + " step (fast)", "y passed for dy",
+    [(MF_FSTEP, MF_FSTEP.replace("n->out->grad", "n->out->data"))])
 RS = OPS + "reshape.c"
 TRB = "transpose_rows(dx, y->grad, ag_numel(x) / ((size_t)M * N), N, M, true);"
 mut("both_tr_MN", RS, "transpose backward", "M, N swapped in the back-transpose",
@@ -804,8 +913,9 @@ def sh(cmd, cwd, timeout=None, env=None):
     return subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def build(root, jobs):
-    r = sh("make -j%d build/test_f64 build/test_f32 build/char_lm" % jobs, root, timeout=1200)
+def build(root, jobs, char_lm=True):
+    """the test binaries, and build/char_lm when a suite may run it (the CLI suites: not --suites auto)"""
+    r = sh("make -j%d build/test_f64 build/test_f32%s" % (jobs, " build/char_lm" if char_lm else ""), root, timeout=1200)
     return r.returncode == 0, r.stdout + r.stderr
 
 
@@ -843,11 +953,17 @@ def run_tests(root, binary, suite, timeout):
     return {"failed": failed, "timeouts": timeouts, "msgs": msgs, "secs": time.time() - t0}
 
 
-def run_selection(root, suites, timeout):
-    """both binaries over `suites` (None: each binary whole) -> {binary: {failed, timeouts, msgs, secs}}"""
+def run_selection(root, suites, timeout, first=False):
+    """both binaries over `suites` (None: each binary whole) -> {binary: {failed, timeouts, msgs, secs}};
+    first: stop at the first suite (or binary) that fails"""
     out = {}
+    stop = False
     for b in BINARIES:
-        rs = [run_tests(root, b, s, timeout) for s in (suites or [None])]
+        rs = []
+        for s in suites or [None]:
+            if not stop:
+                rs.append(run_tests(root, b, s, timeout))
+                stop = first and bool(rs[-1]["failed"])
         out[b] = {k: [x for r in rs for x in r[k]] for k in ("failed", "timeouts", "msgs")}
         out[b]["secs"] = sum(r["secs"] for r in rs)
     return out
@@ -913,6 +1029,8 @@ def main():
     ap.add_argument("--show", metavar="ID", help="print the diff of one mutation; run nothing")
     ap.add_argument("--timeout", type=int, default=120, help="CK_DEFAULT_TIMEOUT per test (s)")
     ap.add_argument("--jobs", type=int, default=2, help="make -j (default 2)")
+    ap.add_argument("--first", action="store_true",
+                    help="a mutation's tests stop at the first suite that fails (faster; the report names that one)")
     ap.add_argument("--out", help="basename of the .md and .json reports (default: <root>/mutation_results)")
     ap.add_argument("--in-place", action="store_true", help="allow a root that is a git checkout")
     a = ap.parse_args()
@@ -937,9 +1055,17 @@ def main():
         orig = open(os.path.join(root, m[1])).read()
         sys.stdout.writelines(difflib.unified_diff(orig.splitlines(True), apply(orig, m[4], m[0]).splitlines(True), m[1], m[1]))
         return 0
-    # every pattern first, so a stale pattern fails before anything runs
+    # every pattern first, so a stale pattern fails before anything runs: all of them named
+    stale = []
     for m in muts:
-        apply(open(os.path.join(root, m[1])).read(), m[4], m[0])
+        try:
+            apply(open(os.path.join(root, m[1])).read(), m[4], m[0])
+        except (ValueError, OSError) as e:
+            stale.append(str(e))
+    if stale:
+        print("\n".join(stale))
+        print("%d of %d mutations do not apply: update their patterns to the code" % (len(stale), len(muts)))
+        return 2
     if a.check:
         print("%d mutations, every pattern applies exactly once" % len(muts))
         return 0
@@ -958,7 +1084,8 @@ def main():
     signal.signal(signal.SIGINT, lambda *_: (restore(), sys.exit(130)))
     signal.signal(signal.SIGTERM, lambda *_: (restore(), sys.exit(143)))
 
-    ok, log = build(root, a.jobs)
+    cli = a.suites != "auto"  # auto runs op suites only: no build/char_lm to relink per mutation
+    ok, log = build(root, a.jobs, cli)
     if not ok:
         print(log)
         print("the unmutated tree does not build")
@@ -985,11 +1112,11 @@ def main():
             originals[full] = orig
             with open(full, "w") as f:
                 f.write(apply(orig, reps, mid))
-            ok, log = build(root, a.jobs)
+            ok, log = build(root, a.jobs, cli)
             if not ok:
                 res = {"id": mid, "fn": fn, "desc": desc, "status": "BUILD-ERROR", "f64": [], "f32": [], "log": log[-2000:]}
             else:
-                r = run_selection(root, suites_for((mid, path), a.suites), a.timeout)
+                r = run_selection(root, suites_for((mid, path), a.suites), a.timeout, a.first)
                 r64, r32 = r["test_f64"], r["test_f32"]
                 status = ("caught" if r64["failed"] or r32["failed"] else
                           "TIMEOUT" if r64["timeouts"] or r32["timeouts"] else "NOT CAUGHT")
@@ -1002,7 +1129,7 @@ def main():
                                                          ",".join(sorted(set(res["f32"]))) or "-"), flush=True)
     finally:
         restore()
-        build(root, a.jobs)
+        build(root, a.jobs, cli)
 
     write_reports(out, results, {b: r["secs"] for b, r in base.items()}, a.suites)
     print("\n".join(summary(results)))

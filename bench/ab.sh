@@ -4,8 +4,8 @@
 # gain some.
 #
 #   bench/ab.sh A_BENCH B_BENCH [CONFIG] [ROUNDS]      default: baby 4
-#   e.g. (the tree before a change built in /tmp/old):
-#   bench/ab.sh /tmp/old/build/bench build/bench baby 4
+#   e.g. (the tree before a change checked out and built in OLD=$(mktemp -d)):
+#   bench/ab.sh "$OLD/build/bench" build/bench baby 4
 #
 # Prints each round's tokens/s and, per side, the median, then B / A.
 set -euo pipefail

@@ -7,7 +7,7 @@
 #   bench/busy.sh [BENCH] [CONFIG] [ROUNDS]       default: build/bench baby 3
 #
 # It needs the machine to itself (other work is more neighbours): here, run it as
-#   flock /work/quiet.lock bench/busy.sh
+#   flock "${TMPDIR:-/tmp}/attograd-quiet.lock" bench/busy.sh   (the lock every timing takes)
 # Prints one Markdown table row per neighbour count: the medians of the rounds (min-max), and
 # in the tuned column how many of the timed steps ran on one thread.
 set -euo pipefail

@@ -6,7 +6,8 @@
 #   C  NEW_CHAR_LM --log-dynamics   (the flag on: at most 3% slower than B)
 #
 #   bench/dynamics_ab.sh OLD_CHAR_LM NEW_CHAR_LM [CONFIG] [ROUNDS]       default: baby 4
-#   e.g. flock /work/quiet.lock bench/dynamics_ab.sh /tmp/old/build/char_lm build/char_lm baby 4
+#   e.g. flock "${TMPDIR:-/tmp}/attograd-quiet.lock" bench/dynamics_ab.sh "$OLD/build/char_lm" build/char_lm baby 4
+#   (OLD: the tree before the change, checked out and built in a mktemp -d)
 #
 # A run is 105 steps on the first 200 KB of data/tinyshakespeare.txt, 2 threads, evaluations
 # only at the first and the last iteration; its step time is the mean over steps 5..104 of

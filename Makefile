@@ -179,7 +179,8 @@ TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,l
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
             $(call job,step,$(SUB_MAKE) test-step) \
-            $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable)
+            $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable) \
+            $(call job,commit,$(SUB_MAKE) test-commit)
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
 # stale and make check ran all of make test's jobs again.
@@ -353,10 +354,21 @@ $(B)/char_lm_mpi: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_mpi.o $(LIB3
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # the version the ranks show each other before anything else (train_agree.c's handshake)
 $(B)/f32/examples/char_lm/train_agree.o $(B)/f64/examples/char_lm/train_agree.o: DEFS += -DLM_VERSION='"$(VERSION)"'
-# the commit a run's report card names (DIR/report.md): HEAD when main.o was compiled (char_lm, reverse)
+# the commit a run's report card names (DIR/report.md): HEAD when main.o was compiled (char_lm,
+# reverse). $(B)/gen/commit holds it and is rewritten only when it changes (as suites.inc), so a
+# new HEAD recompiles the two main.o and nothing else; before, a commit that left main.c and the
+# headers alone kept the old string in the card. `make test-commit` checks it.
 COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)
+COMMIT_MAINS = $(B)/f32/examples/char_lm/main.o $(B)/f32/examples/reverse/main.o
+$(B)/gen/commit: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(COMMIT)' > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(COMMIT_MAINS): $(B)/gen/commit
 $(B)/f32/examples/char_lm/main.o: DEFS += $(if $(COMMIT),-DLM_COMMIT='"$(COMMIT)"')
 $(B)/f32/examples/reverse/main.o: DEFS += $(if $(COMMIT),-DAG_COMMIT='"$(COMMIT)"')
+.PHONY: test-commit
+test-commit:                                      ## a new commit recompiles the report card's commit string (main.o)
+	+tests/commit_rebuild.sh $(B)
 # the same program as another version would be, for test-mpi's mixed job (train_agree.c alone
 # compiled with another LM_VERSION)
 $(B)/f32/examples/char_lm/train_agree_other.o: examples/char_lm/train_agree.c $(HEADERS)

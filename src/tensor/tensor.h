@@ -175,7 +175,7 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
  * One backward per ag_ctx_reset: the tape holds every node since the reset, so a second call
  * would run the earlier graph's backwards again and count its gradients twice. */
 ag_status ag_backward(ag_ctx *ctx, ag_tensor *loss);
-/* The same from any tensor y with a given upstream gradient dy [numel(y)] (gradient checks). */
+/* The same from any tensor y seeded with dy [numel(y)]: the shard pass (dloss b_j/B), gradient checks. */
 ag_status ag_backward_from(ag_ctx *ctx, ag_tensor *y, const ag_real *dy);
 
 #endif

@@ -179,8 +179,7 @@ TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,l
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
             $(call job,step,$(SUB_MAKE) test-step) \
-            $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable) \
-            $(call job,commit,$(SUB_MAKE) test-commit)
+            $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable)
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
 # stale and make check ran all of make test's jobs again.
@@ -224,7 +223,7 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
 # runs the suites as make test does (the program's once, on float), ASan likewise.
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build
-CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
+CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64

@@ -32,6 +32,8 @@
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
  *                                 resume, time budget and signals (loop.c, loop_ckpt.c)
+ *   ag_budget                     a time budget for any run: the steps timed, the step count
+ *                                 fitted, the final evaluation and checkpoint in time (budget.h)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
  * one line in err, naming the file. */
@@ -360,5 +362,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
+
+#include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 
 #endif

@@ -10,12 +10,18 @@
  *            evaluation, still inside the budget
  *   pause    one step 100 times the others (the process stopped) is said, and not timed
  *   evals    the first evaluation, nothing timed, gets a tenth of the budget; one that runs
- *            late ends early and the later ones take as many batches */
+ *            late ends early and the later ones take as many batches
+ *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
+ *            a hundred steps' time and comes due only at the end: the run ends out of time
+ *            with its final evaluation and checkpoint inside the budget, DIR/latest whole */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "attograd.h"
+#include "proc.h"
 #include "tcases.h"
 
 /* A loop on a simulated clock: each step takes step_s (first_s for the first five, later_s
@@ -115,9 +121,9 @@ START_TEST(test_bound_only)
     ck_assert_msg(r.b.out_of_time && r.b.count == 0 && r.b.steps == 1000000, "count %ld", r.b.count);
     ck_assert_msg(r.t <= r.b.deadline && r.t > r.b.deadline - 0.5, "ended at %.3f, deadline %.3f", r.t,
                   r.b.deadline);
-    char want[128];
-    snprintf(want, sizeof want, "time budget: out of time at iteration %ld of 1000000 (the machine slowed down?); "
-             "ending here\n", r.end);
+    char want[160];
+    snprintf(want, sizeof want, "time budget: out of time at iteration %ld of 1000000: ending here, with its "
+             "evaluation and checkpoint\n", r.end);
     ck_assert_str_eq(s.said, want);
 }
 END_TEST
@@ -168,6 +174,66 @@ START_TEST(test_evaluations_bounded)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// ag_train_run on the simulated clock: four logits learn a class, each step and evaluation
+// moving the clock
+
+typedef struct {
+    sim clock;
+    ag_params *P;
+    ag_tensor *w;   /* [1,4] the logits */
+} toy;
+
+static ag_status toy_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err)
+{
+    (void)rng, (void)err;
+    toy *t = user;
+    t->clock.now += t->clock.step_s;
+    *loss = ag_cross_entropy(ctx, t->w, (const int[]){2});   // [1]
+    return AG_OK;
+}
+
+static ag_status toy_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    (void)err;
+    toy *t = user;
+    t->clock.now += t->clock.eval_s;
+    t->clock.evals++;
+    *val = (double)ag_cross_entropy(ctx, t->w, (const int[]){2})->data[0];   // [1]
+    *score = NAN;
+    return AG_OK;
+}
+
+START_TEST(test_train_run_ends_in_time)
+{
+    toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
+    t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
+    ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    char root[] = "/tmp/ag_train_budget_XXXXXX";
+    ck_assert(mkdtemp(root));
+    const char *dir = proc_path(root, "run");
+    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .loss = toy_loss, .evaluate = toy_eval};
+    const ag_train_opts o = {.out_dir = dir, .steps = 1000000, .time_budget_s = 5, .every = 1000,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 1000000},
+                             .adam = {0.9, 0.99, 1e-8, 0}, .clock = sim_now, .clock_user = &t.clock};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    /* two evaluations (the first, timed, and the final one), both inside the 5 s from 50 */
+    ck_assert_msg(r.out_of_time && t.clock.evals == 2 && t.clock.now <= 55, "out of time %d, %ld evaluations, "
+                  "ended at %.3f", r.out_of_time, t.clock.evals, t.clock.now);
+    ck_assert_msg(r.step > 200 && t.clock.now > 54, "%ld steps, ended at %.3f", r.step, t.clock.now);
+    char want[64];
+    snprintf(want, sizeof want, "ckpt-%08ld", r.step);
+    ck_assert_str_eq(r.ckpt, want);
+    ag_params_zero_grad(t.P);
+    long step = -1;   /* the checkpoint DIR/latest names loads, at the step the run ended */
+    ck_assert_msg(ag_train_load(dir, &c, &step, &err) == AG_OK && step == r.step, "%s (step %ld)", err.msg, step);
+    ag_params_free(t.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_budget_suite(void)
 {
     Suite *s = suite_create("train_budget");
@@ -175,5 +241,9 @@ Suite *train_budget_suite(void)
     ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
               test_evaluations_bounded);
     suite_add_tcase(s, t);
+    TCase *loop = tcase_create("ag_train_run");
+    tcase_set_timeout(loop, 120);   /* loss.png's gnuplot runs on the wall clock */
+    ADD_TESTS(loop, test_train_run_ends_in_time);
+    suite_add_tcase(s, loop);
     return s;
 }

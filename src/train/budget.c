@@ -145,8 +145,8 @@ static void out_of_time(ag_budget *b, long it, bool *last)
             "rate at %.3g, not yet --min-lr %.3g (--resume finishes the schedule)", it, b->steps,
             ag_lr_at(b->sched, it - 1), b->sched->min_lr);
     else
-        say(b, "time budget: out of time at iteration %ld of %ld (the machine slowed down?); ending here", it,
-            b->steps);
+        say(b, "time budget: out of time at iteration %ld of %ld: ending here, with its evaluation and checkpoint",
+            it, b->steps);
 }
 
 ag_status ag_budget_check(ag_budget *b, long it, bool *last, ag_error *err)

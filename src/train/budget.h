@@ -50,7 +50,8 @@ typedef struct {
     long eval_iters;         /* the batches a split of an evaluation takes (none timed: its estimate) */
     int splits;              /* the splits an evaluation reads (2: train and validation; 0 or 1: one) */
     double final_s;          /* the final evaluation's extra time (a plot it waits for) */
-    ag_lr_schedule *sched;   /* its end follows the count when it was at it (NULL: no schedule) */
+    ag_lr_schedule *sched;   /* its end follows the count when it was at it, and a run out of time
+                                says its rate there (NULL: none) */
 
     // --- what it measured and decided ---
     double deadline;         /* when the run must have ended (t0 + budget_s); 0: no budget */

@@ -320,7 +320,9 @@ typedef struct {
                                   stream, the step, the best evaluation; false refuses a DIR that
                                   holds a run already */
     double time_budget_s;      /* > 0: stop in time to evaluate, checkpoint and leave before
-                                  this many seconds (counted from the call) */
+                                  this many seconds (counted from the call): an ag_budget, a
+                                  bound only (steps and the schedule stay), which times an
+                                  evaluation at the run's first step */
     uint64_t seed;             /* the batch stream's seed (a resume takes the stream it saved) */
     long every;                /* evaluate and checkpoint every this many steps (and at the end) */
     long log_every;            /* a progress line every this many steps (0: only evaluations) */
@@ -333,6 +335,9 @@ typedef struct {
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
+    double (*clock)(void *user);   /* the clock the time budget reads, seconds (NULL: the wall
+                                  clock; a test's simulated one makes the budget's decisions exact) */
+    void *clock_user;
 } ag_train_opts;
 
 typedef struct {

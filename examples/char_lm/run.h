@@ -9,7 +9,7 @@
  *   train_log.c    what the run reports: the log lines, DIR/metrics.csv, the plots
  *   train_agree.c  several ranks: before they start, that they hold the same run
  *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
- *   train_budget.c --time-budget: the steps timed, the step count fixed, the deadline kept
+ *   train_budget.c --time-budget: the run's view of the library's budget (train/budget.h)
  *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; train/train.h the lock;
  *                  batch.h the batches and the dropout seed of a step
  *
@@ -73,30 +73,6 @@ typedef struct {
     double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
 } lm_report;
 
-/* --time-budget (train_budget.c): the clock, what it measured, what it decided. */
-typedef struct {
-    double t0;               /* when lm_train began: the budget counts from here */
-    double deadline;         /* when the run must have ended (t0 + time_budget); 0: no budget */
-    bool fixing;             /* the step count is not fixed yet: the steps are being timed */
-    double t_check;          /* when lm_budget_check last ran (before an evaluation) */
-    double t_steps;          /* when the last step began (after its iteration's evaluation) */
-    double step_s, step_last;   /* the smoothed step time, the last step's */
-    double timed_s;          /* the calibration: the time of the steps it timed, */
-    long timed;              /*   and how many (after the count is fixed: the steps since) */
-    double recent_s;         /* after the count is fixed, the time of the steps since the last */
-    long recent;             /*   evaluation, and how many */
-    long ceiling;            /* max_iters before the count was fixed: no count goes above it */
-    bool refit;              /* the count, fixed in this run, may still be fitted again */
-    double eval_s;           /* the last evaluation's time, its checkpoint included; < 0: none timed */
-    bool out_of_time;        /* the deadline ended the run before its step count */
-    long eval_batches;       /* the batches a split an evaluation takes: eval_iters, or fewer when the
-                                run's first evaluation did not fit (issue 35); 0: eval_iters */
-    double eval_end;         /* when the evaluation in hand must end (INFINITY: no budget) */
-    int pauses;              /* steps in a row far slower than the others (a pause: not timed) */
-    double batch_s;          /* the fastest evaluation batch of the run (the first ones are cold); 0: none */
-    bool no_eval;            /* not even one evaluation batch fits: the run ends with a checkpoint alone */
-} lm_budget;
-
 /* Where the run stands, and what may end it. */
 typedef struct {
     long start;              /* the first iteration of this run: 0, or where --resume picks up */
@@ -105,7 +81,7 @@ typedef struct {
     uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
     ag_lock lock;            /* on out_dir, for the whole run (train/train.h) */
     lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
-    lm_budget budget;        /* --time-budget */
+    ag_budget budget;        /* --time-budget (train_budget.c, train/budget.h) */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
     bool shared;             /* the error is every rank's alike (rank 0's, shared, or the
                                 handshake's): rank 0 alone says it */
@@ -199,42 +175,20 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
  * clock in *window_s (--time-budget's first estimate, before anything else is timed). */
 ag_status lm_run_probe(lm_run *R, double *window_s, ag_error *err);
 
-// --- train_budget.c ---
+// --- train_budget.c: --time-budget on train/budget.h's ag_budget ---
 
-/* --time-budget: the deadline, and whether the step count is still to be fixed (not when a
- * resumed run's checkpoint has it). Nothing without a budget. */
+/* The budget's view of the run (its config, ranks, log), then ag_budget_start. */
 void lm_budget_start(lm_run *R);
-
 /* The budget's clock: o->clock if given (a test's), else ag_now_s. */
 double lm_budget_now(const lm_train_opts *o);
-
-/* Before iteration it and its evaluation: in the budget's first fifth, when an evaluation is due,
- * the count fitted again to the latest steps; *last becomes true when one more step and the
- * final evaluation would end past the deadline (with several ranks: when any rank says so). */
+/* ag_budget_check (before iteration it's evaluation), after the probe of one window when
+ * nothing is timed yet; a count it fits again goes into the config. */
 ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err);
-/* After iteration it's evaluation, before its step: times the steps and the evaluations, and
- * once enough steps are timed (at the latest at the end of the warmup, so that no step's rate
- * depends on it) fixes the step count: max_iters, lr_decay_iters, budget_iters and the
- * schedule. With several ranks, all fix the same count at the same iteration. After the run's
- * first evaluation, *last when not even one step fits in the budget (said in one line). */
+/* ag_budget_calibrate (after iteration it's evaluation, before its step); a count it fixes
+ * goes into the config: max_iters, lr_decay_iters (when it followed), budget_iters. */
 ag_status lm_budget_calibrate(lm_run *R, long it, bool *last, ag_error *err);
-/* Before an evaluation: when it must end (lm_budget_eval_end). The run's first one, nothing
- * timed yet, gets EVAL0_SHARE of the budget; the final one what is left; the others all but
- * the final one's time. */
+/* ag_budget_eval_start, loss.png's wait counted in the final evaluation's time. */
 void lm_budget_eval_start(lm_run *R, bool last);
-/* The end of the evaluation's first split when half is true (the second gets the rest), else
- * of the whole; INFINITY without a budget. */
-double lm_budget_eval_end(const lm_run *R, bool half);
-/* The batches a split an evaluation takes (eval_iters, or fewer: lm_budget_eval_done). */
-long lm_budget_eval_batches(const lm_run *R);
-/* Inside an evaluation split, before batch k > 0 (at a round of the ranks): *late when the
- * clock is past end (with several ranks: when any rank's is), so that the split ends there. */
-ag_status lm_budget_eval_late(lm_run *R, double end, bool *late, ag_error *err);
-/* After the evaluation at it took done batches a split: fewer than asked is said in the log;
- * at the run's first evaluation, the later ones take as many. */
-void lm_budget_eval_done(lm_run *R, long it, bool last, long done);
-/* An evaluation batch that took dt seconds of the budget's clock. */
-void lm_budget_batch(lm_run *R, double dt);
 
 // --- train_log.c ---
 

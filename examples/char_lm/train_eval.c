@@ -21,12 +21,12 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
     double sum = 0;
     ag_status s = AG_OK;
     bool late = false;
-    long k, want = lm_budget_eval_batches(R);
+    long k, want = ag_budget_eval_batches(&R->ctl.budget);
     ag_ctx_set_grad(ctx, false);
     for (k = 0; k < want; k++) {
         if (k % ranks == 0 && (s = lm_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
         if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
-        if (k > 0 && k % ranks == 0 && ((s = lm_budget_eval_late(R, end, &late, err)) || late)) break;
+        if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(&R->ctl.budget, end, &late, err)) || late)) break;
         double t0 = lm_budget_now(R->o);
         if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
         lm_draw_windows(D->off, B, n, T, rng);
@@ -42,7 +42,7 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
             break;
         }
         sum += (double)loss->data[0];
-        lm_budget_batch(R, lm_budget_now(R->o) - t0);
+        ag_budget_batch(&R->ctl.budget, lm_budget_now(R->o) - t0);
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);
@@ -127,11 +127,12 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, 
     if (s) return s;
     ag_rng rng;
     ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_EVAL ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
-    s = estimate(R, D->text.ids, D->n_train, &rng, lm_budget_eval_end(R, D->n_val > 0), tl, done, err);
+    const ag_budget *b = &R->ctl.budget;
+    s = estimate(R, D->text.ids, D->n_train, &rng, ag_budget_eval_end(b, D->n_val > 0), tl, done, err);
     *vl = NAN;
     long val_done = *done;
     if (s == AG_OK && D->n_val > 0)
-        s = estimate(R, D->text.ids + D->n_train, D->n_val, &rng, lm_budget_eval_end(R, false), vl, &val_done, err);
+        s = estimate(R, D->text.ids + D->n_train, D->n_val, &rng, ag_budget_eval_end(b, false), vl, &val_done, err);
     if (val_done < *done) *done = val_done;
     return s;
 }
@@ -200,7 +201,7 @@ ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_
     lm_budget_eval_start(R, last);   /* --time-budget: when it must end */
     ag_status s = losses(R, it, &tl, &vl, &done, err);
     if (s || lm_run_stop_requested(R)) return s;   /* stopped halfway: the loop writes the checkpoint */
-    lm_budget_eval_done(R, it, last, done);
+    ag_budget_eval_done(&R->ctl.budget, it, last, done);
     double limit = divergence_limit(R);
     bool val_bad = R->data.n_val > 0 && !(isfinite(vl) && vl <= limit);
     if (!(isfinite(tl) && tl <= limit) || val_bad) return diverged(R, it, tl, vl, limit, err);

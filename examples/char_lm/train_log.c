@@ -209,7 +209,7 @@ static void log_progress(lm_run *R, long it, double loss, double lr)
     bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : lm_log_due(R, it);
     if (!o->log || !show) return;
     char eta[32], of[24];
-    const lm_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
+    const ag_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
     lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(o) : rep->ema_dt * (double)(max - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", max);
@@ -264,7 +264,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
                 R->o->out_dir, r->stop_signal == SIGUSR1 ? "; a checkpoint signal: exit 75, to be requeued" : "");
     else
         fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
-    const lm_budget *b = &R->ctl.budget;
+    const ag_budget *b = &R->ctl.budget;
     if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
         double used = lm_budget_now(R->o) - b->t0, budget = b->deadline - b->t0;
         fprintf(f, "time budget: %.2f s of %.3g s used (%+.2f s)\n", used, budget, used - budget);

@@ -1,8 +1,9 @@
 /* loop.c -- ag_train_run (train.h): a whole training run of any model that fills an
  * ag_train_client. Read step() first: one optimizer step, as in every trainer (the learning
  * rate, the client's batch and loss, backward, clip, AdamW). Then run_loop(): at each step,
- * stop when asked (a signal), when done or when the time budget has no room for another step;
- * evaluate and checkpoint when due; else step. The checkpoint itself is loop_ckpt.c. */
+ * stop when asked (a signal), when done or when the time budget (budget.h) has no room for
+ * another step and the final evaluation; evaluate and checkpoint when due; else step. The
+ * checkpoint itself is loop_ckpt.c. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
 
 #define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score\n"
+#define PICTURES_S 0.5   /* the budget keeps this for loss.png and report.md, after the last checkpoint */
 
 typedef struct {
     const ag_train_client *c;
@@ -28,7 +30,8 @@ typedef struct {
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag__loop_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
-    double t0, step_s, tail_s;/* the budget: its start, a step's time, an evaluation and save's */
+    double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
+    ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
     double loss_sum;          /* the batch losses since the last evaluation, */
     long loss_n;              /*   and their count: its train_loss */
     char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
@@ -142,13 +145,6 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     return s;
 }
 
-/* No room in the time budget for one more step and the evaluation and checkpoint after it. */
-static bool out_of_time(const loop *L)
-{
-    double b = L->o->time_budget_s;
-    return b > 0 && ag_now_s() - L->t0 + 1.5 * L->step_s + L->tail_s > b;
-}
-
 /* The end at step it (the last, the budget's, or a signal's): evaluated (not on a signal) and saved. */
 static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
@@ -160,6 +156,14 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
     return s;
 }
 
+/* A line of the time budget's, on the log. */
+static void say(void *log, const char *line)
+{
+    if (!log) return;
+    fprintf(log, "%s\n", line);
+    fflush(log);
+}
+
 static ag_status run_loop(loop *L, ag_error *err)
 {
     const ag_train_opts *o = L->o;
@@ -168,18 +172,22 @@ static ag_status run_loop(loop *L, ag_error *err)
             L->r->stop_signal = stop_sig;
             return finish(L, it, false, err);
         }
-        L->r->out_of_time = it < o->steps && out_of_time(L);
-        if (it >= o->steps || L->r->out_of_time) return finish(L, it, true, err);
-        /* a resume evaluates again where it starts, as the run it continues did (no second save) */
-        if (o->every > 0 && (it > L->r->start || o->resume) && it % o->every == 0) {
-            double t0 = ag_now_s();
+        bool last = it >= o->steps;
+        ag_status s = ag_budget_check(&L->budget, it, &last, err);   /* no room for a step and the final evaluation */
+        if (s) return s;
+        L->r->out_of_time = L->budget.out_of_time;
+        if (last) return finish(L, it, true, err);
+        /* a resume evaluates again where it starts, as the run it continues did (no second save);
+         * under a budget a fresh run too, so that the final evaluation's time is known in time */
+        bool due = o->every > 0 && (it > L->r->start || o->resume) && it % o->every == 0;
+        due = due || (L->budget.deadline && it == L->r->start);
+        if (due) {
             bool best = false;
-            ag_status s = evaluate(L, it, &best, err);
+            s = evaluate(L, it, &best, err);
             if (s == AG_OK) s = checkpoint(L, it, best, err);
-            if (s) return s;
-            L->tail_s = ag_now_s() - t0;
         }
-        ag_status s = step(L, it, err);
+        if (s == AG_OK) s = ag_budget_calibrate(&L->budget, it, due, &last, err);   /* the evaluation timed */
+        if (s == AG_OK) s = step(L, it, err);
         if (s) return s;
     }
 }
@@ -284,6 +292,10 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_error own = {0};
     if (!err) err = &own;
     loop L = {.c = c, .o = o, .r = r, .saved_at = -1, .t0 = ag_now_s(), .eval_cols = ",,,"};
+    L.budget = (ag_budget){.budget_s = o->time_budget_s, .clock = o->clock, .clock_user = o->clock_user,
+                           .say = say, .say_user = o->log, .steps = o->steps, .eval_every = o->every,
+                           .final_s = PICTURES_S};
+    L.budget.t0 = ag_budget_now(&L.budget);
     L.st.best_loss = INFINITY;
     L.st.best_step = -1;
     ag_rng_seed(&L.st.rng, o->seed);
@@ -294,6 +306,8 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
     ag_status s = open_run(&L, err);
+    L.budget.start = r->start;
+    ag_budget_start(&L.budget);
     if (s == AG_OK) s = run_loop(&L, err);
     if (L.csv && fclose(L.csv) != 0 && s == AG_OK)
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));

@@ -32,6 +32,8 @@
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
  *                                 resume, time budget and signals (loop.c, loop_ckpt.c)
+ *   ag_budget                     a time budget for any run: the steps timed, the step count
+ *                                 fitted, the final evaluation and checkpoint in time (budget.h)
  *
  * Nothing prints (except ag_fault, just before it kills the process); errors are a status and
  * one line in err, naming the file. */
@@ -318,7 +320,9 @@ typedef struct {
                                   stream, the step, the best evaluation; false refuses a DIR that
                                   holds a run already */
     double time_budget_s;      /* > 0: stop in time to evaluate, checkpoint and leave before
-                                  this many seconds (counted from the call) */
+                                  this many seconds (counted from the call): an ag_budget, a
+                                  bound only (steps and the schedule stay), which times an
+                                  evaluation at the run's first step */
     uint64_t seed;             /* the batch stream's seed (a resume takes the stream it saved) */
     long every;                /* evaluate and checkpoint every this many steps (and at the end) */
     long log_every;            /* a progress line every this many steps (0: only evaluations) */
@@ -331,6 +335,9 @@ typedef struct {
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
+    double (*clock)(void *user);   /* the clock the time budget reads, seconds (NULL: the wall
+                                  clock; a test's simulated one makes the budget's decisions exact) */
+    void *clock_user;
 } ag_train_opts;
 
 typedef struct {
@@ -360,5 +367,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
+
+#include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 
 #endif

@@ -1,0 +1,249 @@
+/* test_train_budget.c -- the library's time budget (train/budget.h: ag_budget) on a simulated
+ * clock, driven as a training loop drives it, so that every figure is exact and nothing
+ * depends on the machine (char_lm's --time-budget runs on it: tests/test_budget.c):
+ *
+ *   sixth    the steps are timed from the sixth: five slow first steps do not move the count,
+ *            which fills the budget less its reserve; the run ends at it, inside the budget
+ *   bound    without fit (a count the program fixed), a machine that slows down ends the run
+ *            early, its final evaluation ending before the deadline, said in one line
+ *   refit    steps that slow down after the count was fixed: a shorter count at the next
+ *            evaluation, still inside the budget
+ *   pause    one step 100 times the others (the process stopped) is said, and not timed
+ *   evals    the first evaluation, nothing timed, gets a tenth of the budget; one that runs
+ *            late ends early and the later ones take as many batches
+ *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
+ *            a hundred steps' time and comes due only at the end: the run ends out of time
+ *            with its final evaluation and checkpoint inside the budget, DIR/latest whole */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "attograd.h"
+#include "proc.h"
+#include "tcases.h"
+
+/* A loop on a simulated clock: each step takes step_s (first_s for the first five, later_s
+ * from iteration later_at on, 100 step_s at pause_at), each evaluation eval_s; the lines the
+ * budget says, kept. */
+typedef struct {
+    double now, step_s, first_s, eval_s, later_s;
+    long later_at, pause_at;
+    char said[4096];
+    long evals;
+} sim;
+
+static double sim_now(void *user) { return ((sim *)user)->now; }
+
+static void sim_say(void *user, const char *line)
+{
+    sim *s = user;
+    size_t n = strlen(s->said);
+    snprintf(s->said + n, sizeof s->said - n, "%s\n", line);
+}
+
+/* A budget of budget_s on s's clock, evaluating every `every` (10 batches a split). */
+static ag_budget budget_on(sim *s, double budget_s, long steps, bool fit, long every)
+{
+    ag_budget b = {.budget_s = budget_s, .clock = sim_now, .clock_user = s, .say = sim_say, .say_user = s,
+                   .steps = steps, .fit = fit, .warmup = 1000000, .eval_every = every, .eval_iters = 10, .splits = 2};
+    b.t0 = s->now;
+    ag_budget_start(&b);
+    return b;
+}
+
+/* The time step it takes on s's clock. */
+static double step_time(const sim *s, long it)
+{
+    if (it == s->pause_at) return 100 * s->step_s;
+    if (it < 5) return s->first_s;
+    return s->later_at && it >= s->later_at ? s->later_s : s->step_s;
+}
+
+/* The loop (train.h's, char_lm's): before each iteration the check, the evaluation when due,
+ * then the calibration and a step. Its last iteration in *end_it; the clock at the end. */
+static double drive(sim *s, ag_budget *b, long *end_it)
+{
+    ag_error err = {0};
+    for (long it = 0;; it++) {
+        bool last = it == b->steps;
+        ck_assert_int_eq(ag_budget_check(b, it, &last, &err), AG_OK);
+        bool due = it % b->eval_every == 0 || last;
+        if (due) s->now += s->eval_s, s->evals++;
+        if (!last) ck_assert_int_eq(ag_budget_calibrate(b, it, due, &last, &err), AG_OK);
+        if (last) {
+            *end_it = it;
+            return s->now;
+        }
+        s->now += step_time(s, it);
+    }
+}
+
+/* A budget of budget_s on s's clock (budget_on) and the loop on it (drive): where it ended. */
+typedef struct {
+    ag_budget b;
+    long end;   /* the last iteration */
+    double t;   /* the clock then */
+} ran;
+
+static ran run(sim *s, double budget_s, long steps, bool fit, long every)
+{
+    ran r = {.b = budget_on(s, budget_s, steps, fit, every)};
+    r.t = drive(s, &r.b, &r.end);
+    return r;
+}
+
+/* The run ended at the count it fixed, inside the budget. */
+static void at_its_count(const ran *r)
+{
+    ck_assert_msg(r->b.count > 0 && r->end == r->b.count && r->b.steps == r->b.count && !r->b.out_of_time,
+                  "ended at iteration %ld, the count %ld", r->end, r->b.count);
+    ck_assert_msg(r->t <= r->b.deadline, "ended at %.3f, the deadline %.3f", r->t, r->b.deadline);
+}
+
+START_TEST(test_timed_from_the_sixth_step)
+{
+    sim s = {.step_s = 1.0 / 64, .first_s = 0.25, .eval_s = 1.0 / 16};   /* binary fractions: exact sums */
+    ran r = run(&s, 10, 1000000, true, 100);
+    /* 2% of the budget (0.2 s) of steps 5..17 timed, the count fixed at 18 from their 1/64 s alone */
+    ck_assert_msg(strstr(s.said, "(0.01562 s each, timed over 13;"), "%s", s.said);
+    at_its_count(&r);
+    /* the reserve: 2% of the budget or 10 steps, whichever is more (0.2 s); less a step of slack */
+    ck_assert_msg(r.t >= r.b.deadline - 0.2 - 2.0 / 64 - 1.0 / 16, "ended %.3f s early", r.b.deadline - r.t);
+}
+END_TEST
+
+START_TEST(test_bound_only)
+{
+    sim s = {.step_s = 0.01, .first_s = 0.01, .eval_s = 0.05, .later_s = 0.04, .later_at = 300};
+    ran r = run(&s, 5, 1000000, false, 50);
+    ck_assert_msg(r.b.out_of_time && r.b.count == 0 && r.b.steps == 1000000, "count %ld", r.b.count);
+    ck_assert_msg(r.t <= r.b.deadline && r.t > r.b.deadline - 0.5, "ended at %.3f, deadline %.3f", r.t,
+                  r.b.deadline);
+    char want[160];
+    snprintf(want, sizeof want, "time budget: out of time at iteration %ld of 1000000: ending here, with its "
+             "evaluation and checkpoint\n", r.end);
+    ck_assert_str_eq(s.said, want);
+}
+END_TEST
+
+START_TEST(test_refit_after_a_slowdown)
+{
+    sim s = {.step_s = 0.01, .first_s = 0.01, .eval_s = 0.05, .later_s = 0.015, .later_at = 200};
+    ran r = run(&s, 10, 1000000, true, 100);
+    ck_assert_msg(strstr(s.said, "time budget: at iteration 300 the steps take 0.015 s"), "%s", s.said);
+    at_its_count(&r);
+}
+END_TEST
+
+START_TEST(test_pause_not_timed)
+{
+    sim s = {.step_s = 0.02, .first_s = 0.02, .eval_s = 0.05, .pause_at = 10};
+    ran r = run(&s, 60, 1000000, true, 100);
+    ck_assert_msg(strstr(s.said, "time budget: step 10 took 2 s, 100x the others (the process was stopped?)"), "%s",
+                  s.said);
+    ck_assert_msg(strstr(s.said, "(0.02 s each,"), "the pause was timed: %s", s.said);
+    at_its_count(&r);
+}
+END_TEST
+
+START_TEST(test_evaluations_bounded)
+{
+    sim s = {0};
+    ag_budget b = budget_on(&s, 10, 1000, true, 100);
+    ag_budget_eval_start(&b, false);   /* nothing timed: a tenth of the budget */
+    ck_assert(ag_budget_eval_end(&b, false) == 1.0);
+    ck_assert(ag_budget_eval_end(&b, true) == 0.5);   /* the first split: half of it */
+    ag_error err = {0};
+    bool late;
+    s.now = 0.9;
+    ck_assert(ag_budget_eval_late(&b, 1.0, &late, &err) == AG_OK && !late);
+    s.now = 1.1;
+    ck_assert(ag_budget_eval_late(&b, 1.0, &late, &err) == AG_OK && late);
+    ag_budget_eval_done(&b, 0, false, 4);
+    ck_assert_int_eq(ag_budget_eval_batches(&b), 4);
+    ck_assert_str_eq(s.said, "time budget: an evaluation of 10 batches a split does not fit in 10% of the budget: "
+                     "4 batches a split from here on\n");
+    ag_budget_eval_start(&b, true);   /* the final one: all but the margin */
+    ck_assert(ag_budget_eval_end(&b, false) == 10 - AG_BUDGET_END_MARGIN_S);
+    ag_budget none = {.eval_iters = 10};
+    ag_budget_start(&none);   /* no budget: unbounded */
+    ag_budget_eval_start(&none, false);
+    ck_assert(isinf(ag_budget_eval_end(&none, true)) && ag_budget_eval_batches(&none) == 10);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// ag_train_run on the simulated clock: four logits learn a class, each step and evaluation
+// moving the clock
+
+typedef struct {
+    sim clock;
+    ag_params *P;
+    ag_tensor *w;   /* [1,4] the logits */
+} toy;
+
+static ag_status toy_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err)
+{
+    (void)rng, (void)err;
+    toy *t = user;
+    t->clock.now += t->clock.step_s;
+    *loss = ag_cross_entropy(ctx, t->w, (const int[]){2});   // [1]
+    return AG_OK;
+}
+
+static ag_status toy_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    (void)err;
+    toy *t = user;
+    t->clock.now += t->clock.eval_s;
+    t->clock.evals++;
+    *val = (double)ag_cross_entropy(ctx, t->w, (const int[]){2})->data[0];   // [1]
+    *score = NAN;
+    return AG_OK;
+}
+
+START_TEST(test_train_run_ends_in_time)
+{
+    toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
+    t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
+    ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    char root[] = "/tmp/ag_train_budget_XXXXXX";
+    ck_assert(mkdtemp(root));
+    const char *dir = proc_path(root, "run");
+    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .loss = toy_loss, .evaluate = toy_eval};
+    const ag_train_opts o = {.out_dir = dir, .steps = 1000000, .time_budget_s = 5, .every = 1000,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 1000000},
+                             .adam = {0.9, 0.99, 1e-8, 0}, .clock = sim_now, .clock_user = &t.clock};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    /* two evaluations (the first, timed, and the final one), both inside the 5 s from 50 */
+    ck_assert_msg(r.out_of_time && t.clock.evals == 2 && t.clock.now <= 55, "out of time %d, %ld evaluations, "
+                  "ended at %.3f", r.out_of_time, t.clock.evals, t.clock.now);
+    ck_assert_msg(r.step > 200 && t.clock.now > 54, "%ld steps, ended at %.3f", r.step, t.clock.now);
+    char want[64];
+    snprintf(want, sizeof want, "ckpt-%08ld", r.step);
+    ck_assert_str_eq(r.ckpt, want);
+    ag_params_zero_grad(t.P);
+    long step = -1;   /* the checkpoint DIR/latest names loads, at the step the run ended */
+    ck_assert_msg(ag_train_load(dir, &c, &step, &err) == AG_OK && step == r.step, "%s (step %ld)", err.msg, step);
+    ag_params_free(t.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+Suite *train_budget_suite(void)
+{
+    Suite *s = suite_create("train_budget");
+    TCase *t = tcase_create("simulated clock");
+    ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
+              test_evaluations_bounded);
+    suite_add_tcase(s, t);
+    TCase *loop = tcase_create("ag_train_run");
+    tcase_set_timeout(loop, 120);   /* loss.png's gnuplot runs on the wall clock */
+    ADD_TESTS(loop, test_train_run_ends_in_time);
+    suite_add_tcase(s, loop);
+    return s;
+}

@@ -45,7 +45,7 @@ LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
 # linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
-HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h)
+HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h examples/one_step/*.h)
 # src/dist (dist.h): the transport of data-parallel training, outside libattograd.a so that the
 # library stays free of MPI. Programs link one of the two: dist_none.o (one process: char_lm,
 # the tests, the bench) or dist_mpi.o, built with mpicc (char_lm_mpi, when mpicc is there).
@@ -315,7 +315,8 @@ test-step: $(B)/char_lm $(B)/one_step             ## examples/one_step replays c
 # the installed library seen from outside: `make install` into a scratch prefix, then
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
 # pkg-config alone and run: an MLP on the float library, a custom op's gradient check on the
-# double one (attograd-f64). Any failing fails the target. (The lessons' solutions: test-lessons.)
+# double one (attograd-f64), a model of its own on the installed trainer (ag_train_run), resumed
+# bit for bit. Any failing fails the target. (The lessons' solutions: test-lessons.)
 OOT = $(abspath $(B)/out_of_tree)
 .PHONY: test-install
 test-install: $(LIB32) $(LIB64)                   ## install into build/out_of_tree, build and run examples/out_of_tree there
@@ -414,10 +415,10 @@ run: deps                                         ## train the best GPT one minu
 	./$(B)/char_lm train --data data/tinyshakespeare.txt --out out/run --time-budget 60s --overwrite
 	@awk -F, 'NR > 1 && $$5 != "" { it = $$1; v = $$5 } END { if (v != "") printf "\nval loss %s at iteration %s (the last evaluation of out/run)\n", v, it }' out/run/metrics.csv
 
-# --- examples/one_step: one char_lm training step written out (lesson 13), linked with char_lm's
-# own files but its main; test-step checks it against char_lm's next iteration ---
-$(B)/f32/examples/one_step/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
-$(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+# --- examples/one_step: one char_lm training step written out (lesson 13), on the library alone
+# (it reads char_lm's checkpoints with the library's readers); test-step checks it against
+# char_lm's next iteration ---
+$(B)/one_step: $(B)/f32/examples/one_step/main.o $(B)/f32/examples/one_step/load.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/reverse: a Transformer encoder reverses strings, on the library's trainer alone

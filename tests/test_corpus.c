@@ -640,6 +640,37 @@ START_TEST(fnv1a_vectors)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// src/data/windows.c and ag_seed_at: the batch and the dropout seed of a step, which a program
+// replaying a char_lm run (examples/one_step) must draw as char_lm draws them
+
+/* B offsets in [0, n - T - 1], the same from the same rng state; each window and its targets,
+ * shifted by one token; ag_seed_at pinned (saved runs replay their dropout masks with it). */
+START_TEST(windows_and_seeds)
+{
+    enum { N = 50, T = 8, B = 64 };
+    int ids[N], x[B * T], y[B * T];
+    size_t off[B], again[B];
+    for (int i = 0; i < N; i++) ids[i] = 100 + i;
+    ag_rng r, r2;
+    ag_rng_seed(&r, 7);
+    r2 = r;
+    ag_windows_draw(off, B, N, T, &r);
+    ag_windows_draw(again, B, N, T, &r2);
+    ag_windows_fill(x, y, ids, off, B, T);
+    for (int b = 0; b < B; b++) {
+        ck_assert_uint_le(off[b], N - T - 1);
+        ck_assert_uint_eq(off[b], again[b]);
+        for (int t = 0; t < T; t++) {
+            ck_assert_int_eq(x[b * T + t], ids[off[b] + t]);
+            ck_assert_int_eq(y[b * T + t], ids[off[b] + t + 1]);
+        }
+    }
+    ck_assert_uint_eq(ag_seed_at(1337, 0x64726f706f7574ull, 12), 0x49b9367b8af266fbull);
+    ck_assert_uint_ne(ag_seed_at(1337, 0x64726f706f7574ull, 13), ag_seed_at(1337, 0x64726f706f7574ull, 12));
+}
+END_TEST
+
 Suite *corpus_suite(void)
 {
     Suite *s = suite_create("corpus");
@@ -666,6 +697,7 @@ Suite *corpus_suite(void)
 
     tc = tcase_create("hash");
     tcase_add_test(tc, fnv1a_vectors);
+    tcase_add_test(tc, windows_and_seeds);
     suite_add_tcase(s, tc);
     return s;
 }

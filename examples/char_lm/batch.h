@@ -1,7 +1,8 @@
 /* batch.h -- what char_lm trains on at a step: the batch of windows its sampler draws
- * (MODEL.md, "Vocabulary and data") and the seed of the step's dropout masks. Public to the
- * programs that replay a run step for step (examples/one_step, lesson 13 of docs/lessons);
- * implemented in train.c, whose step calls exactly these. */
+ * (MODEL.md, "Vocabulary and data") and the seed of the step's dropout masks. Implemented in
+ * train.c by the library's ag_windows_draw, ag_windows_fill (data/corpus.h) and ag_seed_at
+ * (tensor/rng.h, stream LM_TAG_DROP), which a program that replays a run step for step
+ * (examples/one_step, lesson 13 of docs/lessons) calls itself. */
 #ifndef LM_BATCH_H
 #define LM_BATCH_H
 

@@ -18,25 +18,17 @@
 #include "tensor/debug.h"   /* ag_now_s */
 #include "trace.h"
 
-// --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Vocabulary and data") ---
+// --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Vocabulary and data"),
+// the library's (data/corpus.h), so that a program replaying a step draws the same ---
 
-void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng)
-{
-    for (int b = 0; b < B; b++) off[b] = (size_t)ag_rng_below(rng, (uint64_t)(n - (size_t)T));
-}
+void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng) { ag_windows_draw(off, B, n, T, rng); }
 
 void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, int T)
 {
-    for (int i = 0; i < b; i++) {
-        memcpy(x + (size_t)i * T, ids + off[i], (size_t)T * sizeof *x);       /* tokens off .. off+T-1 */
-        memcpy(y + (size_t)i * T, ids + off[i] + 1, (size_t)T * sizeof *y);   /* and each one's next */
-    }
+    ag_windows_fill(x, y, ids, off, b, T);
 }
 
-uint64_t lm_dropout_seed(uint64_t seed, long it)
-{
-    return ag_splitmix64((seed ^ LM_TAG_DROP ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN);
-}
+uint64_t lm_dropout_seed(uint64_t seed, long it) { return ag_seed_at(seed, LM_TAG_DROP, (uint64_t)it); }
 
 // --- one optimizer step ---
 

@@ -9,13 +9,17 @@
  * --max-iters N+1` on a copy of CKPT), every weight and both Adam moments must equal it bit
  * for bit, and the loss NEXT/metrics.csv has for iteration N: exit 0 when they do, 1 when not,
  * 2 on an error. A single process, one micro-batch (no --grad-accum, no ranks), its windows
- * split over the threads as char_lm's default splits them (ag_gpt_shards_default, nn.h). */
+ * split over the threads as char_lm's default splits them (ag_gpt_shards_default, nn.h).
+ *
+ * Only the library's headers: the checkpoint is read with its readers (load.c), the batch with
+ * ag_windows_draw and ag_windows_fill (data/corpus.h), the dropout seed with ag_seed_at. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "batch.h"
-#include "checkpoint.h"
+#include "load.h"
+
+#define TAG_DROPOUT 0x64726f706f7574ull   /* "dropout": char_lm's stream of the dropout masks (ag_seed_at) */
 
 /* char_lm's loss of iteration it: column 3 of its row in dir/metrics.csv (NAN if none) */
 static double logged_loss(const char *dir, long it)
@@ -44,22 +48,21 @@ static size_t count_diff(const ag_real *a, const ag_real *b, size_t n, double *w
 }
 
 /* our weights and moments against char_lm's checkpoint at it + 1 (and its logged loss) */
-static int compare(const char *next, const lm_model *m, const lm_train_state *st, double loss, ag_error *err)
+static int compare(const char *next, const step_ckpt *st, double loss, ag_error *err)
 {
-    lm_model n = {0};
-    lm_train_state ns;
-    if (lm_model_load(next, &n, err) || lm_train_state_load(next, n.g, &ns, err)) return lm_model_free(&n), 2;
-    const ag_params *P = m->g->params, *Q = n.g->params;
+    step_ckpt ns;
+    if (step_ckpt_load(next, &ns, err)) return 2;
+    const ag_params *P = st->g->params, *Q = ns.g->params;
     double worst = 0, theirs = logged_loss(next, st->iter);
     bool same_run = P->total == Q->total && ns.iter == st->iter + 1;
     size_t d = 0;
     if (same_run)
         d = count_diff(P->data, Q->data, P->total, &worst) + count_diff(P->m, Q->m, P->total, &worst) +
             count_diff(P->v, Q->v, P->total, &worst);
-    lm_model_free(&n);
+    step_ckpt_free(&ns);
     printf("char_lm, iteration %ld: loss %.6f (metrics.csv)\n", st->iter, theirs);
     if (!same_run) return printf("%s is not the checkpoint of iteration %ld of this run\n", next, st->iter + 1), 1;
-    printf("weights, m and v against %s (iteration %ld): %zu of %zu differ, by %.3g at most\n", next, ns.iter, d,
+    printf("weights, m and v against %s (iteration %ld): %zu of %zu differ, by %.3g at most\n", next, st->iter + 1, d,
            3 * P->total, worst);
     bool same_loss = fabs(loss - theirs) <= 5e-7 * fmax(1, fabs(theirs));   /* metrics.csv: 6 decimals */
     printf("%s\n", d == 0 && same_loss ? "the same step, bit for bit" : "DIFFERENT from char_lm's step");
@@ -67,10 +70,10 @@ static int compare(const char *next, const lm_model *m, const lm_train_state *st
 }
 
 /* The step itself: train.c's train_step, with one micro-batch and AdamW. */
-static int step(lm_model *m, lm_train_state *st, const ag_corpus *text, double *loss_out, ag_error *err)
+static int step(step_ckpt *st, const ag_corpus *text, double *loss_out, ag_error *err)
 {
-    const lm_config *c = &m->cfg;
-    ag_params *P = m->g->params;   /* flat buffers: weights W, gradients dW, Adam's m and v */
+    const step_config *c = &st->cfg;
+    ag_params *P = st->g->params;   /* flat buffers: weights W, gradients dW, Adam's m and v */
     int B = c->batch_size, T = c->model.block_size;
     long it = st->iter;
     size_t *off = malloc((size_t)B * sizeof *off);
@@ -85,14 +88,14 @@ static int step(lm_model *m, lm_train_state *st, const ag_corpus *text, double *
     const ag_lr_schedule sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
     double lr = ag_lr_at(&sched, it);
     // the batch: B windows of the training split, from the sampler saved in the checkpoint
-    lm_draw_windows(off, B, st->n_train, T, &st->rng);                          // off [B]
-    lm_fill_windows(x, y, text->ids, off, B, T);                                // x, y [B,T]
+    ag_windows_draw(off, B, st->n_train, T, &st->rng);                          // off [B]
+    ag_windows_fill(x, y, text->ids, off, B, T);                                // x, y [B,T]
     // forward, loss, backward, the windows split over the workers as char_lm splits them (nn.h:
     // one shard with dropout, else one per thread); dropout masks from --seed's stream at it
     ag_params_zero_grad(P);                                                     // dW = 0
     double loss = 0;
-    const ag_forward_opts fo = {.train = true, .seed = lm_dropout_seed(c->seed, it)};
-    split = ag_gpt_shards_new(m->g, ctx, ag_gpt_shards_default(&c->model, B), err);
+    const ag_forward_opts fo = {.train = true, .seed = ag_seed_at(c->seed, TAG_DROPOUT, (uint64_t)it)};
+    split = ag_gpt_shards_new(st->g, ctx, ag_gpt_shards_default(&c->model, B), err);
     if (!split || ag_gpt_shards_pass(split, x, y, B, T, &fo, 1, &loss, err) != AG_OK)   // logits [B,T,V] -> loss
         goto out;                                                                        // dW += dloss/dW
     // the clip: the factor that brings the global norm of dW down to grad_clip (1 under it)
@@ -120,24 +123,23 @@ int main(int argc, char **argv)
     }
     ag_threads_init(2);   /* as char_lm by default (--threads): OpenMP 2 threads, OpenBLAS 1 */
     ag_error err = {0};
-    lm_model m = {0};
-    lm_train_state st;
+    step_ckpt st = {0};
     ag_corpus text = {0};
     double loss = NAN;
     int rc = 2;
-    if (lm_model_load(argv[1], &m, &err) || lm_train_state_load(argv[1], m.g, &st, &err) ||
-        ag_corpus_load_with(argv[2], &(ag_corpus_opts){.vocab = &m.vocab}, &text, &err))
+    if (step_ckpt_load(argv[1], &st, &err) ||
+        ag_corpus_load_with(argv[2], &(ag_corpus_opts){.vocab = &st.vocab}, &text, &err))
         goto out;
-    if (m.cfg.optimizer != LM_ADAMW || text.n != st.n_tokens) {
+    if (!st.cfg.adamw || text.n != st.n_tokens) {
         ag_seterr(&err, AG_ERR_ARG, "one_step replays AdamW runs on their own text (%zu tokens here, the run had %zu)",
                   text.n, st.n_tokens);
         goto out;
     }
-    rc = step(&m, &st, &text, &loss, &err);
-    if (rc == 0 && argc == 4) rc = compare(argv[3], &m, &st, loss, &err);
+    rc = step(&st, &text, &loss, &err);
+    if (rc == 0 && argc == 4) rc = compare(argv[3], &st, loss, &err);
 out:
     if (err.status) fprintf(stderr, "one_step: error: %s\n", err.msg);
     ag_corpus_free(&text);
-    lm_model_free(&m);
+    step_ckpt_free(&st);
     return rc;
 }

@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../tensor/tensor.h"   /* ag_status, ag_error */
+#include "../tensor/rng.h"
 
 #define AG_UTF8_MAX_CP 0x10FFFFu
 
@@ -150,5 +151,12 @@ void ag_corpus_free(ag_corpus *c);   /* NULL ok; leaves *c zeroed */
  *   "data.txt: the validation split has 12 tokens, block_size 64 needs at least 65". */
 ag_status ag_corpus_split(const ag_corpus *c, double val_fraction, int block_size, size_t *n_train,
                        size_t *n_val, ag_error *err);
+
+/* A batch of B windows of a token sequence of n tokens (MODEL.md: T + 1 consecutive tokens at a
+ * uniform offset; windows.c). off [B] gets the offsets, uniform in [0, n - T - 1], drawn from
+ * rng in order (n > T): a run that saves rng draws the same batches again on a resume. */
+void ag_windows_draw(size_t *off, int B, size_t n, int T, ag_rng *rng);
+/* x, y [b,T]: the windows of ids at off [b], and their targets (each token's next one). */
+void ag_windows_fill(int *x, int *y, const int *ids, const size_t *off, int b, int T);
 
 #endif

@@ -7,6 +7,11 @@ uint64_t ag_splitmix64(uint64_t x) { return ag__splitmix64(x); }
 
 uint64_t ag_seed_mix(uint64_t seed, uint64_t tag) { return ag_splitmix64(seed + tag * AG__GOLDEN); }
 
+uint64_t ag_seed_at(uint64_t seed, uint64_t tag, uint64_t i)
+{
+    return ag_splitmix64((seed ^ tag ^ (i * AG__GOLDEN + 0x632BE59BD9B4E019ull)) - AG__GOLDEN);
+}
+
 void ag_rng_seed(ag_rng *r, uint64_t seed)
 {
     /* the first two outputs of a splitmix64 sequence started at seed */

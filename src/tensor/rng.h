@@ -25,6 +25,12 @@ uint64_t ag_splitmix64(uint64_t x);
  * (tag+1)-th output of a splitmix64 sequence started at seed. Distinct tags give unrelated
  * seeds (dropout site 0, 1, 2, ... of a block; the xavier stream "xavi" of a model). */
 uint64_t ag_seed_mix(uint64_t seed, uint64_t tag);
+/* The seed of draw i of stream `tag` of seed: ag_splitmix64((seed ^ tag ^ (i * golden + salt))
+ * - golden), golden 0x9E3779B97F4A7C15 and salt 0x632BE59BD9B4E019 (splitmix64's finaliser
+ * alone: ag_splitmix64 adds the golden step itself). char_lm seeds its per-step streams so (the
+ * dropout masks of step i: tag "dropout", 0x64726f706f7574), and a program that replays one of
+ * its steps (examples/one_step) draws the same masks with it. */
+uint64_t ag_seed_at(uint64_t seed, uint64_t tag, uint64_t i);
 /* A stateless hash of (seed, i) to [0, 1): dropout masks use it so any element's mask bit can
  * be recomputed from the seed alone. */
 double ag_hash_uniform(uint64_t seed, uint64_t i);

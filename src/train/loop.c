@@ -209,6 +209,11 @@ static ag_status open_run(loop *L, ag_error *err)
         s = ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
                       "choose another directory", dir, dir);
     if (s) return s;
+    const ag_params *P = L->c->params;
+    if (!L->o->resume && P->m && P->v) {   /* a fresh run's AdamW starts from zero moments, whatever ran before */
+        memset(P->m, 0, sizeof *P->m * P->total);
+        memset(P->v, 0, sizeof *P->v * P->total);
+    }
     ag__loop_sweep(dir);   /* a killed run's leftovers */
     if (L->o->resume) ag_ckpt_pointer(dir, AG_CKPT_LATEST, L->r->ckpt, &none);   /* stopped before a new one */
     L->saved_at = L->o->resume ? L->st.step : -1;

@@ -318,7 +318,8 @@ typedef struct {
     long steps;                /* optimizer steps in all, counted from the run's first */
     bool resume;               /* go on from DIR/latest: weights, Adam's m and v, the batch
                                   stream, the step, the best evaluation; false refuses a DIR that
-                                  holds a run already */
+                                  holds a run already, and starts Adam's m and v at 0 (whatever a
+                                  run before it in this process left in params) */
     double time_budget_s;      /* > 0: stop in time to evaluate, checkpoint and leave before
                                   this many seconds (counted from the call): an ag_budget, a
                                   bound only (steps and the schedule stay), which times an

@@ -1,0 +1,198 @@
+/* own_model.h -- lesson 19's check: your own model on the library's trainer (ag_train_run).
+ *
+ *   own_model_check(keep, my_loss, my_evaluate)
+ *       my_loss      the client's loss: a training batch drawn from the rng it is handed, its
+ *                    forward on ctx, the scalar loss [1] in *loss
+ *       my_evaluate  the client's evaluation: the held-out loss in *val, the accuracy in *score
+ *       keep         a directory (which must not exist) to keep the runs in, to open their
+ *                    loss.png and report.md; NULL: a scratch directory, removed after
+ *
+ * The model and the task are here: an MLP (Linear 2->24, GELU, Linear 24->2) learns in which
+ * quadrants of the square [-1,1]^2 a point lies: class 1 where x and y have opposite signs (XOR
+ * of the signs; no straight line separates them). own_draw fills the model's batch buffer with n
+ * points from an rng, own_forward gives their logits; your two calls use them.
+ *
+ * The check evaluates the untrained model twice (the same weights must give the same loss), then
+ * trains it 200 steps in one call of ag_train_run (the unbroken run), and again 100 steps and a
+ * second call with .resume = true to 200 (the split run): the two must end with the same weights
+ * bit for bit, and the held-out loss must have fallen to a third or less. When something fails
+ * it says which usual mistake the numbers point to. Built against the float library (pkg-config
+ * attograd): checkpoints hold F32, so only there is a resume exact. 0 ok, 1 not, 2 the check
+ * could not run. */
+#ifndef OWN_MODEL_H
+#define OWN_MODEL_H
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <attograd/attograd.h>
+
+#ifdef AG_DOUBLE
+#error "build against the float library: pkg-config --cflags --libs attograd (checkpoints hold F32)"
+#endif
+
+enum { OM_IN = 2, OM_HID = 24, OM_OUT = 2, OM_BATCH = 32, OM_HELD = 400, OM_STEPS = 200 };
+
+typedef struct {
+    ag_params *P;
+    ag_linear_layer fc1, fc2;
+    ag_real x[OM_HELD * OM_IN];   /* the points of a batch, [n,2] */
+    int y[OM_HELD];               /*   their classes: 1 where the signs differ */
+} own_model;
+
+typedef ag_status (*own_loss_fn)(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err);
+typedef ag_status (*own_eval_fn)(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err);
+
+/* n points drawn from rng into m->x, m->y */
+static void own_draw(own_model *m, int n, ag_rng *rng)
+{
+    for (int i = 0; i < n; i++) {
+        double a = 2 * ag_rng_uniform(rng) - 1, b = 2 * ag_rng_uniform(rng) - 1;
+        m->x[i * OM_IN] = (ag_real)a;
+        m->x[i * OM_IN + 1] = (ag_real)b;
+        m->y[i] = (a > 0) != (b > 0);
+    }
+}
+
+/* the logits [n,2] of m's first n points, recorded on ctx's tape (when its gradients are on) */
+static ag_tensor *own_forward(const own_model *m, ag_ctx *ctx, int n)
+{
+    ag_tensor *x = ag_tensor_new2(ctx, n, OM_IN);                               // [n,2]
+    if (!x) return NULL;
+    memcpy(x->data, m->x, sizeof(ag_real) * (size_t)n * OM_IN);
+    ag_tensor *h = ag_gelu(ctx, ag_linear_layer_forward(ctx, &m->fc1, x));      // [n,24]
+    return ag_linear_layer_forward(ctx, &m->fc2, h);                            // [n,2]
+}
+
+/* the share of the n points whose larger logit is their class */
+static double own_accuracy(const ag_tensor *logits, const int *y, int n)
+{
+    int right = 0;
+    for (int i = 0; i < n; i++) right += (logits->data[i * OM_OUT + 1] > logits->data[i * OM_OUT]) == y[i];
+    return (double)right / n;
+}
+
+// --- the check ---
+
+/* path and what is inside it, removed (the runs of a scratch directory) */
+static void own_remove(const char *path)
+{
+    struct stat st;
+    DIR *d = lstat(path, &st) == 0 && S_ISDIR(st.st_mode) ? opendir(path) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char sub[4096];
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub)
+            own_remove(sub);
+    }
+    if (d) closedir(d);
+    remove(path);
+}
+
+static bool own_build(own_model *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!(m->P = ag_params_new()) || ag_linear_layer_init(&m->fc1, m->P, "fc1", OM_IN, OM_HID, true, 1.0) ||
+        ag_linear_layer_init(&m->fc2, m->P, "fc2", OM_HID, OM_OUT, true, 0.1) || ag_params_alloc(m->P))
+        return false;
+    ag_params_init(m->P, 19);   /* every run starts from the same weights */
+    return true;
+}
+
+/* DIR/name trained up to `steps` (a fresh run, or the one there with resume) */
+static ag_status own_run(own_model *m, own_loss_fn loss, own_eval_fn eval, const char *dir, const char *name,
+                         long steps, bool resume, ag_train_result *r, ag_error *err)
+{
+    char out[4096];
+    snprintf(out, sizeof out, "%s/%s", dir, name);
+    const ag_train_client c = {.name = "quadrants", .params = m->P, .user = m, .loss = loss, .evaluate = eval,
+                               .score_name = "accuracy", .unit = "points", .units_per_step = OM_BATCH};
+    const ag_train_opts o = {.out_dir = out, .steps = steps, .resume = resume, .seed = 19, .every = 50,
+                             .sched = {.lr = 2e-2, .min_lr = 2e-3, .warmup_iters = 10, .lr_decay_iters = OM_STEPS},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1};
+    return ag_train_run(&c, &o, r, err);
+}
+
+/* the untrained model's held-out loss in *val, evaluated twice as the trainer does: 1 when the
+ * two differ */
+static int own_eval_twice(own_model *m, own_eval_fn eval, double *val, ag_error *err)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    double v[2] = {NAN, NAN}, score;
+    for (int k = 0; k < 2 && ctx && !err->status; k++) {
+        ag_ctx_reset(ctx);
+        ag_ctx_set_grad(ctx, false);
+        eval(m, ctx, &v[k], &score, err);
+    }
+    ag_ctx_free(ctx);
+    if (!ctx || err->status) return printf("the check could not run: evaluate: %s\n", ctx ? err->msg : "no memory"), 2;
+    *val = v[0];
+    printf("untrained: held-out loss %.4f, then %.4f evaluated again\n", v[0], v[1]);
+    if (v[0] == v[1]) return 0;
+    return printf("FAIL: the same weights evaluated twice gave two losses: evaluate on the same held-out points "
+                  "every time (an rng seeded inside evaluate), or the best checkpoint is picked by chance\n"), 1;
+}
+
+static int own_stopped(const ag_error *err)
+{
+    printf("FAIL: the trainer stopped: %s\n", err->msg);
+    if (strstr(err->msg, "does not depend on anything that requires grad"))
+        printf("  the loss is not on ctx's tape: make it from the model's forward on ctx, gradients on (no "
+               "ag_ctx_set_grad(ctx, false) in the loss, no copy of its value)\n");
+    return 1;
+}
+
+/* the unbroken run and the split one (100 steps, then resumed to 200), compared */
+static int own_runs(own_loss_fn loss, own_eval_fn eval, const char *dir, double untrained)
+{
+    own_model a = {0}, b = {0};
+    ag_train_result r;
+    ag_error err = {0};
+    int rc = 2;
+    if (!own_build(&a) || !own_build(&b)) goto out;
+    if (own_run(&a, loss, eval, dir, "unbroken", OM_STEPS, false, &r, &err)) { rc = own_stopped(&err); goto out; }
+    printf("unbroken run: steps 0 -> %ld, held-out loss %.4f, accuracy %.3f\n", r.step, r.val_loss, r.score);
+    double trained = r.val_loss, acc = r.score;
+    if (own_run(&b, loss, eval, dir, "split", OM_STEPS / 2, false, &r, &err) ||
+        own_run(&b, loss, eval, dir, "split", OM_STEPS, true, &r, &err)) { rc = own_stopped(&err); goto out; }
+    size_t differ = 0;
+    for (size_t i = 0; i < a.P->total; i++) differ += a.P->data[i] != b.P->data[i];
+    printf("split run: steps 0 -> %d, then resumed %ld -> %ld: %zu of %zu weights differ from the unbroken run's\n",
+           OM_STEPS / 2, r.start, r.step, differ, a.P->total);
+    rc = 1;
+    if (differ)
+        printf("FAIL: the resumed run is not the unbroken one: draw every batch from the rng the trainer hands "
+               "to your loss (the checkpoint keeps it), not from one of your own\n");
+    else if (!(trained <= untrained / 3))
+        printf("FAIL: the held-out loss fell from %.4f to %.4f only (accuracy %.3f): train on the batch you draw, "
+               "its targets with its points\n", untrained, trained, acc);
+    else rc = 0, printf("ok: the trainer trains your model, and resumes it exactly\n");
+out:
+    ag_params_free(a.P);
+    ag_params_free(b.P);
+    return rc;
+}
+
+static int own_model_check(const char *keep, own_loss_fn loss, own_eval_fn eval)
+{
+    own_model m;
+    ag_error err = {0};
+    double untrained = NAN;
+    char dir[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/own_model.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (keep && mkdir(keep, 0777) != 0) return printf("the check could not run: %s: cannot make it\n", keep), 2;
+    if (!keep && !mkdtemp(dir)) return printf("the check could not run: cannot make %s\n", dir), 2;
+    if (!own_build(&m)) return printf("the check could not run: out of memory\n"), 2;
+    int rc = own_eval_twice(&m, eval, &untrained, &err);
+    ag_params_free(m.P);
+    if (rc == 0) rc = own_runs(loss, eval, keep ? keep : dir, untrained);
+    if (!keep) own_remove(dir);
+    return rc;
+}
+
+#endif

@@ -430,7 +430,7 @@ static void plant_ckpt(const char *dir, const char *ck, const char *name, const 
     proc_remove_tree(scratch);
 }
 
-/* What a train removes of a run directory (lm_ckpt_clean, issue 19): its temporary files and
+/* What a train removes of a run directory (ag_ckpt_clean, issue 19): its temporary files and
  * directories, this run's superseded checkpoints (older, or written after the live one but never
  * committed) and older layout. Anything else stays and is named: a user's files, a checkpoint of
  * another run, one that is not whole, a newer one of this run that does not follow the live one. */
@@ -468,7 +468,7 @@ START_TEST(test_clean)
     plant(ck, leftovers, 11);
     plant(ck, theirs, 8);
     char note[8192];
-    lm_ckpt_clean(ck, 0, left, sizeof left, note, sizeof note);
+    ag_ckpt_clean(ck, &lm_ckpt_kind, 0, left, sizeof left, note, sizeof note);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)

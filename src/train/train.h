@@ -425,7 +425,9 @@ typedef struct {
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
  * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
- * is NaN) are a status and one line in err; the last checkpoint stays. */
+ * is NaN) are a status and one line in err; the last checkpoint stays. DIR is kept by the
+ * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
+ * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */

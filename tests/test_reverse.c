@@ -16,8 +16,9 @@
  *   run dir  the library's rules for a run directory (ckpt_keep.c), which the trainer gives any
  *            program: a latest deleted by hand is found again by --resume, which says so; a
  *            run removes its own superseded checkpoints and nothing else (another run's
- *            checkpoint, a user's files stay, named in a warning); checkpoints of two runs and
- *            no latest are refused; no --out inside a run directory.
+ *            checkpoint, a user's files stay, named in a warning; a save where a user's
+ *            directory is refused); checkpoints of two runs and no latest are refused; no --out
+ *            inside a run directory.
  *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
  *            program's config and the trainer's options, steps (those of this run), strings/s,
  *            the final losses and exact match, the best checkpoint (a directory there);
@@ -388,6 +389,12 @@ START_TEST(run_dir_kept)
     ck_assert_msg(there("a/ckpt-00000005/model.safetensors") && there("a/ckpt-00000005/state.safetensors") &&
                   there("a/notes.txt") && there("a/ckpt-00000099/model.safetensors") && there("a/ckpt-00000040") &&
                   !there("a/ckpt-00000030"), "a run removed what was not its own, or kept its superseded one");
+    ck_assert_int_eq(mkdir(proc_path(root, "a/ckpt-00000050"), 0777), 0);   /* a user's, where step 50 would go */
+    proc_write_file(proc_path(root, "a/ckpt-00000050/state.safetensors"), "mine\n", 5);
+    expect_says(A("train", "--out", "a", "--steps", "50", "--every", "10", "--resume"), 1, false,
+                "ckpt-00000050: cannot save step 50 there: it is not this run's to remove");
+    ck_assert_msg(there("a/ckpt-00000050/state.safetensors") && strstr(proc_ckpt(proc_path(root, "a")), "ckpt-00000040"),
+                  "a save took a directory that was not its own, or latest moved");
     ck_assert_int_eq(unlink(proc_path(root, "a/latest")), 0);   /* two runs' checkpoints: which one is not guessed */
     expect_says(A("train", "--out", "a", "--steps", "50", "--resume"), 1, false, "holds the checkpoints of several runs");
     proc_write_file(proc_path(root, "a/latest"), "ckpt-00000040\n", 14);

@@ -1,13 +1,13 @@
 /* loop_ckpt.c -- the checkpoint of ag_train_run (train.h): DIR/ckpt-<step>/ holds
- * model.safetensors (the weights, ckpt.c's layout, with the model's name and the step) and
- * state.safetensors (Adam's m and v, the batch stream, the step, the best evaluation, and the
- * hash of the weights they go with). Both are written into ckpt-<step>.tmp/, which is renamed
+ * model.safetensors (the weights, ckpt.c's layout, with the model's name, the step and the
+ * run_id) and state.safetensors (Adam's m and v, the batch stream, the step, the best
+ * evaluation, the hash of the weights they go with, the run_id, follows: the hash of the run's
+ * checkpoint before, and origin: the run's start). Both are written into ckpt-<step>.tmp/, which is renamed
  * whole; only then does DIR/latest move (ckpt_dir.c), so a kill at any instant leaves latest
  * naming a complete checkpoint. Every step that changes the disk has its fault point. Whose a
  * checkpoint is (its run_id, the checkpoint it follows) is read by the library's rules
  * (ckpt_keep.c): a run removes its own superseded checkpoints and nothing else, a lost latest
  * is found again on a resume, and no run is made inside another. */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -13,6 +13,12 @@
  *   signal   SIGTERM ends a run with a checkpoint and exit 143; a --time-budget ends in time.
  *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume: one
  *            line and a non-zero exit.
+ *   run dir  the library's rules for a run directory (ckpt_keep.c), which the trainer gives any
+ *            program: a latest deleted by hand is found again by --resume, which says so; a
+ *            run removes its own superseded checkpoints and nothing else (another run's
+ *            checkpoint, a user's files stay, named in a warning; a save where a user's
+ *            directory is refused); checkpoints of two runs and no latest are refused; no --out
+ *            inside a run directory.
  *   card     DIR/report.md after a run and after its --resume: the machine, the commit, the
  *            program's config and the trainer's options, steps (those of this run), strings/s,
  *            the final losses and exact match, the best checkpoint (a directory there);
@@ -84,7 +90,8 @@ START_TEST(learns)
 }
 END_TEST
 
-/* The two files of dir's latest checkpoint are those of the same files under ref. */
+/* The two files of dir's latest checkpoint are those of the same files under ref (each run's
+ * own run_id aside). */
 static void assert_same_ckpt(const char *dir_in, const char *ref_in)
 {
     const char *files[] = {"model.safetensors", "state.safetensors"};
@@ -96,7 +103,7 @@ static void assert_same_ckpt(const char *dir_in, const char *ref_in)
         snprintf(a, sizeof a, "%s/%s", proc_ckpt(dir), files[i]);
         snprintf(b, sizeof b, "%s/%s", proc_ckpt(ref), files[i]);
         size_t na, nb;
-        char *x = proc_read_file(a, &na), *y = proc_read_file(b, &nb);
+        char *x = proc_read_ckpt_file(a, &na), *y = proc_read_ckpt_file(b, &nb);   /* but their run_id */
         ck_assert_msg(x && y && na == nb && memcmp(x, y, na) == 0, "%s differs from the unbroken run's %s", a, b);
         free(x);
         free(y);
@@ -345,6 +352,59 @@ START_TEST(bad_inputs)
 }
 END_TEST
 
+/* `reverse args...` exits with code and its stdout (out) or stderr says what. */
+static void expect_says(const char *const *args, int code, bool out, const char *what)
+{
+    proc_result r;
+    run_expect(args, code, NULL, &r);
+    ck_assert_msg(strstr(out ? r.out : r.err, what) != NULL, "reverse %s %s: does not say '%s': %s", args[0], args[2],
+                  what, out ? r.out : r.err);
+    proc_result_free(&r);
+}
+
+/* DIR/name exists (under root). */
+static bool there(const char *name)
+{
+    struct stat sb;
+    return stat(proc_path(root, name), &sb) == 0;
+}
+
+START_TEST(run_dir_kept)
+{
+    expect_says(A("train", "--out", "a", "--steps", "20", "--every", "10"), 0, true, "done at step 20");
+    ck_assert_int_eq(unlink(proc_path(root, "a/latest")), 0);   /* lost by hand */
+    expect_says(A("train", "--out", "a", "--steps", "30", "--every", "10", "--resume"), 0, true,
+                "a/latest was missing: it names ckpt-00000020 again");
+    ck_assert_msg(strstr(proc_ckpt(proc_path(root, "a")), "ckpt-00000030"), "latest: %s", proc_ckpt(proc_path(root, "a")));
+    expect_says(A("train", "--out", "b", "--steps", "10", "--every", "10"), 0, true, "done at step 10");
+    char from[1024];   /* another run's whole checkpoint, and a user's files, in a */
+    snprintf(from, sizeof from, "%s", proc_path(root, "b/ckpt-00000010"));
+    proc_copy_tree(from, proc_path(root, "a/ckpt-00000005"));
+    proc_write_file(proc_path(root, "a/notes.txt"), "mine\n", 5);
+    ck_assert_int_eq(mkdir(proc_path(root, "a/ckpt-00000099"), 0777), 0);
+    proc_write_file(proc_path(root, "a/ckpt-00000099/model.safetensors"), "mine\n", 5);
+    expect_says(A("train", "--out", "a", "--steps", "40", "--every", "10", "--resume"), 0, true,
+                "left alone (not this run's to remove): ckpt-00000099 (not a whole checkpoint), ckpt-00000005 "
+                "(another run's)");
+    ck_assert_msg(there("a/ckpt-00000005/model.safetensors") && there("a/ckpt-00000005/state.safetensors") &&
+                  there("a/notes.txt") && there("a/ckpt-00000099/model.safetensors") && there("a/ckpt-00000040") &&
+                  !there("a/ckpt-00000030"), "a run removed what was not its own, or kept its superseded one");
+    ck_assert_int_eq(mkdir(proc_path(root, "a/ckpt-00000050"), 0777), 0);   /* a user's, where step 50 would go */
+    proc_write_file(proc_path(root, "a/ckpt-00000050/state.safetensors"), "mine\n", 5);
+    expect_says(A("train", "--out", "a", "--steps", "50", "--every", "10", "--resume"), 1, false,
+                "ckpt-00000050: cannot save step 50 there: it is not this run's to remove");
+    ck_assert_msg(there("a/ckpt-00000050/state.safetensors") && strstr(proc_ckpt(proc_path(root, "a")), "ckpt-00000040"),
+                  "a save took a directory that was not its own, or latest moved");
+    ck_assert_int_eq(unlink(proc_path(root, "a/latest")), 0);   /* two runs' checkpoints: which one is not guessed */
+    expect_says(A("train", "--out", "a", "--steps", "50", "--resume"), 1, false, "holds the checkpoints of several runs");
+    proc_write_file(proc_path(root, "a/latest"), "ckpt-00000040\n", 14);
+    expect_says(A("train", "--out", "a", "--steps", "50"), 1, false, "holds a run already");
+    expect_says(A("train", "--out", "a/ckpt-00000040/x", "--steps", "2"), 1, false,
+                "lies inside the run directory");
+    ck_assert_msg(!there("a/ckpt-00000040/x"), "a run was made inside another");
+}
+END_TEST
+
 Suite *reverse_suite(void)
 {
     Suite *s = suite_create("reverse");
@@ -357,6 +417,7 @@ Suite *reverse_suite(void)
     tcase_add_test(tc, sigterm_checkpoints);
     tcase_add_test(tc, time_budget);
     tcase_add_test(tc, bad_inputs);
+    tcase_add_test(tc, run_dir_kept);
     tcase_add_test(tc, report_card);
     tcase_add_test(tc, log_dynamics);
     suite_add_tcase(s, tc);

@@ -430,7 +430,7 @@ static void plant_ckpt(const char *dir, const char *ck, const char *name, const 
     proc_remove_tree(scratch);
 }
 
-/* What a train removes of a run directory (lm_ckpt_clean, issue 19): its temporary files and
+/* What a train removes of a run directory (ag_ckpt_clean, issue 19): its temporary files and
  * directories, this run's superseded checkpoints (older, or written after the live one but never
  * committed) and older layout. Anything else stays and is named: a user's files, a checkpoint of
  * another run, one that is not whole, a newer one of this run that does not follow the live one. */
@@ -468,7 +468,7 @@ START_TEST(test_clean)
     plant(ck, leftovers, 11);
     plant(ck, theirs, 8);
     char note[8192];
-    lm_ckpt_clean(ck, 0, left, sizeof left, note, sizeof note);
+    ag_ckpt_clean(ck, &lm_ckpt_kind, 0, left, sizeof left, note, sizeof note);
     for (size_t i = 0; i < sizeof leftovers / sizeof *leftovers; i++)
         ck_assert_msg(!exists(ck, leftovers[i]), "%s was left", leftovers[i]);
     for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
@@ -482,6 +482,68 @@ START_TEST(test_clean)
     lm_model_free(&m);
     ag_gpt_free(g);
     ag_corpus_free(&c);
+}
+END_TEST
+
+/* The library's rules for any program's checkpoints (ckpt_keep.c), with a kind that is no
+ * model's: a checkpoint is a directory whose file "w" holds "run iter follows origin" (hex,
+ * but iter), its weights' hash 0x100 + iter. */
+static ag_status toy_identify(const char *path, ag_ckpt_id *id, ag_error *err)
+{
+    char *text = proc_read_file(proc_path(path, "w"), NULL);
+    unsigned long long run = 0, follows = 0, origin = 0;
+    long iter = -1;
+    int got = text ? sscanf(text, "%llx %ld %llx %llx", &run, &iter, &follows, &origin) : 0;
+    free(text);
+    *id = (ag_ckpt_id){.run_id = run, .iter = iter, .follows = follows, .origin = origin, .best_iter = -1,
+                       .eval = NAN, .model_hash = 0x100 + (uint64_t)iter};
+    return got == 4 ? AG_OK : ag_seterr(err, AG_ERR_FORMAT, "%s: not whole", path);
+}
+
+static const char *const toy_files[] = {"w", NULL}, *const toy_run_files[] = {"toy.png", NULL};
+static const ag_ckpt_kind toy = {.files = toy_files, .run_files = toy_run_files, .identify = toy_identify};
+
+/* DIR/name, a toy checkpoint. */
+static void toy_ckpt(const char *dir, const char *name, const char *w)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", proc_path(dir, name));
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    proc_write_file(proc_path(p, "w"), w, strlen(w));
+}
+
+START_TEST(test_keep_any_kind)
+{
+    const char *d = fresh_dir("toy");
+    char note[2048], left[1024], gone[256];
+    ag_error e = {0};
+    toy_ckpt(d, "ckpt-00000001", "a 1 0 77");          /* run a's first: superseded */
+    toy_ckpt(d, "ckpt-00000003", "a 3 101 0");         /* the live one, lost */
+    toy_ckpt(d, "ckpt-00000004", "a 4 103 0");         /* written after it, never committed */
+    const char *theirs[] = {"notes.txt", "ckpt-00000009/", "ckpt-00000009/mine"}, *ours[] = {"toy.png.tmp.12",
+                            "metrics.csv.tmp.3", "latest.tmp.5", "ckpt-00000006.tmp/"};
+    plant(d, theirs, 3);
+    plant(d, ours, 4);
+    ck_assert_msg(ag_ckpt_recover(d, &toy, note, sizeof note, &e) == AG_OK && strstr(note, "latest was missing: it "
+                  "names ckpt-00000004 again"), "%s %s", note, e.msg);   /* the newest whole one */
+    proc_write_file(proc_path(d, "latest"), "ckpt-00000003\n", 14);
+    toy_ckpt(d, "ckpt-00000002", "b 2 0 0");           /* another run's */
+    ag_ckpt_clean(d, &toy, 0, left, sizeof left, note, sizeof note);
+    ck_assert_msg(!exists(d, "ckpt-00000001") && !exists(d, "ckpt-00000004") && exists(d, "ckpt-00000003/w") &&
+                  exists(d, "ckpt-00000002/w") && exists(d, "notes.txt") && exists(d, "ckpt-00000009/mine"),
+                  "clean removed what is not its own, or kept a superseded one");
+    for (int i = 0; i < 4; i++) ck_assert_msg(!exists(d, ours[i]), "%s was left", ours[i]);
+    ck_assert_msg(strstr(left, "ckpt-00000009 (not a whole checkpoint), ckpt-00000002 (another run's)"), "%s", left);
+    ck_assert_int_eq(unlink(proc_path(d, "latest")), 0);
+    ck_assert_msg(ag_ckpt_recover(d, &toy, note, sizeof note, &e) == AG_ERR_ARG &&
+                  strstr(e.msg, "holds the checkpoints of several runs"), "%s", e.msg);
+    ck_assert_msg(ag_ckpt_outside_runs(proc_path(d, "ckpt-00000003/x"), &toy, &e) == AG_ERR_ARG, "inside a run");
+    const char *o = fresh_dir("toy2");
+    toy_ckpt(o, "ckpt-00000005", "c 5 0 99");          /* a first commit a kill left: the same command's */
+    ck_assert_int_eq(ag_ckpt_drop_orphans(o, &toy, 0x98, gone, sizeof gone), 0);   /* another start's: kept */
+    ck_assert_int_eq(ag_ckpt_drop_orphans(o, &toy, 0x99, gone, sizeof gone), 1);
+    ck_assert_msg(!exists(o, "ckpt-00000005") && !strcmp(gone, "ckpt-00000005"), "%s", gone);
+    ck_assert_msg(ag_ckpt_outside_runs(proc_path(o, "x"), &toy, &e) == AG_OK, "%s", e.msg);
 }
 END_TEST
 
@@ -1780,7 +1842,7 @@ Suite *rundir_suite(void)
     (void)test_kill_at_every_step;
 #endif
     tc = new_case(s, "layout", 0);
-    ADD_TESTS(tc, test_layout, test_clean, test_stale_pictures);
+    ADD_TESTS(tc, test_layout, test_clean, test_keep_any_kind, test_stale_pictures);
     tc = new_case(s, "lock", 300);
     tcase_add_test(tc, test_one_owner_many_readers);
     tc = new_case(s, "signals", 300);

@@ -135,7 +135,7 @@ static ag_status no_latest(const char *dir, char *buf, size_t n, ag_error *err)
         if (snprintf(buf, n, "%s", dir) >= (int)n) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
         return AG_OK;
     }
-    if (lm_ckpt_list(dir, found, sizeof found) == 0)
+    if (ag_ckpt_list(dir, found, sizeof found) == 0)
         return ag_seterr(err, AG_ERR_IO, "%s holds no checkpoint (no %s, no ckpt-N directory, no %s)", dir,
                          LM_LATEST, LM_MODEL_FILE);
     return ag_seterr(err, AG_ERR_FORMAT, "%s has no %s but holds %s: `char_lm train --resume` makes the newest "
@@ -147,7 +147,7 @@ static ag_status no_latest(const char *dir, char *buf, size_t n, ag_error *err)
 static bool best_from_state(const char *dir, char *buf, size_t n, char *note, size_t nn)
 {
     char name[64], why[96];
-    if (!lm_ckpt_run_best(dir, name, why) || !ag_path_join(buf, n, dir, name)) return false;
+    if (!ag_ckpt_run_best(dir, &lm_ckpt_kind, name, why) || !ag_path_join(buf, n, dir, name)) return false;
     if (note && why[0])
         snprintf(note, nn, "%s/%s %s: reading %s, the run's best evaluation (from the train state); the next train "
                  "writes %s/%s again", dir, LM_BEST, why, name, dir, LM_BEST);
@@ -196,21 +196,21 @@ bool lm_ckpt_exists(const char *dir)
     struct stat sb;
     return (ag_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
            (ag_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
-           lm_ckpt_list(dir, found, sizeof found) > 0;
+           ag_ckpt_list(dir, found, sizeof found) > 0;
 }
 
 /* A checkpoint directory that a save of iteration st->iter may clear away: one of this run's
- * that it supersedes (lm_ckpt_superseded); a stale link too. */
+ * that it supersedes (ag_ckpt_superseded); a stale link too. */
 static bool ours_to_replace(const char *dir, const char *name, const lm_train_state *st)
 {
     char path[PATHLEN];
     struct stat sb;
-    lm_ckpt_id id;
+    ag_ckpt_id id;
     ag_error ignored = {0};
     if (!ag_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
     if (S_ISLNK(sb.st_mode)) return true;
     return lm_ckpt_identify(path, &id, &ignored) == AG_OK &&
-           lm_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash);
+           ag_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash);
 }
 
 /* The new checkpoint's directory name, in name [64] and its path in final [PATHLEN]:
@@ -257,7 +257,7 @@ static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const
 static bool runs_best(const char *dir, const char *name, const lm_train_state *st)
 {
     char path[PATHLEN];
-    lm_ckpt_id id;
+    ag_ckpt_id id;
     ag_error ignored = {0};
     return st->best_iter >= 0 && ag_path_join(path, sizeof path, dir, name) &&
            lm_ckpt_identify(path, &id, &ignored) == AG_OK && id.run_id == st->run_id && id.iter == st->best_iter;
@@ -274,9 +274,9 @@ static void remove_replaced(const char *dir, const lm_train_state *st, const cha
         if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], best) != 0 &&
             (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st) && !runs_best(dir, was[i], st))
             lm_ckpt_remove(dir, was[i]);
-    lm_ckpt_id id;
+    ag_ckpt_id id;
     ag_error ignored = {0};
-    if (lm_ckpt_identify(dir, &id, &ignored) || !lm_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash)) return;
+    if (lm_ckpt_identify(dir, &id, &ignored) || !ag_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash)) return;
     const char *legacy[] = {LM_STATE_FILE, LM_MODEL_FILE};
     for (int i = 0; i < 2; i++) {
         char path[PATHLEN];
@@ -313,7 +313,7 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
         ag_ckpt_remove_dir(final, ckpt_files);
         return s;
     }
-    bool best_moved = false;   /* best follows latest: a kill between them, lm_ckpt_clean mends */
+    bool best_moved = false;   /* best follows latest: a kill between them, ag_ckpt_clean mends */
     if (s == AG_OK && is_best) s = ag_ckpt_point(dir, LM_BEST, name, &best_moved, err);
     remove_replaced(dir, st, live, best, name, best_moved ? name : best);
     return s;
@@ -662,7 +662,7 @@ static double meta_loss(const ag_st_file *f, const char *key)
 }
 
 /* The header fields of the pair m (model) and t (train state) of the checkpoint in path. */
-static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, lm_ckpt_id *id,
+static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, ag_ckpt_id *id,
                                ag_error *err)
 {
     const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
@@ -675,12 +675,13 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
     id->best_iter = ag_st_meta_get(t, "best_iter") ? meta_iter(t, "best_iter") : -1;
     id->eval = meta_loss(t, "eval_val_loss");
     if (isnan(id->eval)) id->eval = meta_loss(t, "eval_train_loss");   /* no validation split */
+    id->origin = id->iter == 0 ? id->model_hash : 0;   /* a run's first: its untrained weights */
     if (id->iter < 0 || meta_iter(t, "iter") != id->iter || meta_hex(t, "run_id") != id->run_id)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are not one checkpoint (iter, run_id)", path);
     return AG_OK;
 }
 
-ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err)
+ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
     char mp[PATHLEN], tp[PATHLEN];
     memset(id, 0, sizeof *id);
@@ -695,10 +696,31 @@ ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err)
     return s;
 }
 
-bool lm_ckpt_superseded(const lm_ckpt_id *c, uint64_t run, long iter, uint64_t prev)
+/* The run and iteration one checkpoint file's header gives (the older layout's pair may be half
+ * removed by a kill); false when it is not one. */
+static bool file_id(const char *path, ag_ckpt_id *id)
 {
-    return run != 0 && c->run_id == run && (c->iter <= iter || (prev != 0 && c->follows == prev));
+    ag_error ignored = {0};
+    ag_st_file *f = ag_st_load_header(path, &ignored);
+    const char *run = ag_st_meta_get(f, "run_id"), *iter = ag_st_meta_get(f, "iter");
+    char *end = NULL;
+    bool ok = run && iter && strlen(run) == 16 && *iter >= '0' && *iter <= '9';
+    if (ok) {
+        id->run_id = strtoull(run, NULL, 16);
+        id->iter = strtol(iter, &end, 10);
+        ok = !*end && id->iter >= 0;
+    }
+    ag_st_free(f);
+    return ok;
 }
+
+/* The files of a run directory that char_lm writes besides the library's (every picture,
+ * script and table a train or --lr-find writes there). */
+static const char *const run_files[] = {"attn.png", "attn.gp", "activations.csv", "activations.png",
+                                        "activations.gp", "lr_find.png", "lr_find.gp", NULL};
+
+const ag_ckpt_kind lm_ckpt_kind = {.files = ckpt_files, .run_files = run_files, .legacy = true,
+                                   .identify = lm_ckpt_identify, .file_id = file_id};
 
 /* The train state was saved with these weights (its "model_hash"; a state older than the
  * binding has none, and pairs as before). */

@@ -29,9 +29,9 @@
  * that directory to DIR/ckpt-<iter>, and then replaces DIR/latest (a temporary file, fsync,
  * rename): that one rename commits the checkpoint. Then DIR/best, if this is the best so far.
  * Only then are the previous live and best ones removed, if they are this run's and
- * superseded (lm_ckpt_superseded): nothing else is ever removed. A process killed at any step
+ * superseded (ag_ckpt_superseded): nothing else is ever removed. A process killed at any step
  * leaves DIR/latest naming a whole checkpoint, the old or the new, and leftovers that the next
- * `train` removes (lm_ckpt_clean), a best that lags the live one mended. A reader resolves
+ * `train` removes (ag_ckpt_clean), a best that lags the live one mended. A reader resolves
  * latest (or best) once and reads both files from that directory; if the files vanish under it
  * (the writer removed the previous checkpoint), it resolves again.
  *
@@ -86,16 +86,6 @@ typedef struct {
                            one the next save follows (0: none) */
 } lm_train_state;
 
-/* What a checkpoint directory says about itself, from its two files' headers alone. */
-typedef struct {
-    uint64_t run_id;    /* the model's run_id (0 in files older than it) */
-    long iter;
-    uint64_t model_hash; /* the train state's (0: none) */
-    uint64_t follows;   /* the train state's (0: none) */
-    long best_iter;     /* the train state's (-1: none) */
-    double eval;        /* the evaluation saved with it (val; train without a split), NaN: none */
-} lm_ckpt_id;
-
 /* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
  * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
  * AG_ERR_FORMAT when latest is not a checkpoint name or names a missing directory; without a
@@ -103,7 +93,7 @@ typedef struct {
  * nothing says so (never just "cannot open"). */
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
 /* The same for DIR/<which>: LM_LATEST, or LM_BEST. The best is the one the live train state
- * names (lm_ckpt_run_best, issue 35), whatever DIR/best holds: a best missing, spoiled (garbage,
+ * names (ag_ckpt_run_best, issue 35), whatever DIR/best holds: a best missing, spoiled (garbage,
  * a FIFO, a link, a directory) or naming another is said in note [nn] ("" otherwise; note may
  * be NULL). Without a best known from the train state, DIR/best alone, its absence an error. */
 ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, char *note, size_t nn,
@@ -116,47 +106,15 @@ bool lm_ckpt_exists(const char *dir);
  * then the directory if that emptied it; a user's file in it stays (ag_ckpt_remove). */
 void lm_ckpt_remove(const char *dir, const char *name);
 
-// --- whose checkpoints a run directory holds (ckpt_dir.c) ---
+// --- whose checkpoints a run directory holds (train/train.h: ag_ckpt_clean, ag_ckpt_recover, ...) ---
 
-/* The identity of the checkpoint in directory path (header reads only). AG_ERR_FORMAT, AG_ERR_IO
- * when it is not a whole checkpoint: a file missing or unreadable, or the two files of other
- * runs or iterations. */
-ag_status lm_ckpt_identify(const char *path, lm_ckpt_id *id, ag_error *err);
-/* c is a checkpoint that a save of run `run` at iteration `iter` supersedes, so that the run
- * may remove it: the same run, and as old or older, or written after the checkpoint of
- * model_hash `prev` (the one a save follows) but never committed. Nothing else is a run's. */
-bool lm_ckpt_superseded(const lm_ckpt_id *c, uint64_t run, long iter, uint64_t prev);
-/* The ckpt-N directories in DIR, ", "-separated in buf [n] (cut short with "..."); returns
- * how many. */
-int lm_ckpt_list(const char *dir, char *buf, size_t n);
-/* What a killed `train` left in DIR, removed: ckpt-*.tmp directories, temporary files of our
- * files, the checkpoints the live one supersedes (those of run `also` too: --overwrite's old
- * run), the older layout's files if superseded. DIR/best is found from the live train state
- * (best_iter; failing that, the lowest saved evaluation of the run's checkpoints), never from
- * DIR/best alone: a best that lags the live one is mended, one missing or not naming it
- * (garbage, a FIFO, a link, a directory, the wrong name) is written again, and what was wrong
- * goes in note [nn] ("" if nothing) for a warning; the best is never removed (issue 35). A best
- * that names nothing and no best known: removed. Anything else stays, named in left [n] ("" if
- * none) for a warning. Failures are ignored (the next run tries again). Call it holding DIR's lock. */
-void lm_ckpt_clean(const char *dir, uint64_t also, char *left, size_t n, char *note, size_t nn);
-/* The run's best checkpoint as lm_ckpt_clean finds it (the live train state's best_iter, else
- * the lowest saved evaluation), its name in name [64]; what is wrong with DIR/best in why [96]
- * ("was missing", "named ckpt-..., not the best"; "" when it names that one, or lags as a kill
- * between the two commits leaves it). false when there is no live checkpoint or no best known.
- * Reads only. */
-bool lm_ckpt_run_best(const char *dir, char *name, char *why);
-/* DIR has no latest but holds whole checkpoints: latest := the newest of them, when all are of
- * one run (what was done in note [n], else ""); AG_ERR_ARG naming them when they are of
- * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */
-ag_status lm_ckpt_recover(const char *dir, char *note, size_t n, ag_error *err);
-/* A fresh run killed at its first commit leaves a whole ckpt-0 and no latest (issue 35): when DIR
- * has no latest, no best and no older layout, and every checkpoint in it is of iteration 0 with
- * the weights model_hash (this very command's untrained model: nothing of another run), they
- * are removed; what was removed is said in note [n] ("" if nothing). Hold DIR's lock. */
-void lm_ckpt_drop_orphans(const char *dir, uint64_t model_hash, char *note, size_t n);
-/* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
- * of its ckpt-N: a run is changed only by its own train (issue 19). */
-ag_status lm_ckpt_outside_runs(const char *out, ag_error *err);
+/* The identity of the checkpoint in directory path (header reads only; origin: the model_hash of
+ * an iteration-0 checkpoint, the untrained weights). AG_ERR_FORMAT, AG_ERR_IO when it is not a
+ * whole checkpoint: a file missing or unreadable, or the two files of other runs or iterations. */
+ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err);
+/* char_lm's checkpoints for the library's rules: their two files, the older layout, the files
+ * of a run directory that only char_lm writes, lm_ckpt_identify. */
+extern const ag_ckpt_kind lm_ckpt_kind;
 
 /* Writes DIR/model.safetensors from g's parameters (DIR must exist). A parameter that is NaN or
  * Inf is AG_ERR_NONFINITE and nothing is written (lm_ckpt_save checks before either file). */

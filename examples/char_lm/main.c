@@ -236,7 +236,7 @@ typedef struct {
 static long resumed_from(const char *dir)
 {
     char where[4096];
-    lm_ckpt_id id;
+    ag_ckpt_id id;
     ag_error ignored = {0};
     if (lm_ckpt_resolve(dir, where, sizeof where, &ignored) || lm_ckpt_identify(where, &id, &ignored)) return 0;
     return id.iter;
@@ -263,7 +263,7 @@ static void write_card(const char *dir, const lm_model *m, const run_facts *f, c
                           .train_loss = f->r->train_loss, .val_loss = f->r->val_loss, .best_loss = NAN,
                           .sample = sample, .pictures = shown};
     if (m) card.tokens = (double)steps * m->cfg.batch_size * m->cfg.model.block_size;
-    lm_ckpt_id id;
+    ag_ckpt_id id;
     char where[4096];
     if (!ag_ckpt_pointer(dir, LM_BEST, best, &e) && ag_path_join(where, sizeof where, dir, best) &&
         !lm_ckpt_identify(where, &id, &e)) {

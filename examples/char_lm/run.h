@@ -156,7 +156,7 @@ ag_status lm_run_save(lm_run *R, ag_error *err);
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r);
 /* The run directory: created if missing and locked, refused when it holds another run's
  * checkpoint (unless --overwrite), cleaned of what a killed run left (only this run's
- * superseded checkpoints go: lm_ckpt_clean); metrics.csv opened in it and the run's header
+ * superseded checkpoints go: ag_ckpt_clean); metrics.csv opened in it and the run's header
  * logged. Rank 0 only. */
 ag_status lm_run_open_dir(lm_run *R, ag_error *err);
 /* Everything the run holds, the lock last. */

@@ -185,7 +185,7 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     st->prev_hash = ag_weights_hash(R->learn.m.g->params);   /* the next checkpoint follows this one */
     if (writer && R->ctl.replaces) {   /* --overwrite: the old run goes once ours is committed */
         char left[1024], note[1200];
-        lm_ckpt_clean(R->o->out_dir, R->ctl.replaces, left, sizeof left, note, sizeof note);
+        ag_ckpt_clean(R->o->out_dir, &lm_ckpt_kind, R->ctl.replaces, left, sizeof left, note, sizeof note);
         R->ctl.replaces = 0;
     }
     return AG_OK;

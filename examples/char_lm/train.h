@@ -55,7 +55,7 @@
  * THE RUN DIRECTORY (issue 12): out_dir is locked (train/train.h) from before a --resume reads it to
  * the end of the run (a directory that does not exist yet: from its creation), so a second run
  * there is AG_ERR_ARG at once, as is an out_dir inside another run directory (a ckpt-N of one);
- * what a killed run left there is removed (lm_ckpt_clean: this run's own, nothing else) before
+ * what a killed run left there is removed (ag_ckpt_clean: this run's own, nothing else) before
  * the first checkpoint; a stop signal is looked at between the stages of the setup and
  * every MiB of reading and decoding the text (then nothing is written), before each step and
  * before each evaluation batch. */

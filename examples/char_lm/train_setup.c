@@ -299,7 +299,7 @@ static ag_status recover_latest(lm_run *R, ag_error *err)
     char note[1536];
     ag_error why = {0};
     if (!R->o->resume) return AG_OK;
-    ag_status s = lm_ckpt_recover(R->o->out_dir, note, sizeof note, &why);
+    ag_status s = ag_ckpt_recover(R->o->out_dir, &lm_ckpt_kind, note, sizeof note, &why);
     if (s == AG_OK && note[0]) lm_log_warn(R, note);
     return s ? ag_seterr(err, s, "--resume: %s", why.msg) : AG_OK;
 }
@@ -312,7 +312,7 @@ static ag_status open_run(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     ag_status s;
-    if ((s = lm_ckpt_outside_runs(o->out_dir, err))) return s;   /* before anything there is locked or read */
+    if ((s = ag_ckpt_outside_runs(o->out_dir, &lm_ckpt_kind, err))) return s;   /* before anything there is locked or read */
     if ((s = lock_out_dir(R, err)) || (s = recover_latest(R, err))) return s;
     return o->resume || o->init_from ? read_checkpoint(R, err) : AG_OK;
 }
@@ -376,7 +376,7 @@ static void tidy(lm_run *R, uint64_t also)
 {
     char left[1024], msg[1200], note[PATHLEN + 1200];
     if (!lm_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (ddp.h) */
-    lm_ckpt_clean(R->o->out_dir, also, left, sizeof left, note, sizeof note);
+    ag_ckpt_clean(R->o->out_dir, &lm_ckpt_kind, also, left, sizeof left, note, sizeof note);
     if (note[0]) lm_log_warn(R, note);   /* DIR/best written again from the train state */
     if (!left[0]) return;
     snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", R->o->out_dir, left);
@@ -437,8 +437,8 @@ static ag_status replace_run(lm_run *R, ag_error *err)
     const char *dir = R->o->out_dir;
     char found[512], live[64] = "", path[PATHLEN], msg[PATHLEN + 700];
     ag_error ignored = {0};
-    lm_ckpt_id id;
-    int k = lm_ckpt_list(dir, found, sizeof found);
+    ag_ckpt_id id;
+    int k = ag_ckpt_list(dir, found, sizeof found);
     if (!R->o->overwrite)
         return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
                          "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
@@ -459,9 +459,12 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     if (s == AG_OK) s = ag_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
     if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
-        char note[1024];   /* killed at its first commit, the same command again (issue 35) */
-        lm_ckpt_drop_orphans(o->out_dir, ag_weights_hash(R->learn.m.g->params), note, sizeof note);
-        if (note[0]) lm_log_warn(R, note);
+        char gone[512], note[1024];   /* killed at its first commit, the same command again (issue 35) */
+        if (ag_ckpt_drop_orphans(o->out_dir, &lm_ckpt_kind, ag_weights_hash(R->learn.m.g->params), gone, sizeof gone)) {
+            snprintf(note, sizeof note, "%s: removed %s, the first checkpoint of this same run (its untrained weights), "
+                     "left uncommitted by a kill; starting the run again", o->out_dir, gone);
+            lm_log_warn(R, note);
+        }
         if (lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
     }
     tidy(R, 0);   /* what a killed run left: temporary files, superseded and uncommitted checkpoints */

@@ -198,23 +198,17 @@ static ag_status run_loop(loop *L, ag_error *err)
 static ag_status open_run(loop *L, ag_error *err)
 {
     const char *dir = L->o->out_dir;
-    char name[64];
     ag_error none = {0};
+    ag_status s = ag__loop_outside_runs(dir, err);   /* before anything there is made, locked or read */
+    if (s) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
-    ag_status s = ag_lock_take(&L->lock, dir, err);
-    if (s) return s;
-    if (L->o->resume) s = ag__loop_load(dir, L->c, &L->st, err);
-    else if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT)
-        s = ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
-                      "choose another directory", dir, dir);
-    if (s) return s;
+    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, err))) return s;
     const ag_params *P = L->c->params;
     if (!L->o->resume && P->m && P->v) {   /* a fresh run's AdamW starts from zero moments, whatever ran before */
         memset(P->m, 0, sizeof *P->m * P->total);
         memset(P->v, 0, sizeof *P->v * P->total);
     }
-    ag__loop_sweep(dir);   /* a killed run's leftovers */
     if (L->o->resume) ag_ckpt_pointer(dir, AG_CKPT_LATEST, L->r->ckpt, &none);   /* stopped before a new one */
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;

@@ -1,10 +1,13 @@
 /* loop_ckpt.c -- the checkpoint of ag_train_run (train.h): DIR/ckpt-<step>/ holds
- * model.safetensors (the weights, ckpt.c's layout, with the model's name and the step) and
- * state.safetensors (Adam's m and v, the batch stream, the step, the best evaluation, and the
- * hash of the weights they go with). Both are written into ckpt-<step>.tmp/, which is renamed
+ * model.safetensors (the weights, ckpt.c's layout, with the model's name, the step and the
+ * run_id) and state.safetensors (Adam's m and v, the batch stream, the step, the best
+ * evaluation, the hash of the weights they go with, the run_id, follows: the hash of the run's
+ * checkpoint before, and origin: the run's start). Both are written into ckpt-<step>.tmp/, which is renamed
  * whole; only then does DIR/latest move (ckpt_dir.c), so a kill at any instant leaves latest
- * naming a complete checkpoint. Every step that changes the disk has its fault point. */
-#include <dirent.h>
+ * naming a complete checkpoint. Every step that changes the disk has its fault point. Whose a
+ * checkpoint is (its run_id, the checkpoint it follows) is read by the library's rules
+ * (ckpt_keep.c): a run removes its own superseded checkpoints and nothing else, a lost latest
+ * is found again on a resume, and no run is made inside another. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +24,7 @@
 #define FORMAT "attograd-loop-1"
 
 static const char *const files[] = {MODEL_FILE, STATE_FILE, NULL};
+static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err);   /* whose a checkpoint is (below) */
 
 /* dir/name/file in path [PATHLEN] (file NULL: dir/name); false with err set if too long. */
 static bool path3(char *path, const char *dir, const char *name, const char *file, ag_error *err)
@@ -34,20 +38,24 @@ static bool path3(char *path, const char *dir, const char *name, const char *fil
 /* Both files of a checkpoint into the directory tmp. */
 static ag_status write_files(const char *tmp, const ag_train_client *c, const ag__loop_state *st, ag_error *err)
 {
-    char path[PATHLEN], step[32], rs[20], ri[20], hash[20], best[40], best_step[32];
+    char path[PATHLEN], step[32], rs[20], ri[20], hash[20], best[40], best_step[32], run[20], follows[20], origin[20];
     snprintf(step, sizeof step, "%ld", st->step);
     ag_hex64_format(rs, sizeof rs, st->rng.state);
     ag_hex64_format(ri, sizeof ri, st->rng.inc);
     ag_hex64_format(hash, sizeof hash, ag_weights_hash(c->params));
+    ag_hex64_format(run, sizeof run, st->run_id);
+    ag_hex64_format(follows, sizeof follows, st->prev_hash);
+    ag_hex64_format(origin, sizeof origin, st->origin);
     snprintf(best, sizeof best, "%.17g", st->best_loss);
     snprintf(best_step, sizeof best_step, "%ld", st->best_step);
-    const ag_st_meta model[] = {{"format", FORMAT}, {"model", c->name}, {"step", step}};
+    const ag_st_meta model[] = {{"format", FORMAT}, {"model", c->name}, {"step", step}, {"run_id", run}};
     const ag_st_meta state[] = {{"format", FORMAT}, {"step", step}, {"rng_state", rs}, {"rng_inc", ri},
-                                {"weights", hash}, {"best_loss", best}, {"best_step", best_step}};
+                                {"weights", hash}, {"best_loss", best}, {"best_step", best_step}, {"run_id", run},
+                                {"follows", follows}, {"origin", origin}};
     if (!path3(path, tmp, MODEL_FILE, NULL, err)) return AG_ERR_ARG;
-    ag_status s = ag_ckpt_write_weights(path, c->params, model, 3, err);
+    ag_status s = ag_ckpt_write_weights(path, c->params, model, 4, err);
     if (s == AG_OK && !path3(path, tmp, STATE_FILE, NULL, err)) return AG_ERR_ARG;
-    if (s == AG_OK) s = ag_ckpt_write_moments(path, c->params, state, 7, err);
+    if (s == AG_OK) s = ag_ckpt_write_moments(path, c->params, state, 10, err);
     return s;
 }
 
@@ -58,20 +66,39 @@ static void pointer_or_none(const char *dir, const char *which, char *name)
     if (ag_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
 }
 
+/* final, DIR/ckpt-<step>, where a save of st is about to put its checkpoint, cleared when it
+ * is this run's to replace (an older try of this step, or a stale link); AG_ERR_IO when it holds
+ * anything else (another run's checkpoint, a user's directory), which stays. */
+static ag_status clear_for(const char *final, const ag__loop_state *st, ag_error *err)
+{
+    struct stat sb;
+    ag_ckpt_id id;
+    ag_error ignored = {0};
+    if (lstat(final, &sb) != 0) return AG_OK;
+    if (S_ISLNK(sb.st_mode) || (identify(final, &id, &ignored) == AG_OK &&
+                                ag_ckpt_superseded(&id, st->run_id, st->step, st->prev_hash))) {
+        ag_ckpt_remove_dir(final, files);
+        return AG_OK;
+    }
+    return ag_seterr(err, AG_ERR_IO, "%s: cannot save step %ld there: it is not this run's to remove (another "
+                     "run's checkpoint, or a directory of yours); move it away and --resume", final, st->step);
+}
+
 /* ckpt-<step>.tmp made afresh, the files written into it, renamed to ckpt-<step> (a leftover of
- * that name, which neither latest nor best can name, since they are older, goes first). */
+ * that name, this run's, which neither latest nor best can name, since they are older, goes
+ * first). */
 static ag_status write_dir(const char *dir, const char *name, const ag_train_client *c, const ag__loop_state *st,
                            ag_error *err)
 {
     char final[PATHLEN], tmp[PATHLEN + 8];
     if (!path3(final, dir, name, NULL, err)) return AG_ERR_ARG;
+    if (clear_for(final, st, err)) return AG_ERR_IO;
     snprintf(tmp, sizeof tmp, "%s.tmp", final);
     ag_ckpt_remove_dir(tmp, files);   /* a killed save's leftover */
     ag_fault("mkdir", tmp);
     if (mkdir(tmp, 0777) != 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     ag_status s = write_files(tmp, c, st, err);
     if (s == AG_OK) {
-        ag_ckpt_remove_dir(final, files);
         ag_fault("rename", final);
         if (rename(tmp, final) != 0) s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
                                                    strerror(errno));
@@ -80,8 +107,8 @@ static ag_status write_dir(const char *dir, const char *name, const ag_train_cli
     return s;
 }
 
-ag_status ag__loop_save(const char *dir, const ag_train_client *c, const ag__loop_state *st, bool is_best,
-                        char *name, ag_error *err)
+ag_status ag__loop_save(const char *dir, const ag_train_client *c, ag__loop_state *st, bool is_best, char *name,
+                        ag_error *err)
 {
     char live[64], best[64];
     snprintf(name, 64, "ckpt-%08ld", st->step);
@@ -94,35 +121,13 @@ ag_status ag__loop_save(const char *dir, const ag_train_client *c, const ag__loo
     if (s == AG_OK) s = ag_ckpt_point(dir, AG_CKPT_LATEST, name, &committed, err);
     if (s == AG_OK && is_best) s = ag_ckpt_point(dir, AG_CKPT_BEST, name, &moved, err);
     if (!committed) return s;
+    st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
     const char *now_best = moved ? name : best;
     const char *was[] = {live, best};
     for (int i = 0; i < 2; i++)   /* the checkpoints nothing names any more */
         if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], now_best) != 0 && (i == 0 || strcmp(best, live)))
             ag_ckpt_remove(dir, was[i], files);
     return s;
-}
-
-/* What a killed run left in DIR (it is locked: no other run writes there): the temporary files
- * of latest and best, ckpt-N.tmp directories, and the ckpt-N that neither latest nor best names
- * (a kill after a rename and before its commit, or before the old one's removal). Only our
- * own files go: a directory that holds a user's file stays. */
-void ag__loop_sweep(const char *dir)
-{
-    char live[64], best[64], path[PATHLEN];
-    pointer_or_none(dir, AG_CKPT_LATEST, live);
-    pointer_or_none(dir, AG_CKPT_BEST, best);
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char base[64];
-        snprintf(base, sizeof base, "%.*s", (int)strcspn(e->d_name, "."), e->d_name);
-        bool ptr_tmp = !strncmp(e->d_name, "latest.tmp.", 11) || !strncmp(e->d_name, "best.tmp.", 9);
-        bool ckpt = ag_ckpt_name_ok(base) && (!strcmp(e->d_name + strlen(base), ".tmp") ||
-                                              (!e->d_name[strlen(base)] && strcmp(base, live) && strcmp(base, best)));
-        if (!(ptr_tmp || ckpt) || snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
-        if (ptr_tmp) unlink(path);
-        else ag_ckpt_remove_dir(path, files);
-    }
-    if (d) closedir(d);
 }
 
 // --- reading ---
@@ -153,6 +158,8 @@ static ag_status read_state(const ag_st_file *f, const char *path, ag__loop_stat
          ag_hex64_parse(v[3], hash);
     if (!ok) return ag_seterr(err, AG_ERR_FORMAT, "%s: a malformed number in its metadata", path);
     st->step = (long)step;
+    if (!ag_hex64_parse(ag_st_meta_get(f, "run_id"), &st->run_id)) st->run_id = 0;   /* older than run ids */
+    if (!ag_hex64_parse(ag_st_meta_get(f, "origin"), &st->origin)) st->origin = 0;
     return AG_OK;
 }
 
@@ -191,6 +198,8 @@ ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_stat
     if (s == AG_OK && (hash != ag_weights_hash(c->params) || model_step != st->step))
         s = ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are of different steps (a checkpoint put together by "
                       "hand?)", path);
+    st->prev_hash = hash;   /* the next checkpoint follows this one */
+    if (!st->run_id) st->run_id = ag_new_run_id();
     return s;
 }
 
@@ -199,4 +208,116 @@ ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, a
     char name[64];
     ag_status s = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, err);
     return s ? s : load_model(dir, name, c, step, err);
+}
+
+// --- whose a checkpoint is (ckpt_keep.c's rules, with this loop's files) ---
+
+/* The metadata value key of f as 16 hex digits, or 0 when missing or not. */
+static uint64_t meta_hex(const ag_st_file *f, const char *key)
+{
+    uint64_t v = 0;
+    return ag_hex64_parse(ag_st_meta_get(f, key), &v) ? v : 0;
+}
+
+/* The identity of the pair m (weights) and t (state) of the checkpoint in path. */
+static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, ag_ckpt_id *id,
+                               ag_error *err)
+{
+    const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
+    const char *ms = ag_st_meta_get(m, "step"), *ts = ag_st_meta_get(t, "step"), *bs = ag_st_meta_get(t, "best_step");
+    uint64_t step;
+    if (!mf || strcmp(mf, FORMAT) || !tf || strcmp(tf, FORMAT) || !ag_u64_parse(ms, &step) || !ts || strcmp(ms, ts) ||
+        step > (uint64_t)1 << 52 || meta_hex(m, "run_id") != meta_hex(t, "run_id"))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: not one checkpoint of ag_train_run (format, step, run_id)", path);
+    id->run_id = meta_hex(t, "run_id");
+    id->iter = (long)step;
+    id->model_hash = meta_hex(t, "weights");
+    id->follows = meta_hex(t, "follows");
+    id->origin = id->follows ? 0 : meta_hex(t, "origin");   /* a run's first checkpoint follows none */
+    char *end = NULL;
+    long best = bs ? strtol(bs, &end, 10) : -1;
+    id->best_iter = end && !*end && best >= 0 ? best : -1;
+    const char *bl = ag_st_meta_get(t, "best_loss");
+    double loss = bl ? strtod(bl, &end) : NAN;
+    if (id->best_iter == id->iter && bl && !*end && isfinite(loss)) id->eval = loss;   /* evaluated, the best yet */
+    return AG_OK;
+}
+
+static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
+{
+    char mp[PATHLEN], tp[PATHLEN];
+    memset(id, 0, sizeof *id);
+    id->best_iter = -1;
+    id->eval = NAN;
+    if (!path3(mp, path, MODEL_FILE, NULL, err) || !path3(tp, path, STATE_FILE, NULL, err)) return AG_ERR_ARG;
+    ag_st_file *m = ag_st_load_header(mp, err);   /* the headers alone */
+    ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
+    ag_status s = m && t ? identify_pair(m, t, path, id, err) : err->status ? err->status : AG_ERR_IO;
+    ag_st_free(t);
+    ag_st_free(m);
+    return s;
+}
+
+static const ag_ckpt_kind kind = {.files = files, .identify = identify};
+
+ag_status ag__loop_outside_runs(const char *dir, ag_error *err)
+{
+    return ag_ckpt_outside_runs(dir, &kind, err);
+}
+
+/* "warning: <what>" on log (NULL: none). */
+static void warn(FILE *log, const char *what)
+{
+    if (!log) return;
+    fprintf(log, "warning: %s\n", what);
+    fflush(log);
+}
+
+/* A fresh run's identity; the same command's first checkpoint that a kill left uncommitted
+ * removed; refused where DIR holds a run. */
+static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+                       ag_error *err)
+{
+    char name[64], gone[512], msg[PATHLEN + 700];
+    ag_error none = {0};
+    st->run_id = ag_new_run_id();
+    st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights, the same batches */
+    if (ag_ckpt_drop_orphans(dir, &kind, st->origin, gone, sizeof gone)) {
+        snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
+                 "kill; starting the run again", dir, gone);
+        warn(o->log, msg);
+    }
+    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT)
+        return ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
+                         "choose another directory", dir, dir);
+    if (ag_ckpt_list(dir, gone, sizeof gone) > 0)
+        return ag_seterr(err, AG_ERR_ARG, "%s holds checkpoints (%s) but no latest: add --resume to go on with the "
+                         "newest, or choose another directory", dir, gone);
+    return AG_OK;
+}
+
+/* --resume: a lost latest found again (said on the log), then DIR/latest read. */
+static ag_status resume(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+                        ag_error *err)
+{
+    char note[1536];
+    ag_error why = {0};
+    if (ag_ckpt_recover(dir, &kind, note, sizeof note, &why)) return ag_seterr(err, why.status, "--resume: %s", why.msg);
+    if (note[0]) warn(o->log, note);
+    return ag__loop_load(dir, c, st, err);
+}
+
+ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+                        ag_error *err)
+{
+    char left[1024], note[PATHLEN + 1200], msg[1200];
+    ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, err);
+    if (s) return s;
+    ag_ckpt_clean(dir, &kind, 0, left, sizeof left, note, sizeof note);   /* what a killed run left */
+    if (note[0]) warn(o->log, note);   /* DIR/best written again */
+    if (left[0]) {
+        snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", dir, left);
+        warn(o->log, msg);
+    }
+    return AG_OK;
 }

@@ -25,6 +25,10 @@
  *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
  *                                 DIR/best name, replaced durably (ckpt_dir.c)
+ *   ag_ckpt_clean, ag_ckpt_recover, ag_ckpt_outside_runs
+ *                                 whose checkpoints a run directory holds: a train removes its
+ *                                 own superseded ones and nothing else, a lost latest is found
+ *                                 again, no run inside another (ckpt_keep.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
@@ -211,6 +215,72 @@ void ag_ckpt_remove(const char *dir, const char *name, const char *const *files)
 /* The same for the checkpoint directory at path, without ag_ckpt_remove's fault point. */
 void ag_ckpt_remove_dir(const char *path, const char *const *files);
 
+// --- whose checkpoints a run directory holds (ckpt_keep.c) ---
+
+/* What a checkpoint directory says about itself, from its files' headers alone. */
+typedef struct {
+    uint64_t run_id;     /* the run that wrote it, drawn when it started (0: unknown, older files) */
+    long iter;           /* the optimizer steps its weights have had */
+    uint64_t model_hash; /* its weights' hash (ag_weights_hash; 0: none) */
+    uint64_t follows;    /* the model_hash of the run's checkpoint before it (0: none) */
+    long best_iter;      /* the run's best evaluation so far: its iteration (-1: none) */
+    double eval;         /* the evaluation saved with it (lower is better; NaN: none) */
+    uint64_t origin;     /* a run's first checkpoint: what tells the same command started again (the
+                            hash of what the run began from); 0 in any other */
+} ag_ckpt_id;
+
+/* A program's checkpoints, for the rules below: the module reads nothing of a checkpoint
+ * itself, it asks. */
+typedef struct {
+    const char *const *files;     /* a checkpoint directory's files, NULL-terminated; files[0] holds
+                                     the weights (a ckpt-N with it makes DIR a run directory) */
+    const char *const *run_files; /* the program's own files in DIR, besides this module's (the
+                                     latest and best, metrics.csv, loss.png/gp, dynamics.*,
+                                     report.md), whose "<name>.tmp.<pid>" a kill may leave;
+                                     NULL-terminated, or NULL */
+    bool legacy;                  /* files[0] and files[1] in DIR itself: an older layout's checkpoint */
+    /* The identity of the checkpoint directory path; AG_OK only when it is whole. */
+    ag_status (*identify)(const char *path, ag_ckpt_id *id, ag_error *err);
+    /* With legacy: the run_id and iter of one older layout's file (a kill may leave one of the
+     * two); false when it is not one. */
+    bool (*file_id)(const char *path, ag_ckpt_id *id);
+} ag_ckpt_kind;
+
+/* c is a checkpoint that a save of run `run` at iteration `iter` supersedes, so that the run
+ * may remove it: the same run, and as old or older, or written after the checkpoint of
+ * model_hash `prev` (the one a save follows) but never committed. Nothing else is a run's. */
+bool ag_ckpt_superseded(const ag_ckpt_id *c, uint64_t run, long iter, uint64_t prev);
+/* The ckpt-N directories in DIR, ", "-separated in buf [n] (cut short with "..."); returns
+ * how many. */
+int ag_ckpt_list(const char *dir, char *buf, size_t n);
+/* What a killed train left in DIR, removed: ckpt-*.tmp directories, temporary files of the
+ * run's files, the checkpoints the live one supersedes (those of run `also` too: a new run's
+ * --overwrite of the old one), the older layout's files if superseded. DIR/best is found from
+ * the live checkpoint (best_iter; failing that, the lowest saved evaluation of the run's
+ * checkpoints), never from DIR/best alone: a best that lags the live one is mended, one missing
+ * or not naming it (garbage, a FIFO, a link, a directory, the wrong name) is written again, and
+ * what was wrong goes in note [nn] ("" if nothing) for a warning; the best is never removed. A
+ * best that names nothing and no best known: removed. Anything else stays, named in left [n]
+ * ("" if none) for a warning. Failures are ignored (the next run tries again). Hold DIR's lock. */
+void ag_ckpt_clean(const char *dir, const ag_ckpt_kind *k, uint64_t also, char *left, size_t n, char *note, size_t nn);
+/* The run's best checkpoint as ag_ckpt_clean finds it, its name in name [64]; what is wrong
+ * with DIR/best in why [96] ("was missing", "named ckpt-..., not the best"; "" when it names
+ * that one, or lags as a kill between the two commits leaves it). false when there is no live
+ * checkpoint or no best known. Reads only. */
+bool ag_ckpt_run_best(const char *dir, const ag_ckpt_kind *k, char *name, char *why);
+/* DIR has no latest but holds whole checkpoints: latest := the newest of them, when all are of
+ * one run (what was done in note [n], else ""); AG_ERR_ARG naming them when they are of
+ * several runs. AG_OK with note "" when there is nothing to recover. Hold DIR's lock. */
+ag_status ag_ckpt_recover(const char *dir, const ag_ckpt_kind *k, char *note, size_t n, ag_error *err);
+/* A fresh run killed at its first commit leaves a whole checkpoint and no latest: when DIR has
+ * no latest, no best and no older layout, and every checkpoint in it is whole with this origin
+ * (!= 0: the same command's run, nothing of another), they are removed, their names in gone [n];
+ * returns how many. Hold DIR's lock. */
+int ag_ckpt_drop_orphans(const char *dir, const ag_ckpt_kind *k, uint64_t origin, char *gone, size_t n);
+/* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
+ * of its ckpt-N: a run is changed only by its own train. */
+ag_status ag_ckpt_outside_runs(const char *out, const ag_ckpt_kind *k, ag_error *err);
+
 // --- training dynamics (dynamics.c) ---
 
 /* How one optimizer step moves the weights, per group of parameters (the program's: char_lm's
@@ -363,7 +433,9 @@ typedef struct {
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
  * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
- * is NaN) are a status and one line in err; the last checkpoint stays. */
+ * is NaN) are a status and one line in err; the last checkpoint stays. DIR is kept by the
+ * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
+ * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */

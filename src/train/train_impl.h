@@ -15,15 +15,24 @@ typedef struct {
     ag_rng rng;         /* the batch stream, as the next step finds it */
     double best_loss;   /* the lowest evaluation loss yet (INFINITY: none) */
     long best_step;     /*   and its step (-1: none) */
+    uint64_t run_id;    /* drawn when the run started, kept by a resume */
+    uint64_t prev_hash; /* the weights' hash of the run's last checkpoint: the next one follows it (0: none) */
+    uint64_t origin;    /* the run's start (its first weights and seed): a kill before the first
+                           commit leaves a checkpoint that the same command again removes */
 } ag__loop_state;
 
 /* DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
- * the checkpoints it replaces are removed. Its name in name [64]. */
-ag_status ag__loop_save(const char *dir, const ag_train_client *c, const ag__loop_state *st, bool is_best,
-                        char *name, ag_error *err);
-/* Removes what a killed run left in the locked DIR: temporary files, and checkpoints that
- * neither latest nor best names. */
-void ag__loop_sweep(const char *dir);
+ * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64]. */
+ag_status ag__loop_save(const char *dir, const ag_train_client *c, ag__loop_state *st, bool is_best, char *name,
+                        ag_error *err);
+/* AG_ERR_ARG when DIR lies inside another run's directory (ag_ckpt_outside_runs). */
+ag_status ag__loop_outside_runs(const char *dir, ag_error *err);
+/* The locked DIR opened for the run: with o->resume a lost latest recovered (a warning on
+ * o->log) and DIR/latest read into c->params and st; else the run's identity drawn, and a DIR
+ * that holds a run refused. Then what a killed run left is removed: temporary files, this
+ * run's superseded checkpoints, nothing else (what stays, and a best written again: a warning). */
+ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+                        ag_error *err);
 /* The weights, moments and state of DIR/latest into c->params and *st. */
 ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err);
 

@@ -39,16 +39,18 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c src/optim/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC) \
+            src/dist/dist_none.c
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
 # linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h)
-# src/dist (dist.h): the transport of data-parallel training, outside libattograd.a so that the
-# library stays free of MPI. Programs link one of the two: dist_none.o (one process: char_lm,
-# the tests, the bench) or dist_mpi.o, built with mpicc (char_lm_mpi, when mpicc is there).
+# src/dist (dist.h): the transport of data-parallel training. libattograd.a holds dist_none.o
+# (one process), so any program links without MPI; an MPI program (char_lm_mpi, reverse_mpi)
+# links dist_mpi.o, built with mpicc, before the archive: the linker then never takes
+# dist_none.o out of it (an archive member is taken only for a symbol still undefined).
 MPICC   ?= mpicc
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
@@ -128,9 +130,9 @@ $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexam
 
 # the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
-$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS)
-$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(B)/f64/src/dist/dist_none.o $(LIB64)
+$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 
 # one OpenBLAS thread in tests: results must not depend on the thread count
@@ -341,7 +343,7 @@ test-lessons:                                     ## the lessons' solutions, and
 	$(TEST_ENV) python3 tools/lesson_figures.py --solutions $(LESSONS)/exercises/build --run-rest
 
 # --- the char_lm program ---
-$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # the same program over MPI (docs/distributed.md): `mpirun -np N build/char_lm_mpi train ...`.
@@ -382,8 +384,7 @@ $(B)/f32/bench/allreduce.o: bench/allreduce.c $(HEADERS)
 	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
 $(B)/allreduce_bench: $(B)/f32/bench/allreduce.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
-$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) \
-               $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 .PHONY: test-mpi
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
@@ -406,7 +407,7 @@ run: deps                                         ## train the best GPT one minu
 # --- examples/one_step: one char_lm training step written out (lesson 13), linked with char_lm's
 # own files but its main; test-step checks it against char_lm's next iteration ---
 $(B)/f32/examples/one_step/%.o: EXTRA_CFLAGS += -Iexamples/char_lm
-$(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/reverse: a Transformer encoder reverses strings, on the library's trainer alone
@@ -459,8 +460,9 @@ PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor
                  src/optim/optim.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
 PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
-# src/train: the run machinery of any training program (the lock, whole files, loss.png)
-PUBLIC_HEADERS += src/train/train.h
+# src/train: the run machinery of any training program (the lock, whole files, loss.png), and
+# the split of a step over ranks (ddp.h) with its transport (dist.h)
+PUBLIC_HEADERS += src/train/train.h src/train/ddp.h src/dist/dist.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \

@@ -38,7 +38,7 @@
  * r = 0.98, 2.4% at r = 0.9). That happens only when the machine slowed down after the last
  * refit (after the last evaluation, or by less than REFIT_MIN); --resume finishes the schedule.
  *
- * With several ranks (ddp.h) every decision is summed over the ranks, so that all stop, and
+ * With several ranks (train/ddp.h) every decision is summed over the ranks, so that all stop, and
  * fix the same count, at the same iteration. */
 #include <math.h>
 #include "run.h"
@@ -125,7 +125,7 @@ static ag_status probe(lm_run *R, long it, bool *last, ag_error *err)
     if (s) return s;
     double now = lm_budget_now(R->o), batch = window * R->cfg.batch_size;
     double late = now + splits * batch + END_MARGIN_S > b->deadline;
-    if ((s = lm_ddp_sum(R->ctl.ddp, &late, err)) || !(late > 0)) return s;   /* all ranks end, or none */
+    if ((s = ag_ddp_sum(R->ctl.ddp, &late, err)) || !(late > 0)) return s;   /* all ranks end, or none */
     char d[32];
     lm_format_duration(d, sizeof d, R->cfg.time_budget);
     lm_log_line(R, "time budget: %s is too short for this run: one evaluation batch takes about %.3g s (a window "
@@ -150,7 +150,7 @@ ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)
     if (s) return s;
     double more = (due ? eval_time(R) : 0) + fmax(b->step_s, b->step_last) + final_time(R);
     double late = now + more > b->deadline;
-    if ((s = lm_ddp_sum(R->ctl.ddp, &late, err))) return s;   /* one rank out of time: all stop */
+    if ((s = ag_ddp_sum(R->ctl.ddp, &late, err))) return s;   /* one rank out of time: all stop */
     if (!(late > 0)) return AG_OK;
     *last = b->out_of_time = true;
     if (b->fixing)
@@ -223,8 +223,8 @@ static double available(const lm_run *R, double now, double step)
 static ag_status plan(lm_run *R, long it, double now, double step, long *n, ag_error *err)
 {
     double fit = (double)fit_count(R, it, step, eval_time(R), available(R, now, step));
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &fit, err);
-    *n = (long)floor(fit / lm_ddp_ranks(R->ctl.ddp));
+    ag_status s = ag_ddp_sum(R->ctl.ddp, &fit, err);
+    *n = (long)floor(fit / ag_ddp_ranks(R->ctl.ddp));
     return s;
 }
 
@@ -275,13 +275,13 @@ ag_status lm_budget_calibrate(lm_run *R, long it, bool *last, ag_error *err)
     bool from_ckpt = R->ctl.resumed && it == R->ctl.start && R->learn.st.has_eval;   /* not evaluated here */
     bool first = b->eval_s < 0;
     if (it % R->cfg.eval_interval == 0 && !from_ckpt) b->eval_s = now - b->t_check;
-    if (first && b->batch_s > 0 && lm_ddp_ranks(R->ctl.ddp) <= 1) room_for_a_step(R, it, now, last);
+    if (first && b->batch_s > 0 && ag_ddp_ranks(R->ctl.ddp) <= 1) room_for_a_step(R, it, now, last);
     if (*last) return AG_OK;
     b->t_steps = now;
     if (!b->fixing || it == R->ctl.start) return AG_OK;   /* nothing timed yet */
     double ready = (b->timed >= CAL_MIN_STEPS && b->timed_s >= CAL_SHARE * R->cfg.time_budget) ||
                    it > R->cfg.warmup_iters;
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &ready, err);   /* all ranks fix the count at one iteration */
+    ag_status s = ag_ddp_sum(R->ctl.ddp, &ready, err);   /* all ranks fix the count at one iteration */
     if (s || !(ready > 0)) return s;
     double step = b->timed ? b->timed_s / (double)b->timed : b->step_s;
     long n;
@@ -322,7 +322,7 @@ ag_status lm_budget_eval_late(lm_run *R, double end, bool *late, ag_error *err)
     *late = false;
     if (!R->ctl.budget.deadline) return AG_OK;
     double past = lm_budget_now(R->o) > end;
-    ag_status s = lm_ddp_sum(R->ctl.ddp, &past, err);   /* every rank ends the split at the same batch */
+    ag_status s = ag_ddp_sum(R->ctl.ddp, &past, err);   /* every rank ends the split at the same batch */
     *late = past > 0;
     return s;
 }

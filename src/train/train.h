@@ -361,4 +361,6 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
 
+#include "ddp.h"   /* the split of a step over ranks and micro-batches (ddp.c) */
+
 #endif

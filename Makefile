@@ -74,7 +74,7 @@ endif
 
 # `all` is the first rule, so a plain `make` builds it
 .PHONY: all deps test test-op check run clean help asan bench FORCE
-all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(B)/reverse $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo, build/reverse (and build/char_lm_mpi with MPI)
+all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(B)/reverse $(if $(HAVE_MPI),$(B)/char_lm_mpi $(B)/reverse_mpi) ## the library, build/char_lm, build/attention_demo, build/reverse (and their _mpi builds with MPI)
 FORCE:
 
 help:                                             ## this list
@@ -172,7 +172,7 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # (every program a job runs: built before the first job starts, in the one parallel make, not
 # inside a job while the others wait for its slot)
 TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
-            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other)
+            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
 # '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
 # quiet machine): first, then the browser's (10 s) before the suites.
@@ -389,10 +389,11 @@ $(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:
 .PHONY: test-mpi
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
 ifeq ($(HAVE_MPI),1)
-	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi $(B)/char_lm_mpi_other
+	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi $(B)/char_lm_mpi_other \
+	  $(B)/reverse $(B)/reverse_mpi
 	$(MPI_ENV) $(MPIRUN) -np 3 ./$(B)/dist_check
 	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi CHAR_LM_MPI_OTHER=./$(B)/char_lm_mpi_other \
-	  ./$(B)/test_mpi
+	  REVERSE=./$(B)/reverse REVERSE_MPI=./$(B)/reverse_mpi ./$(B)/test_mpi
 else
 	@echo "test-mpi: skipped ($(MPICC) not found; make deps installs Open MPI)"
 endif
@@ -414,6 +415,9 @@ $(B)/one_step: $(B)/f32/examples/one_step/main.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) 
 # (ag_train_run, src/train/train.h); tests/test_reverse.c runs it as a child ---
 $(B)/reverse: $(B)/f32/examples/reverse/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+# over MPI (docs/distributed.md): `mpirun -np N build/reverse_mpi train ...`, the same main.o
+$(B)/reverse_mpi: $(B)/f32/examples/reverse/main.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)

@@ -829,6 +829,10 @@ START_TEST(test_reverse_ranks_and_micro_batches)
     for (long it = 0; it < r.n; it++)
         ck_assert_msg(fabs(r.loss[it] - one.loss[it]) <= 1e-5 * one.loss[it], "step %ld: loss %.6f resumed on 2 ranks, "
                       "%.6f alone", it, r.loss[it], one.loss[it]);
+    char *best = proc_read_file(proc_path(root, "v1/best"), NULL), *best2 = proc_read_file(proc_path(root, "v21/best"), NULL);
+    ck_assert_msg(best && best2 && strcmp(best, best2) == 0, "best: %s alone, %s on 2 ranks", best, best2);
+    free(best);
+    free(best2);
     char *out = proc_read_file(proc_path(root, "v21.out"), NULL);
     ck_assert_msg(out && strstr(out, "data parallel: 2 ranks x 1 micro-batch of 32 strings"), "v21.out:\n%s", out);
     const char *done = strstr(out, "done at step 20");

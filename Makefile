@@ -39,16 +39,18 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c src/optim/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC)
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC) \
+            src/dist/dist_none.c
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
 # everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
 # linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h examples/one_step/*.h)
-# src/dist (dist.h): the transport of data-parallel training, outside libattograd.a so that the
-# library stays free of MPI. Programs link one of the two: dist_none.o (one process: char_lm,
-# the tests, the bench) or dist_mpi.o, built with mpicc (char_lm_mpi, when mpicc is there).
+# src/dist (dist.h): the transport of data-parallel training. libattograd.a holds dist_none.o
+# (one process), so any program links without MPI; an MPI program (char_lm_mpi, reverse_mpi)
+# links dist_mpi.o, built with mpicc, before the archive: the linker then never takes
+# dist_none.o out of it (an archive member is taken only for a symbol still undefined).
 MPICC   ?= mpicc
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
@@ -72,7 +74,7 @@ endif
 
 # `all` is the first rule, so a plain `make` builds it
 .PHONY: all deps test test-op check run clean help asan bench FORCE
-all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(B)/reverse $(if $(HAVE_MPI),$(B)/char_lm_mpi) ## the library, build/char_lm, build/attention_demo, build/reverse (and build/char_lm_mpi with MPI)
+all: $(LIB32) $(B)/char_lm $(B)/attention_demo $(B)/reverse $(if $(HAVE_MPI),$(B)/char_lm_mpi $(B)/reverse_mpi) ## the library, build/char_lm, build/attention_demo, build/reverse (and their _mpi builds with MPI)
 FORCE:
 
 help:                                             ## this list
@@ -128,9 +130,9 @@ $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexam
 
 # the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
-$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS)
-$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(B)/f64/src/dist/dist_none.o $(LIB64)
+$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 
 # one OpenBLAS thread in tests: results must not depend on the thread count
@@ -170,7 +172,7 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # (every program a job runs: built before the first job starts, in the one parallel make, not
 # inside a job while the others wait for its slot)
 TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
-            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other)
+            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
 # '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
 # quiet machine): first, then the browser's (10 s) before the suites.
@@ -342,7 +344,7 @@ test-lessons:                                     ## the lessons' solutions, and
 	$(TEST_ENV) python3 tools/lesson_figures.py --solutions $(LESSONS)/exercises/build --run-rest
 
 # --- the char_lm program ---
-$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/char_lm: $(LM_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # the same program over MPI (docs/distributed.md): `mpirun -np N build/char_lm_mpi train ...`.
@@ -394,16 +396,16 @@ $(B)/f32/bench/allreduce.o: bench/allreduce.c $(HEADERS)
 	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
 $(B)/allreduce_bench: $(B)/f32/bench/allreduce.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
-$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) \
-               $(B)/f32/src/dist/dist_none.o $(LIB32)
+$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 .PHONY: test-mpi
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
 ifeq ($(HAVE_MPI),1)
-	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi $(B)/char_lm_mpi_other
+	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi $(B)/char_lm_mpi_other \
+	  $(B)/reverse $(B)/reverse_mpi
 	$(MPI_ENV) $(MPIRUN) -np 3 ./$(B)/dist_check
 	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi CHAR_LM_MPI_OTHER=./$(B)/char_lm_mpi_other \
-	  ./$(B)/test_mpi
+	  REVERSE=./$(B)/reverse REVERSE_MPI=./$(B)/reverse_mpi ./$(B)/test_mpi
 else
 	@echo "test-mpi: skipped ($(MPICC) not found; make deps installs Open MPI)"
 endif
@@ -425,6 +427,9 @@ $(B)/one_step: $(B)/f32/examples/one_step/main.o $(B)/f32/examples/one_step/load
 # (ag_train_run, src/train/train.h); tests/test_reverse.c runs it as a child ---
 $(B)/reverse: $(B)/f32/examples/reverse/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+# over MPI (docs/distributed.md): `mpirun -np N build/reverse_mpi train ...`, the same main.o
+$(B)/reverse_mpi: $(B)/f32/examples/reverse/main.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
@@ -471,8 +476,9 @@ PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor
                  src/optim/optim.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
 PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
-# src/train: the run machinery of any training program (the lock, whole files, loss.png)
-PUBLIC_HEADERS += src/train/train.h src/train/budget.h
+# src/train: the run machinery of any training program (the lock, whole files, loss.png, the
+# time budget), and the split of a step over ranks (ddp.h) with its transport (dist.h)
+PUBLIC_HEADERS += src/train/train.h src/train/budget.h src/train/ddp.h src/dist/dist.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \

@@ -8,11 +8,13 @@
  *   optim/   SGD, Adam, AdamW, the learning-rate schedule, gradient clipping
  *   check/   ag_gradcheck: a central-difference check of any op's or layer's backward
  *   train/   the run machinery of any training program: the run directory's lock, files replaced
- *            whole, fault points, loss.png by gnuplot (train.h)
+ *            whole, fault points, loss.png by gnuplot (train.h); the split of a step over ranks
+ *            and micro-batches (ddp.h)
  *
  * Dependencies point one way: nn, optim -> params -> tensor; io, check -> tensor;
- * programs -> all. (src/dist, the transport of data-parallel training, is not in here: a
- * program includes dist/dist.h and links one of its two implementations.) */
+ * programs -> all. (src/dist, the transport of data-parallel training, comes with train/ddp.h:
+ * the library holds the one-process one, dist_none.c; an MPI program links dist_mpi.o before
+ * the library, dist/dist.h says how.) */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 

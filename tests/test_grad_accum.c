@@ -1,4 +1,4 @@
-/* test_grad_accum.c -- --grad-accum K in one process (examples/char_lm/ddp.h): each step runs
+/* test_grad_accum.c -- --grad-accum K in one process (src/train/ddp.h): each step runs
  * as K micro-batches of batch_size/K windows whose gradients add up to the whole batch's, so
  * the run is the same whatever K: the losses step for step and the final weights agree to
  * rounding (1e-5 in float, 1e-10 in double, where only the order of the sums differs). Also

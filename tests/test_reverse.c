@@ -11,8 +11,8 @@
  *            random instant) resumes with --resume and ends at the same step with exactly the
  *            weights and optimizer state of a run that was never killed.
  *   signal   SIGTERM ends a run with a checkpoint and exit 143; a --time-budget ends in time.
- *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume: one
- *            line and a non-zero exit.
+ *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume, a
+ *            --grad-accum that does not divide the batch: one line and a non-zero exit.
  *   run dir  the library's rules for a run directory (ckpt_keep.c), which the trainer gives any
  *            program: a latest deleted by hand is found again by --resume, which says so; a
  *            run removes its own superseded checkpoints and nothing else (another run's
@@ -335,6 +335,8 @@ START_TEST(bad_inputs)
         {A("train", "--out", "x", "--steps"), 2, "(it needs a value)"},
         {A("eval", "--out", "none"), 1, "cannot open"},
         {A("train", "--out", "x", "--resume"), 1, "has no checkpoint to resume"},
+        {A("train", "--out", "x", "--grad-accum", "3"), 1, "64 strings is not a multiple of 1 rank x --grad-accum 3"},
+        {A("train", "--out", "x", "--grad-accum", "0"), 2, "bad argument '--grad-accum'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         proc_result r;

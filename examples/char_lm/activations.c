@@ -17,7 +17,7 @@
  *   score_min_L<l>, score_max_L<l>
  *                   the attention scores q.k / sqrt(D) over the keys a query may see. A wide
  *                   range makes softmax nearly one-hot, and its gradient vanishes (lesson 2).
- * Rank 0 alone writes (ddp.h). Without the flag nothing here runs. */
+ * Rank 0 alone writes (train/ddp.h). Without the flag nothing here runs. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,7 +140,7 @@ static ag_status start(lm_run *R, ag_error *err)
     }
     a->r = (act_reader){ .L = L, .rms = d, .sum = d + L, .sumsq = d + 2 * L, .lo = d + 3 * L, .hi = d + 4 * L,
                          .n = z, .dead = z + L };
-    return lm_ddp_writer(R->ctl.ddp) ? lm_log_open_csv(R, "activations.csv", put_header, &a->csv, err) : AG_OK;
+    return ag_ddp_writer(R->ctl.ddp) ? lm_log_open_csv(R, "activations.csv", put_header, &a->csv, err) : AG_OK;
 }
 
 /* One forward pass of the statistics' batch for iteration it, its tape read into r. */

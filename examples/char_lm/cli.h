@@ -16,7 +16,6 @@
 
 #include <stdbool.h>
 #include "config.h"
-#include "ddp.h"
 #include "train.h"
 
 #define LM_DIST_TIMEOUT_S 60   /* --dist-timeout's default (docs/distributed.md) */
@@ -47,7 +46,7 @@ typedef struct {
     bool overwrite;            /* --overwrite: a new run over an existing checkpoint */
     int threads;               /* --threads, 0: the default (min(2, cores)) */
     int shards;                /* --shards N, each step's windows over N threads; 0: the default */
-    int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (ddp.h) */
+    int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (train/ddp.h) */
     double dist_timeout;       /* --dist-timeout: seconds a rank waits for the others (0: no limit) */
     lm_progress progress;      /* --progress auto (default), lines or tty (train.h) */
     int checkpoint_signal;     /* --checkpoint-signal: a signal that, as SIGUSR1 always does, stops

@@ -13,7 +13,7 @@
  * measures and writes the rows (train/train.h: ag_dynamics_log, the weights copied at a log
  * step before the update, lm_dynamics_watch, and compared after it, lm_dynamics_record) and
  * draws the picture (ag_plot_dynamics); when is char_lm's. Other steps cost one test. Rank 0
- * alone writes (ddp.h). */
+ * alone writes (train/ddp.h). */
 #include "run.h"
 
 ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_error *err)
@@ -21,7 +21,7 @@ ag_status lm_dynamics_watch(lm_run *R, long it, double norm, double gscale, ag_e
     if (!R->cfg.log_dynamics || !lm_log_due(R, it)) return AG_OK;
     const ag_params *P = R->learn.m.g->params;
     if (!R->rep.dyn) {   /* the measure and the file, at the first log step of the run */
-        R->rep.dyn = ag_dynamics_log_open(P, R->o->out_dir, lm_ddp_writer(R->ctl.ddp),
+        R->rep.dyn = ag_dynamics_log_open(P, R->o->out_dir, ag_ddp_writer(R->ctl.ddp),
                                           R->ctl.resumed ? R->ctl.start : -1, err);
         if (!R->rep.dyn) return err->status;
     }

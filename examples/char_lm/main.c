@@ -330,7 +330,7 @@ static void report_lr_find(const char *dir)
     if (s == AG_OK) printf("picture: %s/lr_find.png (data: lr_find.csv)\n", dir);
 }
 
-/* Under mpirun with several ranks (build/char_lm_mpi, ddp.h) rank 0 speaks for the job: the
+/* Under mpirun with several ranks (build/char_lm_mpi, train/ddp.h) rank 0 speaks for the job: the
  * others get no log and no plots, and their trace goes to *quiet (/dev/null). */
 static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
 {

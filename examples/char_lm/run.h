@@ -10,7 +10,7 @@
  *   train_agree.c  several ranks: before they start, that they hold the same run
  *   dynamics.c     --log-dynamics: gradient norms and update ratios per layer, DIR/dynamics.csv
  *   train_budget.c --time-budget: the run's view of the library's budget (train/budget.h)
- *   checkpoint.h   the checkpoint files; ddp.h the ranks and micro-batches; train/train.h the lock;
+ *   checkpoint.h   the checkpoint files; train/ddp.h the ranks and micro-batches; train/train.h the lock;
  *                  batch.h the batches and the dropout seed of a step
  *
  * Internal to lm_train: nothing outside these files includes it. */
@@ -21,7 +21,6 @@
 #include <sys/types.h>
 #include "batch.h"
 #include "checkpoint.h"
-#include "ddp.h"
 #include "train/train.h"
 #include "train.h"
 
@@ -57,7 +56,7 @@ typedef struct {
     ag_thread_tuner threads; /* the default --threads: 2, or 1 while that is faster (speed.h) */
 } lm_learner;
 
-/* What the run reports (rank 0 alone writes files: ddp.h). */
+/* What the run reports (rank 0 alone writes files: train/ddp.h). */
 typedef struct {
     FILE *metrics;           /* DIR/metrics.csv, or NULL (a rank other than 0, or not open yet) */
     char train_col[32], val_col[32];   /* this row's evaluation columns ("" between evaluations) */
@@ -80,7 +79,7 @@ typedef struct {
     long saved_at;           /* the iteration of the checkpoint on disk, or -1 */
     uint64_t replaces;       /* --overwrite: the run whose checkpoints go once ours is committed (0: none) */
     ag_lock lock;            /* on out_dir, for the whole run (train/train.h) */
-    lm_ddp *ddp;             /* several ranks or micro-batches per step (ddp.h); NULL: neither */
+    ag_ddp *ddp;             /* several ranks or micro-batches per step (train/ddp.h); NULL: neither */
     ag_budget budget;        /* --time-budget (train_budget.c, train/budget.h) */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
     bool shared;             /* the error is every rank's alike (rank 0's, shared, or the
@@ -99,12 +98,12 @@ typedef struct {
 // --- train.c: batches (batch.h), signals, checkpoints ---
 
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
- * the last step's reduction, so that all stop at the same iteration (ddp.h). 0: none. */
+ * the last step's reduction, so that all stop at the same iteration (train/ddp.h). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
 /* A stop signal came to this process, for the checks inside the setup. With several ranks
  * those wait for the first step's reduction, where the ranks agree (lm_run_stop_requested), so
  * that no rank leaves a collective the others are in (an evaluation agrees every round of
- * batches: lm_ddp_agree_stop). */
+ * batches: ag_ddp_agree_stop). */
 bool lm_run_signal_seen(const lm_run *R);
 /* The checkpoint of the run before iteration it, with the evaluation done there (eval: its
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
@@ -126,7 +125,7 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err);
  * in why) while the others waited; every rank gets that outcome (a failure becomes every
  * rank's, ctl.shared) and the checkpoint's config, vocabulary, iteration and train state, so
  * that no other rank reads the run directory (its weights and moments follow in
- * lm_ddp_share_start). Alone: mine, as it is. */
+ * ag_ddp_share_start). Alone: mine, as it is. */
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
 /* Several ranks: each rank's own setup (its text, the config's checks, the model) went as mine
  * (its message in why); every rank gets every outcome, and a failure anywhere is every rank's

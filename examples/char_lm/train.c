@@ -6,7 +6,7 @@
  * behind one named call each, in the files run.h lists: the setup (train_setup.c), the
  * evaluation (train_eval.c), the log and metrics.csv (train_log.c), the checkpoint
  * (lm_run_checkpoint, checkpoint.h), the signals (lm_run_stop_requested), the lock (train/train.h,
- * taken in the setup) and the ranks' reduction (lm_ddp_reduce, ddp.h).
+ * taken in the setup) and the ranks' reduction (ag_ddp_reduce, train/ddp.h).
  *
  * Shapes use MODEL.md's letters: B windows per step, T = block_size, V the vocabulary; with
  * several ranks or --grad-accum a micro-batch has b = B / (ranks x K) windows. */
@@ -50,7 +50,7 @@ static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *
 
 /* The micro-batch's forward and backward, its windows split over the workers of the pass
  * (ag_gpt_shards_pass, nn.h; one shard: ag_gpt_forward, then ag_backward_from): dW += its
- * gradient times mb->dloss, *loss += its mean loss. A failure, or a loss that is NaN or Inf,
+ * gradient times mb->dloss, *loss += its mean loss times mb->dloss. A failure, or a loss that is NaN or Inf,
  * comes back worded for the run (loss_failed). */
 static ag_status pass(lm_run *R, long it, const ag_micro *mb, const ag_forward_opts *fo, double *loss, ag_error *err)
 {
@@ -58,7 +58,7 @@ static ag_status pass(lm_run *R, long it, const ag_micro *mb, const ag_forward_o
     double l = 0;
     ag_status s = ag_gpt_shards_pass(R->learn.shards, R->data.x, R->data.y, mb->b, R->cfg.model.block_size, fo,
                                      mb->dloss, &l, &why);
-    *loss += l;
+    *loss += (double)mb->dloss * l;   /* its share of the step's loss (train/ddp.h) */
     return loss_failed(R, it, s, s ? why.msg : NULL, s == AG_OK || s == AG_ERR_NONFINITE, s ? 0 : l, err);
 }
 
@@ -123,21 +123,21 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
     lm_draw_windows(D->off, B, D->n_train, T, c->overfit_batch ? &fixed : &L->st.rng);   // off [B]
 
-    // forward, loss, backward: this rank's K micro-batches (ddp.h: several ranks, --grad-accum;
+    // forward, loss, backward: this rank's K micro-batches (train/ddp.h: several ranks, --grad-accum;
     // alone, one of all B windows), each one's windows split over the workers (nn.h: shards),
     // each adding its share to dW; dropout masks from --seed's stream "dropout" at it (run.h)
     uint64_t drop = lm_dropout_seed(c->seed, it);
     ag_params_zero_grad(P);                                                   // dW = 0
     double loss = 0;
     ag_micro mb;
-    for (int j = 0; lm_ddp_micro(R->ctl.ddp, j, B, drop, &mb); j++) {
+    for (int j = 0; ag_ddp_micro(R->ctl.ddp, j, B, drop, &mb); j++) {
         lm_fill_windows(D->x, D->y, D->text.ids, D->off + mb.first, mb.b, T); // x, y [b,T] token ids
         ag_ctx_reset(L->ctx);                                                 // the last pass's tape goes
         const ag_forward_opts fo = { .train = true, .seed = mb.seed, .composed_attention = c->detect_anomaly };
         ag_status s = pass(R, it, &mb, &fo, &loss, err);   // logits [b,T,V]; loss += l; dW += dloss dl/dW
         if (s) return s;
     }
-    ag_status s = lm_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
+    ag_status s = ag_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
     if (s) return s;
 
     // the gradient clip: the factor that brings the global norm of dW down to --grad-clip
@@ -158,7 +158,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
 
 int lm_run_stop_requested(const lm_run *R)
 {
-    if (lm_ddp_ranks(R->ctl.ddp) > 1) return lm_ddp_stop(R->ctl.ddp);
+    if (ag_ddp_ranks(R->ctl.ddp) > 1) return ag_ddp_stop(R->ctl.ddp);
     return R->o->stop ? *R->o->stop : 0;
 }
 
@@ -178,7 +178,7 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
         st->eval_val = eval[1];
     }
     ag_status s = lm_log_flush(R, err);   /* metrics.csv's rows up to it first */
-    bool writer = lm_ddp_writer(R->ctl.ddp);
+    bool writer = ag_ddp_writer(R->ctl.ddp);
     if (s == AG_OK && writer) s = lm_run_save(R, err);   /* into the locked directory (train_setup.c) */
     if (s) return s;
     R->ctl.saved_at = it;
@@ -196,7 +196,7 @@ void lm_run_kept(const lm_run *R, char *buf, size_t n)
     const char *dir = R->o->out_dir;
     char latest[64], best[64];
     ag_error ignored = {0};
-    if (!lm_ddp_writer(R->ctl.ddp)) {   /* rank 0 holds the directory */
+    if (!ag_ddp_writer(R->ctl.ddp)) {   /* rank 0 holds the directory */
         snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
         return;
     }

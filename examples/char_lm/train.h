@@ -67,7 +67,6 @@
 #include <stdio.h>
 #include "attograd.h"
 #include "config.h"
-#include "ddp.h"
 
 /* How the progress line is written (--progress): auto, redrawn in place ("\r ESC[K") when the
  * log is a terminal and the run is one process, else a line every log_every steps (under mpirun
@@ -109,7 +108,7 @@ typedef struct {
     /* Called before each evaluation batch (NULL: none): a test's simulated clock advances by an
      * evaluation batch's time, so that evaluations cost time too. */
     void (*before_batch)(void *user);
-    /* Data parallelism (ddp.h): the job of ranks this process is one of (NULL: alone), and
+    /* Data parallelism (train/ddp.h): the job of ranks this process is one of (NULL: alone), and
      * --grad-accum (0 or 1: one micro-batch per step). Every rank calls lm_train
      * with the same options; rank 0 alone writes the checkpoints, metrics.csv and the plots, and
      * should be the only one given a log. */

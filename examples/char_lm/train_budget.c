@@ -15,7 +15,7 @@ double lm_budget_now(const lm_train_opts *o)
     return o->clock ? o->clock(o->hook_user) : ag_now_s();
 }
 
-static ag_status ranks_sum(void *ddp, double *v, ag_error *err) { return lm_ddp_sum(ddp, v, err); }
+static ag_status ranks_sum(void *ddp, double *v, ag_error *err) { return ag_ddp_sum(ddp, v, err); }
 static void log_line(void *R, const char *line) { lm_log_line(R, "%s", line); }
 
 /* The budget, with what it reads of the run as it stands now (no loss.png after a failed one). */
@@ -45,7 +45,7 @@ void lm_budget_start(lm_run *R)
     b->clock_user = R->o->hook_user;
     b->sum = ranks_sum;
     b->sum_user = R->ctl.ddp;
-    b->ranks = lm_ddp_ranks(R->ctl.ddp);
+    b->ranks = ag_ddp_ranks(R->ctl.ddp);
     b->say = log_line;
     b->say_user = R;
     lm_format_duration(b->as_said, sizeof b->as_said, c->time_budget);

@@ -15,7 +15,7 @@
 static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double end, double *out, long *done,
                           ag_error *err)
 {
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size, ranks = lm_ddp_ranks(R->ctl.ddp);
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, ranks = ag_ddp_ranks(R->ctl.ddp);
     lm_data *D = &R->data;
     ag_ctx *ctx = R->learn.ctx;
     double sum = 0;
@@ -24,13 +24,13 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
     long k, want = ag_budget_eval_batches(&R->ctl.budget);
     ag_ctx_set_grad(ctx, false);
     for (k = 0; k < want; k++) {
-        if (k % ranks == 0 && (s = lm_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
+        if (k % ranks == 0 && (s = ag_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
         if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
         if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(&R->ctl.budget, end, &late, err)) || late)) break;
         double t0 = lm_budget_now(R->o);
         if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
         lm_draw_windows(D->off, B, n, T, rng);
-        if (!lm_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (ddp.h) */
+        if (!ag_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (train/ddp.h) */
         lm_fill_windows(D->x, D->y, ids, D->off, B, T);                          // x, y [B,T]
         ag_ctx_reset(ctx);
         ag_tensor *loss = NULL;
@@ -46,7 +46,7 @@ static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, doub
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);
-    if (s == AG_OK) s = lm_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
+    if (s == AG_OK) s = ag_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
     *done = k;
     *out = k > 0 ? sum / (double)k : NAN;
     return s;
@@ -123,7 +123,7 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, 
         *vl = st->eval_val;
         return AG_OK;
     }
-    ag_status s = lm_ddp_check_weights(R->ctl.ddp, it, err);   /* the ranks still agree */
+    ag_status s = ag_ddp_check_weights(R->ctl.ddp, it, err);   /* the ranks still agree */
     if (s) return s;
     ag_rng rng;
     ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_EVAL ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));

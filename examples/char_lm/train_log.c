@@ -2,7 +2,7 @@
  * line, a line per evaluation, the end), DIR/metrics.csv (one row per step, written through at
  * once, so a full disk stops the run at the first row it refuses) and the plots, loss.png and
  * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, plot.h). Rank 0 alone
- * writes files (ddp.h); the others have no metrics file and no log. */
+ * writes files (train/ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -75,7 +75,7 @@ static ag_status put_row(lm_run *R, ag_error *err, const char *fmt, ...) __attri
 
 static ag_status put_row(lm_run *R, ag_error *err, const char *fmt, ...)
 {
-    if (!R->rep.metrics) return AG_OK;   /* a rank other than 0 (ddp.h) */
+    if (!R->rep.metrics) return AG_OK;   /* a rank other than 0 (train/ddp.h) */
     va_list ap;
     va_start(ap, fmt);
     int w = vfprintf(R->rep.metrics, fmt, ap);
@@ -258,7 +258,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     if (!f) return;
     char el[32];
     lm_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
-    lm_ddp_log_summary(R->ctl.ddp, f);
+    ag_ddp_log_summary(R->ctl.ddp, f);
     if (r->interrupted)
         fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)%s\n", r->iter, el,
                 R->o->out_dir, r->stop_signal == SIGUSR1 ? "; a checkpoint signal: exit 75, to be requeued" : "");

@@ -268,18 +268,19 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     return make_shards(R, ctx, err);
 }
 
-/* Several ranks or micro-batches per step (ddp.h): that the ranks hold the same run, the split,
+/* Several ranks or micro-batches per step (train/ddp.h): that the ranks hold the same run, the split,
  * checked against --batch-size, and rank 0's weights on every rank. Only rank 0 draws plots. */
 static ag_status start_ddp(lm_run *R, ag_error *err)
 {
     ag_status s = lm_run_agree(R, err);   /* first: the ranks hold the same run (train_agree.c) */
     if (s) return s;
     const lm_config *c = &R->cfg;
-    const lm_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .batch_size = c->batch_size,
-                            .params = R->learn.m.g->params, .stop = R->o->stop };
-    s = lm_ddp_new(&R->ctl.ddp, &d, err);
-    if (!lm_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
-    return s ? s : lm_ddp_share_start(R->ctl.ddp, err);
+    const ag_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .batch_size = c->batch_size,
+                            .params = R->learn.m.g->params, .stop = R->o->stop, .batch_flag = "--batch-size",
+                            .unit = "windows" };
+    s = ag_ddp_new(&R->ctl.ddp, &d, err);
+    if (!ag_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
+    return s ? s : ag_ddp_share_start(R->ctl.ddp, err);
 }
 
 /* The lock on --out, before anything there is read (a --resume) or written. A directory that
@@ -375,7 +376,7 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
 static void tidy(lm_run *R, uint64_t also)
 {
     char left[1024], msg[1200], note[PATHLEN + 1200];
-    if (!lm_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (ddp.h) */
+    if (!ag_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (train/ddp.h) */
     ag_ckpt_clean(R->o->out_dir, &lm_ckpt_kind, also, left, sizeof left, note, sizeof note);
     if (note[0]) lm_log_warn(R, note);   /* DIR/best written again from the train state */
     if (!left[0]) return;
@@ -454,7 +455,7 @@ static ag_status replace_run(lm_run *R, ag_error *err)
 ag_status lm_run_open_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    if (!lm_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (ddp.h) */
+    if (!ag_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (train/ddp.h) */
     ag_status s = mkdir_p(o->out_dir, err);
     if (s == AG_OK) s = ag_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
@@ -522,7 +523,7 @@ void lm_run_free(lm_run *R)
     free(rep->stats);
     ag_gpt_shards_free(R->learn.shards);
     ag_ctx_free(R->learn.ctx);
-    lm_ddp_free(R->ctl.ddp);
+    ag_ddp_free(R->ctl.ddp);
     ag_corpus_free(&R->data.text);
     lm_model_free(&R->learn.m);
     ag_lock_drop(&R->ctl.lock);

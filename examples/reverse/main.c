@@ -2,12 +2,15 @@
  * learns to reverse a string of 1 to N = 12 letters a-z. The strings of a batch have different
  * lengths, so they are padded to N: the attention's key-padding mask keeps every letter from
  * looking at padding, and the loss ignores the padded positions (ag_cross_entropy_ignore). The run itself
- * (checkpoints, --resume, --time-budget, signals, metrics.csv, loss.png) is ag_train_run's
- * (src/train/train.h); this file is the task, the model and the command line.
+ * (checkpoints, --resume, --time-budget, signals, metrics.csv, loss.png, MPI ranks and
+ * micro-batches) is ag_train_run's (src/train/train.h); this file is the task, the model and
+ * the command line.
  *
  *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] [--every N]
  *                       [--log-dynamics]   per layer: gradient norms, update/weight ratios
+ *                       [--grad-accum K]   each step's 64 strings as K micro-batches
  *   build/reverse eval --out DIR       exact-match accuracy on held-out strings
+ *   mpirun -np N build/reverse_mpi train ...   the same run, each step's strings over N ranks
  *
  * The padded slots hold random letters, not a padding token: a batch buffer holds whatever was
  * there before, and so nothing but the mask tells the model where a string ends. Without the
@@ -99,14 +102,15 @@ static ag_status model_init(reverser *R, uint64_t seed, ag_error *err)
     return AG_OK;
 }
 
-/* b's strings -> logits [n,N,V], each letter attending to the letters of its string only. */
-static ag_tensor *forward(const reverser *R, ag_ctx *ctx, const batch *b)
+/* b's strings [first, first + n) -> logits [n,N,V], each letter attending to the letters of
+ * its string only. */
+static ag_tensor *forward(const reverser *R, ag_ctx *ctx, const batch *b, int first, int n)
 {
-    ag_tensor *kp = ag_tensor_new2(ctx, b->n, N);                                   // [n,N]
+    ag_tensor *kp = ag_tensor_new2(ctx, n, N);                                      // [n,N]
     if (!kp) return NULL;
-    memcpy(kp->data, b->real, sizeof(ag_real) * (size_t)b->n * N);
+    memcpy(kp->data, b->real + first * N, sizeof(ag_real) * (size_t)n * N);
     const ag_forward_opts fo = {.key_padding = kp};
-    ag_tensor *h = ag_embedding_layer_forward(ctx, &R->tok, b->x, b->n, N);        // [n,N,C]
+    ag_tensor *h = ag_embedding_layer_forward(ctx, &R->tok, b->x + first * N, n, N); // [n,N,C]
     h = ag_add(ctx, h, R->pos);                                                     // [n,N,C] + [N,C]
     for (int l = 0; l < LAYERS; l++) h = ag_block_forward(ctx, &R->blocks[l], h, NULL, 0, &fo);   // [n,N,C]
     h = ag_layernorm_layer_forward(ctx, &R->ln_f, h);                               // [n,N,C]
@@ -118,13 +122,31 @@ static ag_status ctx_failed(ag_ctx *ctx, ag_error *err)
     return ag_seterr(err, ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_NOMEM, "%s", ag_ctx_error(ctx));
 }
 
-// --- the trainer's client: a batch's loss, the held-out evaluation ---
+// --- the trainer's client: a batch, a micro-batch's loss, the held-out evaluation ---
 
-static ag_status train_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err)
+/* The letters (targets not ignored) of b's strings [first, first + n). */
+static int letters(const batch *b, int first, int n)
+{
+    int k = 0;
+    for (int i = first * N; i < (first + n) * N; i++) k += b->y[i] != IGNORE;
+    return k;
+}
+
+static ag_status train_draw(void *user, ag_rng *rng, ag_error *err)
+{
+    (void)err;
+    draw(&((reverser *)user)->b, TRAIN_B, rng, false);   /* the whole batch, on every rank */
+    return AG_OK;
+}
+
+/* Micro-batch mb's loss per letter, weighed by its share of the batch's letters: the weighed
+ * shares add up to the batch's loss per letter, as one process computes it (train.h). */
+static ag_status train_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
 {
     reverser *R = user;
-    draw(&R->b, TRAIN_B, rng, false);
-    *loss = ag_cross_entropy_ignore(ctx, forward(R, ctx, &R->b), R->b.y, IGNORE);   // [1]
+    mb->dloss = (ag_real)((double)letters(&R->b, mb->first, mb->b) / letters(&R->b, 0, TRAIN_B));
+    ag_tensor *logits = forward(R, ctx, &R->b, mb->first, mb->b);                    // [b,N,V]
+    *loss = ag_cross_entropy_ignore(ctx, logits, R->b.y + mb->first * N, IGNORE);    // [1]
     return *loss ? AG_OK : ctx_failed(ctx, err);
 }
 
@@ -137,15 +159,15 @@ static int guess(const ag_tensor *logits, int i, int t)
     return best;
 }
 
-/* Strings of b whose every letter logits [n,N,V] gets right, and letters right in *letters. */
-static int exact(const ag_tensor *logits, const batch *b, long *letters)
+/* Strings of b whose every letter logits [n,N,V] gets right, and letters right in *hits. */
+static int exact(const ag_tensor *logits, const batch *b, long *hits)
 {
     int right = 0;
     for (int i = 0; i < b->n; i++) {
         bool all = true;
         for (int t = 0; t < N && b->y[i * N + t] != IGNORE; t++) {
             int best = guess(logits, i, t);
-            *letters += best == b->y[i * N + t];
+            *hits += best == b->y[i * N + t];
             all = all && best == b->y[i * N + t];
         }
         right += all;
@@ -159,21 +181,21 @@ static ag_status held_out_eval(reverser *R, ag_ctx *ctx, double *val, double *sc
 {
     ag_rng rng;
     ag_rng_seed(&rng, 0x48454c44ull);   /* "HELD" */
-    long right = 0, letters = 0, total = 0;
+    long right = 0, right_letters = 0, total = 0;
     double loss = 0;
     for (int k = 0; k < R->eval_batches; k++) {
         ag_ctx_reset(ctx);
         draw(&R->b, EVAL_B, &rng, true);
-        ag_tensor *logits = forward(R, ctx, &R->b);
+        ag_tensor *logits = forward(R, ctx, &R->b, 0, EVAL_B);                      // [n,N,V]
         ag_tensor *l = ag_cross_entropy_ignore(ctx, logits, R->b.y, IGNORE);   // [1]
         if (!l) return ctx_failed(ctx, err);
         loss += (double)l->data[0];
-        right += exact(logits, &R->b, &letters);
-        for (int i = 0; i < EVAL_B * N; i++) total += R->b.y[i] != IGNORE;
+        right += exact(logits, &R->b, &right_letters);
+        total += letters(&R->b, 0, EVAL_B);
     }
     *val = loss / R->eval_batches;
     *score = (double)right / (R->eval_batches * EVAL_B);
-    *per_letter = (double)letters / (double)total;
+    *per_letter = (double)right_letters / (double)total;
     return AG_OK;
 }
 
@@ -194,7 +216,7 @@ static ag_status sample(void *user, ag_ctx *ctx, char **text, ag_error *err)
     for (int i = 0; i < 4; i++)
         do draw_one(&R->b, i, &rng, true);
         while (!R->b.real[i * N + 4]);
-    ag_tensor *logits = forward(R, ctx, &R->b);                                     // [4,N,V]
+    ag_tensor *logits = forward(R, ctx, &R->b, 0, 4);                               // [4,N,V]
     if (!logits) return ctx_failed(ctx, err);
     char *s = *text = malloc(4 * (2 * N + 16));
     if (!s) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
@@ -223,12 +245,13 @@ typedef struct {
     uint64_t seed;
     long every;   /* evaluate and checkpoint every this many steps */
     bool dynamics;  /* --log-dynamics: DIR/dynamics.csv every 10 steps, dynamics.png */
+    int grad_accum; /* --grad-accum K: micro-batches per step (and rank) */
 } cli;
 
 static int usage(const char *why)
 {
     fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] "
-            "[--every N] [--log-dynamics]\n"
+            "[--every N] [--log-dynamics] [--grad-accum K]\n"
             "       reverse eval --out DIR\n", why);
     return 2;
 }
@@ -257,6 +280,8 @@ static int parse(int argc, char **argv, cli *c)
         else if (!strcmp(a, "--time-budget") && c->train && number(v, 1e-3, 1e9, &d)) c->budget = d, i++;
         else if (!strcmp(a, "--every") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->every = (long)d, i++;
         else if (!strcmp(a, "--seed") && c->train && number(v, 0, 1e15, &d) && d == floor(d)) c->seed = (uint64_t)d, i++;
+        else if (!strcmp(a, "--grad-accum") && c->train && number(v, 1, TRAIN_B, &d) && d == floor(d))
+            c->grad_accum = (int)d, i++;
         else {
             char why[300];
             snprintf(why, sizeof why, "bad argument '%.200s'%s", a, v || a[0] != '-' ? "" : " (it needs a value)");
@@ -270,7 +295,7 @@ static int parse(int argc, char **argv, cli *c)
 #define AG_COMMIT NULL   /* the Makefile gives the commit it was built at */
 #endif
 
-static int train(reverser *R, const cli *c, ag_error *err)
+static int train(reverser *R, const cli *c, ag_dist *dist, ag_error *err)
 {
     char config[256], floor[64];   /* the report card's config (DIR/report.md); loss.png's floor */
     snprintf(floor, sizeof floor, "ln V = ln %d: every letter equally likely", V);
@@ -279,19 +304,20 @@ static int train(reverser *R, const cli *c, ag_error *err)
     snprintf(config, sizeof config, "task = reverse 1 to %d letters a-z\nvocab = %d\nd_model = %d\nn_head = %d\n"
              "n_layer = %d\nbatch = %d\nheld_out = %d strings\nseed = %llu", N, V, C, H, LAYERS, TRAIN_B,
              R->eval_batches * EVAL_B, (unsigned long long)c->seed);
-    const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .loss = train_loss,
-                                    .evaluate = evaluate, .score_name = "exact match", .config = config,
+    const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .batch = TRAIN_B,
+                                    .draw = train_draw, .loss = train_loss, .evaluate = evaluate, .score_name = "exact match", .config = config,
                                     .unit = "strings", .units_per_step = TRAIN_B, .commit = AG_COMMIT, .plot = &plot,
                                     .sample = sample};
     const ag_train_opts o = {.out_dir = c->out, .steps = c->steps, .resume = c->resume, .time_budget_s = c->budget,
                              .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
                              .sched = {.lr = 3e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
                              .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout,
-                             .log_dynamics = c->dynamics ? 10 : 0,
+                             .log_dynamics = c->dynamics ? 10 : 0, .dist = dist, .grad_accum = c->grad_accum,
                              .threads = 1};   /* a model this small: one thread is as fast, and shares the machine */
     ag_train_result r;
     if (ag_train_run(&client, &o, &r, err)) return 1;
-    printf("%s at step %ld (%s/%s) in %.1f s: held-out exact match %.4f\n", r.stop_signal ? "stopped" :
+    if (ag_dist_rank(dist) == 0)   /* rank 0 speaks for the job */
+        printf("%s at step %ld (%s/%s) in %.1f s: held-out exact match %.4f\n", r.stop_signal ? "stopped" :
            r.out_of_time ? "out of time" : "done", r.step, c->out, r.ckpt, r.wall_s, r.score);
     return r.stop_signal ? 128 + r.stop_signal : 0;
 }
@@ -323,9 +349,14 @@ int main(int argc, char **argv)
     if (rc) return rc;
     reverser R = {.eval_batches = 2};
     ag_error err = {0};
-    if (model_init(&R, c.seed, &err) == AG_OK) rc = c.train ? train(&R, &c, &err) : eval(&R, &c, &err);
+    ag_dist *dist = NULL;   /* under mpirun, build/reverse_mpi's rank of the job (dist.h); else alone */
+    if (c.train && ag_dist_init(&dist, 60, &err)) rc = 1;
+    else if (model_init(&R, c.seed, &err) == AG_OK) rc = c.train ? train(&R, &c, dist, &err) : eval(&R, &c, &err);
     else rc = 1;
-    if (err.status) fprintf(stderr, "reverse: %s\n", err.msg);
+    int rank = ag_dist_rank(dist);   /* rank 0 says what every rank met alike (a bad input) */
+    if (err.status && rank == 0) fprintf(stderr, "reverse: %s\n", err.msg);
+    else if (err.status && err.status != AG_ERR_ARG) fprintf(stderr, "reverse: rank %d: %s\n", rank, err.msg);
     ag_params_free(R.P);
+    ag_dist_end(dist, !err.status);
     return err.status ? 1 : rc;
 }

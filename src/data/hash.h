@@ -2,7 +2,7 @@
  * Algorithm"): the one fingerprint of the project. It is not cryptographic; it notices change.
  * Its users: a run's token ids in every char_lm checkpoint (ag_ids_hash: a resume on another
  * text is refused), the weights a train state is bound to (examples/char_lm/checkpoint.c), the
- * weights that the ranks of a data-parallel job compare at each evaluation (ddp.c there), the
+ * weights that the ranks of a data-parallel job compare at each evaluation (src/train/ddp.c), the
  * files of the tests' directory snapshots (tests/proc.c).
  *
  *   h = AG_FNV1A_INIT;  for each byte b:  h = (h ^ b) * 0x100000001b3  (mod 2^64)

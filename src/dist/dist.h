@@ -1,16 +1,18 @@
 /* dist.h -- the few collective operations data-parallel training needs, over MPI or over
  * nothing. src/dist/ owns the transport between processes, and nothing else: what to send and
- * when is the program's (char_lm's: docs/distributed.md).
+ * when is src/train/ddp.h's (the split of a step over ranks: docs/distributed.md).
  *
  * N processes ("ranks") each hold a whole copy of the model, run the forward and backward of
  * their own share of the batch, and then sum their gradients with an allreduce, so every rank
  * takes the same optimizer step (docs/distributed.md). This header is the whole interface to
  * the transport, with two implementations linked one or the other:
  *   - dist_none.c: one process, rank 0 of 1; every call is a no-op that succeeds (build/char_lm,
- *     the tests: no MPI anywhere);
- *   - dist_mpi.c: MPI (built with mpicc into build/char_lm_mpi; `mpirun -np N` starts it).
- * Neither is part of libattograd.a: the library stays free of MPI, and a program picks its
- * transport at link time.
+ *     the tests: no MPI anywhere). It is inside libattograd.a, so a program that links the
+ *     library alone links;
+ *   - dist_mpi.c: MPI (built with mpicc into build/char_lm_mpi, build/reverse_mpi; `mpirun -np
+ *     N` starts them). Such a program links dist_mpi.o before the library: the linker takes an
+ *     archive's member only for a symbol still undefined, so dist_none.o is never taken. The
+ *     library itself stays free of MPI.
  *
  * Every call of a collective must be made by every rank, in the same order, with the same
  * counts (MPI's rule). Calls come from one thread only (the one that called ag_dist_init;

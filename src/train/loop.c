@@ -1,9 +1,11 @@
 /* loop.c -- ag_train_run (train.h): a whole training run of any model that fills an
  * ag_train_client. Read step() first: one optimizer step, as in every trainer (the learning
- * rate, the client's batch and loss, backward, clip, AdamW). Then run_loop(): at each step,
- * stop when asked (a signal), when done or when the time budget (budget.h) has no room for
- * another step and the final evaluation; evaluate and checkpoint when due; else step. The
- * checkpoint itself is loop_ckpt.c. */
+ * rate, the client's batch and loss, backward, clip, AdamW); its forward and backward run as
+ * this rank's micro-batches (micro_batches(), ddp.h: alone, one of the whole batch). Then
+ * run_loop(): at each step, stop when asked (a signal), when done or when the time budget
+ * (budget.h) has no room for another step and the final evaluation; evaluate and checkpoint
+ * when due; else step. The checkpoint itself is loop_ckpt.c. With several ranks every decision
+ * is the same on all (ddp.h) and rank 0 alone touches DIR. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -23,6 +25,8 @@ typedef struct {
     const ag_train_client *c;
     const ag_train_opts *o;
     ag_train_result *r;
+    ag_ddp *ddp;              /* several ranks or micro-batches (ddp.h); NULL: neither */
+    bool writer;              /* rank 0 (or alone): DIR, metrics.csv, the log */
     ag_ctx *ctx;
     ag_lock lock;
     FILE *csv;
@@ -62,23 +66,42 @@ static void restore_signals(const struct sigaction old[2])
 
 // --- one optimizer step ---
 
+/* This rank's micro-batches of the batch drawn (all of it alone): each one's forward and
+ * backward, dW += its gradient times its dloss; then the sum over the ranks (one allreduce).
+ * *loss: the step's loss, the micro-batches' losses weighed by their dloss, summed. */
+static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
+{
+    const ag_train_client *c = L->c;
+    uint64_t seed = ag_seed_mix(ag_seed_mix(L->o->seed, 0x64726f70ull), (uint64_t)it);   /* "drop": masks' */
+    ag_micro mb;
+    *loss = 0;
+    for (int j = 0; ag_ddp_micro(L->ddp, j, c->batch, seed, &mb); j++) {
+        ag_ctx_reset(L->ctx);                                                // the last pass's tape goes
+        ag_tensor *l = NULL;
+        ag_status s = c->loss(c->user, L->ctx, &mb, &l, err);                // its items -> mean loss [1]
+        if (s == AG_OK && (!l || ag_numel(l) != 1))
+            s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing or not a scalar", it);
+        if (s) return s;
+        double lv = (double)l->data[0];
+        if (!isfinite(lv))
+            return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the loss is %g; stopped before the optimizer step, the "
+                             "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
+        if (ag_backward_from(L->ctx, l, &mb.dloss))                          // dW += dloss dl/dW
+            return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
+        *loss += (double)mb.dloss * lv;
+    }
+    return ag_ddp_reduce(L->ddp, loss, err);                                 // over the ranks: one dW
+}
+
 static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
     ag_params *P = L->c->params;
-    double t0 = ag_now_s(), lr = ag_lr_at(&o->sched, it);
-    ag_ctx_reset(L->ctx);
+    double t0 = ag_now_s(), lr = ag_lr_at(&o->sched, it), lv;
     ag_params_zero_grad(P);                                                  // dW = 0
-    ag_tensor *loss = NULL;
-    ag_status s = L->c->loss(L->c->user, L->ctx, &L->st.rng, &loss, err);   // the client's batch -> loss [1]
-    if (s == AG_OK && !loss) s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing", it);
+    ag_status s = L->c->draw(L->c->user, &L->st.rng, err);                   // the step's whole batch
+    if (s == AG_OK) s = micro_batches(L, it, &lv, err);                      // dW, the batch's loss
     if (s) return s;
-    double lv = (double)loss->data[0];
-    if (!isfinite(lv))
-        return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the loss is %g; stopped before the optimizer step, the "
-                         "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
-    if (ag_backward(L->ctx, loss))                                           // dW += dloss/dW
-        return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
     double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
     if (!isfinite(norm))
         return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the gradient norm is %g; stopped before the optimizer "
@@ -107,12 +130,18 @@ static ag_status step(loop *L, long it, ag_error *err)
 static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 {
     double val = NAN, score = NAN, train = L->loss_n ? L->loss_sum / (double)L->loss_n : NAN;
+    ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
+    if (s) return s;
     ag_ctx_reset(L->ctx);
     ag_ctx_set_grad(L->ctx, false);
-    ag_status s = L->c->evaluate(L->c->user, L->ctx, &val, &score, err);
+    s = L->c->evaluate(L->c->user, L->ctx, &val, &score, err);
     ag_ctx_set_grad(L->ctx, true);
     ag_ctx_reset(L->ctx);
+    double vs[2] = {val, score};   /* every rank evaluated alike; rank 0's figures pick best on all */
+    if (s == AG_OK) s = ag_ddp_share(L->ddp, vs, sizeof vs, err);
     if (s) return s;
+    val = vs[0];
+    score = vs[1];
     *is_best = isfinite(val) && val < L->st.best_loss;
     if (*is_best) {
         L->st.best_loss = val;
@@ -138,12 +167,22 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
 {
     if (L->saved_at == it) return AG_OK;
+    if (!L->writer) return L->saved_at = it, AG_OK;   /* rank 0 writes it */
     if (L->csv && fflush(L->csv) != 0)
         return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
     ag_status s = ag__loop_save(L->o->out_dir, L->c, &L->st, is_best, L->r->ckpt, err);
     if (s == AG_OK) L->saved_at = it;
     return s;
 }
+
+/* The stop signal caught, or with several ranks the one they agreed on at the last step. */
+static int stop_request(const loop *L)
+{
+    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : stop_sig;
+}
+
+/* The budget's decisions summed over the ranks (ddp.h), so that all stop at the same step. */
+static ag_status ranks_sum(void *ddp, double *v, ag_error *err) { return ag_ddp_sum(ddp, v, err); }
 
 /* The end at step it (the last, the budget's, or a signal's): evaluated (not on a signal) and saved. */
 static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
@@ -168,8 +207,8 @@ static ag_status run_loop(loop *L, ag_error *err)
 {
     const ag_train_opts *o = L->o;
     for (long it = L->st.step;; it++) {
-        if (stop_sig) {
-            L->r->stop_signal = stop_sig;
+        if (stop_request(L)) {
+            L->r->stop_signal = stop_request(L);
             return finish(L, it, false, err);
         }
         bool last = it >= o->steps;
@@ -194,8 +233,19 @@ static ag_status run_loop(loop *L, ag_error *err)
 
 // --- the run ---
 
-/* DIR made (if missing) and locked; the fresh weights, or DIR/latest's; metrics.csv opened. */
-static ag_status open_run(loop *L, ag_error *err)
+/* The split of a step over ranks and micro-batches (ddp.h), and what the client brings for it. */
+static ag_status start_ddp(loop *L, ag_error *err)
+{
+    const ag_train_client *c = L->c;
+    if (!c->draw || !c->loss || !c->evaluate || c->batch < 1)
+        return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no draw, loss or evaluate call, or no batch");
+    const ag_ddp_opts d = {.dist = L->o->dist, .grad_accum = L->o->grad_accum, .batch_size = c->batch,
+                           .params = c->params, .stop = &stop_sig, .unit = c->unit};
+    return ag_ddp_new(&L->ddp, &d, err);
+}
+
+/* Rank 0's DIR: made (if missing) and locked; DIR/latest's weights and state on a resume. */
+static ag_status open_dir(loop *L, ag_error *err)
 {
     const char *dir = L->o->out_dir;
     ag_error none = {0};
@@ -210,9 +260,33 @@ static ag_status open_run(loop *L, ag_error *err)
         memset(P->v, 0, sizeof *P->v * P->total);
     }
     if (L->o->resume) ag_ckpt_pointer(dir, AG_CKPT_LATEST, L->r->ckpt, &none);   /* stopped before a new one */
+    return AG_OK;
+}
+
+/* Every rank learns rank 0's status s of open_dir; the others fail with it, rank 0 says why. */
+static ag_status agree_open(loop *L, ag_status s, ag_error *err)
+{
+    if (ag_ddp_ranks(L->ddp) == 1) return s;
+    double v = s;
+    ag_error ignored = {0};   /* rank 0 keeps its own reason */
+    ag_status t = ag_ddp_share(L->ddp, &v, sizeof v, L->writer && s ? &ignored : err);
+    if (L->writer) return s ? s : t;
+    if (t || v == 0) return t;
+    return ag_seterr(err, (ag_status)v, "rank 0 could not start the run in %s (it says why)", L->o->out_dir);
+}
+
+/* Rank 0's DIR opened (open_dir), its weights and state taken by every rank; metrics.csv opened. */
+static ag_status open_run(loop *L, ag_error *err)
+{
+    const char *dir = L->o->out_dir;
+    ag_status s = agree_open(L, L->writer ? open_dir(L, err) : AG_OK, err);
+    if (s == AG_OK) s = ag_ddp_share(L->ddp, &L->st, sizeof L->st, err);   /* the step, the stream, the best */
+    if (s == AG_OK) s = ag_ddp_share_start(L->ddp, err);                   /* the weights, the moments */
+    if (s) return s;
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (!L->writer) return AG_OK;   /* no file of its own */
     if (L->o->log_dynamics > 0 &&
         !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
         return err->status;
@@ -290,9 +364,12 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
 {
     ag_error own = {0};
     if (!err) err = &own;
-    loop L = {.c = c, .o = o, .r = r, .saved_at = -1, .t0 = ag_now_s(), .eval_cols = ",,,"};
+    ag_train_opts mine = *o;   /* rank 0's log alone */
+    if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
+    loop L = {.c = c, .o = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
+              .eval_cols = ",,,"};
     L.budget = (ag_budget){.budget_s = o->time_budget_s, .clock = o->clock, .clock_user = o->clock_user,
-                           .say = say, .say_user = o->log, .steps = o->steps, .eval_every = o->every,
+                           .say = say, .say_user = mine.log, .steps = o->steps, .eval_every = o->every,
                            .final_s = PICTURES_S};
     L.budget.t0 = ag_budget_now(&L.budget);
     L.st.best_loss = INFINITY;
@@ -304,14 +381,20 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     catch_signals(old);
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
-    ag_status s = open_run(&L, err);
+    ag_status s = start_ddp(&L, err);
+    if (s == AG_OK) s = open_run(&L, err);
     L.budget.start = r->start;
+    L.budget.sum = ranks_sum;
+    L.budget.sum_user = L.ddp;
+    L.budget.ranks = ag_ddp_ranks(L.ddp);
     ag_budget_start(&L.budget);
     if (s == AG_OK) s = run_loop(&L, err);
+    if (s == AG_OK) ag_ddp_log_summary(L.ddp, mine.log);
     if (L.csv && fclose(L.csv) != 0 && s == AG_OK)
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
     r->wall_s = ag_now_s() - L.t0;
-    if (s == AG_OK && !r->stop_signal) pictures(&L);
+    if (s == AG_OK && !r->stop_signal && L.writer) pictures(&L);
+    ag_ddp_free(L.ddp);
     ag_dynamics_log_free(L.dyn);
     ag_ctx_free(L.ctx);
     ag_lock_drop(&L.lock);

@@ -35,7 +35,9 @@
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
- *                                 resume, time budget and signals (loop.c, loop_ckpt.c)
+ *                                 resume, time budget and signals (loop.c, loop_ckpt.c), on one
+ *                                 process or several ranks, a step as micro-batches
+ *   ag_ddp_*                      that split of a step over ranks and micro-batches (ddp.h)
  *   ag_budget                     a time budget for any run: the steps timed, the step count
  *                                 fitted, the final evaluation and checkpoint in time (budget.h)
  *
@@ -53,6 +55,7 @@
 #include "../tensor/rng.h"
 #include "../params/params.h"
 #include "../tensor/tensor.h"
+#include "ddp.h"   /* the split of a step over ranks and micro-batches (ag_train_opts' dist) */
 
 #define AG_LOCK_NAME "train.lock"
 
@@ -355,16 +358,30 @@ ag_status ag_report_write(const char *dir, const ag_run_report *r, ag_error *err
 // --- a whole training run (loop.c, loop_ckpt.c) ---
 
 /* What a program brings to ag_train_run: its model, as an ag_params already initialized, and
- * three calls. The loop names no model; it never looks inside a batch. */
+ * four calls. The loop names no model; it never looks inside a batch.
+ *
+ * A step is a batch of `batch` items, drawn whole (draw) on every rank, as one process draws
+ * it, so the stream of batches is the same whatever the ranks and micro-batches; then loss
+ * runs once per micro-batch of this rank's share (ddp.h): alone and with grad_accum 1, once,
+ * on all of it. */
 typedef struct {
     const char *name;          /* the model's name, kept in every checkpoint: a resume refuses
                                   another model's ("reverse") */
     ag_params *params;         /* the weights the loop trains, checkpoints and restores */
-    void *user;                /* handed to loss and evaluate */
-    /* Draws a training batch from rng (the run's stream: checkpointed, so a resume draws the
-     * batches an unbroken run would) and records its forward on ctx's tape, ending in a scalar
-     * loss [1] in *loss. A failure: its status, the reason in err. */
-    ag_status (*loss)(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err);
+    void *user;                /* handed to draw, loss, evaluate and sample */
+    int batch;                 /* B, the items of a step (>= 1): ranks x grad_accum must divide it */
+    /* Draws the step's batch of B items from rng (the run's stream: checkpointed, so a resume
+     * draws the batches an unbroken run would) and keeps it for loss. A failure: its status,
+     * the reason in err. */
+    ag_status (*draw)(void *user, ag_rng *rng, ag_error *err);
+    /* Records on ctx's tape the forward of micro-batch mb of the batch last drawn, its items
+     * [mb->first, mb->first + mb->b), ending in their mean loss [1] in *loss; mb->seed seeds
+     * its dropout masks. The loop starts its backward from mb->dloss, which it finds at b / B
+     * (the micro-batch's share of the items), and adds the loss so weighed into the step's: the
+     * shares sum to the batch's mean loss and gradient. A loss that is a mean over a count that
+     * varies between micro-batches (targets left out by an ignore index) sets mb->dloss to its
+     * count over the batch's, so that the step is one process's mean over the batch. */
+    ag_status (*loss)(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err);
     /* The held-out evaluation, in no-grad mode: *val_loss (lower is better: it picks DIR/best)
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
@@ -409,6 +426,10 @@ typedef struct {
     double (*clock)(void *user);   /* the clock the time budget reads, seconds (NULL: the wall
                                   clock; a test's simulated one makes the budget's decisions exact) */
     void *clock_user;
+    ag_dist *dist;             /* the job of ranks this process is one of (ag_dist_init, dist.h;
+                                  NULL: alone): each rank runs its share of every step, every
+                                  rank evaluates, rank 0 alone touches DIR and writes the log */
+    int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
 } ag_train_opts;
 
 typedef struct {

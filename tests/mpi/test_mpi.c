@@ -20,7 +20,9 @@
  *     names the field and the ranks (issue 20);
  *   - a stopped rank (SIGSTOP) ends the job within --dist-timeout and a second or two, named;
  *   - SIGHUP to one rank: every rank exits 129; SIGINT during a long evaluation is answered
- *     within 2 s (a round of batches); the log in a file holds no ESC byte unless --progress tty.
+ *     within 2 s (a round of batches); the log in a file holds no ESC byte unless --progress tty;
+ *   - examples/reverse, on the library's trainer (ag_train_run, src/train/ddp.h): 2 ranks, 1 rank
+ *     with --grad-accum 2, and 2 ranks stopped and resumed give one process's losses.
  * The runs are started here (fork, exec) rather than through proc.c's $CHAR_LM, as each test
  * needs both programs and mpirun; proc.c's waiting and file helpers are reused.
  *
@@ -46,6 +48,7 @@
 
 static char root[64];
 static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX], char_lm_mpi_other[PATH_MAX], dist_check[PATH_MAX];
+static char reverse[PATH_MAX], reverse_mpi[PATH_MAX];
 
 #define ITERS "30"
 /* the tiny preset with a batch every N*K here divides and three evaluations (0, 15, 30), the
@@ -88,7 +91,8 @@ static pid_t start(const char *io, const char *const *argv)
     for (; argv[n] && n < 63; n++)
         words[n] = strcmp(argv[n], "char_lm") == 0 ? char_lm : strcmp(argv[n], "char_lm_mpi") == 0 ? char_lm_mpi
                  : strcmp(argv[n], "char_lm_mpi_other") == 0 ? char_lm_mpi_other
-                 : strcmp(argv[n], "dist_check") == 0 ? dist_check : argv[n];
+                 : strcmp(argv[n], "dist_check") == 0 ? dist_check : strcmp(argv[n], "reverse") == 0 ? reverse
+                 : strcmp(argv[n], "reverse_mpi") == 0 ? reverse_mpi : argv[n];
     words[n] = NULL;
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s/%s.out", root, io);
@@ -802,6 +806,41 @@ START_TEST(test_join_under_deadline)
 }
 END_TEST
 
+// --- examples/reverse: any model on the library's trainer gets the same split ---
+
+/* 20 steps, evaluated at 10 and 20 (metrics.csv has char_lm's columns: iter,lr,loss,train,val) */
+#define REV_FLAGS "--steps", "20", "--every", "10"
+
+START_TEST(test_reverse_ranks_and_micro_batches)
+{
+    run_all_ok((const run_spec[]){
+        {"v1", A("reverse", "train", "--out", "v1", REV_FLAGS)},
+        {"v12", A("reverse", "train", "--out", "v12", REV_FLAGS, "--grad-accum", "2")},
+        {"v21", A(MPIRUN, "-np", "2", "reverse_mpi", "train", "--out", "v21", REV_FLAGS)},
+        {"vr", A(MPIRUN, "-np", "2", "reverse_mpi", "train", "--out", "vr", "--steps", "10", "--every", "10")}}, 4);
+    /* the second half of vr: every rank takes rank 0's step, batch stream and weights */
+    run_ok("vr2", A(MPIRUN, "-np", "2", "reverse_mpi", "train", "--out", "vr", REV_FLAGS, "--resume"));
+    assert_same_run("v12", "v1", 0, 1e-5);
+    assert_same_run("v21", "v1", 0, 1e-5);
+    metrics r, one;   /* vr's evaluation at its resume has no train loss: its steps' losses alone */
+    read_metrics("vr", &r);
+    read_metrics("v1", &one);
+    ck_assert_int_eq(r.n, one.n);
+    for (long it = 0; it < r.n; it++)
+        ck_assert_msg(fabs(r.loss[it] - one.loss[it]) <= 1e-5 * one.loss[it], "step %ld: loss %.6f resumed on 2 ranks, "
+                      "%.6f alone", it, r.loss[it], one.loss[it]);
+    char *best = proc_read_file(proc_path(root, "v1/best"), NULL), *best2 = proc_read_file(proc_path(root, "v21/best"), NULL);
+    ck_assert_msg(best && best2 && strcmp(best, best2) == 0, "best: %s alone, %s on 2 ranks", best, best2);
+    free(best);
+    free(best2);
+    char *out = proc_read_file(proc_path(root, "v21.out"), NULL);
+    ck_assert_msg(out && strstr(out, "data parallel: 2 ranks x 1 micro-batch of 32 strings"), "v21.out:\n%s", out);
+    const char *done = strstr(out, "done at step 20");
+    ck_assert_msg(done && !strstr(done + 1, "done at step"), "not rank 0 alone spoke:\n%s", out);
+    free(out);
+}
+END_TEST
+
 // --- the runner: the tests side by side ---
 
 /* Each test mostly waits (mpirun's start, MPI's join, timeouts, the lock's retries): the suite
@@ -817,6 +856,7 @@ static const TTest *const *all_tests(int *n)
     t[k++] = test_killed_rank_ends_the_job;
     t[k++] = test_setup_error_said_once;
     t[k++] = test_equal_for_any_ranks_and_micro_batches;
+    t[k++] = test_reverse_ranks_and_micro_batches;
     t[k++] = test_sigterm_to_mpirun;
     t[k++] = test_sigusr1_to_mpirun;
     t[k++] = test_stalled_rank_ends_within_deadline;
@@ -906,6 +946,8 @@ int main(void)
     find_program(char_lm_mpi, "CHAR_LM_MPI", "build/char_lm_mpi");
     find_program(char_lm_mpi_other, "CHAR_LM_MPI_OTHER", "build/char_lm_mpi_other");
     find_program(dist_check, "DIST_CHECK", "build/dist_check");
+    find_program(reverse, "REVERSE", "build/reverse");
+    find_program(reverse_mpi, "REVERSE_MPI", "build/reverse_mpi");
     /* mpirun refuses root without these; each rank one thread (the ranks share the cores) */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

@@ -1,0 +1,121 @@
+/* ddp.h -- data-parallel training for any model: N ranks x K micro-batches per optimizer step,
+ * and the result of the single-process step (docs/distributed.md). ag_train_run uses it (its
+ * opts' dist and grad_accum); a program with a step of its own calls it directly.
+ *
+ * THE BATCH. A step's batch is B items (a language model's windows, a task's strings). Every
+ * rank draws all B from the run's random stream, exactly as one process draws them (so every
+ * rank's stream stays in step, and a checkpoint's stream is the same whatever N); rank r takes
+ * items [r*B/N, (r+1)*B/N) and runs them as K micro-batches of b = B/(N*K) items each
+ * (--grad-accum K). B must be a multiple of N*K (AG_ERR_ARG otherwise).
+ *
+ * THE GRADIENT. Each micro-batch's backward starts from dloss = 1/(N*K) instead of 1, so the
+ * gradients added up over the K micro-batches and summed over the N ranks are the gradient of
+ * the mean loss over all B items: the single process's. (A loss that is a mean over a count
+ * that differs between micro-batches, such as targets left out by an ignore index, weighs each
+ * micro-batch by its count over the batch's instead: ag_train_client's loss says how.) The sum
+ * over ranks is an allreduce of the flat gradient buffer (ag_params grad), after which every
+ * rank holds the same gradient and runs the same clip and optimizer step: the weights stay
+ * equal without being sent: one allreduce of the whole buffer after the last backward.
+ * (Sending each block's gradients while the backward went on below, an --allreduce overlap
+ * that was tried, gained nothing measurable and left: docs/distributed.md, "Sending gradients during
+ * the backward".) Every wait for the other ranks sleeps between polls and has a deadline
+ * (src/dist/dist.h, ag_dist_set_timeout). The loss of the step (the micro-batch losses, each
+ * weighed by its dloss, summed) and the stop request ride with the gradients as five doubles
+ * of the same reduction.
+ *
+ * ONE DECISION. A stop request (SIGINT, SIGTERM, SIGHUP or a checkpoint signal, SIGUSR1, on
+ * any rank) is read at the reduction of a step, and at every round of an evaluation's batches
+ * (ag_ddp_agree_stop), and so seen by every rank at the same point; the loop stops at the top
+ * of the next iteration (ag_ddp_stop). Ranks that caught different signals agree on the first
+ * of SIGUSR1, SIGTERM, SIGHUP, SIGINT that any caught. At each evaluation a 64-bit hash of
+ * every rank's weights is compared with rank 0's (ag_ddp_check_weights): ranks that drifted
+ * apart (a different thread count or BLAS on one host changes a sum's rounding) stop the run
+ * instead of writing a checkpoint of one of them.
+ *
+ * EVALUATION. The batches of an evaluation may be dealt round-robin over the ranks
+ * (ag_ddp_mine); each batch is the very batch one process would evaluate, and the per-rank
+ * sums are added up (ag_ddp_sum), so the mean equals the single-process one to the last bits
+ * of a double. (Or every rank evaluates them all, as ag_train_run does: the model is small.)
+ *
+ * DROPOUT. The masks are drawn per micro-batch (its own seed from the step's), so with dropout
+ * > 0 different N*K give runs that agree in distribution, not bit for bit; with dropout 0 they
+ * agree to float rounding (tests/mpi/test_mpi.c).
+ *
+ * THE STEP runs this rank's micro-batches itself, asking ag_ddp_micro (ag_micro_of, nn.h)
+ * which items, dropout seed and dloss each one has, and then makes one call, ag_ddp_reduce.
+ * With N = K = 1 there is no ag_ddp (ag_ddp_new gives NULL): one micro-batch of all B items
+ * with the step's own seed and dloss 1, and a reduction that does nothing. Every function
+ * takes a NULL ag_ddp as that single process. */
+#ifndef AG_DDP_H
+#define AG_DDP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "../dist/dist.h"
+#include "../nn/nn.h"
+#include "../params/params.h"
+
+typedef struct ag_ddp ag_ddp;
+
+typedef struct {
+    ag_dist *dist;               /* the job (NULL: this process alone) */
+    int grad_accum;              /* K >= 1 (0: 1) */
+    int batch_size;              /* B, the items of a step */
+    ag_params *params;           /* the model's: its gradient buffer is reduced */
+    const volatile sig_atomic_t *stop;   /* this rank's stop flag (a signal number), or NULL */
+    const char *batch_flag;      /* how the user sets B, for messages ("--batch-size"); NULL: fixed */
+    const char *unit;            /* what an item is, for the summary ("windows"); NULL: "items" */
+} ag_ddp_opts;
+
+/* *D: the run's data-parallel state, or NULL when N = K = 1 (nothing to split). AG_ERR_ARG
+ * when B is not a multiple of N*K (the message says which sizes would do); AG_ERR_NOMEM. */
+ag_status ag_ddp_new(ag_ddp **D, const ag_ddp_opts *o, ag_error *err);
+void ag_ddp_free(ag_ddp *D);     /* NULL ok */
+
+int ag_ddp_ranks(const ag_ddp *D);        /* N (1 for NULL) */
+/* Rank 0 (or one process): the one that writes checkpoints, metrics.csv and plots. */
+bool ag_ddp_writer(const ag_ddp *D);
+
+/* Before the first step: every rank takes rank 0's weights and optimizer moments (initial
+ * weights come from libm's log and cos, whose last bits may differ between hosts). */
+ag_status ag_ddp_share_start(ag_ddp *D, ag_error *err);
+/* buf [bytes] of rank 0 into every other rank's (a resumed run's step and random stream). */
+ag_status ag_ddp_share(ag_ddp *D, void *buf, size_t bytes, ag_error *err);
+
+/* Micro-batch j (0, 1, ...) of this rank's share of a step of B items whose dropout seed is
+ * step_seed (ag_micro_of, nn.h: the split's level above the shards): true with *mb filled, or
+ * false once j is past the last. Alone (NULL D) the one micro-batch is all B items. */
+bool ag_ddp_micro(ag_ddp *D, int j, int B, uint64_t step_seed, ag_micro *mb);
+
+/* The distributed reduction, after the micro-batches: every rank's gradients summed (one
+ * allreduce), so every rank holds the gradient of the step's loss over its B items; *loss, this
+ * rank's share of that loss (its micro-batches' losses, each times its dloss, summed), becomes
+ * the sum of every rank's: the step's loss. The ranks' stop requests ride along (ag_ddp_stop).
+ * Alone (NULL D): nothing to do. */
+ag_status ag_ddp_reduce(ag_ddp *D, double *loss, ag_error *err);
+
+/* The stop request the ranks agreed on at the last step's reduction or evaluation round:
+ * SIGUSR1, SIGTERM, SIGHUP, SIGINT or 0. */
+int ag_ddp_stop(const ag_ddp *D);
+/* The ranks agree on the stop request now (one small allreduce; every rank must call it at the
+ * same point): an evaluation calls it every round of N batches, so that a signal ends even a
+ * long one within a batch. Alone (NULL D, one rank): nothing to do, ag_ddp_stop stays. */
+ag_status ag_ddp_agree_stop(ag_ddp *D, ag_error *err);
+
+/* Evaluation: whether batch k of an evaluation is this rank's to run. */
+bool ag_ddp_mine(const ag_ddp *D, long k);
+/* *v becomes the sum of every rank's *v. */
+ag_status ag_ddp_sum(ag_ddp *D, double *v, ag_error *err);
+
+/* Every rank's weights equal rank 0's, bit for bit, or AG_ERR_IO naming a rank that differs. */
+ag_status ag_ddp_check_weights(ag_ddp *D, long it, ag_error *err);
+
+/* One line on f (rank 0's log) at the end of a run: ranks, micro-batches, and this rank's mean
+ * time per step computing (forward and backward) and waiting for the reduction after the last
+ * backward (docs/distributed.md quotes it). Nothing for a NULL D or f, or before the second
+ * step (the first one warms up). */
+void ag_ddp_log_summary(const ag_ddp *D, FILE *f);
+
+#endif

@@ -1661,7 +1661,7 @@ static double step_floats(const ag_gpt_config *m, int b, bool train)
 /* M2: what a training run holds, part by part: the program, the weights, their gradients and
  * Adam's moments, the run's ctx (shard 0's step or the evaluation's forward of the whole batch,
  * the larger), and per shard beyond the first its gradient buffer and its step's arena twice
- * (arena.c's rewind leaves the first step's chunks in the heap, up to LM_HEAP_KEPT), for the windows
+ * (the first step's arena chunks stay in glibc's heap, up to LM_HEAP_KEPT), for the windows
  * ag_gpt_shards_pass gives it; times the ranks on this machine. */
 START_TEST(test_shards_memory)
 {

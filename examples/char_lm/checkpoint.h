@@ -189,9 +189,12 @@ double lm_sample_bytes(const ag_gpt_config *m);
 #define LM_HEAP_KEPT (32.0 * 1024 * 1024)
 /* Bytes a shard beyond the first adds for its b windows (nn.h: each keeps a replica and a ctx):
  * its gradient buffer (lm_min_params), and its arena (lm_step_bytes) and again as much, up to
- * LM_HEAP_KEPT: the first step grows the arena in chunks, the rewind allocates one chunk of
- * their size before it frees them (arena.c), and the freed chunks that were below the mmap
- * threshold stay in the heap, so both count in the RSS. */
+ * LM_HEAP_KEPT. The first step grows the arena in chunks of 1, 2, 4... MiB and the rewind
+ * replaces them by one chunk of their size (arena.c). By then the evaluation's freed chunks
+ * have raised glibc's mmap threshold, so the shard's small chunks came from the heap: freed,
+ * they stay resident (the new chunk is larger than the hole they leave). With the threshold
+ * pinned (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072) baby at 8 shards peaks at 132
+ * MiB, not 178. */
 double lm_shard_bytes(const ag_gpt_config *m, int b);
 /* Bytes a training run holds (issue 35), per rank on this machine times the ranks: the program
  * (LM_PROCESS_BYTES), the weights, their gradients and Adam's two moments (lm_min_params each),

@@ -1709,20 +1709,56 @@ START_TEST(test_iterations_mixed_named)
 }
 END_TEST
 
-/* M2: what a training run holds counts its shards (a gradient buffer of the model's size each
- * beyond the first) and the ranks on this machine; a default shard count that does not fit is
- * lowered to one that does, never below one. */
+/* One training step's arena for b windows of m, in floats, from the tensors it keeps: per layer
+ * the attention weights [b,H,T,T] and 22 [b,T,C] (18 of the forward, 4 kept for the backward),
+ * 19 [b,T,C] and 3 [b,T,V] outside the layers (the backward's recycled gradients at their peak
+ * included); a no-grad forward: 18 [b,T,C] per layer, 3 [b,T,C] and 2 [b,T,V]. */
+static double step_floats(const ag_gpt_config *m, int b, bool train)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size, L = m->n_layer;
+    double btc = b * T * C, attn = b * H * T * T, btv = b * T * V;
+    return train ? L * (22 * btc + attn) + 19 * btc + 3 * btv : L * (18 * btc + attn) + 3 * btc + 2 * btv;
+}
+
+/* M2: what a training run holds, part by part: the program, the weights, their gradients and
+ * Adam's moments, the run's ctx (shard 0's step or the evaluation's forward of the whole batch,
+ * the larger), and per shard beyond the first its gradient buffer and its step's arena twice
+ * (the first step's arena chunks stay in glibc's heap, up to LM_HEAP_KEPT), for the windows
+ * ag_gpt_shards_pass gives it; times the ranks on this machine. */
 START_TEST(test_shards_memory)
 {
-    ag_gpt_config m = {.vocab_size = 65, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 512};
-    double one = lm_train_bytes(&m, 16, 1, 1), grad = lm_min_params(&m) * sizeof(ag_real);
-    ck_assert(one > 4 * grad);   /* the weights, their gradients and Adam's two moments at least */
-    ck_assert(fabs(lm_train_bytes(&m, 16, 8, 1) - one - 7 * grad) <= 1e-9 * one);
-    ck_assert(fabs(lm_train_bytes(&m, 16, 8, 3) - 3 * lm_train_bytes(&m, 16, 8, 1)) <= 1e-9 * one);
-    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one + 7 * grad), 8);
-    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one + 2.5 * grad), 3);
-    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 8, 1, one / 2), 1);
-    ck_assert_int_eq(lm_shards_that_fit(&m, 16, 1024, 2, 2 * (one + 15 * grad)), 16);
+    lm_config c;
+    ck_assert_int_eq(lm_config_preset(&c, "baby"), AG_OK);
+    c.model.vocab_size = 65;   /* the corpus sets it: tinyshakespeare's */
+    const ag_gpt_config *m = &c.model;   /* L 4, H 4, C 128, T 64 */
+    double s = sizeof(ag_real), P = (65.0 + 64) * 128 + 4 * (12.0 * 128 * 128 - 128);
+    ck_assert(fabs(lm_min_params(m) - P) < 0.5);
+    for (int b = 1; b <= 12; b++) {
+        ck_assert(fabs(lm_step_bytes(m, b, true) - s * step_floats(m, b, true)) < 0.5);
+        ck_assert(fabs(lm_step_bytes(m, b, false) - s * step_floats(m, b, false)) < 0.5);
+        double arena = s * step_floats(m, b, true), kept = arena < LM_HEAP_KEPT ? arena : LM_HEAP_KEPT;
+        ck_assert(fabs(lm_shard_bytes(m, b) - (s * P + arena + kept + LM_SHARD_SLACK)) < 0.5);
+    }
+    ck_assert(LM_HEAP_KEPT < s * step_floats(m, 12, true));   /* so the loop saw both sides of it */
+    double fixed = LM_PROCESS_BYTES + 4 * s * P, eval = s * step_floats(m, 12, false);
+    ck_assert(fabs(lm_train_bytes(m, 12, 1, 1) - (fixed + s * step_floats(m, 12, true))) < 0.5);
+    /* 8 shards of 12 windows: 1, 2, 1, 2, ...; shard 0's one window weighs less than the evaluation */
+    double eight = fixed + eval + 4 * lm_shard_bytes(m, 2) + 3 * lm_shard_bytes(m, 1);
+    ck_assert(fabs(lm_train_bytes(m, 12, 8, 1) - eight) < 0.5);
+    ck_assert(fabs(lm_train_bytes(m, 12, 8, 3) - 3 * eight) < 1.5);
+    double three = lm_train_bytes(m, 12, 3, 1);
+    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 1, three), 3);
+    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 1, three - 1), 2);
+    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 1, 1), 1);
+    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 2, 2 * three), 3);
+    /* README's Limits: the peak RSS of baby, 5 steps at --threads 2, in MiB at 1, 2, 4, 8 shards
+     * (float build); the estimate stays within 10% of it */
+    const double rss[4] = {71.5, 98.9, 143.2, 178.3};
+    for (int k = 0; k < 4 && s == 4; k++) {
+        double est = lm_train_bytes(m, 12, 1 << k, 1) / (1024.0 * 1024.0);
+        ck_assert_msg(fabs(est / rss[k] - 1) < 0.10, "%d shards: %.1f MiB estimated, %.1f measured", 1 << k, est,
+                      rss[k]);
+    }
 }
 END_TEST
 

@@ -411,7 +411,8 @@ double lm_step_bytes(const ag_gpt_config *m, int B, bool train)
 {
     double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
     double fwd = m->n_layer * (B * H * T * T + 18 * B * T * C) + B * T * (3 * C + 2 * V);
-    return (train ? 2 * fwd + B * H * T * T : fwd) * sizeof(ag_real);
+    double kept = m->n_layer * 4 * B * T * C, grads = B * T * (16 * C + V);   /* train's more (checkpoint.h) */
+    return (train ? fwd + kept + grads : fwd) * sizeof(ag_real);
 }
 
 double lm_sample_bytes(const ag_gpt_config *m)
@@ -420,18 +421,26 @@ double lm_sample_bytes(const ag_gpt_config *m)
     return (m->n_layer * (2 * T * C + H * T + 18 * C) + 2 * V) * sizeof(ag_real);
 }
 
+double lm_shard_bytes(const ag_gpt_config *m, int b)
+{
+    double arena = lm_step_bytes(m, b, true), kept = arena < LM_HEAP_KEPT ? arena : LM_HEAP_KEPT;
+    return lm_min_params(m) * sizeof(ag_real) + arena + kept + LM_SHARD_SLACK;
+}
+
 double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks)
 {
-    double buffers = 4.0 + (shards > 1 ? shards - 1 : 0);   /* W, dW, Adam's m and v; a dW per replica */
-    return (lm_step_bytes(m, B, true) + buffers * lm_min_params(m) * sizeof(ag_real)) * (ranks > 1 ? ranks : 1);
+    int n = shards > 1 ? shards : 1;
+    double first = lm_step_bytes(m, B / n, true), eval = lm_step_bytes(m, B, false);   /* shard 0's ctx */
+    double rank = LM_PROCESS_BYTES + 4 * lm_min_params(m) * sizeof(ag_real) + (first > eval ? first : eval);
+    for (int j = 1; j < n; j++) rank += lm_shard_bytes(m, (int)((long)B * (j + 1) / n) - (int)((long)B * j / n));
+    return rank * (ranks > 1 ? ranks : 1);
 }
 
 int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have)
 {
     int n = want > 1 ? want : 1;
-    double base = lm_train_bytes(m, B, 1, ranks), per = (lm_train_bytes(m, B, 2, ranks) - base);
-    if (per > 0 && base + (n - 1) * per > have) n = have > base ? 1 + (int)floor((have - base) / per) : 1;
-    return n < 1 ? 1 : n;
+    while (n > 1 && lm_train_bytes(m, B, n, ranks) > have) n--;   /* a shard's windows change with n */
+    return n;
 }
 
 /* The lowest limit in file `name` of dir and each directory above it down to top (a file that

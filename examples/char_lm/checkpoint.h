@@ -129,15 +129,37 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
 
 /* --- the cost of what a config asks for, checked before paying it ---
  * Bytes of memory one step takes, estimated from the tensors a step keeps: per layer the
- * attention weights [B,H,T,T] and about 18 [B,T,C] tensors, the logits [B,T,V] twice; a
- * backward (train) about doubles that. lm_sample_bytes: the KV cache, 2 [T,C] per layer, and
- * one position's tensors. */
+ * attention weights [B,H,T,T] and about 18 [B,T,C] tensors, the logits [B,T,V] twice. A train
+ * step's forward keeps 4 [B,T,C] more per layer for its backward, and the backward's gradients
+ * (recycled) peak at about 16 [B,T,C] and a [B,T,V] more. The train step's arena high-water
+ * mark (ag_ctx_get_stats) of the default model is within 9% of it from 1 window up (tiny, baby,
+ * small and 19 other shapes; the fixed bytes of a step's nodes make 1 window the lowest).
+ * lm_sample_bytes: the KV cache, 2 [T,C] per layer, and one position's tensors. */
 double lm_step_bytes(const ag_gpt_config *m, int B, bool train);
 double lm_sample_bytes(const ag_gpt_config *m);
-/* Bytes a training run holds (issue 35): one step's (lm_step_bytes; shards split the windows,
- * their contexts together about the same), the weights, their gradients and Adam's two moments
- * (lm_min_params each), and one gradient buffer more per shard beyond the first (nn.h: each
- * replica keeps its own); times the ranks on this machine. */
+/* The program itself (its code, libraries, the threads, a corpus of a few MB): a baby or tiny
+ * run's peak RSS less its model, its optimizer state and its arenas, measured (README's Limits). */
+#define LM_PROCESS_BYTES (16.0 * 1024 * 1024)
+/* what a shard's arena takes beyond twice its high-water mark: the arena's first chunk is 1 MiB
+ * and big chunks sit on 2 MiB pages (hugepage.c), so a shard of few windows rounds up */
+#define LM_SHARD_SLACK (1.0 * 1024 * 1024)
+/* glibc's largest mmap threshold (64-bit): a freed block below it stays in the process's heap */
+#define LM_HEAP_KEPT (32.0 * 1024 * 1024)
+/* Bytes a shard beyond the first adds for its b windows (nn.h: each keeps a replica and a ctx):
+ * its gradient buffer (lm_min_params), and its arena (lm_step_bytes) and again as much, up to
+ * LM_HEAP_KEPT. The first step grows the arena in chunks of 1, 2, 4... MiB and the rewind
+ * replaces them by one chunk of their size (arena.c). By then the evaluation's freed chunks
+ * have raised glibc's mmap threshold, so the shard's small chunks came from the heap: freed,
+ * they stay resident (the new chunk is larger than the hole they leave). With the threshold
+ * pinned (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072) baby at 8 shards peaks at 132
+ * MiB, not 178. */
+double lm_shard_bytes(const ag_gpt_config *m, int b);
+/* Bytes a training run holds (issue 35), per rank on this machine times the ranks: the program
+ * (LM_PROCESS_BYTES), the weights, their gradients and Adam's two moments (lm_min_params each),
+ * the run's ctx, which holds shard 0's step (B/shards windows) and the evaluation's forward of
+ * B windows, the larger of them, and lm_shard_bytes for each shard beyond the first (B split as
+ * ag_gpt_shards_pass splits it). Within 9% of the peak RSS of tiny and baby at 1 to 8 shards
+ * (README's Limits has the table). */
 double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
 /* The most shards, 1 to want, whose lm_train_bytes fit in have bytes (1 when none do). */
 int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);

@@ -103,8 +103,10 @@ static const char usage_train[] =
     "                         its own (default: the threads, at least 2, at most the cores, fewer\n"
     "                         when they do not fit in memory; with dropout: 1; under mpirun each\n"
     "                         rank splits its own share). Each shard beyond the first keeps a\n"
-    "                         gradient buffer of the model's size. 1: the plain step, each op split\n"
-    "                         over the threads (examples/one_step splits as the default does)\n"
+    "                         gradient buffer of the model's size and a step arena for its\n"
+    "                         windows, about twice their activations (baby: about 15 to 40 MiB\n"
+    "                         a shard; README's Limits). 1: the plain step, each op split over\n"
+    "                         the threads (examples/one_step splits as the default does)\n"
     "  --grad-accum K         run each step as K micro-batches of batch-size/K windows (less memory,\n"
     "                         the same run); under mpirun -np N each rank runs K of batch-size/(N*K)\n"
 

@@ -201,7 +201,7 @@ static int default_shards(const lm_run *R, int micro)
 
 /* --shards: each pass's windows split over the threads (nn.h), by default without dropout; a
  * --shards the run cannot honour (more than a pass's windows) is refused, one that does not fit in
- * memory too (each shard beyond the first keeps a gradient buffer of the model's size), and a
+ * memory too (each shard beyond the first keeps a gradient buffer and an arena, lm_shard_bytes), and a
  * default one that does not fit is lowered with a note. Without dropout the shards compute the
  * one-shard pass's numbers within rounding; with it each shard draws its own masks, and the
  * 10-minute recipe (dropout 0.05, tuned on the plain pass) trained worse that way
@@ -227,8 +227,8 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
     lm_bytes_str(lm_train_bytes(&c->model, c->batch_size, n, local_ranks(R)), need);
     if (fit < n && asked)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
-                         "a gradient buffer of the model's size), more than %s; at most %d fit", asked, n, need, room,
-                         fit);
+                         "a gradient buffer of the model's size and an arena for its windows), more than %s; at "
+                         "most %d fit", asked, n, need, room, fit);
     if (fit < n)
         lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n, need, room);
     R->learn.n_shards = fit;

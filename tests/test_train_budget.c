@@ -184,12 +184,19 @@ typedef struct {
     ag_tensor *w;   /* [1,4] the logits */
 } toy;
 
-static ag_status toy_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err)
+/* A step's batch: nothing to draw (the one item is class 2), but the step's time passes */
+static ag_status toy_draw(void *user, ag_rng *rng, ag_error *err)
 {
     (void)rng, (void)err;
     toy *t = user;
     t->clock.now += t->clock.step_s;
-    *loss = ag_cross_entropy(ctx, t->w, (const int[]){2});   // [1]
+    return AG_OK;
+}
+
+static ag_status toy_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
+{
+    (void)mb, (void)err;
+    *loss = ag_cross_entropy(ctx, ((toy *)user)->w, (const int[]){2});   // [1]
     return AG_OK;
 }
 
@@ -212,7 +219,8 @@ START_TEST(test_train_run_ends_in_time)
     char root[] = "/tmp/ag_train_budget_XXXXXX";
     ck_assert(mkdtemp(root));
     const char *dir = proc_path(root, "run");
-    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .loss = toy_loss, .evaluate = toy_eval};
+    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .batch = 1, .draw = toy_draw,
+                               .loss = toy_loss, .evaluate = toy_eval};
     const ag_train_opts o = {.out_dir = dir, .steps = 1000000, .time_budget_s = 5, .every = 1000,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 1000000},
                              .adam = {0.9, 0.99, 1e-8, 0}, .clock = sim_now, .clock_user = &t.clock};

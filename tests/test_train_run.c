@@ -19,18 +19,27 @@ typedef struct {
     int y[BATCH];
 } tiny;
 
-/* BATCH points from rng, class 1 above the diagonal, and the loss of a linear classifier */
-static ag_status tiny_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err)
+/* BATCH points from rng, class 1 above the diagonal */
+static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
+{
+    (void)err;
+    tiny *m = user;
+    for (int i = 0; i < BATCH; i++) {
+        m->x[i * IN] = (ag_real)ag_rng_uniform(rng);
+        m->x[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
+        m->y[i] = m->x[i * IN + 1] > m->x[i * IN];
+    }
+    return AG_OK;
+}
+
+/* The loss of a linear classifier on points [mb->first, mb->first + mb->b) of the batch */
+static ag_status tiny_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
 {
     tiny *m = user;
-    ag_tensor *x = ag_tensor_new2(ctx, BATCH, IN);                              // [BATCH,IN]
+    ag_tensor *x = ag_tensor_new2(ctx, mb->b, IN);                               // [b,IN]
     if (!x) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < BATCH; i++) {
-        x->data[i * IN] = (ag_real)ag_rng_uniform(rng);
-        x->data[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
-        m->y[i] = x->data[i * IN + 1] > x->data[i * IN];
-    }
-    *loss = ag_cross_entropy(ctx, ag_linear_layer_forward(ctx, &m->fc, x), m->y);   // [BATCH,OUT] -> [1]
+    memcpy(x->data, m->x + mb->first * IN, sizeof(ag_real) * mb->b * IN);
+    *loss = ag_cross_entropy(ctx, ag_linear_layer_forward(ctx, &m->fc, x), m->y + mb->first);   // [b,OUT] -> [1]
     return *loss ? AG_OK : ag_seterr(err, AG_ERR_NOMEM, "%s", ag_ctx_error(ctx));
 }
 
@@ -56,7 +65,8 @@ static void tiny_run(tiny *m, const char *root, const char *name)
 {
     char out[256];
     snprintf(out, sizeof out, "%s/%s", root, name);
-    const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .batch = BATCH,
+                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};

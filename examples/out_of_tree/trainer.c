@@ -2,8 +2,9 @@
  *   #include <attograd/attograd.h>   and   cc ... $(pkg-config --cflags --libs attograd)
  *
  * The model: an MLP (Linear 2->16, SiLU, Linear 16->2) that learns which points of the square
- * [-1,1]^2 lie inside the circle of radius 0.7. This file is the task and the model: a batch's
- * loss and a held-out evaluation, handed to ag_train_run in an ag_train_client. The run itself
+ * [-1,1]^2 lie inside the circle of radius 0.7. This file is the task and the model: a batch
+ * drawn, a micro-batch's loss and a held-out evaluation, handed to ag_train_run in an
+ * ag_train_client. The run itself
  * (DIR/ckpt-N, latest, best, the lock, metrics.csv, loss.png, report.md) is the library's.
  *
  *   trainer DIR     (DIR must not exist; its parent must)
@@ -40,24 +41,31 @@ static void draw(model *m, int n, ag_rng *rng)
     }
 }
 
-/* the logits [n,OUT] of m's first n points, on ctx's tape */
-static ag_tensor *forward(const model *m, ag_ctx *ctx, int n)
+/* the logits [n,OUT] of m's points [first, first + n), on ctx's tape */
+static ag_tensor *forward(const model *m, ag_ctx *ctx, int first, int n)
 {
     ag_tensor *x = ag_tensor_new2(ctx, n, IN);                                  // [n,IN]
     if (!x) return NULL;
-    memcpy(x->data, m->x, sizeof(ag_real) * (size_t)n * IN);
+    memcpy(x->data, m->x + (size_t)first * IN, sizeof(ag_real) * (size_t)n * IN);
     ag_tensor *h = ag_silu(ctx, ag_linear_layer_forward(ctx, &m->fc1, x));      // [n,HID]
     return ag_linear_layer_forward(ctx, &m->fc2, h);                            // [n,OUT]
 }
 
-// --- the client: the two calls the trainer makes ---
+// --- the client: the three calls the trainer makes ---
 
-/* A training batch, drawn from the trainer's rng: a resume draws what the unbroken run drew. */
-static ag_status train_loss(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err)
+/* A step's whole batch, drawn from the trainer's rng: a resume draws what the unbroken run drew. */
+static ag_status train_draw(void *user, ag_rng *rng, ag_error *err)
+{
+    (void)err;
+    draw(user, BATCH, rng);
+    return AG_OK;
+}
+
+/* The mean loss of the batch's points [mb->first, mb->first + mb->b), a micro-batch of it. */
+static ag_status train_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
 {
     model *m = user;
-    draw(m, BATCH, rng);
-    *loss = ag_cross_entropy(ctx, forward(m, ctx, BATCH), m->y);               // [1]
+    *loss = ag_cross_entropy(ctx, forward(m, ctx, mb->first, mb->b), m->y + mb->first);   // [b,OUT] -> [1]
     return *loss ? AG_OK : ag_seterr(err, AG_ERR_NOMEM, "%s", ag_ctx_error(ctx));
 }
 
@@ -68,7 +76,7 @@ static ag_status evaluate(void *user, ag_ctx *ctx, double *val, double *score, a
     ag_rng rng;
     ag_rng_seed(&rng, 2718);
     draw(m, HELD, &rng);
-    ag_tensor *logits = forward(m, ctx, HELD);                                  // [HELD,OUT]
+    ag_tensor *logits = forward(m, ctx, 0, HELD);                               // [HELD,OUT]
     ag_tensor *l = ag_cross_entropy(ctx, logits, m->y);                         // [HELD,OUT] -> [1]
     if (!l) return ag_seterr(err, AG_ERR_NOMEM, "%s", ag_ctx_error(ctx));
     int right = 0;
@@ -96,8 +104,9 @@ static ag_status run(model *m, const char *dir, const char *name, long steps, bo
     snprintf(out, sizeof out, "%s/%s", dir, name);
     const ag_loss_plot plot = {.title = "the circle: loss (nats)", .floor = log(2.0), .floor_title = "ln 2: a coin",
                                .with_val = true};
-    const ag_train_client c = {.name = "circle", .params = m->P, .user = m, .loss = train_loss, .evaluate = evaluate,
-                               .score_name = "accuracy", .unit = "points", .units_per_step = BATCH, .plot = &plot};
+    const ag_train_client c = {.name = "circle", .params = m->P, .user = m, .batch = BATCH, .draw = train_draw,
+                               .loss = train_loss, .evaluate = evaluate, .score_name = "accuracy", .unit = "points",
+                               .units_per_step = BATCH, .plot = &plot};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .resume = resume, .seed = 7, .every = 100,
                              .sched = {.lr = 3e-2, .min_lr = 3e-3, .warmup_iters = 10, .lr_decay_iters = STEPS},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1, .log = stdout};

@@ -1,8 +1,10 @@
 /* own_model.h -- lesson 19's check: your own model on the library's trainer (ag_train_run).
  *
- *   own_model_check(keep, my_loss, my_evaluate)
- *       my_loss      the client's loss: a training batch drawn from the rng it is handed, its
- *                    forward on ctx, the scalar loss [1] in *loss
+ *   own_model_check(keep, my_draw, my_loss, my_evaluate)
+ *       my_draw      the client's draw: a step's whole batch of OM_BATCH points, drawn from the
+ *                    rng it is handed into the model's batch buffer
+ *       my_loss      the client's loss: the forward on ctx of the batch's points
+ *                    [mb->first, mb->first + mb->b), their mean loss [1] in *loss
  *       my_evaluate  the client's evaluation: the held-out loss in *val, the accuracy in *score
  *       keep         a directory (which must not exist) to keep the runs in, to open their
  *                    loss.png and report.md; NULL: a scratch directory, removed after
@@ -10,7 +12,7 @@
  * The model and the task are here: an MLP (Linear 2->24, GELU, Linear 24->2) learns in which
  * quadrants of the square [-1,1]^2 a point lies: class 1 where x and y have opposite signs (XOR
  * of the signs; no straight line separates them). own_draw fills the model's batch buffer with n
- * points from an rng, own_forward gives their logits; your two calls use them.
+ * points from an rng, own_forward gives the logits of some of them; your three calls use them.
  *
  * The check evaluates the untrained model twice (the same weights must give the same loss), then
  * trains it 200 steps in one call of ag_train_run (the unbroken run), and again 100 steps and a
@@ -44,8 +46,10 @@ typedef struct {
     int y[OM_HELD];               /*   their classes: 1 where the signs differ */
 } own_model;
 
-typedef ag_status (*own_loss_fn)(void *user, ag_ctx *ctx, ag_rng *rng, ag_tensor **loss, ag_error *err);
+typedef ag_status (*own_draw_fn)(void *user, ag_rng *rng, ag_error *err);
+typedef ag_status (*own_loss_fn)(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err);
 typedef ag_status (*own_eval_fn)(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err);
+typedef struct { own_draw_fn draw; own_loss_fn loss; own_eval_fn eval; } own_calls;   /* the three, as one */
 
 /* n points drawn from rng into m->x, m->y */
 static void own_draw(own_model *m, int n, ag_rng *rng)
@@ -58,12 +62,13 @@ static void own_draw(own_model *m, int n, ag_rng *rng)
     }
 }
 
-/* the logits [n,2] of m's first n points, recorded on ctx's tape (when its gradients are on) */
-static ag_tensor *own_forward(const own_model *m, ag_ctx *ctx, int n)
+/* the logits [n,2] of m's points [first, first + n), recorded on ctx's tape (when its gradients
+ * are on) */
+static ag_tensor *own_forward(const own_model *m, ag_ctx *ctx, int first, int n)
 {
     ag_tensor *x = ag_tensor_new2(ctx, n, OM_IN);                               // [n,2]
     if (!x) return NULL;
-    memcpy(x->data, m->x, sizeof(ag_real) * (size_t)n * OM_IN);
+    memcpy(x->data, m->x + (size_t)first * OM_IN, sizeof(ag_real) * (size_t)n * OM_IN);
     ag_tensor *h = ag_gelu(ctx, ag_linear_layer_forward(ctx, &m->fc1, x));      // [n,24]
     return ag_linear_layer_forward(ctx, &m->fc2, h);                            // [n,2]
 }
@@ -104,13 +109,14 @@ static bool own_build(own_model *m)
 }
 
 /* DIR/name trained up to `steps` (a fresh run, or the one there with resume) */
-static ag_status own_run(own_model *m, own_loss_fn loss, own_eval_fn eval, const char *dir, const char *name,
-                         long steps, bool resume, ag_train_result *r, ag_error *err)
+static ag_status own_run(own_model *m, const own_calls *k, const char *dir, const char *name, long steps,
+                         bool resume, ag_train_result *r, ag_error *err)
 {
     char out[4096];
     snprintf(out, sizeof out, "%s/%s", dir, name);
-    const ag_train_client c = {.name = "quadrants", .params = m->P, .user = m, .loss = loss, .evaluate = eval,
-                               .score_name = "accuracy", .unit = "points", .units_per_step = OM_BATCH};
+    const ag_train_client c = {.name = "quadrants", .params = m->P, .user = m, .batch = OM_BATCH, .draw = k->draw,
+                               .loss = k->loss, .evaluate = k->eval, .score_name = "accuracy", .unit = "points",
+                               .units_per_step = OM_BATCH};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .resume = resume, .seed = 19, .every = 50,
                              .sched = {.lr = 2e-2, .min_lr = 2e-3, .warmup_iters = 10, .lr_decay_iters = OM_STEPS},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1};
@@ -147,18 +153,18 @@ static int own_stopped(const ag_error *err)
 }
 
 /* the unbroken run and the split one (100 steps, then resumed to 200), compared */
-static int own_runs(own_loss_fn loss, own_eval_fn eval, const char *dir, double untrained)
+static int own_runs(const own_calls *k, const char *dir, double untrained)
 {
     own_model a = {0}, b = {0};
     ag_train_result r;
     ag_error err = {0};
     int rc = 2;
     if (!own_build(&a) || !own_build(&b)) goto out;
-    if (own_run(&a, loss, eval, dir, "unbroken", OM_STEPS, false, &r, &err)) { rc = own_stopped(&err); goto out; }
+    if (own_run(&a, k, dir, "unbroken", OM_STEPS, false, &r, &err)) { rc = own_stopped(&err); goto out; }
     printf("unbroken run: steps 0 -> %ld, held-out loss %.4f, accuracy %.3f\n", r.step, r.val_loss, r.score);
     double trained = r.val_loss, acc = r.score;
-    if (own_run(&b, loss, eval, dir, "split", OM_STEPS / 2, false, &r, &err) ||
-        own_run(&b, loss, eval, dir, "split", OM_STEPS, true, &r, &err)) { rc = own_stopped(&err); goto out; }
+    if (own_run(&b, k, dir, "split", OM_STEPS / 2, false, &r, &err) ||
+        own_run(&b, k, dir, "split", OM_STEPS, true, &r, &err)) { rc = own_stopped(&err); goto out; }
     size_t differ = 0;
     for (size_t i = 0; i < a.P->total; i++) differ += a.P->data[i] != b.P->data[i];
     printf("split run: steps 0 -> %d, then resumed %ld -> %ld: %zu of %zu weights differ from the unbroken run's\n",
@@ -166,7 +172,7 @@ static int own_runs(own_loss_fn loss, own_eval_fn eval, const char *dir, double 
     rc = 1;
     if (differ)
         printf("FAIL: the resumed run is not the unbroken one: draw every batch from the rng the trainer hands "
-               "to your loss (the checkpoint keeps it), not from one of your own\n");
+               "to your draw (the checkpoint keeps it), not from one of your own\n");
     else if (!(trained <= untrained / 3))
         printf("FAIL: the held-out loss fell from %.4f to %.4f only (accuracy %.3f): train on the batch you draw, "
                "its targets with its points\n", untrained, trained, acc);
@@ -177,8 +183,9 @@ out:
     return rc;
 }
 
-static int own_model_check(const char *keep, own_loss_fn loss, own_eval_fn eval)
+static int own_model_check(const char *keep, own_draw_fn draw, own_loss_fn loss, own_eval_fn eval)
 {
+    const own_calls k = {draw, loss, eval};
     own_model m;
     ag_error err = {0};
     double untrained = NAN;
@@ -190,7 +197,7 @@ static int own_model_check(const char *keep, own_loss_fn loss, own_eval_fn eval)
     if (!own_build(&m)) return printf("the check could not run: out of memory\n"), 2;
     int rc = own_eval_twice(&m, eval, &untrained, &err);
     ag_params_free(m.P);
-    if (rc == 0) rc = own_runs(loss, eval, keep ? keep : dir, untrained);
+    if (rc == 0) rc = own_runs(&k, keep ? keep : dir, untrained);
     if (!keep) own_remove(dir);
     return rc;
 }

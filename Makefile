@@ -16,10 +16,13 @@ OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
 DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 libmicrohttpd-dev graphviz
-# recursive (=) so pkg-config only runs once `make deps` has installed it
-PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
-CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+# recursive (=) so pkg-config only runs once `make deps` has installed it, and then once:
+# $(call once,NAME,COMMAND) runs COMMAND the first time NAME is read and keeps its output (each
+# compile read ALL_CFLAGS: 314 pkg-config runs, 4 s of CPU, in make test's build)
+once = $(eval $(1) := $(shell $(2)))$($(1))
+PKG_CFLAGS = $(call once,PKG_CFLAGS,pkg-config --cflags openblas jansson 2>/dev/null)
+PKG_LIBS   = $(call once,PKG_LIBS,pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
+CHECK_LIBS = $(call once,CHECK_LIBS,pkg-config --libs check 2>/dev/null || echo -lcheck)
 ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
 # libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h), on
 # x86-64 glibc only: the machine the compiler builds for, not the one it runs on (build/arm64)
@@ -111,20 +114,30 @@ $(LIB64): $(LIB_SRC:%.c=$(B)/f64/%.o)
 # below would miss (`Suite* x_suite(void)`, or none) fails the build, naming the file, instead of
 # being silently left out of the run.
 TEST_FILES = $(foreach f,$(TEST_SRC),$(if $(findstring /test_,/$(f)),$(f)))
-SUITE_LINE = ^Suite \*[a-z0-9_]*_suite(void)$$
+# one awk over the files (a grep or two per file was 200 processes, 1.3 s of CPU, each time a make
+# needed the test binaries: twice in make test): SUITE lines of every file, and for a test file
+# the first misspelled suite line, or none at all, is an error
+SUITE_AWK = function fail(m) { print m > "/dev/stderr"; exit 1 } \
+  BEGIN { n = split(files, f, " "); for (i = 1; i <= n; i++) want[f[i]] = 1 } \
+  /^Suite \*[a-z0-9_]*_suite\(void\)$$/ { ok[FILENAME] = 1; s = $$0; sub(/^Suite \*/, "", s); sub(/_suite\(void\)$$/, "", s); \
+    print "SUITE(" s ")"; next } \
+  want[FILENAME] && !(FILENAME in mis) && /^[[:space:]]*Suite[[:space:]]*\*[[:space:]]*[A-Za-z0-9_]+_suite[[:space:]]*\(/ { \
+    mis[FILENAME] = FNR ":" $$0 } \
+  END { for (i = 1; i <= n; i++) { \
+    if (!(f[i] in ok)) fail(f[i] ": no line \047Suite *<name>_suite(void)\047 (spelled exactly so, at the start of a line): its tests would never run"); \
+    if (f[i] in mis) { l = mis[f[i]]; fail(f[i] ":" substr(l, 1, index(l, ":") - 1) ": a suite spelled \047" substr(l, index(l, ":") + 1) "\047 is not registered; write \047Suite *<name>_suite(void)\047") } } }
 $(B)/gen/suites.inc: FORCE
 	@mkdir -p $(dir $@)
-	@for f in $(TEST_FILES); do \
-	  if ! grep -q '$(SUITE_LINE)' $$f; then \
-	    echo "$$f: no line 'Suite *<name>_suite(void)' (spelled exactly so, at the start of a line): its tests would never run" >&2; exit 1; fi; \
-	  bad=$$(grep -nE '^[[:space:]]*Suite[[:space:]]*\*[[:space:]]*[A-Za-z0-9_]+_suite[[:space:]]*\(' $$f | grep -v ':$(SUITE_LINE:^%=%)' | head -n 1); \
-	  if [ -n "$$bad" ]; then \
-	    echo "$$f:$${bad%%:*}: a suite spelled '$${bad#*:}' is not registered; write 'Suite *<name>_suite(void)'" >&2; exit 1; fi; \
-	done
-	@grep -ho '^Suite \*[a-z0-9_]*_suite(void)' $(TEST_SRC) | sed 's/^Suite \*\(.*\)_suite(void)/SUITE(\1)/' | sort > $@.tmp
+	@awk -v files="$(TEST_FILES)" '$(SUITE_AWK)' $(TEST_SRC) < /dev/null > $@.all || { rm -f $@.all; exit 1; }
+	@sort $@.all > $@.tmp; rm -f $@.all
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
-$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm
+$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm $(TEST_OPT)
+# the tests' own code (not the library or char_lm's files they link, built as CFLAGS says) at
+# -O1: it mostly calls the library, and compiles in 64% of -O3's CPU (tests/*.c, 14 s against
+# 22 s, each level twice in turn; make test compiles them twice, f32 and f64). No -ffast-math
+# either way: the same results. TEST_OPT= for CFLAGS' level.
+TEST_OPT ?= -O1
 
 # the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
@@ -421,7 +434,7 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 # --- serve ---
 # `char_lm serve` (docs/serve.md): HTTP by libmicrohttpd, linked into char_lm alone (serve.c);
 # the page (examples/char_lm/web/) embedded as C arrays by tools/embed_web.sh.
-SERVE_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+SERVE_LIBS = $(call once,SERVE_LIBS,pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 WEB_FILES := $(sort $(wildcard examples/char_lm/web/*))
 $(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
 	@mkdir -p $(dir $@)

@@ -186,9 +186,9 @@ TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse 
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
 # '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
-# quiet machine): first, then the browser's (10 s) before the suites.
+# quiet machine): first. (The page in headless chromium, 8 s of CPU and 25 s in make test, is
+# make check's: it tests serve's page, not what a learner's change to an op or a layer breaks.)
 TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
-            $(call job,browser,$(SUB_MAKE) browser-run) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
             $(call job,step,$(SUB_MAKE) test-step) \
@@ -196,6 +196,12 @@ TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,l
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
 # stale and make check ran all of make test's jobs again.
+# python3 found once for all the jobs, its own folder first in PATH: a version manager's shim
+# (pyenv's, a bash script that looks the version up again) costs 0.45 s of CPU a start, and the
+# jobs start python ~15 times (the lessons' figures and blocks, the safetensors checker, the
+# reading path's tools)
+PY_PATH = py=$$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) && \
+          [ -n "$$py" ] && PATH="$$py:$$PATH" && export PATH
 TEST_STAMP = $(B)/runs/test.passed
 TRACKED := $(wildcard $(shell git ls-files 2>/dev/null))
 test_passed = [ -e $(TEST_STAMP) ] && [ -z "$$(find $(TEST_BINS) $(TRACKED) -newer $(TEST_STAMP) 2>/dev/null | head -n 1)" ]
@@ -203,7 +209,7 @@ test: deps                                        ## every suite (numeric ones o
 	@$(MAKE) --no-print-directory test-jobs
 .PHONY: test-jobs
 test-jobs: $(TEST_BINS)
-	+@$(call run_jobs,$(TEST_JOBS),test)
+	+@$(PY_PATH); $(call run_jobs,$(TEST_JOBS),test)
 	@touch $(TEST_STAMP)
 
 # `make test-op OP=gelu`, after editing one op: rebuilds the test binaries (the op's object and
@@ -232,7 +238,7 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # `make check`: the full matrix, what .ci/run runs after `make test`: make test's jobs (again
 # only when something changed since it passed), the program's suites on double too, the kernel
 # suites on the reference table and a REFERENCE=1 library's step, the sanitizers, valgrind, the
-# fuzzers, the clang build's suites and the arm64 stage. All is built first, in one parallel make
+# fuzzers, serve's page in headless chromium, the clang build's suites and the arm64 stage. All is built first, in one parallel make
 # (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
 # runs the suites as make test does (the program's once, on float), ASan likewise.
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build
@@ -245,7 +251,7 @@ check: deps                                       ## the full matrix: program su
 	@$(MAKE) --no-print-directory check-jobs
 .PHONY: check-jobs $(CHECK_BUILDS)
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
-	+@if $(test_passed); then \
+	+@$(PY_PATH); if $(test_passed); then \
 	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; \
 	  $(call run_jobs,$(CHECK_JOBS),check); \
 	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check) && touch $(TEST_STAMP); fi
@@ -452,7 +458,7 @@ deps-browser:                                     ## install chromium, chromium-
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BROWSER_PKGS)"
 check-browser: deps deps-browser                 ## serve's page in headless chromium; screenshots in build/browser
 	@$(MAKE) --no-print-directory browser-run
-# browser-run: the test alone, with what is installed (make test's job: SKIPPED without chromium)
+# browser-run: the test alone, with what is installed (make check's job: SKIPPED without chromium)
 .PHONY: browser-run
 browser-run: $(B)/char_lm
 	@rc=0; /usr/bin/python3 tests/browser/test_serve_page.py --char-lm ./$(B)/char_lm --shots $(BROWSER_SHOTS) || rc=$$?; \

@@ -171,9 +171,13 @@ suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
 # of the char_lm process): `make test` runs them once, on the float build (char_lm's own;
 # rundir's process cases are float-only), `make check` on double as well.
 ONCE_SUITES = budget corpus discovery dynamics errors reverse rundir signals trace
+# ... and those of char_lm's process and a run's report card (serve, lessons_cli, report), and
+# those that write and read the same bytes in either build (safetensors_limits: the size limits,
+# the Python reader): their double runs, 7.4 s of CPU, are make check's
+ONCE_SUITES += lessons_cli report safetensors_limits serve
 # the slow ones, slowest first (measured on 2 cores: make test's job lines), so that the short
 # ones fill the gaps
-SLOW_SUITES = rundir reverse budget safetensors errors char_lm signals grad_accum dynamics trace \
+SLOW_SUITES = rundir reverse budget safetensors_limits safetensors errors char_lm signals grad_accum dynamics trace \
               fast_ref_products fast_ref_rows rmsnorm corpus
 slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 

@@ -16,10 +16,13 @@ OMP      = -fopenmp
 WARN     = -Wall -Wextra
 STD      = -std=c11 -D_DEFAULT_SOURCE
 DEPS_PKGS = libopenblas-dev check pkg-config gnuplot-nox libjansson-dev libopenmpi-dev openmpi-bin python3 libmicrohttpd-dev graphviz
-# recursive (=) so pkg-config only runs once `make deps` has installed it
-PKG_CFLAGS = $(shell pkg-config --cflags openblas jansson 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
-CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+# recursive (=) so pkg-config only runs once `make deps` has installed it, and then once:
+# $(call once,NAME,COMMAND) runs COMMAND the first time NAME is read and keeps its output (each
+# compile read ALL_CFLAGS: 314 pkg-config runs, 4 s of CPU, in make test's build)
+once = $(eval $(1) := $(shell $(2)))$($(1))
+PKG_CFLAGS = $(call once,PKG_CFLAGS,pkg-config --cflags openblas jansson 2>/dev/null)
+PKG_LIBS   = $(call once,PKG_LIBS,pkg-config --libs openblas jansson 2>/dev/null || echo -lopenblas -ljansson)
+CHECK_LIBS = $(call once,CHECK_LIBS,pkg-config --libs check 2>/dev/null || echo -lcheck)
 ALL_CFLAGS = $(STD) $(WARN) $(OMP) $(CFLAGS) $(DEFS) $(EXTRA_CFLAGS) $(PKG_CFLAGS) -Isrc
 # libmvec: glibc's vector expf, called by the fast kernels (see src/tensor/fast/fast.h), on
 # x86-64 glibc only: the machine the compiler builds for, not the one it runs on (build/arm64)
@@ -113,20 +116,30 @@ $(LIB64): $(LIB_SRC:%.c=$(B)/f64/%.o)
 # below would miss (`Suite* x_suite(void)`, or none) fails the build, naming the file, instead of
 # being silently left out of the run.
 TEST_FILES = $(foreach f,$(TEST_SRC),$(if $(findstring /test_,/$(f)),$(f)))
-SUITE_LINE = ^Suite \*[a-z0-9_]*_suite(void)$$
+# one awk over the files (a grep or two per file was 200 processes, 1.3 s of CPU, each time a make
+# needed the test binaries: twice in make test): SUITE lines of every file, and for a test file
+# the first misspelled suite line, or none at all, is an error
+SUITE_AWK = function fail(m) { print m > "/dev/stderr"; exit 1 } \
+  BEGIN { n = split(files, f, " "); for (i = 1; i <= n; i++) want[f[i]] = 1 } \
+  /^Suite \*[a-z0-9_]*_suite\(void\)$$/ { ok[FILENAME] = 1; s = $$0; sub(/^Suite \*/, "", s); sub(/_suite\(void\)$$/, "", s); \
+    print "SUITE(" s ")"; next } \
+  want[FILENAME] && !(FILENAME in mis) && /^[[:space:]]*Suite[[:space:]]*\*[[:space:]]*[A-Za-z0-9_]+_suite[[:space:]]*\(/ { \
+    mis[FILENAME] = FNR ":" $$0 } \
+  END { for (i = 1; i <= n; i++) { \
+    if (!(f[i] in ok)) fail(f[i] ": no line \047Suite *<name>_suite(void)\047 (spelled exactly so, at the start of a line): its tests would never run"); \
+    if (f[i] in mis) { l = mis[f[i]]; fail(f[i] ":" substr(l, 1, index(l, ":") - 1) ": a suite spelled \047" substr(l, index(l, ":") + 1) "\047 is not registered; write \047Suite *<name>_suite(void)\047") } } }
 $(B)/gen/suites.inc: FORCE
 	@mkdir -p $(dir $@)
-	@for f in $(TEST_FILES); do \
-	  if ! grep -q '$(SUITE_LINE)' $$f; then \
-	    echo "$$f: no line 'Suite *<name>_suite(void)' (spelled exactly so, at the start of a line): its tests would never run" >&2; exit 1; fi; \
-	  bad=$$(grep -nE '^[[:space:]]*Suite[[:space:]]*\*[[:space:]]*[A-Za-z0-9_]+_suite[[:space:]]*\(' $$f | grep -v ':$(SUITE_LINE:^%=%)' | head -n 1); \
-	  if [ -n "$$bad" ]; then \
-	    echo "$$f:$${bad%%:*}: a suite spelled '$${bad#*:}' is not registered; write 'Suite *<name>_suite(void)'" >&2; exit 1; fi; \
-	done
-	@grep -ho '^Suite \*[a-z0-9_]*_suite(void)' $(TEST_SRC) | sed 's/^Suite \*\(.*\)_suite(void)/SUITE(\1)/' | sort > $@.tmp
+	@awk -v files="$(TEST_FILES)" '$(SUITE_AWK)' $(TEST_SRC) < /dev/null > $@.all || { rm -f $@.all; exit 1; }
+	@sort $@.all > $@.tmp; rm -f $@.all
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
-$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm
+$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm $(TEST_OPT)
+# the tests' own code (not the library or char_lm's files they link, built as CFLAGS says) at
+# -O1: it mostly calls the library, and compiles in 64% of -O3's CPU (tests/*.c, 14 s against
+# 22 s, each level twice in turn; make test compiles them twice, f32 and f64). No -ffast-math
+# either way: the same results. TEST_OPT= for CFLAGS' level.
+TEST_OPT ?= -O1
 
 # the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
@@ -160,9 +173,13 @@ suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
 # of the char_lm process): `make test` runs them once, on the float build (char_lm's own;
 # rundir's process cases are float-only), `make check` on double as well.
 ONCE_SUITES = budget corpus discovery dynamics errors reverse rundir signals trace
+# ... and those of char_lm's process and a run's report card (serve, lessons_cli, report), and
+# those that write and read the same bytes in either build (safetensors_limits: the size limits,
+# the Python reader): their double runs, 7.4 s of CPU, are make check's
+ONCE_SUITES += lessons_cli report safetensors_limits serve
 # the slow ones, slowest first (measured on 2 cores: make test's job lines), so that the short
 # ones fill the gaps
-SLOW_SUITES = rundir reverse budget safetensors errors char_lm signals grad_accum dynamics trace \
+SLOW_SUITES = rundir reverse budget safetensors_limits safetensors errors char_lm signals grad_accum dynamics trace \
               fast_ref_products fast_ref_rows rmsnorm corpus
 slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 
@@ -175,9 +192,9 @@ TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse 
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
 # '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
-# quiet machine): first, then the browser's (10 s) before the suites.
+# quiet machine): first. (The page in headless chromium, 8 s of CPU and 25 s in make test, is
+# make check's: it tests serve's page, not what a learner's change to an op or a layer breaks.)
 TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
-            $(call job,browser,$(SUB_MAKE) browser-run) \
             $(foreach s,$(call slow_first,$(call suites_of,$(B))),$(call suite_job,f32,$(B)/test_f32,$(s)) \
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
             $(call job,step,$(SUB_MAKE) test-step) \
@@ -185,6 +202,12 @@ TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,l
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
 # stale and make check ran all of make test's jobs again.
+# python3 found once for all the jobs, its own folder first in PATH: a version manager's shim
+# (pyenv's, a bash script that looks the version up again) costs 0.45 s of CPU a start, and the
+# jobs start python ~15 times (the lessons' figures and blocks, the safetensors checker, the
+# reading path's tools)
+PY_PATH = py=$$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) && \
+          [ -n "$$py" ] && PATH="$$py:$$PATH" && export PATH
 TEST_STAMP = $(B)/runs/test.passed
 TRACKED := $(wildcard $(shell git ls-files 2>/dev/null))
 test_passed = [ -e $(TEST_STAMP) ] && [ -z "$$(find $(TEST_BINS) $(TRACKED) -newer $(TEST_STAMP) 2>/dev/null | head -n 1)" ]
@@ -192,7 +215,7 @@ test: deps                                        ## every suite (numeric ones o
 	@$(MAKE) --no-print-directory test-jobs
 .PHONY: test-jobs
 test-jobs: $(TEST_BINS)
-	+@$(call run_jobs,$(TEST_JOBS),test)
+	+@$(PY_PATH); $(call run_jobs,$(TEST_JOBS),test)
 	@touch $(TEST_STAMP)
 
 # `make test-op OP=gelu`, after editing one op: rebuilds the test binaries (the op's object and
@@ -221,7 +244,7 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # `make check`: the full matrix, what .ci/run runs after `make test`: make test's jobs (again
 # only when something changed since it passed), the program's suites on double too, the kernel
 # suites on the reference table and a REFERENCE=1 library's step, the sanitizers, valgrind, the
-# fuzzers, the clang build's suites and the arm64 stage. All is built first, in one parallel make
+# fuzzers, serve's page in headless chromium, the clang build's suites and the arm64 stage. All is built first, in one parallel make
 # (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
 # runs the suites as make test does (the program's once, on float), ASan likewise.
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build
@@ -234,7 +257,7 @@ check: deps                                       ## the full matrix: program su
 	@$(MAKE) --no-print-directory check-jobs
 .PHONY: check-jobs $(CHECK_BUILDS)
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
-	+@if $(test_passed); then \
+	+@$(PY_PATH); if $(test_passed); then \
 	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; \
 	  $(call run_jobs,$(CHECK_JOBS),check); \
 	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check) && touch $(TEST_STAMP); fi
@@ -438,7 +461,7 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 # --- serve ---
 # `char_lm serve` (docs/serve.md): HTTP by libmicrohttpd, linked into char_lm alone (serve.c);
 # the page (examples/char_lm/web/) embedded as C arrays by tools/embed_web.sh.
-SERVE_LIBS = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+SERVE_LIBS = $(call once,SERVE_LIBS,pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 WEB_FILES := $(sort $(wildcard examples/char_lm/web/*))
 $(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
 	@mkdir -p $(dir $@)
@@ -456,7 +479,7 @@ deps-browser:                                     ## install chromium, chromium-
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(BROWSER_PKGS)"
 check-browser: deps deps-browser                 ## serve's page in headless chromium; screenshots in build/browser
 	@$(MAKE) --no-print-directory browser-run
-# browser-run: the test alone, with what is installed (make test's job: SKIPPED without chromium)
+# browser-run: the test alone, with what is installed (make check's job: SKIPPED without chromium)
 .PHONY: browser-run
 browser-run: $(B)/char_lm
 	@rc=0; /usr/bin/python3 tests/browser/test_serve_page.py --char-lm ./$(B)/char_lm --shots $(BROWSER_SHOTS) || rc=$$?; \

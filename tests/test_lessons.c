@@ -11,6 +11,7 @@
 #include "attn_heads.h"
 #include "lr_find.h"
 #include "proc.h"
+#include "tcases.h"
 
 enum { T = 6 };
 
@@ -252,13 +253,21 @@ Suite *lessons_suite(void)
     tcase_add_test(tc, test_lr_find_sweep);
     tcase_add_test(tc, test_init_scale_and_no_norm);
     suite_add_tcase(s, tc);
-    tc = tcase_create("output");
+    tc = tcase_create("reading");
     tcase_add_checked_fixture(tc, root_setup, root_teardown);
-    tcase_add_test(tc, test_summary_and_attn_lines);
-    tcase_add_test(tc, test_trace_graph);
     tcase_add_test(tc, test_lr_find_reading);
-    tcase_add_test(tc, test_overfit_batch);
-    tcase_add_test(tc, test_lr_find_below_lr);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* char_lm's output as the lessons quote it: the same char_lm process under either test build,
+ * so `make test` runs these once, on float, and `make check` on double too (ONCE_SUITES) */
+Suite *lessons_cli_suite(void)
+{
+    Suite *s = suite_create("lessons_cli");
+    TCase *tc = tcase_create("output");
+    tcase_add_checked_fixture(tc, root_setup, root_teardown);
+    ADD_TESTS(tc, test_summary_and_attn_lines, test_trace_graph, test_overfit_batch, test_lr_find_below_lr);
     suite_add_tcase(s, tc);
     return s;
 }

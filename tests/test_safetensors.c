@@ -759,13 +759,27 @@ Suite *safetensors_suite(void)
     ADD_TESTS(tc, read_shape_mismatch_and_missing, truncated_at_every_length);
     tcase_add_loop_test(tc, bad_header_rows, 0, (int)(sizeof bad_header / sizeof bad_header[0]));
     ADD_TESTS(tc, bad_lengths_and_files, good_edge_headers);
-    tcase_add_loop_test(tc, hostile_header_memory, 0, (int)(sizeof hostile / sizeof hostile[0]));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("write_errors");
     tcase_add_checked_fixture(tc, setup, teardown);
-    ADD_TESTS(tc, save_bad_arguments, save_refuses_what_load_refuses, save_missing_directory,
-                  failed_save_keeps_old_file, write_failure_midway_is_atomic);
+    ADD_TESTS(tc, save_bad_arguments, save_missing_directory, failed_save_keeps_old_file,
+                  write_failure_midway_is_atomic);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+/* The size limits (a 100 MB header refused before it is written, a hostile header's memory) and
+ * the independent Python reader: the same bytes in the float and the double build, and most of
+ * the suite's CPU, so `make test` runs them once, on float, and `make check` on double too
+ * (the Makefile's ONCE_SUITES). */
+Suite *safetensors_limits_suite(void)
+{
+    Suite *s = suite_create("safetensors_limits");
+    TCase *tc = tcase_create("limits");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    ADD_TESTS(tc, save_refuses_what_load_refuses);
+    tcase_add_loop_test(tc, hostile_header_memory, 0, (int)(sizeof hostile / sizeof hostile[0]));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("python_checker");

@@ -61,14 +61,27 @@ class Runner:
 
     def run(self, script, where):
         script = self.local(script)
-        if script not in self.cache:
+        key = uncommented(script)
+        if key not in self.cache:
             r = subprocess.run(["bash", "-c", "set -eo pipefail\n" + script], capture_output=True, text=True,
                                timeout=self.timeout)
             if r.returncode != 0:
                 raise RuntimeError("%s: the commands failed (exit %d):\n%s\n%s" % (where, r.returncode, script,
                                                                                   r.stderr[-2000:]))
-            self.cache[script] = r.stdout + r.stderr
-        return self.cache[script]
+            self.cache[key] = r.stdout + r.stderr
+        return self.cache[key]
+
+
+def uncommented(script):
+    """script less its trailing "  # ..." comments (outside quotes): an en block and its zh twin,
+    the same commands commented in two languages, run once"""
+    lines = []
+    for line in script.split("\n"):
+        m = re.search(r"\s+#\s.*$", line)
+        if m and line[:m.start()].count("'") % 2 == 0 and line[:m.start()].count('"') % 2 == 0:
+            line = line[:m.start()]
+        lines.append(line.rstrip())
+    return "\n".join(lines)
 
 
 def sh_block(lines):

@@ -28,6 +28,8 @@
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
+ *   ag_lr_range_at, ag_lr_range_read
+ *                                 --lr-find: the learning-rate sweep, DIR/lr_find.png (lr_range.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
@@ -249,6 +251,29 @@ void ag_dynamics_log_free(ag_dynamics_log *d);   /* NULL ok; closes the file */
  * the attention and MLP weights (top), and their update/weight ratios with the learning rate on
  * the right-hand axis (bottom), both on log scales. Errors as ag_plot_script's. */
 ag_status ag_plot_dynamics(const char *dir, int n_layer, ag_error *err);
+
+// --- the learning-rate range test, --lr-find (lr_range.c, lesson 16) ---
+
+/* The sweep that replaces the schedule: step it of steps takes
+ *   lr(it) = lo (hi / lo)^(it / (steps - 1))        lo at the first step, hi at the last,
+ * the same factor up at every step, so the steps are spread evenly over ln lr. Cannot fail. */
+double ag_lr_range_at(double lo, double hi, long steps, long it);
+
+typedef struct {
+    int steps;             /* rows read */
+    double steepest_lr;    /* where the smoothed loss falls fastest per unit of ln lr */
+    double steepest_slope; /* that slope: d loss / d ln lr (negative) */
+    double min_lr;         /* where the smoothed loss is lowest */
+    double min_loss;       /* its value */
+    double diverged_lr;    /* the first lr where the smoothed loss is twice its lowest (0: never) */
+} ag_lr_range;
+
+/* Reads DIR/metrics.csv (iter, lr, loss per step: the sweep's), smooths the loss, finds where it
+ * falls fastest per unit of ln lr (before it has doubled from its lowest: past that the run has
+ * diverged and its slopes mean nothing), fills *r, writes DIR/lr_find.csv (lr, loss, smoothed)
+ * and draws DIR/lr_find.png (ag_plot_script; AG_ERR_IO without gnuplot, *r filled). AG_ERR_IO
+ * when metrics.csv cannot be read (r->steps 0), AG_ERR_ARG when it has fewer than 10 steps. */
+ag_status ag_lr_range_read(const char *dir, ag_lr_range *r, ag_error *err);
 
 // --- the report card of a run (report.c) ---
 

@@ -28,6 +28,8 @@
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
+ *   ag_activations, ag_plot_activations
+ *                                 --log-activations: DIR/activations.csv and .png, per block (activations.c)
  *   ag_lr_range_at, ag_lr_range_read
  *                                 --lr-find: the learning-rate sweep, DIR/lr_find.png (lr_range.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
@@ -393,6 +395,35 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
+
+// --- what flows through a model, --log-activations (activations.c, lesson 14) ---
+
+/* For a model built of ag_block's named "blocks.<l>" (as ag_dynamics_log's), read off the tape
+ * of one forward pass recorded in grad mode: per block l the residual stream's RMS leaving it
+ * (and entering block 0), the mean, std and dead share of its MLP activation's inputs, and the
+ * range of its attention scores over the keys a query may see (attention op by op only: fused,
+ * NaN). DIR/activations.csv has a row per reading:
+ *   iter,rms_in, then per block l: rms_L<l>,act_mean_L<l>,act_std_L<l>,act_dead_L<l>,score_min_L<l>,score_max_L<l>
+ * and the log a line ("  activations: rms in ... | dead ... | scores ..."). */
+typedef struct ag_activations ag_activations;
+/* The reader of P's blocks; with write, DIR/activations.csv opened as ag_csv_open does (start:
+ * the iteration a resume starts at, < 0 a fresh run); without it, no file (a rank other than
+ * 0). NULL with err when P has no block (AG_ERR_ARG), out of memory, or the file fails. */
+ag_activations *ag_activations_open(const ag_params *P, const char *dir, bool write, long start, ag_error *err);
+int ag_activations_layers(const ag_activations *a);
+/* Reads the tape of ctx (a forward the program recorded, not yet reset). */
+void ag_activations_read(ag_activations *a, const ag_ctx *ctx);
+/* The last reading as iteration it's row (and a line on log, when not NULL). */
+ag_status ag_activations_record(ag_activations *a, long it, FILE *log, ag_error *err);
+/* ag_train_run's reading at evaluation it: the client's loss on a batch of a stream of its own
+ * (from seed and it: the run's stream is untouched), read, recorded; ctx is reset after. */
+ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
+                                 FILE *log, ag_error *err);
+void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */
+/* DIR/activations.gp and DIR/activations.png from DIR/activations.csv: three panels over the
+ * iterations (the stream's RMS, the dead share, the scores' range), a line per block. Errors as
+ * ag_plot_script's. */
+ag_status ag_plot_activations(const char *dir, int n_layer, ag_error *err);
 
 #include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 

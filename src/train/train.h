@@ -360,6 +360,14 @@ typedef struct {
     long log_dynamics;         /* > 0: a row of DIR/dynamics.csv every this many steps and at the
                                   last, and DIR/dynamics.png at the end (ag_dynamics_log: the model
                                   must be built of ag_block's named "blocks.<l>"); 0: none */
+    bool log_activations;      /* at every evaluation: the client's loss on a batch of its own read
+                                  off the tape (ag_activations_measure: the model must be built of
+                                  ag_block's named "blocks.<l>"), a row of DIR/activations.csv and a
+                                  line on the log; DIR/activations.png at the end */
+    double lr_find_lo;         /* > 0: the learning-rate range test (lesson 16): step it takes
+                                  ag_lr_range_at(lr_find_lo, sched.lr, steps, it) instead of the
+                                  schedule, and at the end ag_lr_range_read reads metrics.csv into
+                                  r->lr_find and draws DIR/lr_find.png (0: the schedule) */
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
@@ -378,6 +386,7 @@ typedef struct {
     double train_loss;         /* the mean batch loss of the steps before the last evaluation (NaN: none) */
     char ckpt[64];             /* the checkpoint left in DIR/latest ("ckpt-00000400"), or "" */
     double wall_s;
+    ag_lr_range lr_find;       /* opts->lr_find_lo > 0: the range test's reading (steps 0: none) */
 } ag_train_result;
 
 /* The run: DIR locked (a second run on it is refused), a fresh start or exactly where

@@ -325,7 +325,8 @@ END_TEST
 
 /* --lr-find 1e-5 over 40 steps and --log-activations, evaluations at 20 and 40: the run prints
  * the steepest lr, inside [1e-5, 3e-3]; lr_find.csv holds the 40 steps; activations.csv the
- * header of 2 blocks and 2 rows, each with a residual stream and a range of scores. */
+ * header of 2 blocks and 2 rows, each with a residual stream and a range of scores. A run with
+ * --log-activations alone has the metrics.csv of a run without it. */
 START_TEST(lr_find_and_activations)
 {
     proc_result r;
@@ -353,6 +354,17 @@ START_TEST(lr_find_and_activations)
         ck_assert_msg(v[6] < v[7] && v[12] < v[13], "scores' ranges: %.200s", row);   /* read through the mask */
     }
     free(csv);
+    const char *dirs[2] = {"g", "h"};   /* the reading has a batch stream of its own: the run is the same */
+    char *metrics[2];
+    for (int k = 0; k < 2; k++) {
+        run_expect(A("train", "--out", dirs[k], "--steps", "20", "--every", "10", k ? "--seed" : "--log-activations",
+                     k ? "1" : NULL), 0, NULL, &r);
+        proc_result_free(&r);
+        metrics[k] = proc_read_file(proc_path(root, k ? "h/metrics.csv" : "g/metrics.csv"), NULL);
+    }
+    ck_assert_msg(metrics[0] && metrics[1] && !strcmp(metrics[0], metrics[1]), "--log-activations changed the run");
+    free(metrics[0]);
+    free(metrics[1]);
 }
 END_TEST
 

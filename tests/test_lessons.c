@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "attn_heads.h"
-#include "lr_find.h"
+#include "train/train.h"   /* ag_lr_range_at, ag_lr_range_read: --lr-find */
 #include "proc.h"
 #include "tcases.h"
 
@@ -137,10 +137,9 @@ END_TEST
 /* the sweep: LO at the first step, --lr at the last, the same factor at every step */
 START_TEST(test_lr_find_sweep)
 {
-    lm_config c = {.lr = 1, .lr_find = 1e-4, .max_iters = 5};
-    ck_assert_double_eq_tol(lm_lr_find_at(&c, 0), 1e-4, 1e-18);
-    ck_assert_double_eq_tol(lm_lr_find_at(&c, 2), 1e-2, 1e-15);
-    ck_assert_double_eq_tol(lm_lr_find_at(&c, 4), 1, 1e-14);
+    ck_assert_double_eq_tol(ag_lr_range_at(1e-4, 1, 5, 0), 1e-4, 1e-18);
+    ck_assert_double_eq_tol(ag_lr_range_at(1e-4, 1, 5, 2), 1e-2, 1e-15);
+    ck_assert_double_eq_tol(ag_lr_range_at(1e-4, 1, 5, 4), 1, 1e-14);
 }
 END_TEST
 
@@ -158,9 +157,9 @@ START_TEST(test_lr_find_reading)
         fprintf(f, "%d,%g,%.6f,,,1\n", i, lr, 2 + 2 / (1 + exp(2 * x)) + (lr > 0.1 ? 50 * (lr - 0.1) : 0));
     }
     fclose(f);
-    lm_lr_find_result r;
+    ag_lr_range r;
     ag_error e = {0};
-    ag_status s = lm_lr_find_read(path, &r, &e);
+    ag_status s = ag_lr_range_read(path, &r, &e);
     ck_assert_msg(s == AG_OK || s == AG_ERR_IO, "%s", e.msg);   /* AG_ERR_IO: no gnuplot, no picture */
     ck_assert_int_eq(r.steps, 200);
     ck_assert_msg(r.steepest_lr > 1e-3 && r.steepest_lr < 2.5e-3, "steepest at %g", r.steepest_lr);

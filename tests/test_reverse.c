@@ -25,7 +25,11 @@
  *            a sample of 4 held-out strings answered; loss.png's dashed ln V line (ln 26, a
  *            uniform guess over the letters).
  *   dynamics --log-dynamics: dynamics.csv's columns for the 2 layers and its rows (every 10
- *            steps and the last), dynamics.png. */
+ *            steps and the last), dynamics.png.
+ *   lr_find  --lr-find and --log-activations, the library's (src/train/lr_range.c, activations.c)
+ *            on this client: the sweep's steepest lr inside its range, lr_find.csv's rows,
+ *            activations.csv's header and a row per evaluation, the scores read through the
+ *            key-padding mask. */
 #include <check.h>
 #include <dirent.h>
 #include <signal.h>
@@ -326,6 +330,51 @@ START_TEST(log_dynamics)
 }
 END_TEST
 
+/* --lr-find 1e-5 over 40 steps and --log-activations, evaluations at 20 and 40: the run prints
+ * the steepest lr, inside [1e-5, 3e-3]; lr_find.csv holds the 40 steps; activations.csv the
+ * header of 2 blocks and 2 rows, each with a residual stream and a range of scores. A run with
+ * --log-activations alone has the metrics.csv of a run without it. */
+START_TEST(lr_find_and_activations)
+{
+    proc_result r;
+    run_expect(A("train", "--out", "f", "--steps", "40", "--every", "20", "--lr-find", "1e-5", "--log-activations"), 0,
+               NULL, &r);
+    const char *at = strstr(r.out, "lr-find over 40 steps: the loss falls fastest at lr ");
+    ck_assert_msg(at != NULL, "no lr-find line: %s", r.out);
+    double steepest = atof(at + strlen("lr-find over 40 steps: the loss falls fastest at lr "));
+    ck_assert_msg(steepest > 1e-5 && steepest < 3e-3, "steepest lr %g outside the sweep", steepest);
+    proc_result_free(&r);
+    char *lf = proc_read_file(proc_path(root, "f/lr_find.csv"), NULL);
+    ck_assert_msg(lf && strncmp(lf, "lr,loss,smoothed\n", 17) == 0 && proc_lines(lf) == 41, "lr_find.csv: %.200s", lf);
+    free(lf);
+    char *csv = proc_read_file(proc_path(root, "f/activations.csv"), NULL);
+    const char *head = "iter,rms_in,rms_L0,act_mean_L0,act_std_L0,act_dead_L0,score_min_L0,score_max_L0,"
+                       "rms_L1,act_mean_L1,act_std_L1,act_dead_L1,score_min_L1,score_max_L1\n";
+    ck_assert_msg(csv && strncmp(csv, head, strlen(head)) == 0 && proc_lines(csv) == 3, "activations.csv: %s", csv);
+    const char *row = csv + strlen(head);
+    for (int k = 0; k < 2; k++, row = strchr(row, '\n') + 1) {
+        double v[14];
+        int n = 0, used;
+        for (const char *p = row; n < 14 && sscanf(p, "%lf%n", &v[n], &used) == 1; p += used + 1) n++;
+        ck_assert_msg(n == 14 && v[0] == 20 * (k + 1), "row %d: %.200s", k, row);
+        ck_assert_msg(v[1] > 0 && v[2] > 0 && v[8] > 0, "rms: %.200s", row);
+        ck_assert_msg(v[6] < v[7] && v[12] < v[13], "scores' ranges: %.200s", row);   /* read through the mask */
+    }
+    free(csv);
+    const char *dirs[2] = {"g", "h"};   /* the reading has a batch stream of its own: the run is the same */
+    char *metrics[2];
+    for (int k = 0; k < 2; k++) {
+        run_expect(A("train", "--out", dirs[k], "--steps", "20", "--every", "10", k ? "--seed" : "--log-activations",
+                     k ? "1" : NULL), 0, NULL, &r);
+        proc_result_free(&r);
+        metrics[k] = proc_read_file(proc_path(root, k ? "h/metrics.csv" : "g/metrics.csv"), NULL);
+    }
+    ck_assert_msg(metrics[0] && metrics[1] && !strcmp(metrics[0], metrics[1]), "--log-activations changed the run");
+    free(metrics[0]);
+    free(metrics[1]);
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     const struct { const char *const *args; int code; const char *says; } cases[] = {
@@ -337,6 +386,7 @@ START_TEST(bad_inputs)
         {A("train", "--out", "x", "--resume"), 1, "has no checkpoint to resume"},
         {A("train", "--out", "x", "--grad-accum", "3"), 1, "64 strings is not a multiple of 1 rank x --grad-accum 3"},
         {A("train", "--out", "x", "--grad-accum", "0"), 2, "bad argument '--grad-accum'"},
+        {A("train", "--out", "x", "--lr-find", "0.01"), 2, "--lr-find LO must be below the learning rate 0.003"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         proc_result r;
@@ -422,6 +472,7 @@ Suite *reverse_suite(void)
     tcase_add_test(tc, run_dir_kept);
     tcase_add_test(tc, report_card);
     tcase_add_test(tc, log_dynamics);
+    tcase_add_test(tc, lr_find_and_activations);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -523,3 +523,10 @@ ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err)
     json_decref(root);
     return st;
 }
+
+ag_rng lm_overfit_rng(const lm_config *c)
+{
+    ag_rng r;
+    ag_rng_seed(&r, c->seed ^ 0x6f76657266697400ull);   /* "overfit": a stream of its own */
+    return r;
+}

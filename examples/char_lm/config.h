@@ -50,7 +50,7 @@ typedef struct {
     long budget_iters;      /* the steps --time-budget fixed once it had timed the first ones, then
                                also max_iters (and lr_decay_iters); 0: not fixed (yet) */
     double lr_find;         /* > 0: the range test (lesson 16): lr from this up to lr, exponentially
-                               over max_iters steps, instead of the schedule (lr_find.h) */
+                               over max_iters steps, instead of the schedule (train.h: ag_lr_range_at) */
     bool overfit_batch;     /* every step trains on the same B windows (lesson 17) */
 } lm_config;
 
@@ -128,6 +128,10 @@ ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err);
  * ("0s", "-5m", "5 parsecs", "1e400s", "", "5m5", "5") is AG_ERR_ARG with a one-line message
  * naming flag; so is a duration over LM_MAX_BUDGET_S. */
 ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err);
+
+/* The sampler of --overfit-batch (lesson 17): seeded from c->seed alone, so every step draws
+ * the same windows. */
+ag_rng lm_overfit_rng(const lm_config *c);
 
 /* Formats a double with the fewest significant digits (up to 17) that read back exactly. */
 void lm_format_real(char *buf, size_t n, double v);

@@ -34,7 +34,6 @@
 #include "attn_heads.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "lr_find.h"
 #include "eval.h"
 #include "omp_spin.h"
 #include "plot.h"
@@ -319,8 +318,8 @@ static int show_result(const char *dir, const run_facts *f, time_t since)
 static void report_lr_find(const char *dir)
 {
     ag_error e = {0};
-    lm_lr_find_result r;
-    ag_status s = lm_lr_find_read(dir, &r, &e);
+    ag_lr_range r;
+    ag_status s = ag_lr_range_read(dir, &r, &e);
     if (s == AG_ERR_IO && r.steps > 0) fprintf(stderr, "char_lm: warning: %s\n", e.msg);   /* no picture */
     else if (s) return (void)fprintf(stderr, "char_lm: warning: %s\n", e.msg);
     printf("\nlr-find over %d steps: the loss falls fastest at lr %.2g (%.3f per e-fold of lr); lowest %.3f at lr "

@@ -65,7 +65,7 @@ typedef struct {
     ag_tensor **attn;        /* [n_layer] of [B,H,T,T]: recorded attention weights (--log-attn-stats) */
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
     ag_dynamics_log *dyn;    /* --log-dynamics (dynamics.c), from the first log step; or NULL */
-    struct lm_activations *acts; /* --log-activations (activations.c), from the first evaluation; or NULL */
+    ag_activations *acts;    /* --log-activations (activations.c), from the first evaluation; or NULL */
     bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
@@ -234,13 +234,10 @@ ag_status lm_dynamics_record(lm_run *R, long it, double lr, ag_error *err);
 
 // --- activations.c (--log-activations; nothing happens without it) ---
 
-typedef struct lm_activations lm_activations;
 /* At an evaluation: one batch through the model, per block its residual stream's RMS, its MLP
  * activation's inputs and its attention scores' range; a row of DIR/activations.csv (rank 0)
- * and a line of the log. The first call opens the file. The run's losses do not change. */
+ * and a line of the log. The first call opens the file (ag_activations: train/train.h; rep.acts,
+ * freed by ag_activations_free). The run's losses do not change. */
 ag_status lm_activations_record(lm_run *R, long it, ag_error *err);
-/* DIR/activations.png (and .gp) from activations.csv. */
-ag_status lm_activations_plot(const char *dir, int n_layer, ag_error *err);
-void lm_activations_free(lm_activations *a);   /* NULL ok */
 
 #endif

@@ -13,7 +13,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "lr_find.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 #include "trace.h"
@@ -117,7 +116,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     double t0 = ag_now_s();
 
     // the learning rate: a linear warmup to --lr, then a cosine decay to --min-lr (--lr-find: a sweep)
-    double lr = c->lr_find > 0 ? lm_lr_find_at(c, it) : ag_lr_at(&L->sched, it);
+    double lr = c->lr_find > 0 ? ag_lr_range_at(c->lr_find, c->lr, c->max_iters, it) : ag_lr_at(&L->sched, it);
 
     // the batch: B windows of the training split, drawn by the run's sampler (checkpointed)
     ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */

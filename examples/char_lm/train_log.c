@@ -292,7 +292,7 @@ void lm_log_plots(lm_run *R, bool last)
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
     if (!ps && R->rep.dyn) ps = ag_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */
-    if (!ps && R->rep.acts) ps = lm_activations_plot(dir, R->cfg.model.n_layer, &why);
+    if (!ps && R->rep.acts) ps = ag_plot_activations(dir, R->cfg.model.n_layer, &why);
     if (ps) {   /* a warning, and no more plots this run */
         lm_log_warn(R, why.msg);
         rep->plot_ok = false;

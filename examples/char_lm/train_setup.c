@@ -513,7 +513,7 @@ void lm_run_free(lm_run *R)
     }
     if (rep->metrics) fclose(rep->metrics);
     ag_dynamics_log_free(rep->dyn);
-    lm_activations_free(rep->acts);
+    ag_activations_free(rep->acts);
     free(R->data.off);
     free(R->data.x);
     free(R->data.y);

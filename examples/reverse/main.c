@@ -9,6 +9,8 @@
  *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] [--every N]
  *                       [--log-dynamics]   per layer: gradient norms, update/weight ratios
  *                       [--grad-accum K]   each step's 64 strings as K micro-batches
+ *                       [--log-activations] per layer at each evaluation: the stream, MLP inputs, scores
+ *                       [--lr-find LO]     the range test: lr from LO up to 3e-3 over the steps
  *   build/reverse eval --out DIR       exact-match accuracy on held-out strings
  *   mpirun -np N build/reverse_mpi train ...   the same run, each step's strings over N ranks
  *
@@ -28,6 +30,7 @@ enum { N = 12,            /* the longest string; T of every batch */
        TRAIN_B = 64,      /* strings per training step */
        EVAL_B = 250,      /* strings per evaluation batch */
        IGNORE = -100 };   /* the target of a padded position (PyTorch's ignore_index) */
+#define LR 3e-3           /* the peak learning rate, and the top of --lr-find's sweep */
 
 /* A batch of n strings, padded to N. */
 typedef struct {
@@ -246,12 +249,14 @@ typedef struct {
     long every;   /* evaluate and checkpoint every this many steps */
     bool dynamics;  /* --log-dynamics: DIR/dynamics.csv every 10 steps, dynamics.png */
     int grad_accum; /* --grad-accum K: micro-batches per step (and rank) */
+    bool activations; /* --log-activations: DIR/activations.csv at each evaluation, activations.png */
+    double lr_find;   /* --lr-find LO: the range test from LO up to LR (0: the schedule) */
 } cli;
 
 static int usage(const char *why)
 {
     fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] "
-            "[--every N] [--log-dynamics] [--grad-accum K]\n"
+            "[--every N] [--log-dynamics] [--log-activations] [--lr-find LO] [--grad-accum K]\n"
             "       reverse eval --out DIR\n", why);
     return 2;
 }
@@ -275,6 +280,8 @@ static int parse(int argc, char **argv, cli *c)
         double d;
         if (!strcmp(a, "--resume") && c->train) c->resume = true;
         else if (!strcmp(a, "--log-dynamics") && c->train) c->dynamics = true;
+        else if (!strcmp(a, "--log-activations") && c->train) c->activations = true;
+        else if (!strcmp(a, "--lr-find") && c->train && number(v, 1e-12, 1e9, &d)) c->lr_find = d, i++;
         else if (!strcmp(a, "--out") && v) c->out = argv[++i];
         else if (!strcmp(a, "--steps") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->steps = (long)d, i++;
         else if (!strcmp(a, "--time-budget") && c->train && number(v, 1e-3, 1e9, &d)) c->budget = d, i++;
@@ -288,6 +295,7 @@ static int parse(int argc, char **argv, cli *c)
             return usage(why);
         }
     }
+    if (c->lr_find >= LR) return usage("--lr-find LO must be below the learning rate 0.003");
     return c->out ? 0 : usage("--out DIR is required");
 }
 
@@ -310,15 +318,19 @@ static int train(reverser *R, const cli *c, ag_dist *dist, ag_error *err)
                                     .sample = sample};
     const ag_train_opts o = {.out_dir = c->out, .steps = c->steps, .resume = c->resume, .time_budget_s = c->budget,
                              .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
-                             .sched = {.lr = 3e-3, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
+                             .sched = {.lr = LR, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
                              .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout,
-                             .log_dynamics = c->dynamics ? 10 : 0, .dist = dist, .grad_accum = c->grad_accum,
+                             .log_dynamics = c->dynamics ? 10 : 0, .log_activations = c->activations,
+                             .lr_find_lo = c->lr_find, .dist = dist, .grad_accum = c->grad_accum,
                              .threads = 1};   /* a model this small: one thread is as fast, and shares the machine */
     ag_train_result r;
     if (ag_train_run(&client, &o, &r, err)) return 1;
     if (ag_dist_rank(dist) == 0)   /* rank 0 speaks for the job */
         printf("%s at step %ld (%s/%s) in %.1f s: held-out exact match %.4f\n", r.stop_signal ? "stopped" :
            r.out_of_time ? "out of time" : "done", r.step, c->out, r.ckpt, r.wall_s, r.score);
+    if (r.lr_find.steps > 0 && ag_dist_rank(dist) == 0)
+        printf("lr-find over %d steps: the loss falls fastest at lr %.2g; lowest %.3f at lr %.2g\n", r.lr_find.steps,
+               r.lr_find.steepest_lr, r.lr_find.min_loss, r.lr_find.min_lr);
     return r.stop_signal ? 128 + r.stop_signal : 0;
 }
 

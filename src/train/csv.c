@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include "train.h"
+#include "train_impl.h"
 
 #define PATHLEN 4096
 
@@ -105,3 +106,17 @@ ag_status ag_csv_open(const char *dir, const char *name, const char *head, long 
     return AG_OK;
 }
 
+char *ag__csv_layer_head(const char *first, const char *const *cols, int n_layer)
+{
+    char *head = NULL;
+    size_t n = 0;
+    FILE *h = open_memstream(&head, &n);
+    if (!h) return NULL;
+    fputs(first, h);
+    for (int l = 0; l < n_layer; l++)
+        for (const char *const *c = cols; *c; c++) fprintf(h, ",%s_L%d", *c, l);
+    fputs("\n", h);
+    if (fclose(h) == 0) return head;
+    free(head);
+    return NULL;
+}

@@ -112,16 +112,8 @@ static int group_of(const ag_tensor *t)
 /* dynamics.csv's header for n_layer layers (malloc'd; NULL on OOM). */
 static char *header(int n_layer)
 {
-    char *head = NULL;
-    size_t n = 0;
-    FILE *h = open_memstream(&head, &n);
-    if (!h) return NULL;
-    fputs("iter,lr,grad_norm,clip", h);
-    for (int l = 0; l < n_layer; l++) fprintf(h, ",grad_attn_L%d,grad_mlp_L%d,update_attn_L%d,update_mlp_L%d", l, l, l, l);
-    fputs("\n", h);
-    if (fclose(h) == 0) return head;
-    free(head);
-    return NULL;
+    static const char *const cols[] = {"grad_attn", "grad_mlp", "update_attn", "update_mlp", NULL};
+    return ag__csv_layer_head("iter,lr,grad_norm,clip", cols, n_layer);
 }
 
 /* The measure of P's layers (d->n_layer of them) and its buffers. */
@@ -248,8 +240,5 @@ ag_status ag_plot_dynamics(const char *dir, int n_layer, ag_error *err)
             "     '' using 1:%d with lines lw 2 dt 2 lc %d title 'mlp L%d'", 7 + 4 * l, l + 1, l, 8 + 4 * l, l + 1, l);
     PUT("\nunset multiplot\n");
 #undef PUT
-    ag_status st = len < cap ? ag_plot_script(dir, "dynamics.gp", "dynamics.png", s, err)
-                             : ag_seterr(err, AG_ERR_NOMEM, "dynamics.gp: script too long");
-    free(s);
-    return st;
+    return ag__plot_built(dir, "dynamics.gp", "dynamics.png", s, len < cap, err);
 }

@@ -31,6 +31,7 @@ typedef struct {
     ag_lock lock;
     FILE *csv;
     ag_dynamics_log *dyn;     /* opts->log_dynamics: DIR/dynamics.csv (dynamics.c), or NULL */
+    ag_activations *acts;     /* opts->log_activations: DIR/activations.csv (activations.c), or NULL */
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag__loop_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
@@ -97,7 +98,8 @@ static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
     ag_params *P = L->c->params;
-    double t0 = ag_now_s(), lr = ag_lr_at(&o->sched, it), lv;
+    double t0 = ag_now_s(), lv;
+    double lr = o->lr_find_lo > 0 ? ag_lr_range_at(o->lr_find_lo, o->sched.lr, o->steps, it) : ag_lr_at(&o->sched, it);
     ag_params_zero_grad(P);                                                  // dW = 0
     ag_status s = L->c->draw(L->c->user, &L->st.rng, err);                   // the step's whole batch
     if (s == AG_OK) s = micro_batches(L, it, &lv, err);                      // dW, the batch's loss
@@ -160,7 +162,8 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
                 score);
         fflush(L->o->log);   /* seen at once in a file or a pipe, as the progress lines are */
     }
-    return AG_OK;
+    if (!L->acts) return AG_OK;
+    return ag_activations_measure(L->acts, L->ctx, L->c, L->o->seed, it, L->o->log, err);   /* --log-activations */
 }
 
 /* A checkpoint of the weights after `it` steps (once per step), metrics.csv's rows flushed first. */
@@ -290,6 +293,9 @@ static ag_status open_run(loop *L, ag_error *err)
     if (L->o->log_dynamics > 0 &&
         !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
         return err->status;
+    if (L->o->log_activations &&
+        !(L->acts = ag_activations_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
+        return err->status;
     return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
 }
 
@@ -310,6 +316,8 @@ static char *config_lines(const loop *L)
             o->adam.beta2, o->adam.eps, o->adam.weight_decay, o->grad_clip);
     fprintf(fp, "train.threads = %d\ntrain.resume = %s\ntrain.log_dynamics = %ld\n", o->threads,
             o->resume ? "yes" : "no", o->log_dynamics);
+    fprintf(fp, "train.log_activations = %s\ntrain.lr_find = %g\n", o->log_activations ? "yes" : "no",
+            o->lr_find_lo);
     if (fclose(fp) == 0) return text;
     free(text);
     return NULL;
@@ -346,17 +354,24 @@ static void report(loop *L, const char *const *pics)
     free(text);
 }
 
+/* png among the card's pictures when drawn (s AG_OK), else a note on the log */
+static void picture(const loop *L, ag_status s, const char *png, const char ***pic, ag_error *e)
+{
+    if (s == AG_OK) *(*pic)++ = png;
+    else if (L->o->log) fprintf(L->o->log, "note: no %s: %s\n", png, e->msg);
+    ag_error_clear(e);
+}
+
 /* loss.png and report.md: what a person looks at after the run; neither is worth failing it. */
 static void pictures(loop *L)
 {
     ag_error e = {0};
-    const char *pics[3] = {NULL}, **pic = pics;
+    const char *pics[5] = {NULL}, **pic = pics, *dir = L->o->out_dir;
     const ag_loss_plot none = {.title = L->c->name, .floor = NAN, .with_val = true};
-    if (ag_plot_loss(L->o->out_dir, L->c->plot ? L->c->plot : &none, &e) == AG_OK) *pic++ = "loss.png";
-    else if (L->o->log) fprintf(L->o->log, "note: no loss.png: %s\n", e.msg);
-    ag_error_clear(&e);
-    if (L->dyn && ag_plot_dynamics(L->o->out_dir, ag_dynamics_log_layers(L->dyn), &e) == AG_OK) *pic++ = "dynamics.png";
-    else if (L->dyn && L->o->log) fprintf(L->o->log, "note: no dynamics.png: %s\n", e.msg);
+    picture(L, ag_plot_loss(dir, L->c->plot ? L->c->plot : &none, &e), "loss.png", &pic, &e);
+    if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
+    if (L->acts) picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
+    if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
     report(L, pics);
 }
 
@@ -396,6 +411,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (s == AG_OK && !r->stop_signal && L.writer) pictures(&L);
     ag_ddp_free(L.ddp);
     ag_dynamics_log_free(L.dyn);
+    ag_activations_free(L.acts);
     ag_ctx_free(L.ctx);
     ag_lock_drop(&L.lock);
     restore_signals(old);

@@ -285,3 +285,9 @@ ag_status ag_plot_script(const char *dir, const char *gp, const char *png, const
     return st ? st : ag_plot_run(dir, gp, png, err);
 }
 
+ag_status ag__plot_built(const char *dir, const char *gp, const char *png, char *s, bool fits, ag_error *err)
+{
+    ag_status st = fits ? ag_plot_script(dir, gp, png, s, err) : ag_seterr(err, AG_ERR_NOMEM, "%s: script too long", gp);
+    free(s);
+    return st;
+}

@@ -32,6 +32,10 @@
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
+ *   ag_activations, ag_plot_activations
+ *                                 --log-activations: DIR/activations.csv and .png, per block (activations.c)
+ *   ag_lr_range_at, ag_lr_range_read
+ *                                 --lr-find: the learning-rate sweep, DIR/lr_find.png (lr_range.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
@@ -323,6 +327,29 @@ void ag_dynamics_log_free(ag_dynamics_log *d);   /* NULL ok; closes the file */
  * the right-hand axis (bottom), both on log scales. Errors as ag_plot_script's. */
 ag_status ag_plot_dynamics(const char *dir, int n_layer, ag_error *err);
 
+// --- the learning-rate range test, --lr-find (lr_range.c, lesson 16) ---
+
+/* The sweep that replaces the schedule: step it of steps takes
+ *   lr(it) = lo (hi / lo)^(it / (steps - 1))        lo at the first step, hi at the last,
+ * the same factor up at every step, so the steps are spread evenly over ln lr. Cannot fail. */
+double ag_lr_range_at(double lo, double hi, long steps, long it);
+
+typedef struct {
+    int steps;             /* rows read */
+    double steepest_lr;    /* where the smoothed loss falls fastest per unit of ln lr */
+    double steepest_slope; /* that slope: d loss / d ln lr (negative) */
+    double min_lr;         /* where the smoothed loss is lowest */
+    double min_loss;       /* its value */
+    double diverged_lr;    /* the first lr where the smoothed loss is twice its lowest (0: never) */
+} ag_lr_range;
+
+/* Reads DIR/metrics.csv (iter, lr, loss per step: the sweep's), smooths the loss, finds where it
+ * falls fastest per unit of ln lr (before it has doubled from its lowest: past that the run has
+ * diverged and its slopes mean nothing), fills *r, writes DIR/lr_find.csv (lr, loss, smoothed)
+ * and draws DIR/lr_find.png (ag_plot_script; AG_ERR_IO without gnuplot, *r filled). AG_ERR_IO
+ * when metrics.csv cannot be read (r->steps 0), AG_ERR_ARG when it has fewer than 10 steps. */
+ag_status ag_lr_range_read(const char *dir, ag_lr_range *r, ag_error *err);
+
 // --- the report card of a run (report.c) ---
 
 /* What DIR/report.md says about a run; the machine (the CPU, its cores, the BLAS and the
@@ -420,6 +447,14 @@ typedef struct {
     long log_dynamics;         /* > 0: a row of DIR/dynamics.csv every this many steps and at the
                                   last, and DIR/dynamics.png at the end (ag_dynamics_log: the model
                                   must be built of ag_block's named "blocks.<l>"); 0: none */
+    bool log_activations;      /* at every evaluation: the client's loss on a batch of its own read
+                                  off the tape (ag_activations_measure: the model must be built of
+                                  ag_block's named "blocks.<l>"), a row of DIR/activations.csv and a
+                                  line on the log; DIR/activations.png at the end */
+    double lr_find_lo;         /* > 0: the learning-rate range test (lesson 16): step it takes
+                                  ag_lr_range_at(lr_find_lo, sched.lr, steps, it) instead of the
+                                  schedule, and at the end ag_lr_range_read reads metrics.csv into
+                                  r->lr_find and draws DIR/lr_find.png (0: the schedule) */
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
@@ -442,6 +477,7 @@ typedef struct {
     double train_loss;         /* the mean batch loss of the steps before the last evaluation (NaN: none) */
     char ckpt[64];             /* the checkpoint left in DIR/latest ("ckpt-00000400"), or "" */
     double wall_s;
+    ag_lr_range lr_find;       /* opts->lr_find_lo > 0: the range test's reading (steps 0: none) */
 } ag_train_result;
 
 /* The run: DIR locked (a second run on it is refused), a fresh start or exactly where
@@ -461,6 +497,35 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
  * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
+
+// --- what flows through a model, --log-activations (activations.c, lesson 14) ---
+
+/* For a model built of ag_block's named "blocks.<l>" (as ag_dynamics_log's), read off the tape
+ * of one forward pass recorded in grad mode: per block l the residual stream's RMS leaving it
+ * (and entering block 0), the mean, std and dead share of its MLP activation's inputs, and the
+ * range of its attention scores over the keys a query may see (attention op by op only: fused,
+ * NaN). DIR/activations.csv has a row per reading:
+ *   iter,rms_in, then per block l: rms_L<l>,act_mean_L<l>,act_std_L<l>,act_dead_L<l>,score_min_L<l>,score_max_L<l>
+ * and the log a line ("  activations: rms in ... | dead ... | scores ..."). */
+typedef struct ag_activations ag_activations;
+/* The reader of P's blocks; with write, DIR/activations.csv opened as ag_csv_open does (start:
+ * the iteration a resume starts at, < 0 a fresh run); without it, no file (a rank other than
+ * 0). NULL with err when P has no block (AG_ERR_ARG), out of memory, or the file fails. */
+ag_activations *ag_activations_open(const ag_params *P, const char *dir, bool write, long start, ag_error *err);
+int ag_activations_layers(const ag_activations *a);
+/* Reads the tape of ctx (a forward the program recorded, not yet reset). */
+void ag_activations_read(ag_activations *a, const ag_ctx *ctx);
+/* The last reading as iteration it's row (and a line on log, when not NULL). */
+ag_status ag_activations_record(ag_activations *a, long it, FILE *log, ag_error *err);
+/* ag_train_run's reading at evaluation it: the client's loss on a batch of a stream of its own
+ * (from seed and it: the run's stream is untouched), read, recorded; ctx is reset after. */
+ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
+                                 FILE *log, ag_error *err);
+void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */
+/* DIR/activations.gp and DIR/activations.png from DIR/activations.csv: three panels over the
+ * iterations (the stream's RMS, the dead share, the scores' range), a line per block. Errors as
+ * ag_plot_script's. */
+ag_status ag_plot_activations(const char *dir, int n_layer, ag_error *err);
 
 #include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 

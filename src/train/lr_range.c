@@ -1,28 +1,24 @@
-/* lr_find.c -- the learning-rate range test and --overfit-batch's sampler (see lr_find.h). */
+/* lr_range.c -- the learning-rate range test of any run (train.h: ag_lr_range_at, ag_lr_range_read):
+ * a sweep of the learning rate over a run's steps, then the reading of its metrics.csv. Moved
+ * out of char_lm's lr_find.c (issue 31), so that every program on the trainer has --lr-find
+ * (lesson 16). Nothing here prints. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "checkpoint.h"
-#include "lr_find.h"
-#include "plot.h"
+#include "train.h"
+#include "train_impl.h"
 
-double lm_lr_find_at(const lm_config *c, long it)
+double ag_lr_range_at(double lo, double hi, long steps, long it)
 {
-    double f = c->max_iters > 1 ? (double)it / (double)(c->max_iters - 1) : 0;
-    return c->lr_find * pow(c->lr / c->lr_find, f);
-}
-
-ag_rng lm_overfit_rng(const lm_config *c)
-{
-    ag_rng r;
-    ag_rng_seed(&r, c->seed ^ 0x6f76657266697400ull);   /* "overfit": a stream of its own */
-    return r;
+    double f = steps > 1 ? (double)it / (double)(steps - 1) : 0;
+    return lo * pow(hi / lo, f);
 }
 
 #define SMOOTH 0.9   /* the smoothed loss: an exponential moving average, bias-corrected */
 
-/* metrics.csv's (lr, loss) of every step into lr [n], loss [n]; *n rows (at most cap) */
+/* metrics.csv's (lr, loss) of every step into lr [n], loss [n]; *n rows (at most cap). A row
+ * of an evaluation alone ("iter,,...") has no lr and is skipped. */
 static ag_status read_rows(const char *dir, double *lr, double *loss, int cap, int *n, ag_error *err)
 {
     char path[4096], line[1024];
@@ -39,14 +35,14 @@ static ag_status read_rows(const char *dir, double *lr, double *loss, int cap, i
 }
 
 /* the smoothed losses sm [n], then the steepest fall per unit of ln lr before divergence */
-static void analyse(const double *lr, const double *loss, int n, double *sm, lm_lr_find_result *r)
+static void analyse(const double *lr, const double *loss, int n, double *sm, ag_lr_range *r)
 {
     double avg = 0;
     for (int i = 0; i < n; i++) {
         avg = SMOOTH * avg + (1 - SMOOTH) * loss[i];
         sm[i] = avg / (1 - pow(SMOOTH, i + 1));
     }
-    *r = (lm_lr_find_result){.steps = n, .min_loss = INFINITY};
+    *r = (ag_lr_range){.steps = n, .min_loss = INFINITY};
     for (int i = 0; i < n; i++) {
         if (!isfinite(sm[i]) || (r->min_loss < INFINITY && sm[i] > 2 * r->min_loss)) {
             r->diverged_lr = lr[i];
@@ -71,31 +67,45 @@ static ag_status write_csv(const char *dir, const double *lr, const double *loss
     return fclose(f) == 0 ? AG_OK : ag_seterr(err, AG_ERR_IO, "--lr-find: cannot write %s/lr_find.csv", dir);
 }
 
-/* lr_find.png: loss against lr on a log axis, the steepest point and the lowest marked */
-static ag_status draw(const char *dir, const lm_lr_find_result *r, ag_error *err)
+/* the program's name as gnuplot's enhanced text writes it ("char\_lm") */
+static void gp_text(char *buf, size_t n, const char *s)
 {
-    char s[2048];
+    size_t k = 0;
+    for (; *s && k + 3 < n; s++) {
+        if (*s == '_') buf[k++] = '\\';
+        buf[k++] = *s;
+    }
+    buf[k] = '\0';
+}
+
+/* lr_find.png: loss against lr on a log axis, the steepest point and the lowest marked */
+static ag_status draw(const char *dir, const ag_lr_range *r, ag_error *err)
+{
+    char s[2048], title[128];
+    gp_text(title, sizeof title, ag__train_program());
     snprintf(s, sizeof s,
-             "# lr_find.gp -- written by char_lm train --lr-find; redraw by hand with: gnuplot lr_find.gp\n"
+             "# lr_find.gp -- written by %s train --lr-find; redraw by hand with: gnuplot lr_find.gp\n"
              "set terminal pngcairo size 960,600 font ',10'\nif (!exists('out')) out = 'lr_find.png'\nset output out\n"
              "set datafile separator ','\nset key autotitle columnhead below\nset grid\nset logscale x\n"
              "set format x '%%.0e'\nset xlabel 'learning rate (log scale)'\nset ylabel 'loss'\n"
-             "set title 'char\\_lm: the learning-rate range test (one step at each lr)'\n"
+             "set title '%s: the learning-rate range test (one step at each lr)'\n"
              "set arrow from %g, graph 0 to %g, graph 1 nohead dt 2 lc rgb '#d62728'\n"
              "set arrow from %g, graph 0 to %g, graph 1 nohead dt 3 lc rgb '#1f77b4'\n"
              "plot 'lr_find.csv' using 1:2 with lines lc rgb '#b8b8b8' title 'batch loss', \\\n"
              "     '' using 1:3 with lines lw 2 lc rgb '#1f77b4' title 'smoothed', \\\n"
              "     NaN with lines dt 2 lc rgb '#d62728' title 'steepest fall: lr %.2g', \\\n"
              "     NaN with lines dt 3 lc rgb '#1f77b4' title 'lowest: lr %.2g'\n",
-             r->steepest_lr, r->steepest_lr, r->min_lr, r->min_lr, r->steepest_lr, r->min_lr);
+             ag__train_program(), title, r->steepest_lr, r->steepest_lr, r->min_lr, r->min_lr, r->steepest_lr,
+             r->min_lr);
     return ag_plot_script(dir, "lr_find.gp", "lr_find.png", s, err);
 }
 
-ag_status lm_lr_find_read(const char *dir, lm_lr_find_result *r, ag_error *err)
+ag_status ag_lr_range_read(const char *dir, ag_lr_range *r, ag_error *err)
 {
     enum { CAP = 1 << 16 };
     double *lr = malloc(3 * CAP * sizeof *lr), *loss = lr + CAP, *sm = lr + 2 * CAP;
     int n = 0;
+    *r = (ag_lr_range){0};
     if (!lr) return ag_seterr(err, AG_ERR_NOMEM, "--lr-find: out of memory");
     ag_status s = read_rows(dir, lr, loss, CAP, &n, err);
     if (s == AG_OK) analyse(lr, loss, n, sm, r);

@@ -189,7 +189,7 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # (every program a job runs: built before the first job starts, in the one parallel make, not
 # inside a job while the others wait for its slot)
 TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
-            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi)
+            $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi $(B)/reverse_mpi_other)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
 # '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
 # quiet machine): first. (The page in headless chromium, 8 s of CPU and 25 s in make test, is
@@ -425,10 +425,11 @@ $(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
 ifeq ($(HAVE_MPI),1)
 	@$(MAKE) --no-print-directory $(B)/dist_check $(B)/test_mpi $(B)/char_lm $(B)/char_lm_mpi $(B)/char_lm_mpi_other \
-	  $(B)/reverse $(B)/reverse_mpi
+	  $(B)/reverse $(B)/reverse_mpi $(B)/reverse_mpi_other
 	$(MPI_ENV) $(MPIRUN) -np 3 ./$(B)/dist_check
 	$(MPI_ENV) CHAR_LM=./$(B)/char_lm CHAR_LM_MPI=./$(B)/char_lm_mpi CHAR_LM_MPI_OTHER=./$(B)/char_lm_mpi_other \
-	  REVERSE=./$(B)/reverse REVERSE_MPI=./$(B)/reverse_mpi ./$(B)/test_mpi
+	  REVERSE=./$(B)/reverse REVERSE_MPI=./$(B)/reverse_mpi REVERSE_MPI_OTHER=./$(B)/reverse_mpi_other \
+	  ./$(B)/test_mpi
 else
 	@echo "test-mpi: skipped ($(MPICC) not found; make deps installs Open MPI)"
 endif
@@ -452,6 +453,11 @@ $(B)/reverse: $(B)/f32/examples/reverse/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 # over MPI (docs/distributed.md): `mpirun -np N build/reverse_mpi train ...`, the same main.o
 $(B)/reverse_mpi: $(B)/f32/examples/reverse/main.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+# the same program as another commit would be, for test-mpi's mixed job (the library's handshake)
+$(B)/f32/examples/reverse/main_other.o: examples/reverse/main.c $(HEADERS)
+	$(CC) $(ALL_CFLAGS) -DAG_COMMIT='"0.0-other"' -c $< -o $@
+$(B)/reverse_mpi_other: $(B)/f32/examples/reverse/main_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---

@@ -1,5 +1,5 @@
 /* train_agree.c -- before the first step of a run on several ranks, four exchanges (run.h):
- * the build each rank runs (lm_run_handshake, a fixed-size record, first of all), rank 0's
+ * the build each rank runs (lm_run_handshake: train/ddp.h's fixed-size record, first of all), rank 0's
  * opening of the run directory and its checkpoint sent to the others (lm_run_share_start: only
  * rank 0 locks and reads the directory), how each rank's own setup went (lm_run_share_outcome:
  * an error said once, not once per rank) and what each rank holds (lm_run_agree), so that a
@@ -32,16 +32,6 @@
  * they change, so that builds that would send each other other things meet only at the
  * handshake. */
 #define LM_PROTOCOL 3
-
-// --- the handshake: one build on every rank ---
-
-/* A record of 64 words, its size and layout fixed for good, so that any two builds meet at it:
- * the magic, the protocol, a hash of the layouts exchanged later, and the version's text. 512
- * bytes is more than the first gather of any build before it (41 words), so that a rank of an
- * older build fails on a truncated receive while the others read the start of its digest, which
- * is not the magic. */
-enum { HS_MAGIC, HS_PROTOCOL, HS_LAYOUT, HS_VERSION, HS_VERSION_WORDS = 6, HS_WORDS = 64 };
-#define HS_MAGIC_WORD 0x31646e61686d6c63ull   /* "clmhand1" */
 
 /* What a digest holds after the config's fields. */
 enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_SHARDS, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
@@ -193,50 +183,11 @@ static uint64_t layout_hash(void)
     return ag_fnv1a(h, sizes, sizeof sizes);
 }
 
-/* "0.1.0 (protocol 2, layout 5c1e0a3f)", or what an older build sent, from record w [HS_WORDS] */
-static void format_build(char *buf, size_t n, const uint64_t *w)
-{
-    if (w[HS_MAGIC] != HS_MAGIC_WORD) {
-        snprintf(buf, n, "a build older than the version handshake");
-        return;
-    }
-    char v[HS_VERSION_WORDS * 8 + 1] = {0};
-    memcpy(v, w + HS_VERSION, HS_VERSION_WORDS * 8);
-    for (char *p = v; *p; p++)
-        if (*p < 0x20 || *p > 0x7e) *p = '?';
-    snprintf(buf, n, "%s (protocol %llu, layout %08llx)", v, (unsigned long long)w[HS_PROTOCOL],
-             (unsigned long long)(w[HS_LAYOUT] >> 32));
-}
-
-/* The error for records all [N][HS_WORDS] that differ from rank 0's, or AG_OK. */
-static ag_status compare_builds(const uint64_t *all, int N, ag_error *err)
-{
-    int other = 0;
-    for (int r = 1; r < N && !other; r++)
-        if (memcmp(all + (size_t)r * HS_WORDS, all, HS_VERSION * 8 + HS_VERSION_WORDS * 8) != 0) other = r;
-    if (!other) return AG_OK;
-    char mine[128], theirs[128];
-    format_build(mine, sizeof mine, all);
-    format_build(theirs, sizeof theirs, all + (size_t)other * HS_WORDS);
-    return ag_seterr(err, AG_ERR_ARG, "the ranks run different builds of char_lm_mpi, so none started (install one "
-                     "build on every host): %s on rank 0, %s on rank %d", mine, theirs, other);
-}
-
 ag_status lm_run_handshake(lm_run *R, ag_error *err)
 {
-    int N = ag_dist_size(R->o->dist);
-    if (N == 1) return AG_OK;
-    uint64_t mine[HS_WORDS] = {HS_MAGIC_WORD, LM_PROTOCOL, layout_hash()};
-    strncpy((char *)(mine + HS_VERSION), LM_VERSION, HS_VERSION_WORDS * 8 - 1);
-    uint64_t *all = calloc((size_t)N, sizeof mine);   /* zeros: an older rank's short record */
-    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    ag_error why = {0};
-    ag_status s = ag_dist_allgather(R->o->dist, mine, all, sizeof mine, &why);
-    if (s == AG_OK && (s = compare_builds(all, N, err))) R->ctl.shared = true;   /* every rank decides alike */
-    else if (s) ag_seterr(err, s, "%s, at the version check, the ranks' first exchange (a rank of a build older "
-                          "than the check never comes to it)", why.msg);
-    free(all);
-    return s;
+    const ag_build b = {.program = "char_lm_mpi", .version = LM_VERSION, .protocol = LM_PROTOCOL,
+                        .layout = layout_hash()};
+    return ag_build_handshake(R->o->dist, &b, &R->ctl.shared, err);   /* ddp.h: the record, its message */
 }
 
 // --- rank 0 reads the run directory, and tells the others ---

@@ -59,6 +59,24 @@
 
 typedef struct ag_ddp ag_ddp;
 
+/* What a rank's build is, shown to the other ranks before anything else (ag_build_handshake). */
+typedef struct {
+    const char *program;    /* in the message: "the ranks run different builds of <program>" */
+    const char *version;    /* its version or commit (the first 47 bytes are sent; NULL: "unversioned") */
+    uint64_t protocol;      /* the collectives before the first step: raised whenever they change */
+    uint64_t layout;        /* a hash of what the ranks exchange later as raw bytes (struct sizes,
+                               the bytes of a real ...) */
+} ag_build;
+
+/* THE BUILD. First of all on several ranks: every rank sends a record of 512 bytes, whose layout
+ * is fixed for good so that any two builds meet at it, and compares them all alike. AG_OK when
+ * every rank's build equals rank 0's; otherwise AG_ERR_ARG on every rank, "the ranks run
+ * different builds of <program>, so none started (install one build on every host): 0.1.0
+ * (protocol 3, layout 5c1e0a3f) on rank 0, 0.0-other (...) on rank 1", and *alike (when not
+ * NULL) set: the error is the same on every rank, so rank 0 alone need say it. A failed exchange
+ * (a rank of an older build that sends something else) says so, *alike untouched. Alone: AG_OK. */
+ag_status ag_build_handshake(ag_dist *d, const ag_build *b, bool *alike, ag_error *err);
+
 typedef struct {
     ag_dist *dist;               /* the job (NULL: this process alone) */
     int grad_accum;              /* K >= 1 (0: 1) */

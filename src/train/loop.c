@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include "train.h"
 #include "train_impl.h"
+#include "../data/hash.h"     /* ag_fnv1a: the build's layout */
 #include "../tensor/debug.h"   /* ag_now_s */
 #include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
 
@@ -236,6 +237,19 @@ static ag_status run_loop(loop *L, ag_error *err)
 
 // --- the run ---
 
+/* The collectives before the first step, in order (the build, rank 0's opening of DIR, its state,
+ * the weights and moments): raised whenever they change, so that such builds meet only at the first. */
+#define LOOP_PROTOCOL 1
+
+/* Several ranks: one build on all (ddp.h), before anything sized by this build is exchanged. */
+static ag_status same_build(const loop *L, ag_error *err)
+{
+    const uint64_t sizes[] = {sizeof(ag_real), sizeof L->st, sizeof(ag_error)};
+    const ag_build b = {.program = L->c->name, .version = L->c->commit, .protocol = LOOP_PROTOCOL,
+                        .layout = ag_fnv1a(AG_FNV1A_INIT, sizes, sizeof sizes)};
+    return ag_build_handshake(L->o->dist, &b, NULL, err);
+}
+
 /* The split of a step over ranks and micro-batches (ddp.h), and what the client brings for it. */
 static ag_status start_ddp(loop *L, ag_error *err)
 {
@@ -396,7 +410,8 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     catch_signals(old);
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
-    ag_status s = start_ddp(&L, err);
+    ag_status s = same_build(&L, err);
+    if (s == AG_OK) s = start_ddp(&L, err);
     if (s == AG_OK) s = open_run(&L, err);
     L.budget.start = r->start;
     L.budget.sum = ranks_sum;

@@ -48,7 +48,7 @@
 
 static char root[64];
 static char char_lm[PATH_MAX], char_lm_mpi[PATH_MAX], char_lm_mpi_other[PATH_MAX], dist_check[PATH_MAX];
-static char reverse[PATH_MAX], reverse_mpi[PATH_MAX];
+static char reverse[PATH_MAX], reverse_mpi[PATH_MAX], reverse_mpi_other[PATH_MAX];
 
 #define ITERS "30"
 /* the tiny preset with a batch every N*K here divides and three evaluations (0, 15, 30), the
@@ -92,7 +92,8 @@ static pid_t start(const char *io, const char *const *argv)
         words[n] = strcmp(argv[n], "char_lm") == 0 ? char_lm : strcmp(argv[n], "char_lm_mpi") == 0 ? char_lm_mpi
                  : strcmp(argv[n], "char_lm_mpi_other") == 0 ? char_lm_mpi_other
                  : strcmp(argv[n], "dist_check") == 0 ? dist_check : strcmp(argv[n], "reverse") == 0 ? reverse
-                 : strcmp(argv[n], "reverse_mpi") == 0 ? reverse_mpi : argv[n];
+                 : strcmp(argv[n], "reverse_mpi") == 0 ? reverse_mpi
+                 : strcmp(argv[n], "reverse_mpi_other") == 0 ? reverse_mpi_other : argv[n];
     words[n] = NULL;
     char outp[PATH_MAX], errp[PATH_MAX];
     snprintf(outp, sizeof outp, "%s/%s.out", root, io);
@@ -841,6 +842,25 @@ START_TEST(test_reverse_ranks_and_micro_batches)
 }
 END_TEST
 
+/* a rank of another commit under the library's trainer (ag_train_run's handshake, ddp.h): the
+ * job ends within seconds, rank 0 alone naming both builds, before DIR is made */
+START_TEST(test_reverse_other_build_refused)
+{
+    double t0 = ag_now_s();
+    proc_result r;
+    finish(start("rver", A(MPIRUN, "-np", "1", "reverse_mpi", "train", "--out", "rver", REV_FLAGS, ":", "-np", "1",
+                           "reverse_mpi_other", "train", "--out", "rver", REV_FLAGS)), "rver", &r);
+    double took = ag_now_s() - t0;
+    ck_assert_msg(r.exited && r.code == 1, "%s\n%s", proc_status_str(&r), r.err);
+    ck_assert_msg(took < 15, "refused after %.1f s", took);
+    const char *said = strstr(r.err, "reverse: the ranks run different builds of reverse, so none started");
+    ck_assert_msg(said && !strstr(said + 1, "reverse: "), "not one error line:\n%s", r.err);
+    ck_assert_msg(strstr(said, " on rank 0, 0.0-other (protocol 1, layout ") && strstr(said, ") on rank 1"), "%s", r.err);
+    ck_assert(access(proc_path(root, "rver"), F_OK) != 0);
+    proc_result_free(&r);
+}
+END_TEST
+
 // --- the runner: the tests side by side ---
 
 /* Each test mostly waits (mpirun's start, MPI's join, timeouts, the lock's retries): the suite
@@ -870,6 +890,7 @@ static const TTest *const *all_tests(int *n)
     t[k++] = test_sigint_during_long_evaluation;
     t[k++] = test_sighup_to_one_rank;
     t[k++] = test_other_build_refused;
+    t[k++] = test_reverse_other_build_refused;
     *n = k;
     return t;
 }
@@ -948,6 +969,7 @@ int main(void)
     find_program(dist_check, "DIST_CHECK", "build/dist_check");
     find_program(reverse, "REVERSE", "build/reverse");
     find_program(reverse_mpi, "REVERSE_MPI", "build/reverse_mpi");
+    find_program(reverse_mpi_other, "REVERSE_MPI_OTHER", "build/reverse_mpi_other");
     /* mpirun refuses root without these; each rank one thread (the ranks share the cores) */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

@@ -1,0 +1,62 @@
+/* agree.c -- the build handshake of a run on several ranks (ddp.h, ag_build_handshake): every
+ * rank sends a record of its build first of all, so that a rank started with another build (a
+ * real of another size, another version, collectives in another order) stops the job at once
+ * with a message naming both, instead of corrupting a broadcast sized by its own structs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ddp.h"
+
+/* A record of 64 words, its size and layout fixed for good, so that any two builds meet at it:
+ * the magic, the protocol, the layout hash, and the version's text. 512 bytes is more than the
+ * first gather of any char_lm build before it (41 words), so that a rank of an older build
+ * fails on a truncated receive while the others read the start of its digest, which is not the
+ * magic. */
+enum { HS_MAGIC, HS_PROTOCOL, HS_LAYOUT, HS_VERSION, HS_VERSION_WORDS = 6, HS_WORDS = 64 };
+#define HS_MAGIC_WORD 0x31646e61686d6c63ull   /* "clmhand1": char_lm's since the first handshake */
+
+/* "0.1.0 (protocol 2, layout 5c1e0a3f)", or what an older build sent, from record w [HS_WORDS] */
+static void format_build(char *buf, size_t n, const uint64_t *w)
+{
+    if (w[HS_MAGIC] != HS_MAGIC_WORD) {
+        snprintf(buf, n, "a build older than the version handshake");
+        return;
+    }
+    char v[HS_VERSION_WORDS * 8 + 1] = {0};
+    memcpy(v, w + HS_VERSION, HS_VERSION_WORDS * 8);
+    for (char *p = v; *p; p++)
+        if (*p < 0x20 || *p > 0x7e) *p = '?';
+    snprintf(buf, n, "%s (protocol %llu, layout %08llx)", v, (unsigned long long)w[HS_PROTOCOL],
+             (unsigned long long)(w[HS_LAYOUT] >> 32));
+}
+
+/* The error for records all [N][HS_WORDS] that differ from rank 0's, or AG_OK. */
+static ag_status compare_builds(const uint64_t *all, int N, const char *program, ag_error *err)
+{
+    int other = 0;
+    for (int r = 1; r < N && !other; r++)
+        if (memcmp(all + (size_t)r * HS_WORDS, all, HS_VERSION * 8 + HS_VERSION_WORDS * 8) != 0) other = r;
+    if (!other) return AG_OK;
+    char mine[128], theirs[128];
+    format_build(mine, sizeof mine, all);
+    format_build(theirs, sizeof theirs, all + (size_t)other * HS_WORDS);
+    return ag_seterr(err, AG_ERR_ARG, "the ranks run different builds of %s, so none started (install one "
+                     "build on every host): %s on rank 0, %s on rank %d", program ? program : "this program", mine, theirs, other);
+}
+
+ag_status ag_build_handshake(ag_dist *d, const ag_build *b, bool *alike, ag_error *err)
+{
+    int N = ag_dist_size(d);
+    if (N == 1) return AG_OK;
+    uint64_t mine[HS_WORDS] = {HS_MAGIC_WORD, b->protocol, b->layout};
+    strncpy((char *)(mine + HS_VERSION), b->version ? b->version : "unversioned", HS_VERSION_WORDS * 8 - 1);
+    uint64_t *all = calloc((size_t)N, sizeof mine);   /* zeros: an older rank's short record */
+    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    ag_error why = {0};
+    ag_status s = ag_dist_allgather(d, mine, all, sizeof mine, &why);
+    if (s == AG_OK && (s = compare_builds(all, N, b->program, err)) && alike) *alike = true;
+    else if (s) ag_seterr(err, s, "%s, at the version check, the ranks' first exchange (a rank of a build older "
+                          "than the check never comes to it)", why.msg);
+    free(all);
+    return s;
+}

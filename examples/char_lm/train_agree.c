@@ -16,7 +16,6 @@
  * and every rank compares them alike, so every rank decides alike: on any difference all exit 2,
  * and rank 0 names the fields and the ranks ("the vocabulary: hash 5c1e0a3f on rank 0, 0f9d2b61 on
  * rank 1"). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,25 +89,12 @@ static void format_item(char *buf, size_t n, int i, uint64_t v)
     else snprintf(buf, n, "%llu", (unsigned long long)v);
 }
 
-/* msg [n] at *len gets the printf-style text (cut where msg is full). */
-static void append(char *msg, size_t n, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static void append(char *msg, size_t n, size_t *len, const char *fmt, ...)
-{
-    if (*len + 1 >= n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(msg + *len, n - *len, fmt, ap);
-    va_end(ap);
-    if (w > 0) *len = *len + (size_t)w < n ? *len + (size_t)w : n - 1;
-}
-
 /* "; the text: hash 5c1e0a3f on ranks 0 2, hash 0f9d2b61 on rank 1" (at most 3 values of at
  * most 6 ranks each) appended to msg [n] at *len; all [N][N_ITEMS] holds every rank's digest. */
 static void describe_item(char *msg, size_t n, size_t *len, const uint64_t *all, int N, int i)
 {
     const lm_field *f = i < LM_N_FIELDS ? &lm_fields[i] : NULL;
-    append(msg, n, len, "%s%s:", *len ? "; " : "", !f ? extra_names[i - LM_N_FIELDS] : f->flag ? f->flag : f->key);
+    ag_msg_append(msg, n, len, "%s%s:", *len ? "; " : "", !f ? extra_names[i - LM_N_FIELDS] : f->flag ? f->flag : f->key);
     for (int r = 0, groups = 0; r < N; r++) {
         uint64_t v = all[(size_t)r * N_ITEMS + i];
         int first = r, count = 0;   /* the first rank with this value, and how many have it */
@@ -116,16 +102,16 @@ static void describe_item(char *msg, size_t n, size_t *len, const uint64_t *all,
             if (all[(size_t)q * N_ITEMS + i] == v) first = q < first ? q : first, count++;
         if (first < r) continue;
         if (groups++ == 3) {
-            append(msg, n, len, " ...");
+            ag_msg_append(msg, n, len, " ...");
             break;
         }
         char val[64];
         format_item(val, sizeof val, i, v);
-        append(msg, n, len, "%s %s on rank%s", groups > 1 ? "," : "", val, count > 1 ? "s" : "");
+        ag_msg_append(msg, n, len, "%s %s on rank%s", groups > 1 ? "," : "", val, count > 1 ? "s" : "");
         for (int q = r, shown = 0; q < N && shown <= 6; q++) {
             if (all[(size_t)q * N_ITEMS + i] != v) continue;
-            if (shown++ == 6) append(msg, n, len, " ...");
-            else append(msg, n, len, " %d", q);
+            if (shown++ == 6) ag_msg_append(msg, n, len, " ...");
+            else ag_msg_append(msg, n, len, " %d", q);
         }
     }
 }
@@ -244,43 +230,7 @@ ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_
     return st;
 }
 
-// --- each rank's own setup: its outcome, to all ---
-
-/* What a rank sends after its own setup: AG_OK or its error, and the message. */
-typedef struct {
-    int32_t status;
-    char msg[sizeof ((ag_error *)0)->msg];
-} lm_outcome;
-
-/* The error of the ranks' outcomes all [N], or AG_OK: the lowest failed rank's, "rank R: "
- * unless it is rank 0, then each other rank's whose message differs ("; rank 2: ...") */
-static ag_status tell_outcome(const lm_outcome *all, int N, ag_error *err)
-{
-    int first = 0;
-    while (first < N && all[first].status == AG_OK) first++;
-    if (first == N) return AG_OK;
-    char msg[sizeof err->msg];
-    size_t len = 0;
-    if (first > 0) append(msg, sizeof msg, &len, "rank %d: ", first);
-    append(msg, sizeof msg, &len, "%s", all[first].msg);
-    for (int r = first + 1; r < N; r++)
-        if (all[r].status != AG_OK && strcmp(all[r].msg, all[first].msg) != 0)
-            append(msg, sizeof msg, &len, "; rank %d: %s", r, all[r].msg);
-    return ag_seterr(err, (ag_status)all[first].status, "%s", msg);
-}
-
 ag_status lm_run_share_outcome(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
 {
-    int N = ag_dist_size(R->o->dist);
-    if (N == 1) return mine ? ag_seterr(err, mine, "%s", why->msg) : AG_OK;
-    lm_outcome me = {.status = mine}, *all = calloc((size_t)N, sizeof me);
-    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    if (mine) snprintf(me.msg, sizeof me.msg, "%s", why->msg);
-    ag_error lost = {0};
-    ag_status s = ag_dist_allgather(R->o->dist, &me, all, sizeof me, &lost);
-    if (s == AG_OK) R->ctl.shared = (s = tell_outcome(all, N, err)) != AG_OK;   /* every rank decides alike */
-    else if (mine) s = ag_seterr(err, mine, "%s", why->msg);   /* its own, said as "rank R: " (main.c) */
-    else ag_seterr(err, s, "%s", lost.msg);
-    free(all);
-    return s;
+    return ag_share_outcome(R->o->dist, mine, why, &R->ctl.shared, err);   /* ddp.h: said once */
 }

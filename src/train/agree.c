@@ -1,7 +1,10 @@
-/* agree.c -- the build handshake of a run on several ranks (ddp.h, ag_build_handshake): every
- * rank sends a record of its build first of all, so that a rank started with another build (a
- * real of another size, another version, collectives in another order) stops the job at once
- * with a message naming both, instead of corrupting a broadcast sized by its own structs. */
+/* agree.c -- what the ranks of a run agree on before its first step (ddp.h): the build
+ * (ag_build_handshake: every rank sends a record of its build first of all, so that a rank
+ * started with another build, a real of another size, another version, collectives in another
+ * order, stops the job at once with a message naming both, instead of corrupting a broadcast
+ * sized by its own structs) and each rank's setup outcome (ag_share_outcome: an error said once,
+ * not once per rank). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +57,60 @@ ag_status ag_build_handshake(ag_dist *d, const ag_build *b, bool *alike, ag_erro
     if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     ag_error why = {0};
     ag_status s = ag_dist_allgather(d, mine, all, sizeof mine, &why);
-    if (s == AG_OK && (s = compare_builds(all, N, b->program, err)) && alike) *alike = true;
-    else if (s) ag_seterr(err, s, "%s, at the version check, the ranks' first exchange (a rank of a build older "
-                          "than the check never comes to it)", why.msg);
+    if (s) ag_seterr(err, s, "%s, at the version check, the ranks' first exchange (a rank of a build older "
+                     "than the check never comes to it)", why.msg);
+    else if ((s = compare_builds(all, N, b->program, err)) && alike) *alike = true;   /* every rank decides alike */
+    free(all);
+    return s;
+}
+
+// --- each rank's own setup: its outcome, to all ---
+
+void ag_msg_append(char *msg, size_t n, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(msg + *len, n - *len, fmt, ap);
+    va_end(ap);
+    if (w > 0) *len = *len + (size_t)w < n ? *len + (size_t)w : n - 1;
+}
+
+/* What a rank sends after its own setup: AG_OK or its error, and the message. */
+typedef struct {
+    int32_t status;
+    char msg[sizeof ((ag_error *)0)->msg];
+} outcome;
+
+/* The error of the ranks' outcomes all [N], or AG_OK: the lowest failed rank's, "rank R: "
+ * unless it is rank 0, then each other rank's whose message differs ("; rank 2: ...") */
+static ag_status tell_outcome(const outcome *all, int N, ag_error *err)
+{
+    int first = 0;
+    while (first < N && all[first].status == AG_OK) first++;
+    if (first == N) return AG_OK;
+    char msg[sizeof err->msg];
+    size_t len = 0;
+    if (first > 0) ag_msg_append(msg, sizeof msg, &len, "rank %d: ", first);
+    ag_msg_append(msg, sizeof msg, &len, "%s", all[first].msg);
+    for (int r = first + 1; r < N; r++)
+        if (all[r].status != AG_OK && strcmp(all[r].msg, all[first].msg) != 0)
+            ag_msg_append(msg, sizeof msg, &len, "; rank %d: %s", r, all[r].msg);
+    return ag_seterr(err, (ag_status)all[first].status, "%s", msg);
+}
+
+ag_status ag_share_outcome(ag_dist *d, ag_status mine, const ag_error *why, bool *alike, ag_error *err)
+{
+    int N = ag_dist_size(d);
+    if (N == 1) return mine ? ag_seterr(err, mine, "%s", why->msg) : AG_OK;
+    outcome me = {.status = mine}, *all = calloc((size_t)N, sizeof me);
+    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (mine) snprintf(me.msg, sizeof me.msg, "%s", why->msg);
+    ag_error lost = {0};
+    ag_status s = ag_dist_allgather(d, &me, all, sizeof me, &lost);
+    if (s && mine) s = ag_seterr(err, mine, "%s", why->msg);   /* its own, said as "rank R: " */
+    else if (s) ag_seterr(err, s, "%s", lost.msg);
+    else if ((s = tell_outcome(all, N, err)) && alike) *alike = true;   /* every rank decides alike */
     free(all);
     return s;
 }

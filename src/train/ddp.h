@@ -77,6 +77,17 @@ typedef struct {
  * (a rank of an older build that sends something else) says so, *alike untouched. Alone: AG_OK. */
 ag_status ag_build_handshake(ag_dist *d, const ag_build *b, bool *alike, ag_error *err);
 
+/* After each rank's own setup (mine: AG_OK or its error, why its message): every rank learns
+ * every rank's. AG_OK when all went well; otherwise every rank returns the same error, the
+ * lowest failed rank's message ("rank R: " before it unless R is 0), then "; rank R: ..." for
+ * each other failed rank whose message differs, with *alike (when not NULL) set: rank 0 alone
+ * need say it. A failed exchange: this rank's own error, or the exchange's; *alike untouched.
+ * Alone: mine with why's message. */
+ag_status ag_share_outcome(ag_dist *d, ag_status mine, const ag_error *why, bool *alike, ag_error *err);
+/* msg [n], whose first *len bytes are written, gets the printf-style text after them (cut where
+ * msg is full; *len moves on): for messages that list ranks. */
+void ag_msg_append(char *msg, size_t n, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 typedef struct {
     ag_dist *dist;               /* the job (NULL: this process alone) */
     int grad_accum;              /* K >= 1 (0: 1) */

@@ -456,6 +456,7 @@ $(B)/reverse_mpi: $(B)/f32/examples/reverse/main.o $(B)/f32/src/dist/dist_mpi.o 
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 # the same program as another commit would be, for test-mpi's mixed job (the library's handshake)
 $(B)/f32/examples/reverse/main_other.o: examples/reverse/main.c $(HEADERS)
+	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DAG_COMMIT='"0.0-other"' -c $< -o $@
 $(B)/reverse_mpi_other: $(B)/f32/examples/reverse/main_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)

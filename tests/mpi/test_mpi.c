@@ -929,10 +929,10 @@ static bool run_tests(int jobs, int *ran)
     int n, q[2];
     const TTest *const *t = all_tests(&n);
     const char *only = getenv("TEST_MPI_ONLY");
+    *ran = 0;
     if (pipe(q) != 0) return false;
     fcntl(q[0], F_SETFD, FD_CLOEXEC);   /* not mpirun's, nor the ranks' */
     fcntl(q[1], F_SETFD, FD_CLOEXEC);
-    *ran = 0;
     for (int k = 0; k < n; k++) {
         unsigned char b = (unsigned char)k;
         if ((!only || strstr(t[k]->name, only)) && write(q[1], &b, 1) == 1) ++*ran;

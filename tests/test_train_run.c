@@ -158,9 +158,9 @@ START_TEST(resume_keeps_train_loss)
         tiny_train(&m, root, names[k], 30, 10, k > 0);
         train_loss_cell(root, names[k], "20", cell[k]);
         ag_params_free(m.P);
+        ck_assert_msg(k != 1 || (cell[0][0] && strcmp(cell[1], cell[0]) == 0),
+                      "step 20's train_loss: '%s' resumed, '%s' unbroken", cell[1], cell[0]);
     }
-    ck_assert_msg(cell[0][0] && strcmp(cell[1], cell[0]) == 0, "step 20's train_loss: '%s' resumed, '%s' unbroken",
-                  cell[1], cell[0]);
     ck_assert_msg(cell[2][0] == '\0', "a checkpoint without the losses: step 20's train_loss '%s', not empty",
                   cell[2]);
     proc_remove_tree(root);

@@ -114,6 +114,23 @@ static void assert_same_ckpt(const char *dir_in, const char *ref_in)
     }
 }
 
+/* dir's metrics.csv is that of ref, byte for byte (a resume's train_loss too). */
+static void assert_same_metrics(const char *dir, const char *ref)
+{
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/metrics.csv", dir);
+    snprintf(b, sizeof b, "%s/metrics.csv", ref);
+    char *x = proc_read_file(a, NULL), *y = proc_read_file(b, NULL);
+    ck_assert_msg(x && y, "%s or %s missing", a, b);
+    size_t at = 0;   /* the first line that differs, shown */
+    for (size_t i = 0; x[i] && x[i] == y[i]; i++)
+        if (x[i] == '\n') at = i + 1;
+    ck_assert_msg(strcmp(x, y) == 0, "%s differs from the unbroken run's from its line\n%.80s\nunbroken:\n%.80s", a,
+                  x + at, y + at);
+    free(x);
+    free(y);
+}
+
 /* The ckpt-N directories in dir. */
 static int count_ckpts(const char *dir)
 {
@@ -151,6 +168,7 @@ START_TEST(fault_then_resume)
         assert_same_ckpt(proc_path(root, dir), proc_path(root, "ref"));
         char at[1024];   /* proc_find_tmp turns proc_path's buffers */
         snprintf(at, sizeof at, "%s/%s", root, dir);
+        assert_same_metrics(at, proc_path(root, "ref"));
         const char *left = proc_find_tmp(at);
         ck_assert_msg(left == NULL, "%s: a leftover %s", points[i], left);
         ck_assert_int_eq(count_ckpts(at), count_ckpts(proc_path(root, "ref")));
@@ -187,6 +205,9 @@ START_TEST(kill9_at_random_then_resume)
     ck_assert_msg(strstr(r.out, "done at step 120") != NULL, "resumed run did not end at 120: %s", r.out);
     proc_result_free(&r);
     assert_same_ckpt(proc_path(root, "k"), proc_path(root, "ref"));
+    char at[1024];
+    snprintf(at, sizeof at, "%s/k", root);
+    assert_same_metrics(at, proc_path(root, "ref"));
 }
 END_TEST
 

@@ -3,7 +3,10 @@
  *
  *   fresh_twice   a fresh run starts AdamW from zero moments: a second fresh run on the same
  *                 ag_params, its weights drawn again, ends with the very weights of a run on a
- *                 model built anew (the first run's m and v once leaked into it). */
+ *                 model built anew (the first run's m and v once leaked into it).
+ *   resume_keeps_train_loss  a resume's repeated evaluation has the unbroken run's train_loss
+ *                 (the checkpoint keeps the losses since the last evaluation); a checkpoint
+ *                 without them, from before, resumes with that cell empty. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,20 +63,23 @@ static void tiny_build(tiny *m)
     ag_params_init(m->P, 3);
 }
 
-/* 30 fresh steps of m into root/name */
-static void tiny_run(tiny *m, const char *root, const char *name)
+/* m trained into root/name up to `steps` (a fresh run, or the one there with resume), evaluated every `every` */
+static void tiny_train(tiny *m, const char *root, const char *name, long steps, long every, bool resume)
 {
     char out[256];
     snprintf(out, sizeof out, "%s/%s", root, name);
     const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .batch = BATCH,
                                .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
-    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
+    const ag_train_opts o = {.out_dir = out, .steps = steps, .seed = 5, .every = every, .resume = resume,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s: %s", name, err.msg);
 }
+
+/* 30 fresh steps of m into root/name */
+static void tiny_run(tiny *m, const char *root, const char *name) { tiny_train(m, root, name, 30, 30, false); }
 
 START_TEST(fresh_twice)
 {
@@ -96,12 +102,78 @@ START_TEST(fresh_twice)
 }
 END_TEST
 
+/* dir/latest's state.safetensors written again without the keys of the losses since the last
+ * evaluation, as a checkpoint from before them was; m holds its weights and moments. */
+static void strip_losses(const char *dir, tiny *m)
+{
+    const char *keys[] = {"format", "step", "rng_state", "rng_inc", "weights", "best_loss", "best_step", "run_id",
+                          "follows", "origin"};
+    char path[512], vals[10][64];
+    ag_st_meta meta[10];
+    ag_error err = {0};
+    snprintf(path, sizeof path, "%s/state.safetensors", proc_ckpt(dir));
+    ag_st_file *f = ag_st_load_header(path, &err);
+    ck_assert_msg(f && ag_st_meta_get(f, "loss_sum"), "%s: no loss_sum in its metadata", path);
+    for (int i = 0; i < 10; i++) {
+        ck_assert_ptr_nonnull(ag_st_meta_get(f, keys[i]));
+        snprintf(vals[i], sizeof vals[i], "%s", ag_st_meta_get(f, keys[i]));
+        meta[i] = (ag_st_meta){keys[i], vals[i]};
+    }
+    ag_st_free(f);
+    ck_assert_int_eq(ag_ckpt_write_moments(path, m->P, meta, 10, &err), AG_OK);
+}
+
+/* The train_loss cell of root/name/metrics.csv's row "<row>,..." whose lr is set (the step's row). */
+static void train_loss_cell(const char *root, const char *name, const char *row, char *cell)
+{
+    char path[512], head[32];
+    snprintf(path, sizeof path, "%s/%s/metrics.csv", root, name);
+    snprintf(head, sizeof head, "\n%s,", row);
+    char *text = proc_read_file(path, NULL);
+    ck_assert_ptr_nonnull(text);
+    const char *at = strstr(text, head);
+    ck_assert_msg(at != NULL, "%s: no row %s", path, row);
+    at += strlen(head);
+    for (int comma = 0; comma < 2; comma++) at = strchr(at, ',') + 1;   /* past lr and loss */
+    size_t n = strcspn(at, ",");
+    memcpy(cell, at, n);
+    cell[n] = '\0';
+    free(text);
+}
+
+/* A resume finds in the checkpoint the batch losses since the last evaluation: the evaluation
+ * it repeats has the train_loss of the unbroken run; a checkpoint without them (older) still
+ * resumes, that one cell empty. */
+START_TEST(resume_keeps_train_loss)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", dir[256], cell[3][64];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    const char *names[] = {"unbroken", "resumed", "old"};
+    for (int k = 0; k < 3; k++) {
+        tiny m;
+        tiny_build(&m);
+        if (k) tiny_train(&m, root, names[k], 20, 10, false);
+        snprintf(dir, sizeof dir, "%s/%s", root, names[k]);
+        if (k == 2) strip_losses(dir, &m);
+        tiny_train(&m, root, names[k], 30, 10, k > 0);
+        train_loss_cell(root, names[k], "20", cell[k]);
+        ag_params_free(m.P);
+        ck_assert_msg(k != 1 || (cell[0][0] && strcmp(cell[1], cell[0]) == 0),
+                      "step 20's train_loss: '%s' resumed, '%s' unbroken", cell[1], cell[0]);
+    }
+    ck_assert_msg(cell[2][0] == '\0', "a checkpoint without the losses: step 20's train_loss '%s', not empty",
+                  cell[2]);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
     TCase *tc = tcase_create("fresh");
     tcase_set_timeout(tc, 600);   /* a bound for a hang, on a loaded machine */
     tcase_add_test(tc, fresh_twice);
+    tcase_add_test(tc, resume_keeps_train_loss);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -38,8 +38,6 @@ typedef struct {
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
     ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
-    double loss_sum;          /* the batch losses since the last evaluation, */
-    long loss_n;              /*   and their count: its train_loss */
     char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
 } loop;
 
@@ -113,8 +111,9 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (logged) ag_dynamics_log_watch(L->dyn, P, it, norm, clip);            // dW, and W before the update
     ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, clip);                // W -= ...
     if (logged && (s = ag_dynamics_log_record(L->dyn, P, it, lr, err))) return s;
-    L->loss_sum += lv;
-    L->loss_n++;
+    if (L->st.loss_taken) L->st.loss_sum = 0, L->st.loss_n = 0, L->st.loss_taken = false;   /* a new train_loss */
+    L->st.loss_sum += lv;
+    L->st.loss_n++;
     L->r->loss = lv;
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
@@ -132,7 +131,7 @@ static ag_status step(loop *L, long it, ag_error *err)
 /* The held-out evaluation of the weights after `it` steps: its row's columns and a line. */
 static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 {
-    double val = NAN, score = NAN, train = L->loss_n ? L->loss_sum / (double)L->loss_n : NAN;
+    double val = NAN, score = NAN, train = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;
     ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
     if (s) return s;
     ag_ctx_reset(L->ctx);
@@ -150,8 +149,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
         L->st.best_loss = val;
         L->st.best_step = it;
     }
-    L->loss_sum = 0;
-    L->loss_n = 0;
+    L->st.loss_taken = true;   /* the sum stays until the next step: this step's checkpoint keeps it for a resume */
     L->r->val_loss = val;
     L->r->score = score;
     L->r->train_loss = train;

@@ -2,7 +2,8 @@
  * model.safetensors (the weights, ckpt.c's layout, with the model's name, the step and the
  * run_id) and state.safetensors (Adam's m and v, the batch stream, the step, the best
  * evaluation, the hash of the weights they go with, the run_id, follows: the hash of the run's
- * checkpoint before, and origin: the run's start). Both are written into ckpt-<step>.tmp/, which is renamed
+ * checkpoint before, origin: the run's start, and the batch losses since the last evaluation, so
+ * that a resume's metrics.csv is the unbroken run's). Both are written into ckpt-<step>.tmp/, which is renamed
  * whole; only then does DIR/latest move (ckpt_dir.c), so a kill at any instant leaves latest
  * naming a complete checkpoint. Every step that changes the disk has its fault point. Whose a
  * checkpoint is (its run_id, the checkpoint it follows) is read by the library's rules
@@ -39,6 +40,7 @@ static bool path3(char *path, const char *dir, const char *name, const char *fil
 static ag_status write_files(const char *tmp, const ag_train_client *c, const ag__loop_state *st, ag_error *err)
 {
     char path[PATHLEN], step[32], rs[20], ri[20], hash[20], best[40], best_step[32], run[20], follows[20], origin[20];
+    char loss_sum[40], loss_n[32];
     snprintf(step, sizeof step, "%ld", st->step);
     ag_hex64_format(rs, sizeof rs, st->rng.state);
     ag_hex64_format(ri, sizeof ri, st->rng.inc);
@@ -48,14 +50,17 @@ static ag_status write_files(const char *tmp, const ag_train_client *c, const ag
     ag_hex64_format(origin, sizeof origin, st->origin);
     snprintf(best, sizeof best, "%.17g", st->best_loss);
     snprintf(best_step, sizeof best_step, "%ld", st->best_step);
+    snprintf(loss_sum, sizeof loss_sum, "%.17g", st->loss_sum);   /* exact: a resume's train_loss is the same */
+    snprintf(loss_n, sizeof loss_n, "%ld", st->loss_n);
     const ag_st_meta model[] = {{"format", FORMAT}, {"model", c->name}, {"step", step}, {"run_id", run}};
     const ag_st_meta state[] = {{"format", FORMAT}, {"step", step}, {"rng_state", rs}, {"rng_inc", ri},
                                 {"weights", hash}, {"best_loss", best}, {"best_step", best_step}, {"run_id", run},
-                                {"follows", follows}, {"origin", origin}};
+                                {"follows", follows}, {"origin", origin}, {"loss_sum", loss_sum}, {"loss_n", loss_n},
+                                {"loss_taken", st->loss_taken ? "1" : "0"}};
     if (!path3(path, tmp, MODEL_FILE, NULL, err)) return AG_ERR_ARG;
     ag_status s = ag_ckpt_write_weights(path, c->params, model, 4, err);
     if (s == AG_OK && !path3(path, tmp, STATE_FILE, NULL, err)) return AG_ERR_ARG;
-    if (s == AG_OK) s = ag_ckpt_write_moments(path, c->params, state, 10, err);
+    if (s == AG_OK) s = ag_ckpt_write_moments(path, c->params, state, 13, err);
     return s;
 }
 
@@ -141,6 +146,27 @@ static const char *meta(const ag_st_file *f, const char *path, const char *key, 
     return v;
 }
 
+/* The batch losses since the last evaluation into st; none in a checkpoint older than them
+ * (a resume's first train_loss is then empty). */
+static ag_status read_losses(const ag_st_file *f, const char *path, ag__loop_state *st, ag_error *err)
+{
+    const char *sum = ag_st_meta_get(f, "loss_sum"), *n = ag_st_meta_get(f, "loss_n");
+    const char *taken = ag_st_meta_get(f, "loss_taken");
+    st->loss_sum = 0;
+    st->loss_n = 0;
+    st->loss_taken = false;
+    if (!sum && !n && !taken) return AG_OK;
+    char *end = NULL, *end_n = NULL;
+    double v = sum ? strtod(sum, &end) : NAN;
+    long k = n ? strtol(n, &end_n, 10) : -1;
+    if (!isfinite(v) || *end || k < 0 || *end_n || !taken || (strcmp(taken, "0") && strcmp(taken, "1")))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: a malformed loss_sum, loss_n or loss_taken in its metadata", path);
+    st->loss_sum = v;
+    st->loss_n = k;
+    st->loss_taken = taken[0] == '1';
+    return AG_OK;
+}
+
 /* The state file's numbers into st; hash, the weights it goes with. */
 static ag_status read_state(const ag_st_file *f, const char *path, ag__loop_state *st, uint64_t *hash, ag_error *err)
 {
@@ -160,7 +186,7 @@ static ag_status read_state(const ag_st_file *f, const char *path, ag__loop_stat
     st->step = (long)step;
     if (!ag_hex64_parse(ag_st_meta_get(f, "run_id"), &st->run_id)) st->run_id = 0;   /* older than run ids */
     if (!ag_hex64_parse(ag_st_meta_get(f, "origin"), &st->origin)) st->origin = 0;
-    return AG_OK;
+    return read_losses(f, path, st, err);
 }
 
 /* model.safetensors of DIR/name into c->params; its step in *step. */

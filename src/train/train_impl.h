@@ -28,6 +28,9 @@ typedef struct {
     uint64_t prev_hash; /* the weights' hash of the run's last checkpoint: the next one follows it (0: none) */
     uint64_t origin;    /* the run's start (its first weights and seed): a kill before the first
                            commit leaves a checkpoint that the same command again removes */
+    double loss_sum;    /* the batch losses since the last evaluation (metrics.csv's train_loss), */
+    long loss_n;        /*   their count, */
+    bool loss_taken;    /*   taken by the evaluation of this step: the next step starts them anew */
 } ag__loop_state;
 
 /* DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;

@@ -17,7 +17,10 @@
  * The check evaluates the untrained model twice (the same weights must give the same loss), then
  * trains it 200 steps in one call of ag_train_run (the unbroken run), and again 100 steps and a
  * second call with .resume = true to 200 (the split run): the two must end with the same weights
- * bit for bit, and the held-out loss must have fallen to a third or less. When something fails
+ * bit for bit, and the held-out loss must have fallen to a third or less. Then once more with
+ * every step in 2 micro-batches (opts.grad_accum, the accumulated run), the batch's points
+ * outside the micro-batch NaN while your loss runs: its loss must stay finite and its weights
+ * within 1e-3 of the unbroken run's (the sums differ in rounding alone). When something fails
  * it says which usual mistake the numbers point to. Built against the float library (pkg-config
  * attograd): checkpoints hold F32, so only there is a resume exact. 0 ok, 1 not, 2 the check
  * could not run. */
@@ -39,16 +42,17 @@
 
 enum { OM_IN = 2, OM_HID = 24, OM_OUT = 2, OM_BATCH = 32, OM_HELD = 400, OM_STEPS = 200 };
 
+typedef ag_status (*own_draw_fn)(void *user, ag_rng *rng, ag_error *err);
+typedef ag_status (*own_loss_fn)(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err);
+typedef ag_status (*own_eval_fn)(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err);
+
 typedef struct {
     ag_params *P;
     ag_linear_layer fc1, fc2;
     ag_real x[OM_HELD * OM_IN];   /* the points of a batch, [n,2] */
     int y[OM_HELD];               /*   their classes: 1 where the signs differ */
+    own_loss_fn loss;             /* the check's: your loss, in the run of micro-batches */
 } own_model;
-
-typedef ag_status (*own_draw_fn)(void *user, ag_rng *rng, ag_error *err);
-typedef ag_status (*own_loss_fn)(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err);
-typedef ag_status (*own_eval_fn)(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err);
 typedef struct { own_draw_fn draw; own_loss_fn loss; own_eval_fn eval; } own_calls;   /* the three, as one */
 
 /* n points drawn from rng into m->x, m->y */
@@ -108,18 +112,37 @@ static bool own_build(own_model *m)
     return true;
 }
 
-/* DIR/name trained up to `steps` (a fresh run, or the one there with resume) */
+/* m->loss of the micro-batch mb, every point of the buffer outside it NaN meanwhile: a loss
+ * that reads one of them is NaN, and said to be */
+static ag_status own_loss_alone(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
+{
+    own_model *m = user;
+    ag_real kept[OM_HELD * OM_IN];
+    memcpy(kept, m->x, sizeof kept);
+    for (int i = 0; i < OM_HELD * OM_IN; i++)
+        if (i < mb->first * OM_IN || i >= (mb->first + mb->b) * OM_IN) m->x[i] = (ag_real)NAN;
+    ag_status s = m->loss(user, ctx, mb, loss, err);
+    memcpy(m->x, kept, sizeof kept);
+    if (s == AG_OK && *loss && !isfinite((*loss)->data[0]))
+        s = ag_seterr(err, AG_ERR_ARG, "the loss of the micro-batch [%d, %d) of %d points read points outside it",
+                      mb->first, mb->first + mb->b, OM_BATCH);
+    return s;
+}
+
+/* DIR/name trained up to `steps` (a fresh run, or the one there with resume), each step in
+ * accum micro-batches */
 static ag_status own_run(own_model *m, const own_calls *k, const char *dir, const char *name, long steps,
-                         bool resume, ag_train_result *r, ag_error *err)
+                         bool resume, int accum, ag_train_result *r, ag_error *err)
 {
     char out[4096];
     snprintf(out, sizeof out, "%s/%s", dir, name);
+    m->loss = k->loss;
     const ag_train_client c = {.name = "quadrants", .params = m->P, .user = m, .batch = OM_BATCH, .draw = k->draw,
-                               .loss = k->loss, .evaluate = k->eval, .score_name = "accuracy", .unit = "points",
-                               .units_per_step = OM_BATCH};
+                               .loss = accum > 1 ? own_loss_alone : k->loss, .evaluate = k->eval,
+                               .score_name = "accuracy", .unit = "points", .units_per_step = OM_BATCH};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .resume = resume, .seed = 19, .every = 50,
                              .sched = {.lr = 2e-2, .min_lr = 2e-3, .warmup_iters = 10, .lr_decay_iters = OM_STEPS},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1};
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1, .grad_accum = accum};
     return ag_train_run(&c, &o, r, err);
 }
 
@@ -149,7 +172,34 @@ static int own_stopped(const ag_error *err)
     if (strstr(err->msg, "does not depend on anything that requires grad"))
         printf("  the loss is not on ctx's tape: make it from the model's forward on ctx, gradients on (no "
                "ag_ctx_set_grad(ctx, false) in the loss, no copy of its value)\n");
+    if (strstr(err->msg, "read points outside it"))
+        printf("  the loss is of the micro-batch alone: the forward of points [mb->first, mb->first + mb->b) and "
+               "their labels from m->y + mb->first, not of the whole batch\n");
     return 1;
+}
+
+/* The unbroken run again, each step in 2 micro-batches of 16 points (opts.grad_accum): your
+ * loss sees the points of its micro-batch alone, and the weights end as a's, but for the
+ * rounding of sums in another order. */
+static int own_accumulated(const own_calls *k, const char *dir, const own_model *a)
+{
+    own_model c = {0};
+    ag_train_result r;
+    ag_error err = {0};
+    int rc = 2;
+    if (!own_build(&c)) goto out;
+    rc = own_run(&c, k, dir, "accumulated", OM_STEPS, false, 2, &r, &err) ? own_stopped(&err) : 0;
+    if (rc) goto out;
+    double worst = 0;
+    for (size_t i = 0; i < a->P->total; i++) worst = fmax(worst, fabs((double)a->P->data[i] - c.P->data[i]));
+    printf("accumulated run: steps 0 -> %ld in 2 micro-batches of %d points: the weights %s 1e-3 of the unbroken "
+           "run's\n", r.step, OM_BATCH / 2, worst <= 1e-3 ? "within" : "NOT within");
+    if (worst > 1e-3)
+        rc = 1, printf("FAIL: two micro-batches are not the whole batch: the loss of a micro-batch is the mean over "
+                       "its mb->b points alone\n");
+out:
+    ag_params_free(c.P);
+    return rc;
 }
 
 /* the unbroken run and the split one (100 steps, then resumed to 200), compared */
@@ -160,11 +210,11 @@ static int own_runs(const own_calls *k, const char *dir, double untrained)
     ag_error err = {0};
     int rc = 2;
     if (!own_build(&a) || !own_build(&b)) goto out;
-    if (own_run(&a, k, dir, "unbroken", OM_STEPS, false, &r, &err)) { rc = own_stopped(&err); goto out; }
+    if (own_run(&a, k, dir, "unbroken", OM_STEPS, false, 1, &r, &err)) { rc = own_stopped(&err); goto out; }
     printf("unbroken run: steps 0 -> %ld, held-out loss %.4f, accuracy %.3f\n", r.step, r.val_loss, r.score);
     double trained = r.val_loss, acc = r.score;
-    if (own_run(&b, k, dir, "split", OM_STEPS / 2, false, &r, &err) ||
-        own_run(&b, k, dir, "split", OM_STEPS, true, &r, &err)) { rc = own_stopped(&err); goto out; }
+    if (own_run(&b, k, dir, "split", OM_STEPS / 2, false, 1, &r, &err) ||
+        own_run(&b, k, dir, "split", OM_STEPS, true, 1, &r, &err)) { rc = own_stopped(&err); goto out; }
     size_t differ = 0;
     for (size_t i = 0; i < a.P->total; i++) differ += a.P->data[i] != b.P->data[i];
     printf("split run: steps 0 -> %d, then resumed %ld -> %ld: %zu of %zu weights differ from the unbroken run's\n",
@@ -176,7 +226,8 @@ static int own_runs(const own_calls *k, const char *dir, double untrained)
     else if (!(trained <= untrained / 3))
         printf("FAIL: the held-out loss fell from %.4f to %.4f only (accuracy %.3f): train on the batch you draw, "
                "its targets with its points\n", untrained, trained, acc);
-    else rc = 0, printf("ok: the trainer trains your model, and resumes it exactly\n");
+    else if (!(rc = own_accumulated(k, dir, &a)))
+        printf("ok: the trainer trains your model, resumes it exactly, and splits its steps\n");
 out:
     ag_params_free(a.P);
     ag_params_free(b.P);

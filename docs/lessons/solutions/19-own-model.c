@@ -69,6 +69,16 @@ static ag_status loss_off_tape(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor 
     return s;
 }
 
+/* the loss of the whole batch, whichever micro-batch mb is */
+static ag_status whole_batch_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
+{
+    own_model *m = user;
+    (void)mb;
+    ag_tensor *logits = own_forward(m, ctx, 0, OM_BATCH);          // [32,2]: all of it
+    *loss = ag_cross_entropy(ctx, logits, m->y);                    // [1]
+    return *loss ? AG_OK : ctx_failed(ctx, err);
+}
+
 /* new held-out points at every evaluation, from a stream that goes on */
 static ag_status drifting_evaluate(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
 {
@@ -87,6 +97,7 @@ int main(int argc, char **argv)
     int caught = own_model_check(NULL, private_rng, my_loss, my_evaluate) == 1;
     caught += own_model_check(NULL, my_draw, loss_off_tape, my_evaluate) == 1;
     caught += own_model_check(NULL, my_draw, my_loss, drifting_evaluate) == 1;
-    printf("%d of 3 caught\n", caught);
-    return caught == 3 ? 0 : 1;
+    caught += own_model_check(NULL, my_draw, whole_batch_loss, my_evaluate) == 1;
+    printf("%d of 4 caught\n", caught);
+    return caught == 4 ? 0 : 1;
 }

@@ -26,12 +26,11 @@
 
 /* --seed's random streams, seeded as char_lm always seeded them, so that saved runs replay bit
  * for bit: stream (a, b) starts from
- *     ag_splitmix64((a ^ (b * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN)
- * (splitmix64's finaliser alone: ag_splitmix64 adds the golden step itself, hence "- golden").
+ *     ag_seed_at(a, 0, b) = ag_splitmix64((a ^ (b * golden + LM_SEED_SALT)) - golden)
+ * (tensor/rng.h; splitmix64's finaliser alone: ag_splitmix64 adds the golden step itself).
  * The batch sampler is (seed, LM_TAG_BATCH), drawn once; the others are (seed ^ tag, it), afresh
  * at each iteration it, so evaluating more or less often never changes the training losses. */
 #define LM_SEED_SALT 0x632BE59BD9B4E019ull
-#define LM_GOLDEN 0x9E3779B97F4A7C15ull        /* 2^64 / phi, splitmix64's step */
 #define LM_TAG_BATCH 0x62617463686573ull       /* "batches": the batch sampler */
 #define LM_TAG_EVAL 0x6576616c7561ull          /* "evalua": evaluation batches */
 #define LM_TAG_DROP 0x64726f706f7574ull        /* "dropout": the dropout masks of a step */

@@ -88,7 +88,7 @@ static ag_status attn_stats(lm_run *R, long it, ag_error *err)
     lm_report *rep = &R->rep;
     ag_ctx *ctx = R->learn.ctx;
     ag_rng rng;
-    ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_STATS ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
+    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_STATS, (uint64_t)it));
     bool val = D->n_val > 0;
     const int *ids = D->text.ids + (val ? D->n_train : 0);
     lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
@@ -126,7 +126,7 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, 
     ag_status s = ag_ddp_check_weights(R->ctl.ddp, it, err);   /* the ranks still agree */
     if (s) return s;
     ag_rng rng;
-    ag_rng_seed(&rng, ag_splitmix64((R->cfg.seed ^ LM_TAG_EVAL ^ ((uint64_t)it * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
+    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_EVAL, (uint64_t)it));
     const ag_budget *b = &R->ctl.budget;
     s = estimate(R, D->text.ids, D->n_train, &rng, ag_budget_eval_end(b, D->n_val > 0), tl, done, err);
     *vl = NAN;

@@ -170,7 +170,7 @@ static void new_state(lm_run *R)
     st->run_id = ag_new_run_id();
     st->best_iter = -1;   /* no evaluation yet */
     st->best_loss = NAN;
-    ag_rng_seed(&st->rng, ag_splitmix64((R->cfg.seed ^ (LM_TAG_BATCH * LM_GOLDEN + LM_SEED_SALT)) - LM_GOLDEN));
+    ag_rng_seed(&st->rng, ag_seed_at(R->cfg.seed, 0, LM_TAG_BATCH));
     st->n_tokens = text->n;
     st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
 }

@@ -648,13 +648,6 @@ static ag_status read_state_meta(const ag_st_file *f, const char *path, lm_train
 
 // --- whose a checkpoint is ---
 
-/* The metadata value key of f as 16 hex digits (a run id, a hash), or 0 when missing or not. */
-static uint64_t meta_hex(const ag_st_file *f, const char *key)
-{
-    uint64_t v = 0;
-    return ag_hex64_parse(ag_st_meta_get(f, key), &v) ? v : 0;
-}
-
 static long meta_iter(const ag_st_file *f, const char *key)
 {
     uint64_t v;
@@ -677,32 +670,22 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
     const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
     if (!mf || strcmp(mf, LM_CKPT_FORMAT) != 0 || !tf || strcmp(tf, LM_STATE_FORMAT) != 0)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: not a char_lm checkpoint (format tags)", path);
-    id->run_id = meta_hex(m, "run_id");
+    id->run_id = ag_st_meta_hex(m, "run_id");
     id->iter = meta_iter(m, "iter");
-    id->model_hash = meta_hex(t, "model_hash");
-    id->follows = meta_hex(t, "follows");
+    id->model_hash = ag_st_meta_hex(t, "model_hash");
+    id->follows = ag_st_meta_hex(t, "follows");
     id->best_iter = ag_st_meta_get(t, "best_iter") ? meta_iter(t, "best_iter") : -1;
     id->eval = meta_loss(t, "eval_val_loss");
     if (isnan(id->eval)) id->eval = meta_loss(t, "eval_train_loss");   /* no validation split */
     id->origin = id->iter == 0 ? id->model_hash : 0;   /* a run's first: its untrained weights */
-    if (id->iter < 0 || meta_iter(t, "iter") != id->iter || meta_hex(t, "run_id") != id->run_id)
+    if (id->iter < 0 || meta_iter(t, "iter") != id->iter || ag_st_meta_hex(t, "run_id") != id->run_id)
         return ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are not one checkpoint (iter, run_id)", path);
     return AG_OK;
 }
 
 ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
-    char mp[PATHLEN], tp[PATHLEN];
-    memset(id, 0, sizeof *id);
-    id->best_iter = -1;
-    id->eval = NAN;
-    if (path_of(mp, path, LM_MODEL_FILE, err) || path_of(tp, path, LM_STATE_FILE, err)) return AG_ERR_ARG;
-    ag_st_file *m = ag_st_load_header(mp, err);   /* the headers alone: cheap for a model of gigabytes */
-    ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
-    ag_status s = m && t ? identify_pair(m, t, path, id, err) : err && err->status ? err->status : AG_ERR_IO;
-    ag_st_free(t);
-    ag_st_free(m);
-    return s;
+    return ag_ckpt_identify_pair(path, LM_MODEL_FILE, LM_STATE_FILE, identify_pair, id, err);
 }
 
 /* The run and iteration one checkpoint file's header gives (the older layout's pair may be half

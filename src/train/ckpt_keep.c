@@ -448,3 +448,32 @@ ag_status ag_ckpt_outside_runs(const char *out, const ag_ckpt_kind *k, ag_error 
         up(real);
     }
 }
+
+// --- a checkpoint of two safetensors files, identified from their headers ---
+
+uint64_t ag_st_meta_hex(const ag_st_file *f, const char *key)
+{
+    uint64_t v = 0;
+    return ag_hex64_parse(ag_st_meta_get(f, key), &v) ? v : 0;
+}
+
+ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const char *state_file,
+                                ag_status (*pair)(const ag_st_file *m, const ag_st_file *t, const char *path,
+                                                  ag_ckpt_id *id, ag_error *err),
+                                ag_ckpt_id *id, ag_error *err)
+{
+    ag_error own = {0};
+    if (!err) err = &own;
+    memset(id, 0, sizeof *id);
+    id->best_iter = -1;
+    id->eval = NAN;
+    char mp[PATHLEN], tp[PATHLEN];
+    if (!ag_path_join(mp, sizeof mp, path, model_file) || !ag_path_join(tp, sizeof tp, path, state_file))
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", path);
+    ag_st_file *m = ag_st_load_header(mp, err);
+    ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
+    ag_status s = m && t ? pair(m, t, path, id, err) : err->status ? err->status : AG_ERR_IO;
+    ag_st_free(t);
+    ag_st_free(m);
+    return s;
+}

@@ -238,13 +238,6 @@ ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, a
 
 // --- whose a checkpoint is (ckpt_keep.c's rules, with this loop's files) ---
 
-/* The metadata value key of f as 16 hex digits, or 0 when missing or not. */
-static uint64_t meta_hex(const ag_st_file *f, const char *key)
-{
-    uint64_t v = 0;
-    return ag_hex64_parse(ag_st_meta_get(f, key), &v) ? v : 0;
-}
-
 /* The identity of the pair m (weights) and t (state) of the checkpoint in path. */
 static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, ag_ckpt_id *id,
                                ag_error *err)
@@ -253,13 +246,13 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
     const char *ms = ag_st_meta_get(m, "step"), *ts = ag_st_meta_get(t, "step"), *bs = ag_st_meta_get(t, "best_step");
     uint64_t step;
     if (!mf || strcmp(mf, FORMAT) || !tf || strcmp(tf, FORMAT) || !ag_u64_parse(ms, &step) || !ts || strcmp(ms, ts) ||
-        step > (uint64_t)1 << 52 || meta_hex(m, "run_id") != meta_hex(t, "run_id"))
+        step > (uint64_t)1 << 52 || ag_st_meta_hex(m, "run_id") != ag_st_meta_hex(t, "run_id"))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: not one checkpoint of ag_train_run (format, step, run_id)", path);
-    id->run_id = meta_hex(t, "run_id");
+    id->run_id = ag_st_meta_hex(t, "run_id");
     id->iter = (long)step;
-    id->model_hash = meta_hex(t, "weights");
-    id->follows = meta_hex(t, "follows");
-    id->origin = id->follows ? 0 : meta_hex(t, "origin");   /* a run's first checkpoint follows none */
+    id->model_hash = ag_st_meta_hex(t, "weights");
+    id->follows = ag_st_meta_hex(t, "follows");
+    id->origin = id->follows ? 0 : ag_st_meta_hex(t, "origin");   /* a run's first checkpoint follows none */
     char *end = NULL;
     long best = bs ? strtol(bs, &end, 10) : -1;
     id->best_iter = end && !*end && best >= 0 ? best : -1;
@@ -271,17 +264,7 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
 
 static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
-    char mp[PATHLEN], tp[PATHLEN];
-    memset(id, 0, sizeof *id);
-    id->best_iter = -1;
-    id->eval = NAN;
-    if (!path3(mp, path, MODEL_FILE, NULL, err) || !path3(tp, path, STATE_FILE, NULL, err)) return AG_ERR_ARG;
-    ag_st_file *m = ag_st_load_header(mp, err);   /* the headers alone */
-    ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
-    ag_status s = m && t ? identify_pair(m, t, path, id, err) : err->status ? err->status : AG_ERR_IO;
-    ag_st_free(t);
-    ag_st_free(m);
-    return s;
+    return ag_ckpt_identify_pair(path, MODEL_FILE, STATE_FILE, identify_pair, id, err);
 }
 
 static const ag_ckpt_kind kind = {.files = files, .identify = identify};

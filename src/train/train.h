@@ -253,6 +253,17 @@ typedef struct {
     bool (*file_id)(const char *path, ag_ckpt_id *id);
 } ag_ckpt_kind;
 
+/* The identity of the checkpoint directory path whose weights and state are the safetensors
+ * files path/model_file and path/state_file: their headers alone are read (cheap for a model of
+ * gigabytes) and handed to pair, the program's reading of its own metadata, with *id cleared
+ * first (best_iter -1, eval NaN). An identify of an ag_ckpt_kind in one call. */
+ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const char *state_file,
+                                ag_status (*pair)(const ag_st_file *m, const ag_st_file *t, const char *path,
+                                                  ag_ckpt_id *id, ag_error *err),
+                                ag_ckpt_id *id, ag_error *err);
+/* The metadata value key of f as 16 hex digits (a run id, a hash), or 0 when missing or not. */
+uint64_t ag_st_meta_hex(const ag_st_file *f, const char *key);
+
 /* c is a checkpoint that a save of run `run` at iteration `iter` supersedes, so that the run
  * may remove it: the same run, and as old or older, or written after the checkpoint of
  * model_hash `prev` (the one a save follows) but never committed. Nothing else is a run's. */

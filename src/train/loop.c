@@ -250,8 +250,8 @@ static ag_status same_build(const loop *L, ag_error *err)
 }
 
 /* The client's step_bytes, the weights, gradients and Adam's moments and the program, per rank
- * on this machine, within its memory (train.h); each rank checks, every rank learns every rank's
- * outcome, rank 0 says it. */
+ * on this machine, within its memory (train.h); each rank checks, and every rank learns every
+ * rank's outcome: a refusal is the same error on all. */
 static ag_status fits(const loop *L, ag_error *err)
 {
     const ag_train_client *c = L->c;
@@ -260,7 +260,8 @@ static ag_status fits(const loop *L, ag_error *err)
     char shape[96];
     snprintf(shape, sizeof shape, "a model of %zu parameters at batch %d", c->params->total, c->batch);
     ag_error why = {0};
-    ag_status mine = c->step_bytes > 0 ? ag_check_memory(run * ag_local_ranks(L->o->dist), c->name, shape, &why) : AG_OK;
+    const char *who = c->name ? c->name : "ag_train_run";
+    ag_status mine = c->step_bytes > 0 ? ag_check_memory(run * ag_local_ranks(L->o->dist), who, shape, &why) : AG_OK;
     return ag_share_outcome(L->o->dist, mine, &why, NULL, err);
 }
 

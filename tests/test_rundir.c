@@ -1709,101 +1709,6 @@ START_TEST(test_iterations_mixed_named)
 }
 END_TEST
 
-/* One training step's arena for b windows of m, in floats, from the tensors it keeps: per layer
- * the attention weights [b,H,T,T] and 22 [b,T,C] (18 of the forward, 4 kept for the backward),
- * 19 [b,T,C] and 3 [b,T,V] outside the layers (the backward's recycled gradients at their peak
- * included); a no-grad forward: 18 [b,T,C] per layer, 3 [b,T,C] and 2 [b,T,V]. */
-static double step_floats(const ag_gpt_config *m, int b, bool train)
-{
-    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size, L = m->n_layer;
-    double btc = b * T * C, attn = b * H * T * T, btv = b * T * V;
-    return train ? L * (22 * btc + attn) + 19 * btc + 3 * btv : L * (18 * btc + attn) + 3 * btc + 2 * btv;
-}
-
-/* M2: what a training run holds, part by part: the program, the weights, their gradients and
- * Adam's moments, the run's ctx (shard 0's step or the evaluation's forward of the whole batch,
- * the larger), and per shard beyond the first its gradient buffer and its step's arena twice
- * (the first step's arena chunks stay in glibc's heap, up to LM_HEAP_KEPT), for the windows
- * ag_gpt_shards_pass gives it; times the ranks on this machine. */
-START_TEST(test_shards_memory)
-{
-    lm_config c;
-    ck_assert_int_eq(lm_config_preset(&c, "baby"), AG_OK);
-    c.model.vocab_size = 65;   /* the corpus sets it: tinyshakespeare's */
-    const ag_gpt_config *m = &c.model;   /* L 4, H 4, C 128, T 64 */
-    double s = sizeof(ag_real), P = (65.0 + 64) * 128 + 4 * (12.0 * 128 * 128 - 128);
-    ck_assert(fabs(lm_min_params(m) - P) < 0.5);
-    for (int b = 1; b <= 12; b++) {
-        ck_assert(fabs(lm_step_bytes(m, b, true) - s * step_floats(m, b, true)) < 0.5);
-        ck_assert(fabs(lm_step_bytes(m, b, false) - s * step_floats(m, b, false)) < 0.5);
-        double arena = s * step_floats(m, b, true), kept = arena < LM_HEAP_KEPT ? arena : LM_HEAP_KEPT;
-        ck_assert(fabs(lm_shard_bytes(m, b) - (s * P + arena + kept + LM_SHARD_SLACK)) < 0.5);
-    }
-    ck_assert(LM_HEAP_KEPT < s * step_floats(m, 12, true));   /* so the loop saw both sides of it */
-    double fixed = LM_PROCESS_BYTES + 4 * s * P, eval = s * step_floats(m, 12, false);
-    ck_assert(fabs(lm_train_bytes(m, 12, 1, 1) - (fixed + s * step_floats(m, 12, true))) < 0.5);
-    /* 8 shards of 12 windows: 1, 2, 1, 2, ...; shard 0's one window weighs less than the evaluation */
-    double eight = fixed + eval + 4 * lm_shard_bytes(m, 2) + 3 * lm_shard_bytes(m, 1);
-    ck_assert(fabs(lm_train_bytes(m, 12, 8, 1) - eight) < 0.5);
-    ck_assert(fabs(lm_train_bytes(m, 12, 8, 3) - 3 * eight) < 1.5);
-    double three = lm_train_bytes(m, 12, 3, 1);
-    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 1, three), 3);
-    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 1, three - 1), 2);
-    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 1, 1), 1);
-    ck_assert_int_eq(lm_shards_that_fit(m, 12, 8, 2, 2 * three), 3);
-    /* README's Limits: the peak RSS of baby, 5 steps at --threads 2, in MiB at 1, 2, 4, 8 shards
-     * (float build); the estimate stays within 10% of it */
-    const double rss[4] = {71.5, 98.9, 143.2, 178.3};
-    for (int k = 0; k < 4 && s == 4; k++) {
-        double est = lm_train_bytes(m, 12, 1 << k, 1) / (1024.0 * 1024.0);
-        ck_assert_msg(fabs(est / rss[k] - 1) < 0.10, "%d shards: %.1f MiB estimated, %.1f measured", 1 << k, est,
-                      rss[k]);
-    }
-}
-END_TEST
-
-/* writes text into dir/rel, making the directories on the way */
-static void put(const char *dir, const char *rel, const char *text)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    for (char *p = path + strlen(dir) + 1; (p = strchr(p, '/')); p++) {
-        *p = '\0';
-        mkdir(path, 0755);
-        *p = '/';
-    }
-    proc_write_file(path, text, strlen(text));
-}
-
-/* M2 under a batch system or in a container: the memory a train may take is its cgroup's limit
- * where that is below the machine's (Slurm confines a job so; the machine's figure let such a job
- * reach the OOM killer). The lowest limit on the cgroup's path counts, v2 and v1, and one missing
- * from a container's view (its path is the host's) is skipped. */
-START_TEST(test_cgroup_limit)
-{
-    const char *cg = fresh_dir("cgroup");
-    put(cg, "memory.max", "max\n");   /* v2 */
-    put(cg, "job/memory.max", "4000000000\n");
-    put(cg, "job/step/memory.max", "max\n");
-    put(cg, "memory/memory.limit_in_bytes", "9223372036854771712\n");   /* v1: no limit */
-    put(cg, "memory/x/memory.limit_in_bytes", "2000000000\n");
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "0::/job/step\n"), 4e9);
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "0::/\n"), 0);
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "9:name=systemd:/\n4:memory:/x/y/z\n1:cpu:/\n0::/\n"), 2e9);
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "5:cpu,memory:/x"), 2e9);
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "5:memoryless:/x\n6:cpu:/x\n"), 0);
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "4:memory:/x\n0::/job/step\n"), 2e9);   /* both: the lower */
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "4:memory:/process_api/abc\n"), 0);   /* none on its path */
-    put(cg, "memory/memory.limit_in_bytes", "3000000000\n");   /* a container's own limit at its root */
-    ck_assert_double_eq(lm_cgroup_bytes(cg, "4:memory:/process_api/abc\n"), 3e9);
-    ck_assert_double_eq(lm_cgroup_bytes(cg, ""), 0);
-    char what[64];
-    double have = lm_machine_bytes(what);
-    ck_assert(have > 0 && have <= (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE));
-    ck_assert_msg(strstr(what, " GB"), "%s", what);
-}
-END_TEST
-
 /* --threads 1024: the threads are capped at the machine's cores, with a warning (1024 threads on
  * 2 cores took 50 s for two steps of baby, 9 s with 2), and so are the default shards, at the
  * cores and the windows, with a note when fewer than the threads; they used to make 1024 shards
@@ -1903,7 +1808,7 @@ Suite *rundir_suite(void)
     (void)test_branches_do_not_mix;
 #endif
     ADD_TESTS(tc, test_planted_directory, test_hash_stops, test_attn_memory,
-                  test_attn_estimate_is_what_it_takes, test_shards_memory, test_cgroup_limit,
+                  test_attn_estimate_is_what_it_takes,
                   test_iterations_mixed_named, test_kill_during_removal, test_first_commit_orphan,
                   test_run_dir_moved, test_threads_cap_shards);
     tc = new_case(s, "links", 300);

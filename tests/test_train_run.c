@@ -6,10 +6,12 @@
  *                 model built anew (the first run's m and v once leaked into it).
  *   resume_keeps_train_loss  a resume's repeated evaluation has the unbroken run's train_loss
  *                 (the checkpoint keeps the losses since the last evaluation); a checkpoint
- *                 without them, from before, resumes with that cell empty. */
+ *                 without them, from before, resumes with that cell empty.
+ *   too_big_refused  a client whose step the machine cannot hold is refused before DIR is made. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
 
@@ -167,6 +169,29 @@ START_TEST(resume_keeps_train_loss)
 }
 END_TEST
 
+/* A client's step_bytes that this machine cannot hold: the run is refused before DIR is made,
+ * with the figures (train.h), as char_lm's own train is. */
+START_TEST(too_big_refused)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(out, sizeof out, "%s/run", root);
+    tiny m;
+    tiny_build(&m);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .step_bytes = 1e18,
+                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 1, .every = 1, .sched = {.lr = 0.1}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "tiny: a model of 6 parameters at batch 16 needs about 1000000.0 TB of memory for "
+                         "one step, more than ") && strstr(err.msg, "; refused before allocating"), "%s", err.msg);
+    ck_assert(access(out, F_OK) != 0);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -174,6 +199,7 @@ Suite *train_run_suite(void)
     tcase_set_timeout(tc, 600);   /* a bound for a hang, on a loaded machine */
     tcase_add_test(tc, fresh_twice);
     tcase_add_test(tc, resume_keeps_train_loss);
+    tcase_add_test(tc, too_big_refused);
     suite_add_tcase(s, tc);
     return s;
 }

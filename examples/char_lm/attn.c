@@ -174,14 +174,14 @@ static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, c
 
 /* Recording takes the composed attention (nn/attention.c), whose scores, scaled scores, masked
  * scores and weights are each [1,H,T,T] and all stay in the arena with the causal mask [T,T]:
- * per layer 4 H T^2 + T^2 where lm_step_bytes counts the fused path's H T^2 (issue 19 review:
+ * per layer 4 H T^2 + T^2 where ag_gpt_step_bytes counts the fused path's H T^2 (issue 19 review:
  * counting only that, the estimate was 3.7x under what attn took, and a hostile file passed). */
 double lm_attn_bytes(const ag_gpt_config *m, int T, int n_maps)
 {
     ag_gpt_config at = *m;
     at.block_size = T;
     double T2 = (double)T * T, composed = (double)m->n_layer * (3.0 * m->n_head * T2 + T2);
-    return lm_step_bytes(&at, 1, false) + (composed + (double)n_maps * T2) * sizeof(ag_real);
+    return ag_gpt_step_bytes(&at, 1, false) + (composed + (double)n_maps * T2) * sizeof(ag_real);
 }
 
 /* Refused before anything of its size exists, as eval and sample are (issue 19: a 326 KB file
@@ -191,7 +191,8 @@ static ag_status check_memory(const lm_model *m, int T, int head, ag_error *err)
     ag_gpt_config at = m->g->cfg;
     int n_maps = head < 0 ? at.n_head : 1;
     at.block_size = T;   /* the message names the prompt's length as the block it costs */
-    return lm_check_memory(lm_attn_bytes(&m->g->cfg, T, n_maps), &at, 1, "attn", err);
+    char shape[AG_GPT_SHAPE_LEN];
+    return ag_check_memory(lm_attn_bytes(&m->g->cfg, T, n_maps), "attn", ag_gpt_shape_str(&at, 1, shape), err);
 }
 
 ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_error *err)

@@ -127,65 +127,8 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err);
 
-/* --- the cost of what a config asks for, checked before paying it ---
- * Bytes of memory one step takes, estimated from the tensors a step keeps: per layer the
- * attention weights [B,H,T,T] and about 18 [B,T,C] tensors, the logits [B,T,V] twice. A train
- * step's forward keeps 4 [B,T,C] more per layer for its backward, and the backward's gradients
- * (recycled) peak at about 16 [B,T,C] and a [B,T,V] more. The train step's arena high-water
- * mark (ag_ctx_get_stats) of the default model is within 9% of it from 1 window up (tiny, baby,
- * small and 19 other shapes; the fixed bytes of a step's nodes make 1 window the lowest).
- * lm_sample_bytes: the KV cache, 2 [T,C] per layer, and one position's tensors. */
-double lm_step_bytes(const ag_gpt_config *m, int B, bool train);
-double lm_sample_bytes(const ag_gpt_config *m);
-/* The program itself (its code, libraries, the threads, a corpus of a few MB): a baby or tiny
- * run's peak RSS less its model, its optimizer state and its arenas, measured (README's Limits). */
-#define LM_PROCESS_BYTES (16.0 * 1024 * 1024)
-/* what a shard's arena takes beyond twice its high-water mark: the arena's first chunk is 1 MiB
- * and big chunks sit on 2 MiB pages (hugepage.c), so a shard of few windows rounds up */
-#define LM_SHARD_SLACK (1.0 * 1024 * 1024)
-/* glibc's largest mmap threshold (64-bit): a freed block below it stays in the process's heap */
-#define LM_HEAP_KEPT (32.0 * 1024 * 1024)
-/* Bytes a shard beyond the first adds for its b windows (nn.h: each keeps a replica and a ctx):
- * its gradient buffer (lm_min_params), and its arena (lm_step_bytes) and again as much, up to
- * LM_HEAP_KEPT. The first step grows the arena in chunks of 1, 2, 4... MiB and the rewind
- * replaces them by one chunk of their size (arena.c). By then the evaluation's freed chunks
- * have raised glibc's mmap threshold, so the shard's small chunks came from the heap: freed,
- * they stay resident (the new chunk is larger than the hole they leave). With the threshold
- * pinned (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072) baby at 8 shards peaks at 132
- * MiB, not 178. */
-double lm_shard_bytes(const ag_gpt_config *m, int b);
-/* Bytes a training run holds (issue 35), per rank on this machine times the ranks: the program
- * (LM_PROCESS_BYTES), the weights, their gradients and Adam's two moments (lm_min_params each),
- * the run's ctx, which holds shard 0's step (B/shards windows) and the evaluation's forward of
- * B windows, the larger of them, and lm_shard_bytes for each shard beyond the first (B split as
- * ag_gpt_shards_pass splits it). Within 9% of the peak RSS of tiny and baby at 1 to 8 shards
- * (README's Limits has the table). */
-double lm_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
-/* The most shards, 1 to want, whose lm_train_bytes fit in have bytes (1 when none do). */
-int lm_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
-/* The memory this process may take, in bytes: the machine's physical memory, or its cgroup's
- * limit where lower (a container; a batch job: Slurm confines each job to its memory request that
- * way); 0 when unknown. what [64] (unless NULL) gets it for a message: "this machine's 25.3 GB",
- * "the memory limit of this process's cgroup, 4.0 GB". */
-double lm_machine_bytes(char *what);
-/* The lowest memory limit of this process's cgroups, 0 when none: self is /proc/self/cgroup's
- * text, root the cgroup filesystem (/sys/fs/cgroup); v2's memory.max and v1's
- * memory/.../memory.limit_in_bytes are read in the process's cgroup and each one above it ("max",
- * or 2^62 and more, is no limit; a directory missing from a container's view is skipped). */
-double lm_cgroup_bytes(const char *root, const char *self);
-/* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
-const char *lm_bytes_str(double bytes, char *buf);
-/* AG_ERR_ARG (a config this machine cannot run: exit 2, issue 35), with the figures, when bytes
- * exceed this machine's physical memory (what names the command: "eval", "train"): refused
- * before anything is allocated. */
-ag_status lm_check_memory(double bytes, const ag_gpt_config *m, int B, const char *what, ag_error *err);
-
-/* A lower bound of the model's parameter count: the embeddings and 12 C^2 - C per block. */
-double lm_min_params(const ag_gpt_config *m);
-/* AG_ERR_ARG, with the figures, when Adam's state of such a model (8 bytes per parameter, in
- * one train_state.safetensors) could not be saved: refused before training, not at the first
- * checkpoint after hours of it. */
-ag_status lm_check_checkpointable(const ag_gpt_config *m, ag_error *err);
+/* (What a config costs in memory, checked before paying it: nn.h's ag_gpt_train_bytes and its
+ * kin, train.h's ag_check_memory and ag_check_checkpointable.) */
 
 /* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says): checks the
  * format tag, the config, the vocabulary (its size must be the config's vocab_size; both

@@ -500,7 +500,8 @@ static int cmd_sample(const lm_sample_args *a)
     lm_model m;
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
-    s = lm_check_memory(lm_sample_bytes(&m.g->cfg), &m.g->cfg, 1, "sample", &e);
+    char shape[AG_GPT_SHAPE_LEN];
+    s = ag_check_memory(ag_gpt_sample_bytes(&m.g->cfg), "sample", ag_gpt_shape_str(&m.g->cfg, 1, shape), &e);
     if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
     if (s == AG_OK && !a->trace.only) {
         lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, &stop_signal};
@@ -529,7 +530,9 @@ static int cmd_eval(const lm_eval_args *a)
     lm_model m;
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
-    s = lm_check_memory(lm_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), &m.g->cfg, LM_EVAL_BATCH, "eval", &e);
+    char shape[AG_GPT_SHAPE_LEN];
+    s = ag_check_memory(ag_gpt_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), "eval",
+                        ag_gpt_shape_str(&m.g->cfg, LM_EVAL_BATCH, shape), &e);
     if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
     double loss = 0;
     size_t tokens = 0;

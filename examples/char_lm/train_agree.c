@@ -11,11 +11,10 @@
  * (config.h's table: batch, block, iterations, seed, --val-fraction, the optimizer and the
  * schedule, the model's shape ...), then the parameter count, the vocabulary's and the text's
  * FNV-1a hashes (src/data/hash.h), the text's length, --grad-accum, the shards (--shards), --threads, where
- * the run starts (iteration, optimizer step, batch sampler) and the bytes of a real. The digests
- * are gathered (ag_dist_allgather: every rank gets all of them, whatever the sizes they describe)
- * and every rank compares them alike, so every rank decides alike: on any difference all exit 2,
- * and rank 0 names the fields and the ranks ("the vocabulary: hash 5c1e0a3f on rank 0, 0f9d2b61 on
- * rank 1"). */
+ * the run starts (iteration, optimizer step, batch sampler) and the bytes of a real. The library
+ * gathers and compares them (train/ddp.h: ag_ranks_agree), every rank alike, so every rank
+ * decides alike: on any difference all exit 2, and rank 0 names the fields and the ranks ("the
+ * vocabulary: hash 5c1e0a3f on rank 0, 0f9d2b61 on rank 1"); this file says what the items are. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +26,10 @@
 #define LM_VERSION "unversioned"   /* the Makefile gives its VERSION */
 #endif
 /* The collectives a run makes before its first step, in order (the handshake, rank 0's
- * outcome and checkpoint, each rank's setup outcome, the digests, the weights): raised whenever
+ * outcome, its checkpoint, each rank's setup outcome, the digests, the weights): raised whenever
  * they change, so that builds that would send each other other things meet only at the
  * handshake. */
-#define LM_PROTOCOL 3
+#define LM_PROTOCOL 4
 
 /* What a digest holds after the config's fields. */
 enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_SHARDS, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
@@ -73,8 +72,9 @@ static void make_digest(const lm_run *R, uint64_t *d)
 }
 
 /* Item i's value v as the user reads it: "12", "adamw", "hash 5c1e0a3f". */
-static void format_item(char *buf, size_t n, int i, uint64_t v)
+static void item_value(const void *user, int i, uint64_t v, char *buf, size_t n)
 {
+    (void)user;
     if (i < LM_N_FIELDS) {
         const lm_field *f = &lm_fields[i];
         lm_config one;
@@ -89,68 +89,30 @@ static void format_item(char *buf, size_t n, int i, uint64_t v)
     else snprintf(buf, n, "%llu", (unsigned long long)v);
 }
 
-/* "; the text: hash 5c1e0a3f on ranks 0 2, hash 0f9d2b61 on rank 1" (at most 3 values of at
- * most 6 ranks each) appended to msg [n] at *len; all [N][N_ITEMS] holds every rank's digest. */
-static void describe_item(char *msg, size_t n, size_t *len, const uint64_t *all, int N, int i)
+/* Item i as the message names it: a config field's flag (or key), or what follows them. */
+static const char *item_name(const void *user, int i)
 {
+    (void)user;
     const lm_field *f = i < LM_N_FIELDS ? &lm_fields[i] : NULL;
-    ag_msg_append(msg, n, len, "%s%s:", *len ? "; " : "", !f ? extra_names[i - LM_N_FIELDS] : f->flag ? f->flag : f->key);
-    for (int r = 0, groups = 0; r < N; r++) {
-        uint64_t v = all[(size_t)r * N_ITEMS + i];
-        int first = r, count = 0;   /* the first rank with this value, and how many have it */
-        for (int q = 0; q < N; q++)
-            if (all[(size_t)q * N_ITEMS + i] == v) first = q < first ? q : first, count++;
-        if (first < r) continue;
-        if (groups++ == 3) {
-            ag_msg_append(msg, n, len, " ...");
-            break;
-        }
-        char val[64];
-        format_item(val, sizeof val, i, v);
-        ag_msg_append(msg, n, len, "%s %s on rank%s", groups > 1 ? "," : "", val, count > 1 ? "s" : "");
-        for (int q = r, shown = 0; q < N && shown <= 6; q++) {
-            if (all[(size_t)q * N_ITEMS + i] != v) continue;
-            if (shown++ == 6) ag_msg_append(msg, n, len, " ...");
-            else ag_msg_append(msg, n, len, " %d", q);
-        }
-    }
+    return !f ? extra_names[i - LM_N_FIELDS] : f->flag ? f->flag : f->key;
 }
 
-/* The error for the items on which the ranks' digests all [N][N_ITEMS] differ, or AG_OK. */
-static ag_status compare(const uint64_t *all, int N, ag_error *err)
+/* The data, named first: a different text explains the rest. */
+static bool item_first(const void *user, int i)
 {
-    char msg[sizeof err->msg];
-    size_t len = 0;
-    int differ = 0;
-    for (int pass = 0; pass < 2; pass++)   /* the data first: a different text explains the rest */
-        for (int i = 0; i < N_ITEMS; i++) {
-            int x = i - LM_N_FIELDS;
-            bool data = x == A_VOCAB || x == A_TEXT || x == A_TOKENS, same = true;
-            for (int r = 1; r < N && same; r++) same = all[(size_t)r * N_ITEMS + i] == all[i];
-            if (same || data != (pass == 0)) continue;
-            if (differ++ < 4) describe_item(msg, sizeof msg, &len, all, N, i);
-        }
-    if (!differ) return AG_OK;
-    return ag_seterr(err, AG_ERR_ARG, "the ranks do not hold the same run, so none started (every rank needs the "
-                     "same flags, --data and checkpoint): %s%s", msg, differ > 4 ? "; and more" : "");
+    (void)user;
+    int x = i - LM_N_FIELDS;
+    return x == A_VOCAB || x == A_TEXT || x == A_TOKENS;
 }
 
 ag_status lm_run_agree(lm_run *R, ag_error *err)
 {
-    int N = ag_dist_size(R->o->dist);
-    R->ctl.compared = true;   /* alone: nothing to compare, and every error is this process's */
-    if (N == 1) return AG_OK;
-    R->ctl.compared = false;
-    uint64_t mine[N_ITEMS], *all = malloc((size_t)N * sizeof mine);
-    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    uint64_t mine[N_ITEMS];
     make_digest(R, mine);
-    ag_status s = ag_dist_allgather(R->o->dist, mine, all, sizeof mine, err);
-    if (s == AG_OK) {
-        R->ctl.compared = true;   /* from here on an argument error is the same on every rank */
-        s = compare(all, N, err);
-    }
-    free(all);
-    return s;
+    const ag_digest d = {.n = N_ITEMS, .name = item_name, .value = item_value, .first = item_first,
+                         .what = "the ranks do not hold the same run, so none started (every rank needs the same "
+                                 "flags, --data and checkpoint)"};
+    return ag_ranks_agree(R->o->dist, mine, &d, &R->ctl.compared, err);   /* ddp.h: the message, said once */
 }
 
 /* FNV-1a of everything the ranks exchange as raw bytes or by position: the config table (keys,
@@ -178,11 +140,9 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err)
 
 // --- rank 0 reads the run directory, and tells the others ---
 
-/* What rank 0 sends before anything else of the run: how its lock and reading went, and the
- * checkpoint's config and state (the handshake made sure that every rank lays them out alike). */
+/* What rank 0 sends after its outcome (ag_share_start): the checkpoint's config and state (the
+ * handshake made sure that every rank lays them out alike). */
 typedef struct {
-    int status;             /* rank 0's: AG_OK or its error, */
-    char msg[sizeof ((ag_error *)0)->msg];   /* and the message (rank 0 prints it) */
     bool checkpoint;        /* a checkpoint follows: */
     lm_config cfg;          /*   the model's config, */
     long iter;              /*   its iteration and run, */
@@ -211,21 +171,14 @@ static ag_status send_checkpoint(lm_run *R, lm_shared *s, ag_error *err)
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
 {
     ag_dist *d = R->o->dist;
-    if (ag_dist_size(d) == 1) return mine ? ag_seterr(err, mine, "%s", why->msg) : AG_OK;
+    ag_status st = ag_share_start(d, mine, why, &R->ctl.shared, err);   /* ddp.h: rank 0's failure, said once */
+    if (st || ag_dist_size(d) == 1) return st;
     lm_shared *s = calloc(1, sizeof *s);
     if (!s) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    if (ag_dist_rank(d) == 0) {
-        s->status = mine;
-        snprintf(s->msg, sizeof s->msg, "%s", mine ? why->msg : "");
-        s->checkpoint = !mine && R->learn.m.g;
-    }
-    ag_status st = send_checkpoint(R, s, err);
+    s->checkpoint = ag_dist_rank(d) == 0 && R->learn.m.g;
+    st = send_checkpoint(R, s, err);
     if (st == AG_OK && s->checkpoint)
         st = ag_dist_bcast(d, R->learn.m.vocab.cp, (size_t)s->V * sizeof *R->learn.m.vocab.cp, 0, err);
-    if (st == AG_OK && s->status) {   /* rank 0's failure, the same on every rank: rank 0 says it */
-        st = ag_seterr(err, s->status, "%s", s->msg);
-        R->ctl.shared = true;
-    }
     free(s);
     return st;
 }

@@ -177,17 +177,6 @@ static void new_state(lm_run *R)
 
 // --- buffers, ranks, the lock ---
 
-/* The ranks of the job on this machine (Open MPI's, MPICH's count), which hold a run each in
- * its memory; 1 alone or when unknown. */
-static int local_ranks(const lm_run *R)
-{
-    int size = ag_dist_size(R->o->dist);
-    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!v) v = getenv("MPI_LOCALNRANKS");
-    long n = v && size > 1 ? strtol(v, NULL, 10) : 1;
-    return n >= 1 && n <= size ? (int)n : 1;
-}
-
 /* The default shards (ag_gpt_shards_default, nn.h), with a note when they are fewer than the
  * threads (--threads 1024 once made 1024 gradient buffers, issue 35). */
 static int default_shards(const lm_run *R, int micro)
@@ -201,7 +190,7 @@ static int default_shards(const lm_run *R, int micro)
 
 /* --shards: each pass's windows split over the threads (nn.h), by default without dropout; a
  * --shards the run cannot honour (more than a pass's windows) is refused, one that does not fit in
- * memory too (each shard beyond the first keeps a gradient buffer and an arena, lm_shard_bytes), and a
+ * memory too (each shard beyond the first keeps a gradient buffer and an arena, ag_gpt_shard_bytes), and a
  * default one that does not fit is lowered with a note. Without dropout the shards compute the
  * one-shard pass's numbers within rounding; with it each shard draws its own masks, and the
  * 10-minute recipe (dropout 0.05, tuned on the plain pass) trained worse that way
@@ -222,9 +211,10 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
     }
     int n = asked ? asked : default_shards(R, micro);
     char room[64], need[24];
-    double have = lm_machine_bytes(room);
-    int fit = have > 0 ? lm_shards_that_fit(&c->model, c->batch_size, n, local_ranks(R), have) : n;
-    lm_bytes_str(lm_train_bytes(&c->model, c->batch_size, n, local_ranks(R)), need);
+    double have = ag_machine_bytes(room);
+    int ranks = ag_local_ranks(R->o->dist);   /* on this machine, a run each */
+    int fit = have > 0 ? ag_gpt_shards_that_fit(&c->model, c->batch_size, n, ranks, have) : n;
+    ag_bytes_str(ag_gpt_train_bytes(&c->model, c->batch_size, n, ranks), need);
     if (fit < n && asked)
         return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
                          "a gradient buffer of the model's size and an arena for its windows), more than %s; at "
@@ -318,6 +308,20 @@ static ag_status open_run(lm_run *R, ag_error *err)
     return o->resume || o->init_from ? read_checkpoint(R, err) : AG_OK;
 }
 
+/* What the run will cost, before anything of that size exists: its memory on this machine (a
+ * run on each of its ranks) and Adam's state in one checkpoint file (train.h). */
+static ag_status check_cost(const lm_run *R, ag_error *err)
+{
+    const ag_gpt_config *m = &R->cfg.model;
+    int B = R->cfg.batch_size;
+    char shape[AG_GPT_SHAPE_LEN], model[AG_GPT_SHAPE_LEN];
+    snprintf(model, sizeof model, "n_layer %d x n_embd %d (vocab %d, block_size %d)", m->n_layer, m->n_embd,
+             m->vocab_size, m->block_size);
+    double run = ag_gpt_train_bytes(m, B, 1, ag_local_ranks(R->o->dist));
+    ag_status s = ag_check_memory(run, "train", ag_gpt_shape_str(m, B, shape), err);
+    return s ? s : ag_check_checkpointable(ag_gpt_min_params(m), "train", model, err);
+}
+
 /* This rank's own setup after rank 0 opened the run: the text (and a checkpoint's config merged
  * with the flags), the config's checks, the memory, the shards, the split, the model, where the
  * run stands and the buffers. A stop signal (one process alone) ends it early with AG_OK. */
@@ -330,10 +334,7 @@ static ag_status prepare(lm_run *R, ag_error *err)
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = check_setup_time(R, err))) return s;
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
-    int B = R->cfg.batch_size;   /* what a step will cost, before anything of that size exists */
-    if ((s = lm_check_memory(lm_train_bytes(&R->cfg.model, B, 1, local_ranks(R)), &R->cfg.model, B, "train", err)) ||
-        (s = lm_check_checkpointable(&R->cfg.model, err)) || (s = choose_shards(R, err)))
-        return s;
+    if ((s = check_cost(R, err)) || (s = choose_shards(R, err))) return s;
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
     if (lm_run_signal_seen(R)) return AG_OK;

@@ -312,7 +312,10 @@ static int train(reverser *R, const cli *c, ag_dist *dist, ag_error *err)
     snprintf(config, sizeof config, "task = reverse 1 to %d letters a-z\nvocab = %d\nd_model = %d\nn_head = %d\n"
              "n_layer = %d\nbatch = %d\nheld_out = %d strings\nseed = %llu", N, V, C, H, LAYERS, TRAIN_B,
              R->eval_batches * EVAL_B, (unsigned long long)c->seed);
-    const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .batch = TRAIN_B,
+    /* its blocks hold a GPT's tensors: the larger of a step and an evaluation batch (nn.h) */
+    const ag_gpt_config shape = {.vocab_size = V, .n_layer = LAYERS, .n_head = H, .n_embd = C, .block_size = N};
+    double step = fmax(ag_gpt_step_bytes(&shape, TRAIN_B, true), ag_gpt_step_bytes(&shape, EVAL_B, false));
+    const ag_train_client client = {.name = "reverse", .params = R->P, .user = R, .batch = TRAIN_B, .step_bytes = step,
                                     .draw = train_draw, .loss = train_loss, .evaluate = evaluate, .score_name = "exact match", .config = config,
                                     .unit = "strings", .units_per_step = TRAIN_B, .commit = AG_COMMIT, .plot = &plot,
                                     .sample = sample};

@@ -302,6 +302,52 @@ ag_ctx *ag_gpt_shards_ctx(const ag_gpt_shards *s, int j); /* shard j's ctx (0: t
 ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *targets, int B, int T,
                              const ag_forward_opts *opts, ag_real dloss, double *loss, ag_error *err);
 
+/* ---- what a GPT costs in memory, before any of it exists (gpt_memory.c) ----
+ * Bytes of memory one step takes, estimated from the tensors a step keeps: per layer the
+ * attention weights [B,H,T,T] and about 18 [B,T,C] tensors, the logits [B,T,V] twice. A train
+ * step's forward keeps 4 [B,T,C] more per layer for its backward, and the backward's gradients
+ * (recycled) peak at about 16 [B,T,C] and a [B,T,V] more. The train step's arena high-water
+ * mark (ag_ctx_get_stats) of char_lm's default model is within 9% of it from 1 window up (tiny,
+ * baby, small and 19 other shapes; the fixed bytes of a step's nodes make 1 window the lowest).
+ * ag_gpt_sample_bytes: the KV cache, 2 [T,C] per layer, and one position's tensors. */
+double ag_gpt_step_bytes(const ag_gpt_config *m, int B, bool train);
+double ag_gpt_sample_bytes(const ag_gpt_config *m);
+/* A lower bound of the model's parameter count, whatever its switches: the embeddings, and per
+ * block 4C^2 (attention) + C(8C-1) (MLP), 12 C^2 - C. (A forged checkpoint header, n_embd 2048
+ * and n_layer 9 in an 18 KB file, is refused by it before the model is allocated.) */
+double ag_gpt_min_params(const ag_gpt_config *m);
+/* The program itself (its code, libraries, the threads, a corpus of a few MB): a baby or tiny
+ * char_lm run's peak RSS less its model, its optimizer state and its arenas, measured (README's
+ * Limits). ag_train_run counts it too (train.h: ag_train_client's step_bytes). */
+#define AG_PROCESS_BYTES (16.0 * 1024 * 1024)
+/* what a shard's arena takes beyond twice its high-water mark: the arena's first chunk is 1 MiB
+ * and big chunks sit on 2 MiB pages (hugepage.c), so a shard of few windows rounds up */
+#define AG_SHARD_SLACK (1.0 * 1024 * 1024)
+/* glibc's largest mmap threshold (64-bit): a freed block below it stays in the process's heap */
+#define AG_HEAP_KEPT (32.0 * 1024 * 1024)
+/* Bytes a shard beyond the first adds for its b windows (each keeps a replica and a ctx): its
+ * gradient buffer (ag_gpt_min_params), and its arena (ag_gpt_step_bytes) and again as much, up
+ * to AG_HEAP_KEPT. The first step grows the arena in chunks of 1, 2, 4... MiB and the rewind
+ * replaces them by one chunk of their size (arena.c). By then the evaluation's freed chunks
+ * have raised glibc's mmap threshold, so the shard's small chunks came from the heap: freed,
+ * they stay resident (the new chunk is larger than the hole they leave). With the threshold
+ * pinned (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072) baby at 8 shards peaks at 132
+ * MiB, not 178. */
+double ag_gpt_shard_bytes(const ag_gpt_config *m, int b);
+/* Bytes a training run holds (issue 35), per rank on this machine times the ranks: the program
+ * (AG_PROCESS_BYTES), the weights, their gradients and Adam's two moments (ag_gpt_min_params
+ * each), the run's ctx, which holds shard 0's step (B/shards windows) and the evaluation's
+ * forward of B windows, the larger of them, and ag_gpt_shard_bytes for each shard beyond the
+ * first (B split as ag_gpt_shards_pass splits it). Within 9% of the peak RSS of char_lm's tiny
+ * and baby at 1 to 8 shards (README's Limits has the table). */
+double ag_gpt_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
+/* The most shards, 1 to want, whose ag_gpt_train_bytes fit in have bytes (1 when none do). */
+int ag_gpt_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
+/* The shape a step's bytes depend on, for a message (train.h: ag_check_memory), in buf
+ * [AG_GPT_SHAPE_LEN]: "block_size 64 x n_layer 4 (n_head 4, n_embd 128, batch 12)"; returns buf. */
+#define AG_GPT_SHAPE_LEN 128
+const char *ag_gpt_shape_str(const ag_gpt_config *m, int B, char *buf);
+
 /* ---- KV cache for sampling: each new token costs one position ---- */
 struct ag_kv_cache {
     int n_layer, H, D, T_max;

@@ -2,8 +2,9 @@
  * (ag_build_handshake: every rank sends a record of its build first of all, so that a rank
  * started with another build, a real of another size, another version, collectives in another
  * order, stops the job at once with a message naming both, instead of corrupting a broadcast
- * sized by its own structs) and each rank's setup outcome (ag_share_outcome: an error said once,
- * not once per rank). */
+ * sized by its own structs), rank 0's opening of the run (ag_share_start), each rank's setup
+ * outcome (ag_share_outcome: an error said once, not once per rank), and what each rank holds
+ * (ag_ranks_agree: a digest of the program's items, a difference named item by item). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,91 @@ ag_status ag_share_outcome(ag_dist *d, ag_status mine, const ag_error *why, bool
     if (s && mine) s = ag_seterr(err, mine, "%s", why->msg);   /* its own, said as "rank R: " */
     else if (s) ag_seterr(err, s, "%s", lost.msg);
     else if ((s = tell_outcome(all, N, err)) && alike) *alike = true;   /* every rank decides alike */
+    free(all);
+    return s;
+}
+
+ag_status ag_share_start(ag_dist *d, ag_status mine, const ag_error *why, bool *alike, ag_error *err)
+{
+    if (ag_dist_size(d) == 1) return mine ? ag_seterr(err, mine, "%s", why->msg) : AG_OK;
+    outcome *o = calloc(1, sizeof *o);
+    if (!o) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (ag_dist_rank(d) == 0 && mine) o->status = mine, snprintf(o->msg, sizeof o->msg, "%s", why->msg);
+    ag_status s = ag_dist_bcast(d, o, sizeof *o, 0, err);
+    if (s == AG_OK && o->status) {   /* rank 0's failure, the same on every rank: rank 0 says it */
+        s = ag_seterr(err, (ag_status)o->status, "%s", o->msg);
+        if (alike) *alike = true;
+    }
+    free(o);
+    return s;
+}
+
+// --- what each rank holds: a digest of the program's items, compared by all ---
+
+/* Item i's value v as d says it, or in decimal. */
+static void item_value(const ag_digest *d, int i, uint64_t v, char *buf, size_t n)
+{
+    if (d->value) d->value(d->user, i, v, buf, n);
+    else snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+/* "; the text: hash 5c1e0a3f on ranks 0 2, hash 0f9d2b61 on rank 1" (at most 3 values of at
+ * most 6 ranks each) appended to msg [n] at *len; all [N][d->n] holds every rank's digest. */
+static void describe_item(char *msg, size_t n, size_t *len, const uint64_t *all, int N, const ag_digest *d, int i)
+{
+    size_t k = (size_t)d->n;
+    ag_msg_append(msg, n, len, "%s%s:", *len ? "; " : "", d->name(d->user, i));
+    for (int r = 0, groups = 0; r < N; r++) {
+        uint64_t v = all[(size_t)r * k + i];
+        int first = r, count = 0;   /* the first rank with this value, and how many have it */
+        for (int q = 0; q < N; q++)
+            if (all[(size_t)q * k + i] == v) first = q < first ? q : first, count++;
+        if (first < r) continue;
+        if (groups++ == 3) {
+            ag_msg_append(msg, n, len, " ...");
+            break;
+        }
+        char val[64];
+        item_value(d, i, v, val, sizeof val);
+        ag_msg_append(msg, n, len, "%s %s on rank%s", groups > 1 ? "," : "", val, count > 1 ? "s" : "");
+        for (int q = r, shown = 0; q < N && shown <= 6; q++) {
+            if (all[(size_t)q * k + i] != v) continue;
+            if (shown++ == 6) ag_msg_append(msg, n, len, " ...");
+            else ag_msg_append(msg, n, len, " %d", q);
+        }
+    }
+}
+
+/* The error for the items on which the ranks' digests all [N][d->n] differ, or AG_OK. */
+static ag_status compare_digests(const uint64_t *all, int N, const ag_digest *d, ag_error *err)
+{
+    char msg[sizeof err->msg];
+    size_t len = 0;
+    int differ = 0;
+    for (int pass = 0; pass < 2; pass++)   /* d->first's items first: a different text explains the rest */
+        for (int i = 0; i < d->n; i++) {
+            bool first = d->first && d->first(d->user, i), same = true;
+            for (int r = 1; r < N && same; r++) same = all[(size_t)r * (size_t)d->n + i] == all[i];
+            if (same || first != (pass == 0)) continue;
+            if (differ++ < 4) describe_item(msg, sizeof msg, &len, all, N, d, i);
+        }
+    if (!differ) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "%s: %s%s", d->what, msg, differ > 4 ? "; and more" : "");
+}
+
+ag_status ag_ranks_agree(ag_dist *dist, const uint64_t *mine, const ag_digest *d, bool *compared, ag_error *err)
+{
+    int N = ag_dist_size(dist);
+    if (compared) *compared = N == 1;   /* alone: nothing to compare, and every error is this process's */
+    if (N == 1) return AG_OK;
+    size_t bytes = (size_t)d->n * sizeof *mine;
+    uint64_t *all = malloc((size_t)N * bytes);
+    if (!all) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    ag_status s = ag_dist_allgather(dist, mine, all, bytes, err);
+    if (s == AG_OK) {
+        if (compared) *compared = true;   /* from here on an argument error is the same on every rank */
+        s = compare_digests(all, N, d, err);
+    }
     free(all);
     return s;
 }

@@ -84,6 +84,35 @@ ag_status ag_build_handshake(ag_dist *d, const ag_build *b, bool *alike, ag_erro
  * need say it. A failed exchange: this rank's own error, or the exchange's; *alike untouched.
  * Alone: mine with why's message. */
 ag_status ag_share_outcome(ag_dist *d, ag_status mine, const ag_error *why, bool *alike, ag_error *err);
+/* Rank 0's opening of the run (the lock, a checkpoint read), while the others waited: mine, its
+ * message in why, on rank 0 (the others' mine is not read). AG_OK when it went well; otherwise
+ * every rank returns rank 0's error and message, with *alike (when not NULL) set: rank 0 alone
+ * need say it. A failed exchange: its error, *alike untouched. Alone: mine with why's message. */
+ag_status ag_share_start(ag_dist *d, ag_status mine, const ag_error *why, bool *alike, ag_error *err);
+
+/* What the ranks of a run compare before it starts (ag_ranks_agree): a digest of n items of 8
+ * bytes each (a flag's value, a hash of the data, the step to start at), the same items in the
+ * same order on every rank, and how a message names them. */
+typedef struct {
+    int n;                       /* the items of a digest */
+    const char *(*name)(const void *user, int i);   /* item i as a message names it ("--batch-size", "the text") */
+    /* item i's value v as the user reads it ("12", "adamw", "hash 5c1e0a3f") in buf [n]; NULL: decimal */
+    void (*value)(const void *user, int i, uint64_t v, char *buf, size_t n);
+    /* true for the items named first when they differ (the data: a different text explains the
+     * rest); NULL: none */
+    bool (*first)(const void *user, int i);
+    const void *user;
+    const char *what;            /* the error's beginning ("the ranks do not hold the same run, so none started") */
+} ag_digest;
+
+/* Every rank sends its digest mine [d->n] to every rank (one allgather, whatever the sizes the
+ * items describe) and all compare them alike: AG_OK when every rank holds the same; otherwise
+ * AG_ERR_ARG on every rank, "<what>: <item>: <value> on ranks 0 2, <value> on rank 1; <item>: ..."
+ * (d->first's items first, at most 4 items, each at most 3 values of at most 6 ranks shown).
+ * *compared (when not NULL) is set once every rank has every digest (alone: at once): from then
+ * on an argument error is the same on every rank, so rank 0 alone need say it. */
+ag_status ag_ranks_agree(ag_dist *dist, const uint64_t *mine, const ag_digest *d, bool *compared, ag_error *err);
+
 /* msg [n], whose first *len bytes are written, gets the printf-style text after them (cut where
  * msg is full; *len moves on): for messages that list ranks. */
 void ag_msg_append(char *msg, size_t n, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -235,9 +235,10 @@ static ag_status run_loop(loop *L, ag_error *err)
 
 // --- the run ---
 
-/* The collectives before the first step, in order (the build, rank 0's opening of DIR, its state,
- * the weights and moments): raised whenever they change, so that such builds meet only at the first. */
-#define LOOP_PROTOCOL 1
+/* The collectives before the first step, in order (the build, each rank's memory check, rank 0's
+ * opening of DIR, its state, the weights and moments): raised whenever they change, so that such
+ * builds meet only at the first. */
+#define LOOP_PROTOCOL 2
 
 /* Several ranks: one build on all (ddp.h), before anything sized by this build is exchanged. */
 static ag_status same_build(const loop *L, ag_error *err)
@@ -246,6 +247,22 @@ static ag_status same_build(const loop *L, ag_error *err)
     const ag_build b = {.program = L->c->name, .version = L->c->commit, .protocol = LOOP_PROTOCOL,
                         .layout = ag_fnv1a(AG_FNV1A_INIT, sizes, sizeof sizes)};
     return ag_build_handshake(L->o->dist, &b, NULL, err);
+}
+
+/* The client's step_bytes, the weights, gradients and Adam's moments and the program, per rank
+ * on this machine, within its memory (train.h); each rank checks, and every rank learns every
+ * rank's outcome: a refusal is the same error on all. */
+static ag_status fits(const loop *L, ag_error *err)
+{
+    const ag_train_client *c = L->c;
+    if (!c->params) return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no params");
+    double run = AG_PROCESS_BYTES + 4.0 * (double)c->params->total * sizeof(ag_real) + c->step_bytes;
+    char shape[96];
+    snprintf(shape, sizeof shape, "a model of %zu parameters at batch %d", c->params->total, c->batch);
+    ag_error why = {0};
+    const char *who = c->name ? c->name : "ag_train_run";
+    ag_status mine = c->step_bytes > 0 ? ag_check_memory(run * ag_local_ranks(L->o->dist), who, shape, &why) : AG_OK;
+    return ag_share_outcome(L->o->dist, mine, &why, NULL, err);
 }
 
 /* The split of a step over ranks and micro-batches (ddp.h), and what the client brings for it. */
@@ -409,6 +426,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
     ag_status s = same_build(&L, err);
+    if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
     if (s == AG_OK) s = open_run(&L, err);
     L.budget.start = r->start;

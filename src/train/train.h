@@ -42,6 +42,9 @@
  *                                 resume, time budget and signals (loop.c, loop_ckpt.c), on one
  *                                 process or several ranks, a step as micro-batches
  *   ag_ddp_*                      that split of a step over ranks and micro-batches (ddp.h)
+ *   ag_machine_bytes, ag_check_memory, ag_check_checkpointable
+ *                                 what a run may hold: the machine's memory or its cgroup's limit,
+ *                                 a run that cannot fit refused before it is allocated (memory.c)
  *   ag_budget                     a time budget for any run: the steps timed, the step count
  *                                 fitted, the final evaluation and checkpoint in time (budget.h)
  *
@@ -393,6 +396,34 @@ typedef struct {
  * see what changed between them. */
 ag_status ag_report_write(const char *dir, const ag_run_report *r, ag_error *err);
 
+// --- what a run may hold, checked before it is allocated (memory.c) ---
+
+/* The memory this process may take, in bytes: the machine's physical memory, or its cgroup's
+ * limit where lower (a container; a batch job: Slurm confines each job to its memory request that
+ * way); 0 when unknown. what [64] (unless NULL) gets it for a message: "this machine's 25.3 GB",
+ * "the memory limit of this process's cgroup, 4.0 GB". */
+double ag_machine_bytes(char *what);
+/* The lowest memory limit of this process's cgroups, 0 when none: self is /proc/self/cgroup's
+ * text, root the cgroup filesystem (/sys/fs/cgroup); v2's memory.max and v1's
+ * memory/.../memory.limit_in_bytes are read in the process's cgroup and each one above it ("max",
+ * or 2^62 and more, is no limit; a directory missing from a container's view is skipped). */
+double ag_cgroup_bytes(const char *root, const char *self);
+/* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
+const char *ag_bytes_str(double bytes, char *buf);
+/* The ranks of d's job on this machine, which share its memory: what mpirun says
+ * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else 1. */
+int ag_local_ranks(const ag_dist *d);
+/* AG_ERR_ARG (a run this machine cannot hold: a program exits 2), with the figures, when bytes
+ * exceed ag_machine_bytes: "<who>: <shape> needs about 9.1 GB of memory for one step, more than
+ * this machine's 4.0 GB; refused before allocating" (who names the command, "train"; shape what
+ * the bytes depend on: nn.h's ag_gpt_shape_str). */
+ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_error *err);
+/* AG_ERR_ARG, with the figures, when Adam's state of params parameters (8 bytes each, in one
+ * train_state file, io/safetensors.h's AG_ST_MAX_FILE) could not be saved: refused before
+ * training, not at the first checkpoint after hours of it. model names it in the message
+ * ("<who>: <model> has at least N parameters; ..."). */
+ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err);
+
 // --- a whole training run (loop.c, loop_ckpt.c) ---
 
 /* What a program brings to ag_train_run: its model, as an ag_params already initialized, and
@@ -408,6 +439,11 @@ typedef struct {
     ag_params *params;         /* the weights the loop trains, checkpoints and restores */
     void *user;                /* handed to draw, loss, evaluate and sample */
     int batch;                 /* B, the items of a step (>= 1): ranks x grad_accum must divide it */
+    double step_bytes;         /* optional: the bytes its ctx holds at the peak of a step or an
+                                  evaluation (nn.h: ag_gpt_step_bytes); > 0: with the program
+                                  (AG_PROCESS_BYTES) and the weights, gradients and Adam's moments
+                                  (4 reals a parameter), per rank on this machine, it must fit in
+                                  ag_machine_bytes or the run is refused first (ag_check_memory) */
     /* Draws the step's batch of B items from rng (the run's stream: checkpointed, so a resume
      * draws the batches an unbroken run would) and keeps it for loss. A failure: its status,
      * the reason in err. */

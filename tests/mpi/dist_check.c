@@ -1,6 +1,7 @@
 /* dist_check.c -- src/dist/dist_mpi.c under mpirun: every collective of dist.h across the ranks
  * of the job, with values each rank can predict. Prints one line per failure and exits 1, or
- * "dist_check: N ranks ok" (rank 0) and exits 0.
+ * "dist_check: N ranks ok" (rank 0) and exits 0. Then the agreements of train/ddp.h built on
+ * them (agree.c).
  *
  *   mpirun -np 3 --oversubscribe build/dist_check        (make test-mpi runs it)
  *
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "dist/dist.h"
+#include "train/ddp.h"   /* ag_ranks_agree, ag_share_start: the agreements built on them */
 
 static int failures;
 
@@ -36,6 +38,36 @@ static void check_gather(ag_dist *d, int rank, int N)
         for (int r = 0; r < N; r++) CHECK(all[r] == 1000 + r, "allgather[%d] = %lld", r, all[r]);
     }
     CHECK(ag_dist_voice(d) == -1, "voice %d without a failed wait", ag_dist_voice(d));
+}
+
+static const char *item_name(const void *user, int i)
+{
+    static const char *const names[] = {"same", "last differs", "first differs"};
+    (void)user;
+    return names[i];
+}
+static bool item_first(const void *user, int i) { return (void)user, i == 2; }
+
+/* train/ddp.h's agreements: digests that differ are named item by item (the first ones first),
+ * the ranks grouped by value, alike on every rank; rank 0's failed start is every rank's */
+static void check_agree(ag_dist *d, int rank, int N)
+{
+    ag_error e = {0};
+    bool compared = false, alike = false;
+    const ag_digest dg = {.n = 3, .name = item_name, .first = item_first, .what = "differ"};
+    uint64_t same[3] = {7, 1, 8}, mine[3] = {7, rank == N - 1 ? 2 : 1, rank == 0 ? 9 : 8};
+    CHECK(ag_ranks_agree(d, same, &dg, &compared, &e) == AG_OK && compared, "agree: %s", e.msg);
+    char want[256];
+    snprintf(want, sizeof want, "differ: first differs: 9 on rank 0, 8 on rank%s 1%s; last differs: 1 on rank%s 0%s, "
+             "2 on rank %d", N > 2 ? "s" : "", N > 2 ? " 2" : "", N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1);
+    CHECK(N > 3 || (ag_ranks_agree(d, mine, &dg, &compared, &e) == AG_ERR_ARG && strcmp(e.msg, want) == 0),
+          "disagree: '%s', not '%s'", e.msg, want);
+    ag_error_clear(&e);
+    ag_error why = {0};
+    ag_seterr(&why, AG_ERR_IO, "rank %d's reason", rank);
+    CHECK(ag_share_start(d, rank == 0 ? AG_ERR_IO : AG_OK, &why, &alike, &e) == AG_ERR_IO && alike &&
+          strcmp(e.msg, "rank 0's reason") == 0, "share_start: %s", e.msg);
+    CHECK(ag_share_start(d, AG_OK, &why, NULL, &e) == AG_OK, "share_start: %s", e.msg);
 }
 
 /* --bcast-first: a rank of an older build; waits until mpirun ends the job */
@@ -93,6 +125,7 @@ int main(int argc, char **argv)
     CHECK(ag_dist_barrier(d, &e) == AG_OK, "barrier: %s", e.msg);
 
     check_gather(d, rank, N);
+    check_agree(d, rank, N);
 
     /* everyone agrees on the failure count before leaving */
     double bad = failures;

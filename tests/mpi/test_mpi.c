@@ -855,7 +855,7 @@ START_TEST(test_reverse_other_build_refused)
     ck_assert_msg(took < 15, "refused after %.1f s", took);
     const char *said = strstr(r.err, "reverse: the ranks run different builds of reverse, so none started");
     ck_assert_msg(said && !strstr(said + 1, "reverse: "), "not one error line:\n%s", r.err);
-    ck_assert_msg(strstr(said, " on rank 0, 0.0-other (protocol 1, layout ") && strstr(said, ") on rank 1"), "%s", r.err);
+    ck_assert_msg(strstr(said, " on rank 0, 0.0-other (protocol 2, layout ") && strstr(said, ") on rank 1"), "%s", r.err);
     ck_assert(access(proc_path(root, "rver"), F_OK) != 0);
     proc_result_free(&r);
 }

@@ -1,0 +1,56 @@
+/* gpt_memory.c -- what a GPT of a config costs in memory, before any of it is allocated (nn.h):
+ * a lower bound of its parameters, the bytes of one step's arena and of a sampler's cache, a
+ * shard's extra bytes, a training run's total, and the shards that fit. The figures come from
+ * the tensors a step keeps (nn.h says which) and were checked against the peak RSS of char_lm's
+ * runs (README's Limits); train.h's ag_machine_bytes gives what they are compared with. */
+#include <stdio.h>
+#include "nn.h"
+
+double ag_gpt_min_params(const ag_gpt_config *m)
+{
+    double C = m->n_embd;
+    return ((double)m->vocab_size + m->block_size) * C + (double)m->n_layer * (12 * C * C - C);
+}
+
+double ag_gpt_step_bytes(const ag_gpt_config *m, int B, bool train)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
+    double fwd = m->n_layer * (B * H * T * T + 18 * B * T * C) + B * T * (3 * C + 2 * V);
+    double kept = m->n_layer * 4 * B * T * C, grads = B * T * (16 * C + V);   /* train's more (nn.h) */
+    return (train ? fwd + kept + grads : fwd) * sizeof(ag_real);
+}
+
+double ag_gpt_sample_bytes(const ag_gpt_config *m)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
+    return (m->n_layer * (2 * T * C + H * T + 18 * C) + 2 * V) * sizeof(ag_real);
+}
+
+double ag_gpt_shard_bytes(const ag_gpt_config *m, int b)
+{
+    double arena = ag_gpt_step_bytes(m, b, true), kept = arena < AG_HEAP_KEPT ? arena : AG_HEAP_KEPT;
+    return ag_gpt_min_params(m) * sizeof(ag_real) + arena + kept + AG_SHARD_SLACK;
+}
+
+double ag_gpt_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks)
+{
+    int n = shards > 1 ? shards : 1;
+    double first = ag_gpt_step_bytes(m, B / n, true), eval = ag_gpt_step_bytes(m, B, false);   /* shard 0's ctx */
+    double rank = AG_PROCESS_BYTES + 4 * ag_gpt_min_params(m) * sizeof(ag_real) + (first > eval ? first : eval);
+    for (int j = 1; j < n; j++) rank += ag_gpt_shard_bytes(m, (int)((long)B * (j + 1) / n) - (int)((long)B * j / n));
+    return rank * (ranks > 1 ? ranks : 1);
+}
+
+int ag_gpt_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have)
+{
+    int n = want > 1 ? want : 1;
+    while (n > 1 && ag_gpt_train_bytes(m, B, n, ranks) > have) n--;   /* a shard's windows change with n */
+    return n;
+}
+
+const char *ag_gpt_shape_str(const ag_gpt_config *m, int B, char *buf)
+{
+    snprintf(buf, AG_GPT_SHAPE_LEN, "block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d)", m->block_size,
+             m->n_layer, m->n_head, m->n_embd, B);
+    return buf;
+}

@@ -1,0 +1,150 @@
+/* test_memory.c -- what a run costs before it is paid (issue 35), in the library:
+ *
+ *   gpt_estimates   nn.h's ag_gpt_*_bytes part by part, against the tensors a step keeps, and
+ *                   the estimate of char_lm's baby within 10% of the peak RSS it measured
+ *   cgroup_limit    train.h's ag_cgroup_bytes: the lowest memory limit on the cgroup's path, v2
+ *                   and v1, one missing from a container's view skipped; ag_machine_bytes
+ *   refusals        ag_check_memory and ag_check_checkpointable: AG_OK within the limits, else
+ *                   AG_ERR_ARG with the figures (char_lm's messages, which its tests grep) */
+#include <check.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "attograd.h"
+#include "proc.h"
+
+/* One training step's arena for b windows of m, in floats, from the tensors it keeps: per layer
+ * the attention weights [b,H,T,T] and 22 [b,T,C] (18 of the forward, 4 kept for the backward),
+ * 19 [b,T,C] and 3 [b,T,V] outside the layers (the backward's recycled gradients at their peak
+ * included); a no-grad forward: 18 [b,T,C] per layer, 3 [b,T,C] and 2 [b,T,V]. */
+static double step_floats(const ag_gpt_config *m, int b, bool train)
+{
+    double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size, L = m->n_layer;
+    double btc = b * T * C, attn = b * H * T * T, btv = b * T * V;
+    return train ? L * (22 * btc + attn) + 19 * btc + 3 * btv : L * (18 * btc + attn) + 3 * btc + 2 * btv;
+}
+
+/* What a training run holds, part by part: the program, the weights, their gradients and
+ * Adam's moments, the run's ctx (shard 0's step or the evaluation's forward of the whole batch,
+ * the larger), and per shard beyond the first its gradient buffer and its step's arena twice
+ * (the first step's arena chunks stay in glibc's heap, up to AG_HEAP_KEPT), for the windows
+ * ag_gpt_shards_pass gives it; times the ranks on this machine. */
+START_TEST(gpt_estimates)
+{
+    /* char_lm's baby on tinyshakespeare's 65 characters: L 4, H 4, C 128, T 64 */
+    const ag_gpt_config baby = {.vocab_size = 65, .n_layer = 4, .n_head = 4, .n_embd = 128, .block_size = 64};
+    const ag_gpt_config *m = &baby;
+    double s = sizeof(ag_real), P = (65.0 + 64) * 128 + 4 * (12.0 * 128 * 128 - 128);
+    ck_assert(fabs(ag_gpt_min_params(m) - P) < 0.5);
+    for (int b = 1; b <= 12; b++) {
+        ck_assert(fabs(ag_gpt_step_bytes(m, b, true) - s * step_floats(m, b, true)) < 0.5);
+        ck_assert(fabs(ag_gpt_step_bytes(m, b, false) - s * step_floats(m, b, false)) < 0.5);
+        double arena = s * step_floats(m, b, true), kept = arena < AG_HEAP_KEPT ? arena : AG_HEAP_KEPT;
+        ck_assert(fabs(ag_gpt_shard_bytes(m, b) - (s * P + arena + kept + AG_SHARD_SLACK)) < 0.5);
+    }
+    ck_assert(AG_HEAP_KEPT < s * step_floats(m, 12, true));   /* so the loop saw both sides of it */
+    double fixed = AG_PROCESS_BYTES + 4 * s * P, eval = s * step_floats(m, 12, false);
+    ck_assert(fabs(ag_gpt_train_bytes(m, 12, 1, 1) - (fixed + s * step_floats(m, 12, true))) < 0.5);
+    /* 8 shards of 12 windows: 1, 2, 1, 2, ...; shard 0's one window weighs less than the evaluation */
+    double eight = fixed + eval + 4 * ag_gpt_shard_bytes(m, 2) + 3 * ag_gpt_shard_bytes(m, 1);
+    ck_assert(fabs(ag_gpt_train_bytes(m, 12, 8, 1) - eight) < 0.5);
+    ck_assert(fabs(ag_gpt_train_bytes(m, 12, 8, 3) - 3 * eight) < 1.5);
+    double three = ag_gpt_train_bytes(m, 12, 3, 1);
+    ck_assert_int_eq(ag_gpt_shards_that_fit(m, 12, 8, 1, three), 3);
+    ck_assert_int_eq(ag_gpt_shards_that_fit(m, 12, 8, 1, three - 1), 2);
+    ck_assert_int_eq(ag_gpt_shards_that_fit(m, 12, 8, 1, 1), 1);
+    ck_assert_int_eq(ag_gpt_shards_that_fit(m, 12, 8, 2, 2 * three), 3);
+    /* README's Limits: the peak RSS of baby, 5 steps at --threads 2, in MiB at 1, 2, 4, 8 shards
+     * (float build); the estimate stays within 10% of it */
+    const double rss[4] = {71.5, 98.9, 143.2, 178.3};
+    for (int k = 0; k < 4 && s == 4; k++) {
+        double est = ag_gpt_train_bytes(m, 12, 1 << k, 1) / (1024.0 * 1024.0);
+        ck_assert_msg(fabs(est / rss[k] - 1) < 0.10, "%d shards: %.1f MiB estimated, %.1f measured", 1 << k, est,
+                      rss[k]);
+    }
+    char shape[AG_GPT_SHAPE_LEN];
+    ck_assert_str_eq(ag_gpt_shape_str(m, 12, shape), "block_size 64 x n_layer 4 (n_head 4, n_embd 128, batch 12)");
+}
+END_TEST
+
+/* writes text into dir/rel, making the directories on the way */
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    for (char *p = path + strlen(dir) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    proc_write_file(path, text, strlen(text));
+}
+
+/* Under a batch system or in a container: the memory a train may take is its cgroup's limit
+ * where that is below the machine's (Slurm confines a job so; the machine's figure let such a job
+ * reach the OOM killer). The lowest limit on the cgroup's path counts, v2 and v1, and one missing
+ * from a container's view (its path is the host's) is skipped. */
+START_TEST(cgroup_limit)
+{
+    char cg[] = "/tmp/ag_memory_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(cg));
+    put(cg, "memory.max", "max\n");   /* v2 */
+    put(cg, "job/memory.max", "4000000000\n");
+    put(cg, "job/step/memory.max", "max\n");
+    put(cg, "memory/memory.limit_in_bytes", "9223372036854771712\n");   /* v1: no limit */
+    put(cg, "memory/x/memory.limit_in_bytes", "2000000000\n");
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "0::/job/step\n"), 4e9);
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "0::/\n"), 0);
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "9:name=systemd:/\n4:memory:/x/y/z\n1:cpu:/\n0::/\n"), 2e9);
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "5:cpu,memory:/x"), 2e9);
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "5:memoryless:/x\n6:cpu:/x\n"), 0);
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "4:memory:/x\n0::/job/step\n"), 2e9);   /* both: the lower */
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "4:memory:/process_api/abc\n"), 0);   /* none on its path */
+    put(cg, "memory/memory.limit_in_bytes", "3000000000\n");   /* a container's own limit at its root */
+    ck_assert_double_eq(ag_cgroup_bytes(cg, "4:memory:/process_api/abc\n"), 3e9);
+    ck_assert_double_eq(ag_cgroup_bytes(cg, ""), 0);
+    char what[64];
+    double have = ag_machine_bytes(what);
+    ck_assert(have > 0 && have <= (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE));
+    ck_assert_msg(strstr(what, " GB"), "%s", what);
+    proc_remove_tree(cg);
+}
+END_TEST
+
+/* The refusals say the figures, in the words char_lm's users read; within the limits, AG_OK. */
+START_TEST(refusals)
+{
+    char buf[24], room[64], want[256];
+    ck_assert_str_eq(ag_bytes_str(2.5e9, buf), "2.5 GB");
+    ck_assert_str_eq(ag_bytes_str(3.3e12, buf), "3.3 TB");
+    ag_error err = {0};
+    ck_assert_int_eq(ag_check_memory(1e6, "train", "a shape", &err), AG_OK);
+    double have = ag_machine_bytes(room);
+    ck_assert_int_eq(ag_check_memory(have * 2 + 1e12, "eval", "a shape", &err), AG_ERR_ARG);
+    snprintf(want, sizeof want, "eval: a shape needs about %s of memory for one step, more than %s; refused before "
+             "allocating", ag_bytes_str(have * 2 + 1e12, buf), room);
+    ck_assert_str_eq(err.msg, want);
+    ag_error_clear(&err);
+    double most = (double)(AG_ST_MAX_FILE - AG_ST_MAX_HEADER) / 8;
+    ck_assert_int_eq(ag_check_checkpointable(most, "train", "m", &err), AG_OK);
+    ck_assert_int_eq(ag_check_checkpointable(most + 1, "train", "m", &err), AG_ERR_ARG);
+    snprintf(want, sizeof want, "train: m has at least %.0f parameters; Adam's state (8 bytes each) would not fit "
+             "the 4 GiB a checkpoint file holds (at most %.0f parameters); refused before training", most + 1, most);
+    ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
+Suite *memory_suite(void)
+{
+    Suite *s = suite_create("memory");
+    TCase *tc = tcase_create("memory");
+    tcase_add_test(tc, gpt_estimates);
+    tcase_add_test(tc, cgroup_limit);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -42,12 +42,12 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c src/optim/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC) \
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c src/serve/*.c) $(FAST_SRC) \
             src/dist/dist_none.c
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
-# everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
-# linked into the tests
+# everything of char_lm but main() (and serve.c, its model for the library's serve, which would
+# pull in the HTTP side: `# --- serve ---`) is also linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h examples/one_step/*.h)
 # src/dist (dist.h): the transport of data-parallel training. libattograd.a holds dist_none.o
@@ -450,31 +450,33 @@ $(B)/one_step: $(B)/f32/examples/one_step/main.o $(B)/f32/examples/one_step/load
 # --- examples/reverse: a Transformer encoder reverses strings, on the library's trainer alone
 # (ag_train_run, src/train/train.h); tests/test_reverse.c runs it as a child ---
 $(B)/reverse: $(B)/f32/examples/reverse/main.o $(LIB32)
-	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # over MPI (docs/distributed.md): `mpirun -np N build/reverse_mpi train ...`, the same main.o
 $(B)/reverse_mpi: $(B)/f32/examples/reverse/main.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # the same program as another commit would be, for test-mpi's mixed job (the library's handshake)
 $(B)/f32/examples/reverse/main_other.o: examples/reverse/main.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DAG_COMMIT='"0.0-other"' -c $< -o $@
 $(B)/reverse_mpi_other: $(B)/f32/examples/reverse/main_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- serve ---
-# `char_lm serve` (docs/serve.md): HTTP by libmicrohttpd, linked into char_lm alone (serve.c);
-# the page (examples/char_lm/web/) embedded as C arrays by tools/embed_web.sh.
+# the library's serve (src/serve/serve.h, docs/serve.md): HTTP by libmicrohttpd, in the archive's
+# http.o, which only a program that calls ag_serve_run pulls in (char_lm, reverse): they link
+# SERVE_LIBS, the others need not (the .pc file's Libs.private); the page (src/serve/web/)
+# embedded as C arrays by tools/embed_web.sh.
 SERVE_LIBS = $(call once,SERVE_LIBS,pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
-WEB_FILES := $(sort $(wildcard examples/char_lm/web/*))
+WEB_FILES := $(sort $(wildcard src/serve/web/*))
 $(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
 	@mkdir -p $(dir $@)
 	tools/embed_web.sh $(WEB_FILES) > $@.tmp && mv $@.tmp $@
-$(B)/f32/examples/char_lm/serve.o: $(B)/gen/serve_web.inc
-$(B)/f32/examples/char_lm/serve.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+$(B)/f32/src/serve/http.o $(B)/f64/src/serve/http.o: $(B)/gen/serve_web.inc
+$(B)/f32/src/serve/http.o $(B)/f64/src/serve/http.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 # The page in a real browser (tests/browser/test_serve_page.py): Debian's headless chromium
 # through chromedriver and python3-selenium (Debian's, hence /usr/bin/python3). It trains a tiny
 # run, serves it, types a prompt, checks the attention maps and the training chart, and leaves
@@ -509,10 +511,12 @@ PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # src/train: the run machinery of any training program (the lock, whole files, loss.png, the
 # time budget), and the split of a step over ranks (ddp.h) with its transport (dist.h)
 PUBLIC_HEADERS += src/train/train.h src/train/budget.h src/train/ddp.h src/dist/dist.h
+# src/serve: a page and a JSON API over a run, for any model (libmicrohttpd: the .pc's Libs.private)
+PUBLIC_HEADERS += src/serve/serve.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \
-             -e 's|@PC_REAL@|$(4)|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$(1).pc
+             -e 's|@PC_REAL@|$(4)|' -e 's|@SERVE_LIBS@|$(strip $(SERVE_LIBS))|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$(1).pc
 .PHONY: install uninstall
 install: $(LIB32) $(LIB64) attograd.pc.in        ## install both libs, headers, attograd{,-f64}.pc under PREFIX (/usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd
@@ -625,10 +629,10 @@ $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/ten
 $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
-# serve's request parameters: serve_params.c alone (no HTTP, no model), against a fixed vocabulary
-$(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
+# serve's request parameters: src/serve/params.c alone (no HTTP, no model), against a fixed vocabulary
+$(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c src/serve/params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Iexamples/char_lm -o $@ fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_serve.c src/serve/params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"

@@ -20,7 +20,6 @@
 #include "attn_heads.h"
 #include "proc.h"
 #include "train/train.h"
-#include "serve.h"
 #include "tensor/debug.h"   /* ag_now_s */
 #include "tcases.h"
 
@@ -440,22 +439,28 @@ START_TEST(latest_moves)
 }
 END_TEST
 
-/* The parameters alone (serve_params.c): a refusal's reason is one line even where it quotes the
+/* A model of vocabulary v and a context of 8 characters. */
+static int check8(void *v, const char *prompt, char *why, size_t n)
+{
+    return ag_serve_check_chars(v, 8, prompt, why, n);
+}
+
+/* The library's parameters alone (src/serve/params.c): a refusal's reason is one line even where it quotes the
  * body (jansson's "near '...'" quoted a \r that fuzz/fuzz_serve.c found). */
 START_TEST(params_one_line)
 {
     ag_vocab v;
     ag_error e = {0};
     ck_assert_msg(ag_vocab_from_json("v", "[10, 32, 97, 98]", &v, &e) == AG_OK, "%s", e.msg);
-    static lm_req r;
+    static ag_serve_req r;
     char why[512];
     const char *bodies[] = {"{\"prompt\": \"ab\\\r\"}", "{\"prompt\": \"a\",\r\n\"n\": x}", "{\"prompt\": \"\x01\"}"};
     for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
-        ck_assert_int_eq(lm_req_parse(bodies[i], strlen(bodies[i]), LM_REQ_SAMPLE, &v, 8, &r, why, sizeof why), 400);
+        ck_assert_int_eq(ag_serve_req_parse(bodies[i], strlen(bodies[i]), AG_REQ_SAMPLE, check8, &v, &r, why, sizeof why), 400);
         ck_assert_msg(!strpbrk(why, "\r\n\x01"), "case %zu: not one line: %s", i, why);
     }
     const char *ok = "{\"prompt\": \"ab a\", \"n\": 3}";
-    ck_assert_int_eq(lm_req_parse(ok, strlen(ok), LM_REQ_SAMPLE, &v, 8, &r, why, sizeof why), 0);
+    ck_assert_int_eq(ag_serve_req_parse(ok, strlen(ok), AG_REQ_SAMPLE, check8, &v, &r, why, sizeof why), 0);
     ck_assert_int_eq(r.n, 3);
     ck_assert_int_eq(r.top_k, 0);
     ck_assert(r.stream && r.seed == 1337 && r.temperature == 1.0);

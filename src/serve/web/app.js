@@ -69,6 +69,11 @@ let run = null;
 async function refreshRun() {
   try {
     run = await api('/api/run');
+    if (run.program) {   // the program whose model this is; a model without attention has no such view
+      $('program').textContent = run.program;
+      document.title = `${run.program} serve`;
+    }
+    $('tab-attention').classList.toggle('hidden', run.attention === false);
     $('run-line').textContent = `${run.checkpoint || ''} · ${t('iteration')} ${run.iter} · ` +
       (run.training ? t('training') : t('idle'));
   } catch (e) { $('run-line').textContent = String(e.message); }

@@ -10,9 +10,9 @@
 #include "attn_heads.h"
 #include "sample.h"
 
-static void *load(void *user, const char *path, long *iter, ag_error *err)
+static void *load(void *user, const char *dir, const char *path, long *iter, ag_error *err)
 {
-    (void)user;
+    (void)user, (void)dir;
     lm_model *m = calloc(1, sizeof *m);
     if (!m) ag_seterr(err, AG_ERR_NOMEM, "serve: out of memory");
     else if (lm_model_load(path, m, err)) m = (free(m), NULL);

@@ -110,8 +110,8 @@ static json_t *pointer_json(const char *dir, const char *which)
 
 char *ag__serve_run_json(const char *dir, const ag_serve_store *s, const ag_served *m)
 {
-    char *own = s->c->run_json(m->model);
-    json_t *mine = own ? json_loads(own, 0, NULL) : NULL;
+    char *own = s->c->run_json ? s->c->run_json(m->model) : NULL;
+    json_t *mine = own ? json_loads(own, 0, NULL) : s->c->run_json ? NULL : json_object();
     free(own);
     if (!json_is_object(mine)) {
         json_decref(mine);

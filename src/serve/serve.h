@@ -69,12 +69,13 @@ bool ag_serve_emit(ag_serve_sink *k, const char *token_json);
 typedef struct {
     const char *what;    /* the page's views, for --help ("sample, attention, training") */
     void *user;          /* handed to load and free */
-    /* The model of the checkpoint directory path (DIR/<the name latest holds>, or DIR itself for
-     * a run written before `latest`), its step in *iter; NULL with err set when it cannot. */
-    void *(*load)(void *user, const char *path, long *iter, ag_error *err);
+    /* The model of the checkpoint directory ckpt of the run dir (DIR/<the name latest holds>, or
+     * DIR itself for a run written before `latest`), its step in *iter; NULL with err set when
+     * it cannot. */
+    void *(*load)(void *user, const char *dir, const char *ckpt, long *iter, ag_error *err);
     void (*free)(void *user, void *model);
     /* The model's part of /api/run, a JSON object as malloc'd text: "config" first, then any
-     * fields of its own ("vocab_size", "block_size"); NULL when out of memory. */
+     * fields of its own ("vocab_size", "block_size"); NULL when out of memory. NULL: none. */
     char *(*run_json)(void *model);
     ag_serve_check_fn check;   /* a prompt for this model (every request's, before the rest) */
     /* Generates from r into k, token by token (ag_serve_emit), until r->n, an emit that returns

@@ -33,8 +33,9 @@ static ag_served *load(const ag_serve_store *s, const char *name, ag_error *err)
         return NULL;
     }
     char path[4096];
-    if (*name && !ag_path_join(path, sizeof path, s->dir, name)) ag_seterr(err, AG_ERR_ARG, "%s: path too long", s->dir);
-    else m->model = s->c->load(s->c->user, *name ? path : s->dir, &m->iter, err);
+    if (*name && !ag_path_join(path, sizeof path, s->dir, name))
+        ag_seterr(err, AG_ERR_ARG, "%s: path too long", s->dir);
+    else m->model = s->c->load(s->c->user, s->dir, *name ? path : s->dir, &m->iter, err);
     if (!m->model) {
         if (!err->status) ag_seterr(err, AG_ERR_IO, "%s: the model did not load", s->dir);
         free(m);

@@ -346,7 +346,7 @@ async function refreshTraining() {
       { label: 'loss', color: COLORS[0], x: it, y: column(m, 'loss') || [] },
       { label: 'train', color: COLORS[2], x: it, y: column(m, 'train_loss') || [], dots: true },
       { label: 'val', color: COLORS[1], x: it, y: column(m, 'val_loss') || [], dots: true },
-    ], run ? { hline: { y: Math.log(run.vocab_size), label: `ln V = ln ${run.vocab_size}` } } : {});
+    ], run && run.vocab_size ? { hline: { y: Math.log(run.vocab_size), label: `ln V = ln ${run.vocab_size}` } } : {});
     drawChart($('chart-lr'), [{ label: 'lr', color: COLORS[3], x: it, y: column(m, 'lr') || [] }]);
     for (const [id, prefix] of [['chart-grad', 'grad_'], ['chart-update', 'update_']]) {
       const c = $(id);

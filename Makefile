@@ -341,7 +341,8 @@ test-step: $(B)/char_lm $(B)/one_step             ## examples/one_step replays c
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
 # pkg-config alone and run: an MLP on the float library, a custom op's gradient check on the
 # double one (attograd-f64), a model of its own on the installed trainer (ag_train_run), resumed
-# bit for bit. Any failing fails the target. (The lessons' solutions: test-lessons.)
+# bit for bit, and that run served by the installed serve (pkg-config --static: libmicrohttpd)
+# with a toy model. Any failing fails the target. (The lessons' solutions: test-lessons.)
 OOT = $(abspath $(B)/out_of_tree)
 .PHONY: test-install
 test-install: $(LIB32) $(LIB64)                   ## install into build/out_of_tree, build and run examples/out_of_tree there

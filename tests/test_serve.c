@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "attn.h"
@@ -501,12 +502,41 @@ static void *toy_thread(void *arg)
     return NULL;
 }
 
+/* o as compact JSON, in a buffer that the next call reuses. */
+static const char *json_dumps_tmp(const json_t *o)
+{
+    static char buf[256];
+    size_t n = json_dumpb(o, buf, sizeof buf - 1, JSON_COMPACT);
+    ck_assert(n < sizeof buf - 1);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The toy run's report.md and pictures: what is there, what is not, what is a link. */
+static void toy_files(void)
+{
+    json_t *o = call("GET", "/api/report", NULL, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "text")), "# the toy's card\n");
+    json_decref(o);
+    reply r = http("GET", "/api/pictures/loss.png", NULL);
+    ck_assert_msg(r.status == 200 && memcmp(r.body, "\x89PNG", 4) == 0, "loss.png: %d", r.status);
+    free(r.body);
+    json_decref(call("GET", "/api/pictures/dynamics.png", NULL, 404));   /* the link */
+    json_decref(call("GET", "/api/pictures/lr_find.png", NULL, 404));    /* not there */
+    json_decref(call("GET", "/api/pictures/report.md", NULL, 404));      /* not a picture */
+    json_decref(call("POST", "/api/report", "{}", 405));
+}
+
 START_TEST(library_serves_any_model)
 {
     char dir[64] = "/tmp/ag_serve_toy_XXXXXX", line[256] = "";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     proc_write_file(proc_path(dir, "latest"), "ckpt-00000007\n", 14);
     proc_write_file(proc_path(dir, "metrics.csv"), "iter,loss\n0,1.5\n1,", 18);   /* a row being written */
+    proc_write_file(proc_path(dir, "report.md"), "# the toy's card\n", 17);
+    proc_write_file(proc_path(dir, "loss.png"), "\x89PNG\0...", 8);
+    ck_assert_int_eq(symlink("report.md", proc_path(dir, "dynamics.png")), 0);   /* a link is not followed */
+    ck_assert_int_eq(mkdir(proc_path(dir, "ckpt-00000007"), 0777), 0);
     static volatile sig_atomic_t stop;
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
@@ -520,7 +550,10 @@ START_TEST(library_serves_any_model)
     ck_assert_int_eq(json_integer_value(json_object_get(o, "iter")), 7);
     ck_assert_str_eq(json_string_value(json_object_get(o, "checkpoint")), "ckpt-00000007");
     ck_assert(json_is_false(json_object_get(o, "attention")) && !json_object_get(o, "config"));
+    ck_assert_str_eq(json_dumps_tmp(json_object_get(o, "checkpoints")), "[\"ckpt-00000007\"]");
+    ck_assert_str_eq(json_dumps_tmp(json_object_get(o, "pictures")), "[\"loss.png\"]");
     json_decref(o);
+    toy_files();
     o = call("POST", "/api/sample", "{\"prompt\": \"abc\", \"n\": 2, \"stream\": false}", 200);
     ck_assert_str_eq(json_string_value(json_object_get(o, "text")), "cb");
     json_t *top = json_array_get(json_object_get(json_array_get(json_object_get(o, "tokens"), 0), "top"), 0);

@@ -1,5 +1,6 @@
 /* api.c -- serve's answers as JSON text (serve.h, serve_impl.h, docs/serve.md): a token with its
  * distribution, the run, its CSVs. Nothing here knows HTTP; http.c sends what these return. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
@@ -108,6 +109,32 @@ static json_t *pointer_json(const char *dir, const char *which)
     return ag_ckpt_pointer(dir, which, name, &e) ? json_null() : json_string(name);
 }
 
+const char *const ag__serve_pictures[] = {"loss.png", "dynamics.png", "activations.png", "lr_find.png", "attn.png",
+                                          NULL};
+
+/* The run's checkpoint directories (ckpt-<digits>), in order, and which of the pictures it has. */
+static void files_json(const char *dir, json_t *o)
+{
+    json_t *ckpts = json_array(), *pics = json_array();
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    for (int i = 0; i < n; i++) {
+        const char *d = names[i]->d_name;
+        if (strncmp(d, "ckpt-", 5) == 0 && d[5] && strspn(d + 5, "0123456789") == strlen(d + 5))
+            json_array_append_new(ckpts, json_string(d));
+        free(names[i]);
+    }
+    free(names);
+    for (int i = 0; ag__serve_pictures[i]; i++) {
+        struct stat sb;
+        char path[4096];
+        if (ag_path_join(path, sizeof path, dir, ag__serve_pictures[i]) && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+            json_array_append_new(pics, json_string(ag__serve_pictures[i]));
+    }
+    json_object_set_new(o, "checkpoints", ckpts);
+    json_object_set_new(o, "pictures", pics);
+}
+
 char *ag__serve_run_json(const char *dir, const ag_serve_store *s, const ag_served *m)
 {
     char *own = s->c->run_json ? s->c->run_json(m->model) : NULL;
@@ -124,6 +151,7 @@ char *ag__serve_run_json(const char *dir, const ag_serve_store *s, const ag_serv
     const char *key;
     json_t *val;
     json_object_foreach(mine, key, val) if (o && strcmp(key, "config") != 0) json_object_set(o, key, val);
+    if (o) files_json(dir, o);
     if (o) json_object_set_new(o, "attention", json_boolean(s->c->attention != NULL));
     if (o) json_object_set_new(o, "program", json_string(ag__train_program()));
     json_decref(mine);
@@ -183,4 +211,35 @@ char *ag__serve_csv(const char *dir, const char *name)
     free(line);
     fclose(f);
     return dump(json_pack("{s:o,s:o}", "columns", cols ? cols : json_array(), "rows", rows));
+}
+
+// --- report.md, the pictures ---
+
+char *ag__serve_read(const char *dir, const char *name, size_t *len)
+{
+    char path[4096];
+    if (!ag_path_join(path, sizeof path, dir, name)) return NULL;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    char *buf = NULL;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= AG_SERVE_FILE_MAX &&
+        (buf = malloc((size_t)sb.st_size + 1))) {
+        size_t got = 0;
+        for (ssize_t r; got < (size_t)sb.st_size && (r = read(fd, buf + got, (size_t)sb.st_size - got)) > 0;)
+            got += (size_t)r;
+        buf[got] = '\0';   /* a file cut while read: what was there */
+        *len = got;
+    }
+    if (fd >= 0) close(fd);
+    return buf;
+}
+
+char *ag__serve_report(const char *dir)
+{
+    size_t len = 0;
+    char *text = ag__serve_read(dir, "report.md", &len);
+    json_t *t = text ? json_stringn(text, len) : NULL;   /* NULL too when it is not UTF-8 */
+    free(text);
+    if (!t) return dump(json_pack("{s:s,s:b}", "text", "", "missing", 1));
+    return dump(json_pack("{s:o}", "text", t));
 }

@@ -267,11 +267,43 @@ static enum MHD_Result model_call(struct MHD_Connection *c, server *S, const upl
     return res;
 }
 
-/* GET /api/run, /api/metrics, /api/dynamics */
+/* GET /api/pictures/<one of ag__serve_pictures>: the run's picture, or 404 */
+static enum MHD_Result picture_call(struct MHD_Connection *c, server *S, const char *name)
+{
+    size_t len = 0;
+    char *png = ag__serve_read(S->dir, name, &len);
+    if (!png) return send_error(c, MHD_HTTP_NOT_FOUND, "the run has no such picture");
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, png, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(png);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "image/png");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* The name after /api/pictures/ when it is one of the run's pictures, else NULL. */
+static const char *picture_name(const char *url)
+{
+    const char *pre = "/api/pictures/";
+    if (strncmp(url, pre, strlen(pre)) != 0) return NULL;
+    for (int i = 0; ag__serve_pictures[i]; i++)
+        if (strcmp(url + strlen(pre), ag__serve_pictures[i]) == 0) return ag__serve_pictures[i];
+    return NULL;
+}
+
+/* GET /api/run, /api/metrics, /api/dynamics, /api/report, /api/pictures/... */
 static enum MHD_Result run_call(struct MHD_Connection *c, server *S, const char *url)
 {
+    const char *pic = picture_name(url);
+    if (pic) return picture_call(c, S, pic);
     if (strcmp(url, "/api/metrics") == 0) return send_json(c, MHD_HTTP_OK, ag__serve_csv(S->dir, "metrics.csv"));
     if (strcmp(url, "/api/dynamics") == 0) return send_json(c, MHD_HTTP_OK, ag__serve_csv(S->dir, "dynamics.csv"));
+    if (strcmp(url, "/api/report") == 0) return send_json(c, MHD_HTTP_OK, ag__serve_report(S->dir));
     ag_served *m = ag__serve_store_get(&S->store);
     enum MHD_Result res = send_json(c, MHD_HTTP_OK, ag__serve_run_json(S->dir, &S->store, m));
     ag__serve_store_put(&S->store, m);
@@ -303,7 +335,7 @@ static enum MHD_Result route(struct MHD_Connection *c, server *S, const char *ur
     bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
     bool is_post = strcmp(url, "/api/sample") == 0 || (strcmp(url, "/api/attention") == 0 && S->c->attention);
     bool is_get = strcmp(url, "/api/run") == 0 || strcmp(url, "/api/metrics") == 0 ||
-                  strcmp(url, "/api/dynamics") == 0;
+                  strcmp(url, "/api/dynamics") == 0 || strcmp(url, "/api/report") == 0 || picture_name(url);
     const web_file *f = is_post || is_get ? NULL : find_file(url);
     if (!is_post && !is_get && !f) return send_error(c, MHD_HTTP_NOT_FOUND, "unknown path");
     if (is_post && !post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "this call takes POST with a JSON body");

@@ -1,12 +1,13 @@
 /* serve.h -- `PROGRAM serve --run DIR [--port 8080] [--host 127.0.0.1]`: a page and a JSON API
  * over the run directory of any model (docs/serve.md), beside a `train` that may still be
  * writing it. The library does the HTTP (libmicrohttpd), the routes, the page, the run's own
- * files (metrics.csv, dynamics.csv, latest, best, the lock's holder), a request's parameters,
+ * files (metrics.csv, dynamics.csv, report.md, the pictures, the checkpoints, latest, best,
+ * the lock's holder), a request's parameters,
  * and the model shared by every request, swapped when DIR/latest moves; the program brings the
  * model through an ag_serve_client, as it brings it to training through an ag_train_client.
  *
  *   http.c    the HTTP side: the socket, the routes, the page, streaming
- *   api.c     the answers as JSON: a token with its distribution, the run, its CSVs
+ *   api.c     the answers as JSON: a token with its distribution, the run, its CSVs, its report
  *   params.c  a request's parameters, parsed and checked (fuzz/fuzz_serve.c); the command line
  *   store.c   the model every request shares, swapped when DIR/latest moves
  *
@@ -34,6 +35,7 @@
 #define AG_SERVE_IDLE_S 10           /* a client silent this long loses its connection */
 #define AG_SERVE_TIMEOUT_S 60        /* a sample stops after this long */
 #define AG_SERVE_CSV_MAX (64 << 20)  /* bytes of metrics.csv or dynamics.csv served */
+#define AG_SERVE_FILE_MAX (16 << 20) /* bytes of report.md or a picture served */
 
 // --- a request's parameters (params.c) ---
 

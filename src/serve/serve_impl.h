@@ -34,10 +34,18 @@ void ag__serve_store_close(ag_serve_store *s);
 
 // --- api.c: the answers (malloc'd JSON text; NULL when out of memory) ---
 
-/* The run: the model's config and fields, the checkpoints, whether a train holds it. */
+/* The run: the model's config and fields, latest, best, its checkpoints and pictures, whether a
+ * train holds it. */
 char *ag__serve_run_json(const char *dir, const ag_serve_store *s, const ag_served *m);
 /* DIR/<name> (metrics.csv, dynamics.csv) as {"columns": [...], "rows": [[...]]}; a missing file
  * is {"columns": [], "rows": [], "missing": true}. */
 char *ag__serve_csv(const char *dir, const char *name);
+/* DIR/report.md as {"text": ...}; a missing (or not UTF-8) one is {"text": "", "missing": true}. */
+char *ag__serve_report(const char *dir);
+/* The pictures a run may hold (loss.png ...), NULL-terminated: the only names /api/pictures/ serves. */
+extern const char *const ag__serve_pictures[];
+/* DIR/name's bytes (malloc'd, *len of them) if it is a regular file of at most AG_SERVE_FILE_MAX
+ * bytes, not a link; NULL otherwise. */
+char *ag__serve_read(const char *dir, const char *name, size_t *len);
 
 #endif

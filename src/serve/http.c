@@ -217,6 +217,22 @@ static enum MHD_Result start_stream(struct MHD_Connection *c, sink *k, bool *own
     return res;   /* a response not queued closes the pipe, and the thread stops at its next write */
 }
 
+/* The tokens' labels ("c") end to end, one string: a client's label is up to 15 bytes. */
+static json_t *tokens_text(json_t *tokens)
+{
+    char *text = calloc(16 * (size_t)AG_SERVE_MAX_NEW + 1, 1);
+    size_t i, at = 0;
+    json_t *t;
+    json_array_foreach(tokens, i, t) {
+        const char *c = json_string_value(json_object_get(t, "c"));
+        size_t n = c ? strlen(c) : 0;
+        if (c && text && at + n <= 16 * (size_t)AG_SERVE_MAX_NEW) memcpy(text + at, c, n), at += n;
+    }
+    json_t *s = text ? json_stringn(text, at) : NULL;
+    free(text);
+    return s;
+}
+
 static enum MHD_Result sample_once(struct MHD_Connection *c, sink *k)
 {
     unsigned code;
@@ -225,12 +241,7 @@ static enum MHD_Result sample_once(struct MHD_Connection *c, sink *k)
     json_t *o = end ? json_loads(end, 0, NULL) : NULL;
     free(end);
     if (o && code == 200) {
-        char text[4 * AG_SERVE_MAX_NEW + 1] = "";   /* the new characters, one string */
-        size_t i, at = 0;
-        json_t *t;
-        json_array_foreach(k->tokens, i, t) at += (size_t)snprintf(text + at, sizeof text - at, "%s",
-                                                                    json_string_value(json_object_get(t, "c")));
-        json_object_set_new(o, "text", json_string(text));
+        json_object_set_new(o, "text", tokens_text(k->tokens));
         json_object_set_new(o, "tokens", k->tokens);
     } else {
         json_decref(k->tokens);

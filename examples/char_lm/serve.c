@@ -154,6 +154,6 @@ static char *attention(void *model, const ag_serve_req *r, int *status, char *wh
 }
 
 const ag_serve_client lm_serve_client = {
-    .what = "sample, attention, training", .load = load, .free = free_model, .run_json = run_json,
+    .what = "sample, attention", .load = load, .free = free_model, .run_json = run_json,
     .check = check, .sample = sample, .attention = attention,
 };

@@ -54,7 +54,7 @@ static ag_status sample(void *model, const ag_serve_req *r, ag_serve_sink *k, co
     return AG_OK;
 }
 
-static const ag_serve_client toy = {.what = "sample, training", .load = load, .free = unload, .check = check,
+static const ag_serve_client toy = {.what = "sample", .load = load, .free = unload, .check = check,
                                     .sample = sample};
 
 typedef struct {

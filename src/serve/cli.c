@@ -10,7 +10,7 @@ void ag_serve_usage(FILE *f, const ag_serve_client *c)
     const char *p = ag__train_program();
     fprintf(f, "usage: %s serve --run DIR [--port 8080] [--host 127.0.0.1]\n"
             "\n"
-            "A page and a JSON API over a run directory (docs/serve.md): %s.\n"
+            "A page and a JSON API over a run directory (docs/serve.md): %s, training, report.\n"
             "It may run beside a `train` on DIR: each request uses the latest checkpoint.\n"
             "\n"
             "  --run DIR     the run directory (%s train --out DIR)\n"

@@ -69,7 +69,8 @@ typedef struct ag_serve_sink ag_serve_sink;   /* where a sample's tokens go (htt
 bool ag_serve_emit(ag_serve_sink *k, const char *token_json);
 
 typedef struct {
-    const char *what;    /* the page's views, for --help ("sample, attention, training") */
+    const char *what;    /* the model's views, for --help ("sample, attention"; the library adds
+                            "training, report") */
     void *user;          /* handed to load and free */
     /* The model of the checkpoint directory ckpt of the run dir (DIR/<the name latest holds>, or
      * DIR itself for a run written before `latest`), its step in *iter; NULL with err set when

@@ -42,12 +42,12 @@ DEFS     += -DAG_REFERENCE
 else
 FAST_SRC := $(wildcard src/tensor/fast/*.c src/optim/fast/*.c)
 endif
-LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c) $(FAST_SRC) \
+LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*.c src/data/*.c src/nn/*.c src/optim/*.c src/check/*.c src/train/*.c src/serve/*.c) $(FAST_SRC) \
             src/dist/dist_none.c
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
-# everything of char_lm but main() (and serve.c, the HTTP side: `# --- serve ---`) is also
-# linked into the tests
+# everything of char_lm but main() (and serve.c, its model for the library's serve, which would
+# pull in the HTTP side: `# --- serve ---`) is also linked into the tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
 HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h examples/one_step/*.h)
 # src/dist (dist.h): the transport of data-parallel training. libattograd.a holds dist_none.o
@@ -144,9 +144,9 @@ TEST_OPT ?= -O1
 # the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
 $(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
-	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
 $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
-	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
 
 # one OpenBLAS thread in tests: results must not depend on the thread count
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
@@ -341,7 +341,8 @@ test-step: $(B)/char_lm $(B)/one_step             ## examples/one_step replays c
 # examples/out_of_tree copied away from the tree (so it cannot reach ../../src), built through
 # pkg-config alone and run: an MLP on the float library, a custom op's gradient check on the
 # double one (attograd-f64), a model of its own on the installed trainer (ag_train_run), resumed
-# bit for bit. Any failing fails the target. (The lessons' solutions: test-lessons.)
+# bit for bit, and that run served by the installed serve (pkg-config --static: libmicrohttpd)
+# with a toy model. Any failing fails the target. (The lessons' solutions: test-lessons.)
 OOT = $(abspath $(B)/out_of_tree)
 .PHONY: test-install
 test-install: $(LIB32) $(LIB64)                   ## install into build/out_of_tree, build and run examples/out_of_tree there
@@ -466,15 +467,17 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- serve ---
-# `char_lm serve` (docs/serve.md): HTTP by libmicrohttpd, linked into char_lm alone (serve.c);
-# the page (examples/char_lm/web/) embedded as C arrays by tools/embed_web.sh.
+# the library's serve (src/serve/serve.h, docs/serve.md): HTTP by libmicrohttpd, in the archive's
+# http.o, which only a program that calls ag_serve_run pulls in (char_lm, the tests): they link
+# SERVE_LIBS, the others need not (reverse, one_step, ...; the .pc file's Libs.private). The
+# page (src/serve/web/) is embedded as C arrays by tools/embed_web.sh.
 SERVE_LIBS = $(call once,SERVE_LIBS,pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
-WEB_FILES := $(sort $(wildcard examples/char_lm/web/*))
+WEB_FILES := $(sort $(wildcard src/serve/web/*))
 $(B)/gen/serve_web.inc: $(WEB_FILES) tools/embed_web.sh
 	@mkdir -p $(dir $@)
 	tools/embed_web.sh $(WEB_FILES) > $@.tmp && mv $@.tmp $@
-$(B)/f32/examples/char_lm/serve.o: $(B)/gen/serve_web.inc
-$(B)/f32/examples/char_lm/serve.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+$(B)/f32/src/serve/http.o $(B)/f64/src/serve/http.o: $(B)/gen/serve_web.inc
+$(B)/f32/src/serve/http.o $(B)/f64/src/serve/http.o: EXTRA_CFLAGS += -I$(B)/gen $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
 # The page in a real browser (tests/browser/test_serve_page.py): Debian's headless chromium
 # through chromedriver and python3-selenium (Debian's, hence /usr/bin/python3). It trains a tiny
 # run, serves it, types a prompt, checks the attention maps and the training chart, and leaves
@@ -509,10 +512,12 @@ PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # src/train: the run machinery of any training program (the lock, whole files, loss.png, the
 # time budget), and the split of a step over ranks (ddp.h) with its transport (dist.h)
 PUBLIC_HEADERS += src/train/train.h src/train/budget.h src/train/ddp.h src/dist/dist.h
+# src/serve: a page and a JSON API over a run, for any model (libmicrohttpd: the .pc's Libs.private)
+PUBLIC_HEADERS += src/serve/serve.h
 # $(call write_pc,NAME,LIB,DEFS,REAL): lib/pkgconfig/NAME.pc from attograd.pc.in
 write_pc = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@DEP_CFLAGS@|$(strip $(PKG_CFLAGS))|' \
              -e 's|@DEP_LIBS@|$(strip $(LIBS))|' -e 's|@PC_NAME@|$(1)|g' -e 's|@PC_LIB@|$(2)|' -e 's|@PC_DEFS@|$(3)|' \
-             -e 's|@PC_REAL@|$(4)|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$(1).pc
+             -e 's|@PC_REAL@|$(4)|' -e 's|@SERVE_LIBS@|$(strip $(SERVE_LIBS))|' attograd.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$(1).pc
 .PHONY: install uninstall
 install: $(LIB32) $(LIB64) attograd.pc.in        ## install both libs, headers, attograd{,-f64}.pc under PREFIX (/usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/attograd
@@ -625,10 +630,10 @@ $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/ten
 $(B)/fuzz/fuzz_corpus: fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_corpus.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
-# serve's request parameters: serve_params.c alone (no HTTP, no model), against a fixed vocabulary
-$(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
+# serve's request parameters: src/serve/params.c alone (no HTTP, no model), against a fixed vocabulary
+$(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c src/serve/params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -Iexamples/char_lm -o $@ fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_serve.c src/serve/params.c src/data/corpus.c src/data/charset.c src/tensor/tensor.c $(FUZZ_LIBS)
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"

@@ -10,6 +10,8 @@
  *   train/   the run machinery of any training program: the run directory's lock, files replaced
  *            whole, fault points, loss.png by gnuplot (train.h); the split of a step over ranks
  *            and micro-batches (ddp.h)
+ *   serve/   a page and a JSON API over a run directory, for any model the program describes
+ *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
  * Dependencies point one way: nn, optim -> params -> tensor; io, check -> tensor;
  * programs -> all. (src/dist, the transport of data-parallel training, comes with train/ddp.h:
@@ -30,5 +32,6 @@
 #include "optim/optim.h"
 #include "check/gradcheck.h"
 #include "train/train.h"
+#include "serve/serve.h"
 
 #endif

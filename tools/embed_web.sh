@@ -1,6 +1,6 @@
 #!/bin/sh
 # embed_web.sh FILE... -- the page's files as C arrays (build/gen/serve_web.inc, read by
-# examples/char_lm/serve.c): web_files[] = { "/name", content type, bytes, size }. No network,
+# src/serve/http.c): web_files[] = { "/name", content type, bytes, size }. No network,
 # no build step beyond od and sed.
 set -e
 i=0

@@ -5,7 +5,7 @@
  *                  [--top-k N] [--seed N]
  *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
  *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
- *   char_lm serve  --run DIR [--port 8080] [--host 127.0.0.1]   (serve.h)
+ *   char_lm serve  --run DIR [--port 8080] [--host 127.0.0.1]   (src/serve/serve.h)
  * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
  * --trace-only (the trace, then stop); --trace-graph FILE.dot writes that pass's tape as dot.
  *
@@ -38,7 +38,6 @@
 #include "omp_spin.h"
 #include "plot.h"
 #include "sample.h"
-#include "serve.h"
 #include "trace.h"
 #include "recipe.h"
 #include "train.h"
@@ -588,17 +587,16 @@ static ag_status use_kernels(const lm_cli *cli, ag_error *err)
     return ag_kernels_from_env(&id, err);
 }
 
-/* serve parses its own flags (serve.c); requests run side by side, one thread each */
+/* serve: the library's (src/serve/serve.h), flags and all; the model is serve.c's */
 static int cmd_serve(int argc, char **argv)
 {
     ag_error e = {0};
-    lm_serve_args a;
+    ag_serve_args a;
     bool help;
-    if (lm_serve_parse(&a, argc, argv, &help, &e)) return fail(AG_ERR_ARG, &e);
-    if (help) return fputs(lm_serve_usage(), stdout) >= 0 ? 0 : 1;
-    ag_threads_init(1);
+    if (ag_serve_parse(&a, argc, argv, &help, &e)) return fail(AG_ERR_ARG, &e);
+    if (help) return ag_serve_usage(stdout, &lm_serve_client), fflush(stdout) == 0 ? 0 : 1;
     catch_stop_signals(false, 0);
-    ag_status s = lm_serve_run(&a, &stop_signal, stdout, stderr, &e);
+    ag_status s = ag_serve_run(&lm_serve_client, &a, &stop_signal, stdout, stderr, NULL, &e);
     if (s) return fail(s, &e);
     return stopped_code(stop_signal);
 }

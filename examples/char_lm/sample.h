@@ -58,4 +58,7 @@ ag_status lm_sample_text(lm_model *m, const char *prompt, const lm_sample_opts *
 /* One draw from logits [V] with temperature and top_k, using u uniform in [0, 1). Pure. */
 int lm_sample_logits(const ag_real *logits, int V, double temperature, int top_k, double u, double *scratch);
 
+/* serve.c: the model of `char_lm serve`, for the library's ag_serve_run (src/serve/serve.h) */
+extern const ag_serve_client lm_serve_client;
+
 #endif

@@ -1,494 +1,159 @@
-/* serve.c -- the HTTP side of `char_lm serve` (serve.h): libmicrohttpd parses HTTP and runs a
- * thread per connection, at most LM_SERVE_MAX_CONN of them (more wait in the listen queue), each
- * dropped after LM_SERVE_IDLE_S seconds without progress (a slow or vanished client frees its
- * slot). The routes are fixed strings: the page's files (embedded at build time from
- * examples/char_lm/web/) and the API; nothing in a URL names a file.
- *
- * A streamed sample runs in a thread of its own that writes server-sent events into a pipe
- * libmicrohttpd forwards: a client that leaves closes the pipe, the next write fails, and the
- * generation stops. */
-#define _GNU_SOURCE   /* pipe2 */
-#include <arpa/inet.h>
-#include <fcntl.h>
+/* serve.c -- char_lm's model for `char_lm serve` (the library's serve, src/serve/serve.h,
+ * docs/serve.md): a checkpoint loaded, a prompt checked against its vocabulary and context, a
+ * sample as `char_lm sample` draws it (each character with the distribution it came from), and
+ * every head's attention as `char_lm attn` records and names it. The HTTP, the routes, the page,
+ * the run's files and the swap when DIR/latest moves are the library's. */
 #include <jansson.h>
-#include <malloc.h>
-#include <errno.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+#include "attn.h"
+#include "attn_heads.h"
 #include "sample.h"
-#include "serve.h"
-#include "tensor/debug.h"   /* ag_now_s */
+
+static void *load(void *user, const char *dir, const char *path, long *iter, ag_error *err)
+{
+    (void)user, (void)dir;
+    lm_model *m = calloc(1, sizeof *m);
+    if (!m) ag_seterr(err, AG_ERR_NOMEM, "serve: out of memory");
+    else if (lm_model_load(path, m, err)) m = (free(m), NULL);
+    if (m) *iter = m->iter;
+    return m;
+}
+
+static void free_model(void *user, void *m)
+{
+    (void)user;
+    lm_model_free(m);
+    free(m);
+}
+
+static char *run_json(void *model)
+{
+    const lm_model *m = model;
+    char *cfg = lm_config_to_json(&m->cfg);
+    json_t *config = cfg ? json_loads(cfg, 0, NULL) : NULL;
+    free(cfg);
+    json_t *o = json_pack("{s:o*,s:i,s:i}", "config", config, "vocab_size", m->vocab.V, "block_size",
+                          m->g->cfg.block_size);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static int check(void *model, const char *prompt, char *why, size_t n)
+{
+    const lm_model *m = model;
+    return ag_serve_check_chars(&m->vocab, m->g->cfg.block_size, prompt, why, n);
+}
+
+// --- a sample ---
 
 typedef struct {
-    const char *path;
-    const char *type;
-    const unsigned char *data;
-    size_t size;
-} web_file;
-#include "serve_web.inc"   /* web_files[]: build/gen, from examples/char_lm/web/ (Makefile) */
-
-typedef struct {
-    lm_store store;
-    const char *dir;
-    const volatile sig_atomic_t *stop;
-    bool loopback;           /* answer only requests addressed to 127.0.0.1 or localhost */
-    pthread_mutex_t mu;
-    pthread_cond_t idle;
-    int streams;             /* sample threads running */
-} server;
-
-typedef struct {             /* one request's body, as it arrives */
-    char body[LM_SERVE_MAX_BODY];
-    size_t len;
-    bool too_big;
-} upload;
-
-// --- answers ---
-
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned code, const char *type, char *text)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    enum MHD_Result ok = MHD_queue_response(c, code, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, char *json)
-{
-    if (!json) return MHD_NO;   /* out of memory: drop the connection */
-    size_t n = strlen(json);
-    char *line = realloc(json, n + 2);
-    if (!line) {
-        free(json);
-        return MHD_NO;
-    }
-    memcpy(line + n, "\n", 2);
-    return send_text(c, code, "application/json", line);
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const char *why)
-{
-    return send_json(c, code, lm_api_error(why));
-}
-
-static enum MHD_Result send_file(struct MHD_Connection *c, const web_file *f)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(f->size, (void *)f->data, MHD_RESPMEM_PERSISTENT);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", f->type);
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-// --- sampling ---
-
-/* Where a sample's tokens go: SSE lines into fd, or a JSON array. */
-typedef struct {
-    server *S;
-    lm_served *m;
-    lm_req r;
-    int fd;                  /* the pipe's write end, or -1 */
-    json_t *tokens;          /* or here */
+    ag_serve_sink *k;
+    const lm_model *m;
+    const ag_serve_req *r;
     const ag_real *logits;   /* the distribution of the token about to be emitted */
-    double deadline;
-    const char *stopped;     /* why it ended early: "timeout", "client gone" */
-    long count;
-} sink;
+} sampling;
 
-static bool write_all(int fd, const char *s, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        s += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-static bool write_event(int fd, const char *event, const char *json)
-{
-    char head[32];
-    int n = snprintf(head, sizeof head, "event: %s\ndata: ", event);
-    return write_all(fd, head, (size_t)n) && write_all(fd, json, strlen(json)) && write_all(fd, "\n\n", 2);
-}
+static void label(const void *vocab, int id, char *out) { ag_vocab_utf8(vocab, id, out); }
 
 static void seen(const ag_real *logits, int V, void *user)
 {
     (void)V;
-    ((sink *)user)->logits = logits;
+    ((sampling *)user)->logits = logits;
 }
 
 static bool emit(int id, void *user)
 {
-    sink *k = user;
-    if (ag_now_s() > k->deadline) {
-        k->stopped = "timeout";
-        return false;
-    }
-    char *tok = lm_api_token(&k->m->m, id, k->logits, &k->r);
-    bool ok = tok != NULL;
-    if (ok && k->fd >= 0) ok = write_event(k->fd, "token", tok);
-    else if (ok) ok = json_array_append_new(k->tokens, json_loads(tok, 0, NULL)) == 0;
+    sampling *s = user;
+    char *tok = ag_serve_token(id, s->logits, s->m->vocab.V, s->r, label, &s->m->vocab);
+    bool ok = ag_serve_emit(s->k, tok);
     free(tok);
-    if (!ok && !k->stopped) k->stopped = k->fd >= 0 ? "client gone" : "out of memory";
-    k->count += ok;
     return ok;
 }
 
-/* Generates k->r.n tokens into the sink; the final status as JSON ("done" or an error). */
-static char *generate(sink *k, unsigned *code)
+static ag_status sample(void *model, const ag_serve_req *r, ag_serve_sink *k, const volatile sig_atomic_t *stop,
+                        ag_error *err)
 {
-    ag_error e = {0};
+    lm_model *m = model;
+    sampling s = { k, m, r, NULL };
     int *ids = NULL;
     size_t n = 0;
-    lm_sample_opts o = { k->r.n, k->r.temperature, k->r.top_k, k->r.seed, k->S->stop };
-    ag_status s = ag_vocab_encode(&k->m->m.vocab, "prompt", k->r.prompt, strlen(k->r.prompt), &ids, &n, &e);
-    if (s == AG_OK) s = lm_generate_seen(k->m->m.g, ids, n, &o, emit, seen, k, NULL, &e);
+    lm_sample_opts o = { r->n, r->temperature, r->top_k, r->seed, stop };
+    ag_status st = ag_vocab_encode(&m->vocab, "prompt", r->prompt, strlen(r->prompt), &ids, &n, err);
+    if (st == AG_OK) st = lm_generate_seen(m->g, ids, n, &o, emit, seen, &s, NULL, err);
     free(ids);
-    *code = s == AG_OK || k->stopped ? 200 : s == AG_ERR_ARG ? 400 : 500;
-    if (s && !k->stopped) return lm_api_error(e.msg);
-    json_t *done = json_pack("{s:I,s:i,s:s,s:s*}", "n", (json_int_t)k->count, "iter", (int)k->m->m.iter, "checkpoint",
-                             k->m->name, "stopped", k->stopped);
-    char *text = done ? json_dumps(done, JSON_COMPACT) : NULL;
-    json_decref(done);
-    return text;
+    return st;
 }
 
-static void *stream_thread(void *arg)
-{
-    sink *k = arg;
-    unsigned code;
-    char *end = generate(k, &code);
-    if (end) write_event(k->fd, code == 200 ? "done" : "error", end);
-    free(end);
-    close(k->fd);
-    server *S = k->S;
-    lm_store_put(&S->store, k->m);
-    free(k);
-    pthread_mutex_lock(&S->mu);
-    S->streams--;
-    pthread_cond_broadcast(&S->idle);
-    pthread_mutex_unlock(&S->mu);
-    return NULL;
-}
+// --- attention ---
 
-static bool take_stream(server *S)
+/* One head: its weights [T,T] as rows 0..t (the masked future left out), entropy, peak, and the
+ * name `char_lm attn` prints for it (attn_heads.h), so the page and the command never disagree. */
+static json_t *head_json(const ag_real *a, int h, int T)
 {
-    pthread_mutex_lock(&S->mu);
-    bool ok = S->streams < LM_SERVE_MAX_STREAMS;
-    S->streams += ok;
-    pthread_mutex_unlock(&S->mu);
-    return ok;
-}
-
-/* A thread generating into a pipe that the response reads; *owned: the thread has k. */
-static enum MHD_Result start_stream(struct MHD_Connection *c, sink *k, bool *owned)
-{
-    server *S = k->S;
-    int p[2];
-    *owned = false;
-    if (!take_stream(S)) return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: too many samples at once; retry");
-    struct MHD_Response *r = NULL;
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pipe2(p, O_CLOEXEC) == 0) {
-        if (!(r = MHD_create_response_from_pipe(p[0]))) close(p[0]);
-        k->fd = p[1];
-        *owned = r && pthread_create(&t, &at, stream_thread, k) == 0;
-        if (!*owned) close(p[1]);
+    double entropy, peak;
+    lm_attn_stats(a, 1, 1, T, &entropy, &peak);
+    lm_attn_head head;
+    lm_attn_head_summary(a, T, &head);
+    json_t *rows = json_array();
+    for (int t = 0; t < T; t++) {
+        json_t *row = json_array();
+        for (int j = 0; j <= t; j++) json_array_append_new(row, json_real((double)a[(size_t)t * T + j]));
+        json_array_append_new(rows, row);
     }
-    pthread_attr_destroy(&at);
-    if (!*owned) {
-        if (r) MHD_destroy_response(r);   /* closes p[0] */
-        pthread_mutex_lock(&S->mu);
-        S->streams--;
-        pthread_mutex_unlock(&S->mu);
-        return MHD_NO;
+    return json_pack("{s:i,s:s,s:f,s:f,s:o}", "head", h, "pattern", head.pattern, "entropy", entropy, "peak", peak,
+                     "weights", rows);
+}
+
+static json_t *attention_json(const lm_model *m, const int *ids, int T, ag_tensor **A)
+{
+    const ag_gpt_config *c = &m->g->cfg;
+    json_t *chars = json_array(), *layers = json_array();
+    for (int t = 0; t < T; t++) {
+        char label[16];
+        lm_attn_label(m->vocab.cp[ids[t]], label);
+        json_array_append_new(chars, json_string(label));
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result res = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return res;   /* a response not queued closes the pipe, and the thread stops at its next write */
-}
-
-static enum MHD_Result sample_once(struct MHD_Connection *c, sink *k)
-{
-    unsigned code;
-    k->tokens = json_array();
-    char *end = k->tokens ? generate(k, &code) : NULL;
-    json_t *o = end ? json_loads(end, 0, NULL) : NULL;
-    free(end);
-    if (o && code == 200) {
-        char text[4 * LM_SERVE_MAX_NEW + 1] = "";   /* the new characters, one string */
-        size_t i, at = 0;
-        json_t *t;
-        json_array_foreach(k->tokens, i, t) at += (size_t)snprintf(text + at, sizeof text - at, "%s",
-                                                                    json_string_value(json_object_get(t, "c")));
-        json_object_set_new(o, "text", json_string(text));
-        json_object_set_new(o, "tokens", k->tokens);
-    } else {
-        json_decref(k->tokens);
+    for (int l = 0; l < c->n_layer; l++) {
+        json_t *heads = json_array();
+        for (int h = 0; h < c->n_head; h++)   // A[l] [1,H,T,T]
+            json_array_append_new(heads, head_json(A[l]->data + (size_t)h * T * T, h, T));
+        json_array_append_new(layers, heads);
     }
-    char *out = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
-    json_decref(o);
-    return send_json(c, o ? code : 500, out);
+    return json_pack("{s:i,s:i,s:i,s:i,s:o,s:o}", "iter", (int)m->iter, "T", T, "n_layer", c->n_layer, "n_head",
+                     c->n_head, "chars", chars, "layers", layers);
 }
 
-/* POST /api/sample and /api/attention: the body checked against the current model first. */
-static enum MHD_Result model_call(struct MHD_Connection *c, server *S, const upload *u, lm_req_kind kind)
+static char *attention(void *model, const ag_serve_req *r, int *status, char *why, size_t n)
 {
-    if (u->too_big) return send_error(c, 413, "the body is over 16384 bytes");
-    sink *k = calloc(1, sizeof *k);
-    if (!k) return MHD_NO;
-    *k = (sink){ .S = S, .m = lm_store_get(&S->store), .fd = -1, .deadline = ag_now_s() + LM_SERVE_TIMEOUT_S };
-    char why[512];
-    int st = lm_req_parse(u->body, u->len, kind, &k->m->m.vocab, k->m->m.g->cfg.block_size, &k->r, why, sizeof why);
-    enum MHD_Result res;
-    if (st) {
-        res = send_error(c, (unsigned)st, why);
-    } else if (kind == LM_REQ_ATTENTION) {
-        char *json = lm_api_attention(&k->m->m, &k->r, &st, why, sizeof why);
-        res = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, (unsigned)st, why);
-    } else if (k->r.stream) {
-        bool owned;
-        res = start_stream(c, k, &owned);
-        if (owned) return res;
-    } else {
-        res = sample_once(c, k);
-    }
-    lm_store_put(&S->store, k->m);
-    free(k);
-    return res;
-}
-
-/* GET /api/run, /api/metrics, /api/dynamics */
-static enum MHD_Result run_call(struct MHD_Connection *c, server *S, const char *url)
-{
-    if (strcmp(url, "/api/metrics") == 0) return send_json(c, MHD_HTTP_OK, lm_api_csv(S->dir, "metrics.csv"));
-    if (strcmp(url, "/api/dynamics") == 0) return send_json(c, MHD_HTTP_OK, lm_api_csv(S->dir, "dynamics.csv"));
-    lm_served *m = lm_store_get(&S->store);
-    enum MHD_Result res = send_json(c, MHD_HTTP_OK, lm_api_run(S->dir, m));
-    lm_store_put(&S->store, m);
-    return res;
-}
-
-static const web_file *find_file(const char *url)
-{
-    if (strcmp(url, "/") == 0) url = "/index.html";
-    for (size_t i = 0; i < sizeof web_files / sizeof *web_files; i++)
-        if (strcmp(url, web_files[i].path) == 0) return &web_files[i];
-    return NULL;
-}
-
-/* On loopback, a Host header must name this machine: a web page elsewhere that points its own
- * name at 127.0.0.1 (DNS rebinding) would otherwise read the run through the user's browser. */
-static bool host_ok(struct MHD_Connection *c, const server *S)
-{
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-    if (!S->loopback || !h) return true;   /* HTTP/1.0 may send none */
-    size_t n = strcspn(h, ":");
-    return (n == 9 && strncmp(h, "127.0.0.1", 9) == 0) || (n == 9 && strncmp(h, "localhost", 9) == 0);
-}
-
-static enum MHD_Result route(struct MHD_Connection *c, server *S, const char *url, const char *method,
-                             const upload *u)
-{
-    if (!host_ok(c, S)) return send_error(c, MHD_HTTP_FORBIDDEN, "the Host header names another server");
-    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
-    bool is_post = strcmp(url, "/api/sample") == 0 || strcmp(url, "/api/attention") == 0;
-    bool is_get = strcmp(url, "/api/run") == 0 || strcmp(url, "/api/metrics") == 0 ||
-                  strcmp(url, "/api/dynamics") == 0;
-    const web_file *f = is_post || is_get ? NULL : find_file(url);
-    if (!is_post && !is_get && !f) return send_error(c, MHD_HTTP_NOT_FOUND, "unknown path");
-    if (is_post && !post) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "this call takes POST with a JSON body");
-    if (!is_post && !get) return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "this path takes GET");
-    if (f) return send_file(c, f);
-    if (is_get) return run_call(c, S, url);
-    return model_call(c, S, u, strcmp(url, "/api/sample") == 0 ? LM_REQ_SAMPLE : LM_REQ_ATTENTION);
-}
-
-/* libmicrohttpd's handler: called once with the headers, then per piece of body, then once more. */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *data, size_t *data_size, void **con_cls)
-{
-    (void)version;
-    upload *u = *con_cls;
-    if (!u) {
-        if (!(u = calloc(1, sizeof *u))) return MHD_NO;
-        *con_cls = u;
-        return MHD_YES;
-    }
-    if (*data_size) {   /* keep the first LM_SERVE_MAX_BODY bytes; more only marks it */
-        size_t room = sizeof u->body - u->len, n = *data_size < room ? *data_size : room;
-        memcpy(u->body + u->len, data, n);
-        u->len += n;
-        u->too_big |= n < *data_size;
-        *data_size = 0;
-        return MHD_YES;
-    }
-    return route(c, cls, url, method, u);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
-{
-    (void)cls, (void)c, (void)t;
-    free(*con_cls);
-    *con_cls = NULL;
-}
-
-// --- the socket and the daemon ---
-
-/* A listening socket on host:port (IPv4; port 0: any), its port in *bound. */
-static ag_status listen_on(const char *host, int port, int *fd, int *bound, ag_error *err)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    if (strcmp(host, "localhost") == 0) host = "127.0.0.1";
-    if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-        return ag_seterr(err, AG_ERR_ARG, "--host '%s': give an IPv4 address (127.0.0.1, 0.0.0.0)", host);
-    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    socklen_t len = sizeof a;
-    if (*fd < 0 || setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(*fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(*fd, LM_SERVE_BACKLOG) != 0 ||
-        getsockname(*fd, (struct sockaddr *)&a, &len) != 0) {
-        int e = errno;
-        if (*fd >= 0) close(*fd);
-        return ag_seterr(err, AG_ERR_IO, "cannot listen on %s:%d: %s", host, port, strerror(e));
-    }
-    *bound = ntohs(a.sin_port);
-    return AG_OK;
-}
-
-static struct MHD_Daemon *start_daemon(server *S, int fd)
-{
-    return MHD_start_daemon(MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
-                            on_request, S, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)LM_SERVE_MAX_CONN,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)LM_SERVE_IDLE_S,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
-}
-
-static void say_url(FILE *out, FILE *warn, const lm_serve_args *a, int port, const lm_served *m)
-{
-    bool loopback = strncmp(a->host, "127.", 4) == 0 || strcmp(a->host, "localhost") == 0;
-    if (!loopback && warn)
-        fprintf(warn, "char_lm: warning: --host %s: the model and the run's files are served to the network, "
-                "without a password\n", a->host);
-    fprintf(out, "char_lm serve: http://%s:%d/ (run %s, %s at iteration %ld; Ctrl-C stops)\n", a->host, port, a->run,
-            *m->name ? m->name : "checkpoint", m->m.iter);
-    fflush(out);
-}
-
-ag_status lm_serve_run(const lm_serve_args *a, const volatile sig_atomic_t *stop, FILE *out, FILE *warn,
-                       ag_error *err)
-{
-    static server S;   /* static: threads may reach it until the daemon has stopped */
-    memset(&S, 0, sizeof S);
-    S.dir = a->run;
-    S.stop = stop;
-    S.loopback = strncmp(a->host, "127.", 4) == 0 || strcmp(a->host, "localhost") == 0;
-    int fd = -1, port = 0;
-    ag_status s = lm_store_open(&S.store, a->run, err);
-    if (s) return s;
-    if ((s = listen_on(a->host, a->port, &fd, &port, err))) {
-        lm_store_close(&S.store);
-        return s;
-    }
-    pthread_mutex_init(&S.mu, NULL);
-    pthread_cond_init(&S.idle, NULL);
-    signal(SIGPIPE, SIG_IGN);   /* a client gone: a failed write, not a dead server */
-    /* each request's arena (1 MiB chunks and up) mapped and unmapped, never kept in one of the
-     * per-thread malloc arenas: without it glibc raises its threshold after the first free and
-     * the RSS grew by 40 MB in 20 s of bench/serve_load.py, no leak but no bound either */
-    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-    mallopt(M_ARENA_MAX, 4);
-    struct MHD_Daemon *d = start_daemon(&S, fd);
-    if (!d) s = ag_seterr(err, AG_ERR_IO, "cannot start the HTTP server on %s:%d", a->host, port);
-    else say_url(out, warn, a, port, S.store.cur);
-    for (int tick = 1; d && !*stop; tick++) {
-        nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
-        if (tick % 40 == 0) malloc_trim(0);   /* every 2 s: what the requests freed goes back */
-    }
-    if (d) MHD_stop_daemon(d);
-    close(fd);
-    pthread_mutex_lock(&S.mu);   /* the sample threads end within a token of the stop */
-    while (S.streams > 0) pthread_cond_wait(&S.idle, &S.mu);
-    pthread_mutex_unlock(&S.mu);
-    lm_store_close(&S.store);
-    return s;
-}
-
-// --- the command line ---
-
-static const char usage[] =
-    "usage: char_lm serve --run DIR [--port 8080] [--host 127.0.0.1]\n"
-    "\n"
-    "A page and a JSON API over a run directory (docs/serve.md): sample, attention, training.\n"
-    "It may run beside a `train` on DIR: each request uses the latest checkpoint.\n"
-    "\n"
-    "  --run DIR     the run directory (char_lm train --out DIR)\n"
-    "  --port N      the TCP port (default 8080; 0: any free port, printed)\n"
-    "  --host ADDR   the IPv4 address to listen on (default 127.0.0.1, this machine only;\n"
-    "                0.0.0.0: every interface, with a warning)\n";
-
-const char *lm_serve_usage(void) { return usage; }
-
-/* --flag VALUE or --flag=VALUE at argv[*i]; the value, or NULL when the flag is not name. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, ag_error *err)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        ag_seterr(err, AG_ERR_ARG, "%s needs a value (see: char_lm serve --help)", name);
+    const lm_model *m = model;
+    ag_error e = {0};
+    int *ids = NULL;
+    size_t T = 0;
+    *status = 500;
+    if (ag_vocab_encode(&m->vocab, "prompt", r->prompt, strlen(r->prompt), &ids, &T, &e)) {
+        snprintf(why, n, "%s", e.msg);
+        *status = 400;
         return NULL;
     }
-    return argv[++*i];
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor **A = calloc((size_t)m->g->cfg.n_layer, sizeof *A);
+    json_t *o = NULL;
+    char *out = NULL;
+    if (!ctx || !A) snprintf(why, n, "out of memory");
+    else if (lm_attn_record(ctx, m->g, ids, 1, (int)T, A)) snprintf(why, n, "attention: %s", ag_ctx_error(ctx));
+    else if (!(o = attention_json(m, ids, (int)T, A)) || !(out = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6))))
+        snprintf(why, n, "out of memory");
+    json_decref(o);
+    free(A);
+    ag_ctx_free(ctx);
+    free(ids);
+    if (out) *status = 200;
+    return out;
 }
 
-ag_status lm_serve_parse(lm_serve_args *a, int argc, char **argv, bool *help, ag_error *err)
-{
-    *a = (lm_serve_args){ NULL, "127.0.0.1", 8080 };
-    *help = false;
-    for (int i = 2; i < argc; i++) {
-        const char *v, *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *help = true;
-        } else if ((v = flag_value(argc, argv, &i, "--run", err))) {
-            a->run = v;
-        } else if ((v = flag_value(argc, argv, &i, "--host", err))) {
-            a->host = v;
-        } else if ((v = flag_value(argc, argv, &i, "--port", err))) {
-            char *end;
-            long p = strtol(v, &end, 10);
-            if (!*v || *end || p < 0 || p > 65535)
-                return ag_seterr(err, AG_ERR_ARG, "--port '%s': give a number from 0 to 65535", v);
-            a->port = (int)p;
-        } else {
-            return err->status ? err->status
-                 : ag_seterr(err, AG_ERR_ARG, "unknown flag '%s' for serve (see: char_lm serve --help)", arg);
-        }
-    }
-    if (!*help && !a->run) return ag_seterr(err, AG_ERR_ARG, "--run is required (see: char_lm serve --help)");
-    return AG_OK;
-}
+const ag_serve_client lm_serve_client = {
+    .what = "sample, attention", .load = load, .free = free_model, .run_json = run_json,
+    .check = check, .sample = sample, .attention = attention,
+};

@@ -9,7 +9,7 @@ the run, then in the page: types a prompt and waits for generated text; hovers a
 sees its distribution; opens the attention view and checks that every head of every layer has a
 map of T x T cells (T: the prompt's length); opens the training view and checks that the loss
 chart holds one point per row of metrics.csv. A screenshot of each view goes to --shots
-(default build/browser): serve-sample.png, serve-attention.png, serve-training.png.
+(default build/browser): serve-sample.png, serve-attention.png, serve-training.png, serve-report.png.
 Exit 0: passed; 1: a check failed (the message says which); 77: skipped (no chromium here).
 Talks to 127.0.0.1 only; chromium gets a fresh profile and no network beyond it."""
 import argparse
@@ -152,6 +152,21 @@ def training_view(d, shots, run_dir):
     check(True, "the language switch gives the Chinese words")
 
 
+def report_view(d, shots, run_dir):
+    from selenium.webdriver.common.by import By
+    d.find_element(By.CSS_SELECTOR, ".tab[data-view=report]").click()
+    with open(os.path.join(run_dir, "report.md"), encoding="utf-8") as f:
+        first = f.readline().strip()
+    wait(d, "the report", lambda: d.find_element(By.ID, "report-text").text.startswith(first))
+    pics = sorted(p for p in ("loss.png", "dynamics.png", "activations.png", "lr_find.png", "attn.png")
+                  if os.path.isfile(os.path.join(run_dir, p)))
+    imgs = lambda: d.find_elements(By.CSS_SELECTOR, "#report-pictures img")
+    wait(d, "the pictures", lambda: len(imgs()) == len(pics) and
+         all(d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i) for i in imgs()))
+    check(sorted(i.get_attribute("alt") for i in imgs()) == pics, "the report view shows report.md and %s" % pics)
+    d.save_screenshot(os.path.join(shots, "serve-report.png"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--char-lm", default=os.environ.get("CHAR_LM", "build/char_lm"))
@@ -179,6 +194,7 @@ def main():
         sample_view(d, url, a.shots)
         attention_view(d, a.shots, api)
         training_view(d, a.shots, run)
+        report_view(d, a.shots, run)
         console = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
         check(not console, "no errors in the page's console %s" % (console or ""))
     finally:

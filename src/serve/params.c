@@ -1,5 +1,6 @@
-/* serve_params.c -- a request's parameters, parsed and checked (serve.h). Everything a client
- * sends passes through lm_req_parse before any model work; fuzz/fuzz_serve.c drives it. */
+/* params.c -- a request's parameters, parsed and checked (serve.h).
+ * Everything a client sends passes through ag_serve_req_parse before any model work;
+ * fuzz/fuzz_serve.c drives it. */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -34,7 +35,7 @@ static int get_long(json_t *o, const char *key, long lo, long hi, long *out, cha
     return 0;
 }
 
-static int get_prompt(json_t *o, lm_req *r, char *why, size_t n)
+static int get_prompt(json_t *o, ag_serve_req *r, char *why, size_t n)
 {
     json_t *p = json_object_get(o, "prompt");
     if (!p) return bad(why, n, "\"prompt\" is required");
@@ -48,24 +49,22 @@ static int get_prompt(json_t *o, lm_req *r, char *why, size_t n)
     return 0;
 }
 
-/* Every character in the vocabulary, at most block_size of them. */
-static int check_prompt(const lm_req *r, const ag_vocab *v, int block_size, char *why, size_t n)
+int ag_serve_check_chars(const ag_vocab *v, int block_size, const char *prompt, char *why, size_t n)
 {
     ag_error e = {0};
     int *ids = NULL;
     size_t len = 0;
-    if (ag_vocab_encode(v, "prompt", r->prompt, strlen(r->prompt), &ids, &len, &e))
-        return bad(why, n, "%s", e.msg);
+    if (ag_vocab_encode(v, "prompt", prompt, strlen(prompt), &ids, &len, &e)) return bad(why, n, "%s", e.msg);
     free(ids);
     if (len > (size_t)block_size)
         return bad(why, n, "the prompt has %zu characters; the model's context is %d (block_size)", len, block_size);
     return 0;
 }
 
-static int get_sample_fields(json_t *o, lm_req *r, char *why, size_t n)
+static int get_sample_fields(json_t *o, ag_serve_req *r, char *why, size_t n)
 {
     long top_k = 0, seed_lo = 0;
-    int st = get_long(o, "n", 0, LM_SERVE_MAX_NEW, &r->n, why, n);
+    int st = get_long(o, "n", 0, AG_SERVE_MAX_NEW, &r->n, why, n);
     if (!st) st = get_long(o, "top_k", 1, 1 << 20, &top_k, why, n);
     if (!st) st = get_long(o, "seed", 0, (1L << 53), &seed_lo, why, n);
     if (st) return st;
@@ -85,11 +84,11 @@ static int get_sample_fields(json_t *o, lm_req *r, char *why, size_t n)
 }
 
 /* No field the kind does not know: a typo ("topk") is said, not ignored. */
-static int check_keys(json_t *o, lm_req_kind kind, char *why, size_t n)
+static int check_keys(json_t *o, ag_req_kind kind, char *why, size_t n)
 {
     static const char *const sample_keys[] = {"prompt", "n", "temperature", "top_k", "seed", "stream", NULL};
     static const char *const attn_keys[] = {"prompt", NULL};
-    const char *const *keys = kind == LM_REQ_SAMPLE ? sample_keys : attn_keys;
+    const char *const *keys = kind == AG_REQ_SAMPLE ? sample_keys : attn_keys;
     const char *key;
     json_t *val;
     json_object_foreach(o, key, val) {
@@ -100,18 +99,18 @@ static int check_keys(json_t *o, lm_req_kind kind, char *why, size_t n)
     return 0;
 }
 
-int lm_req_parse(const char *body, size_t len, lm_req_kind kind, const ag_vocab *v, int block_size, lm_req *r,
-                 char *why, size_t n)
+int ag_serve_req_parse(const char *body, size_t len, ag_req_kind kind, ag_serve_check_fn check, void *model,
+                       ag_serve_req *r, char *why, size_t n)
 {
-    *r = (lm_req){ .n = 200, .temperature = 1.0, .seed = 1337, .stream = true };
+    *r = (ag_serve_req){ .n = 200, .temperature = 1.0, .seed = 1337, .stream = true };
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) return bad(why, n, "malformed JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     int st = json_is_object(o) ? 0 : bad(why, n, "the body must be a JSON object");
     if (!st) st = check_keys(o, kind, why, n);
     if (!st) st = get_prompt(o, r, why, n);
-    if (!st && kind == LM_REQ_SAMPLE) st = get_sample_fields(o, r, why, n);
+    if (!st && kind == AG_REQ_SAMPLE) st = get_sample_fields(o, r, why, n);
     json_decref(o);
-    if (!st) st = check_prompt(r, v, block_size, why, n);
+    if (!st) st = check(model, r->prompt, why, n);
     return st;
 }

@@ -1,5 +1,6 @@
-// char_lm serve's page: three views over the JSON API of docs/serve.md. No library, no build
-// step: the charts and heat maps are drawn on canvases here.
+// serve's page (the library's, for any model): four views over the JSON API of docs/serve.md (the
+// attention view only when the model has one). No library, no build step: the charts and heat maps
+// are drawn on canvases here.
 'use strict';
 
 const WORDS = {
@@ -16,6 +17,8 @@ const WORDS = {
     'no dynamics.csv: train with --log-dynamics to see these', rows: 'rows', drawn: 'drawn',
     'previous character': 'previous character', 'self (diagonal)': 'self (diagonal)',
     'first position (sink)': 'first position (sink)', uniform: 'uniform', mixed: 'mixed',
+    tab_report: 'Report', checkpoints: 'checkpoints',
+    no_report: 'No report.md yet: a run writes it when it ends.',
   },
   zh: {
     tab_sample: '采样', tab_attention: '注意力', tab_training: '训练', prompt: '提示',
@@ -30,6 +33,8 @@ const WORDS = {
     '没有 dynamics.csv：训练时加 --log-dynamics 才能看到', rows: '行', drawn: '抽中',
     'previous character': '前一个字符', 'self (diagonal)': '自身（对角线）',
     'first position (sink)': '第一个位置（汇点）', uniform: '均匀', mixed: '混合',
+    tab_report: '报告', checkpoints: '个检查点',
+    no_report: '还没有 report.md：运行结束时才写。',
   },
 };
 let lang = localStorage.getItem('lang') || (navigator.language.startsWith('zh') ? 'zh' : 'en');
@@ -42,11 +47,12 @@ function applyLang() {
   $('lang').textContent = lang === 'zh' ? 'English' : '中文';
   if (lastAttention) drawAttention(lastAttention);
   if (views.training) refreshTraining();
+  if (views.report) refreshReport();
 }
 
 // --- views ---
 
-const views = { sample: true, attention: false, training: false };
+const views = { sample: true, attention: false, training: false, report: false };
 function show(name) {
   for (const v of Object.keys(views)) {
     views[v] = v === name;
@@ -55,6 +61,7 @@ function show(name) {
   document.querySelectorAll('.tab').forEach((b) => b.classList.toggle('active', b.dataset.view === name));
   if (name === 'training') refreshTraining();
   if (name === 'attention' && !lastAttention) runAttention();
+  if (name === 'report') refreshReport();
 }
 
 async function api(path, body) {
@@ -69,6 +76,11 @@ let run = null;
 async function refreshRun() {
   try {
     run = await api('/api/run');
+    if (run.program) {   // the program whose model this is; a model without attention has no such view
+      $('program').textContent = run.program;
+      document.title = `${run.program} serve`;
+    }
+    $('tab-attention').classList.toggle('hidden', run.attention === false);
     $('run-line').textContent = `${run.checkpoint || ''} · ${t('iteration')} ${run.iter} · ` +
       (run.training ? t('training') : t('idle'));
   } catch (e) { $('run-line').textContent = String(e.message); }
@@ -341,7 +353,7 @@ async function refreshTraining() {
       { label: 'loss', color: COLORS[0], x: it, y: column(m, 'loss') || [] },
       { label: 'train', color: COLORS[2], x: it, y: column(m, 'train_loss') || [], dots: true },
       { label: 'val', color: COLORS[1], x: it, y: column(m, 'val_loss') || [], dots: true },
-    ], run ? { hline: { y: Math.log(run.vocab_size), label: `ln V = ln ${run.vocab_size}` } } : {});
+    ], run && run.vocab_size ? { hline: { y: Math.log(run.vocab_size), label: `ln V = ln ${run.vocab_size}` } } : {});
     drawChart($('chart-lr'), [{ label: 'lr', color: COLORS[3], x: it, y: column(m, 'lr') || [] }]);
     for (const [id, prefix] of [['chart-grad', 'grad_'], ['chart-update', 'update_']]) {
       const c = $(id);
@@ -356,6 +368,29 @@ async function refreshTraining() {
     setStatus('train-status', `${m.rows.length} ${t('rows')} · ` + (run && run.training ? t('training') : t('idle')));
   } catch (err) { setStatus('train-status', err.message, true); }
   if (views.training) trainTimer = setTimeout(refreshTraining, run && run.training ? 2000 : 10000);
+}
+
+// --- report: the run's report.md, its pictures and checkpoints (the library's trainer writes them) ---
+
+async function refreshReport() {
+  try {
+    const [r] = await Promise.all([api('/api/report'), refreshRun()]);
+    $('report-text').textContent = r.missing ? t('no_report') : r.text;
+    const box = $('report-pictures');
+    box.innerHTML = '';
+    for (const name of (run && run.pictures) || []) {
+      const fig = document.createElement('figure');
+      const cap = document.createElement('figcaption');
+      const img = document.createElement('img');
+      cap.textContent = name;
+      img.src = '/api/pictures/' + name;   // served no-store: the picture as it is now
+      img.alt = name;
+      fig.append(cap, img);
+      box.appendChild(fig);
+    }
+    const ckpts = (run && run.checkpoints) || [];
+    setStatus('report-status', `${ckpts.length} ${t('checkpoints')}: ${ckpts.join(', ')}`);
+  } catch (err) { setStatus('report-status', err.message, true); }
 }
 
 // --- wiring ---

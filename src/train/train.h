@@ -29,6 +29,8 @@
  *                                 whose checkpoints a run directory holds: a train removes its
  *                                 own superseded ones and nothing else, a lost latest is found
  *                                 again, no run inside another (ckpt_keep.c)
+ *   ag_ckpt_save, ag_ckpt_resolve the save of a checkpoint as one unit, and the directory a
+ *                                 reader finds one in, for any program's files (ckpt_save.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
@@ -298,6 +300,46 @@ int ag_ckpt_drop_orphans(const char *dir, const ag_ckpt_kind *k, uint64_t origin
 /* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
  * of its ckpt-N: a run is changed only by its own train. */
 ag_status ag_ckpt_outside_runs(const char *out, const ag_ckpt_kind *k, ag_error *err);
+
+// --- saving a checkpoint, and finding one to read, for any ag_ckpt_kind (ckpt_save.c) ---
+
+/* What a save writes, and whose it is (ag_ckpt_superseded's terms). */
+typedef struct {
+    long iter;          /* its iteration: it goes to DIR/ckpt-<iter> (8 digits at least) */
+    uint64_t run_id;    /* the run saving it */
+    uint64_t prev;      /* the model_hash of the run's checkpoint before it (0: none) */
+    long best_iter;     /* the run's best evaluation so far (-1: none): that checkpoint is kept
+                           whatever DIR/best says */
+    bool is_best;       /* DIR/best := the new one, once latest names it */
+    bool second_name;   /* ckpt-<iter>-b where ckpt-<iter> is the live or the best one or not the
+                           run's to clear away (char_lm); without it that is an error */
+    bool sync_point;    /* a fault point ("fsync dir") before the fsync of DIR that follows the
+                           rename: char_lm's crash test counts it, ag_train_run's has none */
+    /* Writes the checkpoint's files (k->files) into the new directory tmp, whole (ag_st_save
+     * has the fault points); AG_OK only when all are written. */
+    ag_status (*write)(const char *tmp, void *user, ag_error *err);
+    void *user;
+} ag_ckpt_save_opts;
+
+/* A checkpoint of kind k saved into DIR as one unit: its files written by o->write into
+ * DIR/<name>.tmp/ (made afresh; "<name>.tmp.<pid>" where a user's directory has that name),
+ * renamed to DIR/<name>, DIR fsync'ed, DIR/latest moved to it (the commit), DIR/best too with
+ * o->is_best; then the checkpoints that were live and best, if the run's, superseded and no
+ * longer named, are removed, and with k->legacy the older layout's files in DIR, if the run's.
+ * A fault point (ag_fault) before every step that changes the disk. Its name in name [64];
+ * *committed once DIR/latest names it (even when what follows failed). On a failure before
+ * the commit nothing new stays and latest names what it named. The weights' check for NaN
+ * (ag_ckpt_check_finite) is the caller's, before. Hold DIR's lock. */
+ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_save_opts *o, char *name,
+                       bool *committed, ag_error *err);
+/* The directory that holds the files of DIR's checkpoint <which> (AG_CKPT_LATEST or
+ * AG_CKPT_BEST), in buf [n], for a reader: what DIR/<which> names; for best, the run's best
+ * found from the live checkpoint (as ag_ckpt_clean finds it), what was wrong with DIR/best in
+ * note [nn] ("" if nothing; note may be NULL); without a latest, DIR itself when it holds
+ * k->files[0] (the older layout, or a ckpt-N given directly) or is no directory (the reader
+ * then says what is wrong). Otherwise an error in one line saying what DIR holds. */
+ag_status ag_ckpt_resolve(const char *dir, const char *which, const ag_ckpt_kind *k, char *buf, size_t n, char *note,
+                          size_t nn, ag_error *err);
 
 // --- training dynamics (dynamics.c) ---
 

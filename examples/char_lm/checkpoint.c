@@ -117,20 +117,9 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
 
 // --- the run directory: latest and the ckpt-N directories (the library's unit, train.h) ---
 
-ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, char *note, size_t nn,
-                             ag_error *err)
-{
-    return ag_ckpt_resolve(dir, which, &lm_ckpt_kind, buf, n, note, nn, err);
-}
-
-void lm_ckpt_remove(const char *dir, const char *name)
-{
-    ag_ckpt_remove(dir, name, ckpt_files);
-}
-
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
 {
-    return lm_ckpt_resolve_as(dir, LM_LATEST, buf, n, NULL, 0, err);
+    return ag_ckpt_resolve(dir, LM_LATEST, &lm_ckpt_kind, buf, n, NULL, 0, err);
 }
 
 bool lm_ckpt_exists(const char *dir)
@@ -401,24 +390,19 @@ static ag_status load_model_from(const char *where, lm_model *m, ag_error *err)
     return st;
 }
 
-/* A reader does not hold the run's lock: between resolving latest and opening the file, the
- * writer may commit a newer checkpoint and remove this one. If loading fails and latest has
- * moved on meanwhile, the newer one is read instead (a few times at most). */
+static ag_status read_model(const char *where, void *m, ag_error *err)
+{
+    return load_model_from(where, m, err);
+}
+
+/* A reader does not hold the run's lock: the library reads again when latest moved on meanwhile. */
 ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err)
 {
-    char where[PATHLEN], again[PATHLEN];
+    char note[sizeof m->note];
     memset(m, 0, sizeof *m);
-    for (int attempt = 0;; attempt++) {
-        ag_error why = {0};
-        char note[sizeof m->note];
-        ag_status st = lm_ckpt_resolve_as(dir, which, where, sizeof where, note, sizeof note, &why);
-        if (st == AG_OK) st = load_model_from(where, m, &why);
-        if (st == AG_OK) snprintf(m->note, sizeof m->note, "%s", note);
-        ag_error ignored = {0};
-        if (st == AG_OK || attempt == 4 ||
-            lm_ckpt_resolve_as(dir, which, again, sizeof again, NULL, 0, &ignored) || strcmp(where, again) == 0)
-            return st ? ag_seterr(err, st, "%s", why.msg) : AG_OK;
-    }
+    ag_status st = ag_ckpt_read(dir, which, &lm_ckpt_kind, read_model, m, note, sizeof note, err);
+    if (st == AG_OK) snprintf(m->note, sizeof m->note, "%s", note);
+    return st;
 }
 
 ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
@@ -566,7 +550,7 @@ static const char *const run_files[] = {"attn.png", "attn.gp", "activations.csv"
                                         "activations.gp", "lr_find.png", "lr_find.gp", NULL};
 
 const ag_ckpt_kind lm_ckpt_kind = {.files = ckpt_files, .run_files = run_files, .legacy = true,
-                                   .identify = lm_ckpt_identify, .file_id = file_id};
+                                   .identify = lm_ckpt_identify, .file_id = file_id, .pick_flag = "--ckpt"};
 
 /* The train state was saved with these weights (its "model_hash"; a state older than the
  * binding has none, and pairs as before). */

@@ -155,8 +155,12 @@ static ag_status no_latest(const char *dir, const ag_ckpt_kind *k, char *buf, si
     if (ag_ckpt_list(dir, found, sizeof found) == 0)
         return ag_seterr(err, AG_ERR_IO, "%s holds no checkpoint (no %s, no ckpt-N directory, no %s)", dir,
                          AG_CKPT_LATEST, k->files[0]);
+    if (!k->pick_flag)
+        return ag_seterr(err, AG_ERR_FORMAT, "%s has no %s but holds %s: `%s train --resume` makes the newest whole "
+                         "one live again", dir, AG_CKPT_LATEST, found, ag__train_program());
     return ag_seterr(err, AG_ERR_FORMAT, "%s has no %s but holds %s: `%s train --resume` makes the newest whole one "
-                     "live again, or give --ckpt %s/<one of them>", dir, AG_CKPT_LATEST, found, ag__train_program(), dir);
+                     "live again, or give %s %s/<one of them>", dir, AG_CKPT_LATEST, found, ag__train_program(),
+                     k->pick_flag, dir);
 }
 
 /* DIR/best for a reader: the run's best found from the live checkpoint, as the next train
@@ -195,4 +199,22 @@ ag_status ag_ckpt_resolve(const char *dir, const char *which, const ag_ckpt_kind
         return ag_seterr(err, AG_ERR_FORMAT, "%s/%s names %s, which is %s", dir, which, name,
                          found ? "not a directory" : "missing");
     return AG_OK;
+}
+
+/* A reader does not hold the run's lock: between resolving latest and opening the files, the
+ * writer may commit a newer checkpoint and remove this one. */
+ag_status ag_ckpt_read(const char *dir, const char *which, const ag_ckpt_kind *k,
+                       ag_status (*read)(const char *where, void *user, ag_error *err), void *user, char *note,
+                       size_t nn, ag_error *err)
+{
+    char where[PATHLEN], again[PATHLEN];
+    for (int attempt = 0;; attempt++) {
+        ag_error why = {0};
+        ag_status st = ag_ckpt_resolve(dir, which, k, where, sizeof where, note, nn, &why);
+        if (st == AG_OK) st = read(where, user, &why);
+        ag_error ignored = {0};
+        if (st == AG_OK || attempt == 4 ||
+            ag_ckpt_resolve(dir, which, k, again, sizeof again, NULL, 0, &ignored) || strcmp(where, again) == 0)
+            return st ? ag_seterr(err, st, "%s", why.msg) : AG_OK;
+    }
 }

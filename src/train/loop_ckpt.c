@@ -144,11 +144,11 @@ static ag_status read_state(const ag_st_file *f, const char *path, ag__loop_stat
     return read_losses(f, path, st, err);
 }
 
-/* model.safetensors of DIR/name into c->params; its step in *step. */
-static ag_status load_model(const char *dir, const char *name, const ag_train_client *c, long *step, ag_error *err)
+/* model.safetensors of the checkpoint directory where into c->params; its step in *step. */
+static ag_status load_model(const char *where, const ag_train_client *c, long *step, ag_error *err)
 {
     char path[PATHLEN];
-    if (!path3(path, dir, name, MODEL_FILE, err)) return AG_ERR_ARG;
+    if (!path3(path, where, MODEL_FILE, NULL, err)) return AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return err->status ? err->status : AG_ERR_IO;
     const char *model = meta(f, path, "model", err), *at = model ? meta(f, path, "step", err) : NULL;
@@ -163,14 +163,15 @@ static ag_status load_model(const char *dir, const char *name, const ag_train_cl
 
 ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err)
 {
-    char name[64], path[PATHLEN];
+    char name[64], where[PATHLEN], path[PATHLEN];
     ag_error why = {0};
     if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why))
         return ag_seterr(err, AG_ERR_ARG, "%s has no checkpoint to resume (%s); start without --resume", dir, why.msg);
     long model_step = -1;
     uint64_t hash = 0;
-    ag_status s = load_model(dir, name, c, &model_step, err);
-    if (s || !path3(path, dir, name, STATE_FILE, err)) return s ? s : AG_ERR_ARG;
+    if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    ag_status s = load_model(where, c, &model_step, err);
+    if (s || !path3(path, where, STATE_FILE, NULL, err)) return s ? s : AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return err->status ? err->status : AG_ERR_IO;
     s = read_state(f, path, st, &hash, err);
@@ -184,11 +185,22 @@ ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_stat
     return s;
 }
 
+/* ag_train_load's reading of the directory found (ag_ckpt_read). */
+typedef struct {
+    const ag_train_client *c;
+    long *step;
+} load_of;
+
+static ag_status read_weights(const char *where, void *user, ag_error *err)
+{
+    const load_of *l = user;
+    return load_model(where, l->c, l->step, err);
+}
+
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err)
 {
-    char name[64];
-    ag_status s = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, err);
-    return s ? s : load_model(dir, name, c, step, err);
+    load_of l = {c, step};
+    return ag_ckpt_read(dir, AG_CKPT_LATEST, &kind, read_weights, &l, NULL, 0, err);
 }
 
 // --- whose a checkpoint is (ckpt_keep.c's rules, with this loop's files) ---

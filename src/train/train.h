@@ -29,8 +29,10 @@
  *                                 whose checkpoints a run directory holds: a train removes its
  *                                 own superseded ones and nothing else, a lost latest is found
  *                                 again, no run inside another (ckpt_keep.c)
- *   ag_ckpt_save, ag_ckpt_resolve the save of a checkpoint as one unit, and the directory a
- *                                 reader finds one in, for any program's files (ckpt_save.c)
+ *   ag_ckpt_save, ag_ckpt_resolve, ag_ckpt_read
+ *                                 the save of a checkpoint as one unit, and the directory a
+ *                                 reader finds one in (read again when the writer moved on),
+ *                                 for any program's files (ckpt_save.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
@@ -253,6 +255,8 @@ typedef struct {
     /* With legacy: the run_id and iter of one older layout's file (a kill may leave one of the
      * two); false when it is not one. */
     bool (*file_id)(const char *path, ag_ckpt_id *id);
+    const char *pick_flag;        /* the program's flag that names a checkpoint directory to read
+                                     ("--ckpt"), for ag_ckpt_resolve's messages; NULL: none */
 } ag_ckpt_kind;
 
 /* The identity of the checkpoint directory path whose weights and state are the safetensors
@@ -340,6 +344,14 @@ ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_sav
  * then says what is wrong). Otherwise an error in one line saying what DIR holds. */
 ag_status ag_ckpt_resolve(const char *dir, const char *which, const ag_ckpt_kind *k, char *buf, size_t n, char *note,
                           size_t nn, ag_error *err);
+/* A reader's load of DIR's checkpoint <which>, without DIR's lock: ag_ckpt_resolve, then
+ * read(where, user, err) on the directory found; when that fails and DIR/<which> has moved on
+ * meanwhile (the writer committed a newer checkpoint and removed this one), again with the
+ * newer one (5 tries at most). note as ag_ckpt_resolve's (the last try's); err: read's or
+ * ag_ckpt_resolve's message. */
+ag_status ag_ckpt_read(const char *dir, const char *which, const ag_ckpt_kind *k,
+                       ag_status (*read)(const char *where, void *user, ag_error *err), void *user, char *note,
+                       size_t nn, ag_error *err);
 
 // --- training dynamics (dynamics.c) ---
 
@@ -548,7 +560,8 @@ typedef struct {
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
- * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
+ * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
+ * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
 
 // --- what flows through a model, --log-activations (activations.c, lesson 14) ---

@@ -148,8 +148,8 @@ static ag_status write_pair(const char *tmp, void *user, ag_error *err)
     return s;
 }
 
-ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
-                       const lm_train_state *st, ag_error *err)
+ag_status lm_ckpt_save_in(const ag_lock *lock, const char *dir, const ag_gpt *g, const lm_config *cfg,
+                          const ag_vocab *v, const lm_train_state *st, ag_error *err)
 {
     char path[PATHLEN], name[64];
     if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
@@ -157,9 +157,16 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
     save_of w = {g, cfg, v, st};
     const ag_ckpt_save_opts o = {.iter = st->iter, .run_id = st->run_id, .prev = st->prev_hash,
                                  .best_iter = st->best_iter, .is_best = st->has_eval && st->best_iter == st->iter,
-                                 .second_name = true, .sync_point = true, .write = write_pair, .user = &w};
+                                 .second_name = true, .sync_point = true, .write = write_pair, .user = &w,
+                                 .lock = lock};
     bool committed = false;   /* is_best as lm_run_evaluate sets it */
     return ag_ckpt_save(dir, &lm_ckpt_kind, &o, name, &committed, err);
+}
+
+ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
+                       const lm_train_state *st, ag_error *err)
+{
+    return lm_ckpt_save_in(NULL, dir, g, cfg, v, st, err);
 }
 
 // --- reading ---

@@ -118,6 +118,10 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
  * comment at the top says; on failure the previous checkpoint is still the live one. */
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err);
+/* The same into the directory lock holds (DIR's, held; NULL: none), wherever it is now: a DIR
+ * moved meanwhile is an error after the save that says where it went (ag_ckpt_save's lock). */
+ag_status lm_ckpt_save_in(const ag_lock *lock, const char *dir, const ag_gpt *g, const lm_config *cfg,
+                          const ag_vocab *v, const lm_train_state *st, ag_error *err);
 
 /* --- the cost of what a config asks for, checked before paying it ---
  * Bytes of memory one step takes, estimated from the tensors a step keeps: per layer the

@@ -474,33 +474,10 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     return lm_log_written(R, err);
 }
 
-/* err's message with the path via written as dir, as the user knows it, wherever it appears. */
-static void as_named(ag_error *err, const char *via, const char *dir)
-{
-    for (char *at = strstr(err->msg, via); at; at = strstr(at + strlen(dir), via)) {
-        if (strlen(err->msg) - strlen(via) + strlen(dir) >= sizeof err->msg) return;
-        char rest[sizeof err->msg];
-        snprintf(rest, sizeof rest, "%s", at + strlen(via));
-        snprintf(at, sizeof err->msg - (size_t)(at - err->msg), "%s%s", dir, rest);
-    }
-}
-
 ag_status lm_run_save(lm_run *R, ag_error *err)
 {
-    const char *dir = R->o->out_dir;
-    char via[64], at[PATHLEN];
-    const lm_train_state *st = &R->learn.st;
-    ag_lock_via(&R->ctl.lock, via, sizeof via);   /* the locked directory, even if moved meanwhile */
-    ag_status s = lm_ckpt_save(via[0] ? via : dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
-    if (s && via[0]) as_named(err, via, dir);
-    if (s || !ag_lock_moved(&R->ctl.lock, dir, at, sizeof at)) return s;
-    if (!via[0])
-        return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked (moved or replaced "
-                         "while it ran): stopped after iteration %ld", dir, st->iter);
-    return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked: it was moved to %s while "
-                     "the run went on; the checkpoint of iteration %ld is saved there, nothing written into the new "
-                     "%s; stopped (continue with --out %s --resume)", dir, at[0] ? at : "(unknown)", st->iter, dir,
-                     at[0] ? at : "<its new path>");
+    const lm_learner *L = &R->learn;
+    return lm_ckpt_save_in(&R->ctl.lock, R->o->out_dir, L->m.g, &R->cfg, &R->data.text.vocab, &L->st, err);
 }
 
 void lm_run_free(lm_run *R)

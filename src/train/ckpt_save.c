@@ -108,8 +108,9 @@ static void remove_replaced(const char *dir, const ag_ckpt_kind *k, const ag_ckp
     }
 }
 
-ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_save_opts *o, char *name,
-                       bool *committed, ag_error *err)
+/* ag_ckpt_save into the directory dir (the locked one, through its path "/proc/self/fd/N"). */
+static ag_status save_unit(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_save_opts *o, char *name,
+                           bool *committed, ag_error *err)
 {
     char live[64], best[64], tmp[TMPLEN] = "", final[PATHLEN] = "";
     *committed = false;
@@ -136,6 +137,35 @@ ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_sav
     if (s == AG_OK && o->is_best) s = ag_ckpt_point(dir, AG_CKPT_BEST, name, &best_moved, err);
     remove_replaced(dir, k, o, live, best, name, best_moved ? name : best);
     return s;
+}
+
+/* err's message with the path via written as dir, as the user knows it, wherever it appears. */
+static void as_named(ag_error *err, const char *via, const char *dir)
+{
+    for (char *at = strstr(err->msg, via); at; at = strstr(at + strlen(dir), via)) {
+        if (strlen(err->msg) - strlen(via) + strlen(dir) >= sizeof err->msg) return;
+        char rest[sizeof err->msg];
+        snprintf(rest, sizeof rest, "%s", at + strlen(via));
+        snprintf(at, sizeof err->msg - (size_t)(at - err->msg), "%s%s", dir, rest);
+    }
+}
+
+ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_save_opts *o, char *name,
+                       bool *committed, ag_error *err)
+{
+    char via[64] = "", at[PATHLEN];
+    const char *what = o->count ? o->count : "iteration";
+    if (o->lock) ag_lock_via(o->lock, via, sizeof via);   /* the locked directory, even if moved meanwhile */
+    ag_status s = save_unit(via[0] ? via : dir, k, o, name, committed, err);
+    if (s && via[0]) as_named(err, via, dir);
+    if (s || !o->lock || !ag_lock_moved(o->lock, dir, at, sizeof at)) return s;
+    if (!via[0])
+        return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked (moved or replaced "
+                         "while it ran): stopped after %s %ld", dir, what, o->iter);
+    return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked: it was moved to %s while "
+                     "the run went on; the checkpoint of %s %ld is saved there, nothing written into the new %s; "
+                     "stopped (continue with --out %s --resume)", dir, at[0] ? at : "(unknown)", what, o->iter, dir,
+                     at[0] ? at : "<its new path>");
 }
 
 // --- reading: the directory of a checkpoint's files ---

@@ -76,14 +76,15 @@ static ag_status write_save(const char *tmp, void *user, ag_error *err)
     return write_files(tmp, w->c, w->st, err);
 }
 
-ag_status ag__loop_save(const char *dir, const ag_train_client *c, ag__loop_state *st, bool is_best, char *name,
-                        ag_error *err)
+ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag__loop_state *st,
+                        bool is_best, char *name, ag_error *err)
 {
     snprintf(name, 64, "ckpt-%08ld", st->step);
     if (ag_ckpt_check_finite(c->params, name, err)) return AG_ERR_NONFINITE;   /* the last good one stays */
     save_of w = {c, st};
     const ag_ckpt_save_opts o = {.iter = st->step, .run_id = st->run_id, .prev = st->prev_hash,
-                                 .best_iter = st->best_step, .is_best = is_best, .write = write_save, .user = &w};
+                                 .best_iter = st->best_step, .is_best = is_best, .write = write_save, .user = &w,
+                                 .lock = lock, .count = "step"};
     bool committed = false;
     ag_status s = ag_ckpt_save(dir, &kind, &o, name, &committed, err);
     if (committed) st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */

@@ -323,6 +323,11 @@ typedef struct {
      * has the fault points); AG_OK only when all are written. */
     ag_status (*write)(const char *tmp, void *user, ag_error *err);
     void *user;
+    const ag_lock *lock;   /* DIR's lock, held (NULL: none): the save goes into the locked
+                              directory wherever it is now (ag_lock_via), never into one made at
+                              DIR's path after the run started (issue 35); a DIR moved meanwhile
+                              is AG_ERR_IO after the save, saying where it went */
+    const char *count;     /* what iter counts, in that message: "step" (NULL: "iteration") */
 } ag_ckpt_save_opts;
 
 /* A checkpoint of kind k saved into DIR as one unit: its files written by o->write into
@@ -333,7 +338,8 @@ typedef struct {
  * A fault point (ag_fault) before every step that changes the disk. Its name in name [64];
  * *committed once DIR/latest names it (even when what follows failed). On a failure before
  * the commit nothing new stays and latest names what it named. The weights' check for NaN
- * (ag_ckpt_check_finite) is the caller's, before. Hold DIR's lock. */
+ * (ag_ckpt_check_finite) is the caller's, before. Hold DIR's lock (o->lock). Messages name DIR
+ * as given, never the path through the lock. */
 ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_save_opts *o, char *name,
                        bool *committed, ag_error *err);
 /* The directory that holds the files of DIR's checkpoint <which> (AG_CKPT_LATEST or
@@ -555,7 +561,9 @@ typedef struct {
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
  * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
- * is NaN) are a status and one line in err; the last checkpoint stays. DIR is kept by the
+ * is NaN) are a status and one line in err; the last checkpoint stays. A checkpoint goes into the
+ * directory locked at the start even when DIR was moved meanwhile (`mv DIR DIR.old`): the run
+ * then stops with AG_ERR_IO saying where it went, nothing written into a new DIR. DIR is kept by the
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);

@@ -373,15 +373,11 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
 
 /* What a killed run left in the run directory, removed: this run's superseded checkpoints
  * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
+
 static void tidy(lm_run *R, uint64_t also)
 {
-    char left[1024], msg[1200], note[PATHLEN + 1200];
-    if (!ag_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (train/ddp.h) */
-    ag_ckpt_clean(R->o->out_dir, &lm_ckpt_kind, also, left, sizeof left, note, sizeof note);
-    if (note[0]) lm_log_warn(R, note);   /* DIR/best written again from the train state */
-    if (!left[0]) return;
-    snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", R->o->out_dir, left);
-    lm_log_warn(R, msg);
+    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_tidy(R->o->out_dir, &lm_ckpt_kind, also, warn, R);   /* rank 0's directory */
 }
 
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)

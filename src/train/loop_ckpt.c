@@ -240,8 +240,8 @@ ag_status ag__loop_outside_runs(const char *dir, ag_error *err)
     return ag_ckpt_outside_runs(dir, &kind, err);
 }
 
-/* "warning: <what>" on log (NULL: none). */
-static void warn(FILE *log, const char *what)
+/* "warning: <what>" on log (a FILE *; NULL: none). */
+static void warn(void *log, const char *what)
 {
     if (!log) return;
     fprintf(log, "warning: %s\n", what);
@@ -285,14 +285,8 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
 ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
                         ag_error *err)
 {
-    char left[1024], note[PATHLEN + 1200], msg[1200];
     ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, err);
     if (s) return s;
-    ag_ckpt_clean(dir, &kind, 0, left, sizeof left, note, sizeof note);   /* what a killed run left */
-    if (note[0]) warn(o->log, note);   /* DIR/best written again */
-    if (left[0]) {
-        snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", dir, left);
-        warn(o->log, msg);
-    }
+    ag_ckpt_tidy(dir, &kind, 0, warn, o->log);   /* what a killed run left */
     return AG_OK;
 }

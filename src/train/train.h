@@ -287,6 +287,11 @@ int ag_ckpt_list(const char *dir, char *buf, size_t n);
  * best that names nothing and no best known: removed. Anything else stays, named in left [n]
  * ("" if none) for a warning. Failures are ignored (the next run tries again). Hold DIR's lock. */
 void ag_ckpt_clean(const char *dir, const ag_ckpt_kind *k, uint64_t also, char *left, size_t n, char *note, size_t nn);
+/* ag_ckpt_clean at a train's start, what it found said in lines for warnings: warn(user, line)
+ * with the note on DIR/best, then "DIR: left alone (not this run's to remove): <what>" when
+ * anything stays. */
+void ag_ckpt_tidy(const char *dir, const ag_ckpt_kind *k, uint64_t also, void (*warn)(void *user, const char *line),
+                  void *user);
 /* The run's best checkpoint as ag_ckpt_clean finds it, its name in name [64]; what is wrong
  * with DIR/best in why [96] ("was missing", "named ckpt-..., not the best"; "" when it names
  * that one, or lags as a kill between the two commits leaves it). false when there is no live

@@ -1,9 +1,11 @@
 /* ckpt_save.c -- the checkpoint unit's protocol, written once for any program's checkpoints
  * (an ag_ckpt_kind; see train.h), issue 31: a save (the files into DIR/ckpt-N.tmp/, renamed
- * whole, DIR/latest moved, which commits it, then DIR/best, then what it replaced removed) and
- * a reader's resolution (the directory that holds a checkpoint's files: what DIR/latest or
- * DIR/best names, the older layout, a ckpt-N given directly). char_lm's checkpoint.c and the
- * trainer's loop_ckpt.c each had their copy; every step, fault point and message is as it was. */
+ * whole, DIR/latest moved, which commits it, then DIR/best, then what it replaced removed; all
+ * into the directory the run locked, wherever it is now) and a reader's resolution (the
+ * directory that holds a checkpoint's files: what DIR/latest or DIR/best names, the older
+ * layout, a ckpt-N given directly; read again when a train moved latest on meanwhile).
+ * char_lm's checkpoint.c and the trainer's loop_ckpt.c each had their copy; every step, fault
+ * point and message is as it was. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -7,10 +7,14 @@
  *   resume_keeps_train_loss  a resume's repeated evaluation has the unbroken run's train_loss
  *                 (the checkpoint keeps the losses since the last evaluation); a checkpoint
  *                 without them, from before, resumes with that cell empty.
- *   too_big_refused  a client whose step the machine cannot hold is refused before DIR is made. */
+ *   too_big_refused  a client whose step the machine cannot hold is refused before DIR is made.
+ *   moved_mid_run `mv DIR DIR.old; mkdir DIR` while the run goes on: its checkpoint goes into the
+ *                 directory it locked (DIR.old), nothing into the new DIR, and the run stops
+ *                 saying where it went (issue 35's guarantee, char_lm's since, the library's now). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
@@ -22,6 +26,8 @@ typedef struct {
     ag_linear_layer fc;
     ag_real x[BATCH * IN];
     int y[BATCH];
+    const char *move, *to;   /* moved_mid_run: the run directory renamed at the 5th draw, a new one made */
+    int draws;
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -29,6 +35,10 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
 {
     (void)err;
     tiny *m = user;
+    if (m->move && ++m->draws == 5) {
+        ck_assert_int_eq(rename(m->move, m->to), 0);
+        ck_assert_int_eq(mkdir(m->move, 0777), 0);
+    }
     for (int i = 0; i < BATCH; i++) {
         m->x[i * IN] = (ag_real)ag_rng_uniform(rng);
         m->x[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
@@ -192,6 +202,37 @@ START_TEST(too_big_refused)
 }
 END_TEST
 
+START_TEST(moved_mid_run)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", run[64], old[64];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(run, sizeof run, "%s/run", root);
+    snprintf(old, sizeof old, "%s/run.old", root);
+    tiny m;
+    tiny_build(&m);
+    m.move = run;
+    m.to = old;
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH,
+                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = run, .steps = 30, .seed = 5, .every = 10,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "was moved to") && strstr(err.msg, "run.old") && strstr(err.msg, "step 10") &&
+                  !strstr(err.msg, "/proc/"), "%s", err.msg);
+    char latest[64];
+    ck_assert_int_eq(ag_ckpt_pointer(old, AG_CKPT_LATEST, latest, &err), AG_OK);
+    ck_assert_str_eq(latest, "ckpt-00000010");
+    char found[256];
+    ck_assert_int_eq(ag_ckpt_list(run, found, sizeof found), 0);   /* nothing written into the new one */
+    ck_assert_int_ne(ag_ckpt_pointer(run, AG_CKPT_LATEST, latest, &err), AG_OK);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -200,6 +241,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, fresh_twice);
     tcase_add_test(tc, resume_keeps_train_loss);
     tcase_add_test(tc, too_big_refused);
+    tcase_add_test(tc, moved_mid_run);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,8 @@
 /* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run: their
  * metadata (the config, the vocabulary, the train state), around the tensors the library writes
  * and reads for any ag_params (train/train.h: ag_ckpt_*), and the run directory's `latest`
- * that makes the pair one unit. See checkpoint.h for the layout and the commit. */
+ * that makes the pair one unit (the library's order of a save and of a read: ag_ckpt_save,
+ * ag_ckpt_resolve). See checkpoint.h for the layout and the commit. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -114,80 +115,11 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
     return ag_ckpt_write_moments(path, g->params, meta, n_meta, err);
 }
 
-// --- the run directory: latest and the ckpt-N directories ---
-
-/* DIR/<which>'s name in name [64], or "" when there is none or it names no checkpoint. */
-static void pointer_or_none(const char *dir, const char *which, char *name)
-{
-    ag_error ignored = {0};
-    if (ag_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
-}
-
-/* Without DIR/latest: DIR itself when it holds a model.safetensors (the older layout, or a
- * ckpt-N given directly) or is no directory at all (the loader then says what is wrong);
- * otherwise an error that says what DIR does hold, never just "cannot open". */
-static ag_status no_latest(const char *dir, char *buf, size_t n, ag_error *err)
-{
-    char path[PATHLEN], found[512];
-    struct stat sb;
-    if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
-    if (lstat(path, &sb) == 0 || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        if (snprintf(buf, n, "%s", dir) >= (int)n) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-        return AG_OK;
-    }
-    if (ag_ckpt_list(dir, found, sizeof found) == 0)
-        return ag_seterr(err, AG_ERR_IO, "%s holds no checkpoint (no %s, no ckpt-N directory, no %s)", dir,
-                         LM_LATEST, LM_MODEL_FILE);
-    return ag_seterr(err, AG_ERR_FORMAT, "%s has no %s but holds %s: `char_lm train --resume` makes the newest "
-                     "whole one live again, or give --ckpt %s/<one of them>", dir, LM_LATEST, found, dir);
-}
-
-/* DIR/best for a reader: the run's best found from the train state, as the next train names it
- * again (issue 35); its path in buf [n], what was wrong with DIR/best in note [nn]. */
-static bool best_from_state(const char *dir, char *buf, size_t n, char *note, size_t nn)
-{
-    char name[64], why[96];
-    if (!ag_ckpt_run_best(dir, &lm_ckpt_kind, name, why) || !ag_path_join(buf, n, dir, name)) return false;
-    if (note && why[0])
-        snprintf(note, nn, "%s/%s %s: reading %s, the run's best evaluation (from the train state); the next train "
-                 "writes %s/%s again", dir, LM_BEST, why, name, dir, LM_BEST);
-    return true;
-}
-
-ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, char *note, size_t nn,
-                             ag_error *err)
-{
-    char name[64];
-    ag_error why = {0};
-    bool best = strcmp(which, LM_BEST) == 0;
-    if (note) note[0] = '\0';
-    if (best && best_from_state(dir, buf, n, note, nn)) return AG_OK;
-    if (ag_ckpt_pointer(dir, which, name, &why)) {
-        bool none = why.status == AG_ERR_IO && (errno == ENOENT || errno == ENOTDIR);
-        if (none && best)
-            return ag_seterr(err, AG_ERR_IO, "%s has no %s checkpoint (%s/%s is missing: no evaluation saved yet, "
-                             "or a run directory older than best checkpoints); --from latest reads the latest",
-                             dir, LM_BEST, dir, LM_BEST);
-        if (none) return no_latest(dir, buf, n, err);
-        return ag_seterr(err, why.status, "%s", why.msg);
-    }
-    if (!ag_path_join(buf, n, dir, name)) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-    struct stat sb;
-    bool found = stat(buf, &sb) == 0;
-    if (!found || !S_ISDIR(sb.st_mode))
-        return ag_seterr(err, AG_ERR_FORMAT, "%s/%s names %s, which is %s", dir, which, name,
-                         found ? "not a directory" : "missing");
-    return AG_OK;
-}
-
-void lm_ckpt_remove(const char *dir, const char *name)
-{
-    ag_ckpt_remove(dir, name, ckpt_files);
-}
+// --- the run directory: latest and the ckpt-N directories (the library's unit, train.h) ---
 
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
 {
-    return lm_ckpt_resolve_as(dir, LM_LATEST, buf, n, NULL, 0, err);
+    return ag_ckpt_resolve(dir, LM_LATEST, &lm_ckpt_kind, buf, n, NULL, 0, err);
 }
 
 bool lm_ckpt_exists(const char *dir)
@@ -199,124 +131,42 @@ bool lm_ckpt_exists(const char *dir)
            ag_ckpt_list(dir, found, sizeof found) > 0;
 }
 
-/* A checkpoint directory that a save of iteration st->iter may clear away: one of this run's
- * that it supersedes (ag_ckpt_superseded); a stale link too. */
-static bool ours_to_replace(const char *dir, const char *name, const lm_train_state *st)
-{
-    char path[PATHLEN];
-    struct stat sb;
-    ag_ckpt_id id;
-    ag_error ignored = {0};
-    if (!ag_path_join(path, sizeof path, dir, name) || lstat(path, &sb) != 0) return false;
-    if (S_ISLNK(sb.st_mode)) return true;
-    return lm_ckpt_identify(path, &id, &ignored) == AG_OK &&
-           ag_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash);
-}
+/* What a save writes: the weights, the run's config and vocabulary, the train state. */
+typedef struct {
+    const ag_gpt *g;
+    const lm_config *cfg;
+    const ag_vocab *v;
+    const lm_train_state *st;
+} save_of;
 
-/* The new checkpoint's directory name, in name [64] and its path in final [PATHLEN]:
- * ckpt-<iter>, unless that is the live or the best one (a new run over an old one, saving the
- * same iteration) or something that is not this run's to clear away (another run's checkpoint,
- * a directory holding a user's files, a file): then ckpt-<iter>-b. */
-static ag_status ckpt_name(const char *dir, const lm_train_state *st, const char *live, const char *best, char *name,
-                           char *final, ag_error *err)
+/* Both files into the checkpoint's temporary directory tmp: the state first, then the weights. */
+static ag_status write_pair(const char *tmp, void *user, ag_error *err)
 {
-    long iter = st->iter;
-    for (int k = 0; k < 2; k++) {
-        snprintf(name, 64, k ? "ckpt-%08ld-b" : "ckpt-%08ld", iter);
-        if (strcmp(name, live) == 0 || strcmp(name, best) == 0) continue;
-        if (path_of(final, dir, name, err)) return AG_ERR_ARG;
-        if (ours_to_replace(dir, name, st)) ag_ckpt_remove_dir(final, ckpt_files);
-        struct stat sb;
-        if (lstat(final, &sb) != 0) return AG_OK;
-    }
-    return ag_seterr(err, AG_ERR_IO, "%s: cannot save iteration %ld: ckpt-%08ld and ckpt-%08ld-b are taken (%s is "
-                     "not this run's to remove); move it away and --resume", dir, iter, iter, iter, final);
-}
-
-/* Both files into a fresh temporary directory, final + ".tmp" (or + ".tmp.<pid>" when a
- * directory holding files of a user's has that name), its path in tmp [PATHLEN + 32]. */
-static ag_status write_pair(const char *final, char *tmp, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
-                            const lm_train_state *st, ag_error *err)
-{
-    for (int k = 0; k < 2; k++) {
-        int w = k ? snprintf(tmp, PATHLEN + 32, "%s.tmp.%ld", final, (long)getpid())
-                  : snprintf(tmp, PATHLEN + 32, "%s.tmp", final);
-        if (w < 0 || w >= PATHLEN + 32) return ag_seterr(err, AG_ERR_ARG, "%s: path too long", final);
-        ag_ckpt_remove_dir(tmp, ckpt_files);   /* a leftover of a killed run */
-        ag_fault("mkdir", tmp);
-        if (mkdir(tmp, 0777) == 0) break;
-        if (errno != EEXIST || k == 1) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    }
-    ag_status s = lm_ckpt_save_state(tmp, g, st, err);
-    if (s == AG_OK) s = lm_ckpt_save_model(tmp, g, cfg, v, st->iter, st->run_id, err);
+    const save_of *w = user;
+    ag_status s = lm_ckpt_save_state(tmp, w->g, w->st, err);
+    if (s == AG_OK) s = lm_ckpt_save_model(tmp, w->g, w->cfg, w->v, w->st->iter, w->st->run_id, err);
     return s;
 }
 
-/* DIR/name is the checkpoint of the run's best evaluation (st->best_iter): kept whatever DIR/best
- * says (a best deleted or spoiled while the run goes on, issue 35). */
-static bool runs_best(const char *dir, const char *name, const lm_train_state *st)
+ag_status lm_ckpt_save_in(const ag_lock *lock, const char *dir, const ag_gpt *g, const lm_config *cfg,
+                          const ag_vocab *v, const lm_train_state *st, ag_error *err)
 {
-    char path[PATHLEN];
-    ag_ckpt_id id;
-    ag_error ignored = {0};
-    return st->best_iter >= 0 && ag_path_join(path, sizeof path, dir, name) &&
-           lm_ckpt_identify(path, &id, &ignored) == AG_OK && id.run_id == st->run_id && id.iter == st->best_iter;
-}
-
-/* After the commit: the checkpoints that were live and best, if this run's and superseded and
- * neither is still named (name is the new one, best the best now); and the older layout's
- * files, if this run's. */
-static void remove_replaced(const char *dir, const lm_train_state *st, const char *live, const char *old_best,
-                            const char *name, const char *best)
-{
-    const char *was[] = {live, old_best};
-    for (int i = 0; i < 2; i++)
-        if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], best) != 0 &&
-            (i == 0 || strcmp(was[i], live) != 0) && ours_to_replace(dir, was[i], st) && !runs_best(dir, was[i], st))
-            lm_ckpt_remove(dir, was[i]);
-    ag_ckpt_id id;
-    ag_error ignored = {0};
-    if (lm_ckpt_identify(dir, &id, &ignored) || !ag_ckpt_superseded(&id, st->run_id, st->iter, st->prev_hash)) return;
-    const char *legacy[] = {LM_STATE_FILE, LM_MODEL_FILE};
-    for (int i = 0; i < 2; i++) {
-        char path[PATHLEN];
-        if (!ag_path_join(path, sizeof path, dir, legacy[i])) continue;
-        ag_fault("remove", path);
-        unlink(path);
-    }
+    char path[PATHLEN], name[64];
+    if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
+    if (ag_ckpt_check_finite(g->params, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
+    save_of w = {g, cfg, v, st};
+    const ag_ckpt_save_opts o = {.iter = st->iter, .run_id = st->run_id, .prev = st->prev_hash,
+                                 .best_iter = st->best_iter, .is_best = st->has_eval && st->best_iter == st->iter,
+                                 .second_name = true, .sync_point = true, .write = write_pair, .user = &w,
+                                 .lock = lock};
+    bool committed = false;   /* is_best as lm_run_evaluate sets it */
+    return ag_ckpt_save(dir, &lm_ckpt_kind, &o, name, &committed, err);
 }
 
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err)
 {
-    char path[PATHLEN];
-    if (path_of(path, dir, LM_MODEL_FILE, err)) return AG_ERR_ARG;
-    if (ag_ckpt_check_finite(g->params, path, err)) return AG_ERR_NONFINITE;   /* before anything is written */
-    char live[64], best[64], name[64], tmp[PATHLEN + 32], final[PATHLEN];
-    pointer_or_none(dir, LM_LATEST, live);   /* none (or unreadable: replaced now) */
-    pointer_or_none(dir, LM_BEST, best);
-    ag_status s = ckpt_name(dir, st, live, best, name, final, err);
-    if (s == AG_OK && (s = write_pair(final, tmp, g, cfg, v, st, err)) == AG_OK) {
-        ag_fault("rename", final);
-        if (rename(tmp, final) != 0) s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
-                                                   strerror(errno));
-    }
-    if (s) {
-        ag_ckpt_remove_dir(tmp, ckpt_files);
-        return s;
-    }
-    ag_fault("fsync dir", dir);
-    bool committed = false, is_best = st->has_eval && st->best_iter == st->iter;   /* lm_run_evaluate */
-    s = ag_fsync_dir(dir, err);
-    if (s == AG_OK) s = ag_ckpt_point(dir, LM_LATEST, name, &committed, err);
-    if (!committed) {
-        ag_ckpt_remove_dir(final, ckpt_files);
-        return s;
-    }
-    bool best_moved = false;   /* best follows latest: a kill between them, ag_ckpt_clean mends */
-    if (s == AG_OK && is_best) s = ag_ckpt_point(dir, LM_BEST, name, &best_moved, err);
-    remove_replaced(dir, st, live, best, name, best_moved ? name : best);
-    return s;
+    return lm_ckpt_save_in(NULL, dir, g, cfg, v, st, err);
 }
 
 // --- reading ---
@@ -409,24 +259,19 @@ static ag_status load_model_from(const char *where, lm_model *m, ag_error *err)
     return st;
 }
 
-/* A reader does not hold the run's lock: between resolving latest and opening the file, the
- * writer may commit a newer checkpoint and remove this one. If loading fails and latest has
- * moved on meanwhile, the newer one is read instead (a few times at most). */
+static ag_status read_model(const char *where, void *m, ag_error *err)
+{
+    return load_model_from(where, m, err);
+}
+
+/* A reader does not hold the run's lock: the library reads again when latest moved on meanwhile. */
 ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err)
 {
-    char where[PATHLEN], again[PATHLEN];
+    char note[sizeof m->note];
     memset(m, 0, sizeof *m);
-    for (int attempt = 0;; attempt++) {
-        ag_error why = {0};
-        char note[sizeof m->note];
-        ag_status st = lm_ckpt_resolve_as(dir, which, where, sizeof where, note, sizeof note, &why);
-        if (st == AG_OK) st = load_model_from(where, m, &why);
-        if (st == AG_OK) snprintf(m->note, sizeof m->note, "%s", note);
-        ag_error ignored = {0};
-        if (st == AG_OK || attempt == 4 ||
-            lm_ckpt_resolve_as(dir, which, again, sizeof again, NULL, 0, &ignored) || strcmp(where, again) == 0)
-            return st ? ag_seterr(err, st, "%s", why.msg) : AG_OK;
-    }
+    ag_status st = ag_ckpt_read(dir, which, &lm_ckpt_kind, read_model, m, note, sizeof note, err);
+    if (st == AG_OK) snprintf(m->note, sizeof m->note, "%s", note);
+    return st;
 }
 
 ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
@@ -574,7 +419,7 @@ static const char *const run_files[] = {"attn.png", "attn.gp", "activations.csv"
                                         "activations.gp", "lr_find.png", "lr_find.gp", NULL};
 
 const ag_ckpt_kind lm_ckpt_kind = {.files = ckpt_files, .run_files = run_files, .legacy = true,
-                                   .identify = lm_ckpt_identify, .file_id = file_id};
+                                   .identify = lm_ckpt_identify, .file_id = file_id, .pick_flag = "--ckpt"};
 
 /* The train state was saved with these weights (its "model_hash"; a state older than the
  * binding has none, and pairs as before). */

@@ -25,15 +25,16 @@
  *                                best_loss), and follows (the model_hash of the run's checkpoint
  *                                before this one)
  *
- * Saving (lm_ckpt_save) writes both files into DIR/ckpt-<iter>.tmp/ (each fsync'ed), renames
- * that directory to DIR/ckpt-<iter>, and then replaces DIR/latest (a temporary file, fsync,
- * rename): that one rename commits the checkpoint. Then DIR/best, if this is the best so far.
- * Only then are the previous live and best ones removed, if they are this run's and
- * superseded (ag_ckpt_superseded): nothing else is ever removed. A process killed at any step
- * leaves DIR/latest naming a whole checkpoint, the old or the new, and leftovers that the next
- * `train` removes (ag_ckpt_clean), a best that lags the live one mended. A reader resolves
- * latest (or best) once and reads both files from that directory; if the files vanish under it
- * (the writer removed the previous checkpoint), it resolves again.
+ * Saving (lm_ckpt_save, through the library's ag_ckpt_save) writes both files into
+ * DIR/ckpt-<iter>.tmp/ (each fsync'ed), renames that directory to DIR/ckpt-<iter>, and then
+ * replaces DIR/latest (a temporary file, fsync, rename): that one rename commits the checkpoint.
+ * Then DIR/best, if this is the best so far. Only then are the previous live and best ones
+ * removed, if they are this run's and superseded (ag_ckpt_superseded): nothing else is ever
+ * removed. A process killed at any step leaves DIR/latest naming a whole checkpoint, the old or
+ * the new, and leftovers that the next `train` removes (ag_ckpt_clean), a best that lags the
+ * live one mended. A reader resolves latest (or best) once and reads both files from that
+ * directory; if the files vanish under it (the writer removed the previous checkpoint), it
+ * resolves again (ag_ckpt_read).
  *
  * Older run directories (model.safetensors and train_state.safetensors in DIR itself, no
  * latest) load as before, and a ckpt-N directory can be given as a checkpoint directory too.
@@ -87,24 +88,15 @@ typedef struct {
 } lm_train_state;
 
 /* The directory that holds the checkpoint's files, in buf [n]: DIR/<name in DIR/latest>, or DIR
- * itself without DIR/latest (the older layout, or a ckpt-N directory given directly).
- * AG_ERR_FORMAT when latest is not a checkpoint name or names a missing directory; without a
- * latest, a DIR that holds ckpt-N directories is an error naming them, and one that holds
- * nothing says so (never just "cannot open"). */
+ * itself without DIR/latest (the older layout, or a ckpt-N directory given directly): the
+ * library's ag_ckpt_resolve with lm_ckpt_kind, which also finds DIR/best (the one the live
+ * train state names, issue 35, whatever DIR/best holds) and says what is wrong in one line
+ * (never just "cannot open"). */
 ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
-/* The same for DIR/<which>: LM_LATEST, or LM_BEST. The best is the one the live train state
- * names (ag_ckpt_run_best, issue 35), whatever DIR/best holds: a best missing, spoiled (garbage,
- * a FIFO, a link, a directory) or naming another is said in note [nn] ("" otherwise; note may
- * be NULL). Without a best known from the train state, DIR/best alone, its absence an error. */
-ag_status lm_ckpt_resolve_as(const char *dir, const char *which, char *buf, size_t n, char *note, size_t nn,
-                             ag_error *err);
 /* (DIR/latest and DIR/best themselves, and the names they hold: ag_ckpt_pointer, ag_ckpt_point,
  * ag_ckpt_name_ok in train/train.h.) */
 /* DIR holds a checkpoint: a latest, a model.safetensors of the older layout, or a ckpt-N. */
 bool lm_ckpt_exists(const char *dir);
-/* Removes DIR/name, a checkpoint directory of ours: its two files (and their temporary files),
- * then the directory if that emptied it; a user's file in it stays (ag_ckpt_remove). */
-void lm_ckpt_remove(const char *dir, const char *name);
 
 // --- whose checkpoints a run directory holds (train/train.h: ag_ckpt_clean, ag_ckpt_recover, ...) ---
 
@@ -126,6 +118,10 @@ ag_status lm_ckpt_save_state(const char *dir, const ag_gpt *g, const lm_train_st
  * comment at the top says; on failure the previous checkpoint is still the live one. */
 ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, const ag_vocab *v,
                        const lm_train_state *st, ag_error *err);
+/* The same into the directory lock holds (DIR's, held; NULL: none), wherever it is now: a DIR
+ * moved meanwhile is an error after the save that says where it went (ag_ckpt_save's lock). */
+ag_status lm_ckpt_save_in(const ag_lock *lock, const char *dir, const ag_gpt *g, const lm_config *cfg,
+                          const ag_vocab *v, const lm_train_state *st, ag_error *err);
 
 /* (What a config costs in memory, checked before paying it: nn.h's ag_gpt_train_bytes and its
  * kin, train.h's ag_check_memory and ag_check_checkpointable.) */
@@ -135,7 +131,8 @@ ag_status lm_ckpt_save(const char *dir, const ag_gpt *g, const lm_config *cfg, c
  * bounded before they are parsed), that the file holds exactly the model's parameters with
  * their shapes, then builds the model and copies the weights in. On error *m is zeroed. */
 ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err);
-/* The same from DIR/<which> (LM_LATEST, LM_BEST). */
+/* The same from DIR/<which> (LM_LATEST, LM_BEST), read again when the run's writer moved
+ * DIR/<which> on while it was read (ag_ckpt_read); what was wrong with DIR/best in m->note. */
 ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err);
 void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
 

@@ -374,15 +374,11 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
 
 /* What a killed run left in the run directory, removed: this run's superseded checkpoints
  * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
+
 static void tidy(lm_run *R, uint64_t also)
 {
-    char left[1024], msg[1200], note[PATHLEN + 1200];
-    if (!ag_ddp_writer(R->ctl.ddp)) return;   /* rank 0 owns the directory (train/ddp.h) */
-    ag_ckpt_clean(R->o->out_dir, &lm_ckpt_kind, also, left, sizeof left, note, sizeof note);
-    if (note[0]) lm_log_warn(R, note);   /* DIR/best written again from the train state */
-    if (!left[0]) return;
-    snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", R->o->out_dir, left);
-    lm_log_warn(R, msg);
+    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_tidy(R->o->out_dir, &lm_ckpt_kind, also, warn, R);   /* rank 0's directory */
 }
 
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
@@ -475,33 +471,10 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
     return lm_log_written(R, err);
 }
 
-/* err's message with the path via written as dir, as the user knows it, wherever it appears. */
-static void as_named(ag_error *err, const char *via, const char *dir)
-{
-    for (char *at = strstr(err->msg, via); at; at = strstr(at + strlen(dir), via)) {
-        if (strlen(err->msg) - strlen(via) + strlen(dir) >= sizeof err->msg) return;
-        char rest[sizeof err->msg];
-        snprintf(rest, sizeof rest, "%s", at + strlen(via));
-        snprintf(at, sizeof err->msg - (size_t)(at - err->msg), "%s%s", dir, rest);
-    }
-}
-
 ag_status lm_run_save(lm_run *R, ag_error *err)
 {
-    const char *dir = R->o->out_dir;
-    char via[64], at[PATHLEN];
-    const lm_train_state *st = &R->learn.st;
-    ag_lock_via(&R->ctl.lock, via, sizeof via);   /* the locked directory, even if moved meanwhile */
-    ag_status s = lm_ckpt_save(via[0] ? via : dir, R->learn.m.g, &R->cfg, &R->data.text.vocab, st, err);
-    if (s && via[0]) as_named(err, via, dir);
-    if (s || !ag_lock_moved(&R->ctl.lock, dir, at, sizeof at)) return s;
-    if (!via[0])
-        return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked (moved or replaced "
-                         "while it ran): stopped after iteration %ld", dir, st->iter);
-    return ag_seterr(err, AG_ERR_IO, "%s is no longer the run directory this train locked: it was moved to %s while "
-                     "the run went on; the checkpoint of iteration %ld is saved there, nothing written into the new "
-                     "%s; stopped (continue with --out %s --resume)", dir, at[0] ? at : "(unknown)", st->iter, dir,
-                     at[0] ? at : "<its new path>");
+    const lm_learner *L = &R->learn;
+    return lm_ckpt_save_in(&R->ctl.lock, R->o->out_dir, L->m.g, &R->cfg, &R->data.text.vocab, &L->st, err);
 }
 
 void lm_run_free(lm_run *R)

@@ -318,6 +318,17 @@ void ag_ckpt_clean(const char *dir, const ag_ckpt_kind *k, uint64_t also, char *
     if (live[0] && k->legacy) clean_legacy(k, dir, &lid, also, left, n);
 }
 
+void ag_ckpt_tidy(const char *dir, const ag_ckpt_kind *k, uint64_t also, void (*warn)(void *user, const char *line),
+                  void *user)
+{
+    char left[1024], msg[PATHLEN + 1100], note[PATHLEN + 1200];
+    ag_ckpt_clean(dir, k, also, left, sizeof left, note, sizeof note);
+    if (note[0]) warn(user, note);   /* DIR/best written again */
+    if (!left[0]) return;
+    snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", dir, left);
+    warn(user, msg);
+}
+
 // --- a lost latest ---
 
 /* DIR/<name> exists (a link too). */

@@ -3,19 +3,18 @@
  * run_id) and state.safetensors (Adam's m and v, the batch stream, the step, the best
  * evaluation, the hash of the weights they go with, the run_id, follows: the hash of the run's
  * checkpoint before, origin: the run's start, and the batch losses since the last evaluation, so
- * that a resume's metrics.csv is the unbroken run's). Both are written into ckpt-<step>.tmp/, which is renamed
- * whole; only then does DIR/latest move (ckpt_dir.c), so a kill at any instant leaves latest
- * naming a complete checkpoint. Every step that changes the disk has its fault point. Whose a
- * checkpoint is (its run_id, the checkpoint it follows) is read by the library's rules
- * (ckpt_keep.c): a run removes its own superseded checkpoints and nothing else, a lost latest
- * is found again on a resume, and no run is made inside another. */
+ * that a resume's metrics.csv is the unbroken run's). The save is the library's unit
+ * (ag_ckpt_save, ckpt_save.c): both are written into ckpt-<step>.tmp/, which is renamed whole;
+ * only then does DIR/latest move, so a kill at any instant leaves latest naming a complete
+ * checkpoint. Every step that changes the disk has its fault point. Whose a checkpoint is (its
+ * run_id, the checkpoint it follows) is read by the library's rules (ckpt_keep.c): a run
+ * removes its own superseded checkpoints and nothing else, a lost latest is found again on a
+ * resume, and no run is made inside another. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "train.h"
 #include "train_impl.h"
 
@@ -26,6 +25,7 @@
 
 static const char *const files[] = {MODEL_FILE, STATE_FILE, NULL};
 static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err);   /* whose a checkpoint is (below) */
+static const ag_ckpt_kind kind = {.files = files, .identify = identify};
 
 /* dir/name/file in path [PATHLEN] (file NULL: dir/name); false with err set if too long. */
 static bool path3(char *path, const char *dir, const char *name, const char *file, ag_error *err)
@@ -64,74 +64,30 @@ static ag_status write_files(const char *tmp, const ag_train_client *c, const ag
     return s;
 }
 
-/* DIR/<which>'s name in name [64], or "" when there is none. */
-static void pointer_or_none(const char *dir, const char *which, char *name)
+/* What write_files writes: the client's weights and the loop's state. */
+typedef struct {
+    const ag_train_client *c;
+    const ag__loop_state *st;
+} save_of;
+
+static ag_status write_save(const char *tmp, void *user, ag_error *err)
 {
-    ag_error ignored = {0};
-    if (ag_ckpt_pointer(dir, which, name, &ignored)) name[0] = '\0';
+    const save_of *w = user;
+    return write_files(tmp, w->c, w->st, err);
 }
 
-/* final, DIR/ckpt-<step>, where a save of st is about to put its checkpoint, cleared when it
- * is this run's to replace (an older try of this step, or a stale link); AG_ERR_IO when it holds
- * anything else (another run's checkpoint, a user's directory), which stays. */
-static ag_status clear_for(const char *final, const ag__loop_state *st, ag_error *err)
+ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag__loop_state *st,
+                        bool is_best, char *name, ag_error *err)
 {
-    struct stat sb;
-    ag_ckpt_id id;
-    ag_error ignored = {0};
-    if (lstat(final, &sb) != 0) return AG_OK;
-    if (S_ISLNK(sb.st_mode) || (identify(final, &id, &ignored) == AG_OK &&
-                                ag_ckpt_superseded(&id, st->run_id, st->step, st->prev_hash))) {
-        ag_ckpt_remove_dir(final, files);
-        return AG_OK;
-    }
-    return ag_seterr(err, AG_ERR_IO, "%s: cannot save step %ld there: it is not this run's to remove (another "
-                     "run's checkpoint, or a directory of yours); move it away and --resume", final, st->step);
-}
-
-/* ckpt-<step>.tmp made afresh, the files written into it, renamed to ckpt-<step> (a leftover of
- * that name, this run's, which neither latest nor best can name, since they are older, goes
- * first). */
-static ag_status write_dir(const char *dir, const char *name, const ag_train_client *c, const ag__loop_state *st,
-                           ag_error *err)
-{
-    char final[PATHLEN], tmp[PATHLEN + 8];
-    if (!path3(final, dir, name, NULL, err)) return AG_ERR_ARG;
-    if (clear_for(final, st, err)) return AG_ERR_IO;
-    snprintf(tmp, sizeof tmp, "%s.tmp", final);
-    ag_ckpt_remove_dir(tmp, files);   /* a killed save's leftover */
-    ag_fault("mkdir", tmp);
-    if (mkdir(tmp, 0777) != 0) return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    ag_status s = write_files(tmp, c, st, err);
-    if (s == AG_OK) {
-        ag_fault("rename", final);
-        if (rename(tmp, final) != 0) s = ag_seterr(err, AG_ERR_IO, "%s: cannot rename %s to it: %s", final, tmp,
-                                                   strerror(errno));
-    }
-    if (s) ag_ckpt_remove_dir(tmp, files);
-    return s;
-}
-
-ag_status ag__loop_save(const char *dir, const ag_train_client *c, ag__loop_state *st, bool is_best, char *name,
-                        ag_error *err)
-{
-    char live[64], best[64];
     snprintf(name, 64, "ckpt-%08ld", st->step);
     if (ag_ckpt_check_finite(c->params, name, err)) return AG_ERR_NONFINITE;   /* the last good one stays */
-    pointer_or_none(dir, AG_CKPT_LATEST, live);
-    pointer_or_none(dir, AG_CKPT_BEST, best);
-    ag_status s = write_dir(dir, name, c, st, err);
-    if (s == AG_OK) s = ag_fsync_dir(dir, err);
-    bool committed = false, moved = false;
-    if (s == AG_OK) s = ag_ckpt_point(dir, AG_CKPT_LATEST, name, &committed, err);
-    if (s == AG_OK && is_best) s = ag_ckpt_point(dir, AG_CKPT_BEST, name, &moved, err);
-    if (!committed) return s;
-    st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
-    const char *now_best = moved ? name : best;
-    const char *was[] = {live, best};
-    for (int i = 0; i < 2; i++)   /* the checkpoints nothing names any more */
-        if (was[i][0] && strcmp(was[i], name) != 0 && strcmp(was[i], now_best) != 0 && (i == 0 || strcmp(best, live)))
-            ag_ckpt_remove(dir, was[i], files);
+    save_of w = {c, st};
+    const ag_ckpt_save_opts o = {.iter = st->step, .run_id = st->run_id, .prev = st->prev_hash,
+                                 .best_iter = st->best_step, .is_best = is_best, .write = write_save, .user = &w,
+                                 .lock = lock, .count = "step"};
+    bool committed = false;
+    ag_status s = ag_ckpt_save(dir, &kind, &o, name, &committed, err);
+    if (committed) st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
     return s;
 }
 
@@ -189,11 +145,11 @@ static ag_status read_state(const ag_st_file *f, const char *path, ag__loop_stat
     return read_losses(f, path, st, err);
 }
 
-/* model.safetensors of DIR/name into c->params; its step in *step. */
-static ag_status load_model(const char *dir, const char *name, const ag_train_client *c, long *step, ag_error *err)
+/* model.safetensors of the checkpoint directory where into c->params; its step in *step. */
+static ag_status load_model(const char *where, const ag_train_client *c, long *step, ag_error *err)
 {
     char path[PATHLEN];
-    if (!path3(path, dir, name, MODEL_FILE, err)) return AG_ERR_ARG;
+    if (!path3(path, where, MODEL_FILE, NULL, err)) return AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return err->status ? err->status : AG_ERR_IO;
     const char *model = meta(f, path, "model", err), *at = model ? meta(f, path, "step", err) : NULL;
@@ -208,14 +164,15 @@ static ag_status load_model(const char *dir, const char *name, const ag_train_cl
 
 ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err)
 {
-    char name[64], path[PATHLEN];
+    char name[64], where[PATHLEN], path[PATHLEN];
     ag_error why = {0};
     if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why))
         return ag_seterr(err, AG_ERR_ARG, "%s has no checkpoint to resume (%s); start without --resume", dir, why.msg);
     long model_step = -1;
     uint64_t hash = 0;
-    ag_status s = load_model(dir, name, c, &model_step, err);
-    if (s || !path3(path, dir, name, STATE_FILE, err)) return s ? s : AG_ERR_ARG;
+    if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    ag_status s = load_model(where, c, &model_step, err);
+    if (s || !path3(path, where, STATE_FILE, NULL, err)) return s ? s : AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return err->status ? err->status : AG_ERR_IO;
     s = read_state(f, path, st, &hash, err);
@@ -229,11 +186,22 @@ ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_stat
     return s;
 }
 
+/* ag_train_load's reading of the directory found (ag_ckpt_read). */
+typedef struct {
+    const ag_train_client *c;
+    long *step;
+} load_of;
+
+static ag_status read_weights(const char *where, void *user, ag_error *err)
+{
+    const load_of *l = user;
+    return load_model(where, l->c, l->step, err);
+}
+
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err)
 {
-    char name[64];
-    ag_status s = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, err);
-    return s ? s : load_model(dir, name, c, step, err);
+    load_of l = {c, step};
+    return ag_ckpt_read(dir, AG_CKPT_LATEST, &kind, read_weights, &l, NULL, 0, err);
 }
 
 // --- whose a checkpoint is (ckpt_keep.c's rules, with this loop's files) ---
@@ -267,15 +235,13 @@ static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
     return ag_ckpt_identify_pair(path, MODEL_FILE, STATE_FILE, identify_pair, id, err);
 }
 
-static const ag_ckpt_kind kind = {.files = files, .identify = identify};
-
 ag_status ag__loop_outside_runs(const char *dir, ag_error *err)
 {
     return ag_ckpt_outside_runs(dir, &kind, err);
 }
 
-/* "warning: <what>" on log (NULL: none). */
-static void warn(FILE *log, const char *what)
+/* "warning: <what>" on log (a FILE *; NULL: none). */
+static void warn(void *log, const char *what)
 {
     if (!log) return;
     fprintf(log, "warning: %s\n", what);
@@ -319,14 +285,8 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
 ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
                         ag_error *err)
 {
-    char left[1024], note[PATHLEN + 1200], msg[1200];
     ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, err);
     if (s) return s;
-    ag_ckpt_clean(dir, &kind, 0, left, sizeof left, note, sizeof note);   /* what a killed run left */
-    if (note[0]) warn(o->log, note);   /* DIR/best written again */
-    if (left[0]) {
-        snprintf(msg, sizeof msg, "%s: left alone (not this run's to remove): %s", dir, left);
-        warn(o->log, msg);
-    }
+    ag_ckpt_tidy(dir, &kind, 0, warn, o->log);   /* what a killed run left */
     return AG_OK;
 }

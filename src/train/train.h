@@ -29,6 +29,10 @@
  *                                 whose checkpoints a run directory holds: a train removes its
  *                                 own superseded ones and nothing else, a lost latest is found
  *                                 again, no run inside another (ckpt_keep.c)
+ *   ag_ckpt_save, ag_ckpt_resolve, ag_ckpt_read
+ *                                 the save of a checkpoint as one unit, and the directory a
+ *                                 reader finds one in (read again when the writer moved on),
+ *                                 for any program's files (ckpt_save.c)
  *   ag_dynamics                   how a step moves each group of weights (dynamics.c)
  *   ag_dynamics_log, ag_plot_dynamics
  *                                 --log-dynamics: DIR/dynamics.csv and dynamics.png, per layer
@@ -254,6 +258,8 @@ typedef struct {
     /* With legacy: the run_id and iter of one older layout's file (a kill may leave one of the
      * two); false when it is not one. */
     bool (*file_id)(const char *path, ag_ckpt_id *id);
+    const char *pick_flag;        /* the program's flag that names a checkpoint directory to read
+                                     ("--ckpt"), for ag_ckpt_resolve's messages; NULL: none */
 } ag_ckpt_kind;
 
 /* The identity of the checkpoint directory path whose weights and state are the safetensors
@@ -284,6 +290,11 @@ int ag_ckpt_list(const char *dir, char *buf, size_t n);
  * best that names nothing and no best known: removed. Anything else stays, named in left [n]
  * ("" if none) for a warning. Failures are ignored (the next run tries again). Hold DIR's lock. */
 void ag_ckpt_clean(const char *dir, const ag_ckpt_kind *k, uint64_t also, char *left, size_t n, char *note, size_t nn);
+/* ag_ckpt_clean at a train's start, what it found said in lines for warnings: warn(user, line)
+ * with the note on DIR/best, then "DIR: left alone (not this run's to remove): <what>" when
+ * anything stays. */
+void ag_ckpt_tidy(const char *dir, const ag_ckpt_kind *k, uint64_t also, void (*warn)(void *user, const char *line),
+                  void *user);
 /* The run's best checkpoint as ag_ckpt_clean finds it, its name in name [64]; what is wrong
  * with DIR/best in why [96] ("was missing", "named ckpt-..., not the best"; "" when it names
  * that one, or lags as a kill between the two commits leaves it). false when there is no live
@@ -301,6 +312,60 @@ int ag_ckpt_drop_orphans(const char *dir, const ag_ckpt_kind *k, uint64_t origin
 /* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
  * of its ckpt-N: a run is changed only by its own train. */
 ag_status ag_ckpt_outside_runs(const char *out, const ag_ckpt_kind *k, ag_error *err);
+
+// --- saving a checkpoint, and finding one to read, for any ag_ckpt_kind (ckpt_save.c) ---
+
+/* What a save writes, and whose it is (ag_ckpt_superseded's terms). */
+typedef struct {
+    long iter;          /* its iteration: it goes to DIR/ckpt-<iter> (8 digits at least) */
+    uint64_t run_id;    /* the run saving it */
+    uint64_t prev;      /* the model_hash of the run's checkpoint before it (0: none) */
+    long best_iter;     /* the run's best evaluation so far (-1: none): that checkpoint is kept
+                           whatever DIR/best says */
+    bool is_best;       /* DIR/best := the new one, once latest names it */
+    bool second_name;   /* ckpt-<iter>-b where ckpt-<iter> is the live or the best one or not the
+                           run's to clear away (char_lm); without it that is an error */
+    bool sync_point;    /* a fault point ("fsync dir") before the fsync of DIR that follows the
+                           rename: char_lm's crash test counts it, ag_train_run's has none */
+    /* Writes the checkpoint's files (k->files) into the new directory tmp, whole (ag_st_save
+     * has the fault points); AG_OK only when all are written. */
+    ag_status (*write)(const char *tmp, void *user, ag_error *err);
+    void *user;
+    const ag_lock *lock;   /* DIR's lock, held (NULL: none): the save goes into the locked
+                              directory wherever it is now (ag_lock_via), never into one made at
+                              DIR's path after the run started (issue 35); a DIR moved meanwhile
+                              is AG_ERR_IO after the save, saying where it went */
+    const char *count;     /* what iter counts, in that message: "step" (NULL: "iteration") */
+} ag_ckpt_save_opts;
+
+/* A checkpoint of kind k saved into DIR as one unit: its files written by o->write into
+ * DIR/<name>.tmp/ (made afresh; "<name>.tmp.<pid>" where a user's directory has that name),
+ * renamed to DIR/<name>, DIR fsync'ed, DIR/latest moved to it (the commit), DIR/best too with
+ * o->is_best; then the checkpoints that were live and best, if the run's, superseded and no
+ * longer named, are removed, and with k->legacy the older layout's files in DIR, if the run's.
+ * A fault point (ag_fault) before every step that changes the disk. Its name in name [64];
+ * *committed once DIR/latest names it (even when what follows failed). On a failure before
+ * the commit nothing new stays and latest names what it named. The weights' check for NaN
+ * (ag_ckpt_check_finite) is the caller's, before. Hold DIR's lock (o->lock). Messages name DIR
+ * as given, never the path through the lock. */
+ag_status ag_ckpt_save(const char *dir, const ag_ckpt_kind *k, const ag_ckpt_save_opts *o, char *name,
+                       bool *committed, ag_error *err);
+/* The directory that holds the files of DIR's checkpoint <which> (AG_CKPT_LATEST or
+ * AG_CKPT_BEST), in buf [n], for a reader: what DIR/<which> names; for best, the run's best
+ * found from the live checkpoint (as ag_ckpt_clean finds it), what was wrong with DIR/best in
+ * note [nn] ("" if nothing; note may be NULL); without a latest, DIR itself when it holds
+ * k->files[0] (the older layout, or a ckpt-N given directly) or is no directory (the reader
+ * then says what is wrong). Otherwise an error in one line saying what DIR holds. */
+ag_status ag_ckpt_resolve(const char *dir, const char *which, const ag_ckpt_kind *k, char *buf, size_t n, char *note,
+                          size_t nn, ag_error *err);
+/* A reader's load of DIR's checkpoint <which>, without DIR's lock: ag_ckpt_resolve, then
+ * read(where, user, err) on the directory found; when that fails and DIR/<which> has moved on
+ * meanwhile (the writer committed a newer checkpoint and removed this one), again with the
+ * newer one (5 tries at most). note as ag_ckpt_resolve's (the last try's); err: read's or
+ * ag_ckpt_resolve's message. */
+ag_status ag_ckpt_read(const char *dir, const char *which, const ag_ckpt_kind *k,
+                       ag_status (*read)(const char *where, void *user, ag_error *err), void *user, char *note,
+                       size_t nn, ag_error *err);
 
 // --- training dynamics (dynamics.c) ---
 
@@ -537,12 +602,15 @@ typedef struct {
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
  * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
- * is NaN) are a status and one line in err; the last checkpoint stays. DIR is kept by the
+ * is NaN) are a status and one line in err; the last checkpoint stays. A checkpoint goes into the
+ * directory locked at the start even when DIR was moved meanwhile (`mv DIR DIR.old`): the run
+ * then stops with AG_ERR_IO saying where it went, nothing written into a new DIR. DIR is kept by the
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
 /* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
- * for a program's eval or sample. A checkpoint of another model is AG_ERR_FORMAT. */
+ * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
+ * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
 
 // --- what flows through a model, --log-activations (activations.c, lesson 14) ---

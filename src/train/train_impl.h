@@ -34,9 +34,10 @@ typedef struct {
 } ag__loop_state;
 
 /* DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
- * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64]. */
-ag_status ag__loop_save(const char *dir, const ag_train_client *c, ag__loop_state *st, bool is_best, char *name,
-                        ag_error *err);
+ * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64].
+ * Into the directory lock holds, wherever it is now: a DIR moved meanwhile is AG_ERR_IO. */
+ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag__loop_state *st,
+                        bool is_best, char *name, ag_error *err);
 /* AG_ERR_ARG when DIR lies inside another run's directory (ag_ckpt_outside_runs). */
 ag_status ag__loop_outside_runs(const char *dir, ag_error *err);
 /* The locked DIR opened for the run: with o->resume a lost latest recovered (a warning on

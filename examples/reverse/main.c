@@ -59,9 +59,9 @@ static bool held_out(const int *s, int len)
     return len >= 3 && h % 8 == 0;
 }
 
-/* Strings from rng into rows [first, first + n) of b, its last: training ones (any length, not
- * held out), or held-out ones (3 letters or more: the short ones, trained on, would flatter the
- * score). */
+/* Strings from rng into rows [first, first + n) of b, which then holds first + n: training ones
+ * (any length, not held out), or held-out ones (3 letters or more: the short ones, trained on,
+ * would flatter the score). */
 static void draw(batch *b, int first, int n, ag_rng *rng, bool held)
 {
     b->n = first + n;
@@ -173,7 +173,7 @@ static int exact(const ag_tensor *logits, const batch *b, long *hits)
     return right;
 }
 
-/* The held-out set, the same strings every time: mean loss, exact matches, letters right. */
+/* The held-out set, the same strings every time: mean loss, exact matches, R->per_letter. */
 static ag_status evaluate(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
 {
     reverser *R = user;

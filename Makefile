@@ -449,18 +449,19 @@ $(B)/one_step: $(B)/f32/examples/one_step/main.o $(B)/f32/examples/one_step/load
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 
 # --- examples/reverse: a Transformer encoder reverses strings, on the library's trainer alone
-# (ag_train_run, src/train/train.h); tests/test_reverse.c runs it as a child ---
+# (ag_train_run, src/train/train.h), served by the library's serve; tests/test_reverse.c runs it
+# as a child ---
 $(B)/reverse: $(B)/f32/examples/reverse/main.o $(LIB32)
-	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # over MPI (docs/distributed.md): `mpirun -np N build/reverse_mpi train ...`, the same main.o
 $(B)/reverse_mpi: $(B)/f32/examples/reverse/main.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 # the same program as another commit would be, for test-mpi's mixed job (the library's handshake)
 $(B)/f32/examples/reverse/main_other.o: examples/reverse/main.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -DAG_COMMIT='"0.0-other"' -c $< -o $@
 $(B)/reverse_mpi_other: $(B)/f32/examples/reverse/main_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
-	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
+	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
 # --- examples/attention_demo: attention step by step on a 4-token example (no arguments) ---
 $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
@@ -468,8 +469,8 @@ $(B)/attention_demo: $(B)/f32/examples/attention_demo/main.o $(LIB32)
 
 # --- serve ---
 # the library's serve (src/serve/serve.h, docs/serve.md): HTTP by libmicrohttpd, in the archive's
-# http.o, which only a program that calls ag_serve_run pulls in (char_lm, the tests): they link
-# SERVE_LIBS, the others need not (reverse, one_step, ...; the .pc file's Libs.private). The
+# http.o, which only a program that calls ag_serve_run pulls in (char_lm, reverse, the tests):
+# they link SERVE_LIBS, the others need not (one_step, ...; the .pc file's Libs.private). The
 # page (src/serve/web/) is embedded as C arrays by tools/embed_web.sh.
 SERVE_LIBS = $(call once,SERVE_LIBS,pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 WEB_FILES := $(sort $(wildcard src/serve/web/*))

@@ -1,15 +1,18 @@
 /* proc.c -- char_lm as a subprocess, and file-tree snapshots (see proc.h). */
+#include <arpa/inet.h>
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -609,4 +612,67 @@ const char *proc_find_tmp(const char *root)
     }
     proc_snapshot_free(&s);
     return hit;
+}
+
+// --- a serve child and HTTP/1.0 calls to it ---
+
+int proc_wait_port(pid_t pid, const char *out)
+{
+    double t0 = ag_now_s();
+    while (ag_now_s() - t0 < proc_timeout(NULL)) {
+        char *text = proc_read_file(out, NULL);
+        const char *at = text ? strstr(text, "http://127.0.0.1:") : NULL;
+        int p = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
+        free(text);
+        if (p > 0) return p;
+        ck_assert_msg(proc_running(pid), "serve ended before printing its URL");
+        nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+    }
+    ck_abort_msg("serve printed no URL");
+    return 0;
+}
+
+void proc_send_all(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        ck_assert_msg(w > 0, "write to serve failed");
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+int proc_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "cannot connect to serve");
+    return fd;
+}
+
+proc_reply proc_http(int port, const char *host, const char *method, const char *path, const char *body)
+{
+    int fd = proc_connect(port);
+    char head[512];
+    size_t bn = body ? strlen(body) : 0;
+    int hn = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n", method, path, host, bn);
+    proc_send_all(fd, head, (size_t)hn);
+    if (bn) proc_send_all(fd, body, bn);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ssize_t got;
+    while (buf && (got = read(fd, buf + len, cap - len - 1)) > 0)
+        if ((len += (size_t)got) + 1 == cap) buf = realloc(buf, cap *= 2);
+    close(fd);
+    ck_assert_ptr_nonnull(buf);
+    buf[len] = '\0';
+    proc_reply r = { 0, NULL };
+    ck_assert_msg(sscanf(buf, "HTTP/1.%*d %d", &r.status) == 1, "no status line: %.80s", buf);
+    char *at = strstr(buf, "\r\n\r\n");
+    ck_assert_ptr_nonnull(at);
+    r.body = strdup(at + 4);
+    free(buf);
+    return r;
 }

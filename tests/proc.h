@@ -122,4 +122,23 @@ char *proc_metrics_losses(const char *dir);
 /* The first path under root whose name contains ".tmp", or NULL (a static buffer). */
 const char *proc_find_tmp(const char *root);
 
+// --- a serve child (char_lm serve, reverse serve) and HTTP/1.0 calls to it on 127.0.0.1 ---
+
+/* The port in the "http://127.0.0.1:PORT/" line the child pid writes into the file out, waiting
+ * for it; fails the test when pid ends first or no line comes in proc_timeout. */
+int proc_wait_port(pid_t pid, const char *out);
+/* A socket connected to 127.0.0.1:port (fails the test when it cannot). */
+int proc_connect(int port);
+/* Writes s [n] whole to fd (fails the test when it cannot). */
+void proc_send_all(int fd, const char *s, size_t n);
+
+typedef struct {
+    int status;
+    char *body;   /* malloc'd, NUL-terminated */
+} proc_reply;
+
+/* METHOD path, its body a JSON text (or NULL), with a Host header host, over HTTP/1.0 (the
+ * answer ends when the server closes): the status and the body. Free r.body. */
+proc_reply proc_http(int port, const char *host, const char *method, const char *path, const char *body);
+
 #endif

@@ -6,13 +6,15 @@
  *            match of 0.03 or more (0.084 measured; chance is 26^-3 or less) and 0.4 of the
  *            letters right (0.53); the same model without the key-padding mask reaches 0.001
  *            and 0.24 (0.0005 and 0.24 after 1000 steps: the padded slots hold random letters,
- *            so without the mask the string's length is lost).
+ *            so without the mask the string's length is lost). `reverse serve` on that run
+ *            answers each string of its card's sample as the card does.
  *   kill     a run killed by SIGKILL (REVERSE_FAULT, at points inside its checkpoints, and at a
  *            random instant) resumes with --resume and ends at the same step with exactly the
  *            weights and optimizer state of a run that was never killed.
  *   signal   SIGTERM ends a run with a checkpoint and exit 143; a --time-budget ends in time.
- *   errors   bad flags, a second fresh run over a run, a --resume with nothing to resume, a
- *            --grad-accum that does not divide the batch: one line and a non-zero exit.
+ *   errors   bad flags (the trainer's, ag_train_flag's, and serve's), a second fresh run over a
+ *            run, a --resume with nothing to resume, a --grad-accum that does not divide the
+ *            batch: one line and a non-zero exit.
  *   run dir  the library's rules for a run directory (ckpt_keep.c), which the trainer gives any
  *            program: a latest deleted by hand is found again by --resume, which says so; a
  *            run removes its own superseded checkpoints and nothing else (another run's
@@ -78,6 +80,42 @@ static double eval_figure(const char *dir, const char *what)
     return v;
 }
 
+/* `reverse serve` on the run dir, asked as a browser asks: the run at its step (iter), and each
+ * string of the card's sample (the same weights, another batch) answered as the card answers
+ * it, letter by letter; a prompt not of letters a-z refused with 400; SIGTERM ends it, 143. */
+static void serve_answers(const char *dir, const char *iter)
+{
+    pid_t pid = proc_start(root, A("serve", "--run", dir, "--port", "0"), proc_path(root, "serve"), NULL);
+    int port = proc_wait_port(pid, proc_path(root, "serve.out"));
+    proc_reply r = proc_http(port, "127.0.0.1", "GET", "/api/run", NULL);
+    ck_assert_msg(r.status == 200 && strstr(r.body, iter), "/api/run: %d %.300s", r.status, r.body);
+    free(r.body);
+    char *md = proc_read_file(proc_path(proc_path(root, dir), "report.md"), NULL);
+    const char *line = md ? strstr(md, "## Sample\n\n") : NULL;
+    ck_assert_msg(line != NULL, "no sample in %s/report.md", dir);
+    line += strlen("## Sample\n\n");
+    for (int k = 0; k < 4; k++, line = strchr(line, '\n') + 1) {
+        char in[16], out[16], ask[96], want[64];
+        ck_assert_msg(sscanf(line, "    %15s -> %15s", in, out) == 2, "sample line %d: %.80s", k, line);
+        snprintf(ask, sizeof ask, "{\"prompt\": \"%s\", \"stream\": false}", in);
+        snprintf(want, sizeof want, "\"text\":\"%s\"", out);
+        r = proc_http(port, "127.0.0.1", "POST", "/api/sample", ask);
+        ck_assert_msg(r.status == 200 && strstr(r.body, want), "%s: the card answers %s, serve %d %.300s", in, out,
+                      r.status, r.body);
+        free(r.body);
+    }
+    free(md);
+    r = proc_http(port, "127.0.0.1", "POST", "/api/sample", "{\"prompt\": \"abC\"}");
+    ck_assert_msg(r.status == 400 && strstr(r.body, "1 to 12 letters a-z"), "abC: %d %.300s", r.status, r.body);
+    free(r.body);
+    kill(pid, SIGTERM);
+    proc_result pr;
+    proc_wait(pid, proc_path(root, "serve"), NULL, &pr);
+    ck_assert_msg(pr.exited && pr.code == 143 && pr.err_len == 0, "serve after SIGTERM: %s: %s", proc_status_str(&pr),
+                  pr.err);
+    proc_result_free(&pr);
+}
+
 START_TEST(learns)
 {
     proc_result r;
@@ -91,6 +129,7 @@ START_TEST(learns)
     struct stat sb;
     ck_assert_msg(stat(proc_path(root, "a/metrics.csv"), &sb) == 0 && stat(proc_path(root, "a/best"), &sb) == 0,
                   "metrics.csv or best missing");
+    serve_answers("a", "\"iter\":300,");
 }
 END_TEST
 
@@ -400,7 +439,11 @@ START_TEST(bad_inputs)
 {
     const struct { const char *const *args; int code; const char *says; } cases[] = {
         {A("train"), 2, "--out DIR is required"},
-        {A("fly", "--out", "x"), 2, "the command is train or eval"},
+        {A("fly", "--out", "x"), 2, "the command is train, eval or serve"},
+        {A("eval", "--out", "x", "--steps", "3"), 2, "bad argument '--steps'"},
+        {A("train", "--out", "x", "--grad-accum", "65"), 2, "bad argument '--grad-accum': 65"},
+        {A("serve", "--port", "1"), 2, "--run is required"},
+        {A("serve", "--run", "none"), 1, "none"},
         {A("train", "--out", "x", "--steps", "ten"), 2, "bad argument '--steps'"},
         {A("train", "--out", "x", "--steps"), 2, "(it needs a value)"},
         {A("eval", "--out", "none"), 1, "cannot open"},

@@ -6,17 +6,14 @@
  * SIGTERM then ends it with 143. Under $CHAR_LM_WRAP (valgrind) the same calls run, slower.
  * The library's serve (src/serve/serve.h) is also run in this process with a model of the
  * test's own, which has no attention: what any other program gets. */
-#include <arpa/inet.h>
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +21,6 @@
 #include "attn_heads.h"
 #include "proc.h"
 #include "train/train.h"
-#include "tensor/debug.h"   /* ag_now_s */
 #include "tcases.h"
 
 static char root[64];
@@ -33,23 +29,6 @@ static int port;
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define PROMPT "the old king"
-
-/* The port in "char_lm serve: http://127.0.0.1:PORT/ ...", waiting for the line. */
-static int wait_port(const char *io)
-{
-    double t0 = ag_now_s();
-    while (ag_now_s() - t0 < proc_timeout(NULL)) {
-        char *out = proc_read_file(proc_path(root, io), NULL);
-        const char *at = out ? strstr(out, "http://127.0.0.1:") : NULL;
-        int p = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
-        free(out);
-        if (p > 0) return p;
-        ck_assert_msg(proc_running(server), "serve ended before printing its URL");
-        nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
-    }
-    ck_abort_msg("serve printed no URL");
-    return 0;
-}
 
 static void serve_setup(void)
 {
@@ -66,7 +45,7 @@ static void serve_setup(void)
     ck_assert_msg(r.exited && r.code == 0, "train: %s: %s", proc_status_str(&r), r.err);
     proc_result_free(&r);
     server = proc_start(root, A("serve", "--run", "run", "--port", "0"), proc_path(root, "serve"), NULL);
-    port = wait_port("serve.out");
+    port = proc_wait_port(server, proc_path(root, "serve.out"));
 }
 
 static void serve_teardown(void)
@@ -82,54 +61,11 @@ static void serve_teardown(void)
 
 // --- a client: HTTP/1.0, so the answer ends when the server closes ---
 
-typedef struct {
-    int status;
-    char *body;   /* malloc'd, NUL-terminated */
-} reply;
-
-static void send_all(int fd, const char *s, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, s, n);
-        ck_assert_msg(w > 0, "write to serve failed");
-        s += w;
-        n -= (size_t)w;
-    }
-}
-
-static int connect_server(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "cannot connect to serve");
-    return fd;
-}
+typedef proc_reply reply;
 
 static reply http_as(const char *host, const char *method, const char *path, const char *body)
 {
-    int fd = connect_server();
-    char head[512];
-    size_t bn = body ? strlen(body) : 0;
-    int hn = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\n\r\n", method, path, host, bn);
-    send_all(fd, head, (size_t)hn);
-    if (bn) send_all(fd, body, bn);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    ssize_t got;
-    while (buf && (got = read(fd, buf + len, cap - len - 1)) > 0)
-        if ((len += (size_t)got) + 1 == cap) buf = realloc(buf, cap *= 2);
-    close(fd);
-    ck_assert_ptr_nonnull(buf);
-    buf[len] = '\0';
-    reply r = { 0, NULL };
-    ck_assert_msg(sscanf(buf, "HTTP/1.%*d %d", &r.status) == 1, "no status line: %.80s", buf);
-    char *at = strstr(buf, "\r\n\r\n");
-    ck_assert_ptr_nonnull(at);
-    r.body = strdup(at + 4);
-    free(buf);
-    return r;
+    return proc_http(port, host, method, path, body);
 }
 
 static reply http(const char *method, const char *path, const char *body)
@@ -404,12 +340,12 @@ START_TEST(page_and_clients_that_leave)
         ck_assert_msg(r.status == 200 && strlen(r.body) > 100, "%s: %d", files[i], r.status);
         free(r.body);
     }
-    int half = connect_server();   /* half a request, then gone */
-    send_all(half, "POST /api/sample HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro", 55);
+    int half = proc_connect(port);   /* half a request, then gone */
+    proc_send_all(half, "POST /api/sample HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro", 55);
     close(half);
-    int gone = connect_server();   /* a long stream, read a little, then gone */
+    int gone = proc_connect(port);   /* a long stream, read a little, then gone */
     const char *req = "POST /api/sample HTTP/1.0\r\nContent-Length: 30\r\n\r\n{\"prompt\": \"the a\", \"n\": 2000}";
-    send_all(gone, req, strlen(req));
+    proc_send_all(gone, req, strlen(req));
     char buf[256];
     ck_assert(read(gone, buf, sizeof buf) > 0);
     close(gone);

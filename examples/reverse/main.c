@@ -6,18 +6,14 @@
  * micro-batches) is ag_train_run's (src/train/train.h); this file is the task, the model and
  * the command line.
  *
- *   build/reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] [--every N]
- *                       [--log-dynamics]   per layer: gradient norms, update/weight ratios
- *                       [--grad-accum K]   each step's 64 strings as K micro-batches
- *                       [--log-activations] per layer at each evaluation: the stream, MLP inputs, scores
- *                       [--lr-find LO]     the range test: lr from LO up to 3e-3 over the steps
+ *   build/reverse train --out DIR [flags]   the trainer's (ag_train_flag): --steps N, --resume, ...
  *   build/reverse eval --out DIR       exact-match accuracy on held-out strings
+ *   build/reverse serve --run DIR      the library's page and API (serve.h): type a string, see it reversed
  *   mpirun -np N build/reverse_mpi train ...   the same run, each step's strings over N ranks
  *
  * The padded slots hold random letters, not a padding token: a batch buffer holds whatever was
  * there before, and so nothing but the mask tells the model where a string ends. Without the
  * mask the length, and so the answer, is lost (tests/test_reverse.c checks that it matters). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +45,7 @@ typedef struct {
     ag_linear_layer head;     /* C -> V */
     batch b;
     int eval_batches;         /* the held-out set: eval_batches x EVAL_B strings */
+    double per_letter;        /* the last evaluation's share of the letters right */
 } reverser;
 
 // --- the task ---
@@ -62,25 +59,23 @@ static bool held_out(const int *s, int len)
     return len >= 3 && h % 8 == 0;
 }
 
-/* One string from rng into row i of b: a training one (any length, not held out), or a held-out
- * one (3 letters or more: the short ones, trained on, would flatter the score). */
-static void draw_one(batch *b, int i, ag_rng *rng, bool held)
+/* Strings from rng into rows [first, first + n) of b, which then holds first + n: training ones
+ * (any length, not held out), or held-out ones (3 letters or more: the short ones, trained on,
+ * would flatter the score). */
+static void draw(batch *b, int first, int n, ag_rng *rng, bool held)
 {
-    int *x = b->x + i * N, *y = b->y + i * N, len;
-    do {
-        len = 1 + (int)ag_rng_below(rng, N);
-        for (int t = 0; t < N; t++) x[t] = (int)ag_rng_below(rng, V);   /* the padding too */
-    } while (held_out(x, len) != held);
-    for (int t = 0; t < N; t++) {
-        y[t] = t < len ? x[len - 1 - t] : IGNORE;
-        b->real[i * N + t] = t < len;
+    b->n = first + n;
+    for (int i = first; i < first + n; i++) {
+        int *x = b->x + i * N, *y = b->y + i * N, len;
+        do {
+            len = 1 + (int)ag_rng_below(rng, N);
+            for (int t = 0; t < N; t++) x[t] = (int)ag_rng_below(rng, V);   /* the padding too */
+        } while (held_out(x, len) != held);
+        for (int t = 0; t < N; t++) {
+            y[t] = t < len ? x[len - 1 - t] : IGNORE;
+            b->real[i * N + t] = t < len;
+        }
     }
-}
-
-static void draw(batch *b, int n, ag_rng *rng, bool held)
-{
-    b->n = n;
-    for (int i = 0; i < n; i++) draw_one(b, i, rng, held);
 }
 
 // --- the model: embeddings, LAYERS encoder blocks (no causal mask), a head per position ---
@@ -105,15 +100,15 @@ static ag_status model_init(reverser *R, uint64_t seed, ag_error *err)
     return AG_OK;
 }
 
-/* b's strings [first, first + n) -> logits [n,N,V], each letter attending to the letters of
- * its string only. */
-static ag_tensor *forward(const reverser *R, ag_ctx *ctx, const batch *b, int first, int n)
+/* n strings, letters x [n,N] and key-padding mask real [n,N] (a batch's rows) -> logits [n,N,V],
+ * each letter attending to the letters of its string only. */
+static ag_tensor *forward(const reverser *R, ag_ctx *ctx, const int *x, const ag_real *real, int n)
 {
     ag_tensor *kp = ag_tensor_new2(ctx, n, N);                                      // [n,N]
     if (!kp) return NULL;
-    memcpy(kp->data, b->real + first * N, sizeof(ag_real) * (size_t)n * N);
+    memcpy(kp->data, real, sizeof(ag_real) * (size_t)n * N);
     const ag_forward_opts fo = {.key_padding = kp};
-    ag_tensor *h = ag_embedding_layer_forward(ctx, &R->tok, b->x + first * N, n, N); // [n,N,C]
+    ag_tensor *h = ag_embedding_layer_forward(ctx, &R->tok, x, n, N);               // [n,N,C]
     h = ag_add(ctx, h, R->pos);                                                     // [n,N,C] + [N,C]
     for (int l = 0; l < LAYERS; l++) h = ag_block_forward(ctx, &R->blocks[l], h, NULL, 0, &fo);   // [n,N,C]
     h = ag_layernorm_layer_forward(ctx, &R->ln_f, h);                               // [n,N,C]
@@ -138,7 +133,7 @@ static int letters(const batch *b, int first, int n)
 static ag_status train_draw(void *user, ag_rng *rng, ag_error *err)
 {
     (void)err;
-    draw(&((reverser *)user)->b, TRAIN_B, rng, false);   /* the whole batch, on every rank */
+    draw(&((reverser *)user)->b, 0, TRAIN_B, rng, false);   /* the whole batch, on every rank */
     return AG_OK;
 }
 
@@ -148,7 +143,7 @@ static ag_status train_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **l
 {
     reverser *R = user;
     mb->dloss = (ag_real)((double)letters(&R->b, mb->first, mb->b) / letters(&R->b, 0, TRAIN_B));
-    ag_tensor *logits = forward(R, ctx, &R->b, mb->first, mb->b);                    // [b,N,V]
+    ag_tensor *logits = forward(R, ctx, R->b.x + mb->first * N, R->b.real + mb->first * N, mb->b);   // [b,N,V]
     *loss = ag_cross_entropy_ignore(ctx, logits, R->b.y + mb->first * N, IGNORE);    // [1]
     return *loss ? AG_OK : ctx_failed(ctx, err);
 }
@@ -178,18 +173,18 @@ static int exact(const ag_tensor *logits, const batch *b, long *hits)
     return right;
 }
 
-/* The held-out set, the same strings every time: mean loss, exact matches, letters right. */
-static ag_status held_out_eval(reverser *R, ag_ctx *ctx, double *val, double *score, double *per_letter,
-                               ag_error *err)
+/* The held-out set, the same strings every time: mean loss, exact matches, R->per_letter. */
+static ag_status evaluate(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
 {
+    reverser *R = user;
     ag_rng rng;
     ag_rng_seed(&rng, 0x48454c44ull);   /* "HELD" */
     long right = 0, right_letters = 0, total = 0;
     double loss = 0;
     for (int k = 0; k < R->eval_batches; k++) {
         ag_ctx_reset(ctx);
-        draw(&R->b, EVAL_B, &rng, true);
-        ag_tensor *logits = forward(R, ctx, &R->b, 0, EVAL_B);                      // [n,N,V]
+        draw(&R->b, 0, EVAL_B, &rng, true);
+        ag_tensor *logits = forward(R, ctx, R->b.x, R->b.real, EVAL_B);             // [n,N,V]
         ag_tensor *l = ag_cross_entropy_ignore(ctx, logits, R->b.y, IGNORE);   // [1]
         if (!l) return ctx_failed(ctx, err);
         loss += (double)l->data[0];
@@ -198,14 +193,8 @@ static ag_status held_out_eval(reverser *R, ag_ctx *ctx, double *val, double *sc
     }
     *val = loss / R->eval_batches;
     *score = (double)right / (R->eval_batches * EVAL_B);
-    *per_letter = (double)right_letters / (double)total;
+    R->per_letter = (double)right_letters / (double)total;
     return AG_OK;
-}
-
-static ag_status evaluate(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
-{
-    double per_letter;
-    return held_out_eval(user, ctx, val, score, &per_letter, err);
 }
 
 /* For the report card: 4 held-out strings of 5 letters or more (a short one says little), each
@@ -215,95 +204,131 @@ static ag_status sample(void *user, ag_ctx *ctx, char **text, ag_error *err)
     reverser *R = user;
     ag_rng rng;
     ag_rng_seed(&rng, 0x53414d50ull);   /* "SAMP" */
-    R->b.n = 4;
     for (int i = 0; i < 4; i++)
-        do draw_one(&R->b, i, &rng, true);
+        do draw(&R->b, i, 1, &rng, true);
         while (!R->b.real[i * N + 4]);
-    ag_tensor *logits = forward(R, ctx, &R->b, 0, 4);                               // [4,N,V]
+    ag_tensor *logits = forward(R, ctx, R->b.x, R->b.real, 4);                      // [4,N,V]
     if (!logits) return ctx_failed(ctx, err);
     char *s = *text = malloc(4 * (2 * N + 16));
     if (!s) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     for (int i = 0; i < 4; i++) {
         char in[N + 1] = "", out[N + 1] = "";
         int len = 0;
+        bool right = true;
         for (; len < N && R->b.y[i * N + len] != IGNORE; len++) {
             in[len] = (char)('a' + R->b.x[i * N + len]);
             out[len] = (char)('a' + guess(logits, i, len));
+            right = right && out[len] == 'a' + R->b.y[i * N + len];
         }
-        bool right = true;
-        for (int t = 0; t < len; t++) right = right && out[t] == 'a' + R->b.y[i * N + t];
         s += sprintf(s, "%-12s -> %-12s %s\n", in, out, right ? "right" : "wrong");
     }
     return AG_OK;
 }
 
-// --- the command line ---
+// --- `reverse serve`: the library's page and API (src/serve/serve.h) over this model ---
 
-typedef struct {
-    bool train;
-    const char *out;
-    long steps;
-    double budget;
-    bool resume;
-    uint64_t seed;
-    long every;   /* evaluate and checkpoint every this many steps */
-    bool dynamics;  /* --log-dynamics: DIR/dynamics.csv every 10 steps, dynamics.png */
-    int grad_accum; /* --grad-accum K: micro-batches per step (and rank) */
-    bool activations; /* --log-activations: DIR/activations.csv at each evaluation, activations.png */
-    double lr_find;   /* --lr-find LO: the range test from LO up to LR (0: the schedule) */
-} cli;
-
-static int usage(const char *why)
+static void serve_free(void *user, void *model)
 {
-    fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [--steps N] [--time-budget S] [--resume] [--seed S] "
-            "[--every N] [--log-dynamics] [--log-activations] [--lr-find LO] [--grad-accum K]\n"
-            "       reverse eval --out DIR\n", why);
+    (void)user;
+    ag_params_free(((reverser *)model)->P);
+    free(model);
+}
+
+static void *serve_load(void *user, const char *dir, const char *ckpt, long *iter, ag_error *err)
+{
+    (void)user, (void)ckpt;   /* DIR/latest's weights: the checkpoint the server found there, or a newer one */
+    reverser *R = calloc(1, sizeof *R);
+    if (!R) return ag_seterr(err, AG_ERR_NOMEM, "out of memory"), NULL;
+    if (model_init(R, 1, err) == AG_OK &&
+        ag_train_load(dir, &(ag_train_client){.name = "reverse", .params = R->P}, iter, err) == AG_OK)
+        return R;
+    serve_free(NULL, R);
+    return NULL;
+}
+
+static int serve_check(void *model, const char *prompt, char *why, size_t n)
+{
+    (void)model;
+    if (*prompt && strlen(prompt) <= N && !prompt[strspn(prompt, "abcdefghijklmnopqrstuvwxyz")]) return 0;
+    return snprintf(why, n, "the prompt is a string of 1 to %d letters a-z", N), 400;
+}
+
+static void letter(const void *u, int id, char *out) { (void)u, out[0] = (char)('a' + id), out[1] = '\0'; }
+
+/* The prompt as the model reverses it: its letter at each position, with that position's
+ * distribution. Beside other requests on the same model: the letters and ctx are this one's. */
+static ag_status serve_sample(void *model, const ag_serve_req *r, ag_serve_sink *k, const volatile sig_atomic_t *stop,
+                              ag_error *err)
+{
+    int len = (int)strlen(r->prompt), x[N] = {0};
+    ag_real real[N] = {0};
+    for (int t = 0; t < len; t++) x[t] = r->prompt[t] - 'a', real[t] = 1;
+    ag_ctx *ctx = ag_ctx_new();
+    if (!ctx) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    ag_ctx_set_grad(ctx, false);
+    ag_tensor *logits = forward(model, ctx, x, real, 1);                            // [1,N,V]
+    ag_status s = logits ? AG_OK : ctx_failed(ctx, err);
+    for (int t = 0; s == AG_OK && t < len && t < r->n && !*stop; t++) {
+        char *tok = ag_serve_token(guess(logits, 0, t), logits->data + t * V, V, r, letter, NULL);
+        bool sent = tok && ag_serve_emit(k, tok);
+        free(tok);
+        if (!sent) break;
+    }
+    ag_ctx_free(ctx);
+    return s;
+}
+
+static int serve(int argc, char **argv)
+{
+    const ag_serve_client client = {.what = "sample", .load = serve_load, .free = serve_free, .check = serve_check,
+                                    .sample = serve_sample};
+    ag_serve_args a;
+    bool help;
+    int stopped_by = 0;
+    ag_error err = {0};
+    if (ag_serve_parse(&a, argc, argv, &help, &err) == AG_OK && help) return ag_serve_usage(stdout, &client), 0;
+    if (err.status == AG_OK) ag_serve_run(&client, &a, NULL, stdout, stderr, &stopped_by, &err);
+    if (err.status) fprintf(stderr, "reverse: %s\n", err.msg);
+    return err.status == AG_ERR_ARG ? 2 : err.status ? 1 : stopped_by ? 128 + stopped_by : 0;
+}
+
+// --- the command line: the trainer's flags are the library's (ag_train_flag, train.h) ---
+
+static int usage(const char *why, const ag_train_opts *defaults)
+{
+    char flags[2048];
+    ag_train_flags_usage(defaults, flags, sizeof flags);
+    fprintf(stderr, "reverse: %s\nusage: reverse train --out DIR [flags]\n       reverse eval --out DIR\n"
+            "       reverse serve --run DIR [--port N] [--host H]\nthe flags of train:\n%s", why, flags);
     return 2;
 }
 
-/* A whole decimal number in [lo, hi]; false otherwise. */
-static bool number(const char *s, double lo, double hi, double *v)
+/* argv into *train (the command) and o, reverse's run before the flags (one thread: a model this
+ * small is as fast on one, and shares the machine); eval takes --out alone. */
+static int parse(int argc, char **argv, bool *train, ag_train_opts *o)
 {
-    char *end;
-    errno = 0;
-    *v = s ? strtod(s, &end) : NAN;
-    return s && end != s && !*end && !errno && *v >= lo && *v <= hi;
-}
-
-static int parse(int argc, char **argv, cli *c)
-{
-    *c = (cli){.steps = 10000, .seed = 1, .every = 250};
-    if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "eval"))) return usage("the command is train or eval");
-    c->train = strcmp(argv[1], "train") == 0;
+    *o = (ag_train_opts){.steps = 10000, .seed = 1, .every = 250, .log_every = 250, .grad_clip = 1.0, .threads = 1,
+                         .sched = {.lr = LR, .min_lr = 1e-4, .warmup_iters = 100}, .adam = {0.9, 0.99, 1e-8, 0.01},
+                         .log = stdout};
+    if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "eval")))
+        return usage("the command is train, eval or serve", o);
+    *train = strcmp(argv[1], "train") == 0;
+    ag_error err = {0};
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double d;
-        if (!strcmp(a, "--resume") && c->train) c->resume = true;
-        else if (!strcmp(a, "--log-dynamics") && c->train) c->dynamics = true;
-        else if (!strcmp(a, "--log-activations") && c->train) c->activations = true;
-        else if (!strcmp(a, "--lr-find") && c->train && number(v, 1e-12, 1e9, &d)) c->lr_find = d, i++;
-        else if (!strcmp(a, "--out") && v) c->out = argv[++i];
-        else if (!strcmp(a, "--steps") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->steps = (long)d, i++;
-        else if (!strcmp(a, "--time-budget") && c->train && number(v, 1e-3, 1e9, &d)) c->budget = d, i++;
-        else if (!strcmp(a, "--every") && c->train && number(v, 1, 1e9, &d) && d == floor(d)) c->every = (long)d, i++;
-        else if (!strcmp(a, "--seed") && c->train && number(v, 0, 1e15, &d) && d == floor(d)) c->seed = (uint64_t)d, i++;
-        else if (!strcmp(a, "--grad-accum") && c->train && number(v, 1, TRAIN_B, &d) && d == floor(d))
-            c->grad_accum = (int)d, i++;
-        else {
-            char why[300];
-            snprintf(why, sizeof why, "bad argument '%.200s'%s", a, v || a[0] != '-' ? "" : " (it needs a value)");
-            return usage(why);
-        }
+        const char *a = argv[i];
+        bool mine;
+        if (ag_train_flag(o, argc, argv, &i, &mine, &err)) return usage(err.msg, o);
+        if (!mine || (!*train && strncmp(a, "--out", 5) != 0))   /* eval: --out alone */
+            return ag_seterr(&err, AG_ERR_ARG, "bad argument '%.200s'", a), usage(err.msg, o);
     }
-    if (c->lr_find >= LR) return usage("--lr-find LO must be below the learning rate 0.003");
-    return c->out ? 0 : usage("--out DIR is required");
+    return ag_train_flags_check(o, TRAIN_B, &err) ? usage(err.msg, o) : 0;
 }
 
 #ifndef AG_COMMIT
 #define AG_COMMIT NULL   /* the Makefile gives the commit it was built at */
 #endif
 
-static int train(reverser *R, const cli *c, ag_dist *dist, ag_error *err)
+static int train(reverser *R, const ag_train_opts *flags, ag_dist *dist, ag_error *err)
 {
     char config[256], floor[64];   /* the report card's config (DIR/report.md); loss.png's floor */
     snprintf(floor, sizeof floor, "ln V = ln %d: every letter equally likely", V);
@@ -311,7 +336,7 @@ static int train(reverser *R, const cli *c, ag_dist *dist, ag_error *err)
                                .floor_title = floor, .with_val = true};
     snprintf(config, sizeof config, "task = reverse 1 to %d letters a-z\nvocab = %d\nd_model = %d\nn_head = %d\n"
              "n_layer = %d\nbatch = %d\nheld_out = %d strings\nseed = %llu", N, V, C, H, LAYERS, TRAIN_B,
-             R->eval_batches * EVAL_B, (unsigned long long)c->seed);
+             R->eval_batches * EVAL_B, (unsigned long long)flags->seed);
     /* its blocks hold a GPT's tensors: the larger of a step and an evaluation batch (nn.h) */
     const ag_gpt_config shape = {.vocab_size = V, .n_layer = LAYERS, .n_head = H, .n_embd = C, .block_size = N};
     double step = fmax(ag_gpt_step_bytes(&shape, TRAIN_B, true), ag_gpt_step_bytes(&shape, EVAL_B, false));
@@ -319,54 +344,52 @@ static int train(reverser *R, const cli *c, ag_dist *dist, ag_error *err)
                                     .draw = train_draw, .loss = train_loss, .evaluate = evaluate, .score_name = "exact match", .config = config,
                                     .unit = "strings", .units_per_step = TRAIN_B, .commit = AG_COMMIT, .plot = &plot,
                                     .sample = sample};
-    const ag_train_opts o = {.out_dir = c->out, .steps = c->steps, .resume = c->resume, .time_budget_s = c->budget,
-                             .seed = ag_seed_mix(c->seed, 0x62617463ull), .every = c->every, .log_every = 250,
-                             .sched = {.lr = LR, .min_lr = 1e-4, .warmup_iters = 100, .lr_decay_iters = c->steps},
-                             .adam = {0.9, 0.99, 1e-8, 0.01}, .grad_clip = 1.0, .log = stdout,
-                             .log_dynamics = c->dynamics ? 10 : 0, .log_activations = c->activations,
-                             .lr_find_lo = c->lr_find, .dist = dist, .grad_accum = c->grad_accum,
-                             .threads = 1};   /* a model this small: one thread is as fast, and shares the machine */
+    ag_train_opts o = *flags;
+    o.seed = ag_seed_mix(flags->seed, 0x62617463ull);   /* the batches' stream, apart from the weights' */
+    o.sched.lr_decay_iters = o.steps;
+    o.dist = dist;
     ag_train_result r;
     if (ag_train_run(&client, &o, &r, err)) return 1;
     if (ag_dist_rank(dist) == 0)   /* rank 0 speaks for the job */
         printf("%s at step %ld (%s/%s) in %.1f s: held-out exact match %.4f\n", r.stop_signal ? "stopped" :
-           r.out_of_time ? "out of time" : "done", r.step, c->out, r.ckpt, r.wall_s, r.score);
+           r.out_of_time ? "out of time" : "done", r.step, o.out_dir, r.ckpt, r.wall_s, r.score);
     if (r.lr_find.steps > 0 && ag_dist_rank(dist) == 0)
         printf("lr-find over %d steps: the loss falls fastest at lr %.2g; lowest %.3f at lr %.2g\n", r.lr_find.steps,
                r.lr_find.steepest_lr, r.lr_find.min_loss, r.lr_find.min_lr);
     return r.stop_signal ? 128 + r.stop_signal : 0;
 }
 
-static int eval(reverser *R, const cli *c, ag_error *err)
+static int eval(reverser *R, const char *dir, ag_error *err)
 {
-    const ag_train_client client = {.name = "reverse", .params = R->P};
     long step;
-    if (ag_train_load(c->out, &client, &step, err)) return 1;
+    if (ag_train_load(dir, &(ag_train_client){.name = "reverse", .params = R->P}, &step, err)) return 1;
     ag_threads_init(1);   /* as train runs it */
     ag_ctx *ctx = ag_ctx_new();
     if (!ctx) return ag_seterr(err, AG_ERR_NOMEM, "out of memory"), 1;
     ag_ctx_set_grad(ctx, false);
     R->eval_batches = 8;
-    double val, score, per_letter;
-    ag_status s = held_out_eval(R, ctx, &val, &score, &per_letter, err);
+    double val, score;
+    ag_status s = evaluate(R, ctx, &val, &score, err);
     ag_ctx_free(ctx);
     if (s) return 1;
     printf("step %ld: held-out exact match %.4f (%d strings), per letter %.4f, loss %.4f\n", step, score,
-           R->eval_batches * EVAL_B, per_letter, val);
+           R->eval_batches * EVAL_B, R->per_letter, val);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     ag_train_name("reverse", "REVERSE");   /* messages and $REVERSE_FAULT (train.h) */
-    cli c;
-    int rc = parse(argc, argv, &c);
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return serve(argc, argv);
+    bool training = false;
+    ag_train_opts o;
+    int rc = parse(argc, argv, &training, &o);
     if (rc) return rc;
     reverser R = {.eval_batches = 2};
     ag_error err = {0};
     ag_dist *dist = NULL;   /* under mpirun, build/reverse_mpi's rank of the job (dist.h); else alone */
-    if (c.train && ag_dist_init(&dist, 60, &err)) rc = 1;
-    else if (model_init(&R, c.seed, &err) == AG_OK) rc = c.train ? train(&R, &c, dist, &err) : eval(&R, &c, &err);
+    if (training && ag_dist_init(&dist, 60, &err)) rc = 1;
+    else if (model_init(&R, o.seed, &err) == AG_OK) rc = training ? train(&R, &o, dist, &err) : eval(&R, o.out_dir, &err);
     else rc = 1;
     int rank = ag_dist_rank(dist);   /* rank 0 says what every rank met alike (a bad input) */
     if (err.status && rank == 0) fprintf(stderr, "reverse: %s\n", err.msg);

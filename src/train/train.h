@@ -45,6 +45,9 @@
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
  *                                 resume, time budget and signals (loop.c, loop_ckpt.c), on one
  *                                 process or several ranks, a step as micro-batches
+ *   ag_train_flag, ag_train_flags_check, ag_train_flags_usage
+ *                                 the command-line flags every program on ag_train_run shares
+ *                                 (--out, --steps, --resume, ...) into its ag_train_opts (flags.c)
  *   ag_ddp_*                      that split of a step over ranks and micro-batches (ddp.h)
  *   ag_machine_bytes, ag_check_memory, ag_check_checkpointable
  *                                 what a run may hold: the machine's memory or its cgroup's limit,
@@ -612,6 +615,29 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);
+
+// --- the command line of a program on ag_train_run (flags.c) ---
+
+/* The flags every such program shares, each into a field of ag_train_opts (the usage text
+ * below lists them):
+ *   --out DIR  --steps N  --resume  --time-budget S  --seed S  --every N  --log-every N
+ *   --log-dynamics (every 10 steps)  --log-activations  --lr-find LO  --grad-accum K  --threads N
+ * A flag with a value takes it as the next argument or after '=' ("--steps=300"); given twice,
+ * the last one counts. argv[*i] is one argument: when it is one of these flags, its value goes
+ * into o (only its own field changes), *i moves past the arguments it used and *mine is true;
+ * any other argument leaves o and *i alone and *mine false, for the program to parse (its
+ * commands, its model's flags). AG_ERR_ARG with one line in err for a bad or missing value
+ * ("bad argument '--steps': 'ten' is not a whole number from 1 to 1000000000", "bad argument
+ * '--steps' (it needs a value)") or a value given to a switch ("--resume=1"). */
+ag_status ag_train_flag(ag_train_opts *o, int argc, char **argv, int *i, bool *mine, ag_error *err);
+/* After the last flag, what no flag alone can check: --out given, --lr-find LO below o->sched.lr
+ * (when set), --grad-accum at most batch, the items of a step (when batch > 0; whether it
+ * divides them is ag_train_run's check). AG_ERR_ARG with one line in err. */
+ag_status ag_train_flags_check(const ag_train_opts *o, int batch, ag_error *err);
+/* The usage lines of these flags, "  --steps N             optimizer steps in all ... (default
+ * 10000)\n", into buf [n] (NUL-terminated; cut at the last line that fits), each with its value
+ * in defaults when that is not 0 (defaults NULL: none shown). Returns the length written. */
+size_t ag_train_flags_usage(const ag_train_opts *defaults, char *buf, size_t n);
 
 // --- what flows through a model, --log-activations (activations.c, lesson 14) ---
 

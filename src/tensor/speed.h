@@ -72,16 +72,17 @@ int ag_threads(void);  /* the threads a parallel region gets */
  * parallel region, hundreds per step, and passive waits do not help enough (12.5k). The tuner
  * picks, between steps, the threads asked for (max) or one, whichever is faster now, by timing
  * both: after a few steps, and then now and again, it runs a probe on the other setting
- * (AG_TUNER_WINDOW steps, one when that step is clearly slower) and keeps the setting whose
- * steps took less time on average, the probe's against the same number of steps just before
- * it: a mean, not a median, since a step held up by a straggler now and again costs as much as
- * its time (beside one neighbour two threads' median step can be the faster while their mean
- * is the slower). The other setting must be 2% faster to be taken. The probes grow rarer while
- * the choice holds (from every 8 steps to every 512), and a probe's extra time is kept under 1%
- * of the steps until the next one: on an idle machine about one slower step in 512 at length;
- * beside a neighbour that makes two threads 7x slower, one step in 512 on them. Steps that get
- * much slower (the median of the window over 1.5x the level: a neighbour came) start a probe
- * at once.
+ * (AG_TUNER_WINDOW steps; it ends sooner once its steps so far are clearly slower, 1.25x) and
+ * keeps the setting whose steps took less time on average, the probe's against the
+ * AG_TUNER_WINDOW steps just before it: a mean, not a median, since a run pays in full for the
+ * steps a straggler holds up now and again (beside one neighbour two threads' median step can
+ * be the faster while their mean is the slower). The other setting is taken when it is 2%
+ * faster (a 5% margin kept a setting 3-5% slower for good: beside one neighbour the two are
+ * that close). The probes grow rarer while the choice holds (from every 8 steps to every 512),
+ * and a probe's extra time is kept under 1% of the steps until the next one: on an idle machine
+ * about one slower step in 512 at length; beside a neighbour that makes two threads 7x slower,
+ * one step in 512 on them. Steps that get much slower (the median of the window over 1.5x the
+ * level: a neighbour came) start a probe at once.
  * The kernels split their work so that one thread and two compute the same bits (row blocks,
  * column blocks, fixed chunks for the sums, a product cut in two on either; tests/test_parallel.c
  * trains both ways and compares), so with max 2 the tuner changes how fast a run goes, never

@@ -40,11 +40,12 @@ ag_ctx *ag_ctx_new_like(const ag_ctx *like)
 
 #define TUNE_WARM 1        /* steps not timed: the first grows the arena */
 #define TUNE_WINDOW AG_TUNER_WINDOW   /* steps timed on each setting for a comparison */
+#define TUNE_MIN 3         /* the fewest steps on `now` a probe is compared with (the first probe's) */
 #define TUNE_FIRST 8       /* the fewest steps between two probes */
 #define TUNE_LONGEST 512   /* the most */
 #define TUNE_COST 0.01     /* a probe costs at most this share of the steps until the next one */
 #define TUNE_CLEARLY 1.25  /* a probe whose steps so far are this much slower ends at once */
-#define TUNE_BETTER 0.98   /* the other setting's mean step must be this much faster to be taken */
+#define TUNE_BETTER 0.99   /* the other setting's mean step must be this much faster to be taken */
 #define TUNE_JUMP 1.5      /* steps this much slower than the level start a probe */
 
 /* the window's median: the mean of its middle two */
@@ -59,11 +60,11 @@ static double window_median(const double *t)
     return (v[TUNE_WINDOW / 2 - 1] + v[TUNE_WINDOW / 2]) / 2;
 }
 
-static double window_mean(const double *t)
+static double window_mean(const double *t, int n)
 {
     double sum = 0;
-    for (int i = 0; i < TUNE_WINDOW; i++) sum += t[i];
-    return sum / TUNE_WINDOW;
+    for (int i = 0; i < n; i++) sum += t[i];
+    return sum / n;
 }
 
 /* Steps until the next probe: at least `at_least`, and enough that a probe that costs `extra`
@@ -78,7 +79,7 @@ static long probe_interval(long at_least, double extra)
 void ag_thread_tuner_init(ag_thread_tuner *tt, int max)
 {
     *tt = (ag_thread_tuner){ .max = max > 1 ? max : 1, .now = max > 1 ? max : 1,
-                             .next_probe = TUNE_WARM + TUNE_WINDOW, .interval = TUNE_FIRST };
+                             .next_probe = TUNE_WARM + TUNE_MIN, .interval = TUNE_FIRST };
 }
 
 /* A probe step on the other setting: go on, or end the probe and keep the faster setting, by
@@ -120,10 +121,11 @@ void ag_thread_tuner_step(ag_thread_tuner *tt, double seconds)
         return;
     }
     tt->last[tt->n_last++ % TUNE_WINDOW] = seconds;
-    if (tt->n_last < TUNE_WINDOW) return;
-    bool jumped = tt->level > 0 && window_median(tt->last) > TUNE_JUMP * tt->level;
+    if (tt->n_last < TUNE_MIN) return;
+    int n = tt->n_last < TUNE_WINDOW ? tt->n_last : TUNE_WINDOW;   /* fewer only before the first probe */
+    bool jumped = tt->level > 0 && n == TUNE_WINDOW && window_median(tt->last) > TUNE_JUMP * tt->level;
     if (s + 1 < tt->next_probe && !jumped) return;
-    tt->level = window_mean(tt->last); /* probe: the other setting against this */
+    tt->level = window_mean(tt->last, n); /* probe: the other setting against this */
     tt->n_probe = 1;
     tt->probe_s = 0;
     tt->probes++;

@@ -76,9 +76,9 @@ int ag_threads(void);  /* the threads a parallel region gets */
  * keeps the setting whose steps took less time on average, the probe's against the
  * AG_TUNER_WINDOW steps just before it: a mean, not a median, since a run pays in full for the
  * steps a straggler holds up now and again (beside one neighbour two threads' median step can
- * be the faster while their mean is the slower). The other setting is taken when it is 2%
+ * be the faster while their mean is the slower). The other setting is taken when it is 1%
  * faster (a 5% margin kept a setting 3-5% slower for good: beside one neighbour the two are
- * that close). The probes grow rarer while the choice holds (from every 8 steps to every 512),
+ * that close). The first probe comes after 3 timed steps, the later ones after a window. The probes grow rarer while the choice holds (from every 8 steps to every 512),
  * and a probe's extra time is kept under 1% of the steps until the next one: on an idle machine
  * about one slower step in 512 at length; beside a neighbour that makes two threads 7x slower,
  * one step in 512 on them. Steps that get much slower (the median of the window over 1.5x the

@@ -52,7 +52,7 @@ ag_ctx *ag_ctx_new_like(const ag_ctx *like)
 static double window_median(const double *t)
 {
     double v[TUNE_WINDOW];
-    for (int i = 0; i < TUNE_WINDOW; i++) {   /* insertion sort of four */
+    for (int i = 0; i < TUNE_WINDOW; i++) {   /* an insertion sort: a few steps */
         int j = i;
         for (; j > 0 && v[j - 1] > t[i]; j--) v[j] = v[j - 1];
         v[j] = t[i];

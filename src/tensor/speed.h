@@ -78,11 +78,12 @@ int ag_threads(void);  /* the threads a parallel region gets */
  * steps a straggler holds up now and again (beside one neighbour two threads' median step can
  * be the faster while their mean is the slower). The other setting is taken when it is 1%
  * faster (a 5% margin kept a setting 3-5% slower for good: beside one neighbour the two are
- * that close). The first probe comes after 3 timed steps, the later ones after a window. The probes grow rarer while the choice holds (from every 8 steps to every 512),
- * and a probe's extra time is kept under 1% of the steps until the next one: on an idle machine
- * about one slower step in 512 at length; beside a neighbour that makes two threads 7x slower,
- * one step in 512 on them. Steps that get much slower (the median of the window over 1.5x the
- * level: a neighbour came) start a probe at once.
+ * that close). The first probe comes after 3 timed steps (and is weighed against them). The
+ * probes grow rarer while the choice holds (from every 8 steps to every 512), and a probe's
+ * extra time is kept under 1% of the steps until the next one: on an idle machine about one
+ * slower step in 512 at length; beside a neighbour that makes two threads 7x slower, one step in
+ * 512 on them. Steps that get much slower (the median of the window over 1.5x the level: a
+ * neighbour came) start a probe at once.
  * The kernels split their work so that one thread and two compute the same bits (row blocks,
  * column blocks, fixed chunks for the sums, a product cut in two on either; tests/test_parallel.c
  * trains both ways and compares), so with max 2 the tuner changes how fast a run goes, never
@@ -100,7 +101,7 @@ typedef struct {
     long steps;           /* steps seen */
     long next_probe;      /* the step at which the other setting is tried next */
     long interval;        /* steps between probes now */
-    int n_last, n_probe;  /* steps in last[] (0-AG_TUNER_WINDOW), steps of the current probe (0: none) */
+    int n_last, n_probe;  /* steps on `now` since the last probe, steps of the current probe (0: none) */
     double last[AG_TUNER_WINDOW];   /* seconds of the latest steps on `now` (a ring) */
     double probe_s;       /* seconds of the probe's steps so far */
     double level;         /* mean seconds per step of the setting kept at the last probe (0: none yet) */

@@ -32,7 +32,7 @@ echo "$CONFIG, $ROUNDS rounds, $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'),
 echo
 echo "| CPU-bound neighbours | default (2, tuned) | steps on 1 thread | --threads 1 | --threads 2 | default / --threads 1 |"
 echo "|---|---|---|---|---|---|"
-summary=""   # "1.85 at 0, 0.97 at 1, ..."
+summary=""   # "1.850 at 0, 0.970 at 1, ..."
 for n in $NEIGHBOURS; do
     stop_neighbours
     for _ in $(seq "$n"); do nice -n 0 sh -c 'while :; do :; done' & pids+=($!); done
@@ -45,7 +45,7 @@ for n in $NEIGHBOURS; do
         read -r w _ _ < <(run --threads 2); two+=("$w")
         ratio+=("$(awk "BEGIN {print $t / $o}")")
     done
-    r=$(printf '%.2f' "$(median "${ratio[@]}")")
+    r=$(printf '%.3f' "$(median "${ratio[@]}")")
     summary+="${summary:+, }$r at $n"
     echo "| $n | $(stats "${tuned[@]}") | ${single[*]} | $(stats "${one[@]}") | $(stats "${two[@]}") | $r |"
 done

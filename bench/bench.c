@@ -325,7 +325,10 @@ static bool train_step(trainer *tr, const ag_corpus *data, int it, bool timed, s
         st->t_clip += t2 - t1;
         st->t_adam += t3 - t2;
     }
-    ag_thread_tuner_step(&tr->tuner, t3 - t0);
+    /* The tuner sees the run's steps as char_lm's does: the warm-up and the timed ones, not a
+     * round's first step, which the sgemm ceiling before it has slowed (the tuner weighs mean
+     * steps, and every ~11th step cold would be a neighbour that is not there). */
+    if (timed || it < WARM) ag_thread_tuner_step(&tr->tuner, t3 - t0);
     return true;
 }
 

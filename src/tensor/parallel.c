@@ -39,17 +39,32 @@ ag_ctx *ag_ctx_new_like(const ag_ctx *like)
 // --- threads on a busy machine: ag_thread_tuner (speed.h) ---
 
 #define TUNE_WARM 1        /* steps not timed: the first grows the arena */
+#define TUNE_WINDOW AG_TUNER_WINDOW   /* steps timed on each setting for a comparison */
+#define TUNE_MIN 3         /* the fewest steps on `now` a probe is compared with (the first probe's) */
 #define TUNE_FIRST 8       /* the fewest steps between two probes */
 #define TUNE_LONGEST 512   /* the most */
 #define TUNE_COST 0.01     /* a probe costs at most this share of the steps until the next one */
-#define TUNE_CLEARLY 1.25  /* a probe step this much slower ends the probe at once */
-#define TUNE_BETTER 0.95   /* the other setting must be this much faster to be taken */
+#define TUNE_CLEARLY 1.25  /* a probe whose steps so far are this much slower ends at once */
+#define TUNE_BETTER 0.99   /* the other setting's mean step must be this much faster to be taken */
 #define TUNE_JUMP 1.5      /* steps this much slower than the level start a probe */
 
-static double median3(const double *t)
+/* the window's median: the mean of its middle two */
+static double window_median(const double *t)
 {
-    double a = t[0], b = t[1], c = t[2];
-    return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+    double v[TUNE_WINDOW];
+    for (int i = 0; i < TUNE_WINDOW; i++) {   /* an insertion sort: a few steps */
+        int j = i;
+        for (; j > 0 && v[j - 1] > t[i]; j--) v[j] = v[j - 1];
+        v[j] = t[i];
+    }
+    return (v[TUNE_WINDOW / 2 - 1] + v[TUNE_WINDOW / 2]) / 2;
+}
+
+static double window_mean(const double *t, int n)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += t[i];
+    return sum / n;
 }
 
 /* Steps until the next probe: at least `at_least`, and enough that a probe that costs `extra`
@@ -64,29 +79,31 @@ static long probe_interval(long at_least, double extra)
 void ag_thread_tuner_init(ag_thread_tuner *tt, int max)
 {
     *tt = (ag_thread_tuner){ .max = max > 1 ? max : 1, .now = max > 1 ? max : 1,
-                             .next_probe = TUNE_WARM + 3, .interval = TUNE_FIRST };
+                             .next_probe = TUNE_WARM + TUNE_MIN, .interval = TUNE_FIRST };
 }
 
-/* A probe step on the other setting: go on, or end the probe and keep the faster setting. */
+/* A probe step on the other setting: go on, or end the probe and keep the faster setting, by
+ * the mean step: a step held up now and again costs its whole time, so no median here. */
 static void tuner_probe_step(ag_thread_tuner *tt, double seconds)
 {
-    tt->probe[tt->n_probe - 1] = seconds;
-    bool worse = seconds > TUNE_CLEARLY * tt->level;
-    if (!worse && tt->n_probe < 3) {
+    tt->probe_s += seconds;
+    int n = tt->n_probe;
+    bool worse = tt->probe_s > TUNE_CLEARLY * tt->level * n;
+    if (!worse && n < TUNE_WINDOW) {
         tt->n_probe++;
         return;
     }
-    double probed = worse ? seconds : median3(tt->probe);
+    double probed = tt->probe_s / n;
     if (!worse && probed < TUNE_BETTER * tt->level) { /* the other setting is faster: take it */
-        /* probing the old one again will cost (old / new - 1) steps a step */
-        tt->interval = probe_interval(TUNE_FIRST, tt->level / probed - 1);
+        /* probing the old one again will cost (old / new - 1) a step, for a window of steps
+         * or, when it is clearly slower, one */
+        double r = tt->level / probed;
+        tt->interval = probe_interval(TUNE_FIRST, (r - 1) * (r > TUNE_CLEARLY ? 1 : TUNE_WINDOW));
         tt->now = tt->now == 1 ? tt->max : 1;
         tt->level = probed;
         tt->switches++;
     } else { /* back, and look again later: twice as late, and no sooner than it is cheap */
-        double extra = 0;
-        for (int i = 0; i < tt->n_probe; i++) extra += tt->probe[i] / tt->level - 1;
-        tt->interval = probe_interval(2 * tt->interval, extra);
+        tt->interval = probe_interval(2 * tt->interval, tt->probe_s / tt->level - n);
     }
     omp_set_num_threads(tt->now);
     tt->n_probe = tt->n_last = 0;
@@ -103,12 +120,14 @@ void ag_thread_tuner_step(ag_thread_tuner *tt, double seconds)
         tuner_probe_step(tt, seconds);
         return;
     }
-    tt->last[tt->n_last++ % 3] = seconds;
-    if (tt->n_last < 3) return;
-    double recent = median3(tt->last);
-    if (s + 1 < tt->next_probe && !(tt->level > 0 && recent > TUNE_JUMP * tt->level)) return;
-    tt->level = recent; /* probe: the other setting against this */
+    tt->last[tt->n_last++ % TUNE_WINDOW] = seconds;
+    if (tt->n_last < TUNE_MIN) return;
+    int n = tt->n_last < TUNE_WINDOW ? tt->n_last : TUNE_WINDOW;   /* fewer only before the first probe */
+    bool jumped = tt->level > 0 && n == TUNE_WINDOW && window_median(tt->last) > TUNE_JUMP * tt->level;
+    if (s + 1 < tt->next_probe && !jumped) return;
+    tt->level = window_mean(tt->last, n); /* probe: the other setting against this */
     tt->n_probe = 1;
+    tt->probe_s = 0;
     tt->probes++;
     omp_set_num_threads(tt->now == 1 ? tt->max : 1);
 }

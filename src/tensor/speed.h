@@ -71,13 +71,19 @@ int ag_threads(void);  /* the threads a parallel region gets */
  * 2 threads, 22-31k on 1): a thread that the neighbour has pushed off its core holds up every
  * parallel region, hundreds per step, and passive waits do not help enough (12.5k). The tuner
  * picks, between steps, the threads asked for (max) or one, whichever is faster now, by timing
- * both: after a few steps, and then now and again, it runs a probe on the other setting (one
- * step when that step is clearly slower, else three) and keeps the faster. The probes grow
- * rarer while the choice holds (from every 8 steps to every 512), and a probe's extra time is
- * kept under 1% of the steps until the next one: on an idle machine about one slower step in
- * 512 at length; beside a neighbour that makes two threads 7x slower, one step in 512 on them.
- * Steps that get much slower (the median of three over 1.5x the level: a neighbour came)
- * start a probe at once.
+ * both: after a few steps, and then now and again, it runs a probe on the other setting
+ * (AG_TUNER_WINDOW steps; it ends sooner once its steps so far are clearly slower, 1.25x) and
+ * keeps the setting whose steps took less time on average, the probe's against the
+ * AG_TUNER_WINDOW steps just before it: a mean, not a median, since a run pays in full for the
+ * steps a straggler holds up now and again (beside one neighbour two threads' median step can
+ * be the faster while their mean is the slower). The other setting is taken when it is 1%
+ * faster (a 5% margin kept a setting 3-5% slower for good: beside one neighbour the two are
+ * that close). The first probe comes after 3 timed steps (and is weighed against them). The
+ * probes grow rarer while the choice holds (from every 8 steps to every 512), and a probe's
+ * extra time is kept under 1% of the steps until the next one: on an idle machine about one
+ * slower step in 512 at length; beside a neighbour that makes two threads 7x slower, one step in
+ * 512 on them. Steps that get much slower (the median of the window over 1.5x the level: a
+ * neighbour came) start a probe at once.
  * The kernels split their work so that one thread and two compute the same bits (row blocks,
  * column blocks, fixed chunks for the sums, a product cut in two on either; tests/test_parallel.c
  * trains both ways and compares), so with max 2 the tuner changes how fast a run goes, never
@@ -87,17 +93,18 @@ int ag_threads(void);  /* the threads a parallel region gets */
  * training step ag_thread_tuner_step(&tt, that step's seconds); it sets the threads of the
  * steps that follow (omp_set_num_threads, like ag_threads_init). max 1: it never changes
  * anything. Call both from the thread that runs the steps, outside a parallel region. Cannot
- * fail. */
+ * fail. The seconds are the caller's clock: the tests feed a simulated one. */
+enum { AG_TUNER_WINDOW = 4 };   /* steps a setting is timed over, each side of a comparison */
 typedef struct {
     int max;              /* the threads asked for; 1: nothing to choose */
     int now;              /* the threads the steps run on, probes aside */
     long steps;           /* steps seen */
     long next_probe;      /* the step at which the other setting is tried next */
     long interval;        /* steps between probes now */
-    int n_last, n_probe;  /* steps in last[] (0-3), steps of the current probe (0: none) */
-    double last[3];       /* seconds of the latest steps on `now` (a ring) */
-    double probe[3];      /* seconds of the probe's steps */
-    double level;         /* seconds per step on `now` at the last probe (0: none yet) */
+    int n_last, n_probe;  /* steps on `now` since the last probe, steps of the current probe (0: none) */
+    double last[AG_TUNER_WINDOW];   /* seconds of the latest steps on `now` (a ring) */
+    double probe_s;       /* seconds of the probe's steps so far */
+    double level;         /* mean seconds per step of the setting kept at the last probe (0: none yet) */
     long probes, switches, single_steps;   /* for reports: probes run, changes of `now`, steps on 1 */
 } ag_thread_tuner;
 void ag_thread_tuner_init(ag_thread_tuner *tt, int max);

@@ -312,7 +312,8 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
 {
     char note[1536];
     ag_error why = {0};
-    if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why)) return ag_seterr(err, why.status, "--resume: %s", why.msg);
+    if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why))
+        return ag_seterr(err, why.status, "--resume: %s", why.msg);
     if (note[0]) warn(o->log, note);
     return load_latest(dir, c, st, err);
 }

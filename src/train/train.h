@@ -653,7 +653,7 @@ typedef struct {
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
-/* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
+/* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);

@@ -511,7 +511,8 @@ typedef struct {
     double loss_sum;    /* the batch losses since the last evaluation (metrics.csv's train_loss), */
     long loss_n;        /*   their count, */
     bool loss_taken;    /*   taken by the evaluation of this step: the next step starts them anew */
-    long eval_step;     /* the last evaluation in this process: its step (-1: none), */
+    long eval_step;     /* the last evaluation: its step (-1: none in this process; a format's
+                           read may give the one its checkpoint kept), */
     double train_loss, val_loss, score;   /*   its mean batch loss before it, its loss, its score */
 } ag_train_state;
 

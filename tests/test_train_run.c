@@ -10,11 +10,20 @@
  *   too_big_refused  a client whose step the machine cannot hold is refused before DIR is made.
  *   moved_mid_run `mv DIR DIR.old; mkdir DIR` while the run goes on: its checkpoint goes into the
  *                 directory it locked (DIR.old), nothing into the new DIR, and the run stops
- *                 saying where it went (issue 35's guarantee, char_lm's since, the library's now). */
+ *                 saying where it went (issue 35's guarantee, char_lm's since, the library's now).
+ *   own_format    a client's own checkpoint files (ag_train_format: other names, other keys, as
+ *                 char_lm's MODEL.md files are): a run killed halfway through a checkpoint and one
+ *                 stopped by SIGTERM resume exactly as the unbroken run went, in those files; a
+ *                 format without its read call is refused. */
 #include <check.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "attograd.h"
 #include "proc.h"
@@ -28,6 +37,10 @@ typedef struct {
     int y[BATCH];
     const char *move, *to;   /* moved_mid_run: the run directory renamed at the 5th draw, a new one made */
     int draws;
+    const ag_train_format *format;   /* own_format: its checkpoint files (NULL: the loop's) */
+    int stop_at;             /*   SIGTERM at this draw (0: never) */
+    long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
+    int drawn;
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -35,6 +48,7 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
 {
     (void)err;
     tiny *m = user;
+    if (m->stop_at && ++m->drawn == m->stop_at) raise(SIGTERM);   /* the step goes on, the run stops after it */
     if (m->move && ++m->draws == 5) {
         ck_assert_int_eq(rename(m->move, m->to), 0);
         ck_assert_int_eq(mkdir(m->move, 0777), 0);
@@ -81,7 +95,7 @@ static void tiny_train(tiny *m, const char *root, const char *name, long steps, 
     char out[256];
     snprintf(out, sizeof out, "%s/%s", root, name);
     const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .batch = BATCH,
-                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval, .format = m->format};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .seed = 5, .every = every, .resume = resume,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
@@ -233,6 +247,214 @@ START_TEST(moved_mid_run)
 }
 END_TEST
 
+// --- own_format: a client's own checkpoint files (ag_train_format), as char_lm's are ---
+
+#define TF_WEIGHTS "weights.safetensors"
+#define TF_STATE "train_state.safetensors"
+
+/* The metadata value key of f, which must be there. */
+static const char *tf_get(const ag_st_file *f, const char *key)
+{
+    const char *v = ag_st_meta_get(f, key);
+    ck_assert_msg(v != NULL, "no \"%s\" in a tiny checkpoint's metadata", key);
+    return v;
+}
+
+/* v in buf [40] as a metadata value: decimal, or with hex 16 hex digits (ag_hex64_format's). */
+static const char *tf_u64(char *buf, uint64_t v, bool hex)
+{
+    snprintf(buf, 40, hex ? "%016" PRIx64 : "%" PRIu64, v);
+    return buf;
+}
+
+/* dir/TF_WEIGHTS: the weights, the config as JSON, the format tag "tiny-1", the iteration, the
+ * run; dir/TF_STATE: the moments and the loop's state under keys of its own (decimal rng). */
+static ag_status tf_write(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err)
+{
+    const tiny *m = c->user;
+    char path[512], it[32], best[40], bi[32], sum[40], n[32], u[6][40];
+    snprintf(it, sizeof it, "%ld", st->step);
+    snprintf(best, sizeof best, "%.17g", st->best_loss);
+    snprintf(bi, sizeof bi, "%ld", st->best_step);
+    snprintf(sum, sizeof sum, "%.17g", st->loss_sum);
+    snprintf(n, sizeof n, "%ld", st->loss_n);
+    const char *run = tf_u64(u[0], st->run_id, true);
+    const ag_st_meta model[] = {{"format", "tiny-1"}, {"config", "{\"in\": 2, \"out\": 2}"}, {"iter", it},
+                                {"run_id", run}};
+    const ag_st_meta state[] = {{"format", "tiny-train-1"}, {"iter", it},
+                                {"rng_state", tf_u64(u[1], st->rng.state, false)},
+                                {"rng_inc", tf_u64(u[2], st->rng.inc, false)},
+                                {"model_hash", tf_u64(u[3], ag_weights_hash(c->params), true)},
+                                {"best_iter", bi}, {"best_loss", best}, {"run_id", run},
+                                {"follows", tf_u64(u[4], st->prev_hash, true)},
+                                {"origin", tf_u64(u[5], st->origin, true)}, {"loss_sum", sum}, {"loss_n", n},
+                                {"loss_taken", st->loss_taken ? "1" : "0"}};
+    snprintf(path, sizeof path, "%s/%s", tmp, TF_WEIGHTS);
+    ag_status s = ag_ckpt_write_weights(path, c->params, model, 4, err);
+    if (s == AG_OK && m->kill_at == st->step) raise(SIGKILL);   /* a kill with half a checkpoint written */
+    snprintf(path, sizeof path, "%s/%s", tmp, TF_STATE);
+    return s ? s : ag_ckpt_write_moments(path, c->params, state, 13, err);
+}
+
+/* The state file f (read from path) into st and the moments; its weights' hash checked. */
+static ag_status tf_read_state(const ag_train_client *c, const ag_st_file *f, const char *path, ag_train_state *st,
+                               ag_error *err)
+{
+    ck_assert_str_eq(tf_get(f, "format"), "tiny-train-1");
+    ck_assert_int_eq(sscanf(tf_get(f, "rng_state"), "%" SCNu64, &st->rng.state), 1);
+    ck_assert_int_eq(sscanf(tf_get(f, "rng_inc"), "%" SCNu64, &st->rng.inc), 1);
+    st->best_loss = strtod(tf_get(f, "best_loss"), NULL);
+    st->best_step = strtol(tf_get(f, "best_iter"), NULL, 10);
+    st->run_id = ag_st_meta_hex(f, "run_id");
+    st->origin = ag_st_meta_hex(f, "origin");
+    st->loss_sum = strtod(tf_get(f, "loss_sum"), NULL);
+    st->loss_n = strtol(tf_get(f, "loss_n"), NULL, 10);
+    st->loss_taken = tf_get(f, "loss_taken")[0] == '1';
+    if (strtol(tf_get(f, "iter"), NULL, 10) != st->step || ag_st_meta_hex(f, "model_hash") != ag_weights_hash(c->params))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: not of its weights' iteration", path);
+    return ag_ckpt_read_moments(f, path, c->params, err);
+}
+
+static ag_status tf_read(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", where, TF_WEIGHTS);
+    ag_st_file *f = ag_st_load(path, err);
+    if (!f) return err->status;
+    ag_status s = strcmp(tf_get(f, "format"), "tiny-1") ? ag_seterr(err, AG_ERR_FORMAT, "%s: not tiny's", path)
+                                                         : ag_ckpt_read_weights(f, path, c->params, err);
+    st->step = strtol(tf_get(f, "iter"), NULL, 10);
+    ag_st_free(f);
+    if (s || !all) return s;
+    snprintf(path, sizeof path, "%s/%s", where, TF_STATE);
+    if (!(f = ag_st_load(path, err))) return err->status;
+    s = tf_read_state(c, f, path, st, err);
+    ag_st_free(f);
+    return s;
+}
+
+/* Whose a tiny checkpoint is, from its two headers (ckpt_keep.c's rules). */
+static ag_status tf_pair(const ag_st_file *m, const ag_st_file *t, const char *path, ag_ckpt_id *id, ag_error *err)
+{
+    const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
+    if (!mf || strcmp(mf, "tiny-1") || !tf || strcmp(tf, "tiny-train-1"))
+        return ag_seterr(err, AG_ERR_FORMAT, "%s: not a tiny checkpoint", path);
+    id->run_id = ag_st_meta_hex(t, "run_id");
+    id->iter = strtol(tf_get(t, "iter"), NULL, 10);
+    id->model_hash = ag_st_meta_hex(t, "model_hash");
+    id->follows = ag_st_meta_hex(t, "follows");
+    id->origin = id->follows ? 0 : ag_st_meta_hex(t, "origin");
+    id->best_iter = strtol(tf_get(t, "best_iter"), NULL, 10);
+    if (id->best_iter == id->iter) id->eval = strtod(tf_get(t, "best_loss"), NULL);
+    return AG_OK;
+}
+
+static ag_status tf_identify(const char *path, ag_ckpt_id *id, ag_error *err)
+{
+    return ag_ckpt_identify_pair(path, TF_WEIGHTS, TF_STATE, tf_pair, id, err);
+}
+
+static const char *const tf_files[] = {TF_WEIGHTS, TF_STATE, NULL};
+static const ag_ckpt_kind tf_kind = {.files = tf_files, .identify = tf_identify};
+static const ag_train_format tf_format = {.kind = &tf_kind, .write = tf_write, .read = tf_read, .count = "iteration"};
+
+/* root/name's latest checkpoint is ckpt-<step>, of tiny's files alone. */
+static void tf_latest_is(const char *root, const char *name, const char *want)
+{
+    char dir[256], latest[64];
+    ag_error err = {0};
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    ck_assert_int_eq(ag_ckpt_pointer(dir, AG_CKPT_LATEST, latest, &err), AG_OK);
+    ck_assert_str_eq(latest, want);
+    ck_assert(access(proc_path(proc_ckpt(dir), TF_STATE), F_OK) == 0);
+    ck_assert_msg(access(proc_path(proc_ckpt(dir), "model.safetensors"), F_OK) != 0, "%s: the loop's files", dir);
+}
+
+/* m's weights are u's: bit for bit in float; in double within 1e-6, a checkpoint holding them
+ * in float (ckpt.c's layout). */
+static void tf_same_weights(const tiny *m, const tiny *u, const char *name)
+{
+    double tol = sizeof(ag_real) == sizeof(float) ? 0 : 1e-6;
+    for (size_t i = 0; i < u->P->total; i++)
+        ck_assert_msg(fabs((double)m->P->data[i] - (double)u->P->data[i]) <= tol * (1 + fabs((double)u->P->data[i])),
+                      "%s: weight %zu is %.9g, the unbroken run's %.9g", name, i, (double)m->P->data[i],
+                      (double)u->P->data[i]);
+}
+
+/* root/name/metrics.csv is root/unbroken/metrics.csv, and m's weights u's. */
+static void tf_same_run(const char *root, const char *name, const tiny *m, const tiny *u)
+{
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/unbroken/metrics.csv", root);
+    snprintf(b, sizeof b, "%s/%s/metrics.csv", root, name);
+    char *ta = proc_read_file(a, NULL), *tb = proc_read_file(b, NULL);
+    ck_assert(ta && tb);
+    ck_assert_msg(strcmp(ta, tb) == 0, "%s resumed: metrics.csv\n%s\nunbroken:\n%s", name, tb, ta);
+    free(ta);
+    free(tb);
+    tf_same_weights(m, u, name);
+}
+
+/* A client's own format: a run killed halfway through a checkpoint, and one stopped by SIGTERM
+ * between evaluations, resume exactly (metrics.csv and the weights of the unbroken run), their
+ * files are the client's with its keys, and ag_train_load reads them. */
+START_TEST(own_format)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", dir[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    pid_t pid = fork();   /* first, before this process has trained (its threads) */
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        tiny k;
+        tiny_build(&k);
+        k.format = &tf_format;
+        k.kill_at = 20;
+        tiny_train(&k, root, "killed", 30, 10, false);
+        _exit(3);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the run was not killed (status %d)", status);
+    tf_latest_is(root, "killed", "ckpt-00000010");
+    tiny u, k, s, l;
+    tiny_build(&u);
+    u.format = k.format = &tf_format;
+    tiny_train(&u, root, "unbroken", 30, 10, false);
+    tiny_build(&k);
+    k.format = &tf_format;
+    tiny_train(&k, root, "killed", 30, 10, true);
+    tf_same_run(root, "killed", &k, &u);
+    tiny_build(&s);
+    s.format = &tf_format;
+    s.stop_at = 15;
+    tiny_train(&s, root, "stopped", 30, 10, false);
+    tf_latest_is(root, "stopped", "ckpt-00000015");
+    s.stop_at = 0;
+    tiny_train(&s, root, "stopped", 30, 10, true);
+    tf_same_run(root, "stopped", &s, &u);
+    tf_latest_is(root, "unbroken", "ckpt-00000030");
+    snprintf(dir, sizeof dir, "%s/unbroken", root);
+    ag_error err = {0};
+    ag_st_file *f = ag_st_load_header(proc_path(proc_ckpt(dir), TF_WEIGHTS), &err);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(tf_get(f, "config"), "{\"in\": 2, \"out\": 2}");
+    ck_assert_str_eq(tf_get(f, "iter"), "30");
+    ag_st_free(f);
+    tiny_build(&l);
+    long step = -1;
+    const ag_train_client c = {.name = "tiny", .params = l.P, .format = &tf_format};
+    ck_assert_msg(ag_train_load(dir, &c, &step, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(step, 30);
+    tf_same_weights(&l, &u, "ag_train_load");
+    const ag_train_format half = {.kind = &tf_kind, .write = tf_write};   /* no read: refused, said */
+    const ag_train_client h = {.name = "tiny", .params = l.P, .format = &half};
+    ck_assert_int_eq(ag_train_load(dir, &h, &step, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "format has no files, identify, write or read call"), "%s", err.msg);
+    ag_params_free(u.P), ag_params_free(k.P), ag_params_free(s.P), ag_params_free(l.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -242,6 +464,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, resume_keeps_train_loss);
     tcase_add_test(tc, too_big_refused);
     tcase_add_test(tc, moved_mid_run);
+    tcase_add_test(tc, own_format);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -34,7 +34,7 @@ typedef struct {
     ag_dynamics_log *dyn;     /* opts->log_dynamics: DIR/dynamics.csv (dynamics.c), or NULL */
     ag_activations *acts;     /* opts->log_activations: DIR/activations.csv (activations.c), or NULL */
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
-    ag__loop_state st;
+    ag_train_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
     ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
@@ -150,6 +150,10 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
         L->st.best_step = it;
     }
     L->st.loss_taken = true;   /* the sum stays until the next step: this step's checkpoint keeps it for a resume */
+    L->st.eval_step = it;   /* for the client's format (ag_train_format) */
+    L->st.train_loss = train;
+    L->st.val_loss = val;
+    L->st.score = score;
     L->r->val_loss = val;
     L->r->score = score;
     L->r->train_loss = train;
@@ -281,7 +285,7 @@ static ag_status open_dir(loop *L, ag_error *err)
 {
     const char *dir = L->o->out_dir;
     ag_error none = {0};
-    ag_status s = ag__loop_outside_runs(dir, err);   /* before anything there is made, locked or read */
+    ag_status s = ag__loop_outside_runs(dir, L->c, err);   /* before anything there is made, locked or read */
     if (s) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
@@ -418,6 +422,8 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     L.budget.t0 = ag_budget_now(&L.budget);
     L.st.best_loss = INFINITY;
     L.st.best_step = -1;
+    L.st.eval_step = -1;
+    L.st.train_loss = L.st.val_loss = L.st.score = NAN;
     ag_rng_seed(&L.st.rng, o->seed);
     memset(r, 0, sizeof *r);
     r->loss = r->val_loss = r->score = NAN;

@@ -1,4 +1,6 @@
-/* loop_ckpt.c -- the checkpoint of ag_train_run (train.h): DIR/ckpt-<step>/ holds
+/* loop_ckpt.c -- the checkpoint of ag_train_run (train.h), in the client's format
+ * (ag_train_format: its files, written and read by its calls) or, without one, the loop's own,
+ * the default format below: DIR/ckpt-<step>/ holds
  * model.safetensors (the weights, ckpt.c's layout, with the model's name, the step and the
  * run_id) and state.safetensors (Adam's m and v, the batch stream, the step, the best
  * evaluation, the hash of the weights they go with, the run_id, follows: the hash of the run's
@@ -26,6 +28,21 @@
 static const char *const files[] = {MODEL_FILE, STATE_FILE, NULL};
 static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err);   /* whose a checkpoint is (below) */
 static const ag_ckpt_kind kind = {.files = files, .identify = identify};
+static ag_status loop_write(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err);
+static ag_status loop_read(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err);
+static const ag_train_format loop_format = {.kind = &kind, .write = loop_write, .read = loop_read};
+
+/* The client's format, or the loop's. */
+static const ag_train_format *format_of(const ag_train_client *c) { return c->format ? c->format : &loop_format; }
+
+/* AG_ERR_ARG when the client's format lacks a part (who: the caller, in the message). */
+static ag_status format_check(const ag_train_client *c, const char *who, ag_error *err)
+{
+    const ag_train_format *f = c->format;
+    if (!f || (f->kind && f->kind->files && f->kind->files[0] && f->kind->identify && f->write && f->read)) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "%s: the client's checkpoint format has no files, identify, write or read call",
+                     who);
+}
 
 /* dir/name/file in path [PATHLEN] (file NULL: dir/name); false with err set if too long. */
 static bool path3(char *path, const char *dir, const char *name, const char *file, ag_error *err)
@@ -36,8 +53,8 @@ static bool path3(char *path, const char *dir, const char *name, const char *fil
     return false;
 }
 
-/* Both files of a checkpoint into the directory tmp. */
-static ag_status write_files(const char *tmp, const ag_train_client *c, const ag__loop_state *st, ag_error *err)
+/* Both files of a checkpoint into the directory tmp (the default format's write). */
+static ag_status loop_write(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err)
 {
     char path[PATHLEN], step[32], rs[20], ri[20], hash[20], best[40], best_step[32], run[20], follows[20], origin[20];
     char loss_sum[40], loss_n[32];
@@ -64,29 +81,31 @@ static ag_status write_files(const char *tmp, const ag_train_client *c, const ag
     return s;
 }
 
-/* What write_files writes: the client's weights and the loop's state. */
+/* What the format writes: the client's weights and the loop's state. */
 typedef struct {
     const ag_train_client *c;
-    const ag__loop_state *st;
+    const ag_train_state *st;
 } save_of;
 
 static ag_status write_save(const char *tmp, void *user, ag_error *err)
 {
     const save_of *w = user;
-    return write_files(tmp, w->c, w->st, err);
+    return format_of(w->c)->write(w->c, tmp, w->st, err);
 }
 
-ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag__loop_state *st,
+ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
                         bool is_best, char *name, ag_error *err)
 {
     snprintf(name, 64, "ckpt-%08ld", st->step);
     if (ag_ckpt_check_finite(c->params, name, err)) return AG_ERR_NONFINITE;   /* the last good one stays */
     save_of w = {c, st};
+    const ag_train_format *f = format_of(c);
     const ag_ckpt_save_opts o = {.iter = st->step, .run_id = st->run_id, .prev = st->prev_hash,
                                  .best_iter = st->best_step, .is_best = is_best, .write = write_save, .user = &w,
-                                 .lock = lock, .count = "step"};
+                                 .lock = lock, .count = f->count ? f->count : "step", .sync_point = f->sync_point,
+                                 .second_name = f->second_name};
     bool committed = false;
-    ag_status s = ag_ckpt_save(dir, &kind, &o, name, &committed, err);
+    ag_status s = ag_ckpt_save(dir, f->kind, &o, name, &committed, err);
     if (committed) st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
     return s;
 }
@@ -104,7 +123,7 @@ static const char *meta(const ag_st_file *f, const char *path, const char *key, 
 
 /* The batch losses since the last evaluation into st; none in a checkpoint older than them
  * (a resume's first train_loss is then empty). */
-static ag_status read_losses(const ag_st_file *f, const char *path, ag__loop_state *st, ag_error *err)
+static ag_status read_losses(const ag_st_file *f, const char *path, ag_train_state *st, ag_error *err)
 {
     const char *sum = ag_st_meta_get(f, "loss_sum"), *n = ag_st_meta_get(f, "loss_n");
     const char *taken = ag_st_meta_get(f, "loss_taken");
@@ -124,7 +143,7 @@ static ag_status read_losses(const ag_st_file *f, const char *path, ag__loop_sta
 }
 
 /* The state file's numbers into st; hash, the weights it goes with. */
-static ag_status read_state(const ag_st_file *f, const char *path, ag__loop_state *st, uint64_t *hash, ag_error *err)
+static ag_status read_state(const ag_st_file *f, const char *path, ag_train_state *st, uint64_t *hash, ag_error *err)
 {
     const char *k[] = {"step", "rng_state", "rng_inc", "weights", "best_loss", "best_step"};
     const char *v[6];
@@ -162,17 +181,16 @@ static ag_status load_model(const char *where, const ag_train_client *c, long *s
     return s;
 }
 
-ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err)
+/* The default format's read: model.safetensors, and with all state.safetensors, of where. */
+static ag_status loop_read(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err)
 {
-    char name[64], where[PATHLEN], path[PATHLEN];
-    ag_error why = {0};
-    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why))
-        return ag_seterr(err, AG_ERR_ARG, "%s has no checkpoint to resume (%s); start without --resume", dir, why.msg);
+    char path[PATHLEN];
     long model_step = -1;
     uint64_t hash = 0;
-    if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
     ag_status s = load_model(where, c, &model_step, err);
-    if (s || !path3(path, where, STATE_FILE, NULL, err)) return s ? s : AG_ERR_ARG;
+    st->step = model_step;
+    if (s || !all) return s;
+    if (!path3(path, where, STATE_FILE, NULL, err)) return AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return err->status ? err->status : AG_ERR_IO;
     s = read_state(f, path, st, &hash, err);
@@ -181,7 +199,19 @@ ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_stat
     if (s == AG_OK && (hash != ag_weights_hash(c->params) || model_step != st->step))
         s = ag_seterr(err, AG_ERR_FORMAT, "%s: its two files are of different steps (a checkpoint put together by "
                       "hand?)", path);
-    st->prev_hash = hash;   /* the next checkpoint follows this one */
+    return s;
+}
+
+/* The weights, moments and state of DIR/latest into c->params and *st, by the client's format. */
+static ag_status load_latest(const char *dir, const ag_train_client *c, ag_train_state *st, ag_error *err)
+{
+    char name[64], where[PATHLEN];
+    ag_error why = {0};
+    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why))
+        return ag_seterr(err, AG_ERR_ARG, "%s has no checkpoint to resume (%s); start without --resume", dir, why.msg);
+    if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    ag_status s = format_of(c)->read(c, where, st, true, err);
+    st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
     if (!st->run_id) st->run_id = ag_new_run_id();
     return s;
 }
@@ -195,13 +225,17 @@ typedef struct {
 static ag_status read_weights(const char *where, void *user, ag_error *err)
 {
     const load_of *l = user;
-    return load_model(where, l->c, l->step, err);
+    ag_train_state st = {.step = -1};
+    ag_status s = format_of(l->c)->read(l->c, where, &st, false, err);
+    *l->step = st.step;
+    return s;
 }
 
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err)
 {
     load_of l = {c, step};
-    return ag_ckpt_read(dir, AG_CKPT_LATEST, &kind, read_weights, &l, NULL, 0, err);
+    if (format_check(c, "ag_train_load", err)) return AG_ERR_ARG;
+    return ag_ckpt_read(dir, AG_CKPT_LATEST, format_of(c)->kind, read_weights, &l, NULL, 0, err);
 }
 
 // --- whose a checkpoint is (ckpt_keep.c's rules, with this loop's files) ---
@@ -235,9 +269,10 @@ static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
     return ag_ckpt_identify_pair(path, MODEL_FILE, STATE_FILE, identify_pair, id, err);
 }
 
-ag_status ag__loop_outside_runs(const char *dir, ag_error *err)
+ag_status ag__loop_outside_runs(const char *dir, const ag_train_client *c, ag_error *err)
 {
-    return ag_ckpt_outside_runs(dir, &kind, err);
+    if (format_check(c, "ag_train_run", err)) return AG_ERR_ARG;   /* before anything is made */
+    return ag_ckpt_outside_runs(dir, format_of(c)->kind, err);
 }
 
 /* "warning: <what>" on log (a FILE *; NULL: none). */
@@ -250,14 +285,14 @@ static void warn(void *log, const char *what)
 
 /* A fresh run's identity; the same command's first checkpoint that a kill left uncommitted
  * removed; refused where DIR holds a run. */
-static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
                        ag_error *err)
 {
     char name[64], gone[512], msg[PATHLEN + 700];
     ag_error none = {0};
     st->run_id = ag_new_run_id();
     st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights, the same batches */
-    if (ag_ckpt_drop_orphans(dir, &kind, st->origin, gone, sizeof gone)) {
+    if (ag_ckpt_drop_orphans(dir, format_of(c)->kind, st->origin, gone, sizeof gone)) {
         snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
                  "kill; starting the run again", dir, gone);
         warn(o->log, msg);
@@ -272,21 +307,22 @@ static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train
 }
 
 /* --resume: a lost latest found again (said on the log), then DIR/latest read. */
-static ag_status resume(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+static ag_status resume(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
                         ag_error *err)
 {
     char note[1536];
     ag_error why = {0};
-    if (ag_ckpt_recover(dir, &kind, note, sizeof note, &why)) return ag_seterr(err, why.status, "--resume: %s", why.msg);
+    if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why))
+        return ag_seterr(err, why.status, "--resume: %s", why.msg);
     if (note[0]) warn(o->log, note);
-    return ag__loop_load(dir, c, st, err);
+    return load_latest(dir, c, st, err);
 }
 
-ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
                         ag_error *err)
 {
     ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, err);
     if (s) return s;
-    ag_ckpt_tidy(dir, &kind, 0, warn, o->log);   /* what a killed run left */
+    ag_ckpt_tidy(dir, format_of(c)->kind, 0, warn, o->log);   /* what a killed run left */
     return AG_OK;
 }

@@ -48,6 +48,9 @@
  *   ag_train_flag, ag_train_flags_check, ag_train_flags_usage
  *                                 the command-line flags every program on ag_train_run shares
  *                                 (--out, --steps, --resume, ...) into its ag_train_opts (flags.c)
+ *   ag_train_format, ag_train_state
+ *                                 a client's own checkpoint files (char_lm's, MODEL.md) in place
+ *                                 of the loop's, from and into the loop's state
  *   ag_ddp_*                      that split of a step over ranks and micro-batches (ddp.h)
  *   ag_machine_bytes, ag_check_memory, ag_check_checkpointable
  *                                 what a run may hold: the machine's memory or its cgroup's limit,
@@ -494,6 +497,48 @@ ag_status ag_check_checkpointable(double params, const char *who, const char *mo
 
 // --- a whole training run (loop.c, loop_ckpt.c) ---
 
+typedef struct ag_train_client ag_train_client;
+
+/* What a checkpoint of ag_train_run holds besides the tensors: the loop's state, which its
+ * format (ag_train_format) writes and reads back. */
+typedef struct {
+    long step;          /* the optimizer steps taken: Adam's t of the next one is step + 1 */
+    ag_rng rng;         /* the batch stream, as the next step finds it */
+    double best_loss;   /* the lowest evaluation loss yet (INFINITY: none) */
+    long best_step;     /*   and its step (-1: none) */
+    uint64_t run_id;    /* drawn when the run started, kept by a resume */
+    uint64_t prev_hash; /* the weights' hash (ag_weights_hash) of the run's last checkpoint: the
+                           next one follows it (0: none) */
+    uint64_t origin;    /* the run's start (its first weights and seed): a kill before the first
+                           commit leaves a checkpoint that the same command again removes */
+    double loss_sum;    /* the batch losses since the last evaluation (metrics.csv's train_loss), */
+    long loss_n;        /*   their count, */
+    bool loss_taken;    /*   taken by the evaluation of this step: the next step starts them anew */
+    long eval_step;     /* the last evaluation: its step (-1: none in this process; a format's
+                           read may give the one its checkpoint kept), */
+    double train_loss, val_loss, score;   /*   its mean batch loss before it, its loss, its score */
+} ag_train_state;
+
+/* A program's own checkpoint files (char_lm's, ../shared/MODEL.md), in place of the loop's
+ * (NULL in ag_train_client: DIR/ckpt-<step>/{model,state}.safetensors, "attograd-loop-1").
+ * The save and its rules stay the library's (ag_ckpt_save, ckpt_keep.c); the format says what
+ * goes into the files and how to read it back. */
+typedef struct {
+    /* files (files[0]: the weights) and identify, which must give model_hash as
+     * ag_weights_hash of the weights, follows as the prev_hash written, origin as written */
+    const ag_ckpt_kind *kind;
+    /* k->files written into the new directory tmp (ag_ckpt_write_weights, _moments: their
+     * fault points) from c->params and st; the program's own metadata is its to add. */
+    ag_status (*write)(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err);
+    /* The checkpoint directory where read back: its weights into c->params and st->step; with
+     * all, also the moments and the rest of st (run_id 0: the loop draws one). AG_ERR_FORMAT,
+     * naming the file, when it is another model's or its files are not of one step. */
+    ag_status (*read)(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err);
+    const char *count;  /* what a step is called in the save's messages (NULL: "step") */
+    bool sync_point;    /* ag_ckpt_save_opts': the fault point before the fsync of DIR */
+    bool second_name;   /*   and ckpt-<step>-b where ckpt-<step> cannot be replaced */
+} ag_train_format;
+
 /* What a program brings to ag_train_run: its model, as an ag_params already initialized, and
  * four calls. The loop names no model; it never looks inside a batch.
  *
@@ -501,7 +546,7 @@ ag_status ag_check_checkpointable(double params, const char *who, const char *mo
  * it, so the stream of batches is the same whatever the ranks and micro-batches; then loss
  * runs once per micro-batch of this rank's share (ddp.h): alone and with grad_accum 1, once,
  * on all of it. */
-typedef struct {
+struct ag_train_client {
     const char *name;          /* the model's name, kept in every checkpoint: a resume refuses
                                   another model's ("reverse") */
     ag_params *params;         /* the weights the loop trains, checkpoints and restores */
@@ -540,7 +585,8 @@ typedef struct {
     /* A short sample of the trained model for the card, in no-grad mode: its text in *text
      * (malloc'd; the loop frees it, whatever the status). NULL: no sample. */
     ag_status (*sample)(void *user, ag_ctx *ctx, char **text, ag_error *err);
-} ag_train_client;
+    const ag_train_format *format;   /* its checkpoint files (NULL: the loop's own) */
+};
 
 typedef struct {
     const char *out_dir;       /* DIR: made if missing (its parent must exist), locked for the run */
@@ -611,7 +657,7 @@ typedef struct {
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
-/* The weights of DIR/latest into c->params (only name and params are read), its step in *step:
+/* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */
 ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, ag_error *err);

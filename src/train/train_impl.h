@@ -18,35 +18,20 @@ char *ag__csv_layer_head(const char *first, const char *const *cols, int n_layer
  * or AG_ERR_NOMEM "<gp>: script too long" when it did not fit (plot.c). */
 ag_status ag__plot_built(const char *dir, const char *gp, const char *png, char *s, bool fits, ag_error *err);
 
-/* What a checkpoint of ag_train_run holds besides the tensors (loop.c, loop_ckpt.c). */
-typedef struct {
-    long step;          /* the optimizer steps taken: Adam's t of the next one is step + 1 */
-    ag_rng rng;         /* the batch stream, as the next step finds it */
-    double best_loss;   /* the lowest evaluation loss yet (INFINITY: none) */
-    long best_step;     /*   and its step (-1: none) */
-    uint64_t run_id;    /* drawn when the run started, kept by a resume */
-    uint64_t prev_hash; /* the weights' hash of the run's last checkpoint: the next one follows it (0: none) */
-    uint64_t origin;    /* the run's start (its first weights and seed): a kill before the first
-                           commit leaves a checkpoint that the same command again removes */
-    double loss_sum;    /* the batch losses since the last evaluation (metrics.csv's train_loss), */
-    long loss_n;        /*   their count, */
-    bool loss_taken;    /*   taken by the evaluation of this step: the next step starts them anew */
-} ag__loop_state;
-
-/* DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
+/* The checkpoint of ag_train_run (loop_ckpt.c), in the client's format (c->format, else the
+ * loop's): DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
  * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64].
  * Into the directory lock holds, wherever it is now: a DIR moved meanwhile is AG_ERR_IO. */
-ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag__loop_state *st,
+ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
                         bool is_best, char *name, ag_error *err);
-/* AG_ERR_ARG when DIR lies inside another run's directory (ag_ckpt_outside_runs). */
-ag_status ag__loop_outside_runs(const char *dir, ag_error *err);
+/* AG_ERR_ARG when DIR lies inside another run's directory (ag_ckpt_outside_runs), or the
+ * client's format lacks a part. */
+ag_status ag__loop_outside_runs(const char *dir, const ag_train_client *c, ag_error *err);
 /* The locked DIR opened for the run: with o->resume a lost latest recovered (a warning on
  * o->log) and DIR/latest read into c->params and st; else the run's identity drawn, and a DIR
  * that holds a run refused. Then what a killed run left is removed: temporary files, this
  * run's superseded checkpoints, nothing else (what stays, and a best written again: a warning). */
-ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag__loop_state *st,
+ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
                         ag_error *err);
-/* The weights, moments and state of DIR/latest into c->params and *st. */
-ag_status ag__loop_load(const char *dir, const ag_train_client *c, ag__loop_state *st, ag_error *err);
 
 #endif

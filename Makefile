@@ -85,11 +85,14 @@ help:                                             ## this list
 
 # --- dependencies: install what is missing (as root), or print the exact command ---
 # (installed for this machine's architecture: with arm64 packages beside, `dpkg -s check` is
-# "ambiguous" and every package looked missing, so each `make test` ran apt-get)
+# "ambiguous" and every package looked missing, so each `make test` ran apt-get;
+# a name with its architecture, libc6:arm64, is looked for in that one: against this machine's,
+# the arm64 packages looked missing and each make check ran apt-get again)
 deps:                                             ## install missing Debian packages
 	@command -v dpkg >/dev/null || { echo "deps: no dpkg here (not Debian/Ubuntu): install the packages yourself (README: macOS)"; exit 0; }; \
 	arch=$$(dpkg --print-architecture); missing=""; for p in $(DEPS_PKGS); do \
-	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$arch|all)$$" || missing="$$missing $$p"; done; \
+	  a=$$arch; case $$p in *:*) a=$${p##*:};; esac; \
+	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$a|all)$$" || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \

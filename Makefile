@@ -248,10 +248,10 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # only when something changed since it passed), the program's suites on double too, the kernel
 # suites on the reference table and a REFERENCE=1 library's step, the sanitizers, valgrind, the
 # fuzzers, serve's page in headless chromium, the clang build's suites and the arm64 stage. All is built first, in one parallel make
-# (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
+# (each tree its own, the arm64 one too), then run side by side. Nothing runs twice the same way: the clang build
 # runs the suites as make test does (the program's once, on float), ASan likewise.
-CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build
-CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
+CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build arm64-build
+CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_JOBS) $(FUZZ_JOBS) $(ARM64_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
@@ -300,8 +300,8 @@ mutate:                                           ## mutation testing of the bac
 	python3 tools/mutate.py --root $(MUT) --suites $(or $(MUT_SUITES),auto) $(MUT_FLAGS) $(MUT_ONLY)
 
 # The suites that check ops and layers (every op's gradient check, fast == reference, the layers,
-# the model, the optimizers): the arm64 stage runs them, and make check runs them on the reference
-# table too. Add a suite here when it checks an op.
+# the model, the optimizers): make check runs them on the reference table too, and the arm64
+# stage those that check ops (ARM64_SUITES). Add a suite here when it checks an op.
 KERNEL_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rmsnorm swiglu nn gpt padding \
                 optim softmax fast_ref_rows fast_ref_products fast_targets fused parallel
 # make check on the reference table: the kernel suites (and the model's other numeric ones) of the
@@ -678,10 +678,13 @@ check-clang: deps                                 ## clang build in build/clang 
 # check-arm64: cross-compiled by Debian's gcc-aarch64-linux-gnu against the arm64 packages of the
 # dependencies (dpkg multiarch), run under qemu-user: no AVX2/AVX-512 targets and no libmvec
 # there (fast.h), so the fast kernels' plain loops and scalar expf are what run. Emulation is
-# ~10-50x slower, so not every suite runs: ARM64_SUITES (KERNEL_SUITES), every op's gradient
-# check and fast == reference, in f64 and f32, then a short
-# char_lm train -> resume -> sample. The program-level suites (errors, signals, rundir, ...)
-# test Linux, which x86 already covers.
+# ~10-50x slower, so not every suite runs: ARM64_SUITES, every op's gradient check and fast ==
+# reference (with Adam's fast twin), in f64 and f32, then a short char_lm train -> resume ->
+# sample (arm64-run). Left to x86: the program-level suites (errors, signals, rundir, ...: they
+# test Linux) and ARM64_SKIP, the suites that check no op of their own: the gradient checker's
+# self-test, the layers and the model composed of the ops (nn, gpt, padding), the thread splits
+# (parallel) and the x86 targets (fast_targets: on arm64 all three names are the plain loop).
+# In make check the build is one of CHECK_BUILDS and each run a job of the runner.
 ARM64_CC  = aarch64-linux-gnu-gcc
 ARM64_B   = $(B)/arm64
 ARM64_PKGS = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libopenblas-dev:arm64 check:arm64 \
@@ -689,28 +692,35 @@ ARM64_PKGS = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libopenb
 # pkg-config reads the arm64 .pc files (Debian's multiarch layout)
 ARM64_PKG_CONFIG = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 QEMU_ARM64 = qemu-aarch64
-ARM64_SUITES = $(KERNEL_SUITES)
+ARM64_SKIP = gradcheck nn gpt padding parallel fast_targets
+ARM64_SUITES = $(filter-out $(ARM64_SKIP),$(KERNEL_SUITES))
 # the tests start char_lm through CHAR_LM_WRAP (no binfmt_misc needed)
-ARM64_ENV = $(TEST_ENV) CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
+ARM64_ENV = CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
 # char_lm's run: check-valgrind's VG_MODEL (the tiny preset made smaller)
 ARM64_RUN = $(TEST_ENV) $(QEMU_ARM64) ./$(ARM64_B)/char_lm
 ARM64_DIR = $(ARM64_B)/run
-# one target per build and suite, arm64-suite-f64.gradcheck ...: side by side under make -j
-# (one alone, once check-arm64 has built: make arm64-suite-f32.fused)
-ARM64_RUNS = $(foreach p,f64 f32,$(ARM64_SUITES:%=arm64-suite-$(p).%))
+# one job per build and suite, arm64-f32/fused ..., the slow ones first, then char_lm's run
+# (one alone, once arm64-build has built: make arm64-suite-f32.fused)
+ARM64_JOBS = $(foreach s,$(call slow_first,$(ARM64_SUITES)),$(foreach p,f32 f64,\
+               $(call job,arm64-$(p)/$(s),$(TEST_ENV) $(ARM64_ENV) CK_RUN_SUITE=$(s) $(QEMU_ARM64) ./$(ARM64_B)/test_$(p)))) \
+             $(call job,arm64-char_lm,$(SUB_MAKE) arm64-run)
+.PHONY: arm64-build arm64-run
 arm64-suite-%:
 	@echo "check-arm64: test_$(basename $*) $(subst .,,$(suffix $*))"
-	@$(ARM64_ENV) CK_RUN_SUITE=$(subst .,,$(suffix $*)) $(QEMU_ARM64) ./$(ARM64_B)/test_$(basename $*) || { \
+	@$(TEST_ENV) $(ARM64_ENV) CK_RUN_SUITE=$(subst .,,$(suffix $*)) $(QEMU_ARM64) ./$(ARM64_B)/test_$(basename $*) || { \
 	  echo "check-arm64: FAILED: suite $(subst .,,$(suffix $*)) of test_$(basename $*) (alone: make $@)"; exit 1; }
 deps-arm64:                                       ## gcc-aarch64-linux-gnu, qemu-user and the arm64 packages (dpkg multiarch)
 	@dpkg --print-foreign-architectures | grep -qx arm64 || \
 	  if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64; \
 	  else echo "deps-arm64: run as root: dpkg --add-architecture arm64 && make deps-arm64"; exit 1; fi
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(ARM64_PKGS)"
-check-arm64: deps-arm64                           ## arm64 build in build/arm64 (-Werror), ARM64_SUITES and char_lm under qemu
+arm64-build:
 	@$(ARM64_PKG_CONFIG) $(MAKE) --no-print-directory CC=$(ARM64_CC) B=$(ARM64_B) WARN="$(WARN) -Werror" \
 	  $(ARM64_B)/test_f64 $(ARM64_B)/test_f32 $(ARM64_B)/char_lm $(ARM64_B)/bench $(ARM64_B)/one_step $(ARM64_B)/attention_demo
-	@$(MAKE) --no-print-directory -O $(ARM64_RUNS)
+check-arm64: deps-arm64                           ## arm64 build in build/arm64 (-Werror), ARM64_SUITES and char_lm under qemu
+	@$(MAKE) --no-print-directory arm64-build
+	+@$(call run_jobs,$(ARM64_JOBS),arm64)
+arm64-run:
 	rm -rf $(ARM64_DIR) && mkdir -p $(ARM64_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(ARM64_DIR)/text.txt
 	$(ARM64_RUN) train --data $(ARM64_DIR)/text.txt --out $(ARM64_DIR)/run $(VG_MODEL) --max-iters 20 --eval-interval 10

@@ -252,7 +252,7 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # runs the suites as make test does (the program's once, on float), ASan likewise; valgrind
 # runs char_lm's train, resume, sample and eval, the error table's leaks are ASan's (VG_RUNS_JOB).
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build arm64-build
-CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_RUNS_JOB) $(FUZZ_JOBS) $(ARM64_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
+CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_RUNS_JOB) $(call fuzz_jobs,$(CHECK_FUZZ_SECONDS)) $(ARM64_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
 check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
@@ -615,19 +615,24 @@ check-valgrind-runs:
 	$(VG_RUN) sample --ckpt $(VG_DIR)/run --prompt "ROMEO:" --max-new-tokens 40 --top-k 5
 	$(VG_RUN) eval --ckpt $(VG_DIR)/run --data $(VG_DIR)/eval.txt
 
-# fuzz: libFuzzer (clang) on the checkpoint loader and the corpus reader, each for FUZZ_SECONDS
-# (side by side), starting from the seeds in fuzz/seeds/<target>/ (new inputs go to
-# build/fuzz/corpus/, a crash to build/fuzz/crashes/<target>/, and fails the target). Replay one:
-# build/fuzz/fuzz_<t> FILE
+# fuzz: libFuzzer (clang) on the checkpoint loader, the corpus reader and serve's parameters, each
+# for FUZZ_SECONDS (side by side), starting from the committed inputs: the seeds in
+# fuzz/seeds/<target>/ and fuzz/corpus/<target>/, what earlier runs found (each run replays all
+# of them first; new inputs go to build/fuzz/corpus/, a crash to build/fuzz/crashes/<target>/,
+# and fails the target). make check fuzzes CHECK_FUZZ_SECONDS (20) each; `make fuzz-merge` adds
+# what build/fuzz/corpus/ found to fuzz/corpus/ (libFuzzer's -merge=1: only inputs that reach
+# new coverage). Replay one: build/fuzz/fuzz_<t> FILE
 FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 60
+CHECK_FUZZ_SECONDS ?= 20
 FUZZ_PKGS = clang-14 libclang-rt-14-dev
 FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
              -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc \
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_TARGETS = safetensors corpus serve
-FUZZ_JOBS = $(foreach t,$(FUZZ_TARGETS),$(call job,fuzz-$(t),$(SUB_MAKE) fuzz-runs FUZZ_TARGETS=$(t) FUZZ_SECONDS=$(FUZZ_SECONDS)))
+fuzz_jobs = $(foreach t,$(FUZZ_TARGETS),$(call job,fuzz-$(t),$(SUB_MAKE) fuzz-runs FUZZ_TARGETS=$(t) FUZZ_SECONDS=$(1)))
+FUZZ_JOBS = $(call fuzz_jobs,$(FUZZ_SECONDS))
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
@@ -641,7 +646,7 @@ $(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c examples/char_lm/serve_params.c src/data
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
-fuzz: deps                                        ## run each fuzzer for FUZZ_SECONDS (60), side by side (part of make check)
+fuzz: deps                                        ## run each fuzzer for FUZZ_SECONDS (60), side by side (make check: 20 s)
 	@$(MAKE) --no-print-directory deps-fuzz
 	@$(MAKE) --no-print-directory fuzz-build
 	+@$(call run_jobs,$(FUZZ_JOBS),fuzz)
@@ -651,7 +656,7 @@ fuzz-runs: fuzz-build
 	  dict=; [ -f fuzz/$$t.dict ] && dict=-dict=fuzz/$$t.dict; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (log: $(B)/fuzz/$$t.log)"; \
 	  if ./$(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-	       -artifact_prefix=$(B)/fuzz/crashes/$$t/ $$dict $(B)/fuzz/corpus/$$t fuzz/seeds/$$t > $(B)/fuzz/$$t.log 2>&1; then \
+	       -artifact_prefix=$(B)/fuzz/crashes/$$t/ $$dict $(B)/fuzz/corpus/$$t fuzz/corpus/$$t fuzz/seeds/$$t > $(B)/fuzz/$$t.log 2>&1; then \
 	    grep -E '^Done|stat::number_of_executed_units|stat::peak_rss_mb' $(B)/fuzz/$$t.log | sed "s/^/fuzz: $$t: /"; \
 	  else \
 	    tail -n 60 $(B)/fuzz/$$t.log; \
@@ -660,6 +665,12 @@ fuzz-runs: fuzz-build
 	  fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
+.PHONY: fuzz-merge
+fuzz-merge: fuzz-build                            ## add the inputs of build/fuzz/corpus/ that reach new coverage to fuzz/corpus/
+	@for t in $(FUZZ_TARGETS); do mkdir -p $(B)/fuzz/corpus/$$t fuzz/corpus/$$t; \
+	  ./$(B)/fuzz/fuzz_$$t -merge=1 -timeout=10 -rss_limit_mb=2048 fuzz/corpus/$$t $(B)/fuzz/corpus/$$t > $(B)/fuzz/$$t.merge.log 2>&1 || \
+	    { tail -n 20 $(B)/fuzz/$$t.merge.log; exit 1; }; \
+	  echo "fuzz-merge: $$t: $$(ls fuzz/corpus/$$t | wc -l) inputs in fuzz/corpus/$$t"; done
 
 clean:                                            ## remove build/
 	rm -rf $(B)

@@ -164,8 +164,8 @@ TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
 job = echo '$(1) $(2)';
 # $(call suite_job,LABEL,BINARY,SUITE[,ENV]): one check suite of one test binary
 suite_job = $(call job,$(1)/$(3),$(TEST_ENV) $(4) CK_RUN_SUITE=$(3) ./$(2))
-# $(call run_jobs,LIST,NAME): runs them, logs in build/runs/NAME/
-run_jobs = { $(1) } | tests/run_suites.sh $(B)/runs/$(2) $(NPROC)
+# $(call run_jobs,LIST,NAME[,SLOTS]): runs them, SLOTS (NPROC) at once, logs in build/runs/NAME/
+run_jobs = { $(1) } | tests/run_suites.sh $(B)/runs/$(2) $(or $(3),$(NPROC))
 SUB_MAKE = $(MAKE) -s --no-print-directory
 # the suites of a build tree, read when a recipe runs (after its suites.inc is made)
 suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
@@ -251,10 +251,20 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # (each tree its own, the arm64 one too), then run side by side. Nothing runs twice the same way: the clang build
 # runs the suites as make test does (the program's once, on float), ASan likewise; valgrind
 # runs char_lm's train, resume, sample and eval, the error table's leaks are ASan's (VG_RUNS_JOB).
+# The jobs in the order that keeps both cores busy to the end: the longest first (ASan's rundir,
+# then its reverse and budget, the arm64 products, the fuzzers' fixed seconds), the short ones
+# last (the reference table's, the single checks).
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build arm64-build
-CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_RUNS_JOB) $(call fuzz_jobs,$(CHECK_FUZZ_SECONDS)) $(ARM64_JOBS) $(call job,browser,$(SUB_MAKE) browser-run) \
+# one job more than the cores: some of make check's jobs hold their slot while they wait
+# (rundir's locks and timeouts, budget's wall clock, signals, the error table's processes,
+# safetensors_limits' 100 MB file). In a run at load 8-12, f64/errors took 20 s for 2 s of CPU,
+# f64/safetensors_limits 13 s for 1 s, f64/budget 24 s for 4 s, while the arm64 job beside them
+# took 2.3 s for each second of its CPU. A third job uses the core they leave.
+CHECK_SLOTS = $(shell echo $$(($(NPROC) + 1)))
+CHECK_JOBS = $(ASAN_JOBS) $(ARM64_JOBS) $(call fuzz_jobs,$(CHECK_FUZZ_SECONDS)) $(VG_RUNS_JOB) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
-             $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
+             $(CLANG_JOBS) $(REF_JOBS) $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,browser,$(SUB_MAKE) browser-run) \
+             $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check)
 check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
 	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz && \
 	  $(MAKE) --no-print-directory deps-browser && $(MAKE) --no-print-directory deps-arm64   # apt-get, one at a time
@@ -263,8 +273,8 @@ check: deps                                       ## the full matrix: program su
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
 	+@$(PY_PATH); if $(test_passed); then \
 	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; \
-	  $(call run_jobs,$(CHECK_JOBS),check); \
-	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check) && touch $(TEST_STAMP); fi
+	  $(call run_jobs,$(CHECK_JOBS),check,$(CHECK_SLOTS)); \
+	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check,$(CHECK_SLOTS)) && touch $(TEST_STAMP); fi
 
 # what a reader is promised (issue 17): no function over 60 lines, and docs/reading-order.md's
 # path (en and zh) true of the tree, line count by line count, and 2,000 lines or fewer

@@ -85,11 +85,14 @@ help:                                             ## this list
 
 # --- dependencies: install what is missing (as root), or print the exact command ---
 # (installed for this machine's architecture: with arm64 packages beside, `dpkg -s check` is
-# "ambiguous" and every package looked missing, so each `make test` ran apt-get)
+# "ambiguous" and every package looked missing, so each `make test` ran apt-get;
+# a name with its architecture, libc6:arm64, is looked for in that one: against this machine's,
+# the arm64 packages looked missing and each make check ran apt-get again)
 deps:                                             ## install missing Debian packages
 	@command -v dpkg >/dev/null || { echo "deps: no dpkg here (not Debian/Ubuntu): install the packages yourself (README: macOS)"; exit 0; }; \
 	arch=$$(dpkg --print-architecture); missing=""; for p in $(DEPS_PKGS); do \
-	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$arch|all)$$" || missing="$$missing $$p"; done; \
+	  a=$$arch; case $$p in *:*) a=$${p##*:};; esac; \
+	  dpkg-query -W -f='$${db:Status-Abbrev}$${Architecture}\n' $$p 2>/dev/null | grep -qE "^ii ($$a|all)$$" || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then echo "deps: all present ($(DEPS_PKGS))"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
@@ -161,8 +164,8 @@ TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
 job = echo '$(1) $(2)';
 # $(call suite_job,LABEL,BINARY,SUITE[,ENV]): one check suite of one test binary
 suite_job = $(call job,$(1)/$(3),$(TEST_ENV) $(4) CK_RUN_SUITE=$(3) ./$(2))
-# $(call run_jobs,LIST,NAME): runs them, logs in build/runs/NAME/
-run_jobs = { $(1) } | tests/run_suites.sh $(B)/runs/$(2) $(NPROC)
+# $(call run_jobs,LIST,NAME[,SLOTS]): runs them, SLOTS (NPROC) at once, logs in build/runs/NAME/
+run_jobs = { $(1) } | tests/run_suites.sh $(B)/runs/$(2) $(or $(3),$(NPROC))
 SUB_MAKE = $(MAKE) -s --no-print-directory
 # the suites of a build tree, read when a recipe runs (after its suites.inc is made)
 suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
@@ -209,8 +212,9 @@ TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,l
 PY_PATH = py=$$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) && \
           [ -n "$$py" ] && PATH="$$py:$$PATH" && export PATH
 TEST_STAMP = $(B)/runs/test.passed
-TRACKED := $(wildcard $(shell git ls-files 2>/dev/null))
-test_passed = [ -e $(TEST_STAMP) ] && [ -z "$$(find $(TEST_BINS) $(TRACKED) -newer $(TEST_STAMP) 2>/dev/null | head -n 1)" ]
+# (the tracked files listed by the shell when the recipe runs, not written into it: 764 paths,
+# 33 KB, made check-jobs' script longer than one argument may be, 128 KB: "Argument list too long")
+test_passed = [ -e $(TEST_STAMP) ] && [ -z "$$(find $(TEST_BINS) $$(git ls-files 2>/dev/null) -newer $(TEST_STAMP) 2>/dev/null | head -n 1)" ]
 test: deps                                        ## every suite (numeric ones on float and double), step, install, MPI: ~3 min
 	@$(MAKE) --no-print-directory test-jobs
 .PHONY: test-jobs
@@ -245,22 +249,33 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # only when something changed since it passed), the program's suites on double too, the kernel
 # suites on the reference table and a REFERENCE=1 library's step, the sanitizers, valgrind, the
 # fuzzers, serve's page in headless chromium, the clang build's suites and the arm64 stage. All is built first, in one parallel make
-# (each tree its own), then run side by side. Nothing runs twice the same way: the clang build
-# runs the suites as make test does (the program's once, on float), ASan likewise.
-CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build
-CHECK_JOBS = $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check) $(VG_JOBS) $(FUZZ_JOBS) $(call job,arm64,$(SUB_MAKE) check-arm64) $(call job,browser,$(SUB_MAKE) browser-run) \
+# (each tree its own, the arm64 one too), then run side by side. Nothing runs twice the same way: the clang build
+# runs the suites as make test does (the program's once, on float), ASan likewise; valgrind
+# runs char_lm's train, resume, sample and eval, the error table's leaks are ASan's (VG_RUNS_JOB).
+# The jobs in the order that keeps both cores busy to the end: the longest first (ASan's rundir,
+# then its reverse and budget, the arm64 products, the fuzzers' fixed seconds), the short ones
+# last (the reference table's, the single checks).
+CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build arm64-build
+# one job more than the cores: some of make check's jobs hold their slot while they wait
+# (rundir's locks and timeouts, budget's wall clock, signals, the error table's processes,
+# safetensors_limits' 100 MB file). In a run at load 8-12, f64/errors took 20 s for 2 s of CPU,
+# f64/safetensors_limits 13 s for 1 s, f64/budget 24 s for 4 s, while the arm64 job beside them
+# took 2.3 s for each second of its CPU. A third job uses the core they leave.
+CHECK_SLOTS = $(shell echo $$(($(NPROC) + 1)))
+CHECK_JOBS = $(ASAN_JOBS) $(ARM64_JOBS) $(call fuzz_jobs,$(CHECK_FUZZ_SECONDS)) $(VG_RUNS_JOB) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
-             $(ASAN_JOBS) $(CLANG_JOBS) $(REF_JOBS)
+             $(CLANG_JOBS) $(REF_JOBS) $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,browser,$(SUB_MAKE) browser-run) \
+             $(call job,commit,$(SUB_MAKE) test-commit) $(call job,mutate-check,python3 tools/mutate.py --check)
 check: deps                                       ## the full matrix: program suites on double, the reference table, ASan, valgrind, fuzz, clang, arm64
 	@$(MAKE) --no-print-directory deps-valgrind && $(MAKE) --no-print-directory deps-fuzz && \
 	  $(MAKE) --no-print-directory deps-browser && $(MAKE) --no-print-directory deps-arm64   # apt-get, one at a time
 	@$(MAKE) --no-print-directory check-jobs
 .PHONY: check-jobs $(CHECK_BUILDS)
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
-	+@$(PY_PATH); if $(test_passed); then \
-	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; \
-	  $(call run_jobs,$(CHECK_JOBS),check); \
-	else $(call run_jobs,$(TEST_JOBS) $(CHECK_JOBS),check) && touch $(TEST_STAMP); fi
+	+@$(PY_PATH); again=1; if $(test_passed); then again=; \
+	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; fi; \
+	$(call run_jobs,if [ -n "$$again" ]; then $(TEST_JOBS) fi; $(CHECK_JOBS),check,$(CHECK_SLOTS)) && \
+	  { [ -z "$$again" ] || touch $(TEST_STAMP); }
 
 # what a reader is promised (issue 17): no function over 60 lines, and docs/reading-order.md's
 # path (en and zh) true of the tree, line count by line count, and 2,000 lines or fewer
@@ -297,8 +312,8 @@ mutate:                                           ## mutation testing of the bac
 	python3 tools/mutate.py --root $(MUT) --suites $(or $(MUT_SUITES),auto) $(MUT_FLAGS) $(MUT_ONLY)
 
 # The suites that check ops and layers (every op's gradient check, fast == reference, the layers,
-# the model, the optimizers): the arm64 stage runs them, and make check runs them on the reference
-# table too. Add a suite here when it checks an op.
+# the model, the optimizers): make check runs them on the reference table too, and the arm64
+# stage those that check ops (ARM64_SUITES). Add a suite here when it checks an op.
 KERNEL_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rmsnorm swiglu nn gpt padding \
                 optim softmax fast_ref_rows fast_ref_products fast_targets fused parallel
 # make check on the reference table: the kernel suites (and the model's other numeric ones) of the
@@ -593,13 +608,18 @@ VG_ENV = OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
 VG_RUN = $(VG_ENV) $(VALGRIND) ./$(B)/vg/char_lm
 # the tiny preset, smaller: valgrind runs it about 50 times slower than native
 VG_MODEL = --config tiny --n-layer 2 --n-embd 32 --block-size 16 --batch-size 4 --eval-iters 1
+# make check runs vg-char_lm alone: the error table's leak check is ASan's there (asan-f32/errors
+# runs every row with the ASan build of char_lm and LeakSanitizer on; a leak's report breaks the
+# row's one stderr line: a leak added to main.c's fail() failed all 117 rows). make
+# check-valgrind runs both.
+VG_RUNS_JOB = $(call job,vg-char_lm,$(SUB_MAKE) check-valgrind-runs)
 VG_JOBS = $(call suite_job,vg-f32,$(B)/test_f32,errors,$(VG_ENV) CHAR_LM=./$(B)/vg/char_lm CHAR_LM_WRAP="$(VALGRIND)") \
-          $(call job,vg-char_lm,$(SUB_MAKE) check-valgrind-runs)
+          $(VG_RUNS_JOB)
 vg-build: $(B)/test_f32
 	@$(MAKE) --no-print-directory B=$(B)/vg CFLAGS="-O2 -g" $(B)/vg/char_lm
 deps-valgrind:                                    ## install valgrind if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS=valgrind
-check-valgrind: deps                              ## valgrind: no leaks in train/resume/sample/eval and every error path (part of make check)
+check-valgrind: deps                              ## valgrind: no leaks in train/resume/sample/eval and every error path (make check: the first)
 	@$(MAKE) --no-print-directory deps-valgrind
 	@$(MAKE) --no-print-directory vg-build
 	+@$(call run_jobs,$(VG_JOBS),valgrind)
@@ -612,19 +632,24 @@ check-valgrind-runs:
 	$(VG_RUN) sample --ckpt $(VG_DIR)/run --prompt "ROMEO:" --max-new-tokens 40 --top-k 5
 	$(VG_RUN) eval --ckpt $(VG_DIR)/run --data $(VG_DIR)/eval.txt
 
-# fuzz: libFuzzer (clang) on the checkpoint loader and the corpus reader, each for FUZZ_SECONDS
-# (side by side), starting from the seeds in fuzz/seeds/<target>/ (new inputs go to
-# build/fuzz/corpus/, a crash to build/fuzz/crashes/<target>/, and fails the target). Replay one:
-# build/fuzz/fuzz_<t> FILE
+# fuzz: libFuzzer (clang) on the checkpoint loader, the corpus reader and serve's parameters, each
+# for FUZZ_SECONDS (side by side), starting from the committed inputs: the seeds in
+# fuzz/seeds/<target>/ and fuzz/corpus/<target>/, what earlier runs found (each run replays all
+# of them first; new inputs go to build/fuzz/corpus/, a crash to build/fuzz/crashes/<target>/,
+# and fails the target). make check fuzzes CHECK_FUZZ_SECONDS (20) each; `make fuzz-merge` adds
+# what build/fuzz/corpus/ found to fuzz/corpus/ (libFuzzer's -merge=1: only inputs that reach
+# new coverage). Replay one: build/fuzz/fuzz_<t> FILE
 FUZZ_CC ?= clang-14
 FUZZ_SECONDS ?= 60
+CHECK_FUZZ_SECONDS ?= 20
 FUZZ_PKGS = clang-14 libclang-rt-14-dev
 FUZZ_FLAGS = $(STD) $(WARN) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
              -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt -Isrc \
              $(shell pkg-config --cflags jansson 2>/dev/null)
 FUZZ_LIBS = $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 FUZZ_TARGETS = safetensors corpus serve
-FUZZ_JOBS = $(foreach t,$(FUZZ_TARGETS),$(call job,fuzz-$(t),$(SUB_MAKE) fuzz-runs FUZZ_TARGETS=$(t) FUZZ_SECONDS=$(FUZZ_SECONDS)))
+fuzz_jobs = $(foreach t,$(FUZZ_TARGETS),$(call job,fuzz-$(t),$(SUB_MAKE) fuzz-runs FUZZ_TARGETS=$(t) FUZZ_SECONDS=$(1)))
+FUZZ_JOBS = $(call fuzz_jobs,$(FUZZ_SECONDS))
 $(B)/fuzz/fuzz_safetensors: fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c fuzz/coverage_ignore.txt $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz_safetensors.c src/io/safetensors.c src/tensor/tensor.c $(FUZZ_LIBS)
@@ -638,7 +663,7 @@ $(B)/fuzz/fuzz_serve: fuzz/fuzz_serve.c src/serve/params.c src/data/corpus.c src
 fuzz-build: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 deps-fuzz:                                        ## install clang and libFuzzer if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(FUZZ_PKGS)"
-fuzz: deps                                        ## run each fuzzer for FUZZ_SECONDS (60), side by side (part of make check)
+fuzz: deps                                        ## run each fuzzer for FUZZ_SECONDS (60), side by side (make check: 20 s)
 	@$(MAKE) --no-print-directory deps-fuzz
 	@$(MAKE) --no-print-directory fuzz-build
 	+@$(call run_jobs,$(FUZZ_JOBS),fuzz)
@@ -648,7 +673,7 @@ fuzz-runs: fuzz-build
 	  dict=; [ -f fuzz/$$t.dict ] && dict=-dict=fuzz/$$t.dict; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (log: $(B)/fuzz/$$t.log)"; \
 	  if ./$(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-	       -artifact_prefix=$(B)/fuzz/crashes/$$t/ $$dict $(B)/fuzz/corpus/$$t fuzz/seeds/$$t > $(B)/fuzz/$$t.log 2>&1; then \
+	       -artifact_prefix=$(B)/fuzz/crashes/$$t/ $$dict $(B)/fuzz/corpus/$$t fuzz/corpus/$$t fuzz/seeds/$$t > $(B)/fuzz/$$t.log 2>&1; then \
 	    grep -E '^Done|stat::number_of_executed_units|stat::peak_rss_mb' $(B)/fuzz/$$t.log | sed "s/^/fuzz: $$t: /"; \
 	  else \
 	    tail -n 60 $(B)/fuzz/$$t.log; \
@@ -657,6 +682,12 @@ fuzz-runs: fuzz-build
 	  fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
+.PHONY: fuzz-merge
+fuzz-merge: fuzz-build                            ## add the inputs of build/fuzz/corpus/ that reach new coverage to fuzz/corpus/
+	@for t in $(FUZZ_TARGETS); do mkdir -p $(B)/fuzz/corpus/$$t fuzz/corpus/$$t; \
+	  ./$(B)/fuzz/fuzz_$$t -merge=1 -timeout=10 -rss_limit_mb=2048 fuzz/corpus/$$t $(B)/fuzz/corpus/$$t > $(B)/fuzz/$$t.merge.log 2>&1 || \
+	    { tail -n 20 $(B)/fuzz/$$t.merge.log; exit 1; }; \
+	  echo "fuzz-merge: $$t: $$(ls fuzz/corpus/$$t | wc -l) inputs in fuzz/corpus/$$t"; done
 
 clean:                                            ## remove build/
 	rm -rf $(B)
@@ -681,10 +712,13 @@ check-clang: deps                                 ## clang build in build/clang 
 # check-arm64: cross-compiled by Debian's gcc-aarch64-linux-gnu against the arm64 packages of the
 # dependencies (dpkg multiarch), run under qemu-user: no AVX2/AVX-512 targets and no libmvec
 # there (fast.h), so the fast kernels' plain loops and scalar expf are what run. Emulation is
-# ~10-50x slower, so not every suite runs: ARM64_SUITES (KERNEL_SUITES), every op's gradient
-# check and fast == reference, in f64 and f32, then a short
-# char_lm train -> resume -> sample. The program-level suites (errors, signals, rundir, ...)
-# test Linux, which x86 already covers.
+# ~10-50x slower, so not every suite runs: ARM64_SUITES, every op's gradient check and fast ==
+# reference (with Adam's fast twin), in f64 and f32, then a short char_lm train -> resume ->
+# sample (arm64-run). Left to x86: the program-level suites (errors, signals, rundir, ...: they
+# test Linux) and ARM64_SKIP, the suites that check no op of their own: the gradient checker's
+# self-test, the layers and the model composed of the ops (nn, gpt, padding), the thread splits
+# (parallel) and the x86 targets (fast_targets: on arm64 all three names are the plain loop).
+# In make check the build is one of CHECK_BUILDS and each run a job of the runner.
 ARM64_CC  = aarch64-linux-gnu-gcc
 ARM64_B   = $(B)/arm64
 ARM64_PKGS = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libopenblas-dev:arm64 check:arm64 \
@@ -692,28 +726,35 @@ ARM64_PKGS = gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libopenb
 # pkg-config reads the arm64 .pc files (Debian's multiarch layout)
 ARM64_PKG_CONFIG = PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 QEMU_ARM64 = qemu-aarch64
-ARM64_SUITES = $(KERNEL_SUITES)
+ARM64_SKIP = gradcheck nn gpt padding parallel fast_targets
+ARM64_SUITES = $(filter-out $(ARM64_SKIP),$(KERNEL_SUITES))
 # the tests start char_lm through CHAR_LM_WRAP (no binfmt_misc needed)
-ARM64_ENV = $(TEST_ENV) CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
+ARM64_ENV = CHAR_LM=./$(ARM64_B)/char_lm CHAR_LM_WRAP=$(QEMU_ARM64)
 # char_lm's run: check-valgrind's VG_MODEL (the tiny preset made smaller)
 ARM64_RUN = $(TEST_ENV) $(QEMU_ARM64) ./$(ARM64_B)/char_lm
 ARM64_DIR = $(ARM64_B)/run
-# one target per build and suite, arm64-suite-f64.gradcheck ...: side by side under make -j
-# (one alone, once check-arm64 has built: make arm64-suite-f32.fused)
-ARM64_RUNS = $(foreach p,f64 f32,$(ARM64_SUITES:%=arm64-suite-$(p).%))
+# one job per build and suite, arm64-f32/fused ..., the slow ones first, then char_lm's run
+# (one alone, once arm64-build has built: make arm64-suite-f32.fused)
+ARM64_JOBS = $(foreach s,$(call slow_first,$(ARM64_SUITES)),$(foreach p,f32 f64,\
+               $(call job,arm64-$(p)/$(s),$(TEST_ENV) $(ARM64_ENV) CK_RUN_SUITE=$(s) $(QEMU_ARM64) ./$(ARM64_B)/test_$(p)))) \
+             $(call job,arm64-char_lm,$(SUB_MAKE) arm64-run)
+.PHONY: arm64-build arm64-run
 arm64-suite-%:
 	@echo "check-arm64: test_$(basename $*) $(subst .,,$(suffix $*))"
-	@$(ARM64_ENV) CK_RUN_SUITE=$(subst .,,$(suffix $*)) $(QEMU_ARM64) ./$(ARM64_B)/test_$(basename $*) || { \
+	@$(TEST_ENV) $(ARM64_ENV) CK_RUN_SUITE=$(subst .,,$(suffix $*)) $(QEMU_ARM64) ./$(ARM64_B)/test_$(basename $*) || { \
 	  echo "check-arm64: FAILED: suite $(subst .,,$(suffix $*)) of test_$(basename $*) (alone: make $@)"; exit 1; }
 deps-arm64:                                       ## gcc-aarch64-linux-gnu, qemu-user and the arm64 packages (dpkg multiarch)
 	@dpkg --print-foreign-architectures | grep -qx arm64 || \
 	  if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64; \
 	  else echo "deps-arm64: run as root: dpkg --add-architecture arm64 && make deps-arm64"; exit 1; fi
 	@$(MAKE) --no-print-directory deps DEPS_PKGS="$(ARM64_PKGS)"
-check-arm64: deps-arm64                           ## arm64 build in build/arm64 (-Werror), ARM64_SUITES and char_lm under qemu
+arm64-build:
 	@$(ARM64_PKG_CONFIG) $(MAKE) --no-print-directory CC=$(ARM64_CC) B=$(ARM64_B) WARN="$(WARN) -Werror" \
 	  $(ARM64_B)/test_f64 $(ARM64_B)/test_f32 $(ARM64_B)/char_lm $(ARM64_B)/bench $(ARM64_B)/one_step $(ARM64_B)/attention_demo
-	@$(MAKE) --no-print-directory -O $(ARM64_RUNS)
+check-arm64: deps-arm64                           ## arm64 build in build/arm64 (-Werror), ARM64_SUITES and char_lm under qemu
+	@$(MAKE) --no-print-directory arm64-build
+	+@$(call run_jobs,$(ARM64_JOBS),arm64)
+arm64-run:
 	rm -rf $(ARM64_DIR) && mkdir -p $(ARM64_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(ARM64_DIR)/text.txt
 	$(ARM64_RUN) train --data $(ARM64_DIR)/text.txt --out $(ARM64_DIR)/run $(VG_MODEL) --max-iters 20 --eval-interval 10

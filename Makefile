@@ -46,10 +46,14 @@ LIB_SRC  := $(wildcard src/tensor/*.c src/tensor/ops/*.c src/params/*.c src/io/*
             src/dist/dist_none.c
 TEST_SRC := $(wildcard tests/*.c)
 LM_SRC   := $(wildcard examples/char_lm/*.c)
+# char_lm's own tests, beside it: its binaries (test_lm_f32, test_lm_f64) link them with the
+# shared test helpers (tests/*.c but the test files) and char_lm's objects; test_f32/f64 link the
+# library alone
+LM_TEST_SRC := $(wildcard examples/char_lm/tests/*.c)
 # everything of char_lm but main() (and serve.c, its model for the library's serve, which would
-# pull in the HTTP side: `# --- serve ---`) is also linked into the tests
+# pull in the HTTP side: `# --- serve ---`) is also linked into char_lm's tests
 LM_LIB_SRC := $(filter-out examples/char_lm/main.c examples/char_lm/serve.c,$(LM_SRC))
-HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h examples/one_step/*.h)
+HEADERS  := $(wildcard src/*.h src/*/*.h src/*/*/*.h tests/*.h examples/char_lm/*.h examples/char_lm/tests/*.h examples/one_step/*.h)
 # src/dist (dist.h): the transport of data-parallel training. libattograd.a holds dist_none.o
 # (one process), so any program links without MPI; an MPI program (char_lm_mpi, reverse_mpi)
 # links dist_mpi.o, built with mpicc, before the archive: the linker then never takes
@@ -113,12 +117,14 @@ $(LIB64): $(LIB_SRC:%.c=$(B)/f64/%.o)
 	@rm -f $@; ar rcs $@ $^
 
 # --- tests: the same test sources against both builds ---
-# one SUITE(name) line per `Suite *name_suite(void)` in tests/*.c (see tests/run_tests.c)
+# one SUITE(name) line per `Suite *name_suite(void)` in tests/*.c, and in examples/char_lm/tests/*.c
+# (see tests/run_tests.c)
 # (rebuilt every time, replaced only when it changes: a deleted test file drops its suite)
-# Every tests/test_*.c must define its suite spelled exactly so: a file whose suite the grep
-# below would miss (`Suite* x_suite(void)`, or none) fails the build, naming the file, instead of
-# being silently left out of the run.
+# Every tests/test_*.c (and examples/char_lm/tests/test_*.c) must define its suite spelled
+# exactly so: a file whose suite the grep below would miss (`Suite* x_suite(void)`, or none) fails
+# the build, naming the file, instead of being silently left out of the run.
 TEST_FILES = $(foreach f,$(TEST_SRC),$(if $(findstring /test_,/$(f)),$(f)))
+LM_TEST_FILES = $(foreach f,$(LM_TEST_SRC),$(if $(findstring /test_,/$(f)),$(f)))
 # one awk over the files (a grep or two per file was 200 processes, 1.3 s of CPU, each time a make
 # needed the test binaries: twice in make test): SUITE lines of every file, and for a test file
 # the first misspelled suite line, or none at all, is an error
@@ -131,13 +137,28 @@ SUITE_AWK = function fail(m) { print m > "/dev/stderr"; exit 1 } \
   END { for (i = 1; i <= n; i++) { \
     if (!(f[i] in ok)) fail(f[i] ": no line \047Suite *<name>_suite(void)\047 (spelled exactly so, at the start of a line): its tests would never run"); \
     if (f[i] in mis) { l = mis[f[i]]; fail(f[i] ":" substr(l, 1, index(l, ":") - 1) ": a suite spelled \047" substr(l, index(l, ":") + 1) "\047 is not registered; write \047Suite *<name>_suite(void)\047") } } }
-$(B)/gen/suites.inc: FORCE
+# (the library's in gen/suites.inc, char_lm's in gen/lm/suites.inc: each binary's run_tests.o
+# includes its own)
+$(B)/gen/suites.inc: SUITE_FILES = $(TEST_FILES)
+$(B)/gen/suites.inc: SUITE_SRC = $(TEST_SRC)
+$(B)/gen/lm/suites.inc: SUITE_FILES = $(LM_TEST_FILES)
+$(B)/gen/lm/suites.inc: SUITE_SRC = $(LM_TEST_SRC)
+$(B)/gen/suites.inc $(B)/gen/lm/suites.inc: FORCE
 	@mkdir -p $(dir $@)
-	@awk -v files="$(TEST_FILES)" '$(SUITE_AWK)' $(TEST_SRC) < /dev/null > $@.all || { rm -f $@.all; exit 1; }
+	@awk -v files="$(SUITE_FILES)" '$(SUITE_AWK)' $(SUITE_SRC) < /dev/null > $@.all || { rm -f $@.all; exit 1; }
 	@sort $@.all > $@.tmp; rm -f $@.all
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
-$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen -Iexamples/char_lm $(TEST_OPT)
+$(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen $(TEST_OPT)
+$(B)/f32/examples/char_lm/tests/%.o $(B)/f64/examples/char_lm/tests/%.o: \
+  EXTRA_CFLAGS += -Itests -Iexamples/char_lm -Iexamples/char_lm/tests $(TEST_OPT)
+# char_lm's runner: tests/run_tests.c with char_lm's suites
+$(B)/f32/lm/run_tests.o: tests/run_tests.c $(B)/gen/lm/suites.inc
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -I$(B)/gen/lm $(TEST_OPT) -c $< -o $@
+$(B)/f64/lm/run_tests.o: tests/run_tests.c $(B)/gen/lm/suites.inc
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DAG_DOUBLE -I$(B)/gen/lm $(TEST_OPT) -c $< -o $@
 # the tests' own code (not the library or char_lm's files they link, built as CFLAGS says) at
 # -O1: it mostly calls the library, and compiles in 64% of -O3's CPU (tests/*.c, 14 s against
 # 22 s, each level twice in turn; make test compiles them twice, f32 and f64). No -ffast-math
@@ -146,10 +167,21 @@ TEST_OPT ?= -O1
 
 # the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
 TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
-$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+$(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
-$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
+$(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LIB64)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
+# char_lm's tests: its test files, the shared helpers (tests/*.c but the test files and the
+# library's runner), its runner, char_lm's objects, the library
+LM_TEST_HELPERS = $(filter-out $(TEST_FILES) tests/run_tests.c,$(TEST_SRC))
+$(B)/test_lm_f32: $(LM_TEST_SRC:%.c=$(B)/f32/%.o) $(LM_TEST_HELPERS:%.c=$(B)/f32/%.o) $(B)/f32/lm/run_tests.o \
+                  $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
+$(B)/test_lm_f64: $(LM_TEST_SRC:%.c=$(B)/f64/%.o) $(LM_TEST_HELPERS:%.c=$(B)/f64/%.o) $(B)/f64/lm/run_tests.o \
+                  $(LM_LIB_SRC:%.c=$(B)/f64/%.o) $(LIB64)
+	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
+# the four test binaries of a build tree
+test_bins = $(1)/test_f64 $(1)/test_f32 $(1)/test_lm_f64 $(1)/test_lm_f32
 
 # one OpenBLAS thread in tests: results must not depend on the thread count
 # (check kills a test after CK_DEFAULT_TIMEOUT seconds; gradchecks of whole blocks need more than 4)
@@ -162,13 +194,16 @@ TEST_ENV = OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive CK_DEFAULT_TIMEOUT=600
 # lines start with `+`: a job's own make (test-step, ...) shares this make's job slots.
 # $(call job,LABEL,COMMAND): one line of the list the runner reads
 job = echo '$(1) $(2)';
-# $(call suite_job,LABEL,BINARY,SUITE[,ENV]): one check suite of one test binary
-suite_job = $(call job,$(1)/$(3),$(TEST_ENV) $(4) CK_RUN_SUITE=$(3) ./$(2))
+# $(call suite_job,LABEL,BINARY,SUITE[,ENV]): one check suite of one test binary (DIR/test_f32 or
+# DIR/test_f64; a suite of char_lm's runs in DIR/test_lm_f32 or DIR/test_lm_f64)
+LM_SUITES := $(shell sed -n 's/^Suite \*\([a-z0-9_]*\)_suite(void)$$/\1/p' $(LM_TEST_SRC))
+suite_bin = $(if $(filter $(2),$(LM_SUITES)),$(dir $(1))test_lm_$(patsubst test_%,%,$(notdir $(1))),$(1))
+suite_job = $(call job,$(1)/$(3),$(TEST_ENV) $(4) CK_RUN_SUITE=$(3) ./$(call suite_bin,$(2),$(3)))
 # $(call run_jobs,LIST,NAME[,SLOTS]): runs them, SLOTS (NPROC) at once, logs in build/runs/NAME/
 run_jobs = { $(1) } | tests/run_suites.sh $(B)/runs/$(2) $(or $(3),$(NPROC))
 SUB_MAKE = $(MAKE) -s --no-print-directory
 # the suites of a build tree, read when a recipe runs (after its suites.inc is made)
-suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc)
+suites_of = $(shell sed -n 's/^SUITE(\(.*\))$$/\1/p' $(1)/gen/suites.inc $(1)/gen/lm/suites.inc)
 # Where each suite runs. Numeric suites (ops, layers, gradients, fast == reference, the trainer's
 # arithmetic, checkpoints' tensors) run on both builds: float and double round differently. The
 # suites below test the program and its run machinery (the time budget, the corpus loader, the
@@ -191,7 +226,7 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 # from a fresh clone on 2 cores; the rest of the matrix is `make check`.
 # (every program a job runs: built before the first job starts, in the one parallel make, not
 # inside a job while the others wait for its slot)
-TEST_BINS = $(B)/test_f64 $(B)/test_f32 $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
+TEST_BINS = $(call test_bins,$(B)) $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi $(B)/reverse_mpi_other)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
 # '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
@@ -231,7 +266,7 @@ test-jobs: $(TEST_BINS)
 # files themselves: `Suite *<name>_suite(void)`, tcase_set_tags(x, "...") and fast_ref_rows'
 # ADD_OP(s, "<op>", ...)).
 ifneq ($(filter test-op,$(MAKECMDGOALS)),)
-OP_SUITES := $(shell sed -n 's/^Suite \*\([a-z0-9_]*\)_suite(void)$$/\1/p' $(TEST_SRC))
+OP_SUITES := $(shell sed -n 's/^Suite \*\([a-z0-9_]*\)_suite(void)$$/\1/p' $(TEST_SRC) $(LM_TEST_SRC))
 OP_TAGS := $(sort $(shell sed -n 's/.*tcase_set_tags[(][a-z_]*, "\([^"]*\)"[)].*/\1/p; s/.*ADD_OP.s, "\([^"]*\)".*/\1/p' $(TEST_SRC)))
 ifneq ($(words $(OP)),1)
 $(error test-op: name one op, e.g. make test-op OP=gelu)
@@ -241,7 +276,7 @@ endif
 endif
 .PHONY: test-op
 test-op:                                          ## OP=gelu: one op's tests (gradcheck on both tables, fast == reference, layers), double and float: ~15 s
-	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32
+	@$(MAKE) --no-print-directory $(B)/test_f64 $(B)/test_f32 $(if $(filter $(OP),$(LM_SUITES)),$(B)/test_lm_f64 $(B)/test_lm_f32)
 	+@$(call run_jobs,$(foreach b,f64 f32,$(if $(filter $(OP),$(OP_SUITES)),$(call suite_job,$(b),$(B)/test_$(b),$(OP))) \
 	  $(call job,?$(b)/tagged:$(OP),$(TEST_ENV) CK_INCLUDE_TAGS=$(OP) ./$(B)/test_$(b))),op)
 
@@ -330,7 +365,7 @@ ref-build:
 	@$(MAKE) --no-print-directory REFERENCE=1 B=$(REF) CFLAGS="-O1 -g" $(REF)/char_lm $(REF)/one_step
 .PHONY: test-reference
 test-reference:                                   ## the whole suite on a REFERENCE=1 library, in build/ref-full (not in make check)
-	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref-full $(B)/ref-full/test_f64 $(B)/ref-full/test_f32 $(B)/ref-full/char_lm
+	@$(MAKE) --no-print-directory REFERENCE=1 B=$(B)/ref-full $(call test_bins,$(B)/ref-full) $(B)/ref-full/char_lm
 	+@$(call run_jobs,$(foreach s,$(call slow_first,$(call suites_of,$(B)/ref-full)),$(foreach b,f32 f64,\
 	  $(call suite_job,ref-$(b),$(B)/ref-full/test_$(b),$(s),CHAR_LM=./$(B)/ref-full/char_lm))),ref)
 
@@ -418,15 +453,16 @@ $(B)/char_lm_mpi_other: $(filter-out %/train_agree.o,$(LM_SRC:%.c=$(B)/f32/%.o))
                         $(B)/f32/examples/char_lm/train_agree_other.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS) $(SERVE_LIBS)
 
-# --- MPI tests (tests/mpi/): dist.h's collectives across ranks, then char_lm_mpi against
-# char_lm (equal runs for any ranks x micro-batches, evaluation, stop and resume, TCP only) and
-# what must not happen (ranks that disagree, a stalled rank, signals, control bytes in a log).
+# --- MPI tests (tests/mpi/, char_lm's in examples/char_lm/tests/mpi/): dist.h's collectives
+# across ranks, then char_lm_mpi against char_lm (equal runs for any ranks x micro-batches,
+# evaluation, stop and resume, TCP only) and what must not happen (ranks that disagree, a
+# stalled rank, signals, control bytes in a log).
 # As root mpirun needs the two OMPI_ALLOW_RUN_AS_ROOT variables; without mpicc: skipped.
 MPI_ENV = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 MPIRUN  = mpirun --oversubscribe
 $(B)/f32/tests/mpi/%.o: tests/mpi/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(ALL_CFLAGS) -Itests -Iexamples/char_lm -c $< -o $@
+	$(MPICC) $(ALL_CFLAGS) -Itests -c $< -o $@
 $(B)/dist_check: $(B)/f32/tests/mpi/dist_check.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
 # what one allreduce costs (docs/distributed.md): mpirun -np 2 build/allreduce_bench 110529 818241 10795841
@@ -435,7 +471,8 @@ $(B)/f32/bench/allreduce.o: bench/allreduce.c $(HEADERS)
 	$(MPICC) $(ALL_CFLAGS) -c $< -o $@
 $(B)/allreduce_bench: $(B)/f32/bench/allreduce.o $(B)/f32/src/dist/dist_mpi.o $(LIB32)
 	$(MPICC) $(LDFLAGS_EXTRA) -o $@ $^ $(LIBS)
-$(B)/test_mpi: $(B)/f32/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
+# (char_lm's MPI tests, beside it: examples/char_lm/tests/mpi/, built as its other tests)
+$(B)/test_mpi: $(B)/f32/examples/char_lm/tests/mpi/test_mpi.o $(B)/f32/tests/proc.o $(LM_LIB_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) -o $@ $^ $(CHECK_LIBS) $(LIBS)
 .PHONY: test-mpi
 test-mpi:                                         ## the MPI tests (needs mpicc and mpirun)
@@ -571,7 +608,7 @@ ASAN_SUITE_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(ASAN))),$(for
 ASAN_JOBS = $(ASAN_SUITE_JOBS) $(call job,asan-char_lm,$(SUB_MAKE) check-asan-runs)
 asan-build:
 	@$(MAKE) --no-print-directory B=$(ASAN) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(ASAN)/test_f64 $(ASAN)/test_f32 $(ASAN)/char_lm
+	  DEFS=-DAG_ARENA_DEBUG LDFLAGS_EXTRA="-fsanitize=address,undefined" $(call test_bins,$(ASAN)) $(ASAN)/char_lm
 asan: deps                                        ## the test suite under ASan and UBSan (part of make check)
 	@$(MAKE) --no-print-directory asan-build
 	+@$(call run_jobs,$(ASAN_SUITE_JOBS),asan)
@@ -597,7 +634,8 @@ check-asan-runs:
 
 # check-valgrind: no leaked block (definite or indirect; libgomp's thread stacks stay reachable)
 # after a short training run, a resume, a sample, an eval and every error path of
-# tests/test_errors.c (two jobs). Its own -O2 build: valgrind cannot run code built for AVX-512.
+# examples/char_lm/tests/test_errors.c (two jobs). Its own -O2 build: valgrind cannot run code
+# built for AVX-512.
 VALGRIND = valgrind -q --vgdb=no --leak-check=full --show-leak-kinds=definite,indirect \
            --errors-for-leak-kinds=definite,indirect --error-exitcode=9
 VG_DIR = $(B)/check-valgrind
@@ -615,7 +653,7 @@ VG_MODEL = --config tiny --n-layer 2 --n-embd 32 --block-size 16 --batch-size 4 
 VG_RUNS_JOB = $(call job,vg-char_lm,$(SUB_MAKE) check-valgrind-runs)
 VG_JOBS = $(call suite_job,vg-f32,$(B)/test_f32,errors,$(VG_ENV) CHAR_LM=./$(B)/vg/char_lm CHAR_LM_WRAP="$(VALGRIND)") \
           $(VG_RUNS_JOB)
-vg-build: $(B)/test_f32
+vg-build: $(B)/test_lm_f32
 	@$(MAKE) --no-print-directory B=$(B)/vg CFLAGS="-O2 -g" $(B)/vg/char_lm
 deps-valgrind:                                    ## install valgrind if missing
 	@$(MAKE) --no-print-directory deps DEPS_PKGS=valgrind
@@ -704,7 +742,7 @@ CLANG_JOBS = $(foreach s,$(call slow_first,$(call suites_of,$(CLANG_B))),$(call 
 .PHONY: check-clang clang-build deps-arm64 check-arm64
 clang-build:
 	@$(MAKE) --no-print-directory CC=$(CLANG) B=$(CLANG_B) WARN="$(WARN) -Werror" \
-	  $(CLANG_B)/test_f64 $(CLANG_B)/test_f32 $(CLANG_B)/char_lm $(CLANG_B)/bench $(CLANG_B)/one_step $(CLANG_B)/attention_demo
+	  $(call test_bins,$(CLANG_B)) $(CLANG_B)/char_lm $(CLANG_B)/bench $(CLANG_B)/one_step $(CLANG_B)/attention_demo
 check-clang: deps                                 ## clang build in build/clang (-Werror), its suites as make test runs them
 	@$(MAKE) --no-print-directory clang-build
 	+@$(call run_jobs,$(CLANG_JOBS),clang)

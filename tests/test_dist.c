@@ -1,6 +1,6 @@
 /* test_dist.c -- src/dist/dist_none.c, the transport every single-process program links: the
  * job is one rank, and every collective leaves the buffers as they were. (dist_mpi.c is tested
- * under mpirun by tests/mpi/dist_check.c and tests/mpi/test_mpi.c: `make test-mpi`.) */
+ * under mpirun by tests/mpi/dist_check.c and examples/char_lm/tests/mpi/test_mpi.c: `make test-mpi`.) */
 #include <check.h>
 #include <string.h>
 #include "dist/dist.h"

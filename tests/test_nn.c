@@ -359,7 +359,7 @@ static void expect_error(ag_params *P, ag_status got, ag_status want, const char
 }
 
 /* "prefix: " and the message of ag_switch_check for v ("mlp must be gelu or swiglu (got 7)",
- * from the table; tests/test_switch_values.c checks it against the table's names). */
+ * from the table; examples/char_lm/tests/test_switch_values.c checks it against the table's names). */
 static const char *switch_error(const char *prefix, const ag_switch *sw, int v)
 {
     static char want[1024];

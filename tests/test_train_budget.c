@@ -1,6 +1,6 @@
 /* test_train_budget.c -- the library's time budget (train/budget.h: ag_budget) on a simulated
  * clock, driven as a training loop drives it, so that every figure is exact and nothing
- * depends on the machine (char_lm's --time-budget runs on it: tests/test_budget.c):
+ * depends on the machine (char_lm's --time-budget runs on it: examples/char_lm/tests/test_budget.c):
  *
  *   sixth    the steps are timed from the sixth: five slow first steps do not move the count,
  *            which fills the budget less its reserve; the run ends at it, inside the budget

@@ -31,7 +31,7 @@ Which tests run (--suites):
           at the first suite that fails) 2 to 9 s each on 2 cores shared with other builds, 15 s
           for attention's; a mutation of fast.h, a header every object includes, rebuilds the
           library: 50 to 150 s (2026-12-04: all 450 in 54 min, every one caught)
-    a,b   these suites (names of `Suite *<name>_suite(void)` in tests/*.c) for every mutation
+    a,b   these suites (names of `Suite *<name>_suite(void)` in tests/*.c or examples/char_lm/tests/*.c) for every mutation
 A suite runs as its own process (CK_RUN_SUITE=<name>).
 
 It edits the tree it runs in, so run it in a private copy, never in a checkout (it refuses a
@@ -903,6 +903,9 @@ mut("ref_race_add_db", ADO, AD + " (db) (ref)", "RACE: rows in parallel, all add
 PATHS = ("ref", "fast", "both")
 LINE_RE = re.compile(r"^(\S+?):(\d+):([FE]):([^:]+):([^:]+):-?\d+: ?(.*)$")
 BINARIES = ("test_f64", "test_f32")
+# char_lm's own suites (examples/char_lm/tests/) run in its binaries, test_lm_f64 and test_lm_f32:
+# a result stays under its build's name (test_f64: both binaries of double)
+LM_TESTS = "examples/char_lm/tests"
 
 
 def path_of(mid):
@@ -915,11 +918,21 @@ def sh(cmd, cwd, timeout=None, env=None):
 
 def build(root, jobs, char_lm=True):
     """the test binaries, and build/char_lm when a suite may run it (the CLI suites: not --suites auto)"""
-    r = sh("make -j%d build/test_f64 build/test_f32%s" % (jobs, " build/char_lm" if char_lm else ""), root, timeout=1200)
+    r = sh("make -j%d build/test_f64 build/test_f32 build/test_lm_f64 build/test_lm_f32%s" % (jobs, " build/char_lm" if char_lm else ""), root, timeout=1200)
     return r.returncode == 0, r.stdout + r.stderr
 
 
 def run_tests(root, binary, suite, timeout):
+    """one build (test_f64: with test_lm_f64), whole (suite None: both binaries) or one suite:
+    {failed, timeouts, msgs, secs}"""
+    lm = "test_lm_" + binary[len("test_"):]
+    if suite:
+        return run_binary(root, lm if suite in suites_in(root, LM_TESTS) else binary, suite, timeout)
+    rs = [run_binary(root, b, None, timeout) for b in (binary, lm)]
+    return {k: (sum(r[k] for r in rs) if k == "secs" else [x for r in rs for x in r[k]]) for k in rs[0]}
+
+
+def run_binary(root, binary, suite, timeout):
     """one binary, whole (suite None) or one suite of it: {failed, timeouts, msgs, secs}. A test
     that only ran out of time goes to timeouts, not failed: on a loaded machine that can be the
     load, not the mutation (check's per-test limit, CK_DEFAULT_TIMEOUT, is --timeout)."""
@@ -988,9 +1001,14 @@ def suites_for(m, choice):
 
 
 def known_suites(root):
-    """the suites of root's tests: `Suite *<name>_suite(void)` lines, as the Makefile finds them"""
+    """the suites of root's tests (the library's and char_lm's), as the Makefile finds them"""
+    return suites_in(root, "tests") | suites_in(root, LM_TESTS)
+
+
+def suites_in(root, folder):
+    """the `Suite *<name>_suite(void)` lines of folder's .c files"""
     names = set()
-    tests = os.path.join(root, "tests")
+    tests = os.path.join(root, folder)
     for f in os.listdir(tests) if os.path.isdir(tests) else []:
         if f.endswith(".c"):
             names |= set(re.findall(r"^Suite \*([a-z0-9_]+)_suite\(void\)$", open(os.path.join(tests, f)).read(), re.M))
@@ -1043,7 +1061,7 @@ def main():
     known = known_suites(root)
     named = set(s for m in muts for s in suites_for(m, "auto")) | set(suites_for(None, a.suites) or [])
     if named - known:
-        print("no such suite in %s/tests: %s" % (root, ", ".join(sorted(named - known))))
+        print("no such suite in %s/tests or examples/char_lm/tests: %s" % (root, ", ".join(sorted(named - known))))
         return 2
     if a.list:
         for m in muts:

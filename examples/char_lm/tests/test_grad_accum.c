@@ -2,7 +2,7 @@
  * as K micro-batches of batch_size/K windows whose gradients add up to the whole batch's, so
  * the run is the same whatever K: the losses step for step and the final weights agree to
  * rounding (1e-5 in float, 1e-10 in double, where only the order of the sums differs). Also
- * the flags and the batch that K must divide. The same over MPI ranks: tests/mpi/test_mpi.c. */
+ * the flags and the batch that K must divide. The same over MPI ranks: examples/char_lm/tests/mpi/test_mpi.c. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

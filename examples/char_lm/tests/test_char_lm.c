@@ -253,7 +253,7 @@ END_TEST
  * this code (float: OpenBLAS sgemm; -DAG_DOUBLE: dgemm); a different BLAS or CPU moves it by
  * ~1e-6, far inside the tolerance, while a wrong gradient or a missed term moves it by 1e-2 or
  * more (float and double agree to ~1e-8 here). To compare your own numbers: run
- * `CK_RUN_SUITE=char_lm ./build/test_f32` (and test_f64); a failure prints the loss you got. */
+ * `CK_RUN_SUITE=char_lm ./build/test_lm_f32` (and test_lm_f64); a failure prints the loss you got. */
 #ifdef AG_DOUBLE
 #define PINNED_LOSS_9 3.05538224   /* f64: 3.055382242 when computed */
 #define PINNED_TOL 1e-6

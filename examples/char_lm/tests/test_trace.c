@@ -453,7 +453,7 @@ END_TEST
  * row (LM_T_ENUM, its values from src/nn/switches.h) or an on/off flag (LM_T_BOOL), and may be
  * missing from an older checkpoint. The keys below come from here, so a new switch is covered
  * as it stands: for (f = NULL; (f = next_switch_row(f));). (The other optional rows, issue
- * 21's time_budget and budget_iters, are numbers: tests/test_budget.c.) */
+ * 21's time_budget and budget_iters, are numbers: examples/char_lm/tests/test_budget.c.) */
 static const lm_field *next_switch_row(const lm_field *f)
 {
     for (f = f ? f + 1 : lm_fields; f < lm_fields + lm_n_fields; f++)

@@ -214,7 +214,7 @@ ONCE_SUITES = budget corpus discovery dynamics errors reverse rundir signals tra
 # ... and those of char_lm's process and a run's report card (serve, lessons_cli, report), and
 # those that write and read the same bytes in either build (safetensors_limits: the size limits,
 # the Python reader): their double runs, 7.4 s of CPU, are make check's
-ONCE_SUITES += lessons_cli report safetensors_limits serve
+ONCE_SUITES += lessons_cli report safetensors_limits serve serve_lib
 # the slow ones, slowest first (measured on 2 cores: make test's job lines), so that the short
 # ones fill the gaps
 SLOW_SUITES = rundir reverse budget safetensors_limits safetensors errors char_lm signals grad_accum dynamics trace \

@@ -1,0 +1,201 @@
+/* test_serve_lib.c -- the library's serve (src/serve/serve.h) with a model of the test's own,
+ * which has no attention and no run_json: what any program other than char_lm gets (char_lm's
+ * serve, seen from a client: examples/char_lm/tests/test_serve.c), and serve's request
+ * parameters alone (src/serve/params.c). */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "proc.h"
+#include "serve/serve.h"
+#include "tcases.h"
+
+static int port;
+
+/* METHOD PATH over HTTP/1.0 on 127.0.0.1:port: the answer's JSON, its status `status` */
+static json_t *call(const char *method, const char *path, const char *body, int status)
+{
+    proc_reply r = proc_http(port, "127.0.0.1", method, path, body);
+    json_error_t e = {.text = "-"};
+    json_t *o = r.status == status ? json_loads(r.body, 0, &e) : NULL;
+    ck_assert_msg(o != NULL, "%s %s: %d, wanted %d (JSON: %s): %.300s", method, path, r.status, status, e.text,
+                  r.body);
+    free(r.body);
+    return o;
+}
+
+/* A "model" of the letters a, b, c that answers a prompt with its letters reversed, each drawn
+ * from logits that favour it; it has no attention and no run_json. */
+static void toy_label(const void *u, int id, char *out)
+{
+    (void)u;
+    out[0] = (char)('a' + id), out[1] = '\0';
+}
+
+static void *toy_load(void *user, const char *dir, const char *ckpt, long *iter, ag_error *err)
+{
+    (void)user, (void)dir, (void)err;
+    *iter = 7;
+    return strstr(ckpt, "ckpt-00000007") ? (void *)"toy" : NULL;
+}
+
+static void toy_free(void *user, void *model) { (void)user, (void)model; }
+
+static int toy_check(void *model, const char *prompt, char *why, size_t n)
+{
+    (void)model;
+    return prompt[strspn(prompt, "abc")] ? snprintf(why, n, "toy: letters a to c only"), 400 : 0;
+}
+
+static ag_status toy_sample(void *model, const ag_serve_req *r, ag_serve_sink *k, const volatile sig_atomic_t *stop,
+                            ag_error *err)
+{
+    (void)model, (void)stop, (void)err;
+    for (long t = 0, len = (long)strlen(r->prompt); t < len && t < r->n; t++) {
+        int id = r->prompt[len - 1 - t] - 'a';
+        ag_real logits[3] = {0, 0, 0};
+        logits[id] = 2;
+        char *tok = ag_serve_token(id, logits, 3, r, toy_label, NULL);
+        bool ok = ag_serve_emit(k, tok);
+        free(tok);
+        if (!ok) break;
+    }
+    return AG_OK;
+}
+
+typedef struct {
+    ag_serve_args a;
+    const volatile sig_atomic_t *stop;
+    FILE *out;
+    ag_status s;
+} toy_server;
+
+static void *toy_thread(void *arg)
+{
+    toy_server *t = arg;
+    static const ag_serve_client toy = {.what = "sample", .load = toy_load, .free = toy_free, .check = toy_check,
+                                        .sample = toy_sample};
+    ag_error e = {0};
+    t->s = ag_serve_run(&toy, &t->a, t->stop, t->out, NULL, NULL, &e);
+    fclose(t->out);
+    return NULL;
+}
+
+/* o as compact JSON, in a buffer that the next call reuses. */
+static const char *json_dumps_tmp(const json_t *o)
+{
+    static char buf[256];
+    size_t n = json_dumpb(o, buf, sizeof buf - 1, JSON_COMPACT);
+    ck_assert(n < sizeof buf - 1);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The toy run's report.md and pictures: what is there, what is not, what is a link. */
+static void toy_files(void)
+{
+    json_t *o = call("GET", "/api/report", NULL, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "text")), "# the toy's card\n");
+    json_decref(o);
+    proc_reply r = proc_http(port, "127.0.0.1", "GET", "/api/pictures/loss.png", NULL);
+    ck_assert_msg(r.status == 200 && memcmp(r.body, "\x89PNG", 4) == 0, "loss.png: %d", r.status);
+    free(r.body);
+    json_decref(call("GET", "/api/pictures/dynamics.png", NULL, 404));   /* the link */
+    json_decref(call("GET", "/api/pictures/lr_find.png", NULL, 404));    /* not there */
+    json_decref(call("GET", "/api/pictures/report.md", NULL, 404));      /* not a picture */
+    json_decref(call("POST", "/api/report", "{}", 405));
+}
+
+START_TEST(library_serves_any_model)
+{
+    char dir[64] = "/tmp/ag_serve_toy_XXXXXX", line[256] = "";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    proc_write_file(proc_path(dir, "latest"), "ckpt-00000007\n", 14);
+    proc_write_file(proc_path(dir, "metrics.csv"), "iter,loss\n0,1.5\n1,", 18);   /* a row being written */
+    proc_write_file(proc_path(dir, "report.md"), "# the toy's card\n", 17);
+    proc_write_file(proc_path(dir, "loss.png"), "\x89PNG\0...", 8);
+    ck_assert_int_eq(symlink("report.md", proc_path(dir, "dynamics.png")), 0);   /* a link is not followed */
+    ck_assert_int_eq(mkdir(proc_path(dir, "ckpt-00000007"), 0777), 0);
+    static volatile sig_atomic_t stop;
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    toy_server t = {.a = {dir, "127.0.0.1", 0}, .stop = &stop, .out = fdopen(p[1], "w")};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, toy_thread, &t), 0);
+    FILE *in = fdopen(p[0], "r");
+    ck_assert_msg(fgets(line, sizeof line, in) && strstr(line, "http://127.0.0.1:"), "no URL: %s", line);
+    port = atoi(strstr(line, "http://127.0.0.1:") + strlen("http://127.0.0.1:"));
+    json_t *o = call("GET", "/api/run", NULL, 200);
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "iter")), 7);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "checkpoint")), "ckpt-00000007");
+    ck_assert(json_is_false(json_object_get(o, "attention")) && !json_object_get(o, "config"));
+    ck_assert_str_eq(json_dumps_tmp(json_object_get(o, "checkpoints")), "[\"ckpt-00000007\"]");
+    ck_assert_str_eq(json_dumps_tmp(json_object_get(o, "pictures")), "[\"loss.png\"]");
+    json_decref(o);
+    toy_files();
+    o = call("POST", "/api/sample", "{\"prompt\": \"abc\", \"n\": 2, \"stream\": false}", 200);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "text")), "cb");
+    json_t *top = json_array_get(json_object_get(json_array_get(json_object_get(o, "tokens"), 0), "top"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(top, "c")), "c");
+    ck_assert_double_eq_tol(json_real_value(json_object_get(top, "p")), exp(2) / (exp(2) + 2), 1e-5);
+    json_decref(o);
+    proc_reply r = proc_http(port, "127.0.0.1", "POST", "/api/sample", "{\"prompt\": \"ab\"}");
+    ck_assert_msg(r.status == 200 && strstr(r.body, "event: token\ndata: {\"c\":\"b\"") && strstr(r.body, "event: done"),
+                  "stream: %s", r.body);
+    free(r.body);
+    json_decref(call("POST", "/api/sample", "{\"prompt\": \"abd\"}", 400));
+    json_decref(call("POST", "/api/attention", "{\"prompt\": \"ab\"}", 404));   /* the model has none */
+    o = call("GET", "/api/metrics", NULL, 200);
+    ck_assert_int_eq(json_array_size(json_object_get(o, "rows")), 1);
+    json_decref(o);
+    stop = 1;
+    pthread_join(th, NULL);
+    fclose(in);
+    ck_assert_int_eq(t.s, AG_OK);
+    proc_remove_tree(dir);
+}
+END_TEST
+
+/* A model of vocabulary v and a context of 8 characters. */
+static int check8(void *v, const char *prompt, char *why, size_t n)
+{
+    return ag_serve_check_chars(v, 8, prompt, why, n);
+}
+
+/* The library's parameters alone (src/serve/params.c): a refusal's reason is one line even where it quotes the
+ * body (jansson's "near '...'" quoted a \r that fuzz/fuzz_serve.c found). */
+START_TEST(params_one_line)
+{
+    ag_vocab v;
+    ag_error e = {0};
+    ck_assert_msg(ag_vocab_from_json("v", "[10, 32, 97, 98]", &v, &e) == AG_OK, "%s", e.msg);
+    static ag_serve_req r;
+    char why[512];
+    const char *bodies[] = {"{\"prompt\": \"ab\\\r\"}", "{\"prompt\": \"a\",\r\n\"n\": x}", "{\"prompt\": \"\x01\"}"};
+    for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+        ck_assert_int_eq(ag_serve_req_parse(bodies[i], strlen(bodies[i]), AG_REQ_SAMPLE, check8, &v, &r, why, sizeof why), 400);
+        ck_assert_msg(!strpbrk(why, "\r\n\x01"), "case %zu: not one line: %s", i, why);
+    }
+    const char *ok = "{\"prompt\": \"ab a\", \"n\": 3}";
+    ck_assert_int_eq(ag_serve_req_parse(ok, strlen(ok), AG_REQ_SAMPLE, check8, &v, &r, why, sizeof why), 0);
+    ck_assert_int_eq(r.n, 3);
+    ck_assert_int_eq(r.top_k, 0);
+    ck_assert(r.stream && r.seed == 1337 && r.temperature == 1.0);
+    ag_vocab_free(&v);
+}
+END_TEST
+
+Suite *serve_lib_suite(void)
+{
+    Suite *s = suite_create("serve_lib");
+    TCase *tc = tcase_create("params");
+    ADD_TESTS(tc, params_one_line, library_serves_any_model);
+    suite_add_tcase(s, tc);
+    return s;
+}

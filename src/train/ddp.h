@@ -39,7 +39,7 @@
  *
  * DROPOUT. The masks are drawn per micro-batch (its own seed from the step's), so with dropout
  * > 0 different N*K give runs that agree in distribution, not bit for bit; with dropout 0 they
- * agree to float rounding (tests/mpi/test_mpi.c).
+ * agree to float rounding (examples/char_lm/tests/mpi/test_mpi.c).
  *
  * THE STEP runs this rank's micro-batches itself, asking ag_ddp_micro (ag_micro_of, nn.h)
  * which items, dropout seed and dloss each one has, and then makes one call, ag_ddp_reduce.

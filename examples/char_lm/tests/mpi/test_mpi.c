@@ -31,6 +31,7 @@
  * at the end), and so do a test's runs where none needs another's files. */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -107,6 +108,13 @@ static pid_t start(const char *io, const char *const *argv)
         int fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (in < 0 || fo < 0 || fe < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
         if (chdir(root) != 0) _exit(126);
+        /* each mpirun its own session directory (Open MPI's default, TMPDIR/ompi.<host>.<uid>, is
+         * shared, and two mpiruns that start at once race to create it: "File exists" in
+         * orte_session_dir, open-mpi/ompi#8510); the test's root is removed with it */
+        char session[PATH_MAX];
+        snprintf(session, sizeof session, "%s/%s.ompi", root, io);
+        if (mkdir(session, 0700) != 0 && errno != EEXIST) _exit(126);
+        setenv("OMPI_MCA_orte_tmpdir_base", session, 1);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

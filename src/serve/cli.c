@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "serve.h"
+#include "../train/train.h"   /* ag_flag_is */
 #include "../train/train_impl.h"   /* ag__train_program */
 
 void ag_serve_usage(FILE *f, const ag_serve_client *c)
@@ -22,10 +23,9 @@ void ag_serve_usage(FILE *f, const ag_serve_client *c)
 /* --flag VALUE or --flag=VALUE at argv[*i]; the value, or NULL when the flag is not name. */
 static const char *flag_value(int argc, char **argv, int *i, const char *name, ag_error *err)
 {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0') return NULL;
+    const char *v;
+    if (!ag_flag_is(argv[*i], name, &v)) return NULL;
+    if (v) return v;
     if (*i + 1 >= argc) {
         ag_seterr(err, AG_ERR_ARG, "%s needs a value (see: %s serve --help)", name, ag__train_program());
         return NULL;

@@ -50,16 +50,19 @@ static const flag flags[] = {
 
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
 
+bool ag_flag_is(const char *arg, const char *name, const char **inline_value)
+{
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0 || (arg[n] != '\0' && arg[n] != '=')) return false;
+    *inline_value = arg[n] == '=' ? arg + n + 1 : NULL;
+    return true;
+}
+
 /* The flag arg names ("--steps" or "--steps=..."), or NULL; *inline_value: the value after '='. */
 static const flag *find(const char *arg, const char **inline_value)
 {
-    for (int f = 0; f < NFLAGS; f++) {
-        size_t n = strlen(flags[f].name);
-        if (strncmp(arg, flags[f].name, n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
-            *inline_value = arg[n] == '=' ? arg + n + 1 : NULL;
-            return &flags[f];
-        }
-    }
+    for (int f = 0; f < NFLAGS; f++)
+        if (ag_flag_is(arg, flags[f].name, inline_value)) return &flags[f];
     return NULL;
 }
 

@@ -684,6 +684,10 @@ ag_status ag_train_flags_check(const ag_train_opts *o, int batch, ag_error *err)
  * 10000)\n", into buf [n] (NUL-terminated; cut at the last line that fits), each with its value
  * in defaults when that is not 0 (defaults NULL: none shown). Returns the length written. */
 size_t ag_train_flags_usage(const ag_train_opts *defaults, char *buf, size_t n);
+/* arg is the flag name, written "--name" or "--name=VALUE": true, with VALUE in *inline_value
+ * (NULL for "--name"); false for any other argument ("--names" too). Every command line of the
+ * library reads its flags so (these, serve's). */
+bool ag_flag_is(const char *arg, const char *name, const char **inline_value);
 
 // --- what flows through a model, --log-activations (activations.c, lesson 14) ---
 

@@ -3,13 +3,14 @@
  *   tensor/  tensors, the step context (arena + tape), every op with its backward (tensor.h,
  *            ops.h), the speed knobs (speed.h), the diagnostics (debug.h), a seeded RNG
  *   params/  the parameter store: every parameter of a model in flat buffers
- *   nn/      layers (Linear ... GPT) composed from the ops
+ *   nn/      layers (Linear ... GPT) composed from the ops; a trained GPT's generation (KV cache,
+ *            temperature, top-k) and its attention weights, statistics and head patterns
  *   io/      safetensors files (checkpoints)
  *   optim/   SGD, Adam, AdamW, the learning-rate schedule, gradient clipping
  *   check/   ag_gradcheck: a central-difference check of any op's or layer's backward
  *   train/   the run machinery of any training program: the run directory's lock, files replaced
- *            whole, fault points, loss.png by gnuplot (train.h); the split of a step over ranks
- *            and micro-batches (ddp.h)
+ *            whole, fault points, loss.png by gnuplot (train.h); attention heat maps and
+ *            statistics (plot_attn.h); the split of a step over ranks and micro-batches (ddp.h)
  *   serve/   a page and a JSON API over a run directory, for any model the program describes
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
@@ -32,6 +33,7 @@
 #include "optim/optim.h"
 #include "check/gradcheck.h"
 #include "train/train.h"
+#include "train/plot_attn.h"
 #include "serve/serve.h"
 
 #endif

@@ -14,6 +14,7 @@
 #ifndef AG_NN_H
 #define AG_NN_H
 
+#include <signal.h>   /* sig_atomic_t: ag_sample_opts' stop */
 #include "../tensor/debug.h"  /* every layer names its scope (ag_ctx_set_scope) for error messages */
 #include "../tensor/ops.h"
 #include "../params/params.h"
@@ -361,5 +362,80 @@ void ag_kv_cache_clear(ag_kv_cache *c);
  * blocks in no-grad mode (opts.cache); returns its logits [V] in ctx and advances the cache.
  * The caller resets ctx between calls as it likes. */
 ag_tensor *ag_gpt_forward_cached(ag_ctx *ctx, ag_gpt *g, ag_kv_cache *cache, int id);
+
+/* ---- generation from a trained GPT (gpt_sample.c): token ids in, token ids out ----
+ * The prompt is fed through a KV cache, then each new token costs one position: its logits are
+ * divided by the temperature, all but the top_k largest are dropped (top_k 0 keeps all), and
+ * the next token is drawn from the softmax with a seeded ag_rng, so the same seed gives the same
+ * tokens. The model sees at most block_size positions; when the cache is full it is cleared and
+ * the last ceil(block_size/2) tokens are fed again (positions restart at 0), so the context
+ * slides in half-window steps and each token costs about two positions on average, not
+ * block_size for a full recompute. Every switch (Post-LN, RMSNorm, --no-scale, ...) runs
+ * through the cache: the cached step is the training block. Nothing prints: each token goes to
+ * an emit callback as it is drawn; the vocabulary (what an id means) is the caller's. */
+typedef struct {
+    long max_new_tokens;   /* tokens to generate (>= 0) */
+    double temperature;    /* > 0 */
+    int top_k;             /* 0: off; >= V: off */
+    uint64_t seed;
+    const volatile sig_atomic_t *stop;   /* NULL, or: when *stop becomes non-zero, the generation
+                                            ends after the token in hand (AG_OK) */
+} ag_sample_opts;
+/* Called with each new token id, in order; false stops the generation, which then fails with
+ * AG_ERR_IO (the callback may say why first in the err it shares with the caller: the first
+ * error sticks). */
+typedef bool (*ag_emit_fn)(int id, void *user);
+/* Called with the logits [V] (before the temperature) each new token is drawn from, just before
+ * emit gets that token (serve shows the distribution beside the token). */
+typedef void (*ag_seen_fn)(const ag_real *logits, int V, void *user);
+/* prompt [n_prompt] ids in [0, V), n_prompt >= 1 (only its last block_size ids are fed). emit
+ * and seen may be NULL; user goes to both. If out is not NULL it receives the new ids
+ * [max_new_tokens] (fewer when stopped). AG_ERR_ARG for bad options or ids ("sampling: ...");
+ * AG_ERR_NOMEM; AG_ERR_IO when emit stopped it; AG_ERR_NONFINITE for logits that are not finite;
+ * an op's status. */
+ag_status ag_gpt_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const ag_sample_opts *o, ag_emit_fn emit,
+                          ag_seen_fn seen, void *user, int *out, ag_error *err);
+/* One draw from logits [V] with temperature and top_k (ties with the k-th largest kept), using u
+ * uniform in [0, 1): the first id whose cumulative weight passes u. scratch [2V]. Pure. */
+int ag_sample_logits(const ag_real *logits, int V, double temperature, int top_k, double u, double *scratch);
+
+/* ---- looking inside attention (gpt_attn.c): the weights of every layer and their summary ----
+ * The weights come from the attention layer itself: ag_forward_opts' record_attention slots make
+ * a forward store A = softmax(scale q k^T, masked) [B,H,T,T], on the composed path. */
+/* The attention weights of every layer for ids [B*T] (no-grad mode for the call): A[l] gets
+ * layer l's [B,H,T,T] weights in ctx (valid until ag_ctx_reset). A [n_layer]. The model's layers
+ * are left as they were. On error NULL pointers and the ctx's status and message. */
+ag_status ag_gpt_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A);
+/* Bytes recording takes for one prompt of T tokens: the forward at B=1 (ag_gpt_step_bytes) and
+ * per layer the composed path's scores, scaled and masked scores and weights (4 H T^2 where the
+ * fused path counts H T^2) with the causal mask T^2, and n_maps [T,T] pictures of them. */
+double ag_gpt_attn_bytes(const ag_gpt_config *m, int T, int n_maps);
+/* Over the causal rows of A [B,H,T,T] (query t sees keys 0..t): *entropy = the mean over rows
+ * t >= 1, heads and batch of -sum_j a_j ln a_j (in [0, ln(t+1)]), and *peak = the mean over the
+ * same rows of max_j a_j (in [1/(t+1), 1]). Row 0 (weight 1 on itself) is left out; with T = 1
+ * it is all there is: entropy 0, peak 1. Cannot fail. */
+void ag_attn_stats(const ag_real *A, int B, int H, int T, double *entropy, double *peak);
+/* Every causal row of one layer's weights a [1,H,T,T] is a distribution (finite, summing to 1
+ * within 1e-2 over keys 0..t); else AG_ERR_NONFINITE, "<what>: the attention weights of layer
+ * <layer>, head h, query t are not finite or do not sum to 1 (sum): the model's weights are not
+ * a usable model" (finite but absurd weights give NaN or rows of zeros). */
+ag_status ag_attn_check(const ag_tensor *a, int layer, const char *what, ag_error *err);
+/* What a head's causal map looks like (lesson 8's patterns): most of its weight on the query
+ * itself, on the key before it, on position 0; spread out (uniform); or none of these (mixed). */
+typedef enum { AG_ATTN_UNIFORM, AG_ATTN_SELF, AG_ATTN_PREVIOUS, AG_ATTN_FIRST, AG_ATTN_MIXED } ag_attn_pattern;
+/* Their names in a token model's words: "uniform", "self (diagonal)", "previous token",
+ * "first position (sink)", "mixed" (a program may name them its own way). */
+extern const char *const ag_attn_pattern_names[AG_ATTN_MIXED + 1];
+typedef struct {
+    ag_attn_pattern pattern;
+    double entropy;        /* mean over rows t >= 1 of -sum_j a_j ln a_j */
+    double uniform;        /* the same mean for uniform rows, ln(t+1): the most a row can have */
+    double peak;           /* mean over rows t >= 1 of max_j a_j */
+} ag_attn_head;
+/* One head's causal map a [T,T] (row t: query t, keys 0..t) summarized. Mean entropy 90% of the
+ * uniform one or more: uniform; else the key that takes the most weight on average (self,
+ * previous, first) when that is over 0.4, and mixed when none is. T = 1: uniform, entropy 0,
+ * peak 1. */
+void ag_attn_head_summary(const ag_real *a, int T, ag_attn_head *out);
 
 #endif

@@ -10,6 +10,7 @@
  *   api.c     the answers as JSON: a token with its distribution, the run, its CSVs, its report
  *   params.c  a request's parameters, parsed and checked (fuzz/fuzz_serve.c); the command line
  *   store.c   the model every request shares, swapped when DIR/latest moves
+ *   gpt.c     a GPT's sample and attention, for a client whose model is an ag_gpt (nn.h)
  *
  * serve reads only the run's own files, by names fixed here: no path in a request reaches the
  * file system. It never takes the run's lock. Nothing here prints but ag_serve_run's one line
@@ -23,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "../data/corpus.h"   /* ag_vocab, for ag_serve_check_chars */
+#include "../nn/nn.h"         /* ag_gpt, for a GPT's sample and attention (gpt.c) */
 #include "../tensor/real.h"
 #include "../tensor/tensor.h"
 
@@ -98,6 +100,24 @@ char *ag_serve_token(int id, const ag_real *logits, int V, const ag_serve_req *r
                      void (*label)(const void *u, int id, char *out), const void *u);
 /* {"error": why}, one line, malloc'd. */
 char *ag_serve_error(const char *why);
+
+// --- a client whose model is a GPT (gpt.c): its sample and attention, the token ids the client's ---
+
+/* The text of a token id (UTF-8, NUL-terminated) into out [16]. */
+typedef void (*ag_serve_label_fn)(const void *u, int id, char *out);
+/* r's sample from g, for a client's sample: r->n new tokens after ids [n] (ag_gpt_generate with
+ * r's temperature, top_k and seed, and stop), each sent to k as ag_serve_token's JSON with the
+ * distribution it was drawn from, labelled by label(u, id, out). ag_gpt_generate's statuses
+ * (AG_ERR_IO when k stopped taking tokens). */
+ag_status ag_serve_gpt_sample(ag_gpt *g, const int *ids, size_t n, const ag_serve_req *r, ag_serve_sink *k,
+                              const volatile sig_atomic_t *stop, ag_serve_label_fn label, const void *u, ag_error *err);
+/* /api/attention's answer for ids [T] of g at step iter (malloc'd JSON text): "chars" (each id's
+ * label), and per layer per head its weights as rows 0..t (the masked future left out), its
+ * entropy and peak (ag_attn_stats) and its pattern's name (ag_attn_head_summary) from names
+ * [AG_ATTN_MIXED + 1] (NULL: ag_attn_pattern_names). NULL with why [n] when out of memory or the
+ * forward fails (a client's 500). */
+char *ag_serve_gpt_attention(ag_gpt *g, long iter, const int *ids, int T, ag_serve_label_fn label, const void *u,
+                             const char *const *names, char *why, size_t n);
 
 // --- the command line and the server (params.c, http.c) ---
 

@@ -620,7 +620,7 @@ START_TEST(test_sampling_reproducible)
         if (last[i] > last[best]) best = i;
     so.top_k = 1;
     so.max_new_tokens = 1;
-    ck_assert_int_eq(lm_generate(m.g, prompt, 5, &so, NULL, NULL, e, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_gpt_generate(m.g, prompt, 5, &so, NULL, NULL, NULL, e, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);
 
@@ -628,20 +628,6 @@ START_TEST(test_sampling_reproducible)
     ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "U+00E9"), "%s", fx_cause.msg);
     lm_model_free(&m);
-}
-END_TEST
-
-START_TEST(test_sample_logits)
-{
-    ag_real logits[4] = {1.0f, 3.0f, 2.0f, -1.0f};
-    double scratch[8];
-    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 1, 0.999, scratch), 1);   /* top-1 = argmax */
-    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 2, 0.0, scratch), 1);     /* first kept */
-    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 2, 0.99, scratch), 2);
-    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 0, 0.0, scratch), 0);
-    ck_assert_int_eq(lm_sample_logits(logits, 4, 1.0, 0, 0.9999999, scratch), 3);
-    /* a very low temperature is greedy */
-    ck_assert_int_eq(lm_sample_logits(logits, 4, 1e-3, 0, 0.999999, scratch), 1);
 }
 END_TEST
 
@@ -745,6 +731,6 @@ Suite *char_lm_suite(void)
                    test_data_too_short, test_nonfinite_stops_before_the_step, test_both_kernel_tables);
 
     TCase *smp = fx_tcase(s, "sample_eval", root_setup, setup);
-    ADD_TESTS(smp, test_sampling_reproducible, test_sample_logits, test_eval_counts_whole_windows);
+    ADD_TESTS(smp, test_sampling_reproducible, test_eval_counts_whole_windows);
     return s;
 }

@@ -1122,8 +1122,8 @@ START_TEST(test_hash_stops)
 }
 END_TEST
 
-/* The estimate is what recording takes: the arena of lm_attn_record on a model with a long
- * prompt, where the [H,T,T] tensors dominate, lies between 0.8x and 1.25x lm_attn_bytes less
+/* The estimate is what recording takes: the arena of ag_gpt_attn_record on a model with a long
+ * prompt, where the [H,T,T] tensors dominate, lies between 0.8x and 1.25x ag_gpt_attn_bytes less
  * the heat maps (which are malloc'd apart). The test below alone could not see an estimate 3.7x
  * too low (issue 19 review): it raised the layers until the estimate itself passed the memory. */
 START_TEST(test_attn_estimate_is_what_it_takes)
@@ -1136,9 +1136,9 @@ START_TEST(test_attn_estimate_is_what_it_takes)
     ag_tensor *A[2];
     ck_assert_ptr_nonnull(ids);
     for (int t = 0; t < T; t++) ids[t] = t % m.vocab_size;
-    ck_assert_int_eq(lm_attn_record(ctx, g, ids, 1, T, A), AG_OK);
+    ck_assert_int_eq(ag_gpt_attn_record(ctx, g, ids, 1, T, A), AG_OK);
     double took = (double)ag_ctx_get_stats(ctx).arena_used;
-    double est = lm_attn_bytes(&g->cfg, T, 0);
+    double est = ag_gpt_attn_bytes(&g->cfg, T, 0);
     ck_assert_msg(took >= 0.8 * est && took <= 1.25 * est, "recording took %.0f bytes, the estimate %.0f", took, est);
     free(ids);
     ag_ctx_free(ctx);
@@ -1162,7 +1162,7 @@ START_TEST(test_attn_memory)
     cfg.model.n_embd = 8;
     cfg.model.block_size = 8192;
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-    while (lm_attn_bytes(&cfg.model, 8192, 8) <= have && cfg.model.n_layer < 256) cfg.model.n_layer += 12;
+    while (ag_gpt_attn_bytes(&cfg.model, 8192, 8) <= have && cfg.model.n_layer < 256) cfg.model.n_layer += 12;
     ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
     ck_assert_ptr_nonnull(g);
     ag_error e = {0};

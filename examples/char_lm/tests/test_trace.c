@@ -687,7 +687,7 @@ START_TEST(test_chinese_corpus)
     for (int i = 1; i < m.vocab.V; i++)
         if (last[i] > last[best]) best = i;
     lm_sample_opts so = { 1, 1.0, 1, 1, NULL };
-    ck_assert_int_eq(lm_generate(m.g, ids, np, &so, NULL, NULL, e, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_gpt_generate(m.g, ids, np, &so, NULL, NULL, NULL, e, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);
     free(ids);

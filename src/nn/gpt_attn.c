@@ -11,7 +11,7 @@ ag_status ag_gpt_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int 
     for (int l = 0; l < L; l++) A[l] = NULL;
     bool grad = ag_ctx_grad_enabled(ctx);
     ag_ctx_set_grad(ctx, false);
-    ag_gpt_forward(ctx, g, ids, NULL, B, T, &(ag_forward_opts){ .record_attention = A }, NULL);
+    ag_gpt_forward(ctx, g, ids, NULL, B, T, &(ag_forward_opts){ .record_attention = A }, NULL);   // A[l] [B,H,T,T]
     ag_ctx_set_grad(ctx, grad);
     ag_status s = ag_ctx_status(ctx);
     if (s)

@@ -408,7 +408,9 @@ int ag_sample_logits(const ag_real *logits, int V, double temperature, int top_k
 ag_status ag_gpt_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A);
 /* Bytes recording takes for one prompt of T tokens: the forward at B=1 (ag_gpt_step_bytes) and
  * per layer the composed path's scores, scaled and masked scores and weights (4 H T^2 where the
- * fused path counts H T^2) with the causal mask T^2, and n_maps [T,T] pictures of them. */
+ * fused path counts H T^2) with the causal mask T^2, and n_maps [T,T] more for the heat maps
+ * drawn (a margin now: ag_plot_attention writes them from the weights without a copy; kept so
+ * that the prompts char_lm attn refuses stay the same). */
 double ag_gpt_attn_bytes(const ag_gpt_config *m, int T, int n_maps);
 /* Over the causal rows of A [B,H,T,T] (query t sees keys 0..t): *entropy = the mean over rows
  * t >= 1, heads and batch of -sum_j a_j ln a_j (in [0, ln(t+1)]), and *peak = the mean over the

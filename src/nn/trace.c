@@ -55,7 +55,7 @@ static const ag_letters *letters_of(const ag_tensor *t, const ag_node *n, const 
                                     const ag_letters **rows)
 {
     const ag_letters *P = o->param ? o->param : o->act;
-    *rows = n && t->name && !strcmp(n->op->name, "embedding") ? (o->rows ? o->rows : P) : NULL;
+    *rows = t->name && !strcmp(n->op->name, "embedding") ? (o->rows ? o->rows : P) : NULL;
     return t->name && !ag_is_causal_mask(t, t->shape[0]) ? P : o->act;
 }
 
@@ -153,8 +153,8 @@ static void graph_edge(FILE *f, const node_list *L, int k, const ag_tensor *t, c
     char s[64];
     int from = k - 1;
     while (from >= 0 && L->n[from]->out != t) from--;
-    const ag_letters *rows, *Lt = letters_of(t, NULL, o, &rows);
-    const char *lab = ag_letters_shape(t, Lt, NULL, s, sizeof s);
+    const ag_letters *rows, *Lt = letters_of(t, L->n[k], o, &rows);
+    const char *lab = ag_letters_shape(t, Lt, rows, s, sizeof s);
     if (from >= 0) {
         fprintf(f, "  n%d -> n%d [label=\"%s\"];\n", from, k, lab);
         return;

@@ -6,7 +6,10 @@
  *     and the library's note; the whole text is pinned, so a broken column breaks the test;
  *   - a size two letters share, and 1, are printed as numbers; a note of the caller's own;
  *   - the parameters by layer (up to the first dot) and their total;
- *   - the tape as Graphviz dot, and one error line for a path that cannot be written. */
+ *   - the tape as Graphviz dot, and one error line for a path that cannot be written;
+ *   - a GPT's trace (nn/gpt_trace.c): the batch's sizes chosen unlike the model's, every op of
+ *     attention op by op in MODEL.md's letters, the parameters by layer, the model untouched;
+ *     a parameter's letters (T_max only for the position table's rows); windows of a text. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,12 +186,140 @@ START_TEST(test_trace_graph_dot)
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// the GPT's letters (nn/gpt_trace.c)
+
+/* Asserts that text holds every one of the n strings of want */
+static void assert_holds(const char *text, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
+}
+
+START_TEST(test_gpt_trace_lines)
+{
+    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32 };
+    ag_gpt *g = ag_gpt_new(&cfg, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    int B, T;
+    ag_gpt_trace_dims(&cfg, 4, 32, &B, &T);
+    ck_assert_int_eq(T, 8);
+    ck_assert_int_eq(B, 3);          /* 2 is H: B takes the next free size */
+    int ids[24], tg[24];
+    for (int i = 0; i < 24; i++) ids[i] = (i * 7) % 65, tg[i] = (i * 11) % 65;
+    char *text = NULL;
+    size_t len = 0;
+    ag_error err = { 0 };
+    FILE *out = open_memstream(&text, &len);
+    const ag_gpt_trace_opts o = { .train = true, .what = "a test batch" };
+    ck_assert_int_eq(ag_gpt_trace(out, g, ids, tg, B, T, &o, &err), AG_OK);
+    fclose(out);
+    const char *want[] = {
+        "one forward pass of a test batch",
+        "composed_attention = true",
+        "B=3 T=8 C=64 H=2 D=32 V=65 T_max=32 4C=256",
+        "tok_emb.weight[V,C] -> [B,T,C]",
+        "pos_emb.weight[T_max,C] -> [1,T,C]",
+        "split_heads   blocks.0.attn  [B,T,C] -> [B,H,T,D]",
+        "transpose     blocks.0.attn  [B,H,T,D] -> [B,H,D,T]",
+        "matmul        blocks.0.attn  [B,H,T,D], [B,H,D,T] -> [B,H,T,T]",
+        "scale         blocks.1.attn  [B,H,T,T] -> [B,H,T,T]",
+        "masked_fill   blocks.1.attn  [B,H,T,T], causal_mask[T,T] -> [B,H,T,T]",
+        "softmax       blocks.1.attn",
+        "merge_heads   blocks.1.attn  [B,H,T,D] -> [B,T,C]",
+        "w_q.weight[C,C], w_q.bias[C] -> [B,T,C]",
+        "fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]",
+        "layernorm     ln_f",
+        "lm_head.weight[V,C], lm_head.bias[V] -> [B,T,V]",
+        "cross_entropy loss           [B,T,V] -> [1]",
+        "49 ops; loss",
+        "blocks.0.attn                  16,640",
+        "blocks.1.mlp                   33,088",
+        "total                         110,529",
+    };
+    assert_holds(text, want, sizeof want / sizeof want[0]);
+    ck_assert_ptr_null(strstr(text, "attention (fused)"));
+    ck_assert(!g->blocks[0].attn.composed && !g->blocks[1].attn.composed);   /* asked per call, model untouched */
+    free(text);
+    ag_gpt_free(g);
+}
+END_TEST
+
+/* The trace of cfg on a batch of B x T ids, as text (free it) */
+static char *trace_text(const ag_gpt_config *cfg, int B, int T)
+{
+    ag_gpt *g = ag_gpt_new(cfg, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    int ids[64] = { 0 };
+    ck_assert_int_le(B * T, 64);
+    char *text = NULL;
+    size_t len = 0;
+    ag_error err = { 0 };
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_int_eq(ag_gpt_trace(out, g, ids, ids, B, T, &(ag_gpt_trace_opts){ .what = "zeros" }, &err), AG_OK);
+    fclose(out);
+    ag_gpt_free(g);
+    return text;
+}
+
+/* A parameter's sizes take the model's letters (C, H, D, V, the MLP width); T_max only names
+ * the rows of the position table. Here 4C = T_max = 32: the MLP's weights read 4C, where T_max
+ * among the parameter letters made them a bare 32 (and made any [D] weight read T_max in tiny,
+ * where D = T_max). A size two letters share stays a number: V = 4C below. */
+START_TEST(test_gpt_trace_parameter_letters)
+{
+    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 32 };
+    char *text = trace_text(&cfg, 3, 5);
+    const char *want[] = { "sizes: B=3 T=5 C=8 H=2 D=4 V=65 T_max=32 4C=32", "tok_emb.weight[V,C] -> [B,T,C]",
+                           "pos_emb.weight[T_max,C] -> [1,T,C]", "fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]",
+                           "fc2.weight[C,4C], fc2.bias[C] -> [B,T,C]", "lm_head.weight[V,C], lm_head.bias[V]" };
+    assert_holds(text, want, sizeof want / sizeof want[0]);
+    free(text);
+    cfg.vocab_size = 32;                               /* V = 4C = T_max: numbers, where they meet */
+    text = trace_text(&cfg, 3, 5);
+    const char *shared[] = { "tok_emb.weight[32,C]", "pos_emb.weight[32,C]", "fc1.weight[32,C]",
+                             "lm_head.weight[32,C], lm_head.bias[32] -> [B,T,32]" };
+    assert_holds(text, shared, sizeof shared / sizeof shared[0]);
+    free(text);
+}
+END_TEST
+
+/* Consecutive windows of a token stream: as many of ag_gpt_trace_dims's as fit (20 tokens hold 2
+ * windows of 8 and their targets, not its 3), named in the unit given; under 2 tokens, an error */
+START_TEST(test_gpt_trace_windows)
+{
+    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 1, .n_head = 2, .n_embd = 64, .block_size = 32 };
+    ag_gpt *g = ag_gpt_new(&cfg, 1, NULL);
+    ck_assert_ptr_nonnull(g);
+    int ids[20];
+    for (int i = 0; i < 20; i++) ids[i] = (i * 5) % 65;
+    char *text = NULL;
+    size_t len = 0;
+    ag_error err = { 0 };
+    FILE *out = open_memstream(&text, &len);
+    ag_gpt_trace_opts o = { .what = "a short text", .unit = "characters" };
+    ck_assert_int_eq(ag_gpt_trace_windows(out, g, ids, 20, &o, &err), AG_OK);
+    o.unit = NULL;
+    ck_assert_int_eq(ag_gpt_trace_windows(out, g, ids, 10, &o, &err), AG_OK);
+    fclose(out);
+    const char *want[] = { "one forward pass of B=2 windows of T=8 characters from a short text,",
+                           "sizes: B=2 T=8 C=64 H=2 D=32 V=65 T_max=32 4C=256",
+                           "[2,T,V] -> [1]" /* B = H: a number */,
+                           "one forward pass of B=1 windows of T=8 tokens from a short text," };
+    assert_holds(text, want, sizeof want / sizeof want[0]);
+    free(text);
+    ck_assert_int_eq(ag_gpt_trace_windows(stdout, g, ids, 1, &o, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--trace-shapes: the text has 1 tokens, fewer than one window");
+    ag_gpt_free(g);
+}
+END_TEST
+
 Suite *shape_trace_suite(void)
 {
     Suite *s = suite_create("shape_trace");
     TCase *t = tcase_create("shape_trace");
     ADD_TESTS(t, test_trace_lines_in_letters, test_trace_shared_size_is_a_number, test_trace_own_note,
-              test_trace_params_by_layer, test_trace_graph_dot);
+              test_trace_params_by_layer, test_trace_graph_dot, test_gpt_trace_lines, test_gpt_trace_parameter_letters,
+              test_gpt_trace_windows);
     suite_add_tcase(s, t);
     return s;
 }

@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include "attograd.h"
 
-#define lm_trace_dims ag_gpt_trace_dims
-
 /* --trace-graph FILE.dot (lesson 18): from now on lm_trace_forward also writes its tape to
  * path as Graphviz dot. NULL: no file. path must outlive the traces. */
 void lm_trace_set_graph(const char *path);
@@ -19,9 +17,7 @@ void lm_trace_set_graph(const char *path);
 ag_status lm_trace_forward(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T, bool train,
                            const char *what, ag_error *err);
 
-/* Picks ag_gpt_trace_dims's batch from consecutive windows of ids [n] (window b is
- * ids[b*T .. b*T+T], its targets one further) and traces it. Fewer windows when the text is
- * short; AG_ERR_ARG when not even one window of T+1 tokens fits. */
+/* ag_gpt_trace_windows of ids [n], the text: "B=3 windows of T=8 characters from <what>" */
 ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
                         ag_error *err);
 

@@ -1,5 +1,6 @@
 /* gpt_trace.c -- the GPT's shape trace (trace.h): its letters from an ag_gpt_config, the notes
  * of its attention, its parameters by layer, and the traced forward pass. */
+#include <stdlib.h>
 #include <string.h>
 #include "../tensor/speed.h"   /* ag_ctx_kernels_name */
 #include "trace.h"
@@ -152,5 +153,33 @@ ag_status ag_gpt_trace(FILE *out, ag_gpt *g, const int *ids, const int *targets,
         s = print_trace(out, ctx, g, B, T, loss, o, err);
     }
     ag_ctx_free(ctx);
+    return s;
+}
+
+ag_status ag_gpt_trace_windows(FILE *out, ag_gpt *g, const int *ids, size_t n, const ag_gpt_trace_opts *o,
+                               ag_error *err)
+{
+    int B, T, max_T = g->cfg.block_size;
+    if (n < 2) return ag_seterr(err, AG_ERR_ARG, "--trace-shapes: the text has %zu tokens, fewer than one window", n);
+    if ((size_t)max_T > n - 1) max_T = (int)(n - 1);
+    ag_gpt_trace_dims(&g->cfg, 4, max_T, &B, &T);
+    if ((size_t)B * T + 1 > n) B = (int)((n - 1) / (size_t)T);   /* consecutive windows that fit */
+    int *x = malloc((size_t)B * T * sizeof *x), *y = malloc((size_t)B * T * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return ag_seterr(err, AG_ERR_NOMEM, "--trace-shapes: out of memory");
+    }
+    for (int i = 0; i < B * T; i++) {   /* window b = i / T starts at b*T: x is ids[0 .. B*T] */
+        x[i] = ids[i];
+        y[i] = ids[i + 1];
+    }
+    char desc[256];
+    snprintf(desc, sizeof desc, "B=%d windows of T=%d %s from %s", B, T, o->unit ? o->unit : "tokens", o->what);
+    ag_gpt_trace_opts wo = *o;
+    wo.what = desc;
+    ag_status s = ag_gpt_trace(out, g, x, y, B, T, &wo, err);
+    free(x);
+    free(y);
     return s;
 }

@@ -6,9 +6,9 @@
  * them in execution order); ag_trace_tape prints one line per node: its number, op name, layer
  * (the node's scope), its inputs' and output's shapes and a few words on what it does:
  *
- *      #  op            layer          inputs -> output                      what it does
- *     12  split_heads   blocks.0.attn  [B,T,C] -> [B,H,T,D]                  H heads of D channels each
- *      1  linear        head           [N,F], weight[K,F], bias[K] -> [N,K]  x W^T + b
+ *        #  op            layer          inputs -> output          what it does
+ *       12  split_heads   blocks.0.attn  [B,T,C] -> [B,H,T,D]      H heads of D channels each
+ *       21  linear        blocks.0.mlp   [B,T,C], fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]  x W^T + b
  *
  * A size is printed as its letter when exactly one letter of the table has it, else as the
  * number (so a caller picks the batch's sizes unlike the model's: ag_gpt_trace_dims). 1 is
@@ -72,6 +72,7 @@ typedef struct {
     bool train;           /* dropout on, as in a training step */
     const char *what;     /* where the batch comes from ("3 windows of the training text") */
     const char *graph;    /* also ag_trace_graph's dot file there; NULL: none */
+    const char *unit;     /* ag_gpt_trace_windows: what a token is ("characters"); NULL: "tokens" */
 } ag_gpt_trace_opts;
 
 /* Traces ag_gpt_forward(ids [B*T], targets [B*T] or NULL) in a ctx of its own, attention op by
@@ -80,5 +81,11 @@ typedef struct {
  * layer (blocks.L.attn, ...). g is unchanged afterwards. */
 ag_status ag_gpt_trace(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T,
                        const ag_gpt_trace_opts *o, ag_error *err);
+/* ag_gpt_trace on ag_gpt_trace_dims's batch (at most 4 windows of at most block_size) taken
+ * from consecutive windows of ids [n] (window b is ids[b*T .. b*T+T], its targets one further),
+ * what becoming "B=3 windows of T=8 <unit> from <what>". Fewer windows when the text is short;
+ * AG_ERR_ARG when not even one window of T+1 tokens fits. */
+ag_status ag_gpt_trace_windows(FILE *out, ag_gpt *g, const int *ids, size_t n, const ag_gpt_trace_opts *o,
+                               ag_error *err);
 
 #endif

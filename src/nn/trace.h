@@ -8,12 +8,13 @@
  *
  *        #  op            layer          inputs -> output          what it does
  *       12  split_heads   blocks.0.attn  [B,T,C] -> [B,H,T,D]      H heads of D channels each
- *       21  linear        blocks.0.mlp   [B,T,C], fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]  x W^T + b
+ *       22  linear        blocks.0.mlp   [B,T,C], fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]  x W^T + b
  *
  * A size is printed as its letter when exactly one letter of the table has it, else as the
  * number (so a caller picks the batch's sizes unlike the model's: ag_gpt_trace_dims). 1 is
- * always printed as 1. A named input (a parameter: "w_q.weight", its layer's prefix dropped)
- * reads the parameter table; the causal mask (ops.h) and unnamed tensors read the activations'.
+ * always printed as 1. A named input (a parameter: "w_q.weight" in blocks.0.attn, the layer's
+ * prefix dropped where a dot is left; "head.weight" whole) reads the parameter table; the
+ * causal mask (ops.h) and unnamed tensors read the activations'.
  *
  * Nothing here exits; text goes to the FILE* given. Errors: a status and one line in err. */
 #ifndef AG_TRACE_H

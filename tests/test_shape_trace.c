@@ -114,6 +114,7 @@ START_TEST(test_trace_shared_size_is_a_number)
     char buf[8];
     ck_assert_str_eq(ag_letters_shape(ag_params_find(m.P, "head.weight"), &par, NULL, buf, sizeof buf), "[K,E]");
     ck_assert_str_eq(ag_letters_shape(ag_params_find(m.P, "head.weight"), &par, NULL, buf, 4), "[K,");
+    ck_assert_str_eq(ag_letters_shape(ag_params_find(m.P, "head.weight"), NULL, NULL, buf, sizeof buf), "[3,6]");
     tiny_free(&m);
 }
 END_TEST
@@ -182,6 +183,9 @@ START_TEST(test_trace_graph_dot)
                   "%s", dot);
     ck_assert_int_eq(ag_trace_graph("no/such/dir/t.dot", m.ctx, &o, &err), AG_ERR_IO);
     ck_assert_str_eq(err.msg, "--trace-graph no/such/dir/t.dot: cannot write it");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_trace_graph(NULL, m.ctx, &o, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--trace-graph: no file name");
     tiny_free(&m);
 }
 END_TEST
@@ -300,15 +304,20 @@ START_TEST(test_gpt_trace_windows)
     ck_assert_int_eq(ag_gpt_trace_windows(out, g, ids, 20, &o, &err), AG_OK);
     o.unit = NULL;
     ck_assert_int_eq(ag_gpt_trace_windows(out, g, ids, 10, &o, &err), AG_OK);
+    ck_assert_int_eq(ag_gpt_trace(out, g, ids, NULL, 1, 3, NULL, &err), AG_OK);   /* no options, no loss */
     fclose(out);
     const char *want[] = { "one forward pass of B=2 windows of T=8 characters from a short text,",
                            "sizes: B=2 T=8 C=64 H=2 D=32 V=65 T_max=32 4C=256",
                            "[2,T,V] -> [1]" /* B = H: a number */,
-                           "one forward pass of B=1 windows of T=8 tokens from a short text," };
+                           "one forward pass of B=1 windows of T=8 tokens from a short text,",
+                           "one forward pass of a batch,", "sizes: B=1 T=3 ", "\n27 ops\n" };
     assert_holds(text, want, sizeof want / sizeof want[0]);
     free(text);
     ck_assert_int_eq(ag_gpt_trace_windows(stdout, g, ids, 1, &o, &err), AG_ERR_ARG);
     ck_assert_str_eq(err.msg, "--trace-shapes: the text has 1 tokens, fewer than one window");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_gpt_trace(stdout, g, ids, NULL, 0, 8, NULL, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--trace-shapes: no model or no batch");
     ag_gpt_free(g);
 }
 END_TEST

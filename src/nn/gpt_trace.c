@@ -124,7 +124,7 @@ static ag_status print_trace(FILE *out, const ag_ctx *ctx, ag_gpt *g, int B, int
     ag_letters_add(&LE, "V", cfg->vocab_size);      /* the rows of tok_emb */
     ag_letters_add(&LE, "T_max", cfg->block_size);  /* and of pos_emb */
     const ag_trace_opts to = { .act = &L, .param = &LP, .rows = &LE, .note = gpt_note, .user = (void *)cfg };
-    print_head(out, cfg, B, T, &LP, o->what, ag_ctx_kernels_name(ctx));
+    print_head(out, cfg, B, T, &LP, o->what ? o->what : "a batch", ag_ctx_kernels_name(ctx));
     int count = ag_trace_tape(out, ctx, &to);
     fprintf(out, "%d ops", count);
     if (loss) fprintf(out, "; loss %.4f", (double)loss->data[0]);
@@ -139,6 +139,9 @@ static ag_status print_trace(FILE *out, const ag_ctx *ctx, ag_gpt *g, int B, int
 ag_status ag_gpt_trace(FILE *out, ag_gpt *g, const int *ids, const int *targets, int B, int T,
                        const ag_gpt_trace_opts *o, ag_error *err)
 {
+    const ag_gpt_trace_opts none = { 0 };
+    if (!o) o = &none;
+    if (!g || !ids || B < 1 || T < 1) return ag_seterr(err, AG_ERR_ARG, "--trace-shapes: no model or no batch");
     ag_ctx *ctx = ag_ctx_new();
     if (!ctx) return ag_seterr(err, AG_ERR_NOMEM, "--trace-shapes: out of memory");
     /* attention op by op for this pass: the learner sees every step the fused kernel does */
@@ -159,6 +162,7 @@ ag_status ag_gpt_trace(FILE *out, ag_gpt *g, const int *ids, const int *targets,
 ag_status ag_gpt_trace_windows(FILE *out, ag_gpt *g, const int *ids, size_t n, const ag_gpt_trace_opts *o,
                                ag_error *err)
 {
+    if (!g || !ids || !o) return ag_seterr(err, AG_ERR_ARG, "--trace-shapes: no model, text or options");
     int B, T, max_T = g->cfg.block_size;
     if (n < 2) return ag_seterr(err, AG_ERR_ARG, "--trace-shapes: the text has %zu tokens, fewer than one window", n);
     if ((size_t)max_T > n - 1) max_T = (int)(n - 1);
@@ -175,7 +179,8 @@ ag_status ag_gpt_trace_windows(FILE *out, ag_gpt *g, const int *ids, size_t n, c
         y[i] = ids[i + 1];
     }
     char desc[256];
-    snprintf(desc, sizeof desc, "B=%d windows of T=%d %s from %s", B, T, o->unit ? o->unit : "tokens", o->what);
+    snprintf(desc, sizeof desc, "B=%d windows of T=%d %s from %s", B, T, o->unit ? o->unit : "tokens",
+             o->what ? o->what : "the text");
     ag_gpt_trace_opts wo = *o;
     wo.what = desc;
     ag_status s = ag_gpt_trace(out, g, x, y, B, T, &wo, err);

@@ -23,7 +23,7 @@ char *ag_letters_shape(const ag_tensor *t, const ag_letters *L, const ag_letters
         const ag_letters *Ld = d == 0 && rows ? rows : L;
         int v = t->shape[d], hits = 0;
         const char *name = NULL;
-        for (int i = 0; i < Ld->n; i++)
+        for (int i = 0; Ld && i < Ld->n; i++)
             if (Ld->size[i] == v) {
                 hits++;
                 name = Ld->name[i];
@@ -103,8 +103,8 @@ static void trace_node(const ag_node *n, void *user)
         const ag_tensor *t = n->in[i];
         if (!t) continue;
         const ag_letters *rows, *L = letters_of(t, n, tr->o, &rows);
-        int w = snprintf(io + len, sizeof io - len, "%s%s%s", len ? ", " : "", t->name ? short_name(t->name, n->scope) : "",
-                         ag_letters_shape(t, L, rows, s, sizeof s));
+        int w = snprintf(io + len, sizeof io - len, "%s%s%s", len ? ", " : "",
+                         t->name ? short_name(t->name, n->scope) : "", ag_letters_shape(t, L, rows, s, sizeof s));
         if (w < 0 || (size_t)w >= sizeof io - len) break;
         len += (size_t)w;
     }
@@ -165,6 +165,7 @@ static void graph_edge(FILE *f, const node_list *L, int k, const ag_tensor *t, c
 
 ag_status ag_trace_graph(const char *path, const ag_ctx *ctx, const ag_trace_opts *o, ag_error *err)
 {
+    if (!path || !*path) return ag_seterr(err, AG_ERR_ARG, "--trace-graph: no file name");
     node_list L = { 0 };
     ag_tape_foreach(ctx, collect, &L);
     if (L.nomem) return free(L.n), ag_seterr(err, AG_ERR_NOMEM, "--trace-graph %s: out of memory", path);

@@ -35,12 +35,14 @@ typedef struct {
 /* Adds the letter name for size; false (nothing added) when the table is full. */
 bool ag_letters_add(ag_letters *L, const char *name, int size);
 /* "[B,T,C]" into buf (always NUL-terminated): each size by its letter in L when exactly one
- * letter has it, else the number. rows (NULL: L) name the first size. Returns buf. */
+ * letter has it, else the number (L NULL: every size a number). rows (NULL: L) name the first
+ * size. Returns buf. */
 char *ag_letters_shape(const ag_tensor *t, const ag_letters *L, const ag_letters *rows, char *buf, size_t n);
 
 /* ---------- the tape, op by op ---------- */
 typedef struct {
-    const ag_letters *act;     /* outputs and unnamed inputs (activations): B, T and the model's sizes */
+    const ag_letters *act;     /* outputs and unnamed inputs (activations): B, T and the model's
+                                * sizes; NULL: numbers */
     const ag_letters *param;   /* named inputs (parameters); NULL: act */
     const ag_letters *rows;    /* the first size of the table an "embedding" op reads; NULL: param */
     /* "what it does" for node n into buf [len] (empty: nothing); NULL: ag_trace_note */
@@ -56,7 +58,8 @@ int ag_trace_tape(FILE *out, const ag_ctx *ctx, const ag_trace_opts *o);
 void ag_trace_note(const ag_node *n, char *buf, size_t len);
 /* The same tape as Graphviz dot into path (nodes: the ops with their layer and output shape;
  * edges: the tensors with their shapes; leaves: parameters by name). AG_ERR_IO with
- * "--trace-graph PATH: cannot write it" when path cannot be written or the tape is empty. */
+ * "--trace-graph PATH: cannot write it" when path cannot be written or the tape is empty;
+ * AG_ERR_ARG for no path. */
 ag_status ag_trace_graph(const char *path, const ag_ctx *ctx, const ag_trace_opts *o, ag_error *err);
 
 /* The parameter count of each layer and the total. A layer is a name's first layer_len(name)

@@ -29,6 +29,7 @@
 #include "tensor/debug.h"
 #include "params/params.h"
 #include "nn/nn.h"
+#include "nn/trace.h"
 #include "io/safetensors.h"
 #include "optim/optim.h"
 #include "check/gradcheck.h"

@@ -2,9 +2,8 @@
  * --log-attn-stats, --detect-anomaly, the switches in the checkpoint config, and a Chinese
  * corpus that trains and samples valid UTF-8.
  *
- *   - the trace lists every op of one forward pass with its shapes in MODEL.md's letters, its
- *     layer and the parameter count per layer, shows attention op by op and leaves the model
- *     as it was; --trace-only writes nothing;
+ *   - --trace-only prints the trace of the training text's windows and writes nothing (the
+ *     GPT's trace itself is the library's: tests/test_shape_trace.c);
  *   - lm_attn_stats on known rows (uniform: ln(t+1) and 1/(t+1); one-hot: 0 and 1);
  *   - --log-attn-stats adds two columns per layer to metrics.csv, filled at evaluations with
  *     finite values, entropies in [0, ln T];
@@ -33,7 +32,6 @@
 #include "cli.h"
 #include "eval.h"
 #include "sample.h"
-#include "trace.h"
 #include "train.h"
 #include "lm_fixture.h"
 #include "proc.h"
@@ -78,91 +76,6 @@ static void assert_holds(const char *text, const char *const *want, size_t n)
 {
     for (size_t i = 0; i < n; i++) ck_assert_msg(strstr(text, want[i]) != NULL, "the trace lacks \"%s\"", want[i]);
 }
-
-START_TEST(test_trace_lines)
-{
-    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 2, .n_head = 2, .n_embd = 64, .block_size = 32 };
-    ag_gpt *g = ag_gpt_new(&cfg, 1, NULL);
-    ck_assert_ptr_nonnull(g);
-    int B, T;
-    lm_trace_dims(&cfg, 4, 32, &B, &T);
-    ck_assert_int_eq(T, 8);
-    ck_assert_int_eq(B, 3);          /* 2 is H: B takes the next free size */
-    int ids[24], tg[24];
-    for (int i = 0; i < 24; i++) ids[i] = (i * 7) % 65, tg[i] = (i * 11) % 65;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    ck_assert_int_eq(lm_trace_forward(out, g, ids, tg, B, T, true, "a test batch", fx_fresh_cause()), AG_OK);
-    fclose(out);
-    const char *want[] = {
-        "one forward pass of a test batch",
-        "composed_attention = true",
-        "B=3 T=8 C=64 H=2 D=32 V=65 T_max=32 4C=256",
-        "tok_emb.weight[V,C] -> [B,T,C]",
-        "pos_emb.weight[T_max,C] -> [1,T,C]",
-        "split_heads   blocks.0.attn  [B,T,C] -> [B,H,T,D]",
-        "transpose     blocks.0.attn  [B,H,T,D] -> [B,H,D,T]",
-        "matmul        blocks.0.attn  [B,H,T,D], [B,H,D,T] -> [B,H,T,T]",
-        "scale         blocks.1.attn  [B,H,T,T] -> [B,H,T,T]",
-        "masked_fill   blocks.1.attn  [B,H,T,T], causal_mask[T,T] -> [B,H,T,T]",
-        "softmax       blocks.1.attn",
-        "merge_heads   blocks.1.attn  [B,H,T,D] -> [B,T,C]",
-        "w_q.weight[C,C], w_q.bias[C] -> [B,T,C]",
-        "fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]",
-        "layernorm     ln_f",
-        "lm_head.weight[V,C], lm_head.bias[V] -> [B,T,V]",
-        "cross_entropy loss           [B,T,V] -> [1]",
-        "49 ops; loss",
-        "blocks.0.attn                  16,640",
-        "blocks.1.mlp                   33,088",
-        "total                         110,529",
-    };
-    assert_holds(text, want, sizeof want / sizeof want[0]);
-    ck_assert_ptr_null(strstr(text, "attention (fused)"));
-    ck_assert(!g->blocks[0].attn.composed && !g->blocks[1].attn.composed);   /* asked per call, model untouched */
-    free(text);
-    ag_gpt_free(g);
-}
-END_TEST
-
-/* The trace of cfg on a batch of B x T ids, as text (free it) */
-static char *trace_text(const ag_gpt_config *cfg, int B, int T)
-{
-    ag_gpt *g = ag_gpt_new(cfg, 1, NULL);
-    ck_assert_ptr_nonnull(g);
-    int ids[64] = { 0 };
-    ck_assert_int_le(B * T, 64);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    ck_assert_int_eq(lm_trace_forward(out, g, ids, ids, B, T, false, "zeros", fx_fresh_cause()), AG_OK);
-    fclose(out);
-    ag_gpt_free(g);
-    return text;
-}
-
-/* A parameter's sizes take the model's letters (C, H, D, V, the MLP width); T_max only names
- * the rows of the position table. Here 4C = T_max = 32: the MLP's weights read 4C, where T_max
- * among the parameter letters made them a bare 32 (and made any [D] weight read T_max in tiny,
- * where D = T_max). A size two letters share stays a number: V = 4C below. */
-START_TEST(test_trace_parameter_letters)
-{
-    ag_gpt_config cfg = { .vocab_size = 65, .n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 32 };
-    char *text = trace_text(&cfg, 3, 5);
-    const char *want[] = { "sizes: B=3 T=5 C=8 H=2 D=4 V=65 T_max=32 4C=32", "tok_emb.weight[V,C] -> [B,T,C]",
-                           "pos_emb.weight[T_max,C] -> [1,T,C]", "fc1.weight[4C,C], fc1.bias[4C] -> [B,T,4C]",
-                           "fc2.weight[C,4C], fc2.bias[C] -> [B,T,C]", "lm_head.weight[V,C], lm_head.bias[V]" };
-    assert_holds(text, want, sizeof want / sizeof want[0]);
-    free(text);
-    cfg.vocab_size = 32;                               /* V = 4C = T_max: numbers, where they meet */
-    text = trace_text(&cfg, 3, 5);
-    const char *shared[] = { "tok_emb.weight[32,C]", "pos_emb.weight[32,C]", "fc1.weight[32,C]",
-                             "lm_head.weight[32,C], lm_head.bias[32] -> [B,T,32]" };
-    assert_holds(text, shared, sizeof shared / sizeof shared[0]);
-    free(text);
-}
-END_TEST
 
 START_TEST(test_trace_only_writes_nothing)
 {
@@ -699,8 +612,7 @@ Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
     TCase *t = fx_tcase(s, "trace", root_setup, setup);
-    ADD_TESTS(t, test_trace_lines, test_trace_parameter_letters, test_trace_only_writes_nothing,
-                 test_attn_stats_known_rows, test_log_attn_stats_columns, test_attn_png,
+    ADD_TESTS(t, test_trace_only_writes_nothing, test_attn_stats_known_rows, test_log_attn_stats_columns, test_attn_png,
                  test_loss_png_in_the_background, test_attn_rejects_bad_args);
 
     TCase *a = fx_tcase(s, "anomaly", root_setup, setup);

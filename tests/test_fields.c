@@ -205,6 +205,11 @@ START_TEST(usage_lines)
     char small[40];   /* cut short, still a string */
     n = ag_fields_usage(rows, NROWS, small, sizeof small);
     ck_assert(n == strlen(small) && n == sizeof small - 1 && strncmp(small, buf, n) == 0);
+    const char *help = "usage: prog [flags]\n\n@lr\n@quiet\n@nope\n@added\nend";   /* no flag, no row: as written */
+    n = ag_fields_usage_text(help, rows, NROWS, buf, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_str_eq(buf, "usage: prog [flags]\n\n  --lr X                 peak rate\n  --quiet                say less\n"
+                          "@nope\n@added\nend");
 }
 END_TEST
 

@@ -226,19 +226,11 @@ static const char usage_attn[] =
 
 // --- train --help: each switch's lines come from its table ---
 
-/* usage_train with each line "@key" replaced by the lines of that switch. */
+/* usage_train with each line "@key" replaced by the lines of that switch (the library's). */
 static const char *train_usage(void)
 {
     static char text[32768];   /* the whole help is about 7 KB: room for the flags to come */
-    size_t len = 0;
-    for (const char *line = usage_train; *line; line += strcspn(line, "\n") + 1) {
-        int n = (int)strcspn(line, "\n");   /* every line of usage_train ends in '\n' */
-        char key[64] = "";
-        if (line[0] == '@') snprintf(key, sizeof key, "%.*s", n - 1, line + 1);
-        const lm_field *f = lm_field_by_key(key);
-        if (f && f->type == LM_T_ENUM) ag_field_usage(f, text, sizeof text, &len);   /* the library's lines */
-        else if (len < sizeof text) len += (size_t)snprintf(text + len, sizeof text - len, "%.*s\n", n, line);
-    }
+    ag_fields_usage_text(usage_train, lm_fields, LM_N_FIELDS, text, sizeof text);
     return text;
 }
 

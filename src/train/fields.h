@@ -11,7 +11,9 @@
  *   ag_fields_to_json, ag_fields_from_json
  *                                       the whole struct as one flat JSON object (a checkpoint's
  *                                       header), read back with every key checked
- *   ag_field_usage, ag_fields_usage     the --help lines of a row, of the whole table
+ *   ag_field_usage, ag_fields_usage, ag_fields_usage_text
+ *                                       the --help lines of a row, of the whole table, of the
+ *                                       rows a help text names ("@mlp")
  *   ag_args_next, ag_arg_value, ag_arg_no_value, ag_field_arg
  *                                       a command line walked flag by flag ("--lr 3e-4" or
  *                                       "--lr=3e-4"), a table's flag read into its field
@@ -100,6 +102,9 @@ ag_status ag_fields_from_json(void *obj, const ag_field *tab, int n, const char 
 void ag_field_usage(const ag_field *f, char *buf, size_t cap, size_t *len);
 /* Every row's lines, in table order; returns the length written. */
 size_t ag_fields_usage(const ag_field *tab, int n, char *buf, size_t cap);
+/* A program's help text with each line "@key" (a row's JSON key) replaced by that row's lines
+ * (ag_field_usage); every other line as it is. Returns the length written. */
+size_t ag_fields_usage_text(const char *text, const ag_field *tab, int n, char *buf, size_t cap);
 
 // --- a command line, flag by flag ---
 

@@ -141,6 +141,23 @@ size_t ag_fields_usage(const ag_field *tab, int n, char *buf, size_t cap)
     return len;
 }
 
+size_t ag_fields_usage_text(const char *text, const ag_field *tab, int n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (cap > 0) buf[0] = '\0';
+    for (const char *line = text; *line;) {
+        int w = (int)strcspn(line, "\n");
+        bool newline = line[w] == '\n';
+        char key[64] = "";
+        if (line[0] == '@') snprintf(key, sizeof key, "%.*s", w - 1, line + 1);
+        const ag_field *f = key[0] ? ag_field_by_key(tab, n, key) : NULL;
+        if (f && f->flag) ag_field_usage(f, buf, cap, &len);
+        else ag_msg_append(buf, cap, &len, "%.*s%s", w, line, newline ? "\n" : "");
+        line += w + newline;
+    }
+    return len;
+}
+
 // --- a command line, flag by flag ---
 
 ag_arg ag_args(int argc, char **argv, int first)

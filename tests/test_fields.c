@@ -245,6 +245,37 @@ START_TEST(flag_loop)
 }
 END_TEST
 
+/* What every command line says alike: an unknown flag, a stray argument, a missing flag, --help,
+ * one of a few names. */
+START_TEST(command_line_messages)
+{
+    char *argv[] = {"prog", "run", "--frob", "stray", "-h", NULL};
+    ag_arg a = ag_args(5, argv, 2);
+    ag_error err = {0};
+    ck_assert(ag_args_next(&a));
+    ck_assert_int_eq(ag_arg_unknown(&a, "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "unknown flag '--frob' for run (see: prog run --help)");
+    ag_error_clear(&err);
+    ck_assert(ag_args_next(&a) && ag_arg_unknown(&a, "prog", "run", &err) == AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "unexpected argument 'stray' (see: prog run --help)");
+    ck_assert(ag_args_want_help(5, argv, 2) && !ag_args_want_help(4, argv, 2));
+    ag_error_clear(&err);
+    ck_assert(ag_arg_required("x", "--data", "prog", "run", &err) == AG_OK && err.status == AG_OK);
+    ck_assert_int_eq(ag_arg_required(NULL, "--data", "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--data is required (see: prog run --help)");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_arg_required("", "--data", "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--data must not be empty");
+    static const char *const names[] = {"auto", "lines", "tty", NULL};
+    int k = -1;
+    ck_assert(ag_parse_choice("--progress", names, "tty", &k, &err) == AG_OK && k == 2);
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_parse_choice("--progress", names, "TTY", &k, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--progress must be auto, lines or tty (got 'TTY')");
+    ck_assert_int_eq(k, 2);
+}
+END_TEST
+
 START_TEST(real_format)
 {
     const struct { double v; const char *s; } cases[] = {
@@ -273,7 +304,7 @@ Suite *fields_suite(void)
     Suite *s = suite_create("fields");
     TCase *tc = tcase_create("fields");
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
-              json_round_trip, json_refused, usage_lines, flag_loop, real_format);
+              json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -300,26 +300,12 @@ static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *e
 
 static ag_status unknown(lm_command cmd, const flag_arg *f, ag_error *err)
 {
-    const char *arg = f->argv[f->i];
-    if (strncmp(arg, "-", 1) == 0)
-        return ag_seterr(err, AG_ERR_ARG, "unknown flag '%s' for %s (see: char_lm %s --help)", arg, cmd_name(cmd),
-                         cmd_name(cmd));
-    return ag_seterr(err, AG_ERR_ARG, "unexpected argument '%s' (see: char_lm %s --help)", arg, cmd_name(cmd));
+    return ag_arg_unknown(f, "char_lm", cmd_name(cmd), err);
 }
 
 static ag_status require(const char *v, const char *flag, lm_command cmd, ag_error *err)
 {
-    if (v && *v) return AG_OK;
-    if (v) return ag_seterr(err, AG_ERR_ARG, "%s must not be empty", flag);
-    return ag_seterr(err, AG_ERR_ARG, "%s is required (see: char_lm %s --help)", flag, cmd_name(cmd));
-}
-
-/* --help anywhere after the command wins over every other flag (even a bad one). */
-static bool wants_help(int argc, char **argv)
-{
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
-    return false;
+    return ag_arg_required(v, flag, "char_lm", cmd_name(cmd), err);
 }
 
 // --- train ---
@@ -349,9 +335,8 @@ static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
     static const char *const progress[] = { "auto", "lines", "tty", NULL };   /* lm_progress's order */
     if (ag_arg_value(f, err)) return AG_ERR_ARG;
     if (strcmp(f->flag, "--progress") == 0) {
-        int m = 0;
-        while (progress[m] && strcmp(progress[m], f->value) != 0) m++;
-        if (!progress[m]) return ag_seterr(err, AG_ERR_ARG, "--progress must be auto, lines or tty (got '%s')", f->value);
+        int m;
+        if (ag_parse_choice("--progress", progress, f->value, &m, err)) return AG_ERR_ARG;
         t->progress = (lm_progress)m;
         return AG_OK;
     }
@@ -461,9 +446,9 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
     t->dist_timeout = LM_DIST_TIMEOUT_S;
     t->checkpoint_signal = SIGUSR1;
     ag_status s = each_flag(argc, argv, config_flag, t, err);
-    if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
-        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby, small, 1min, 5min or 10min (got '%s')",
-                         t->config_name);
+    int k;   /* the preset's name: one of config.c's */
+    if (s == AG_OK) s = ag_parse_choice("--config", lm_config_names, t->config_name, &k, err);
+    if (s == AG_OK) lm_config_preset(&t->cfg, t->config_name);
     if (s == AG_OK) s = each_flag(argc, argv, train_flag, t, err);
     return s ? s : finish_train(t, err);
 }
@@ -487,10 +472,10 @@ static ag_status parse_temperature(const char *value, double *out, ag_error *err
 static bool from_flag(const char **from, flag_arg *f, ag_status *st, ag_error *err)
 {
     if (strcmp(f->flag, "--from") != 0) return false;
-    if ((*st = ag_arg_value(f, err))) return true;
-    if (strcmp(f->value, "latest") != 0 && strcmp(f->value, "best") != 0)
-        *st = ag_seterr(err, AG_ERR_ARG, "--from must be latest or best (got '%s')", f->value);
-    else *from = f->value;
+    static const char *const names[] = {"latest", "best", NULL};
+    int k;
+    if ((*st = ag_arg_value(f, err)) == AG_OK && (*st = ag_parse_choice("--from", names, f->value, &k, err)) == AG_OK)
+        *from = names[k];
     return true;
 }
 
@@ -616,7 +601,7 @@ ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err)
              : strcmp(c, "attn") == 0 ? LM_CMD_ATTN : LM_CMD_NONE;
     if (cli->cmd == LM_CMD_NONE)
         return ag_seterr(err, AG_ERR_ARG, "unknown command '%s' (train, sample, eval or attn; see: char_lm --help)", c);
-    if (wants_help(argc, argv)) {
+    if (ag_args_want_help(argc, argv, 2)) {   /* --help after the command wins over every other flag */
         cli->help = true;
         return AG_OK;
     }

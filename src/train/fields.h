@@ -17,6 +17,9 @@
  *   ag_args_next, ag_arg_value, ag_arg_no_value, ag_field_arg
  *                                       a command line walked flag by flag ("--lr 3e-4" or
  *                                       "--lr=3e-4"), a table's flag read into its field
+ *   ag_arg_unknown, ag_arg_required, ag_args_want_help, ag_parse_choice
+ *                                       what every command line says alike: a flag unknown or
+ *                                       missing, --help, one of a few names
  *   ag_parse_duration, ag_parse_long, ag_format_real
  *                                       "90s", "5m", "1h30m"; a whole number in a range; a double
  *                                       in the fewest digits that read back
@@ -131,6 +134,18 @@ ag_status ag_arg_no_value(const ag_arg *a, ag_error *err);
 /* a, the flag of row f, read into obj: a bool row takes no value and sets true; any other row
  * takes one and parses it (ag_field_parse). */
 ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err);
+
+/* AG_ERR_ARG for an argument no handler took: "unknown flag '--x' for train (see: char_lm train
+ * --help)", or for one that is not a flag "unexpected argument 'x' (see: char_lm train --help)". */
+ag_status ag_arg_unknown(const ag_arg *a, const char *prog, const char *cmd, ag_error *err);
+/* AG_OK when v was given and is not empty; else AG_ERR_ARG and "--data is required (see: char_lm
+ * train --help)" or "--data must not be empty". */
+ag_status ag_arg_required(const char *v, const char *flag, const char *prog, const char *cmd, ag_error *err);
+/* Whether "--help" or "-h" is one of argv[first..]: help wins over every other flag. */
+bool ag_args_want_help(int argc, char **argv, int first);
+/* s, one of names (NULL-terminated), as its index in *out; else AG_ERR_ARG and "--from must be
+ * latest or best (got 'x')". */
+ag_status ag_parse_choice(const char *flag, const char *const *names, const char *s, int *out, ag_error *err);
 
 /* s, the whole string, a whole number in [lo, hi] into *out. AG_ERR_ARG and
  * "--layer: not a whole number: 'x'" or "--top-k must be in [0, 10] (got 11)". */

@@ -196,6 +196,40 @@ ag_status ag_arg_no_value(const ag_arg *a, ag_error *err)
     return ag_seterr(err, AG_ERR_ARG, "%s takes no value", a->flag);
 }
 
+ag_status ag_arg_unknown(const ag_arg *a, const char *prog, const char *cmd, ag_error *err)
+{
+    const char *arg = a->argv[a->i];
+    if (arg[0] == '-')
+        return ag_seterr(err, AG_ERR_ARG, "unknown flag '%s' for %s (see: %s %s --help)", arg, cmd, prog, cmd);
+    return ag_seterr(err, AG_ERR_ARG, "unexpected argument '%s' (see: %s %s --help)", arg, prog, cmd);
+}
+
+ag_status ag_arg_required(const char *v, const char *flag, const char *prog, const char *cmd, ag_error *err)
+{
+    if (v && *v) return AG_OK;
+    if (v) return ag_seterr(err, AG_ERR_ARG, "%s must not be empty", flag);
+    return ag_seterr(err, AG_ERR_ARG, "%s is required (see: %s %s --help)", flag, prog, cmd);
+}
+
+bool ag_args_want_help(int argc, char **argv, int first)
+{
+    for (int i = first; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
+ag_status ag_parse_choice(const char *flag, const char *const *names, const char *s, int *out, ag_error *err)
+{
+    ag_switch sw = {flag, 0, names, NULL};   /* the names as a switch: its parse, its list of choices */
+    while (names[sw.n]) sw.n++;
+    int v = ag_switch_parse(&sw, s);
+    char choices[256];
+    if (v < 0) return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got '%s')", flag, ag_switch_choices(&sw, choices,
+                                sizeof choices), s);
+    *out = v;
+    return AG_OK;
+}
+
 ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err)
 {
     if (f->type == AG_FIELD_BOOL) {

@@ -179,7 +179,14 @@ START_TEST(json_refused)
     }
     cfg c;
     ag_error err = {0};
-    ck_assert_int_eq(ag_fields_from_json(&c, rows, NROWS, "{\"layers\": 2, \"layers\": 3}", &err), AG_ERR_FORMAT);
+    char *js = ag_fields_to_json(&(cfg){0}, rows, NROWS), *dup = malloc(strlen(js) + 32);   /* whole, and a key twice */
+    ck_assert(js && dup);
+    strcpy(dup, "{\"layers\": 3, ");
+    strcat(dup, js + 1);
+    ck_assert_int_eq(ag_fields_from_json(&c, rows, NROWS, dup, &err), AG_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "config is not a JSON object (") && strstr(err.msg, "duplicate"), "%s", err.msg);
+    free(js);
+    free(dup);
     ag_error_clear(&err);
     ck_assert_int_eq(ag_fields_from_json(&c, rows, NROWS, "{", &err), AG_ERR_FORMAT);
     ck_assert(strncmp(err.msg, "config is not a JSON object (", 29) == 0 && !strchr(err.msg, '\n'));

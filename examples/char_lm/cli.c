@@ -2,7 +2,8 @@
  * every argument to its subcommand's handler, and every check comes before any work. The
  * hyper-parameter flags of `train` come from the table in config.c, read by the library
  * (ag_field_arg, src/train/fields.h), and so do the lines of its switches in `train --help`
- * (ag_field_usage); the few others (--data, --out, --resume, ...) are handled here. Nothing is printed: errors come back as a one-line message for main.c. */
+ * (ag_field_usage); the few others (--data, --out, --resume, ...) are handled here. Nothing is
+ * printed: errors come back as a one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>

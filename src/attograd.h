@@ -10,7 +10,9 @@
  *   check/   ag_gradcheck: a central-difference check of any op's or layer's backward
  *   train/   the run machinery of any training program: the run directory's lock, files replaced
  *            whole, fault points, loss.png by gnuplot (train.h); attention heat maps and
- *            statistics (plot_attn.h); the split of a step over ranks and micro-batches (ddp.h)
+ *            statistics (plot_attn.h); the split of a step over ranks and micro-batches (ddp.h);
+ *            a program's config as a table of fields: its flags, checks, JSON and usage lines
+ *            (fields.h)
  *   serve/   a page and a JSON API over a run directory, for any model the program describes
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
@@ -35,6 +37,7 @@
 #include "check/gradcheck.h"
 #include "train/train.h"
 #include "train/plot_attn.h"
+#include "train/fields.h"
 #include "serve/serve.h"
 
 #endif

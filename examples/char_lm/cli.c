@@ -1,12 +1,12 @@
-/* cli.c -- char_lm's command line: one flag loop (each_flag) hands every argument to its
- * subcommand's handler, and every check comes before any work. The hyper-parameter flags of
- * `train` come from the table in config.c (and so do the lines of its switches in `train
- * --help`: their values from the switches' tables); the few others (--data, --out, --resume,
- * ...) are handled here. Nothing is printed: errors come back as a one-line message for main.c. */
+/* cli.c -- char_lm's command line: one flag loop (each_flag, on the library's ag_args) hands
+ * every argument to its subcommand's handler, and every check comes before any work. The
+ * hyper-parameter flags of `train` come from the table in config.c, read by the library
+ * (ag_field_arg, src/train/fields.h), and so do the lines of its switches in `train --help`
+ * (ag_field_usage); the few others (--data, --out, --resume, ...) are handled here. Nothing is
+ * printed: errors come back as a one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,44 +227,11 @@ static const char usage_attn[] =
 
 // --- train --help: each switch's lines come from its table ---
 
-/* Appends printf-style text at buf + *len (cap bytes in all), cut short when buf is full. */
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
-}
-
-/* The lines of f, a row of type LM_T_ENUM: its flag and what it sets, then each value of its
- * switch with the value's help, the first (the default) marked:
- *     --mlp NAME             the feed-forward part of each block:
- *                              gelu       fc2(GELU(fc1 x)), 4C wide (default) */
-static void switch_lines(const lm_field *f, char *buf, size_t cap, size_t *len)
-{
-    char flag[64];
-    snprintf(flag, sizeof flag, "%s NAME", f->flag);
-    append(buf, cap, len, "  %-22s %s:\n", flag, f->help);
-    for (int v = 0; v < f->sw->n; v++)
-        append(buf, cap, len, "  %-22s   %-10s %s%s\n", "", f->sw->names[v], f->sw->help[v],
-               v == 0 ? " (default)" : "");
-}
-
-/* usage_train with each line "@key" replaced by the lines of that switch. */
+/* usage_train with each line "@key" replaced by the lines of that switch (the library's). */
 static const char *train_usage(void)
 {
     static char text[32768];   /* the whole help is about 7 KB: room for the flags to come */
-    size_t len = 0;
-    for (const char *line = usage_train; *line; line += strcspn(line, "\n") + 1) {
-        int n = (int)strcspn(line, "\n");   /* every line of usage_train ends in '\n' */
-        char key[64] = "";
-        if (line[0] == '@') snprintf(key, sizeof key, "%.*s", n - 1, line + 1);
-        const lm_field *f = lm_field_by_key(key);
-        if (f && f->type == LM_T_ENUM) switch_lines(f, text, sizeof text, &len);
-        else append(text, sizeof text, &len, "%.*s\n", n, line);
-    }
+    ag_fields_usage_text(usage_train, lm_fields, LM_N_FIELDS, text, sizeof text);
     return text;
 }
 
@@ -287,75 +254,26 @@ static const char *cmd_name(lm_command c)
          : c == LM_CMD_ATTN ? "attn" : "";
 }
 
-/* One argument of argv as the loop hands it to a subcommand: "--lr=3e-4", or "--lr" whose value
- * take_value then takes from the next argument. */
-typedef struct {
-    int argc;
-    char **argv;
-    int *i;                /* argv[*i] is this flag; take_value may move it on to the value */
-    char flag[64];         /* the flag without "=value" */
-    const char *value;     /* the value written after '=', or NULL */
-    bool inline_value;     /* the flag was written "--flag=value" */
-} flag_arg;
+/* One argument of argv as the loop hands it to a subcommand, split by the library (fields.h):
+ * "--lr=3e-4", or "--lr" whose value ag_arg_value then takes from the next argument. */
+typedef ag_arg flag_arg;
 
 /* A subcommand's handler of one flag: AG_OK, or AG_ERR_ARG with the message in err. */
 typedef ag_status (*flag_fn)(void *args, flag_arg *f, ag_error *err);
 
-/* Every argument after the command, split into flag and value and handed to fn in order; the
- * first error stops the loop. */
+/* Every argument after the command, handed to fn in order; the first error stops the loop. */
 static ag_status each_flag(int argc, char **argv, flag_fn fn, void *args, ag_error *err)
 {
-    for (int i = 2; i < argc; i++) {
-        flag_arg f = { .argc = argc, .argv = argv, .i = &i };
-        const char *a = argv[i];
-        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-        if (eq) {
-            size_t n = (size_t)(eq - a) < sizeof f.flag - 1 ? (size_t)(eq - a) : sizeof f.flag - 1;
-            memcpy(f.flag, a, n);
-            f.flag[n] = '\0';
-            f.value = eq + 1;
-            f.inline_value = true;
-        } else {
-            snprintf(f.flag, sizeof f.flag, "%s", a);
-        }
-        ag_status s = fn(args, &f, err);
-        if (s) return s;
-    }
-    return AG_OK;
-}
-
-/* The value of a flag that takes one: inline, or the next argument. */
-static ag_status take_value(flag_arg *f, ag_error *err)
-{
-    if (f->inline_value) return AG_OK;
-    if (*f->i + 1 >= f->argc) return ag_seterr(err, AG_ERR_ARG, "%s needs a value", f->flag);
-    f->value = f->argv[++*f->i];
-    return AG_OK;
-}
-
-static ag_status no_value(const flag_arg *f, ag_error *err)
-{
-    if (!f->inline_value) return AG_OK;
-    return ag_seterr(err, AG_ERR_ARG, "%s takes no value", f->flag);
-}
-
-static ag_status parse_long(const char *flag, const char *s, long lo, long hi, long *out, ag_error *err)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno == ERANGE || *s == ' ' || *s == '\t')
-        return ag_seterr(err, AG_ERR_ARG, "%s: not a whole number: '%s'", flag, s);
-    if (v < lo || v > hi) return ag_seterr(err, AG_ERR_ARG, "%s must be in [%ld, %ld] (got %ld)", flag, lo, hi, v);
-    *out = v;
-    return AG_OK;
+    ag_status s = AG_OK;
+    for (ag_arg a = ag_args(argc, argv, 2); s == AG_OK && ag_args_next(&a);) s = fn(args, &a, err);
+    return s;
 }
 
 /* The value of a flag that takes a whole number in [lo, hi]. */
 static ag_status take_long(flag_arg *f, long lo, long hi, long *out, ag_error *err)
 {
-    if (take_value(f, err)) return AG_ERR_ARG;
-    return parse_long(f->flag, f->value, lo, hi, out, err);
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
+    return ag_parse_long(f->flag, f->value, lo, hi, out, err);
 }
 
 /* --trace-shapes / --trace-only / --trace-graph FILE / --kernels: true when f is one of them (and sets it). */
@@ -363,19 +281,19 @@ static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *e
 {
     if (strcmp(f->flag, "--kernels") == 0) {
         ag_kernels_id id;
-        *st = take_value(f, err);
+        *st = ag_arg_value(f, err);
         if (*st == AG_OK) *st = ag_kernels_parse(f->value, "--kernels ", &id, err);
         if (*st == AG_OK) t->kernels = f->value;
         return true;
     }
     bool shapes = strcmp(f->flag, "--trace-shapes") == 0, only = strcmp(f->flag, "--trace-only") == 0;
     if (strcmp(f->flag, "--trace-graph") == 0) {
-        if (!(*st = take_value(f, err))) t->graph = f->value;
+        if (!(*st = ag_arg_value(f, err))) t->graph = f->value;
         t->shapes = true;
         return true;
     }
     if (!shapes && !only) return false;
-    *st = no_value(f, err);
+    *st = ag_arg_no_value(f, err);
     t->shapes = true;
     t->only = t->only || only;
     return true;
@@ -383,26 +301,12 @@ static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *e
 
 static ag_status unknown(lm_command cmd, const flag_arg *f, ag_error *err)
 {
-    const char *arg = f->argv[*f->i];
-    if (strncmp(arg, "-", 1) == 0)
-        return ag_seterr(err, AG_ERR_ARG, "unknown flag '%s' for %s (see: char_lm %s --help)", arg, cmd_name(cmd),
-                         cmd_name(cmd));
-    return ag_seterr(err, AG_ERR_ARG, "unexpected argument '%s' (see: char_lm %s --help)", arg, cmd_name(cmd));
+    return ag_arg_unknown(f, "char_lm", cmd_name(cmd), err);
 }
 
 static ag_status require(const char *v, const char *flag, lm_command cmd, ag_error *err)
 {
-    if (v && *v) return AG_OK;
-    if (v) return ag_seterr(err, AG_ERR_ARG, "%s must not be empty", flag);
-    return ag_seterr(err, AG_ERR_ARG, "%s is required (see: char_lm %s --help)", flag, cmd_name(cmd));
-}
-
-/* --help anywhere after the command wins over every other flag (even a bad one). */
-static bool wants_help(int argc, char **argv)
-{
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
-    return false;
+    return ag_arg_required(v, flag, "char_lm", cmd_name(cmd), err);
 }
 
 // --- train ---
@@ -412,7 +316,7 @@ static ag_status config_flag(void *args, flag_arg *f, ag_error *err)
 {
     lm_train_args *t = args;
     if (strcmp(f->flag, "--config") != 0) return AG_OK;
-    if (take_value(f, err)) return AG_ERR_ARG;
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
     t->config_name = f->value;
     t->config_given = true;
     return AG_OK;
@@ -421,13 +325,7 @@ static ag_status config_flag(void *args, flag_arg *f, ag_error *err)
 /* A hyper-parameter flag of the table: a switch (--no-scale) or one that takes a value. */
 static ag_status table_flag(lm_train_args *t, const lm_field *fl, flag_arg *f, ag_error *err)
 {
-    if (fl->type == LM_T_BOOL) {
-        if (no_value(f, err)) return AG_ERR_ARG;
-        f->value = "true";
-    } else if (take_value(f, err)) {
-        return AG_ERR_ARG;
-    }
-    if (lm_field_parse(&t->cfg, fl, f->value, err)) return AG_ERR_ARG;
+    if (ag_field_arg(&t->cfg, fl, f, err)) return AG_ERR_ARG;
     t->given[fl - lm_fields] = true;
     return AG_OK;
 }
@@ -436,11 +334,10 @@ static ag_status table_flag(lm_train_args *t, const lm_field *fl, flag_arg *f, a
 static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
 {
     static const char *const progress[] = { "auto", "lines", "tty", NULL };   /* lm_progress's order */
-    if (take_value(f, err)) return AG_ERR_ARG;
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
     if (strcmp(f->flag, "--progress") == 0) {
-        int m = 0;
-        while (progress[m] && strcmp(progress[m], f->value) != 0) m++;
-        if (!progress[m]) return ag_seterr(err, AG_ERR_ARG, "--progress must be auto, lines or tty (got '%s')", f->value);
+        int m;
+        if (ag_parse_choice("--progress", progress, f->value, &m, err)) return AG_ERR_ARG;
         t->progress = (lm_progress)m;
         return AG_OK;
     }
@@ -462,7 +359,7 @@ static ag_status signal_flag(lm_train_args *t, flag_arg *f, ag_error *err)
         {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"INT", SIGINT},
         {"ALRM", SIGALRM}, {"XCPU", SIGXCPU},
     };
-    if (take_value(f, err)) return AG_ERR_ARG;
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
     const char *v = strncmp(f->value, "SIG", 3) == 0 ? f->value + 3 : f->value;
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
         char num[8];
@@ -484,14 +381,14 @@ static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
                       : strcmp(flag, "--init-from") == 0 ? &t->init_from : NULL;
     bool *on = strcmp(flag, "--resume") == 0 ? &t->resume : strcmp(flag, "--overwrite") == 0 ? &t->overwrite : NULL;
     long v;
-    if (strcmp(flag, "--config") == 0) return take_value(f, err);   /* pass 1 read it */
+    if (strcmp(flag, "--config") == 0) return ag_arg_value(f, err);   /* pass 1 read it */
     if (path) {
-        if (take_value(f, err)) return AG_ERR_ARG;
+        if (ag_arg_value(f, err)) return AG_ERR_ARG;
         *path = f->value;
         return path == &t->init_from && !*f->value ? require(f->value, flag, LM_CMD_TRAIN, err) : AG_OK;
     }
     if (on) {
-        if (no_value(f, err)) return AG_ERR_ARG;
+        if (ag_arg_no_value(f, err)) return AG_ERR_ARG;
         *on = true;
     } else if (strcmp(flag, "--threads") == 0) {
         if (take_long(f, 1, 1024, &v, err)) return AG_ERR_ARG;
@@ -550,9 +447,9 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
     t->dist_timeout = LM_DIST_TIMEOUT_S;
     t->checkpoint_signal = SIGUSR1;
     ag_status s = each_flag(argc, argv, config_flag, t, err);
-    if (s == AG_OK && lm_config_preset(&t->cfg, t->config_name))
-        return ag_seterr(err, AG_ERR_ARG, "--config must be tiny, baby, small, 1min, 5min or 10min (got '%s')",
-                         t->config_name);
+    int k;   /* the preset's name: one of config.c's */
+    if (s == AG_OK) s = ag_parse_choice("--config", lm_config_names, t->config_name, &k, err);
+    if (s == AG_OK) lm_config_preset(&t->cfg, t->config_name);
     if (s == AG_OK) s = each_flag(argc, argv, train_flag, t, err);
     return s ? s : finish_train(t, err);
 }
@@ -576,10 +473,10 @@ static ag_status parse_temperature(const char *value, double *out, ag_error *err
 static bool from_flag(const char **from, flag_arg *f, ag_status *st, ag_error *err)
 {
     if (strcmp(f->flag, "--from") != 0) return false;
-    if ((*st = take_value(f, err))) return true;
-    if (strcmp(f->value, "latest") != 0 && strcmp(f->value, "best") != 0)
-        *st = ag_seterr(err, AG_ERR_ARG, "--from must be latest or best (got '%s')", f->value);
-    else *from = f->value;
+    static const char *const names[] = {"latest", "best", NULL};
+    int k;
+    if ((*st = ag_arg_value(f, err)) == AG_OK && (*st = ag_parse_choice("--from", names, f->value, &k, err)) == AG_OK)
+        *from = names[k];
     return true;
 }
 
@@ -593,17 +490,17 @@ static ag_status sample_flag(void *args, flag_arg *f, ag_error *err)
                  strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
                  strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
     if (!known) return unknown(LM_CMD_SAMPLE, f, err);
-    if (take_value(f, err)) return AG_ERR_ARG;
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
     long v;
     if (strcmp(flag, "--ckpt") == 0) {
         s->ckpt = f->value;
     } else if (strcmp(flag, "--prompt") == 0) {
         s->prompt = f->value;
     } else if (strcmp(flag, "--max-new-tokens") == 0) {
-        if (parse_long(flag, f->value, 0, 10000000, &v, err)) return AG_ERR_ARG;
+        if (ag_parse_long(flag, f->value, 0, 10000000, &v, err)) return AG_ERR_ARG;
         s->max_new_tokens = v;
     } else if (strcmp(flag, "--top-k") == 0) {
-        if (parse_long(flag, f->value, 0, 1114112, &v, err)) return AG_ERR_ARG;
+        if (ag_parse_long(flag, f->value, 0, 1114112, &v, err)) return AG_ERR_ARG;
         s->top_k = (int)v;
     } else if (strcmp(flag, "--temperature") == 0) {
         return parse_temperature(f->value, &s->temperature, err);
@@ -634,7 +531,7 @@ static ag_status eval_flag(void *args, flag_arg *f, ag_error *err)
     if (trace_flag(&e->trace, f, &st, err) || from_flag(&e->from, f, &st, err)) return st;
     const char **dst = strcmp(f->flag, "--ckpt") == 0 ? &e->ckpt : strcmp(f->flag, "--data") == 0 ? &e->data : NULL;
     if (!dst) return unknown(LM_CMD_EVAL, f, err);
-    if (take_value(f, err)) return AG_ERR_ARG;
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
     *dst = f->value;
     return AG_OK;
 }
@@ -660,12 +557,12 @@ static ag_status attn_flag(void *args, flag_arg *f, ag_error *err)
                      : strcmp(flag, "--out") == 0 ? &a->out : NULL;
     int *num = strcmp(flag, "--layer") == 0 ? &a->layer : strcmp(flag, "--head") == 0 ? &a->head : NULL;
     if (!dst && !num) return unknown(LM_CMD_ATTN, f, err);
-    if (take_value(f, err)) return AG_ERR_ARG;
+    if (ag_arg_value(f, err)) return AG_ERR_ARG;
     long v;
     if (dst) {
         *dst = f->value;
     } else {   /* --layer, --head: the upper bound is the model's, checked once it is loaded */
-        if (parse_long(flag, f->value, 0, 1 << 20, &v, err)) return AG_ERR_ARG;
+        if (ag_parse_long(flag, f->value, 0, 1 << 20, &v, err)) return AG_ERR_ARG;
         *num = (int)v;
     }
     return AG_OK;
@@ -705,7 +602,7 @@ ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err)
              : strcmp(c, "attn") == 0 ? LM_CMD_ATTN : LM_CMD_NONE;
     if (cli->cmd == LM_CMD_NONE)
         return ag_seterr(err, AG_ERR_ARG, "unknown command '%s' (train, sample, eval or attn; see: char_lm --help)", c);
-    if (wants_help(argc, argv)) {
+    if (ag_args_want_help(argc, argv, 2)) {   /* --help after the command wins over every other flag */
         cli->help = true;
         return AG_OK;
     }

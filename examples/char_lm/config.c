@@ -1,12 +1,8 @@
-/* config.c -- the hyper-parameter table, the named configurations of ../shared/MODEL.md,
- * validation, and the config <-> JSON conversion used by checkpoints. */
-#include <ctype.h>
-#include <errno.h>
+/* config.c -- the hyper-parameter table, the named configurations of ../shared/MODEL.md, and
+ * the checks that are char_lm's own; the library (src/train/fields.c) parses, checks, formats and
+ * writes the table as JSON. */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
 #include "config.h"
 
 #define F(field) offsetof(lm_config, field)
@@ -21,15 +17,16 @@ _Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) =
                sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int),
                "enums are int-sized");
 
-/* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help. */
+/* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help (the library's
+ * ag_field, src/train/fields.h; not optional, not a duration). */
 #define ROW(key, flag, type, field, lo, hi, lo_open, hi_open, shape, help) \
-    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help}
+    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help, false}
 /* A switch added with issue 6: optional in older checkpoints; its values are those of sw, an
  * ag_switch (src/nn/switches.h), which --help lists under the row's help. */
 #define ENUM(key, flag, field, sw, help) \
-    {key, flag, LM_T_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help}
+    {key, flag, LM_T_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false}
 #define FLAG(key, flag, field, shape, help) \
-    {key, flag, LM_T_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help}
+    {key, flag, LM_T_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false}
 
 const lm_field lm_fields[] = {
     ROW("vocab_size", NULL, LM_T_INT, model.vocab_size, 1, 1114112, 0, 0, 1,
@@ -59,7 +56,7 @@ const lm_field lm_fields[] = {
     ROW("grad_clip", "--grad-clip", LM_T_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
         "global gradient norm limit (0: off)"),
     {"optimizer", "--optimizer", LM_T_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
-     "the update rule"},
+     "the update rule", false},
     ROW("momentum", "--momentum", LM_T_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
     ROW("val_fraction", "--val-fraction", LM_T_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
         "share of tokens that validates (0: none)"),
@@ -73,261 +70,20 @@ const lm_field lm_fields[] = {
     FLAG("log_activations", "--log-activations", log_activations, 0, "residual stream, MLP activations, scores"),
     /* issue 21: optional, so that older checkpoints read as runs without a budget */
     {"time_budget", "--time-budget", LM_T_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
-     "the run ends within this many seconds (0: no budget); on the command line a duration"},
+     "the run ends within this many seconds (0: no budget); on the command line a duration", true},
     {"budget_iters", NULL, LM_T_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
-     "the steps --time-budget fixed after timing the first ones (0: not yet)"},
+     "the steps --time-budget fixed after timing the first ones (0: not yet)", false},
     /* issue 33 (lessons 16 and 17): optional, so that older checkpoints read as plain runs */
     {"lr_find", "--lr-find", LM_T_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
-     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)"},
+     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)", false},
     FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
     {"init_scale", "--init-scale", LM_T_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
-     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)"},
+     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false},
 };
 const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 
 const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", "10min", NULL};
-
-const lm_field *lm_field_by_key(const char *key)
-{
-    for (int i = 0; i < lm_n_fields; i++)
-        if (strcmp(lm_fields[i].key, key) == 0) return &lm_fields[i];
-    return NULL;
-}
-
-const lm_field *lm_field_by_flag(const char *flag)
-{
-    for (int i = 0; i < lm_n_fields; i++)
-        if (lm_fields[i].flag && strcmp(lm_fields[i].flag, flag) == 0) return &lm_fields[i];
-    return NULL;
-}
-
-// --- typed access ---
-
-#define AT(c, f, T) ((T *)((char *)(c) + (f)->offset))
-#define CAT(c, f, T) ((const T *)((const char *)(c) + (f)->offset))
-
-double lm_field_get(const lm_config *c, const lm_field *f)
-{
-    switch (f->type) {
-    case LM_T_INT: case LM_T_ENUM: return *CAT(c, f, int);
-    case LM_T_LONG: return (double)*CAT(c, f, long);
-    case LM_T_DOUBLE: return *CAT(c, f, double);
-    case LM_T_U64: return (double)*CAT(c, f, uint64_t);
-    case LM_T_BOOL: return *CAT(c, f, bool);
-    }
-    return 0;
-}
-
-bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f)
-{
-    switch (f->type) {
-    case LM_T_INT: case LM_T_ENUM: return *CAT(a, f, int) == *CAT(b, f, int);
-    case LM_T_LONG: return *CAT(a, f, long) == *CAT(b, f, long);
-    case LM_T_DOUBLE: return *CAT(a, f, double) == *CAT(b, f, double);
-    case LM_T_U64: return *CAT(a, f, uint64_t) == *CAT(b, f, uint64_t);
-    case LM_T_BOOL: return *CAT(a, f, bool) == *CAT(b, f, bool);
-    }
-    return false;
-}
-
-static size_t field_size(const lm_field *f)
-{
-    switch (f->type) {
-    case LM_T_INT: case LM_T_ENUM: return sizeof(int);
-    case LM_T_LONG: return sizeof(long);
-    case LM_T_DOUBLE: return sizeof(double);
-    case LM_T_U64: return sizeof(uint64_t);
-    case LM_T_BOOL: return sizeof(bool);
-    }
-    return 0;
-}
-
-void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f)
-{
-    memcpy((char *)dst + f->offset, (const char *)src + f->offset, field_size(f));
-}
-
-const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n)
-{
-    switch (f->type) {
-    case LM_T_INT: snprintf(buf, n, "%d", *CAT(c, f, int)); break;
-    case LM_T_LONG: snprintf(buf, n, "%ld", *CAT(c, f, long)); break;
-    case LM_T_U64: snprintf(buf, n, "%llu", (unsigned long long)*CAT(c, f, uint64_t)); break;
-    case LM_T_DOUBLE: lm_format_real(buf, n, *CAT(c, f, double)); break;
-    case LM_T_ENUM: snprintf(buf, n, "%s", ag_switch_name(f->sw, *CAT(c, f, int))); break;
-    case LM_T_BOOL: snprintf(buf, n, "%s", *CAT(c, f, bool) ? "true" : "false"); break;
-    }
-    return buf;
-}
-
-void lm_format_real(char *buf, size_t n, double v)
-{
-    if (v == floor(v) && fabs(v) < 1e15) {   /* a whole number as one: "30", never "3e+01" (issue 35) */
-        snprintf(buf, n, "%.0f", v);
-        return;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) return;
-    }
-}
-
-// --- ranges ---
-
-static const char *field_label(const lm_field *f) { return f->flag ? f->flag : f->key; }
-
-/* "--mlp must be gelu or swiglu (got 7)"; AG_OK when v is one of the values of f's switch. */
-static ag_status check_enum(const lm_field *f, int v, ag_error *err)
-{
-    if (v >= 0 && v < f->sw->n) return AG_OK;
-    char choices[256];
-    return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got %d)", field_label(f),
-                     ag_switch_choices(f->sw, choices, sizeof choices), v);
-}
-
-/* "--lr must be > 0 (got -1)"; AG_OK when v is in range. */
-static ag_status check_range(const lm_field *f, double v, ag_error *err)
-{
-    if (f->type == LM_T_ENUM) return check_enum(f, (int)v, err);
-    bool low = f->lo_open ? !(v > f->lo) : !(v >= f->lo);
-    bool high = f->hi_open ? !(v < f->hi) : !(v <= f->hi);
-    if (!low && !high) return AG_OK;
-    char lo[32], hi[32], got[32];
-    lm_format_real(lo, sizeof lo, f->lo);
-    lm_format_real(hi, sizeof hi, f->hi);
-    lm_format_real(got, sizeof got, v);
-    if (f->type == LM_T_BOOL) return ag_seterr(err, AG_ERR_ARG, "%s must be false or true", field_label(f));
-    if (isinf(f->hi))
-        return ag_seterr(err, AG_ERR_ARG, "%s must be %s %s (got %s)", field_label(f), f->lo_open ? ">" : ">=", lo,
-                         got);
-    return ag_seterr(err, AG_ERR_ARG, "%s must be in %s%s, %s%s (got %s)", field_label(f), f->lo_open ? "(" : "[",
-                     lo, hi, f->hi_open ? ")" : "]", got);
-}
-
-// --- parsing one value: one function per type ---
-
-static ag_status parse_enum(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    int o = ag_switch_parse(f->sw, s);
-    if (o < 0) {
-        char choices[256];
-        return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got '%s')", field_label(f),
-                         ag_switch_choices(f->sw, choices, sizeof choices), s);
-    }
-    *AT(c, f, int) = o;
-    return AG_OK;
-}
-
-static ag_status parse_bool(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    bool t = !strcmp(s, "true") || !strcmp(s, "1"), no = !strcmp(s, "false") || !strcmp(s, "0");
-    if (!t && !no) return ag_seterr(err, AG_ERR_ARG, "%s must be true or false (got '%s')", field_label(f), s);
-    *AT(c, f, bool) = t;
-    return AG_OK;
-}
-
-static ag_status parse_double(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || isspace((unsigned char)*s) || errno == ERANGE || !isfinite(v))
-        return ag_seterr(err, AG_ERR_ARG, "%s: not a finite number: '%s'", field_label(f), s);
-    if (check_range(f, v, err)) return AG_ERR_ARG;
-    *AT(c, f, double) = v;
-    return AG_OK;
-}
-
-static ag_status not_whole(const lm_field *f, const char *s, ag_error *err)
-{
-    return ag_seterr(err, AG_ERR_ARG, "%s: not a whole number%s: '%s'", field_label(f),
-                     f->type == LM_T_U64 ? " >= 0" : "", s);
-}
-
-static ag_status parse_u64(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    if (!*s || *s == '-' || *s == '+' || isspace((unsigned char)*s)) return not_whole(f, s, err);
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno == ERANGE) return not_whole(f, s, err);
-    if (v > (unsigned long long)INT64_MAX)
-        return ag_seterr(err, AG_ERR_ARG, "%s must be in [0, %lld] (got %s)", field_label(f), (long long)INT64_MAX, s);
-    *AT(c, f, uint64_t) = v;
-    return AG_OK;
-}
-
-/* LM_T_INT and LM_T_LONG */
-static ag_status parse_integer(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    if (!*s || isspace((unsigned char)*s)) return not_whole(f, s, err);
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno == ERANGE) return not_whole(f, s, err);
-    if (check_range(f, (double)v, err)) return AG_ERR_ARG;
-    if (f->type == LM_T_INT) *AT(c, f, int) = (int)v;
-    else *AT(c, f, long) = (long)v;
-    return AG_OK;
-}
-
-/* One group of a duration at *p: digits, maybe '.' and digits, then its unit; false when
- * there is none, or the unit is out of order (h before m before s, each once). */
-static bool duration_group(const char **p, const char **units, double *seconds)
-{
-    const char *q = *p;
-    size_t digits = strspn(q, "0123456789");
-    if (digits == 0) return false;
-    q += digits;
-    if (*q == '.') {
-        size_t frac = strspn(q + 1, "0123456789");
-        if (frac == 0) return false;
-        q += 1 + frac;
-    }
-    const char *u = *q ? strchr(*units, *q) : NULL;   /* the units not yet used, in order */
-    if (!u) return false;
-    static const double scale[] = {3600, 60, 1};
-    *seconds += strtod(*p, NULL) * scale[2 - strlen(u + 1)];   /* digits and one '.': strtod reads them all */
-    *units = u + 1;
-    *p = q + 1;
-    return true;
-}
-
-ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err)
-{
-    if (strcmp(s, "none") == 0) {
-        *seconds = 0;
-        return AG_OK;
-    }
-    const char *p = s, *units = "hms";
-    double total = 0;
-    while (*p)
-        if (!duration_group(&p, &units, &total))
-            return ag_seterr(err, AG_ERR_ARG, "%s: not a duration: '%s' (write it as 90s, 5m, 1h30m or 1.5h; "
-                             "none: no budget)", flag, s);
-    if (p == s) return ag_seterr(err, AG_ERR_ARG, "%s: not a duration: '' (write it as 90s, 5m or 1h30m)", flag);
-    if (!(total > 0))
-        return ag_seterr(err, AG_ERR_ARG, "%s must be more than 0 (got '%s'; none: no budget)", flag, s);
-    if (!(total <= LM_MAX_BUDGET_S)) return ag_seterr(err, AG_ERR_ARG, "%s must be at most 1000h (got '%s')", flag, s);
-    *seconds = total;
-    return AG_OK;
-}
-
-ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    if (f->offset == offsetof(lm_config, time_budget))   /* a double, written as a duration */
-        return lm_parse_duration(field_label(f), s, AT(c, f, double), err);
-    switch (f->type) {
-    case LM_T_ENUM: return parse_enum(c, f, s, err);
-    case LM_T_BOOL: return parse_bool(c, f, s, err);
-    case LM_T_DOUBLE: return parse_double(c, f, s, err);
-    case LM_T_U64: return parse_u64(c, f, s, err);
-    case LM_T_INT:
-    case LM_T_LONG: return parse_integer(c, f, s, err);
-    }
-    return not_whole(f, s, err);
-}
 
 // --- presets and validation ---
 
@@ -389,12 +145,10 @@ ag_status lm_config_preset(lm_config *c, const char *name)
 
 ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err)
 {
-    for (int i = 0; i < lm_n_fields; i++) {
-        const lm_field *f = &lm_fields[i];
-        if (f->type == LM_T_U64 || (!check_vocab && f->offset == offsetof(lm_config, model.vocab_size)))
-            continue;
-        if (check_range(f, lm_field_get(c, f), err)) return AG_ERR_ARG;
-    }
+    for (int i = 0; i < lm_n_fields; i++)   /* vocab_size: 0 until the data decides it */
+        if ((check_vocab || lm_fields[i].offset != offsetof(lm_config, model.vocab_size)) &&
+            ag_field_check(c, &lm_fields[i], err))
+            return AG_ERR_ARG;
     if (c->model.n_embd % c->model.n_head != 0)
         return ag_seterr(err, AG_ERR_ARG, "--n-head %d does not divide --n-embd %d", c->model.n_head,
                          c->model.n_embd);
@@ -414,114 +168,13 @@ ag_status lm_config_check_training(const lm_config *c, ag_error *err)
 
 // --- JSON ---
 
-char *lm_config_to_json(const lm_config *c)
+ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err)
 {
-    size_t cap = 4096, len = 0;
-    char *s = malloc(cap);
-    if (!s) return NULL;
-    len += (size_t)snprintf(s + len, cap - len, "{");
-    for (int i = 0; i < lm_n_fields; i++) {
-        const lm_field *f = &lm_fields[i];
-        char v[64];
-        switch (f->type) {
-        case LM_T_INT: snprintf(v, sizeof v, "%d", *CAT(c, f, int)); break;
-        case LM_T_LONG: snprintf(v, sizeof v, "%ld", *CAT(c, f, long)); break;
-        case LM_T_U64: snprintf(v, sizeof v, "%llu", (unsigned long long)*CAT(c, f, uint64_t)); break;
-        case LM_T_ENUM: snprintf(v, sizeof v, "\"%s\"", ag_switch_name(f->sw, *CAT(c, f, int))); break;
-        case LM_T_BOOL: snprintf(v, sizeof v, "%s", *CAT(c, f, bool) ? "true" : "false"); break;
-        case LM_T_DOUBLE: {
-            /* always a JSON real ("0.0", "1e-05"), so a reader sees the type */
-            lm_format_real(v, sizeof v, *CAT(c, f, double));
-            if (!strpbrk(v, ".eEn")) strcat(v, ".0");
-            break;
-        }
-        }
-        int w = snprintf(s + len, cap - len, "%s\"%s\": %s", i ? ", " : "", f->key, v);
-        if (w < 0 || (size_t)w >= cap - len) { /* the table is small: 4 KiB is plenty */
-            free(s);
-            return NULL;
-        }
-        len += (size_t)w;
-    }
-    if (len + 2 > cap) {
-        free(s);
-        return NULL;
-    }
-    strcpy(s + len, "}");
-    return s;
-}
-
-/* Every key of root is a field of the table. */
-static ag_status check_keys(json_t *root, ag_error *err)
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val) {
-        if (!lm_field_by_key(key)) return ag_seterr(err, AG_ERR_FORMAT, "config: unknown key \"%s\"", key);
-    }
-    return AG_OK;
-}
-
-/* Field f of c from the JSON value v; false when v has the wrong type or is out of range. */
-static bool read_field(lm_config *c, const lm_field *f, json_t *v)
-{
-    switch (f->type) {
-    case LM_T_ENUM: {
-        int o = json_is_string(v) ? ag_switch_parse(f->sw, json_string_value(v)) : -1;
-        if (o >= 0) *AT(c, f, int) = o;
-        return o >= 0;
-    }
-    case LM_T_BOOL:
-        if (json_is_boolean(v)) *AT(c, f, bool) = json_is_true(v);
-        return json_is_boolean(v);
-    case LM_T_DOUBLE:
-        if (json_is_number(v)) *AT(c, f, double) = json_number_value(v);
-        return json_is_number(v);
-    case LM_T_U64:
-        if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
-        *AT(c, f, uint64_t) = (uint64_t)json_integer_value(v);
-        return true;
-    case LM_T_INT:
-    case LM_T_LONG: {
-        json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
-        if (!json_is_integer(v) || !((double)n >= f->lo && (double)n <= f->hi)) return false;
-        if (f->type == LM_T_INT) *AT(c, f, int) = (int)n;
-        else *AT(c, f, long) = (long)n;
-        return true;
-    }
-    }
-    return false;
-}
-
-/* Every field of the table from root (an optional one may be missing), then validated. */
-static ag_status read_fields(lm_config *c, json_t *root, ag_error *err)
-{
-    for (int i = 0; i < lm_n_fields; i++) {
-        const lm_field *f = &lm_fields[i];
-        json_t *v = json_object_get(root, f->key);
-        if (!v && f->optional) continue;   /* an older checkpoint: the default (0) */
-        if (!v) return ag_seterr(err, AG_ERR_FORMAT, "config: missing \"%s\"", f->key);
-        if (!read_field(c, f, v)) return ag_seterr(err, AG_ERR_FORMAT, "config: bad value for \"%s\"", f->key);
-    }
+    memset(c, 0, sizeof *c);   /* an optional field missing from an older checkpoint: 0 */
+    if (ag_fields_from_json(c, lm_fields, LM_N_FIELDS, json, err)) return AG_ERR_FORMAT;
     ag_error why = {0};
     if (lm_config_validate(c, true, &why)) return ag_seterr(err, AG_ERR_FORMAT, "config: %s", why.msg);
     return AG_OK;
-}
-
-ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err)
-{
-    json_error_t je;
-    json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &je);
-    if (!root || !json_is_object(root)) {
-        ag_seterr(err, AG_ERR_FORMAT, "config is not a JSON object (%s)", root ? "other JSON value" : je.text);
-        json_decref(root);
-        return AG_ERR_FORMAT;
-    }
-    memset(c, 0, sizeof *c);
-    ag_status st = check_keys(root, err);
-    if (st == AG_OK) st = read_fields(c, root, err);
-    json_decref(root);
-    return st;
 }
 
 ag_rng lm_overfit_rng(const lm_config *c)

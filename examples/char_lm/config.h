@@ -3,7 +3,8 @@
  * its command-line flag, its JSON key in a checkpoint, its type and its valid range. The
  * command-line parser (cli.c), the checkpoint writer and reader (checkpoint.c) and --resume's
  * "may this change?" check (train_setup.c) all walk that table, so a new hyper-parameter is one
- * struct field plus one table row.
+ * struct field plus one table row. The table is the library's kind (src/train/fields.h), which
+ * parses, checks, formats and writes it as JSON; what is char_lm's own is here and in config.c.
  *
  * Nothing here prints or exits: errors come back as a status and a one-line message in an
  * ag_error. */
@@ -54,49 +55,55 @@ typedef struct {
     bool overfit_batch;     /* every step trains on the same B windows (lesson 17) */
 } lm_config;
 
-/* The table: one row per field of lm_config. */
-/* LM_T_ENUM: an int-sized enum, one of the values of a switch (src/nn/switches.h), written as
- * its name ("adamw", "post", "-inf");
- * LM_T_BOOL: a flag without a value on the command line ("--no-scale"), true/false in JSON. */
-typedef enum { LM_T_INT, LM_T_LONG, LM_T_DOUBLE, LM_T_U64, LM_T_ENUM, LM_T_BOOL } lm_field_type;
-
-typedef struct {
-    const char *key;        /* JSON key in the checkpoint's config ("n_embd") */
-    const char *flag;       /* command-line flag ("--n-embd"), or NULL (vocab_size) */
-    lm_field_type type;
-    size_t offset;          /* offsetof(lm_config, ...) */
-    double lo, hi;          /* valid range, inclusive (LM_T_ENUM: unused, sw has the values) */
-    bool lo_open;           /* the range excludes lo ("must be > 0") */
-    bool hi_open;           /* the range excludes hi ("must be < 1") */
-    bool shape;             /* part of the model's shape: a resumed run may not change it */
-    bool optional;          /* may be missing from a checkpoint written before the field
-                               existed: then it reads as 0, its MODEL.md default */
-    const ag_switch *sw;    /* LM_T_ENUM: the values, their names and help (else NULL) */
-    const char *help;       /* what the field is (--help: the lines of an LM_T_ENUM row) */
-} lm_field;
+/* The table: one row per field of lm_config, the library's kind of row (src/train/fields.h:
+ * key, flag, type, offset, range, shape, optional, sw, help, duration); its shape mark: part of
+ * the model's shape, which a resumed run may not change; optional: the switches and fields added
+ * after the first checkpoints (absent from an older one: 0, MODEL.md's default). */
+typedef ag_field lm_field;
+typedef ag_field_type lm_field_type;
+#define LM_T_INT AG_FIELD_INT
+#define LM_T_LONG AG_FIELD_LONG
+#define LM_T_DOUBLE AG_FIELD_DOUBLE
+#define LM_T_U64 AG_FIELD_U64
+#define LM_T_ENUM AG_FIELD_ENUM
+#define LM_T_BOOL AG_FIELD_BOOL
 
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
 #define LM_N_FIELDS 37            /* rows in lm_fields (config.c checks it) */
 extern const lm_field lm_fields[LM_N_FIELDS];
 extern const int lm_n_fields;
-/* The row with this JSON key or flag ("--n-embd"), or NULL. */
-const lm_field *lm_field_by_key(const char *key);
-const lm_field *lm_field_by_flag(const char *flag);
 
-/* The field's value as a double (exact for every field but a seed above 2^53), for messages
- * and range checks. */
-double lm_field_get(const lm_config *c, const lm_field *f);
-/* The field's value as text, as the command line writes it: "64", "0.001", "adamw", "post",
- * "true". buf is always NUL-terminated; returns buf. */
-const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n);
-/* Whether field f holds the same value in a and b (compared in its own type). */
-bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f);
-/* Copies field f from src into dst. */
-void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f);
-/* Parses s (the whole string: "12", "3e-4", "adamw"; "true"/"false"/"1"/"0" for a bool) into
- * field f of c, then checks the field's range. AG_ERR_ARG and a message such as
- * "--lr: not a number: 'abc'". time_budget takes a duration (lm_parse_duration). */
-ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err);
+/* The library's operations on this table (fields.h says what each does and its messages). */
+static inline const lm_field *lm_field_by_key(const char *key) { return ag_field_by_key(lm_fields, LM_N_FIELDS, key); }
+static inline const lm_field *lm_field_by_flag(const char *flag)
+{
+    return ag_field_by_flag(lm_fields, LM_N_FIELDS, flag);
+}
+static inline double lm_field_get(const lm_config *c, const lm_field *f) { return ag_field_get(c, f); }
+static inline const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n)
+{
+    return ag_field_format(c, f, buf, n);
+}
+static inline bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f)
+{
+    return ag_field_equal(a, b, f);
+}
+static inline void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f)
+{
+    ag_field_copy(dst, src, f);
+}
+/* "--lr: not a number: 'abc'"; time_budget takes a duration (lm_parse_duration). */
+static inline ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err)
+{
+    return ag_field_parse(c, f, s, err);
+}
+/* --time-budget's duration: "90s", "5m", "1h30m", "1.5h", "none"; at most LM_MAX_BUDGET_S. */
+static inline ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err)
+{
+    return ag_parse_duration(flag, s, LM_MAX_BUDGET_S, seconds, err);
+}
+/* The fewest significant digits (up to 17) that read back exactly. */
+static inline void lm_format_real(char *buf, size_t n, double v) { ag_format_real(buf, n, v); }
 
 /* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
  * 10min, each with its time_budget: docs/performance.md, "Recipes per budget") and the common
@@ -111,29 +118,18 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
  * only read: one written before these checks must still sample): --min-lr <= --lr. AG_ERR_ARG. */
 ag_status lm_config_check_training(const lm_config *c, ag_error *err);
 
-/* The whole config as one flat JSON object, keys in table order:
+/* The whole config as one flat JSON object, keys in table order (ag_fields_to_json):
  * {"vocab_size": 65, "n_layer": 2, ..., "norm_position": "pre", ..., "optimizer": "adamw", ...,
- * "no_scale": false, ...}. Reals are written with the fewest digits that read back to the same
- * double. malloc'd; NULL on OOM. */
-char *lm_config_to_json(const lm_config *c);
+ * "no_scale": false, ...}. malloc'd; NULL on OOM. */
+static inline char *lm_config_to_json(const lm_config *c) { return ag_fields_to_json(c, lm_fields, LM_N_FIELDS); }
 /* Reads a JSON object written by lm_config_to_json. Every key of the table must be present
  * with the right type, except the optional ones (the switches added after the first
  * checkpoints: absent means MODEL.md's default); unknown keys are an error too.
  * AG_ERR_FORMAT and a message. */
 ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err);
 
-/* A duration as --time-budget takes it, in *seconds: one or more groups of a number (digits,
- * maybe a decimal point and more digits) and its unit, h, m or s, the units in that order and
- * each at most once ("90s", "5m", "1h30m", "1.5h"); or "none" (0: no budget). Anything else
- * ("0s", "-5m", "5 parsecs", "1e400s", "", "5m5", "5") is AG_ERR_ARG with a one-line message
- * naming flag; so is a duration over LM_MAX_BUDGET_S. */
-ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err);
-
 /* The sampler of --overfit-batch (lesson 17): seeded from c->seed alone, so every step draws
  * the same windows. */
 ag_rng lm_overfit_rng(const lm_config *c);
-
-/* Formats a double with the fewest significant digits (up to 17) that read back exactly. */
-void lm_format_real(char *buf, size_t n, double v);
 
 #endif

@@ -1,0 +1,317 @@
+/* test_fields.c -- a config table (src/train/fields.h) on a small struct of every kind of row:
+ * lookup, parsing each type with its exact one-line errors and the struct untouched on one,
+ * open and closed ranges, durations, the JSON round trip and every way a JSON config is refused,
+ * the --help lines, and the flag loop. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train/fields.h"
+#include "tcases.h"
+
+typedef struct {
+    int layers;
+    long steps;
+    double lr, dropout, budget;
+    uint64_t seed;
+    int mlp;        /* ag_mlp_kind */
+    bool quiet;
+    double added;   /* a field added later: optional in JSON */
+} cfg;
+
+#define F(x) offsetof(cfg, x)
+static const ag_field rows[] = {
+    {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, true, false, NULL, "blocks", false},
+    {"steps", "--steps", AG_FIELD_LONG, F(steps), 0, 1e9, 0, 0, false, false, NULL, "optimizer steps", false},
+    {"lr", "--lr", AG_FIELD_DOUBLE, F(lr), 0, HUGE_VAL, true, false, false, false, NULL, "peak rate", false},
+    {"dropout", "--dropout", AG_FIELD_DOUBLE, F(dropout), 0, 1, false, true, false, false, NULL, "probability", false},
+    {"budget", "--budget", AG_FIELD_DOUBLE, F(budget), 0, 7200, 0, 0, false, false, NULL, "the time", true},
+    {"seed", "--seed", AG_FIELD_U64, F(seed), 0, 9223372036854775807.0, 0, 0, false, false, NULL, "seed", false},
+    {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, true, false, &ag_mlp_switch, "the MLP", false},
+    {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, false, NULL, "say less", false},
+    {"added", NULL, AG_FIELD_DOUBLE, F(added), 0, 10, 0, 0, false, true, NULL, "no flag", false},
+};
+enum { NROWS = sizeof rows / sizeof rows[0] };
+
+static cfg base(void)
+{
+    return (cfg){.layers = 2, .steps = 100, .lr = 1e-3, .dropout = 0.1, .budget = 90, .seed = 7, .mlp = 1,
+                 .quiet = true, .added = 2.5};
+}
+
+static const ag_field *row(const char *key) { return ag_field_by_key(rows, NROWS, key); }
+
+START_TEST(lookup_and_access)
+{
+    ck_assert_ptr_eq(ag_field_by_flag(rows, NROWS, "--lr"), &rows[2]);
+    ck_assert_ptr_eq(row("mlp"), &rows[6]);
+    ck_assert_ptr_null(row("nope"));
+    ck_assert_ptr_null(ag_field_by_flag(rows, NROWS, "--added"));   /* no flag sets it */
+    ck_assert_ptr_null(ag_field_by_flag(rows, NROWS, "--l"));
+    cfg a = base(), b = {0};
+    char buf[64];
+    const char *want[] = {"2", "100", "0.001", "0.1", "90", "7", "swiglu", "true", "2.5"};
+    for (int i = 0; i < NROWS; i++) {
+        ck_assert_str_eq(ag_field_format(&a, &rows[i], buf, sizeof buf), want[i]);
+        ck_assert(!ag_field_equal(&a, &b, &rows[i]));
+        ag_field_copy(&b, &a, &rows[i]);
+        ck_assert(ag_field_equal(&a, &b, &rows[i]));
+    }
+    ck_assert(ag_field_get(&a, row("steps")) == 100 && ag_field_get(&a, row("mlp")) == 1);
+}
+END_TEST
+
+START_TEST(parse_good_values)
+{
+    cfg c = base();
+    const struct { const char *key, *s; double v; } good[] = {
+        {"layers", "64", 64}, {"steps", "0", 0}, {"lr", "3e-4", 3e-4}, {"dropout", "0", 0}, {"budget", "1h30m", 5400},
+        {"budget", "none", 0}, {"seed", "9223372036854775807", 9223372036854775807.0}, {"mlp", "gelu", 0},
+        {"quiet", "false", 0}, {"quiet", "1", 1},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        ag_error err = {0};
+        ck_assert_msg(ag_field_parse(&c, row(good[i].key), good[i].s, &err) == AG_OK, "%s", err.msg);
+        ck_assert_msg(ag_field_get(&c, row(good[i].key)) == good[i].v, "%s %s", good[i].key, good[i].s);
+    }
+}
+END_TEST
+
+START_TEST(parse_errors_one_line_each)
+{
+    const struct { const char *key, *s, *says; } bad[] = {
+        {"lr", "abc", "--lr: not a finite number: 'abc'"},
+        {"lr", "1e999", "--lr: not a finite number: '1e999'"},
+        {"lr", " 1", "--lr: not a finite number: ' 1'"},
+        {"lr", "0", "--lr must be > 0 (got 0)"},
+        {"dropout", "1", "--dropout must be in [0, 1) (got 1)"},
+        {"layers", "2.5", "--layers: not a whole number: '2.5'"},
+        {"layers", "", "--layers: not a whole number: ''"},
+        {"layers", "65", "--layers must be in [1, 64] (got 65)"},
+        {"steps", "-1", "--steps must be in [0, 1000000000] (got -1)"},
+        {"seed", "-1", "--seed: not a whole number >= 0: '-1'"},
+        {"seed", "9223372036854775808", "--seed must be in [0, 9223372036854775807] (got 9223372036854775808)"},
+        {"mlp", "relu", "--mlp must be gelu or swiglu (got 'relu')"},
+        {"quiet", "yes", "--quiet must be true or false (got 'yes')"},
+        {"budget", "5", "--budget: not a duration: '5' (write it as 90s, 5m, 1h30m or 1.5h; none: no budget)"},
+        {"budget", "5s5m", "--budget: not a duration: '5s5m' (write it as 90s, 5m, 1h30m or 1.5h; none: no budget)"},
+        {"budget", "", "--budget: not a duration: '' (write it as 90s, 5m or 1h30m)"},
+        {"budget", "0s", "--budget must be more than 0 (got '0s'; none: no budget)"},
+        {"budget", "2h1s", "--budget must be at most 2h (got '2h1s')"},
+        {"added", "11", "added must be in [0, 10] (got 11)"},   /* no flag: the key names it */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cfg c = base(), before = c;
+        ag_error err = {0};
+        ck_assert_int_eq(ag_field_parse(&c, row(bad[i].key), bad[i].s, &err), AG_ERR_ARG);
+        ck_assert_str_eq(err.msg, bad[i].says);
+        ck_assert_msg(memcmp(&c, &before, sizeof c) == 0, "%s '%s' changed the struct", bad[i].key, bad[i].s);
+    }
+    cfg c = base();
+    ck_assert_int_eq(ag_field_parse(&c, row("lr"), "x", NULL), AG_ERR_ARG);   /* err may be NULL */
+}
+END_TEST
+
+START_TEST(ranges_of_a_struct)
+{
+    cfg c = base();
+    ag_error err = {0};
+    ck_assert_int_eq(ag_fields_check(&c, rows, NROWS, &err), AG_OK);
+    c.dropout = 1;
+    ck_assert_int_eq(ag_fields_check(&c, rows, NROWS, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--dropout must be in [0, 1) (got 1)");
+    c = base(), c.mlp = 7;
+    ag_error_clear(&err);   /* the first error sticks (tensor.h) */
+    ck_assert_int_eq(ag_field_check(&c, row("mlp"), &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--mlp must be gelu or swiglu (got 7)");
+    c = base(), c.lr = -1;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_field_check(&c, row("lr"), &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--lr must be > 0 (got -1)");
+}
+END_TEST
+
+START_TEST(json_round_trip)
+{
+    cfg a = base();
+    a.lr = 0.1 + 0.2;   /* 17 digits to read back */
+    char *js = ag_fields_to_json(&a, rows, NROWS);
+    ck_assert_ptr_nonnull(js);
+    ck_assert_str_eq(js, "{\"layers\": 2, \"steps\": 100, \"lr\": 0.30000000000000004, \"dropout\": 0.1, "
+                         "\"budget\": 90.0, \"seed\": 7, \"mlp\": \"swiglu\", \"quiet\": true, \"added\": 2.5}");
+    cfg b = {0};
+    ag_error err = {0};
+    ck_assert_msg(ag_fields_from_json(&b, rows, NROWS, js, &err) == AG_OK, "%s", err.msg);
+    for (int i = 0; i < NROWS; i++) ck_assert_msg(ag_field_equal(&a, &b, &rows[i]), "%s", rows[i].key);
+    free(js);
+    /* an optional key missing: its field stays as it was */
+    b = base(), b.added = 9;
+    const char *old = "{\"layers\": 2, \"steps\": 100, \"lr\": 0.5, \"dropout\": 0.0, \"budget\": 0.0, \"seed\": 1, "
+                      "\"mlp\": \"gelu\", \"quiet\": false}";
+    ck_assert_msg(ag_fields_from_json(&b, rows, NROWS, old, &err) == AG_OK, "%s", err.msg);
+    ck_assert(b.added == 9 && b.lr == 0.5 && b.mlp == 0 && !b.quiet);
+}
+END_TEST
+
+START_TEST(json_refused)
+{
+    const struct { const char *json, *says; } bad[] = {
+        {"[1]", "config is not a JSON object (other JSON value)"},
+        {"{\"layers\": 2, \"extra\": 1}", "config: unknown key \"extra\""},
+        {"{\"layers\": 2}", "config: missing \"steps\""},
+        {"{\"layers\": 2.5}", "config: bad value for \"layers\""},
+        {"{\"layers\": 65}", "config: bad value for \"layers\""},
+        {"{\"layers\": 2, \"steps\": 1, \"lr\": \"x\"}", "config: bad value for \"lr\""},
+        {"{\"layers\": 2, \"steps\": 1, \"lr\": 1, \"dropout\": 0, \"budget\": 0, \"seed\": -1}",
+         "config: bad value for \"seed\""},
+        {"{\"layers\": 2, \"steps\": 1, \"lr\": 1, \"dropout\": 0, \"budget\": 0, \"seed\": 1, \"mlp\": \"relu\"}",
+         "config: bad value for \"mlp\""},
+        {"{\"layers\": 2, \"steps\": 1, \"lr\": 1, \"dropout\": 0, \"budget\": 0, \"seed\": 1, \"mlp\": \"gelu\", "
+         "\"quiet\": 1}", "config: bad value for \"quiet\""},
+        {"{\"layers\": 2, \"steps\": 1, \"lr\": 0, \"dropout\": 0, \"budget\": 0, \"seed\": 1, \"mlp\": \"gelu\", "
+         "\"quiet\": true}", "config: --lr must be > 0 (got 0)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cfg c = base();
+        ag_error err = {0};
+        ck_assert_int_eq(ag_fields_from_json(&c, rows, NROWS, bad[i].json, &err), AG_ERR_FORMAT);
+        ck_assert_str_eq(err.msg, bad[i].says);
+    }
+    cfg c;
+    ag_error err = {0};
+    char *js = ag_fields_to_json(&(cfg){0}, rows, NROWS), *dup = malloc(strlen(js) + 32);   /* whole, and a key twice */
+    ck_assert(js && dup);
+    strcpy(dup, "{\"layers\": 3, ");
+    strcat(dup, js + 1);
+    ck_assert_int_eq(ag_fields_from_json(&c, rows, NROWS, dup, &err), AG_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "config is not a JSON object (") && strstr(err.msg, "duplicate"), "%s", err.msg);
+    free(js);
+    free(dup);
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_fields_from_json(&c, rows, NROWS, "{", &err), AG_ERR_FORMAT);
+    ck_assert(strncmp(err.msg, "config is not a JSON object (", 29) == 0 && !strchr(err.msg, '\n'));
+}
+END_TEST
+
+START_TEST(usage_lines)
+{
+    char buf[2048];
+    size_t n = ag_fields_usage(rows, NROWS, buf, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_str_eq(buf, "  --layers N             blocks\n"
+                          "  --steps N              optimizer steps\n"
+                          "  --lr X                 peak rate\n"
+                          "  --dropout X            probability\n"
+                          "  --budget DURATION      the time\n"
+                          "  --seed N               seed\n"
+                          "  --mlp NAME             the MLP:\n"
+                          "                           gelu       fc2(GELU(fc1 x)), 4C wide (default)\n"
+                          "                           swiglu     w_down(SiLU(w_gate x) * w_up x), round(8C/3) wide: "
+                          "same size\n"
+                          "  --quiet                say less\n");
+    char small[40];   /* cut short, still a string */
+    n = ag_fields_usage(rows, NROWS, small, sizeof small);
+    ck_assert(n == strlen(small) && n == sizeof small - 1 && strncmp(small, buf, n) == 0);
+    const char *help = "usage: prog [flags]\n\n@lr\n@quiet\n@nope\n@added\nend";   /* no flag, no row: as written */
+    n = ag_fields_usage_text(help, rows, NROWS, buf, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_str_eq(buf, "usage: prog [flags]\n\n  --lr X                 peak rate\n  --quiet                say less\n"
+                          "@nope\n@added\nend");
+}
+END_TEST
+
+START_TEST(flag_loop)
+{
+    char *argv[] = {"prog", "cmd", "--lr=0.5", "--layers", "8", "--quiet", "--mlp", "gelu", "--steps", NULL};
+    cfg c = base();
+    ag_error err = {0};
+    ag_arg a = ag_args(9, argv, 2);
+    const char *seen[] = {"--lr", "--layers", "--quiet", "--mlp", "--steps"};
+    for (int k = 0; ag_args_next(&a); k++) {
+        ck_assert_str_eq(a.flag, seen[k]);
+        ag_status st = ag_field_arg(&c, ag_field_by_flag(rows, NROWS, a.flag), &a, &err);
+        ck_assert_int_eq(st, k == 4 ? AG_ERR_ARG : AG_OK);
+    }
+    ck_assert_str_eq(err.msg, "--steps needs a value");
+    ck_assert(c.lr == 0.5 && c.layers == 8 && c.quiet && c.mlp == 0 && c.steps == 100);
+    char *argv2[] = {"prog", "cmd", "--quiet=true", NULL};
+    a = ag_args(3, argv2, 2);
+    ck_assert(ag_args_next(&a) && a.inline_value && strcmp(a.value, "true") == 0);
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_field_arg(&c, row("quiet"), &a, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--quiet takes no value");
+    ck_assert(!ag_args_next(&a));
+    long v = 0;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_parse_long("--top-k", "11", 0, 10, &v, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--top-k must be in [0, 10] (got 11)");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_parse_long("--top-k", "1x", 0, 10, &v, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--top-k: not a whole number: '1x'");
+    ck_assert(ag_parse_long("--top-k", "10", 0, 10, &v, &err) == AG_OK && v == 10);
+}
+END_TEST
+
+/* What every command line says alike: an unknown flag, a stray argument, a missing flag, --help,
+ * one of a few names. */
+START_TEST(command_line_messages)
+{
+    char *argv[] = {"prog", "run", "--frob", "stray", "-h", NULL};
+    ag_arg a = ag_args(5, argv, 2);
+    ag_error err = {0};
+    ck_assert(ag_args_next(&a));
+    ck_assert_int_eq(ag_arg_unknown(&a, "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "unknown flag '--frob' for run (see: prog run --help)");
+    ag_error_clear(&err);
+    ck_assert(ag_args_next(&a) && ag_arg_unknown(&a, "prog", "run", &err) == AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "unexpected argument 'stray' (see: prog run --help)");
+    ck_assert(ag_args_want_help(5, argv, 2) && !ag_args_want_help(4, argv, 2));
+    ag_error_clear(&err);
+    ck_assert(ag_arg_required("x", "--data", "prog", "run", &err) == AG_OK && err.status == AG_OK);
+    ck_assert_int_eq(ag_arg_required(NULL, "--data", "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--data is required (see: prog run --help)");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_arg_required("", "--data", "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--data must not be empty");
+    static const char *const names[] = {"auto", "lines", "tty", NULL};
+    int k = -1;
+    ck_assert(ag_parse_choice("--progress", names, "tty", &k, &err) == AG_OK && k == 2);
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_parse_choice("--progress", names, "TTY", &k, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--progress must be auto, lines or tty (got 'TTY')");
+    ck_assert_int_eq(k, 2);
+}
+END_TEST
+
+START_TEST(real_format)
+{
+    const struct { double v; const char *s; } cases[] = {
+        {30, "30"}, {1e-5, "1e-05"}, {0.1, "0.1"}, {-2.5, "-2.5"}, {1e20, "1e+20"}, {1.0 / 3, "0.3333333333333333"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char buf[32];
+        ag_format_real(buf, sizeof buf, cases[i].v);
+        ck_assert_str_eq(buf, cases[i].s);
+        ck_assert(strtod(buf, NULL) == cases[i].v);
+    }
+    double s = -1;
+    ag_error err = {0};
+    ck_assert(ag_parse_duration("--t", "1.5h", 1e9, &s, &err) == AG_OK && s == 5400);
+    ck_assert_int_eq(ag_parse_duration("--t", "91s", 90, &s, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--t must be at most 90s (got '91s')");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_parse_duration("--t", "2m", 90, &s, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--t must be at most 90s (got '2m')");
+    ck_assert(s == 5400);   /* untouched */
+}
+END_TEST
+
+Suite *fields_suite(void)
+{
+    Suite *s = suite_create("fields");
+    TCase *tc = tcase_create("fields");
+    ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
+              json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
+    suite_add_tcase(s, tc);
+    return s;
+}

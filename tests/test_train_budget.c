@@ -11,6 +11,8 @@
  *   pause    one step 100 times the others (the process stopped) is said, and not timed
  *   evals    the first evaluation, nothing timed, gets a tenth of the budget; one that runs
  *            late ends early and the later ones take as many batches
+ *   duration ag_format_duration writes a budget as a log does: "0.5s", never "0s"; "1m30s",
+ *            "1h30m"; a negative or NaN one "0s"
  *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
  *            a hundred steps' time and comes due only at the end: the run ends out of time
  *            with its final evaluation and checkpoint inside the budget, DIR/latest whole */
@@ -242,10 +244,28 @@ START_TEST(test_train_run_ends_in_time)
 }
 END_TEST
 
+START_TEST(test_format_duration)
+{
+    static const struct { double s; const char *want; } cases[] = {
+        {0.5, "0.5s"}, {0.25, "0.2s"}, {2.5, "2.5s"}, {3, "3s"}, {9.96, "10s"}, {42, "42s"}, {59.6, "1m00s"},
+        {90, "1m30s"}, {3599.4, "59m59s"}, {5400, "1h30m"}, {-1, "0s"}, {NAN, "0s"}, {5e6, "0s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        ag_format_duration(buf, sizeof buf, cases[i].s);
+        ck_assert_msg(strcmp(buf, cases[i].want) == 0, "%g s written '%s', not '%s'", cases[i].s, buf, cases[i].want);
+    }
+    char small[4];   /* cut, never past the buffer */
+    ag_format_duration(small, sizeof small, 5400);
+    ck_assert_str_eq(small, "1h3");
+}
+END_TEST
+
 Suite *train_budget_suite(void)
 {
     Suite *s = suite_create("train_budget");
     TCase *t = tcase_create("simulated clock");
+    tcase_add_test(t, test_format_duration);
     ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
               test_evaluations_bounded);
     suite_add_tcase(s, t);

@@ -16,7 +16,6 @@
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-#define PATHLEN 4096
 
 void lm_log_warn(const lm_run *R, const char *msg)
 {
@@ -38,36 +37,18 @@ void lm_log_line(const lm_run *R, const char *fmt, ...)
 
 // --- metrics.csv ---
 
-static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s";
-
-/* The header line: the six columns, then two per layer with --log-attn-stats. */
-static bool put_header(const lm_run *R, FILE *out)
-{
-    bool ok = fputs(metrics_header, out) >= 0;
-    for (int l = 0; ok && R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++)
-        ok = fprintf(out, ",attn_entropy_L%d,attn_max_L%d", l, l) >= 0;
-    return ok && fputs("\n", out) >= 0;
-}
-
-/* The run's CSV name in its directory (train/train.h: ag_csv_open), its header line written by
- * header: rank 0's metrics.csv and dynamics.csv. */
-ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
-                         ag_error *err)
-{
-    char *head = NULL;
-    size_t hn = 0;
-    FILE *h = open_memstream(&head, &hn);
-    bool ok = h && header(R, h);
-    if (h && fclose(h) != 0) ok = false;
-    ag_status s = ok ? ag_csv_open(R->o->out_dir, name, head, R->ctl.resumed ? R->ctl.start : -1, csv, err)
-                     : ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", name);
-    free(head);
-    return s;
-}
-
+/* The six columns, then two per layer with --log-attn-stats (train/train.h: ag_csv_layer_head),
+ * opened as ag_csv_open does. */
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
 {
-    return lm_log_open_csv(R, "metrics.csv", put_header, &R->rep.metrics, err);
+    static const char *const attn[] = {"attn_entropy", "attn_max", NULL};
+    char *head = ag_csv_layer_head("iter,lr,loss,train_loss,val_loss,tokens_per_s", attn,
+                                   R->cfg.log_attn_stats ? R->cfg.model.n_layer : 0);
+    ag_status s = head ? ag_csv_open(R->o->out_dir, "metrics.csv", head, R->ctl.resumed ? R->ctl.start : -1,
+                                     &R->rep.metrics, err)
+                       : ag_seterr(err, AG_ERR_NOMEM, "metrics.csv: out of memory");
+    free(head);
+    return s;
 }
 
 /* One row of metrics.csv (printf-style). */
@@ -114,16 +95,6 @@ ag_status lm_log_last_row(lm_run *R, long it, ag_error *err)
 }
 
 // --- the log ---
-
-void lm_format_duration(char *buf, size_t n, double s)
-{
-    if (!(s >= 0) || s > 4e6) s = 0;   /* a --time-budget is at most 1000h */
-    long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
-    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
-    else if (s < 10 && fabs(s - (double)t) >= 0.05) snprintf(buf, n, "%.1fs", s);   /* 0.5s, never "0s" */
-    else snprintf(buf, n, "%lds", t);
-}
 
 /* The switches that are not MODEL.md's default, "--norm rmsnorm, --no-scale", in sw [n]. */
 static size_t switches(const lm_config *c, char *sw, size_t n)

@@ -2,7 +2,6 @@
  * on the run directory, the text, the model (new, or a checkpoint's with --resume or
  * --init-from, whose config is merged with the flags), the optimizer's state, the buffers and
  * the ranks; then the run directory itself, and freeing it all. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,28 +404,6 @@ bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
 
 // --- the run directory ---
 
-/* mkdir -p: every missing component of dir. */
-static ag_status mkdir_p(const char *dir, ag_error *err)
-{
-    char buf[PATHLEN];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        struct stat sb;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ag_seterr(err, AG_ERR_IO, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
-        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return ag_seterr(err, AG_ERR_IO, "%s: %s is not a directory", dir, buf);
-        *p = c;
-        if (c == '\0') break;
-        while (p[1] == '/') p++;
-    }
-    return AG_OK;
-}
-
 /* A new run where one already is: refused without --overwrite (hours of training are one
  * forgotten --resume away from lost); with it, the old run (the one its latest names) goes once
  * the new run's first checkpoint is committed (lm_run_checkpoint). */
@@ -453,7 +430,7 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     if (!ag_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (train/ddp.h) */
-    ag_status s = mkdir_p(o->out_dir, err);
+    ag_status s = ag_mkdir_p(o->out_dir, err);
     if (s == AG_OK) s = ag_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
     if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {

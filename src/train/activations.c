@@ -143,7 +143,7 @@ static int layers_of(const ag_params *P)
 static char *header(int L)
 {
     static const char *const cols[] = {"rms", "act_mean", "act_std", "act_dead", "score_min", "score_max", NULL};
-    return ag__csv_layer_head("iter,rms_in", cols, L);
+    return ag_csv_layer_head("iter,rms_in", cols, L);
 }
 
 ag_activations *ag_activations_open(const ag_params *P, const char *dir, bool write, long start, ag_error *err)

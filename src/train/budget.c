@@ -335,3 +335,13 @@ void ag_budget_batch(ag_budget *b, double dt)
 {
     if (dt > 0 && (b->batch_s <= 0 || dt < b->batch_s)) b->batch_s = dt;
 }
+
+void ag_format_duration(char *buf, size_t n, double s)
+{
+    if (!(s >= 0) || s > 4e6) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else if (s < 10 && fabs(s - (double)t) >= 0.05) snprintf(buf, n, "%.1fs", s);   /* 0.5s, never "0s" */
+    else snprintf(buf, n, "%lds", t);
+}

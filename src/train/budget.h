@@ -116,4 +116,9 @@ void ag_budget_eval_done(ag_budget *b, long it, bool last, long done);
 /* An evaluation batch took dt seconds of the budget's clock. */
 void ag_budget_batch(ag_budget *b, double dt);
 
+/* A duration as a log writes it, in buf [n]: "1h30m", "2m05s", "42s", and under 10 s with its
+ * tenth when that shows ("0.5s", never "0s" for half a second). A negative, NaN or absurd one
+ * (over 4e6 s: a budget is at most 1000h) is "0s". Cannot fail. */
+void ag_format_duration(char *buf, size_t n, double s);
+
 #endif

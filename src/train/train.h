@@ -15,16 +15,20 @@
  *                                 never half of one, and a symbolic link planted at <path> (or
  *                                 at the temporary name) is replaced, its target never written
  *   ag_write_file                 the same for a whole string
- *   ag_fsync_dir                  makes the renames in a directory durable
+ *   ag_fsync_dir, ag_mkdir_p      makes the renames in a directory durable; makes a run
+ *                                 directory with its missing parents
  *   ag_fault                      the crash test's fault points (<PREFIX>_FAULT=N)
  *   ag_plot_loss, ag_plot_script  DIR/loss.png from DIR/metrics.csv, any picture, by gnuplot
  *                                 (plot.c), every wait for it bounded
  *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
  *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
- *   ag_csv_open                   a run's CSV (metrics.csv), cut right on a resume (csv.c)
- *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
+ *   ag_csv_open, ag_csv_layer_head
+ *                                 a run's CSV (metrics.csv), cut right on a resume, and a header
+ *                                 of per-layer columns (csv.c)
+ *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove, ag_ckpt_kept
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
- *                                 DIR/best name, replaced durably (ckpt_dir.c)
+ *                                 DIR/best name, replaced durably, and what an error leaves
+ *                                 there, for its message (ckpt_dir.c)
  *   ag_ckpt_clean, ag_ckpt_recover, ag_ckpt_outside_runs
  *                                 whose checkpoints a run directory holds: a train removes its
  *                                 own superseded ones and nothing else, a lost latest is found
@@ -118,6 +122,10 @@ void ag_file_discard(FILE *fp, const char *tmp);
 /* text into path, through a temporary file (not fsync'ed: for plots and scripts). */
 ag_status ag_write_file(const char *path, const char *text, ag_error *err);
 
+/* mkdir -p: every missing component of dir made (0777 less the umask); AG_ERR_IO naming the
+ * component that cannot be made or is not a directory, AG_ERR_ARG for a path too long. */
+ag_status ag_mkdir_p(const char *dir, ag_error *err);
+
 /* fsync of a directory (a filesystem that cannot sync directories is not an error). */
 ag_status ag_fsync_dir(const char *dir, ag_error *err);
 
@@ -210,6 +218,11 @@ bool ag_u64_parse(const char *s, uint64_t *out);
  * there is never opened to read. */
 ag_status ag_csv_open(const char *dir, const char *name, const char *head, long start, FILE **csv, ag_error *err);
 
+/* A CSV header of per-layer columns: first, then for each layer l every name of cols
+ * [NULL-terminated] as ",<name>_L<l>", then "\n" ("iter,lr,...,grad_attn_L0,grad_mlp_L0,...";
+ * n_layer 0: first alone). malloc'd; NULL on OOM. */
+char *ag_csv_layer_head(const char *first, const char *const *cols, int n_layer);
+
 // --- the checkpoint unit of a run directory (ckpt_dir.c) ---
 
 /* DIR holds its checkpoints as ckpt-N directories; DIR/latest names the live one, DIR/best the
@@ -228,6 +241,11 @@ ag_status ag_ckpt_pointer(const char *dir, const char *which, char *name, ag_err
  * before each step; *committed: the rename was done, so it names name even if the last sync
  * failed. */
 ag_status ag_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
+/* What DIR keeps, for the message of a run stopped by an error, read from DIR so that it is
+ * true: "kept: DIR/ckpt-00000020, the latest and the best", "kept: DIR/<latest>, the latest, and
+ * DIR/<best>, the best", "kept: DIR/<latest>, the latest" (no best), or "no checkpoint was
+ * saved" (no latest), in buf [n]. */
+void ag_ckpt_kept(const char *dir, char *buf, size_t n);
 /* Removes DIR/name, a checkpoint directory: the files named in files [NULL-terminated] (and
  * their temporary files "<file>.tmp.<pid>"), then the directory if that emptied it; a user's
  * file in it stays. Renamed to "<name>.del" first, so a kill halfway leaves no half ckpt-N. */

@@ -9,11 +9,6 @@ const char *ag__train_program(void);
 /* getenv("<env>_<suffix>"): $CHAR_LM_PLOT_TIMEOUT for suffix "PLOT_TIMEOUT" in char_lm. */
 const char *ag__train_getenv(const char *suffix);
 
-/* A CSV header of per-layer columns (csv.c): first, then for each layer l every name of cols
- * [NULL-terminated] as ",<name>_L<l>", then "\n" ("iter,lr,...,grad_attn_L0,grad_mlp_L0,...").
- * malloc'd; NULL on OOM. */
-char *ag__csv_layer_head(const char *first, const char *const *cols, int n_layer);
-
 /* A picture whose script s (malloc'd, freed here) was built into a buffer: ag_plot_script's,
  * or AG_ERR_NOMEM "<gp>: script too long" when it did not fit (plot.c). */
 ag_status ag__plot_built(const char *dir, const char *gp, const char *png, char *s, bool fits, ag_error *err);

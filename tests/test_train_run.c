@@ -14,7 +14,10 @@
  *   own_format    a client's own checkpoint files (ag_train_format: other names, other keys, as
  *                 char_lm's MODEL.md files are): a run killed halfway through a checkpoint and one
  *                 stopped by SIGTERM resume exactly as the unbroken run went, in those files; a
- *                 format without its read call is refused. */
+ *                 format without its read call is refused.
+ *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
+ *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
+ *                 naming the limit and what stays; without it the same run goes to the end. */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -41,6 +44,8 @@ typedef struct {
     int stop_at;             /*   SIGTERM at this draw (0: never) */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
     int drawn;
+    const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
+    int evaluated;
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -74,8 +79,9 @@ static ag_status tiny_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **lo
 
 static ag_status tiny_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
 {
-    (void)user, (void)ctx, (void)err;
-    *val = 1;
+    (void)ctx, (void)err;
+    tiny *m = user;
+    *val = m->evals ? m->evals[m->evaluated++] : 1;
     *score = NAN;
     return AG_OK;
 }
@@ -455,6 +461,54 @@ START_TEST(own_format)
 }
 END_TEST
 
+/* A run of m into root/name (30 steps, an evaluation every 10) with diverge_floor: its status, err's message. */
+static ag_status tiny_diverge(tiny *m, const char *root, const char *name, double floor, ag_error *err)
+{
+    char out[256];
+    snprintf(out, sizeof out, "%s/%s", root, name);
+    const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .batch = BATCH,
+                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = floor,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    return ag_train_run(&c, &o, &r, err);
+}
+
+START_TEST(diverged)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    const double spike[] = {0.5, 2.5, 1.0}, nan_first[] = {NAN};
+    tiny m;
+    tiny_build(&m);
+    m.evals = spike;   /* 0.5 at step 10: the limit max(1.4, 2.0) = 2; 2.5 at step 20 is above it */
+    ag_error err = {0};
+    ck_assert_int_eq(tiny_diverge(&m, root, "spike", 1.4, &err), AG_ERR_NONFINITE);
+    snprintf(want, sizeof want, "step 20: the evaluation loss is 2.5, above the divergence limit 2 (max(1.4, 4 x the "
+             "best evaluation, 0.5000 at step 10)): the model has diverged; stopped; kept: %s/spike/ckpt-00000010, "
+             "the latest and the best (try a lower learning rate)", root);
+    ck_assert_str_eq(err.msg, want);
+    char path[512];
+    snprintf(path, sizeof path, "%s/spike", root);
+    snprintf(want, sizeof want, "%s/ckpt-00000010", path);
+    ck_assert_str_eq(proc_ckpt(path), want);   /* the diverged weights never saved */
+    ag_params_init(m.P, 3);
+    m.evaluated = 0;   /* without the option: the same losses, to the end */
+    ag_error_clear(&err);
+    ck_assert_msg(tiny_diverge(&m, root, "free", 0, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.evaluated, 3);
+    m.evals = nan_first;
+    m.evaluated = 0;
+    ag_error_clear(&err);
+    ck_assert_int_eq(tiny_diverge(&m, root, "nan", 1.4, &err), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err.msg, "step 10: the evaluation loss is nan: the model has diverged; stopped; no checkpoint "
+                         "was saved"), "%s", err.msg);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -465,6 +519,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, too_big_refused);
     tcase_add_test(tc, moved_mid_run);
     tcase_add_test(tc, own_format);
+    tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;
 }

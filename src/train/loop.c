@@ -128,6 +128,29 @@ static ag_status step(loop *L, long it, ag_error *err)
 
 // --- evaluation and checkpoint ---
 
+double ag_divergence_limit(double floor, double best, bool have_best)
+{
+    if (!have_best) return INFINITY;
+    return 4 * best > floor ? 4 * best : floor;
+}
+
+/* opts->diverge_floor: an evaluation loss val that is not finite or above the divergence limit
+ * stops the run, its weights never saved: the error names what stays. AG_OK otherwise. */
+static ag_status check_divergence(const loop *L, long it, double val, ag_error *err)
+{
+    const ag_train_state *st = &L->st;
+    double limit = ag_divergence_limit(L->o->diverge_floor, st->best_loss, st->best_step >= 0);
+    if (!(L->o->diverge_floor > 0) || val <= limit) return AG_OK;
+    char kept[1024], above[160] = "";
+    if (L->writer) ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);
+    else snprintf(kept, sizeof kept, "the checkpoint of step %ld is kept", L->saved_at);
+    if (isfinite(val))
+        snprintf(above, sizeof above, ", above the divergence limit %.4g (max(%.4g, 4 x the best evaluation, %.4f at "
+                 "step %ld))", limit, L->o->diverge_floor, st->best_loss, st->best_step);
+    return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the evaluation loss is %g%s: the model has diverged; stopped; "
+                     "%s (try a lower learning rate)", it, isnan(val) ? NAN : val, above, kept);
+}
+
 /* The held-out evaluation of the weights after `it` steps: its row's columns and a line. */
 static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 {
@@ -144,6 +167,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     if (s) return s;
     val = vs[0];
     score = vs[1];
+    if ((s = check_divergence(L, it, val, err))) return s;   /* opts->diverge_floor */
     *is_best = isfinite(val) && val < L->st.best_loss;
     if (*is_best) {
         L->st.best_loss = val;

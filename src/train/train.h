@@ -644,6 +644,11 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    double diverge_floor;      /* > 0: an evaluation loss that is not finite or above
+                                  ag_divergence_limit(diverge_floor, the best so far) stops the run
+                                  with AG_ERR_NONFINITE before its checkpoint: the diverged weights
+                                  are never saved, the last checkpoint and the best stay (for V
+                                  classes 2 ln V: twice a uniform guess's loss); 0: no such stop */
 } ag_train_opts;
 
 typedef struct {
@@ -658,6 +663,14 @@ typedef struct {
     double wall_s;
     ag_lr_range lr_find;       /* opts->lr_find_lo > 0: the range test's reading (steps 0: none) */
 } ag_train_result;
+
+/* Divergence (char_lm's rule since issue 19): the highest evaluation loss a run may reach,
+ *     max(floor, 4 x best)
+ * where floor is what a trained model above it has lost everything it learned (2 ln V for V
+ * classes, twice a uniform guess's), and 4 x the best the room a run has for a spike while its
+ * best is still high (Adam at a high rate spikes and recovers). INFINITY without a best yet
+ * (have_best false): a run's first evaluation is stopped only by a loss that is not finite. */
+double ag_divergence_limit(double floor, double best, bool have_best);
 
 /* The run: DIR locked (a second run on it is refused), a fresh start or exactly where
  * DIR/latest left off; then steps (lr from sched, the client's loss, backward, clip, AdamW)

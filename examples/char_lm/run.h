@@ -65,10 +65,10 @@ typedef struct {
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
     ag_dynamics_log *dyn;    /* --log-dynamics (dynamics.c), from the first log step; or NULL */
     ag_activations *acts;    /* --log-activations (activations.c), from the first evaluation; or NULL */
-    bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
+    ag_progress prog;        /* the progress line, the smoothed step time (--progress: train/train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
-    double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
+    double t_start;          /* the run's start */
 } lm_report;
 
 /* Where the run stands, and what may end it. */

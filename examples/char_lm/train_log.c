@@ -24,15 +24,10 @@ void lm_log_warn(const lm_run *R, const char *msg)
 
 void lm_log_line(const lm_run *R, const char *fmt, ...)
 {
-    FILE *f = R->o->log;
-    if (!f) return;
-    if (R->rep.tty) fputs("\r\033[K", f);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    ag_progress_vline(&R->rep.prog, fmt, ap);   /* the progress line cleared first (train/train.h) */
     va_end(ap);
-    fputs("\n", f);
-    fflush(f);
 }
 
 // --- metrics.csv ---
@@ -152,7 +147,7 @@ void lm_log_eval(lm_run *R, long it, double tl, double vl)
     fmt_loss(rep->val_col, sizeof rep->val_col, have_val, vl);
     FILE *f = R->o->log;
     if (!f) return;
-    if (rep->tty) fputs("\r\033[K", f);
+    ag_progress_clear(&rep->prog);
     if (have_val) fprintf(f, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
     else fprintf(f, "iter %ld: train %.4f\n", it, tl);
     if (R->cfg.log_attn_stats) {
@@ -172,22 +167,17 @@ bool lm_log_due(const lm_run *R, long it)
 /* On a terminal one line redrawn at most 10 times a second; in a file at each log step. */
 static void log_progress(lm_run *R, long it, double loss, double lr)
 {
-    const lm_train_opts *o = R->o;
-    lm_report *rep = &R->rep;
+    ag_progress *p = &R->rep.prog;
     long max = R->cfg.max_iters;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    double t1 = ag_now_s();
-    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : lm_log_due(R, it);
-    if (!o->log || !show) return;
+    if (!ag_progress_due(p, lm_log_due(R, it), it + 1 == max)) return;
     char eta[32], of[24];
     const ag_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
-    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(o) : rep->ema_dt * (double)(max - it - 1));
+    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : p->ema_s * (double)(max - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", max);
-    fprintf(o->log, "%siter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s%s", rep->tty ? "\r\033[K" : "", it, of,
-            loss, lr, (double)B * T / rep->ema_dt, b->deadline ? "left" : "ETA", eta, rep->tty ? "" : "\n");
-    fflush(o->log);
-    rep->t_shown = t1;
+    ag_progress_show(p, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr,
+                     (double)B * T / p->ema_s, b->deadline ? "left" : "ETA", eta);
 }
 
 ag_status lm_log_written(const lm_run *R, ag_error *err)
@@ -207,7 +197,7 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     lm_report *rep = &R->rep;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double dt = ag_now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
-    rep->ema_dt = it == R->ctl.start ? (dt > 0 ? dt : 1e-9) : 0.9 * rep->ema_dt + 0.1 * dt;   /* smoothed step time */
+    ag_progress_step(&rep->prog, dt, it == R->ctl.start);   /* the smoothed step time */
     if (o->losses && it < o->n_losses) o->losses[it] = loss;
     ag_status s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, rep->train_col, rep->val_col, tok_s,
                           rep->stats);
@@ -218,10 +208,7 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     return lm_log_written(R, err);   /* a full disk under the log stops the run at once */
 }
 
-void lm_log_break(const lm_run *R)
-{
-    if (R->rep.tty) fputs("\n", R->o->log);
-}
+void lm_log_break(const lm_run *R) { ag_progress_break(&R->rep.prog); }
 
 void lm_log_end(const lm_run *R, const lm_train_result *r)
 {

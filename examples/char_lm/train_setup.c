@@ -350,8 +350,7 @@ static ag_status prepare(lm_run *R, ag_error *err)
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
     const lm_config *c = &R->cfg;
     R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
-    R->rep.tty = o->log && (o->progress == LM_PROGRESS_TTY || (o->progress == LM_PROGRESS_AUTO &&
-                                                               ag_dist_size(o->dist) == 1 && isatty(fileno(o->log))));
+    ag_progress_init(&R->rep.prog, o->log, o->progress, ag_dist_size(o->dist));
     return alloc_buffers(R, err);
 }
 

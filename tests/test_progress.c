@@ -1,15 +1,23 @@
-/* test_progress.c -- a run's progress line (train/train.h: ag_progress), into a file read back:
+/* test_progress.c -- what a run shows while it goes on (train/train.h): its progress line
+ * (ag_progress), into a file read back, and its loss.png redrawn (ag_plot_loss_again):
  *
  *   lines    a file's log gets the progress line as a line of its own at the log steps alone
  *   tty      redrawn in place: "\r ESC[K" before it and before any other line, no newline after
  *            it, at most ten times a second (the final step always), a break ending it
  *   quiet    no log: nothing is due, nothing written
- *   ema      the step time smoothed: the first as it is, then 0.9 old + 0.1 new */
+ *   ema      the step time smoothed: the first as it is, then 0.9 old + 0.1 new
+ *   again    loss.png drawn in the background, a drawing still in progress never doubled, the
+ *            last one waited for: then loss.png is there and nothing is left running */
 #include <check.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "attograd.h"
+#include "proc.h"
 #include "tcases.h"
 
 /* What was written to f, from its start (malloc'd). */
@@ -83,11 +91,42 @@ START_TEST(test_progress_quiet_and_ema)
 }
 END_TEST
 
+START_TEST(test_progress_plot_again)
+{
+    char root[] = "/tmp/ag_progress_XXXXXX";
+    ck_assert(mkdtemp(root));
+    const char csv[] = "iter,lr,loss,train_loss,val_loss\n0,0.001,4.1,4.2,4.3\n1,0.001,4.0,,\n2,0.001,3.9,3.95,4.0\n";
+    proc_write_file(proc_path(root, "metrics.csv"), csv, strlen(csv));
+    const ag_loss_plot lp = {.title = "test", .floor = NAN, .with_val = true};
+    ag_error err = {0};
+    pid_t pid = 0;
+    ag_status s = ag_plot_loss_again(root, &lp, &pid, false, &err);
+    if (s && strstr(err.msg, "gnuplot not found")) {   /* a machine without gnuplot: nothing to see */
+        proc_remove_tree(root);
+        return;
+    }
+    ck_assert_msg(s == AG_OK && pid > 0, "%s", err.msg);
+    pid_t first = pid;
+    ck_assert_msg(ag_plot_loss_again(root, &lp, &pid, false, &err) == AG_OK, "%s", err.msg);
+    ck_assert(pid > 0);   /* the first one, still drawing (skipped), or a new one after it */
+    ck_assert_msg(ag_plot_loss_again(root, &lp, &pid, true, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(pid, 0);
+    ck_assert_msg(kill(first, 0) != 0, "the first gnuplot (pid %ld) was never reaped", (long)first);
+    struct stat sb;
+    ck_assert_msg(stat(proc_path(root, "loss.png"), &sb) == 0 && sb.st_size > 0, "no loss.png");
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *progress_suite(void)
 {
     Suite *s = suite_create("progress");
     TCase *t = tcase_create("line");
     ADD_TESTS(t, test_progress_lines, test_progress_tty, test_progress_quiet_and_ema);
     suite_add_tcase(s, t);
+    TCase *plot = tcase_create("loss.png");
+    tcase_set_timeout(plot, 120);   /* gnuplot on a loaded machine */
+    tcase_add_test(plot, test_progress_plot_again);
+    suite_add_tcase(s, plot);
     return s;
 }

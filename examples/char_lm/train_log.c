@@ -241,12 +241,7 @@ void lm_log_plots(lm_run *R, bool last)
     snprintf(floor_title, sizeof floor_title, "ln V = ln %d: every character equally likely", V);
     const ag_loss_plot lp = {"char\\_lm: loss per character (nats)", log((double)V), floor_title, R->data.n_val > 0};
     ag_error why = {0};
-    bool done = true;
-    ag_status ps = AG_OK;
-    if (rep->plot_pid > 0) ps = ag_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
-    if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
-    if (!ps && rep->plot_pid == 0)
-        ps = last ? ag_plot_loss(dir, &lp, &why) : ag_plot_loss_start(dir, &lp, &rep->plot_pid, &why);
+    ag_status ps = ag_plot_loss_again(dir, &lp, &rep->plot_pid, last, &why);   /* in the background (train/train.h) */
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
     if (!ps && R->rep.dyn) ps = ag_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */

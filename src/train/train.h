@@ -169,6 +169,14 @@ ag_status ag_plot_loss_start(const char *dir, const ag_loss_plot *p, pid_t *pid,
  * only *done tells whether it has ended yet. Once *done, the status is ag_plot_loss's. */
 ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
 
+/* loss.png redrawn while a run goes on, from one evaluation to the next (*pid: the drawing in
+ * progress, 0 at the start): the one before reaped when it has ended (its failure returned),
+ * a new one started in the background unless that one is still drawing (then skipped: a slow
+ * gnuplot never holds a run up, nor are drawings piled up); last: the one before waited for,
+ * and the final picture drawn and waited for. A failure, the one before's or the new one's, is
+ * returned with *pid 0: the program decides whether to draw again. */
+ag_status ag_plot_loss_again(const char *dir, const ag_loss_plot *p, pid_t *pid, bool last, ag_error *err);
+
 /* Any picture of a run: writes script to DIR/gp and runs gnuplot on it in DIR, which draws
  * png. Errors as above. */
 ag_status ag_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err);

@@ -14,7 +14,11 @@
  *   own_format    a client's own checkpoint files (ag_train_format: other names, other keys, as
  *                 char_lm's MODEL.md files are): a run killed halfway through a checkpoint and one
  *                 stopped by SIGTERM resume exactly as the unbroken run went, in those files; a
- *                 format without its read call is refused.
+ *                 format's origin call gives a fresh run's origin; a format without its read
+ *                 call is refused.
+ *   own_update    a client's optimizer (ag_train_client.update) in place of AdamW: called once a
+ *                 step with t counting the updates, the weights moved by it alone; its failure
+ *                 stops the run with its status and message.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -46,6 +50,7 @@ typedef struct {
     int drawn;
     const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
     int evaluated;
+    long updates, fail_at;   /* own_update: the updates made, the t that fails (0: none) */
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -363,6 +368,14 @@ static ag_status tf_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 static const char *const tf_files[] = {TF_WEIGHTS, TF_STATE, NULL};
 static const ag_ckpt_kind tf_kind = {.files = tf_files, .identify = tf_identify};
 static const ag_train_format tf_format = {.kind = &tf_kind, .write = tf_write, .read = tf_read, .count = "iteration"};
+/* own_format's origin: the untrained weights' hash, as char_lm's (its iteration 0's model_hash) */
+static uint64_t tf_origin(const ag_train_client *c, uint64_t seed)
+{
+    (void)seed;
+    return ag_weights_hash(c->params);
+}
+static const ag_train_format tf_format_origin = {.kind = &tf_kind, .write = tf_write, .read = tf_read,
+                                                 .origin = tf_origin, .count = "iteration"};
 
 /* root/name's latest checkpoint is ckpt-<step>, of tiny's files alone. */
 static void tf_latest_is(const char *root, const char *name, const char *want)
@@ -475,6 +488,67 @@ static ag_status tiny_diverge(tiny *m, const char *root, const char *name, doubl
     return ag_train_run(&c, &o, &r, err);
 }
 
+/* own_update's optimizer: W -= 0.5 lr at every weight, whatever the gradient; t checked in turn */
+static ag_status tiny_update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err)
+{
+    tiny *m = user;
+    ck_assert_int_eq(t, ++m->updates);
+    ck_assert(clip > 0 && clip <= 1);
+    if (t == m->fail_at) return ag_seterr(err, AG_ERR_NONFINITE, "update %ld refused", t);
+    for (size_t i = 0; i < P->total; i++) P->data[i] -= (ag_real)(0.5 * lr);
+    return AG_OK;
+}
+
+/* A fresh run's origin is its format's when the format gives one. */
+START_TEST(own_format_origin)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", dir[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny o;
+    tiny_build(&o);
+    o.format = &tf_format_origin;
+    uint64_t untrained = ag_weights_hash(o.P);
+    tiny_train(&o, root, "origin", 10, 10, false);
+    snprintf(dir, sizeof dir, "%s/origin", root);
+    ag_error err = {0};
+    ag_st_file *f = ag_st_load_header(proc_path(proc_ckpt(dir), TF_STATE), &err);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_msg(ag_st_meta_hex(f, "origin") == untrained, "origin %s, not the untrained weights' hash %016llx",
+                  tf_get(f, "origin"), (unsigned long long)untrained);
+    ag_st_free(f);
+    ag_params_free(o.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(own_update)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    ag_real w0 = m.P->data[0];
+    snprintf(out, sizeof out, "%s/u", root);
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                         .loss = tiny_loss, .evaluate = tiny_eval, .update = tiny_update};
+    ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .sched = {.lr = 0.1, .min_lr = 0.1},
+                       .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.updates, 6);
+    ck_assert_msg(fabs((double)(w0 - m.P->data[0]) - 6 * 0.05) < 1e-5, "the weight moved %g, not 0.3: not the client's "
+                  "update alone", (double)(w0 - m.P->data[0]));
+    o.resume = true;
+    o.steps = 10;
+    m.fail_at = 9;
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_NONFINITE);   /* t goes on from the checkpoint */
+    ck_assert_str_eq(err.msg, "update 9 refused");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -519,6 +593,8 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, too_big_refused);
     tcase_add_test(tc, moved_mid_run);
     tcase_add_test(tc, own_format);
+    tcase_add_test(tc, own_format_origin);
+    tcase_add_test(tc, own_update);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

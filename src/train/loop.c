@@ -109,7 +109,10 @@ static ag_status step(loop *L, long it, ag_error *err)
                          "step", it, norm);
     bool logged = L->dyn && (it % o->log_dynamics == 0 || it + 1 == o->steps);   /* --log-dynamics's row */
     if (logged) ag_dynamics_log_watch(L->dyn, P, it, norm, clip);            // dW, and W before the update
-    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, clip);                // W -= ...
+    if (L->c->update) s = L->c->update(L->c->user, P, lr, L->st.step + 1, clip, err);   // the client's optimizer
+    else ag_adamw_step_scaled(P, &o->adam, lr, L->st.step + 1, clip);         // W -= ...
+    if (s) return s;
+    L->st.step++;
     if (logged && (s = ag_dynamics_log_record(L->dyn, P, it, lr, err))) return s;
     if (L->st.loss_taken) L->st.loss_sum = 0, L->st.loss_n = 0, L->st.loss_taken = false;   /* a new train_loss */
     L->st.loss_sum += lv;

@@ -291,8 +291,10 @@ static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train
     char name[64], gone[512], msg[PATHLEN + 700];
     ag_error none = {0};
     st->run_id = ag_new_run_id();
-    st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights, the same batches */
-    if (ag_ckpt_drop_orphans(dir, format_of(c)->kind, st->origin, gone, sizeof gone)) {
+    const ag_train_format *f = format_of(c);
+    st->origin = f->origin ? f->origin(c, o->seed) : 0;   /* the client's (char_lm's: its weights' hash) */
+    if (!st->origin) st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights and batches */
+    if (ag_ckpt_drop_orphans(dir, f->kind, st->origin, gone, sizeof gone)) {
         snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
                  "kill; starting the run again", dir, gone);
         warn(o->log, msg);

@@ -563,6 +563,11 @@ typedef struct {
      * all, also the moments and the rest of st (run_id 0: the loop draws one). AG_ERR_FORMAT,
      * naming the file, when it is another model's or its files are not of one step. */
     ag_status (*read)(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err);
+    /* Optional: a fresh run's origin (ag_train_state's), what the first checkpoint of the same
+     * command again carries: identify must give it for that checkpoint. char_lm's is its
+     * untrained weights' hash (its iteration 0's model_hash). NULL, or 0 returned: the weights'
+     * hash mixed with the seed. */
+    uint64_t (*origin)(const ag_train_client *c, uint64_t seed);
     const char *count;  /* what a step is called in the save's messages (NULL: "step") */
     bool sync_point;    /* ag_ckpt_save_opts': the fault point before the fsync of DIR */
     bool second_name;   /*   and ckpt-<step>-b where ckpt-<step> cannot be replaced */
@@ -615,6 +620,12 @@ struct ag_train_client {
      * (malloc'd; the loop frees it, whatever the status). NULL: no sample. */
     ag_status (*sample)(void *user, ag_ctx *ctx, char **text, ag_error *err);
     const ag_train_format *format;   /* its checkpoint files (NULL: the loop's own) */
+    /* Optional: the optimizer's update of every weight from its gradient times clip (the clip's
+     * factor, 1 when under it), t the updates the weights have had, this one included, in place
+     * of AdamW with opts->adam (char_lm's --optimizer adam or sgd); the moments it keeps are
+     * P->m and P->v, which the checkpoint saves. A failure (a check of the weights after it:
+     * --detect-anomaly) stops the run before the step is counted. NULL: AdamW. */
+    ag_status (*update)(void *user, ag_params *P, double lr, long t, double clip, ag_error *err);
 };
 
 typedef struct {

@@ -19,6 +19,9 @@
  *   own_update    a client's optimizer (ag_train_client.update) in place of AdamW: called once a
  *                 step with t counting the updates, the weights moved by it alone; its failure
  *                 stops the run with its status and message.
+ *   own_pass      a client's own forward and backward (ag_train_client.pass, as char_lm's split
+ *                 over threads) trains the very weights of the loop's forward_backward, and its
+ *                 start call gets the loop's ctx once, before the first pass.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -51,6 +54,8 @@ typedef struct {
     const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
     int evaluated;
     long updates, fail_at;   /* own_update: the updates made, the t that fails (0: none) */
+    ag_ctx *started;         /* own_pass: the ctx start was given */
+    int starts, passes;
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -549,6 +554,57 @@ START_TEST(own_update)
 }
 END_TEST
 
+/* own_pass's client: the loss on the tape, then its backward, by the client itself */
+static ag_status tiny_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err)
+{
+    tiny *m = user;
+    ck_assert_ptr_eq(ctx, m->started);
+    m->passes++;
+    ag_tensor *l = NULL;
+    ag_status s = tiny_loss(user, ctx, mb, &l, err);
+    if (s) return s;
+    *loss = (double)l->data[0];
+    return ag_backward_from(ctx, l, &mb->dloss) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
+}
+
+static ag_status tiny_start(void *user, ag_ctx *ctx, ag_error *err)
+{
+    (void)err;
+    tiny *m = user;
+    ck_assert_int_eq(m->passes, 0);
+    m->started = ctx;
+    m->starts++;
+    return AG_OK;
+}
+
+START_TEST(own_pass)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny a, b;
+    tiny_build(&a);
+    tiny_build(&b);
+    tiny_run(&a, root, "loss");
+    snprintf(out, sizeof out, "%s/pass", root);
+    const ag_train_client c = {.name = "tiny", .params = b.P, .user = &b, .batch = BATCH, .draw = tiny_draw,
+                               .pass = tiny_pass, .start = tiny_start, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(b.starts, 1);
+    ck_assert_int_eq(b.passes, 30);
+    size_t differ = 0;
+    for (size_t i = 0; i < a.P->total; i++) differ += a.P->data[i] != b.P->data[i];
+    ck_assert_msg(differ == 0, "the client's pass trained other weights (%zu of %zu differ)", differ, a.P->total);
+    ag_params_free(a.P);
+    ag_params_free(b.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -595,6 +651,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_format);
     tcase_add_test(tc, own_format_origin);
     tcase_add_test(tc, own_update);
+    tcase_add_test(tc, own_pass);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

@@ -232,6 +232,7 @@ void ag_activations_free(ag_activations *a)
 ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
                                  FILE *log, ag_error *err)
 {
+    if (!c->loss) return ag_seterr(err, AG_ERR_ARG, "--log-activations: the client has no loss call to read");
     ag_rng rng;   /* a stream of its own for each evaluation: the run's batches stay as they were */
     ag_rng_seed(&rng, ag_seed_at(seed, TAG_ACTS, (uint64_t)it));
     ag_tensor *loss = NULL;

@@ -66,6 +66,22 @@ static void restore_signals(const struct sigaction old[2])
 
 // --- one optimizer step ---
 
+/* The client's loss of micro-batch mb recorded on the tape, its value in *lv, then the backward
+ * from it: dW += dloss dl/dW. A loss that is not finite is left to the caller, before the backward. */
+static ag_status forward_backward(loop *L, long it, ag_micro *mb, double *lv, ag_error *err)
+{
+    ag_tensor *l = NULL;
+    ag_status s = L->c->loss(L->c->user, L->ctx, mb, &l, err);               // its items -> mean loss [1]
+    if (s == AG_OK && (!l || ag_numel(l) != 1))
+        s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing or not a scalar", it);
+    if (s) return s;
+    *lv = (double)l->data[0];
+    if (!isfinite(*lv)) return AG_OK;
+    if (ag_backward_from(L->ctx, l, &mb->dloss))                             // dW += dloss dl/dW
+        return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
+    return AG_OK;
+}
+
 /* This rank's micro-batches of the batch drawn (all of it alone): each one's forward and
  * backward, dW += its gradient times its dloss; then the sum over the ranks (one allreduce).
  * *loss: the step's loss, the micro-batches' losses weighed by their dloss, summed. */
@@ -77,17 +93,13 @@ static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
     *loss = 0;
     for (int j = 0; ag_ddp_micro(L->ddp, j, c->batch, seed, &mb); j++) {
         ag_ctx_reset(L->ctx);                                                // the last pass's tape goes
-        ag_tensor *l = NULL;
-        ag_status s = c->loss(c->user, L->ctx, &mb, &l, err);                // its items -> mean loss [1]
-        if (s == AG_OK && (!l || ag_numel(l) != 1))
-            s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing or not a scalar", it);
+        double lv = 0;
+        ag_status s = c->pass ? c->pass(c->user, L->ctx, &mb, &lv, err)      // the client's forward and backward
+                              : forward_backward(L, it, &mb, &lv, err);      // its items -> mean loss; dW
         if (s) return s;
-        double lv = (double)l->data[0];
         if (!isfinite(lv))
             return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the loss is %g; stopped before the optimizer step, the "
                              "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
-        if (ag_backward_from(L->ctx, l, &mb.dloss))                          // dW += dloss dl/dW
-            return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
         *loss += (double)mb.dloss * lv;
     }
     return ag_ddp_reduce(L->ddp, loss, err);                                 // over the ranks: one dW
@@ -300,7 +312,7 @@ static ag_status fits(const loop *L, ag_error *err)
 static ag_status start_ddp(loop *L, ag_error *err)
 {
     const ag_train_client *c = L->c;
-    if (!c->draw || !c->loss || !c->evaluate || c->batch < 1)
+    if (!c->draw || !(c->loss || c->pass) || !c->evaluate || c->batch < 1)
         return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no draw, loss or evaluate call, or no batch");
     const ag_ddp_opts d = {.dist = L->o->dist, .grad_accum = L->o->grad_accum, .batch_size = c->batch,
                            .params = c->params, .stop = &stop_sig, .unit = c->unit};
@@ -349,6 +361,7 @@ static ag_status open_run(loop *L, ag_error *err)
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (L->c->start && (s = L->c->start(L->c->user, L->ctx, err))) return s;   /* what the client makes for it */
     if (!L->writer) return AG_OK;   /* no file of its own */
     if (L->o->log_dynamics > 0 &&
         !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))

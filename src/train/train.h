@@ -603,6 +603,16 @@ struct ag_train_client {
      * varies between micro-batches (targets left out by an ignore index) sets mb->dloss to its
      * count over the batch's, so that the step is one process's mean over the batch. */
     ag_status (*loss)(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err);
+    /* Optional, in place of loss: micro-batch mb's forward and backward both by the client (a
+     * pass split over threads: char_lm's ag_gpt_shards_pass, nn.h), its gradient times mb->dloss
+     * added into params' gradients and its mean loss in *loss (the loop adds it, weighed by
+     * mb->dloss, into the step's). ctx is the loop's, its tape reset before; the client leaves
+     * it to the loop's next reset. */
+    ag_status (*pass)(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err);
+    /* Optional: once the loop's ctx exists, on every rank, before the first step or evaluation:
+     * what the client makes for it (char_lm's shards, made for a ctx: ag_gpt_shards_new) or sets
+     * on it (--detect-anomaly's checks: ag_ctx_set_detect_anomaly). A failure ends the run. */
+    ag_status (*start)(void *user, ag_ctx *ctx, ag_error *err);
     /* The held-out evaluation, in no-grad mode: *val_loss (lower is better: it picks DIR/best)
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
@@ -795,7 +805,8 @@ void ag_activations_read(ag_activations *a, const ag_ctx *ctx);
 /* The last reading as iteration it's row (and a line on log, when not NULL). */
 ag_status ag_activations_record(ag_activations *a, long it, FILE *log, ag_error *err);
 /* ag_train_run's reading at evaluation it: the client's loss on a batch of a stream of its own
- * (from seed and it: the run's stream is untouched), read, recorded; ctx is reset after. */
+ * (from seed and it: the run's stream is untouched), read, recorded; ctx is reset after. A
+ * client without a loss call (a pass alone) is AG_ERR_ARG. */
 ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
                                  FILE *log, ag_error *err);
 void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */

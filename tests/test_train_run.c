@@ -22,6 +22,8 @@
  *   own_pass      a client's own forward and backward (ag_train_client.pass, as char_lm's split
  *                 over threads) trains the very weights of the loop's forward_backward, and its
  *                 start call gets the loop's ctx once, before the first pass.
+ *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
+ *                 on the log, and the old run's checkpoint goes once the new one's is committed.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -605,6 +607,48 @@ START_TEST(own_pass)
 }
 END_TEST
 
+START_TEST(overwrite)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], old_ckpt[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    tiny_train(&m, root, "run", 30, 10, false);   /* best ckpt-00000010 (its first evaluation), latest ckpt-00000030 */
+    snprintf(out, sizeof out, "%s/run", root);
+    snprintf(old_ckpt, sizeof old_ckpt, "%s/ckpt-00000030", out);
+    char log_path[300];
+    snprintf(log_path, sizeof log_path, "%s/log.txt", root);
+    FILE *log = fopen(log_path, "w");
+    ck_assert_ptr_nonnull(log);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 6, .every = 10, .log = log,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);   /* a run is there: refused */
+    ck_assert_msg(strstr(err.msg, "holds a run already"), "%s", err.msg);
+    struct stat sb;
+    ck_assert_int_eq(stat(old_ckpt, &sb), 0);
+    o.overwrite = true;
+    ag_error_clear(&err);
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    char want[400];   /* ckpt-00000010 was the old run's best: the new one's first is named beside it */
+    snprintf(want, sizeof want, "%s/ckpt-00000010-b", out);
+    ck_assert_str_eq(proc_ckpt(out), want);
+    ck_assert_msg(stat(old_ckpt, &sb) != 0, "the old run's checkpoint stayed");
+    ck_assert_msg(stat(proc_path(out, "ckpt-00000010"), &sb) != 0, "the old run's best stayed");
+    ck_assert_int_eq(fclose(log), 0);
+    char *said = proc_read_file(log_path, NULL);
+    snprintf(want, sizeof want, "warning: %s holds a run already; overwrite: starting a new run over it (the old run "
+             "goes once the new run's first checkpoint is saved)\n", out);
+    ck_assert_msg(strstr(said, want), "%s", said);
+    free(said);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -652,6 +696,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_format_origin);
     tcase_add_test(tc, own_update);
     tcase_add_test(tc, own_pass);
+    tcase_add_test(tc, overwrite);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

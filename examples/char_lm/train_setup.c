@@ -409,16 +409,12 @@ bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
 static ag_status replace_run(lm_run *R, ag_error *err)
 {
     const char *dir = R->o->out_dir;
-    char found[512], live[64] = "", path[PATHLEN], msg[PATHLEN + 700];
-    ag_error ignored = {0};
-    ag_ckpt_id id;
+    char found[512], msg[PATHLEN + 700];
     int k = ag_ckpt_list(dir, found, sizeof found);
     if (!R->o->overwrite)
         return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
                          "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && ag_path_join(path, sizeof path, dir, live) &&
-        lm_ckpt_identify(path, &id, &ignored) == AG_OK)
-        R->ctl.replaces = id.run_id;
+    R->ctl.replaces = ag_ckpt_live_run(dir, &lm_ckpt_kind);   /* the run DIR/latest names (train/train.h) */
     snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once "
              "the new run's first checkpoint is saved)", dir, R->ctl.replaces ? "the old run" : "nothing");
     lm_log_warn(R, msg);

@@ -36,6 +36,7 @@ typedef struct {
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag_train_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
+    uint64_t replaces;        /* opts->overwrite: the old run, removed after our first commit (0: none) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
     ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
     char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
@@ -215,8 +216,11 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     if (!L->writer) return L->saved_at = it, AG_OK;   /* rank 0 writes it */
     if (L->csv && fflush(L->csv) != 0)
         return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
-    ag_status s = ag__loop_save(&L->lock, L->o->out_dir, L->c, &L->st, is_best, L->r->ckpt, err);
+    ag_status s = ag__loop_save(&L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
+                                err);
     if (s == AG_OK) L->saved_at = it;
+    if (s == AG_OK && L->replaces) ag__loop_replace(L->o->out_dir, L->c, L->replaces);   /* opts->overwrite */
+    if (s == AG_OK) L->replaces = 0;
     return s;
 }
 
@@ -328,7 +332,7 @@ static ag_status open_dir(loop *L, ag_error *err)
     if (s) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
-    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, err))) return s;
+    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
     const ag_params *P = L->c->params;
     if (!L->o->resume && P->m && P->v) {   /* a fresh run's AdamW starts from zero moments, whatever ran before */
         memset(P->m, 0, sizeof *P->m * P->total);

@@ -344,6 +344,10 @@ ag_status ag_ckpt_recover(const char *dir, const ag_ckpt_kind *k, char *note, si
  * (!= 0: the same command's run, nothing of another), they are removed, their names in gone [n];
  * returns how many. Hold DIR's lock. */
 int ag_ckpt_drop_orphans(const char *dir, const ag_ckpt_kind *k, uint64_t origin, char *gone, size_t n);
+/* The run whose checkpoint DIR/latest names (its run_id, by k->identify), or 0 (none, not
+ * whole, older than run ids). A new run started over it (--overwrite) removes that run's
+ * checkpoints once its own first one is committed: ag_ckpt_clean with it as `also`. */
+uint64_t ag_ckpt_live_run(const char *dir, const ag_ckpt_kind *k);
 /* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
  * of its ckpt-N: a run is changed only by its own train. */
 ag_status ag_ckpt_outside_runs(const char *out, const ag_ckpt_kind *k, ag_error *err);
@@ -676,6 +680,10 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    bool overwrite;            /* a fresh run (no resume) in a DIR that holds a run starts over it,
+                                  a warning on log saying so: that run's checkpoints are removed
+                                  once this run's first is committed (until then DIR/latest still
+                                  names the old run's); false: such a DIR is refused */
     double diverge_floor;      /* > 0: an evaluation loss that is not finite or above
                                   ag_divergence_limit(diverge_floor, the best so far) stops the run
                                   with AG_ERR_NONFINITE before its checkpoint: the diverged weights
@@ -729,7 +737,7 @@ ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, a
 
 /* The flags every such program shares, each into a field of ag_train_opts (the usage text
  * below lists them):
- *   --out DIR  --steps N  --resume  --time-budget S  --seed S  --every N  --log-every N
+ *   --out DIR  --steps N  --resume  --overwrite  --time-budget S  --seed S  --every N  --log-every N
  *   --log-dynamics (every 10 steps)  --log-activations  --lr-find LO  --grad-accum K  --threads N
  * A flag with a value takes it as the next argument or after '=' ("--steps=300"); given twice,
  * the last one counts. argv[*i] is one argument: when it is one of these flags, its value goes

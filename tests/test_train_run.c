@@ -24,6 +24,8 @@
  *                 start call gets the loop's ctx once, before the first pass.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
+ *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
+ *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -649,6 +651,50 @@ START_TEST(overwrite)
 }
 END_TEST
 
+static ag_status tiny_eval_train(void *user, ag_ctx *ctx, double *train, ag_error *err)
+{
+    (void)ctx, (void)err;
+    tiny *m = user;
+    m->evaluated++;
+    *train = 7;
+    return AG_OK;
+}
+
+/* own_columns' cells: the step, and "e" on a row with an evaluation, "l" on the last row */
+static void tiny_row(void *user, long it, bool step, bool evaluated, char *buf, size_t n)
+{
+    (void)user;
+    snprintf(buf, n, "%ld,%s", it, !step ? "l" : evaluated ? "e" : "");
+}
+
+START_TEST(own_columns)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/cols", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .evaluate_train = tiny_eval_train,
+                               .columns = "extra,more", .row = tiny_row};
+    const ag_train_opts o = {.out_dir = out, .steps = 20, .seed = 5, .every = 10, .eval_at_start = true,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.evaluated, 3);   /* steps 0, 10 and 20 */
+    char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss,score,extra,more\n", 50) == 0, "%s", csv);
+    ck_assert_msg(strstr(csv, ",7.000000,1.000000,nan,0,e\n1,") && strstr(csv, ",,,,1,\n2,"), "%s", csv);
+    ck_assert_msg(strstr(csv, ",7.000000,1.000000,nan,10,e\n"), "%s", csv);
+    ck_assert_msg(strstr(csv, "\n20,,,7.000000,1.000000,nan,20,l\n"), "%s", csv);
+    free(csv);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -697,6 +743,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_update);
     tcase_add_test(tc, own_pass);
     tcase_add_test(tc, overwrite);
+    tcase_add_test(tc, own_columns);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

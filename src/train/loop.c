@@ -19,7 +19,7 @@
 #include "../tensor/debug.h"   /* ag_now_s */
 #include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
 
-#define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score\n"
+#define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score"
 #define PICTURES_S 0.5   /* the budget keeps this for loss.png and report.md, after the last checkpoint */
 
 typedef struct {
@@ -40,6 +40,7 @@ typedef struct {
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
     ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
     char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
+    char cells[1024];         /* the client's cells of a row (c->row), after a comma */
 } loop;
 
 // --- signals: SIGINT and SIGTERM end the run at the next step, after a checkpoint ---
@@ -106,6 +107,17 @@ static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
     return ag_ddp_reduce(L->ddp, loss, err);                                 // over the ranks: one dW
 }
 
+/* The client's cells of the row of step it (step false: the last row, no step), after a comma;
+ * "" without columns. */
+static const char *client_cells(loop *L, long it, bool step)
+{
+    if (!L->c->columns || !L->c->row) return "";
+    L->cells[0] = ',';
+    L->cells[1] = '\0';
+    L->c->row(L->c->user, it, step, strcmp(L->eval_cols, ",,,") != 0, L->cells + 1, sizeof L->cells - 1);
+    return L->cells;
+}
+
 static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
@@ -133,7 +145,7 @@ static ag_status step(loop *L, long it, ag_error *err)
     L->r->loss = lv;
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
-    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s\n", it, lr, lv, L->eval_cols);
+    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, L->eval_cols, client_cells(L, it, true));
     strcpy(L->eval_cols, ",,,");
     if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0) {
         fprintf(o->log, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms\n", it + 1, o->steps, lv, lr, 1e3 * L->step_s);
@@ -150,9 +162,10 @@ double ag_divergence_limit(double floor, double best, bool have_best)
     return 4 * best > floor ? 4 * best : floor;
 }
 
-/* opts->diverge_floor: an evaluation loss val that is not finite or above the divergence limit
- * stops the run, its weights never saved: the error names what stays. AG_OK otherwise. */
-static ag_status check_divergence(const loop *L, long it, double val, ag_error *err)
+/* opts->diverge_floor: an evaluation loss val (what: "evaluation", "evaluation's train") that is
+ * not finite or above the divergence limit stops the run, its weights never saved: the error
+ * names what stays. AG_OK otherwise. */
+static ag_status check_divergence(const loop *L, long it, const char *what, double val, ag_error *err)
 {
     const ag_train_state *st = &L->st;
     double limit = ag_divergence_limit(L->o->diverge_floor, st->best_loss, st->best_step >= 0);
@@ -163,27 +176,37 @@ static ag_status check_divergence(const loop *L, long it, double val, ag_error *
     if (isfinite(val))
         snprintf(above, sizeof above, ", above the divergence limit %.4g (max(%.4g, 4 x the best evaluation, %.4f at "
                  "step %ld))", limit, L->o->diverge_floor, st->best_loss, st->best_step);
-    return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the evaluation loss is %g%s: the model has diverged; stopped; "
-                     "%s (try a lower learning rate)", it, isnan(val) ? NAN : val, above, kept);
+    return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the %s loss is %g%s: the model has diverged; stopped; %s (try "
+                     "a lower learning rate)", it, what, isnan(val) ? NAN : val, above, kept);
+}
+
+/* The client's evaluation in no-grad mode: vs [3] := val, score, train (its own, or the mean
+ * batch loss), rank 0's on every rank. */
+static ag_status client_eval(loop *L, double *vs, ag_error *err)
+{
+    const ag_train_client *c = L->c;
+    vs[0] = vs[1] = NAN;
+    vs[2] = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;
+    ag_ctx_reset(L->ctx);
+    ag_ctx_set_grad(L->ctx, false);
+    ag_status s = c->evaluate_train ? c->evaluate_train(c->user, L->ctx, &vs[2], err) : AG_OK;
+    ag_ctx_reset(L->ctx);
+    if (s == AG_OK) s = c->evaluate(c->user, L->ctx, &vs[0], &vs[1], err);
+    ag_ctx_set_grad(L->ctx, true);
+    ag_ctx_reset(L->ctx);
+    return s ? s : ag_ddp_share(L->ddp, vs, 3 * sizeof *vs, err);   /* every rank evaluated alike */
 }
 
 /* The held-out evaluation of the weights after `it` steps: its row's columns and a line. */
 static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 {
-    double val = NAN, score = NAN, train = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;
+    double vs[3];
     ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
+    if (s == AG_OK) s = client_eval(L, vs, err);
     if (s) return s;
-    ag_ctx_reset(L->ctx);
-    ag_ctx_set_grad(L->ctx, false);
-    s = L->c->evaluate(L->c->user, L->ctx, &val, &score, err);
-    ag_ctx_set_grad(L->ctx, true);
-    ag_ctx_reset(L->ctx);
-    double vs[2] = {val, score};   /* every rank evaluated alike; rank 0's figures pick best on all */
-    if (s == AG_OK) s = ag_ddp_share(L->ddp, vs, sizeof vs, err);
-    if (s) return s;
-    val = vs[0];
-    score = vs[1];
-    if ((s = check_divergence(L, it, val, err))) return s;   /* opts->diverge_floor */
+    double val = vs[0], score = vs[1], train = vs[2];
+    if ((s = check_divergence(L, it, "evaluation", val, err))) return s;   /* opts->diverge_floor */
+    if (L->c->evaluate_train && (s = check_divergence(L, it, "evaluation's train", train, err))) return s;
     *is_best = isfinite(val) && val < L->st.best_loss;
     if (*is_best) {
         L->st.best_loss = val;
@@ -238,7 +261,8 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
     bool best = false;
     ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
-    if (s == AG_OK && L->csv && strcmp(L->eval_cols, ",,,") != 0) fprintf(L->csv, "%ld,,%s\n", it, L->eval_cols);
+    if (s == AG_OK && L->csv && strcmp(L->eval_cols, ",,,") != 0)
+        fprintf(L->csv, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
     if (s == AG_OK) s = checkpoint(L, it, best, err);
     L->r->step = it;
     return s;
@@ -267,7 +291,7 @@ static ag_status run_loop(loop *L, ag_error *err)
         if (last) return finish(L, it, true, err);
         /* a resume evaluates again where it starts, as the run it continues did (no second save);
          * under a budget a fresh run too, so that the final evaluation's time is known in time */
-        bool due = o->every > 0 && (it > L->r->start || o->resume) && it % o->every == 0;
+        bool due = o->every > 0 && (it > L->r->start || o->resume || o->eval_at_start) && it % o->every == 0;
         due = due || (L->budget.deadline && it == L->r->start);
         if (due) {
             bool best = false;
@@ -373,7 +397,11 @@ static ag_status open_run(loop *L, ag_error *err)
     if (L->o->log_activations &&
         !(L->acts = ag_activations_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
         return err->status;
-    return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
+    char head[2048];   /* the loop's columns, then the client's */
+    if (snprintf(head, sizeof head, "%s%s%s\n", CSV_HEAD, L->c->columns ? "," : "",
+                 L->c->columns ? L->c->columns : "") >= (int)sizeof head)
+        return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client's metrics.csv columns are too long");
+    return ag_csv_open(dir, "metrics.csv", head, L->o->resume ? L->st.step : -1, &L->csv, err);
 }
 
 /* The client's config, then the trainer's options, as "key = value" lines (malloc'd; NULL on OOM). */

@@ -621,6 +621,17 @@ struct ag_train_client {
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
     const char *score_name;    /* the score's name in the progress line ("exact match") */
+    /* Optional: at each evaluation, before evaluate and also in no-grad mode, the client's own
+     * training loss (char_lm's: batches of its training split) in *train_loss, in place of the
+     * mean batch loss since the last evaluation: metrics.csv's train_loss, held to the
+     * divergence rule (opts->diverge_floor) as the validation loss is. */
+    ag_status (*evaluate_train)(void *user, ag_ctx *ctx, double *train_loss, ag_error *err);
+    /* Optional: metrics.csv's columns of the program's own after the loop's six ("tokens_per_s,
+     * attn_entropy_L0": comma-separated), and row, which writes a row's cells of them into buf [n]
+     * (as many, comma-separated, empty ones where it has none) for the row of step it (step:
+     * false for the last row, which has no step; evaluated: the row carries an evaluation). */
+    const char *columns;
+    void (*row)(void *user, long it, bool step, bool evaluated, char *buf, size_t n);
     /* For the report card (DIR/report.md), all optional: */
     const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
                                   the card shows them, then the trainer's options (train.steps, ...) */
@@ -684,6 +695,8 @@ typedef struct {
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
                                   names the old run's); false: such a DIR is refused */
+    bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
+                                  iteration 0: the untrained model's loss, a checkpoint to go back to) */
     double diverge_floor;      /* > 0: an evaluation loss that is not finite or above
                                   ag_divergence_limit(diverge_floor, the best so far) stops the run
                                   with AG_ERR_NONFINITE before its checkpoint: the diverged weights

@@ -26,6 +26,8 @@
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
+ *   progress_tty  opts.progress tty: the step line redrawn in place ("\r ESC[K", no newline),
+ *                 the evaluation's line clearing it first; the log ends with a whole line.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -695,6 +697,37 @@ START_TEST(own_columns)
 }
 END_TEST
 
+START_TEST(progress_tty)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], log_path[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/tty", root);
+    snprintf(log_path, sizeof log_path, "%s/log.txt", root);
+    FILE *log = fopen(log_path, "w");
+    ck_assert_ptr_nonnull(log);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 5, .every = 10, .log_every = 5, .log = log,
+                             .progress = AG_PROGRESS_TTY, .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(fclose(log), 0);
+    char *t = proc_read_file(log_path, NULL);
+    ck_assert_ptr_nonnull(t);
+    const char first[] = "\r\033[Kstep 1/10 | loss ";   /* the first step: drawn at once */
+    ck_assert_msg(strncmp(t, first, strlen(first)) == 0, "%s", t);
+    ck_assert_msg(strstr(t, "\r\033[Kstep 10/10 | loss ") && strstr(t, "\r\033[Kstep 10: val loss 1.0000"), "%s", t);
+    ck_assert_msg(!strstr(t, " ms\n") && t[strlen(t) - 1] == '\n', "%s", t);   /* redrawn, never a line of its own */
+    free(t);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -744,6 +777,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_pass);
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
+    tcase_add_test(tc, progress_tty);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

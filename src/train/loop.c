@@ -41,6 +41,8 @@ typedef struct {
     ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
     char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
     char cells[1024];         /* the client's cells of a row (c->row), after a comma */
+    ag_progress prog;         /* the log: the progress line, redrawn on a terminal (opts->progress) */
+    bool drawn;               /*   a redrawn progress line is on the terminal, not yet ended */
 } loop;
 
 // --- signals: SIGINT and SIGTERM end the run at the next step, after a checkpoint ---
@@ -147,9 +149,10 @@ static ag_status step(loop *L, long it, ag_error *err)
     ag_thread_tuner_step(&L->tuner, L->step_s);
     if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, L->eval_cols, client_cells(L, it, true));
     strcpy(L->eval_cols, ",,,");
-    if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0) {
-        fprintf(o->log, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms\n", it + 1, o->steps, lv, lr, 1e3 * L->step_s);
-        fflush(o->log);
+    if (ag_progress_due(&L->prog, o->log_every > 0 && (it + 1) % o->log_every == 0, it + 1 == o->steps)) {
+        ag_progress_show(&L->prog, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms", it + 1, o->steps, lv, lr,
+                         1e3 * L->step_s);
+        L->drawn = L->prog.tty;
     }
     return AG_OK;
 }
@@ -223,11 +226,9 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     char tr[32] = "";   /* no step since the last evaluation: no train loss */
     if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
     snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
-    if (L->o->log) {
-        fprintf(L->o->log, "step %ld: val loss %.4f | %s %.4f\n", it, val, L->c->score_name ? L->c->score_name : "score",
-                score);
-        fflush(L->o->log);   /* seen at once in a file or a pipe, as the progress lines are */
-    }
+    ag_progress_line(&L->prog, "step %ld: val loss %.4f | %s %.4f", it, val, L->c->score_name ? L->c->score_name
+                     : "score", score);   /* flushed: seen at once in a file or a pipe */
+    L->drawn = false;
     if (!L->acts) return AG_OK;
     return ag_activations_measure(L->acts, L->ctx, L->c, L->o->seed, it, L->o->log, err);   /* --log-activations */
 }
@@ -269,11 +270,10 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 }
 
 /* A line of the time budget's, on the log. */
-static void say(void *log, const char *line)
+static void say(void *L, const char *line)
 {
-    if (!log) return;
-    fprintf(log, "%s\n", line);
-    fflush(log);
+    ag_progress_line(&((loop *)L)->prog, "%s", line);
+    ((loop *)L)->drawn = false;
 }
 
 static ag_status run_loop(loop *L, ag_error *err)
@@ -489,7 +489,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     loop L = {.c = c, .o = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
               .eval_cols = ",,,"};
     L.budget = (ag_budget){.budget_s = o->time_budget_s, .clock = o->clock, .clock_user = o->clock_user,
-                           .say = say, .say_user = mine.log, .steps = o->steps, .eval_every = o->every,
+                           .say = say, .say_user = &L, .steps = o->steps, .eval_every = o->every,
                            .final_s = PICTURES_S};
     L.budget.t0 = ag_budget_now(&L.budget);
     L.st.best_loss = INFINITY;
@@ -503,6 +503,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     catch_signals(old);
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
+    ag_progress_init(&L.prog, mine.log, o->progress, ag_dist_size(o->dist));
     ag_status s = same_build(&L, err);
     if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
@@ -513,6 +514,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     L.budget.ranks = ag_ddp_ranks(L.ddp);
     ag_budget_start(&L.budget);
     if (s == AG_OK) s = run_loop(&L, err);
+    if (L.drawn) ag_progress_break(&L.prog);   /* the progress line ends before anything after it */
     if (s == AG_OK) ag_ddp_log_summary(L.ddp, mine.log);
     if (L.csv && fclose(L.csv) != 0 && s == AG_OK)
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));

@@ -66,3 +66,4 @@ void ag_progress_break(const ag_progress *p)
 {
     if (p->log && p->tty) fputs("\n", p->log);
 }
+

@@ -528,6 +528,39 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
  * ("<who>: <model> has at least N parameters; ..."). */
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err);
 
+// --- the progress line of a run's log (progress.c) ---
+
+/* How the progress line is written: auto, redrawn in place ("\r ESC[K") when the log is a
+ * terminal and the run is one process, else a line at each log step (under mpirun the ranks'
+ * output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot tell); lines,
+ * always the latter; tty, always the former. */
+typedef enum { AG_PROGRESS_AUTO = 0, AG_PROGRESS_LINES, AG_PROGRESS_TTY } ag_progress_mode;
+
+typedef struct {
+    FILE *log;          /* where the lines go (NULL: nowhere, every call does nothing) */
+    bool tty;           /* the progress line is redrawn in place */
+    double ema_s;       /* the smoothed step time, seconds */
+    double shown_at;    /* when the progress line was last drawn (ag_now_s) */
+} ag_progress;
+
+/* The progress of a run of `ranks` processes on log, written as mode says. */
+void ag_progress_init(ag_progress *p, FILE *log, ag_progress_mode mode, int ranks);
+/* A step of dt seconds into ema_s: the run's first as it is, then 0.9 old + 0.1 new. */
+void ag_progress_step(ag_progress *p, double dt, bool first);
+/* Whether the progress line is drawn now: on a terminal at most ten times a second and at the
+ * final step, elsewhere at the program's log steps (due). */
+bool ag_progress_due(const ag_progress *p, bool due, bool final);
+/* The progress line (printf-style, no newline in fmt): on a terminal drawn over the last one,
+ * elsewhere a line of its own; flushed. */
+void ag_progress_show(ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Any other line of the log (printf-style, no newline in fmt), the progress line cleared first. */
+void ag_progress_line(const ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ag_progress_vline(const ag_progress *p, const char *fmt, va_list ap);
+/* On a terminal: the progress line erased (before a line written otherwise), or ended (break:
+ * kept on screen, before an error or an interruption is reported). Elsewhere nothing. */
+void ag_progress_clear(const ag_progress *p);
+void ag_progress_break(const ag_progress *p);
+
 // --- a whole training run (loop.c, loop_ckpt.c) ---
 
 typedef struct ag_train_client ag_train_client;
@@ -691,6 +724,9 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    ag_progress_mode progress; /* the progress line on log (ag_progress): auto, redrawn in place on
+                                  a terminal (every log_every steps: at most ten times a second),
+                                  else a line every log_every steps */
     bool overwrite;            /* a fresh run (no resume) in a DIR that holds a run starts over it,
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
@@ -772,39 +808,6 @@ size_t ag_train_flags_usage(const ag_train_opts *defaults, char *buf, size_t n);
  * (NULL for "--name"); false for any other argument ("--names" too). Every command line of the
  * library reads its flags so (these, serve's). */
 bool ag_flag_is(const char *arg, const char *name, const char **inline_value);
-
-// --- the progress line of a run's log (progress.c) ---
-
-/* How the progress line is written: auto, redrawn in place ("\r ESC[K") when the log is a
- * terminal and the run is one process, else a line at each log step (under mpirun the ranks'
- * output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot tell); lines,
- * always the latter; tty, always the former. */
-typedef enum { AG_PROGRESS_AUTO = 0, AG_PROGRESS_LINES, AG_PROGRESS_TTY } ag_progress_mode;
-
-typedef struct {
-    FILE *log;          /* where the lines go (NULL: nowhere, every call does nothing) */
-    bool tty;           /* the progress line is redrawn in place */
-    double ema_s;       /* the smoothed step time, seconds */
-    double shown_at;    /* when the progress line was last drawn (ag_now_s) */
-} ag_progress;
-
-/* The progress of a run of `ranks` processes on log, written as mode says. */
-void ag_progress_init(ag_progress *p, FILE *log, ag_progress_mode mode, int ranks);
-/* A step of dt seconds into ema_s: the run's first as it is, then 0.9 old + 0.1 new. */
-void ag_progress_step(ag_progress *p, double dt, bool first);
-/* Whether the progress line is drawn now: on a terminal at most ten times a second and at the
- * final step, elsewhere at the program's log steps (due). */
-bool ag_progress_due(const ag_progress *p, bool due, bool final);
-/* The progress line (printf-style, no newline in fmt): on a terminal drawn over the last one,
- * elsewhere a line of its own; flushed. */
-void ag_progress_show(ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Any other line of the log (printf-style, no newline in fmt), the progress line cleared first. */
-void ag_progress_line(const ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void ag_progress_vline(const ag_progress *p, const char *fmt, va_list ap);
-/* On a terminal: the progress line erased (before a line written otherwise), or ended (break:
- * kept on screen, before an error or an interruption is reported). Elsewhere nothing. */
-void ag_progress_clear(const ag_progress *p);
-void ag_progress_break(const ag_progress *p);
 
 // --- what flows through a model, --log-activations (activations.c, lesson 14) ---
 

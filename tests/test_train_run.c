@@ -28,6 +28,9 @@
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   progress_tty  opts.progress tty: the step line redrawn in place ("\r ESC[K", no newline),
  *                 the evaluation's line clearing it first; the log ends with a whole line.
+ *   own_stop      the program's own stop flag (opts.stop, its handlers: char_lm's SIGUSR1 too)
+ *                 ends the run as a signal does, with a checkpoint and that signal in the result;
+ *                 the loop leaves the program's handlers alone.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -55,6 +58,8 @@ typedef struct {
     int draws;
     const ag_train_format *format;   /* own_format: its checkpoint files (NULL: the loop's) */
     int stop_at;             /*   SIGTERM at this draw (0: never) */
+    volatile sig_atomic_t *flag;   /* own_stop: set to SIGUSR1 at the 5th draw (NULL: never), */
+    void (*seen)(int);       /*   when SIGTERM's handler was this */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
     int drawn;
     const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
@@ -70,6 +75,12 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
     (void)err;
     tiny *m = user;
     if (m->stop_at && ++m->drawn == m->stop_at) raise(SIGTERM);   /* the step goes on, the run stops after it */
+    if (m->flag && ++m->draws == 5) {
+        struct sigaction now;
+        sigaction(SIGTERM, NULL, &now);
+        m->seen = now.sa_handler;
+        *m->flag = SIGUSR1;
+    }
     if (m->move && ++m->draws == 5) {
         ck_assert_int_eq(rename(m->move, m->to), 0);
         ck_assert_int_eq(mkdir(m->move, 0777), 0);
@@ -728,6 +739,38 @@ START_TEST(progress_tty)
 }
 END_TEST
 
+static void no_handler(int sig) { (void)sig; }
+
+START_TEST(own_stop)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], want[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    static volatile sig_atomic_t flag;
+    tiny m;
+    tiny_build(&m);
+    m.flag = &flag;
+    struct sigaction mine = {.sa_handler = no_handler}, was;
+    sigemptyset(&mine.sa_mask);
+    ck_assert_int_eq(sigaction(SIGTERM, &mine, &was), 0);
+    snprintf(out, sizeof out, "%s/stop", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .stop = &flag,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(r.stop_signal, SIGUSR1);
+    ck_assert_int_eq(r.step, 5);   /* set during step 4: the run ends before step 5, saved there */
+    snprintf(want, sizeof want, "%s/ckpt-00000005", out);
+    ck_assert_str_eq(proc_ckpt(out), want);
+    ck_assert_int_eq(sigaction(SIGTERM, &was, NULL), 0);
+    ck_assert_msg(m.seen == no_handler, "the loop replaced the program's SIGTERM handler during the run");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -778,6 +821,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
     tcase_add_test(tc, progress_tty);
+    tcase_add_test(tc, own_stop);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

@@ -43,15 +43,22 @@ typedef struct {
     char cells[1024];         /* the client's cells of a row (c->row), after a comma */
     ag_progress prog;         /* the log: the progress line, redrawn on a terminal (opts->progress) */
     bool drawn;               /*   a redrawn progress line is on the terminal, not yet ended */
+    const volatile sig_atomic_t *stop;   /* the stop flag: opts->stop, or the loop's own (SIGINT, SIGTERM) */
 } loop;
 
-// --- signals: SIGINT and SIGTERM end the run at the next step, after a checkpoint ---
+// --- signals: SIGINT and SIGTERM (or the program's own: opts->stop) end the run at the next
+// step, after a checkpoint ---
 
 static volatile sig_atomic_t stop_sig;   /* one run at a time in a process */
 static void on_stop(int sig) { stop_sig = sig; }
 
-static void catch_signals(struct sigaction old[2])
+/* The stop flag the run watches: the program's (opts->stop), or the loop's own, caught here. */
+static const volatile sig_atomic_t *catch_signals(const ag_train_opts *o, struct sigaction old[2])
 {
+    if (o->stop) {
+        ag_plot_set_stop(o->stop);   /* a plot in progress gives up too */
+        return o->stop;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -59,11 +66,13 @@ static void catch_signals(struct sigaction old[2])
     stop_sig = 0;
     sigaction(SIGINT, &sa, &old[0]);
     sigaction(SIGTERM, &sa, &old[1]);
-    ag_plot_set_stop(&stop_sig);   /* a plot in progress gives up too */
+    ag_plot_set_stop(&stop_sig);
+    return &stop_sig;
 }
 
-static void restore_signals(const struct sigaction old[2])
+static void restore_signals(const ag_train_opts *o, const struct sigaction old[2])
 {
+    if (o->stop) return;   /* the program's handlers were never replaced */
     sigaction(SIGINT, &old[0], NULL);
     sigaction(SIGTERM, &old[1], NULL);
 }
@@ -251,7 +260,7 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
 /* The stop signal caught, or with several ranks the one they agreed on at the last step. */
 static int stop_request(const loop *L)
 {
-    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : stop_sig;
+    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : *L->stop;
 }
 
 /* The budget's decisions summed over the ranks (ddp.h), so that all stop at the same step. */
@@ -343,7 +352,7 @@ static ag_status start_ddp(loop *L, ag_error *err)
     if (!c->draw || !(c->loss || c->pass) || !c->evaluate || c->batch < 1)
         return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no draw, loss or evaluate call, or no batch");
     const ag_ddp_opts d = {.dist = L->o->dist, .grad_accum = L->o->grad_accum, .batch_size = c->batch,
-                           .params = c->params, .stop = &stop_sig, .unit = c->unit};
+                           .params = c->params, .stop = L->stop, .unit = c->unit};
     return ag_ddp_new(&L->ddp, &d, err);
 }
 
@@ -500,7 +509,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     memset(r, 0, sizeof *r);
     r->loss = r->val_loss = r->score = NAN;
     struct sigaction old[2];
-    catch_signals(old);
+    L.stop = catch_signals(o, old);
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
     ag_progress_init(&L.prog, mine.log, o->progress, ag_dist_size(o->dist));
@@ -525,6 +534,6 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_activations_free(L.acts);
     ag_ctx_free(L.ctx);
     ag_lock_drop(&L.lock);
-    restore_signals(old);
+    restore_signals(o, old);
     return s;
 }

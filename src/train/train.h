@@ -724,6 +724,11 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    const volatile sig_atomic_t *stop;   /* the program's own stop flag, set by its handlers (char_lm's:
+                                  SIGINT, SIGTERM, SIGHUP, its checkpoint signal SIGUSR1): non-zero
+                                  ends the run as a signal does, r->stop_signal := its value; the
+                                  loop then installs no handler. NULL: it catches SIGINT and
+                                  SIGTERM itself for the call's length */
     ag_progress_mode progress; /* the progress line on log (ag_progress): auto, redrawn in place on
                                   a terminal (every log_every steps: at most ten times a second),
                                   else a line every log_every steps */

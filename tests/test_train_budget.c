@@ -11,6 +11,8 @@
  *   pause    one step 100 times the others (the process stopped) is said, and not timed
  *   evals    the first evaluation, nothing timed, gets a tenth of the budget; one that runs
  *            late ends early and the later ones take as many batches
+ *   probe    before anything is timed, a probe's time of one item: a batch a split that cannot
+ *            end before the deadline ends the run at once with a checkpoint, said in one line
  *   duration ag_format_duration writes a budget as a log does: "0.5s", never "0s"; "1m30s",
  *            "1h30m"; a negative or NaN one "0s"
  *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
@@ -244,6 +246,22 @@ START_TEST(test_train_run_ends_in_time)
 }
 END_TEST
 
+START_TEST(test_probe)
+{
+    sim s = {.now = 100};
+    ag_budget b = budget_on(&s, 1.0, 1000, true, 10);
+    ag_error err = {0};
+    bool last = false;
+    ck_assert_int_eq(ag_budget_probe(&b, 0, 0.01, 4, "window", &last, &err), AG_OK);   /* 2 x 0.04 s: it fits */
+    ck_assert(!last && !b.no_eval && !b.out_of_time && s.said[0] == '\0');
+    ck_assert_int_eq(ag_budget_probe(&b, 0, 0.2, 4, "window", &last, &err), AG_OK);    /* 2 x 0.8 s: it does not */
+    ck_assert(last && b.no_eval && b.out_of_time);
+    ck_assert_str_eq(s.said, "time budget: 1 s is too short for this run: one evaluation batch takes about 0.8 s (a "
+                     "window 0.2 s, 4 a batch), and 1 s are left; ending at iteration 0 with a checkpoint, no "
+                     "evaluation\n");
+}
+END_TEST
+
 START_TEST(test_format_duration)
 {
     static const struct { double s; const char *want; } cases[] = {
@@ -266,6 +284,7 @@ Suite *train_budget_suite(void)
     Suite *s = suite_create("train_budget");
     TCase *t = tcase_create("simulated clock");
     tcase_add_test(t, test_format_duration);
+    tcase_add_test(t, test_probe);
     ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
               test_evaluations_bounded);
     suite_add_tcase(s, t);

@@ -95,6 +95,13 @@ ag_status ag_budget_check(ag_budget *b, long it, bool *last, ag_error *err);
 ag_status ag_budget_calibrate(ag_budget *b, long it, bool evaluated, bool *last, ag_error *err);
 /* The time an evaluation with its checkpoint takes: the last one timed, or an estimate. */
 double ag_budget_eval_time(const ag_budget *b);
+/* Before the run's first iteration it, nothing timed: item_s, the time one item of an
+ * evaluation batch took (a probe's: char_lm's one window), tells whether one batch of items
+ * (item, their name: "window") a split fits before the deadline. When not (on any rank), the
+ * run says so in one line and ends at once with a checkpoint and no evaluation: *last, no_eval
+ * and out_of_time. */
+ag_status ag_budget_probe(ag_budget *b, long it, double item_s, int items, const char *item, bool *last,
+                          ag_error *err);
 
 // --- evaluations bounded by the deadline ---
 

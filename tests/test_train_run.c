@@ -26,6 +26,8 @@
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
+ *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
+ *                 score column (no_score); a validation loss that is NaN is an empty cell.
  *   progress_tty  opts.progress tty: the step line redrawn in place ("\r ESC[K", no newline),
  *                 the evaluation's line clearing it first; the log ends with a whole line.
  *   own_stop      the program's own stop flag (opts.stop, its handlers: char_lm's SIGUSR1 too)
@@ -708,27 +710,83 @@ START_TEST(own_columns)
 }
 END_TEST
 
-START_TEST(progress_tty)
+/* A run of c with o into root/name (out [256]), its log into root/log.txt: the log's text (malloc'd). */
+static char *run_logged(const ag_train_client *c, ag_train_opts o, const char *root, const char *name, char *out)
 {
-    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], log_path[300];
-    ck_assert_ptr_nonnull(mkdtemp(root));
-    tiny m;
-    tiny_build(&m);
-    snprintf(out, sizeof out, "%s/tty", root);
+    char log_path[300];
+    snprintf(out, 256, "%s/%s", root, name);
     snprintf(log_path, sizeof log_path, "%s/log.txt", root);
     FILE *log = fopen(log_path, "w");
     ck_assert_ptr_nonnull(log);
-    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
-                               .loss = tiny_loss, .evaluate = tiny_eval};
-    const ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 5, .every = 10, .log_every = 5, .log = log,
-                             .progress = AG_PROGRESS_TTY, .sched = {.lr = 0.1, .min_lr = 0.1},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    o.out_dir = out;
+    o.log = log;
     ag_train_result r;
     ag_error err = {0};
-    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(ag_train_run(c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(fclose(log), 0);
     char *t = proc_read_file(log_path, NULL);
     ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+static ag_status tiny_eval_nan(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    (void)user, (void)ctx, (void)err;
+    *val = NAN;   /* no validation split */
+    *score = NAN;
+    return AG_OK;
+}
+
+static void tiny_progress(void *user, long it, long steps, double loss, double lr, double ema_s,
+                          const ag_budget *budget, char *buf, size_t n)
+{
+    (void)user, (void)loss, (void)lr;
+    snprintf(buf, n, "it %ld of %ld, ema %s, budget %s", it, steps, ema_s > 0 ? "set" : "none",
+             budget->deadline ? "yes" : "no");
+}
+
+static void tiny_said(void *user, long it, double train, double val, double score, char *buf, size_t n)
+{
+    (void)user, (void)score;
+    snprintf(buf, n, "E %ld train %.1f val %.1f\n  second line", it, train, val);
+}
+
+START_TEST(own_words)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train,
+                               .no_score = true, .progress_text = tiny_progress, .eval_text = tiny_said};
+    const ag_train_opts o = {.steps = 10, .seed = 5, .every = 5, .log_every = 5, .progress = AG_PROGRESS_LINES,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    char *t = run_logged(&c, o, root, "words", out);
+    ck_assert_msg(strstr(t, "it 4 of 10, ema set, budget no\nE 5 train 7.0 val nan\n  second line\nit 9 of 10, "), "%s",
+                  t);
+    free(t);
+    char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss\n", 33) == 0 && strstr(csv, ",7.000000,\n6,") &&
+                  strstr(csv, "\n10,,,7.000000,\n"), "%s", csv);
+    free(csv);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(progress_tty)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    char *t = run_logged(&c, o, root, "tty", out);
     const char first[] = "\r\033[Kstep 1/10 | loss ";   /* the first step: drawn at once */
     ck_assert_msg(strncmp(t, first, strlen(first)) == 0, "%s", t);
     ck_assert_msg(strstr(t, "\r\033[Kstep 10/10 | loss ") && strstr(t, "\r\033[Kstep 10: val loss 1.0000"), "%s", t);
@@ -821,6 +879,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
     tcase_add_test(tc, progress_tty);
+    tcase_add_test(tc, own_words);
     tcase_add_test(tc, own_stop);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);

@@ -19,7 +19,7 @@
 #include "../tensor/debug.h"   /* ag_now_s */
 #include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
 
-#define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score"
+#define CSV_HEAD "iter,lr,loss,train_loss,val_loss"
 #define PICTURES_S 0.5   /* the budget keeps this for loss.png and report.md, after the last checkpoint */
 
 typedef struct {
@@ -39,7 +39,8 @@ typedef struct {
     uint64_t replaces;        /* opts->overwrite: the old run, removed after our first commit (0: none) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
     ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
-    char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
+    char eval_cols[128];      /* ",train,val,score" (no score: c->no_score) for the next row, */
+    bool evaluated;           /*   when it carries an evaluation */
     char cells[1024];         /* the client's cells of a row (c->row), after a comma */
     ag_progress prog;         /* the log: the progress line, redrawn on a terminal (opts->progress) */
     bool drawn;               /*   a redrawn progress line is on the terminal, not yet ended */
@@ -118,6 +119,15 @@ static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
     return ag_ddp_reduce(L->ddp, loss, err);                                 // over the ranks: one dW
 }
 
+/* A row's evaluation cells: the evaluation's, or empty ones (",," and the score's). */
+static const char *row_eval(const loop *L)
+{
+    if (L->evaluated) return L->eval_cols;
+    return L->c->no_score ? ",," : ",,,";
+}
+
+static void progress(loop *L, long it, double lv, double lr);
+
 /* The client's cells of the row of step it (step false: the last row, no step), after a comma;
  * "" without columns. */
 static const char *client_cells(loop *L, long it, bool step)
@@ -125,7 +135,7 @@ static const char *client_cells(loop *L, long it, bool step)
     if (!L->c->columns || !L->c->row) return "";
     L->cells[0] = ',';
     L->cells[1] = '\0';
-    L->c->row(L->c->user, it, step, strcmp(L->eval_cols, ",,,") != 0, L->cells + 1, sizeof L->cells - 1);
+    L->c->row(L->c->user, it, step, L->evaluated, L->cells + 1, sizeof L->cells - 1);
     return L->cells;
 }
 
@@ -156,14 +166,26 @@ static ag_status step(loop *L, long it, ag_error *err)
     L->r->loss = lv;
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
-    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, L->eval_cols, client_cells(L, it, true));
-    strcpy(L->eval_cols, ",,,");
-    if (ag_progress_due(&L->prog, o->log_every > 0 && (it + 1) % o->log_every == 0, it + 1 == o->steps)) {
-        ag_progress_show(&L->prog, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms", it + 1, o->steps, lv, lr,
-                         1e3 * L->step_s);
-        L->drawn = L->prog.tty;
-    }
+    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
+    L->evaluated = false;
+    ag_progress_step(&L->prog, L->step_s, it == L->r->start);
+    if (ag_progress_due(&L->prog, o->log_every > 0 && (it + 1) % o->log_every == 0, it + 1 == o->steps))
+        progress(L, it, lv, lr);
     return AG_OK;
+}
+
+/* The progress line after step it, in the client's words (progress_text) or the loop's. */
+static void progress(loop *L, long it, double lv, double lr)
+{
+    const ag_train_client *c = L->c;
+    char line[512];
+    if (c->progress_text)
+        c->progress_text(c->user, it, L->o->steps, lv, lr, L->prog.ema_s, &L->budget, line, sizeof line);
+    else
+        snprintf(line, sizeof line, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms", it + 1, L->o->steps, lv, lr,
+                 1e3 * L->step_s);
+    ag_progress_show(&L->prog, "%s", line);
+    L->drawn = L->prog.tty;
 }
 
 // --- evaluation and checkpoint ---
@@ -190,6 +212,25 @@ static ag_status check_divergence(const loop *L, long it, const char *what, doub
                  "step %ld))", limit, L->o->diverge_floor, st->best_loss, st->best_step);
     return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the %s loss is %g%s: the model has diverged; stopped; %s (try "
                      "a lower learning rate)", it, what, isnan(val) ? NAN : val, above, kept);
+}
+
+/* The evaluation at step it in the next row's cells (a loss that is NaN: an empty cell; no step
+ * since the last evaluation: no train loss) and on the log, in the client's words (eval_text)
+ * or the loop's. */
+static void eval_said(loop *L, long it, double train, double val, double score)
+{
+    const ag_train_client *c = L->c;
+    char tr[32] = "", va[32] = "", sc[40] = "", text[1024];
+    if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
+    if (!isnan(val)) snprintf(va, sizeof va, "%.6f", val);
+    if (!c->no_score) snprintf(sc, sizeof sc, ",%.6g", score);
+    snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%s%s", tr, va, sc);
+    L->evaluated = true;
+    if (c->eval_text) c->eval_text(c->user, it, train, val, score, text, sizeof text);
+    else snprintf(text, sizeof text, "step %ld: val loss %.4f | %s %.4f", it, val, c->score_name ? c->score_name
+                  : "score", score);
+    ag_progress_line(&L->prog, "%s", text);   /* flushed: seen at once in a file or a pipe */
+    L->drawn = false;
 }
 
 /* The client's evaluation in no-grad mode: vs [3] := val, score, train (its own, or the mean
@@ -232,12 +273,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     L->r->val_loss = val;
     L->r->score = score;
     L->r->train_loss = train;
-    char tr[32] = "";   /* no step since the last evaluation: no train loss */
-    if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
-    snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
-    ag_progress_line(&L->prog, "step %ld: val loss %.4f | %s %.4f", it, val, L->c->score_name ? L->c->score_name
-                     : "score", score);   /* flushed: seen at once in a file or a pipe */
-    L->drawn = false;
+    eval_said(L, it, train, val, score);
     if (!L->acts) return AG_OK;
     return ag_activations_measure(L->acts, L->ctx, L->c, L->o->seed, it, L->o->log, err);   /* --log-activations */
 }
@@ -271,8 +307,7 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
     bool best = false;
     ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
-    if (s == AG_OK && L->csv && strcmp(L->eval_cols, ",,,") != 0)
-        fprintf(L->csv, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
+    if (s == AG_OK && L->csv && L->evaluated) fprintf(L->csv, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
     if (s == AG_OK) s = checkpoint(L, it, best, err);
     L->r->step = it;
     return s;
@@ -407,7 +442,7 @@ static ag_status open_run(loop *L, ag_error *err)
         !(L->acts = ag_activations_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
         return err->status;
     char head[2048];   /* the loop's columns, then the client's */
-    if (snprintf(head, sizeof head, "%s%s%s\n", CSV_HEAD, L->c->columns ? "," : "",
+    if (snprintf(head, sizeof head, "%s%s%s%s\n", CSV_HEAD, L->c->no_score ? "" : ",score", L->c->columns ? "," : "",
                  L->c->columns ? L->c->columns : "") >= (int)sizeof head)
         return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client's metrics.csv columns are too long");
     return ag_csv_open(dir, "metrics.csv", head, L->o->resume ? L->st.step : -1, &L->csv, err);
@@ -496,7 +531,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_train_opts mine = *o;   /* rank 0's log alone */
     if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
     loop L = {.c = c, .o = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
-              .eval_cols = ",,,"};
+              .eval_cols = ""};
     L.budget = (ag_budget){.budget_s = o->time_budget_s, .clock = o->clock, .clock_user = o->clock_user,
                            .say = say, .say_user = &L, .steps = o->steps, .eval_every = o->every,
                            .final_s = PICTURES_S};

@@ -80,6 +80,7 @@
 #include "../params/params.h"
 #include "../tensor/tensor.h"
 #include "ddp.h"   /* the split of a step over ranks and micro-batches (ag_train_opts' dist) */
+#include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 
 #define AG_LOCK_NAME "train.lock"
 
@@ -665,6 +666,16 @@ struct ag_train_client {
      * false for the last row, which has no step; evaluated: the row carries an evaluation). */
     const char *columns;
     void (*row)(void *user, long it, bool step, bool evaluated, char *buf, size_t n);
+    bool no_score;             /* metrics.csv has no score column (char_lm's: its loss is its measure) */
+    /* Optional: the log's lines in the program's own words, each written into buf [n] (no newline
+     * at its end). progress_text: the progress line after step it of steps (char_lm's "iter 10/200
+     * loss 2.3100  lr 1.00e-03  52000 tok/s  ETA 1m05s"), given its loss, learning rate, the smoothed
+     * step time ema_s and the run's budget (its deadline, whether the count is still being fixed);
+     * eval_text: the evaluation at step it (several lines may be joined by newlines; a loss that is
+     * NaN: none). NULL: the loop's ("step 10/200 | loss ... | lr ... | 4.1 ms", "step 10: val loss"). */
+    void (*progress_text)(void *user, long it, long steps, double loss, double lr, double ema_s,
+                          const ag_budget *budget, char *buf, size_t n);
+    void (*eval_text)(void *user, long it, double train_loss, double val_loss, double score, char *buf, size_t n);
     /* For the report card (DIR/report.md), all optional: */
     const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
                                   the card shows them, then the trainer's options (train.steps, ...) */
@@ -843,7 +854,5 @@ void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */
  * iterations (the stream's RMS, the dead share, the scores' range), a line per block. Errors as
  * ag_plot_script's. */
 ag_status ag_plot_activations(const char *dir, int n_layer, ag_error *err);
-
-#include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 
 #endif

@@ -17,7 +17,9 @@
  *            "1h30m"; a negative or NaN one "0s"
  *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
  *            a hundred steps' time and comes due only at the end: the run ends out of time
- *            with its final evaluation and checkpoint inside the budget, DIR/latest whole */
+ *            with its final evaluation and checkpoint inside the budget, DIR/latest whole
+ *   own      the same run on the program's own budget (opts.budget): its evaluate times its
+ *            batches on it, and what the budget decided is the program's to read */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -186,6 +188,7 @@ typedef struct {
     sim clock;
     ag_params *P;
     ag_tensor *w;   /* [1,4] the logits */
+    ag_budget *budget;   /* own: the program's budget, its evaluation batches timed on it */
 } toy;
 
 /* A step's batch: nothing to draw (the one item is class 2), but the step's time passes */
@@ -208,6 +211,7 @@ static ag_status toy_eval(void *user, ag_ctx *ctx, double *val, double *score, a
 {
     (void)err;
     toy *t = user;
+    if (t->budget) ag_budget_batch(t->budget, t->clock.eval_s);   /* own: one batch of eval_s */
     t->clock.now += t->clock.eval_s;
     t->clock.evals++;
     *val = (double)ag_cross_entropy(ctx, t->w, (const int[]){2})->data[0];   // [1]
@@ -241,6 +245,34 @@ START_TEST(test_train_run_ends_in_time)
     ag_params_zero_grad(t.P);
     long step = -1;   /* the checkpoint DIR/latest names loads, at the step the run ended */
     ck_assert_msg(ag_train_load(dir, &c, &step, &err) == AG_OK && step == r.step, "%s (step %ld)", err.msg, step);
+    ag_params_free(t.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(test_train_run_own_budget)
+{
+    toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
+    t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
+    ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    char root[] = "/tmp/ag_train_budget_XXXXXX";
+    ck_assert(mkdtemp(root));
+    ag_budget b = {.budget_s = 5, .final_s = 0.5, .eval_iters = 1, .splits = 1, .clock = sim_now,
+                   .clock_user = &t.clock};
+    t.budget = &b;
+    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .batch = 1, .draw = toy_draw,
+                               .loss = toy_loss, .evaluate = toy_eval};
+    const ag_train_opts o = {.out_dir = proc_path(root, "run"), .steps = 1000000, .every = 1000, .budget = &b,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 1000000},
+                             .adam = {0.9, 0.99, 1e-8, 0}};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(r.out_of_time && b.out_of_time && t.clock.evals == 2 && t.clock.now <= 55, "out of time %d, %ld "
+                  "evaluations, ended at %.3f", r.out_of_time, t.clock.evals, t.clock.now);
+    ck_assert_msg(b.t0 == 50 && b.deadline == 55 && b.batch_s == 1, "t0 %g, deadline %g, its batches %g s", b.t0,
+                  b.deadline, b.batch_s);
+    ck_assert_int_eq(b.steps, 1000000);   /* set by the loop: the program left it 0 */
     ag_params_free(t.P);
     proc_remove_tree(root);
 }
@@ -290,7 +322,7 @@ Suite *train_budget_suite(void)
     suite_add_tcase(s, t);
     TCase *loop = tcase_create("ag_train_run");
     tcase_set_timeout(loop, 120);   /* loss.png's gnuplot runs on the wall clock */
-    ADD_TESTS(loop, test_train_run_ends_in_time);
+    ADD_TESTS(loop, test_train_run_ends_in_time, test_train_run_own_budget);
     suite_add_tcase(s, loop);
     return s;
 }

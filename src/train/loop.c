@@ -38,7 +38,8 @@ typedef struct {
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
     uint64_t replaces;        /* opts->overwrite: the old run, removed after our first commit (0: none) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
-    ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
+    ag_budget *budget;        /* the steps and evaluations timed, the deadline kept: opts->budget, */
+    ag_budget own_budget;     /*   or the loop's own, of opts->time_budget_s */
     char eval_cols[128];      /* ",train,val,score" (no score: c->no_score) for the next row, */
     bool evaluated;           /*   when it carries an evaluation */
     char cells[1024];         /* the client's cells of a row (c->row), after a comma */
@@ -180,7 +181,7 @@ static void progress(loop *L, long it, double lv, double lr)
     const ag_train_client *c = L->c;
     char line[512];
     if (c->progress_text)
-        c->progress_text(c->user, it, L->o->steps, lv, lr, L->prog.ema_s, &L->budget, line, sizeof line);
+        c->progress_text(c->user, it, L->o->steps, lv, lr, L->prog.ema_s, L->budget, line, sizeof line);
     else
         snprintf(line, sizeof line, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms", it + 1, L->o->steps, lv, lr,
                  1e3 * L->step_s);
@@ -329,20 +330,20 @@ static ag_status run_loop(loop *L, ag_error *err)
             return finish(L, it, false, err);
         }
         bool last = it >= o->steps;
-        ag_status s = ag_budget_check(&L->budget, it, &last, err);   /* no room for a step and the final evaluation */
+        ag_status s = ag_budget_check(L->budget, it, &last, err);   /* no room for a step and the final evaluation */
         if (s) return s;
-        L->r->out_of_time = L->budget.out_of_time;
+        L->r->out_of_time = L->budget->out_of_time;
         if (last) return finish(L, it, true, err);
         /* a resume evaluates again where it starts, as the run it continues did (no second save);
          * under a budget a fresh run too, so that the final evaluation's time is known in time */
         bool due = o->every > 0 && (it > L->r->start || o->resume || o->eval_at_start) && it % o->every == 0;
-        due = due || (L->budget.deadline && it == L->r->start);
+        due = due || (L->budget->deadline && it == L->r->start);
         if (due) {
             bool best = false;
             s = evaluate(L, it, &best, err);
             if (s == AG_OK) s = checkpoint(L, it, best, err);
         }
-        if (s == AG_OK) s = ag_budget_calibrate(&L->budget, it, due, &last, err);   /* the evaluation timed */
+        if (s == AG_OK) s = ag_budget_calibrate(L->budget, it, due, &last, err);   /* the evaluation timed */
         if (s == AG_OK) s = step(L, it, err);
         if (s) return s;
     }
@@ -524,6 +525,19 @@ static void pictures(loop *L)
     report(L, pics);
 }
 
+/* The run's budget: the program's (opts->budget, what it left unset the loop's), or the loop's
+ * own of opts->time_budget_s; counted from now unless the program's began before. */
+static void set_budget(loop *L, const ag_train_opts *o)
+{
+    ag_budget *b = L->budget = o->budget ? o->budget : &L->own_budget;
+    if (!o->budget) *b = (ag_budget){.budget_s = o->time_budget_s, .final_s = PICTURES_S};
+    if (!b->clock) b->clock = o->clock, b->clock_user = o->clock_user;
+    if (!b->say) b->say = say, b->say_user = L;
+    if (!b->steps) b->steps = o->steps;
+    if (!b->eval_every) b->eval_every = o->every;
+    if (!b->t0) b->t0 = ag_budget_now(b);
+}
+
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err)
 {
     ag_error own = {0};
@@ -532,10 +546,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
     loop L = {.c = c, .o = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
               .eval_cols = ""};
-    L.budget = (ag_budget){.budget_s = o->time_budget_s, .clock = o->clock, .clock_user = o->clock_user,
-                           .say = say, .say_user = &L, .steps = o->steps, .eval_every = o->every,
-                           .final_s = PICTURES_S};
-    L.budget.t0 = ag_budget_now(&L.budget);
+    set_budget(&L, o);
     L.st.best_loss = INFINITY;
     L.st.best_step = -1;
     L.st.eval_step = -1;
@@ -552,11 +563,11 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
     if (s == AG_OK) s = open_run(&L, err);
-    L.budget.start = r->start;
-    L.budget.sum = ranks_sum;
-    L.budget.sum_user = L.ddp;
-    L.budget.ranks = ag_ddp_ranks(L.ddp);
-    ag_budget_start(&L.budget);
+    L.budget->start = r->start;
+    L.budget->sum = ranks_sum;
+    L.budget->sum_user = L.ddp;
+    L.budget->ranks = ag_ddp_ranks(L.ddp);
+    ag_budget_start(L.budget);
     if (s == AG_OK) s = run_loop(&L, err);
     if (L.drawn) ag_progress_break(&L.prog);   /* the progress line ends before anything after it */
     if (s == AG_OK) ag_ddp_log_summary(L.ddp, mine.log);

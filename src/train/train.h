@@ -728,6 +728,13 @@ typedef struct {
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
+    ag_budget *budget;         /* the program's own time budget (budget.h: budget_s, fit, warmup,
+                                  eval_iters, splits, sched, as_said, spent_s ... as it sets them; t0
+                                  if its time began before the call), in place of the loop's of
+                                  time_budget_s: its evaluate bounds its batches with it
+                                  (ag_budget_eval_start ... ag_budget_batch) and reads what it
+                                  decided (count, out_of_time). The loop sets start, sum and ranks,
+                                  and clock, say, steps, eval_every and t0 where unset. NULL: none */
     double (*clock)(void *user);   /* the clock the time budget reads, seconds (NULL: the wall
                                   clock; a test's simulated one makes the budget's decisions exact) */
     void *clock_user;

@@ -33,6 +33,9 @@
  *   own_stop      the program's own stop flag (opts.stop, its handlers: char_lm's SIGUSR1 too)
  *                 ends the run as a signal does, with a checkpoint and that signal in the result;
  *                 the loop leaves the program's handlers alone.
+ *   in_words      the messages that stop a run in a client's words (count, lr_name,
+ *                 diverge_floor_name), as char_lm says them: a loss that turns NaN, a diverged
+ *                 validation loss, each naming what DIR keeps.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -62,6 +65,8 @@ typedef struct {
     int stop_at;             /*   SIGTERM at this draw (0: never) */
     volatile sig_atomic_t *flag;   /* own_stop: set to SIGUSR1 at the 5th draw (NULL: never), */
     void (*seen)(int);       /*   when SIGTERM's handler was this */
+    int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
+    int train_evals;         /* own_columns: evaluate_train's calls */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
     int drawn;
     const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
@@ -87,6 +92,7 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
         ck_assert_int_eq(rename(m->move, m->to), 0);
         ck_assert_int_eq(mkdir(m->move, 0777), 0);
     }
+    if (m->poison_at && ++m->drawn == m->poison_at) m->P->data[0] = (ag_real)NAN;
     for (int i = 0; i < BATCH; i++) {
         m->x[i * IN] = (ag_real)ag_rng_uniform(rng);
         m->x[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
@@ -670,7 +676,7 @@ static ag_status tiny_eval_train(void *user, ag_ctx *ctx, double *train, ag_erro
 {
     (void)ctx, (void)err;
     tiny *m = user;
-    m->evaluated++;
+    m->train_evals++;
     *train = 7;
     return AG_OK;
 }
@@ -697,7 +703,7 @@ START_TEST(own_columns)
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
-    ck_assert_int_eq(m.evaluated, 3);   /* steps 0, 10 and 20 */
+    ck_assert_int_eq(m.train_evals, 3);   /* steps 0, 10 and 20 */
     char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss,score,extra,more\n", 50) == 0, "%s", csv);
@@ -829,6 +835,46 @@ START_TEST(own_stop)
 }
 END_TEST
 
+/* A run of c into root/name (10 steps, an evaluation every 2, char_lm's floor): its error. */
+static void words_run(const ag_train_client *c, const char *root, const char *name, const char *want_tail)
+{
+    char out[256], want[600];
+    snprintf(out, sizeof out, "%s/%s", root, name);
+    const ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 5, .every = 2, .diverge_floor = 1.4,
+                             .diverge_floor_name = "2 ln V", .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(c, &o, &r, &err), AG_ERR_NONFINITE);
+    snprintf(want, sizeof want, want_tail, out);
+    ck_assert_str_eq(err.msg, want);
+}
+
+START_TEST(in_words)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    m.poison_at = 4;   /* step 3's loss */
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                         .loss = tiny_loss, .evaluate = tiny_eval, .count = "iteration", .lr_name = "--lr"};
+    words_run(&c, root, "nan", "iteration 3: the loss is nan; stopped before the optimizer step; kept: "
+              "%s/ckpt-00000002, the latest and the best (try a lower --lr)");
+    ag_params_init(m.P, 3);
+    const double spike[] = {0.5, 2.5};
+    m.poison_at = 0;
+    m.evals = spike;
+    m.evaluated = 0;
+    c.evaluate_train = tiny_eval_train;   /* two losses: each named */
+    words_run(&c, root, "spike", "iteration 4: the evaluation's val loss is 2.5, above the divergence limit 2 (max(2 ln "
+              "V, 4 x the best evaluation, 0.5000 at iteration 2)): the model has diverged; stopped; kept: "
+              "%s/ckpt-00000002, the latest and the best (try a lower --lr)");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -881,6 +927,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, progress_tty);
     tcase_add_test(tc, own_words);
     tcase_add_test(tc, own_stop);
+    tcase_add_test(tc, in_words);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

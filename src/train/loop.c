@@ -97,6 +97,28 @@ static ag_status forward_backward(loop *L, long it, ag_micro *mb, double *lv, ag
     return AG_OK;
 }
 
+/* What a step is called in messages: the client's word ("iteration") or "step". */
+static const char *count_word(const loop *L) { return L->c->count ? L->c->count : "step"; }
+
+/* A run stopped at step it, by a value that is not finite or too high: "<count> it: <what><rest>;
+ * kept: DIR/ckpt-..., the latest ... (try a lower <learning rate>)", as char_lm says it (rest
+ * begins with its punctuation). */
+static ag_status stopped(const loop *L, long it, const char *what, const char *rest, ag_error *err)
+{
+    char kept[1024];
+    if (L->writer) ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);   /* read from DIR: what is there */
+    else snprintf(kept, sizeof kept, "the checkpoint of %s %ld is kept", count_word(L), L->saved_at);
+    return ag_seterr(err, AG_ERR_NONFINITE, "%s %ld: %s%s; %s (try a lower %s)", count_word(L), it, what, rest, kept,
+                     L->c->lr_name ? L->c->lr_name : "learning rate");
+}
+
+/* "the loss is nan": a value as a message writes it (NaN without its sign, never "-nan"). */
+static const char *value_is(char *buf, size_t n, const char *what, double v)
+{
+    snprintf(buf, n, "%s is %g", what, isnan(v) ? NAN : v);
+    return buf;
+}
+
 /* This rank's micro-batches of the batch drawn (all of it alone): each one's forward and
  * backward, dW += its gradient times its dloss; then the sum over the ranks (one allreduce).
  * *loss: the step's loss, the micro-batches' losses weighed by their dloss, summed. */
@@ -112,9 +134,10 @@ static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
         ag_status s = c->pass ? c->pass(c->user, L->ctx, &mb, &lv, err)      // the client's forward and backward
                               : forward_backward(L, it, &mb, &lv, err);      // its items -> mean loss; dW
         if (s) return s;
+        char why[64];
         if (!isfinite(lv))
-            return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the loss is %g; stopped before the optimizer step, the "
-                             "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
+            return stopped(L, it, value_is(why, sizeof why, "the loss", lv), "; stopped before the optimizer step",
+                           err);
         *loss += (double)mb.dloss * lv;
     }
     return ag_ddp_reduce(L->ddp, loss, err);                                 // over the ranks: one dW
@@ -151,9 +174,10 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (s == AG_OK) s = micro_batches(L, it, &lv, err);                      // dW, the batch's loss
     if (s) return s;
     double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
+    char why[64];
     if (!isfinite(norm))
-        return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the gradient norm is %g; stopped before the optimizer "
-                         "step", it, norm);
+        return stopped(L, it, value_is(why, sizeof why, "the gradient norm", norm), "; stopped before the optimizer step",
+                       err);
     bool logged = L->dyn && (it % o->log_dynamics == 0 || it + 1 == o->steps);   /* --log-dynamics's row */
     if (logged) ag_dynamics_log_watch(L->dyn, P, it, norm, clip);            // dW, and W before the update
     if (L->c->update) s = L->c->update(L->c->user, P, lr, L->st.step + 1, clip, err);   // the client's optimizer
@@ -197,22 +221,24 @@ double ag_divergence_limit(double floor, double best, bool have_best)
     return 4 * best > floor ? 4 * best : floor;
 }
 
-/* opts->diverge_floor: an evaluation loss val (what: "evaluation", "evaluation's train") that is
- * not finite or above the divergence limit stops the run, its weights never saved: the error
- * names what stays. AG_OK otherwise. */
+/* opts->diverge_floor: an evaluation loss val (what: "the evaluation loss", "the evaluation's
+ * train loss") that is not finite or above the divergence limit stops the run, its weights never
+ * saved: the error names what stays. AG_OK otherwise. */
 static ag_status check_divergence(const loop *L, long it, const char *what, double val, ag_error *err)
 {
+    const ag_train_opts *o = L->o;
     const ag_train_state *st = &L->st;
-    double limit = ag_divergence_limit(L->o->diverge_floor, st->best_loss, st->best_step >= 0);
-    if (!(L->o->diverge_floor > 0) || val <= limit) return AG_OK;
-    char kept[1024], above[160] = "";
-    if (L->writer) ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);
-    else snprintf(kept, sizeof kept, "the checkpoint of step %ld is kept", L->saved_at);
+    double limit = ag_divergence_limit(o->diverge_floor, st->best_loss, st->best_step >= 0);
+    if (!(o->diverge_floor > 0) || val <= limit) return AG_OK;
+    char is[300], floor[32];
+    value_is(is, sizeof is, what, val);
+    snprintf(floor, sizeof floor, "%.4g", o->diverge_floor);
+    size_t n = strlen(is);
     if (isfinite(val))
-        snprintf(above, sizeof above, ", above the divergence limit %.4g (max(%.4g, 4 x the best evaluation, %.4f at "
-                 "step %ld))", limit, L->o->diverge_floor, st->best_loss, st->best_step);
-    return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the %s loss is %g%s: the model has diverged; stopped; %s (try "
-                     "a lower learning rate)", it, what, isnan(val) ? NAN : val, above, kept);
+        snprintf(is + n, sizeof is - n, ", above the divergence limit %.4g (max(%s, 4 x the best evaluation, %.4f at %s "
+                 "%ld))", limit, o->diverge_floor_name ? o->diverge_floor_name : floor, st->best_loss, count_word(L),
+                 st->best_step);
+    return stopped(L, it, is, ": the model has diverged; stopped", err);
 }
 
 /* The evaluation at step it in the next row's cells (a loss that is NaN: an empty cell; no step
@@ -259,8 +285,10 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     if (s == AG_OK) s = client_eval(L, vs, err);
     if (s) return s;
     double val = vs[0], score = vs[1], train = vs[2];
-    if ((s = check_divergence(L, it, "evaluation", val, err))) return s;   /* opts->diverge_floor */
-    if (L->c->evaluate_train && (s = check_divergence(L, it, "evaluation's train", train, err))) return s;
+    bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
+    if ((s = check_divergence(L, it, both ? "the evaluation's val loss" : "the evaluation loss", val, err)))
+        return s;   /* opts->diverge_floor */
+    if (both && (s = check_divergence(L, it, "the evaluation's train loss", train, err))) return s;
     *is_best = isfinite(val) && val < L->st.best_loss;
     if (*is_best) {
         L->st.best_loss = val;

@@ -655,6 +655,12 @@ struct ag_train_client {
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
     const char *score_name;    /* the score's name in the progress line ("exact match") */
+    /* Optional, the words of the loop's messages that stop a run ("iteration 5: the loss is nan;
+     * stopped before the optimizer step; kept: DIR/ckpt-00000004, the latest and the best (try a
+     * lower --lr)"): what a step is called (NULL: "step") and how the program's user sets the
+     * learning rate (NULL: "learning rate") */
+    const char *count;
+    const char *lr_name;
     /* Optional: at each evaluation, before evaluate and also in no-grad mode, the client's own
      * training loss (char_lm's: batches of its training split) in *train_loss, in place of the
      * mean batch loss since the last evaluation: metrics.csv's train_loss, held to the
@@ -756,6 +762,7 @@ typedef struct {
                                   names the old run's); false: such a DIR is refused */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
                                   iteration 0: the untrained model's loss, a checkpoint to go back to) */
+    const char *diverge_floor_name;   /* the floor in the divergence message ("2 ln V"; NULL: its value) */
     double diverge_floor;      /* > 0: an evaluation loss that is not finite or above
                                   ag_divergence_limit(diverge_floor, the best so far) stops the run
                                   with AG_ERR_NONFINITE before its checkpoint: the diverged weights

@@ -36,6 +36,8 @@
  *   in_words      the messages that stop a run in a client's words (count, lr_name,
  *                 diverge_floor_name), as char_lm says them: a loss that turns NaN, a diverged
  *                 validation loss, each naming what DIR keeps.
+ *   parents       opts.make_parents makes DIR's missing parents (without it: refused, said);
+ *                 after_step sees every step's loss; a resume's start call sees where it starts.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -67,6 +69,8 @@ typedef struct {
     void (*seen)(int);       /*   when SIGTERM's handler was this */
     int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
     int train_evals;         /* own_columns: evaluate_train's calls */
+    double losses[16];       /* parents: each step's loss (after_step), */
+    long stepped, started_at;   /*   how many steps, the step the start call saw */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
     int drawn;
     const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
@@ -592,11 +596,12 @@ static ag_status tiny_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, 
     return ag_backward_from(ctx, l, &mb->dloss) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
 }
 
-static ag_status tiny_start(void *user, ag_ctx *ctx, ag_error *err)
+static ag_status tiny_start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
 {
     (void)err;
     tiny *m = user;
     ck_assert_int_eq(m->passes, 0);
+    ck_assert_int_eq(st->step, 0);   /* a fresh run */
     m->started = ctx;
     m->starts++;
     return AG_OK;
@@ -875,6 +880,53 @@ START_TEST(in_words)
 }
 END_TEST
 
+static void tiny_after(void *user, long it, double loss, double lr)
+{
+    tiny *m = user;
+    ck_assert(lr > 0 && it == m->started_at + m->stepped);
+    m->losses[m->stepped++ % 16] = loss;
+}
+
+static ag_status tiny_started(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
+{
+    (void)ctx, (void)err;
+    ((tiny *)user)->started_at = st->step;
+    return AG_OK;
+}
+
+START_TEST(parents)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/a/b/run", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .start = tiny_started,
+                               .after_step = tiny_after};
+    ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .sched = {.lr = 0.1, .min_lr = 0.1},
+                       .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);   /* root/a is missing */
+    ck_assert_msg(strstr(err.msg, "cannot create"), "%s", err.msg);
+    o.make_parents = true;
+    ag_error_clear(&err);
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.stepped, 6);
+    for (int i = 0; i < 6; i++) ck_assert_msg(isfinite(m.losses[i]) && m.losses[i] > 0, "step %d: %g", i, m.losses[i]);
+    ck_assert(m.losses[5] == r.loss);
+    m.stepped = 0;
+    o.resume = true;
+    o.steps = 9;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.started_at, 6);
+    ck_assert_int_eq(m.stepped, 3);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -928,6 +980,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_words);
     tcase_add_test(tc, own_stop);
     tcase_add_test(tc, in_words);
+    tcase_add_test(tc, parents);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

@@ -189,6 +189,7 @@ static ag_status step(loop *L, long it, ag_error *err)
     L->st.loss_sum += lv;
     L->st.loss_n++;
     L->r->loss = lv;
+    if (L->c->after_step) L->c->after_step(L->c->user, it, lv, lr);
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
     if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
@@ -427,6 +428,7 @@ static ag_status open_dir(loop *L, ag_error *err)
     ag_error none = {0};
     ag_status s = ag__loop_outside_runs(dir, L->c, err);   /* before anything there is made, locked or read */
     if (s) return s;
+    if (L->o->make_parents && (s = ag_mkdir_p(dir, err))) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
     if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
@@ -462,7 +464,7 @@ static ag_status open_run(loop *L, ag_error *err)
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    if (L->c->start && (s = L->c->start(L->c->user, L->ctx, err))) return s;   /* what the client makes for it */
+    if (L->c->start && (s = L->c->start(L->c->user, L->ctx, &L->st, err))) return s;   /* the client's, for the run */
     if (!L->writer) return AG_OK;   /* no file of its own */
     if (L->o->log_dynamics > 0 &&
         !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))

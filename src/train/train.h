@@ -647,10 +647,16 @@ struct ag_train_client {
      * mb->dloss, into the step's). ctx is the loop's, its tape reset before; the client leaves
      * it to the loop's next reset. */
     ag_status (*pass)(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err);
-    /* Optional: once the loop's ctx exists, on every rank, before the first step or evaluation:
-     * what the client makes for it (char_lm's shards, made for a ctx: ag_gpt_shards_new) or sets
-     * on it (--detect-anomaly's checks: ag_ctx_set_detect_anomaly). A failure ends the run. */
-    ag_status (*start)(void *user, ag_ctx *ctx, ag_error *err);
+    /* Optional: once DIR is open (a resume's checkpoint read: st->step is where the run starts,
+     * and on rank 0 the client's format read gave it its own state) and the loop's ctx exists,
+     * on every rank, before the first step or evaluation: what the client makes for the ctx
+     * (char_lm's shards: ag_gpt_shards_new) or sets on it (--detect-anomaly's checks), its
+     * checks of a resumed run (char_lm's: the same text), its header on the log. A failure
+     * ends the run. */
+    ag_status (*start)(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err);
+    /* Optional: after each step's update, its loss and learning rate (char_lm's tests record
+     * the losses). */
+    void (*after_step)(void *user, long it, double loss, double lr);
     /* The held-out evaluation, in no-grad mode: *val_loss (lower is better: it picks DIR/best)
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
@@ -704,7 +710,9 @@ struct ag_train_client {
 };
 
 typedef struct {
-    const char *out_dir;       /* DIR: made if missing (its parent must exist), locked for the run */
+    const char *out_dir;       /* DIR: made if missing (its parent must exist, unless make_parents),
+                                  locked for the run */
+    bool make_parents;         /* DIR's missing parents made too (mkdir -p: char_lm's --out) */
     long steps;                /* optimizer steps in all, counted from the run's first */
     bool resume;               /* go on from DIR/latest: weights, Adam's m and v, the batch
                                   stream, the step, the best evaluation; false refuses a DIR that

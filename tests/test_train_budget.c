@@ -19,7 +19,9 @@
  *            a hundred steps' time and comes due only at the end: the run ends out of time
  *            with its final evaluation and checkpoint inside the budget, DIR/latest whole
  *   own      the same run on the program's own budget (opts.budget): its evaluate times its
- *            batches on it, and what the budget decided is the program's to read */
+ *            batches on it, and what the budget decided is the program's to read; a probe in
+ *            its start call that finds no room for one evaluation batch ends the run at once,
+ *            with a checkpoint and no evaluation */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -278,6 +280,41 @@ START_TEST(test_train_run_own_budget)
 }
 END_TEST
 
+/* own_probe's start call: one evaluation item takes 10 s of a 5 s budget */
+static ag_status toy_probe(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
+{
+    (void)ctx;
+    toy *t = user;
+    bool last = false;
+    return ag_budget_probe(t->budget, st->step, 10, 1, "item", &last, err);
+}
+
+/* A probe in the client's start call that finds no time for one evaluation batch: the run ends
+ * at once with a checkpoint and no evaluation, out of time. */
+START_TEST(test_train_run_own_probe)
+{
+    toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
+    t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
+    ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    char root[] = "/tmp/ag_train_budget_XXXXXX";
+    ck_assert(mkdtemp(root));
+    ag_budget b = {.budget_s = 5, .splits = 1, .clock = sim_now, .clock_user = &t.clock};
+    t.budget = &b;
+    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .batch = 1, .draw = toy_draw,
+                               .loss = toy_loss, .evaluate = toy_eval, .start = toy_probe};
+    const ag_train_opts o = {.out_dir = proc_path(root, "run"), .steps = 100, .every = 10, .budget = &b,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0}};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(r.out_of_time && r.step == 0 && t.clock.evals == 0, "out of time %d, step %ld, %ld evaluations",
+                  r.out_of_time, r.step, t.clock.evals);
+    ck_assert_str_eq(r.ckpt, "ckpt-00000000");
+    ag_params_free(t.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(test_probe)
 {
     sim s = {.now = 100};
@@ -322,7 +359,7 @@ Suite *train_budget_suite(void)
     suite_add_tcase(s, t);
     TCase *loop = tcase_create("ag_train_run");
     tcase_set_timeout(loop, 120);   /* loss.png's gnuplot runs on the wall clock */
-    ADD_TESTS(loop, test_train_run_ends_in_time, test_train_run_own_budget);
+    ADD_TESTS(loop, test_train_run_ends_in_time, test_train_run_own_budget, test_train_run_own_probe);
     suite_add_tcase(s, loop);
     return s;
 }

@@ -14,7 +14,8 @@
  *   own_format    a client's own checkpoint files (ag_train_format: other names, other keys, as
  *                 char_lm's MODEL.md files are): a run killed halfway through a checkpoint and one
  *                 stopped by SIGTERM resume exactly as the unbroken run went, in those files; a
- *                 format's origin call gives a fresh run's origin; a format without its read
+ *                 format's origin call gives a fresh run's origin; a resume takes the evaluation
+ *                 its checkpoint saved instead of making it again; a format without its read
  *                 call is refused.
  *   own_update    a client's optimizer (ag_train_client.update) in place of AdamW: called once a
  *                 step with t counting the updates, the weights moved by it alone; its failure
@@ -69,6 +70,7 @@ typedef struct {
     void (*seen)(int);       /*   when SIGTERM's handler was this */
     int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
     int train_evals;         /* own_columns: evaluate_train's calls */
+    int eval_calls;          /* own_format: tiny_eval's calls */
     double losses[16];       /* parents: each step's loss (after_step), */
     long stepped, started_at;   /*   how many steps, the step the start call saw */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
@@ -120,6 +122,7 @@ static ag_status tiny_eval(void *user, ag_ctx *ctx, double *val, double *score, 
 {
     (void)ctx, (void)err;
     tiny *m = user;
+    m->eval_calls++;
     *val = m->evals ? m->evals[m->evaluated++] : 1;
     *score = NAN;
     return AG_OK;
@@ -317,8 +320,10 @@ static const char *tf_u64(char *buf, uint64_t v, bool hex)
 static ag_status tf_write(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err)
 {
     const tiny *m = c->user;
-    char path[512], it[32], best[40], bi[32], sum[40], n[32], u[6][40];
+    char path[512], it[32], best[40], bi[32], sum[40], n[32], u[6][40], es[32], vl[40];
     snprintf(it, sizeof it, "%ld", st->step);
+    snprintf(es, sizeof es, "%ld", st->eval_step);
+    snprintf(vl, sizeof vl, "%.17g", st->val_loss);
     snprintf(best, sizeof best, "%.17g", st->best_loss);
     snprintf(bi, sizeof bi, "%ld", st->best_step);
     snprintf(sum, sizeof sum, "%.17g", st->loss_sum);
@@ -333,12 +338,12 @@ static ag_status tf_write(const ag_train_client *c, const char *tmp, const ag_tr
                                 {"best_iter", bi}, {"best_loss", best}, {"run_id", run},
                                 {"follows", tf_u64(u[4], st->prev_hash, true)},
                                 {"origin", tf_u64(u[5], st->origin, true)}, {"loss_sum", sum}, {"loss_n", n},
-                                {"loss_taken", st->loss_taken ? "1" : "0"}};
+                                {"loss_taken", st->loss_taken ? "1" : "0"}, {"eval_step", es}, {"val_loss", vl}};
     snprintf(path, sizeof path, "%s/%s", tmp, TF_WEIGHTS);
     ag_status s = ag_ckpt_write_weights(path, c->params, model, 4, err);
     if (s == AG_OK && m->kill_at == st->step) raise(SIGKILL);   /* a kill with half a checkpoint written */
     snprintf(path, sizeof path, "%s/%s", tmp, TF_STATE);
-    return s ? s : ag_ckpt_write_moments(path, c->params, state, 13, err);
+    return s ? s : ag_ckpt_write_moments(path, c->params, state, 15, err);
 }
 
 /* The state file f (read from path) into st and the moments; its weights' hash checked. */
@@ -355,6 +360,9 @@ static ag_status tf_read_state(const ag_train_client *c, const ag_st_file *f, co
     st->loss_sum = strtod(tf_get(f, "loss_sum"), NULL);
     st->loss_n = strtol(tf_get(f, "loss_n"), NULL, 10);
     st->loss_taken = tf_get(f, "loss_taken")[0] == '1';
+    st->eval_step = strtol(tf_get(f, "eval_step"), NULL, 10);   /* the evaluation saved with it */
+    st->val_loss = strtod(tf_get(f, "val_loss"), NULL);
+    st->train_loss = NAN;
     if (strtol(tf_get(f, "iter"), NULL, 10) != st->step || ag_st_meta_hex(f, "model_hash") != ag_weights_hash(c->params))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: not of its weights' iteration", path);
     return ag_ckpt_read_moments(f, path, c->params, err);
@@ -476,6 +484,7 @@ START_TEST(own_format)
     tiny_build(&k);
     k.format = &tf_format;
     tiny_train(&k, root, "killed", 30, 10, true);
+    ck_assert_int_eq(k.eval_calls, 2);   /* at 20 and 30: 10's was saved with its checkpoint */
     tf_same_run(root, "killed", &k, &u);
     tiny_build(&s);
     s.format = &tf_format;

@@ -261,13 +261,19 @@ static void eval_said(loop *L, long it, double train, double val, double score)
     L->drawn = false;
 }
 
-/* The client's evaluation in no-grad mode: vs [3] := val, score, train (its own, or the mean
- * batch loss), rank 0's on every rank. */
-static ag_status client_eval(loop *L, double *vs, ag_error *err)
+/* The client's evaluation at step it in no-grad mode: vs [3] := val, score, train (its own, or
+ * the mean batch loss), rank 0's on every rank; at a resume's first step the evaluation its
+ * checkpoint saved, when its format kept one (ag_train_state.eval_step). */
+static ag_status client_eval(loop *L, long it, double *vs, ag_error *err)
 {
     const ag_train_client *c = L->c;
+    double mean = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;   /* the batch losses' */
+    if (it == L->r->start && L->o->resume && L->st.eval_step == it) {   /* the one the checkpoint saved */
+        vs[0] = L->st.val_loss, vs[1] = L->st.score, vs[2] = isnan(L->st.train_loss) ? mean : L->st.train_loss;
+        return AG_OK;
+    }
     vs[0] = vs[1] = NAN;
-    vs[2] = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;
+    vs[2] = mean;
     ag_ctx_reset(L->ctx);
     ag_ctx_set_grad(L->ctx, false);
     ag_status s = c->evaluate_train ? c->evaluate_train(c->user, L->ctx, &vs[2], err) : AG_OK;
@@ -283,7 +289,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 {
     double vs[3];
     ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
-    if (s == AG_OK) s = client_eval(L, vs, err);
+    if (s == AG_OK) s = client_eval(L, it, vs, err);
     if (s) return s;
     double val = vs[0], score = vs[1], train = vs[2];
     bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
@@ -362,6 +368,7 @@ static ag_status run_loop(loop *L, ag_error *err)
         ag_status s = ag_budget_check(L->budget, it, &last, err);   /* no room for a step and the final evaluation */
         if (s) return s;
         L->r->out_of_time = L->budget->out_of_time;
+        if (L->budget->no_eval) return finish(L, it, false, err);   /* not one evaluation batch fits: a checkpoint */
         if (last) return finish(L, it, true, err);
         /* a resume evaluates again where it starts, as the run it continues did (no second save);
          * under a budget a fresh run too, so that the final evaluation's time is known in time */
@@ -592,12 +599,12 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_status s = same_build(&L, err);
     if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
-    if (s == AG_OK) s = open_run(&L, err);
-    L.budget->start = r->start;
-    L.budget->sum = ranks_sum;
+    L.budget->sum = ranks_sum;   /* started before the client's start call, which may probe it */
     L.budget->sum_user = L.ddp;
     L.budget->ranks = ag_ddp_ranks(L.ddp);
     ag_budget_start(L.budget);
+    if (s == AG_OK) s = open_run(&L, err);
+    L.budget->start = r->start;
     if (s == AG_OK) s = run_loop(&L, err);
     if (L.drawn) ag_progress_break(&L.prog);   /* the progress line ends before anything after it */
     if (s == AG_OK) ag_ddp_log_summary(L.ddp, mine.log);

@@ -582,7 +582,8 @@ typedef struct {
     long loss_n;        /*   their count, */
     bool loss_taken;    /*   taken by the evaluation of this step: the next step starts them anew */
     long eval_step;     /* the last evaluation: its step (-1: none in this process; a format's
-                           read may give the one its checkpoint kept), */
+                           read may give the one its checkpoint kept: a resume then takes it as
+                           its first evaluation, not made again), */
     double train_loss, val_loss, score;   /*   its mean batch loss before it, its loss, its score */
 } ag_train_state;
 

@@ -7,7 +7,7 @@
  *            the evaluation saved at it, the best), as `char_lm sample` and --resume do
  *   resume   a run stopped at iteration 6 and resumed by ag_train_run from those files ends
  *            with the very weights of an unbroken run to 9 (float; f64 within the F32 files'
- *            rounding) */
+ *            rounding); the evaluation at 6 is the one the checkpoint saved, not made again */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +32,7 @@ typedef struct {
     ag_corpus text;
     size_t off[B];
     int x[B * T], y[B * T];
+    int evals;   /* g_eval's calls */
 } gpt_client;
 
 static ag_status g_draw(void *user, ag_rng *rng, ag_error *err)
@@ -54,6 +55,7 @@ static ag_status g_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss,
 static ag_status g_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
 {
     gpt_client *g = user;
+    g->evals++;
     ag_tensor *loss = NULL;
     ag_windows_fill(g->x, g->y, g->text.ids, (const size_t[B]){0, 8, 16, 24}, B, T);
     ag_gpt_forward(ctx, g->u.g, g->x, g->y, B, T, NULL, &loss);   // the same 4 windows each time
@@ -157,6 +159,7 @@ START_TEST(test_loop_resumes_char_lm_files)
     g_free(&r);
     g_build(&r, root);   /* a new process: the weights from the files alone */
     g_train(&r, root, "resumed", 9, true);
+    ck_assert_int_eq(r.evals, 1);   /* at 9 alone: 6's came with its checkpoint */
     ck_assert(r.u.data.data_hash == u.u.data.data_hash);   /* the read gave the text's fields back */
     double most = 0;
     for (size_t i = 0; i < u.u.g->params->total; i++)

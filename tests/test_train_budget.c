@@ -221,11 +221,18 @@ static ag_status toy_eval(void *user, ag_ctx *ctx, double *val, double *score, a
     return AG_OK;
 }
 
-START_TEST(test_train_run_ends_in_time)
+/* The toy at 50 s on its clock: a step 0.01 s, an evaluation 1 s; the logits at 0. */
+static toy toy_new(void)
 {
     toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
     t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
     ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    return t;
+}
+
+START_TEST(test_train_run_ends_in_time)
+{
+    toy t = toy_new();
     char root[] = "/tmp/ag_train_budget_XXXXXX";
     ck_assert(mkdtemp(root));
     const char *dir = proc_path(root, "run");
@@ -254,9 +261,7 @@ END_TEST
 
 START_TEST(test_train_run_own_budget)
 {
-    toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
-    t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
-    ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    toy t = toy_new();
     char root[] = "/tmp/ag_train_budget_XXXXXX";
     ck_assert(mkdtemp(root));
     ag_budget b = {.budget_s = 5, .final_s = 0.5, .eval_iters = 1, .splits = 1, .clock = sim_now,
@@ -293,9 +298,7 @@ static ag_status toy_probe(void *user, ag_ctx *ctx, const ag_train_state *st, ag
  * at once with a checkpoint and no evaluation, out of time. */
 START_TEST(test_train_run_own_probe)
 {
-    toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
-    t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
-    ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    toy t = toy_new();
     char root[] = "/tmp/ag_train_budget_XXXXXX";
     ck_assert(mkdtemp(root));
     ag_budget b = {.budget_s = 5, .splits = 1, .clock = sim_now, .clock_user = &t.clock};

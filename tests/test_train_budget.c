@@ -21,7 +21,9 @@
  *   own      the same run on the program's own budget (opts.budget): its evaluate times its
  *            batches on it, and what the budget decided is the program's to read; a probe in
  *            its start call that finds no room for one evaluation batch ends the run at once,
- *            with a checkpoint and no evaluation */
+ *            with a checkpoint and no evaluation, and no room for a step after the first
+ *            evaluation ends it there; with fit, the run's steps and the end of its schedule
+ *            are the count the budget fixes */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -259,29 +261,53 @@ START_TEST(test_train_run_ends_in_time)
 }
 END_TEST
 
-START_TEST(test_train_run_own_budget)
+/* t trained on the program's own budget b (its clock t's) into a directory of its own, `steps`
+ * steps, an evaluation every `every`, start the client's start call (NULL: none): the result. */
+static ag_train_result own_run(toy *t, ag_budget *b, long steps, long every,
+                               ag_status (*start)(void *, ag_ctx *, const ag_train_state *, ag_error *))
 {
-    toy t = toy_new();
     char root[] = "/tmp/ag_train_budget_XXXXXX";
     ck_assert(mkdtemp(root));
-    ag_budget b = {.budget_s = 5, .final_s = 0.5, .eval_iters = 1, .splits = 1, .clock = sim_now,
-                   .clock_user = &t.clock};
-    t.budget = &b;
-    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .batch = 1, .draw = toy_draw,
-                               .loss = toy_loss, .evaluate = toy_eval};
-    const ag_train_opts o = {.out_dir = proc_path(root, "run"), .steps = 1000000, .every = 1000, .budget = &b,
-                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 1000000},
+    b->clock = sim_now;
+    b->clock_user = &t->clock;
+    t->budget = b;
+    const ag_train_client c = {.name = "toy", .params = t->P, .user = t, .batch = 1, .draw = toy_draw,
+                               .loss = toy_loss, .evaluate = toy_eval, .start = start};
+    const ag_train_opts o = {.out_dir = proc_path(root, "run"), .steps = steps, .every = every, .budget = b,
+                             .sched = {.lr = 0.1, .min_lr = 0.01, .lr_decay_iters = steps},
                              .adam = {0.9, 0.99, 1e-8, 0}};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
-    ck_assert_msg(r.out_of_time && b.out_of_time && t.clock.evals == 2 && t.clock.now <= 55, "out of time %d, %ld "
+    proc_remove_tree(root);
+    return r;
+}
+
+START_TEST(test_train_run_own_budget)
+{
+    toy t = toy_new();
+    ag_budget b = {.budget_s = 20, .final_s = 0.5, .eval_iters = 1, .splits = 1};   /* a step: a few 1 s batches */
+    ag_train_result r = own_run(&t, &b, 1000000, 1000, NULL);
+    ck_assert_msg(r.out_of_time && b.out_of_time && t.clock.evals >= 2 && t.clock.now <= 70, "out of time %d, %ld "
                   "evaluations, ended at %.3f", r.out_of_time, t.clock.evals, t.clock.now);
-    ck_assert_msg(b.t0 == 50 && b.deadline == 55 && b.batch_s == 1, "t0 %g, deadline %g, its batches %g s", b.t0,
+    ck_assert_msg(b.t0 == 50 && b.deadline == 70 && b.batch_s == 1, "t0 %g, deadline %g, its batches %g s", b.t0,
                   b.deadline, b.batch_s);
     ck_assert_int_eq(b.steps, 1000000);   /* set by the loop: the program left it 0 */
     ag_params_free(t.P);
-    proc_remove_tree(root);
+}
+END_TEST
+
+/* The program's budget with fit: the loop's steps are the count it fixes, the run ends there,
+ * inside the budget, not out of time, the schedule's end following the count. */
+START_TEST(test_train_run_own_count)
+{
+    toy t = toy_new();
+    ag_budget b = {.budget_s = 20, .fit = true, .warmup = 20, .eval_iters = 1, .splits = 1};
+    ag_train_result r = own_run(&t, &b, 1000000, 100000, NULL);
+    ck_assert_msg(b.count > 100 && r.step == b.count && !r.out_of_time && t.clock.now <= 70, "count %ld, ended at "
+                  "step %ld (out of time %d) at %.3f", b.count, r.step, r.out_of_time, t.clock.now);
+    ck_assert_msg(b.sched && b.sched->lr_decay_iters == b.count, "the schedule's end did not follow the count");
+    ag_params_free(t.P);
 }
 END_TEST
 
@@ -294,27 +320,22 @@ static ag_status toy_probe(void *user, ag_ctx *ctx, const ag_train_state *st, ag
     return ag_budget_probe(t->budget, st->step, 10, 1, "item", &last, err);
 }
 
-/* A probe in the client's start call that finds no time for one evaluation batch: the run ends
- * at once with a checkpoint and no evaluation, out of time. */
-START_TEST(test_train_run_own_probe)
+/* No room in the program's 5 s budget, and the run ends at step 0, saved, out of time: after its
+ * first evaluation when that showed no room for a step (its batches take 1 s, a step is taken for
+ * a few) and the final evaluation; at once, with no evaluation, when a probe in the client's start
+ * call finds no room for one evaluation batch. */
+START_TEST(test_train_run_no_room)
 {
-    toy t = toy_new();
-    char root[] = "/tmp/ag_train_budget_XXXXXX";
-    ck_assert(mkdtemp(root));
-    ag_budget b = {.budget_s = 5, .splits = 1, .clock = sim_now, .clock_user = &t.clock};
-    t.budget = &b;
-    const ag_train_client c = {.name = "toy", .params = t.P, .user = &t, .batch = 1, .draw = toy_draw,
-                               .loss = toy_loss, .evaluate = toy_eval, .start = toy_probe};
-    const ag_train_opts o = {.out_dir = proc_path(root, "run"), .steps = 100, .every = 10, .budget = &b,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0}};
-    ag_train_result r;
-    ag_error err = {0};
-    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
-    ck_assert_msg(r.out_of_time && r.step == 0 && t.clock.evals == 0, "out of time %d, step %ld, %ld evaluations",
-                  r.out_of_time, r.step, t.clock.evals);
-    ck_assert_str_eq(r.ckpt, "ckpt-00000000");
-    ag_params_free(t.P);
-    proc_remove_tree(root);
+    ag_status (*const starts[2])(void *, ag_ctx *, const ag_train_state *, ag_error *) = {NULL, toy_probe};
+    for (int k = 0; k < 2; k++) {
+        toy t = toy_new();
+        ag_budget b = {.budget_s = 5, .eval_iters = 1, .splits = 1};
+        ag_train_result r = own_run(&t, &b, 1000, 100, starts[k]);
+        ck_assert_msg(r.out_of_time && r.step == 0 && t.clock.evals == 1 - k, "%s: out of time %d, step %ld, %ld "
+                      "evaluations", k ? "probe" : "first evaluation", r.out_of_time, r.step, t.clock.evals);
+        ck_assert_str_eq(r.ckpt, "ckpt-00000000");
+        ag_params_free(t.P);
+    }
 }
 END_TEST
 
@@ -362,7 +383,8 @@ Suite *train_budget_suite(void)
     suite_add_tcase(s, t);
     TCase *loop = tcase_create("ag_train_run");
     tcase_set_timeout(loop, 120);   /* loss.png's gnuplot runs on the wall clock */
-    ADD_TESTS(loop, test_train_run_ends_in_time, test_train_run_own_budget, test_train_run_own_probe);
+    ADD_TESTS(loop, test_train_run_ends_in_time, test_train_run_own_budget, test_train_run_own_count,
+              test_train_run_no_room);
     suite_add_tcase(s, loop);
     return s;
 }

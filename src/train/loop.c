@@ -38,6 +38,7 @@ typedef struct {
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
     uint64_t replaces;        /* opts->overwrite: the old run, removed after our first commit (0: none) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
+    ag_train_opts *run;       /* the opts as the run goes: steps and sched follow a budget's count */
     ag_budget *budget;        /* the steps and evaluations timed, the deadline kept: opts->budget, */
     ag_budget own_budget;     /*   or the loop's own, of opts->time_budget_s */
     char eval_cols[128];      /* ",train,val,score" (no score: c->no_score) for the next row, */
@@ -367,6 +368,7 @@ static ag_status run_loop(loop *L, ag_error *err)
         bool last = it >= o->steps;
         ag_status s = ag_budget_check(L->budget, it, &last, err);   /* no room for a step and the final evaluation */
         if (s) return s;
+        L->run->steps = L->budget->steps;   /* a count the budget fitted (fit) */
         L->r->out_of_time = L->budget->out_of_time;
         if (L->budget->no_eval) return finish(L, it, false, err);   /* not one evaluation batch fits: a checkpoint */
         if (last) return finish(L, it, true, err);
@@ -380,6 +382,11 @@ static ag_status run_loop(loop *L, ag_error *err)
             if (s == AG_OK) s = checkpoint(L, it, best, err);
         }
         if (s == AG_OK) s = ag_budget_calibrate(L->budget, it, due, &last, err);   /* the evaluation timed */
+        L->run->steps = L->budget->steps;
+        if (s == AG_OK && last) {   /* not even one step fits after the first evaluation: saved as it is */
+            L->r->out_of_time = true;
+            return finish(L, it, false, err);
+        }
         if (s == AG_OK) s = step(L, it, err);
         if (s) return s;
     }
@@ -568,6 +575,7 @@ static void set_budget(loop *L, const ag_train_opts *o)
 {
     ag_budget *b = L->budget = o->budget ? o->budget : &L->own_budget;
     if (!o->budget) *b = (ag_budget){.budget_s = o->time_budget_s, .final_s = PICTURES_S};
+    else b->sched = &L->run->sched;   /* a count it fits moves the end of the schedule the loop steps by */
     if (!b->clock) b->clock = o->clock, b->clock_user = o->clock_user;
     if (!b->say) b->say = say, b->say_user = L;
     if (!b->steps) b->steps = o->steps;
@@ -581,7 +589,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (!err) err = &own;
     ag_train_opts mine = *o;   /* rank 0's log alone */
     if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
-    loop L = {.c = c, .o = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
+    loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
               .eval_cols = ""};
     set_budget(&L, o);
     L.st.best_loss = INFINITY;

@@ -748,8 +748,11 @@ typedef struct {
                                   if its time began before the call), in place of the loop's of
                                   time_budget_s: its evaluate bounds its batches with it
                                   (ag_budget_eval_start ... ag_budget_batch) and reads what it
-                                  decided (count, out_of_time). The loop sets start, sum and ranks,
-                                  and clock, say, steps, eval_every and t0 where unset. NULL: none */
+                                  decided (count, out_of_time); with fit the count it fixes becomes
+                                  the run's steps and the end of its schedule (sched: the loop's
+                                  copy), and after the first evaluation no room for a step and the
+                                  final one ends the run there. The loop sets start, sum, ranks and
+                                  sched, and clock, say, steps, eval_every and t0 where unset */
     double (*clock)(void *user);   /* the clock the time budget reads, seconds (NULL: the wall
                                   clock; a test's simulated one makes the budget's decisions exact) */
     void *clock_user;

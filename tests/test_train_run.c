@@ -39,6 +39,8 @@
  *                 validation loss, each naming what DIR keeps.
  *   parents       opts.make_parents makes DIR's missing parents (without it: refused, said);
  *                 after_step sees every step's loss; a resume's start call sees where it starts.
+ *   own_acts      --log-activations on a GPT client with its own forward to read
+ *                 (activations_forward): called at each evaluation, a row of activations.csv each.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
  *                 naming the limit and what stays; without it the same run goes to the end. */
@@ -936,6 +938,74 @@ START_TEST(parents)
 }
 END_TEST
 
+enum { GV = 16, GT = 8, GB = 2 };
+
+typedef struct {
+    ag_gpt *g;
+    int x[GB * GT], y[GB * GT];
+    int forwards;   /* activations_forward's calls */
+} gpt_tiny;
+
+static ag_status gpt_draw(void *user, ag_rng *rng, ag_error *err)
+{
+    (void)err;
+    gpt_tiny *m = user;
+    for (int i = 0; i < GB * GT; i++) m->x[i] = (int)ag_rng_below(rng, GV), m->y[i] = (m->x[i] + 1) % GV;
+    return AG_OK;
+}
+
+static ag_status gpt_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
+{
+    gpt_tiny *m = user;
+    const ag_forward_opts fo = {.train = true, .seed = mb->seed};
+    ag_gpt_forward(ctx, m->g, m->x + mb->first * GT, m->y + mb->first * GT, mb->b, GT, &fo, loss);   // loss [1]
+    return *loss ? AG_OK : ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx));
+}
+
+static ag_status gpt_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    (void)user, (void)ctx, (void)err;
+    *val = 1;
+    *score = NAN;
+    return AG_OK;
+}
+
+static ag_status gpt_acts(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err)
+{
+    (void)seed, (void)it;
+    gpt_tiny *m = user;
+    m->forwards++;
+    static const int ids[GT] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const ag_forward_opts fo = {.composed_attention = true};   /* the scores op by op: their range read */
+    ag_gpt_forward(ctx, m->g, ids, NULL, 1, GT, &fo, NULL);   // logits [1,GT,GV]
+    return ag_ctx_status(ctx) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
+}
+
+START_TEST(own_acts)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    gpt_tiny m = {0};
+    ag_gpt_config cfg = {.vocab_size = GV, .n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = GT};
+    ag_error err = {0};
+    ck_assert_ptr_nonnull(m.g = ag_gpt_new(&cfg, 1, &err));
+    snprintf(out, sizeof out, "%s/acts", root);
+    const ag_train_client c = {.name = "gpt", .params = m.g->params, .user = &m, .batch = GB, .draw = gpt_draw,
+                               .loss = gpt_loss, .evaluate = gpt_eval, .activations_forward = gpt_acts};
+    const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .log_activations = true,
+                             .sched = {.lr = 0.01, .min_lr = 0.01}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.forwards, 2);   /* the evaluations at 3 and 6 */
+    char *csv = proc_read_file(proc_path(out, "activations.csv"), NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strstr(csv, "\n3,") && strstr(csv, "\n6,") && strstr(csv, "score_max_L1"), "%s", csv);
+    free(csv);
+    ag_gpt_free(m.g);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(diverged)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
@@ -990,6 +1060,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_stop);
     tcase_add_test(tc, in_words);
     tcase_add_test(tc, parents);
+    tcase_add_test(tc, own_acts);
     tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;

@@ -655,6 +655,11 @@ struct ag_train_client {
      * checks of a resumed run (char_lm's: the same text), its header on the log. A failure
      * ends the run. */
     ag_status (*start)(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err);
+    /* Optional, for opts->log_activations: one forward of a batch of the client's choosing
+     * recorded on ctx in grad mode, left on the tape for the loop to read (char_lm's: a few
+     * windows of its validation split, from seed and it), without touching the run's batch
+     * stream. NULL: the client's loss on a batch of a stream of the loop's own. */
+    ag_status (*activations_forward)(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err);
     /* Optional: after each step's update, its loss and learning rate (char_lm's tests record
      * the losses). */
     void (*after_step)(void *user, long it, double loss, double lr);
@@ -870,9 +875,9 @@ int ag_activations_layers(const ag_activations *a);
 void ag_activations_read(ag_activations *a, const ag_ctx *ctx);
 /* The last reading as iteration it's row (and a line on log, when not NULL). */
 ag_status ag_activations_record(ag_activations *a, long it, FILE *log, ag_error *err);
-/* ag_train_run's reading at evaluation it: the client's loss on a batch of a stream of its own
- * (from seed and it: the run's stream is untouched), read, recorded; ctx is reset after. A
- * client without a loss call (a pass alone) is AG_ERR_ARG. */
+/* ag_train_run's reading at evaluation it: the client's activations_forward, or its loss on a
+ * batch of a stream of its own (from seed and it: the run's stream is untouched), read,
+ * recorded; ctx is reset after. A client with neither call (a pass alone) is AG_ERR_ARG. */
 ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
                                  FILE *log, ag_error *err);
 void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */

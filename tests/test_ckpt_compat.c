@@ -14,7 +14,9 @@
  *   resume   char_lm train --resume on a copy: the evaluation at iteration 4 repeats the one
  *            saved with it, and iteration 6 reaches that build's losses
  *   unit     the library's checkpoint unit on its own: latest points and reads back, names
- *            that could leave the directory are refused, a removal takes only the listed files */
+ *            that could leave the directory are refused, a removal takes only the listed files
+ *   kept     ag_ckpt_kept says what DIR keeps as latest and best name it: nothing, one, two
+ *   mkdir_p  ag_mkdir_p makes the missing parents, and names a component that is a file */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -136,6 +138,50 @@ START_TEST(test_unit_pointer_and_remove)
 }
 END_TEST
 
+START_TEST(test_unit_kept)
+{
+    char root[] = "/tmp/ag_ckpt_kept_XXXXXX", buf[512], want[512];
+    ck_assert(mkdtemp(root));
+    ag_error err = {0};
+    bool committed;
+    ag_ckpt_kept(root, buf, sizeof buf);
+    ck_assert_str_eq(buf, "no checkpoint was saved");
+    ck_assert(ag_ckpt_point(root, AG_CKPT_LATEST, "ckpt-00000020", &committed, &err) == AG_OK);
+    ag_ckpt_kept(root, buf, sizeof buf);
+    snprintf(want, sizeof want, "kept: %s/ckpt-00000020, the latest", root);
+    ck_assert_str_eq(buf, want);
+    ck_assert(ag_ckpt_point(root, AG_CKPT_BEST, "ckpt-00000020", &committed, &err) == AG_OK);
+    ag_ckpt_kept(root, buf, sizeof buf);
+    snprintf(want, sizeof want, "kept: %s/ckpt-00000020, the latest and the best", root);
+    ck_assert_str_eq(buf, want);
+    ck_assert(ag_ckpt_point(root, AG_CKPT_BEST, "ckpt-00000010", &committed, &err) == AG_OK);
+    ag_ckpt_kept(root, buf, sizeof buf);
+    snprintf(want, sizeof want, "kept: %s/ckpt-00000020, the latest, and %s/ckpt-00000010, the best", root, root);
+    ck_assert_str_eq(buf, want);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(test_unit_mkdir_p)
+{
+    char root[] = "/tmp/ag_mkdir_p_XXXXXX";
+    ck_assert(mkdtemp(root));
+    ag_error err = {0};
+    char deep[256];
+    snprintf(deep, sizeof deep, "%s/a//b/c/", root);
+    ck_assert_msg(ag_mkdir_p(deep, &err) == AG_OK, "%s", err.msg);
+    struct stat sb;
+    ck_assert(stat(proc_path(root, "a/b/c"), &sb) == 0 && S_ISDIR(sb.st_mode));
+    ck_assert_msg(ag_mkdir_p(deep, &err) == AG_OK, "again: %s", err.msg);   /* there already: fine */
+    proc_write_file(proc_path(root, "f"), "x", 1);
+    snprintf(deep, sizeof deep, "%s/f/g", root);
+    ck_assert_int_eq(ag_mkdir_p(deep, &err), AG_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "/f") && !strchr(err.msg, '\n'), "%s", err.msg);
+    ck_assert_int_eq(ag_mkdir_p("", &err), AG_ERR_ARG);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *ckpt_compat_suite(void)
 {
     Suite *s = suite_create("ckpt_compat");
@@ -144,7 +190,7 @@ Suite *ckpt_compat_suite(void)
     ADD_TESTS(t, test_library_reads_fixture, test_resume_fixture);
     suite_add_tcase(s, t);
     TCase *u = tcase_create("unit");
-    tcase_add_test(u, test_unit_pointer_and_remove);
+    ADD_TESTS(u, test_unit_pointer_and_remove, test_unit_kept, test_unit_mkdir_p);
     suite_add_tcase(s, u);
     return s;
 }

@@ -3,7 +3,8 @@
  *   fresh    a new run's file is its header alone, whatever was there
  *   resume   resumed at iteration 3, the rows 0..2 stay and 3.. go, cut in place (the same
  *            file: no copy needed); under another header, the kept rows move under the new one
- *   fifo     a FIFO at the name is replaced, never opened to read (which would block) */
+ *   fifo     a FIFO at the name is replaced, never opened to read (which would block)
+ *   layers   ag_csv_layer_head: the per-layer columns, layer by layer, each name of a layer in turn */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,12 +65,26 @@ START_TEST(test_csv_fifo_replaced)
 }
 END_TEST
 
+START_TEST(test_csv_layer_head)
+{
+    const char *const cols[] = {"a", "b", NULL};
+    char *h = ag_csv_layer_head("iter,lr", cols, 2);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_str_eq(h, "iter,lr,a_L0,b_L0,a_L1,b_L1\n");
+    free(h);
+    h = ag_csv_layer_head("iter", cols, 0);   /* no layer: the first columns alone */
+    ck_assert_ptr_nonnull(h);
+    ck_assert_str_eq(h, "iter\n");
+    free(h);
+}
+END_TEST
+
 Suite *csv_suite(void)
 {
     Suite *s = suite_create("csv");
     TCase *t = tcase_create("open");
     tcase_set_timeout(t, 30);
-    ADD_TESTS(t, test_csv_fresh_and_resume, test_csv_fifo_replaced);
+    ADD_TESTS(t, test_csv_fresh_and_resume, test_csv_fifo_replaced, test_csv_layer_head);
     suite_add_tcase(s, t);
     return s;
 }

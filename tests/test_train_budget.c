@@ -11,9 +11,19 @@
  *   pause    one step 100 times the others (the process stopped) is said, and not timed
  *   evals    the first evaluation, nothing timed, gets a tenth of the budget; one that runs
  *            late ends early and the later ones take as many batches
+ *   probe    before anything is timed, a probe's time of one item: a batch a split that cannot
+ *            end before the deadline ends the run at once with a checkpoint, said in one line
+ *   duration ag_format_duration writes a budget as a log does: "0.5s", never "0s"; "1m30s",
+ *            "1h30m"; a negative or NaN one "0s"
  *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
  *            a hundred steps' time and comes due only at the end: the run ends out of time
- *            with its final evaluation and checkpoint inside the budget, DIR/latest whole */
+ *            with its final evaluation and checkpoint inside the budget, DIR/latest whole
+ *   own      the same run on the program's own budget (opts.budget): its evaluate times its
+ *            batches on it, and what the budget decided is the program's to read; a probe in
+ *            its start call that finds no room for one evaluation batch ends the run at once,
+ *            with a checkpoint and no evaluation, and no room for a step after the first
+ *            evaluation ends it there; with fit, the run's steps and the end of its schedule
+ *            are the count the budget fixes */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -182,6 +192,7 @@ typedef struct {
     sim clock;
     ag_params *P;
     ag_tensor *w;   /* [1,4] the logits */
+    ag_budget *budget;   /* own: the program's budget, its evaluation batches timed on it */
 } toy;
 
 /* A step's batch: nothing to draw (the one item is class 2), but the step's time passes */
@@ -204,6 +215,7 @@ static ag_status toy_eval(void *user, ag_ctx *ctx, double *val, double *score, a
 {
     (void)err;
     toy *t = user;
+    if (t->budget) ag_budget_batch(t->budget, t->clock.eval_s);   /* own: one batch of eval_s */
     t->clock.now += t->clock.eval_s;
     t->clock.evals++;
     *val = (double)ag_cross_entropy(ctx, t->w, (const int[]){2})->data[0];   // [1]
@@ -211,11 +223,18 @@ static ag_status toy_eval(void *user, ag_ctx *ctx, double *val, double *score, a
     return AG_OK;
 }
 
-START_TEST(test_train_run_ends_in_time)
+/* The toy at 50 s on its clock: a step 0.01 s, an evaluation 1 s; the logits at 0. */
+static toy toy_new(void)
 {
     toy t = {.clock = {.now = 50, .step_s = 0.01, .eval_s = 1}, .P = ag_params_new()};
     t.w = ag_params_add(t.P, "w", 2, (const int[]){1, 4}, AG_INIT_ZEROS, 0, false);
     ck_assert(t.w && ag_params_alloc(t.P) == AG_OK);
+    return t;
+}
+
+START_TEST(test_train_run_ends_in_time)
+{
+    toy t = toy_new();
     char root[] = "/tmp/ag_train_budget_XXXXXX";
     ck_assert(mkdtemp(root));
     const char *dir = proc_path(root, "run");
@@ -242,16 +261,130 @@ START_TEST(test_train_run_ends_in_time)
 }
 END_TEST
 
+/* t trained on the program's own budget b (its clock t's) into a directory of its own, `steps`
+ * steps, an evaluation every `every`, start the client's start call (NULL: none): the result. */
+static ag_train_result own_run(toy *t, ag_budget *b, long steps, long every,
+                               ag_status (*start)(void *, ag_ctx *, const ag_train_state *, ag_error *))
+{
+    char root[] = "/tmp/ag_train_budget_XXXXXX";
+    ck_assert(mkdtemp(root));
+    b->clock = sim_now;
+    b->clock_user = &t->clock;
+    t->budget = b;
+    const ag_train_client c = {.name = "toy", .params = t->P, .user = t, .batch = 1, .draw = toy_draw,
+                               .loss = toy_loss, .evaluate = toy_eval, .start = start};
+    const ag_train_opts o = {.out_dir = proc_path(root, "run"), .steps = steps, .every = every, .budget = b,
+                             .sched = {.lr = 0.1, .min_lr = 0.01, .lr_decay_iters = steps},
+                             .adam = {0.9, 0.99, 1e-8, 0}};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    proc_remove_tree(root);
+    return r;
+}
+
+START_TEST(test_train_run_own_budget)
+{
+    toy t = toy_new();
+    ag_budget b = {.budget_s = 20, .final_s = 0.5, .eval_iters = 1, .splits = 1};   /* a step: a few 1 s batches */
+    ag_train_result r = own_run(&t, &b, 1000000, 1000, NULL);
+    ck_assert_msg(r.out_of_time && b.out_of_time && t.clock.evals >= 2 && t.clock.now <= 70, "out of time %d, %ld "
+                  "evaluations, ended at %.3f", r.out_of_time, t.clock.evals, t.clock.now);
+    ck_assert_msg(b.t0 == 50 && b.deadline == 70 && b.batch_s == 1, "t0 %g, deadline %g, its batches %g s", b.t0,
+                  b.deadline, b.batch_s);
+    ck_assert_int_eq(b.steps, 1000000);   /* set by the loop: the program left it 0 */
+    ag_params_free(t.P);
+}
+END_TEST
+
+/* The program's budget with fit: the loop's steps are the count it fixes, the run ends there,
+ * inside the budget, not out of time, the schedule's end following the count. */
+START_TEST(test_train_run_own_count)
+{
+    toy t = toy_new();
+    ag_budget b = {.budget_s = 20, .fit = true, .warmup = 20, .eval_iters = 1, .splits = 1};
+    ag_train_result r = own_run(&t, &b, 1000000, 100000, NULL);
+    ck_assert_msg(b.count > 100 && r.step == b.count && !r.out_of_time && t.clock.now <= 70, "count %ld, ended at "
+                  "step %ld (out of time %d) at %.3f", b.count, r.step, r.out_of_time, t.clock.now);
+    ck_assert_msg(b.sched && b.sched->lr_decay_iters == b.count, "the schedule's end did not follow the count");
+    ag_params_free(t.P);
+}
+END_TEST
+
+/* own_probe's start call: one evaluation item takes 10 s of a 5 s budget */
+static ag_status toy_probe(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
+{
+    (void)ctx;
+    toy *t = user;
+    bool last = false;
+    return ag_budget_probe(t->budget, st->step, 10, 1, "item", &last, err);
+}
+
+/* No room in the program's 5 s budget, and the run ends at step 0, saved, out of time: after its
+ * first evaluation when that showed no room for a step (its batches take 1 s, a step is taken for
+ * a few) and the final evaluation; at once, with no evaluation, when a probe in the client's start
+ * call finds no room for one evaluation batch. */
+START_TEST(test_train_run_no_room)
+{
+    ag_status (*const starts[2])(void *, ag_ctx *, const ag_train_state *, ag_error *) = {NULL, toy_probe};
+    for (int k = 0; k < 2; k++) {
+        toy t = toy_new();
+        ag_budget b = {.budget_s = 5, .eval_iters = 1, .splits = 1};
+        ag_train_result r = own_run(&t, &b, 1000, 100, starts[k]);
+        ck_assert_msg(r.out_of_time && r.step == 0 && t.clock.evals == 1 - k, "%s: out of time %d, step %ld, %ld "
+                      "evaluations", k ? "probe" : "first evaluation", r.out_of_time, r.step, t.clock.evals);
+        ck_assert_str_eq(r.ckpt, "ckpt-00000000");
+        ag_params_free(t.P);
+    }
+}
+END_TEST
+
+START_TEST(test_probe)
+{
+    sim s = {.now = 100};
+    ag_budget b = budget_on(&s, 1.0, 1000, true, 10);
+    ag_error err = {0};
+    bool last = false;
+    ck_assert_int_eq(ag_budget_probe(&b, 0, 0.01, 4, "window", &last, &err), AG_OK);   /* 2 x 0.04 s: it fits */
+    ck_assert(!last && !b.no_eval && !b.out_of_time && s.said[0] == '\0');
+    ck_assert_int_eq(ag_budget_probe(&b, 0, 0.2, 4, "window", &last, &err), AG_OK);    /* 2 x 0.8 s: it does not */
+    ck_assert(last && b.no_eval && b.out_of_time);
+    ck_assert_str_eq(s.said, "time budget: 1 s is too short for this run: one evaluation batch takes about 0.8 s (a "
+                     "window 0.2 s, 4 a batch), and 1 s are left; ending at iteration 0 with a checkpoint, no "
+                     "evaluation\n");
+}
+END_TEST
+
+START_TEST(test_format_duration)
+{
+    static const struct { double s; const char *want; } cases[] = {
+        {0.5, "0.5s"}, {0.25, "0.2s"}, {2.5, "2.5s"}, {3, "3s"}, {9.96, "10s"}, {42, "42s"}, {59.6, "1m00s"},
+        {90, "1m30s"}, {3599.4, "59m59s"}, {5400, "1h30m"}, {-1, "0s"}, {NAN, "0s"}, {5e6, "0s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[32];
+        ag_format_duration(buf, sizeof buf, cases[i].s);
+        ck_assert_msg(strcmp(buf, cases[i].want) == 0, "%g s written '%s', not '%s'", cases[i].s, buf, cases[i].want);
+    }
+    char small[4];   /* cut, never past the buffer */
+    ag_format_duration(small, sizeof small, 5400);
+    ck_assert_str_eq(small, "1h3");
+}
+END_TEST
+
 Suite *train_budget_suite(void)
 {
     Suite *s = suite_create("train_budget");
     TCase *t = tcase_create("simulated clock");
+    tcase_add_test(t, test_format_duration);
+    tcase_add_test(t, test_probe);
     ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
               test_evaluations_bounded);
     suite_add_tcase(s, t);
     TCase *loop = tcase_create("ag_train_run");
     tcase_set_timeout(loop, 120);   /* loss.png's gnuplot runs on the wall clock */
-    ADD_TESTS(loop, test_train_run_ends_in_time);
+    ADD_TESTS(loop, test_train_run_ends_in_time, test_train_run_own_budget, test_train_run_own_count,
+              test_train_run_no_room);
     suite_add_tcase(s, loop);
     return s;
 }

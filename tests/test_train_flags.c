@@ -28,7 +28,7 @@ START_TEST(every_flag)
 {
     char *v[] = {"prog", "train", "--out", "run", "--steps", "300", "--resume", "--time-budget=2.5", "--seed", "7",
                  "--data", "text.txt", "--every=50", "--log-every", "0", "--log-dynamics", "--log-activations",
-                 "--lr-find", "1e-5", "--grad-accum", "4", "--threads=3", "--out=run2", NULL};
+                 "--lr-find", "1e-5", "--grad-accum", "4", "--threads=3", "--out=run2", "--overwrite", NULL};
     ag_train_opts o = {.steps = 10000, .log_every = 250, .sched = {.lr = 3e-3}};
     char own[256];
     ag_error err = {0};
@@ -36,7 +36,7 @@ START_TEST(every_flag)
     ck_assert_str_eq(o.out_dir, "run2");   /* given twice: the last counts */
     ck_assert(o.steps == 300 && o.resume && o.time_budget_s == 2.5 && o.seed == 7 && o.every == 50);
     ck_assert(o.log_every == 0 && o.log_dynamics == 10 && o.log_activations && o.lr_find_lo == 1e-5);
-    ck_assert(o.grad_accum == 4 && o.threads == 3 && o.sched.lr == 3e-3);   /* no other field touched */
+    ck_assert(o.grad_accum == 4 && o.threads == 3 && o.overwrite && o.sched.lr == 3e-3);   /* no other field touched */
     ck_assert_str_eq(own, "--data text.txt");   /* the program's own, left to it */
     ck_assert_int_eq(ag_train_flags_check(&o, 64, &err), AG_OK);
 }
@@ -139,7 +139,7 @@ START_TEST(usage_lines)
     const ag_train_opts d = {.steps = 10000, .every = 250, .threads = 1};
     size_t n = ag_train_flags_usage(&d, buf, sizeof buf);
     ck_assert_uint_eq(n, strlen(buf));
-    const char *flags[] = {"--out DIR", "--steps N", "--resume", "--time-budget S", "--seed S", "--every N",
+    const char *flags[] = {"--out DIR", "--steps N", "--resume", "--overwrite", "--time-budget S", "--seed S", "--every N",
                            "--log-every N", "--log-dynamics", "--log-activations", "--lr-find LO", "--grad-accum K",
                            "--threads N"};
     for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {

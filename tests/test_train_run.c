@@ -14,7 +14,36 @@
  *   own_format    a client's own checkpoint files (ag_train_format: other names, other keys, as
  *                 char_lm's MODEL.md files are): a run killed halfway through a checkpoint and one
  *                 stopped by SIGTERM resume exactly as the unbroken run went, in those files; a
- *                 format without its read call is refused. */
+ *                 format's origin call gives a fresh run's origin; a resume takes the evaluation
+ *                 its checkpoint saved instead of making it again; a format without its read
+ *                 call is refused.
+ *   own_update    a client's optimizer (ag_train_client.update) in place of AdamW: called once a
+ *                 step with t counting the updates, the weights moved by it alone; its failure
+ *                 stops the run with its status and message.
+ *   own_pass      a client's own forward and backward (ag_train_client.pass, as char_lm's split
+ *                 over threads) trains the very weights of the loop's forward_backward, and its
+ *                 start call gets the loop's ctx once, before the first pass.
+ *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
+ *                 on the log, and the old run's checkpoint goes once the new one's is committed.
+ *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
+ *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
+ *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
+ *                 score column (no_score); a validation loss that is NaN is an empty cell.
+ *   progress_tty  opts.progress tty: the step line redrawn in place ("\r ESC[K", no newline),
+ *                 the evaluation's line clearing it first; the log ends with a whole line.
+ *   own_stop      the program's own stop flag (opts.stop, its handlers: char_lm's SIGUSR1 too)
+ *                 ends the run as a signal does, with a checkpoint and that signal in the result;
+ *                 the loop leaves the program's handlers alone.
+ *   in_words      the messages that stop a run in a client's words (count, lr_name,
+ *                 diverge_floor_name), as char_lm says them: a loss that turns NaN, a diverged
+ *                 validation loss, each naming what DIR keeps.
+ *   parents       opts.make_parents makes DIR's missing parents (without it: refused, said);
+ *                 after_step sees every step's loss; a resume's start call sees where it starts.
+ *   own_acts      --log-activations on a GPT client with its own forward to read
+ *                 (activations_forward): called at each evaluation, a row of activations.csv each.
+ *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
+ *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
+ *                 naming the limit and what stays; without it the same run goes to the end. */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -39,8 +68,20 @@ typedef struct {
     int draws;
     const ag_train_format *format;   /* own_format: its checkpoint files (NULL: the loop's) */
     int stop_at;             /*   SIGTERM at this draw (0: never) */
+    volatile sig_atomic_t *flag;   /* own_stop: set to SIGUSR1 at the 5th draw (NULL: never), */
+    void (*seen)(int);       /*   when SIGTERM's handler was this */
+    int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
+    int train_evals;         /* own_columns: evaluate_train's calls */
+    int eval_calls;          /* own_format: tiny_eval's calls */
+    double losses[16];       /* parents: each step's loss (after_step), */
+    long stepped, started_at;   /*   how many steps, the step the start call saw */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
     int drawn;
+    const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
+    int evaluated;
+    long updates, fail_at;   /* own_update: the updates made, the t that fails (0: none) */
+    ag_ctx *started;         /* own_pass: the ctx start was given */
+    int starts, passes;
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -49,10 +90,17 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
     (void)err;
     tiny *m = user;
     if (m->stop_at && ++m->drawn == m->stop_at) raise(SIGTERM);   /* the step goes on, the run stops after it */
+    if (m->flag && ++m->draws == 5) {
+        struct sigaction now;
+        sigaction(SIGTERM, NULL, &now);
+        m->seen = now.sa_handler;
+        *m->flag = SIGUSR1;
+    }
     if (m->move && ++m->draws == 5) {
         ck_assert_int_eq(rename(m->move, m->to), 0);
         ck_assert_int_eq(mkdir(m->move, 0777), 0);
     }
+    if (m->poison_at && ++m->drawn == m->poison_at) m->P->data[0] = (ag_real)NAN;
     for (int i = 0; i < BATCH; i++) {
         m->x[i * IN] = (ag_real)ag_rng_uniform(rng);
         m->x[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
@@ -74,8 +122,10 @@ static ag_status tiny_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **lo
 
 static ag_status tiny_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
 {
-    (void)user, (void)ctx, (void)err;
-    *val = 1;
+    (void)ctx, (void)err;
+    tiny *m = user;
+    m->eval_calls++;
+    *val = m->evals ? m->evals[m->evaluated++] : 1;
     *score = NAN;
     return AG_OK;
 }
@@ -272,8 +322,10 @@ static const char *tf_u64(char *buf, uint64_t v, bool hex)
 static ag_status tf_write(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err)
 {
     const tiny *m = c->user;
-    char path[512], it[32], best[40], bi[32], sum[40], n[32], u[6][40];
+    char path[512], it[32], best[40], bi[32], sum[40], n[32], u[6][40], es[32], vl[40];
     snprintf(it, sizeof it, "%ld", st->step);
+    snprintf(es, sizeof es, "%ld", st->eval_step);
+    snprintf(vl, sizeof vl, "%.17g", st->val_loss);
     snprintf(best, sizeof best, "%.17g", st->best_loss);
     snprintf(bi, sizeof bi, "%ld", st->best_step);
     snprintf(sum, sizeof sum, "%.17g", st->loss_sum);
@@ -288,12 +340,12 @@ static ag_status tf_write(const ag_train_client *c, const char *tmp, const ag_tr
                                 {"best_iter", bi}, {"best_loss", best}, {"run_id", run},
                                 {"follows", tf_u64(u[4], st->prev_hash, true)},
                                 {"origin", tf_u64(u[5], st->origin, true)}, {"loss_sum", sum}, {"loss_n", n},
-                                {"loss_taken", st->loss_taken ? "1" : "0"}};
+                                {"loss_taken", st->loss_taken ? "1" : "0"}, {"eval_step", es}, {"val_loss", vl}};
     snprintf(path, sizeof path, "%s/%s", tmp, TF_WEIGHTS);
     ag_status s = ag_ckpt_write_weights(path, c->params, model, 4, err);
     if (s == AG_OK && m->kill_at == st->step) raise(SIGKILL);   /* a kill with half a checkpoint written */
     snprintf(path, sizeof path, "%s/%s", tmp, TF_STATE);
-    return s ? s : ag_ckpt_write_moments(path, c->params, state, 13, err);
+    return s ? s : ag_ckpt_write_moments(path, c->params, state, 15, err);
 }
 
 /* The state file f (read from path) into st and the moments; its weights' hash checked. */
@@ -310,6 +362,9 @@ static ag_status tf_read_state(const ag_train_client *c, const ag_st_file *f, co
     st->loss_sum = strtod(tf_get(f, "loss_sum"), NULL);
     st->loss_n = strtol(tf_get(f, "loss_n"), NULL, 10);
     st->loss_taken = tf_get(f, "loss_taken")[0] == '1';
+    st->eval_step = strtol(tf_get(f, "eval_step"), NULL, 10);   /* the evaluation saved with it */
+    st->val_loss = strtod(tf_get(f, "val_loss"), NULL);
+    st->train_loss = NAN;
     if (strtol(tf_get(f, "iter"), NULL, 10) != st->step || ag_st_meta_hex(f, "model_hash") != ag_weights_hash(c->params))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: not of its weights' iteration", path);
     return ag_ckpt_read_moments(f, path, c->params, err);
@@ -357,6 +412,14 @@ static ag_status tf_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 static const char *const tf_files[] = {TF_WEIGHTS, TF_STATE, NULL};
 static const ag_ckpt_kind tf_kind = {.files = tf_files, .identify = tf_identify};
 static const ag_train_format tf_format = {.kind = &tf_kind, .write = tf_write, .read = tf_read, .count = "iteration"};
+/* own_format's origin: the untrained weights' hash, as char_lm's (its iteration 0's model_hash) */
+static uint64_t tf_origin(const ag_train_client *c, uint64_t seed)
+{
+    (void)seed;
+    return ag_weights_hash(c->params);
+}
+static const ag_train_format tf_format_origin = {.kind = &tf_kind, .write = tf_write, .read = tf_read,
+                                                 .origin = tf_origin, .count = "iteration"};
 
 /* root/name's latest checkpoint is ckpt-<step>, of tiny's files alone. */
 static void tf_latest_is(const char *root, const char *name, const char *want)
@@ -423,6 +486,7 @@ START_TEST(own_format)
     tiny_build(&k);
     k.format = &tf_format;
     tiny_train(&k, root, "killed", 30, 10, true);
+    ck_assert_int_eq(k.eval_calls, 2);   /* at 20 and 30: 10's was saved with its checkpoint */
     tf_same_run(root, "killed", &k, &u);
     tiny_build(&s);
     s.format = &tf_format;
@@ -455,6 +519,527 @@ START_TEST(own_format)
 }
 END_TEST
 
+/* A run of m into root/name (30 steps, an evaluation every 10) with diverge_floor: its status, err's message. */
+static ag_status tiny_diverge(tiny *m, const char *root, const char *name, double floor, ag_error *err)
+{
+    char out[256];
+    snprintf(out, sizeof out, "%s/%s", root, name);
+    const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .batch = BATCH,
+                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = floor,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    return ag_train_run(&c, &o, &r, err);
+}
+
+/* own_update's optimizer: W -= 0.5 lr at every weight, whatever the gradient; t checked in turn */
+static ag_status tiny_update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err)
+{
+    tiny *m = user;
+    ck_assert_int_eq(t, ++m->updates);
+    ck_assert(clip > 0 && clip <= 1);
+    if (t == m->fail_at) return ag_seterr(err, AG_ERR_NONFINITE, "update %ld refused", t);
+    for (size_t i = 0; i < P->total; i++) P->data[i] -= (ag_real)(0.5 * lr);
+    return AG_OK;
+}
+
+/* A fresh run's origin is its format's when the format gives one. */
+START_TEST(own_format_origin)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", dir[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny o;
+    tiny_build(&o);
+    o.format = &tf_format_origin;
+    uint64_t untrained = ag_weights_hash(o.P);
+    tiny_train(&o, root, "origin", 10, 10, false);
+    snprintf(dir, sizeof dir, "%s/origin", root);
+    ag_error err = {0};
+    ag_st_file *f = ag_st_load_header(proc_path(proc_ckpt(dir), TF_STATE), &err);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_msg(ag_st_meta_hex(f, "origin") == untrained, "origin %s, not the untrained weights' hash %016llx",
+                  tf_get(f, "origin"), (unsigned long long)untrained);
+    ag_st_free(f);
+    ag_params_free(o.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(own_update)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    ag_real w0 = m.P->data[0];
+    snprintf(out, sizeof out, "%s/u", root);
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                         .loss = tiny_loss, .evaluate = tiny_eval, .update = tiny_update};
+    ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .sched = {.lr = 0.1, .min_lr = 0.1},
+                       .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.updates, 6);
+    ck_assert_msg(fabs((double)(w0 - m.P->data[0]) - 6 * 0.05) < 1e-5, "the weight moved %g, not 0.3: not the client's "
+                  "update alone", (double)(w0 - m.P->data[0]));
+    o.resume = true;
+    o.steps = 10;
+    m.fail_at = 9;
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_NONFINITE);   /* t goes on from the checkpoint */
+    ck_assert_str_eq(err.msg, "update 9 refused");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* own_pass's client: the loss on the tape, then its backward, by the client itself */
+static ag_status tiny_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err)
+{
+    tiny *m = user;
+    ck_assert_ptr_eq(ctx, m->started);
+    m->passes++;
+    ag_tensor *l = NULL;
+    ag_status s = tiny_loss(user, ctx, mb, &l, err);
+    if (s) return s;
+    *loss = (double)l->data[0];
+    return ag_backward_from(ctx, l, &mb->dloss) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
+}
+
+static ag_status tiny_start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
+{
+    (void)err;
+    tiny *m = user;
+    ck_assert_int_eq(m->passes, 0);
+    ck_assert_int_eq(st->step, 0);   /* a fresh run */
+    m->started = ctx;
+    m->starts++;
+    return AG_OK;
+}
+
+START_TEST(own_pass)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny a, b;
+    tiny_build(&a);
+    tiny_build(&b);
+    tiny_run(&a, root, "loss");
+    snprintf(out, sizeof out, "%s/pass", root);
+    const ag_train_client c = {.name = "tiny", .params = b.P, .user = &b, .batch = BATCH, .draw = tiny_draw,
+                               .pass = tiny_pass, .start = tiny_start, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(b.starts, 1);
+    ck_assert_int_eq(b.passes, 30);
+    size_t differ = 0;
+    for (size_t i = 0; i < a.P->total; i++) differ += a.P->data[i] != b.P->data[i];
+    ck_assert_msg(differ == 0, "the client's pass trained other weights (%zu of %zu differ)", differ, a.P->total);
+    ag_params_free(a.P);
+    ag_params_free(b.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(overwrite)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], old_ckpt[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    tiny_train(&m, root, "run", 30, 10, false);   /* best ckpt-00000010 (its first evaluation), latest ckpt-00000030 */
+    snprintf(out, sizeof out, "%s/run", root);
+    snprintf(old_ckpt, sizeof old_ckpt, "%s/ckpt-00000030", out);
+    char log_path[300];
+    snprintf(log_path, sizeof log_path, "%s/log.txt", root);
+    FILE *log = fopen(log_path, "w");
+    ck_assert_ptr_nonnull(log);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 6, .every = 10, .log = log,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);   /* a run is there: refused */
+    ck_assert_msg(strstr(err.msg, "holds a run already"), "%s", err.msg);
+    struct stat sb;
+    ck_assert_int_eq(stat(old_ckpt, &sb), 0);
+    o.overwrite = true;
+    ag_error_clear(&err);
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    char want[400];   /* ckpt-00000010 was the old run's best: the new one's first is named beside it */
+    snprintf(want, sizeof want, "%s/ckpt-00000010-b", out);
+    ck_assert_str_eq(proc_ckpt(out), want);
+    ck_assert_msg(stat(old_ckpt, &sb) != 0, "the old run's checkpoint stayed");
+    ck_assert_msg(stat(proc_path(out, "ckpt-00000010"), &sb) != 0, "the old run's best stayed");
+    ck_assert_int_eq(fclose(log), 0);
+    char *said = proc_read_file(log_path, NULL);
+    snprintf(want, sizeof want, "warning: %s holds a run already; overwrite: starting a new run over it (the old run "
+             "goes once the new run's first checkpoint is saved)\n", out);
+    ck_assert_msg(strstr(said, want), "%s", said);
+    free(said);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+static ag_status tiny_eval_train(void *user, ag_ctx *ctx, double *train, ag_error *err)
+{
+    (void)ctx, (void)err;
+    tiny *m = user;
+    m->train_evals++;
+    *train = 7;
+    return AG_OK;
+}
+
+/* own_columns' cells: the step, and "e" on a row with an evaluation, "l" on the last row */
+static void tiny_row(void *user, long it, bool step, bool evaluated, char *buf, size_t n)
+{
+    (void)user;
+    snprintf(buf, n, "%ld,%s", it, !step ? "l" : evaluated ? "e" : "");
+}
+
+START_TEST(own_columns)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/cols", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .evaluate_train = tiny_eval_train,
+                               .columns = "extra,more", .row = tiny_row};
+    const ag_train_opts o = {.out_dir = out, .steps = 20, .seed = 5, .every = 10, .eval_at_start = true,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.train_evals, 3);   /* steps 0, 10 and 20 */
+    char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss,score,extra,more\n", 50) == 0, "%s", csv);
+    ck_assert_msg(strstr(csv, ",7.000000,1.000000,nan,0,e\n1,") && strstr(csv, ",,,,1,\n2,"), "%s", csv);
+    ck_assert_msg(strstr(csv, ",7.000000,1.000000,nan,10,e\n"), "%s", csv);
+    ck_assert_msg(strstr(csv, "\n20,,,7.000000,1.000000,nan,20,l\n"), "%s", csv);
+    free(csv);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* A run of c with o into root/name (out [256]), its log into root/log.txt: the log's text (malloc'd). */
+static char *run_logged(const ag_train_client *c, ag_train_opts o, const char *root, const char *name, char *out)
+{
+    char log_path[300];
+    snprintf(out, 256, "%s/%s", root, name);
+    snprintf(log_path, sizeof log_path, "%s/log.txt", root);
+    FILE *log = fopen(log_path, "w");
+    ck_assert_ptr_nonnull(log);
+    o.out_dir = out;
+    o.log = log;
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(fclose(log), 0);
+    char *t = proc_read_file(log_path, NULL);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+static ag_status tiny_eval_nan(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    (void)user, (void)ctx, (void)err;
+    *val = NAN;   /* no validation split */
+    *score = NAN;
+    return AG_OK;
+}
+
+static void tiny_progress(void *user, long it, long steps, double loss, double lr, double ema_s,
+                          const ag_budget *budget, char *buf, size_t n)
+{
+    (void)user, (void)loss, (void)lr;
+    snprintf(buf, n, "it %ld of %ld, ema %s, budget %s", it, steps, ema_s > 0 ? "set" : "none",
+             budget->deadline ? "yes" : "no");
+}
+
+static void tiny_said(void *user, long it, double train, double val, double score, char *buf, size_t n)
+{
+    (void)user, (void)score;
+    snprintf(buf, n, "E %ld train %.1f val %.1f\n  second line", it, train, val);
+}
+
+START_TEST(own_words)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train,
+                               .no_score = true, .progress_text = tiny_progress, .eval_text = tiny_said};
+    const ag_train_opts o = {.steps = 10, .seed = 5, .every = 5, .log_every = 5, .progress = AG_PROGRESS_LINES,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    char *t = run_logged(&c, o, root, "words", out);
+    ck_assert_msg(strstr(t, "it 4 of 10, ema set, budget no\nE 5 train 7.0 val nan\n  second line\nit 9 of 10, "), "%s",
+                  t);
+    free(t);
+    char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss\n", 33) == 0 && strstr(csv, ",7.000000,\n6,") &&
+                  strstr(csv, "\n10,,,7.000000,\n"), "%s", csv);
+    free(csv);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(progress_tty)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    char *t = run_logged(&c, o, root, "tty", out);
+    const char first[] = "\r\033[Kstep 1/10 | loss ";   /* the first step: drawn at once */
+    ck_assert_msg(strncmp(t, first, strlen(first)) == 0, "%s", t);
+    ck_assert_msg(strstr(t, "\r\033[Kstep 10/10 | loss ") && strstr(t, "\r\033[Kstep 10: val loss 1.0000"), "%s", t);
+    ck_assert_msg(!strstr(t, " ms\n") && t[strlen(t) - 1] == '\n', "%s", t);   /* redrawn, never a line of its own */
+    free(t);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+static void no_handler(int sig) { (void)sig; }
+
+START_TEST(own_stop)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], want[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    static volatile sig_atomic_t flag;
+    tiny m;
+    tiny_build(&m);
+    m.flag = &flag;
+    struct sigaction mine = {.sa_handler = no_handler}, was;
+    sigemptyset(&mine.sa_mask);
+    ck_assert_int_eq(sigaction(SIGTERM, &mine, &was), 0);
+    snprintf(out, sizeof out, "%s/stop", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .stop = &flag,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(r.stop_signal, SIGUSR1);
+    ck_assert_int_eq(r.step, 5);   /* set during step 4: the run ends before step 5, saved there */
+    snprintf(want, sizeof want, "%s/ckpt-00000005", out);
+    ck_assert_str_eq(proc_ckpt(out), want);
+    ck_assert_int_eq(sigaction(SIGTERM, &was, NULL), 0);
+    ck_assert_msg(m.seen == no_handler, "the loop replaced the program's SIGTERM handler during the run");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* A run of c into root/name (10 steps, an evaluation every 2, char_lm's floor): its error. */
+static void words_run(const ag_train_client *c, const char *root, const char *name, const char *want_tail)
+{
+    char out[256], want[600];
+    snprintf(out, sizeof out, "%s/%s", root, name);
+    const ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 5, .every = 2, .diverge_floor = 1.4,
+                             .diverge_floor_name = "2 ln V", .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(c, &o, &r, &err), AG_ERR_NONFINITE);
+    snprintf(want, sizeof want, want_tail, out);
+    ck_assert_str_eq(err.msg, want);
+}
+
+START_TEST(in_words)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    m.poison_at = 4;   /* step 3's loss */
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                         .loss = tiny_loss, .evaluate = tiny_eval, .count = "iteration", .lr_name = "--lr"};
+    words_run(&c, root, "nan", "iteration 3: the loss is nan; stopped before the optimizer step; kept: "
+              "%s/ckpt-00000002, the latest and the best (try a lower --lr)");
+    ag_params_init(m.P, 3);
+    const double spike[] = {0.5, 2.5};
+    m.poison_at = 0;
+    m.evals = spike;
+    m.evaluated = 0;
+    c.evaluate_train = tiny_eval_train;   /* two losses: each named */
+    words_run(&c, root, "spike", "iteration 4: the evaluation's val loss is 2.5, above the divergence limit 2 (max(2 ln "
+              "V, 4 x the best evaluation, 0.5000 at iteration 2)): the model has diverged; stopped; kept: "
+              "%s/ckpt-00000002, the latest and the best (try a lower --lr)");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+static void tiny_after(void *user, long it, double loss, double lr)
+{
+    tiny *m = user;
+    ck_assert(lr > 0 && it == m->started_at + m->stepped);
+    m->losses[m->stepped++ % 16] = loss;
+}
+
+static ag_status tiny_started(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
+{
+    (void)ctx, (void)err;
+    ((tiny *)user)->started_at = st->step;
+    return AG_OK;
+}
+
+START_TEST(parents)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/a/b/run", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .start = tiny_started,
+                               .after_step = tiny_after};
+    ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .sched = {.lr = 0.1, .min_lr = 0.1},
+                       .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);   /* root/a is missing */
+    ck_assert_msg(strstr(err.msg, "cannot create"), "%s", err.msg);
+    o.make_parents = true;
+    ag_error_clear(&err);
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.stepped, 6);
+    for (int i = 0; i < 6; i++) ck_assert_msg(isfinite(m.losses[i]) && m.losses[i] > 0, "step %d: %g", i, m.losses[i]);
+    ck_assert(m.losses[5] == r.loss);
+    m.stepped = 0;
+    o.resume = true;
+    o.steps = 9;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.started_at, 6);
+    ck_assert_int_eq(m.stepped, 3);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+enum { GV = 16, GT = 8, GB = 2 };
+
+typedef struct {
+    ag_gpt *g;
+    int x[GB * GT], y[GB * GT];
+    int forwards;   /* activations_forward's calls */
+} gpt_tiny;
+
+static ag_status gpt_draw(void *user, ag_rng *rng, ag_error *err)
+{
+    (void)err;
+    gpt_tiny *m = user;
+    for (int i = 0; i < GB * GT; i++) m->x[i] = (int)ag_rng_below(rng, GV), m->y[i] = (m->x[i] + 1) % GV;
+    return AG_OK;
+}
+
+static ag_status gpt_loss(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err)
+{
+    gpt_tiny *m = user;
+    const ag_forward_opts fo = {.train = true, .seed = mb->seed};
+    ag_gpt_forward(ctx, m->g, m->x + mb->first * GT, m->y + mb->first * GT, mb->b, GT, &fo, loss);   // loss [1]
+    return *loss ? AG_OK : ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx));
+}
+
+static ag_status gpt_eval(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    (void)user, (void)ctx, (void)err;
+    *val = 1;
+    *score = NAN;
+    return AG_OK;
+}
+
+static ag_status gpt_acts(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err)
+{
+    (void)seed, (void)it;
+    gpt_tiny *m = user;
+    m->forwards++;
+    static const int ids[GT] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const ag_forward_opts fo = {.composed_attention = true};   /* the scores op by op: their range read */
+    ag_gpt_forward(ctx, m->g, ids, NULL, 1, GT, &fo, NULL);   // logits [1,GT,GV]
+    return ag_ctx_status(ctx) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
+}
+
+START_TEST(own_acts)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    gpt_tiny m = {0};
+    ag_gpt_config cfg = {.vocab_size = GV, .n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = GT};
+    ag_error err = {0};
+    ck_assert_ptr_nonnull(m.g = ag_gpt_new(&cfg, 1, &err));
+    snprintf(out, sizeof out, "%s/acts", root);
+    const ag_train_client c = {.name = "gpt", .params = m.g->params, .user = &m, .batch = GB, .draw = gpt_draw,
+                               .loss = gpt_loss, .evaluate = gpt_eval, .activations_forward = gpt_acts};
+    const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .log_activations = true,
+                             .sched = {.lr = 0.01, .min_lr = 0.01}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.forwards, 2);   /* the evaluations at 3 and 6 */
+    char *csv = proc_read_file(proc_path(out, "activations.csv"), NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_msg(strstr(csv, "\n3,") && strstr(csv, "\n6,") && strstr(csv, "score_max_L1"), "%s", csv);
+    free(csv);
+    ag_gpt_free(m.g);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(diverged)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", want[600];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    const double spike[] = {0.5, 2.5, 1.0}, nan_first[] = {NAN};
+    tiny m;
+    tiny_build(&m);
+    m.evals = spike;   /* 0.5 at step 10: the limit max(1.4, 2.0) = 2; 2.5 at step 20 is above it */
+    ag_error err = {0};
+    ck_assert_int_eq(tiny_diverge(&m, root, "spike", 1.4, &err), AG_ERR_NONFINITE);
+    snprintf(want, sizeof want, "step 20: the evaluation loss is 2.5, above the divergence limit 2 (max(1.4, 4 x the "
+             "best evaluation, 0.5000 at step 10)): the model has diverged; stopped; kept: %s/spike/ckpt-00000010, "
+             "the latest and the best (try a lower learning rate)", root);
+    ck_assert_str_eq(err.msg, want);
+    char path[512];
+    snprintf(path, sizeof path, "%s/spike", root);
+    snprintf(want, sizeof want, "%s/ckpt-00000010", path);
+    ck_assert_str_eq(proc_ckpt(path), want);   /* the diverged weights never saved */
+    ag_params_init(m.P, 3);
+    m.evaluated = 0;   /* without the option: the same losses, to the end */
+    ag_error_clear(&err);
+    ck_assert_msg(tiny_diverge(&m, root, "free", 0, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.evaluated, 3);
+    m.evals = nan_first;
+    m.evaluated = 0;
+    ag_error_clear(&err);
+    ck_assert_int_eq(tiny_diverge(&m, root, "nan", 1.4, &err), AG_ERR_NONFINITE);
+    ck_assert_msg(strstr(err.msg, "step 10: the evaluation loss is nan: the model has diverged; stopped; no checkpoint "
+                         "was saved"), "%s", err.msg);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -465,6 +1050,18 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, too_big_refused);
     tcase_add_test(tc, moved_mid_run);
     tcase_add_test(tc, own_format);
+    tcase_add_test(tc, own_format_origin);
+    tcase_add_test(tc, own_update);
+    tcase_add_test(tc, own_pass);
+    tcase_add_test(tc, overwrite);
+    tcase_add_test(tc, own_columns);
+    tcase_add_test(tc, progress_tty);
+    tcase_add_test(tc, own_words);
+    tcase_add_test(tc, own_stop);
+    tcase_add_test(tc, in_words);
+    tcase_add_test(tc, parents);
+    tcase_add_test(tc, own_acts);
+    tcase_add_test(tc, diverged);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -452,21 +452,105 @@ static ag_status same_iteration(const char *where, long iter, ag_error *err)
                      iter);
 }
 
-ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
+/* where's train_state.safetensors into P's moments and *s, checked against where's weights file
+ * and P's weights (already read): s->prev_hash is theirs, the one the next save follows. */
+static ag_status read_state_in(const char *where, ag_params *P, lm_train_state *s, ag_error *err)
 {
+    char path[PATHLEN];
     memset(s, 0, sizeof *s);
-    char where[PATHLEN], path[PATHLEN];
-    ag_status rs = lm_ckpt_resolve(dir, where, sizeof where, err);
-    if (rs) return rs;
     if (path_of(path, where, LM_STATE_FILE, err)) return AG_ERR_ARG;
     ag_st_file *f = ag_st_load(path, err);
     if (!f) return AG_ERR_IO;
     ag_status st = read_state_meta(f, path, s, err);
-    if (st == AG_OK) st = ag_ckpt_read_moments(f, path, g->params, err);
+    if (st == AG_OK) st = ag_ckpt_read_moments(f, path, P, err);
     if (st == AG_OK) st = same_iteration(where, s->iter, err);
-    if (st == AG_OK) st = check_binding(f, path, g->params, err);
-    s->prev_hash = st == AG_OK ? ag_weights_hash(g->params) : 0;   /* the next save follows this one */
+    if (st == AG_OK) st = check_binding(f, path, P, err);
+    s->prev_hash = st == AG_OK ? ag_weights_hash(P) : 0;   /* the next save follows this one */
     ag_st_free(f);
     if (st) memset(s, 0, sizeof *s);
     return st;
 }
+
+ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_error *err)
+{
+    char where[PATHLEN];
+    memset(s, 0, sizeof *s);
+    ag_status rs = lm_ckpt_resolve(dir, where, sizeof where, err);
+    return rs ? rs : read_state_in(where, g->params, s, err);
+}
+
+// --- the same files as ag_train_run's checkpoint format (train/train.h: ag_train_format) ---
+
+/* The loop's state as char_lm's train state: the data's fields as the client keeps them, the
+ * iteration and the optimizer's t both the loop's step, the evaluation saved when the loop
+ * evaluated at this step. */
+static lm_train_state from_loop(const lm_ckpt_user *u, const ag_train_state *st)
+{
+    lm_train_state t = u->data;
+    t.iter = t.step = st->step;
+    t.run_id = st->run_id;
+    t.rng = st->rng;
+    t.prev_hash = st->prev_hash;
+    t.best_iter = st->best_step;
+    t.best_loss = st->best_step >= 0 ? st->best_loss : NAN;
+    t.has_eval = st->eval_step == st->step;
+    t.eval_train = st->train_loss;
+    t.eval_val = st->val_loss;
+    return t;
+}
+
+static ag_status fmt_write(const ag_train_client *c, const char *tmp, const ag_train_state *st, ag_error *err)
+{
+    const lm_ckpt_user *u = c->user;
+    lm_train_state t = from_loop(u, st);
+    save_of w = {u->g, u->cfg, u->vocab, &t};
+    return write_pair(tmp, &w, err);
+}
+
+/* model.safetensors of where into P (its metadata checked: a char_lm checkpoint, its config and
+ * vocabulary whole), its iteration in *iter. */
+static ag_status read_weights_in(const char *where, ag_params *P, long *iter, ag_error *err)
+{
+    char path[PATHLEN];
+    lm_model m;
+    memset(&m, 0, sizeof m);
+    if (path_of(path, where, LM_MODEL_FILE, err)) return AG_ERR_ARG;
+    ag_st_file *f = ag_st_load(path, err);
+    if (!f) return AG_ERR_IO;
+    ag_status s = read_model_meta(f, path, &m, err);
+    if (s == AG_OK) s = ag_ckpt_read_weights(f, path, P, err);
+    *iter = m.iter;
+    ag_st_free(f);
+    lm_model_free(&m);
+    return s;
+}
+
+/* The format's read: the weights, and with all the moments and where the run stood (the data's
+ * fields into the client's lm_ckpt_user, for its check of the text). */
+static ag_status fmt_read(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err)
+{
+    lm_ckpt_user *u = c->user;
+    lm_train_state t;
+    ag_status s = read_weights_in(where, c->params, &st->step, err);
+    if (s || !all || (s = read_state_in(where, c->params, &t, err))) return s;
+    u->data = t;
+    st->rng = t.rng;
+    st->run_id = t.run_id;
+    st->best_step = t.best_iter;
+    st->best_loss = t.best_iter >= 0 ? t.best_loss : INFINITY;
+    st->eval_step = t.has_eval ? t.iter : -1;
+    st->train_loss = t.has_eval ? t.eval_train : NAN;
+    st->val_loss = t.has_eval ? t.eval_val : NAN;
+    return AG_OK;
+}
+
+/* A run's origin: its untrained weights' hash, its iteration 0's model_hash (identify_pair). */
+static uint64_t fmt_origin(const ag_train_client *c, uint64_t seed)
+{
+    (void)seed;
+    return ag_weights_hash(c->params);
+}
+
+const ag_train_format lm_ckpt_format = {.kind = &lm_ckpt_kind, .write = fmt_write, .read = fmt_read,
+                                        .origin = fmt_origin, .count = "iteration", .sync_point = true,
+                                        .second_name = true};

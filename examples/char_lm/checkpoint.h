@@ -142,4 +142,23 @@ void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
  * those the state was saved with (model_hash). */
 ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *st, ag_error *err);
 
+// --- the same files as ag_train_run's checkpoint format ---
+
+/* What lm_ckpt_format reads from a client: its c->user points at one (the first member of the
+ * client's own state). */
+typedef struct {
+    ag_gpt *g;               /* the model: c->params is g->params */
+    const lm_config *cfg;    /* its config, saved in model.safetensors */
+    const ag_vocab *vocab;   /*   and its vocabulary */
+    lm_train_state data;     /* the text's fields (n_tokens, n_train, n_val, data_hash), saved with every
+                                checkpoint; a read puts the checkpoint's whole state here, for the
+                                client's check that a resume trains on the same text */
+} lm_ckpt_user;
+
+/* char_lm's checkpoint files (MODEL.md) as an ag_train_format (train/train.h), so that a run of
+ * ag_train_run writes and resumes exactly the files char_lm's own train does: the loop's step is
+ * the iteration and the optimizer's t, its evaluation the one saved, its origin the untrained
+ * weights' hash; the fault points and names of char_lm's save (sync_point, second_name). */
+extern const ag_train_format lm_ckpt_format;
+
 #endif

@@ -65,10 +65,10 @@ typedef struct {
     double *entropy, *peak;  /* [n_layer] their statistics at the last evaluation */
     ag_dynamics_log *dyn;    /* --log-dynamics (dynamics.c), from the first log step; or NULL */
     ag_activations *acts;    /* --log-activations (activations.c), from the first evaluation; or NULL */
-    bool tty;                /* the progress line is redrawn in place (--progress: train.h) */
+    ag_progress prog;        /* the progress line, the smoothed step time (--progress: train/train.h) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
-    double t_start, ema_dt, t_shown;   /* the run's start, the smoothed step time, the last progress line */
+    double t_start;          /* the run's start */
 } lm_report;
 
 /* Where the run stands, and what may end it. */
@@ -191,15 +191,12 @@ void lm_budget_eval_start(lm_run *R, bool last);
 // --- train_log.c ---
 
 void lm_log_warn(const lm_run *R, const char *msg);
-/* A duration as the log writes it, in buf [n]: "1h30m", "2m05s", "42s", "0.5s". */
-void lm_format_duration(char *buf, size_t n, double s);
+/* A duration as the log writes it, in buf [n]: "1h30m", "2m05s", "42s", "0.5s" (train/budget.h). */
+static inline void lm_format_duration(char *buf, size_t n, double s) { ag_format_duration(buf, n, s); }
 /* One line of the log (printf-style; on a terminal the progress line is cleared first). */
 void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err);
-/* The same for any CSV of the run: DIR/name with header's line, *csv open to append rows. */
-ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
-                         ag_error *err);
 /* Iteration it is a log step: every log_every (10) steps, and the last one. */
 bool lm_log_due(const lm_run *R, long it);
 void lm_log_header(const lm_run *R);

@@ -192,20 +192,8 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
 
 void lm_run_kept(const lm_run *R, char *buf, size_t n)
 {
-    const char *dir = R->o->out_dir;
-    char latest[64], best[64];
-    ag_error ignored = {0};
-    if (!ag_ddp_writer(R->ctl.ddp)) {   /* rank 0 holds the directory */
-        snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
-        return;
-    }
-    if (ag_ckpt_pointer(dir, LM_LATEST, latest, &ignored)) latest[0] = '\0';
-    ag_error_clear(&ignored);
-    if (ag_ckpt_pointer(dir, LM_BEST, best, &ignored)) best[0] = '\0';
-    if (!latest[0]) snprintf(buf, n, "no checkpoint was saved");
-    else if (!best[0] || strcmp(best, latest) == 0)
-        snprintf(buf, n, "kept: %s/%s, the latest%s", dir, latest, best[0] ? " and the best" : "");
-    else snprintf(buf, n, "kept: %s/%s, the latest, and %s/%s, the best", dir, latest, dir, best);
+    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_kept(R->o->out_dir, buf, n);   /* rank 0 holds the directory */
+    else snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
 }
 
 /* A stop signal (Ctrl-C) before iteration it: a checkpoint of where the run stands. */

@@ -68,11 +68,12 @@
 #include "attograd.h"
 #include "config.h"
 
-/* How the progress line is written (--progress): auto, redrawn in place ("\r ESC[K") when the
- * log is a terminal and the run is one process, else a line every log_every steps (under mpirun
- * the ranks' output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot
- * tell); lines, always the latter; tty, always the former. */
-typedef enum { LM_PROGRESS_AUTO = 0, LM_PROGRESS_LINES, LM_PROGRESS_TTY } lm_progress;
+/* How the progress line is written (--progress: auto, lines, tty), as train/train.h's
+ * ag_progress_mode says. */
+typedef ag_progress_mode lm_progress;
+#define LM_PROGRESS_AUTO AG_PROGRESS_AUTO
+#define LM_PROGRESS_LINES AG_PROGRESS_LINES
+#define LM_PROGRESS_TTY AG_PROGRESS_TTY
 
 typedef struct {
     const char *data_path;       /* UTF-8 text */

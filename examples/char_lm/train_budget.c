@@ -61,22 +61,13 @@ void lm_budget_start(lm_run *R)
 }
 
 /* Before the run's first iteration, nothing timed: one window through the model tells what an
- * evaluation batch of B windows costs. When not even one a split fits before the deadline, the
- * run says so in one line and ends at once with a checkpoint (*last, no_eval). */
+ * evaluation batch of B windows costs (ag_budget_probe: too little time for one a split ends the
+ * run at once with a checkpoint). */
 static ag_status probe(lm_run *R, long it, bool *last, ag_error *err)
 {
-    ag_budget *b = &R->ctl.budget;
-    double window, splits = R->data.n_val > 0 ? 2 : 1;
+    double window;
     ag_status s = lm_run_probe(R, &window, err);
-    if (s) return s;
-    double now = ag_budget_now(b), batch = window * R->cfg.batch_size;
-    double late = now + splits * batch + AG_BUDGET_END_MARGIN_S > b->deadline;
-    if ((s = ag_budget_sum(b, &late, err)) || !(late > 0)) return s;   /* all ranks end, or none */
-    lm_log_line(R, "time budget: %s is too short for this run: one evaluation batch takes about %.3g s (a window "
-                "%.3g s, %d a batch), and %.3g s are left; ending at iteration %ld with a checkpoint, no evaluation",
-                b->as_said, batch, window, R->cfg.batch_size, b->deadline - now, it);
-    *last = b->no_eval = b->out_of_time = true;
-    return AG_OK;
+    return s ? s : ag_budget_probe(&R->ctl.budget, it, window, R->cfg.batch_size, "window", last, err);
 }
 
 ag_status lm_budget_check(lm_run *R, long it, bool *last, ag_error *err)

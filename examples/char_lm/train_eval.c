@@ -142,24 +142,15 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, 
 /* The loss a run is judged by: validation, or training without a validation split. */
 static double judged(const lm_run *R, double tl, double vl) { return R->data.n_val > 0 ? vl : tl; }
 
-/* Divergence (issue 19): an evaluation loss that is not finite, or one far above anything the
- * run has seen,
- *     above  limit = max(2 ln V, 4 x the lowest evaluation loss so far)
- * ln V is what a model that guesses uniformly scores (an untrained one's loss, where a run
- * starts): above twice that, the model is confidently wrong and nothing learned is left, so a
- * trained run (best 1.5, say) is stopped there. 4x the best is the room a run has while its
- * best is still above ln V / 2 (early on, or --init-from a model of another text): Adam at a
- * high rate can spike and recover (seen: 3.31, then 8.56, then a new best 3.22), and a run
- * that may still improve is not stopped for noise. The best checkpoint is kept whatever
- * happens, so the rule only has to catch a run that has blown up. A run's first evaluation has
- * no best to compare with: only a non-finite loss stops it. Train and validation losses are
- * both held to it. */
+/* Divergence (issue 19): an evaluation loss that is not finite, or above
+ *     limit = max(2 ln V, 4 x the lowest evaluation loss so far)
+ * (train/train.h: ag_divergence_limit says why those two). A run's first evaluation has no best
+ * to compare with: only a non-finite loss stops it. Train and validation losses are both held
+ * to it. */
 static double divergence_limit(const lm_run *R)
 {
     const lm_train_state *st = &R->learn.st;
-    double two_ln_v = 2 * log((double)R->data.text.vocab.V);
-    if (st->best_iter < 0) return INFINITY;
-    return 4 * st->best_loss > two_ln_v ? 4 * st->best_loss : two_ln_v;
+    return ag_divergence_limit(2 * log((double)R->data.text.vocab.V), st->best_loss, st->best_iter >= 0);
 }
 
 /* A diverged model is never saved: the error, naming what stays on disk. */

@@ -16,7 +16,6 @@
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-#define PATHLEN 4096
 
 void lm_log_warn(const lm_run *R, const char *msg)
 {
@@ -25,49 +24,26 @@ void lm_log_warn(const lm_run *R, const char *msg)
 
 void lm_log_line(const lm_run *R, const char *fmt, ...)
 {
-    FILE *f = R->o->log;
-    if (!f) return;
-    if (R->rep.tty) fputs("\r\033[K", f);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
+    ag_progress_vline(&R->rep.prog, fmt, ap);   /* the progress line cleared first (train/train.h) */
     va_end(ap);
-    fputs("\n", f);
-    fflush(f);
 }
 
 // --- metrics.csv ---
 
-static const char metrics_header[] = "iter,lr,loss,train_loss,val_loss,tokens_per_s";
-
-/* The header line: the six columns, then two per layer with --log-attn-stats. */
-static bool put_header(const lm_run *R, FILE *out)
-{
-    bool ok = fputs(metrics_header, out) >= 0;
-    for (int l = 0; ok && R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++)
-        ok = fprintf(out, ",attn_entropy_L%d,attn_max_L%d", l, l) >= 0;
-    return ok && fputs("\n", out) >= 0;
-}
-
-/* The run's CSV name in its directory (train/train.h: ag_csv_open), its header line written by
- * header: rank 0's metrics.csv and dynamics.csv. */
-ag_status lm_log_open_csv(lm_run *R, const char *name, bool (*header)(const lm_run *R, FILE *out), FILE **csv,
-                         ag_error *err)
-{
-    char *head = NULL;
-    size_t hn = 0;
-    FILE *h = open_memstream(&head, &hn);
-    bool ok = h && header(R, h);
-    if (h && fclose(h) != 0) ok = false;
-    ag_status s = ok ? ag_csv_open(R->o->out_dir, name, head, R->ctl.resumed ? R->ctl.start : -1, csv, err)
-                     : ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", name);
-    free(head);
-    return s;
-}
-
+/* The six columns, then two per layer with --log-attn-stats (train/train.h: ag_csv_layer_head),
+ * opened as ag_csv_open does. */
 ag_status lm_log_open_metrics(lm_run *R, ag_error *err)
 {
-    return lm_log_open_csv(R, "metrics.csv", put_header, &R->rep.metrics, err);
+    static const char *const attn[] = {"attn_entropy", "attn_max", NULL};
+    char *head = ag_csv_layer_head("iter,lr,loss,train_loss,val_loss,tokens_per_s", attn,
+                                   R->cfg.log_attn_stats ? R->cfg.model.n_layer : 0);
+    ag_status s = head ? ag_csv_open(R->o->out_dir, "metrics.csv", head, R->ctl.resumed ? R->ctl.start : -1,
+                                     &R->rep.metrics, err)
+                       : ag_seterr(err, AG_ERR_NOMEM, "metrics.csv: out of memory");
+    free(head);
+    return s;
 }
 
 /* One row of metrics.csv (printf-style). */
@@ -114,16 +90,6 @@ ag_status lm_log_last_row(lm_run *R, long it, ag_error *err)
 }
 
 // --- the log ---
-
-void lm_format_duration(char *buf, size_t n, double s)
-{
-    if (!(s >= 0) || s > 4e6) s = 0;   /* a --time-budget is at most 1000h */
-    long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
-    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
-    else if (s < 10 && fabs(s - (double)t) >= 0.05) snprintf(buf, n, "%.1fs", s);   /* 0.5s, never "0s" */
-    else snprintf(buf, n, "%lds", t);
-}
 
 /* The switches that are not MODEL.md's default, "--norm rmsnorm, --no-scale", in sw [n]. */
 static size_t switches(const lm_config *c, char *sw, size_t n)
@@ -181,7 +147,7 @@ void lm_log_eval(lm_run *R, long it, double tl, double vl)
     fmt_loss(rep->val_col, sizeof rep->val_col, have_val, vl);
     FILE *f = R->o->log;
     if (!f) return;
-    if (rep->tty) fputs("\r\033[K", f);
+    ag_progress_clear(&rep->prog);
     if (have_val) fprintf(f, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
     else fprintf(f, "iter %ld: train %.4f\n", it, tl);
     if (R->cfg.log_attn_stats) {
@@ -201,22 +167,17 @@ bool lm_log_due(const lm_run *R, long it)
 /* On a terminal one line redrawn at most 10 times a second; in a file at each log step. */
 static void log_progress(lm_run *R, long it, double loss, double lr)
 {
-    const lm_train_opts *o = R->o;
-    lm_report *rep = &R->rep;
+    ag_progress *p = &R->rep.prog;
     long max = R->cfg.max_iters;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    double t1 = ag_now_s();
-    bool show = rep->tty ? t1 - rep->t_shown >= 0.1 || it + 1 == max : lm_log_due(R, it);
-    if (!o->log || !show) return;
+    if (!ag_progress_due(p, lm_log_due(R, it), it + 1 == max)) return;
     char eta[32], of[24];
     const ag_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
-    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(o) : rep->ema_dt * (double)(max - it - 1));
+    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : p->ema_s * (double)(max - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", max);
-    fprintf(o->log, "%siter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s%s", rep->tty ? "\r\033[K" : "", it, of,
-            loss, lr, (double)B * T / rep->ema_dt, b->deadline ? "left" : "ETA", eta, rep->tty ? "" : "\n");
-    fflush(o->log);
-    rep->t_shown = t1;
+    ag_progress_show(p, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr,
+                     (double)B * T / p->ema_s, b->deadline ? "left" : "ETA", eta);
 }
 
 ag_status lm_log_written(const lm_run *R, ag_error *err)
@@ -236,7 +197,7 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     lm_report *rep = &R->rep;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     double dt = ag_now_s() - t0, tok_s = (double)B * T / (dt > 0 ? dt : 1e-9);
-    rep->ema_dt = it == R->ctl.start ? (dt > 0 ? dt : 1e-9) : 0.9 * rep->ema_dt + 0.1 * dt;   /* smoothed step time */
+    ag_progress_step(&rep->prog, dt, it == R->ctl.start);   /* the smoothed step time */
     if (o->losses && it < o->n_losses) o->losses[it] = loss;
     ag_status s = put_row(R, err, "%ld,%.6g,%.6f,%s,%s,%.1f%s\n", it, lr, loss, rep->train_col, rep->val_col, tok_s,
                           rep->stats);
@@ -247,10 +208,7 @@ ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_
     return lm_log_written(R, err);   /* a full disk under the log stops the run at once */
 }
 
-void lm_log_break(const lm_run *R)
-{
-    if (R->rep.tty) fputs("\n", R->o->log);
-}
+void lm_log_break(const lm_run *R) { ag_progress_break(&R->rep.prog); }
 
 void lm_log_end(const lm_run *R, const lm_train_result *r)
 {
@@ -283,12 +241,7 @@ void lm_log_plots(lm_run *R, bool last)
     snprintf(floor_title, sizeof floor_title, "ln V = ln %d: every character equally likely", V);
     const ag_loss_plot lp = {"char\\_lm: loss per character (nats)", log((double)V), floor_title, R->data.n_val > 0};
     ag_error why = {0};
-    bool done = true;
-    ag_status ps = AG_OK;
-    if (rep->plot_pid > 0) ps = ag_plot_loss_wait(rep->plot_pid, last, &done, dir, &why);
-    if (done) rep->plot_pid = 0;   /* the previous one still drawing: this one is skipped */
-    if (!ps && rep->plot_pid == 0)
-        ps = last ? ag_plot_loss(dir, &lp, &why) : ag_plot_loss_start(dir, &lp, &rep->plot_pid, &why);
+    ag_status ps = ag_plot_loss_again(dir, &lp, &rep->plot_pid, last, &why);   /* in the background (train/train.h) */
     if (!ps && R->cfg.log_attn_stats)
         ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
     if (!ps && R->rep.dyn) ps = ag_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */

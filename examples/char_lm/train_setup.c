@@ -2,7 +2,6 @@
  * on the run directory, the text, the model (new, or a checkpoint's with --resume or
  * --init-from, whose config is merged with the flags), the optimizer's state, the buffers and
  * the ranks; then the run directory itself, and freeing it all. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,8 +350,7 @@ static ag_status prepare(lm_run *R, ag_error *err)
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
     const lm_config *c = &R->cfg;
     R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
-    R->rep.tty = o->log && (o->progress == LM_PROGRESS_TTY || (o->progress == LM_PROGRESS_AUTO &&
-                                                               ag_dist_size(o->dist) == 1 && isatty(fileno(o->log))));
+    ag_progress_init(&R->rep.prog, o->log, o->progress, ag_dist_size(o->dist));
     return alloc_buffers(R, err);
 }
 
@@ -405,44 +403,18 @@ bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
 
 // --- the run directory ---
 
-/* mkdir -p: every missing component of dir. */
-static ag_status mkdir_p(const char *dir, ag_error *err)
-{
-    char buf[PATHLEN];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        struct stat sb;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ag_seterr(err, AG_ERR_IO, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
-        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return ag_seterr(err, AG_ERR_IO, "%s: %s is not a directory", dir, buf);
-        *p = c;
-        if (c == '\0') break;
-        while (p[1] == '/') p++;
-    }
-    return AG_OK;
-}
-
 /* A new run where one already is: refused without --overwrite (hours of training are one
  * forgotten --resume away from lost); with it, the old run (the one its latest names) goes once
  * the new run's first checkpoint is committed (lm_run_checkpoint). */
 static ag_status replace_run(lm_run *R, ag_error *err)
 {
     const char *dir = R->o->out_dir;
-    char found[512], live[64] = "", path[PATHLEN], msg[PATHLEN + 700];
-    ag_error ignored = {0};
-    ag_ckpt_id id;
+    char found[512], msg[PATHLEN + 700];
     int k = ag_ckpt_list(dir, found, sizeof found);
     if (!R->o->overwrite)
         return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
                          "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-    if (ag_ckpt_pointer(dir, LM_LATEST, live, &ignored) == AG_OK && ag_path_join(path, sizeof path, dir, live) &&
-        lm_ckpt_identify(path, &id, &ignored) == AG_OK)
-        R->ctl.replaces = id.run_id;
+    R->ctl.replaces = ag_ckpt_live_run(dir, &lm_ckpt_kind);   /* the run DIR/latest names (train/train.h) */
     snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once "
              "the new run's first checkpoint is saved)", dir, R->ctl.replaces ? "the old run" : "nothing");
     lm_log_warn(R, msg);
@@ -453,7 +425,7 @@ ag_status lm_run_open_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     if (!ag_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (train/ddp.h) */
-    ag_status s = mkdir_p(o->out_dir, err);
+    ag_status s = ag_mkdir_p(o->out_dir, err);
     if (s == AG_OK) s = ag_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
     if (s) return s;
     if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {

@@ -143,7 +143,7 @@ static int layers_of(const ag_params *P)
 static char *header(int L)
 {
     static const char *const cols[] = {"rms", "act_mean", "act_std", "act_dead", "score_min", "score_max", NULL};
-    return ag__csv_layer_head("iter,rms_in", cols, L);
+    return ag_csv_layer_head("iter,rms_in", cols, L);
 }
 
 ag_activations *ag_activations_open(const ag_params *P, const char *dir, bool write, long start, ag_error *err)
@@ -229,18 +229,27 @@ void ag_activations_free(ag_activations *a)
 
 #define TAG_ACTS 0x616374697673ull   /* "activs": the activation statistics' batch */
 
-ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
-                                 FILE *log, ag_error *err)
+/* The client's loss on a batch of a stream of its own, from seed and it, on ctx's tape. */
+static ag_status client_loss(const ag_train_client *c, ag_ctx *ctx, uint64_t seed, long it, ag_error *err)
 {
     ag_rng rng;   /* a stream of its own for each evaluation: the run's batches stay as they were */
     ag_rng_seed(&rng, ag_seed_at(seed, TAG_ACTS, (uint64_t)it));
     ag_tensor *loss = NULL;
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true);   /* the tape records every op: the reading needs its nodes */
     ag_micro all;   /* the whole batch in one pass, as one process runs a step */
     ag_micro_of(1, 0, 1, 0, c->batch, ag_seed_at(seed, TAG_ACTS ^ 1, (uint64_t)it), &all);
     ag_status s = c->draw(c->user, &rng, err);   /* the kept batch is drawn again at the next step */
-    if (s == AG_OK) s = c->loss(c->user, ctx, &all, &loss, err);
+    return s ? s : c->loss(c->user, ctx, &all, &loss, err);
+}
+
+ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
+                                 FILE *log, ag_error *err)
+{
+    if (!c->loss && !c->activations_forward)
+        return ag_seterr(err, AG_ERR_ARG, "--log-activations: the client has no loss call to read");
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);   /* the tape records every op: the reading needs its nodes */
+    ag_status s = c->activations_forward ? c->activations_forward(c->user, ctx, seed, it, err)
+                                         : client_loss(c, ctx, seed, it, err);
     if (s == AG_OK && ag_ctx_status(ctx)) s = ag_seterr(err, ag_ctx_status(ctx), "--log-activations: %s",
                                                         ag_ctx_error(ctx));
     if (s == AG_OK) ag_activations_read(a, ctx);

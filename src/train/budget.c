@@ -335,3 +335,29 @@ void ag_budget_batch(ag_budget *b, double dt)
 {
     if (dt > 0 && (b->batch_s <= 0 || dt < b->batch_s)) b->batch_s = dt;
 }
+
+ag_status ag_budget_probe(ag_budget *b, long it, double item_s, int items, const char *item, bool *last,
+                          ag_error *err)
+{
+    double now = ag_budget_now(b), batch = item_s * items, splits = b->splits > 1 ? b->splits : 1;
+    double late = now + splits * batch + AG_BUDGET_END_MARGIN_S > b->deadline;
+    ag_status s = ag_budget_sum(b, &late, err);   /* all ranks end, or none */
+    if (s || !(late > 0)) return s;
+    char line[512];
+    snprintf(line, sizeof line, "time budget: %s is too short for this run: one evaluation batch takes about %.3g s "
+             "(a %s %.3g s, %d a batch), and %.3g s are left; ending at iteration %ld with a checkpoint, no evaluation",
+             b->as_said, batch, item, item_s, items, b->deadline - now, it);
+    if (b->say) b->say(b->say_user, line);
+    *last = b->no_eval = b->out_of_time = true;
+    return AG_OK;
+}
+
+void ag_format_duration(char *buf, size_t n, double s)
+{
+    if (!(s >= 0) || s > 4e6) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else if (s < 10 && fabs(s - (double)t) >= 0.05) snprintf(buf, n, "%.1fs", s);   /* 0.5s, never "0s" */
+    else snprintf(buf, n, "%lds", t);
+}

@@ -95,6 +95,13 @@ ag_status ag_budget_check(ag_budget *b, long it, bool *last, ag_error *err);
 ag_status ag_budget_calibrate(ag_budget *b, long it, bool evaluated, bool *last, ag_error *err);
 /* The time an evaluation with its checkpoint takes: the last one timed, or an estimate. */
 double ag_budget_eval_time(const ag_budget *b);
+/* Before the run's first iteration it, nothing timed: item_s, the time one item of an
+ * evaluation batch took (a probe's: char_lm's one window), tells whether one batch of items
+ * (item, their name: "window") a split fits before the deadline. When not (on any rank), the
+ * run says so in one line and ends at once with a checkpoint and no evaluation: *last, no_eval
+ * and out_of_time. */
+ag_status ag_budget_probe(ag_budget *b, long it, double item_s, int items, const char *item, bool *last,
+                          ag_error *err);
 
 // --- evaluations bounded by the deadline ---
 
@@ -115,5 +122,10 @@ ag_status ag_budget_eval_late(const ag_budget *b, double end, bool *late, ag_err
 void ag_budget_eval_done(ag_budget *b, long it, bool last, long done);
 /* An evaluation batch took dt seconds of the budget's clock. */
 void ag_budget_batch(ag_budget *b, double dt);
+
+/* A duration as a log writes it, in buf [n]: "1h30m", "2m05s", "42s", and under 10 s with its
+ * tenth when that shows ("0.5s", never "0s" for half a second). A negative, NaN or absurd one
+ * (over 4e6 s: a budget is at most 1000h) is "0s". Cannot fail. */
+void ag_format_duration(char *buf, size_t n, double s);
 
 #endif

@@ -131,3 +131,15 @@ ag_status ag_ckpt_point(const char *dir, const char *which, const char *name, bo
     return ag_fsync_dir(dir, err);
 }
 
+void ag_ckpt_kept(const char *dir, char *buf, size_t n)
+{
+    char latest[64], best[64];
+    ag_error ignored = {0};
+    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, latest, &ignored)) latest[0] = '\0';
+    ag_error_clear(&ignored);
+    if (ag_ckpt_pointer(dir, AG_CKPT_BEST, best, &ignored)) best[0] = '\0';
+    if (!latest[0]) snprintf(buf, n, "no checkpoint was saved");
+    else if (!best[0] || strcmp(best, latest) == 0)
+        snprintf(buf, n, "kept: %s/%s, the latest%s", dir, latest, best[0] ? " and the best" : "");
+    else snprintf(buf, n, "kept: %s/%s, the latest, and %s/%s, the best", dir, latest, dir, best);
+}

@@ -488,3 +488,13 @@ ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const 
     ag_st_free(m);
     return s;
 }
+
+uint64_t ag_ckpt_live_run(const char *dir, const ag_ckpt_kind *k)
+{
+    char live[64], path[PATHLEN];
+    ag_error ignored = {0};
+    ag_ckpt_id id;
+    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, live, &ignored) || !ag_path_join(path, sizeof path, dir, live)) return 0;
+    memset(&id, 0, sizeof id);
+    return k->identify(path, &id, &ignored) == AG_OK ? id.run_id : 0;
+}

@@ -106,7 +106,7 @@ ag_status ag_csv_open(const char *dir, const char *name, const char *head, long 
     return AG_OK;
 }
 
-char *ag__csv_layer_head(const char *first, const char *const *cols, int n_layer)
+char *ag_csv_layer_head(const char *first, const char *const *cols, int n_layer)
 {
     char *head = NULL;
     size_t n = 0;

@@ -113,7 +113,7 @@ static int group_of(const ag_tensor *t)
 static char *header(int n_layer)
 {
     static const char *const cols[] = {"grad_attn", "grad_mlp", "update_attn", "update_mlp", NULL};
-    return ag__csv_layer_head("iter,lr,grad_norm,clip", cols, n_layer);
+    return ag_csv_layer_head("iter,lr,grad_norm,clip", cols, n_layer);
 }
 
 /* The measure of P's layers (d->n_layer of them) and its buffers. */

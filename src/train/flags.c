@@ -31,6 +31,8 @@ static const flag flags[] = {
     {"--out", "DIR", "the run directory (made if missing; its parent must exist)", TEXT, 0, 0, FIELD(out_dir)},
     {"--steps", "N", "optimizer steps in all, counted from the run's first", LONG, 1, 1e9, FIELD(steps)},
     {"--resume", NULL, "go on exactly where DIR/latest left off", ON, 0, 0, FIELD(resume)},
+    {"--overwrite", NULL, "start a new run over the one DIR holds (its checkpoints go after the new run's first)",
+     ON, 0, 0, FIELD(overwrite)},
     {"--time-budget", "S", "end the run, evaluated and checkpointed, within S seconds", REAL, 1e-3, 1e9,
      FIELD(time_budget_s)},
     {"--seed", "S", "the run's seed (its batches; the model's weights too, if the program says so)", U64, 0, 1e15,

@@ -19,7 +19,7 @@
 #include "../tensor/debug.h"   /* ag_now_s */
 #include "../tensor/speed.h"   /* ag_threads_init, the thread tuner */
 
-#define CSV_HEAD "iter,lr,loss,train_loss,val_loss,score\n"
+#define CSV_HEAD "iter,lr,loss,train_loss,val_loss"
 #define PICTURES_S 0.5   /* the budget keeps this for loss.png and report.md, after the last checkpoint */
 
 typedef struct {
@@ -36,18 +36,32 @@ typedef struct {
     ag_thread_tuner tuner;    /* opts->threads or one, whichever is faster now (speed.h) */
     ag_train_state st;
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
+    uint64_t replaces;        /* opts->overwrite: the old run, removed after our first commit (0: none) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
-    ag_budget budget;         /* opts->time_budget_s: the steps and evaluations timed, the deadline kept */
-    char eval_cols[96];       /* ",train,val,score" for the next row, or ",,," */
+    ag_train_opts *run;       /* the opts as the run goes: steps and sched follow a budget's count */
+    ag_budget *budget;        /* the steps and evaluations timed, the deadline kept: opts->budget, */
+    ag_budget own_budget;     /*   or the loop's own, of opts->time_budget_s */
+    char eval_cols[128];      /* ",train,val,score" (no score: c->no_score) for the next row, */
+    bool evaluated;           /*   when it carries an evaluation */
+    char cells[1024];         /* the client's cells of a row (c->row), after a comma */
+    ag_progress prog;         /* the log: the progress line, redrawn on a terminal (opts->progress) */
+    bool drawn;               /*   a redrawn progress line is on the terminal, not yet ended */
+    const volatile sig_atomic_t *stop;   /* the stop flag: opts->stop, or the loop's own (SIGINT, SIGTERM) */
 } loop;
 
-// --- signals: SIGINT and SIGTERM end the run at the next step, after a checkpoint ---
+// --- signals: SIGINT and SIGTERM (or the program's own: opts->stop) end the run at the next
+// step, after a checkpoint ---
 
 static volatile sig_atomic_t stop_sig;   /* one run at a time in a process */
 static void on_stop(int sig) { stop_sig = sig; }
 
-static void catch_signals(struct sigaction old[2])
+/* The stop flag the run watches: the program's (opts->stop), or the loop's own, caught here. */
+static const volatile sig_atomic_t *catch_signals(const ag_train_opts *o, struct sigaction old[2])
 {
+    if (o->stop) {
+        ag_plot_set_stop(o->stop);   /* a plot in progress gives up too */
+        return o->stop;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -55,16 +69,56 @@ static void catch_signals(struct sigaction old[2])
     stop_sig = 0;
     sigaction(SIGINT, &sa, &old[0]);
     sigaction(SIGTERM, &sa, &old[1]);
-    ag_plot_set_stop(&stop_sig);   /* a plot in progress gives up too */
+    ag_plot_set_stop(&stop_sig);
+    return &stop_sig;
 }
 
-static void restore_signals(const struct sigaction old[2])
+static void restore_signals(const ag_train_opts *o, const struct sigaction old[2])
 {
+    if (o->stop) return;   /* the program's handlers were never replaced */
     sigaction(SIGINT, &old[0], NULL);
     sigaction(SIGTERM, &old[1], NULL);
 }
 
 // --- one optimizer step ---
+
+/* The client's loss of micro-batch mb recorded on the tape, its value in *lv, then the backward
+ * from it: dW += dloss dl/dW. A loss that is not finite is left to the caller, before the backward. */
+static ag_status forward_backward(loop *L, long it, ag_micro *mb, double *lv, ag_error *err)
+{
+    ag_tensor *l = NULL;
+    ag_status s = L->c->loss(L->c->user, L->ctx, mb, &l, err);               // its items -> mean loss [1]
+    if (s == AG_OK && (!l || ag_numel(l) != 1))
+        s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing or not a scalar", it);
+    if (s) return s;
+    *lv = (double)l->data[0];
+    if (!isfinite(*lv)) return AG_OK;
+    if (ag_backward_from(L->ctx, l, &mb->dloss))                             // dW += dloss dl/dW
+        return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
+    return AG_OK;
+}
+
+/* What a step is called in messages: the client's word ("iteration") or "step". */
+static const char *count_word(const loop *L) { return L->c->count ? L->c->count : "step"; }
+
+/* A run stopped at step it, by a value that is not finite or too high: "<count> it: <what><rest>;
+ * kept: DIR/ckpt-..., the latest ... (try a lower <learning rate>)", as char_lm says it (rest
+ * begins with its punctuation). */
+static ag_status stopped(const loop *L, long it, const char *what, const char *rest, ag_error *err)
+{
+    char kept[1024];
+    if (L->writer) ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);   /* read from DIR: what is there */
+    else snprintf(kept, sizeof kept, "the checkpoint of %s %ld is kept", count_word(L), L->saved_at);
+    return ag_seterr(err, AG_ERR_NONFINITE, "%s %ld: %s%s; %s (try a lower %s)", count_word(L), it, what, rest, kept,
+                     L->c->lr_name ? L->c->lr_name : "learning rate");
+}
+
+/* "the loss is nan": a value as a message writes it (NaN without its sign, never "-nan"). */
+static const char *value_is(char *buf, size_t n, const char *what, double v)
+{
+    snprintf(buf, n, "%s is %g", what, isnan(v) ? NAN : v);
+    return buf;
+}
 
 /* This rank's micro-batches of the batch drawn (all of it alone): each one's forward and
  * backward, dW += its gradient times its dloss; then the sum over the ranks (one allreduce).
@@ -77,20 +131,37 @@ static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
     *loss = 0;
     for (int j = 0; ag_ddp_micro(L->ddp, j, c->batch, seed, &mb); j++) {
         ag_ctx_reset(L->ctx);                                                // the last pass's tape goes
-        ag_tensor *l = NULL;
-        ag_status s = c->loss(c->user, L->ctx, &mb, &l, err);                // its items -> mean loss [1]
-        if (s == AG_OK && (!l || ag_numel(l) != 1))
-            s = ag_seterr(err, AG_ERR_ARG, "step %ld: the loss is missing or not a scalar", it);
+        double lv = 0;
+        ag_status s = c->pass ? c->pass(c->user, L->ctx, &mb, &lv, err)      // the client's forward and backward
+                              : forward_backward(L, it, &mb, &lv, err);      // its items -> mean loss; dW
         if (s) return s;
-        double lv = (double)l->data[0];
+        char why[64];
         if (!isfinite(lv))
-            return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the loss is %g; stopped before the optimizer step, the "
-                             "checkpoint of step %ld kept (try a lower learning rate)", it, lv, L->saved_at);
-        if (ag_backward_from(L->ctx, l, &mb.dloss))                          // dW += dloss dl/dW
-            return ag_seterr(err, ag_ctx_status(L->ctx), "step %ld: %s", it, ag_ctx_error(L->ctx));
+            return stopped(L, it, value_is(why, sizeof why, "the loss", lv), "; stopped before the optimizer step",
+                           err);
         *loss += (double)mb.dloss * lv;
     }
     return ag_ddp_reduce(L->ddp, loss, err);                                 // over the ranks: one dW
+}
+
+/* A row's evaluation cells: the evaluation's, or empty ones (",," and the score's). */
+static const char *row_eval(const loop *L)
+{
+    if (L->evaluated) return L->eval_cols;
+    return L->c->no_score ? ",," : ",,,";
+}
+
+static void progress(loop *L, long it, double lv, double lr);
+
+/* The client's cells of the row of step it (step false: the last row, no step), after a comma;
+ * "" without columns. */
+static const char *client_cells(loop *L, long it, bool step)
+{
+    if (!L->c->columns || !L->c->row) return "";
+    L->cells[0] = ',';
+    L->cells[1] = '\0';
+    L->c->row(L->c->user, it, step, L->evaluated, L->cells + 1, sizeof L->cells - 1);
+    return L->cells;
 }
 
 static ag_status step(loop *L, long it, ag_error *err)
@@ -104,46 +175,128 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (s == AG_OK) s = micro_batches(L, it, &lv, err);                      // dW, the batch's loss
     if (s) return s;
     double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
+    char why[64];
     if (!isfinite(norm))
-        return ag_seterr(err, AG_ERR_NONFINITE, "step %ld: the gradient norm is %g; stopped before the optimizer "
-                         "step", it, norm);
+        return stopped(L, it, value_is(why, sizeof why, "the gradient norm", norm), "; stopped before the optimizer step",
+                       err);
     bool logged = L->dyn && (it % o->log_dynamics == 0 || it + 1 == o->steps);   /* --log-dynamics's row */
     if (logged) ag_dynamics_log_watch(L->dyn, P, it, norm, clip);            // dW, and W before the update
-    ag_adamw_step_scaled(P, &o->adam, lr, ++L->st.step, clip);                // W -= ...
+    if (L->c->update) s = L->c->update(L->c->user, P, lr, L->st.step + 1, clip, err);   // the client's optimizer
+    else ag_adamw_step_scaled(P, &o->adam, lr, L->st.step + 1, clip);         // W -= ...
+    if (s) return s;
+    L->st.step++;
     if (logged && (s = ag_dynamics_log_record(L->dyn, P, it, lr, err))) return s;
     if (L->st.loss_taken) L->st.loss_sum = 0, L->st.loss_n = 0, L->st.loss_taken = false;   /* a new train_loss */
     L->st.loss_sum += lv;
     L->st.loss_n++;
     L->r->loss = lv;
+    if (L->c->after_step) L->c->after_step(L->c->user, it, lv, lr);
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
-    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s\n", it, lr, lv, L->eval_cols);
-    strcpy(L->eval_cols, ",,,");
-    if (o->log && o->log_every > 0 && (it + 1) % o->log_every == 0) {
-        fprintf(o->log, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms\n", it + 1, o->steps, lv, lr, 1e3 * L->step_s);
-        fflush(o->log);
-    }
+    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
+    L->evaluated = false;
+    ag_progress_step(&L->prog, L->step_s, it == L->r->start);
+    if (ag_progress_due(&L->prog, o->log_every > 0 && (it + 1) % o->log_every == 0, it + 1 == o->steps))
+        progress(L, it, lv, lr);
     return AG_OK;
+}
+
+/* The progress line after step it, in the client's words (progress_text) or the loop's. */
+static void progress(loop *L, long it, double lv, double lr)
+{
+    const ag_train_client *c = L->c;
+    char line[512];
+    if (c->progress_text)
+        c->progress_text(c->user, it, L->o->steps, lv, lr, L->prog.ema_s, L->budget, line, sizeof line);
+    else
+        snprintf(line, sizeof line, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms", it + 1, L->o->steps, lv, lr,
+                 1e3 * L->step_s);
+    ag_progress_show(&L->prog, "%s", line);
+    L->drawn = L->prog.tty;
 }
 
 // --- evaluation and checkpoint ---
 
+double ag_divergence_limit(double floor, double best, bool have_best)
+{
+    if (!have_best) return INFINITY;
+    return 4 * best > floor ? 4 * best : floor;
+}
+
+/* opts->diverge_floor: an evaluation loss val (what: "the evaluation loss", "the evaluation's
+ * train loss") that is not finite or above the divergence limit stops the run, its weights never
+ * saved: the error names what stays. AG_OK otherwise. */
+static ag_status check_divergence(const loop *L, long it, const char *what, double val, ag_error *err)
+{
+    const ag_train_opts *o = L->o;
+    const ag_train_state *st = &L->st;
+    double limit = ag_divergence_limit(o->diverge_floor, st->best_loss, st->best_step >= 0);
+    if (!(o->diverge_floor > 0) || val <= limit) return AG_OK;
+    char is[300], floor[32];
+    value_is(is, sizeof is, what, val);
+    snprintf(floor, sizeof floor, "%.4g", o->diverge_floor);
+    size_t n = strlen(is);
+    if (isfinite(val))
+        snprintf(is + n, sizeof is - n, ", above the divergence limit %.4g (max(%s, 4 x the best evaluation, %.4f at %s "
+                 "%ld))", limit, o->diverge_floor_name ? o->diverge_floor_name : floor, st->best_loss, count_word(L),
+                 st->best_step);
+    return stopped(L, it, is, ": the model has diverged; stopped", err);
+}
+
+/* The evaluation at step it in the next row's cells (a loss that is NaN: an empty cell; no step
+ * since the last evaluation: no train loss) and on the log, in the client's words (eval_text)
+ * or the loop's. */
+static void eval_said(loop *L, long it, double train, double val, double score)
+{
+    const ag_train_client *c = L->c;
+    char tr[32] = "", va[32] = "", sc[40] = "", text[1024];
+    if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
+    if (!isnan(val)) snprintf(va, sizeof va, "%.6f", val);
+    if (!c->no_score) snprintf(sc, sizeof sc, ",%.6g", score);
+    snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%s%s", tr, va, sc);
+    L->evaluated = true;
+    if (c->eval_text) c->eval_text(c->user, it, train, val, score, text, sizeof text);
+    else snprintf(text, sizeof text, "step %ld: val loss %.4f | %s %.4f", it, val, c->score_name ? c->score_name
+                  : "score", score);
+    ag_progress_line(&L->prog, "%s", text);   /* flushed: seen at once in a file or a pipe */
+    L->drawn = false;
+}
+
+/* The client's evaluation at step it in no-grad mode: vs [3] := val, score, train (its own, or
+ * the mean batch loss), rank 0's on every rank; at a resume's first step the evaluation its
+ * checkpoint saved, when its format kept one (ag_train_state.eval_step). */
+static ag_status client_eval(loop *L, long it, double *vs, ag_error *err)
+{
+    const ag_train_client *c = L->c;
+    double mean = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;   /* the batch losses' */
+    if (it == L->r->start && L->o->resume && L->st.eval_step == it) {   /* the one the checkpoint saved */
+        vs[0] = L->st.val_loss, vs[1] = L->st.score, vs[2] = isnan(L->st.train_loss) ? mean : L->st.train_loss;
+        return AG_OK;
+    }
+    vs[0] = vs[1] = NAN;
+    vs[2] = mean;
+    ag_ctx_reset(L->ctx);
+    ag_ctx_set_grad(L->ctx, false);
+    ag_status s = c->evaluate_train ? c->evaluate_train(c->user, L->ctx, &vs[2], err) : AG_OK;
+    ag_ctx_reset(L->ctx);
+    if (s == AG_OK) s = c->evaluate(c->user, L->ctx, &vs[0], &vs[1], err);
+    ag_ctx_set_grad(L->ctx, true);
+    ag_ctx_reset(L->ctx);
+    return s ? s : ag_ddp_share(L->ddp, vs, 3 * sizeof *vs, err);   /* every rank evaluated alike */
+}
+
 /* The held-out evaluation of the weights after `it` steps: its row's columns and a line. */
 static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
 {
-    double val = NAN, score = NAN, train = L->st.loss_n ? L->st.loss_sum / (double)L->st.loss_n : NAN;
+    double vs[3];
     ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
+    if (s == AG_OK) s = client_eval(L, it, vs, err);
     if (s) return s;
-    ag_ctx_reset(L->ctx);
-    ag_ctx_set_grad(L->ctx, false);
-    s = L->c->evaluate(L->c->user, L->ctx, &val, &score, err);
-    ag_ctx_set_grad(L->ctx, true);
-    ag_ctx_reset(L->ctx);
-    double vs[2] = {val, score};   /* every rank evaluated alike; rank 0's figures pick best on all */
-    if (s == AG_OK) s = ag_ddp_share(L->ddp, vs, sizeof vs, err);
-    if (s) return s;
-    val = vs[0];
-    score = vs[1];
+    double val = vs[0], score = vs[1], train = vs[2];
+    bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
+    if ((s = check_divergence(L, it, both ? "the evaluation's val loss" : "the evaluation loss", val, err)))
+        return s;   /* opts->diverge_floor */
+    if (both && (s = check_divergence(L, it, "the evaluation's train loss", train, err))) return s;
     *is_best = isfinite(val) && val < L->st.best_loss;
     if (*is_best) {
         L->st.best_loss = val;
@@ -157,14 +310,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     L->r->val_loss = val;
     L->r->score = score;
     L->r->train_loss = train;
-    char tr[32] = "";   /* no step since the last evaluation: no train loss */
-    if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
-    snprintf(L->eval_cols, sizeof L->eval_cols, ",%s,%.6f,%.6g", tr, val, score);
-    if (L->o->log) {
-        fprintf(L->o->log, "step %ld: val loss %.4f | %s %.4f\n", it, val, L->c->score_name ? L->c->score_name : "score",
-                score);
-        fflush(L->o->log);   /* seen at once in a file or a pipe, as the progress lines are */
-    }
+    eval_said(L, it, train, val, score);
     if (!L->acts) return AG_OK;
     return ag_activations_measure(L->acts, L->ctx, L->c, L->o->seed, it, L->o->log, err);   /* --log-activations */
 }
@@ -176,15 +322,18 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     if (!L->writer) return L->saved_at = it, AG_OK;   /* rank 0 writes it */
     if (L->csv && fflush(L->csv) != 0)
         return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
-    ag_status s = ag__loop_save(&L->lock, L->o->out_dir, L->c, &L->st, is_best, L->r->ckpt, err);
+    ag_status s = ag__loop_save(&L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
+                                err);
     if (s == AG_OK) L->saved_at = it;
+    if (s == AG_OK && L->replaces) ag__loop_replace(L->o->out_dir, L->c, L->replaces);   /* opts->overwrite */
+    if (s == AG_OK) L->replaces = 0;
     return s;
 }
 
 /* The stop signal caught, or with several ranks the one they agreed on at the last step. */
 static int stop_request(const loop *L)
 {
-    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : stop_sig;
+    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : *L->stop;
 }
 
 /* The budget's decisions summed over the ranks (ddp.h), so that all stop at the same step. */
@@ -195,18 +344,17 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
     bool best = false;
     ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
-    if (s == AG_OK && L->csv && strcmp(L->eval_cols, ",,,") != 0) fprintf(L->csv, "%ld,,%s\n", it, L->eval_cols);
+    if (s == AG_OK && L->csv && L->evaluated) fprintf(L->csv, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
     if (s == AG_OK) s = checkpoint(L, it, best, err);
     L->r->step = it;
     return s;
 }
 
 /* A line of the time budget's, on the log. */
-static void say(void *log, const char *line)
+static void say(void *L, const char *line)
 {
-    if (!log) return;
-    fprintf(log, "%s\n", line);
-    fflush(log);
+    ag_progress_line(&((loop *)L)->prog, "%s", line);
+    ((loop *)L)->drawn = false;
 }
 
 static ag_status run_loop(loop *L, ag_error *err)
@@ -218,20 +366,27 @@ static ag_status run_loop(loop *L, ag_error *err)
             return finish(L, it, false, err);
         }
         bool last = it >= o->steps;
-        ag_status s = ag_budget_check(&L->budget, it, &last, err);   /* no room for a step and the final evaluation */
+        ag_status s = ag_budget_check(L->budget, it, &last, err);   /* no room for a step and the final evaluation */
         if (s) return s;
-        L->r->out_of_time = L->budget.out_of_time;
+        L->run->steps = L->budget->steps;   /* a count the budget fitted (fit) */
+        L->r->out_of_time = L->budget->out_of_time;
+        if (L->budget->no_eval) return finish(L, it, false, err);   /* not one evaluation batch fits: a checkpoint */
         if (last) return finish(L, it, true, err);
         /* a resume evaluates again where it starts, as the run it continues did (no second save);
          * under a budget a fresh run too, so that the final evaluation's time is known in time */
-        bool due = o->every > 0 && (it > L->r->start || o->resume) && it % o->every == 0;
-        due = due || (L->budget.deadline && it == L->r->start);
+        bool due = o->every > 0 && (it > L->r->start || o->resume || o->eval_at_start) && it % o->every == 0;
+        due = due || (L->budget->deadline && it == L->r->start);
         if (due) {
             bool best = false;
             s = evaluate(L, it, &best, err);
             if (s == AG_OK) s = checkpoint(L, it, best, err);
         }
-        if (s == AG_OK) s = ag_budget_calibrate(&L->budget, it, due, &last, err);   /* the evaluation timed */
+        if (s == AG_OK) s = ag_budget_calibrate(L->budget, it, due, &last, err);   /* the evaluation timed */
+        L->run->steps = L->budget->steps;
+        if (s == AG_OK && last) {   /* not even one step fits after the first evaluation: saved as it is */
+            L->r->out_of_time = true;
+            return finish(L, it, false, err);
+        }
         if (s == AG_OK) s = step(L, it, err);
         if (s) return s;
     }
@@ -273,10 +428,10 @@ static ag_status fits(const loop *L, ag_error *err)
 static ag_status start_ddp(loop *L, ag_error *err)
 {
     const ag_train_client *c = L->c;
-    if (!c->draw || !c->loss || !c->evaluate || c->batch < 1)
+    if (!c->draw || !(c->loss || c->pass) || !c->evaluate || c->batch < 1)
         return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no draw, loss or evaluate call, or no batch");
     const ag_ddp_opts d = {.dist = L->o->dist, .grad_accum = L->o->grad_accum, .batch_size = c->batch,
-                           .params = c->params, .stop = &stop_sig, .unit = c->unit};
+                           .params = c->params, .stop = L->stop, .unit = c->unit};
     return ag_ddp_new(&L->ddp, &d, err);
 }
 
@@ -287,9 +442,10 @@ static ag_status open_dir(loop *L, ag_error *err)
     ag_error none = {0};
     ag_status s = ag__loop_outside_runs(dir, L->c, err);   /* before anything there is made, locked or read */
     if (s) return s;
+    if (L->o->make_parents && (s = ag_mkdir_p(dir, err))) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
-    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, err))) return s;
+    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
     const ag_params *P = L->c->params;
     if (!L->o->resume && P->m && P->v) {   /* a fresh run's AdamW starts from zero moments, whatever ran before */
         memset(P->m, 0, sizeof *P->m * P->total);
@@ -322,6 +478,7 @@ static ag_status open_run(loop *L, ag_error *err)
     L->saved_at = L->o->resume ? L->st.step : -1;
     L->r->start = L->r->step = L->st.step;
     if (!(L->ctx = ag_ctx_new())) return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    if (L->c->start && (s = L->c->start(L->c->user, L->ctx, &L->st, err))) return s;   /* the client's, for the run */
     if (!L->writer) return AG_OK;   /* no file of its own */
     if (L->o->log_dynamics > 0 &&
         !(L->dyn = ag_dynamics_log_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
@@ -329,7 +486,11 @@ static ag_status open_run(loop *L, ag_error *err)
     if (L->o->log_activations &&
         !(L->acts = ag_activations_open(L->c->params, dir, true, L->o->resume ? L->st.step : -1, err)))
         return err->status;
-    return ag_csv_open(dir, "metrics.csv", CSV_HEAD, L->o->resume ? L->st.step : -1, &L->csv, err);
+    char head[2048];   /* the loop's columns, then the client's */
+    if (snprintf(head, sizeof head, "%s%s%s%s\n", CSV_HEAD, L->c->no_score ? "" : ",score", L->c->columns ? "," : "",
+                 L->c->columns ? L->c->columns : "") >= (int)sizeof head)
+        return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client's metrics.csv columns are too long");
+    return ag_csv_open(dir, "metrics.csv", head, L->o->resume ? L->st.step : -1, &L->csv, err);
 }
 
 /* The client's config, then the trainer's options, as "key = value" lines (malloc'd; NULL on OOM). */
@@ -408,18 +569,29 @@ static void pictures(loop *L)
     report(L, pics);
 }
 
+/* The run's budget: the program's (opts->budget, what it left unset the loop's), or the loop's
+ * own of opts->time_budget_s; counted from now unless the program's began before. */
+static void set_budget(loop *L, const ag_train_opts *o)
+{
+    ag_budget *b = L->budget = o->budget ? o->budget : &L->own_budget;
+    if (!o->budget) *b = (ag_budget){.budget_s = o->time_budget_s, .final_s = PICTURES_S};
+    else b->sched = &L->run->sched;   /* a count it fits moves the end of the schedule the loop steps by */
+    if (!b->clock) b->clock = o->clock, b->clock_user = o->clock_user;
+    if (!b->say) b->say = say, b->say_user = L;
+    if (!b->steps) b->steps = o->steps;
+    if (!b->eval_every) b->eval_every = o->every;
+    if (!b->t0) b->t0 = ag_budget_now(b);
+}
+
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err)
 {
     ag_error own = {0};
     if (!err) err = &own;
     ag_train_opts mine = *o;   /* rank 0's log alone */
     if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
-    loop L = {.c = c, .o = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
-              .eval_cols = ",,,"};
-    L.budget = (ag_budget){.budget_s = o->time_budget_s, .clock = o->clock, .clock_user = o->clock_user,
-                           .say = say, .say_user = mine.log, .steps = o->steps, .eval_every = o->every,
-                           .final_s = PICTURES_S};
-    L.budget.t0 = ag_budget_now(&L.budget);
+    loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
+              .eval_cols = ""};
+    set_budget(&L, o);
     L.st.best_loss = INFINITY;
     L.st.best_step = -1;
     L.st.eval_step = -1;
@@ -428,19 +600,21 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     memset(r, 0, sizeof *r);
     r->loss = r->val_loss = r->score = NAN;
     struct sigaction old[2];
-    catch_signals(old);
+    L.stop = catch_signals(o, old);
     if (o->threads > 0) ag_threads_init(o->threads);
     ag_thread_tuner_init(&L.tuner, o->threads > 1 ? o->threads : 1);
+    ag_progress_init(&L.prog, mine.log, o->progress, ag_dist_size(o->dist));
     ag_status s = same_build(&L, err);
     if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
+    L.budget->sum = ranks_sum;   /* started before the client's start call, which may probe it */
+    L.budget->sum_user = L.ddp;
+    L.budget->ranks = ag_ddp_ranks(L.ddp);
+    ag_budget_start(L.budget);
     if (s == AG_OK) s = open_run(&L, err);
-    L.budget.start = r->start;
-    L.budget.sum = ranks_sum;
-    L.budget.sum_user = L.ddp;
-    L.budget.ranks = ag_ddp_ranks(L.ddp);
-    ag_budget_start(&L.budget);
+    L.budget->start = r->start;
     if (s == AG_OK) s = run_loop(&L, err);
+    if (L.drawn) ag_progress_break(&L.prog);   /* the progress line ends before anything after it */
     if (s == AG_OK) ag_ddp_log_summary(L.ddp, mine.log);
     if (L.csv && fclose(L.csv) != 0 && s == AG_OK)
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
@@ -451,6 +625,6 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_activations_free(L.acts);
     ag_ctx_free(L.ctx);
     ag_lock_drop(&L.lock);
-    restore_signals(old);
+    restore_signals(o, old);
     return s;
 }

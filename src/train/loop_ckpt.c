@@ -94,7 +94,7 @@ static ag_status write_save(const char *tmp, void *user, ag_error *err)
 }
 
 ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
-                        bool is_best, char *name, ag_error *err)
+                        bool is_best, bool over, char *name, ag_error *err)
 {
     snprintf(name, 64, "ckpt-%08ld", st->step);
     if (ag_ckpt_check_finite(c->params, name, err)) return AG_ERR_NONFINITE;   /* the last good one stays */
@@ -103,7 +103,7 @@ ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_cli
     const ag_ckpt_save_opts o = {.iter = st->step, .run_id = st->run_id, .prev = st->prev_hash,
                                  .best_iter = st->best_step, .is_best = is_best, .write = write_save, .user = &w,
                                  .lock = lock, .count = f->count ? f->count : "step", .sync_point = f->sync_point,
-                                 .second_name = f->second_name};
+                                 .second_name = f->second_name || over};
     bool committed = false;
     ag_status s = ag_ckpt_save(dir, f->kind, &o, name, &committed, err);
     if (committed) st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
@@ -283,21 +283,42 @@ static void warn(void *log, const char *what)
     fflush(log);
 }
 
+/* o->overwrite: a new run over the one DIR holds, said; *replaces that run. */
+static ag_status start_over(const char *dir, const ag_train_client *c, const ag_train_opts *o, uint64_t *replaces)
+{
+    char msg[PATHLEN + 200];
+    *replaces = ag_ckpt_live_run(dir, format_of(c)->kind);
+    snprintf(msg, sizeof msg, "%s holds a run already; overwrite: starting a new run over it (%s goes once the new "
+             "run's first checkpoint is saved)", dir, *replaces ? "the old run" : "nothing");
+    warn(o->log, msg);
+    return AG_OK;
+}
+
+void ag__loop_replace(const char *dir, const ag_train_client *c, uint64_t old)
+{
+    char left[1024], note[1200];
+    ag_ckpt_clean(dir, format_of(c)->kind, old, left, sizeof left, note, sizeof note);
+}
+
 /* A fresh run's identity; the same command's first checkpoint that a kill left uncommitted
- * removed; refused where DIR holds a run. */
+ * removed; refused where DIR holds a run (o->overwrite: started over it). */
 static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
-                       ag_error *err)
+                       uint64_t *replaces, ag_error *err)
 {
     char name[64], gone[512], msg[PATHLEN + 700];
     ag_error none = {0};
     st->run_id = ag_new_run_id();
-    st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights, the same batches */
-    if (ag_ckpt_drop_orphans(dir, format_of(c)->kind, st->origin, gone, sizeof gone)) {
+    const ag_train_format *f = format_of(c);
+    st->origin = f->origin ? f->origin(c, o->seed) : 0;   /* the client's (char_lm's: its weights' hash) */
+    if (!st->origin) st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights and batches */
+    if (ag_ckpt_drop_orphans(dir, f->kind, st->origin, gone, sizeof gone)) {
         snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
                  "kill; starting the run again", dir, gone);
         warn(o->log, msg);
     }
-    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT)
+    bool held = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT;
+    if (o->overwrite && (held || ag_ckpt_list(dir, gone, sizeof gone) > 0)) return start_over(dir, c, o, replaces);
+    if (held)
         return ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
                          "choose another directory", dir, dir);
     if (ag_ckpt_list(dir, gone, sizeof gone) > 0)
@@ -319,9 +340,10 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
 }
 
 ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
-                        ag_error *err)
+                        uint64_t *replaces, ag_error *err)
 {
-    ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, err);
+    *replaces = 0;
+    ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, replaces, err);
     if (s) return s;
     ag_ckpt_tidy(dir, format_of(c)->kind, 0, warn, o->log);   /* what a killed run left */
     return AG_OK;

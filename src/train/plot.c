@@ -279,6 +279,15 @@ ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, 
     return reap_gnuplot(pid, block, done, dir, "loss.gp", "loss.png", err);
 }
 
+ag_status ag_plot_loss_again(const char *dir, const ag_loss_plot *p, pid_t *pid, bool last, ag_error *err)
+{
+    bool done = true;
+    ag_status s = *pid > 0 ? ag_plot_loss_wait(*pid, last, &done, dir, err) : AG_OK;
+    if (done) *pid = 0;   /* the previous one still drawing: this one is skipped */
+    if (s || *pid > 0) return s;
+    return last ? ag_plot_loss(dir, p, err) : ag_plot_loss_start(dir, p, pid, err);
+}
+
 ag_status ag_plot_script(const char *dir, const char *gp, const char *png, const char *script, ag_error *err)
 {
     ag_status st = write_text(dir, gp, script, err);

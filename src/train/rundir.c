@@ -282,6 +282,28 @@ ag_status ag_write_file(const char *path, const char *text, ag_error *err)
     return ag_file_commit(fp, tmp, path, false, err);
 }
 
+ag_status ag_mkdir_p(const char *dir, ag_error *err)
+{
+    char buf[4096];
+    if (!dir[0]) return ag_seterr(err, AG_ERR_ARG, "an empty directory name");
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return ag_seterr(err, AG_ERR_ARG, "%s: path too long", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return ag_seterr(err, AG_ERR_IO, "%s: cannot create directory %s: %s", dir, buf, strerror(errno));
+        if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return ag_seterr(err, AG_ERR_IO, "%s: %s is not a directory", dir, buf);
+        *p = c;
+        if (c == '\0') break;
+        while (p[1] == '/') p++;
+    }
+    return AG_OK;
+}
+
 ag_status ag_fsync_dir(const char *dir, ag_error *err)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

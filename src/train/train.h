@@ -15,16 +15,20 @@
  *                                 never half of one, and a symbolic link planted at <path> (or
  *                                 at the temporary name) is replaced, its target never written
  *   ag_write_file                 the same for a whole string
- *   ag_fsync_dir                  makes the renames in a directory durable
+ *   ag_fsync_dir, ag_mkdir_p      makes the renames in a directory durable; makes a run
+ *                                 directory with its missing parents
  *   ag_fault                      the crash test's fault points (<PREFIX>_FAULT=N)
  *   ag_plot_loss, ag_plot_script  DIR/loss.png from DIR/metrics.csv, any picture, by gnuplot
  *                                 (plot.c), every wait for it bounded
  *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
  *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
- *   ag_csv_open                   a run's CSV (metrics.csv), cut right on a resume (csv.c)
- *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove
+ *   ag_csv_open, ag_csv_layer_head
+ *                                 a run's CSV (metrics.csv), cut right on a resume, and a header
+ *                                 of per-layer columns (csv.c)
+ *   ag_ckpt_pointer, ag_ckpt_point, ag_ckpt_remove, ag_ckpt_kept
  *                                 the checkpoint unit: ckpt-N directories that DIR/latest and
- *                                 DIR/best name, replaced durably (ckpt_dir.c)
+ *                                 DIR/best name, replaced durably, and what an error leaves
+ *                                 there, for its message (ckpt_dir.c)
  *   ag_ckpt_clean, ag_ckpt_recover, ag_ckpt_outside_runs
  *                                 whose checkpoints a run directory holds: a train removes its
  *                                 own superseded ones and nothing else, a lost latest is found
@@ -41,6 +45,8 @@
  *   ag_lr_range_at, ag_lr_range_read
  *                                 --lr-find: the learning-rate sweep, DIR/lr_find.png (lr_range.c)
  *   ag_report_write               DIR/report.md, the report card of a run (report.c)
+ *   ag_progress                   a run's progress line: redrawn in place on a terminal, a line
+ *                                 a log step elsewhere, the log's other lines clearing it (progress.c)
  *   ag_train_run                  a whole training run of any model that fills an
  *                                 ag_train_client: the steps, evaluations, checkpoints, exact
  *                                 resume, time budget and signals (loop.c, loop_ckpt.c), on one
@@ -63,6 +69,7 @@
 #ifndef AG_TRAIN_H
 #define AG_TRAIN_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <signal.h>
@@ -73,6 +80,7 @@
 #include "../params/params.h"
 #include "../tensor/tensor.h"
 #include "ddp.h"   /* the split of a step over ranks and micro-batches (ag_train_opts' dist) */
+#include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 
 #define AG_LOCK_NAME "train.lock"
 
@@ -118,6 +126,10 @@ void ag_file_discard(FILE *fp, const char *tmp);
 /* text into path, through a temporary file (not fsync'ed: for plots and scripts). */
 ag_status ag_write_file(const char *path, const char *text, ag_error *err);
 
+/* mkdir -p: every missing component of dir made (0777 less the umask); AG_ERR_IO naming the
+ * component that cannot be made or is not a directory, AG_ERR_ARG for a path too long. */
+ag_status ag_mkdir_p(const char *dir, ag_error *err);
+
 /* fsync of a directory (a filesystem that cannot sync directories is not an error). */
 ag_status ag_fsync_dir(const char *dir, ag_error *err);
 
@@ -157,6 +169,14 @@ ag_status ag_plot_loss_start(const char *dir, const ag_loss_plot *p, pid_t *pid,
 /* Reaps the plot started as pid: block waits for it (bounded, as said above); without block
  * only *done tells whether it has ended yet. Once *done, the status is ag_plot_loss's. */
 ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
+
+/* loss.png redrawn while a run goes on, from one evaluation to the next (*pid: the drawing in
+ * progress, 0 at the start): the one before reaped when it has ended (its failure returned),
+ * a new one started in the background unless that one is still drawing (then skipped: a slow
+ * gnuplot never holds a run up, nor are drawings piled up); last: the one before waited for,
+ * and the final picture drawn and waited for. A failure, the one before's or the new one's, is
+ * returned with *pid 0: the program decides whether to draw again. */
+ag_status ag_plot_loss_again(const char *dir, const ag_loss_plot *p, pid_t *pid, bool last, ag_error *err);
 
 /* Any picture of a run: writes script to DIR/gp and runs gnuplot on it in DIR, which draws
  * png. Errors as above. */
@@ -210,6 +230,11 @@ bool ag_u64_parse(const char *s, uint64_t *out);
  * there is never opened to read. */
 ag_status ag_csv_open(const char *dir, const char *name, const char *head, long start, FILE **csv, ag_error *err);
 
+/* A CSV header of per-layer columns: first, then for each layer l every name of cols
+ * [NULL-terminated] as ",<name>_L<l>", then "\n" ("iter,lr,...,grad_attn_L0,grad_mlp_L0,...";
+ * n_layer 0: first alone). malloc'd; NULL on OOM. */
+char *ag_csv_layer_head(const char *first, const char *const *cols, int n_layer);
+
 // --- the checkpoint unit of a run directory (ckpt_dir.c) ---
 
 /* DIR holds its checkpoints as ckpt-N directories; DIR/latest names the live one, DIR/best the
@@ -228,6 +253,11 @@ ag_status ag_ckpt_pointer(const char *dir, const char *which, char *name, ag_err
  * before each step; *committed: the rename was done, so it names name even if the last sync
  * failed. */
 ag_status ag_ckpt_point(const char *dir, const char *which, const char *name, bool *committed, ag_error *err);
+/* What DIR keeps, for the message of a run stopped by an error, read from DIR so that it is
+ * true: "kept: DIR/ckpt-00000020, the latest and the best", "kept: DIR/<latest>, the latest, and
+ * DIR/<best>, the best", "kept: DIR/<latest>, the latest" (no best), or "no checkpoint was
+ * saved" (no latest), in buf [n]. */
+void ag_ckpt_kept(const char *dir, char *buf, size_t n);
 /* Removes DIR/name, a checkpoint directory: the files named in files [NULL-terminated] (and
  * their temporary files "<file>.tmp.<pid>"), then the directory if that emptied it; a user's
  * file in it stays. Renamed to "<name>.del" first, so a kill halfway leaves no half ckpt-N. */
@@ -315,6 +345,10 @@ ag_status ag_ckpt_recover(const char *dir, const ag_ckpt_kind *k, char *note, si
  * (!= 0: the same command's run, nothing of another), they are removed, their names in gone [n];
  * returns how many. Hold DIR's lock. */
 int ag_ckpt_drop_orphans(const char *dir, const ag_ckpt_kind *k, uint64_t origin, char *gone, size_t n);
+/* The run whose checkpoint DIR/latest names (its run_id, by k->identify), or 0 (none, not
+ * whole, older than run ids). A new run started over it (--overwrite) removes that run's
+ * checkpoints once its own first one is committed: ag_ckpt_clean with it as `also`. */
+uint64_t ag_ckpt_live_run(const char *dir, const ag_ckpt_kind *k);
 /* AG_ERR_ARG when the directory out (existing or not) lies inside a run directory, e.g. is one
  * of its ckpt-N: a run is changed only by its own train. */
 ag_status ag_ckpt_outside_runs(const char *out, const ag_ckpt_kind *k, ag_error *err);
@@ -495,6 +529,39 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
  * ("<who>: <model> has at least N parameters; ..."). */
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err);
 
+// --- the progress line of a run's log (progress.c) ---
+
+/* How the progress line is written: auto, redrawn in place ("\r ESC[K") when the log is a
+ * terminal and the run is one process, else a line at each log step (under mpirun the ranks'
+ * output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot tell); lines,
+ * always the latter; tty, always the former. */
+typedef enum { AG_PROGRESS_AUTO = 0, AG_PROGRESS_LINES, AG_PROGRESS_TTY } ag_progress_mode;
+
+typedef struct {
+    FILE *log;          /* where the lines go (NULL: nowhere, every call does nothing) */
+    bool tty;           /* the progress line is redrawn in place */
+    double ema_s;       /* the smoothed step time, seconds */
+    double shown_at;    /* when the progress line was last drawn (ag_now_s) */
+} ag_progress;
+
+/* The progress of a run of `ranks` processes on log, written as mode says. */
+void ag_progress_init(ag_progress *p, FILE *log, ag_progress_mode mode, int ranks);
+/* A step of dt seconds into ema_s: the run's first as it is, then 0.9 old + 0.1 new. */
+void ag_progress_step(ag_progress *p, double dt, bool first);
+/* Whether the progress line is drawn now: on a terminal at most ten times a second and at the
+ * final step, elsewhere at the program's log steps (due). */
+bool ag_progress_due(const ag_progress *p, bool due, bool final);
+/* The progress line (printf-style, no newline in fmt): on a terminal drawn over the last one,
+ * elsewhere a line of its own; flushed. */
+void ag_progress_show(ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Any other line of the log (printf-style, no newline in fmt), the progress line cleared first. */
+void ag_progress_line(const ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ag_progress_vline(const ag_progress *p, const char *fmt, va_list ap);
+/* On a terminal: the progress line erased (before a line written otherwise), or ended (break:
+ * kept on screen, before an error or an interruption is reported). Elsewhere nothing. */
+void ag_progress_clear(const ag_progress *p);
+void ag_progress_break(const ag_progress *p);
+
 // --- a whole training run (loop.c, loop_ckpt.c) ---
 
 typedef struct ag_train_client ag_train_client;
@@ -515,7 +582,8 @@ typedef struct {
     long loss_n;        /*   their count, */
     bool loss_taken;    /*   taken by the evaluation of this step: the next step starts them anew */
     long eval_step;     /* the last evaluation: its step (-1: none in this process; a format's
-                           read may give the one its checkpoint kept), */
+                           read may give the one its checkpoint kept: a resume then takes it as
+                           its first evaluation, not made again), */
     double train_loss, val_loss, score;   /*   its mean batch loss before it, its loss, its score */
 } ag_train_state;
 
@@ -534,6 +602,11 @@ typedef struct {
      * all, also the moments and the rest of st (run_id 0: the loop draws one). AG_ERR_FORMAT,
      * naming the file, when it is another model's or its files are not of one step. */
     ag_status (*read)(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err);
+    /* Optional: a fresh run's origin (ag_train_state's), what the first checkpoint of the same
+     * command again carries: identify must give it for that checkpoint. char_lm's is its
+     * untrained weights' hash (its iteration 0's model_hash). NULL, or 0 returned: the weights'
+     * hash mixed with the seed. */
+    uint64_t (*origin)(const ag_train_client *c, uint64_t seed);
     const char *count;  /* what a step is called in the save's messages (NULL: "step") */
     bool sync_point;    /* ag_ckpt_save_opts': the fault point before the fsync of DIR */
     bool second_name;   /*   and ckpt-<step>-b where ckpt-<step> cannot be replaced */
@@ -569,10 +642,58 @@ struct ag_train_client {
      * varies between micro-batches (targets left out by an ignore index) sets mb->dloss to its
      * count over the batch's, so that the step is one process's mean over the batch. */
     ag_status (*loss)(void *user, ag_ctx *ctx, ag_micro *mb, ag_tensor **loss, ag_error *err);
+    /* Optional, in place of loss: micro-batch mb's forward and backward both by the client (a
+     * pass split over threads: char_lm's ag_gpt_shards_pass, nn.h), its gradient times mb->dloss
+     * added into params' gradients and its mean loss in *loss (the loop adds it, weighed by
+     * mb->dloss, into the step's). ctx is the loop's, its tape reset before; the client leaves
+     * it to the loop's next reset. */
+    ag_status (*pass)(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err);
+    /* Optional: once DIR is open (a resume's checkpoint read: st->step is where the run starts,
+     * and on rank 0 the client's format read gave it its own state) and the loop's ctx exists,
+     * on every rank, before the first step or evaluation: what the client makes for the ctx
+     * (char_lm's shards: ag_gpt_shards_new) or sets on it (--detect-anomaly's checks), its
+     * checks of a resumed run (char_lm's: the same text), its header on the log. A failure
+     * ends the run. */
+    ag_status (*start)(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err);
+    /* Optional, for opts->log_activations: one forward of a batch of the client's choosing
+     * recorded on ctx in grad mode, left on the tape for the loop to read (char_lm's: a few
+     * windows of its validation split, from seed and it), without touching the run's batch
+     * stream. NULL: the client's loss on a batch of a stream of the loop's own. */
+    ag_status (*activations_forward)(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err);
+    /* Optional: after each step's update, its loss and learning rate (char_lm's tests record
+     * the losses). */
+    void (*after_step)(void *user, long it, double loss, double lr);
     /* The held-out evaluation, in no-grad mode: *val_loss (lower is better: it picks DIR/best)
      * and *score, the program's own measure (an accuracy), or NaN. */
     ag_status (*evaluate)(void *user, ag_ctx *ctx, double *val_loss, double *score, ag_error *err);
     const char *score_name;    /* the score's name in the progress line ("exact match") */
+    /* Optional, the words of the loop's messages that stop a run ("iteration 5: the loss is nan;
+     * stopped before the optimizer step; kept: DIR/ckpt-00000004, the latest and the best (try a
+     * lower --lr)"): what a step is called (NULL: "step") and how the program's user sets the
+     * learning rate (NULL: "learning rate") */
+    const char *count;
+    const char *lr_name;
+    /* Optional: at each evaluation, before evaluate and also in no-grad mode, the client's own
+     * training loss (char_lm's: batches of its training split) in *train_loss, in place of the
+     * mean batch loss since the last evaluation: metrics.csv's train_loss, held to the
+     * divergence rule (opts->diverge_floor) as the validation loss is. */
+    ag_status (*evaluate_train)(void *user, ag_ctx *ctx, double *train_loss, ag_error *err);
+    /* Optional: metrics.csv's columns of the program's own after the loop's six ("tokens_per_s,
+     * attn_entropy_L0": comma-separated), and row, which writes a row's cells of them into buf [n]
+     * (as many, comma-separated, empty ones where it has none) for the row of step it (step:
+     * false for the last row, which has no step; evaluated: the row carries an evaluation). */
+    const char *columns;
+    void (*row)(void *user, long it, bool step, bool evaluated, char *buf, size_t n);
+    bool no_score;             /* metrics.csv has no score column (char_lm's: its loss is its measure) */
+    /* Optional: the log's lines in the program's own words, each written into buf [n] (no newline
+     * at its end). progress_text: the progress line after step it of steps (char_lm's "iter 10/200
+     * loss 2.3100  lr 1.00e-03  52000 tok/s  ETA 1m05s"), given its loss, learning rate, the smoothed
+     * step time ema_s and the run's budget (its deadline, whether the count is still being fixed);
+     * eval_text: the evaluation at step it (several lines may be joined by newlines; a loss that is
+     * NaN: none). NULL: the loop's ("step 10/200 | loss ... | lr ... | 4.1 ms", "step 10: val loss"). */
+    void (*progress_text)(void *user, long it, long steps, double loss, double lr, double ema_s,
+                          const ag_budget *budget, char *buf, size_t n);
+    void (*eval_text)(void *user, long it, double train_loss, double val_loss, double score, char *buf, size_t n);
     /* For the report card (DIR/report.md), all optional: */
     const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
                                   the card shows them, then the trainer's options (train.steps, ...) */
@@ -586,10 +707,18 @@ struct ag_train_client {
      * (malloc'd; the loop frees it, whatever the status). NULL: no sample. */
     ag_status (*sample)(void *user, ag_ctx *ctx, char **text, ag_error *err);
     const ag_train_format *format;   /* its checkpoint files (NULL: the loop's own) */
+    /* Optional: the optimizer's update of every weight from its gradient times clip (the clip's
+     * factor, 1 when under it), t the updates the weights have had, this one included, in place
+     * of AdamW with opts->adam (char_lm's --optimizer adam or sgd); the moments it keeps are
+     * P->m and P->v, which the checkpoint saves. A failure (a check of the weights after it:
+     * --detect-anomaly) stops the run before the step is counted. NULL: AdamW. */
+    ag_status (*update)(void *user, ag_params *P, double lr, long t, double clip, ag_error *err);
 };
 
 typedef struct {
-    const char *out_dir;       /* DIR: made if missing (its parent must exist), locked for the run */
+    const char *out_dir;       /* DIR: made if missing (its parent must exist, unless make_parents),
+                                  locked for the run */
+    bool make_parents;         /* DIR's missing parents made too (mkdir -p: char_lm's --out) */
     long steps;                /* optimizer steps in all, counted from the run's first */
     bool resume;               /* go on from DIR/latest: weights, Adam's m and v, the batch
                                   stream, the step, the best evaluation; false refuses a DIR that
@@ -619,6 +748,16 @@ typedef struct {
     int threads;               /* > 0: ag_threads_init(threads) (speed.h), and above 1 the thread
                                   tuner picks between them and one after each step; 0: as set */
     FILE *log;                 /* progress lines (NULL: none) */
+    ag_budget *budget;         /* the program's own time budget (budget.h: budget_s, fit, warmup,
+                                  eval_iters, splits, sched, as_said, spent_s ... as it sets them; t0
+                                  if its time began before the call), in place of the loop's of
+                                  time_budget_s: its evaluate bounds its batches with it
+                                  (ag_budget_eval_start ... ag_budget_batch) and reads what it
+                                  decided (count, out_of_time); with fit the count it fixes becomes
+                                  the run's steps and the end of its schedule (sched: the loop's
+                                  copy), and after the first evaluation no room for a step and the
+                                  final one ends the run there. The loop sets start, sum, ranks and
+                                  sched, and clock, say, steps, eval_every and t0 where unset */
     double (*clock)(void *user);   /* the clock the time budget reads, seconds (NULL: the wall
                                   clock; a test's simulated one makes the budget's decisions exact) */
     void *clock_user;
@@ -626,6 +765,26 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    const volatile sig_atomic_t *stop;   /* the program's own stop flag, set by its handlers (char_lm's:
+                                  SIGINT, SIGTERM, SIGHUP, its checkpoint signal SIGUSR1): non-zero
+                                  ends the run as a signal does, r->stop_signal := its value; the
+                                  loop then installs no handler. NULL: it catches SIGINT and
+                                  SIGTERM itself for the call's length */
+    ag_progress_mode progress; /* the progress line on log (ag_progress): auto, redrawn in place on
+                                  a terminal (every log_every steps: at most ten times a second),
+                                  else a line every log_every steps */
+    bool overwrite;            /* a fresh run (no resume) in a DIR that holds a run starts over it,
+                                  a warning on log saying so: that run's checkpoints are removed
+                                  once this run's first is committed (until then DIR/latest still
+                                  names the old run's); false: such a DIR is refused */
+    bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
+                                  iteration 0: the untrained model's loss, a checkpoint to go back to) */
+    const char *diverge_floor_name;   /* the floor in the divergence message ("2 ln V"; NULL: its value) */
+    double diverge_floor;      /* > 0: an evaluation loss that is not finite or above
+                                  ag_divergence_limit(diverge_floor, the best so far) stops the run
+                                  with AG_ERR_NONFINITE before its checkpoint: the diverged weights
+                                  are never saved, the last checkpoint and the best stay (for V
+                                  classes 2 ln V: twice a uniform guess's loss); 0: no such stop */
 } ag_train_opts;
 
 typedef struct {
@@ -640,6 +799,14 @@ typedef struct {
     double wall_s;
     ag_lr_range lr_find;       /* opts->lr_find_lo > 0: the range test's reading (steps 0: none) */
 } ag_train_result;
+
+/* Divergence (char_lm's rule since issue 19): the highest evaluation loss a run may reach,
+ *     max(floor, 4 x best)
+ * where floor is what a trained model above it has lost everything it learned (2 ln V for V
+ * classes, twice a uniform guess's), and 4 x the best the room a run has for a spike while its
+ * best is still high (Adam at a high rate spikes and recovers). INFINITY without a best yet
+ * (have_best false): a run's first evaluation is stopped only by a loss that is not finite. */
+double ag_divergence_limit(double floor, double best, bool have_best);
 
 /* The run: DIR locked (a second run on it is refused), a fresh start or exactly where
  * DIR/latest left off; then steps (lr from sched, the client's loss, backward, clip, AdamW)
@@ -666,7 +833,7 @@ ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, a
 
 /* The flags every such program shares, each into a field of ag_train_opts (the usage text
  * below lists them):
- *   --out DIR  --steps N  --resume  --time-budget S  --seed S  --every N  --log-every N
+ *   --out DIR  --steps N  --resume  --overwrite  --time-budget S  --seed S  --every N  --log-every N
  *   --log-dynamics (every 10 steps)  --log-activations  --lr-find LO  --grad-accum K  --threads N
  * A flag with a value takes it as the next argument or after '=' ("--steps=300"); given twice,
  * the last one counts. argv[*i] is one argument: when it is one of these flags, its value goes
@@ -708,8 +875,9 @@ int ag_activations_layers(const ag_activations *a);
 void ag_activations_read(ag_activations *a, const ag_ctx *ctx);
 /* The last reading as iteration it's row (and a line on log, when not NULL). */
 ag_status ag_activations_record(ag_activations *a, long it, FILE *log, ag_error *err);
-/* ag_train_run's reading at evaluation it: the client's loss on a batch of a stream of its own
- * (from seed and it: the run's stream is untouched), read, recorded; ctx is reset after. */
+/* ag_train_run's reading at evaluation it: the client's activations_forward, or its loss on a
+ * batch of a stream of its own (from seed and it: the run's stream is untouched), read,
+ * recorded; ctx is reset after. A client with neither call (a pass alone) is AG_ERR_ARG. */
 ag_status ag_activations_measure(ag_activations *a, ag_ctx *ctx, const ag_train_client *c, uint64_t seed, long it,
                                  FILE *log, ag_error *err);
 void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */
@@ -717,7 +885,5 @@ void ag_activations_free(ag_activations *a);   /* NULL ok; closes the file */
  * iterations (the stream's RMS, the dead share, the scores' range), a line per block. Errors as
  * ag_plot_script's. */
 ag_status ag_plot_activations(const char *dir, int n_layer, ag_error *err);
-
-#include "budget.h"   /* ag_budget: the time budget of any run, ag_train_run's and char_lm's (budget.c) */
 
 #endif

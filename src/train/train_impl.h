@@ -9,11 +9,6 @@ const char *ag__train_program(void);
 /* getenv("<env>_<suffix>"): $CHAR_LM_PLOT_TIMEOUT for suffix "PLOT_TIMEOUT" in char_lm. */
 const char *ag__train_getenv(const char *suffix);
 
-/* A CSV header of per-layer columns (csv.c): first, then for each layer l every name of cols
- * [NULL-terminated] as ",<name>_L<l>", then "\n" ("iter,lr,...,grad_attn_L0,grad_mlp_L0,...").
- * malloc'd; NULL on OOM. */
-char *ag__csv_layer_head(const char *first, const char *const *cols, int n_layer);
-
 /* A picture whose script s (malloc'd, freed here) was built into a buffer: ag_plot_script's,
  * or AG_ERR_NOMEM "<gp>: script too long" when it did not fit (plot.c). */
 ag_status ag__plot_built(const char *dir, const char *gp, const char *png, char *s, bool fits, ag_error *err);
@@ -21,17 +16,21 @@ ag_status ag__plot_built(const char *dir, const char *gp, const char *png, char 
 /* The checkpoint of ag_train_run (loop_ckpt.c), in the client's format (c->format, else the
  * loop's): DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
  * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64].
- * Into the directory lock holds, wherever it is now: a DIR moved meanwhile is AG_ERR_IO. */
+ * Into the directory lock holds, wherever it is now: a DIR moved meanwhile is AG_ERR_IO. over:
+ * another run is still in DIR (opts->overwrite), so ckpt-<step> may be its: then ckpt-<step>-b. */
 ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
-                        bool is_best, char *name, ag_error *err);
+                        bool is_best, bool over, char *name, ag_error *err);
+/* After the run's first commit over another (opts->overwrite): that run's checkpoints removed
+ * (ag_ckpt_clean with `also` = old, its run_id), what stays left to the next run's tidy. */
+void ag__loop_replace(const char *dir, const ag_train_client *c, uint64_t old);
 /* AG_ERR_ARG when DIR lies inside another run's directory (ag_ckpt_outside_runs), or the
  * client's format lacks a part. */
 ag_status ag__loop_outside_runs(const char *dir, const ag_train_client *c, ag_error *err);
 /* The locked DIR opened for the run: with o->resume a lost latest recovered (a warning on
  * o->log) and DIR/latest read into c->params and st; else the run's identity drawn, and a DIR
- * that holds a run refused. Then what a killed run left is removed: temporary files, this
+ * that holds a run refused, or with o->overwrite started over (*replaces: the old run, else 0). Then what a killed run left is removed: temporary files, this
  * run's superseded checkpoints, nothing else (what stays, and a best written again: a warning). */
 ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
-                        ag_error *err);
+                        uint64_t *replaces, ag_error *err);
 
 #endif

@@ -21,8 +21,7 @@
 #include "attograd.h"
 
 enum { N = 12,            /* the longest string; T of every batch */
-       V = 26,            /* letters a-z */
-       C = 64, H = 4, LAYERS = 2,
+       V = 26, C = 64, H = 4, LAYERS = 2,   /* letters a-z; the model's sizes */
        TRAIN_B = 64,      /* strings per training step */
        EVAL_B = 250,      /* strings per evaluation batch */
        IGNORE = -100 };   /* the target of a padded position (PyTorch's ignore_index) */
@@ -394,6 +393,7 @@ int main(int argc, char **argv)
     int rank = ag_dist_rank(dist);   /* rank 0 says what every rank met alike (a bad input) */
     if (err.status && rank == 0) fprintf(stderr, "reverse: %s\n", err.msg);
     else if (err.status && err.status != AG_ERR_ARG) fprintf(stderr, "reverse: rank %d: %s\n", rank, err.msg);
+    else if (err.status) ag_dist_after_rank0(dist);   /* rank 0 says it: mpirun must not end the job first */
     ag_params_free(R.P);
     ag_dist_end(dist, !err.status);
     return err.status ? 1 : rc;

@@ -56,6 +56,12 @@ ag_status ag_dist_init(ag_dist **d, double timeout, ag_error *err);
  * job down (MPI_Finalize would wait for ranks that are themselves waiting for this one).
  * NULL ok. Cannot fail. */
 void ag_dist_end(ag_dist *d, bool ok);
+/* Before ag_dist_end(d, false) on a rank other than 0 whose failure every rank met alike (a bad
+ * input, another build), which rank 0 alone says: waits for rank 0 to leave first, at most 5 s.
+ * mpirun ends the whole job at the first rank that exits non-zero, so without the wait rank 0
+ * could be killed before its line is written. Rank 0's exit ends the wait (mpirun ends this
+ * rank); no-op on rank 0 and alone. */
+void ag_dist_after_rank0(const ag_dist *d);
 
 /* The most seconds one wait for the other ranks may last (0: no limit, the default); a wait
  * that reaches it fails, naming the ranks that did not come (WAITING above). */

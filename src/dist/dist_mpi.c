@@ -10,6 +10,7 @@
  * A blocking MPI call cannot be given a deadline, and Open MPI's blocking waits spin on a core.
  * A second duplicate of the world, `alarm`, carries the notes of ranks whose wait ran out.
  * Reference: MPI 3.1 standard, sections 5.12 (non-blocking collectives) and 3.8 (MPI_Iprobe). */
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,13 @@ void ag_dist_end(ag_dist *d, bool ok)
     }
     free(d->pending);
     free(d);
+}
+
+void ag_dist_after_rank0(const ag_dist *d)
+{
+    struct timespec wait = {5, 0};
+    if (d && d->rank > 0)
+        while (nanosleep(&wait, &wait) == -1 && errno == EINTR) {}
 }
 
 void ag_dist_set_timeout(ag_dist *d, double seconds) { d->timeout = seconds > 0 ? seconds : 0; }

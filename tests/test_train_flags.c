@@ -42,6 +42,34 @@ START_TEST(every_flag)
 }
 END_TEST
 
+/* --time-budget takes seconds as a number, or a duration as char_lm's does ("5m"); "none" is no budget. */
+START_TEST(time_budget_durations)
+{
+    const struct { const char *value; double seconds; } good[] = {
+        {"2.5", 2.5}, {"90s", 90}, {"5m", 300}, {"1h30m", 5400}, {"1.5h", 5400}, {"none", 0}};
+    for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
+        char *v[] = {"prog", "train", "--time-budget", (char *)good[k].value, NULL};
+        ag_train_opts o = {.time_budget_s = 9};
+        char own[64];
+        ag_error err = {0};
+        ck_assert_msg(parse(ARGC(v), v, &o, own, &err) == AG_OK, "%s: %s", good[k].value, err.msg);
+        ck_assert_msg(o.time_budget_s == good[k].seconds, "%s gave %g", good[k].value, o.time_budget_s);
+    }
+    const char *bad[] = {"5 parsecs", "5m5", "-5m", "0s", "m", "1e400s"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char *v[] = {"prog", "train", "--time-budget", (char *)bad[k], NULL};
+        ag_train_opts o = {.time_budget_s = 9};
+        char own[64], says[160];
+        ag_error err = {0};
+        snprintf(says, sizeof says, "bad argument '--time-budget': '%s' is neither a number of seconds from 0.001 "
+                 "to 1000000000 nor a duration (90s, 5m, 1h30m)", bad[k]);
+        ck_assert_int_eq(parse(ARGC(v), v, &o, own, &err), AG_ERR_ARG);
+        ck_assert_str_eq(err.msg, says);
+        ck_assert(o.time_budget_s == 9);   /* untouched */
+    }
+}
+END_TEST
+
 /* A flag that only begins like one of the trainer's is the program's. */
 START_TEST(prefixes_are_not_flags)
 {
@@ -161,7 +189,7 @@ Suite *train_flags_suite(void)
     Suite *s = suite_create("train_flags");
     TCase *tc = tcase_create("flags");
     ADD_TESTS(tc, every_flag, prefixes_are_not_flags, bad_values, missing_or_unwanted_values, checks_after_the_flags,
-              usage_lines);
+              usage_lines, time_budget_durations);
     suite_add_tcase(s, tc);
     return s;
 }

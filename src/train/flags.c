@@ -9,13 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "train.h"
+#include "fields.h"   /* ag_parse_duration */
 
 typedef enum {
     ON,       /* a switch: the bool field := true */
     ON_EVERY, /* a switch: the long field := lo (--log-dynamics: a row every 10 steps) */
     TEXT,     /* a path: the const char * field := the value */
     LONG, INT, U64,   /* a whole number in [lo, hi], into a field of that type */
-    REAL      /* a number in [lo, hi] into a double field */
+    REAL,     /* a number in [lo, hi] into a double field */
+    SECONDS   /* the same, or a duration ("90s", "5m", "1h30m": ag_parse_duration) */
 } kind;
 
 typedef struct {
@@ -33,7 +35,8 @@ static const flag flags[] = {
     {"--resume", NULL, "go on exactly where DIR/latest left off", ON, 0, 0, FIELD(resume)},
     {"--overwrite", NULL, "start a new run over the one DIR holds (its checkpoints go after the new run's first)",
      ON, 0, 0, FIELD(overwrite)},
-    {"--time-budget", "S", "end the run, evaluated and checkpointed, within S seconds", REAL, 1e-3, 1e9,
+    {"--time-budget", "S", "end the run, evaluated and checkpointed, within S seconds (or 90s, 5m, 1h30m)",
+     SECONDS, 1e-3, 1e9,
      FIELD(time_budget_s)},
     {"--seed", "S", "the run's seed (its batches; the model's weights too, if the program says so)", U64, 0, 1e15,
      FIELD(seed)},
@@ -68,6 +71,17 @@ static const flag *find(const char *arg, const char **inline_value)
     return NULL;
 }
 
+/* v, a value of f that is not a number, as a duration into its double field of o */
+static ag_status set_duration(const flag *f, const char *v, ag_train_opts *o, ag_error *err)
+{
+    double s;
+    if (ag_parse_duration(f->name, v, f->hi, &s, NULL) != AG_OK)
+        return ag_seterr(err, AG_ERR_ARG, "bad argument '%s': '%.100s' is neither a number of seconds from %.15g to "
+                         "%.15g nor a duration (90s, 5m, 1h30m)", f->name, v, f->lo, f->hi);
+    *(double *)((char *)o + f->at) = s;
+    return AG_OK;
+}
+
 /* v, the value of f, into its field of o. */
 static ag_status set(const flag *f, const char *v, ag_train_opts *o, ag_error *err)
 {
@@ -75,11 +89,13 @@ static ag_status set(const flag *f, const char *v, ag_train_opts *o, ag_error *e
     if (f->k == TEXT) return *(const char **)field = v, AG_OK;
     errno = 0;
     double d = strtod(v, &end);
-    bool ok = end != v && !*end && !errno && d >= f->lo && d <= f->hi && (f->k == REAL || d == floor(d));
+    if (f->k == SECONDS && (end == v || *end)) return set_duration(f, v, o, err);
+    bool real = f->k == REAL || f->k == SECONDS;
+    bool ok = end != v && !*end && !errno && d >= f->lo && d <= f->hi && (real || d == floor(d));
     if (!ok)
         return ag_seterr(err, AG_ERR_ARG, "bad argument '%s': '%.100s' is not a %snumber from %.15g to %.15g", f->name,
-                         v, f->k == REAL ? "" : "whole ", f->lo, f->hi);
-    if (f->k == REAL) *(double *)field = d;
+                         v, real ? "" : "whole ", f->lo, f->hi);
+    if (real) *(double *)field = d;
     else if (f->k == INT) *(int *)field = (int)d;
     else if (f->k == LONG) *(long *)field = (long)d;
     else *(uint64_t *)field = (uint64_t)d;
@@ -116,7 +132,7 @@ ag_status ag_train_flags_check(const ag_train_opts *o, int batch, ag_error *err)
 static void default_of(const flag *f, const ag_train_opts *d, char *buf, size_t n)
 {
     const char *field = (const char *)d + f->at;
-    double v = f->k == REAL ? *(const double *)field
+    double v = f->k == REAL || f->k == SECONDS ? *(const double *)field
              : f->k == INT  ? *(const int *)field
              : f->k == LONG ? (double)*(const long *)field
              : f->k == U64  ? (double)*(const uint64_t *)field : 0;

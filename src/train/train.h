@@ -839,7 +839,8 @@ ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, a
  * the last one counts. argv[*i] is one argument: when it is one of these flags, its value goes
  * into o (only its own field changes), *i moves past the arguments it used and *mine is true;
  * any other argument leaves o and *i alone and *mine false, for the program to parse (its
- * commands, its model's flags). AG_ERR_ARG with one line in err for a bad or missing value
+ * commands, its model's flags). --time-budget takes seconds ("300") or a duration ("5m", "1h30m",
+ * "none": no budget; fields.h's ag_parse_duration). AG_ERR_ARG with one line in err for a bad or missing value
  * ("bad argument '--steps': 'ten' is not a whole number from 1 to 1000000000", "bad argument
  * '--steps' (it needs a value)") or a value given to a switch ("--resume=1"). */
 ag_status ag_train_flag(ag_train_opts *o, int argc, char **argv, int *i, bool *mine, ag_error *err);

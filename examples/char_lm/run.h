@@ -2,6 +2,7 @@
  * the named calls that the loop and the step in train.c make into the files around them.
  *
  *   train.c        the step and the loop: read it first, top to bottom
+ *   client.c       the step's batch, pass and update, the log's words: ag_train_client's calls
  *   train_setup.c  everything before the first step: the lock, the text, the model (a
  *                  checkpoint's with --resume or --init-from), the buffers, the ranks
  *   train_eval.c   the evaluation every eval_interval steps: the losses of both splits, the
@@ -80,6 +81,7 @@ typedef struct {
     ag_lock lock;            /* on out_dir, for the whole run (train/train.h) */
     ag_ddp *ddp;             /* several ranks or micro-batches per step (train/ddp.h); NULL: neither */
     ag_budget budget;        /* --time-budget (train_budget.c, train/budget.h) */
+    long it;                 /* the iteration in hand (the client's messages name it) */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
     bool shared;             /* the error is every rank's alike (rank 0's, shared, or the
                                 handshake's): rank 0 alone says it */
@@ -113,6 +115,15 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
 void lm_run_kept(const lm_run *R, char *buf, size_t n);
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
+
+// --- client.c: char_lm's calls of ag_train_client (train/train.h says what each does), user an lm_run ---
+
+ag_status lm_client_draw(void *user, ag_rng *rng, ag_error *err);
+ag_status lm_client_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err);   /* errors worded */
+ag_status lm_client_update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err);
+void lm_client_progress_text(void *user, long it, long steps, double loss, double lr, double ema_s,
+                             const ag_budget *b, char *buf, size_t n);
+void lm_client_eval_text(void *user, long it, double tl, double vl, double score, char *buf, size_t n);
 
 // --- train_agree.c ---
 

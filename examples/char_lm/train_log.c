@@ -4,18 +4,14 @@
  * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, plot.h). Rank 0 alone
  * writes files (train/ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "plot.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
-
 
 void lm_log_warn(const lm_run *R, const char *msg)
 {
@@ -142,20 +138,11 @@ void lm_log_header(const lm_run *R)
 void lm_log_eval(lm_run *R, long it, double tl, double vl)
 {
     lm_report *rep = &R->rep;
-    bool have_val = R->data.n_val > 0;
     fmt_loss(rep->train_col, sizeof rep->train_col, true, tl);
-    fmt_loss(rep->val_col, sizeof rep->val_col, have_val, vl);
-    FILE *f = R->o->log;
-    if (!f) return;
-    ag_progress_clear(&rep->prog);
-    if (have_val) fprintf(f, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
-    else fprintf(f, "iter %ld: train %.4f\n", it, tl);
-    if (R->cfg.log_attn_stats) {
-        fprintf(f, "  attention entropy / peak weight:");
-        for (int l = 0; l < R->cfg.model.n_layer; l++) fprintf(f, "  L%d %.3f / %.3f", l, rep->entropy[l], rep->peak[l]);
-        fputs("\n", f);
-    }
-    fflush(f);
+    fmt_loss(rep->val_col, sizeof rep->val_col, R->data.n_val > 0, vl);
+    char text[8192];   /* 256 layers' attention statistics */
+    lm_client_eval_text(R, it, tl, vl, NAN, text, sizeof text);
+    ag_progress_line(&rep->prog, "%s", text);   /* the progress line cleared first, flushed */
 }
 
 bool lm_log_due(const lm_run *R, long it)
@@ -168,16 +155,10 @@ bool lm_log_due(const lm_run *R, long it)
 static void log_progress(lm_run *R, long it, double loss, double lr)
 {
     ag_progress *p = &R->rep.prog;
-    long max = R->cfg.max_iters;
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    if (!ag_progress_due(p, lm_log_due(R, it), it + 1 == max)) return;
-    char eta[32], of[24];
-    const ag_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
-    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : p->ema_s * (double)(max - it - 1));
-    if (b->fixing) snprintf(of, sizeof of, "?");
-    else snprintf(of, sizeof of, "%ld", max);
-    ag_progress_show(p, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr,
-                     (double)B * T / p->ema_s, b->deadline ? "left" : "ETA", eta);
+    if (!ag_progress_due(p, lm_log_due(R, it), it + 1 == R->cfg.max_iters)) return;
+    char line[256];
+    lm_client_progress_text(R, it, R->cfg.max_iters, loss, lr, p->ema_s, &R->ctl.budget, line, sizeof line);
+    ag_progress_show(p, "%s", line);
 }
 
 ag_status lm_log_written(const lm_run *R, ag_error *err)

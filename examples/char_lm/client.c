@@ -3,20 +3,8 @@
  * (train.c, train_log.c) calls these same functions, so that the switch to ag_train_run changes
  * who calls them, not what they do. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include "run.h"
-
-/* printf at buf + *len, *len moved past what fitted in buf [n] (NUL-terminated). */
-static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t n, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int w = *len < n ? vsnprintf(buf + *len, n - *len, fmt, ap) : 0;
-    va_end(ap);
-    *len = w > 0 && *len + (size_t)w < n ? *len + (size_t)w : n;
-}
 
 // --- a step ---
 
@@ -26,7 +14,8 @@ ag_status lm_client_draw(void *user, ag_rng *rng, ag_error *err)
     const lm_config *c = &R->cfg;
     ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
     lm_draw_windows(R->data.off, c->batch_size, R->data.n_train, c->model.block_size, c->overfit_batch ? &fixed : rng);
-    return (void)err, AG_OK;   // off [B]
+    (void)err;   // off [B]
+    return AG_OK;
 }
 
 /* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
@@ -102,7 +91,7 @@ void lm_client_progress_text(void *user, long it, long steps, double loss, doubl
     const lm_run *R = user;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     char eta[32], of[24];   /* with --time-budget: the time left, and "?" until the count is fixed */
-    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : ema_s * (double)(steps - it - 1));
+    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : ema_s * (double)(steps - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", steps);
     snprintf(buf, n, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr, (double)B * T / ema_s,
@@ -112,12 +101,85 @@ void lm_client_progress_text(void *user, long it, long steps, double loss, doubl
 void lm_client_eval_text(void *user, long it, double tl, double vl, double score, char *buf, size_t n)
 {
     const lm_run *R = user;
-    size_t len = 0;
+    size_t len = 0;   /* ag_msg_append: train/ddp.h */
+    buf[0] = '\0';
     (void)score;   /* char_lm's loss is its measure */
-    put(buf, n, &len, "iter %ld: train %.4f", it, tl);
-    if (R->data.n_val > 0) put(buf, n, &len, " val %.4f", vl);
+    ag_msg_append(buf, n, &len, "iter %ld: train %.4f", it, tl);
+    if (R->data.n_val > 0) ag_msg_append(buf, n, &len, " val %.4f", vl);
     if (!R->cfg.log_attn_stats) return;
-    put(buf, n, &len, "\n  attention entropy / peak weight:");
+    ag_msg_append(buf, n, &len, "\n  attention entropy / peak weight:");
     for (int l = 0; l < R->cfg.model.n_layer; l++)
-        put(buf, n, &len, "  L%d %.3f / %.3f", l, R->rep.entropy[l], R->rep.peak[l]);
+        ag_msg_append(buf, n, &len, "  L%d %.3f / %.3f", l, R->rep.entropy[l], R->rep.peak[l]);
+}
+
+// --- an evaluation: the mean loss of eval_iters random batches of each split in no-grad mode, from
+// an RNG seeded by (seed, it) afresh each time, so that evaluating never changes training ---
+
+ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, double *loss, ag_error *err)
+{
+    lm_data *D = &R->data;
+    int T = R->cfg.model.block_size;
+    lm_fill_windows(D->x, D->y, ids, D->off, b, T);                              // x, y [b,T]
+    ag_ctx_reset(ctx);
+    ag_tensor *l = NULL;
+    const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in the step */
+    ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, b, T, &fo, &l);               // loss [1]
+    *loss = l ? (double)l->data[0] : NAN;
+    ag_status s = l ? AG_OK : ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+    if (s) ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
+    return s;
+}
+
+/* Mean loss over eval_iters random batches of ids [n] from ctl.eval_rng (fewer under --time-budget:
+ * its batch count, and none after the clock passes end; *done says how many). A stop signal
+ * ends it after the batch in hand; with several ranks they agree on it, and on the clock,
+ * every round of batches. */
+static ag_status estimate(lm_run *R, ag_ctx *ctx, const int *ids, size_t n, double end, double *out, long *done,
+                          ag_error *err)
+{
+    int B = R->cfg.batch_size, ranks = ag_ddp_ranks(R->ctl.ddp);
+    double sum = 0, loss;
+    ag_status s = AG_OK;
+    bool late = false;
+    long k, want = ag_budget_eval_batches(&R->ctl.budget);
+    ag_ctx_set_grad(ctx, false);
+    for (k = 0; k < want; k++) {
+        if (k % ranks == 0 && (s = ag_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
+        if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
+        if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(&R->ctl.budget, end, &late, err)) || late)) break;
+        double t0 = lm_budget_now(R->o);
+        if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
+        lm_draw_windows(R->data.off, B, n, R->cfg.model.block_size, &R->ctl.eval_rng);
+        if (!ag_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (train/ddp.h) */
+        if ((s = lm_client_forward(R, ctx, ids, B, &loss, err))) break;
+        sum += loss;
+        ag_budget_batch(&R->ctl.budget, lm_budget_now(R->o) - t0);
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
+    if (s == AG_OK) s = ag_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
+    *done = k;
+    *out = k > 0 ? sum / (double)k : NAN;
+    return s;
+}
+
+ag_status lm_client_evaluate_train(void *user, ag_ctx *ctx, double *tl, ag_error *err)
+{
+    lm_run *R = user;
+    const lm_data *D = &R->data;
+    ag_rng_seed(&R->ctl.eval_rng, ag_seed_at(R->cfg.seed, LM_TAG_EVAL, (uint64_t)R->ctl.it));
+    return estimate(R, ctx, D->text.ids, D->n_train, ag_budget_eval_end(&R->ctl.budget, D->n_val > 0), tl,
+                    &R->ctl.eval_done, err);
+}
+
+ag_status lm_client_evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag_error *err)
+{
+    lm_run *R = user;
+    const lm_data *D = &R->data;
+    long done = R->ctl.eval_done;   /* the training split's, which goes on to draw from the same stream */
+    *vl = *score = NAN;
+    ag_status s = D->n_val > 0 ? estimate(R, ctx, D->text.ids + D->n_train, D->n_val,
+                                          ag_budget_eval_end(&R->ctl.budget, false), vl, &done, err) : AG_OK;
+    if (done < R->ctl.eval_done) R->ctl.eval_done = done;
+    return s;
 }

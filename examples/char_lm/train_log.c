@@ -1,7 +1,7 @@
 /* train_log.c -- what a training run reports (run.h): the log (the run's header, a progress
  * line, a line per evaluation, the end), DIR/metrics.csv (one row per step, written through at
  * once, so a full disk stops the run at the first row it refuses) and the plots, loss.png and
- * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, plot.h). Rank 0 alone
+ * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, train/plot_attn.h). Rank 0 alone
  * writes files (train/ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
 #include <math.h>
@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "plot.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
@@ -126,7 +125,7 @@ void lm_log_header(const lm_run *R)
             decay, c->batch_size, steps, c->eval_interval, R->o->out_dir);
     if (c->time_budget > 0) {
         char d[32];
-        lm_format_duration(d, sizeof d, c->time_budget);
+        ag_format_duration(d, sizeof d, c->time_budget);
         fprintf(f, "time budget: %s; %s\n", d, c->budget_iters ? "the step count above is the one it fixed"
                 : "the first steps are timed, then the step count (and the decay) is fitted to it");
     }
@@ -196,7 +195,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     FILE *f = R->o->log;
     if (!f) return;
     char el[32];
-    lm_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
+    ag_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
     ag_ddp_log_summary(R->ctl.ddp, f);
     if (r->interrupted)
         fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)%s\n", r->iter, el,
@@ -224,7 +223,7 @@ void lm_log_plots(lm_run *R, bool last)
     ag_error why = {0};
     ag_status ps = ag_plot_loss_again(dir, &lp, &rep->plot_pid, last, &why);   /* in the background (train/train.h) */
     if (!ps && R->cfg.log_attn_stats)
-        ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
+        ps = ag_plot_attn_stats(dir, 7, R->cfg.model.n_layer, R->cfg.model.block_size, &why);   /* attn_entropy_L0's column */
     if (!ps && R->rep.dyn) ps = ag_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */
     if (!ps && R->rep.acts) ps = ag_plot_activations(dir, R->cfg.model.n_layer, &why);
     if (ps) {   /* a warning, and no more plots this run */

@@ -22,7 +22,8 @@
  *                 stops the run with its status and message.
  *   own_pass      a client's own forward and backward (ag_train_client.pass, as char_lm's split
  *                 over threads) trains the very weights of the loop's forward_backward, and its
- *                 start call gets the loop's ctx once, before the first pass.
+ *                 start call gets the loop's ctx once, before the first pass; with step_seed
+ *                 each step's micro-batch seed is drawn from the client's seed of that step.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
@@ -82,6 +83,7 @@ typedef struct {
     long updates, fail_at;   /* own_update: the updates made, the t that fails (0: none) */
     ag_ctx *started;         /* own_pass: the ctx start was given */
     int starts, passes;
+    long seed_it;            /*   the step whose seed step_seed gave last (-1: none yet) */
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -599,12 +601,23 @@ static ag_status tiny_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, 
 {
     tiny *m = user;
     ck_assert_ptr_eq(ctx, m->started);
+    ck_assert_int_eq(m->seed_it, m->passes);   /* this step's seed asked for: one pass a step */
+    ag_micro want;
+    ck_assert(ag_micro_of(1, 0, 1, 0, BATCH, 0xABCull + (uint64_t)m->seed_it, &want));
+    ck_assert_uint_eq(mb->seed, want.seed);      /* mb's masks drawn from it */
     m->passes++;
     ag_tensor *l = NULL;
     ag_status s = tiny_loss(user, ctx, mb, &l, err);
     if (s) return s;
     *loss = (double)l->data[0];
     return ag_backward_from(ctx, l, &mb->dloss) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
+}
+
+/* own_pass's seed of step it's dropout masks */
+static uint64_t tiny_step_seed(void *user, long it)
+{
+    ((tiny *)user)->seed_it = it;
+    return 0xABCull + (uint64_t)it;
 }
 
 static ag_status tiny_start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
@@ -625,10 +638,12 @@ START_TEST(own_pass)
     tiny a, b;
     tiny_build(&a);
     tiny_build(&b);
+    b.seed_it = -1;
     tiny_run(&a, root, "loss");
     snprintf(out, sizeof out, "%s/pass", root);
     const ag_train_client c = {.name = "tiny", .params = b.P, .user = &b, .batch = BATCH, .draw = tiny_draw,
-                               .pass = tiny_pass, .start = tiny_start, .evaluate = tiny_eval};
+                               .pass = tiny_pass, .start = tiny_start, .evaluate = tiny_eval,
+                               .step_seed = tiny_step_seed};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};

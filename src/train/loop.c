@@ -126,7 +126,8 @@ static const char *value_is(char *buf, size_t n, const char *what, double v)
 static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
 {
     const ag_train_client *c = L->c;
-    uint64_t seed = ag_seed_mix(ag_seed_mix(L->o->seed, 0x64726f70ull), (uint64_t)it);   /* "drop": masks' */
+    uint64_t seed = c->step_seed ? c->step_seed(c->user, it)   /* the client's, or the loop's "drop" */
+                                 : ag_seed_mix(ag_seed_mix(L->o->seed, 0x64726f70ull), (uint64_t)it);
     ag_micro mb;
     *loss = 0;
     for (int j = 0; ag_ddp_micro(L->ddp, j, c->batch, seed, &mb); j++) {

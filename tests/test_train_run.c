@@ -26,6 +26,8 @@
  *                 each step's micro-batch seed is drawn from the client's seed of that step.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
+ *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
+ *                 loss picks DIR/best, and no divergence is seen in the NaN
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
@@ -788,6 +790,42 @@ static void tiny_said(void *user, long it, double train, double val, double scor
     snprintf(buf, n, "E %ld train %.1f val %.1f\n  second line", it, train, val);
 }
 
+/* no_val's training losses: m->evals in turn */
+static ag_status tiny_eval_train_seq(void *user, ag_ctx *ctx, double *train, ag_error *err)
+{
+    (void)ctx, (void)err;
+    tiny *m = user;
+    *train = m->evals[m->evaluated++];
+    return AG_OK;
+}
+
+/* No validation split (val NaN) beside evaluate_train: the training loss picks the best, and a
+ * NaN val is no divergence */
+START_TEST(no_val)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], best[64];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    const double train[] = {3, 1, 2};
+    m.evals = train;
+    snprintf(out, sizeof out, "%s/noval", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train_seq};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = 10,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.evaluated, 3);   /* steps 10, 20, 30 */
+    ck_assert_int_eq(ag_ckpt_pointer(out, AG_CKPT_BEST, best, &err), AG_OK);
+    ck_assert_str_eq(best, "ckpt-00000020");   /* train 1, the lowest */
+    ck_assert(isnan(r.val_loss) && r.train_loss == 2);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(own_words)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
@@ -1070,6 +1108,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_pass);
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
+    tcase_add_test(tc, no_val);
     tcase_add_test(tc, progress_tty);
     tcase_add_test(tc, own_words);
     tcase_add_test(tc, own_stop);

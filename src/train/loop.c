@@ -43,7 +43,8 @@ typedef struct {
     ag_budget own_budget;     /*   or the loop's own, of opts->time_budget_s */
     char eval_cols[128];      /* ",train,val,score" (no score: c->no_score) for the next row, */
     bool evaluated;           /*   when it carries an evaluation */
-    char cells[1024];         /* the client's cells of a row (c->row), after a comma */
+    char cells[16384];        /* the client's cells of a row (c->row), after a comma (char_lm's
+                                 attention statistics: 2 a layer, up to 256 layers) */
     ag_progress prog;         /* the log: the progress line, redrawn on a terminal (opts->progress) */
     bool drawn;               /*   a redrawn progress line is on the terminal, not yet ended */
     const volatile sig_atomic_t *stop;   /* the stop flag: opts->stop, or the loop's own (SIGINT, SIGTERM) */
@@ -250,7 +251,7 @@ static ag_status check_divergence(const loop *L, long it, const char *what, doub
 static void eval_said(loop *L, long it, double train, double val, double score)
 {
     const ag_train_client *c = L->c;
-    char tr[32] = "", va[32] = "", sc[40] = "", text[1024];
+    char tr[32] = "", va[32] = "", sc[40] = "", text[8192];   /* char_lm's: a line of 256 layers' attention */
     if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
     if (!isnan(val)) snprintf(va, sizeof va, "%.6f", val);
     if (!c->no_score) snprintf(sc, sizeof sc, ",%.6g", score);
@@ -295,12 +296,14 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     if (s) return s;
     double val = vs[0], score = vs[1], train = vs[2];
     bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
-    if ((s = check_divergence(L, it, both ? "the evaluation's val loss" : "the evaluation loss", val, err)))
+    bool no_val = both && isnan(val);   /* no held-out split (char_lm's without one): the train loss judges */
+    if (!no_val && (s = check_divergence(L, it, both ? "the evaluation's val loss" : "the evaluation loss", val, err)))
         return s;   /* opts->diverge_floor */
     if (both && (s = check_divergence(L, it, "the evaluation's train loss", train, err))) return s;
-    *is_best = isfinite(val) && val < L->st.best_loss;
+    double judged = no_val ? train : val;
+    *is_best = isfinite(judged) && judged < L->st.best_loss;
     if (*is_best) {
-        L->st.best_loss = val;
+        L->st.best_loss = judged;
         L->st.best_step = it;
     }
     L->st.loss_taken = true;   /* the sum stays until the next step: this step's checkpoint keeps it for a resume */

@@ -676,7 +676,9 @@ struct ag_train_client {
     /* Optional: at each evaluation, before evaluate and also in no-grad mode, the client's own
      * training loss (char_lm's: batches of its training split) in *train_loss, in place of the
      * mean batch loss since the last evaluation: metrics.csv's train_loss, held to the
-     * divergence rule (opts->diverge_floor) as the validation loss is. */
+     * divergence rule (opts->diverge_floor) as the validation loss is. With it, a validation
+     * loss that is NaN says there is no held-out split (char_lm's --val-fraction 0): the training
+     * loss alone then picks DIR/best and is held to the rule. */
     ag_status (*evaluate_train)(void *user, ag_ctx *ctx, double *train_loss, ag_error *err);
     /* Optional: metrics.csv's columns of the program's own after the loop's six ("tokens_per_s,
      * attn_entropy_L0": comma-separated), and row, which writes a row's cells of them into buf [n]

@@ -26,12 +26,10 @@ static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *
     if (s != AG_ERR_NONFINITE && (!have || s))
         return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
     if (isfinite(lv) && !s) return AG_OK;
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
     if (s == AG_ERR_NONFINITE)
-        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", it, why, kept);
+        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", it, why, LM_KEPT(R));
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step; %s "
-                     "(try a lower --lr)", it, lm_shown(lv), kept);
+                     "(try a lower --lr)", it, lm_shown(lv), LM_KEPT(R));
 }
 
 ag_status lm_client_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err)
@@ -56,13 +54,10 @@ static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *e
     for (int e = 0; e < P->n; e++) {
         const ag_tensor *t = P->entries[e].t;
         for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i])) {
-                char kept[LM_KEPT_MAX];
-                lm_run_kept(R, kept, sizeof kept);
+            if (!isfinite(t->data[i]))
                 return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
                                  "is %g; lr %g); %s", it, optimizer, t->name, i, lm_shown((double)t->data[i]), lr,
-                                 kept);
-            }
+                                 LM_KEPT(R));
     }
     return AG_OK;
 }

@@ -112,9 +112,11 @@ bool lm_run_signal_seen(const lm_run *R);
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
 ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err);
 /* What a run that stops on an error leaves, read from the run directory so that it is true:
- * "kept: DIR/ckpt-00000020, the latest and the best" (in buf [n]), for the message. */
+ * "kept: DIR/ckpt-00000020, the latest and the best" (in buf [LM_KEPT_MAX], returned), for the
+ * message; LM_KEPT(R) in a temporary buffer that lives as long as the enclosing block. */
 #define LM_KEPT_MAX 1024
-void lm_run_kept(const lm_run *R, char *buf, size_t n);
+#define LM_KEPT(R) lm_run_kept(R, (char[LM_KEPT_MAX]){""})
+const char *lm_run_kept(const lm_run *R, char *buf);
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
 

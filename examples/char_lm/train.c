@@ -33,10 +33,8 @@ uint64_t lm_dropout_seed(uint64_t seed, long it) { return ag_seed_at(seed, LM_TA
 
 static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *err)
 {
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the gradient norm is %g; stopped before the optimizer "
-                     "step; %s (try a lower --lr)", it, lm_shown(norm), kept);
+                     "step; %s (try a lower --lr)", it, lm_shown(norm), LM_KEPT(R));
 }
 
 /* One optimizer step at iteration it. Until the update a failure leaves the weights, and the
@@ -122,10 +120,11 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     return AG_OK;
 }
 
-void lm_run_kept(const lm_run *R, char *buf, size_t n)
+const char *lm_run_kept(const lm_run *R, char *buf)
 {
-    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_kept(R->o->out_dir, buf, n);   /* rank 0 holds the directory */
-    else snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
+    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_kept(R->o->out_dir, buf, LM_KEPT_MAX);   /* rank 0 holds the directory */
+    else snprintf(buf, LM_KEPT_MAX, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
+    return buf;
 }
 
 /* A stop signal (Ctrl-C) before iteration it: a checkpoint of where the run stands. */

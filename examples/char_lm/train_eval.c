@@ -62,9 +62,6 @@ static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, 
 
 // --- divergence, and the best checkpoint ---
 
-/* The loss a run is judged by: validation, or training without a validation split. */
-static double judged(const lm_run *R, double tl, double vl) { return R->data.n_val > 0 ? vl : tl; }
-
 /* Divergence (issue 19): an evaluation loss that is not finite, or above
  *     limit = max(2 ln V, 4 x the lowest evaluation loss so far)
  * (train/train.h: ag_divergence_limit says why those two). A run's first evaluation has no best
@@ -80,8 +77,7 @@ static double divergence_limit(const lm_run *R)
 static ag_status diverged(const lm_run *R, long it, double tl, double vl, double limit, ag_error *err)
 {
     const lm_train_state *st = &R->learn.st;
-    char kept[LM_KEPT_MAX], above[160] = "";
-    lm_run_kept(R, kept, sizeof kept);
+    char above[160] = "";
     bool val_bad = R->data.n_val > 0 && !(isfinite(vl) && vl <= limit);   /* the loss the run is judged by */
     bool train_bad = !val_bad;
     double bad = train_bad ? tl : vl;
@@ -90,7 +86,7 @@ static ag_status diverged(const lm_run *R, long it, double tl, double vl, double
                  "%.4f at iteration %ld))", limit, st->best_loss, st->best_iter);
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g%s: the model has "
                      "diverged; stopped; %s (try a lower --lr)", it, train_bad ? "train" : "val", lm_shown(bad),
-                     above, kept);
+                     above, LM_KEPT(R));
 }
 
 /* The run's lowest evaluation loss so far: this one's, when lower (its checkpoint then
@@ -98,7 +94,7 @@ static ag_status diverged(const lm_run *R, long it, double tl, double vl, double
 static void note_best(lm_run *R, long it, double tl, double vl)
 {
     lm_train_state *st = &R->learn.st;
-    double loss = judged(R, tl, vl);
+    double loss = R->data.n_val > 0 ? vl : tl;   /* validation, or training without a validation split */
     if (st->best_iter >= 0 && !(loss < st->best_loss)) return;
     st->best_iter = it;
     st->best_loss = loss;

@@ -165,10 +165,8 @@ ag_status lm_log_written(const lm_run *R, ag_error *err)
     FILE *f = R->o->log;
     if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
     int e = errno;
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
     return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
-                     strerror(e), kept);
+                     strerror(e), LM_KEPT(R));
 }
 
 ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_error *err)

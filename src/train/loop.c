@@ -198,7 +198,9 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
     L->evaluated = false;
     ag_progress_step(&L->prog, L->step_s, it == L->r->start);
-    if (ag_progress_due(&L->prog, o->log_every > 0 && (it + 1) % o->log_every == 0, it + 1 == o->steps))
+    long at = o->log_first ? it : it + 1;   /* char_lm's log steps: 0, 10, 20, ... and the last */
+    bool due = o->log_every > 0 && (at % o->log_every == 0 || (o->log_first && it + 1 == o->steps));
+    if (ag_progress_due(&L->prog, due, it + 1 == o->steps))
         progress(L, it, lv, lr);
     return AG_OK;
 }

@@ -736,7 +736,10 @@ typedef struct {
                                   evaluation at the run's first step */
     uint64_t seed;             /* the batch stream's seed (a resume takes the stream it saved) */
     long every;                /* evaluate and checkpoint every this many steps (and at the end) */
-    long log_every;            /* a progress line every this many steps (0: only evaluations) */
+    long log_every;            /* a progress line every this many steps (0: only evaluations): after
+                                  step it where (it + 1) % log_every == 0 (on a terminal also the last) */
+    bool log_first;            /*   where it % log_every == 0 instead, and the last: the first step's too
+                                  (char_lm's iterations 0, 10, 20, ..., and its last) */
     ag_lr_schedule sched;      /* the learning rate at each step (optim.h) */
     ag_adam_cfg adam;          /* AdamW's betas, eps and weight decay */
     double grad_clip;          /* the global gradient norm is clipped to it (0: no clip) */

@@ -26,8 +26,6 @@
  *                 each step's micro-batch seed is drawn from the client's seed of that step.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
- *   log_first     opts.log_first: the progress line after the steps it with it % log_every == 0
- *                 (char_lm's), the first one's too, and the last
  *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
  *                 loss picks DIR/best, and no divergence is seen in the NaN
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
@@ -35,7 +33,9 @@
  *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
  *                 score column (no_score); a validation loss that is NaN is an empty cell.
  *   progress_tty  opts.progress tty: the step line redrawn in place ("\r ESC[K", no newline),
- *                 the evaluation's line clearing it first; the log ends with a whole line.
+ *                 the evaluation's line clearing it first; the log ends with a whole line. In
+ *                 a file a line after the steps it with (it + 1) % log_every == 0, with
+ *                 opts.log_first with it % log_every == 0 and the last (char_lm's).
  *   own_stop      the program's own stop flag (opts.stop, its handlers: char_lm's SIGUSR1 too)
  *                 ends the run as a signal does, with a checkpoint and that signal in the result;
  *                 the loop leaves the program's handlers alone.
@@ -853,30 +853,6 @@ START_TEST(own_words)
 }
 END_TEST
 
-/* opts.log_first: the progress line after steps 0, 5 and the last (9), not 4 */
-START_TEST(log_first)
-{
-    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
-    ck_assert_ptr_nonnull(mkdtemp(root));
-    tiny m;
-    tiny_build(&m);
-    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
-                               .loss = tiny_loss, .evaluate = tiny_eval};
-    ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_LINES,
-                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
-    char *t = run_logged(&c, o, root, "every", out);   /* without it: after steps 4 and 9 */
-    ck_assert_msg(!strstr(t, "step 1/10 |") && strstr(t, "step 5/10 |") && strstr(t, "step 10/10 |"), "%s", t);
-    free(t);
-    o.log_first = true;
-    t = run_logged(&c, o, root, "first", out);
-    ck_assert_msg(strstr(t, "step 1/10 |") && strstr(t, "step 6/10 |") && strstr(t, "step 10/10 |"), "%s", t);
-    ck_assert_msg(!strstr(t, "step 5/10 |"), "%s", t);
-    free(t);
-    ag_params_free(m.P);
-    proc_remove_tree(root);
-}
-END_TEST
-
 START_TEST(progress_tty)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
@@ -885,13 +861,22 @@ START_TEST(progress_tty)
     tiny_build(&m);
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval};
-    const ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
     char *t = run_logged(&c, o, root, "tty", out);
     const char first[] = "\r\033[Kstep 1/10 | loss ";   /* the first step: drawn at once */
     ck_assert_msg(strncmp(t, first, strlen(first)) == 0, "%s", t);
     ck_assert_msg(strstr(t, "\r\033[Kstep 10/10 | loss ") && strstr(t, "\r\033[Kstep 10: val loss 1.0000"), "%s", t);
     ck_assert_msg(!strstr(t, " ms\n") && t[strlen(t) - 1] == '\n', "%s", t);   /* redrawn, never a line of its own */
+    free(t);
+    o.progress = AG_PROGRESS_LINES;   /* in a file: after steps 4 and 9 */
+    t = run_logged(&c, o, root, "every", out);
+    ck_assert_msg(!strstr(t, "step 1/10 |") && strstr(t, "step 5/10 |") && strstr(t, "step 10/10 |"), "%s", t);
+    free(t);
+    o.log_first = true;   /* after steps 0, 5 and the last (9), not 4 */
+    t = run_logged(&c, o, root, "first", out);
+    ck_assert_msg(strstr(t, "step 1/10 |") && strstr(t, "step 6/10 |") && strstr(t, "step 10/10 |"), "%s", t);
+    ck_assert_msg(!strstr(t, "step 5/10 |"), "%s", t);
     free(t);
     ag_params_free(m.P);
     proc_remove_tree(root);
@@ -1135,7 +1120,6 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
     tcase_add_test(tc, no_val);
-    tcase_add_test(tc, log_first);
     tcase_add_test(tc, progress_tty);
     tcase_add_test(tc, own_words);
     tcase_add_test(tc, own_stop);

@@ -572,7 +572,7 @@ static void pictures(loop *L)
     if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
     if (L->acts) picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
     if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
-    report(L, pics);
+    if (!L->o->no_report) report(L, pics);   /* else the program's own card */
 }
 
 /* The run's budget: the program's (opts->budget, what it left unset the loop's), or the loop's

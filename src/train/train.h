@@ -786,6 +786,8 @@ typedef struct {
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
                                   names the old run's); false: such a DIR is refused */
+    bool no_report;            /* no DIR/report.md from the loop: the program writes its own card
+                                  (char_lm's, after the sample it prints) */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
                                   iteration 0: the untrained model's loss, a checkpoint to go back to) */
     const char *diverge_floor_name;   /* the floor in the divergence message ("2 ln V"; NULL: its value) */

@@ -22,15 +22,21 @@
  *                 stops the run with its status and message.
  *   own_pass      a client's own forward and backward (ag_train_client.pass, as char_lm's split
  *                 over threads) trains the very weights of the loop's forward_backward, and its
- *                 start call gets the loop's ctx once, before the first pass.
+ *                 start call gets the loop's ctx once, before the first pass; with step_seed
+ *                 each step's micro-batch seed is drawn from the client's seed of that step.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
  *                 on the log, and the old run's checkpoint goes once the new one's is committed.
+ *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
+ *                 loss picks DIR/best, and no divergence is seen in the NaN; opts.no_report: no
+ *                 DIR/report.md from the loop (own_columns': one)
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
  *                 score column (no_score); a validation loss that is NaN is an empty cell.
  *   progress_tty  opts.progress tty: the step line redrawn in place ("\r ESC[K", no newline),
- *                 the evaluation's line clearing it first; the log ends with a whole line.
+ *                 the evaluation's line clearing it first; the log ends with a whole line. In
+ *                 a file a line after the steps it with (it + 1) % log_every == 0, with
+ *                 opts.log_first with it % log_every == 0 and the last (char_lm's).
  *   own_stop      the program's own stop flag (opts.stop, its handlers: char_lm's SIGUSR1 too)
  *                 ends the run as a signal does, with a checkpoint and that signal in the result;
  *                 the loop leaves the program's handlers alone.
@@ -82,6 +88,7 @@ typedef struct {
     long updates, fail_at;   /* own_update: the updates made, the t that fails (0: none) */
     ag_ctx *started;         /* own_pass: the ctx start was given */
     int starts, passes;
+    long seed_it;            /*   the step whose seed step_seed gave last (-1: none yet) */
 } tiny;
 
 /* BATCH points from rng, class 1 above the diagonal */
@@ -599,12 +606,23 @@ static ag_status tiny_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, 
 {
     tiny *m = user;
     ck_assert_ptr_eq(ctx, m->started);
+    ck_assert_int_eq(m->seed_it, m->passes);   /* this step's seed asked for: one pass a step */
+    ag_micro want;
+    ck_assert(ag_micro_of(1, 0, 1, 0, BATCH, 0xABCull + (uint64_t)m->seed_it, &want));
+    ck_assert_uint_eq(mb->seed, want.seed);      /* mb's masks drawn from it */
     m->passes++;
     ag_tensor *l = NULL;
     ag_status s = tiny_loss(user, ctx, mb, &l, err);
     if (s) return s;
     *loss = (double)l->data[0];
     return ag_backward_from(ctx, l, &mb->dloss) ? ag_seterr(err, ag_ctx_status(ctx), "%s", ag_ctx_error(ctx)) : AG_OK;
+}
+
+/* own_pass's seed of step it's dropout masks */
+static uint64_t tiny_step_seed(void *user, long it)
+{
+    ((tiny *)user)->seed_it = it;
+    return 0xABCull + (uint64_t)it;
 }
 
 static ag_status tiny_start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
@@ -625,10 +643,12 @@ START_TEST(own_pass)
     tiny a, b;
     tiny_build(&a);
     tiny_build(&b);
+    b.seed_it = -1;
     tiny_run(&a, root, "loss");
     snprintf(out, sizeof out, "%s/pass", root);
     const ag_train_client c = {.name = "tiny", .params = b.P, .user = &b, .batch = BATCH, .draw = tiny_draw,
-                               .pass = tiny_pass, .start = tiny_start, .evaluate = tiny_eval};
+                               .pass = tiny_pass, .start = tiny_start, .evaluate = tiny_eval,
+                               .step_seed = tiny_step_seed};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
                              .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
@@ -720,6 +740,7 @@ START_TEST(own_columns)
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.train_evals, 3);   /* steps 0, 10 and 20 */
+    ck_assert_msg(access(proc_path(out, "report.md"), F_OK) == 0, "no card from the loop");
     char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss,score,extra,more\n", 50) == 0, "%s", csv);
@@ -773,6 +794,44 @@ static void tiny_said(void *user, long it, double train, double val, double scor
     snprintf(buf, n, "E %ld train %.1f val %.1f\n  second line", it, train, val);
 }
 
+/* no_val's training losses: m->evals in turn */
+static ag_status tiny_eval_train_seq(void *user, ag_ctx *ctx, double *train, ag_error *err)
+{
+    (void)ctx, (void)err;
+    tiny *m = user;
+    *train = m->evals[m->evaluated++];
+    return AG_OK;
+}
+
+/* No validation split (val NaN) beside evaluate_train: the training loss picks the best, and a
+ * NaN val is no divergence */
+START_TEST(no_val)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], best[64];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    const double train[] = {3, 1, 2};
+    m.evals = train;
+    snprintf(out, sizeof out, "%s/noval", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train_seq};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = 10,
+                             .no_report = true, .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0},
+                             .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.evaluated, 3);   /* steps 10, 20, 30 */
+    ck_assert_int_eq(ag_ckpt_pointer(out, AG_CKPT_BEST, best, &err), AG_OK);
+    ck_assert_str_eq(best, "ckpt-00000020");   /* train 1, the lowest */
+    ck_assert(isnan(r.val_loss) && r.train_loss == 2);
+    ck_assert_msg(access(proc_path(out, "report.md"), F_OK) != 0, "opts.no_report, yet the loop wrote its card");
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(own_words)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
@@ -806,13 +865,22 @@ START_TEST(progress_tty)
     tiny_build(&m);
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval};
-    const ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
     char *t = run_logged(&c, o, root, "tty", out);
     const char first[] = "\r\033[Kstep 1/10 | loss ";   /* the first step: drawn at once */
     ck_assert_msg(strncmp(t, first, strlen(first)) == 0, "%s", t);
     ck_assert_msg(strstr(t, "\r\033[Kstep 10/10 | loss ") && strstr(t, "\r\033[Kstep 10: val loss 1.0000"), "%s", t);
     ck_assert_msg(!strstr(t, " ms\n") && t[strlen(t) - 1] == '\n', "%s", t);   /* redrawn, never a line of its own */
+    free(t);
+    o.progress = AG_PROGRESS_LINES;   /* in a file: after steps 4 and 9 */
+    t = run_logged(&c, o, root, "every", out);
+    ck_assert_msg(!strstr(t, "step 1/10 |") && strstr(t, "step 5/10 |") && strstr(t, "step 10/10 |"), "%s", t);
+    free(t);
+    o.log_first = true;   /* after steps 0, 5 and the last (9), not 4 */
+    t = run_logged(&c, o, root, "first", out);
+    ck_assert_msg(strstr(t, "step 1/10 |") && strstr(t, "step 6/10 |") && strstr(t, "step 10/10 |"), "%s", t);
+    ck_assert_msg(!strstr(t, "step 5/10 |"), "%s", t);
     free(t);
     ag_params_free(m.P);
     proc_remove_tree(root);
@@ -1055,6 +1123,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_pass);
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
+    tcase_add_test(tc, no_val);
     tcase_add_test(tc, progress_tty);
     tcase_add_test(tc, own_words);
     tcase_add_test(tc, own_stop);

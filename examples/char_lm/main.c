@@ -36,7 +36,6 @@
 #include "cli.h"
 #include "eval.h"
 #include "omp_spin.h"
-#include "plot.h"
 #include "sample.h"
 #include "trace.h"
 #include "recipe.h"

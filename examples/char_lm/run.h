@@ -2,6 +2,7 @@
  * the named calls that the loop and the step in train.c make into the files around them.
  *
  *   train.c        the step and the loop: read it first, top to bottom
+ *   client.c       the step's batch, pass and update, the log's words: ag_train_client's calls
  *   train_setup.c  everything before the first step: the lock, the text, the model (a
  *                  checkpoint's with --resume or --init-from), the buffers, the ranks
  *   train_eval.c   the evaluation every eval_interval steps: the losses of both splits, the
@@ -80,6 +81,9 @@ typedef struct {
     ag_lock lock;            /* on out_dir, for the whole run (train/train.h) */
     ag_ddp *ddp;             /* several ranks or micro-batches per step (train/ddp.h); NULL: neither */
     ag_budget budget;        /* --time-budget (train_budget.c, train/budget.h) */
+    long it;                 /* the iteration in hand (the client's messages name it, its evaluation seeds on it) */
+    ag_rng eval_rng;         /* an evaluation's batches, both splits: from (seed, it) afresh */
+    long eval_done;          /*   its fewest batches of a split (--time-budget may cut them) */
     bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
     bool shared;             /* the error is every rank's alike (rank 0's, shared, or the
                                 handshake's): rank 0 alone says it */
@@ -108,11 +112,28 @@ bool lm_run_signal_seen(const lm_run *R);
  * train and val loss) or none (NULL); rank 0 writes it. Skipped when it is the one on disk. */
 ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *err);
 /* What a run that stops on an error leaves, read from the run directory so that it is true:
- * "kept: DIR/ckpt-00000020, the latest and the best" (in buf [n]), for the message. */
+ * "kept: DIR/ckpt-00000020, the latest and the best" (in buf [LM_KEPT_MAX], returned), for the
+ * message; LM_KEPT(R) in a temporary buffer that lives as long as the enclosing block. */
 #define LM_KEPT_MAX 1024
-void lm_run_kept(const lm_run *R, char *buf, size_t n);
+#define LM_KEPT(R) lm_run_kept(R, (char[LM_KEPT_MAX]){""})
+const char *lm_run_kept(const lm_run *R, char *buf);
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
+
+// --- client.c: char_lm's calls of ag_train_client (train/train.h says what each does), user an lm_run ---
+
+ag_status lm_client_draw(void *user, ag_rng *rng, ag_error *err);
+ag_status lm_client_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err);   /* errors worded */
+ag_status lm_client_update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err);
+void lm_client_progress_text(void *user, long it, long steps, double loss, double lr, double ema_s,
+                             const ag_budget *b, char *buf, size_t n);
+void lm_client_eval_text(void *user, long it, double tl, double vl, double score, char *buf, size_t n);
+/* The losses at iteration ctl.it: the training split's (the evaluation's stream seeded here), then
+ * the validation split's (NaN without one; score NaN); ctl.eval_done: the fewest batches of a split. */
+ag_status lm_client_evaluate_train(void *user, ag_ctx *ctx, double *tl, ag_error *err);
+ag_status lm_client_evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag_error *err);
+/* b windows of ids at data.off through the model in no-grad mode: their mean loss in *loss. */
+ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, double *loss, ag_error *err);
 
 // --- train_agree.c ---
 
@@ -168,10 +189,6 @@ void lm_run_free(lm_run *R);
  * that is not finite or above max(2 ln V, 4 x the best so far) is divergence: AG_ERR_NONFINITE,
  * and the diverged model is never saved. */
 ag_status lm_run_evaluate(lm_run *R, long it, bool last, lm_train_result *r, ag_error *err);
-
-/* One window of the training text through the model in no-grad mode: its time on the budget's
- * clock in *window_s (--time-budget's first estimate, before anything else is timed). */
-ag_status lm_run_probe(lm_run *R, double *window_s, ag_error *err);
 
 // --- train_budget.c: --time-budget on train/budget.h's ag_budget ---
 

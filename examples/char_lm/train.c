@@ -31,76 +31,10 @@ uint64_t lm_dropout_seed(uint64_t seed, long it) { return ag_seed_at(seed, LM_TA
 
 // --- one optimizer step ---
 
-/* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
- * another error, or a loss that is NaN or Inf. AG_OK when loss is a finite number. */
-static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *why, bool have, double lv,
-                             ag_error *err)
-{
-    if (s != AG_ERR_NONFINITE && (!have || s))
-        return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
-    if (isfinite(lv) && !s) return AG_OK;
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
-    if (s == AG_ERR_NONFINITE)
-        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", it, why, kept);
-    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step; %s "
-                     "(try a lower --lr)", it, lm_shown(lv), kept);
-}
-
-/* The micro-batch's forward and backward, its windows split over the workers of the pass
- * (ag_gpt_shards_pass, nn.h; one shard: ag_gpt_forward, then ag_backward_from): dW += its
- * gradient times mb->dloss, *loss += its mean loss times mb->dloss. A failure, or a loss that is NaN or Inf,
- * comes back worded for the run (loss_failed). */
-static ag_status pass(lm_run *R, long it, const ag_micro *mb, const ag_forward_opts *fo, double *loss, ag_error *err)
-{
-    ag_error why = {0};
-    double l = 0;
-    ag_status s = ag_gpt_shards_pass(R->learn.shards, R->data.x, R->data.y, mb->b, R->cfg.model.block_size, fo,
-                                     mb->dloss, &l, &why);
-    *loss += (double)mb->dloss * l;   /* its share of the step's loss (train/ddp.h) */
-    return loss_failed(R, it, s, s ? why.msg : NULL, s == AG_OK || s == AG_ERR_NONFINITE, s ? 0 : l, err);
-}
-
 static ag_status norm_failed(const lm_run *R, long it, double norm, ag_error *err)
 {
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the gradient norm is %g; stopped before the optimizer "
-                     "step; %s (try a lower --lr)", it, lm_shown(norm), kept);
-}
-
-/* The optimizer's update of every weight from its gradient times gscale (the clip): AdamW,
- * or what --optimizer chose. t counts the updates the weights have had, this one included. */
-static void update(ag_params *P, const lm_config *c, double lr, long t, double gscale)
-{
-    ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
-    switch (c->optimizer) {
-    case LM_ADAMW: ag_adamw_step_scaled(P, &ac, lr, t, gscale); break;   /* the clip folded in */
-    case LM_ADAM: ag_adam_step_scaled(P, &ac, lr, t, gscale); break;
-    case LM_SGD:
-        if (gscale != 1) ag_scale_grads(P, gscale);
-        ag_sgd_step(P, lr, c->momentum);
-        break;
-    }
-}
-
-/* --detect-anomaly: the optimizer is no op on the tape, so check what it wrote. */
-static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *err)
-{
-    const ag_params *P = R->learn.m.g->params;
-    const char *optimizer = ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer);
-    for (int e = 0; e < P->n; e++) {
-        const ag_tensor *t = P->entries[e].t;
-        for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i])) {
-                char kept[LM_KEPT_MAX];
-                lm_run_kept(R, kept, sizeof kept);
-                return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
-                                 "is %g; lr %g); %s", it, optimizer, t->name, i, lm_shown((double)t->data[i]), lr,
-                                 kept);
-            }
-    }
-    return AG_OK;
+                     "step; %s (try a lower --lr)", it, lm_shown(norm), LM_KEPT(R));
 }
 
 /* One optimizer step at iteration it. Until the update a failure leaves the weights, and the
@@ -109,18 +43,16 @@ static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *e
 static ag_status train_step(lm_run *R, long it, ag_error *err)
 {
     const lm_config *c = &R->cfg;
-    lm_data *D = &R->data;
     lm_learner *L = &R->learn;
     ag_params *P = L->m.g->params;   /* flat buffers: the weights W, their gradients dW, Adam's m, v */
-    int B = c->batch_size, T = c->model.block_size;
     double t0 = ag_now_s();
 
     // the learning rate: a linear warmup to --lr, then a cosine decay to --min-lr (--lr-find: a sweep)
     double lr = c->lr_find > 0 ? ag_lr_range_at(c->lr_find, c->lr, c->max_iters, it) : ag_lr_at(&L->sched, it);
 
     // the batch: B windows of the training split, drawn by the run's sampler (checkpointed)
-    ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
-    lm_draw_windows(D->off, B, D->n_train, T, c->overfit_batch ? &fixed : &L->st.rng);   // off [B]
+    R->ctl.it = it;
+    ag_status s = lm_client_draw(R, &L->st.rng, err);   // off [B] (client.c: char_lm's calls of ag_train_client)
 
     // forward, loss, backward: this rank's K micro-batches (train/ddp.h: several ranks, --grad-accum;
     // alone, one of all B windows), each one's windows split over the workers (nn.h: shards),
@@ -129,14 +61,13 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     ag_params_zero_grad(P);                                                   // dW = 0
     double loss = 0;
     ag_micro mb;
-    for (int j = 0; ag_ddp_micro(R->ctl.ddp, j, B, drop, &mb); j++) {
-        lm_fill_windows(D->x, D->y, D->text.ids, D->off + mb.first, mb.b, T); // x, y [b,T] token ids
+    for (int j = 0; s == AG_OK && ag_ddp_micro(R->ctl.ddp, j, c->batch_size, drop, &mb); j++) {
         ag_ctx_reset(L->ctx);                                                 // the last pass's tape goes
-        const ag_forward_opts fo = { .train = true, .seed = mb.seed, .composed_attention = c->detect_anomaly };
-        ag_status s = pass(R, it, &mb, &fo, &loss, err);   // logits [b,T,V]; loss += l; dW += dloss dl/dW
-        if (s) return s;
+        double l;
+        s = lm_client_pass(R, L->ctx, &mb, &l, err);   // x, y [b,T]; logits [b,T,V]; l; dW += dloss dl/dW
+        loss += (double)mb.dloss * l;                  // its share of the step's loss (train/ddp.h)
     }
-    ag_status s = ag_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
+    if (s == AG_OK) s = ag_ddp_reduce(R->ctl.ddp, &loss, err);   // over the ranks: one dW, the mean loss
     if (s) return s;
 
     // the gradient clip: the factor that brings the global norm of dW down to --grad-clip
@@ -146,8 +77,7 @@ static ag_status train_step(lm_run *R, long it, ag_error *err)
     if ((s = lm_dynamics_watch(R, it, norm, gscale, err))) return s;         // --log-dynamics: dW, W
 
     // AdamW, with g = gscale dW: W -= lr wd W; W -= lr m_hat / (sqrt(v_hat) + eps) (adam.c)
-    update(P, c, lr, ++L->st.step, gscale);
-    if (c->detect_anomaly && (s = weights_finite(R, it, lr, err))) return s;
+    if ((s = lm_client_update(R, P, lr, ++L->st.step, gscale, err))) return s;   // --detect-anomaly: W checked
     ag_ctx_reset(L->ctx);
     ag_thread_tuner_step(&L->threads, ag_now_s() - t0);   // the default --threads: 2, or 1 while faster
     return lm_log_step(R, it, lr, loss, t0, err);   // metrics.csv's row, the progress line
@@ -190,10 +120,11 @@ ag_status lm_run_checkpoint(lm_run *R, long it, const double *eval, ag_error *er
     return AG_OK;
 }
 
-void lm_run_kept(const lm_run *R, char *buf, size_t n)
+const char *lm_run_kept(const lm_run *R, char *buf)
 {
-    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_kept(R->o->out_dir, buf, n);   /* rank 0 holds the directory */
-    else snprintf(buf, n, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
+    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_kept(R->o->out_dir, buf, LM_KEPT_MAX);   /* rank 0 holds the directory */
+    else snprintf(buf, LM_KEPT_MAX, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
+    return buf;
 }
 
 /* A stop signal (Ctrl-C) before iteration it: a checkpoint of where the run stands. */

@@ -48,7 +48,7 @@ void lm_budget_start(lm_run *R)
     b->ranks = ag_ddp_ranks(R->ctl.ddp);
     b->say = log_line;
     b->say_user = R;
-    lm_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
+    ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
     b->start = R->ctl.start;
     b->steps = c->max_iters;
     b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */
@@ -60,13 +60,27 @@ void lm_budget_start(lm_run *R)
     ag_budget_start(b);
 }
 
-/* Before the run's first iteration, nothing timed: one window through the model tells what an
- * evaluation batch of B windows costs (ag_budget_probe: too little time for one a split ends the
- * run at once with a checkpoint). */
+/* Before the run's first iteration, nothing timed: one window of the training text through the
+ * model in no-grad mode (twice: the first pass is cold, the arena grows; its own stream, so that
+ * the batch sampler and the evaluations stay as they are) tells what an evaluation batch of B
+ * windows costs (ag_budget_probe: too little time for one a split ends the run at once with a
+ * checkpoint). A test's simulated clock gives it no time (before_batch is a batch's). */
 static ag_status probe(lm_run *R, long it, bool *last, ag_error *err)
 {
-    double window;
-    ag_status s = lm_run_probe(R, &window, err);
+    ag_ctx *ctx = R->learn.ctx;
+    ag_rng rng;
+    ag_rng_seed(&rng, ag_splitmix64(R->cfg.seed ^ LM_TAG_EVAL ^ LM_SEED_SALT));
+    lm_draw_windows(R->data.off, 1, R->data.n_train, R->cfg.model.block_size, &rng);
+    ag_status s = AG_OK;
+    double window = 0, loss;
+    ag_ctx_set_grad(ctx, false);
+    for (int k = 0; k < 2 && s == AG_OK; k++) {
+        double t0 = lm_budget_now(R->o);
+        s = lm_client_forward(R, ctx, R->data.text.ids, 1, &loss, err);   // x, y [1,T]; loss [1]
+        window = lm_budget_now(R->o) - t0;
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
     return s ? s : ag_budget_probe(&R->ctl.budget, it, window, R->cfg.batch_size, "window", last, err);
 }
 

@@ -1,82 +1,11 @@
 /* train_eval.c -- the evaluation of a training run every eval_interval steps (run.h): the mean
- * loss of eval_iters random batches of each split in no-grad mode, from an RNG seeded by
- * (seed, it) afresh each time, so evaluating never changes training; with --log-attn-stats the
- * attention statistics of one batch; then the divergence test, the log line, the checkpoint
- * (the best one too, when it is) and the plots. (The `eval` command's deterministic loss of a whole file is eval.c.) */
+ * loss of each split (client.c: lm_client_evaluate_train, lm_client_evaluate); with
+ * --log-attn-stats the attention statistics of one batch; then the divergence test, the log
+ * line, the checkpoint (the best one too, when it is) and the plots. (The `eval` command's deterministic loss of a whole file is eval.c.) */
 #include <math.h>
 #include <stdio.h>
 #include "attn.h"
 #include "run.h"
-
-/* Mean loss over eval_iters random batches of ids [n] (fewer under --time-budget: its batch
- * count, and none after the clock passes end; *done says how many), in no-grad mode. A stop
- * signal ends it after the batch in hand; with several ranks they agree on it, and on the
- * clock, every round of batches. */
-static ag_status estimate(lm_run *R, const int *ids, size_t n, ag_rng *rng, double end, double *out, long *done,
-                          ag_error *err)
-{
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size, ranks = ag_ddp_ranks(R->ctl.ddp);
-    lm_data *D = &R->data;
-    ag_ctx *ctx = R->learn.ctx;
-    double sum = 0;
-    ag_status s = AG_OK;
-    bool late = false;
-    long k, want = ag_budget_eval_batches(&R->ctl.budget);
-    ag_ctx_set_grad(ctx, false);
-    for (k = 0; k < want; k++) {
-        if (k % ranks == 0 && (s = ag_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
-        if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
-        if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(&R->ctl.budget, end, &late, err)) || late)) break;
-        double t0 = lm_budget_now(R->o);
-        if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
-        lm_draw_windows(D->off, B, n, T, rng);
-        if (!ag_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (train/ddp.h) */
-        lm_fill_windows(D->x, D->y, ids, D->off, B, T);                          // x, y [B,T]
-        ag_ctx_reset(ctx);
-        ag_tensor *loss = NULL;
-        const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in the step */
-        ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, B, T, &fo, &loss);         // loss [1]
-        if (!loss) {
-            s = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
-            ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-            break;
-        }
-        sum += (double)loss->data[0];
-        ag_budget_batch(&R->ctl.budget, lm_budget_now(R->o) - t0);
-    }
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true);
-    if (s == AG_OK) s = ag_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
-    *done = k;
-    *out = k > 0 ? sum / (double)k : NAN;
-    return s;
-}
-
-ag_status lm_run_probe(lm_run *R, double *window_s, ag_error *err)
-{
-    int T = R->cfg.model.block_size;
-    lm_data *D = &R->data;
-    ag_ctx *ctx = R->learn.ctx;
-    ag_rng rng;   /* its own stream: the batch sampler and the evaluations stay as they are */
-    ag_rng_seed(&rng, ag_splitmix64(R->cfg.seed ^ LM_TAG_EVAL ^ LM_SEED_SALT));
-    lm_draw_windows(D->off, 1, D->n_train, T, &rng);
-    lm_fill_windows(D->x, D->y, D->text.ids, D->off, 1, T);                     // x, y [1,T]
-    const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };
-    ag_status s = AG_OK;
-    ag_ctx_set_grad(ctx, false);
-    for (int k = 0; k < 2 && s == AG_OK; k++) {   /* twice: the first pass is cold (the arena grows) */
-        double t0 = lm_budget_now(R->o);   /* a test's simulated clock: no time (before_batch is a batch's) */
-        ag_ctx_reset(ctx);
-        ag_tensor *loss = NULL;
-        ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, 1, T, &fo, &loss);       // loss [1]
-        s = loss ? AG_OK : ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
-        if (s) ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-        *window_s = lm_budget_now(R->o) - t0;
-    }
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true);
-    return s;
-}
 
 /* --log-attn-stats: one batch (validation split, else training) through the model with every
  * layer's attention weights recorded; rep.entropy[l] and rep.peak[l] get their statistics, and
@@ -100,12 +29,11 @@ static ag_status attn_stats(lm_run *R, long it, ag_error *err)
         ag_ctx_reset(ctx);
         return s;
     }
-    size_t len = 0, n = rep->stats_cap;
+    size_t len = 0;
     rep->stats[0] = '\0';
     for (int l = 0; l < L; l++) {
         lm_attn_stats(rep->attn[l]->data, B, R->cfg.model.n_head, T, &rep->entropy[l], &rep->peak[l]);
-        int w = snprintf(rep->stats + len, len < n ? n - len : 0, ",%.6f,%.6f", rep->entropy[l], rep->peak[l]);
-        if (w > 0) len += (size_t)w;
+        ag_msg_append(rep->stats, rep->stats_cap, &len, ",%.6f,%.6f", rep->entropy[l], rep->peak[l]);
     }
     ag_ctx_reset(ctx);
     return AG_OK;
@@ -116,31 +44,23 @@ static ag_status attn_stats(lm_run *R, long it, ag_error *err)
 static ag_status losses(lm_run *R, long it, double *tl, double *vl, long *done, ag_error *err)
 {
     const lm_train_state *st = &R->learn.st;
-    const lm_data *D = &R->data;
     *done = R->cfg.eval_iters;
     if (R->ctl.resumed && it == R->ctl.start && st->has_eval) {
         *tl = st->eval_train;
         *vl = st->eval_val;
         return AG_OK;
     }
-    ag_status s = ag_ddp_check_weights(R->ctl.ddp, it, err);   /* the ranks still agree */
-    if (s) return s;
-    ag_rng rng;
-    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_EVAL, (uint64_t)it));
-    const ag_budget *b = &R->ctl.budget;
-    s = estimate(R, D->text.ids, D->n_train, &rng, ag_budget_eval_end(b, D->n_val > 0), tl, done, err);
+    double score;
     *vl = NAN;
-    long val_done = *done;
-    if (s == AG_OK && D->n_val > 0)
-        s = estimate(R, D->text.ids + D->n_train, D->n_val, &rng, ag_budget_eval_end(b, false), vl, &val_done, err);
-    if (val_done < *done) *done = val_done;
+    R->ctl.it = it;
+    ag_status s = ag_ddp_check_weights(R->ctl.ddp, it, err);   /* the ranks still agree */
+    if (s == AG_OK) s = lm_client_evaluate_train(R, R->learn.ctx, tl, err);
+    if (s == AG_OK) s = lm_client_evaluate(R, R->learn.ctx, vl, &score, err);
+    *done = R->ctl.eval_done;
     return s;
 }
 
 // --- divergence, and the best checkpoint ---
-
-/* The loss a run is judged by: validation, or training without a validation split. */
-static double judged(const lm_run *R, double tl, double vl) { return R->data.n_val > 0 ? vl : tl; }
 
 /* Divergence (issue 19): an evaluation loss that is not finite, or above
  *     limit = max(2 ln V, 4 x the lowest evaluation loss so far)
@@ -157,8 +77,7 @@ static double divergence_limit(const lm_run *R)
 static ag_status diverged(const lm_run *R, long it, double tl, double vl, double limit, ag_error *err)
 {
     const lm_train_state *st = &R->learn.st;
-    char kept[LM_KEPT_MAX], above[160] = "";
-    lm_run_kept(R, kept, sizeof kept);
+    char above[160] = "";
     bool val_bad = R->data.n_val > 0 && !(isfinite(vl) && vl <= limit);   /* the loss the run is judged by */
     bool train_bad = !val_bad;
     double bad = train_bad ? tl : vl;
@@ -167,7 +86,7 @@ static ag_status diverged(const lm_run *R, long it, double tl, double vl, double
                  "%.4f at iteration %ld))", limit, st->best_loss, st->best_iter);
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's %s loss is %g%s: the model has "
                      "diverged; stopped; %s (try a lower --lr)", it, train_bad ? "train" : "val", lm_shown(bad),
-                     above, kept);
+                     above, LM_KEPT(R));
 }
 
 /* The run's lowest evaluation loss so far: this one's, when lower (its checkpoint then
@@ -175,7 +94,7 @@ static ag_status diverged(const lm_run *R, long it, double tl, double vl, double
 static void note_best(lm_run *R, long it, double tl, double vl)
 {
     lm_train_state *st = &R->learn.st;
-    double loss = judged(R, tl, vl);
+    double loss = R->data.n_val > 0 ? vl : tl;   /* validation, or training without a validation split */
     if (st->best_iter >= 0 && !(loss < st->best_loss)) return;
     st->best_iter = it;
     st->best_loss = loss;

@@ -1,21 +1,16 @@
 /* train_log.c -- what a training run reports (run.h): the log (the run's header, a progress
  * line, a line per evaluation, the end), DIR/metrics.csv (one row per step, written through at
  * once, so a full disk stops the run at the first row it refuses) and the plots, loss.png and
- * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, plot.h). Rank 0 alone
+ * with --log-attn-stats attn.png, drawn by gnuplot in the background (train/train.h, train/plot_attn.h). Rank 0 alone
  * writes files (train/ddp.h); the others have no metrics file and no log. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include "plot.h"
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
-
 
 void lm_log_warn(const lm_run *R, const char *msg)
 {
@@ -130,7 +125,7 @@ void lm_log_header(const lm_run *R)
             decay, c->batch_size, steps, c->eval_interval, R->o->out_dir);
     if (c->time_budget > 0) {
         char d[32];
-        lm_format_duration(d, sizeof d, c->time_budget);
+        ag_format_duration(d, sizeof d, c->time_budget);
         fprintf(f, "time budget: %s; %s\n", d, c->budget_iters ? "the step count above is the one it fixed"
                 : "the first steps are timed, then the step count (and the decay) is fitted to it");
     }
@@ -142,20 +137,11 @@ void lm_log_header(const lm_run *R)
 void lm_log_eval(lm_run *R, long it, double tl, double vl)
 {
     lm_report *rep = &R->rep;
-    bool have_val = R->data.n_val > 0;
     fmt_loss(rep->train_col, sizeof rep->train_col, true, tl);
-    fmt_loss(rep->val_col, sizeof rep->val_col, have_val, vl);
-    FILE *f = R->o->log;
-    if (!f) return;
-    ag_progress_clear(&rep->prog);
-    if (have_val) fprintf(f, "iter %ld: train %.4f val %.4f\n", it, tl, vl);
-    else fprintf(f, "iter %ld: train %.4f\n", it, tl);
-    if (R->cfg.log_attn_stats) {
-        fprintf(f, "  attention entropy / peak weight:");
-        for (int l = 0; l < R->cfg.model.n_layer; l++) fprintf(f, "  L%d %.3f / %.3f", l, rep->entropy[l], rep->peak[l]);
-        fputs("\n", f);
-    }
-    fflush(f);
+    fmt_loss(rep->val_col, sizeof rep->val_col, R->data.n_val > 0, vl);
+    char text[8192];   /* 256 layers' attention statistics */
+    lm_client_eval_text(R, it, tl, vl, NAN, text, sizeof text);
+    ag_progress_line(&rep->prog, "%s", text);   /* the progress line cleared first, flushed */
 }
 
 bool lm_log_due(const lm_run *R, long it)
@@ -168,16 +154,10 @@ bool lm_log_due(const lm_run *R, long it)
 static void log_progress(lm_run *R, long it, double loss, double lr)
 {
     ag_progress *p = &R->rep.prog;
-    long max = R->cfg.max_iters;
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    if (!ag_progress_due(p, lm_log_due(R, it), it + 1 == max)) return;
-    char eta[32], of[24];
-    const ag_budget *b = &R->ctl.budget;   /* with --time-budget: the time left, and "?" until the count is fixed */
-    lm_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : p->ema_s * (double)(max - it - 1));
-    if (b->fixing) snprintf(of, sizeof of, "?");
-    else snprintf(of, sizeof of, "%ld", max);
-    ag_progress_show(p, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr,
-                     (double)B * T / p->ema_s, b->deadline ? "left" : "ETA", eta);
+    if (!ag_progress_due(p, lm_log_due(R, it), it + 1 == R->cfg.max_iters)) return;
+    char line[256];
+    lm_client_progress_text(R, it, R->cfg.max_iters, loss, lr, p->ema_s, &R->ctl.budget, line, sizeof line);
+    ag_progress_show(p, "%s", line);
 }
 
 ag_status lm_log_written(const lm_run *R, ag_error *err)
@@ -185,10 +165,8 @@ ag_status lm_log_written(const lm_run *R, ag_error *err)
     FILE *f = R->o->log;
     if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
     int e = errno;
-    char kept[LM_KEPT_MAX];
-    lm_run_kept(R, kept, sizeof kept);
     return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
-                     strerror(e), kept);
+                     strerror(e), LM_KEPT(R));
 }
 
 ag_status lm_log_step(lm_run *R, long it, double lr, double loss, double t0, ag_error *err)
@@ -215,7 +193,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     FILE *f = R->o->log;
     if (!f) return;
     char el[32];
-    lm_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
+    ag_format_duration(el, sizeof el, ag_now_s() - R->rep.t_start);
     ag_ddp_log_summary(R->ctl.ddp, f);
     if (r->interrupted)
         fprintf(f, "interrupted at iteration %ld after %s; checkpoint in %s (continue with --resume)%s\n", r->iter, el,
@@ -243,7 +221,7 @@ void lm_log_plots(lm_run *R, bool last)
     ag_error why = {0};
     ag_status ps = ag_plot_loss_again(dir, &lp, &rep->plot_pid, last, &why);   /* in the background (train/train.h) */
     if (!ps && R->cfg.log_attn_stats)
-        ps = lm_plot_attn_stats(dir, R->cfg.model.n_layer, R->cfg.model.block_size, &why);
+        ps = ag_plot_attn_stats(dir, 7, R->cfg.model.n_layer, R->cfg.model.block_size, &why);   /* attn_entropy_L0's column */
     if (!ps && R->rep.dyn) ps = ag_plot_dynamics(dir, R->cfg.model.n_layer, &why);   /* once this run measured */
     if (!ps && R->rep.acts) ps = ag_plot_activations(dir, R->cfg.model.n_layer, &why);
     if (ps) {   /* a warning, and no more plots this run */

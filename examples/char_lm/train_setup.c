@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "plot.h"
 #include "run.h"
 
 #define PATHLEN 4096

@@ -43,7 +43,8 @@ typedef struct {
     ag_budget own_budget;     /*   or the loop's own, of opts->time_budget_s */
     char eval_cols[128];      /* ",train,val,score" (no score: c->no_score) for the next row, */
     bool evaluated;           /*   when it carries an evaluation */
-    char cells[1024];         /* the client's cells of a row (c->row), after a comma */
+    char cells[16384];        /* the client's cells of a row (c->row), after a comma (char_lm's
+                                 attention statistics: 2 a layer, up to 256 layers) */
     ag_progress prog;         /* the log: the progress line, redrawn on a terminal (opts->progress) */
     bool drawn;               /*   a redrawn progress line is on the terminal, not yet ended */
     const volatile sig_atomic_t *stop;   /* the stop flag: opts->stop, or the loop's own (SIGINT, SIGTERM) */
@@ -126,7 +127,8 @@ static const char *value_is(char *buf, size_t n, const char *what, double v)
 static ag_status micro_batches(loop *L, long it, double *loss, ag_error *err)
 {
     const ag_train_client *c = L->c;
-    uint64_t seed = ag_seed_mix(ag_seed_mix(L->o->seed, 0x64726f70ull), (uint64_t)it);   /* "drop": masks' */
+    uint64_t seed = c->step_seed ? c->step_seed(c->user, it)   /* the client's, or the loop's "drop" */
+                                 : ag_seed_mix(ag_seed_mix(L->o->seed, 0x64726f70ull), (uint64_t)it);
     ag_micro mb;
     *loss = 0;
     for (int j = 0; ag_ddp_micro(L->ddp, j, c->batch, seed, &mb); j++) {
@@ -196,7 +198,9 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
     L->evaluated = false;
     ag_progress_step(&L->prog, L->step_s, it == L->r->start);
-    if (ag_progress_due(&L->prog, o->log_every > 0 && (it + 1) % o->log_every == 0, it + 1 == o->steps))
+    long at = o->log_first ? it : it + 1;   /* char_lm's log steps: 0, 10, 20, ... and the last */
+    bool due = o->log_every > 0 && (at % o->log_every == 0 || (o->log_first && it + 1 == o->steps));
+    if (ag_progress_due(&L->prog, due, it + 1 == o->steps))
         progress(L, it, lv, lr);
     return AG_OK;
 }
@@ -249,7 +253,7 @@ static ag_status check_divergence(const loop *L, long it, const char *what, doub
 static void eval_said(loop *L, long it, double train, double val, double score)
 {
     const ag_train_client *c = L->c;
-    char tr[32] = "", va[32] = "", sc[40] = "", text[1024];
+    char tr[32] = "", va[32] = "", sc[40] = "", text[8192];   /* char_lm's: a line of 256 layers' attention */
     if (isfinite(train)) snprintf(tr, sizeof tr, "%.6f", train);
     if (!isnan(val)) snprintf(va, sizeof va, "%.6f", val);
     if (!c->no_score) snprintf(sc, sizeof sc, ",%.6g", score);
@@ -294,12 +298,14 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     if (s) return s;
     double val = vs[0], score = vs[1], train = vs[2];
     bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
-    if ((s = check_divergence(L, it, both ? "the evaluation's val loss" : "the evaluation loss", val, err)))
+    bool no_val = both && isnan(val);   /* no held-out split (char_lm's without one): the train loss judges */
+    if (!no_val && (s = check_divergence(L, it, both ? "the evaluation's val loss" : "the evaluation loss", val, err)))
         return s;   /* opts->diverge_floor */
     if (both && (s = check_divergence(L, it, "the evaluation's train loss", train, err))) return s;
-    *is_best = isfinite(val) && val < L->st.best_loss;
+    double judged = no_val ? train : val;
+    *is_best = isfinite(judged) && judged < L->st.best_loss;
     if (*is_best) {
-        L->st.best_loss = val;
+        L->st.best_loss = judged;
         L->st.best_step = it;
     }
     L->st.loss_taken = true;   /* the sum stays until the next step: this step's checkpoint keeps it for a resume */
@@ -566,7 +572,7 @@ static void pictures(loop *L)
     if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
     if (L->acts) picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
     if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
-    report(L, pics);
+    if (!L->o->no_report) report(L, pics);   /* else the program's own card */
 }
 
 /* The run's budget: the program's (opts->budget, what it left unset the loop's), or the loop's

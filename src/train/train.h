@@ -676,7 +676,9 @@ struct ag_train_client {
     /* Optional: at each evaluation, before evaluate and also in no-grad mode, the client's own
      * training loss (char_lm's: batches of its training split) in *train_loss, in place of the
      * mean batch loss since the last evaluation: metrics.csv's train_loss, held to the
-     * divergence rule (opts->diverge_floor) as the validation loss is. */
+     * divergence rule (opts->diverge_floor) as the validation loss is. With it, a validation
+     * loss that is NaN says there is no held-out split (char_lm's --val-fraction 0): the training
+     * loss alone then picks DIR/best and is held to the rule. */
     ag_status (*evaluate_train)(void *user, ag_ctx *ctx, double *train_loss, ag_error *err);
     /* Optional: metrics.csv's columns of the program's own after the loop's six ("tokens_per_s,
      * attn_entropy_L0": comma-separated), and row, which writes a row's cells of them into buf [n]
@@ -713,6 +715,10 @@ struct ag_train_client {
      * P->m and P->v, which the checkpoint saves. A failure (a check of the weights after it:
      * --detect-anomaly) stops the run before the step is counted. NULL: AdamW. */
     ag_status (*update)(void *user, ag_params *P, double lr, long t, double clip, ag_error *err);
+    /* Optional: the seed of step it's dropout masks, from which each micro-batch's mb->seed is
+     * drawn (ag_ddp_micro): char_lm's is its --seed's stream "dropout" at it (lm_dropout_seed),
+     * so that its masks are those of the runs it made before. NULL: the loop's, from opts->seed. */
+    uint64_t (*step_seed)(void *user, long it);
 };
 
 typedef struct {
@@ -730,7 +736,10 @@ typedef struct {
                                   evaluation at the run's first step */
     uint64_t seed;             /* the batch stream's seed (a resume takes the stream it saved) */
     long every;                /* evaluate and checkpoint every this many steps (and at the end) */
-    long log_every;            /* a progress line every this many steps (0: only evaluations) */
+    long log_every;            /* a progress line every this many steps (0: only evaluations): after
+                                  step it where (it + 1) % log_every == 0 (on a terminal also the last) */
+    bool log_first;            /*   where it % log_every == 0 instead, and the last: the first step's too
+                                  (char_lm's iterations 0, 10, 20, ..., and its last) */
     ag_lr_schedule sched;      /* the learning rate at each step (optim.h) */
     ag_adam_cfg adam;          /* AdamW's betas, eps and weight decay */
     double grad_clip;          /* the global gradient norm is clipped to it (0: no clip) */
@@ -777,6 +786,8 @@ typedef struct {
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
                                   names the old run's); false: such a DIR is refused */
+    bool no_report;            /* no DIR/report.md from the loop: the program writes its own card
+                                  (char_lm's, after the sample it prints) */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
                                   iteration 0: the untrained model's loss, a checkpoint to go back to) */
     const char *diverge_floor_name;   /* the floor in the divergence message ("2 ln V"; NULL: its value) */

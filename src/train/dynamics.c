@@ -6,9 +6,8 @@
  *
  * Then --log-dynamics's file for a model built of ag_block's (ag_dynamics_log): each layer's
  * attention weights and its MLP weights as two groups, a row of DIR/dynamics.csv at each step a
- * program logs, and DIR/dynamics.png drawn from it (ag_plot_dynamics). Moved out of char_lm's
- * dynamics.c and plot_lm.c (issue 31), so that every program on the trainer has it; when a
- * step is logged stays the program's. */
+ * program logs, and DIR/dynamics.png drawn from it (ag_plot_dynamics). Every program on the
+ * trainer has it (char_lm, reverse); when a step is logged stays the program's. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

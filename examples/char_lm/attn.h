@@ -8,10 +8,6 @@
 #include "attograd.h"
 #include "checkpoint.h"
 
-/* --log-attn-stats (train_eval.c) records and summarizes with the library's */
-#define lm_attn_stats ag_attn_stats
-#define lm_attn_record ag_gpt_attn_record
-
 /* `char_lm attn`: encodes the prompt (every character in the vocabulary, at most block_size of
  * them), checks layer (0 .. n_layer-1) and head (0 .. n_head-1, or -1: every head in a grid),
  * refuses (AG_ERR_NOMEM, with the figure) a prompt whose ag_gpt_attn_bytes exceed the machine's

@@ -87,14 +87,14 @@ static int state_meta(const lm_train_state *s, const ag_params *P, state_text *t
     int n = (int)(sizeof always / sizeof always[0]);
     memcpy(meta, always, sizeof always);
     if (s->has_eval) {
-        lm_format_real(t->et, sizeof t->et, s->eval_train);
-        lm_format_real(t->ev, sizeof t->ev, s->eval_val);
+        ag_format_real(t->et, sizeof t->et, s->eval_train);
+        ag_format_real(t->ev, sizeof t->ev, s->eval_val);
         meta[n++] = (ag_st_meta){"eval_train_loss", t->et};
         meta[n++] = (ag_st_meta){"eval_val_loss", t->ev};
     }
     if (s->best_iter >= 0) {
         snprintf(t->best_iter, sizeof t->best_iter, "%ld", s->best_iter);
-        lm_format_real(t->best_loss, sizeof t->best_loss, s->best_loss);
+        ag_format_real(t->best_loss, sizeof t->best_loss, s->best_loss);
         meta[n++] = (ag_st_meta){"best_iter", t->best_iter};
         meta[n++] = (ag_st_meta){"best_loss", t->best_loss};
     }

@@ -506,7 +506,7 @@ static ag_status sample_flag(void *args, flag_arg *f, ag_error *err)
         return parse_temperature(f->value, &s->temperature, err);
     } else { /* --seed: the same rules as train's */
         lm_config c;
-        if (lm_field_parse(&c, lm_field_by_key("seed"), f->value, err)) return AG_ERR_ARG;
+        if (ag_field_parse(&c, lm_field_by_key("seed"), f->value, err)) return AG_ERR_ARG;
         s->seed = c.seed;
     }
     return AG_OK;

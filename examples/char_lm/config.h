@@ -79,31 +79,11 @@ static inline const lm_field *lm_field_by_flag(const char *flag)
 {
     return ag_field_by_flag(lm_fields, LM_N_FIELDS, flag);
 }
-static inline double lm_field_get(const lm_config *c, const lm_field *f) { return ag_field_get(c, f); }
-static inline const char *lm_field_format(const lm_config *c, const lm_field *f, char *buf, size_t n)
-{
-    return ag_field_format(c, f, buf, n);
-}
-static inline bool lm_field_equal(const lm_config *a, const lm_config *b, const lm_field *f)
-{
-    return ag_field_equal(a, b, f);
-}
-static inline void lm_field_copy(lm_config *dst, const lm_config *src, const lm_field *f)
-{
-    ag_field_copy(dst, src, f);
-}
-/* "--lr: not a number: 'abc'"; time_budget takes a duration (lm_parse_duration). */
-static inline ag_status lm_field_parse(lm_config *c, const lm_field *f, const char *s, ag_error *err)
-{
-    return ag_field_parse(c, f, s, err);
-}
 /* --time-budget's duration: "90s", "5m", "1h30m", "1.5h", "none"; at most LM_MAX_BUDGET_S. */
 static inline ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err)
 {
     return ag_parse_duration(flag, s, LM_MAX_BUDGET_S, seconds, err);
 }
-/* The fewest significant digits (up to 17) that read back exactly. */
-static inline void lm_format_real(char *buf, size_t n, double v) { ag_format_real(buf, n, v); }
 
 /* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
  * 10min, each with its time_budget: docs/performance.md, "Recipes per budget") and the common

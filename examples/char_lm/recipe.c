@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "recipe.h"
-#include "run.h"   /* lm_format_duration */
+#include "run.h"   /* ag_format_duration */
 
 #define CAL_SKIP 3          /* probe steps not timed: the arena grows, the thread pools start */
 #define CAL_MIN 3           /* timed probe steps, at least */
@@ -78,7 +78,7 @@ void lm_recipe_line(char *buf, size_t n, const lm_recipe_choice *ch)
 {
     char d[32], steps[32], shape[64];
     int p = ch->pick;
-    lm_format_duration(d, sizeof d, ch->budget_s);
+    ag_format_duration(d, sizeof d, ch->budget_s);
     thousands(steps, sizeof steps, ch->steps[p]);
     describe(shape, sizeof shape, p);
     int w = snprintf(buf, n, "time budget %s at %.3g s a step: about %s steps -> recipe %s (%s)", d, ch->step_s[p],
@@ -95,7 +95,7 @@ ag_status lm_recipe_apply(lm_config *cfg, const bool *given, int pick, ag_error 
 {
     lm_config c = recipe_config(pick);
     for (int i = 0; i < lm_n_fields; i++)
-        if (given[i]) lm_field_copy(&c, cfg, &lm_fields[i]);
+        if (given[i]) ag_field_copy(&c, cfg, &lm_fields[i]);
     if (!given[lm_field_by_key("lr_decay_iters") - lm_fields]) c.lr_decay_iters = c.max_iters;
     ag_status s = lm_config_validate(&c, false, err);
     if (s == AG_OK) s = lm_config_check_training(&c, err);

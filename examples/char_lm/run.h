@@ -208,8 +208,6 @@ void lm_budget_eval_start(lm_run *R, bool last);
 // --- train_log.c ---
 
 void lm_log_warn(const lm_run *R, const char *msg);
-/* A duration as the log writes it, in buf [n]: "1h30m", "2m05s", "42s", "0.5s" (train/budget.h). */
-static inline void lm_format_duration(char *buf, size_t n, double s) { ag_format_duration(buf, n, s); }
 /* One line of the log (printf-style; on a terminal the progress line is cleared first). */
 void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* New run: a fresh DIR/metrics.csv; resume: the rows before the first iteration kept. */

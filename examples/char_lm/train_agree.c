@@ -44,7 +44,7 @@ static uint64_t field_bits(const lm_config *c, const lm_field *f)
 {
     lm_config only;
     memset(&only, 0, sizeof only);
-    lm_field_copy(&only, c, f);   /* the field alone: the bytes after it stay 0 */
+    ag_field_copy(&only, c, f);   /* the field alone: the bytes after it stay 0 */
     uint64_t v = 0;
     size_t n = sizeof only - f->offset < sizeof v ? sizeof only - f->offset : sizeof v;
     memcpy(&v, (const char *)&only + f->offset, n);
@@ -81,7 +81,7 @@ static void item_value(const void *user, int i, uint64_t v, char *buf, size_t n)
         memset(&one, 0, sizeof one);
         size_t k = sizeof one - f->offset < sizeof v ? sizeof one - f->offset : sizeof v;
         memcpy((char *)&one + f->offset, &v, k);
-        lm_field_format(&one, f, buf, n);
+        ag_field_format(&one, f, buf, n);
         return;
     }
     int x = i - LM_N_FIELDS;

@@ -23,7 +23,7 @@ static ag_status attn_stats(lm_run *R, long it, ag_error *err)
     lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
     lm_fill_windows(D->x, D->y, ids, D->off, B, T);                              // x [B,T]
     ag_ctx_reset(ctx);
-    ag_status s = lm_attn_record(ctx, R->learn.m.g, D->x, B, T, rep->attn);      // attn[l] [B,H,T,T]
+    ag_status s = ag_gpt_attn_record(ctx, R->learn.m.g, D->x, B, T, rep->attn);      // attn[l] [B,H,T,T]
     if (s) {
         ag_seterr(err, s, "attention statistics: %s", ag_ctx_error(ctx));
         ag_ctx_reset(ctx);
@@ -32,7 +32,7 @@ static ag_status attn_stats(lm_run *R, long it, ag_error *err)
     size_t len = 0;
     rep->stats[0] = '\0';
     for (int l = 0; l < L; l++) {
-        lm_attn_stats(rep->attn[l]->data, B, R->cfg.model.n_head, T, &rep->entropy[l], &rep->peak[l]);
+        ag_attn_stats(rep->attn[l]->data, B, R->cfg.model.n_head, T, &rep->entropy[l], &rep->peak[l]);
         ag_msg_append(rep->stats, rep->stats_cap, &len, ",%.6f,%.6f", rep->entropy[l], rep->peak[l]);
     }
     ag_ctx_reset(ctx);

@@ -95,9 +95,9 @@ static size_t switches(const lm_config *c, char *sw, size_t n)
         const lm_field *fl = &lm_fields[i];
         char v[64];
         bool is_switch = fl->type == LM_T_ENUM || fl->type == LM_T_BOOL;   /* not time_budget, budget_iters */
-        if (!fl->optional || !is_switch || lm_field_get(c, fl) == 0 || len >= n) continue;
+        if (!fl->optional || !is_switch || ag_field_get(c, fl) == 0 || len >= n) continue;
         int w = snprintf(sw + len, n - len, "%s%s%s%s", len ? ", " : "", fl->flag, fl->type == LM_T_BOOL ? "" : " ",
-                         fl->type == LM_T_BOOL ? "" : lm_field_format(c, fl, v, sizeof v));
+                         fl->type == LM_T_BOOL ? "" : ag_field_format(c, fl, v, sizeof v));
         if (w > 0) len += (size_t)w;
     }
     return len;

@@ -23,16 +23,16 @@ static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const
         const lm_field *f = &lm_fields[i];
         bool given = o->given && o->given[i];
         if (f->shape) {
-            if (f->flag && (given || o->config_given) && !lm_field_equal(&o->cfg, ck, f)) {
+            if (f->flag && (given || o->config_given) && !ag_field_equal(&o->cfg, ck, f)) {
                 char have[64], want[64];
                 return ag_seterr(err, AG_ERR_ARG, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag,
-                                 dir, f->key, lm_field_format(ck, f, have, sizeof have),
-                                 given ? "the flag" : "--config", lm_field_format(&o->cfg, f, want, sizeof want),
+                                 dir, f->key, ag_field_format(ck, f, have, sizeof have),
+                                 given ? "the flag" : "--config", ag_field_format(&o->cfg, f, want, sizeof want),
                                  resume ? " (a resumed run keeps its model shape)" : "");
             }
-            lm_field_copy(&cfg, ck, f);
+            ag_field_copy(&cfg, ck, f);
         } else if (resume && given) {
-            lm_field_copy(&cfg, &o->cfg, f);
+            ag_field_copy(&cfg, &o->cfg, f);
         }
     }
     R->cfg = cfg;
@@ -61,7 +61,7 @@ static ag_status check_setup_time(const lm_run *R, ag_error *err)
 {
     if (!setup_late(R)) return AG_OK;
     char d[32];
-    lm_format_duration(d, sizeof d, R->cfg.time_budget);
+    ag_format_duration(d, sizeof d, R->cfg.time_budget);
     return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s used): nothing trained or "
                      "written; give a longer --time-budget", d, R->o->data_path,
                      lm_budget_now(R->o) - R->ctl.budget.t0 + R->o->budget_spent);

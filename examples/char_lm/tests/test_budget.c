@@ -33,7 +33,7 @@
 #include "cli.h"
 #include "proc.h"
 #include "recipe.h"
-#include "run.h"   /* lm_format_duration */
+#include "run.h"   /* ag_format_duration */
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
 #include "tensor/speed.h"   /* ag_threads_init */
@@ -102,7 +102,7 @@ START_TEST(test_duration_wording)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[32];
-        lm_format_duration(buf, sizeof buf, cases[i].s);
+        ag_format_duration(buf, sizeof buf, cases[i].s);
         ck_assert_msg(strcmp(buf, cases[i].want) == 0, "%g s written '%s', not '%s'", cases[i].s, buf, cases[i].want);
     }
     static const struct { double v; const char *want; } reals[] = {   /* a config's numbers in messages */
@@ -110,7 +110,7 @@ START_TEST(test_duration_wording)
     };
     for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
         char buf[32];
-        lm_format_real(buf, sizeof buf, reals[i].v);
+        ag_format_real(buf, sizeof buf, reals[i].v);
         ck_assert_msg(strcmp(buf, reals[i].want) == 0, "%g written '%s', not '%s'", reals[i].v, buf, reals[i].want);
     }
 }

@@ -218,7 +218,7 @@ START_TEST(test_config_json_roundtrip)
     ck_assert_ptr_nonnull(strstr(js, "\"dropout\": 0.0"));
     ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
-        ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
+        ck_assert_msg(ag_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
     ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", fx_fresh_cause()), AG_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(fx_cause.msg, "missing"));
@@ -371,7 +371,7 @@ START_TEST(test_checkpoint_roundtrip)
     ck_assert_int_eq(m.vocab.V, c.vocab.V);
     ck_assert_int_eq(memcmp(m.vocab.cp, c.vocab.cp, (size_t)c.vocab.V * sizeof *c.vocab.cp), 0);
     for (int i = 0; i < lm_n_fields; i++)
-        ck_assert_msg(lm_field_equal(&m.cfg, &cfg, &lm_fields[i]), "config %s", lm_fields[i].key);
+        ck_assert_msg(ag_field_equal(&m.cfg, &cfg, &lm_fields[i]), "config %s", lm_fields[i].key);
     ag_params *Q = m.g->params;
     ck_assert_uint_eq(Q->total, P->total);
     for (int e = 0; e < P->n; e++) ck_assert_str_eq(Q->entries[e].t->name, P->entries[e].t->name);

@@ -251,7 +251,7 @@ START_TEST(attention_equals_cli)
                 }
             }
             double entropy, peak;   /* the entropy of attn's own weights, as --log-attn-stats computes it */
-            lm_attn_stats(W + (size_t)h * T * T, 1, 1, T, &entropy, &peak);
+            ag_attn_stats(W + (size_t)h * T * T, 1, 1, T, &entropy, &peak);
             ck_assert(fabs(json_number_value(json_object_get(hd, "entropy")) - entropy) < 1e-4);
             lm_attn_head named;   /* the name `char_lm attn` prints for these weights */
             lm_attn_head_summary(W + (size_t)h * T * T, T, &named);

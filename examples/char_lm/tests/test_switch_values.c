@@ -81,9 +81,9 @@ START_TEST(test_every_name_parses_back)
             lm_cli cli;
             ag_error err = { 0 };
             ck_assert_msg(parse_train(&cli, f->flag, name, &err) == AG_OK, "%s %s: %s", f->flag, name, err.msg);
-            ck_assert_msg(lm_field_get(&cli.train.cfg, f) == v, "%s %s", f->flag, name);
+            ck_assert_msg(ag_field_get(&cli.train.cfg, f) == v, "%s %s", f->flag, name);
             char text[64];
-            ck_assert_str_eq(lm_field_format(&cli.train.cfg, f, text, sizeof text), name);
+            ck_assert_str_eq(ag_field_format(&cli.train.cfg, f, text, sizeof text), name);
         }
         ck_assert_str_eq(ag_switch_name(sw, sw->n), "?");
         ck_assert_str_eq(ag_switch_name(sw, -1), "?");
@@ -176,7 +176,7 @@ START_TEST(test_json_keeps_every_value)
         for (int v = 0; v < f->sw->n; v++) {
             lm_config a = tiny(), b;
             ag_error err = { 0 };
-            ck_assert_int_eq(lm_field_parse(&a, f, f->sw->names[v], &err), AG_OK);
+            ck_assert_int_eq(ag_field_parse(&a, f, f->sw->names[v], &err), AG_OK);
             char *js = lm_config_to_json(&a), key[128];
             ck_assert_ptr_nonnull(js);
             snprintf(key, sizeof key, "\"%s\": \"%s\", ", f->key, f->sw->names[v]);
@@ -184,11 +184,11 @@ START_TEST(test_json_keeps_every_value)
             ck_assert_msg(at != NULL, "%s lacks %s", js, key);
             ck_assert_msg(lm_config_from_json(&b, js, &err) == AG_OK, "%s: %s", key, err.msg);
             for (int i = 0; i < lm_n_fields; i++)
-                ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s: %s differs", key, lm_fields[i].key);
+                ck_assert_msg(ag_field_equal(&a, &b, &lm_fields[i]), "%s: %s differs", key, lm_fields[i].key);
             memmove(at, at + strlen(key), strlen(at + strlen(key)) + 1);   /* an older checkpoint */
             if (f->optional) {
                 ck_assert_msg(lm_config_from_json(&b, js, &err) == AG_OK, "without %s: %s", f->key, err.msg);
-                ck_assert_msg(lm_field_get(&b, f) == 0, "without %s: not the first value", f->key);
+                ck_assert_msg(ag_field_get(&b, f) == 0, "without %s: not the first value", f->key);
             }
             free(js);
         }
@@ -224,7 +224,7 @@ START_TEST(test_model_runs_every_value)
                                        .dropout = 0.1 } };
             char what[128];
             snprintf(what, sizeof what, "%s %s", f->flag, f->sw->names[v]);
-            ck_assert_int_eq(lm_field_parse(&c, f, f->sw->names[v], NULL), AG_OK);
+            ck_assert_int_eq(ag_field_parse(&c, f, f->sw->names[v], NULL), AG_OK);
             forward_backward(&c.model, what);
         }
     }

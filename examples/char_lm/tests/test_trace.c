@@ -4,7 +4,7 @@
  *
  *   - --trace-only prints the trace of the training text's windows and writes nothing (the
  *     GPT's trace itself is the library's: tests/test_shape_trace.c);
- *   - lm_attn_stats on known rows (uniform: ln(t+1) and 1/(t+1); one-hot: 0 and 1);
+ *   - ag_attn_stats on known rows (uniform: ln(t+1) and 1/(t+1); one-hot: 0 and 1);
  *   - --log-attn-stats adds two columns per layer to metrics.csv, filled at evaluations with
  *     finite values, entropies in [0, ln T];
  *   - `attn` writes a PNG, a .dat with the masked triangle blank (NaN) and rows that sum to 1,
@@ -112,15 +112,15 @@ START_TEST(test_attn_stats_known_rows)
             A[1][t * T + j] = j == 0 ? 1 : 0;
         }
     double e, p;
-    lm_attn_stats(A[0], 1, 1, T, &e, &p);
+    ag_attn_stats(A[0], 1, 1, T, &e, &p);
     ck_assert_double_eq_tol(e, (log(2.0) + log(3.0) + log(4.0)) / 3, 1e-6);
     ck_assert_double_eq_tol(p, (1.0 / 2 + 1.0 / 3 + 1.0 / 4) / 3, 1e-6);
-    lm_attn_stats(A[1], 1, 1, T, &e, &p);
+    ag_attn_stats(A[1], 1, 1, T, &e, &p);
     ck_assert_double_eq_tol(e, 0, 1e-12);
     ck_assert_double_eq_tol(p, 1, 1e-12);
-    lm_attn_stats(&A[0][0], 1, 2, T, &e, &p);   /* both heads: the mean */
+    ag_attn_stats(&A[0][0], 1, 2, T, &e, &p);   /* both heads: the mean */
     ck_assert_double_eq_tol(e, (log(2.0) + log(3.0) + log(4.0)) / 6, 1e-6);
-    lm_attn_stats(A[0], 1, 1, 1, &e, &p);       /* T = 1: row 0 only */
+    ag_attn_stats(A[0], 1, 1, 1, &e, &p);       /* T = 1: row 0 only */
     ck_assert(e == 0 && p == 1);
 }
 END_TEST
@@ -389,7 +389,7 @@ static lm_config all_switches(void)
     lm_config c = small(2);
     c.model.vocab_size = 40;
     for (const lm_field *f = NULL; (f = next_switch_row(f));)
-        ck_assert_int_eq(lm_field_parse(&c, f, row_value(f, f->type == LM_T_BOOL ? 1 : f->sw->n - 1), NULL), AG_OK);
+        ck_assert_int_eq(ag_field_parse(&c, f, row_value(f, f->type == LM_T_BOOL ? 1 : f->sw->n - 1), NULL), AG_OK);
     return c;
 }
 
@@ -398,7 +398,7 @@ static void assert_json_switches(const char *js, const lm_config *c)
 {
     for (const lm_field *f = NULL; (f = next_switch_row(f));) {
         char want[128];
-        const char *v = row_value(f, (int)lm_field_get(c, f));
+        const char *v = row_value(f, (int)ag_field_get(c, f));
         snprintf(want, sizeof want, f->type == LM_T_BOOL ? "\"%s\": %s" : "\"%s\": \"%s\"", f->key, v);
         ck_assert_msg(strstr(js, want), "%s lacks %s", js, want);
     }
@@ -414,7 +414,7 @@ START_TEST(test_config_json_switches)
     ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"adamw\""));
     ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_OK);
     for (int i = 0; i < lm_n_fields; i++)
-        ck_assert_msg(lm_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
+        ck_assert_msg(ag_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
 
     /* the defaults as JSON, then without the switches' keys (a checkpoint from before them) */
@@ -435,7 +435,7 @@ START_TEST(test_config_json_switches)
     ck_assert_ptr_null(strstr(js, "norm"));
     a = all_switches();
     ck_assert_msg(lm_config_from_json(&a, js, fx_fresh_cause()) == AG_OK, "%s: %s", fx_cause.msg, js);
-    for (int i = 0; i < lm_n_fields; i++) ck_assert(lm_field_equal(&a, &d, &lm_fields[i]));
+    for (int i = 0; i < lm_n_fields; i++) ck_assert(ag_field_equal(&a, &d, &lm_fields[i]));
     free(js);
 
     /* a bad value */

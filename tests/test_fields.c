@@ -1,9 +1,12 @@
 /* test_fields.c -- a config table (src/train/fields.h) on a small struct of every kind of row:
  * lookup, parsing each type with its exact one-line errors and the struct untouched on one,
  * open and closed ranges, durations, the JSON round trip and every way a JSON config is refused,
- * the --help lines, and the flag loop. */
+ * the --help lines, and the flag loop; beside it a program's command line (text, names, signals,
+ * rows without a JSON key) read by the table's flag loop. */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "train/fields.h"
@@ -306,12 +309,162 @@ START_TEST(real_format)
 }
 END_TEST
 
+// --- a program's command line beside its config: text, names, signals, rows without a key ---
+
+typedef struct {
+    const char *data, *from, *name;
+    int threads, sig;
+    double temp;
+    bool resume;
+    long tokens;
+} run;
+
+static const char *const whiches[] = {"latest", "best"};
+static const ag_switch which_sw = {"from", 2, whiches, NULL};
+#define R(x) offsetof(run, x)
+static const ag_field run_rows[] = {
+    {.flag = "--data", .type = AG_FIELD_STR, .offset = R(data), .lo = 1},
+    {.flag = "--from", .type = AG_FIELD_STR, .offset = R(from), .sw = &which_sw},
+    {.flag = "--threads", .type = AG_FIELD_INT, .offset = R(threads), .lo = 1, .hi = 1024},
+    {.flag = "--temperature", .type = AG_FIELD_DOUBLE, .offset = R(temp), .hi = HUGE_VAL, .lo_open = true},
+    {.flag = "--resume", .type = AG_FIELD_BOOL, .offset = R(resume), .hi = 1},
+    {.key = "name", .flag = "--name", .type = AG_FIELD_STR, .offset = R(name)},
+    {.key = "sig", .flag = "--signal", .type = AG_FIELD_SIGNAL, .offset = R(sig)},
+    {.key = "tokens", .flag = "--tokens", .type = AG_FIELD_LONG, .offset = R(tokens), .hi = 10},
+};
+enum { NRUN = sizeof run_rows / sizeof run_rows[0] };
+
+static const ag_field *run_row(const char *flag) { return ag_field_by_flag(run_rows, NRUN, flag); }
+
+/* parse s into a copy of r by flag; AG_OK, or the message in msg; r untouched on an error */
+static ag_status run_parse(run *r, const char *flag, const char *s, char *msg)
+{
+    ag_error err = {0};
+    run before = *r;
+    ag_status st = ag_field_parse(r, run_row(flag), s, &err);
+    strcpy(msg, err.msg);
+    if (st) ck_assert(memcmp(&before, r, sizeof *r) == 0);
+    return st;
+}
+
+START_TEST(text_rows)
+{
+    run r = {.from = "latest"};
+    char msg[256], data[] = "corpus.txt";
+    ck_assert(run_parse(&r, "--data", data, msg) == AG_OK && r.data == data);   /* the text itself */
+    ck_assert_int_eq(run_parse(&r, "--data", "", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--data must not be empty");
+    char best[] = "best";
+    ck_assert(run_parse(&r, "--from", best, msg) == AG_OK && r.from == whiches[1]);   /* the name, not argv */
+    ck_assert_int_eq(run_parse(&r, "--from", "worst", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--from must be latest or best (got 'worst')");
+    char buf[32];
+    ck_assert_str_eq(ag_field_format(&r, run_row("--data"), buf, sizeof buf), "corpus.txt");
+    run other = {.data = "corpus.txt"}, none = {0};
+    ck_assert(ag_field_equal(&r, &other, run_row("--data")) && !ag_field_equal(&r, &none, run_row("--data")));
+    ck_assert(ag_field_equal(&none, &none, run_row("--data")));
+    ag_field_copy(&none, &r, run_row("--from"));
+    ck_assert(none.from == whiches[1]);
+    ag_error err = {0};
+    ck_assert(ag_field_check(&none, run_row("--data"), &err) == AG_OK);   /* not given: fine */
+}
+END_TEST
+
+START_TEST(signal_rows)
+{
+    run r = {0};
+    char msg[256], num[16];
+    ck_assert(run_parse(&r, "--signal", "USR2", msg) == AG_OK && r.sig == SIGUSR2);
+    ck_assert(run_parse(&r, "--signal", "SIGTERM", msg) == AG_OK && r.sig == SIGTERM);
+    snprintf(num, sizeof num, "%d", SIGHUP);
+    ck_assert(run_parse(&r, "--signal", num, msg) == AG_OK && r.sig == SIGHUP);
+    ck_assert_int_eq(run_parse(&r, "--signal", "KILL", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--signal must be USR1, USR2, TERM, HUP, INT, ALRM or XCPU (or its number; got 'KILL')");
+    snprintf(num, sizeof num, "SIG%d", SIGHUP);   /* a number without its SIG */
+    ck_assert_int_eq(run_parse(&r, "--signal", num, msg), AG_ERR_ARG);
+    char buf[16];
+    ck_assert_str_eq(ag_field_format(&r, run_row("--signal"), buf, sizeof buf), "HUP");
+    /* JSON: its number; a signal that is none of them is refused */
+    r = (run){.sig = SIGUSR1, .tokens = 3, .name = "x", .data = "y"};
+    char *json = ag_fields_to_json(&r, run_rows, NRUN);
+    char want[64];
+    snprintf(want, sizeof want, "{\"sig\": %d, \"tokens\": 3}", SIGUSR1);   /* no text, no keyless row */
+    ck_assert_str_eq(json, want);
+    run back = {0};
+    ag_error err = {0};
+    ck_assert_msg(ag_fields_from_json(&back, run_rows, NRUN, json, &err) == AG_OK, "%s", err.msg);
+    ck_assert(back.sig == SIGUSR1);
+    free(json);
+    snprintf(want, sizeof want, "{\"sig\": %d, \"tokens\": 3}", SIGKILL);
+    ck_assert_int_eq(ag_fields_from_json(&back, run_rows, NRUN, want, &err), AG_ERR_FORMAT);
+    snprintf(num, sizeof num, "%d", SIGKILL);
+    snprintf(want, sizeof want, "(or its number; got '%s')", num);
+    ck_assert_msg(strstr(err.msg, want) && strncmp(err.msg, "config: --signal must be", 24) == 0, "%s", err.msg);
+    ag_error_clear(&err);
+    snprintf(want, sizeof want, "{\"sig\": %d, \"tokens\": 3, \"name\": \"x\"}", SIGUSR1);
+    ck_assert_int_eq(ag_fields_from_json(&back, run_rows, NRUN, want, &err), AG_ERR_FORMAT);
+    ck_assert_str_eq(err.msg, "config: unknown key \"name\"");
+}
+END_TEST
+
+/* A row without a key reads a whole number as ag_parse_long does, and quotes a double as written;
+ * a row with one (the config's) as before. */
+START_TEST(keyless_numbers)
+{
+    run r = {0};
+    cfg c = base();
+    char msg[256];
+    ag_error err = {0};
+    ck_assert(run_parse(&r, "--threads", "\n4", msg) == AG_OK && r.threads == 4);
+    ck_assert_int_eq(ag_field_parse(&c, row("layers"), "\n4", &err), AG_ERR_ARG);
+    ck_assert_int_eq(run_parse(&r, "--threads", " 4", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--threads: not a whole number: ' 4'");
+    ck_assert_int_eq(run_parse(&r, "--threads", "99999999999999999", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--threads must be in [1, 1024] (got 99999999999999999)");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_field_parse(&c, row("layers"), "99999999999999999", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--layers must be in [1, 64] (got 1e+17)");
+    ck_assert_int_eq(run_parse(&r, "--temperature", "0.0", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--temperature must be > 0 (got 0.0)");
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_field_parse(&c, row("lr"), "0.0", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--lr must be > 0 (got 0)");
+    ck_assert(run_parse(&r, "--temperature", "\t0.5", msg) == AG_OK && r.temp == 0.5);
+    ck_assert_int_eq(run_parse(&r, "--temperature", " 0.5", msg), AG_ERR_ARG);
+    ck_assert_str_eq(msg, "--temperature: not a finite number: ' 0.5'");
+}
+END_TEST
+
+START_TEST(table_flag_loop)
+{
+    char *argv[] = {"prog", "run", "--threads=3", "--resume", "--data", "d.txt", "--other", "--from", "x", NULL};
+    run r = {0};
+    bool given[NRUN] = {0}, found = false;
+    ag_error err = {0};
+    ag_arg a = ag_args(9, argv, 2);
+    for (int k = 0; k < 3; k++) {
+        ck_assert(ag_args_next(&a));
+        ck_assert(ag_fields_arg(&r, run_rows, NRUN, given, &a, &found, &err) == AG_OK && found);
+    }
+    ck_assert(r.threads == 3 && r.resume && strcmp(r.data, "d.txt") == 0);
+    ck_assert(given[0] && !given[1] && given[2] && given[4] && !given[3]);
+    ck_assert(ag_args_next(&a));
+    ck_assert(ag_fields_arg(&r, run_rows, NRUN, given, &a, &found, &err) == AG_OK && !found);   /* --other */
+    ck_assert(ag_args_next(&a));
+    ck_assert_int_eq(ag_fields_arg(&r, run_rows, NRUN, NULL, &a, &found, &err), AG_ERR_ARG);
+    ck_assert(found);
+    ck_assert_str_eq(err.msg, "--from must be latest or best (got 'x')");
+    ck_assert(!ag_field_by_key(run_rows, NRUN, "threads") && ag_field_by_key(run_rows, NRUN, "tokens"));
+}
+END_TEST
+
 Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
     TCase *tc = tcase_create("fields");
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
+    ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 const ag_field *ag_field_by_key(const ag_field *tab, int n, const char *key)
 {
     for (int i = 0; i < n; i++)
-        if (strcmp(tab[i].key, key) == 0) return &tab[i];
+        if (tab[i].key && strcmp(tab[i].key, key) == 0) return &tab[i];
     return NULL;
 }
 
@@ -22,6 +23,34 @@ const ag_field *ag_field_by_flag(const ag_field *tab, int n, const char *flag)
     return NULL;
 }
 
+// --- signals: the ones a job is warned with (a batch system before pre-emption) and may catch ---
+
+static const struct { const char *name; int sig; } signals[] = {
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"INT", SIGINT},
+    {"ALRM", SIGALRM}, {"XCPU", SIGXCPU},
+};
+enum { NSIGNALS = sizeof signals / sizeof signals[0] };
+
+/* Its name ("USR1"), or its number when it is none of them. */
+static void format_signal(char *buf, size_t n, int sig)
+{
+    for (int i = 0; i < NSIGNALS; i++)
+        if (signals[i].sig == sig) return (void)snprintf(buf, n, "%s", signals[i].name);
+    snprintf(buf, n, "%d", sig);
+}
+
+ag_status ag_parse_signal(const char *flag, const char *s, int *sig, ag_error *err)
+{
+    const char *v = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+    for (int i = 0; i < NSIGNALS; i++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", signals[i].sig);
+        if (strcmp(v, signals[i].name) == 0 || strcmp(s, num) == 0) return *sig = signals[i].sig, AG_OK;
+    }
+    return ag_seterr(err, AG_ERR_ARG, "%s must be USR1, USR2, TERM, HUP, INT, ALRM or XCPU (or its number; got "
+                     "'%s')", flag, s);
+}
+
 // --- typed access ---
 
 #define AT(o, f, T) ((T *)((char *)(o) + (f)->offset))
@@ -30,8 +59,9 @@ const ag_field *ag_field_by_flag(const ag_field *tab, int n, const char *flag)
 double ag_field_get(const void *obj, const ag_field *f)
 {
     switch (f->type) {
-    case AG_FIELD_INT: case AG_FIELD_ENUM: return *CAT(obj, f, int);
+    case AG_FIELD_INT: case AG_FIELD_ENUM: case AG_FIELD_SIGNAL: return *CAT(obj, f, int);
     case AG_FIELD_LONG: return (double)*CAT(obj, f, long);
+    case AG_FIELD_STR: return 0;
     case AG_FIELD_DOUBLE: return *CAT(obj, f, double);
     case AG_FIELD_U64: return (double)*CAT(obj, f, uint64_t);
     case AG_FIELD_BOOL: return *CAT(obj, f, bool);
@@ -42,8 +72,9 @@ double ag_field_get(const void *obj, const ag_field *f)
 static size_t field_size(const ag_field *f)
 {
     switch (f->type) {
-    case AG_FIELD_INT: case AG_FIELD_ENUM: return sizeof(int);
+    case AG_FIELD_INT: case AG_FIELD_ENUM: case AG_FIELD_SIGNAL: return sizeof(int);
     case AG_FIELD_LONG: return sizeof(long);
+    case AG_FIELD_STR: return sizeof(const char *);
     case AG_FIELD_DOUBLE: return sizeof(double);
     case AG_FIELD_U64: return sizeof(uint64_t);
     case AG_FIELD_BOOL: return sizeof(bool);
@@ -55,6 +86,10 @@ bool ag_field_equal(const void *a, const void *b, const ag_field *f)
 {
     if (f->type == AG_FIELD_DOUBLE) return *CAT(a, f, double) == *CAT(b, f, double);   /* 0.0 == -0.0 */
     if (f->type == AG_FIELD_BOOL) return *CAT(a, f, bool) == *CAT(b, f, bool);
+    if (f->type == AG_FIELD_STR) {
+        const char *x = *CAT(a, f, const char *), *y = *CAT(b, f, const char *);
+        return x == y || (x && y && strcmp(x, y) == 0);
+    }
     return memcmp((const char *)a + f->offset, (const char *)b + f->offset, field_size(f)) == 0;
 }
 
@@ -72,6 +107,8 @@ const char *ag_field_format(const void *obj, const ag_field *f, char *buf, size_
     case AG_FIELD_DOUBLE: ag_format_real(buf, n, *CAT(obj, f, double)); break;
     case AG_FIELD_ENUM: snprintf(buf, n, "%s", ag_switch_name(f->sw, *CAT(obj, f, int))); break;
     case AG_FIELD_BOOL: snprintf(buf, n, "%s", *CAT(obj, f, bool) ? "true" : "false"); break;
+    case AG_FIELD_SIGNAL: format_signal(buf, n, *CAT(obj, f, int)); break;
+    case AG_FIELD_STR: snprintf(buf, n, "%s", *CAT(obj, f, const char *) ? *CAT(obj, f, const char *) : ""); break;
     }
     return buf;
 }
@@ -101,8 +138,9 @@ static ag_status check_enum(const ag_field *f, int v, ag_error *err)
                      ag_switch_choices(f->sw, choices, sizeof choices), v);
 }
 
-/* "--lr must be > 0 (got -1)"; AG_OK when v is in f's range. */
-static ag_status check_range(const ag_field *f, double v, ag_error *err)
+/* "--lr must be > 0 (got -1)"; AG_OK when v is in f's range. The value quoted: as written when
+ * written is not NULL, else v formatted. */
+static ag_status check_range(const ag_field *f, double v, const char *written, ag_error *err)
 {
     if (f->type == AG_FIELD_ENUM) return check_enum(f, (int)v, err);
     bool low = f->lo_open ? !(v > f->lo) : !(v >= f->lo);
@@ -111,7 +149,8 @@ static ag_status check_range(const ag_field *f, double v, ag_error *err)
     char lo[32], hi[32], got[32];
     ag_format_real(lo, sizeof lo, f->lo);
     ag_format_real(hi, sizeof hi, f->hi);
-    ag_format_real(got, sizeof got, v);
+    if (written) snprintf(got, sizeof got, "%s", written);
+    else ag_format_real(got, sizeof got, v);
     if (f->type == AG_FIELD_BOOL) return ag_seterr(err, AG_ERR_ARG, "%s must be false or true", label(f));
     if (isinf(f->hi))
         return ag_seterr(err, AG_ERR_ARG, "%s must be %s %s (got %s)", label(f), f->lo_open ? ">" : ">=", lo, got);
@@ -119,9 +158,33 @@ static ag_status check_range(const ag_field *f, double v, ag_error *err)
                      f->hi_open ? ")" : "]", got);
 }
 
+/* A _STR row's text: at least lo characters when given; one of sw's names when it has them. */
+static ag_status check_str(const ag_field *f, const char *s, ag_error *err)
+{
+    if (s && f->sw && ag_switch_parse(f->sw, s) < 0) {
+        char choices[256];
+        return ag_seterr(err, AG_ERR_ARG, "%s must be %s (got '%s')", label(f),
+                         ag_switch_choices(f->sw, choices, sizeof choices), s);
+    }
+    if (s && strlen(s) < f->lo) {
+        if (f->lo <= 1) return ag_seterr(err, AG_ERR_ARG, "%s must not be empty", label(f));
+        return ag_seterr(err, AG_ERR_ARG, "%s must be at least %.0f characters (got '%s')", label(f), f->lo, s);
+    }
+    return AG_OK;
+}
+
 ag_status ag_field_check(const void *obj, const ag_field *f, ag_error *err)
 {
-    return f->type == AG_FIELD_U64 ? AG_OK : check_range(f, ag_field_get(obj, f), err);
+    int sig;
+    char num[16];
+    switch (f->type) {
+    case AG_FIELD_U64: return AG_OK;
+    case AG_FIELD_STR: return check_str(f, *CAT(obj, f, const char *), err);
+    case AG_FIELD_SIGNAL:
+        snprintf(num, sizeof num, "%d", *CAT(obj, f, int));
+        return ag_parse_signal(label(f), num, &sig, err);
+    default: return check_range(f, ag_field_get(obj, f), NULL, err);
+    }
 }
 
 ag_status ag_fields_check(const void *obj, const ag_field *tab, int n, ag_error *err)
@@ -153,14 +216,17 @@ static ag_status parse_bool(void *obj, const ag_field *f, const char *s, ag_erro
     return AG_OK;
 }
 
+/* A row with a key rejects any leading space and quotes the value formatted; one without (a
+ * flag only) only a leading ' ', and quotes it as written. */
 static ag_status parse_double(void *obj, const ag_field *f, const char *s, ag_error *err)
 {
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
-    if (!*s || *end || isspace((unsigned char)*s) || errno == ERANGE || !isfinite(v))
+    bool space = f->key ? isspace((unsigned char)*s) : *s == ' ';
+    if (!*s || *end || space || errno == ERANGE || !isfinite(v))
         return ag_seterr(err, AG_ERR_ARG, "%s: not a finite number: '%s'", label(f), s);
-    if (check_range(f, v, err)) return AG_ERR_ARG;
+    if (check_range(f, v, f->key ? NULL : s, err)) return AG_ERR_ARG;
     *AT(obj, f, double) = v;
     return AG_OK;
 }
@@ -184,17 +250,32 @@ static ag_status parse_u64(void *obj, const ag_field *f, const char *s, ag_error
     return AG_OK;
 }
 
-/* AG_FIELD_INT and AG_FIELD_LONG */
+/* AG_FIELD_INT and AG_FIELD_LONG; a row without a key (a flag only) as ag_parse_long reads it */
 static ag_status parse_integer(void *obj, const ag_field *f, const char *s, ag_error *err)
 {
-    if (!*s || isspace((unsigned char)*s)) return not_whole(f, s, err);
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno == ERANGE) return not_whole(f, s, err);
-    if (check_range(f, (double)v, err)) return AG_ERR_ARG;
+    long long v;
+    if (!f->key) {
+        long w;
+        if (ag_parse_long(f->flag, s, (long)f->lo, (long)f->hi, &w, err)) return AG_ERR_ARG;
+        v = w;
+    } else {
+        if (!*s || isspace((unsigned char)*s)) return not_whole(f, s, err);
+        char *end = NULL;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (*end || errno == ERANGE) return not_whole(f, s, err);
+        if (check_range(f, (double)v, NULL, err)) return AG_ERR_ARG;
+    }
     if (f->type == AG_FIELD_INT) *AT(obj, f, int) = (int)v;
     else *AT(obj, f, long) = (long)v;
+    return AG_OK;
+}
+
+/* AG_FIELD_STR: the text itself, or with sw the name it is */
+static ag_status parse_str(void *obj, const ag_field *f, const char *s, ag_error *err)
+{
+    if (check_str(f, s, err)) return AG_ERR_ARG;
+    *AT(obj, f, const char *) = f->sw ? f->sw->names[ag_switch_parse(f->sw, s)] : s;
     return AG_OK;
 }
 
@@ -202,6 +283,8 @@ ag_status ag_field_parse(void *obj, const ag_field *f, const char *s, ag_error *
 {
     if (f->duration) return ag_parse_duration(label(f), s, f->hi, AT(obj, f, double), err);
     switch (f->type) {
+    case AG_FIELD_STR: return parse_str(obj, f, s, err);
+    case AG_FIELD_SIGNAL: return ag_parse_signal(label(f), s, AT(obj, f, int), err);
     case AG_FIELD_ENUM: return parse_enum(obj, f, s, err);
     case AG_FIELD_BOOL: return parse_bool(obj, f, s, err);
     case AG_FIELD_DOUBLE: return parse_double(obj, f, s, err);

@@ -14,17 +14,18 @@
  *   ag_field_usage, ag_fields_usage, ag_fields_usage_text
  *                                       the --help lines of a row, of the whole table, of the
  *                                       rows a help text names ("@mlp")
- *   ag_args_next, ag_arg_value, ag_arg_no_value, ag_field_arg
+ *   ag_args_next, ag_arg_value, ag_arg_no_value, ag_field_arg, ag_fields_arg
  *                                       a command line walked flag by flag ("--lr 3e-4" or
  *                                       "--lr=3e-4"), a table's flag read into its field
  *   ag_arg_unknown, ag_arg_required, ag_args_want_help, ag_parse_choice
  *                                       what every command line says alike: a flag unknown or
  *                                       missing, --help, one of a few names
- *   ag_parse_duration, ag_parse_long, ag_format_real
- *                                       "90s", "5m", "1h30m"; a whole number in a range; a double
- *                                       in the fewest digits that read back
+ *   ag_parse_duration, ag_parse_long, ag_parse_signal, ag_format_real
+ *                                       "90s", "5m", "1h30m"; a whole number in a range; "USR1";
+ *                                       a double in the fewest digits that read back
  *
- * examples/char_lm/config.c is one such table (37 rows); tests/test_fields.c another, small.
+ * examples/char_lm/config.c is one such table (37 rows), its cli.c five more (a subcommand's
+ * flags); tests/test_fields.c another, small.
  * Nothing prints or exits: errors come back as a status and one line in an ag_error (NULL ok). */
 #ifndef AG_FIELDS_H
 #define AG_FIELDS_H
@@ -38,11 +39,21 @@
 /* AG_FIELD_INT: an int; _LONG: a long; _DOUBLE: a double; _U64: a uint64_t (a seed: 0 to
  * 2^63 - 1); _ENUM: an int-sized enum, one of the values of a switch (src/nn/switches.h),
  * written by its name ("adamw"); _BOOL: a bool, a flag without a value on the command line
- * ("--no-scale"), true/false in JSON. */
-typedef enum { AG_FIELD_INT, AG_FIELD_LONG, AG_FIELD_DOUBLE, AG_FIELD_U64, AG_FIELD_ENUM, AG_FIELD_BOOL } ag_field_type;
+ * ("--no-scale"), true/false in JSON; _SIGNAL: an int, a signal a job is warned with, by name
+ * (USR1, USR2, TERM, HUP, INT, ALRM, XCPU; "SIGUSR1" too) or number, in JSON its number;
+ * _STR: a const char *, the text as given (a path; it points into argv), lo its least length
+ * (1: not empty); with sw, one of sw's names, the field then pointing to that name ("--from
+ * latest|best"). A _STR row is the command line's only: JSON passes over it.
+ *
+ * A row without a key is a command-line flag only (not in JSON): its whole numbers are read as
+ * ag_parse_long reads them, and a double's error quotes the value as written ("(got 0.0)"). */
+typedef enum {
+    AG_FIELD_INT, AG_FIELD_LONG, AG_FIELD_DOUBLE, AG_FIELD_U64, AG_FIELD_ENUM, AG_FIELD_BOOL, AG_FIELD_SIGNAL,
+    AG_FIELD_STR
+} ag_field_type;
 
 typedef struct {
-    const char *key;        /* JSON key ("n_embd") */
+    const char *key;        /* JSON key ("n_embd"), or NULL (a flag only, not in JSON) */
     const char *flag;       /* command-line flag ("--n-embd"), or NULL (a field no flag sets) */
     ag_field_type type;
     size_t offset;          /* offsetof(the struct, the field) */
@@ -134,6 +145,9 @@ ag_status ag_arg_no_value(const ag_arg *a, ag_error *err);
 /* a, the flag of row f, read into obj: a bool row takes no value and sets true; any other row
  * takes one and parses it (ag_field_parse). */
 ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err);
+/* a, when it is the flag of a row of tab, read into obj (ag_field_arg), and given[row] := true
+ * (given may be NULL); *found says whether a row had the flag (AG_OK and false: none had). */
+ag_status ag_fields_arg(void *obj, const ag_field *tab, int n, bool *given, ag_arg *a, bool *found, ag_error *err);
 
 /* AG_ERR_ARG for an argument no handler took: "unknown flag '--x' for train (see: char_lm train
  * --help)", or for one that is not a flag "unexpected argument 'x' (see: char_lm train --help)". */
@@ -147,6 +161,10 @@ bool ag_args_want_help(int argc, char **argv, int first);
  * latest or best (got 'x')". */
 ag_status ag_parse_choice(const char *flag, const char *const *names, const char *s, int *out, ag_error *err);
 
+/* s, a signal a job is warned with and a process may catch, by name ("USR1" or "SIGUSR1": USR1,
+ * USR2, TERM, HUP, INT, ALRM, XCPU) or number, into *sig; else AG_ERR_ARG and "--checkpoint-signal
+ * must be USR1, USR2, TERM, HUP, INT, ALRM or XCPU (or its number; got 'KILL')". */
+ag_status ag_parse_signal(const char *flag, const char *s, int *sig, ag_error *err);
 /* s, the whole string, a whole number in [lo, hi] into *out. AG_ERR_ARG and
  * "--layer: not a whole number: 'x'" or "--top-k must be in [0, 10] (got 11)". */
 ag_status ag_parse_long(const char *flag, const char *s, long lo, long hi, long *out, ag_error *err);

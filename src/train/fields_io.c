@@ -12,11 +12,15 @@
 
 // --- JSON ---
 
+/* A row JSON holds: one with a key, not a _STR (the command line's text). */
+static bool in_json(const ag_field *f) { return f->key && f->type != AG_FIELD_STR; }
+
 /* f's value in obj as JSON into v (n bytes): 64, 0.001, 1.0, "adamw", true. */
 static void json_value(const void *obj, const ag_field *f, char *v, size_t n)
 {
     switch (f->type) {
     case AG_FIELD_ENUM: snprintf(v, n, "\"%s\"", ag_switch_name(f->sw, *CAT(obj, f, int))); break;
+    case AG_FIELD_SIGNAL: snprintf(v, n, "%d", *CAT(obj, f, int)); break;
     case AG_FIELD_DOUBLE:   /* always a JSON real ("0.0", "1e-05"), so a reader sees the type */
         ag_format_real(v, n - 2, *CAT(obj, f, double));
         if (!strpbrk(v, ".eEn")) strcat(v, ".0");
@@ -33,6 +37,7 @@ char *ag_fields_to_json(const void *obj, const ag_field *tab, int n)
     strcpy(s, "{");
     for (int i = 0; i < n; i++) {
         char v[64];
+        if (!in_json(&tab[i])) continue;
         json_value(obj, &tab[i], v, sizeof v);
         size_t need = len + strlen(tab[i].key) + strlen(v) + 8;   /* , "key": v} and the NUL */
         if (need > cap) {
@@ -40,7 +45,7 @@ char *ag_fields_to_json(const void *obj, const ag_field *tab, int n)
             if (!t) return free(s), NULL;
             s = t;
         }
-        len += (size_t)sprintf(s + len, "%s\"%s\": %s", i ? ", " : "", tab[i].key, v);
+        len += (size_t)sprintf(s + len, "%s\"%s\": %s", len > 1 ? ", " : "", tab[i].key, v);
     }
     strcpy(s + len, "}");
     return s;
@@ -52,7 +57,8 @@ static ag_status check_keys(json_t *root, const ag_field *tab, int n, ag_error *
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
-        if (!ag_field_by_key(tab, n, key)) return ag_seterr(err, AG_ERR_FORMAT, "config: unknown key \"%s\"", key);
+        const ag_field *f = ag_field_by_key(tab, n, key);
+        if (!f || !in_json(f)) return ag_seterr(err, AG_ERR_FORMAT, "config: unknown key \"%s\"", key);
     }
     return AG_OK;
 }
@@ -72,6 +78,10 @@ static bool read_field(void *obj, const ag_field *f, json_t *v)
     case AG_FIELD_DOUBLE:
         if (json_is_number(v)) *AT(obj, f, double) = json_number_value(v);
         return json_is_number(v);
+    case AG_FIELD_STR: return false;   /* not in JSON (in_json) */
+    case AG_FIELD_SIGNAL:
+        if (json_is_integer(v)) *AT(obj, f, int) = (int)json_integer_value(v);
+        return json_is_integer(v);   /* which signal: ag_fields_check */
     case AG_FIELD_U64:
         if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
         *AT(obj, f, uint64_t) = (uint64_t)json_integer_value(v);
@@ -92,6 +102,7 @@ static bool read_field(void *obj, const ag_field *f, json_t *v)
 static ag_status read_fields(void *obj, const ag_field *tab, int n, json_t *root, ag_error *err)
 {
     for (int i = 0; i < n; i++) {
+        if (!in_json(&tab[i])) continue;
         json_t *v = json_object_get(root, tab[i].key);
         if (!v && tab[i].optional) continue;   /* written before the field existed: left as it was */
         if (!v) return ag_seterr(err, AG_ERR_FORMAT, "config: missing \"%s\"", tab[i].key);
@@ -99,7 +110,9 @@ static ag_status read_fields(void *obj, const ag_field *tab, int n, json_t *root
             return ag_seterr(err, AG_ERR_FORMAT, "config: bad value for \"%s\"", tab[i].key);
     }
     ag_error why = {0};
-    if (ag_fields_check(obj, tab, n, &why)) return ag_seterr(err, AG_ERR_FORMAT, "config: %s", why.msg);
+    for (int i = 0; i < n; i++)   /* the ranges of the rows JSON holds */
+        if (in_json(&tab[i]) && ag_field_check(obj, &tab[i], &why))
+            return ag_seterr(err, AG_ERR_FORMAT, "config: %s", why.msg);
     return AG_OK;
 }
 
@@ -123,7 +136,8 @@ ag_status ag_fields_from_json(void *obj, const ag_field *tab, int n, const char 
 void ag_field_usage(const ag_field *f, char *buf, size_t cap, size_t *len)
 {
     static const char *const meta[] = {[AG_FIELD_INT] = " N", [AG_FIELD_LONG] = " N", [AG_FIELD_DOUBLE] = " X",
-                                       [AG_FIELD_U64] = " N", [AG_FIELD_ENUM] = " NAME", [AG_FIELD_BOOL] = ""};
+                                       [AG_FIELD_U64] = " N", [AG_FIELD_ENUM] = " NAME", [AG_FIELD_BOOL] = "",
+                                       [AG_FIELD_SIGNAL] = " SIG", [AG_FIELD_STR] = " TEXT"};
     if (!f->flag || cap == 0) return;
     char head[96];
     snprintf(head, sizeof head, "%s%s", f->flag, f->duration ? " DURATION" : meta[f->type]);
@@ -239,4 +253,13 @@ ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err)
         return AG_ERR_ARG;
     }
     return ag_field_parse(obj, f, a->value, err);
+}
+
+ag_status ag_fields_arg(void *obj, const ag_field *tab, int n, bool *given, ag_arg *a, bool *found, ag_error *err)
+{
+    const ag_field *f = ag_field_by_flag(tab, n, a->flag);
+    *found = f != NULL;
+    if (!f) return AG_OK;
+    if (given) given[f - tab] = true;
+    return ag_field_arg(obj, f, a, err);
 }

@@ -1,13 +1,14 @@
-/* cli.c -- char_lm's command line: one flag loop (each_flag, on the library's ag_args) hands
- * every argument to its subcommand's handler, and every check comes before any work. The
- * hyper-parameter flags of `train` come from the table in config.c, read by the library
- * (ag_field_arg, src/train/fields.h), and so do the lines of its switches in `train --help`
- * (ag_field_usage); the few others (--data, --out, --resume, ...) are handled here. Nothing is
- * printed: errors come back as a one-line message for main.c. */
+/* cli.c -- char_lm's command line: each subcommand's flags are rows of a table (the library's
+ * kind, src/train/fields.h: a text, a name of a few, a signal, a switch, a number in a range),
+ * and one flag loop (each_flag) hands every argument to the library (ag_fields_arg), which reads
+ * it into its field with its one-line error. `train` reads the hyper-parameters of config.c's
+ * table the same way, and the lines of its switches in `train --help` come from it
+ * (ag_field_usage). What no row says is here: --config read first, --kernels, --dist-timeout's
+ * own messages, and the checks between flags. Nothing is printed: errors come back as a
+ * one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
@@ -246,6 +247,55 @@ const char *lm_cli_usage(lm_command cmd)
     }
 }
 
+// --- the flags: each a row of a table, read by the library's flag loop (fields.h) ---
+
+/* A row of a flag that is not a hyper-parameter: no JSON key (a flag only), so its whole numbers
+ * read as ag_parse_long reads them; names: the switch whose names it must be, or NULL. */
+#define ROW(st, fl, ty, field, l, h, names) \
+    {.flag = fl, .type = AG_FIELD_##ty, .offset = offsetof(st, field), .lo = l, .hi = h, .sw = names}
+#define TEXT(st, fl, field) ROW(st, fl, STR, field, 0, 0, NULL)
+#define ON(st, fl, field) ROW(st, fl, BOOL, field, 0, 1, NULL)
+#define FROM(st) ROW(st, "--from", STR, from, 0, 0, &from_switch)
+
+static const char *const from_names[] = {"latest", "best"};   /* checkpoint.h's LM_LATEST, LM_BEST */
+static const ag_switch from_switch = {"from", 2, from_names, NULL};
+static const char *const progress_names[] = {"auto", "lines", "tty"};   /* lm_progress's order */
+static const ag_switch progress_switch = {"progress", 3, progress_names, NULL};
+
+static const ag_field train_rows[] = {
+    TEXT(lm_train_args, "--data", data), TEXT(lm_train_args, "--out", out),
+    TEXT(lm_train_args, "--config", config_name),   /* read first (parse_train), again in its place */
+    ROW(lm_train_args, "--init-from", STR, init_from, 1, 0, NULL),
+    ON(lm_train_args, "--resume", resume), ON(lm_train_args, "--overwrite", overwrite),
+    ROW(lm_train_args, "--threads", INT, threads, 1, 1024, NULL),
+    ROW(lm_train_args, "--shards", INT, shards, 1, 1024, NULL),
+    ROW(lm_train_args, "--grad-accum", INT, grad_accum, 1, 1 << 20, NULL),
+    ROW(lm_train_args, "--progress", ENUM, progress, 0, 0, &progress_switch),
+    ROW(lm_train_args, "--checkpoint-signal", SIGNAL, checkpoint_signal, 0, 0, NULL),
+};
+static const ag_field sample_rows[] = {
+    TEXT(lm_sample_args, "--ckpt", ckpt), TEXT(lm_sample_args, "--prompt", prompt), FROM(lm_sample_args),
+    ROW(lm_sample_args, "--max-new-tokens", LONG, max_new_tokens, 0, 10000000, NULL),
+    ROW(lm_sample_args, "--top-k", INT, top_k, 0, 1114112, NULL),
+    ROW(lm_sample_args, "--seed", U64, seed, 0, 9223372036854775807.0, NULL),
+    {.flag = "--temperature", .type = AG_FIELD_DOUBLE, .offset = offsetof(lm_sample_args, temperature), .lo = 0,
+     .hi = HUGE_VAL, .lo_open = true},
+};
+static const ag_field eval_rows[] = {
+    TEXT(lm_eval_args, "--ckpt", ckpt), TEXT(lm_eval_args, "--data", data), FROM(lm_eval_args),
+};
+static const ag_field attn_rows[] = {   /* --layer, --head: the model's bound is checked in attn.c */
+    TEXT(lm_attn_args, "--ckpt", ckpt), TEXT(lm_attn_args, "--prompt", prompt), TEXT(lm_attn_args, "--out", out),
+    FROM(lm_attn_args), ROW(lm_attn_args, "--layer", INT, layer, 0, 1 << 20, NULL),
+    ROW(lm_attn_args, "--head", INT, head, 0, 1 << 20, NULL),
+};
+/* --trace-only and --trace-graph imply --trace-shapes (trace_done); --kernels: trace_flag */
+static const ag_field trace_rows[] = {
+    ON(lm_trace_args, "--trace-shapes", shapes), ON(lm_trace_args, "--trace-only", only),
+    TEXT(lm_trace_args, "--trace-graph", graph),
+};
+#define N(rows) ((int)(sizeof rows / sizeof rows[0]))
+
 // --- the flag loop: one for every subcommand ---
 
 static const char *cmd_name(lm_command c)
@@ -254,12 +304,13 @@ static const char *cmd_name(lm_command c)
          : c == LM_CMD_ATTN ? "attn" : "";
 }
 
-/* One argument of argv as the loop hands it to a subcommand, split by the library (fields.h):
- * "--lr=3e-4", or "--lr" whose value ag_arg_value then takes from the next argument. */
-typedef ag_arg flag_arg;
+static ag_status require(const char *v, const char *flag, lm_command cmd, ag_error *err)
+{
+    return ag_arg_required(v, flag, "char_lm", cmd_name(cmd), err);
+}
 
 /* A subcommand's handler of one flag: AG_OK, or AG_ERR_ARG with the message in err. */
-typedef ag_status (*flag_fn)(void *args, flag_arg *f, ag_error *err);
+typedef ag_status (*flag_fn)(void *args, ag_arg *f, ag_error *err);
 
 /* Every argument after the command, handed to fn in order; the first error stops the loop. */
 static ag_status each_flag(int argc, char **argv, flag_fn fn, void *args, ag_error *err)
@@ -269,50 +320,48 @@ static ag_status each_flag(int argc, char **argv, flag_fn fn, void *args, ag_err
     return s;
 }
 
-/* The value of a flag that takes a whole number in [lo, hi]. */
-static ag_status take_long(flag_arg *f, long lo, long hi, long *out, ag_error *err)
+/* A trace row, or --kernels reference|fast (its message is the kernels' own): *found when f is one. */
+static ag_status trace_flag(lm_trace_args *t, ag_arg *f, bool *found, ag_error *err)
 {
-    if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    return ag_parse_long(f->flag, f->value, lo, hi, out, err);
+    ag_status s = ag_fields_arg(t, trace_rows, N(trace_rows), NULL, f, found, err);
+    ag_kernels_id id;
+    if (*found || !(*found = strcmp(f->flag, "--kernels") == 0)) return s;
+    if (ag_arg_value(f, err) || ag_kernels_parse(f->value, "--kernels ", &id, err)) return AG_ERR_ARG;
+    t->kernels = f->value;
+    return AG_OK;
 }
 
-/* --trace-shapes / --trace-only / --trace-graph FILE / --kernels: true when f is one of them (and sets it). */
-static bool trace_flag(lm_trace_args *t, flag_arg *f, ag_status *st, ag_error *err)
+static void trace_done(lm_trace_args *t) { t->shapes = t->shapes || t->only || t->graph; }
+
+/* A subcommand other than train: its table, and the trace flags unless trace is NULL (attn). */
+typedef struct {
+    lm_command cmd;
+    const ag_field *rows;
+    int n;
+    void *args;
+    lm_trace_args *trace;
+} command;
+
+static ag_status command_flag(void *cmd, ag_arg *f, ag_error *err)
 {
-    if (strcmp(f->flag, "--kernels") == 0) {
-        ag_kernels_id id;
-        *st = ag_arg_value(f, err);
-        if (*st == AG_OK) *st = ag_kernels_parse(f->value, "--kernels ", &id, err);
-        if (*st == AG_OK) t->kernels = f->value;
-        return true;
-    }
-    bool shapes = strcmp(f->flag, "--trace-shapes") == 0, only = strcmp(f->flag, "--trace-only") == 0;
-    if (strcmp(f->flag, "--trace-graph") == 0) {
-        if (!(*st = ag_arg_value(f, err))) t->graph = f->value;
-        t->shapes = true;
-        return true;
-    }
-    if (!shapes && !only) return false;
-    *st = ag_arg_no_value(f, err);
-    t->shapes = true;
-    t->only = t->only || only;
-    return true;
+    const command *c = cmd;
+    bool found;
+    ag_status s = ag_fields_arg(c->args, c->rows, c->n, NULL, f, &found, err);
+    if (!found && c->trace) s = trace_flag(c->trace, f, &found, err);
+    return found ? s : ag_arg_unknown(f, "char_lm", cmd_name(c->cmd), err);
 }
 
-static ag_status unknown(lm_command cmd, const flag_arg *f, ag_error *err)
+static ag_status parse_command(command c, int argc, char **argv, ag_error *err)
 {
-    return ag_arg_unknown(f, "char_lm", cmd_name(cmd), err);
-}
-
-static ag_status require(const char *v, const char *flag, lm_command cmd, ag_error *err)
-{
-    return ag_arg_required(v, flag, "char_lm", cmd_name(cmd), err);
+    ag_status s = each_flag(argc, argv, command_flag, &c, err);
+    if (s == AG_OK && c.trace) trace_done(c.trace);
+    return s;
 }
 
 // --- train ---
 
 /* Pass 1: --config picks the preset the other flags then override, wherever it stands. */
-static ag_status config_flag(void *args, flag_arg *f, ag_error *err)
+static ag_status config_flag(void *args, ag_arg *f, ag_error *err)
 {
     lm_train_args *t = args;
     if (strcmp(f->flag, "--config") != 0) return AG_OK;
@@ -322,107 +371,37 @@ static ag_status config_flag(void *args, flag_arg *f, ag_error *err)
     return AG_OK;
 }
 
-/* A hyper-parameter flag of the table: a switch (--no-scale) or one that takes a value. */
-static ag_status table_flag(lm_train_args *t, const lm_field *fl, flag_arg *f, ag_error *err)
+/* --dist-timeout S: seconds, 0: no limit (its messages are older than the table's) */
+static ag_status dist_timeout(lm_train_args *t, ag_arg *f, ag_error *err)
 {
-    if (ag_field_arg(&t->cfg, fl, f, err)) return AG_ERR_ARG;
-    t->given[fl - lm_fields] = true;
-    return AG_OK;
-}
-
-/* --dist-timeout S (seconds, 0: no limit) and --progress auto|lines|tty */
-static ag_status dist_flag(lm_train_args *t, flag_arg *f, ag_error *err)
-{
-    static const char *const progress[] = { "auto", "lines", "tty", NULL };   /* lm_progress's order */
     if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    if (strcmp(f->flag, "--progress") == 0) {
-        int m;
-        if (ag_parse_choice("--progress", progress, f->value, &m, err)) return AG_ERR_ARG;
-        t->progress = (lm_progress)m;
-        return AG_OK;
-    }
     char *end = NULL;
     errno = 0;
     double v = strtod(f->value, &end);
     if (!*f->value || *end || errno == ERANGE || !isfinite(v) || *f->value == ' ')
         return ag_seterr(err, AG_ERR_ARG, "--dist-timeout: not a number of seconds: '%s'", f->value);
-    if (!(v >= 0 && v <= 1e6)) return ag_seterr(err, AG_ERR_ARG, "--dist-timeout must be in [0, 1e6] (got %s)", f->value);
+    if (!(v >= 0 && v <= 1e6))
+        return ag_seterr(err, AG_ERR_ARG, "--dist-timeout must be in [0, 1e6] (got %s)", f->value);
     t->dist_timeout = v;
     return AG_OK;
 }
 
-/* --checkpoint-signal NAME|SIGNAME|number: the signals a job can be warned with and a process
- * may catch */
-static ag_status signal_flag(lm_train_args *t, flag_arg *f, ag_error *err)
-{
-    static const struct { const char *name; int sig; } sigs[] = {
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"INT", SIGINT},
-        {"ALRM", SIGALRM}, {"XCPU", SIGXCPU},
-    };
-    if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    const char *v = strncmp(f->value, "SIG", 3) == 0 ? f->value + 3 : f->value;
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
-        char num[8];
-        snprintf(num, sizeof num, "%d", sigs[i].sig);
-        if (strcmp(v, sigs[i].name) == 0 || strcmp(f->value, num) == 0) {
-            t->checkpoint_signal = sigs[i].sig;
-            return AG_OK;
-        }
-    }
-    return ag_seterr(err, AG_ERR_ARG, "--checkpoint-signal must be USR1, USR2, TERM, HUP, INT, ALRM or XCPU (or "
-                     "its number; got '%s')", f->value);
-}
-
-/* The flags of a run that are not hyper-parameters: --data, --out, --resume, ... */
-static ag_status run_flag(lm_train_args *t, flag_arg *f, ag_error *err)
-{
-    const char *flag = f->flag;
-    const char **path = strcmp(flag, "--data") == 0 ? &t->data : strcmp(flag, "--out") == 0 ? &t->out
-                      : strcmp(flag, "--init-from") == 0 ? &t->init_from : NULL;
-    bool *on = strcmp(flag, "--resume") == 0 ? &t->resume : strcmp(flag, "--overwrite") == 0 ? &t->overwrite : NULL;
-    long v;
-    if (strcmp(flag, "--config") == 0) return ag_arg_value(f, err);   /* pass 1 read it */
-    if (path) {
-        if (ag_arg_value(f, err)) return AG_ERR_ARG;
-        *path = f->value;
-        return path == &t->init_from && !*f->value ? require(f->value, flag, LM_CMD_TRAIN, err) : AG_OK;
-    }
-    if (on) {
-        if (ag_arg_no_value(f, err)) return AG_ERR_ARG;
-        *on = true;
-    } else if (strcmp(flag, "--threads") == 0) {
-        if (take_long(f, 1, 1024, &v, err)) return AG_ERR_ARG;
-        t->threads = (int)v;
-    } else if (strcmp(flag, "--shards") == 0) {
-        if (take_long(f, 1, 1024, &v, err)) return AG_ERR_ARG;
-        t->shards = (int)v;
-    } else if (strcmp(flag, "--grad-accum") == 0) {
-        if (take_long(f, 1, 1 << 20, &v, err)) return AG_ERR_ARG;
-        t->grad_accum = (int)v;
-    } else if (strcmp(flag, "--dist-timeout") == 0 || strcmp(flag, "--progress") == 0) {
-        return dist_flag(t, f, err);
-    } else if (strcmp(flag, "--checkpoint-signal") == 0) {
-        return signal_flag(t, f, err);
-    } else {
-        return unknown(LM_CMD_TRAIN, f, err);
-    }
-    return AG_OK;
-}
-
-/* Pass 2: a flag of any kind. */
-static ag_status train_flag(void *args, flag_arg *f, ag_error *err)
+/* Pass 2: a hyper-parameter (lm_fields, marked in given), a run's flag, a trace flag. */
+static ag_status train_flag(void *args, ag_arg *f, ag_error *err)
 {
     lm_train_args *t = args;
-    const lm_field *fl = lm_field_by_flag(f->flag);
-    ag_status st = AG_OK;
-    if (fl) return table_flag(t, fl, f, err);
-    if (trace_flag(&t->trace, f, &st, err)) return st;
-    return run_flag(t, f, err);
+    bool found;
+    ag_status s = ag_fields_arg(&t->cfg, lm_fields, LM_N_FIELDS, t->given, f, &found, err);
+    if (!found) s = ag_fields_arg(t, train_rows, N(train_rows), NULL, f, &found, err);
+    if (!found) s = trace_flag(&t->trace, f, &found, err);
+    if (!found && strcmp(f->flag, "--dist-timeout") == 0) return dist_timeout(t, f, err);
+    return found ? s : ag_arg_unknown(f, "char_lm", "train", err);
 }
 
 /* What no single flag can check: the required ones, --resume against --init-from, the whole config. */
 static ag_status finish_train(lm_train_args *t, ag_error *err)
 {
+    trace_done(&t->trace);
     if (require(t->data, "--data", LM_CMD_TRAIN, err) || require(t->out, "--out", LM_CMD_TRAIN, err))
         return AG_ERR_ARG;
     if (t->resume && t->init_from)
@@ -442,10 +421,7 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
 
 static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *err)
 {
-    memset(t, 0, sizeof *t);
-    t->config_name = "baby";
-    t->dist_timeout = LM_DIST_TIMEOUT_S;
-    t->checkpoint_signal = SIGUSR1;
+    *t = (lm_train_args){.config_name = "baby", .dist_timeout = LM_DIST_TIMEOUT_S, .checkpoint_signal = SIGUSR1};
     ag_status s = each_flag(argc, argv, config_flag, t, err);
     int k;   /* the preset's name: one of config.c's */
     if (s == AG_OK) s = ag_parse_choice("--config", lm_config_names, t->config_name, &k, err);
@@ -456,126 +432,28 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
 
 // --- sample, eval and attn ---
 
-/* --temperature: a finite number > 0. */
-static ag_status parse_temperature(const char *value, double *out, ag_error *err)
-{
-    char *end = NULL;
-    errno = 0;
-    double d = strtod(value, &end);
-    if (!*value || *end || errno == ERANGE || !isfinite(d) || *value == ' ')
-        return ag_seterr(err, AG_ERR_ARG, "--temperature: not a finite number: '%s'", value);
-    if (!(d > 0)) return ag_seterr(err, AG_ERR_ARG, "--temperature must be > 0 (got %s)", value);
-    *out = d;
-    return AG_OK;
-}
-
-/* --from latest|best: true when f is it (and sets *from). */
-static bool from_flag(const char **from, flag_arg *f, ag_status *st, ag_error *err)
-{
-    if (strcmp(f->flag, "--from") != 0) return false;
-    static const char *const names[] = {"latest", "best", NULL};
-    int k;
-    if ((*st = ag_arg_value(f, err)) == AG_OK && (*st = ag_parse_choice("--from", names, f->value, &k, err)) == AG_OK)
-        *from = names[k];
-    return true;
-}
-
-static ag_status sample_flag(void *args, flag_arg *f, ag_error *err)
-{
-    lm_sample_args *s = args;
-    const char *flag = f->flag;
-    ag_status st = AG_OK;
-    if (trace_flag(&s->trace, f, &st, err) || from_flag(&s->from, f, &st, err)) return st;
-    bool known = strcmp(flag, "--ckpt") == 0 || strcmp(flag, "--prompt") == 0 ||
-                 strcmp(flag, "--max-new-tokens") == 0 || strcmp(flag, "--temperature") == 0 ||
-                 strcmp(flag, "--top-k") == 0 || strcmp(flag, "--seed") == 0;
-    if (!known) return unknown(LM_CMD_SAMPLE, f, err);
-    if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    long v;
-    if (strcmp(flag, "--ckpt") == 0) {
-        s->ckpt = f->value;
-    } else if (strcmp(flag, "--prompt") == 0) {
-        s->prompt = f->value;
-    } else if (strcmp(flag, "--max-new-tokens") == 0) {
-        if (ag_parse_long(flag, f->value, 0, 10000000, &v, err)) return AG_ERR_ARG;
-        s->max_new_tokens = v;
-    } else if (strcmp(flag, "--top-k") == 0) {
-        if (ag_parse_long(flag, f->value, 0, 1114112, &v, err)) return AG_ERR_ARG;
-        s->top_k = (int)v;
-    } else if (strcmp(flag, "--temperature") == 0) {
-        return parse_temperature(f->value, &s->temperature, err);
-    } else { /* --seed: the same rules as train's */
-        lm_config c;
-        if (ag_field_parse(&c, lm_field_by_key("seed"), f->value, err)) return AG_ERR_ARG;
-        s->seed = c.seed;
-    }
-    return AG_OK;
-}
-
 static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error *err)
 {
-    memset(s, 0, sizeof *s);
-    s->max_new_tokens = 500;
-    s->temperature = 1.0;
-    s->top_k = 0;
-    s->seed = 1337;
-    s->from = "latest";
-    if (each_flag(argc, argv, sample_flag, s, err)) return AG_ERR_ARG;
+    *s = (lm_sample_args){.max_new_tokens = 500, .temperature = 1.0, .seed = 1337, .from = "latest"};
+    if (parse_command((command){LM_CMD_SAMPLE, sample_rows, N(sample_rows), s, &s->trace}, argc, argv, err))
+        return AG_ERR_ARG;
     return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err);
-}
-
-static ag_status eval_flag(void *args, flag_arg *f, ag_error *err)
-{
-    lm_eval_args *e = args;
-    ag_status st = AG_OK;
-    if (trace_flag(&e->trace, f, &st, err) || from_flag(&e->from, f, &st, err)) return st;
-    const char **dst = strcmp(f->flag, "--ckpt") == 0 ? &e->ckpt : strcmp(f->flag, "--data") == 0 ? &e->data : NULL;
-    if (!dst) return unknown(LM_CMD_EVAL, f, err);
-    if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    *dst = f->value;
-    return AG_OK;
 }
 
 static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, ag_error *err)
 {
-    memset(e, 0, sizeof *e);
-    e->from = "latest";
-    if (each_flag(argc, argv, eval_flag, e, err)) return AG_ERR_ARG;
-    if (require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) ||
-        require(e->data, "--data", LM_CMD_EVAL, err))
+    *e = (lm_eval_args){.from = "latest"};
+    if (parse_command((command){LM_CMD_EVAL, eval_rows, N(eval_rows), e, &e->trace}, argc, argv, err) ||
+        require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) || require(e->data, "--data", LM_CMD_EVAL, err))
         return AG_ERR_ARG;
-    return AG_OK;
-}
-
-static ag_status attn_flag(void *args, flag_arg *f, ag_error *err)
-{
-    lm_attn_args *a = args;
-    const char *flag = f->flag;
-    ag_status st = AG_OK;
-    if (from_flag(&a->from, f, &st, err)) return st;
-    const char **dst = strcmp(flag, "--ckpt") == 0 ? &a->ckpt : strcmp(flag, "--prompt") == 0 ? &a->prompt
-                     : strcmp(flag, "--out") == 0 ? &a->out : NULL;
-    int *num = strcmp(flag, "--layer") == 0 ? &a->layer : strcmp(flag, "--head") == 0 ? &a->head : NULL;
-    if (!dst && !num) return unknown(LM_CMD_ATTN, f, err);
-    if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    long v;
-    if (dst) {
-        *dst = f->value;
-    } else {   /* --layer, --head: the upper bound is the model's, checked once it is loaded */
-        if (ag_parse_long(flag, f->value, 0, 1 << 20, &v, err)) return AG_ERR_ARG;
-        *num = (int)v;
-    }
     return AG_OK;
 }
 
 static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *err)
 {
-    memset(a, 0, sizeof *a);
-    a->head = -1;
-    a->from = "latest";
-    if (each_flag(argc, argv, attn_flag, a, err)) return AG_ERR_ARG;
-    if (require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) ||
-        require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||
+    *a = (lm_attn_args){.head = -1, .from = "latest"};
+    if (parse_command((command){LM_CMD_ATTN, attn_rows, N(attn_rows), a, NULL}, argc, argv, err) ||
+        require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) || require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||
         require(a->out, "--out", LM_CMD_ATTN, err))
         return AG_ERR_ARG;
     size_t n = strlen(a->out);

@@ -458,13 +458,39 @@ START_TEST(table_flag_loop)
 }
 END_TEST
 
+/* A preset as its values: "key=value" pairs, each read as its flag's value is. */
+START_TEST(set_from_text)
+{
+    cfg c = base();
+    ag_error err = {0};
+    const char *text = "  layers=8 lr=3e-4  mlp=gelu budget=5m quiet=false seed=9 ";
+    ck_assert(ag_fields_set(&c, rows, NROWS, text, &err) == AG_OK);
+    ck_assert(c.layers == 8 && c.lr == 3e-4 && c.mlp == 0 && c.budget == 300 && !c.quiet && c.seed == 9);
+    ck_assert_int_eq(ag_fields_set(&c, rows, NROWS, "layers=4 lr=-1 steps=5", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--lr must be > 0 (got -1)");
+    ck_assert(c.layers == 4 && c.lr == 3e-4 && c.steps == 100);   /* the pairs before it set, none after */
+    const char *bad[] = {"nope=1", "layers", "=3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[64];
+        ag_error_clear(&err);
+        ck_assert_int_eq(ag_fields_set(&c, rows, NROWS, bad[i], &err), AG_ERR_ARG);
+        snprintf(want, sizeof want, "not a field of the table: '%s'", bad[i]);
+        ck_assert_str_eq(err.msg, want);
+    }
+    run r = {0};
+    ck_assert_int_eq(ag_fields_set(&r, run_rows, NRUN, "tokens=2 name=x", &err), AG_ERR_ARG);   /* no text */
+    ck_assert(r.tokens == 2 && !r.name);
+    ck_assert(ag_fields_set(&c, rows, NROWS, "", &err) == AG_OK && c.layers == 4);
+}
+END_TEST
+
 Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
     TCase *tc = tcase_create("fields");
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
-    ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop);
+    ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -87,58 +87,40 @@ const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", 
 
 // --- presets and validation ---
 
+/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
+ * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight decay
+ * 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context 256 and lr
+ * 8e-3 decaying to lr/100: the best of the runs in wall time (the rounds that found them: git show
+ * d89a286:docs/performance.md). Each ends by its time_budget (its iters is only a ceiling).
+ * Without --config, --time-budget picks one of the three by the steps it would get (recipe.h;
+ * docs/performance.md, "The recipe follows the compute"). Each is its values over the common
+ * ones, in the table's keys (the library reads them: ag_fields_set); lr_decay_iters = max_iters. */
+static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
+                                    "val_fraction=0.1 eval_iters=20 seed=1337";
+static const struct { const char *name, *values; } presets[] = {
+    {"tiny", "n_layer=2 n_head=2 n_embd=64 block_size=32 batch_size=16 max_iters=500 warmup_iters=50 "
+             "eval_interval=100"},
+    {"baby", "n_layer=4 n_head=4 n_embd=128 block_size=64 batch_size=12 max_iters=2000 warmup_iters=100 "
+             "eval_interval=250"},
+    {"small", "n_layer=6 n_head=6 n_embd=384 block_size=256 batch_size=64 max_iters=5000 warmup_iters=100 "
+              "eval_interval=250"},
+    {"1min", "n_layer=3 n_head=4 n_embd=96 block_size=64 batch_size=12 max_iters=1000000 lr=3e-3 min_lr=3e-4 "
+             "warmup_iters=50 eval_interval=2000 time_budget=1m"},
+    {"5min", "n_layer=4 n_head=4 n_embd=96 block_size=128 batch_size=12 max_iters=1000000 lr=6e-3 min_lr=6e-5 "
+             "warmup_iters=100 eval_interval=2000 weight_decay=0.3 time_budget=5m"},
+    {"10min", "n_layer=4 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
+              "warmup_iters=100 eval_interval=2000 weight_decay=0.3 dropout=0.05 time_budget=10m"},
+};
+
 ag_status lm_config_preset(lm_config *c, const char *name)
 {
-    /* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
-     * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight
-     * decay 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context
-     * 256 and lr 8e-3 decaying to lr/100: the best of the runs in wall time (the rounds that found them:
-     * git show d89a286:docs/performance.md). Each ends by its time_budget (its iters is only a
-     * ceiling). Without --config, --time-budget picks one of the three by the steps it would get
-     * (recipe.h; docs/performance.md, "The recipe follows the compute"). */
-    static const struct {
-        const char *name;
-        int n_layer, n_head, n_embd, block_size, batch;
-        long iters;
-        double lr, min_lr;
-        long warmup, eval_interval;
-        double dropout, weight_decay, budget_s;
-    } presets[] = {
-        /* name, n_layer, n_head, n_embd, block_size, batch, iters, lr, min_lr, warmup, eval_interval,
-         * dropout, weight_decay, time_budget */
-        {"tiny", 2, 2, 64, 32, 16, 500, 1e-3, 1e-4, 50, 100, 0, 0.1, 0},
-        {"baby", 4, 4, 128, 64, 12, 2000, 1e-3, 1e-4, 100, 250, 0, 0.1, 0},
-        {"small", 6, 6, 384, 256, 64, 5000, 1e-3, 1e-4, 100, 250, 0, 0.1, 0},
-        {"1min", 3, 4, 96, 64, 12, 1000000, 3e-3, 3e-4, 50, 2000, 0, 0.1, 60},
-        {"5min", 4, 4, 96, 128, 12, 1000000, 6e-3, 6e-5, 100, 2000, 0, 0.3, 300},
-        {"10min", 4, 4, 96, 256, 12, 1000000, 8e-3, 8e-5, 100, 2000, 0.05, 0.3, 600},
-    };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(presets[i].name, name) != 0) continue;
         memset(c, 0, sizeof *c);
-        c->model.n_layer = presets[i].n_layer;
-        c->model.n_head = presets[i].n_head;
-        c->model.n_embd = presets[i].n_embd;
-        c->model.block_size = presets[i].block_size;
-        c->model.dropout = presets[i].dropout;
-        c->batch_size = presets[i].batch;
-        c->max_iters = presets[i].iters;
-        c->lr = presets[i].lr;
-        c->min_lr = presets[i].min_lr;
-        c->warmup_iters = presets[i].warmup;
-        c->lr_decay_iters = presets[i].iters;
-        c->weight_decay = presets[i].weight_decay;
-        c->beta1 = 0.9;
-        c->beta2 = 0.99;
-        c->grad_clip = 1.0;
-        c->optimizer = LM_ADAMW;
-        c->momentum = 0.0;
-        c->val_fraction = 0.1;
-        c->eval_interval = presets[i].eval_interval;
-        c->eval_iters = 20;
-        c->seed = 1337;
-        c->time_budget = presets[i].budget_s;
-        return AG_OK;
+        ag_status s = ag_fields_set(c, lm_fields, LM_N_FIELDS, preset_common, NULL);
+        if (s == AG_OK) s = ag_fields_set(c, lm_fields, LM_N_FIELDS, presets[i].values, NULL);
+        c->lr_decay_iters = c->max_iters;
+        return s;
     }
     return AG_ERR_ARG;
 }

@@ -87,7 +87,8 @@ static inline ag_status lm_parse_duration(const char *flag, const char *s, doubl
 
 /* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
  * 10min, each with its time_budget: docs/performance.md, "Recipes per budget") and the common
- * defaults. vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown. */
+ * defaults. vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown (or,
+ * a bug, a preset's text in config.c is not the table's: ag_fields_set). */
 ag_status lm_config_preset(lm_config *c, const char *name);
 extern const char *const lm_config_names[];   /* NULL-terminated */
 

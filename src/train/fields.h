@@ -8,9 +8,10 @@
  *   ag_field_parse, ag_field_check, ag_fields_check
  *                                       a value from text (the whole string, in range), and the
  *                                       ranges of a whole struct, each bad value one line
- *   ag_fields_to_json, ag_fields_from_json
+ *   ag_fields_to_json, ag_fields_from_json, ag_fields_set
  *                                       the whole struct as one flat JSON object (a checkpoint's
- *                                       header), read back with every key checked
+ *                                       header), read back with every key checked; fields set
+ *                                       from "key=value" pairs (a preset)
  *   ag_field_usage, ag_fields_usage, ag_fields_usage_text
  *                                       the --help lines of a row, of the whole table, of the
  *                                       rows a help text names ("@mlp")
@@ -119,6 +120,12 @@ size_t ag_fields_usage(const ag_field *tab, int n, char *buf, size_t cap);
 /* A program's help text with each line "@key" (a row's JSON key) replaced by that row's lines
  * (ag_field_usage); every other line as it is. Returns the length written. */
 size_t ag_fields_usage_text(const char *text, const ag_field *tab, int n, char *buf, size_t cap);
+
+/* Sets fields of obj from text, pairs "key=value" apart by spaces ("n_layer=2 lr=1e-3
+ * optimizer=adamw time_budget=5m"): a preset written as its values. Each key a row's (not a
+ * _STR's), each value read as ag_field_parse reads it; the pairs before a bad one are set.
+ * AG_ERR_ARG and one line: "not a field of the table: 'x=1'", "--lr must be > 0 (got -1)". */
+ag_status ag_fields_set(void *obj, const ag_field *tab, int n, const char *text, ag_error *err);
 
 // --- a command line, flag by flag ---
 

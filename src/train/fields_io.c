@@ -131,6 +131,23 @@ ag_status ag_fields_from_json(void *obj, const ag_field *tab, int n, const char 
     return st;
 }
 
+ag_status ag_fields_set(void *obj, const ag_field *tab, int n, const char *text, ag_error *err)
+{
+    for (const char *p = text + strspn(text, " "); *p; p += strspn(p, " ")) {
+        char pair[128], *eq;
+        size_t len = strcspn(p, " ");
+        snprintf(pair, sizeof pair, "%.*s", (int)len, p);
+        p += len;
+        const ag_field *f = (eq = strchr(pair, '=')) ? (*eq = '\0', ag_field_by_key(tab, n, pair)) : NULL;
+        if (!f || !in_json(f)) {
+            if (eq) *eq = '=';
+            return ag_seterr(err, AG_ERR_ARG, "not a field of the table: '%s'", pair);
+        }
+        if (ag_field_parse(obj, f, eq + 1, err)) return AG_ERR_ARG;
+    }
+    return AG_OK;
+}
+
 // --- usage lines ---
 
 void ag_field_usage(const ag_field *f, char *buf, size_t cap, size_t *len)

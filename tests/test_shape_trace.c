@@ -159,6 +159,21 @@ START_TEST(test_trace_params_by_layer)
 }
 END_TEST
 
+/* counts with their thousands apart, as the parameter table and char_lm's recipe line write them */
+START_TEST(test_format_thousands)
+{
+    const struct { long long v; const char *s; } cases[] = {
+        {0, "0"}, {999, "999"}, {1000, "1,000"}, {16000, "16,000"}, {1234567, "1,234,567"}, {-123, "-123"},
+        {-1234, "-1,234"}, {-1234567, "-1,234,567"},
+    };
+    char buf[32];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        ck_assert_str_eq(ag_format_thousands(buf, sizeof buf, cases[i].v), cases[i].s);
+    char small[6];   /* cut short, still a string */
+    ck_assert_str_eq(ag_format_thousands(small, sizeof small, 1234567), "1,23");
+}
+END_TEST
+
 START_TEST(test_trace_graph_dot)
 {
     tiny_model m;
@@ -328,7 +343,7 @@ Suite *shape_trace_suite(void)
     TCase *t = tcase_create("shape_trace");
     ADD_TESTS(t, test_trace_lines_in_letters, test_trace_shared_size_is_a_number, test_trace_own_note,
               test_trace_params_by_layer, test_trace_graph_dot, test_gpt_trace_lines, test_gpt_trace_parameter_letters,
-              test_gpt_trace_windows);
+              test_gpt_trace_windows, test_format_thousands);
     suite_add_tcase(s, t);
     return s;
 }

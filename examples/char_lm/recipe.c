@@ -62,31 +62,19 @@ static void describe(char *buf, size_t n, int i)
     if (c.model.dropout > 0 && w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ", dropout %g", c.model.dropout);
 }
 
-/* 16000 -> "16,000" */
-static void thousands(char *buf, size_t n, long v)
-{
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%ld", v), out = 0;
-    for (int i = 0; i < len && (size_t)out + 2 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0) buf[out++] = ',';
-        buf[out++] = digits[i];
-    }
-    buf[out] = '\0';
-}
-
 void lm_recipe_line(char *buf, size_t n, const lm_recipe_choice *ch)
 {
     char d[32], steps[32], shape[64];
     int p = ch->pick;
     ag_format_duration(d, sizeof d, ch->budget_s);
-    thousands(steps, sizeof steps, ch->steps[p]);
+    ag_format_thousands(steps, sizeof steps, ch->steps[p]);
     describe(shape, sizeof shape, p);
     int w = snprintf(buf, n, "time budget %s at %.3g s a step: about %s steps -> recipe %s (%s)", d, ch->step_s[p],
                      steps, lm_recipes[p].name, shape);
     if (p + 1 < LM_N_RECIPES && w >= 0 && (size_t)w < n) {   /* why not the next one up */
         char got[32], need[32];
-        thousands(got, sizeof got, ch->steps[p + 1]);
-        thousands(need, sizeof need, lm_recipes[p + 1].min_steps);
+        ag_format_thousands(got, sizeof got, ch->steps[p + 1]);
+        ag_format_thousands(need, sizeof need, lm_recipes[p + 1].min_steps);
         snprintf(buf + w, n - (size_t)w, "; %s would get %s, it needs %s", lm_recipes[p + 1].name, got, need);
     }
 }

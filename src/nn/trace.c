@@ -196,13 +196,12 @@ static size_t first_part(const char *name)
     return dot ? (size_t)(dot - name) : strlen(name);
 }
 
-/* 1234567 -> "1,234,567" */
-static char *with_commas(size_t v, char *buf, size_t n)
+char *ag_format_thousands(char *buf, size_t n, long long v)
 {
     char raw[32];
-    int len = snprintf(raw, sizeof raw, "%zu", v), o = 0;
+    int len = snprintf(raw, sizeof raw, "%lld", v), o = 0, sign = v < 0;
     for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0) buf[o++] = ',';
+        if (i > sign && (len - i) % 3 == 0) buf[o++] = ',';
         buf[o++] = raw[i];
     }
     buf[o] = '\0';
@@ -223,8 +222,8 @@ void ag_trace_params(FILE *out, const ag_params *P, size_t (*layer_len)(const ch
             if (layer_len(nj) != k || strncmp(nj, name, k) != 0) break;
             count += ag_numel(P->entries[j].t);
         }
-        fprintf(out, "  %-24.*s %12s\n", (int)k, name, with_commas(count, num, sizeof num));
+        fprintf(out, "  %-24.*s %12s\n", (int)k, name, ag_format_thousands(num, sizeof num, (long long)count));
         i = j;
     }
-    fprintf(out, "  %-24s %12s\n", "total", with_commas(P->total, num, sizeof num));
+    fprintf(out, "  %-24s %12s\n", "total", ag_format_thousands(num, sizeof num, (long long)P->total));
 }

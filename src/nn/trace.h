@@ -66,6 +66,9 @@ ag_status ag_trace_graph(const char *path, const ag_ctx *ctx, const ag_trace_opt
  * characters (NULL: up to the first dot: "head" for head.weight); the parameters of a layer
  * come one after another in P. Cannot fail. */
 void ag_trace_params(FILE *out, const ag_params *P, size_t (*layer_len)(const char *name));
+/* v with a comma between each three digits, 1234567 -> "1,234,567" (-1234 -> "-1,234"), into buf
+ * (n bytes, cut short if it must be); returns buf. */
+char *ag_format_thousands(char *buf, size_t n, long long v);
 
 /* ---------- the GPT's trace (gpt_trace.c) ---------- */
 /* The traced batch for a GPT: T <= max_T and B <= max_B, small (T up to 8, B up to 4) and,

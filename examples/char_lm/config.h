@@ -60,7 +60,6 @@ typedef struct {
  * the model's shape, which a resumed run may not change; optional: the switches and fields added
  * after the first checkpoints (absent from an older one: 0, MODEL.md's default). */
 typedef ag_field lm_field;
-typedef ag_field_type lm_field_type;
 #define LM_T_INT AG_FIELD_INT
 #define LM_T_LONG AG_FIELD_LONG
 #define LM_T_DOUBLE AG_FIELD_DOUBLE
@@ -75,10 +74,6 @@ extern const int lm_n_fields;
 
 /* The library's operations on this table (fields.h says what each does and its messages). */
 static inline const lm_field *lm_field_by_key(const char *key) { return ag_field_by_key(lm_fields, LM_N_FIELDS, key); }
-static inline const lm_field *lm_field_by_flag(const char *flag)
-{
-    return ag_field_by_flag(lm_fields, LM_N_FIELDS, flag);
-}
 /* --time-budget's duration: "90s", "5m", "1h30m", "1.5h", "none"; at most LM_MAX_BUDGET_S. */
 static inline ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err)
 {

@@ -458,6 +458,44 @@ START_TEST(table_flag_loop)
 }
 END_TEST
 
+/* The program's own flag beside the tables: --twice N, read by hand */
+static ag_status twice_flag(void *user, ag_arg *a, bool *found, ag_error *err)
+{
+    long v;
+    if (!(*found = strcmp(a->flag, "--twice") == 0)) return AG_OK;
+    if (ag_arg_value(a, err) || ag_parse_long("--twice", a->value, 0, 9, &v, err)) return AG_ERR_ARG;
+    *(long *)user = 2 * v;
+    return AG_OK;
+}
+
+/* A whole command line over two tables (a config's and a run's) and a flag of the program's own. */
+START_TEST(whole_command_line)
+{
+    char *argv[] = {"prog", "run", "--layers", "8", "--data=d.txt", "--twice", "4", "--resume", "--lr", "0.5", NULL};
+    cfg c = base();
+    run r = {0};
+    bool given[NROWS] = {0};
+    long twice = 0;
+    ag_error err = {0};
+    const ag_field_table tabs[] = {{rows, NROWS, &c, given}, {run_rows, NRUN, &r, NULL}};
+    ck_assert(ag_args_parse(10, argv, 2, tabs, 2, twice_flag, &twice, "prog", "run", &err) == AG_OK);
+    ck_assert(c.layers == 8 && c.lr == 0.5 && strcmp(r.data, "d.txt") == 0 && r.resume && twice == 8);
+    ck_assert(given[0] && given[2] && !given[1]);
+    char *bad[][3] = {{"--twice", "10", "--twice must be in [0, 9] (got 10)"},
+                      {"--frob", "1", "unknown flag '--frob' for run (see: prog run --help)"},
+                      {"--layers", "0", "--layers must be in [1, 64] (got 0)"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *args[] = {"prog", "run", "--resume", bad[i][0], bad[i][1], "--steps", "x", NULL};
+        ag_error_clear(&err);
+        ck_assert_int_eq(ag_args_parse(7, args, 2, tabs, 2, twice_flag, &twice, "prog", "run", &err), AG_ERR_ARG);
+        ck_assert_str_eq(err.msg, bad[i][2]);   /* the first error, not the later --steps x */
+    }
+    ag_error_clear(&err);   /* without a handler of its own, --twice is unknown too */
+    ck_assert_int_eq(ag_args_parse(7, argv, 2, tabs, 2, NULL, NULL, "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "unknown flag '--twice' for run (see: prog run --help)");
+}
+END_TEST
+
 /* A preset as its values: "key=value" pairs, each read as its flag's value is. */
 START_TEST(set_from_text)
 {
@@ -490,7 +528,7 @@ Suite *fields_suite(void)
     TCase *tc = tcase_create("fields");
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
-    ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text);
+    ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text, whole_command_line);
     suite_add_tcase(s, tc);
     return s;
 }

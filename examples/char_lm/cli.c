@@ -1,11 +1,10 @@
 /* cli.c -- char_lm's command line: each subcommand's flags are rows of a table (the library's
  * kind, src/train/fields.h: a text, a name of a few, a signal, a switch, a number in a range),
- * and one flag loop (each_flag) hands every argument to the library (ag_fields_arg), which reads
- * it into its field with its one-line error. `train` reads the hyper-parameters of config.c's
- * table the same way, and the lines of its switches in `train --help` come from it
- * (ag_field_usage). What no row says is here: --config read first, --kernels, --dist-timeout's
- * own messages, and the checks between flags. Nothing is printed: errors come back as a
- * one-line message for main.c. */
+ * and the library's loop (ag_args_parse) reads every argument into the field of its row, with its
+ * one-line error. `train` reads the hyper-parameters of config.c's table the same way, and the
+ * lines of its switches in `train --help` come from it (ag_field_usage). What no row says is
+ * here: --config read first, --kernels, --dist-timeout's own messages, and the checks between
+ * flags. Nothing is printed: errors come back as a one-line message for main.c. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -289,14 +288,14 @@ static const ag_field attn_rows[] = {   /* --layer, --head: the model's bound is
     FROM(lm_attn_args), ROW(lm_attn_args, "--layer", INT, layer, 0, 1 << 20, NULL),
     ROW(lm_attn_args, "--head", INT, head, 0, 1 << 20, NULL),
 };
-/* --trace-only and --trace-graph imply --trace-shapes (trace_done); --kernels: trace_flag */
+/* --trace-only and --trace-graph imply --trace-shapes (trace_done); --kernels: kernels_flag */
 static const ag_field trace_rows[] = {
     ON(lm_trace_args, "--trace-shapes", shapes), ON(lm_trace_args, "--trace-only", only),
     TEXT(lm_trace_args, "--trace-graph", graph),
 };
 #define N(rows) ((int)(sizeof rows / sizeof rows[0]))
 
-// --- the flag loop: one for every subcommand ---
+// --- what no row says ---
 
 static const char *cmd_name(lm_command c)
 {
@@ -309,65 +308,33 @@ static ag_status require(const char *v, const char *flag, lm_command cmd, ag_err
     return ag_arg_required(v, flag, "char_lm", cmd_name(cmd), err);
 }
 
-/* A subcommand's handler of one flag: AG_OK, or AG_ERR_ARG with the message in err. */
-typedef ag_status (*flag_fn)(void *args, ag_arg *f, ag_error *err);
-
-/* Every argument after the command, handed to fn in order; the first error stops the loop. */
-static ag_status each_flag(int argc, char **argv, flag_fn fn, void *args, ag_error *err)
+/* The tables' loop (ag_args_parse) over a subcommand's arguments. */
+static ag_status parse_flags(lm_command cmd, const ag_field_table *tabs, int n, ag_arg_fn other, void *user,
+                             int argc, char **argv, ag_error *err)
 {
-    ag_status s = AG_OK;
-    for (ag_arg a = ag_args(argc, argv, 2); s == AG_OK && ag_args_next(&a);) s = fn(args, &a, err);
-    return s;
+    return ag_args_parse(argc, argv, 2, tabs, n, other, user, "char_lm", cmd_name(cmd), err);
 }
 
-/* A trace row, or --kernels reference|fast (its message is the kernels' own): *found when f is one. */
-static ag_status trace_flag(lm_trace_args *t, ag_arg *f, bool *found, ag_error *err)
+/* --kernels reference|fast, into the lm_trace_args at trace (its message is the kernels' own) */
+static ag_status kernels_flag(void *trace, ag_arg *f, bool *found, ag_error *err)
 {
-    ag_status s = ag_fields_arg(t, trace_rows, N(trace_rows), NULL, f, found, err);
     ag_kernels_id id;
-    if (*found || !(*found = strcmp(f->flag, "--kernels") == 0)) return s;
+    if (!(*found = strcmp(f->flag, "--kernels") == 0)) return AG_OK;
     if (ag_arg_value(f, err) || ag_kernels_parse(f->value, "--kernels ", &id, err)) return AG_ERR_ARG;
-    t->kernels = f->value;
+    ((lm_trace_args *)trace)->kernels = f->value;
     return AG_OK;
 }
 
+/* --trace-only and --trace-graph imply --trace-shapes */
 static void trace_done(lm_trace_args *t) { t->shapes = t->shapes || t->only || t->graph; }
-
-/* A subcommand other than train: its table, and the trace flags unless trace is NULL (attn). */
-typedef struct {
-    lm_command cmd;
-    const ag_field *rows;
-    int n;
-    void *args;
-    lm_trace_args *trace;
-} command;
-
-static ag_status command_flag(void *cmd, ag_arg *f, ag_error *err)
-{
-    const command *c = cmd;
-    bool found;
-    ag_status s = ag_fields_arg(c->args, c->rows, c->n, NULL, f, &found, err);
-    if (!found && c->trace) s = trace_flag(c->trace, f, &found, err);
-    return found ? s : ag_arg_unknown(f, "char_lm", cmd_name(c->cmd), err);
-}
-
-static ag_status parse_command(command c, int argc, char **argv, ag_error *err)
-{
-    ag_status s = each_flag(argc, argv, command_flag, &c, err);
-    if (s == AG_OK && c.trace) trace_done(c.trace);
-    return s;
-}
 
 // --- train ---
 
-/* Pass 1: --config picks the preset the other flags then override, wherever it stands. */
-static ag_status config_flag(void *args, ag_arg *f, ag_error *err)
+/* Pass 1, before the preset: --config, wherever it stands; every other argument passed over. */
+static ag_status pass_over(void *user, ag_arg *f, bool *found, ag_error *err)
 {
-    lm_train_args *t = args;
-    if (strcmp(f->flag, "--config") != 0) return AG_OK;
-    if (ag_arg_value(f, err)) return AG_ERR_ARG;
-    t->config_name = f->value;
-    t->config_given = true;
+    (void)user, (void)f, (void)err;
+    *found = true;
     return AG_OK;
 }
 
@@ -386,16 +353,13 @@ static ag_status dist_timeout(lm_train_args *t, ag_arg *f, ag_error *err)
     return AG_OK;
 }
 
-/* Pass 2: a hyper-parameter (lm_fields, marked in given), a run's flag, a trace flag. */
-static ag_status train_flag(void *args, ag_arg *f, ag_error *err)
+/* Pass 2, after the tables: --kernels, --dist-timeout. */
+static ag_status train_other(void *args, ag_arg *f, bool *found, ag_error *err)
 {
     lm_train_args *t = args;
-    bool found;
-    ag_status s = ag_fields_arg(&t->cfg, lm_fields, LM_N_FIELDS, t->given, f, &found, err);
-    if (!found) s = ag_fields_arg(t, train_rows, N(train_rows), NULL, f, &found, err);
-    if (!found) s = trace_flag(&t->trace, f, &found, err);
-    if (!found && strcmp(f->flag, "--dist-timeout") == 0) return dist_timeout(t, f, err);
-    return found ? s : ag_arg_unknown(f, "char_lm", "train", err);
+    ag_status s = kernels_flag(&t->trace, f, found, err);
+    if (*found || !(*found = strcmp(f->flag, "--dist-timeout") == 0)) return s;
+    return dist_timeout(t, f, err);
 }
 
 /* What no single flag can check: the required ones, --resume against --init-from, the whole config. */
@@ -422,11 +386,16 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
 static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *err)
 {
     *t = (lm_train_args){.config_name = "baby", .dist_timeout = LM_DIST_TIMEOUT_S, .checkpoint_signal = SIGUSR1};
-    ag_status s = each_flag(argc, argv, config_flag, t, err);
+    const ag_field_table config = {ag_field_by_flag(train_rows, N(train_rows), "--config"), 1, t, &t->config_given};
+    const ag_field_table tabs[] = {
+        {lm_fields, LM_N_FIELDS, &t->cfg, t->given}, {train_rows, N(train_rows), t, NULL},
+        {trace_rows, N(trace_rows), &t->trace, NULL},
+    };
+    ag_status s = parse_flags(LM_CMD_TRAIN, &config, 1, pass_over, NULL, argc, argv, err);
     int k;   /* the preset's name: one of config.c's */
     if (s == AG_OK) s = ag_parse_choice("--config", lm_config_names, t->config_name, &k, err);
     if (s == AG_OK) lm_config_preset(&t->cfg, t->config_name);
-    if (s == AG_OK) s = each_flag(argc, argv, train_flag, t, err);
+    if (s == AG_OK) s = parse_flags(LM_CMD_TRAIN, tabs, N(tabs), train_other, t, argc, argv, err);
     return s ? s : finish_train(t, err);
 }
 
@@ -435,24 +404,28 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
 static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error *err)
 {
     *s = (lm_sample_args){.max_new_tokens = 500, .temperature = 1.0, .seed = 1337, .from = "latest"};
-    if (parse_command((command){LM_CMD_SAMPLE, sample_rows, N(sample_rows), s, &s->trace}, argc, argv, err))
-        return AG_ERR_ARG;
+    const ag_field_table tabs[] = {{sample_rows, N(sample_rows), s, NULL}, {trace_rows, N(trace_rows), &s->trace, NULL}};
+    if (parse_flags(LM_CMD_SAMPLE, tabs, N(tabs), kernels_flag, &s->trace, argc, argv, err)) return AG_ERR_ARG;
+    trace_done(&s->trace);
     return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err);
 }
 
 static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, ag_error *err)
 {
     *e = (lm_eval_args){.from = "latest"};
-    if (parse_command((command){LM_CMD_EVAL, eval_rows, N(eval_rows), e, &e->trace}, argc, argv, err) ||
+    const ag_field_table tabs[] = {{eval_rows, N(eval_rows), e, NULL}, {trace_rows, N(trace_rows), &e->trace, NULL}};
+    if (parse_flags(LM_CMD_EVAL, tabs, N(tabs), kernels_flag, &e->trace, argc, argv, err) ||
         require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) || require(e->data, "--data", LM_CMD_EVAL, err))
         return AG_ERR_ARG;
+    trace_done(&e->trace);
     return AG_OK;
 }
 
 static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *err)
 {
     *a = (lm_attn_args){.head = -1, .from = "latest"};
-    if (parse_command((command){LM_CMD_ATTN, attn_rows, N(attn_rows), a, NULL}, argc, argv, err) ||
+    const ag_field_table tab = {attn_rows, N(attn_rows), a, NULL};
+    if (parse_flags(LM_CMD_ATTN, &tab, 1, NULL, NULL, argc, argv, err) ||
         require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) || require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||
         require(a->out, "--out", LM_CMD_ATTN, err))
         return AG_ERR_ARG;

@@ -15,9 +15,10 @@
  *   ag_field_usage, ag_fields_usage, ag_fields_usage_text
  *                                       the --help lines of a row, of the whole table, of the
  *                                       rows a help text names ("@mlp")
- *   ag_args_next, ag_arg_value, ag_arg_no_value, ag_field_arg, ag_fields_arg
+ *   ag_args_next, ag_arg_value, ag_arg_no_value, ag_field_arg, ag_fields_arg, ag_args_parse
  *                                       a command line walked flag by flag ("--lr 3e-4" or
- *                                       "--lr=3e-4"), a table's flag read into its field
+ *                                       "--lr=3e-4"), a table's flag read into its field, a
+ *                                       whole command line read by tables
  *   ag_arg_unknown, ag_arg_required, ag_args_want_help, ag_parse_choice
  *                                       what every command line says alike: a flag unknown or
  *                                       missing, --help, one of a few names
@@ -155,6 +156,23 @@ ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err);
 /* a, when it is the flag of a row of tab, read into obj (ag_field_arg), and given[row] := true
  * (given may be NULL); *found says whether a row had the flag (AG_OK and false: none had). */
 ag_status ag_fields_arg(void *obj, const ag_field *tab, int n, bool *given, ag_arg *a, bool *found, ag_error *err);
+
+/* One table of a command line: its rows, the struct they fill, and given (given[row] := true for
+ * each flag read; NULL: not kept). */
+typedef struct {
+    const ag_field *rows;
+    int n;
+    void *obj;
+    bool *given;
+} ag_field_table;
+/* A program's handler of a flag no table has: *found := whether it took it (then AG_OK or its
+ * error); it takes the value itself (ag_arg_value). */
+typedef ag_status (*ag_arg_fn)(void *user, ag_arg *a, bool *found, ag_error *err);
+/* A whole command line: every argument of argv from first on, in order, read by the first of the
+ * ntabs tables that has its flag (ag_fields_arg), else by other(user, ...) when other is not
+ * NULL, else refused (ag_arg_unknown, with prog and cmd). The first error stops it. */
+ag_status ag_args_parse(int argc, char **argv, int first, const ag_field_table *tabs, int ntabs, ag_arg_fn other,
+                        void *user, const char *prog, const char *cmd, ag_error *err);
 
 /* AG_ERR_ARG for an argument no handler took: "unknown flag '--x' for train (see: char_lm train
  * --help)", or for one that is not a flag "unexpected argument 'x' (see: char_lm train --help)". */

@@ -280,3 +280,17 @@ ag_status ag_fields_arg(void *obj, const ag_field *tab, int n, bool *given, ag_a
     if (given) given[f - tab] = true;
     return ag_field_arg(obj, f, a, err);
 }
+
+ag_status ag_args_parse(int argc, char **argv, int first, const ag_field_table *tabs, int ntabs, ag_arg_fn other,
+                        void *user, const char *prog, const char *cmd, ag_error *err)
+{
+    ag_status s = AG_OK;
+    for (ag_arg a = ag_args(argc, argv, first); s == AG_OK && ag_args_next(&a);) {
+        bool found = false;
+        for (int t = 0; t < ntabs && !found; t++)
+            s = ag_fields_arg(tabs[t].obj, tabs[t].rows, tabs[t].n, tabs[t].given, &a, &found, err);
+        if (!found && other) s = other(user, &a, &found, err);
+        if (!found) s = ag_arg_unknown(&a, prog, cmd, err);
+    }
+    return s;
+}

@@ -1,16 +1,10 @@
-/* cli.h -- the command line of char_lm: parsing and validation, with no I/O.
- *
- *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [hyper-parameter flags]
- *                  [--threads N] [--resume] [--init-from DIR] [--trace-shapes] [--trace-only]
- *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N]
- *                  [--temperature F] [--top-k N] [--seed N] [--trace-shapes] [--trace-only]
- *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE [--trace-shapes] [--trace-only]
- *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
- *
+/* cli.h -- the command line of char_lm, its four subcommands train, sample, eval and attn (each
+ * one's flags: lm_cli_usage, `char_lm <command> --help`): parsing and validation, with no I/O.
  * Everything that can be checked without reading a file is checked here, before any work:
  * unknown flags, missing values, numbers (the whole string must parse; ranges), and relations
  * such as n_embd % n_head. main.c prints the message as "char_lm: error: <message>" and exits 2.
- * The parsed strings point into argv. Flags may be written "--lr 3e-4" or "--lr=3e-4". */
+ * The parsed strings point into argv (--from's: to its name). Flags may be written "--lr 3e-4" or
+ * "--lr=3e-4". */
 #ifndef LM_CLI_H
 #define LM_CLI_H
 

@@ -47,8 +47,10 @@
  * (1: not empty); with sw, one of sw's names, the field then pointing to that name ("--from
  * latest|best"). A _STR row is the command line's only: JSON passes over it.
  *
- * A row without a key is a command-line flag only (not in JSON): its whole numbers are read as
- * ag_parse_long reads them, and a double's error quotes the value as written ("(got 0.0)"). */
+ * A row without a key is a command-line flag only (not in JSON), read as a program's own flags
+ * were before tables: a whole number as ag_parse_long reads it; a double refused for a leading
+ * ' ' only (strtod passes over the other spaces), its error quoting the value as written
+ * ("--temperature must be > 0 (got 0.0)", where a row with a key says "(got 0)"). */
 typedef enum {
     AG_FIELD_INT, AG_FIELD_LONG, AG_FIELD_DOUBLE, AG_FIELD_U64, AG_FIELD_ENUM, AG_FIELD_BOOL, AG_FIELD_SIGNAL,
     AG_FIELD_STR

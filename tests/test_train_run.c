@@ -49,7 +49,10 @@
  *                 (activations_forward): called at each evaluation, a row of activations.csv each.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
- *                 naming the limit and what stays; without it the same run goes to the end. */
+ *                 naming the limit and what stays; without it the same run goes to the end.
+ *   full_disk     every row of metrics.csv and every line of the log out at once: a file size
+ *                 limit stops the run at the first row refused, a log on a full disk at its first
+ *                 line, each AG_ERR_IO saying what is kept (char_lm's guarantee). */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -57,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1108,6 +1112,69 @@ START_TEST(diverged)
 }
 END_TEST
 
+/* full_disk's run in a child (its own file size limit): 5000 steps, no evaluation before the
+ * last, with the after_step count; AG_ERR_IO's message into root/msg, the steps as exit code. */
+static int fsize_run(const char *root)
+{
+    tiny m;
+    tiny_build(&m);
+    char out[256];
+    snprintf(out, sizeof out, "%s/fsize", root);
+    struct rlimit rl = {4096, 4096};   /* metrics.csv may reach 4 KiB: ~200 rows */
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 255;
+    signal(SIGXFSZ, SIG_IGN);   /* the write fails with EFBIG instead */
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
+    const ag_train_opts o = {.out_dir = out, .steps = 5000, .seed = 5, .every = 5000,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ag_status s = ag_train_run(&c, &o, &r, &err);
+    FILE *f = fopen(proc_path(root, "msg"), "w");
+    if (!f || s != AG_ERR_IO) return 254;
+    fputs(err.msg, f);
+    fclose(f);
+    return m.stepped < 250 ? (int)m.stepped : 253;
+}
+
+START_TEST(full_disk)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) _exit(fsize_run(root));
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) > 50 && WEXITSTATUS(status) < 250,
+                  "the run under a file size limit: status %#x (stopped after the limit, or not by it)", status);
+    char *msg = proc_read_file(proc_path(root, "msg"), NULL);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_msg(strstr(msg, "/fsize/metrics.csv: write failed: File too large; stopped, the last checkpoint is kept"),
+                  "%s", msg);
+    free(msg);
+    tiny m;   /* a log on a full disk: the first line it refuses stops the run */
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/full", root);
+    FILE *full = fopen("/dev/full", "w");
+    ck_assert_ptr_nonnull(full);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30, .log = full, .log_every = 1,
+                             .progress = AG_PROGRESS_LINES, .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "the log: write failed: No space left on device; stopped; no checkpoint was saved"),
+                  "%s", err.msg);
+    ck_assert_int_eq(m.stepped, 1);
+    fclose(full);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1131,6 +1198,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, parents);
     tcase_add_test(tc, own_acts);
     tcase_add_test(tc, diverged);
+    tcase_add_test(tc, full_disk);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,35 @@ static const char *client_cells(loop *L, long it, bool step)
     return L->cells;
 }
 
+/* A row of metrics.csv (printf-style), out of the process at once: a full disk (or a file size
+ * limit) stops the run at the first row it refuses, the last checkpoint kept. */
+static ag_status put_row(loop *L, ag_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static ag_status put_row(loop *L, ag_error *err, const char *fmt, ...)
+{
+    if (!L->csv) return AG_OK;   /* a rank other than 0 writes none */
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vfprintf(L->csv, fmt, ap);
+    va_end(ap);
+    if (w >= 0 && fflush(L->csv) == 0 && !ferror(L->csv)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s; stopped, the last checkpoint is kept",
+                     L->o->out_dir, strerror(errno));
+}
+
+/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once,
+ * naming what is kept). */
+static ag_status log_written(const loop *L, ag_error *err)
+{
+    FILE *f = L->o->log;
+    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
+    int e = errno;
+    char kept[1024];
+    ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
+                     strerror(e), kept);
+}
+
 static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
@@ -195,14 +225,14 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (L->c->after_step) L->c->after_step(L->c->user, it, lv, lr);
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
-    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
+    if ((s = put_row(L, err, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true)))) return s;
     L->evaluated = false;
     ag_progress_step(&L->prog, L->step_s, it == L->r->start);
     long at = o->log_first ? it : it + 1;   /* char_lm's log steps: 0, 10, 20, ... and the last */
     bool due = o->log_every > 0 && (at % o->log_every == 0 || (o->log_first && it + 1 == o->steps));
     if (ag_progress_due(&L->prog, due, it + 1 == o->steps))
         progress(L, it, lv, lr);
-    return AG_OK;
+    return log_written(L, err);   /* a full disk under the log stops the run at once */
 }
 
 /* The progress line after step it, in the client's words (progress_text) or the loop's. */
@@ -350,7 +380,7 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
     bool best = false;
     ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
-    if (s == AG_OK && L->csv && L->evaluated) fprintf(L->csv, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
+    if (s == AG_OK && L->evaluated) s = put_row(L, err, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
     if (s == AG_OK) s = checkpoint(L, it, best, err);
     L->r->step = it;
     return s;

@@ -825,7 +825,9 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * program's own handlers given back after). Every `every` steps and at the end: evaluate,
  * write DIR/ckpt-<step>/ whole (a kill -9 at any instant leaves DIR/latest naming a complete
  * one), move latest, and best when the evaluation is the lowest yet; DIR/metrics.csv gets a
- * row per step (cut right on a resume), DIR/dynamics.csv one every opts->log_dynamics steps,
+ * row per step (cut right on a resume), each out of the process at once as the log's lines are (a
+ * full disk under either stops the run at once, AG_ERR_IO saying what is kept),
+ * DIR/dynamics.csv one every opts->log_dynamics steps,
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
  * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that

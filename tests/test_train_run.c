@@ -52,7 +52,10 @@
  *                 naming the limit and what stays; without it the same run goes to the end.
  *   full_disk     every row of metrics.csv and every line of the log out at once: a file size
  *                 limit stops the run at the first row refused, a log on a full disk at its first
- *                 line, each AG_ERR_IO saying what is kept (char_lm's guarantee). */
+ *                 line, each AG_ERR_IO saying what is kept (char_lm's guarantee).
+ *   own_lock      opts.lock: the program's lock on DIR, held before the run, is the run's (no
+ *                 second lock refuses it) and still held after it; one not held yet is taken
+ *                 by the loop and left held for the program. */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -1175,6 +1178,52 @@ START_TEST(full_disk)
 }
 END_TEST
 
+/* own_lock: a child's try at DIR's lock: AG_ERR_ARG while this process holds it. */
+static ag_status lock_tried(const char *dir)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        ag_lock l = {0};
+        ag_error e = {0};
+        _exit(ag_lock_take(&l, dir, &e));
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    return (ag_status)WEXITSTATUS(status);
+}
+
+START_TEST(own_lock)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(&m);
+    ck_assert_int_eq(mkdir(strcat(strcpy(out, root), "/run"), 0777), 0);
+    ag_lock lock = {0};
+    ag_error err = {0};
+    ck_assert_msg(ag_lock_take(&lock, out, &err) == AG_OK, "%s", err.msg);   /* the program's, before the run */
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .lock = &lock,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(r.step, 6);
+    ck_assert_msg(lock.held && lock_tried(out) == AG_ERR_ARG, "the program's lock was dropped by the run");
+    ag_lock_drop(&lock);
+    ck_assert_int_eq(lock_tried(out), AG_OK);
+    o.resume = true;   /* a lock not held yet: the loop takes it, the program drops it */
+    o.steps = 9;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(lock.held && lock_tried(out) == AG_ERR_ARG, "the lock the loop took for the program is not held");
+    ag_lock_drop(&lock);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1199,6 +1248,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_acts);
     tcase_add_test(tc, diverged);
     tcase_add_test(tc, full_disk);
+    tcase_add_test(tc, own_lock);
     suite_add_tcase(s, tc);
     return s;
 }

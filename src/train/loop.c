@@ -30,7 +30,8 @@ typedef struct {
     ag_ddp *ddp;              /* several ranks or micro-batches (ddp.h); NULL: neither */
     bool writer;              /* rank 0 (or alone): DIR, metrics.csv, the log */
     ag_ctx *ctx;
-    ag_lock lock;
+    ag_lock *lock;            /* DIR's: opts->lock (the program's), or own_lock */
+    ag_lock own_lock;
     FILE *csv;
     ag_dynamics_log *dyn;     /* opts->log_dynamics: DIR/dynamics.csv (dynamics.c), or NULL */
     ag_activations *acts;     /* opts->log_activations: DIR/activations.csv (activations.c), or NULL */
@@ -358,7 +359,7 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     if (!L->writer) return L->saved_at = it, AG_OK;   /* rank 0 writes it */
     if (L->csv && fflush(L->csv) != 0)
         return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
-    ag_status s = ag__loop_save(&L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
+    ag_status s = ag__loop_save(L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
                                 err);
     if (s == AG_OK) L->saved_at = it;
     if (s == AG_OK && L->replaces) ag__loop_replace(L->o->out_dir, L->c, L->replaces);   /* opts->overwrite */
@@ -481,7 +482,7 @@ static ag_status open_dir(loop *L, ag_error *err)
     if (L->o->make_parents && (s = ag_mkdir_p(dir, err))) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
-    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
+    if ((s = ag_lock_take(L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
     const ag_params *P = L->c->params;
     if (!L->o->resume && P->m && P->v) {   /* a fresh run's AdamW starts from zero moments, whatever ran before */
         memset(P->m, 0, sizeof *P->m * P->total);
@@ -627,6 +628,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
     loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
               .eval_cols = ""};
+    L.lock = o->lock ? o->lock : &L.own_lock;
     set_budget(&L, o);
     L.st.best_loss = INFINITY;
     L.st.best_step = -1;
@@ -660,7 +662,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_dynamics_log_free(L.dyn);
     ag_activations_free(L.acts);
     ag_ctx_free(L.ctx);
-    ag_lock_drop(&L.lock);
+    if (L.lock == &L.own_lock) ag_lock_drop(&L.own_lock);   /* the program drops its own */
     restore_signals(o, old);
     return s;
 }

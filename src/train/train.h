@@ -786,6 +786,10 @@ typedef struct {
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
                                   names the old run's); false: such a DIR is refused */
+    ag_lock *lock;             /* the program's lock on DIR (NULL: the loop's own): taken by the
+                                  loop unless held already, and left held after the run for the
+                                  program to drop (char_lm locks DIR before it reads the checkpoint
+                                  its model is built from, and keeps it to the end) */
     bool no_report;            /* no DIR/report.md from the loop: the program writes its own card
                                   (char_lm's, after the sample it prints) */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's

@@ -25,7 +25,9 @@
  *                 start call gets the loop's ctx once, before the first pass; with step_seed
  *                 each step's micro-batch seed is drawn from the client's seed of that step.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
- *                 on the log, and the old run's checkpoint goes once the new one's is committed.
+ *                 on the log, and the old run's checkpoint goes once the new one's is committed;
+ *                 with opts.warn the warnings (that, what DIR's tidy left alone) go to the
+ *                 program's call instead, none on the log.
  *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
  *                 loss picks DIR/best, and no divergence is seen in the NaN; opts.no_report: no
  *                 DIR/report.md from the loop (own_columns': one)
@@ -673,6 +675,14 @@ START_TEST(own_pass)
 }
 END_TEST
 
+/* overwrite's opts.warn: each line into the next empty one of user's char [4][512] */
+static void warned_line(void *user, const char *line)
+{
+    char (*lines)[512] = user;
+    for (int i = 0; i < 4; i++)
+        if (!lines[i][0]) return (void)snprintf(lines[i], 512, "%s", line);
+}
+
 START_TEST(overwrite)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256], old_ckpt[300];
@@ -706,9 +716,23 @@ START_TEST(overwrite)
     ck_assert_msg(stat(proc_path(out, "ckpt-00000010"), &sb) != 0, "the old run's best stayed");
     ck_assert_int_eq(fclose(log), 0);
     char *said = proc_read_file(log_path, NULL);
-    snprintf(want, sizeof want, "warning: %s holds a run already; overwrite: starting a new run over it (the old run "
-             "goes once the new run's first checkpoint is saved)\n", out);
+    snprintf(want, sizeof want, "warning: %s already holds a checkpoint; --overwrite: starting a new run over it (the "
+             "old run goes once the new run's first checkpoint is saved)\n", out);
     ck_assert_msg(strstr(said, want), "%s", said);
+    free(said);
+    char warned[4][512] = {{0}};   /* opts.warn: the same lines in the program's words, none on the log */
+    ck_assert_int_eq(mkdir(proc_path(out, "ckpt-00000099"), 0777), 0);   /* a user's: left alone, said */
+    ck_assert_ptr_nonnull(log = fopen(log_path, "w"));
+    o.warn = warned_line;
+    o.warn_user = warned;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(fclose(log), 0);
+    ck_assert_msg(strstr(warned[0], " already holds a checkpoint; --overwrite: starting a new run over it") &&
+                  strstr(warned[1], "left alone (not this run's to remove): ckpt-00000099") &&
+                  (!warned[2][0] || !strncmp(warned[2], "no loss.png: ", 13)),   /* without gnuplot: a note */
+                  "warned: '%s' '%s' '%s'", warned[0], warned[1], warned[2]);
+    said = proc_read_file(log_path, NULL);
+    ck_assert_msg(!strstr(said, "warning:") && !strstr(said, "note:"), "the log: %s", said);
     free(said);
     ag_params_free(m.P);
     proc_remove_tree(root);

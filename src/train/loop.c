@@ -554,6 +554,21 @@ static char *config_lines(const loop *L)
     return NULL;
 }
 
+/* A note of the run's end (no picture, no card): to the program's opts->warn, else "note: ..." on the log. */
+static void note(const loop *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(const loop *L, const char *fmt, ...)
+{
+    const ag_train_opts *o = L->o;
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (o->warn) o->warn(o->warn_user, line);
+    else if (o->log) fprintf(o->log, "note: %s\n", line);
+}
+
 /* DIR/report.md, the card of the run that ended (a failure is a note on the log, never the run's). */
 static void report(loop *L, const char *const *pics)
 {
@@ -575,21 +590,21 @@ static void report(loop *L, const char *const *pics)
         ag_ctx_reset(L->ctx);
         ag_ctx_set_grad(L->ctx, false);
         if (c->sample(c->user, L->ctx, &text, &e) == AG_OK) rep.sample = text;
-        else if (L->o->log) fprintf(L->o->log, "note: no sample on the card: %s\n", e.msg);
+        else note(L, "no sample on the card: %s", e.msg);
         ag_ctx_set_grad(L->ctx, true);
         ag_ctx_reset(L->ctx);
         ag_error_clear(&e);
     }
-    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+    if (ag_report_write(L->o->out_dir, &rep, &e)) note(L, "no report.md: %s", e.msg);
     free(config);
     free(text);
 }
 
-/* png among the card's pictures when drawn (s AG_OK), else a note on the log */
+/* png among the card's pictures when drawn (s AG_OK), else a note */
 static void picture(const loop *L, ag_status s, const char *png, const char ***pic, ag_error *e)
 {
     if (s == AG_OK) *(*pic)++ = png;
-    else if (L->o->log) fprintf(L->o->log, "note: no %s: %s\n", png, e->msg);
+    else note(L, "no %s: %s", png, e->msg);
     ag_error_clear(e);
 }
 
@@ -625,7 +640,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_error own = {0};
     if (!err) err = &own;
     ag_train_opts mine = *o;   /* rank 0's log alone */
-    if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
+    if (ag_dist_rank(o->dist) != 0) mine.log = NULL, mine.warn = NULL;
     loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
               .eval_cols = ""};
     L.lock = o->lock ? o->lock : &L.own_lock;

@@ -275,12 +275,14 @@ ag_status ag__loop_outside_runs(const char *dir, const ag_train_client *c, ag_er
     return ag_ckpt_outside_runs(dir, format_of(c)->kind, err);
 }
 
-/* "warning: <what>" on log (a FILE *; NULL: none). */
-static void warn(void *log, const char *what)
+/* A warning of the run (opts, an ag_train_opts): to the program's o->warn, else "warning: <what>" on o->log. */
+static void warn(void *opts, const char *what)
 {
-    if (!log) return;
-    fprintf(log, "warning: %s\n", what);
-    fflush(log);
+    const ag_train_opts *o = opts;
+    if (o->warn) return o->warn(o->warn_user, what);
+    if (!o->log) return;
+    fprintf(o->log, "warning: %s\n", what);
+    fflush(o->log);
 }
 
 /* o->overwrite: a new run over the one DIR holds, said; *replaces that run. */
@@ -288,9 +290,9 @@ static ag_status start_over(const char *dir, const ag_train_client *c, const ag_
 {
     char msg[PATHLEN + 200];
     *replaces = ag_ckpt_live_run(dir, format_of(c)->kind);
-    snprintf(msg, sizeof msg, "%s holds a run already; overwrite: starting a new run over it (%s goes once the new "
-             "run's first checkpoint is saved)", dir, *replaces ? "the old run" : "nothing");
-    warn(o->log, msg);
+    snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once the "
+             "new run's first checkpoint is saved)", dir, *replaces ? "the old run" : "nothing");
+    warn((void *)o, msg);
     return AG_OK;
 }
 
@@ -314,7 +316,7 @@ static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train
     if (ag_ckpt_drop_orphans(dir, f->kind, st->origin, gone, sizeof gone)) {
         snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
                  "kill; starting the run again", dir, gone);
-        warn(o->log, msg);
+        warn((void *)o, msg);
     }
     bool held = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT;
     if (o->overwrite && (held || ag_ckpt_list(dir, gone, sizeof gone) > 0)) return start_over(dir, c, o, replaces);
@@ -335,7 +337,7 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
     ag_error why = {0};
     if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why))
         return ag_seterr(err, why.status, "--resume: %s", why.msg);
-    if (note[0]) warn(o->log, note);
+    if (note[0]) warn((void *)o, note);
     return load_latest(dir, c, st, err);
 }
 
@@ -345,6 +347,6 @@ ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_trai
     *replaces = 0;
     ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, replaces, err);
     if (s) return s;
-    ag_ckpt_tidy(dir, format_of(c)->kind, 0, warn, o->log);   /* what a killed run left */
+    ag_ckpt_tidy(dir, format_of(c)->kind, 0, warn, (void *)o);   /* what a killed run left */
     return AG_OK;
 }

@@ -786,6 +786,12 @@ typedef struct {
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
                                   names the old run's); false: such a DIR is refused */
+    void (*warn)(void *user, const char *line);   /* the run's warnings (what the tidy of DIR left
+                                  alone, a lost latest found, --overwrite's start) and notes (no
+                                  picture, no report.md), each one line without its newline, in
+                                  the program's words (char_lm's: "char_lm: warning: <line>" on
+                                  stderr); NULL: "warning: <line>", "note: <line>" on log */
+    void *warn_user;
     ag_lock *lock;             /* the program's lock on DIR (NULL: the loop's own): taken by the
                                   loop unless held already, and left held after the run for the
                                   program to drop (char_lm locks DIR before it reads the checkpoint

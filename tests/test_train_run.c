@@ -57,7 +57,11 @@
  *                 line, each AG_ERR_IO saying what is kept (char_lm's guarantee).
  *   own_lock      opts.lock: the program's lock on DIR, held before the run, is the run's (no
  *                 second lock refuses it) and still held after it; one not held yet is taken
- *                 by the loop and left held for the program. */
+ *                 by the loop and left held for the program.
+ *   stop_in_eval  a stop signal during an evaluation (cut short: its loss NaN) ends the run
+ *                 there with a checkpoint, as one before a step does: no divergence seen in
+ *                 what it did not finish, no step more (char_lm's answer to Ctrl-C in a long
+ *                 evaluation). */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -88,6 +92,7 @@ typedef struct {
     int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
     int train_evals;         /* own_columns: evaluate_train's calls */
     int eval_calls;          /* own_format: tiny_eval's calls */
+    int term_at_eval;        /* stop_in_eval: SIGTERM during this call of tiny_eval, its loss NaN (0: never) */
     double losses[16];       /* parents: each step's loss (after_step), */
     long stepped, started_at;   /*   how many steps, the step the start call saw */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
@@ -143,6 +148,7 @@ static ag_status tiny_eval(void *user, ag_ctx *ctx, double *val, double *score, 
     m->eval_calls++;
     *val = m->evals ? m->evals[m->evaluated++] : 1;
     *score = NAN;
+    if (m->eval_calls == m->term_at_eval) raise(SIGTERM), *val = NAN;   /* cut short before its first batch */
     return AG_OK;
 }
 
@@ -1248,6 +1254,32 @@ START_TEST(own_lock)
 }
 END_TEST
 
+START_TEST(stop_in_eval)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(&m);
+    m.term_at_eval = 2;   /* the evaluation at step 20 */
+    snprintf(out, sizeof out, "%s/run", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
+    const ag_train_opts o = {.out_dir = out, .steps = 40, .seed = 5, .every = 10, .diverge_floor = 1,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);   /* no divergence seen in its NaN */
+    ck_assert_int_eq(r.stop_signal, SIGTERM);
+    ck_assert_int_eq(r.step, 20);
+    ck_assert_int_eq(m.stepped, 20);   /* no step after it */
+    char want[300];
+    snprintf(want, sizeof want, "%s/ckpt-00000020", out);
+    ck_assert_str_eq(proc_ckpt(out), want);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1273,6 +1305,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, diverged);
     tcase_add_test(tc, full_disk);
     tcase_add_test(tc, own_lock);
+    tcase_add_test(tc, stop_in_eval);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -297,6 +297,12 @@ static void eval_said(loop *L, long it, double train, double val, double score)
     L->drawn = false;
 }
 
+/* The stop signal caught, or with several ranks the one they agreed on at the last step. */
+static int stop_request(const loop *L)
+{
+    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : *L->stop;
+}
+
 /* The client's evaluation at step it in no-grad mode: vs [3] := val, score, train (its own, or
  * the mean batch loss), rank 0's on every rank; at a resume's first step the evaluation its
  * checkpoint saved, when its format kept one (ag_train_state.eval_step). */
@@ -326,7 +332,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     double vs[3];
     ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
     if (s == AG_OK) s = client_eval(L, it, vs, err);
-    if (s) return s;
+    if (s || stop_request(L)) return s;   /* a stop signal during it: no more of it (the loop saves as it is) */
     double val = vs[0], score = vs[1], train = vs[2];
     bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
     bool no_val = both && isnan(val);   /* no held-out split (char_lm's without one): the train loss judges */
@@ -367,11 +373,6 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     return s;
 }
 
-/* The stop signal caught, or with several ranks the one they agreed on at the last step. */
-static int stop_request(const loop *L)
-{
-    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : *L->stop;
-}
 
 /* The budget's decisions summed over the ranks (ddp.h), so that all stop at the same step. */
 static ag_status ranks_sum(void *ddp, double *v, ag_error *err) { return ag_ddp_sum(ddp, v, err); }
@@ -381,6 +382,7 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
     bool best = false;
     ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
+    if (s == AG_OK && evaluate_too && stop_request(L)) L->r->stop_signal = stop_request(L);   /* during it */
     if (s == AG_OK && L->evaluated) s = put_row(L, err, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
     if (s == AG_OK) s = checkpoint(L, it, best, err);
     L->r->step = it;
@@ -416,7 +418,11 @@ static ag_status run_loop(loop *L, ag_error *err)
         if (due) {
             bool best = false;
             s = evaluate(L, it, &best, err);
-            if (s == AG_OK) s = checkpoint(L, it, best, err);
+            if (s == AG_OK && !stop_request(L)) s = checkpoint(L, it, best, err);
+        }
+        if (s == AG_OK && stop_request(L)) {   /* one came during the evaluation: saved as it is, no step more */
+            L->r->stop_signal = stop_request(L);
+            return finish(L, it, false, err);
         }
         if (s == AG_OK) s = ag_budget_calibrate(L->budget, it, due, &last, err);   /* the evaluation timed */
         L->run->steps = L->budget->steps;

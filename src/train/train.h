@@ -840,7 +840,8 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * DIR/dynamics.csv one every opts->log_dynamics steps,
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
- * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
+ * checkpoint, with r->stop_signal set and AG_OK (one during an evaluation: at that step, with
+ * no step more, what the evaluation did not finish never judged). Errors (a bad DIR, a checkpoint of another model, a loss that
  * is NaN) are a status and one line in err; the last checkpoint stays. A checkpoint goes into the
  * directory locked at the start even when DIR was moved meanwhile (`mv DIR DIR.old`): the run
  * then stops with AG_ERR_IO saying where it went, nothing written into a new DIR. DIR is kept by the

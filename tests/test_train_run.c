@@ -61,7 +61,9 @@
  *   stop_in_eval  a stop signal during an evaluation (cut short: its loss NaN) ends the run
  *                 there with a checkpoint, as one before a step does: no divergence seen in
  *                 what it did not finish, no step more (char_lm's answer to Ctrl-C in a long
- *                 evaluation). */
+ *                 evaluation).
+ *   own_ddp       opts.ddp_out: the client's evaluation sees the loop's split of the step (one
+ *                 rank, two micro-batches), set before it and cleared when the run ends. */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -92,6 +94,8 @@ typedef struct {
     int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
     int train_evals;         /* own_columns: evaluate_train's calls */
     int eval_calls;          /* own_format: tiny_eval's calls */
+    ag_ddp *ddp;             /* own_ddp: the loop's (opts.ddp_out), */
+    int ddp_evals;           /*   seen by this many evaluations */
     int term_at_eval;        /* stop_in_eval: SIGTERM during this call of tiny_eval, its loss NaN (0: never) */
     double losses[16];       /* parents: each step's loss (after_step), */
     long stepped, started_at;   /*   how many steps, the step the start call saw */
@@ -1280,6 +1284,35 @@ START_TEST(stop_in_eval)
 }
 END_TEST
 
+/* own_ddp's evaluation: the loop's split of the step in hand (one rank, two micro-batches) */
+static ag_status tiny_eval_ddp(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    tiny *m = user;
+    m->ddp_evals += m->ddp && ag_ddp_ranks(m->ddp) == 1 && ag_ddp_mine(m->ddp, 0);
+    return tiny_eval(user, ctx, val, score, err);
+}
+
+START_TEST(own_ddp)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/run", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval_ddp};
+    const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .grad_accum = 2, .ddp_out = &m.ddp,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.ddp_evals, 2);   /* steps 3 and 6 */
+    ck_assert_ptr_null(m.ddp);          /* freed with the run */
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1306,6 +1339,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, full_disk);
     tcase_add_test(tc, own_lock);
     tcase_add_test(tc, stop_in_eval);
+    tcase_add_test(tc, own_ddp);
     suite_add_tcase(s, tc);
     return s;
 }

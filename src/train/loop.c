@@ -666,6 +666,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_status s = same_build(&L, err);
     if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
+    if (o->ddp_out) *o->ddp_out = L.ddp;   /* the client's evaluation shares its batches through it */
     L.budget->sum = ranks_sum;   /* started before the client's start call, which may probe it */
     L.budget->sum_user = L.ddp;
     L.budget->ranks = ag_ddp_ranks(L.ddp);
@@ -679,6 +680,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
     r->wall_s = ag_now_s() - L.t0;
     if (s == AG_OK && !r->stop_signal && L.writer) pictures(&L);
+    if (o->ddp_out) *o->ddp_out = NULL;
     ag_ddp_free(L.ddp);
     ag_dynamics_log_free(L.dyn);
     ag_activations_free(L.acts);

@@ -774,6 +774,10 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    ag_ddp **ddp_out;          /* where the loop puts its split of the step (ddp.h; NULL alone with
+                                  K 1) before the client's start call, NULL again when the run
+                                  ends: for a client whose evaluation shares its batches over the
+                                  ranks (char_lm's: ag_ddp_mine, ag_ddp_sum, ag_ddp_agree_stop) */
     const volatile sig_atomic_t *stop;   /* the program's own stop flag, set by its handlers (char_lm's:
                                   SIGINT, SIGTERM, SIGHUP, its checkpoint signal SIGUSR1): non-zero
                                   ends the run as a signal does, r->stop_signal := its value; the

@@ -30,7 +30,7 @@
  *                 program's call instead, none on the log.
  *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
  *                 loss picks DIR/best, and no divergence is seen in the NaN; opts.no_report: no
- *                 DIR/report.md from the loop (own_columns': one)
+ *                 DIR/report.md from the loop, opts.no_pictures: no loss.png (own_columns': both)
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
@@ -782,6 +782,7 @@ START_TEST(own_columns)
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.train_evals, 3);   /* steps 0, 10 and 20 */
     ck_assert_msg(access(proc_path(out, "report.md"), F_OK) == 0, "no card from the loop");
+    ck_assert_msg(access(proc_path(out, "loss.gp"), F_OK) == 0, "no loss.png from the loop");
     char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss,score,extra,more\n", 50) == 0, "%s", csv);
@@ -858,8 +859,8 @@ START_TEST(no_val)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train_seq};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = 10,
-                             .no_report = true, .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0},
-                             .threads = 1};
+                             .no_report = true, .no_pictures = true, .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -868,6 +869,7 @@ START_TEST(no_val)
     ck_assert_str_eq(best, "ckpt-00000020");   /* train 1, the lowest */
     ck_assert(isnan(r.val_loss) && r.train_loss == 2);
     ck_assert_msg(access(proc_path(out, "report.md"), F_OK) != 0, "opts.no_report, yet the loop wrote its card");
+    ck_assert_msg(access(proc_path(out, "loss.gp"), F_OK) != 0, "opts.no_pictures, yet the loop drew loss.png");
     ag_params_free(m.P);
     proc_remove_tree(root);
 }

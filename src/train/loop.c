@@ -620,10 +620,13 @@ static void pictures(loop *L)
     ag_error e = {0};
     const char *pics[5] = {NULL}, **pic = pics, *dir = L->o->out_dir;
     const ag_loss_plot none = {.title = L->c->name, .floor = NAN, .with_val = true};
-    picture(L, ag_plot_loss(dir, L->c->plot ? L->c->plot : &none, &e), "loss.png", &pic, &e);
-    if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
-    if (L->acts) picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
-    if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
+    if (!L->o->no_pictures) {   /* else the program's own, drawn as the run went */
+        picture(L, ag_plot_loss(dir, L->c->plot ? L->c->plot : &none, &e), "loss.png", &pic, &e);
+        if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
+        if (L->acts)
+            picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
+        if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
+    }
     if (!L->o->no_report) report(L, pics);   /* else the program's own card */
 }
 

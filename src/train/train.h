@@ -800,6 +800,9 @@ typedef struct {
                                   loop unless held already, and left held after the run for the
                                   program to drop (char_lm locks DIR before it reads the checkpoint
                                   its model is built from, and keeps it to the end) */
+    bool no_pictures;          /* no pictures from the loop at the end (loss.png, dynamics.png,
+                                  activations.png, lr_find.png, r->lr_find unread): the program
+                                  draws its own (char_lm's, in the background as the run goes) */
     bool no_report;            /* no DIR/report.md from the loop: the program writes its own card
                                   (char_lm's, after the sample it prints) */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's

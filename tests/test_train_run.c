@@ -63,7 +63,10 @@
  *                 what it did not finish, no step more (char_lm's answer to Ctrl-C in a long
  *                 evaluation).
  *   own_ddp       opts.ddp_out: the client's evaluation sees the loop's split of the step (one
- *                 rank, two micro-batches), set before it and cleared when the run ends. */
+ *                 rank, two micro-batches), set before it and cleared when the run ends.
+ *   own_batch_flag  a batch that ranks x grad_accum do not divide, said with the client's flag
+ *                 (batch_flag: "try --points 20"), before DIR is made; draw, the step's first
+ *                 call, sees the last step's gradients (char_lm's hook before a step reads them). */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -96,6 +99,8 @@ typedef struct {
     int eval_calls;          /* own_format: tiny_eval's calls */
     ag_ddp *ddp;             /* own_ddp: the loop's (opts.ddp_out), */
     int ddp_evals;           /*   seen by this many evaluations */
+    double grad_seen[4];     /* own_batch_flag: the gradients' sum |dW| each draw saw, */
+    int seen_n;              /*   the draws */
     int term_at_eval;        /* stop_in_eval: SIGTERM during this call of tiny_eval, its loss NaN (0: never) */
     double losses[16];       /* parents: each step's loss (after_step), */
     long stepped, started_at;   /*   how many steps, the step the start call saw */
@@ -126,6 +131,8 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
         ck_assert_int_eq(mkdir(m->move, 0777), 0);
     }
     if (m->poison_at && ++m->drawn == m->poison_at) m->P->data[0] = (ag_real)NAN;
+    for (size_t i = 0; i < m->P->total && m->seen_n < 4; i++) m->grad_seen[m->seen_n] += fabs((double)m->P->grad[i]);
+    m->seen_n++;
     for (int i = 0; i < BATCH; i++) {
         m->x[i * IN] = (ag_real)ag_rng_uniform(rng);
         m->x[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
@@ -1260,6 +1267,14 @@ START_TEST(own_lock)
 }
 END_TEST
 
+/* A test's scratch root made, m built, out [256] := root/run. */
+static void tiny_begin(char *root, tiny *m, char *out)
+{
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(m);
+    snprintf(out, 256, "%s/run", root);
+}
+
 START_TEST(stop_in_eval)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
@@ -1298,9 +1313,7 @@ START_TEST(own_ddp)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
     tiny m;
-    ck_assert_ptr_nonnull(mkdtemp(root));
-    tiny_build(&m);
-    snprintf(out, sizeof out, "%s/run", root);
+    tiny_begin(root, &m, out);
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval_ddp};
     const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .grad_accum = 2, .ddp_out = &m.ddp,
@@ -1310,6 +1323,31 @@ START_TEST(own_ddp)
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.ddp_evals, 2);   /* steps 3 and 6 */
     ck_assert_ptr_null(m.ddp);          /* freed with the run */
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(own_batch_flag)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    tiny_begin(root, &m, out);
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .batch_flag = "--points",
+                         .unit = "points", .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+    ag_train_opts o = {.out_dir = out, .steps = 3, .seed = 5, .every = 3, .grad_accum = 5,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "--points 16 is not a multiple of 1 rank x --grad-accum 5 = 5") &&
+                  strstr(err.msg, "try --points 20"), "%s", err.msg);
+    ck_assert_msg(access(out, F_OK) != 0, "DIR made for a run refused");
+    o.grad_accum = 1;   /* draw comes first in a step: it sees the last step's gradients */
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.seen_n, 3);
+    ck_assert_msg(m.grad_seen[0] == 0 && m.grad_seen[1] > 0 && m.grad_seen[2] > 0, "draws saw |dW| %g %g %g",
+                  m.grad_seen[0], m.grad_seen[1], m.grad_seen[2]);
     ag_params_free(m.P);
     proc_remove_tree(root);
 }
@@ -1342,6 +1380,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_lock);
     tcase_add_test(tc, stop_in_eval);
     tcase_add_test(tc, own_ddp);
+    tcase_add_test(tc, own_batch_flag);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -203,8 +203,8 @@ static ag_status step(loop *L, long it, ag_error *err)
     ag_params *P = L->c->params;
     double t0 = ag_now_s(), lv;
     double lr = o->lr_find_lo > 0 ? ag_lr_range_at(o->lr_find_lo, o->sched.lr, o->steps, it) : ag_lr_at(&o->sched, it);
-    ag_params_zero_grad(P);                                                  // dW = 0
     ag_status s = L->c->draw(L->c->user, &L->st.rng, err);                   // the step's whole batch
+    ag_params_zero_grad(P);                                                  // dW = 0 (draw saw the last step's)
     if (s == AG_OK) s = micro_batches(L, it, &lv, err);                      // dW, the batch's loss
     if (s) return s;
     double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
@@ -474,7 +474,7 @@ static ag_status start_ddp(loop *L, ag_error *err)
     if (!c->draw || !(c->loss || c->pass) || !c->evaluate || c->batch < 1)
         return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no draw, loss or evaluate call, or no batch");
     const ag_ddp_opts d = {.dist = L->o->dist, .grad_accum = L->o->grad_accum, .batch_size = c->batch,
-                           .params = c->params, .stop = L->stop, .unit = c->unit};
+                           .params = c->params, .stop = L->stop, .unit = c->unit, .batch_flag = c->batch_flag};
     return ag_ddp_new(&L->ddp, &d, err);
 }
 

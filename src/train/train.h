@@ -625,6 +625,9 @@ struct ag_train_client {
     ag_params *params;         /* the weights the loop trains, checkpoints and restores */
     void *user;                /* handed to draw, loss, evaluate and sample */
     int batch;                 /* B, the items of a step (>= 1): ranks x grad_accum must divide it */
+    const char *batch_flag;    /* optional: how the program's user sets B, for the message when they
+                                  do not ("--batch-size 12 is not a multiple of ...; try --batch-size
+                                  15"); NULL: "the batch of 12 <unit> is not a multiple of ..." */
     double step_bytes;         /* optional: the bytes its ctx holds at the peak of a step or an
                                   evaluation (nn.h: ag_gpt_step_bytes); > 0: with the program
                                   (AG_PROCESS_BYTES) and the weights, gradients and Adam's moments
@@ -632,7 +635,8 @@ struct ag_train_client {
                                   ag_machine_bytes or the run is refused first (ag_check_memory) */
     /* Draws the step's batch of B items from rng (the run's stream: checkpointed, so a resume
      * draws the batches an unbroken run would) and keeps it for loss. A failure: its status,
-     * the reason in err. */
+     * the reason in err. The step's first call: params' gradients are still the last step's
+     * (zeroed after it; char_lm's test hook before a step reads them). */
     ag_status (*draw)(void *user, ag_rng *rng, ag_error *err);
     /* Records on ctx's tape the forward of micro-batch mb of the batch last drawn, its items
      * [mb->first, mb->first + mb->b), ending in their mean loss [1] in *loss; mb->seed seeds

@@ -66,7 +66,10 @@
  *                 rank, two micro-batches), set before it and cleared when the run ends.
  *   own_batch_flag  a batch that ranks x grad_accum do not divide, said with the client's flag
  *                 (batch_flag: "try --points 20"), before DIR is made; draw, the step's first
- *                 call, sees the last step's gradients (char_lm's hook before a step reads them). */
+ *                 call, sees the last step's gradients (char_lm's hook before a step reads them).
+ *   own_format_legacy  a format with an older layout (its files in DIR itself, no latest, as
+ *                 char_lm's first checkpoints) resumes from it as the unbroken run went, its first
+ *                 checkpoint superseding those files. */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -445,6 +448,20 @@ static ag_status tf_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 static const char *const tf_files[] = {TF_WEIGHTS, TF_STATE, NULL};
 static const ag_ckpt_kind tf_kind = {.files = tf_files, .identify = tf_identify};
 static const ag_train_format tf_format = {.kind = &tf_kind, .write = tf_write, .read = tf_read, .count = "iteration"};
+/* own_format_legacy's older layout: the two files in DIR itself (as char_lm's first checkpoints) */
+static bool tf_file_id(const char *path, ag_ckpt_id *id)
+{
+    ag_error err = {0};
+    ag_st_file *f = ag_st_load_header(path, &err);
+    const char *iter = f ? ag_st_meta_get(f, "iter") : NULL;
+    if (iter) id->run_id = ag_st_meta_hex(f, "run_id"), id->iter = strtol(iter, NULL, 10);
+    ag_st_free(f);
+    return iter != NULL;
+}
+static const ag_ckpt_kind tf_kind_legacy = {.files = tf_files, .identify = tf_identify, .legacy = true,
+                                            .file_id = tf_file_id};
+static const ag_train_format tf_format_legacy = {.kind = &tf_kind_legacy, .write = tf_write, .read = tf_read,
+                                                 .count = "iteration"};
 /* own_format's origin: the untrained weights' hash, as char_lm's (its iteration 0's model_hash) */
 static uint64_t tf_origin(const ag_train_client *c, uint64_t seed)
 {
@@ -1353,6 +1370,37 @@ START_TEST(own_batch_flag)
 }
 END_TEST
 
+/* A resume from the older layout (a kind with legacy: the files in DIR itself, no latest) goes
+ * on as the unbroken run did, and its first checkpoint supersedes those files. */
+START_TEST(own_format_legacy)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", dir[256], ck[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny u, m;
+    tiny_build(&u);
+    tiny_build(&m);
+    u.format = m.format = &tf_format_legacy;
+    tiny_train(&u, root, "unbroken", 20, 10, false);
+    tiny_train(&m, root, "old", 10, 10, false);
+    snprintf(dir, sizeof dir, "%s/old", root);
+    snprintf(ck, sizeof ck, "%s", proc_ckpt(dir));
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(rename(proc_path(ck, tf_files[i]), proc_path(dir, tf_files[i])), 0);
+    proc_remove_tree(ck);
+    ck_assert_int_eq(unlink(proc_path(dir, "latest")), 0);
+    ck_assert_int_eq(unlink(proc_path(dir, "best")), 0);
+    ag_params_free(m.P);   /* a new process: the weights from the files alone */
+    tiny_build(&m);
+    m.format = &tf_format_legacy;
+    tiny_train(&m, root, "old", 20, 10, true);
+    tf_same_weights(&m, &u, "old");
+    tf_latest_is(root, "old", "ckpt-00000020");
+    ck_assert_msg(access(proc_path(dir, TF_WEIGHTS), F_OK) != 0, "the older layout's files stayed");
+    ag_params_free(u.P);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1381,6 +1429,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, stop_in_eval);
     tcase_add_test(tc, own_ddp);
     tcase_add_test(tc, own_batch_flag);
+    tcase_add_test(tc, own_format_legacy);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "train.h"
 #include "train_impl.h"
 
@@ -202,14 +203,21 @@ static ag_status loop_read(const ag_train_client *c, const char *where, ag_train
     return s;
 }
 
-/* The weights, moments and state of DIR/latest into c->params and *st, by the client's format. */
+/* The weights, moments and state of DIR/latest into c->params and *st, by the client's format;
+ * with a kind that has an older layout (k->legacy), its files in DIR itself when there is no latest. */
 static ag_status load_latest(const char *dir, const ag_train_client *c, ag_train_state *st, ag_error *err)
 {
     char name[64], where[PATHLEN];
     ag_error why = {0};
-    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why))
+    const ag_ckpt_kind *k = format_of(c)->kind;
+    bool legacy = k->legacy && path3(where, dir, k->files[0], NULL, err) && access(where, F_OK) == 0;
+    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why) == AG_OK) {
+        if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    } else if (legacy) {
+        snprintf(where, sizeof where, "%s", dir);   /* the older layout's checkpoint */
+    } else {
         return ag_seterr(err, AG_ERR_ARG, "%s has no checkpoint to resume (%s); start without --resume", dir, why.msg);
-    if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    }
     ag_status s = format_of(c)->read(c, where, st, true, err);
     st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
     if (!st->run_id) st->run_id = ag_new_run_id();

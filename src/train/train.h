@@ -730,7 +730,8 @@ typedef struct {
                                   locked for the run */
     bool make_parents;         /* DIR's missing parents made too (mkdir -p: char_lm's --out) */
     long steps;                /* optimizer steps in all, counted from the run's first */
-    bool resume;               /* go on from DIR/latest: weights, Adam's m and v, the batch
+    bool resume;               /* go on from DIR/latest (a format whose kind has an older layout:
+                                  its files in DIR itself when there is no latest): weights, Adam's m and v, the batch
                                   stream, the step, the best evaluation; false refuses a DIR that
                                   holds a run already, and starts Adam's m and v at 0 (whatever a
                                   run before it in this process left in params) */

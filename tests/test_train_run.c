@@ -25,10 +25,12 @@
  *                 start call gets the loop's ctx once, before the first pass; with step_seed
  *                 each step's micro-batch seed is drawn from the client's seed of that step.
  *   overwrite     a fresh run where one is refused; with opts.overwrite it starts over, says so
- *                 on the log, and the old run's checkpoint goes once the new one's is committed.
+ *                 on the log, and the old run's checkpoint goes once the new one's is committed;
+ *                 with opts.warn the warnings (that, what DIR's tidy left alone) go to the
+ *                 program's call instead, none on the log.
  *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
  *                 loss picks DIR/best, and no divergence is seen in the NaN; opts.no_report: no
- *                 DIR/report.md from the loop (own_columns': one)
+ *                 DIR/report.md from the loop, opts.no_pictures: no loss.png (own_columns': both)
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
@@ -49,7 +51,25 @@
  *                 (activations_forward): called at each evaluation, a row of activations.csv each.
  *   diverged      with opts.diverge_floor, an evaluation far above the best (or NaN at the
  *                 first) stops the run with AG_ERR_NONFINITE before its checkpoint, the message
- *                 naming the limit and what stays; without it the same run goes to the end. */
+ *                 naming the limit and what stays; without it the same run goes to the end.
+ *   full_disk     every row of metrics.csv and every line of the log out at once: a file size
+ *                 limit stops the run at the first row refused, a log on a full disk at its first
+ *                 line, each AG_ERR_IO saying what is kept (char_lm's guarantee).
+ *   own_lock      opts.lock: the program's lock on DIR, held before the run, is the run's (no
+ *                 second lock refuses it) and still held after it; one not held yet is taken
+ *                 by the loop and left held for the program.
+ *   stop_in_eval  a stop signal during an evaluation (cut short: its loss NaN) ends the run
+ *                 there with a checkpoint, as one before a step does: no divergence seen in
+ *                 what it did not finish, no step more (char_lm's answer to Ctrl-C in a long
+ *                 evaluation).
+ *   own_ddp       opts.ddp_out: the client's evaluation sees the loop's split of the step (one
+ *                 rank, two micro-batches), set before it and cleared when the run ends.
+ *   own_batch_flag  a batch that ranks x grad_accum do not divide, said with the client's flag
+ *                 (batch_flag: "try --points 20"), before DIR is made; draw, the step's first
+ *                 call, sees the last step's gradients (char_lm's hook before a step reads them).
+ *   own_format_legacy  a format with an older layout (its files in DIR itself, no latest, as
+ *                 char_lm's first checkpoints) resumes from it as the unbroken run went, its first
+ *                 checkpoint superseding those files. */
 #include <check.h>
 #include <inttypes.h>
 #include <math.h>
@@ -57,6 +77,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +100,11 @@ typedef struct {
     int poison_at;           /* in_words: a weight made NaN at this draw (0: never) */
     int train_evals;         /* own_columns: evaluate_train's calls */
     int eval_calls;          /* own_format: tiny_eval's calls */
+    ag_ddp *ddp;             /* own_ddp: the loop's (opts.ddp_out), */
+    int ddp_evals;           /*   seen by this many evaluations */
+    double grad_seen[4];     /* own_batch_flag: the gradients' sum |dW| each draw saw, */
+    int seen_n;              /*   the draws */
+    int term_at_eval;        /* stop_in_eval: SIGTERM during this call of tiny_eval, its loss NaN (0: never) */
     double losses[16];       /* parents: each step's loss (after_step), */
     long stepped, started_at;   /*   how many steps, the step the start call saw */
     long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
@@ -108,6 +134,8 @@ static ag_status tiny_draw(void *user, ag_rng *rng, ag_error *err)
         ck_assert_int_eq(mkdir(m->move, 0777), 0);
     }
     if (m->poison_at && ++m->drawn == m->poison_at) m->P->data[0] = (ag_real)NAN;
+    for (size_t i = 0; i < m->P->total && m->seen_n < 4; i++) m->grad_seen[m->seen_n] += fabs((double)m->P->grad[i]);
+    m->seen_n++;
     for (int i = 0; i < BATCH; i++) {
         m->x[i * IN] = (ag_real)ag_rng_uniform(rng);
         m->x[i * IN + 1] = (ag_real)ag_rng_uniform(rng);
@@ -134,6 +162,7 @@ static ag_status tiny_eval(void *user, ag_ctx *ctx, double *val, double *score, 
     m->eval_calls++;
     *val = m->evals ? m->evals[m->evaluated++] : 1;
     *score = NAN;
+    if (m->eval_calls == m->term_at_eval) raise(SIGTERM), *val = NAN;   /* cut short before its first batch */
     return AG_OK;
 }
 
@@ -419,6 +448,20 @@ static ag_status tf_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 static const char *const tf_files[] = {TF_WEIGHTS, TF_STATE, NULL};
 static const ag_ckpt_kind tf_kind = {.files = tf_files, .identify = tf_identify};
 static const ag_train_format tf_format = {.kind = &tf_kind, .write = tf_write, .read = tf_read, .count = "iteration"};
+/* own_format_legacy's older layout: the two files in DIR itself (as char_lm's first checkpoints) */
+static bool tf_file_id(const char *path, ag_ckpt_id *id)
+{
+    ag_error err = {0};
+    ag_st_file *f = ag_st_load_header(path, &err);
+    const char *iter = f ? ag_st_meta_get(f, "iter") : NULL;
+    if (iter) id->run_id = ag_st_meta_hex(f, "run_id"), id->iter = strtol(iter, NULL, 10);
+    ag_st_free(f);
+    return iter != NULL;
+}
+static const ag_ckpt_kind tf_kind_legacy = {.files = tf_files, .identify = tf_identify, .legacy = true,
+                                            .file_id = tf_file_id};
+static const ag_train_format tf_format_legacy = {.kind = &tf_kind_legacy, .write = tf_write, .read = tf_read,
+                                                 .count = "iteration"};
 /* own_format's origin: the untrained weights' hash, as char_lm's (its iteration 0's model_hash) */
 static uint64_t tf_origin(const ag_train_client *c, uint64_t seed)
 {
@@ -666,6 +709,14 @@ START_TEST(own_pass)
 }
 END_TEST
 
+/* overwrite's opts.warn: each line into the next empty one of user's char [4][512] */
+static void warned_line(void *user, const char *line)
+{
+    char (*lines)[512] = user;
+    for (int i = 0; i < 4; i++)
+        if (!lines[i][0]) return (void)snprintf(lines[i], 512, "%s", line);
+}
+
 START_TEST(overwrite)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256], old_ckpt[300];
@@ -699,9 +750,23 @@ START_TEST(overwrite)
     ck_assert_msg(stat(proc_path(out, "ckpt-00000010"), &sb) != 0, "the old run's best stayed");
     ck_assert_int_eq(fclose(log), 0);
     char *said = proc_read_file(log_path, NULL);
-    snprintf(want, sizeof want, "warning: %s holds a run already; overwrite: starting a new run over it (the old run "
-             "goes once the new run's first checkpoint is saved)\n", out);
+    snprintf(want, sizeof want, "warning: %s already holds a checkpoint; --overwrite: starting a new run over it (the "
+             "old run goes once the new run's first checkpoint is saved)\n", out);
     ck_assert_msg(strstr(said, want), "%s", said);
+    free(said);
+    char warned[4][512] = {{0}};   /* opts.warn: the same lines in the program's words, none on the log */
+    ck_assert_int_eq(mkdir(proc_path(out, "ckpt-00000099"), 0777), 0);   /* a user's: left alone, said */
+    ck_assert_ptr_nonnull(log = fopen(log_path, "w"));
+    o.warn = warned_line;
+    o.warn_user = warned;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(fclose(log), 0);
+    ck_assert_msg(strstr(warned[0], " already holds a checkpoint; --overwrite: starting a new run over it") &&
+                  strstr(warned[1], "left alone (not this run's to remove): ckpt-00000099") &&
+                  (!warned[2][0] || !strncmp(warned[2], "no loss.png: ", 13)),   /* without gnuplot: a note */
+                  "warned: '%s' '%s' '%s'", warned[0], warned[1], warned[2]);
+    said = proc_read_file(log_path, NULL);
+    ck_assert_msg(!strstr(said, "warning:") && !strstr(said, "note:"), "the log: %s", said);
     free(said);
     ag_params_free(m.P);
     proc_remove_tree(root);
@@ -741,6 +806,7 @@ START_TEST(own_columns)
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.train_evals, 3);   /* steps 0, 10 and 20 */
     ck_assert_msg(access(proc_path(out, "report.md"), F_OK) == 0, "no card from the loop");
+    ck_assert_msg(access(proc_path(out, "loss.gp"), F_OK) == 0, "no loss.png from the loop");
     char *csv = proc_read_file(proc_path(out, "metrics.csv"), NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert_msg(strncmp(csv, "iter,lr,loss,train_loss,val_loss,score,extra,more\n", 50) == 0, "%s", csv);
@@ -817,8 +883,8 @@ START_TEST(no_val)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train_seq};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = 10,
-                             .no_report = true, .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0},
-                             .threads = 1};
+                             .no_report = true, .no_pictures = true, .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -827,6 +893,7 @@ START_TEST(no_val)
     ck_assert_str_eq(best, "ckpt-00000020");   /* train 1, the lowest */
     ck_assert(isnan(r.val_loss) && r.train_loss == 2);
     ck_assert_msg(access(proc_path(out, "report.md"), F_OK) != 0, "opts.no_report, yet the loop wrote its card");
+    ck_assert_msg(access(proc_path(out, "loss.gp"), F_OK) != 0, "opts.no_pictures, yet the loop drew loss.png");
     ag_params_free(m.P);
     proc_remove_tree(root);
 }
@@ -1108,6 +1175,232 @@ START_TEST(diverged)
 }
 END_TEST
 
+/* full_disk's run in a child (its own file size limit): 5000 steps, no evaluation before the
+ * last, with the after_step count; AG_ERR_IO's message into root/msg, the steps as exit code. */
+static int fsize_run(const char *root)
+{
+    tiny m;
+    tiny_build(&m);
+    char out[256];
+    snprintf(out, sizeof out, "%s/fsize", root);
+    struct rlimit rl = {4096, 4096};   /* metrics.csv may reach 4 KiB: ~200 rows */
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 255;
+    signal(SIGXFSZ, SIG_IGN);   /* the write fails with EFBIG instead */
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
+    const ag_train_opts o = {.out_dir = out, .steps = 5000, .seed = 5, .every = 5000,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ag_status s = ag_train_run(&c, &o, &r, &err);
+    FILE *f = fopen(proc_path(root, "msg"), "w");
+    if (!f || s != AG_ERR_IO) return 254;
+    fputs(err.msg, f);
+    fclose(f);
+    return m.stepped < 250 ? (int)m.stepped : 253;
+}
+
+START_TEST(full_disk)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) _exit(fsize_run(root));
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) > 50 && WEXITSTATUS(status) < 250,
+                  "the run under a file size limit: status %#x (stopped after the limit, or not by it)", status);
+    char *msg = proc_read_file(proc_path(root, "msg"), NULL);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_msg(strstr(msg, "/fsize/metrics.csv: write failed: File too large; stopped, the last checkpoint is kept"),
+                  "%s", msg);
+    free(msg);
+    tiny m;   /* a log on a full disk: the first line it refuses stops the run */
+    tiny_build(&m);
+    snprintf(out, sizeof out, "%s/full", root);
+    FILE *full = fopen("/dev/full", "w");
+    ck_assert_ptr_nonnull(full);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30, .log = full, .log_every = 1,
+                             .progress = AG_PROGRESS_LINES, .sched = {.lr = 0.1, .min_lr = 0.1},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "the log: write failed: No space left on device; stopped; no checkpoint was saved"),
+                  "%s", err.msg);
+    ck_assert_int_eq(m.stepped, 1);
+    fclose(full);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* own_lock: a child's try at DIR's lock: AG_ERR_ARG while this process holds it. */
+static ag_status lock_tried(const char *dir)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        ag_lock l = {0};
+        ag_error e = {0};
+        _exit(ag_lock_take(&l, dir, &e));
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    return (ag_status)WEXITSTATUS(status);
+}
+
+START_TEST(own_lock)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(&m);
+    ck_assert_int_eq(mkdir(strcat(strcpy(out, root), "/run"), 0777), 0);
+    ag_lock lock = {0};
+    ag_error err = {0};
+    ck_assert_msg(ag_lock_take(&lock, out, &err) == AG_OK, "%s", err.msg);   /* the program's, before the run */
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .lock = &lock,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(r.step, 6);
+    ck_assert_msg(lock.held && lock_tried(out) == AG_ERR_ARG, "the program's lock was dropped by the run");
+    ag_lock_drop(&lock);
+    ck_assert_int_eq(lock_tried(out), AG_OK);
+    o.resume = true;   /* a lock not held yet: the loop takes it, the program drops it */
+    o.steps = 9;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(lock.held && lock_tried(out) == AG_ERR_ARG, "the lock the loop took for the program is not held");
+    ag_lock_drop(&lock);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* A test's scratch root made, m built, out [256] := root/run. */
+static void tiny_begin(char *root, tiny *m, char *out)
+{
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(m);
+    snprintf(out, 256, "%s/run", root);
+}
+
+START_TEST(stop_in_eval)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(&m);
+    m.term_at_eval = 2;   /* the evaluation at step 20 */
+    snprintf(out, sizeof out, "%s/run", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
+    const ag_train_opts o = {.out_dir = out, .steps = 40, .seed = 5, .every = 10, .diverge_floor = 1,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);   /* no divergence seen in its NaN */
+    ck_assert_int_eq(r.stop_signal, SIGTERM);
+    ck_assert_int_eq(r.step, 20);
+    ck_assert_int_eq(m.stepped, 20);   /* no step after it */
+    char want[300];
+    snprintf(want, sizeof want, "%s/ckpt-00000020", out);
+    ck_assert_str_eq(proc_ckpt(out), want);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* own_ddp's evaluation: the loop's split of the step in hand (one rank, two micro-batches) */
+static ag_status tiny_eval_ddp(void *user, ag_ctx *ctx, double *val, double *score, ag_error *err)
+{
+    tiny *m = user;
+    m->ddp_evals += m->ddp && ag_ddp_ranks(m->ddp) == 1 && ag_ddp_mine(m->ddp, 0);
+    return tiny_eval(user, ctx, val, score, err);
+}
+
+START_TEST(own_ddp)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    tiny_begin(root, &m, out);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval_ddp};
+    const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .grad_accum = 2, .ddp_out = &m.ddp,
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.ddp_evals, 2);   /* steps 3 and 6 */
+    ck_assert_ptr_null(m.ddp);          /* freed with the run */
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+START_TEST(own_batch_flag)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    tiny m;
+    tiny_begin(root, &m, out);
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .batch_flag = "--points",
+                         .unit = "points", .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
+    ag_train_opts o = {.out_dir = out, .steps = 3, .seed = 5, .every = 3, .grad_accum = 5,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "--points 16 is not a multiple of 1 rank x --grad-accum 5 = 5") &&
+                  strstr(err.msg, "try --points 20"), "%s", err.msg);
+    ck_assert_msg(access(out, F_OK) != 0, "DIR made for a run refused");
+    o.grad_accum = 1;   /* draw comes first in a step: it sees the last step's gradients */
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(m.seen_n, 3);
+    ck_assert_msg(m.grad_seen[0] == 0 && m.grad_seen[1] > 0 && m.grad_seen[2] > 0, "draws saw |dW| %g %g %g",
+                  m.grad_seen[0], m.grad_seen[1], m.grad_seen[2]);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* A resume from the older layout (a kind with legacy: the files in DIR itself, no latest) goes
+ * on as the unbroken run did, and its first checkpoint supersedes those files. */
+START_TEST(own_format_legacy)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", dir[256], ck[300];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny u, m;
+    tiny_build(&u);
+    tiny_build(&m);
+    u.format = m.format = &tf_format_legacy;
+    tiny_train(&u, root, "unbroken", 20, 10, false);
+    tiny_train(&m, root, "old", 10, 10, false);
+    snprintf(dir, sizeof dir, "%s/old", root);
+    snprintf(ck, sizeof ck, "%s", proc_ckpt(dir));
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(rename(proc_path(ck, tf_files[i]), proc_path(dir, tf_files[i])), 0);
+    proc_remove_tree(ck);
+    ck_assert_int_eq(unlink(proc_path(dir, "latest")), 0);
+    ck_assert_int_eq(unlink(proc_path(dir, "best")), 0);
+    ag_params_free(m.P);   /* a new process: the weights from the files alone */
+    tiny_build(&m);
+    m.format = &tf_format_legacy;
+    tiny_train(&m, root, "old", 20, 10, true);
+    tf_same_weights(&m, &u, "old");
+    tf_latest_is(root, "old", "ckpt-00000020");
+    ck_assert_msg(access(proc_path(dir, TF_WEIGHTS), F_OK) != 0, "the older layout's files stayed");
+    ag_params_free(u.P);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1131,6 +1424,12 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, parents);
     tcase_add_test(tc, own_acts);
     tcase_add_test(tc, diverged);
+    tcase_add_test(tc, full_disk);
+    tcase_add_test(tc, own_lock);
+    tcase_add_test(tc, stop_in_eval);
+    tcase_add_test(tc, own_ddp);
+    tcase_add_test(tc, own_batch_flag);
+    tcase_add_test(tc, own_format_legacy);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -159,7 +159,7 @@ ag_status lm_ckpt_save_in(const ag_lock *lock, const char *dir, const ag_gpt *g,
                                  .best_iter = st->best_iter, .is_best = st->has_eval && st->best_iter == st->iter,
                                  .second_name = true, .sync_point = true, .write = write_pair, .user = &w,
                                  .lock = lock};
-    bool committed = false;   /* is_best as lm_run_evaluate sets it */
+    bool committed = false;   /* is_best as the evaluation sets it */
     return ag_ckpt_save(dir, &lm_ckpt_kind, &o, name, &committed, err);
 }
 

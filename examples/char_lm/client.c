@@ -1,21 +1,52 @@
-/* client.c -- char_lm as a client of the library's trainer (train/train.h: ag_train_client): the
- * calls ag_train_run makes, in its signatures, user an lm_run (run.h). char_lm's own loop
- * (train.c, train_log.c) calls these same functions, so that the switch to ag_train_run changes
- * who calls them, not what they do. */
+/* client.c -- char_lm as a client of the library's trainer (train/train.h: ag_train_client):
+ * the calls ag_train_run makes, in its signatures, user an lm_run (run.h), and the options it
+ * runs with (lm_client, lm_client_opts). The trainer steps, evaluates, checkpoints (in char_lm's
+ * files: lm_ckpt_format), writes metrics.csv and keeps the time budget; these calls are what is
+ * char_lm's: a batch of windows, the pass split over threads, its optimizers, the losses of both
+ * splits, the attention statistics, the log's words. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "run.h"
+#include "tensor/debug.h"   /* ag_now_s */
 
 // --- a step ---
 
-ag_status lm_client_draw(void *user, ag_rng *rng, ag_error *err)
+// --- --time-budget: the trainer keeps it (train/budget.h); the count it fixes goes into the config ---
+
+/* The count the budget fixed (if it did), in the config that every later checkpoint saves:
+ * max_iters, budget_iters (so that --resume continues that schedule exactly), lr_decay_iters
+ * (it followed the count, or stayed apart). */
+static void take_count(lm_run *R)
+{
+    const ag_budget *b = &R->ctl.budget;
+    lm_config *c = &R->cfg;
+    if (!b->count) return;
+    c->max_iters = c->budget_iters = b->count;
+    if (b->sched) c->lr_decay_iters = b->sched->lr_decay_iters;
+}
+
+/* The evaluation in hand is the run's final one. */
+static bool final_eval(const lm_run *R) { return R->ctl.it >= R->ctl.budget.steps || R->ctl.budget.out_of_time; }
+
+// --- a step ---
+
+/* The step's batch: B windows of the training split, drawn by the run's sampler (checkpointed);
+ * first the test hook before a step, and a failure left by the log's words (the attention
+ * statistics). */
+static ag_status draw(void *user, ag_rng *rng, ag_error *err)
 {
     lm_run *R = user;
     const lm_config *c = &R->cfg;
+    const lm_train_opts *o = R->o;
+    if (R->ctl.pending.status) return ag_seterr(err, R->ctl.pending.status, "%s", R->ctl.pending.msg);
+    take_count(R);
+    if (o->before_step) o->before_step(R->ctl.it, R->learn.m.g, o->hook_user);
+    R->rep.step_t0 = ag_now_s();
     ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
     lm_draw_windows(R->data.off, c->batch_size, R->data.n_train, c->model.block_size, c->overfit_batch ? &fixed : rng);
-    (void)err;   // off [B]
-    return AG_OK;
+    return AG_OK;   // off [B]
 }
 
 /* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
@@ -32,7 +63,7 @@ static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *
                      "(try a lower --lr)", it, lm_shown(lv), LM_KEPT(R));
 }
 
-ag_status lm_client_pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err)
+static ag_status pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err)
 {
     lm_run *R = user;
     lm_data *D = &R->data;
@@ -62,7 +93,7 @@ static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *e
     return AG_OK;
 }
 
-ag_status lm_client_update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err)
+static ag_status update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err)
 {
     const lm_run *R = user;
     const lm_config *c = &R->cfg;
@@ -78,10 +109,40 @@ ag_status lm_client_update(void *user, ag_params *P, double lr, long t, double c
     return c->detect_anomaly ? weights_finite(R, R->ctl.it, lr, err) : AG_OK;
 }
 
+/* The seed of step it's dropout masks: --seed's stream "dropout" at it (run.h). */
+static uint64_t step_seed(void *user, long it) { return lm_dropout_seed(((lm_run *)user)->cfg.seed, it); }
+
+/* After step it: its loss for the tests (opts.losses), its time for metrics.csv's tokens/s. */
+static void after_step(void *user, long it, double loss, double lr)
+{
+    lm_run *R = user;
+    const lm_train_opts *o = R->o;
+    (void)lr;
+    if (o->losses && it < o->n_losses) o->losses[it] = loss;
+    R->rep.step_s = ag_now_s() - R->rep.step_t0;
+    R->ctl.it = it + 1;
+}
+
+/* metrics.csv's own columns of a row: tokens_per_s (a step's), then with --log-attn-stats two a
+ * layer, filled on the row that carries an evaluation. */
+static void row(void *user, long it, bool step, bool evaluated, char *buf, size_t n)
+{
+    const lm_run *R = user;
+    double dt = R->rep.step_s, tokens = (double)R->cfg.batch_size * R->cfg.model.block_size;
+    size_t len = 0;
+    (void)it;
+    buf[0] = '\0';
+    if (step) ag_msg_append(buf, n, &len, "%.1f", tokens / (dt > 0 ? dt : 1e-9));
+    for (int l = 0; R->cfg.log_attn_stats && l < R->cfg.model.n_layer; l++) {
+        if (evaluated) ag_msg_append(buf, n, &len, ",%.6f,%.6f", R->rep.entropy[l], R->rep.peak[l]);
+        else ag_msg_append(buf, n, &len, ",,");
+    }
+}
+
 // --- the log's words ---
 
-void lm_client_progress_text(void *user, long it, long steps, double loss, double lr, double ema_s,
-                             const ag_budget *b, char *buf, size_t n)
+static void progress_text(void *user, long it, long steps, double loss, double lr, double ema_s, const ag_budget *b,
+                          char *buf, size_t n)
 {
     const lm_run *R = user;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
@@ -93,12 +154,40 @@ void lm_client_progress_text(void *user, long it, long steps, double loss, doubl
              b->deadline ? "left" : "ETA", eta);
 }
 
-void lm_client_eval_text(void *user, long it, double tl, double vl, double score, char *buf, size_t n)
+/* --log-attn-stats: one batch (validation split, else training) through the model with every
+ * layer's attention weights recorded; rep.entropy[l] and rep.peak[l] get their statistics. */
+static ag_status attn_stats(lm_run *R, long it, ag_error *err)
 {
-    const lm_run *R = user;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
+    lm_data *D = &R->data;
+    lm_report *rep = &R->rep;
+    ag_ctx *ctx = R->learn.ctx;
+    ag_rng rng;
+    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_STATS, (uint64_t)it));
+    bool val = D->n_val > 0;
+    lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
+    lm_fill_windows(D->x, D->y, D->text.ids + (val ? D->n_train : 0), D->off, B, T);   // x [B,T]
+    ag_ctx_reset(ctx);
+    ag_status s = ag_gpt_attn_record(ctx, R->learn.m.g, D->x, B, T, rep->attn);      // attn[l] [B,H,T,T]
+    if (s) ag_seterr(err, s, "attention statistics: %s", ag_ctx_error(ctx));
+    for (int l = 0; s == AG_OK && l < L; l++)
+        ag_attn_stats(rep->attn[l]->data, B, R->cfg.model.n_head, T, &rep->entropy[l], &rep->peak[l]);
+    ag_ctx_reset(ctx);
+    return s;
+}
+
+/* The evaluation at iteration it, said once the trainer judged it (not diverged): first the
+ * attention statistics it shows (a failure stops the run at the next call), the plots while
+ * the run goes on (the final ones come after it: lm_train), then its line. */
+static void eval_text(void *user, long it, double tl, double vl, double score, char *buf, size_t n)
+{
+    lm_run *R = user;
     size_t len = 0;   /* ag_msg_append: train/ddp.h */
     buf[0] = '\0';
     (void)score;   /* char_lm's loss is its measure */
+    R->ctl.saved_at = it;   /* its checkpoint follows */
+    if (R->cfg.log_attn_stats && !R->ctl.pending.status) attn_stats(R, it, &R->ctl.pending);
+    if (R->rep.plot_ok && it > 0 && !final_eval(R)) lm_log_plots(R, false);
     ag_msg_append(buf, n, &len, "iter %ld: train %.4f", it, tl);
     if (R->data.n_val > 0) ag_msg_append(buf, n, &len, " val %.4f", vl);
     if (!R->cfg.log_attn_stats) return;
@@ -158,16 +247,21 @@ static ag_status estimate(lm_run *R, ag_ctx *ctx, const int *ids, size_t n, doub
     return s;
 }
 
-ag_status lm_client_evaluate_train(void *user, ag_ctx *ctx, double *tl, ag_error *err)
+/* The training split's loss at iteration ctl.it (its evaluation bounded by the budget from here;
+ * the evaluation's stream seeded here); ctl.eval_done: the fewest batches of a split. */
+static ag_status evaluate_train(void *user, ag_ctx *ctx, double *tl, ag_error *err)
 {
     lm_run *R = user;
     const lm_data *D = &R->data;
+    take_count(R);   /* a count the budget fitted again before this evaluation's checkpoint */
+    ag_budget_eval_start(&R->ctl.budget, final_eval(R));
     ag_rng_seed(&R->ctl.eval_rng, ag_seed_at(R->cfg.seed, LM_TAG_EVAL, (uint64_t)R->ctl.it));
     return estimate(R, ctx, D->text.ids, D->n_train, ag_budget_eval_end(&R->ctl.budget, D->n_val > 0), tl,
                     &R->ctl.eval_done, err);
 }
 
-ag_status lm_client_evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag_error *err)
+/* Then the validation split's (NaN without one; score NaN), and what the budget learns of it. */
+static ag_status evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag_error *err)
 {
     lm_run *R = user;
     const lm_data *D = &R->data;
@@ -176,5 +270,112 @@ ag_status lm_client_evaluate(void *user, ag_ctx *ctx, double *vl, double *score,
     ag_status s = D->n_val > 0 ? estimate(R, ctx, D->text.ids + D->n_train, D->n_val,
                                           ag_budget_eval_end(&R->ctl.budget, false), vl, &done, err) : AG_OK;
     if (done < R->ctl.eval_done) R->ctl.eval_done = done;
-    return s;
+    if (s || lm_run_stop_requested(R)) return s;   /* cut short: the trainer saves as it is */
+    ag_budget_eval_done(&R->ctl.budget, R->ctl.it, final_eval(R), R->ctl.eval_done);
+    if (D->n_val > 0 && isnan(*vl))   /* the trainer's divergence rule would take a NaN for no validation split */
+        return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the evaluation's val loss is nan: the model has "
+                         "diverged; stopped; %s (try a lower --lr)", R->ctl.it, LM_KEPT(R));
+    return AG_OK;
+}
+
+/* --log-activations (lesson 14): the forward the trainer reads at an evaluation: a batch of up
+ * to 8 windows (the validation split, else the training one) from its own stream, so that the
+ * run's losses do not change, attention op by op so that its scores are a tensor of their own. */
+#define LM_TAG_ACTS 0x616374697673ull   /* "activs": the activation statistics' batch */
+static ag_status activations_forward(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err)
+{
+    lm_run *R = user;
+    int B = R->cfg.batch_size < 8 ? R->cfg.batch_size : 8, T = R->cfg.model.block_size;
+    lm_data *D = &R->data;
+    ag_rng rng;
+    (void)seed, (void)err;   /* char_lm's own stream; a failure is on the ctx */
+    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_ACTS, (uint64_t)it));
+    bool val = D->n_val > 0;
+    lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
+    lm_fill_windows(D->x, D->y, D->text.ids + (val ? D->n_train : 0), D->off, B, T);   // x [B,T]
+    ag_gpt_forward(ctx, R->learn.m.g, D->x, NULL, B, T, &(ag_forward_opts){.composed_attention = true}, NULL);
+    return AG_OK;
+}
+
+// --- the run ---
+
+/* Before iteration start, nothing timed: one window of the training text through the model in
+ * no-grad mode (twice: the first pass is cold, the arena grows; its own stream, so that the
+ * batch sampler and the evaluations stay as they are) tells what an evaluation batch of B windows
+ * costs (ag_budget_probe: too little time for one a split ends the run at once with a
+ * checkpoint). A test's simulated clock gives it no time (before_batch is a batch's). */
+static ag_status probe(lm_run *R, long it, ag_error *err)
+{
+    ag_ctx *ctx = R->learn.ctx;
+    ag_budget *b = &R->ctl.budget;
+    if (!b->deadline || b->eval_s >= 0 || b->step_s > 0) return AG_OK;
+    ag_rng rng;
+    ag_rng_seed(&rng, ag_splitmix64(R->cfg.seed ^ LM_TAG_EVAL ^ LM_SEED_SALT));
+    lm_draw_windows(R->data.off, 1, R->data.n_train, R->cfg.model.block_size, &rng);
+    ag_status s = AG_OK;
+    double window = 0, loss;
+    bool last = false;
+    ag_ctx_set_grad(ctx, false);
+    for (int k = 0; k < 2 && s == AG_OK; k++) {
+        double t0 = lm_budget_now(R->o);
+        s = lm_client_forward(R, ctx, R->data.text.ids, 1, &loss, err);   // x, y [1,T]; loss [1]
+        window = lm_budget_now(R->o) - t0;
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
+    return s ? s : ag_budget_probe(b, it, window, R->cfg.batch_size, "window", &last, err);
+}
+
+/* Once the trainer opened the run: its ctx made ready (--detect-anomaly, the shards), the
+ * header said, the budget's probe. */
+static ag_status start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_error *err)
+{
+    lm_run *R = user;
+    ag_error why = {0};
+    R->learn.ctx = ctx;
+    R->ctl.it = st->step;
+    ag_ctx_set_detect_anomaly(ctx, R->cfg.detect_anomaly);
+    ag_ctx_set_recycle_grads(ctx, true);   /* only the parameters' gradients are read */
+    if (!(R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, R->learn.n_shards, &why)))
+        return ag_seterr(err, why.status, "%s", why.msg);
+    if (!R->o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
+    ag_status s = lm_log_written(R, err);
+    return s ? s : probe(R, st->step, err);
+}
+
+/* The trainer's warnings and notes, as char_lm says them. */
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
+
+ag_train_client lm_client(lm_run *R, char *cols, size_t n)
+{
+    static const char *const attn[] = {"attn_entropy", "attn_max", NULL};
+    const lm_config *c = &R->cfg;
+    char *head = ag_csv_layer_head("tokens_per_s", attn, c->log_attn_stats ? c->model.n_layer : 0);
+    snprintf(cols, n, "%.*s", head ? (int)strcspn(head, "\n") : 0, head ? head : "");
+    free(head);
+    return (ag_train_client){.name = "char_lm", .params = R->learn.m.g->params, .user = R, .batch = c->batch_size,
+                             .batch_flag = "--batch-size",
+                             .draw = draw, .pass = pass, .update = update, .step_seed = step_seed, .start = start,
+                             .after_step = after_step, .evaluate = evaluate, .evaluate_train = evaluate_train,
+                             .activations_forward = activations_forward, .columns = cols, .row = row,
+                             .no_score = true, .progress_text = progress_text, .eval_text = eval_text,
+                             .count = "iteration", .lr_name = "--lr", .format = &lm_ckpt_format, .unit = "windows"};
+}
+
+ag_train_opts lm_client_opts(lm_run *R)
+{
+    const lm_train_opts *o = R->o;
+    const lm_config *c = &R->cfg;
+    long log_every = o->log_every > 0 ? o->log_every : 10;
+    return (ag_train_opts){.out_dir = o->out_dir, .make_parents = true, .steps = c->max_iters, .resume = o->resume,
+                           .overwrite = o->overwrite, .seed = ag_seed_at(c->seed, 0, LM_TAG_BATCH),
+                           .every = c->eval_interval, .log_every = log_every, .log_first = true,
+                           .sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters}, .grad_clip = c->grad_clip,
+                           .log_dynamics = c->log_dynamics ? log_every : 0, .log_activations = c->log_activations,
+                           .lr_find_lo = c->lr_find, .threads = o->tune_threads ? ag_threads() : 0, .log = o->log,
+                           .budget = &R->ctl.budget, .dist = o->dist, .grad_accum = o->grad_accum,
+                           .ddp_out = &R->ctl.ddp, .stop = o->stop, .progress = o->progress,
+                           .warn = warn, .warn_user = R, .lock = &R->ctl.lock, .no_pictures = true, .no_report = true,
+                           .eval_at_start = true, .diverge_floor_name = "2 ln V",
+                           .diverge_floor = 2 * log((double)R->data.text.vocab.V)};
 }

@@ -10,7 +10,7 @@
 #define CAL_MIN 3           /* timed probe steps, at least */
 #define CAL_MAX 200         /* and at most */
 #define RUN_SHARE 0.95      /* of the budget left, the share steps get: the rest evaluates, checkpoints
-                               and keeps train_budget.c's 2% reserve */
+                               and keeps the budget's 2% reserve */
 #define PROBE_SHARE 0.02    /* the probe times steps for 2% of the budget, */
 #define PROBE_MIN_S 0.2     /*   at least this long */
 #define PROBE_MAX_S 3.0     /*   at most this long */

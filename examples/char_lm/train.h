@@ -7,7 +7,7 @@
  *         mean loss of eval_iters random batches of each split (no-grad mode; the batches
  *         are drawn from an RNG seeded by (seed, it), so evaluating never changes training);
  *         a finite loss not above max(2 ln V, 4 x the best so far), or stop (a diverged
- *         model is never saved: train_eval.c says why this rule); checkpoint (one unit:
+ *         model is never saved: train/train.h's ag_divergence_limit says why this rule); checkpoint (one unit:
  *         checkpoint.h; DIR/best too when this evaluation is the lowest), loss.png
  *     if it == max_iters: stop
  *     lr = ag_lr_at(it); a batch of B random windows from the training split (the run's
@@ -28,7 +28,8 @@
  * that fit become max_iters (and lr_decay_iters, so the cosine ends with the budget), saved as
  * budget_iters for --resume, and fitted again at the evaluations of the budget's first fifth
  * (the machine's speed wanders); before each iteration a check ends the run early, with its
- * evaluation and checkpoint, if the machine slowed down since (train_budget.c).
+ * evaluation and checkpoint, if the machine slowed down since (train/budget.h, kept by the
+ * library's trainer, ag_train_run, which runs this loop with char_lm's client: client.c).
  *
  * --trace-shapes (opts.trace): after the model is built, one forward pass of a few training
  * windows is printed op by op (trace.h); opts.trace_only stops there (nothing is written).

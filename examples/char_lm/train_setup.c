@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include "run.h"
 
-#define PATHLEN 4096
 
 // --- the model and its config ---
 
@@ -223,56 +222,27 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* The shards choose_shards chose (one: the plain pass), made for the run's ctx. */
-static ag_status make_shards(lm_run *R, ag_ctx *ctx, ag_error *err)
-{
-    ag_error why = {0};
-    R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, R->learn.n_shards, &why);
-    return R->learn.shards ? AG_OK : ag_seterr(err, why.status, "%s", why.msg);
-}
-
-/* The step's buffers and its ctx (one for every forward and backward of the run), and the
- * attention statistics' buffers. */
+/* The step's buffers and the attention statistics' (the trainer's ctx, and the shards made
+ * for it, come with the run: lm_client's start). */
 static ag_status alloc_buffers(lm_run *R, ag_error *err)
 {
     const lm_config *c = &R->cfg;
     int B = c->batch_size, T = c->model.block_size, L = c->model.n_layer;
     lm_data *D = &R->data;
     lm_report *rep = &R->rep;
-    ag_ctx *ctx = R->learn.ctx = ag_ctx_new();
     D->off = malloc((size_t)B * sizeof *D->off);
     D->x = malloc((size_t)B * T * sizeof *D->x);
     D->y = malloc((size_t)B * T * sizeof *D->y);
     rep->attn = calloc((size_t)L, sizeof *rep->attn);
     rep->entropy = calloc((size_t)L, sizeof *rep->entropy);
     rep->peak = calloc((size_t)L, sizeof *rep->peak);
-    rep->stats_cap = 48 * (size_t)L + 8;   /* ",%.6f,%.6f" per layer */
-    rep->stats = calloc(rep->stats_cap, 1);
-    if (!ctx || !D->off || !D->x || !D->y || !rep->attn || !rep->entropy || !rep->peak || !rep->stats)
+    if (!D->off || !D->x || !D->y || !rep->attn || !rep->entropy || !rep->peak)
         return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-    ag_ctx_set_detect_anomaly(ctx, c->detect_anomaly);
-    ag_ctx_set_recycle_grads(ctx, true); /* only the parameters' gradients are read */
-    ag_thread_tuner_init(&R->learn.threads, R->o->tune_threads ? ag_threads() : 1);
-    return make_shards(R, ctx, err);
-}
-
-/* Several ranks or micro-batches per step (train/ddp.h): that the ranks hold the same run, the split,
- * checked against --batch-size, and rank 0's weights on every rank. Only rank 0 draws plots. */
-static ag_status start_ddp(lm_run *R, ag_error *err)
-{
-    ag_status s = lm_run_agree(R, err);   /* first: the ranks hold the same run (train_agree.c) */
-    if (s) return s;
-    const lm_config *c = &R->cfg;
-    const ag_ddp_opts d = { .dist = R->o->dist, .grad_accum = R->o->grad_accum, .batch_size = c->batch_size,
-                            .params = R->learn.m.g->params, .stop = R->o->stop, .batch_flag = "--batch-size",
-                            .unit = "windows" };
-    s = ag_ddp_new(&R->ctl.ddp, &d, err);
-    if (!ag_ddp_writer(R->ctl.ddp)) R->rep.plot_ok = false;
-    return s ? s : ag_ddp_share_start(R->ctl.ddp, err);
+    return AG_OK;
 }
 
 /* The lock on --out, before anything there is read (a --resume) or written. A directory that
- * does not exist yet is locked by lm_run_open_dir once made; --trace-only writes nothing. */
+ * does not exist yet is made and locked by the trainer (ag_train_run); --trace-only writes nothing. */
 static ag_status lock_out_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -346,9 +316,6 @@ static ag_status prepare(lm_run *R, ag_error *err)
     R->learn.st.n_train = D->n_train;
     R->learn.st.n_val = D->n_val;
     R->ctl.start = R->learn.st.iter;
-    R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
-    const lm_config *c = &R->cfg;
-    R->learn.sched = (ag_lr_schedule){c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
     ag_progress_init(&R->rep.prog, o->log, o->progress, ag_dist_size(o->dist));
     return alloc_buffers(R, err);
 }
@@ -365,8 +332,8 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     ag_error_clear(&why);
     mine = prepare(R, &why);
     if ((s = lm_run_share_outcome(R, mine, &why, err))) return s;   /* an error anywhere: said once */
-    if (!R->learn.shards) return AG_OK;   /* a stop signal ended prepare (one process alone) */
-    return start_ddp(R, err);
+    if (!R->data.off) return AG_OK;   /* a stop signal ended prepare (one process alone) */
+    return lm_run_agree(R, err);      /* the ranks hold the same run (train_agree.c); the trainer splits it */
 }
 
 /* What a killed run left in the run directory, removed: this run's superseded checkpoints
@@ -375,7 +342,7 @@ static void warn(void *R, const char *line) { lm_log_warn(R, line); }
 
 static void tidy(lm_run *R, uint64_t also)
 {
-    if (ag_ddp_writer(R->ctl.ddp)) ag_ckpt_tidy(R->o->out_dir, &lm_ckpt_kind, also, warn, R);   /* rank 0's directory */
+    if (lm_run_writer(R)) ag_ckpt_tidy(R->o->out_dir, &lm_ckpt_kind, also, warn, R);   /* rank 0's directory */
 }
 
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
@@ -403,49 +370,29 @@ bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
 // --- the run directory ---
 
 /* A new run where one already is: refused without --overwrite (hours of training are one
- * forgotten --resume away from lost); with it, the old run (the one its latest names) goes once
- * the new run's first checkpoint is committed (lm_run_checkpoint). */
-static ag_status replace_run(lm_run *R, ag_error *err)
+ * forgotten --resume away from lost); with it, the trainer starts over it, saying so, and the
+ * old run (the one its latest names) goes once the new run's first checkpoint is committed. */
+static ag_status refuse_run(lm_run *R, ag_error *err)
 {
     const char *dir = R->o->out_dir;
-    char found[512], msg[PATHLEN + 700];
+    char found[512];
     int k = ag_ckpt_list(dir, found, sizeof found);
-    if (!R->o->overwrite)
-        return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts "
-                         "over, or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-    R->ctl.replaces = ag_ckpt_live_run(dir, &lm_ckpt_kind);   /* the run DIR/latest names (train/train.h) */
-    snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once "
-             "the new run's first checkpoint is saved)", dir, R->ctl.replaces ? "the old run" : "nothing");
-    lm_log_warn(R, msg);
-    return AG_OK;
+    if (R->o->overwrite) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts over, "
+                     "or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
 }
 
 ag_status lm_run_open_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    if (!ag_ddp_writer(R->ctl.ddp)) return AG_OK;   /* rank 0 writes (train/ddp.h) */
-    ag_status s = ag_mkdir_p(o->out_dir, err);
-    if (s == AG_OK) s = ag_lock_take(&R->ctl.lock, o->out_dir, err);   /* held already unless just made */
-    if (s) return s;
-    if (!R->ctl.resumed && lm_ckpt_exists(o->out_dir)) {
-        char gone[512], note[1024];   /* killed at its first commit, the same command again (issue 35) */
-        if (ag_ckpt_drop_orphans(o->out_dir, &lm_ckpt_kind, ag_weights_hash(R->learn.m.g->params), gone, sizeof gone)) {
-            snprintf(note, sizeof note, "%s: removed %s, the first checkpoint of this same run (its untrained weights), "
-                     "left uncommitted by a kill; starting the run again", o->out_dir, gone);
-            lm_log_warn(R, note);
-        }
-        if (lm_ckpt_exists(o->out_dir) && (s = replace_run(R, err))) return s;
+    if (!R->ctl.lock.held || R->ctl.resumed || !lm_ckpt_exists(o->out_dir)) return AG_OK;   /* a new DIR: the trainer's */
+    char gone[512], note[1024];   /* killed at its first commit, the same command again (issue 35) */
+    if (ag_ckpt_drop_orphans(o->out_dir, &lm_ckpt_kind, ag_weights_hash(R->learn.m.g->params), gone, sizeof gone)) {
+        snprintf(note, sizeof note, "%s: removed %s, the first checkpoint of this same run (its untrained weights), "
+                 "left uncommitted by a kill; starting the run again", o->out_dir, gone);
+        lm_log_warn(R, note);
     }
-    tidy(R, 0);   /* what a killed run left: temporary files, superseded and uncommitted checkpoints */
-    if ((s = lm_log_open_metrics(R, err))) return s;
-    if (!o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
-    return lm_log_written(R, err);
-}
-
-ag_status lm_run_save(lm_run *R, ag_error *err)
-{
-    const lm_learner *L = &R->learn;
-    return lm_ckpt_save_in(&R->ctl.lock, R->o->out_dir, L->m.g, &R->cfg, &R->data.text.vocab, &L->st, err);
+    return lm_ckpt_exists(o->out_dir) ? refuse_run(R, err) : AG_OK;
 }
 
 void lm_run_free(lm_run *R)
@@ -456,19 +403,13 @@ void lm_run_free(lm_run *R)
         bool done;
         (void)ag_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
     }
-    if (rep->metrics) fclose(rep->metrics);
-    ag_dynamics_log_free(rep->dyn);
-    ag_activations_free(rep->acts);
     free(R->data.off);
     free(R->data.x);
     free(R->data.y);
     free(rep->attn);
     free(rep->entropy);
     free(rep->peak);
-    free(rep->stats);
-    ag_gpt_shards_free(R->learn.shards);
-    ag_ctx_free(R->learn.ctx);
-    ag_ddp_free(R->ctl.ddp);
+    ag_gpt_shards_free(R->learn.shards);   /* made for the trainer's ctx, which it freed */
     ag_corpus_free(&R->data.text);
     lm_model_free(&R->learn.m);
     ag_lock_drop(&R->ctl.lock);

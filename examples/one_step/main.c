@@ -1,6 +1,6 @@
 /* one_step -- one training step of char_lm, written out in full (lesson 13 of docs/lessons):
  * from a checkpoint and its train state, the batch char_lm would draw next, forward, backward,
- * the clip and AdamW, as examples/char_lm/train.c's train_step does them.
+ * the clip and AdamW, as the library's trainer (src/train/loop.c's step) does them for char_lm.
  *
  *   build/one_step CKPT DATA [NEXT]
  *
@@ -69,7 +69,7 @@ static int compare(const char *next, const step_ckpt *st, double loss, ag_error 
     return d == 0 && same_loss ? 0 : 1;
 }
 
-/* The step itself: train.c's train_step, with one micro-batch and AdamW. */
+/* The step itself: the trainer's step (src/train/loop.c), with one micro-batch and AdamW. */
 static int step(step_ckpt *st, const ag_corpus *text, double *loss_out, ag_error *err)
 {
     const step_config *c = &st->cfg;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,8 @@ typedef struct {
     ag_ddp *ddp;              /* several ranks or micro-batches (ddp.h); NULL: neither */
     bool writer;              /* rank 0 (or alone): DIR, metrics.csv, the log */
     ag_ctx *ctx;
-    ag_lock lock;
+    ag_lock *lock;            /* DIR's: opts->lock (the program's), or own_lock */
+    ag_lock own_lock;
     FILE *csv;
     ag_dynamics_log *dyn;     /* opts->log_dynamics: DIR/dynamics.csv (dynamics.c), or NULL */
     ag_activations *acts;     /* opts->log_activations: DIR/activations.csv (activations.c), or NULL */
@@ -166,14 +168,43 @@ static const char *client_cells(loop *L, long it, bool step)
     return L->cells;
 }
 
+/* A row of metrics.csv (printf-style), out of the process at once: a full disk (or a file size
+ * limit) stops the run at the first row it refuses, the last checkpoint kept. */
+static ag_status put_row(loop *L, ag_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static ag_status put_row(loop *L, ag_error *err, const char *fmt, ...)
+{
+    if (!L->csv) return AG_OK;   /* a rank other than 0 writes none */
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vfprintf(L->csv, fmt, ap);
+    va_end(ap);
+    if (w >= 0 && fflush(L->csv) == 0 && !ferror(L->csv)) return AG_OK;
+    return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: write failed: %s; stopped, the last checkpoint is kept",
+                     L->o->out_dir, strerror(errno));
+}
+
+/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once,
+ * naming what is kept). */
+static ag_status log_written(const loop *L, ag_error *err)
+{
+    FILE *f = L->o->log;
+    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
+    int e = errno;
+    char kept[1024];
+    ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
+                     strerror(e), kept);
+}
+
 static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
     ag_params *P = L->c->params;
     double t0 = ag_now_s(), lv;
     double lr = o->lr_find_lo > 0 ? ag_lr_range_at(o->lr_find_lo, o->sched.lr, o->steps, it) : ag_lr_at(&o->sched, it);
-    ag_params_zero_grad(P);                                                  // dW = 0
     ag_status s = L->c->draw(L->c->user, &L->st.rng, err);                   // the step's whole batch
+    ag_params_zero_grad(P);                                                  // dW = 0 (draw saw the last step's)
     if (s == AG_OK) s = micro_batches(L, it, &lv, err);                      // dW, the batch's loss
     if (s) return s;
     double norm = ag_grad_norm(P), clip = ag_clip_scale(norm, o->grad_clip);
@@ -195,14 +226,14 @@ static ag_status step(loop *L, long it, ag_error *err)
     if (L->c->after_step) L->c->after_step(L->c->user, it, lv, lr);
     L->step_s = ag_now_s() - t0;
     ag_thread_tuner_step(&L->tuner, L->step_s);
-    if (L->csv) fprintf(L->csv, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true));
+    if ((s = put_row(L, err, "%ld,%.6g,%.6f%s%s\n", it, lr, lv, row_eval(L), client_cells(L, it, true)))) return s;
     L->evaluated = false;
     ag_progress_step(&L->prog, L->step_s, it == L->r->start);
     long at = o->log_first ? it : it + 1;   /* char_lm's log steps: 0, 10, 20, ... and the last */
     bool due = o->log_every > 0 && (at % o->log_every == 0 || (o->log_first && it + 1 == o->steps));
     if (ag_progress_due(&L->prog, due, it + 1 == o->steps))
         progress(L, it, lv, lr);
-    return AG_OK;
+    return log_written(L, err);   /* a full disk under the log stops the run at once */
 }
 
 /* The progress line after step it, in the client's words (progress_text) or the loop's. */
@@ -266,6 +297,12 @@ static void eval_said(loop *L, long it, double train, double val, double score)
     L->drawn = false;
 }
 
+/* The stop signal caught, or with several ranks the one they agreed on at the last step. */
+static int stop_request(const loop *L)
+{
+    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : *L->stop;
+}
+
 /* The client's evaluation at step it in no-grad mode: vs [3] := val, score, train (its own, or
  * the mean batch loss), rank 0's on every rank; at a resume's first step the evaluation its
  * checkpoint saved, when its format kept one (ag_train_state.eval_step). */
@@ -295,7 +332,7 @@ static ag_status evaluate(loop *L, long it, bool *is_best, ag_error *err)
     double vs[3];
     ag_status s = ag_ddp_check_weights(L->ddp, it, err);   /* the ranks still hold one model */
     if (s == AG_OK) s = client_eval(L, it, vs, err);
-    if (s) return s;
+    if (s || stop_request(L)) return s;   /* a stop signal during it: no more of it (the loop saves as it is) */
     double val = vs[0], score = vs[1], train = vs[2];
     bool both = L->c->evaluate_train != NULL;   /* two losses: each named */
     bool no_val = both && isnan(val);   /* no held-out split (char_lm's without one): the train loss judges */
@@ -328,7 +365,7 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     if (!L->writer) return L->saved_at = it, AG_OK;   /* rank 0 writes it */
     if (L->csv && fflush(L->csv) != 0)
         return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
-    ag_status s = ag__loop_save(&L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
+    ag_status s = ag__loop_save(L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
                                 err);
     if (s == AG_OK) L->saved_at = it;
     if (s == AG_OK && L->replaces) ag__loop_replace(L->o->out_dir, L->c, L->replaces);   /* opts->overwrite */
@@ -336,11 +373,6 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     return s;
 }
 
-/* The stop signal caught, or with several ranks the one they agreed on at the last step. */
-static int stop_request(const loop *L)
-{
-    return ag_ddp_ranks(L->ddp) > 1 ? ag_ddp_stop(L->ddp) : *L->stop;
-}
 
 /* The budget's decisions summed over the ranks (ddp.h), so that all stop at the same step. */
 static ag_status ranks_sum(void *ddp, double *v, ag_error *err) { return ag_ddp_sum(ddp, v, err); }
@@ -350,7 +382,8 @@ static ag_status finish(loop *L, long it, bool evaluate_too, ag_error *err)
 {
     bool best = false;
     ag_status s = evaluate_too ? evaluate(L, it, &best, err) : AG_OK;
-    if (s == AG_OK && L->csv && L->evaluated) fprintf(L->csv, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
+    if (s == AG_OK && evaluate_too && stop_request(L)) L->r->stop_signal = stop_request(L);   /* during it */
+    if (s == AG_OK && L->evaluated) s = put_row(L, err, "%ld,,%s%s\n", it, L->eval_cols, client_cells(L, it, false));
     if (s == AG_OK) s = checkpoint(L, it, best, err);
     L->r->step = it;
     return s;
@@ -385,7 +418,11 @@ static ag_status run_loop(loop *L, ag_error *err)
         if (due) {
             bool best = false;
             s = evaluate(L, it, &best, err);
-            if (s == AG_OK) s = checkpoint(L, it, best, err);
+            if (s == AG_OK && !stop_request(L)) s = checkpoint(L, it, best, err);
+        }
+        if (s == AG_OK && stop_request(L)) {   /* one came during the evaluation: saved as it is, no step more */
+            L->r->stop_signal = stop_request(L);
+            return finish(L, it, false, err);
         }
         if (s == AG_OK) s = ag_budget_calibrate(L->budget, it, due, &last, err);   /* the evaluation timed */
         L->run->steps = L->budget->steps;
@@ -437,7 +474,7 @@ static ag_status start_ddp(loop *L, ag_error *err)
     if (!c->draw || !(c->loss || c->pass) || !c->evaluate || c->batch < 1)
         return ag_seterr(err, AG_ERR_ARG, "ag_train_run: the client has no draw, loss or evaluate call, or no batch");
     const ag_ddp_opts d = {.dist = L->o->dist, .grad_accum = L->o->grad_accum, .batch_size = c->batch,
-                           .params = c->params, .stop = L->stop, .unit = c->unit};
+                           .params = c->params, .stop = L->stop, .unit = c->unit, .batch_flag = c->batch_flag};
     return ag_ddp_new(&L->ddp, &d, err);
 }
 
@@ -451,7 +488,7 @@ static ag_status open_dir(loop *L, ag_error *err)
     if (L->o->make_parents && (s = ag_mkdir_p(dir, err))) return s;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ag_seterr(err, AG_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
-    if ((s = ag_lock_take(&L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
+    if ((s = ag_lock_take(L->lock, dir, err)) || (s = ag__loop_open(dir, L->c, L->o, &L->st, &L->replaces, err))) return s;
     const ag_params *P = L->c->params;
     if (!L->o->resume && P->m && P->v) {   /* a fresh run's AdamW starts from zero moments, whatever ran before */
         memset(P->m, 0, sizeof *P->m * P->total);
@@ -523,6 +560,21 @@ static char *config_lines(const loop *L)
     return NULL;
 }
 
+/* A note of the run's end (no picture, no card): to the program's opts->warn, else "note: ..." on the log. */
+static void note(const loop *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(const loop *L, const char *fmt, ...)
+{
+    const ag_train_opts *o = L->o;
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (o->warn) o->warn(o->warn_user, line);
+    else if (o->log) fprintf(o->log, "note: %s\n", line);
+}
+
 /* DIR/report.md, the card of the run that ended (a failure is a note on the log, never the run's). */
 static void report(loop *L, const char *const *pics)
 {
@@ -544,21 +596,21 @@ static void report(loop *L, const char *const *pics)
         ag_ctx_reset(L->ctx);
         ag_ctx_set_grad(L->ctx, false);
         if (c->sample(c->user, L->ctx, &text, &e) == AG_OK) rep.sample = text;
-        else if (L->o->log) fprintf(L->o->log, "note: no sample on the card: %s\n", e.msg);
+        else note(L, "no sample on the card: %s", e.msg);
         ag_ctx_set_grad(L->ctx, true);
         ag_ctx_reset(L->ctx);
         ag_error_clear(&e);
     }
-    if (ag_report_write(L->o->out_dir, &rep, &e) && L->o->log) fprintf(L->o->log, "note: no report.md: %s\n", e.msg);
+    if (ag_report_write(L->o->out_dir, &rep, &e)) note(L, "no report.md: %s", e.msg);
     free(config);
     free(text);
 }
 
-/* png among the card's pictures when drawn (s AG_OK), else a note on the log */
+/* png among the card's pictures when drawn (s AG_OK), else a note */
 static void picture(const loop *L, ag_status s, const char *png, const char ***pic, ag_error *e)
 {
     if (s == AG_OK) *(*pic)++ = png;
-    else if (L->o->log) fprintf(L->o->log, "note: no %s: %s\n", png, e->msg);
+    else note(L, "no %s: %s", png, e->msg);
     ag_error_clear(e);
 }
 
@@ -568,10 +620,13 @@ static void pictures(loop *L)
     ag_error e = {0};
     const char *pics[5] = {NULL}, **pic = pics, *dir = L->o->out_dir;
     const ag_loss_plot none = {.title = L->c->name, .floor = NAN, .with_val = true};
-    picture(L, ag_plot_loss(dir, L->c->plot ? L->c->plot : &none, &e), "loss.png", &pic, &e);
-    if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
-    if (L->acts) picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
-    if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
+    if (!L->o->no_pictures) {   /* else the program's own, drawn as the run went */
+        picture(L, ag_plot_loss(dir, L->c->plot ? L->c->plot : &none, &e), "loss.png", &pic, &e);
+        if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
+        if (L->acts)
+            picture(L, ag_plot_activations(dir, ag_activations_layers(L->acts), &e), "activations.png", &pic, &e);
+        if (L->o->lr_find_lo > 0) picture(L, ag_lr_range_read(dir, &L->r->lr_find, &e), "lr_find.png", &pic, &e);
+    }
     if (!L->o->no_report) report(L, pics);   /* else the program's own card */
 }
 
@@ -594,9 +649,10 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_error own = {0};
     if (!err) err = &own;
     ag_train_opts mine = *o;   /* rank 0's log alone */
-    if (ag_dist_rank(o->dist) != 0) mine.log = NULL;
+    if (ag_dist_rank(o->dist) != 0) mine.log = NULL, mine.warn = NULL;
     loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
               .eval_cols = ""};
+    L.lock = o->lock ? o->lock : &L.own_lock;
     set_budget(&L, o);
     L.st.best_loss = INFINITY;
     L.st.best_step = -1;
@@ -613,6 +669,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     ag_status s = same_build(&L, err);
     if (s == AG_OK) s = fits(&L, err);
     if (s == AG_OK) s = start_ddp(&L, err);
+    if (o->ddp_out) *o->ddp_out = L.ddp;   /* the client's evaluation shares its batches through it */
     L.budget->sum = ranks_sum;   /* started before the client's start call, which may probe it */
     L.budget->sum_user = L.ddp;
     L.budget->ranks = ag_ddp_ranks(L.ddp);
@@ -626,11 +683,12 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
         s = ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", o->out_dir, strerror(errno));
     r->wall_s = ag_now_s() - L.t0;
     if (s == AG_OK && !r->stop_signal && L.writer) pictures(&L);
+    if (o->ddp_out) *o->ddp_out = NULL;
     ag_ddp_free(L.ddp);
     ag_dynamics_log_free(L.dyn);
     ag_activations_free(L.acts);
     ag_ctx_free(L.ctx);
-    ag_lock_drop(&L.lock);
+    if (L.lock == &L.own_lock) ag_lock_drop(&L.own_lock);   /* the program drops its own */
     restore_signals(o, old);
     return s;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "train.h"
 #include "train_impl.h"
 
@@ -202,14 +203,21 @@ static ag_status loop_read(const ag_train_client *c, const char *where, ag_train
     return s;
 }
 
-/* The weights, moments and state of DIR/latest into c->params and *st, by the client's format. */
+/* The weights, moments and state of DIR/latest into c->params and *st, by the client's format;
+ * with a kind that has an older layout (k->legacy), its files in DIR itself when there is no latest. */
 static ag_status load_latest(const char *dir, const ag_train_client *c, ag_train_state *st, ag_error *err)
 {
     char name[64], where[PATHLEN];
     ag_error why = {0};
-    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why))
+    const ag_ckpt_kind *k = format_of(c)->kind;
+    bool legacy = k->legacy && path3(where, dir, k->files[0], NULL, err) && access(where, F_OK) == 0;
+    if (ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &why) == AG_OK) {
+        if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    } else if (legacy) {
+        snprintf(where, sizeof where, "%s", dir);   /* the older layout's checkpoint */
+    } else {
         return ag_seterr(err, AG_ERR_ARG, "%s has no checkpoint to resume (%s); start without --resume", dir, why.msg);
-    if (!path3(where, dir, name, NULL, err)) return AG_ERR_ARG;
+    }
     ag_status s = format_of(c)->read(c, where, st, true, err);
     st->prev_hash = ag_weights_hash(c->params);   /* the next checkpoint follows this one */
     if (!st->run_id) st->run_id = ag_new_run_id();
@@ -275,12 +283,14 @@ ag_status ag__loop_outside_runs(const char *dir, const ag_train_client *c, ag_er
     return ag_ckpt_outside_runs(dir, format_of(c)->kind, err);
 }
 
-/* "warning: <what>" on log (a FILE *; NULL: none). */
-static void warn(void *log, const char *what)
+/* A warning of the run (opts, an ag_train_opts): to the program's o->warn, else "warning: <what>" on o->log. */
+static void warn(void *opts, const char *what)
 {
-    if (!log) return;
-    fprintf(log, "warning: %s\n", what);
-    fflush(log);
+    const ag_train_opts *o = opts;
+    if (o->warn) return o->warn(o->warn_user, what);
+    if (!o->log) return;
+    fprintf(o->log, "warning: %s\n", what);
+    fflush(o->log);
 }
 
 /* o->overwrite: a new run over the one DIR holds, said; *replaces that run. */
@@ -288,9 +298,9 @@ static ag_status start_over(const char *dir, const ag_train_client *c, const ag_
 {
     char msg[PATHLEN + 200];
     *replaces = ag_ckpt_live_run(dir, format_of(c)->kind);
-    snprintf(msg, sizeof msg, "%s holds a run already; overwrite: starting a new run over it (%s goes once the new "
-             "run's first checkpoint is saved)", dir, *replaces ? "the old run" : "nothing");
-    warn(o->log, msg);
+    snprintf(msg, sizeof msg, "%s already holds a checkpoint; --overwrite: starting a new run over it (%s goes once the "
+             "new run's first checkpoint is saved)", dir, *replaces ? "the old run" : "nothing");
+    warn((void *)o, msg);
     return AG_OK;
 }
 
@@ -314,7 +324,7 @@ static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train
     if (ag_ckpt_drop_orphans(dir, f->kind, st->origin, gone, sizeof gone)) {
         snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
                  "kill; starting the run again", dir, gone);
-        warn(o->log, msg);
+        warn((void *)o, msg);
     }
     bool held = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT;
     if (o->overwrite && (held || ag_ckpt_list(dir, gone, sizeof gone) > 0)) return start_over(dir, c, o, replaces);
@@ -335,7 +345,7 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
     ag_error why = {0};
     if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why))
         return ag_seterr(err, why.status, "--resume: %s", why.msg);
-    if (note[0]) warn(o->log, note);
+    if (note[0]) warn((void *)o, note);
     return load_latest(dir, c, st, err);
 }
 
@@ -345,6 +355,6 @@ ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_trai
     *replaces = 0;
     ag_status s = o->resume ? resume(dir, c, o, st, err) : fresh(dir, c, o, st, replaces, err);
     if (s) return s;
-    ag_ckpt_tidy(dir, format_of(c)->kind, 0, warn, o->log);   /* what a killed run left */
+    ag_ckpt_tidy(dir, format_of(c)->kind, 0, warn, (void *)o);   /* what a killed run left */
     return AG_OK;
 }

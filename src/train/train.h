@@ -625,6 +625,9 @@ struct ag_train_client {
     ag_params *params;         /* the weights the loop trains, checkpoints and restores */
     void *user;                /* handed to draw, loss, evaluate and sample */
     int batch;                 /* B, the items of a step (>= 1): ranks x grad_accum must divide it */
+    const char *batch_flag;    /* optional: how the program's user sets B, for the message when they
+                                  do not ("--batch-size 12 is not a multiple of ...; try --batch-size
+                                  15"); NULL: "the batch of 12 <unit> is not a multiple of ..." */
     double step_bytes;         /* optional: the bytes its ctx holds at the peak of a step or an
                                   evaluation (nn.h: ag_gpt_step_bytes); > 0: with the program
                                   (AG_PROCESS_BYTES) and the weights, gradients and Adam's moments
@@ -632,7 +635,8 @@ struct ag_train_client {
                                   ag_machine_bytes or the run is refused first (ag_check_memory) */
     /* Draws the step's batch of B items from rng (the run's stream: checkpointed, so a resume
      * draws the batches an unbroken run would) and keeps it for loss. A failure: its status,
-     * the reason in err. */
+     * the reason in err. The step's first call: params' gradients are still the last step's
+     * (zeroed after it; char_lm's test hook before a step reads them). */
     ag_status (*draw)(void *user, ag_rng *rng, ag_error *err);
     /* Records on ctx's tape the forward of micro-batch mb of the batch last drawn, its items
      * [mb->first, mb->first + mb->b), ending in their mean loss [1] in *loss; mb->seed seeds
@@ -726,7 +730,8 @@ typedef struct {
                                   locked for the run */
     bool make_parents;         /* DIR's missing parents made too (mkdir -p: char_lm's --out) */
     long steps;                /* optimizer steps in all, counted from the run's first */
-    bool resume;               /* go on from DIR/latest: weights, Adam's m and v, the batch
+    bool resume;               /* go on from DIR/latest (a format whose kind has an older layout:
+                                  its files in DIR itself when there is no latest): weights, Adam's m and v, the batch
                                   stream, the step, the best evaluation; false refuses a DIR that
                                   holds a run already, and starts Adam's m and v at 0 (whatever a
                                   run before it in this process left in params) */
@@ -774,6 +779,10 @@ typedef struct {
                                   NULL: alone): each rank runs its share of every step, every
                                   rank evaluates, rank 0 alone touches DIR and writes the log */
     int grad_accum;            /* K: each rank's share of a step as K micro-batches (0: 1) */
+    ag_ddp **ddp_out;          /* where the loop puts its split of the step (ddp.h; NULL alone with
+                                  K 1) before the client's start call, NULL again when the run
+                                  ends: for a client whose evaluation shares its batches over the
+                                  ranks (char_lm's: ag_ddp_mine, ag_ddp_sum, ag_ddp_agree_stop) */
     const volatile sig_atomic_t *stop;   /* the program's own stop flag, set by its handlers (char_lm's:
                                   SIGINT, SIGTERM, SIGHUP, its checkpoint signal SIGUSR1): non-zero
                                   ends the run as a signal does, r->stop_signal := its value; the
@@ -786,6 +795,19 @@ typedef struct {
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
                                   names the old run's); false: such a DIR is refused */
+    void (*warn)(void *user, const char *line);   /* the run's warnings (what the tidy of DIR left
+                                  alone, a lost latest found, --overwrite's start) and notes (no
+                                  picture, no report.md), each one line without its newline, in
+                                  the program's words (char_lm's: "char_lm: warning: <line>" on
+                                  stderr); NULL: "warning: <line>", "note: <line>" on log */
+    void *warn_user;
+    ag_lock *lock;             /* the program's lock on DIR (NULL: the loop's own): taken by the
+                                  loop unless held already, and left held after the run for the
+                                  program to drop (char_lm locks DIR before it reads the checkpoint
+                                  its model is built from, and keeps it to the end) */
+    bool no_pictures;          /* no pictures from the loop at the end (loss.png, dynamics.png,
+                                  activations.png, lr_find.png, r->lr_find unread): the program
+                                  draws its own (char_lm's, in the background as the run goes) */
     bool no_report;            /* no DIR/report.md from the loop: the program writes its own card
                                   (char_lm's, after the sample it prints) */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
@@ -825,10 +847,13 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * program's own handlers given back after). Every `every` steps and at the end: evaluate,
  * write DIR/ckpt-<step>/ whole (a kill -9 at any instant leaves DIR/latest naming a complete
  * one), move latest, and best when the evaluation is the lowest yet; DIR/metrics.csv gets a
- * row per step (cut right on a resume), DIR/dynamics.csv one every opts->log_dynamics steps,
+ * row per step (cut right on a resume), each out of the process at once as the log's lines are (a
+ * full disk under either stops the run at once, AG_ERR_IO saying what is kept),
+ * DIR/dynamics.csv one every opts->log_dynamics steps,
  * and at the end DIR/loss.png and dynamics.png (without gnuplot: a note on the log, not an
  * error) and DIR/report.md, the card (not after a signal). A stop signal still ends in a
- * checkpoint, with r->stop_signal set and AG_OK. Errors (a bad DIR, a checkpoint of another model, a loss that
+ * checkpoint, with r->stop_signal set and AG_OK (one during an evaluation: at that step, with
+ * no step more, what the evaluation did not finish never judged). Errors (a bad DIR, a checkpoint of another model, a loss that
  * is NaN) are a status and one line in err; the last checkpoint stays. A checkpoint goes into the
  * directory locked at the start even when DIR was moved meanwhile (`mv DIR DIR.old`): the run
  * then stops with AG_ERR_IO saying where it went, nothing written into a new DIR. DIR is kept by the

@@ -1,4 +1,4 @@
-/* test_budget.c -- --time-budget (issue 21, examples/char_lm/train_budget.c):
+/* test_budget.c -- --time-budget (issue 21; train/budget.h, kept for char_lm by ag_train_run):
  *
  *   durations  what --time-budget takes ("90s", "1h30m", "none") and refuses; a budget preset
  *              implies its budget unless --time-budget is given (the refusals as a process,

@@ -1,10 +1,11 @@
-/* test_dynamics.c -- char_lm's --log-dynamics (examples/char_lm/dynamics.c) and the curves of
+/* test_dynamics.c -- char_lm's --log-dynamics (src/train/dynamics.c, on the trainer) and the curves of
  * loss.png: the rows of DIR/dynamics.csv at each log step, their figures recomputed from the
  * weights and gradients the run had (seen through lm_train_opts.before_step), the rows a
  * resumed run keeps, a run that the flag leaves exactly as it was, and the learning rate and
  * the ln V line in loss.gp. Each test trains a few steps of a small model on the first 4000
  * characters of data/tinyshakespeare.txt, in its own mkdtemp directory. Then --log-activations
- * (activations.c): its rows read off a model whose blocks were set to known answers. */
+ * (src/train/activations.c, char_lm's forward in client.c): its rows read off a model whose blocks
+ * were set to known answers. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -216,7 +217,7 @@ START_TEST(test_loss_plot_curves)
 }
 END_TEST
 
-// --- --log-activations (activations.c, lesson 14) ---
+// --- --log-activations (src/train/activations.c, lesson 14) ---
 
 /* Sets every element of the parameter named name to v. */
 static void set_param(ag_gpt *g, const char *name, ag_real v)

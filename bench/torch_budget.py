@@ -60,7 +60,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-CAL_SHARE, CAL_MIN_STEPS, RESERVE_SHARE = 0.02, 3, 0.02   # as examples/char_lm/train_budget.c
+CAL_SHARE, CAL_MIN_STEPS, RESERVE_SHARE = 0.02, 3, 0.02   # as src/train/budget.c
 
 
 class MultiHeadAttention(nn.Module):

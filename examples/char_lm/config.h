@@ -46,7 +46,7 @@ typedef struct {
     bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
     bool log_activations;   /* per block residual RMS, MLP activation inputs, score range (lesson 14) */
     bool log_dynamics;      /* per layer gradient norms and update/weight ratios at each log step */
-    double time_budget;     /* --time-budget in seconds: the run ends within it (train_budget.c);
+    double time_budget;     /* --time-budget in seconds: the run ends within it (src/train/budget.c);
                                0: none */
     long budget_iters;      /* the steps --time-budget fixed once it had timed the first ones, then
                                also max_iters (and lr_decay_iters); 0: not fixed (yet) */

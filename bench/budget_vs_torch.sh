@@ -92,8 +92,9 @@ for b in "${budgets[@]}"; do
 done
 
 first="$OUT/${budgets[0]}-attograd-1.log"
-echo "this machine: recipe M's step $(sed -n 's/^time budget .* at \([0-9.e-]*\) s a step.*/\1/p' "$first") s" \
-     "(the probe of the first budget; threads: ${THREADS:-the default})"
+# the recipe line gives the step of the recipe it picked (recipe.c: lm_recipe_line)
+echo "this machine: $(sed -n 's/^time budget \([^ ]*\) at \([0-9.e-]*\) s a step.*-> recipe \([A-Z]\).*/recipe \3 at \2 s a step (the \1 budget'"'"'s pick)/p' "$first")" \
+     "(threads: ${THREADS:-the default})"
 echo
 echo "| budget | round | recipe picked | attograd: steps, time | val (its last evaluation) | **val, whole split** | PyTorch, the same recipe: steps | **val, whole split** | PyTorch - attograd | nanoGPT's recipe: steps | **val, whole split** |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"

@@ -6,7 +6,8 @@
  *   refuse   another tag; a config over the program's bound, never parsed; a vocabulary of
  *            another size than the config's; a config larger than the file can hold, refused
  *            before the model is allocated
- *   meta     ag_st_meta_iter, ag_st_meta_loss, ag_st_meta_u64 on good and bad values
+ *   meta     ag_st_meta_iter, ag_st_meta_loss, ag_st_meta_u64 on good and bad values; a file's
+ *            run and iteration from its header (ag_gpt_ckpt_file_id), none without both
  *   bound    ag_ckpt_check_bound: a moments file pairs with the weights it was saved with only */
 #include <check.h>
 #include <math.h>
@@ -81,6 +82,8 @@ START_TEST(test_write_and_read)
     ck_assert(v.V == 4 && v.cp[0] == 10 && v.cp[3] == 99);
     ck_assert(iter == 42 && run == 0xabcdef);
     ck_assert_str_eq(ag_st_meta_get(f, "run_id"), "0000000000abcdef");
+    ag_ckpt_id id = {0};
+    ck_assert(ag_gpt_ckpt_file_id(proc_path(root, "w.safetensors"), &id) && id.run_id == 0xabcdef && id.iter == 42);
     ag_gpt *h = NULL;
     ck_assert_msg(ag_gpt_ckpt_model(f, "w", &m, 1, &h, &err) == AG_OK, "%s", err.msg);
     for (size_t i = 0; i < g->params->total; i++)
@@ -161,6 +164,9 @@ START_TEST(test_meta_readers)
     ck_assert_int_eq(ag_st_meta_u64(f, "P", "gone", 100, &v, &err), AG_ERR_FORMAT);
     ck_assert_str_eq(err.msg, "P: metadata has no \"gone\"");
     ag_st_free(f);
+    ag_ckpt_id id;
+    ck_assert(!ag_gpt_ckpt_file_id(path, &id));   /* an iter but no run_id */
+    ck_assert(!ag_gpt_ckpt_file_id(proc_path(root, "missing"), &id));
 }
 END_TEST
 

@@ -274,24 +274,13 @@ ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err)
     return ag_ckpt_identify_pair(path, LM_MODEL_FILE, LM_STATE_FILE, identify_pair, id, err);
 }
 
-/* The run and iteration one checkpoint file's header gives (the older layout's pair may be half
- * removed by a kill); false when it is not one. */
-static bool file_id(const char *path, ag_ckpt_id *id)
-{
-    ag_error ignored = {0};
-    ag_st_file *f = ag_st_load_header(path, &ignored);
-    bool ok = ag_hex64_parse(ag_st_meta_get(f, "run_id"), &id->run_id) && (id->iter = ag_st_meta_iter(f, "iter")) >= 0;
-    ag_st_free(f);
-    return ok;
-}
-
 /* The files of a run directory that char_lm writes besides the library's (every picture,
  * script and table a train or --lr-find writes there). */
 static const char *const run_files[] = {"attn.png", "attn.gp", "activations.csv", "activations.png",
                                         "activations.gp", "lr_find.png", "lr_find.gp", NULL};
 
 const ag_ckpt_kind lm_ckpt_kind = {.files = ckpt_files, .run_files = run_files, .legacy = true,
-                                   .identify = lm_ckpt_identify, .file_id = file_id, .pick_flag = "--ckpt"};
+                                   .identify = lm_ckpt_identify, .file_id = ag_gpt_ckpt_file_id, .pick_flag = "--ckpt"};
 
 /* The model file in where is of iteration iter too: a pair of two iterations (a copy of a later
  * state over an earlier model) is named so, before the weights' binding calls it two branches. */

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gpt_ckpt.h"
-#include "../train/train.h"
 
 ag_status ag_gpt_ckpt_write(const char *path, const ag_gpt *g, const char *format, const char *config,
                             const ag_vocab *v, long iter, uint64_t run_id, ag_error *err)
@@ -84,4 +83,13 @@ ag_status ag_gpt_ckpt_model(const ag_st_file *f, const char *path, const ag_gpt_
         *g = NULL;
     }
     return st;
+}
+
+bool ag_gpt_ckpt_file_id(const char *path, ag_ckpt_id *id)
+{
+    ag_error ignored = {0};
+    ag_st_file *f = ag_st_load_header(path, &ignored);
+    bool ok = ag_hex64_parse(ag_st_meta_get(f, "run_id"), &id->run_id) && (id->iter = ag_st_meta_iter(f, "iter")) >= 0;
+    ag_st_free(f);
+    return ok;
 }

@@ -11,6 +11,7 @@
 #include "nn.h"
 #include "../data/corpus.h"
 #include "../io/safetensors.h"
+#include "../train/train.h"
 
 /* A program's weights files. */
 typedef struct {
@@ -38,5 +39,9 @@ ag_status ag_gpt_ckpt_meta(const ag_st_file *f, const char *path, const ag_gpt_c
  * ag_ckpt_read_weights. *g NULL on error. */
 ag_status ag_gpt_ckpt_model(const ag_st_file *f, const char *path, const ag_gpt_config *model, uint64_t seed,
                             ag_gpt **g, ag_error *err);
+/* The run_id (16 hex digits) and iter of the file at path (a weights file, or the moments file
+ * beside it when it has both keys), from its header alone: an ag_ckpt_kind's file_id, which
+ * tells whose the files of an older layout are. false when it is unreadable or lacks either. */
+bool ag_gpt_ckpt_file_id(const char *path, ag_ckpt_id *id);
 
 #endif

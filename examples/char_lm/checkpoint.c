@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "checkpoint.h"
 #include "nn/gpt_ckpt.h"
 #include "train/train.h"
@@ -118,14 +117,7 @@ ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
     return ag_ckpt_resolve(dir, LM_LATEST, &lm_ckpt_kind, buf, n, NULL, 0, err);
 }
 
-bool lm_ckpt_exists(const char *dir)
-{
-    char path[PATHLEN], found[64];
-    struct stat sb;
-    return (ag_path_join(path, sizeof path, dir, LM_LATEST) && lstat(path, &sb) == 0) ||
-           (ag_path_join(path, sizeof path, dir, LM_MODEL_FILE) && lstat(path, &sb) == 0) ||
-           ag_ckpt_list(dir, found, sizeof found) > 0;
-}
+bool lm_ckpt_exists(const char *dir) { return ag_ckpt_exists(dir, &lm_ckpt_kind); }
 
 // --- reading ---
 

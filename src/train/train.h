@@ -333,6 +333,9 @@ bool ag_ckpt_superseded(const ag_ckpt_id *c, uint64_t run, long iter, uint64_t p
 /* The ckpt-N directories in DIR, ", "-separated in buf [n] (cut short with "..."); returns
  * how many. */
 int ag_ckpt_list(const char *dir, char *buf, size_t n);
+/* DIR holds a checkpoint of kind k, whole or not: a latest (of any kind: a file, a link), a
+ * ckpt-N, or with k->legacy the older layout's k->files[0]. */
+bool ag_ckpt_exists(const char *dir, const ag_ckpt_kind *k);
 /* What a killed train left in DIR, removed: ckpt-*.tmp directories, temporary files of the
  * run's files, the checkpoints the live one supersedes (those of run `also` too: a new run's
  * --overwrite of the old one), the older layout's files if superseded. DIR/best is found from

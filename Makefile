@@ -558,8 +558,8 @@ browser-run: $(B)/char_lm
 PREFIX  ?= /usr/local
 VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h src/tensor/speed.h \
-                 src/tensor/debug.h src/nn/nn.h src/nn/switches.h src/nn/trace.h src/params/params.h src/io/safetensors.h \
-                 src/optim/optim.h src/check/gradcheck.h
+                 src/tensor/debug.h src/nn/nn.h src/nn/switches.h src/nn/trace.h src/nn/gpt_ckpt.h src/params/params.h \
+                 src/io/safetensors.h src/optim/optim.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
 PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # src/train: the run machinery of any training program (the lock, whole files, loss.png, the

@@ -32,6 +32,7 @@
 #include "params/params.h"
 #include "nn/nn.h"
 #include "nn/trace.h"
+#include "nn/gpt_ckpt.h"
 #include "io/safetensors.h"
 #include "optim/optim.h"
 #include "check/gradcheck.h"

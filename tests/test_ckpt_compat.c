@@ -15,6 +15,8 @@
  *            saved with it, and iteration 6 reaches that build's losses
  *   unit     the library's checkpoint unit on its own: latest points and reads back, names
  *            that could leave the directory are refused, a removal takes only the listed files
+ *   exists   ag_ckpt_exists: nothing, a latest, a ckpt-N, the older layout's file (only for a kind
+ *            that has that layout) each make DIR hold a checkpoint
  *   kept     ag_ckpt_kept says what DIR keeps as latest and best name it: nothing, one, two
  *   mkdir_p  ag_mkdir_p makes the missing parents, and names a component that is a file */
 #include <check.h>
@@ -138,6 +140,26 @@ START_TEST(test_unit_pointer_and_remove)
 }
 END_TEST
 
+START_TEST(test_unit_exists)
+{
+    char root[] = "/tmp/ag_ckpt_exists_XXXXXX";
+    ck_assert(mkdtemp(root));
+    static const char *const files[] = {"w.safetensors", "s.safetensors", NULL};
+    const ag_ckpt_kind old = {.files = files, .legacy = true}, plain = {.files = files};
+    ck_assert(!ag_ckpt_exists(root, &old) && !ag_ckpt_exists(proc_path(root, "none"), &old));
+    proc_write_file(proc_path(root, "w.safetensors"), "x", 1);   /* the older layout */
+    ck_assert(ag_ckpt_exists(root, &old) && !ag_ckpt_exists(root, &plain));
+    ck_assert_int_eq(unlink(proc_path(root, "w.safetensors")), 0);
+    ck_assert_int_eq(mkdir(proc_path(root, "ckpt-00000003"), 0755), 0);
+    ck_assert(ag_ckpt_exists(root, &plain));
+    ck_assert_int_eq(rmdir(proc_path(root, "ckpt-00000003")), 0);
+    ck_assert(!ag_ckpt_exists(root, &plain));
+    ck_assert_int_eq(symlink("nowhere", proc_path(root, AG_CKPT_LATEST)), 0);   /* a dangling latest counts */
+    ck_assert(ag_ckpt_exists(root, &plain));
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(test_unit_kept)
 {
     char root[] = "/tmp/ag_ckpt_kept_XXXXXX", buf[512], want[512];
@@ -190,7 +212,7 @@ Suite *ckpt_compat_suite(void)
     ADD_TESTS(t, test_library_reads_fixture, test_resume_fixture);
     suite_add_tcase(s, t);
     TCase *u = tcase_create("unit");
-    ADD_TESTS(u, test_unit_pointer_and_remove, test_unit_kept, test_unit_mkdir_p);
+    ADD_TESTS(u, test_unit_pointer_and_remove, test_unit_exists, test_unit_kept, test_unit_mkdir_p);
     suite_add_tcase(s, u);
     return s;
 }

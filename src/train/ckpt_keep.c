@@ -67,6 +67,15 @@ int ag_ckpt_list(const char *dir, char *buf, size_t n)
     return k;
 }
 
+bool ag_ckpt_exists(const char *dir, const ag_ckpt_kind *k)
+{
+    char path[PATHLEN], found[64];
+    struct stat sb;
+    return (ag_path_join(path, sizeof path, dir, AG_CKPT_LATEST) && lstat(path, &sb) == 0) ||
+           (k->legacy && ag_path_join(path, sizeof path, dir, k->files[0]) && lstat(path, &sb) == 0) ||
+           ag_ckpt_list(dir, found, sizeof found) > 0;
+}
+
 bool ag_ckpt_superseded(const ag_ckpt_id *c, uint64_t run, long iter, uint64_t prev)
 {
     return run != 0 && c->run_id == run && (c->iter <= iter || (prev != 0 && c->follows == prev));

@@ -22,6 +22,9 @@
  *                                 (plot.c), every wait for it bounded
  *   ag_ckpt_write_weights, ag_ckpt_write_moments, ag_ckpt_read_weights, ag_ckpt_read_moments
  *                                 the tensors of a checkpoint, for any ag_params (ckpt.c)
+ *   ag_st_meta_u64, ag_st_meta_iter, ag_st_meta_loss, ag_ckpt_check_bound
+ *                                 a checkpoint file's metadata read, the moments bound to
+ *                                 their weights by model_hash (ckpt_meta.c)
  *   ag_csv_open, ag_csv_layer_head
  *                                 a run's CSV (metrics.csv), cut right on a resume, and a header
  *                                 of per-layer columns (csv.c)
@@ -308,6 +311,20 @@ ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const 
                                 ag_ckpt_id *id, ag_error *err);
 /* The metadata value key of f as 16 hex digits (a run id, a hash), or 0 when missing or not. */
 uint64_t ag_st_meta_hex(const ag_st_file *f, const char *key);
+/* The metadata value key of f as an iteration (a decimal count below 2^53), or -1 when missing
+ * or not one (ckpt_meta.c, as the three below). */
+long ag_st_meta_iter(const ag_st_file *f, const char *key);
+/* The metadata value key of f as a loss (a finite number >= 0), or NaN when missing or not one. */
+double ag_st_meta_loss(const ag_st_file *f, const char *key);
+/* The metadata value key of f (read from path) as a decimal count <= max in *out; AG_ERR_FORMAT
+ * naming path and key when it is missing or not one. */
+ag_status ag_st_meta_u64(const ag_st_file *f, const char *path, const char *key, uint64_t max, uint64_t *out,
+                         ag_error *err);
+/* The moments file f (read from path) was saved with P's weights, read from weights_file: its
+ * "model_hash" is ag_weights_hash(P) (a file without one, older than the binding, pairs as
+ * before). AG_ERR_FORMAT saying the two files are not one checkpoint otherwise. */
+ag_status ag_ckpt_check_bound(const ag_st_file *f, const char *path, const char *weights_file, const ag_params *P,
+                              ag_error *err);
 
 /* c is a checkpoint that a save of run `run` at iteration `iter` supersedes, so that the run
  * may remove it: the same run, and as old or older, or written after the checkpoint of
@@ -316,6 +333,9 @@ bool ag_ckpt_superseded(const ag_ckpt_id *c, uint64_t run, long iter, uint64_t p
 /* The ckpt-N directories in DIR, ", "-separated in buf [n] (cut short with "..."); returns
  * how many. */
 int ag_ckpt_list(const char *dir, char *buf, size_t n);
+/* DIR holds a checkpoint of kind k, whole or not: a latest (of any kind: a file, a link), a
+ * ckpt-N, or with k->legacy the older layout's k->files[0]. */
+bool ag_ckpt_exists(const char *dir, const ag_ckpt_kind *k);
 /* What a killed train left in DIR, removed: ckpt-*.tmp directories, temporary files of the
  * run's files, the checkpoints the live one supersedes (those of run `also` too: a new run's
  * --overwrite of the old one), the older layout's files if superseded. DIR/best is found from

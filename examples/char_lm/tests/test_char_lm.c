@@ -363,7 +363,7 @@ START_TEST(test_checkpoint_roundtrip)
                          .eval_val = 0.1};
     ag_rng_seed(&st.rng, 99);
     ag_rng_u32(&st.rng);
-    ck_assert_int_eq(lm_ckpt_save(fx_dir, g, &cfg, &c.vocab, &st, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(fx_ckpt_save(fx_dir, g, &cfg, &c.vocab, &st, fx_fresh_cause()), AG_OK);
 
     lm_model m;
     ck_assert_msg(lm_model_load(fx_dir, &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);

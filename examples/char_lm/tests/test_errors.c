@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "checkpoint.h"
+#include "lm_fixture.h"
 #include "proc.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -466,7 +467,7 @@ static void make_deep(const char *dir)
     char deep[PATH_MAX];
     snprintf(deep, sizeof deep, "%s", proc_path(dir, "deep"));
     ck_assert_int_eq(mkdir(deep, 0755), 0);
-    ck_assert_int_eq(lm_ckpt_save(deep, g, &cfg, &c.vocab, &st, NULL), AG_OK);
+    ck_assert_int_eq(fx_ckpt_save(deep, g, &cfg, &c.vocab, &st, NULL), AG_OK);
     ag_gpt_free(g);
     ag_corpus_free(&c);
 }

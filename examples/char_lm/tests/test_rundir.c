@@ -48,6 +48,7 @@
 #include "alloc_count.h"
 #include "attn.h"
 #include "checkpoint.h"
+#include "lm_fixture.h"
 #include "proc.h"
 #include "train.h"
 #include "tensor/debug.h"   /* ag_now_s */
@@ -393,12 +394,12 @@ START_TEST(test_layout)
     ag_error e = {0};
 
     /* the same iteration saved again (a new run over an old one) never touches the live one */
-    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003");
-    ck_assert_int_eq(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_OK);
+    ck_assert_int_eq(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_OK);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
     ck_assert(!exists(ck, "ckpt-00000003"));
-    ck_assert_int_eq(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_OK);
+    ck_assert_int_eq(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_OK);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003");
     ck_assert(!exists(ck, "ckpt-00000003-b"));
     lm_model m;
@@ -413,7 +414,7 @@ END_TEST
 
 /* A checkpoint of g saved with st made of run `run` at iteration iter, following the checkpoint
  * of model_hash prev, moved into ck as name (saved in dir/scratch first). */
-static void plant_ckpt(const char *dir, const char *ck, const char *name, const ag_gpt *g, const lm_config *cfg,
+static void plant_ckpt(const char *dir, const char *ck, const char *name, ag_gpt *g, const lm_config *cfg,
                        const ag_vocab *v, lm_train_state st, uint64_t run, long iter, uint64_t prev)
 {
     char scratch[PATH_MAX], from[PATH_MAX];
@@ -424,7 +425,7 @@ static void plant_ckpt(const char *dir, const char *ck, const char *name, const 
     st.iter = iter;
     st.prev_hash = prev;
     ag_error e = {0};
-    ck_assert_msg(lm_ckpt_save(scratch, g, cfg, v, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(fx_ckpt_save(scratch, g, cfg, v, &st, &e) == AG_OK, "%s", e.msg);
     snprintf(from, sizeof from, "%s", proc_ckpt(scratch));
     ck_assert_int_eq(rename(from, proc_path(ck, name)), 0);
     proc_remove_tree(scratch);
@@ -443,7 +444,7 @@ START_TEST(test_clean)
     lm_train_state st;
     ag_gpt *g = small_model(dir, ck, &c, &cfg, &st, 3);
     ag_error e = {0};
-    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);   /* live: ckpt-3 */
+    ck_assert_msg(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);   /* live: ckpt-3 */
     uint64_t live = ag_weights_hash(g->params);
     plant_ckpt(dir, ck, "ckpt-00000002", g, &cfg, &c.vocab, st, 0x1234, 2, 0);      /* superseded */
     plant_ckpt(dir, ck, "ckpt-00000004", g, &cfg, &c.vocab, st, 0x1234, 4, live);   /* never committed */
@@ -1078,15 +1079,15 @@ START_TEST(test_planted_directory)
                              "ckpt-00000005/", "ckpt-00000005/notes.txt", "ckpt-00000005-b/", "ckpt-00000005-b/x",
                              "ckpt-00000007", "ckpt-00000003-b.tmp/", "ckpt-00000003-b.tmp/notes.txt"};
     plant(ck, planted, (int)(sizeof planted / sizeof *planted));
-    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
     st.iter = 5;   /* both names taken: an error that says so, the live checkpoint kept */
-    ck_assert_int_eq(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_ERR_IO);
+    ck_assert_int_eq(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e), AG_ERR_IO);
     ck_assert_msg(strstr(e.msg, "taken") && strstr(e.msg, "ckpt-00000005"), "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003-b");
     st.iter = 7;   /* a file with the name is not ours to remove either */
     ag_error_clear(&e);
-    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ck_assert_str_eq(latest_name(ck), "ckpt-00000007-b");
     for (size_t i = 0; i < sizeof planted / sizeof *planted; i++)
         ck_assert_msg(exists(ck, planted[i]), "%s was removed", planted[i]);
@@ -1166,7 +1167,7 @@ START_TEST(test_attn_memory)
     ag_gpt *g = ag_gpt_new(&cfg.model, 1, NULL);
     ck_assert_ptr_nonnull(g);
     ag_error e = {0};
-    ck_assert_msg(lm_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ag_gpt_free(g);
     lm_model m;
     ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);

@@ -347,7 +347,7 @@ START_TEST(test_poisoned_model_never_written)
     w->data[3] = (ag_real)NAN;
     lm_train_state st = { .iter = 5, .step = 5, .n_tokens = 10, .n_train = 10 };
     ag_rng_seed(&st.rng, 1);
-    ck_assert_int_eq(lm_ckpt_save(fx_in_dir("run"), m.g, &m.cfg, &m.vocab, &st, fx_fresh_cause()), AG_ERR_NONFINITE);
+    ck_assert_int_eq(fx_ckpt_save(fx_in_dir("run"), m.g, &m.cfg, &m.vocab, &st, fx_fresh_cause()), AG_ERR_NONFINITE);
     ck_assert_msg(strstr(fx_cause.msg, "lm_head.weight") && strstr(fx_cause.msg, "not written"), "%s", fx_cause.msg);
     lm_model_free(&m);
     ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);   /* still the old one */

@@ -27,7 +27,6 @@
 #include <string.h>
 #include <time.h>
 #include "attn.h"
-#include "attn_heads.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
@@ -407,10 +406,10 @@ static int cmd_attn(const lm_attn_args *a)
     lm_model m;
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
-    if (!*stop) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
-    lm_attn_head *heads = NULL;   /* [H] */
     int H = m.g->cfg.n_head;
-    if (!s && !*stop) s = lm_attn_heads(&m, a->prompt, a->layer, &heads, &e);
+    lm_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
+    if (!heads) s = ag_seterr(&e, AG_ERR_NOMEM, "attn: out of memory");
+    if (!s && !*stop) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, heads, &e);
     lm_model_free(&m);
     if (*stop || s) free(heads);
     if (*stop) return ag_stopped_code(*stop);   /* whatever the interrupted plot said */

@@ -1,7 +1,8 @@
 /* test_program.c -- what a training program's main does around the library (issue 31;
  * src/train/program.h): the error line and its exit code, the line of an error every rank of a
- * job meets alike, the launcher's rank, the threads, the stop signals and their exit codes, the
- * pictures a run wrote, a failed flush, the re-run with a bounded OpenMP spin. */
+ * job meets alike, a rank's way out of a failed or stopped run, the launcher's rank, the
+ * threads, the stop signals and their exit codes, the pictures a run wrote, a failed flush, the
+ * re-run with a bounded OpenMP spin. */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -62,6 +63,44 @@ START_TEST(test_error_line)
     free(line);
     ck_assert_int_eq(ag_exit_code(AG_OK), 0);
     ck_assert_int_eq(ag_exit_code(AG_ERR_NONFINITE), 1);
+    ag_train_name("attograd", "AG");
+}
+END_TEST
+
+typedef struct {
+    ag_status s;
+    bool alike;
+    int sig;
+} leave;
+
+static int leave_alone(const void *arg)
+{
+    const leave *l = arg;
+    ag_dist *d;
+    ag_error e = {.status = l->s, .msg = "it broke"};
+    ck_assert_int_eq(ag_dist_init(&d, 0, &e), AG_OK);   /* this process alone: rank 0 of 1 */
+    return ag_leave_run(d, "error: ", l->s, &e, l->alike, l->sig);
+}
+
+START_TEST(test_leave_run)
+{
+    ag_train_name("prog", "PROG");
+    int rc;
+    char *line = stderr_of(leave_alone, &(leave){AG_ERR_IO, false, 0}, &rc);
+    ck_assert_str_eq(line, "prog: error: it broke\n");
+    ck_assert_int_eq(rc, 1);
+    free(line);
+    line = stderr_of(leave_alone, &(leave){AG_ERR_ARG, true, 0}, &rc);   /* rank 0 says it, alike or not */
+    ck_assert_str_eq(line, "prog: error: it broke\n");
+    ck_assert_int_eq(rc, 2);
+    free(line);
+    line = stderr_of(leave_alone, &(leave){AG_OK, false, SIGUSR1}, &rc);   /* stopped: no line, its code */
+    ck_assert_str_eq(line, "");
+    ck_assert_int_eq(rc, AG_EXIT_REQUEUE);
+    free(line);
+    line = stderr_of(leave_alone, &(leave){AG_OK, false, SIGHUP}, &rc);
+    ck_assert_int_eq(rc, 129);
+    free(line);
     ag_train_name("attograd", "AG");
 }
 END_TEST
@@ -204,7 +243,7 @@ Suite *program_suite(void)
 {
     Suite *s = suite_create("program");
     TCase *t = tcase_create("main");
-    ADD_TESTS(t, test_error_line, test_launcher, test_threads, test_stop_signals, test_pictures_and_flush,
+    ADD_TESTS(t, test_error_line, test_leave_run, test_launcher, test_threads, test_stop_signals, test_pictures_and_flush,
               test_omp_spin);
     suite_add_tcase(s, t);
     return s;

@@ -230,15 +230,6 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
     if (o->trace && (*quiet = fopen("/dev/null", "w"))) o->trace = *quiet;
 }
 
-/* A failed run: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
- * argument error once the ranks have compared their setups (it is the same on every rank), nor
- * rank 0's own failure sent to every rank (a run directory in use), nor a wait that every
- * waiting rank saw run out (the lowest of them speaks: dist.h). */
-static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, const ag_error *e)
-{
-    return ag_say_rank_error(d, "error: ", s, e, r->error_shared || (s == AG_ERR_ARG && r->ranks_compared));
-}
-
 /* --time-budget without --config: the reference recipe's steps timed, the recipe picked and
  * said in one line (recipe.h); that time counts against the budget. */
 static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
@@ -294,19 +285,14 @@ static int cmd_train(const lm_train_args *a)
         return ag_stopped_code(*stop ? *stop : SIGTERM);
     }
     if (quiet) fclose(quiet);
-    if (s) {
-        int code = fail_rank(d, &r, s, &e);
-        if (r.error_shared || (s == AG_ERR_ARG && r.ranks_compared)) ag_dist_barrier(d, &e);   /* every rank's: */
-        ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
-        return code;
-    }
-    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 */
-        /* once every rank is past the checkpoint, leave without MPI_Finalize: after Ctrl-C on
-         * mpirun it would wait for mpirun, which waits to kill us (docs/distributed.md) */
-        if ((s = ag_dist_barrier(d, &e))) fail_rank(d, &r, s, &e);
-        ag_dist_end(d, false);
-        return ag_stopped_code(r.stop_signal);
-    }
+    /* A failure: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
+     * argument error once the ranks have compared their setups (the same on every rank), nor rank
+     * 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting
+     * rank saw run out (the lowest of them speaks: dist.h). A stop: the signal all ranks agreed
+     * on, 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 the checkpoint signal. */
+    if (s || r.interrupted)
+        return ag_leave_run(d, "error: ", s, &e, r.error_shared || (s == AG_ERR_ARG && r.ranks_compared),
+                            r.stop_signal);
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
     int code = show_result(a->out, &facts, since);

@@ -51,6 +51,21 @@ int ag_say_rank_error(const ag_dist *d, const char *lead, ag_status s, const ag_
     return say_as_rank(rank, lead, s, e);
 }
 
+int ag_leave_run(ag_dist *d, const char *lead, ag_status s, const ag_error *e, bool alike, int stop_signal)
+{
+    ag_error met = {0};
+    if (s) {
+        int code = ag_say_rank_error(d, lead, s, e, alike);
+        if (alike) ag_dist_barrier(d, &met);   /* every rank's: leave once rank 0 said it */
+        ag_dist_end(d, false);
+        return code;
+    }
+    ag_status b = ag_dist_barrier(d, &met);   /* every rank past the checkpoint */
+    if (b) ag_say_rank_error(d, lead, b, &met, alike);
+    ag_dist_end(d, false);
+    return ag_stopped_code(stop_signal);
+}
+
 int ag_launcher_rank(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};

@@ -8,6 +8,7 @@
  *   ag_say_error_once, ag_say_rank_error
  *                                 the line of an error every rank of a job meets alike, said by
  *                                 rank 0 alone; a rank's own, "rank R: ..."
+ *   ag_leave_run                  a rank's way out of a run that failed or a signal stopped
  *   ag_launcher_rank, ag_launched_alone
  *                                 this process's rank by the launcher's word; a program without
  *                                 MPI started as one of several processes
@@ -50,6 +51,14 @@ int ag_say_error_once(const char *lead, ag_status s, const ag_error *e);
  * the error is `alike` on every rank (rank 0 says it) or ag_dist_voice names another rank (a
  * wait that several ranks saw run out). Returns ag_exit_code(s). */
 int ag_say_rank_error(const ag_dist *d, const char *lead, ag_status s, const ag_error *e, bool alike);
+
+/* A rank's way out of a run that failed (s) or that a signal stopped after its checkpoint (s
+ * AG_OK, stop_signal): the error said (ag_say_rank_error with alike), and when it is alike,
+ * the ranks meet first so that none leaves before rank 0 said it; after a stop they meet once
+ * every rank is past the checkpoint (a failed meeting said, as an error). Then ag_dist_end(d,
+ * false): no MPI_Finalize, which after Ctrl-C on mpirun would wait for mpirun, which waits to
+ * kill the job (docs/distributed.md). Returns ag_exit_code(s), or ag_stopped_code(stop_signal). */
+int ag_leave_run(ag_dist *d, const char *lead, ag_status s, const ag_error *e, bool alike, int stop_signal);
 
 /* This process's rank in a job its launcher started (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  * PMI_RANK), or -1: before MPI is joined only the launcher's word says so. */

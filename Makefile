@@ -565,6 +565,8 @@ PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # src/train: the run machinery of any training program (the lock, whole files, loss.png, the
 # time budget), and the split of a step over ranks (ddp.h) with its transport (dist.h)
 PUBLIC_HEADERS += src/train/train.h src/train/budget.h src/train/ddp.h src/dist/dist.h src/train/plot_attn.h
+# src/train/program.h: a program's error line, threads, launch and stop signals
+PUBLIC_HEADERS += src/train/program.h
 # src/train/fields.h: a program's config as a table (flags, ranges, JSON, usage lines)
 PUBLIC_HEADERS += src/train/fields.h
 # src/serve: a page and a JSON API over a run, for any model (libmicrohttpd: the .pc's Libs.private)
@@ -642,7 +644,7 @@ VALGRIND = valgrind -q --vgdb=no --leak-check=full --show-leak-kinds=definite,in
            --errors-for-leak-kinds=definite,indirect --error-exitcode=9
 VG_DIR = $(B)/check-valgrind
 # GOMP_SPINCOUNT given: char_lm then does not re-exec itself through /proc/self/exe
-# (examples/char_lm/omp_spin.h), which under valgrind is valgrind's own tool binary ("You cannot
+# (ag_omp_bounded_spin, src/train/program.h), which under valgrind is valgrind's own tool binary ("You cannot
 # run ... directly")
 VG_ENV = OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
 VG_RUN = $(VG_ENV) $(VALGRIND) ./$(B)/vg/char_lm

@@ -12,7 +12,8 @@
  *            whole, fault points, loss.png by gnuplot (train.h); attention heat maps and
  *            statistics (plot_attn.h); the split of a step over ranks and micro-batches (ddp.h);
  *            a program's config as a table of fields: its flags, checks, JSON and usage lines
- *            (fields.h)
+ *            (fields.h); what a program's main does around them: its error line and exit code,
+ *            its threads, its place in an mpirun job, its stop signals (program.h)
  *   serve/   a page and a JSON API over a run directory, for any model the program describes
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
@@ -39,6 +40,7 @@
 #include "train/train.h"
 #include "train/plot_attn.h"
 #include "train/fields.h"
+#include "train/program.h"
 #include "serve/serve.h"
 
 #endif

@@ -7,7 +7,9 @@
  *   - ag_gpt_attn_record: every layer's rows sum to 1 (ag_attn_check), NaN weights are refused;
  *   - ag_attn_stats and ag_attn_head_summary on known rows (uniform, one-hot, patterns);
  *   - ag_plot_attention and ag_plot_attn_stats: the weights and scripts they write;
- *   - ag_serve_gpt_attention: every head's rows, named with the names given. */
+ *   - ag_serve_gpt_attention: every head's rows, named with the names given;
+ *   - ag_gpt_eval_ids: the mean over every whole window's targets, one forward each, the same
+ *     whatever the batch; a text shorter than a window refused. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -308,11 +310,39 @@ START_TEST(serve_attention_names_heads)
 }
 END_TEST
 
+START_TEST(eval_ids_every_window_once)
+{
+    ag_gpt *g = model(7);
+    int ids[3 * TB + 5];   /* 3 whole windows of TB + 1, the last 4 tokens in none */
+    for (int i = 0; i < 3 * TB + 5; i++) ids[i] = (i * 7 + 3) % V;
+    ag_error err = {0};
+    double loss, by_one, want = 0;
+    size_t tokens, n1;
+    ck_assert_int_eq(ag_gpt_eval_ids(g, ids, 3 * TB + 5, 2, &loss, &tokens, &err), AG_OK);
+    ck_assert_uint_eq(tokens, 3 * TB);
+    ck_assert_int_eq(ag_gpt_eval_ids(g, ids, 3 * TB + 5, 1, &by_one, &n1, &err), AG_OK);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_ctx_set_grad(ctx, false);
+    for (int w = 0; w < 3; w++) {   /* each window's own forward: [1,TB] and its targets */
+        ag_ctx_reset(ctx);
+        ag_tensor *l = NULL;
+        ag_gpt_forward(ctx, g, ids + w * TB, ids + w * TB + 1, 1, TB, NULL, &l);
+        ck_assert_ptr_nonnull(l);
+        want += l->data[0] / 3.0;
+    }
+    ag_ctx_free(ctx);
+    ck_assert_msg(fabs(loss - want) < 1e-5 && fabs(by_one - want) < 1e-5, "%f %f %f", loss, by_one, want);
+    ck_assert_int_eq(ag_gpt_eval_ids(g, ids, TB, 2, &loss, &tokens, &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "the text has 8 tokens; block_size 8 needs at least 9 for one window");
+    ag_gpt_free(g);
+}
+END_TEST
+
 Suite *gpt_tools_suite(void)
 {
     Suite *s = suite_create("gpt_tools");
     TCase *t = tcase_create("gpt_tools");
-    ADD_TESTS(t, sample_logits_draws, generate_same_seed_same_ids, generate_through_the_sliding_window,
+    ADD_TESTS(t, eval_ids_every_window_once, sample_logits_draws, generate_same_seed_same_ids, generate_through_the_sliding_window,
               generate_stops_and_refuses, attention_rows_sum_to_one, stats_of_known_rows,
               plots_write_weights_and_scripts, serve_attention_names_heads);
     suite_add_tcase(s, t);

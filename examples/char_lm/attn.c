@@ -51,9 +51,10 @@ static ag_status check_args(lm_model *m, const char *prompt, int layer, int head
                      cfg->block_size);
 }
 
-/* Records the attention of ids [T] and draws layer's heads (every one when head is -1) into png,
- * the axes labelled with the prompt's characters. */
-static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, ag_error *err)
+/* Records the attention of ids [T], names layer's heads into heads (NULL: not) and draws them
+ * (every one when head is -1) into png, the axes labelled with the prompt's characters. */
+static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, lm_attn_head *heads,
+                      ag_error *err)
 {
     ag_gpt *g = m->g;
     ag_ctx *ctx = ag_ctx_new();
@@ -64,6 +65,8 @@ static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, c
     if (!ctx || !A || !labels || !lab) s = ag_seterr(err, AG_ERR_NOMEM, "attn: out of memory");
     else if ((s = ag_gpt_attn_record(ctx, g, ids, 1, T, A))) ag_seterr(err, s, "attn: %s", ag_ctx_error(ctx));
     if (s == AG_OK) s = ag_attn_check(A[layer], layer, "attn", err);
+    for (int h = 0; s == AG_OK && heads && h < g->cfg.n_head; h++)   // A[layer] [1,H,T,T]
+        lm_attn_head_summary(A[layer]->data + (size_t)h * T * T, T, &heads[h]);
     if (s == AG_OK) {
         for (int i = 0; i < T; i++) lm_attn_label(m->vocab.cp[ids[i]], labels[i]), lab[i] = labels[i];
         char title[160];
@@ -90,34 +93,14 @@ static ag_status check_memory(const lm_model *m, int T, int head, ag_error *err)
     return ag_check_memory(ag_gpt_attn_bytes(&m->g->cfg, T, n_maps), "attn", ag_gpt_shape_str(&at, 1, shape), err);
 }
 
-ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_error *err)
+ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, lm_attn_head *heads,
+                       ag_error *err)
 {
     int *ids = NULL;
     size_t n = 0;
     ag_status s = check_args(m, prompt, layer, head, &ids, &n, err);
     if (s == AG_OK) s = check_memory(m, (int)n, head, err);
-    if (s == AG_OK) s = draw(m, ids, (int)n, layer, head, png, err);
-    free(ids);
-    return s;
-}
-
-ag_status lm_attn_heads(lm_model *m, const char *prompt, int layer, lm_attn_head **out, ag_error *err)
-{
-    ag_gpt *g = m->g;
-    int H = g->cfg.n_head, *ids = NULL;
-    size_t n = 0;
-    ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
-    if (s) return s;
-    ag_ctx *ctx = ag_ctx_new();
-    ag_tensor **A = calloc((size_t)g->cfg.n_layer, sizeof *A);
-    *out = calloc((size_t)H, sizeof **out);
-    if (!ctx || !A || !*out) s = ag_seterr(err, AG_ERR_NOMEM, "attn: out of memory");
-    else if ((s = ag_gpt_attn_record(ctx, g, ids, 1, (int)n, A))) ag_seterr(err, s, "attn: %s", ag_ctx_error(ctx));
-    for (int h = 0; s == AG_OK && h < H; h++)   // A[layer] [1,H,T,T]
-        lm_attn_head_summary(A[layer]->data + (size_t)h * n * n, (int)n, &(*out)[h]);
-    if (s) free(*out), *out = NULL;
-    free(A);
-    ag_ctx_free(ctx);
+    if (s == AG_OK) s = draw(m, ids, (int)n, layer, head, png, heads, err);
     free(ids);
     return s;
 }

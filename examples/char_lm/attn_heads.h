@@ -13,9 +13,4 @@ typedef struct {
 /* ag_attn_head_summary of a [T,T], the pattern in char_lm's words. */
 void lm_attn_head_summary(const ag_real *a, int T, lm_attn_head *out);
 
-/* The prompt's attention at `layer` (checked as lm_attn_draw checks it: call that first),
- * every head summarized into *out (malloc'd [n_head], the caller frees it; NULL on error).
- * AG_ERR_ARG / AG_ERR_NOMEM with err. */
-ag_status lm_attn_heads(lm_model *m, const char *prompt, int layer, lm_attn_head **out, ag_error *err);
-
 #endif

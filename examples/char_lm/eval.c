@@ -1,61 +1,5 @@
-/* eval.c -- deterministic evaluation of a model on a text (see eval.h). */
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
+/* eval.c -- `char_lm eval`: a text's deterministic loss (see eval.h). */
 #include "eval.h"
-
-#define EVAL_BATCH LM_EVAL_BATCH
-
-/* x, y [B,T]: windows w0 .. w0+B-1 of ids (window w = ids[wT .. wT+T]) and their targets. */
-static void get_windows(const int *ids, size_t w0, int B, int T, int *x, int *y)
-{
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t i = (w0 + (size_t)b) * (size_t)T + (size_t)t;
-            x[b * T + t] = ids[i];
-            y[b * T + t] = ids[i + 1];
-        }
-}
-
-ag_status lm_eval_ids(ag_gpt *g, const int *ids, size_t n, double *loss, size_t *tokens, ag_error *err)
-{
-    int T = g->cfg.block_size;
-    if (n < (size_t)T + 1)
-        return ag_seterr(err, AG_ERR_ARG, "the text has %zu tokens; block_size %d needs at least %d for one window",
-                         n, T, T + 1);
-    size_t n_win = (n - 1) / (size_t)T;   /* window w = ids[wT .. wT+T], whole ones only */
-    ag_ctx *ctx = ag_ctx_new();
-    int *x = malloc((size_t)EVAL_BATCH * T * sizeof *x);   /* [B,T] inputs */
-    int *y = malloc((size_t)EVAL_BATCH * T * sizeof *y);   /* [B,T] targets */
-    ag_status st = AG_ERR_NOMEM;
-    if (!ctx || !x || !y) {
-        ag_seterr(err, st, "eval: out of memory");
-        goto out;
-    }
-    ag_ctx_set_grad(ctx, false);
-    double sum = 0;   /* of per-token losses */
-    for (size_t w0 = 0; w0 < n_win; w0 += EVAL_BATCH) {
-        int B = (int)(n_win - w0 < EVAL_BATCH ? n_win - w0 : EVAL_BATCH);
-        get_windows(ids, w0, B, T, x, y);
-        ag_ctx_reset(ctx);
-        ag_tensor *l = NULL;
-        ag_gpt_forward(ctx, g, x, y, B, T, NULL, &l);
-        if (!l) {
-            st = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
-            ag_seterr(err, st, "eval: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-            goto out;
-        }
-        sum += (double)l->data[0] * B * T;   /* the batch mean times its token count */
-    }
-    *tokens = n_win * (size_t)T;
-    *loss = sum / (double)*tokens;
-    st = AG_OK;
-out:
-    free(y);
-    free(x);
-    ag_ctx_free(ctx);
-    return st;
-}
 
 ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err)
 {
@@ -63,7 +7,7 @@ ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *toke
     ag_status st = ag_corpus_load_vocab(path, &m->vocab, &c, err);
     if (st) return st;
     ag_error why = {0};
-    st = lm_eval_ids(m->g, c.ids, c.n, loss, tokens, &why);
+    st = ag_gpt_eval_ids(m->g, c.ids, c.n, LM_EVAL_BATCH, loss, tokens, &why);
     if (st) ag_seterr(err, st, "%s: %s", path, why.msg);
     ag_corpus_free(&c);
     return st;

@@ -1,8 +1,5 @@
-/* eval.h -- the deterministic loss of a model on a token sequence (../shared/MODEL.md,
- * "Evaluation"): the sequence is cut into consecutive windows of T+1 tokens starting at
- * 0, T, 2T, ... (T = block_size); every target of every whole window counts once, so
- * tokens = T * floor((n - 1) / T), and the loss is the mean cross-entropy over all of them.
- * Windows are batched (no-grad mode); the sum is kept in double. */
+/* eval.h -- `char_lm eval`: the deterministic loss of a model on a text (../shared/MODEL.md,
+ * "Evaluation"): the library's ag_gpt_eval_ids (nn.h) over the file's characters. */
 #ifndef LM_EVAL_H
 #define LM_EVAL_H
 
@@ -12,11 +9,9 @@
 
 #define LM_EVAL_BATCH 16   /* windows per forward pass */
 
-/* ids [n]. AG_ERR_ARG when n < T + 1 (not one whole window). */
-ag_status lm_eval_ids(ag_gpt *g, const int *ids, size_t n, double *loss, size_t *tokens, ag_error *err);
-
-/* The same for a UTF-8 file, encoded with the model's vocabulary (a character outside it is
- * AG_ERR_ARG, naming it and its position). */
+/* The file (UTF-8) encoded with the model's vocabulary (a character outside it is AG_ERR_ARG,
+ * naming it and its position), cut into windows and evaluated (ag_gpt_eval_ids: AG_ERR_ARG
+ * when it is shorter than one window). */
 ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err);
 
 #endif

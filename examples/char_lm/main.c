@@ -14,28 +14,22 @@
  * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
  * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
  * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed);
- * 75 (LM_EXIT_REQUEUE) train stopped by its checkpoint signal (SIGUSR1, or
+ * 75 (AG_EXIT_REQUEUE) train stopped by its checkpoint signal (SIGUSR1, or
  * --checkpoint-signal's) after writing a checkpoint: a batch system's pre-emption, which a
  * job script answers with a requeue (docs/distributed.md). Every error is one line on stderr:
  * "char_lm: error: ...". A second `train` on a directory in use is a usage error (2), naming
  * the pid that holds it. Under mpirun only rank 0 prints an error of the command line. */
-#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT: the cores mpirun bound a rank to */
-#include <errno.h>
+#define _GNU_SOURCE   /* open_memstream */
 #include <math.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 #include "attn.h"
-#include "attn_heads.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "eval.h"
-#include "omp_spin.h"
 #include "sample.h"
 #include "trace.h"
 #include "recipe.h"
@@ -45,83 +39,11 @@
 #define LM_COMMIT NULL   /* the Makefile gives the commit it was built at */
 #endif
 
-/* EX_TEMPFAIL of sysexits.h, "try again later": checkpointed on request, resume me */
-#define LM_EXIT_REQUEUE 75
+/* The error line, the exit codes, the threads, mpirun's ranks and the stop signals are the
+ * library's (train/program.h): fail is ag_say_error's "char_lm: error: ..." line. */
+static int fail(ag_status s, const ag_error *e) { return ag_say_error("error: ", s, e); }
 
-static volatile sig_atomic_t stop_signal = 0;
-static int checkpoint_signal = SIGUSR1;   /* --checkpoint-signal: recorded as SIGUSR1 */
-
-static void on_signal(int sig) { stop_signal = sig == checkpoint_signal ? SIGUSR1 : sig; }
-
-/* One line on stderr, always: a path, a flag value or a name read from a file may hold a line
- * break or an escape sequence, so control bytes are written as \n or \xNN. Returns the exit
- * code of status s. */
-static int fail(ag_status s, const ag_error *e)
-{
-    char line[16 + 4 * sizeof e->msg + 2] = "char_lm: error: ";   /* one write: under mpirun, */
-    size_t n = strlen(line);                                       /* another's output cannot cut it */
-    for (const unsigned char *p = (const unsigned char *)e->msg; *p; p++) {
-        if (*p == '\n') n += (size_t)snprintf(line + n, sizeof line - n, "\\n");
-        else if (*p < 0x20 || *p == 0x7F) n += (size_t)snprintf(line + n, sizeof line - n, "\\x%02X", *p);
-        else line[n++] = (char)*p;
-    }
-    line[n++] = '\n';
-    fwrite(line, 1, n, stderr);
-    return s == AG_ERR_ARG ? 2 : 1;
-}
-
-/* --threads, or 2, or fewer when the machine has fewer cores (ag_threads_init: OpenMP runs
- * everything, OpenBLAS stays single-threaded). */
-static void set_threads(int threads)
-{
-    if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores >= 1 && cores < 2 ? (int)cores : 2;
-    }
-    ag_threads_init(threads);
-}
-
-/* train's --threads N alone: at most the machine's cores, with a warning. More threads than
- * cores only wait for each other at every parallel loop (issue 35: baby with --threads 1024
- * took 50 s for two steps on 2 cores, 9 s with 2). Ranks keep what they were given: each
- * compares it with the others' (train_agree.c), and hosts may differ. */
-static int capped_threads(int asked, const ag_dist *d)
-{
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (asked <= cores || cores < 1 || ag_dist_size(d) > 1) return asked;
-    fprintf(stderr, "char_lm: warning: --threads %d is more than this machine's %ld cores: %ld threads (more would "
-            "only wait for each other)\n", asked, cores, cores);
-    return (int)cores;
-}
-
-/* mpirun binds each rank to one core unless told otherwise (np <= 2), and then a rank's threads
- * share that core: the layout of one rank per host with a thread per core needs
- * --map-by ppr:1:node:PE=T or --bind-to none (docs/distributed.md). Rank 0 says so. */
-static void warn_bound(const ag_dist *d, int threads)
-{
-#ifndef __linux__   /* sched_getaffinity is Linux's (none on macOS): no warning there */
-    (void)d, (void)threads;
-#else
-    cpu_set_t set;
-    if (ag_dist_rank(d) != 0 || (ag_dist_size(d) == 1 && !getenv("OMPI_COMM_WORLD_SIZE"))) return;
-    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) >= threads) return;
-    fprintf(stderr, "char_lm: warning: --threads %d, but mpirun bound this rank to %d core%s: give each rank its "
-            "cores (mpirun --map-by ppr:1:node:PE=%d, or --bind-to none)\n", threads, CPU_COUNT(&set),
-            CPU_COUNT(&set) == 1 ? "" : "s", threads);
-#endif
-}
-
-/* The exit code of a run that signal sig stopped (train: after its checkpoint): 128 + sig, as
- * a shell reports it, or LM_EXIT_REQUEUE for train's checkpoint signals (recorded as SIGUSR1). */
-static int stopped_code(int sig) { return sig == SIGUSR1 ? LM_EXIT_REQUEUE : 128 + sig; }
-
-/* What was written to out is out of the process (a full disk, a closed pipe: an error now, not
- * ten minutes of generating into nothing). */
-static ag_status flushed(FILE *out, const char *name, ag_error *err)
-{
-    if (fflush(out) == 0 && !ferror(out)) return AG_OK;
-    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s", name, strerror(errno));
-}
+static const volatile sig_atomic_t *stop;   /* ag_stop_flag(): the signal that stops a run, or 0 */
 
 typedef struct {
     const ag_vocab *v;
@@ -137,7 +59,7 @@ static bool print_token(int id, void *user)
     char buf[5];
     ag_vocab_utf8(p->v, id, buf);
     fputs(buf, p->out);
-    return flushed(p->out, "stdout", p->err) == AG_OK;
+    return ag_flushed(p->out, "stdout", p->err) == AG_OK;
 }
 
 /* Prints the prompt (as given) and then each new character as it comes. */
@@ -153,36 +75,15 @@ static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_
         free(ids);
         fputs(prompt, out);
         p.printed = true;
-        if ((s = flushed(out, "stdout", err))) return s;
+        if ((s = ag_flushed(out, "stdout", err))) return s;
     }
     ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
     if (p.printed) fputs("\n", out);   /* nothing out (a model refused at once): no empty line */
-    ag_status f = flushed(out, "stdout", err);
+    ag_status f = ag_flushed(out, "stdout", err);
     return s ? s : f;
 }
 
 // --- train ---
-
-/* SIGINT, SIGTERM and SIGHUP (a closed terminal) set stop_signal; training then stops after
- * the step or the evaluation batch in hand, with a checkpoint; sampling after the character.
- * train also catches its checkpoint signals, SIGUSR1 and --checkpoint-signal's (sig; 0: none
- * more): the same stop, recorded as SIGUSR1, and the exit LM_EXIT_REQUEUE. */
-static void catch_stop_signals(bool train, int sig)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    if (train) {
-        checkpoint_signal = sig ? sig : SIGUSR1;
-        sigaction(SIGUSR1, &sa, NULL);
-        sigaction(checkpoint_signal, &sa, NULL);
-    }
-    ag_plot_set_stop(&stop_signal);   /* a hung gnuplot must not hold the answer (train/train.h) */
-}
 
 static lm_train_opts train_opts(const lm_train_args *a)
 {
@@ -198,7 +99,7 @@ static lm_train_opts train_opts(const lm_train_args *a)
         .log = stdout,
         .warn = stderr,
         .plot = true,
-        .stop = &stop_signal,
+        .stop = stop,
         .trace = a->trace.shapes ? stdout : NULL,
         .trace_only = a->trace.only,
     };
@@ -207,19 +108,13 @@ static lm_train_opts train_opts(const lm_train_args *a)
 /* The pictures a train may draw into its directory. */
 static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
 
-/* Every picture this run wrote into dir (modified at `since` or later), one per line: a
- * learner told of loss.png alone never opened dynamics.png (issue 33). */
-
+/* Every picture this run wrote into dir, one per line: a learner told of loss.png alone never
+ * opened dynamics.png (issue 33). */
 static void print_pictures(const char *dir, time_t since)
 {
-    char png[4096];
-    struct stat st;
-    bool first = true;
-    for (size_t k = 0; k < sizeof pics / sizeof pics[0]; k++)
-        if (ag_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since) {
-            printf("%spicture: %s\n", first ? "\n" : "", png);
-            first = false;
-        }
+    const char *shown[sizeof pics / sizeof pics[0] + 1];
+    ag_run_pictures(dir, pics, sizeof pics / sizeof pics[0], since, shown);
+    for (size_t k = 0; shown[k]; k++) printf("%spicture: %s/%s\n", k ? "" : "\n", dir, shown[k]);
 }
 
 /* What the run's report card needs from cmd_train: when it began, where it started from. */
@@ -243,12 +138,9 @@ static long resumed_from(const char *dir)
  * not loaded, no config); a failure is a warning, never the run's. */
 static void write_card(const char *dir, const lm_model *m, const run_facts *f, const char *sample, time_t since)
 {
-    const char *shown[sizeof pics / sizeof pics[0] + 1] = {0};
-    char png[4096], best[64];
-    struct stat st;
-    for (size_t k = 0, n = 0; k < sizeof pics / sizeof pics[0]; k++)   /* as print_pictures: this run's */
-        if (ag_path_join(png, sizeof png, dir, pics[k]) && stat(png, &st) == 0 && st.st_mtime >= since)
-            shown[n++] = pics[k];
+    const char *shown[sizeof pics / sizeof pics[0] + 1];   /* as print_pictures: this run's */
+    char best[64];
+    ag_run_pictures(dir, pics, sizeof pics / sizeof pics[0], since, shown);
     ag_error e = {0};
     ag_kernels_id kid = AG_KERNELS_FAST;
     (void)ag_kernels_from_env(&kid, &e);
@@ -275,7 +167,7 @@ static void write_card(const char *dir, const lm_model *m, const run_facts *f, c
  * it cannot be kept: then it goes straight to stdout). */
 static ag_status sample_kept(lm_model *m, char **text, ag_error *err)
 {
-    lm_sample_opts so = {200, 1.0, 0, 1337, &stop_signal};
+    lm_sample_opts so = {200, 1.0, 0, 1337, stop};
     size_t len = 0;
     *text = NULL;
     FILE *mem = open_memstream(text, &len);
@@ -301,12 +193,12 @@ static int show_result(const char *dir, const run_facts *f, time_t since)
         printf("\nsample (200 characters, temperature 1.0):\n");
         s = sample_kept(&m, &text, &e);
     }
-    if (s == AG_OK) s = flushed(stdout, "stdout", &e);
-    if (s == AG_OK && !stop_signal) write_card(dir, out_of_time ? NULL : &m, f, text, since);
+    if (s == AG_OK) s = ag_flushed(stdout, "stdout", &e);
+    if (s == AG_OK && !*stop) write_card(dir, out_of_time ? NULL : &m, f, text, since);
     if (!out_of_time) lm_model_free(&m);
     free(text);
     if (s) return fail(s, &e);
-    if (stop_signal) return stopped_code(stop_signal);
+    if (*stop) return ag_stopped_code(*stop);
     print_pictures(dir, since);
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
     return 0;
@@ -338,62 +230,12 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
     if (o->trace && (*quiet = fopen("/dev/null", "w"))) o->trace = *quiet;
 }
 
-/* A failed run: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
- * argument error once the ranks have compared their setups (it is the same on every rank), nor
- * rank 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting rank saw run out (the lowest of them speaks: dist.h). */
-static int fail_rank(const ag_dist *d, const lm_train_result *r, ag_status s, const ag_error *e)
-{
-    int rank = ag_dist_rank(d), voice = ag_dist_voice(d);
-    if (voice >= 0 && voice != rank) return s == AG_ERR_ARG ? 2 : 1;
-    if (rank == 0) return fail(s, e);
-    if (r->error_shared || (s == AG_ERR_ARG && r->ranks_compared)) return s == AG_ERR_ARG ? 2 : 1;
-    ag_error mine = {0};
-    ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
-    return fail(s, &mine);
-}
-
-/* This process's rank in a job its launcher started (mpirun, srun), or -1: before MPI is joined
- * (the command line) only the launcher's word says so. */
-static int launcher_rank(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-        const char *r = getenv(vars[i]);
-        if (r && *r) return atoi(r);
-    }
-    return -1;
-}
-
-/* fail(), said by rank 0 alone under a launcher when every rank meets the error alike (the same
- * command line). The other ranks wait before leaving: mpirun ends the job at the first rank that
- * exits non-zero, and if that were not rank 0 it could be killed before its line is written
- * (seen in make test). Rank 0's exit ends the wait; a rank still there after 5 s has an error
- * rank 0 did not meet (its own flags, mpirun's "-np 1 A : -np 1 B" form), and says it. */
-static int fail_once(ag_status s, const ag_error *e)
-{
-    int rank = launcher_rank();
-    if (rank <= 0) return fail(s, e);
-    struct timespec wait = {5, 0};
-    while (nanosleep(&wait, &wait) == -1 && errno == EINTR) {}
-    ag_error mine = {0};
-    ag_seterr(&mine, s, "rank %d: %s", rank, e->msg);
-    return fail(s, &mine);
-}
-
-/* build/char_lm started by mpirun -np N would be N separate runs writing one directory */
-static bool alone_in_a_job(const ag_dist *d)
-{
-    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!n) n = getenv("PMI_SIZE");
-    return ag_dist_size(d) == 1 && n && atoi(n) > 1;
-}
-
 /* --time-budget without --config: the reference recipe's steps timed, the recipe picked and
  * said in one line (recipe.h); that time counts against the budget. */
 static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
 {
     double t0 = ag_now_s(), step;
-    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, &stop_signal, &step, e);
+    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, stop, &step, e);
     if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
     lm_recipe_choice ch;
     lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
@@ -412,15 +254,16 @@ static int cmd_train(const lm_train_args *a)
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
     if (s) return fail(s, &e);
-    if (alone_in_a_job(d)) {
+    if (ag_launched_alone(d)) {   /* build/char_lm under mpirun -np N: N runs writing one directory */
         ag_seterr(&e, AG_ERR_ARG, "this char_lm has no MPI, so under mpirun each process would train on its own; "
                   "run build/char_lm_mpi (make builds it where mpicc is installed)");
-        return fail_once(AG_ERR_ARG, &e);
+        return ag_say_error_once("error: ", AG_ERR_ARG, &e);
     }
     int rank = ag_dist_rank(d);
-    set_threads(a->threads ? capped_threads(a->threads, d) : ag_dist_size(d) > 1 ? 1 : 0);   /* ranks share the cores */
-    warn_bound(d, ag_threads());
-    catch_stop_signals(true, a->checkpoint_signal);
+    /* --threads at most the cores, or 2 (ranks share the cores: 1); a rank bound to fewer, said */
+    ag_threads_default(a->threads ? ag_threads_capped(a->threads, d) : ag_dist_size(d) > 1 ? 1 : 0);
+    ag_threads_warn_bound(d, ag_threads());
+    ag_stop_catch(true, a->checkpoint_signal);   /* SIGUSR1 and --checkpoint-signal's: exit 75 */
     lm_train_opts o = train_opts(a);
     o.dist = d;
     o.grad_accum = a->grad_accum;
@@ -439,22 +282,17 @@ static int cmd_train(const lm_train_args *a)
     if (probe_stopped) {
         if (quiet) fclose(quiet);
         ag_dist_end(d, false);
-        return stopped_code(stop_signal ? stop_signal : SIGTERM);
+        return ag_stopped_code(*stop ? *stop : SIGTERM);
     }
     if (quiet) fclose(quiet);
-    if (s) {
-        int code = fail_rank(d, &r, s, &e);
-        if (r.error_shared || (s == AG_ERR_ARG && r.ranks_compared)) ag_dist_barrier(d, &e);   /* every rank's: */
-        ag_dist_end(d, false);   /* leave once rank 0 said it; no MPI_Finalize: mpirun ends the job (dist.h) */
-        return code;
-    }
-    if (r.interrupted) {   /* the signal all ranks agreed on: 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 */
-        /* once every rank is past the checkpoint, leave without MPI_Finalize: after Ctrl-C on
-         * mpirun it would wait for mpirun, which waits to kill us (docs/distributed.md) */
-        if ((s = ag_dist_barrier(d, &e))) fail_rank(d, &r, s, &e);
-        ag_dist_end(d, false);
-        return stopped_code(r.stop_signal);
-    }
+    /* A failure: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
+     * argument error once the ranks have compared their setups (the same on every rank), nor rank
+     * 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting
+     * rank saw run out (the lowest of them speaks: dist.h). A stop: the signal all ranks agreed
+     * on, 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 the checkpoint signal. */
+    if (s || r.interrupted)
+        return ag_leave_run(d, "error: ", s, &e, r.error_shared || (s == AG_ERR_ARG && r.ranks_compared),
+                            r.stop_signal);
     ag_dist_end(d, true);
     if (a->trace.only || rank > 0) return 0;
     int code = show_result(a->out, &facts, since);
@@ -492,8 +330,8 @@ static ag_status load_to_read(const char *dir, const char *from, lm_model *m, ag
 static int cmd_sample(const lm_sample_args *a)
 {
     lm_trace_set_graph(a->trace.graph);
-    set_threads(0);
-    catch_stop_signals(false, 0);
+    ag_threads_default(0);
+    ag_stop_catch(false, 0);
     ag_error e = {0};
     lm_model m;
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
@@ -502,12 +340,12 @@ static int cmd_sample(const lm_sample_args *a)
     s = ag_check_memory(ag_gpt_sample_bytes(&m.g->cfg), "sample", ag_gpt_shape_str(&m.g->cfg, 1, shape), &e);
     if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
     if (s == AG_OK && !a->trace.only) {
-        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, &stop_signal};
+        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
         s = sample_to(stdout, &m, a->prompt, &so, &e);
     }
     lm_model_free(&m);
     if (s) return fail(s, &e);
-    return stop_signal ? stopped_code(stop_signal) : 0;
+    return *stop ? ag_stopped_code(*stop) : 0;
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */
@@ -523,7 +361,7 @@ static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
 static int cmd_eval(const lm_eval_args *a)
 {
     lm_trace_set_graph(a->trace.graph);
-    set_threads(0);
+    ag_threads_default(0);
     ag_error e = {0};
     lm_model m;
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
@@ -542,25 +380,25 @@ static int cmd_eval(const lm_eval_args *a)
                       isnan(loss) ? NAN : loss);
     if (s) return fail(s, &e);
     if (evaluate) printf("{\"loss\": %.6f, \"tokens\": %zu}\n", loss, tokens);
-    if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
+    if ((s = ag_flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }
 
 static int cmd_attn(const lm_attn_args *a)
 {
-    set_threads(0);
-    catch_stop_signals(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (train/train.h) */
+    ag_threads_default(0);
+    ag_stop_catch(false, 0);   /* Ctrl-C ends it (130), gnuplot killed first (train/train.h) */
     ag_error e = {0};
     lm_model m;
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
-    if (!stop_signal) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, &e);
-    lm_attn_head *heads = NULL;   /* [H] */
     int H = m.g->cfg.n_head;
-    if (!s && !stop_signal) s = lm_attn_heads(&m, a->prompt, a->layer, &heads, &e);
+    lm_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
+    if (!heads) s = ag_seterr(&e, AG_ERR_NOMEM, "attn: out of memory");
+    if (!s && !*stop) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, heads, &e);
     lm_model_free(&m);
-    if (stop_signal || s) free(heads);
-    if (stop_signal) return stopped_code(stop_signal);   /* whatever the interrupted plot said */
+    if (*stop || s) free(heads);
+    if (*stop) return ag_stopped_code(*stop);   /* whatever the interrupted plot said */
     if (s) return fail(s, &e);
     if (a->head >= 0) printf("%s: layer %d, head %d", a->out, a->layer, a->head);
     else printf("%s: layer %d, every head", a->out, a->layer);
@@ -569,7 +407,7 @@ static int cmd_attn(const lm_attn_args *a)
         printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h, heads[h].pattern,
                heads[h].entropy, heads[h].uniform, heads[h].peak);
     free(heads);
-    if ((s = flushed(stdout, "stdout", &e))) return fail(s, &e);
+    if ((s = ag_flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
 }
 
@@ -594,22 +432,23 @@ static int cmd_serve(int argc, char **argv)
     bool help;
     if (ag_serve_parse(&a, argc, argv, &help, &e)) return fail(AG_ERR_ARG, &e);
     if (help) return ag_serve_usage(stdout, &lm_serve_client), fflush(stdout) == 0 ? 0 : 1;
-    catch_stop_signals(false, 0);
-    ag_status s = ag_serve_run(&lm_serve_client, &a, &stop_signal, stdout, stderr, NULL, &e);
+    ag_stop_catch(false, 0);
+    ag_status s = ag_serve_run(&lm_serve_client, &a, stop, stdout, stderr, NULL, &e);
     if (s) return fail(s, &e);
-    return stopped_code(stop_signal);
+    return ag_stopped_code(*stop);
 }
 
 int main(int argc, char **argv)
 {
     ag_train_name("char_lm", "CHAR_LM");   /* the run machinery's messages and variables (train/train.h) */
-    lm_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (omp_spin.h) */
+    ag_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (program.h) */
+    stop = ag_stop_flag();
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return cmd_serve(argc, argv);
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
-    if (lm_cli_parse(&cli, argc, argv, &e)) return fail_once(AG_ERR_ARG, &e);   /* every rank's alike */
-    if (use_kernels(&cli, &e)) return fail_once(AG_ERR_ARG, &e);
+    if (lm_cli_parse(&cli, argc, argv, &e)) return ag_say_error_once("error: ", AG_ERR_ARG, &e);   /* every rank's alike */
+    if (use_kernels(&cli, &e)) return ag_say_error_once("error: ", AG_ERR_ARG, &e);
     int code;
     if (cli.help) {
         fputs(lm_cli_usage(cli.cmd), stdout);
@@ -623,6 +462,6 @@ int main(int argc, char **argv)
         }
     }
     /* what a success printed (--help, a trace) is out of the process, or it is no success */
-    if (code == 0 && flushed(stdout, "stdout", &e)) return fail(AG_ERR_IO, &e);
+    if (code == 0 && ag_flushed(stdout, "stdout", &e)) return fail(AG_ERR_IO, &e);
     return code;
 }

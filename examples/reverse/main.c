@@ -287,8 +287,8 @@ static int serve(int argc, char **argv)
     ag_error err = {0};
     if (ag_serve_parse(&a, argc, argv, &help, &err) == AG_OK && help) return ag_serve_usage(stdout, &client), 0;
     if (err.status == AG_OK) ag_serve_run(&client, &a, NULL, stdout, stderr, &stopped_by, &err);
-    if (err.status) fprintf(stderr, "reverse: %s\n", err.msg);
-    return err.status == AG_ERR_ARG ? 2 : err.status ? 1 : stopped_by ? 128 + stopped_by : 0;
+    if (err.status) return ag_say_error("", err.status, &err);   /* "reverse: ..." (program.h) */
+    return stopped_by ? ag_stopped_code(stopped_by) : 0;
 }
 
 // --- the command line: the trainer's flags are the library's (ag_train_flag, train.h) ---
@@ -355,7 +355,7 @@ static int train(reverser *R, const ag_train_opts *flags, ag_dist *dist, ag_erro
     if (r.lr_find.steps > 0 && ag_dist_rank(dist) == 0)
         printf("lr-find over %d steps: the loss falls fastest at lr %.2g; lowest %.3f at lr %.2g\n", r.lr_find.steps,
                r.lr_find.steepest_lr, r.lr_find.min_loss, r.lr_find.min_lr);
-    return r.stop_signal ? 128 + r.stop_signal : 0;
+    return r.stop_signal ? ag_stopped_code(r.stop_signal) : 0;
 }
 
 static int eval(reverser *R, const char *dir, ag_error *err)
@@ -390,10 +390,9 @@ int main(int argc, char **argv)
     if (training && ag_dist_init(&dist, 60, &err)) rc = 1;
     else if (model_init(&R, o.seed, &err) == AG_OK) rc = training ? train(&R, &o, dist, &err) : eval(&R, o.out_dir, &err);
     else rc = 1;
-    int rank = ag_dist_rank(dist);   /* rank 0 says what every rank met alike (a bad input) */
-    if (err.status && rank == 0) fprintf(stderr, "reverse: %s\n", err.msg);
-    else if (err.status && err.status != AG_ERR_ARG) fprintf(stderr, "reverse: rank %d: %s\n", rank, err.msg);
-    else if (err.status) ag_dist_after_rank0(dist);   /* rank 0 says it: mpirun must not end the job first */
+    if (err.status)   /* rank 0 says what every rank met alike (a bad input); another rank, "rank R: ..." */
+        ag_say_rank_error(dist, "", err.status, &err, err.status == AG_ERR_ARG);
+    if (err.status == AG_ERR_ARG) ag_dist_after_rank0(dist);   /* rank 0 says it: mpirun must not end the job first */
     ag_params_free(R.P);
     ag_dist_end(dist, !err.status);
     return err.status ? 1 : rc;

@@ -395,6 +395,14 @@ typedef void (*ag_seen_fn)(const ag_real *logits, int V, void *user);
  * an op's status. */
 ag_status ag_gpt_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const ag_sample_opts *o, ag_emit_fn emit,
                           ag_seen_fn seen, void *user, int *out, ag_error *err);
+/* The deterministic loss of g on ids [n] (gpt_eval.c; char_lm eval's: ../shared/MODEL.md,
+ * "Evaluation"): the sequence cut into consecutive windows of T+1 tokens starting at 0, T, 2T,
+ * ... (T = block_size), every target of every whole window counted once, so *tokens =
+ * T * floor((n - 1) / T), and *loss the mean cross-entropy over all of them. batch windows a
+ * forward pass (no grad); the sum kept in double. AG_ERR_ARG when n < T + 1 (not one whole
+ * window) or batch < 1; AG_ERR_NOMEM; an op's status ("eval: ..."). */
+ag_status ag_gpt_eval_ids(ag_gpt *g, const int *ids, size_t n, int batch, double *loss, size_t *tokens,
+                          ag_error *err);
 /* One draw from logits [V] with temperature and top_k (ties with the k-th largest kept), using u
  * uniform in [0, 1): the first id whose cumulative weight passes u. scratch [2V]. Pure. */
 int ag_sample_logits(const ag_real *logits, int V, double temperature, int top_k, double u, double *scratch);

@@ -239,7 +239,7 @@ START_TEST(test_untrained_loss_is_ln_v)
     ck_assert_ptr_nonnull(g);
     double loss;
     size_t tokens;
-    ck_assert_int_eq(lm_eval_ids(g, c.ids, c.n, &loss, &tokens, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_gpt_eval_ids(g, c.ids, c.n, LM_EVAL_BATCH, &loss, &tokens, fx_fresh_cause()), AG_OK);
     /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
     ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
     ag_gpt_free(g);

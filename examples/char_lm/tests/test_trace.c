@@ -210,7 +210,7 @@ START_TEST(test_attn_png)
     if (!has_gnuplot()) return;   /* the drawing needs gnuplot; the checks below do not */
     lm_model m;
     make_ckpt(&m);
-    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, fx_in_dir("a.png"), fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     FILE *fp = fopen(fx_in_dir("a.png"), "rb");
     ck_assert_ptr_nonnull(fp);
     unsigned char sig[8];
@@ -239,7 +239,7 @@ START_TEST(test_attn_png)
     ck_assert_msg(strstr(gp, "set xtics (\"t\" 0, \"h\" 1, \"e\" 2, \"\xe2\x90\xa3\" 3"), "%s", gp);
 
     /* every head of a layer: one panel each */
-    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, fx_in_dir("all.png"), fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, fx_in_dir("all.png"), NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(access(fx_in_dir("all.png"), F_OK), 0);
     lm_model_free(&m);
 }
@@ -249,18 +249,18 @@ START_TEST(test_attn_rejects_bad_args)
 {
     lm_model m;
     make_ckpt(&m);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "--layer 2") && strstr(fx_cause.msg, "2 layers"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "--head 2") && strstr(fx_cause.msg, "2 heads"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, fx_in_dir("a.png"), fx_fresh_cause()),
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()),
                      AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "block_size 16"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "not in the vocabulary"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, fx_in_dir("a.png"), fx_fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, fx_in_dir("a.jpg"), fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, fx_in_dir("a.jpg"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, ".png"), "%s", fx_cause.msg);
     ck_assert_ptr_null(strchr(fx_cause.msg, '\n'));
     ck_assert_int_ne(access(fx_in_dir("a.png"), F_OK), 0);   /* nothing drawn */

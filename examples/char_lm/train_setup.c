@@ -139,6 +139,11 @@ static ag_status resume_state(lm_run *R, ag_error *err)
                          "--init-from", R->cfg.val_fraction, o->out_dir, st->n_train, st->n_val, R->data.n_train,
                          R->data.n_val);
     R->ctl.resumed = true;
+    bool ev = st->has_eval;   /* where the run stood, as the format's read would give it the trainer */
+    R->learn.from = (ag_train_state){.step = st->iter, .rng = st->rng, .run_id = st->run_id, .best_step = st->best_iter,
+                                     .best_loss = st->best_iter >= 0 ? st->best_loss : INFINITY,
+                                     .eval_step = ev ? st->iter : -1, .train_loss = ev ? st->eval_train : NAN,
+                                     .val_loss = ev ? st->eval_val : NAN, .score = NAN};
     return AG_OK;
 }
 

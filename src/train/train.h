@@ -735,6 +735,12 @@ typedef struct {
                                   stream, the step, the best evaluation; false refuses a DIR that
                                   holds a run already, and starts Adam's m and v at 0 (whatever a
                                   run before it in this process left in params) */
+    const ag_train_state *resumed;   /* with resume, optional: the program read DIR/latest
+                                  itself (under lock, before the call: char_lm builds its model from
+                                  it), its weights and moments are in the client's params already
+                                  and this is where the run stood (step, stream, run id, best,
+                                  evaluation: what the format's read gives): the loop reads
+                                  nothing of the checkpoint again. NULL: the format's read */
     double time_budget_s;      /* > 0: stop in time to evaluate, checkpoint and leave before
                                   this many seconds (counted from the call): an ag_budget, a
                                   bound only (steps and the schedule stay), which times an

@@ -376,6 +376,7 @@ ag_train_opts lm_client_opts(lm_run *R)
                            .lr_find_lo = c->lr_find, .threads = o->tune_threads ? ag_threads() : 0, .log = o->log,
                            .budget = &R->ctl.budget, .dist = o->dist, .grad_accum = o->grad_accum,
                            .ddp_out = &R->ctl.ddp, .stop = o->stop, .progress = o->progress,
+                           .build_checked = true,   /* the setup's handshake, first of all (train_agree.c) */
                            .warn = warn, .warn_user = R, .lock = &R->ctl.lock, .no_pictures = true, .no_report = true,
                            .eval_at_start = true, .diverge_floor_name = "2 ln V",
                            .diverge_floor = 2 * log((double)R->data.text.vocab.V)};

@@ -25,11 +25,12 @@
 #ifndef LM_VERSION
 #define LM_VERSION "unversioned"   /* the Makefile gives its VERSION */
 #endif
-/* The collectives a run makes before its first step, in order (the handshake, rank 0's
- * outcome, its checkpoint, each rank's setup outcome, the digests, the weights): raised whenever
- * they change, so that builds that would send each other other things meet only at the
- * handshake. */
-#define LM_PROTOCOL 4
+/* The collectives a run makes before the trainer's, in order (the handshake, rank 0's outcome,
+ * its checkpoint, each rank's setup outcome, the digests): raised whenever they change, so that
+ * builds that would send each other other things meet only at the handshake. It is the run's
+ * only one: the trainer's protocol and sizes are in its layout (ag_train_layout), and the
+ * trainer makes none of its own (ag_train_opts.build_checked). */
+#define LM_PROTOCOL 5
 
 /* What a digest holds after the config's fields. */
 enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_SHARDS, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
@@ -105,7 +106,8 @@ static uint64_t layout_hash(void)
 {
     uint64_t h = ag_fields_layout(lm_fields, LM_N_FIELDS, AG_FNV1A_INIT);   /* train/fields.h */
     for (int i = 0; i < A_N; i++) h = ag_fnv1a(h, extra_names[i], strlen(extra_names[i]));
-    uint64_t sizes[] = {sizeof(lm_config), sizeof(lm_train_state), sizeof(ag_real), sizeof(ag_error), N_ITEMS};
+    uint64_t sizes[] = {sizeof(lm_config), sizeof(lm_train_state), sizeof(ag_real), sizeof(ag_error), N_ITEMS,
+                        ag_train_layout()};   /* the trainer's exchanges after these (train/train.h) */
     return ag_fnv1a(h, sizes, sizeof sizes);
 }
 

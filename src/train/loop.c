@@ -442,9 +442,17 @@ static ag_status run_loop(loop *L, ag_error *err)
  * builds meet only at the first. */
 #define LOOP_PROTOCOL 2
 
-/* Several ranks: one build on all (ddp.h), before anything sized by this build is exchanged. */
+uint64_t ag_train_layout(void)
+{
+    const uint64_t words[] = {LOOP_PROTOCOL, sizeof(ag_real), sizeof(ag_train_state), sizeof(ag_error)};
+    return ag_fnv1a(AG_FNV1A_INIT, words, sizeof words);
+}
+
+/* Several ranks: one build on all (ddp.h), before anything sized by this build is exchanged
+ * (unless the program compared them first: opts->build_checked). */
 static ag_status same_build(const loop *L, ag_error *err)
 {
+    if (L->o->build_checked) return AG_OK;
     const uint64_t sizes[] = {sizeof(ag_real), sizeof L->st, sizeof(ag_error)};
     const ag_build b = {.program = L->c->name, .version = L->c->commit, .protocol = LOOP_PROTOCOL,
                         .layout = ag_fnv1a(AG_FNV1A_INIT, sizes, sizeof sizes)};

@@ -807,6 +807,11 @@ typedef struct {
                                   the program's words (char_lm's: "char_lm: warning: <line>" on
                                   stderr); NULL: "warning: <line>", "note: <line>" on log */
     void *warn_user;
+    bool build_checked;        /* the program compared its ranks' builds itself, first of all
+                                  (ddp.h's ag_build_handshake, ag_train_layout mixed into its
+                                  layout), because it exchanges things of its own before this call
+                                  (char_lm's setup): the loop does not again. false: the loop's
+                                  handshake, its first exchange (the client's name and commit) */
     ag_lock *lock;             /* the program's lock on DIR (NULL: the loop's own): taken by the
                                   loop unless held already, and left held after the run for the
                                   program to drop (char_lm locks DIR before it reads the checkpoint
@@ -866,6 +871,11 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
+/* What ag_train_run's ranks exchange, as one word: its protocol (the order of its collectives) and
+ * the sizes of what it sends (its state, a real, an error). A program that compares the builds
+ * itself (opts->build_checked) mixes it into its ag_build's layout, so that two builds whose
+ * loops would exchange other things meet only at its handshake. */
+uint64_t ag_train_layout(void);
 /* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */

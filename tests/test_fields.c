@@ -581,6 +581,29 @@ START_TEST(bits_and_layout)
 }
 END_TEST
 
+/* ag_fields_switches: the optional enum and bool rows that are on, in table order */
+START_TEST(switches_on)
+{
+    static const ag_field sw[] = {
+        {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, false, true, &ag_mlp_switch, "the MLP", false},
+        {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, false, true, NULL, "blocks", false},
+        {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "say less", false},
+        {"hidden", NULL, AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "no flag", false},
+    };
+    cfg c = base();
+    char buf[64];
+    ck_assert_uint_eq(ag_fields_switches(&c, sw, 4, buf, sizeof buf), strlen("--mlp swiglu, --quiet"));
+    ck_assert_str_eq(buf, "--mlp swiglu, --quiet");
+    ck_assert_uint_eq(ag_fields_switches(&c, rows, NROWS, buf, sizeof buf), 0);   /* its one optional row a double */
+    ck_assert_str_eq(buf, "");
+    c.mlp = 0, c.quiet = false;
+    ck_assert_uint_eq(ag_fields_switches(&c, sw, 4, buf, sizeof buf), 0);
+    c.quiet = true;
+    ck_assert_uint_eq(ag_fields_switches(&c, sw, 4, buf, 6), 5);   /* cut short, terminated */
+    ck_assert_str_eq(buf, "--qui");
+}
+END_TEST
+
 Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
@@ -588,7 +611,7 @@ Suite *fields_suite(void)
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
     ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text, whole_command_line);
-    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout);
+    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout, switches_on);
     suite_add_tcase(s, tc);
     return s;
 }

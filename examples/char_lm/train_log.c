@@ -27,23 +27,6 @@ void lm_log_line(const lm_run *R, const char *fmt, ...)
 
 // --- the log ---
 
-/* The switches that are not MODEL.md's default, "--norm rmsnorm, --no-scale", in sw [n]. */
-static size_t switches(const lm_config *c, char *sw, size_t n)
-{
-    size_t len = 0;
-    sw[0] = '\0';
-    for (int i = 0; i < lm_n_fields; i++) {
-        const lm_field *fl = &lm_fields[i];
-        char v[64];
-        bool is_switch = fl->type == LM_T_ENUM || fl->type == LM_T_BOOL;   /* not time_budget, budget_iters */
-        if (!fl->optional || !is_switch || ag_field_get(c, fl) == 0 || len >= n) continue;
-        int w = snprintf(sw + len, n - len, "%s%s%s%s", len ? ", " : "", fl->flag, fl->type == LM_T_BOOL ? "" : " ",
-                         fl->type == LM_T_BOOL ? "" : ag_field_format(c, fl, v, sizeof v));
-        if (w > 0) len += (size_t)w;
-    }
-    return len;
-}
-
 void lm_log_header(const lm_run *R)
 {
     FILE *f = R->o->log;
@@ -56,7 +39,7 @@ void lm_log_header(const lm_run *R)
             c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.block_size, c->model.vocab_size,
             R->learn.m.g->params->total);
     char sw[512];
-    if (switches(c, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);
+    if (ag_fields_switches(c, lm_fields, lm_n_fields, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);   /* not MODEL.md's default */
     char steps[32], decay[32];   /* "?" while --time-budget has the count to fit */
     bool to_fit = c->time_budget > 0 && !c->budget_iters;
     snprintf(steps, sizeof steps, to_fit ? "?" : "%ld", c->max_iters);

@@ -216,6 +216,22 @@ ag_status ag_fields_merge(void *cfg, const void *flags, const void *ck, const ag
     return AG_OK;
 }
 
+size_t ag_fields_switches(const void *obj, const ag_field *tab, int n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const ag_field *f = &tab[i];
+        bool on = f->type == AG_FIELD_BOOL ? *CAT(obj, f, bool) : f->type == AG_FIELD_ENUM && *CAT(obj, f, int);
+        char v[64];
+        if (!f->optional || !on || !f->flag || len >= cap) continue;
+        int w = snprintf(buf + len, cap - len, "%s%s%s%s", len ? ", " : "", f->flag, f->type == AG_FIELD_BOOL ? "" : " ",
+                         f->type == AG_FIELD_BOOL ? "" : ag_field_format(obj, f, v, sizeof v));
+        if (w > 0) len = len + (size_t)w < cap ? len + (size_t)w : cap - 1;
+    }
+    return len;
+}
+
 uint64_t ag_field_bits(const void *obj, const ag_field *f)
 {
     uint64_t v = 0;

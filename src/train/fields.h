@@ -142,6 +142,11 @@ ag_status ag_fields_set(void *obj, const ag_field *tab, int n, const char *text,
  * parenthesis on a resume only). */
 ag_status ag_fields_merge(void *cfg, const void *flags, const void *ck, const ag_field *tab, int n,
                           const bool *given, bool config_given, bool resume, const char *dir, ag_error *err);
+/* The switches of obj that are on, for a run's header: the optional rows (those a config may
+ * lack) of an enum or a bool whose value is not 0, the default: "--norm rmsnorm, --no-scale" (an
+ * enum's flag and value, a bool's flag alone), in table order, into buf [cap]; returns the
+ * length written (0: none on). */
+size_t ag_fields_switches(const void *obj, const ag_field *tab, int n, char *buf, size_t cap);
 /* Field f's bytes as one word, zero-padded (every type's value fits in 8 bytes; a _STR's is its
  * pointer): what ranks compare of a config, 8 bytes a row whatever the row (ag_ranks_agree). */
 uint64_t ag_field_bits(const void *obj, const ag_field *f);

@@ -339,7 +339,7 @@ static ag_status start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_err
     if (!(R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, R->learn.n_shards, &why)))
         return ag_seterr(err, why.status, "%s", why.msg);
     if (!R->o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
-    ag_status s = lm_log_written(R, err);
+    ag_status s = ag_log_written(R->o->log, R->o->out_dir, err);   /* a full disk under the header: at once */
     return s ? s : probe(R, st->step, err);
 }
 

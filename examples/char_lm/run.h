@@ -174,8 +174,6 @@ void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(pr
 void lm_log_header(const lm_run *R);
 /* loss.png (and attn.png, dynamics.png, activations.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
-/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once). */
-ag_status lm_log_written(const lm_run *R, ag_error *err);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
 
 #endif

@@ -3,7 +3,6 @@
  * --log-attn-stats attn.png, --log-dynamics dynamics.png, --log-activations activations.png
  * (train/train.h, train/plot_attn.h). Rank 0 alone writes files (train/ddp.h); the others have
  * no log. */
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,15 +55,6 @@ void lm_log_header(const lm_run *R)
     if (R->ctl.resumed) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
     if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
     fflush(f);
-}
-
-ag_status lm_log_written(const lm_run *R, ag_error *err)
-{
-    FILE *f = R->o->log;
-    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
-    int e = errno;
-    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
-                     strerror(e), LM_KEPT(R));
 }
 
 void lm_log_end(const lm_run *R, const lm_train_result *r)

@@ -184,19 +184,6 @@ static ag_status put_row(loop *L, ag_error *err, const char *fmt, ...)
                      L->o->out_dir, strerror(errno));
 }
 
-/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once,
- * naming what is kept). */
-static ag_status log_written(const loop *L, ag_error *err)
-{
-    FILE *f = L->o->log;
-    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
-    int e = errno;
-    char kept[1024];
-    ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);
-    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
-                     strerror(e), kept);
-}
-
 static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
@@ -233,7 +220,7 @@ static ag_status step(loop *L, long it, ag_error *err)
     bool due = o->log_every > 0 && (at % o->log_every == 0 || (o->log_first && it + 1 == o->steps));
     if (ag_progress_due(&L->prog, due, it + 1 == o->steps))
         progress(L, it, lv, lr);
-    return log_written(L, err);   /* a full disk under the log stops the run at once */
+    return ag_log_written(L->o->log, L->o->out_dir, err);   /* a full disk under the log stops the run at once */
 }
 
 /* The progress line after step it, in the client's words (progress_text) or the loop's. */

@@ -557,6 +557,11 @@ void ag_progress_show(ag_progress *p, const char *fmt, ...) __attribute__((forma
 /* Any other line of the log (printf-style, no newline in fmt), the progress line cleared first. */
 void ag_progress_line(const ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ag_progress_vline(const ag_progress *p, const char *fmt, va_list ap);
+/* Everything written to log so far is out of the process (log NULL: AG_OK): a log on a full disk
+ * or a closed pipe is AG_ERR_IO at once, "the log: write failed: No space left on device;
+ * stopped; kept: DIR/ckpt-00000020, the latest and the best" ("stdout: ..."; what DIR keeps as
+ * ag_ckpt_kept says it), so that a run never goes on unheard. */
+ag_status ag_log_written(FILE *log, const char *dir, ag_error *err);
 /* On a terminal: the progress line erased (before a line written otherwise), or ended (break:
  * kept on screen, before an error or an interruption is reported). Elsewhere nothing. */
 void ag_progress_clear(const ag_progress *p);

@@ -522,6 +522,88 @@ START_TEST(set_from_text)
 }
 END_TEST
 
+/* ag_fields_merge: a checkpoint's shape rows win, a given flag that contradicts one is refused
+ * (cfg untouched), and on a resume the other given flags override the checkpoint's values */
+START_TEST(merge_with_checkpoint)
+{
+    cfg ck = base(), flags = base(), c;
+    ck.steps = 50, ck.lr = 5e-3, ck.mlp = 0;
+    flags.layers = 3, flags.steps = 300, flags.lr = 2e-3;
+    bool given[NROWS] = {0};
+    ag_error err = {0};
+    given[row("layers") - rows] = true;
+    c = ck;
+    ck_assert_int_eq(ag_fields_merge(&c, &flags, &ck, rows, NROWS, given, false, true, "D", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--layers: the checkpoint in D has layers 2, but the flag asks for 3 (a resumed run "
+                     "keeps its model shape)");
+    ck_assert(memcmp(&c, &ck, sizeof c) == 0);   /* untouched */
+    given[row("layers") - rows] = false;
+    given[row("steps") - rows] = true;   /* a resume: the given flag's value, the rest the checkpoint's */
+    ck_assert_int_eq(ag_fields_merge(&c, &flags, &ck, rows, NROWS, given, false, true, "D", &err), AG_OK);
+    ck_assert(c.steps == 300 && c.lr == 5e-3 && c.layers == 2 && c.mlp == 0);
+    c = flags;   /* a new run from the weights: the flags' values, the checkpoint's shape */
+    ck_assert_int_eq(ag_fields_merge(&c, &flags, &ck, rows, NROWS, given, false, false, "D", &err), AG_OK);
+    ck_assert(c.steps == 300 && c.lr == 2e-3 && c.layers == 2 && c.mlp == 0);
+    c = flags;   /* a whole config given: each shape row of it must be the checkpoint's */
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_fields_merge(&c, &flags, &ck, rows, NROWS, NULL, true, false, "D", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--layers: the checkpoint in D has layers 2, but --config asks for 3");
+    flags.layers = 2;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_fields_merge(&c, &flags, &ck, rows, NROWS, NULL, true, false, "D", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--mlp: the checkpoint in D has mlp gelu, but --config asks for swiglu");
+}
+END_TEST
+
+/* ag_field_bits / ag_field_format_bits: 8 bytes a row, said back as the row says its value; the
+ * layout hash changes with a row's type or offset */
+START_TEST(bits_and_layout)
+{
+    cfg c = base();
+    char buf[64];
+    ck_assert_uint_eq(ag_field_bits(&c, row("layers")), 2);
+    ck_assert_uint_eq(ag_field_bits(&c, row("seed")), 7);
+    ck_assert_uint_eq(ag_field_bits(&c, row("quiet")), 1);
+    ck_assert_str_eq(ag_field_format_bits(row("lr"), ag_field_bits(&c, row("lr")), buf, sizeof buf), "0.001");
+    ck_assert_str_eq(ag_field_format_bits(row("mlp"), ag_field_bits(&c, row("mlp")), buf, sizeof buf), "swiglu");
+    ck_assert_str_eq(ag_field_format_bits(row("steps"), ag_field_bits(&c, row("steps")), buf, sizeof buf), "100");
+    c.layers = 3;
+    ck_assert_uint_ne(ag_field_bits(&c, row("layers")), 2);
+    uint64_t h = ag_fields_layout(rows, NROWS, 1);
+    ck_assert_uint_eq(ag_fields_layout(rows, NROWS, 1), h);
+    ag_field moved[NROWS];
+    memcpy(moved, rows, sizeof rows);
+    moved[2].offset += 8;
+    ck_assert_uint_ne(ag_fields_layout(moved, NROWS, 1), h);
+    moved[2] = rows[2], moved[1].type = AG_FIELD_U64;
+    ck_assert_uint_ne(ag_fields_layout(moved, NROWS, 1), h);
+    ck_assert_uint_ne(ag_fields_layout(rows, NROWS - 1, 1), h);
+}
+END_TEST
+
+/* ag_fields_switches: the optional enum and bool rows that are on, in table order */
+START_TEST(switches_on)
+{
+    static const ag_field sw[] = {
+        {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, false, true, &ag_mlp_switch, "the MLP", false},
+        {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, false, true, NULL, "blocks", false},
+        {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "say less", false},
+        {"hidden", NULL, AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "no flag", false},
+    };
+    cfg c = base();
+    char buf[64];
+    ck_assert_uint_eq(ag_fields_switches(&c, sw, 4, buf, sizeof buf), strlen("--mlp swiglu, --quiet"));
+    ck_assert_str_eq(buf, "--mlp swiglu, --quiet");
+    ck_assert_uint_eq(ag_fields_switches(&c, rows, NROWS, buf, sizeof buf), 0);   /* its one optional row a double */
+    ck_assert_str_eq(buf, "");
+    c.mlp = 0, c.quiet = false;
+    ck_assert_uint_eq(ag_fields_switches(&c, sw, 4, buf, sizeof buf), 0);
+    c.quiet = true;
+    ck_assert_uint_eq(ag_fields_switches(&c, sw, 4, buf, 6), 5);   /* cut short, terminated */
+    ck_assert_str_eq(buf, "--qui");
+}
+END_TEST
+
 Suite *fields_suite(void)
 {
     Suite *s = suite_create("fields");
@@ -529,6 +611,7 @@ Suite *fields_suite(void)
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
     ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text, whole_command_line);
+    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout, switches_on);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -118,11 +118,34 @@ START_TEST(test_progress_plot_again)
 }
 END_TEST
 
+/* ag_log_written: a log that cannot be written (a full disk: /dev/full) is AG_ERR_IO at once,
+ * saying what DIR keeps; a log written, or none, is AG_OK */
+START_TEST(test_log_written)
+{
+    char dir[] = "/tmp/ag_log_written_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ag_error err = {0};
+    ck_assert_int_eq(ag_log_written(NULL, dir, &err), AG_OK);
+    FILE *ok = tmpfile();
+    ck_assert_ptr_nonnull(ok);
+    fprintf(ok, "a line\n");
+    ck_assert_int_eq(ag_log_written(ok, dir, &err), AG_OK);
+    fclose(ok);
+    FILE *full = fopen("/dev/full", "w");
+    ck_assert_ptr_nonnull(full);
+    fprintf(full, "a line\n");
+    ck_assert_int_eq(ag_log_written(full, dir, &err), AG_ERR_IO);
+    ck_assert_str_eq(err.msg, "the log: write failed: No space left on device; stopped; no checkpoint was saved");
+    fclose(full);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *progress_suite(void)
 {
     Suite *s = suite_create("progress");
     TCase *t = tcase_create("line");
-    ADD_TESTS(t, test_progress_lines, test_progress_tty, test_progress_quiet_and_ema);
+    ADD_TESTS(t, test_progress_lines, test_progress_tty, test_progress_quiet_and_ema, test_log_written);
     suite_add_tcase(s, t);
     TCase *plot = tcase_create("loss.png");
     tcase_set_timeout(plot, 120);   /* gnuplot on a loaded machine */

@@ -1401,6 +1401,57 @@ START_TEST(own_format_legacy)
 }
 END_TEST
 
+/* own_resumed's format: tiny's, its reads counted */
+static int tf_reads;
+static ag_status tf_read_counted(const ag_train_client *c, const char *where, ag_train_state *st, bool all,
+                                 ag_error *err)
+{
+    tf_reads++;
+    return tf_read(c, where, st, all, err);
+}
+static const ag_train_format tf_format_counted = {.kind = &tf_kind, .write = tf_write, .read = tf_read_counted,
+                                                  .count = "iteration"};
+
+/* opts.resumed: a program that read DIR/latest itself (weights, moments, state) hands the loop
+ * where the run stood; the loop reads nothing of the checkpoint again, and the run goes on as the
+ * unbroken one (metrics.csv, weights) */
+START_TEST(own_resumed)
+{
+    tiny u, m;
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny_build(&u);
+    u.format = &tf_format_counted;
+    tiny_train(&u, root, "unbroken", 30, 10, false);
+    tiny_build(&m);
+    m.format = &tf_format_counted;
+    tiny_train(&m, root, "half", 10, 10, false);
+    ag_params_free(m.P);
+    tiny_build(&m);   /* a new process: the program reads the checkpoint itself */
+    snprintf(out, sizeof out, "%s/half", root);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_counted};
+    ag_train_state st = {.best_loss = INFINITY, .best_step = -1, .eval_step = -1, .train_loss = NAN, .val_loss = NAN,
+                         .score = NAN};
+    ag_error err = {0};
+    ck_assert_msg(tf_read(&c, proc_ckpt(out), &st, true, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(st.step, 10);
+    tf_reads = 0;
+    const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .resume = true, .resumed = &st,
+                             .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
+                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(tf_reads, 0);
+    ck_assert_int_eq(r.start, 10);
+    ck_assert_int_eq(r.step, 30);
+    tf_same_run(root, "half", &m, &u);
+    ag_params_free(u.P);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 Suite *train_run_suite(void)
 {
     Suite *s = suite_create("train_run");
@@ -1430,6 +1481,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_ddp);
     tcase_add_test(tc, own_batch_flag);
     tcase_add_test(tc, own_format_legacy);
+    tcase_add_test(tc, own_resumed);
     suite_add_tcase(s, tc);
     return s;
 }

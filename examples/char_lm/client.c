@@ -339,7 +339,7 @@ static ag_status start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_err
     if (!(R->learn.shards = ag_gpt_shards_new(R->learn.m.g, ctx, R->learn.n_shards, &why)))
         return ag_seterr(err, why.status, "%s", why.msg);
     if (!R->o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
-    ag_status s = lm_log_written(R, err);
+    ag_status s = ag_log_written(R->o->log, R->o->out_dir, err);   /* a full disk under the header: at once */
     return s ? s : probe(R, st->step, err);
 }
 
@@ -368,6 +368,7 @@ ag_train_opts lm_client_opts(lm_run *R)
     const lm_config *c = &R->cfg;
     long log_every = o->log_every > 0 ? o->log_every : 10;
     return (ag_train_opts){.out_dir = o->out_dir, .make_parents = true, .steps = c->max_iters, .resume = o->resume,
+                           .resumed = R->ctl.resumed ? &R->learn.from : NULL,   /* read by the setup */
                            .overwrite = o->overwrite, .seed = ag_seed_at(c->seed, 0, LM_TAG_BATCH),
                            .every = c->eval_interval, .log_every = log_every, .log_first = true,
                            .sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters}, .grad_clip = c->grad_clip,
@@ -375,6 +376,7 @@ ag_train_opts lm_client_opts(lm_run *R)
                            .lr_find_lo = c->lr_find, .threads = o->tune_threads ? ag_threads() : 0, .log = o->log,
                            .budget = &R->ctl.budget, .dist = o->dist, .grad_accum = o->grad_accum,
                            .ddp_out = &R->ctl.ddp, .stop = o->stop, .progress = o->progress,
+                           .build_checked = true,   /* the setup's handshake, first of all (train_agree.c) */
                            .warn = warn, .warn_user = R, .lock = &R->ctl.lock, .no_pictures = true, .no_report = true,
                            .eval_at_start = true, .diverge_floor_name = "2 ln V",
                            .diverge_floor = 2 * log((double)R->data.text.vocab.V)};

@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
     lm_model m;              /* m.g, the GPT: its params hold weights, grads, Adam's m and v */
     lm_train_state st;       /* where the run starts and the text's fields its checkpoints keep (checkpoint.h) */
+    ag_train_state from;     /* --resume: st as the trainer takes it (ag_train_opts.resumed: not read again) */
     ag_ctx *ctx;             /* the trainer's ctx (lm_client_start): every forward and backward of the run */
     ag_gpt_shards *shards;   /* each pass's windows split over the threads (nn.h; one: the plain pass) */
     int n_shards;            /*   how many the setup chose (1: the plain step), memory counted */
@@ -173,8 +174,6 @@ void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(pr
 void lm_log_header(const lm_run *R);
 /* loss.png (and attn.png, dynamics.png, activations.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
-/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once). */
-ag_status lm_log_written(const lm_run *R, ag_error *err);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
 
 #endif

@@ -25,11 +25,12 @@
 #ifndef LM_VERSION
 #define LM_VERSION "unversioned"   /* the Makefile gives its VERSION */
 #endif
-/* The collectives a run makes before its first step, in order (the handshake, rank 0's
- * outcome, its checkpoint, each rank's setup outcome, the digests, the weights): raised whenever
- * they change, so that builds that would send each other other things meet only at the
- * handshake. */
-#define LM_PROTOCOL 4
+/* The collectives a run makes before the trainer's, in order (the handshake, rank 0's outcome,
+ * its checkpoint, each rank's setup outcome, the digests): raised whenever they change, so that
+ * builds that would send each other other things meet only at the handshake. It is the run's
+ * only one: the trainer's protocol and sizes are in its layout (ag_train_layout), and the
+ * trainer makes none of its own (ag_train_opts.build_checked). */
+#define LM_PROTOCOL 5
 
 /* What a digest holds after the config's fields. */
 enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_SHARDS, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
@@ -39,24 +40,12 @@ static const char *const extra_names[A_N] = {
 };
 #define N_ITEMS (LM_N_FIELDS + A_N)
 
-/* The bytes of config field f, zero-padded to 8. */
-static uint64_t field_bits(const lm_config *c, const lm_field *f)
-{
-    lm_config only;
-    memset(&only, 0, sizeof only);
-    ag_field_copy(&only, c, f);   /* the field alone: the bytes after it stay 0 */
-    uint64_t v = 0;
-    size_t n = sizeof only - f->offset < sizeof v ? sizeof only - f->offset : sizeof v;
-    memcpy(&v, (const char *)&only + f->offset, n);
-    return v;
-}
-
 /* d [N_ITEMS]: what this rank holds. */
 static void make_digest(const lm_run *R, uint64_t *d)
 {
     const lm_train_state *st = &R->learn.st;
     const ag_vocab *v = &R->data.text.vocab;
-    for (int i = 0; i < LM_N_FIELDS; i++) d[i] = field_bits(&R->cfg, &lm_fields[i]);
+    for (int i = 0; i < LM_N_FIELDS; i++) d[i] = ag_field_bits(&R->cfg, &lm_fields[i]);   /* train/fields.h */
     uint64_t *x = d + LM_N_FIELDS;
     x[A_PARAMS] = R->learn.m.g->params->total;
     x[A_VOCAB] = ag_fnv1a(AG_FNV1A_INIT, v->cp, (size_t)v->V * sizeof *v->cp);
@@ -76,12 +65,7 @@ static void item_value(const void *user, int i, uint64_t v, char *buf, size_t n)
 {
     (void)user;
     if (i < LM_N_FIELDS) {
-        const lm_field *f = &lm_fields[i];
-        lm_config one;
-        memset(&one, 0, sizeof one);
-        size_t k = sizeof one - f->offset < sizeof v ? sizeof one - f->offset : sizeof v;
-        memcpy((char *)&one + f->offset, &v, k);
-        ag_field_format(&one, f, buf, n);
+        ag_field_format_bits(&lm_fields[i], v, buf, n);
         return;
     }
     int x = i - LM_N_FIELDS;
@@ -120,14 +104,10 @@ ag_status lm_run_agree(lm_run *R, ag_error *err)
  * items and the stop votes. */
 static uint64_t layout_hash(void)
 {
-    uint64_t h = AG_FNV1A_INIT;
-    for (int i = 0; i < LM_N_FIELDS; i++) {
-        const lm_field *f = &lm_fields[i];
-        uint64_t w[2] = {(uint64_t)f->type, (uint64_t)f->offset};
-        h = ag_fnv1a(ag_fnv1a(h, f->key, strlen(f->key)), w, sizeof w);
-    }
+    uint64_t h = ag_fields_layout(lm_fields, LM_N_FIELDS, AG_FNV1A_INIT);   /* train/fields.h */
     for (int i = 0; i < A_N; i++) h = ag_fnv1a(h, extra_names[i], strlen(extra_names[i]));
-    uint64_t sizes[] = {sizeof(lm_config), sizeof(lm_train_state), sizeof(ag_real), sizeof(ag_error), N_ITEMS};
+    uint64_t sizes[] = {sizeof(lm_config), sizeof(lm_train_state), sizeof(ag_real), sizeof(ag_error), N_ITEMS,
+                        ag_train_layout()};   /* the trainer's exchanges after these (train/train.h) */
     return ag_fnv1a(h, sizes, sizeof sizes);
 }
 

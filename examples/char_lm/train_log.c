@@ -3,7 +3,6 @@
  * --log-attn-stats attn.png, --log-dynamics dynamics.png, --log-activations activations.png
  * (train/train.h, train/plot_attn.h). Rank 0 alone writes files (train/ddp.h); the others have
  * no log. */
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,23 +26,6 @@ void lm_log_line(const lm_run *R, const char *fmt, ...)
 
 // --- the log ---
 
-/* The switches that are not MODEL.md's default, "--norm rmsnorm, --no-scale", in sw [n]. */
-static size_t switches(const lm_config *c, char *sw, size_t n)
-{
-    size_t len = 0;
-    sw[0] = '\0';
-    for (int i = 0; i < lm_n_fields; i++) {
-        const lm_field *fl = &lm_fields[i];
-        char v[64];
-        bool is_switch = fl->type == LM_T_ENUM || fl->type == LM_T_BOOL;   /* not time_budget, budget_iters */
-        if (!fl->optional || !is_switch || ag_field_get(c, fl) == 0 || len >= n) continue;
-        int w = snprintf(sw + len, n - len, "%s%s%s%s", len ? ", " : "", fl->flag, fl->type == LM_T_BOOL ? "" : " ",
-                         fl->type == LM_T_BOOL ? "" : ag_field_format(c, fl, v, sizeof v));
-        if (w > 0) len += (size_t)w;
-    }
-    return len;
-}
-
 void lm_log_header(const lm_run *R)
 {
     FILE *f = R->o->log;
@@ -56,7 +38,7 @@ void lm_log_header(const lm_run *R)
             c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.block_size, c->model.vocab_size,
             R->learn.m.g->params->total);
     char sw[512];
-    if (switches(c, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);
+    if (ag_fields_switches(c, lm_fields, lm_n_fields, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);   /* not MODEL.md's default */
     char steps[32], decay[32];   /* "?" while --time-budget has the count to fit */
     bool to_fit = c->time_budget > 0 && !c->budget_iters;
     snprintf(steps, sizeof steps, to_fit ? "?" : "%ld", c->max_iters);
@@ -73,15 +55,6 @@ void lm_log_header(const lm_run *R)
     if (R->ctl.resumed) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
     if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
     fflush(f);
-}
-
-ag_status lm_log_written(const lm_run *R, ag_error *err)
-{
-    FILE *f = R->o->log;
-    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
-    int e = errno;
-    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
-                     strerror(e), LM_KEPT(R));
 }
 
 void lm_log_end(const lm_run *R, const lm_train_result *r)

@@ -13,29 +13,13 @@
 // --- the model and its config ---
 
 /* The model's shape may not change on --resume / --init-from: a flag (or --config) that says
- * otherwise is an error. Other fields: the checkpoint's (resume) or the command line's. */
+ * otherwise is an error (train/fields.h: ag_fields_merge). Other fields: the checkpoint's
+ * (resume) or the command line's. */
 static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const char *dir, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    lm_config cfg = resume ? *ck : o->cfg;
-    for (int i = 0; i < lm_n_fields; i++) {
-        const lm_field *f = &lm_fields[i];
-        bool given = o->given && o->given[i];
-        if (f->shape) {
-            if (f->flag && (given || o->config_given) && !ag_field_equal(&o->cfg, ck, f)) {
-                char have[64], want[64];
-                return ag_seterr(err, AG_ERR_ARG, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag,
-                                 dir, f->key, ag_field_format(ck, f, have, sizeof have),
-                                 given ? "the flag" : "--config", ag_field_format(&o->cfg, f, want, sizeof want),
-                                 resume ? " (a resumed run keeps its model shape)" : "");
-            }
-            ag_field_copy(&cfg, ck, f);
-        } else if (resume && given) {
-            ag_field_copy(&cfg, &o->cfg, f);
-        }
-    }
-    R->cfg = cfg;
-    return AG_OK;
+    R->cfg = resume ? *ck : o->cfg;
+    return ag_fields_merge(&R->cfg, &o->cfg, ck, lm_fields, lm_n_fields, o->given, o->config_given, resume, dir, err);
 }
 
 /* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
@@ -155,6 +139,11 @@ static ag_status resume_state(lm_run *R, ag_error *err)
                          "--init-from", R->cfg.val_fraction, o->out_dir, st->n_train, st->n_val, R->data.n_train,
                          R->data.n_val);
     R->ctl.resumed = true;
+    bool ev = st->has_eval;   /* where the run stood, as the format's read would give it the trainer */
+    R->learn.from = (ag_train_state){.step = st->iter, .rng = st->rng, .run_id = st->run_id, .best_step = st->best_iter,
+                                     .best_loss = st->best_iter >= 0 ? st->best_loss : INFINITY,
+                                     .eval_step = ev ? st->iter : -1, .train_loss = ev ? st->eval_train : NAN,
+                                     .val_loss = ev ? st->eval_val : NAN, .score = NAN};
     return AG_OK;
 }
 

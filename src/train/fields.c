@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fields.h"
+#include "../data/hash.h"   /* ag_fnv1a: a table's layout */
 
 const ag_field *ag_field_by_key(const ag_field *tab, int n, const char *key)
 {
@@ -192,6 +193,68 @@ ag_status ag_fields_check(const void *obj, const ag_field *tab, int n, ag_error 
     for (int i = 0; i < n; i++)
         if (ag_field_check(obj, &tab[i], err)) return AG_ERR_ARG;
     return AG_OK;
+}
+
+// --- a config against a checkpoint's, and between ranks ---
+
+ag_status ag_fields_merge(void *cfg, const void *flags, const void *ck, const ag_field *tab, int n,
+                          const bool *given, bool config_given, bool resume, const char *dir, ag_error *err)
+{
+    for (int i = 0; i < n; i++) {   /* the shape rows checked first: cfg stays as it was on an error */
+        const ag_field *f = &tab[i];
+        bool g = given && given[i];
+        if (!f->shape || !f->flag || !(g || config_given) || ag_field_equal(flags, ck, f)) continue;
+        char have[64], want[64];
+        return ag_seterr(err, AG_ERR_ARG, "%s: the checkpoint in %s has %s %s, but %s asks for %s%s", f->flag, dir,
+                         f->key, ag_field_format(ck, f, have, sizeof have), g ? "the flag" : "--config",
+                         ag_field_format(flags, f, want, sizeof want), resume ? " (a resumed run keeps its model shape)" : "");
+    }
+    for (int i = 0; i < n; i++) {
+        if (tab[i].shape) ag_field_copy(cfg, ck, &tab[i]);
+        else if (resume && given && given[i]) ag_field_copy(cfg, flags, &tab[i]);
+    }
+    return AG_OK;
+}
+
+size_t ag_fields_switches(const void *obj, const ag_field *tab, int n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const ag_field *f = &tab[i];
+        bool on = f->type == AG_FIELD_BOOL ? *CAT(obj, f, bool) : f->type == AG_FIELD_ENUM && *CAT(obj, f, int);
+        char v[64];
+        if (!f->optional || !on || !f->flag || len >= cap) continue;
+        int w = snprintf(buf + len, cap - len, "%s%s%s%s", len ? ", " : "", f->flag, f->type == AG_FIELD_BOOL ? "" : " ",
+                         f->type == AG_FIELD_BOOL ? "" : ag_field_format(obj, f, v, sizeof v));
+        if (w > 0) len = len + (size_t)w < cap ? len + (size_t)w : cap - 1;
+    }
+    return len;
+}
+
+uint64_t ag_field_bits(const void *obj, const ag_field *f)
+{
+    uint64_t v = 0;
+    memcpy(&v, (const char *)obj + f->offset, field_size(f));
+    return v;
+}
+
+const char *ag_field_format_bits(const ag_field *f, uint64_t bits, char *buf, size_t n)
+{
+    ag_field at0 = *f;   /* the word itself is the struct, the field at its start */
+    at0.offset = 0;
+    return ag_field_format(&bits, &at0, buf, n);
+}
+
+uint64_t ag_fields_layout(const ag_field *tab, int n, uint64_t h)
+{
+    for (int i = 0; i < n; i++) {
+        const ag_field *f = &tab[i];
+        uint64_t w[2] = {(uint64_t)f->type, (uint64_t)f->offset};
+        if (f->key) h = ag_fnv1a(h, f->key, strlen(f->key));
+        h = ag_fnv1a(h, w, sizeof w);
+    }
+    return h;
 }
 
 // --- parsing one value: one function per type ---

@@ -130,6 +130,32 @@ size_t ag_fields_usage_text(const char *text, const ag_field *tab, int n, char *
  * AG_ERR_ARG and one line: "not a field of the table: 'x=1'", "--lr must be > 0 (got -1)". */
 ag_status ag_fields_set(void *obj, const ag_field *tab, int n, const char *text, ag_error *err);
 
+// --- a config against a checkpoint's, and between ranks ---
+
+/* A run that takes a checkpoint's model (a resume, or a new run from its weights): on entry cfg
+ * holds the config the run starts from (the checkpoint's ck on a resume, else the flags'); every
+ * shape row (f->shape) becomes ck's, and on a resume every other row whose flag was given
+ * (given [n], or NULL: none) becomes the flags' flags. A shape row whose flag was given, or any
+ * shape row when config_given (a whole config file was), that differs from ck's is AG_ERR_ARG,
+ * cfg untouched: "--n-layer: the checkpoint in DIR has n_layer 2, but the flag asks for 3 (a
+ * resumed run keeps its model shape)" ("--config asks for" when no flag was given; the
+ * parenthesis on a resume only). */
+ag_status ag_fields_merge(void *cfg, const void *flags, const void *ck, const ag_field *tab, int n,
+                          const bool *given, bool config_given, bool resume, const char *dir, ag_error *err);
+/* The switches of obj that are on, for a run's header: the optional rows (those a config may
+ * lack) of an enum or a bool whose value is not 0, the default: "--norm rmsnorm, --no-scale" (an
+ * enum's flag and value, a bool's flag alone), in table order, into buf [cap]; returns the
+ * length written (0: none on). */
+size_t ag_fields_switches(const void *obj, const ag_field *tab, int n, char *buf, size_t cap);
+/* Field f's bytes as one word, zero-padded (every type's value fits in 8 bytes; a _STR's is its
+ * pointer): what ranks compare of a config, 8 bytes a row whatever the row (ag_ranks_agree). */
+uint64_t ag_field_bits(const void *obj, const ag_field *f);
+/* A word of ag_field_bits as field f says it ("12", "adamw", "0.001"); returns buf. */
+const char *ag_field_format_bits(const ag_field *f, uint64_t bits, char *buf, size_t n);
+/* h extended (FNV-1a) by the table's layout: each row's key, type and offset. Builds whose
+ * tables differ get different hashes (a handshake's layout, ddp.h's ag_build). */
+uint64_t ag_fields_layout(const ag_field *tab, int n, uint64_t h);
+
 // --- a command line, flag by flag ---
 
 /* One argument of argv as a program's flag loop sees it: "--lr=3e-4" split into flag and

@@ -184,19 +184,6 @@ static ag_status put_row(loop *L, ag_error *err, const char *fmt, ...)
                      L->o->out_dir, strerror(errno));
 }
 
-/* Everything logged so far is out of the process (a log on a full disk: AG_ERR_IO at once,
- * naming what is kept). */
-static ag_status log_written(const loop *L, ag_error *err)
-{
-    FILE *f = L->o->log;
-    if (!f || (fflush(f) == 0 && !ferror(f))) return AG_OK;
-    int e = errno;
-    char kept[1024];
-    ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);
-    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", f == stdout ? "stdout" : "the log",
-                     strerror(e), kept);
-}
-
 static ag_status step(loop *L, long it, ag_error *err)
 {
     const ag_train_opts *o = L->o;
@@ -233,7 +220,7 @@ static ag_status step(loop *L, long it, ag_error *err)
     bool due = o->log_every > 0 && (at % o->log_every == 0 || (o->log_first && it + 1 == o->steps));
     if (ag_progress_due(&L->prog, due, it + 1 == o->steps))
         progress(L, it, lv, lr);
-    return log_written(L, err);   /* a full disk under the log stops the run at once */
+    return ag_log_written(L->o->log, L->o->out_dir, err);   /* a full disk under the log stops the run at once */
 }
 
 /* The progress line after step it, in the client's words (progress_text) or the loop's. */
@@ -442,9 +429,17 @@ static ag_status run_loop(loop *L, ag_error *err)
  * builds meet only at the first. */
 #define LOOP_PROTOCOL 2
 
-/* Several ranks: one build on all (ddp.h), before anything sized by this build is exchanged. */
+uint64_t ag_train_layout(void)
+{
+    const uint64_t words[] = {LOOP_PROTOCOL, sizeof(ag_real), sizeof(ag_train_state), sizeof(ag_error)};
+    return ag_fnv1a(AG_FNV1A_INIT, words, sizeof words);
+}
+
+/* Several ranks: one build on all (ddp.h), before anything sized by this build is exchanged
+ * (unless the program compared them first: opts->build_checked). */
 static ag_status same_build(const loop *L, ag_error *err)
 {
+    if (L->o->build_checked) return AG_OK;
     const uint64_t sizes[] = {sizeof(ag_real), sizeof L->st, sizeof(ag_error)};
     const ag_build b = {.program = L->c->name, .version = L->c->commit, .protocol = LOOP_PROTOCOL,
                         .layout = ag_fnv1a(AG_FNV1A_INIT, sizes, sizeof sizes)};

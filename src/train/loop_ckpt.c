@@ -346,7 +346,11 @@ static ag_status resume(const char *dir, const ag_train_client *c, const ag_trai
     if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why))
         return ag_seterr(err, why.status, "--resume: %s", why.msg);
     if (note[0]) warn((void *)o, note);
-    return load_latest(dir, c, st, err);
+    if (!o->resumed) return load_latest(dir, c, st, err);
+    *st = *o->resumed;   /* the program's read of it, its weights in params: not read again */
+    st->prev_hash = ag_weights_hash(c->params);
+    if (!st->run_id) st->run_id = ag_new_run_id();
+    return AG_OK;
 }
 
 ag_status ag__loop_open(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,

@@ -1,8 +1,10 @@
 /* progress.c -- the progress line of a run's log (train.h): redrawn in place on a terminal, a
  * line at each log step elsewhere, and every other line of the log clearing it first, so that a
  * terminal never shows a line drawn over half of another. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include "train.h"
 #include "../tensor/debug.h"   /* ag_now_s */
@@ -67,3 +69,12 @@ void ag_progress_break(const ag_progress *p)
     if (p->log && p->tty) fputs("\n", p->log);
 }
 
+ag_status ag_log_written(FILE *log, const char *dir, ag_error *err)
+{
+    if (!log || (fflush(log) == 0 && !ferror(log))) return AG_OK;
+    int e = errno;
+    char kept[1024];
+    ag_ckpt_kept(dir, kept, sizeof kept);
+    return ag_seterr(err, AG_ERR_IO, "%s: write failed: %s; stopped; %s", log == stdout ? "stdout" : "the log",
+                     strerror(e), kept);
+}

@@ -577,6 +577,11 @@ void ag_progress_show(ag_progress *p, const char *fmt, ...) __attribute__((forma
 /* Any other line of the log (printf-style, no newline in fmt), the progress line cleared first. */
 void ag_progress_line(const ag_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ag_progress_vline(const ag_progress *p, const char *fmt, va_list ap);
+/* Everything written to log so far is out of the process (log NULL: AG_OK): a log on a full disk
+ * or a closed pipe is AG_ERR_IO at once, "the log: write failed: No space left on device;
+ * stopped; kept: DIR/ckpt-00000020, the latest and the best" ("stdout: ..."; what DIR keeps as
+ * ag_ckpt_kept says it), so that a run never goes on unheard. */
+ag_status ag_log_written(FILE *log, const char *dir, ag_error *err);
 /* On a terminal: the progress line erased (before a line written otherwise), or ended (break:
  * kept on screen, before an error or an interruption is reported). Elsewhere nothing. */
 void ag_progress_clear(const ag_progress *p);
@@ -755,6 +760,12 @@ typedef struct {
                                   stream, the step, the best evaluation; false refuses a DIR that
                                   holds a run already, and starts Adam's m and v at 0 (whatever a
                                   run before it in this process left in params) */
+    const ag_train_state *resumed;   /* with resume, optional: the program read DIR/latest
+                                  itself (under lock, before the call: char_lm builds its model from
+                                  it), its weights and moments are in the client's params already
+                                  and this is where the run stood (step, stream, run id, best,
+                                  evaluation: what the format's read gives): the loop reads
+                                  nothing of the checkpoint again. NULL: the format's read */
     double time_budget_s;      /* > 0: stop in time to evaluate, checkpoint and leave before
                                   this many seconds (counted from the call): an ag_budget, a
                                   bound only (steps and the schedule stay), which times an
@@ -821,6 +832,11 @@ typedef struct {
                                   the program's words (char_lm's: "char_lm: warning: <line>" on
                                   stderr); NULL: "warning: <line>", "note: <line>" on log */
     void *warn_user;
+    bool build_checked;        /* the program compared its ranks' builds itself, first of all
+                                  (ddp.h's ag_build_handshake, ag_train_layout mixed into its
+                                  layout), because it exchanges things of its own before this call
+                                  (char_lm's setup): the loop does not again. false: the loop's
+                                  handshake, its first exchange (the client's name and commit) */
     ag_lock *lock;             /* the program's lock on DIR (NULL: the loop's own): taken by the
                                   loop unless held already, and left held after the run for the
                                   program to drop (char_lm locks DIR before it reads the checkpoint
@@ -880,6 +896,11 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
+/* What ag_train_run's ranks exchange, as one word: its protocol (the order of its collectives) and
+ * the sizes of what it sends (its state, a real, an error). A program that compares the builds
+ * itself (opts->build_checked) mixes it into its ag_build's layout, so that two builds whose
+ * loops would exchange other things meet only at its handshake. */
+uint64_t ag_train_layout(void);
 /* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */

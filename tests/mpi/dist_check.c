@@ -13,6 +13,7 @@
 #include <string.h>
 #include "dist/dist.h"
 #include "train/ddp.h"   /* ag_ranks_agree, ag_share_start: the agreements built on them */
+#include "train/train.h"   /* ag_train_run's handshake */
 
 static int failures;
 
@@ -68,6 +69,24 @@ static void check_agree(ag_dist *d, int rank, int N)
     CHECK(ag_share_start(d, rank == 0 ? AG_ERR_IO : AG_OK, &why, &alike, &e) == AG_ERR_IO && alike &&
           strcmp(e.msg, "rank 0's reason") == 0, "share_start: %s", e.msg);
     CHECK(ag_share_start(d, AG_OK, &why, NULL, &e) == AG_OK, "share_start: %s", e.msg);
+}
+
+/* ag_train_run's handshake (loop.c), its first exchange: a rank of another commit is refused on
+ * every rank, naming the builds; with opts.build_checked (the program compared them itself) the
+ * loop makes none, and the client's own fault (no params) is what every rank says */
+static void check_train_build(ag_dist *d, int rank, int N)
+{
+    ag_error e = {0};
+    ag_train_result r;
+    const ag_train_client c = {.name = "tiny", .commit = rank == N - 1 ? "other" : "this"};
+    ag_train_opts o = {.out_dir = "dist_check_unused", .steps = 1, .dist = d};
+    CHECK(ag_train_run(&c, &o, &r, &e) == AG_ERR_ARG && strstr(e.msg, "the ranks run different builds of tiny"),
+          "the loop's handshake: %s", e.msg);
+    ag_error_clear(&e);
+    o.build_checked = true;
+    CHECK(ag_train_run(&c, &o, &r, &e) == AG_ERR_ARG && strstr(e.msg, "the client has no params"),
+          "build_checked: %s", e.msg);
+    CHECK(ag_train_layout() == ag_train_layout() && ag_train_layout() != 0, "ag_train_layout");
 }
 
 /* --bcast-first: a rank of an older build; waits until mpirun ends the job */
@@ -126,6 +145,7 @@ int main(int argc, char **argv)
 
     check_gather(d, rank, N);
     check_agree(d, rank, N);
+    check_train_build(d, rank, N);
 
     /* everyone agrees on the failure count before leaving */
     double bad = failures;

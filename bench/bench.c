@@ -28,7 +28,6 @@
 #include <unistd.h>
 #include <cblas.h> /* the bare sgemm, the ceiling to measure against */
 #include "attograd.h"
-#include "train/program.h"   /* ag_omp_bounded_spin */
 #include "data/corpus.h"
 #include "tensor/parallel.h" /* ag_gemm: private to the library, measured here */
 

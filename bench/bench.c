@@ -519,22 +519,6 @@ static int run_config(const bench_config *bc, const ag_corpus *data, int steps, 
     return ok ? 0 : 1;
 }
 
-/* OpenMP reads its wait policy when the program loads. Its default spins ~300k iterations
- * before sleeping: fastest on an idle machine, but when another process wants a core the
- * spinning threads make a step several times slower. A bounded spin (GOMP_SPINCOUNT=10000,
- * tens of microseconds: long enough to catch the next op's parallel region) kept the idle
- * speed within 2% here. So re-run ourselves once with it, unless the user chose a policy. */
-static void bounded_omp_spin(char **argv)
-{
-#ifdef __linux__   /* /proc/self/exe; GOMP_SPINCOUNT is GCC's libgomp's anyway */
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    setenv("GOMP_SPINCOUNT", "10000", 1);
-    execv("/proc/self/exe", argv); /* only returns on failure: go on with the default */
-#else
-    (void)argv;
-#endif
-}
-
 /* --config all: each configuration in a process of its own (this program again, with --config
  * NAME and the other flags as given). Peak RSS is a per-process figure: a configuration run
  * after another would count what the first left behind (glibc keeps freed memory). */
@@ -604,7 +588,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
 
 int main(int argc, char **argv)
 {
-    bounded_omp_spin(argv);
+    ag_omp_bounded_spin(argv);   /* OpenMP's idle threads spin briefly (train/program.h) */
     bench_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;

@@ -4,17 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "recipe.h"
-#include "run.h"   /* ag_format_duration */
-
-#define CAL_SKIP 3          /* probe steps not timed: the arena grows, the thread pools start */
-#define CAL_MIN 3           /* timed probe steps, at least */
-#define CAL_MAX 200         /* and at most */
-#define RUN_SHARE 0.95      /* of the budget left, the share steps get: the rest evaluates, checkpoints
-                               and keeps the budget's 2% reserve */
-#define PROBE_SHARE 0.02    /* the probe times steps for 2% of the budget, */
-#define PROBE_MIN_S 0.2     /*   at least this long */
-#define PROBE_MAX_S 3.0     /*   at most this long */
-#define SETUP_S 1.0         /* the text read, the model made, before the first step */
 
 /* The table, smallest first. Where each min_steps comes from: docs/performance.md, "The
  * recipe follows the compute". */
@@ -41,17 +30,13 @@ static lm_config recipe_config(int i)
 
 void lm_recipe_pick(double budget_s, double probe_s, double probe_step_s, lm_recipe_choice *ch)
 {
-    memset(ch, 0, sizeof *ch);
-    ch->budget_s = budget_s;
-    ch->probe_s = probe_s;
-    lm_config ref = recipe_config(LM_RECIPE_PROBE);
-    double left = fmax(0, budget_s - probe_s - SETUP_S) * RUN_SHARE, per_flop = probe_step_s / lm_recipe_flops(&ref, 65);
+    ag_recipe table[LM_N_RECIPES];
     for (int i = 0; i < LM_N_RECIPES; i++) {
-        lm_config c = recipe_config(i);
-        ch->step_s[i] = per_flop * lm_recipe_flops(&c, 65);   /* V: Tiny Shakespeare's; its share is small */
-        ch->steps[i] = ch->step_s[i] > 0 ? (long)fmin(floor(left / ch->step_s[i]), 1e9) : 0;
-        if (ch->steps[i] >= lm_recipes[i].min_steps) ch->pick = i;   /* the last that gets its steps */
+        lm_config c = recipe_config(i);   /* V: Tiny Shakespeare's; its share is small */
+        table[i] = (ag_recipe){lm_recipes[i].name, lm_recipe_flops(&c, 65), lm_recipes[i].min_steps};
     }
+    ag_error e = {0};
+    ag_recipe_pick(table, LM_N_RECIPES, LM_RECIPE_PROBE, budget_s, probe_s, probe_step_s, ch, &e);   /* a fit table */
 }
 
 /* "4 x 96, context 128" (", dropout 0.05") */
@@ -64,19 +49,11 @@ static void describe(char *buf, size_t n, int i)
 
 void lm_recipe_line(char *buf, size_t n, const lm_recipe_choice *ch)
 {
-    char d[32], steps[32], shape[64];
-    int p = ch->pick;
-    ag_format_duration(d, sizeof d, ch->budget_s);
-    ag_format_thousands(steps, sizeof steps, ch->steps[p]);
-    describe(shape, sizeof shape, p);
-    int w = snprintf(buf, n, "time budget %s at %.3g s a step: about %s steps -> recipe %s (%s)", d, ch->step_s[p],
-                     steps, lm_recipes[p].name, shape);
-    if (p + 1 < LM_N_RECIPES && w >= 0 && (size_t)w < n) {   /* why not the next one up */
-        char got[32], need[32];
-        ag_format_thousands(got, sizeof got, ch->steps[p + 1]);
-        ag_format_thousands(need, sizeof need, lm_recipes[p + 1].min_steps);
-        snprintf(buf + w, n - (size_t)w, "; %s would get %s, it needs %s", lm_recipes[p + 1].name, got, need);
-    }
+    ag_recipe table[LM_N_RECIPES];   /* the names and thresholds the line says */
+    for (int i = 0; i < LM_N_RECIPES; i++) table[i] = (ag_recipe){lm_recipes[i].name, 1, lm_recipes[i].min_steps};
+    char shape[64];
+    describe(shape, sizeof shape, ch->pick);
+    ag_recipe_line(buf, n, table, LM_N_RECIPES, ch, shape);
 }
 
 ag_status lm_recipe_apply(lm_config *cfg, const bool *given, int pick, ag_error *err)
@@ -147,22 +124,21 @@ static ag_status probe_step(probe_model *p, long t, ag_error *err)
     return s;
 }
 
+static ag_status probe_step_cb(void *user, long t, ag_error *err) { return probe_step(user, t, err); }
+
+static ag_status probe_sum(void *user, double *v, int n, ag_error *err)
+{
+    return ag_dist_allreduce(user, v, (size_t)n, AG_DIST_DOUBLE, AG_DIST_SUM, err);
+}
+
 ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, const volatile sig_atomic_t *stop, double *step_s,
                           ag_error *err)
 {
-    double seconds = fmin(fmax(PROBE_SHARE * budget_s, PROBE_MIN_S), PROBE_MAX_S);
     probe_model p;
     ag_status s = probe_init(&p, V, err);
-    double timed = 0, t0 = 0;
-    long n = 0;
-    for (long t = 1; s == AG_OK && n < CAL_MAX && (n < CAL_MIN || timed < seconds) && !(stop && *stop); t++) {
-        if (t > CAL_SKIP) t0 = ag_now_s();
-        s = probe_step(&p, t, err);
-        if (t > CAL_SKIP) timed += ag_now_s() - t0, n++;
-    }
+    *step_s = 0;
+    ag_recipe_probe_opts o = {.step = probe_step_cb, .user = &p, .sum = probe_sum, .sum_user = d, .stop = stop};
+    if (s == AG_OK) s = ag_recipe_probe(&o, budget_s, step_s, err);
     probe_free(&p);
-    double mean[3] = {n ? timed / (double)n : 0, 1, stop && *stop};
-    if (s == AG_OK) s = ag_dist_allreduce(d, mean, 3, AG_DIST_DOUBLE, AG_DIST_SUM, err);   /* every rank alike */
-    *step_s = mean[2] > 0 ? 0 : mean[0] / mean[1];   /* a rank stopped: all stop */
     return s;
 }

@@ -6,14 +6,13 @@
  * one, with the 6,651 it got on a machine 1.6x slower. So the choice goes by steps:
  *
  *   1. measure: a few training steps of the reference recipe (lm_recipes[LM_RECIPE_PROBE]) on
- *      random tokens, with the run's threads, timed after 3 warm-up steps, for about 2%
- *      of the budget (lm_recipe_probe); that time counts against the budget;
+ *      random tokens, with the run's threads, for about 2% of the budget (lm_recipe_probe);
  *   2. predict: every recipe's step time is the reference's times the ratio of their training
- *      FLOPs (lm_recipe_flops, the model of bench/budget_sweep.sh), and the steps it gets are
- *      what is left of the budget, less a reserve for evaluations and checkpoints, over it;
- *   3. pick: the last recipe of the table (they grow) that gets at least its min_steps, else
- *      the first (lm_recipe_pick). The table and where each threshold comes from:
- *      docs/performance.md, "The recipe follows the compute".
+ *      FLOPs (lm_recipe_flops, the model of bench/budget_sweep.sh);
+ *   3. pick: the largest recipe that gets at least its min_steps (lm_recipe_pick).
+ * The probe loop, the prediction, the pick and the line are the library's (train/recipe.h); the
+ * GPT part is here: the recipes, their FLOPs, the step the probe times. The table and where each
+ * threshold comes from: docs/performance.md, "The recipe follows the compute".
  *
  * The chosen recipe is written into the run's config as a preset would be (given flags still
  * override it), and every checkpoint carries that config: --resume continues it exactly, and
@@ -27,6 +26,7 @@
 #include "attograd.h"
 #include "config.h"
 #include "dist/dist.h"
+#include "train/recipe.h"
 
 typedef struct {
     const char *name;        /* "S", "M", "L": what the choice line names */
@@ -38,13 +38,7 @@ typedef struct {
 #define LM_RECIPE_PROBE 1    /* the recipe whose steps the probe times (M) */
 extern const lm_recipe lm_recipes[LM_N_RECIPES];
 
-typedef struct {
-    int pick;                        /* index into lm_recipes */
-    double budget_s;                 /* the whole budget */
-    double probe_s;                  /* the probe's time, spent of the budget */
-    double step_s[LM_N_RECIPES];     /* each recipe's predicted step time */
-    long steps[LM_N_RECIPES];        /* the steps each would get */
-} lm_recipe_choice;
+typedef ag_recipe_choice lm_recipe_choice;   /* pick, budget_s, probe_s, step_s[], steps[] */
 
 /* Training FLOPs of one step of c (forward and backward; the attention products counted twice,
  * they run at about half the rate of the other products; dropout 1.1x): per token
@@ -52,11 +46,11 @@ typedef struct {
 double lm_recipe_flops(const lm_config *c, int V);
 
 /* The choice for a budget of budget_s seconds, probe_s of which the probe took, measuring the
- * reference recipe's step at probe_step_s. Deterministic: a test gives it the numbers. */
+ * reference recipe's step at probe_step_s (ag_recipe_pick over lm_recipes, their FLOPs the costs). */
 void lm_recipe_pick(double budget_s, double probe_s, double probe_step_s, lm_recipe_choice *ch);
 
-/* The one line that says the choice and why, e.g. "time budget 10m at 0.0365 s a step (recipe M):
- * about 16,000 steps -> recipe M (4 x 96, context 128); L would get 6,400, it needs 10,000". */
+/* The one line that says the choice and why (ag_recipe_line), e.g. "time budget 10m00s at 0.0365 s a
+ * step: about 15,512 steps -> recipe M (4 x 96, context 128); L would get 5,416, it needs 9,000". */
 void lm_recipe_line(char *buf, size_t n, const lm_recipe_choice *ch);
 
 /* cfg becomes the picked recipe's preset, then every field given[] marks is taken back from
@@ -64,12 +58,10 @@ void lm_recipe_line(char *buf, size_t n, const lm_recipe_choice *ch);
  * given. Validated: AG_ERR_ARG and a message when the flags do not fit the recipe. */
 ag_status lm_recipe_apply(lm_config *cfg, const bool *given, int pick, ag_error *err);
 
-/* The reference recipe's step time on this machine: steps of it on random tokens (vocabulary
- * V), forward, backward and AdamW as char_lm trains them, the first CAL_SKIP not timed, then
- * timed until they add up to `seconds` (at least 3 of them). Every rank of d times its own and
- * they share the mean, so all choose alike. AG_ERR_NOMEM and a message when a model cannot be made.
- * When *stop turns non-zero (a signal; stop may be NULL) it ends after the step in hand, and
- * *step_s is 0 on every rank. */
+/* The reference recipe's step time on this machine (ag_recipe_probe): its steps on random tokens
+ * (vocabulary V), forward, backward and AdamW as char_lm trains them, the ranks of d sharing the
+ * mean. AG_ERR_NOMEM and a message when a model cannot be made. When *stop turns non-zero (a
+ * signal; stop may be NULL) it ends after the step in hand, and *step_s is 0 on every rank. */
 ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, const volatile sig_atomic_t *stop, double *step_s,
                           ag_error *err);
 

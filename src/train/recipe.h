@@ -1,0 +1,68 @@
+/* recipe.h -- a time budget picks its recipe from the compute it measures (recipe.c), for any
+ * program: a table of candidate recipes, each with a name, a relative cost of one step (its
+ * FLOPs, say) and the steps it needs; the reference one's step timed on this machine; every
+ * candidate's step predicted by its cost ratio; the largest that gets its steps taken.
+ *
+ *   ag_recipe_probe   time steps of the reference recipe for ~2% of the budget (a client's step
+ *                     function; a stop signal ends it; the ranks share the mean)
+ *   ag_recipe_pick    every candidate's step time and steps in the budget left, and the pick
+ *   ag_recipe_line    the one line that says the choice and why
+ *
+ * char_lm's recipes S, M, L and the FLOPs of a GPT config are its own (examples/char_lm/recipe.c;
+ * docs/performance.md, "The recipe follows the compute"). */
+#ifndef AG_TRAIN_RECIPE_H
+#define AG_TRAIN_RECIPE_H
+
+#include <signal.h>
+#include <stddef.h>
+#include "../tensor/tensor.h"
+
+#define AG_RECIPE_MAX 8   /* candidates in a table, at most */
+
+typedef struct {
+    const char *name;   /* what the line names: "M" */
+    double cost;        /* of one step, relative to the others (> 0): its FLOPs, say */
+    long min_steps;     /* taken when it gets at least this many steps in the budget */
+} ag_recipe;
+
+typedef struct {
+    int pick;                        /* index into the table */
+    double budget_s;                 /* the whole budget */
+    double probe_s;                  /* the probe's time, spent of the budget */
+    double step_s[AG_RECIPE_MAX];    /* each candidate's predicted step time */
+    long steps[AG_RECIPE_MAX];       /* the steps each would get */
+} ag_recipe_choice;
+
+/* The choice among table[n] (smallest first) for a budget of budget_s seconds, probe_s of which
+ * the probe took, the reference table[ref]'s step measured at ref_step_s: each step time is
+ * ref_step_s times the cost ratio; the steps each gets are what is left of the budget (less 1 s
+ * of setup, then 95%: evaluations, checkpoints, the budget's reserve) over it; the pick is the
+ * last that gets at least its min_steps, else the first. Deterministic. AG_ERR_ARG and a message
+ * when n is not 1..AG_RECIPE_MAX, ref not in the table or a cost not > 0. */
+ag_status ag_recipe_pick(const ag_recipe *table, int n, int ref, double budget_s, double probe_s, double ref_step_s,
+                         ag_recipe_choice *ch, ag_error *err);
+
+/* "time budget 10m00s at 0.0365 s a step: about 15,512 steps -> recipe M (WHAT); L would get
+ * 5,416, it needs 9,000": the pick, what describes it (NULL: no brackets), and why not the next
+ * one up (when there is one). One line, no newline. */
+void ag_recipe_line(char *buf, size_t n, const ag_recipe *table, int n_table, const ag_recipe_choice *ch,
+                    const char *what);
+
+typedef struct {
+    ag_status (*step)(void *user, long t, ag_error *err);   /* one step of the reference recipe, t = 1, 2, ... */
+    void *user;
+    double (*clock)(void *user);   /* seconds (NULL: ag_now_s); a test's simulated one */
+    void *clock_user;
+    /* The sum of v[n] over the ranks, in place (NULL: one process). */
+    ag_status (*sum)(void *user, double *v, int n, ag_error *err);
+    void *sum_user;
+    const volatile sig_atomic_t *stop;   /* non-zero (a signal): end after the step in hand; may be NULL */
+} ag_recipe_probe_opts;
+
+/* The reference recipe's step time: o->step called, the first 3 not timed (an arena grows, thread
+ * pools start), then timed until they add up to 2% of budget_s (0.2 s to 3 s; at least 3 steps,
+ * at most 200). Every rank times its own and they share the mean, so all choose alike. When a
+ * stop came (on any rank), *step_s is 0 on every rank. A step's error ends it, returned. */
+ag_status ag_recipe_probe(const ag_recipe_probe_opts *o, double budget_s, double *step_s, ag_error *err);
+
+#endif

@@ -565,8 +565,9 @@ PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # src/train: the run machinery of any training program (the lock, whole files, loss.png, the
 # time budget), and the split of a step over ranks (ddp.h) with its transport (dist.h)
 PUBLIC_HEADERS += src/train/train.h src/train/budget.h src/train/ddp.h src/dist/dist.h src/train/plot_attn.h
-# src/train/program.h: a program's error line, threads, launch and stop signals
-PUBLIC_HEADERS += src/train/program.h
+# src/train/program.h: a program's error line, threads, launch and stop signals; recipe.h: the
+# recipe a time budget picks from the measured step speed
+PUBLIC_HEADERS += src/train/program.h src/train/recipe.h
 # src/train/fields.h: a program's config as a table (flags, ranges, JSON, usage lines)
 PUBLIC_HEADERS += src/train/fields.h
 # src/serve: a page and a JSON API over a run, for any model (libmicrohttpd: the .pc's Libs.private)

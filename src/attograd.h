@@ -13,7 +13,8 @@
  *            statistics (plot_attn.h); the split of a step over ranks and micro-batches (ddp.h);
  *            a program's config as a table of fields: its flags, checks, JSON and usage lines
  *            (fields.h); what a program's main does around them: its error line and exit code,
- *            its threads, its place in an mpirun job, its stop signals (program.h)
+ *            its threads, its place in an mpirun job, its stop signals (program.h); the recipe
+ *            a time budget picks from the step speed it measures (recipe.h)
  *   serve/   a page and a JSON API over a run directory, for any model the program describes
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
@@ -41,6 +42,7 @@
 #include "train/plot_attn.h"
 #include "train/fields.h"
 #include "train/program.h"
+#include "train/recipe.h"
 #include "serve/serve.h"
 
 #endif

@@ -26,7 +26,6 @@
 #include "attograd.h"
 #include "config.h"
 #include "dist/dist.h"
-#include "train/recipe.h"
 
 typedef struct {
     const char *name;        /* "S", "M", "L": what the choice line names */

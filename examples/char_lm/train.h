@@ -37,8 +37,9 @@
  * gradient, so the first one that goes NaN/Inf stops the step with AG_ERR_NONFINITE and a
  * message naming the op, its shape and its layer (attention then runs op by op, so the op is
  * the matmul of the scores, the softmax, ... rather than the fused kernel); after each
- * optimizer step the weights are checked too. Either way the optimizer never takes the step and the last checkpoint stays (a
- * checkpoint with a non-finite weight is never written: lm_ckpt_save refuses it).
+ * optimizer step the weights are checked too. Either way the optimizer never takes the step and
+ * the last checkpoint stays (a checkpoint with a non-finite weight is never written: the
+ * trainer's save refuses it, ag_ckpt_check_finite).
  * --log-attn-stats (cfg.log_attn_stats): at each evaluation one batch (of the validation split,
  * or the training split without one) runs with every layer's attention weights recorded;
  * metrics.csv gains, per layer l, attn_entropy_L<l> (the mean entropy, in nats, of the

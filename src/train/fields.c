@@ -56,6 +56,7 @@ ag_status ag_parse_signal(const char *flag, const char *s, int *sig, ag_error *e
 
 #define AT(o, f, T) ((T *)((char *)(o) + (f)->offset))
 #define CAT(o, f, T) ((const T *)((const char *)(o) + (f)->offset))
+typedef const char *text;   /* a text field's type, named so that CAT's const does not repeat it */
 
 double ag_field_get(const void *obj, const ag_field *f)
 {
@@ -88,7 +89,7 @@ bool ag_field_equal(const void *a, const void *b, const ag_field *f)
     if (f->type == AG_FIELD_DOUBLE) return *CAT(a, f, double) == *CAT(b, f, double);   /* 0.0 == -0.0 */
     if (f->type == AG_FIELD_BOOL) return *CAT(a, f, bool) == *CAT(b, f, bool);
     if (f->type == AG_FIELD_STR) {
-        const char *x = *CAT(a, f, const char *), *y = *CAT(b, f, const char *);
+        const char *x = *CAT(a, f, text), *y = *CAT(b, f, text);
         return x == y || (x && y && strcmp(x, y) == 0);
     }
     return memcmp((const char *)a + f->offset, (const char *)b + f->offset, field_size(f)) == 0;
@@ -109,7 +110,7 @@ const char *ag_field_format(const void *obj, const ag_field *f, char *buf, size_
     case AG_FIELD_ENUM: snprintf(buf, n, "%s", ag_switch_name(f->sw, *CAT(obj, f, int))); break;
     case AG_FIELD_BOOL: snprintf(buf, n, "%s", *CAT(obj, f, bool) ? "true" : "false"); break;
     case AG_FIELD_SIGNAL: format_signal(buf, n, *CAT(obj, f, int)); break;
-    case AG_FIELD_STR: snprintf(buf, n, "%s", *CAT(obj, f, const char *) ? *CAT(obj, f, const char *) : ""); break;
+    case AG_FIELD_STR: snprintf(buf, n, "%s", *CAT(obj, f, text) ? *CAT(obj, f, text) : ""); break;
     }
     return buf;
 }
@@ -180,7 +181,7 @@ ag_status ag_field_check(const void *obj, const ag_field *f, ag_error *err)
     char num[16];
     switch (f->type) {
     case AG_FIELD_U64: return AG_OK;
-    case AG_FIELD_STR: return check_str(f, *CAT(obj, f, const char *), err);
+    case AG_FIELD_STR: return check_str(f, *CAT(obj, f, text), err);
     case AG_FIELD_SIGNAL:
         snprintf(num, sizeof num, "%d", *CAT(obj, f, int));
         return ag_parse_signal(label(f), num, &sig, err);

@@ -352,7 +352,7 @@ static ag_status checkpoint(loop *L, long it, bool is_best, ag_error *err)
     if (!L->writer) return L->saved_at = it, AG_OK;   /* rank 0 writes it */
     if (L->csv && fflush(L->csv) != 0)
         return ag_seterr(err, AG_ERR_IO, "%s/metrics.csv: cannot write: %s", L->o->out_dir, strerror(errno));
-    ag_status s = ag__loop_save(L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
+    ag_status s = ag_train_save(L->lock, L->o->out_dir, L->c, &L->st, is_best, L->replaces != 0, L->r->ckpt,
                                 err);
     if (s == AG_OK) L->saved_at = it;
     if (s == AG_OK && L->replaces) ag__loop_replace(L->o->out_dir, L->c, L->replaces);   /* opts->overwrite */

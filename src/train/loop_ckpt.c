@@ -94,7 +94,7 @@ static ag_status write_save(const char *tmp, void *user, ag_error *err)
     return format_of(w->c)->write(w->c, tmp, w->st, err);
 }
 
-ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
+ag_status ag_train_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
                         bool is_best, bool over, char *name, ag_error *err)
 {
     snprintf(name, 64, "ckpt-%08ld", st->step);

@@ -637,6 +637,15 @@ typedef struct {
     bool second_name;   /*   and ckpt-<step>-b where ckpt-<step> cannot be replaced */
 } ag_train_format;
 
+/* The checkpoint of ag_train_run (loop_ckpt.c; a test's fixture may write one as a run would), in the client's format (c->format, else the
+ * loop's): DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
+ * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64].
+ * Into the directory lock holds (NULL: DIR as named), wherever it is now: a DIR moved meanwhile
+ * is AG_ERR_IO. over:
+ * another run is still in DIR (opts->overwrite), so ckpt-<step> may be its: then ckpt-<step>-b. */
+ag_status ag_train_save(const ag_lock *lock, const char *dir, const ag_train_client *c,
+                        ag_train_state *st, bool is_best, bool over, char *name, ag_error *err);
+
 /* What a program brings to ag_train_run: its model, as an ag_params already initialized, and
  * four calls. The loop names no model; it never looks inside a batch.
  *

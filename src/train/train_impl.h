@@ -13,13 +13,6 @@ const char *ag__train_getenv(const char *suffix);
  * or AG_ERR_NOMEM "<gp>: script too long" when it did not fit (plot.c). */
 ag_status ag__plot_built(const char *dir, const char *gp, const char *png, char *s, bool fits, ag_error *err);
 
-/* The checkpoint of ag_train_run (loop_ckpt.c), in the client's format (c->format, else the
- * loop's): DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;
- * the checkpoints it replaces are removed, and st->prev_hash is this one's. Its name in name [64].
- * Into the directory lock holds, wherever it is now: a DIR moved meanwhile is AG_ERR_IO. over:
- * another run is still in DIR (opts->overwrite), so ckpt-<step> may be its: then ckpt-<step>-b. */
-ag_status ag__loop_save(const ag_lock *lock, const char *dir, const ag_train_client *c, ag_train_state *st,
-                        bool is_best, bool over, char *name, ag_error *err);
 /* After the run's first commit over another (opts->overwrite): that run's checkpoints removed
  * (ag_ckpt_clean with `also` = old, its run_id), what stays left to the next run's tidy. */
 void ag__loop_replace(const char *dir, const ag_train_client *c, uint64_t old);

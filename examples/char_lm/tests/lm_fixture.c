@@ -100,36 +100,15 @@ int fx_split_args(const char *line, char **argv)
     return argc;
 }
 
-/* What fx_ckpt_save hands the format's write. */
-typedef struct {
-    const ag_train_client *c;
-    const ag_train_state *st;
-} fx_save_of;
-
-static ag_status fx_write(const char *tmp, void *user, ag_error *err)
-{
-    const fx_save_of *w = user;
-    return lm_ckpt_format.write(w->c, tmp, w->st, err);
-}
-
 ag_status fx_ckpt_save(const char *dir, ag_gpt *g, const lm_config *cfg, const ag_vocab *v, const lm_train_state *st,
                        ag_error *err)
 {
     lm_ckpt_user u = {.g = g, .cfg = cfg, .vocab = v, .data = *st};
     const ag_train_client c = {.name = "char_lm", .params = g->params, .user = &u, .format = &lm_ckpt_format};
-    const ag_train_state ts = {.step = st->iter, .rng = st->rng, .run_id = st->run_id, .prev_hash = st->prev_hash,
-                               .best_step = st->best_iter, .best_loss = st->best_iter >= 0 ? st->best_loss : INFINITY,
-                               .eval_step = st->has_eval ? st->iter : -1, .train_loss = st->eval_train,
-                               .val_loss = st->eval_val};
-    char name[64], path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, LM_MODEL_FILE);
-    if (ag_ckpt_check_finite(g->params, path, err)) return AG_ERR_NONFINITE;
-    fx_save_of w = {&c, &ts};
-    const ag_train_format *f = &lm_ckpt_format;
-    const ag_ckpt_save_opts o = {.iter = st->iter, .run_id = st->run_id, .prev = st->prev_hash,
-                                 .best_iter = st->best_iter, .is_best = st->has_eval && st->best_iter == st->iter,
-                                 .second_name = f->second_name, .sync_point = f->sync_point, .write = fx_write,
-                                 .user = &w, .count = f->count};
-    bool committed = false;
-    return ag_ckpt_save(dir, f->kind, &o, name, &committed, err);
+    ag_train_state ts = {.step = st->iter, .rng = st->rng, .run_id = st->run_id, .prev_hash = st->prev_hash,
+                         .best_step = st->best_iter, .best_loss = st->best_iter >= 0 ? st->best_loss : INFINITY,
+                         .eval_step = st->has_eval ? st->iter : -1, .train_loss = st->eval_train,
+                         .val_loss = st->eval_val};
+    char name[64];   /* the trainer's own save: its rules, fault points and names */
+    return ag_train_save(NULL, dir, &c, &ts, st->has_eval && st->best_iter == st->iter, false, name, err);
 }

@@ -56,9 +56,9 @@ lm_train_opts fx_opts(const char *out, lm_config c);
 /* lm_train(o) must succeed; r may be NULL */
 void fx_train_ok(const lm_train_opts *o, lm_train_result *r);
 /* A checkpoint of g (its config cfg, vocabulary v) at st saved into DIR as a train saves one:
- * lm_ckpt_format's write through the library's save (ag_ckpt_save, with the format's names and
- * fault points), after the check for a weight that is not finite; DIR/best too when st's
- * evaluation is the best. Returns the save's status. */
+ * lm_ckpt_format through the trainer's own save (ag_train_save: the check for a weight that is
+ * not finite, the format's names and fault points); DIR/best too when st's evaluation is the
+ * best. Returns the save's status. */
 ag_status fx_ckpt_save(const char *dir, ag_gpt *g, const lm_config *cfg, const ag_vocab *v, const lm_train_state *st,
                        ag_error *err);
 /* argv of "char_lm <line>" split at spaces (at most 32 words, in a static buffer); argc */

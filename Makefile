@@ -152,6 +152,14 @@ $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
 $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen $(TEST_OPT)
 $(B)/f32/examples/char_lm/tests/%.o $(B)/f64/examples/char_lm/tests/%.o: \
   EXTRA_CFLAGS += -Itests -Iexamples/char_lm -Iexamples/char_lm/tests $(TEST_OPT)
+# char_lm's --help texts: examples/char_lm/help/<command>.txt, written as they print, each line
+# quoted into a C string literal ("...\n") that cli.c includes (sed: no tool beyond the build's)
+LM_HELP := $(patsubst examples/char_lm/help/%.txt,$(B)/gen/lm/help/%.inc,$(wildcard examples/char_lm/help/*.txt))
+$(B)/gen/lm/help/%.inc: examples/char_lm/help/%.txt
+	@mkdir -p $(dir $@)
+	@sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@.tmp && mv $@.tmp $@
+$(B)/f32/examples/char_lm/cli.o $(B)/f64/examples/char_lm/cli.o: $(LM_HELP)
+$(B)/f32/examples/char_lm/cli.o $(B)/f64/examples/char_lm/cli.o: EXTRA_CFLAGS += -I$(B)/gen/lm
 # char_lm's runner: tests/run_tests.c with char_lm's suites
 $(B)/f32/lm/run_tests.o: tests/run_tests.c $(B)/gen/lm/suites.inc
 	@mkdir -p $(dir $@)

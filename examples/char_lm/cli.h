@@ -1,10 +1,8 @@
-/* cli.h -- the command line of char_lm, its four subcommands train, sample, eval and attn (each
- * one's flags: lm_cli_usage, `char_lm <command> --help`): parsing and validation, with no I/O.
- * Everything that can be checked without reading a file is checked here, before any work:
- * unknown flags, missing values, numbers (the whole string must parse; ranges), and relations
- * such as n_embd % n_head. main.c prints the message as "char_lm: error: <message>" and exits 2.
- * The parsed strings point into argv (--from's: to its name). Flags may be written "--lr 3e-4" or
- * "--lr=3e-4". */
+/* cli.h -- char_lm's command line: train, sample, eval and attn (their flags: help/<command>.txt),
+ * parsed and checked with no I/O. Everything that can be checked without reading a file is
+ * checked here, before any work (unknown flags, values, ranges, relations such as n_embd %
+ * n_head); main.c prints the message as "char_lm: error: <message>" and exits 2. The parsed
+ * strings point into argv. */
 #ifndef LM_CLI_H
 #define LM_CLI_H
 
@@ -16,15 +14,12 @@
 
 typedef enum { LM_CMD_NONE = 0, LM_CMD_TRAIN, LM_CMD_SAMPLE, LM_CMD_EVAL, LM_CMD_ATTN } lm_command;
 
-/* --trace-shapes prints one forward pass op by op first; --trace-only (which implies it)
- * stops after it; --trace-graph FILE.dot (which implies --trace-shapes) writes its tape as dot.
- * --kernels (train, sample, eval; beside them since every command that runs the model takes
- * it) picks the kernel table, as AG_KERNELS does (src/tensor/speed.h). */
+/* The flags of every command that runs the model (train, sample, eval). */
 typedef struct {
-    bool shapes;
-    bool only;
-    const char *graph;         /* --trace-graph FILE.dot: the traced tape as Graphviz dot too */
-    const char *kernels;       /* --kernels reference|fast; NULL: AG_KERNELS, or fast */
+    bool shapes;               /* --trace-shapes: one forward pass op by op first */
+    bool only;                 /* --trace-only (implies it): stop after it */
+    const char *graph;         /* --trace-graph FILE.dot (implies it): the traced tape as dot too */
+    const char *kernels;       /* --kernels reference|fast; NULL: AG_KERNELS, or fast (tensor/speed.h) */
 } lm_trace_args;
 
 typedef struct {
@@ -86,12 +81,10 @@ typedef struct {
     lm_attn_args attn;
 } lm_cli;
 
-/* Parses argv[1..argc-1]. AG_OK: run cli->cmd (or print help when cli->help).
- * AG_ERR_ARG: the message in err (one line, no "char_lm: error:" prefix). */
+/* Parses argv[1..argc-1]. AG_OK: run cli->cmd (or print help when cli->help); AG_ERR_ARG: the message. */
 ag_status lm_cli_parse(lm_cli *cli, int argc, char **argv, ag_error *err);
 
-/* The usage text of a subcommand (LM_CMD_NONE: the overview). A static string; train's is
- * written again at each call, each switch with the values of its table. */
+/* The usage text of a subcommand (LM_CMD_NONE: the overview); train's is written again at each call. */
 const char *lm_cli_usage(lm_command cmd);
 
 #endif

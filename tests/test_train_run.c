@@ -425,8 +425,10 @@ static ag_status tf_read(const ag_train_client *c, const char *where, ag_train_s
 }
 
 /* Whose a tiny checkpoint is, from its two headers (ckpt_keep.c's rules). */
-static ag_status tf_pair(const ag_st_file *m, const ag_st_file *t, const char *path, ag_ckpt_id *id, ag_error *err)
+static ag_status tf_pair(const ag_st_file *m, const ag_st_file *t, const char *path, const void *user, ag_ckpt_id *id,
+                         ag_error *err)
 {
+    (void)user;
     const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
     if (!mf || strcmp(mf, "tiny-1") || !tf || strcmp(tf, "tiny-train-1"))
         return ag_seterr(err, AG_ERR_FORMAT, "%s: not a tiny checkpoint", path);
@@ -442,7 +444,7 @@ static ag_status tf_pair(const ag_st_file *m, const ag_st_file *t, const char *p
 
 static ag_status tf_identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
-    return ag_ckpt_identify_pair(path, TF_WEIGHTS, TF_STATE, tf_pair, id, err);
+    return ag_ckpt_identify_pair(path, TF_WEIGHTS, TF_STATE, tf_pair, NULL, id, err);
 }
 
 static const char *const tf_files[] = {TF_WEIGHTS, TF_STATE, NULL};

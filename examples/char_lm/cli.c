@@ -49,7 +49,7 @@ const char *lm_cli_usage(lm_command cmd)
 #define ON(st, fl, field) ROW(st, fl, BOOL, field, 0, 1, NULL)
 #define FROM(st) ROW(st, "--from", STR, from, 0, 0, &from_switch)
 
-static const char *const from_names[] = {"latest", "best"};   /* checkpoint.h's LM_LATEST, LM_BEST */
+static const char *const from_names[] = {"latest", "best"};   /* AG_CKPT_LATEST, AG_CKPT_BEST */
 static const ag_switch from_switch = {"from", 2, from_names, NULL};
 static const char *const progress_names[] = {"auto", "lines", "tty"};   /* lm_progress's order */
 static const ag_switch progress_switch = {"progress", 3, progress_names, NULL};

@@ -53,7 +53,7 @@ typedef struct {
     int top_k;                 /* 0: off (default) */
     uint64_t seed;             /* default 1337 */
     lm_trace_args trace;
-    const char *from;          /* --from: "latest" (default) or "best" (checkpoint.h's LM_LATEST, LM_BEST) */
+    const char *from;          /* --from: "latest" (default) or "best" (AG_CKPT_LATEST, AG_CKPT_BEST) */
 } lm_sample_args;
 
 typedef struct {

@@ -154,7 +154,7 @@ static void write_card(const char *dir, const lm_model *m, const run_facts *f, c
     if (m) card.tokens = (double)steps * m->cfg.batch_size * m->cfg.model.block_size;
     ag_ckpt_id id;
     char where[4096];
-    if (!ag_ckpt_pointer(dir, LM_BEST, best, &e) && ag_path_join(where, sizeof where, dir, best) &&
+    if (!ag_ckpt_pointer(dir, AG_CKPT_BEST, best, &e) && ag_path_join(where, sizeof where, dir, best) &&
         !lm_ckpt_identify(where, &id, &e)) {
         card.best = best;
         card.best_loss = id.eval;

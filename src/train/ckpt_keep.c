@@ -479,8 +479,8 @@ uint64_t ag_st_meta_hex(const ag_st_file *f, const char *key)
 
 ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const char *state_file,
                                 ag_status (*pair)(const ag_st_file *m, const ag_st_file *t, const char *path,
-                                                  ag_ckpt_id *id, ag_error *err),
-                                ag_ckpt_id *id, ag_error *err)
+                                                  const void *user, ag_ckpt_id *id, ag_error *err),
+                                const void *user, ag_ckpt_id *id, ag_error *err)
 {
     ag_error own = {0};
     if (!err) err = &own;
@@ -492,7 +492,7 @@ ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const 
         return ag_seterr(err, AG_ERR_ARG, "%s: path too long", path);
     ag_st_file *m = ag_st_load_header(mp, err);
     ag_st_file *t = m ? ag_st_load_header(tp, err) : NULL;
-    ag_status s = m && t ? pair(m, t, path, id, err) : err->status ? err->status : AG_ERR_IO;
+    ag_status s = m && t ? pair(m, t, path, user, id, err) : err->status ? err->status : AG_ERR_IO;
     ag_st_free(t);
     ag_st_free(m);
     return s;

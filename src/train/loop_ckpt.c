@@ -249,9 +249,10 @@ ag_status ag_train_load(const char *dir, const ag_train_client *c, long *step, a
 // --- whose a checkpoint is (ckpt_keep.c's rules, with this loop's files) ---
 
 /* The identity of the pair m (weights) and t (state) of the checkpoint in path. */
-static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, ag_ckpt_id *id,
-                               ag_error *err)
+static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const char *path, const void *user,
+                               ag_ckpt_id *id, ag_error *err)
 {
+    (void)user;
     const char *mf = ag_st_meta_get(m, "format"), *tf = ag_st_meta_get(t, "format");
     const char *ms = ag_st_meta_get(m, "step"), *ts = ag_st_meta_get(t, "step"), *bs = ag_st_meta_get(t, "best_step");
     uint64_t step;
@@ -274,7 +275,7 @@ static ag_status identify_pair(const ag_st_file *m, const ag_st_file *t, const c
 
 static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
-    return ag_ckpt_identify_pair(path, MODEL_FILE, STATE_FILE, identify_pair, id, err);
+    return ag_ckpt_identify_pair(path, MODEL_FILE, STATE_FILE, identify_pair, NULL, id, err);
 }
 
 ag_status ag__loop_outside_runs(const char *dir, const ag_train_client *c, ag_error *err)

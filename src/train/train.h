@@ -60,6 +60,9 @@
  *   ag_train_format, ag_train_state
  *                                 a client's own checkpoint files (char_lm's, MODEL.md) in place
  *                                 of the loop's, from and into the loop's state
+ *   ag_state_write, ag_state_read, ag_state_identify
+ *                                 such files as a weights file and a state file beside it,
+ *                                 the loop's state in the second's metadata (ckpt_state.c)
  *   ag_ddp_*                      that split of a step over ranks and micro-batches (ddp.h)
  *   ag_machine_bytes, ag_check_memory, ag_check_checkpointable
  *                                 what a run may hold: the machine's memory or its cgroup's limit,
@@ -303,12 +306,12 @@ typedef struct {
 
 /* The identity of the checkpoint directory path whose weights and state are the safetensors
  * files path/model_file and path/state_file: their headers alone are read (cheap for a model of
- * gigabytes) and handed to pair, the program's reading of its own metadata, with *id cleared
- * first (best_iter -1, eval NaN). An identify of an ag_ckpt_kind in one call. */
+ * gigabytes) and handed to pair, the program's reading of its own metadata (user: pair's), with
+ * *id cleared first (best_iter -1, eval NaN). An identify of an ag_ckpt_kind in one call. */
 ag_status ag_ckpt_identify_pair(const char *path, const char *model_file, const char *state_file,
                                 ag_status (*pair)(const ag_st_file *m, const ag_st_file *t, const char *path,
-                                                  ag_ckpt_id *id, ag_error *err),
-                                ag_ckpt_id *id, ag_error *err);
+                                                  const void *user, ag_ckpt_id *id, ag_error *err),
+                                const void *user, ag_ckpt_id *id, ag_error *err);
 /* The metadata value key of f as 16 hex digits (a run id, a hash), or 0 when missing or not. */
 uint64_t ag_st_meta_hex(const ag_st_file *f, const char *key);
 /* The metadata value key of f as an iteration (a decimal count below 2^53), or -1 when missing
@@ -636,6 +639,44 @@ typedef struct {
     bool sync_point;    /* ag_ckpt_save_opts': the fault point before the fsync of DIR */
     bool second_name;   /*   and ckpt-<step>-b where ckpt-<step> cannot be replaced */
 } ag_train_format;
+
+/* A format of two files (char_lm's, ../shared/MODEL.md "Checkpoint files"; ckpt_state.c): the
+ * program's weights file, whose metadata has its tag, "iter" and "run_id", and a state file
+ * beside it: the moments (m.<name>, v.<name>: ag_ckpt_write_moments) and in its metadata the
+ * tag, iter, run_id, model_hash (the weights it goes with: ag_ckpt_check_bound), step (the
+ * optimizer's t), rng_state, rng_inc, the program's own counts (keys), and when there are some
+ * eval_train_loss, eval_val_loss, best_iter, best_loss, follows (the prev_hash). A program's
+ * ag_train_format writes and reads its weights file and calls these for the state file. */
+#define AG_STATE_KEYS_MAX 8
+typedef struct {
+    const char *program;                   /* in messages: "not a <program> train state" */
+    const char *weights_file, *state_file; /* their names in a checkpoint directory */
+    const char *weights_tag, *state_tag;   /* their metadata "format" */
+    const char *const *keys;   /* the program's counts after rng_inc, NULL-terminated (AG_STATE_KEYS_MAX at most), */
+    const uint64_t *most;      /*   each one's largest value */
+    int val_key;               /* keys[val_key] counts the validation data: 0 there, no validation split (the
+                                  validation loss NaN, the best the training loss); -1: no such count */
+    const char *(*check)(const uint64_t *v);   /* what is inconsistent among the counts v [keys], or NULL */
+} ag_state_kind;
+
+/* dir/<k->state_file> := P's moments and st (its step as iter, eval_step == step: its
+ * evaluation saved, best_step >= 0: the best, prev_hash != 0: follows), step the optimizer's t,
+ * v [keys] the program's counts. */
+ag_status ag_state_write(const ag_state_kind *k, const char *dir, const ag_params *P, const ag_train_state *st,
+                         long step, const uint64_t *v, ag_error *err);
+/* where/<k->state_file> into P's moments, st (step, rng, run_id, best_step and best_loss, the
+ * evaluation: eval_step, train_loss, val_loss; prev_hash: P's weights' hash), *step and v, each
+ * checked: the counts, rng_inc odd, k->check, the losses, m and v finite and v >= 0, the weights
+ * file beside it of the same iteration, P's weights (read first) those it was saved with.
+ * AG_ERR_FORMAT, AG_ERR_IO naming the file. */
+ag_status ag_state_read(const ag_state_kind *k, const char *where, ag_params *P, ag_train_state *st, long *step,
+                        uint64_t *v, ag_error *err);
+/* The identity of the checkpoint directory path (headers only; origin: the model_hash of an
+ * iteration-0 checkpoint, the untrained weights): an ag_ckpt_kind's identify. */
+ag_status ag_state_identify(const ag_state_kind *k, const char *path, ag_ckpt_id *id, ag_error *err);
+/* The origin of such a format (ag_train_format's): c's untrained weights' hash, which
+ * ag_state_identify gives as the origin of a run's iteration-0 checkpoint. */
+uint64_t ag_state_origin(const ag_train_client *c, uint64_t seed);
 
 /* The checkpoint of ag_train_run (loop_ckpt.c; a test's fixture may write one as a run would), in the client's format (c->format, else the
  * loop's): DIR/ckpt-<st->step>/ written whole, then DIR/latest (and DIR/best when is_best) moved to it;

@@ -71,17 +71,12 @@ static ag_status pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_er
 /* --detect-anomaly: the optimizer is no op on the tape, so check what it wrote. */
 static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *err)
 {
-    const ag_params *P = R->learn.m.g->params;
-    const char *optimizer = ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer);
-    for (int e = 0; e < P->n; e++) {
-        const ag_tensor *t = P->entries[e].t;
-        for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i]))
-                return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
-                                 "is %g; lr %g); %s", it, optimizer, t->name, i, lm_shown((double)t->data[i]), lr,
-                                 LM_KEPT(R));
-    }
-    return AG_OK;
+    size_t i;
+    const ag_tensor *t = ag_params_nonfinite(R->learn.m.g->params, &i);
+    if (!t) return AG_OK;
+    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu is %g; lr %g); "
+                     "%s", it, ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer), t->name, i,
+                     lm_shown((double)t->data[i]), lr, LM_KEPT(R));
 }
 
 static ag_status update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err)
@@ -197,10 +192,9 @@ ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, doubl
     return ag_gpt_loss(ctx, R->learn.m.g, D->x, D->y, b, T, &fo, "evaluation", loss, err);
 }
 
-/* The split an evaluation reads (ids [n]) and its ctx, for eval_batch. */
+/* The split an evaluation reads, ids [n], for eval_batch. */
 typedef struct {
     lm_run *R;
-    ag_ctx *ctx;
     const int *ids;
     size_t n;
 } lm_split;
@@ -213,7 +207,7 @@ static ag_status eval_batch(void *user, bool mine, double *loss, ag_error *err)
     lm_run *R = sp->R;
     if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
     ag_windows_draw(R->data.off, R->cfg.batch_size, sp->n, R->cfg.model.block_size, &R->ctl.eval_rng);
-    return mine ? lm_client_forward(R, sp->ctx, sp->ids, R->cfg.batch_size, loss, err) : AG_OK;
+    return mine ? lm_client_forward(R, R->learn.ctx, sp->ids, R->cfg.batch_size, loss, err) : AG_OK;
 }
 
 /* The training split's loss at iteration ctl.it (its evaluation bounded by the budget from here;
@@ -225,7 +219,7 @@ static ag_status evaluate_train(void *user, ag_ctx *ctx, double *tl, ag_error *e
     take_count(R);   /* a count the budget fitted again before this evaluation's checkpoint */
     ag_budget_eval_start(&R->ctl.budget, final_eval(R));
     ag_rng_seed(&R->ctl.eval_rng, ag_seed_at(R->cfg.seed, LM_TAG_EVAL, (uint64_t)R->ctl.it));
-    lm_split sp = {R, ctx, D->text.ids, D->n_train};
+    lm_split sp = {R, D->text.ids, D->n_train};
     return ag_ddp_eval_mean(R->ctl.ddp, &R->ctl.budget, ctx, eval_batch, &sp, R->o->stop,
                             ag_budget_eval_end(&R->ctl.budget, D->n_val > 0), tl, &R->ctl.eval_done, err);
 }
@@ -237,7 +231,7 @@ static ag_status evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag
     const lm_data *D = &R->data;
     long done = R->ctl.eval_done;   /* the training split's, which goes on to draw from the same stream */
     *vl = *score = NAN;
-    lm_split sp = {R, ctx, D->text.ids + D->n_train, D->n_val};
+    lm_split sp = {R, D->text.ids + D->n_train, D->n_val};
     ag_status s = D->n_val > 0 ? ag_ddp_eval_mean(R->ctl.ddp, &R->ctl.budget, ctx, eval_batch, &sp, R->o->stop,
                                                   ag_budget_eval_end(&R->ctl.budget, false), vl, &done, err) : AG_OK;
     if (done < R->ctl.eval_done) R->ctl.eval_done = done;

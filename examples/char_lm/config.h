@@ -22,8 +22,7 @@ typedef enum { LM_OPTIMIZERS(AG_SWITCH_CONSTANT) } lm_optimizer;
 extern const ag_switch lm_optimizer_switch;
 
 typedef struct {
-    ag_gpt_config model;    /* vocab_size, n_layer, n_head, n_embd, block_size, dropout, and the
-                               switches norm_position, norm, mlp, init, no_scale, mask_fill */
+    ag_gpt_config model;    /* the GPT's shape, dropout and switches (nn.h) */
     int batch_size;         /* B */
     long max_iters;         /* optimizer steps in the whole run */
     double lr, min_lr;
@@ -42,12 +41,9 @@ typedef struct {
     bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
     bool log_activations;   /* per block residual RMS, MLP activation inputs, score range (lesson 14) */
     bool log_dynamics;      /* per layer gradient norms and update/weight ratios at each log step */
-    double time_budget;     /* --time-budget in seconds: the run ends within it (src/train/budget.c);
-                               0: none */
-    long budget_iters;      /* the steps --time-budget fixed once it had timed the first ones, then
-                               also max_iters (and lr_decay_iters); 0: not fixed (yet) */
-    double lr_find;         /* > 0: the range test (lesson 16): lr from this up to lr, exponentially
-                               over max_iters steps, instead of the schedule (train.h: ag_lr_range_at) */
+    double time_budget;     /* --time-budget in seconds (train/budget.h); 0: none */
+    long budget_iters;      /* the steps --time-budget fixed (then max_iters too); 0: not (yet) */
+    double lr_find;         /* > 0: the range test (lesson 16, train.h: ag_lr_range_at), not the schedule */
     bool overfit_batch;     /* every step trains on the same B windows (lesson 17) */
 } lm_config;
 
@@ -59,9 +55,8 @@ typedef struct {
 extern const ag_field lm_fields[LM_N_FIELDS];
 
 /* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
- * 10min, each with its time_budget: docs/performance.md, "Recipes per budget") and the common
- * defaults. vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown (or,
- * a bug, a preset's text in config.c is not the table's: ag_fields_set). */
+ * 10min, each with its time_budget) and the common defaults, vocab_size 0 (the data decides it).
+ * AG_ERR_ARG if the name is unknown (or, a bug, a preset's text is not the table's). */
 ag_status lm_config_preset(lm_config *c, const char *name);
 extern const char *const lm_config_names[];   /* NULL-terminated */
 

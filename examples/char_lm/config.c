@@ -86,14 +86,10 @@ const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", 
 
 // --- presets and validation ---
 
-/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
- * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight decay
- * 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context 256 and lr
- * 8e-3 decaying to lr/100: the best of the runs in wall time (the rounds that found them: git show
- * d89a286:docs/performance.md). Each ends by its time_budget (its iters is only a ceiling).
- * Without --config, --time-budget picks one of the three by the steps it would get (recipe.h;
- * docs/performance.md, "The recipe follows the compute"). Each is its values over the common
- * ones, in the table's keys (the library reads them: ag_fields_set); lr_decay_iters = max_iters. */
+/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores, S, M and L of recipe.h
+ * (bench/budget_sweep.sh found them; docs/performance.md, "The recipe follows the compute", says
+ * how and why each), each ended by its time_budget (its iters only a ceiling). Each is its values
+ * over the common ones, in the table's keys (ag_fields_set); lr_decay_iters = max_iters. */
 static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
                                     "val_fraction=0.1 eval_iters=20 seed=1337";
 static const struct { const char *name, *values; } presets[] = {

@@ -5,6 +5,9 @@
  *     window, and top_k 1 takes their argmax; emit and the stop signal end it; bad options and
  *     ids are refused with one line;
  *   - ag_gpt_attn_record: every layer's rows sum to 1 (ag_attn_check), NaN weights are refused;
+ *   - ag_gpt_attn_layer_stats: every layer's ag_attn_stats of those weights;
+ *   - ag_gpt_step_flops: a step's FLOPs by its formula; ag_gpt_probe: its steps train, or a bad
+ *     config is refused with the model's error;
  *   - ag_attn_stats and ag_attn_head_summary on known rows (uniform, one-hot, patterns);
  *   - ag_plot_attention and ag_plot_attn_stats: the weights and scripts they write;
  *   - ag_serve_gpt_attention: every head's rows, named with the names given;
@@ -338,13 +341,74 @@ START_TEST(eval_ids_every_window_once)
 }
 END_TEST
 
+/* ag_gpt_attn_layer_stats: each layer's ag_attn_stats of the weights ag_gpt_attn_record gives. */
+START_TEST(attn_layer_stats_per_layer)
+{
+    ag_gpt *g = model(4);
+    ag_ctx *ctx = ag_ctx_new();
+    int ids[2 * 6] = {1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1};
+    ag_tensor *A[2];
+    double e[2], p[2], want_e, want_p;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_gpt_attn_layer_stats(ctx, g, ids, 2, 6, A, e, p, &err), AG_OK);
+    for (int l = 0; l < 2; l++) {
+        ag_tensor *B[2];
+        ck_assert_int_eq(ag_gpt_attn_record(ctx, g, ids, 2, 6, B), AG_OK);
+        ag_attn_stats(B[l]->data, 2, 2, 6, &want_e, &want_p);
+        ck_assert(e[l] == want_e && p[l] == want_p && e[l] > 0 && p[l] < 1);
+        ag_ctx_reset(ctx);
+    }
+    ag_ctx_free(ctx);
+    ag_gpt_free(g);
+}
+END_TEST
+
+/* ag_gpt_step_flops: 6 (12 L C^2 + 2 C V) + 24 L T C a token, times B T, dropout 1.1x. */
+START_TEST(step_flops_formula)
+{
+    ag_gpt_config c = {.vocab_size = 3, .n_layer = 1, .n_head = 1, .n_embd = 2, .block_size = 4};
+    ck_assert(ag_gpt_step_flops(&c, 1) == (6 * (12 * 4 + 2 * 2 * 3) + 24 * 4 * 2) * 4);   /* 2208 */
+    ck_assert(ag_gpt_step_flops(&c, 3) == 3 * 2208.0);
+    c.dropout = 0.1;
+    ck_assert(fabs(ag_gpt_step_flops(&c, 1) - 1.1 * 2208) < 1e-9);
+}
+END_TEST
+
+/* ag_gpt_probe: its steps train on its tokens (the loss falls), split over shards or not; a bad
+ * config is the model's error, no probe. */
+START_TEST(probe_steps_train)
+{
+    ag_gpt_config cfg = {.vocab_size = V, .n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = TB};
+    ag_error err = {0};
+    double first[2], last[2];
+    for (int shards = 1; shards <= 2; shards++) {
+        ag_gpt_probe *p;
+        ck_assert_msg(ag_gpt_probe_new(&cfg, 4, 7, shards, &p, &err) == AG_OK, "%s", err.msg);
+        for (long t = 1; t <= 40; t++) {
+            double loss;
+            ck_assert_int_eq(ag_gpt_probe_step(p, t, &loss, &err), AG_OK);
+            if (t == 1) first[shards - 1] = loss;
+            last[shards - 1] = loss;
+        }
+        ck_assert_msg(last[shards - 1] < first[shards - 1] - 1e-3, "%g -> %g", first[shards - 1], last[shards - 1]);
+        ag_gpt_probe_free(p);
+    }
+    ck_assert(fabs(first[0] - first[1]) < 1e-4);   /* the same model and tokens */
+    cfg.n_head = 3;
+    ag_gpt_probe *p = (ag_gpt_probe *)&cfg;
+    ck_assert(ag_gpt_probe_new(&cfg, 4, 7, 1, &p, &err) != AG_OK && p == NULL && err.msg[0]);
+    ag_gpt_probe_free(NULL);
+}
+END_TEST
+
 Suite *gpt_tools_suite(void)
 {
     Suite *s = suite_create("gpt_tools");
     TCase *t = tcase_create("gpt_tools");
     ADD_TESTS(t, eval_ids_every_window_once, sample_logits_draws, generate_same_seed_same_ids, generate_through_the_sliding_window,
               generate_stops_and_refuses, attention_rows_sum_to_one, stats_of_known_rows,
-              plots_write_weights_and_scripts, serve_attention_names_heads);
+              plots_write_weights_and_scripts, serve_attention_names_heads, attn_layer_stats_per_layer,
+              step_flops_formula, probe_steps_train);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,7 +1,7 @@
 /* test_nn.c -- the layers of src/nn: Linear, Embedding and LayerNorm registration and forward,
- * multi-head causal self-attention (known values, causality, a whole-layer gradient check) and
- * the Pre-LN block (identity when its branches are zero, whole-block gradient checks with and
- * without dropout).
+ * the first weight that is not finite (ag_params_nonfinite), multi-head causal self-attention
+ * (known values, causality, a whole-layer gradient check) and the Pre-LN block (identity when
+ * its branches are zero, whole-block gradient checks with and without dropout).
  *
  * Gradient checks use MODEL.md's distinct sizes B=2, T=3, C=8, H=2 (D=4), so a missing
  * transpose or a head mix-up fails. Parameters are set to O(1) random values first: at the
@@ -73,6 +73,24 @@ START_TEST(test_linear_layer)
     ck_assert_double_eq_tol(y->data[1], 2.0, TOL);
     ck_assert_double_eq_tol(y->data[2], 2.0, TOL);
     ag_ctx_free(ctx);
+    ag_params_free(P);
+}
+END_TEST
+
+/* ag_params_nonfinite: the first weight with a NaN or an Inf, and where; NULL when all are finite. */
+START_TEST(test_params_nonfinite)
+{
+    ag_params *P = ag_params_new();
+    ag_linear_layer L;
+    ck_assert_int_eq(ag_linear_layer_init(&L, P, "fc", 2, 3, true, 0.02), AG_OK);
+    ck_assert_int_eq(ag_params_alloc(P), AG_OK);
+    ag_params_init(P, 1);
+    size_t i = 99;
+    ck_assert_ptr_null(ag_params_nonfinite(P, &i));
+    L.b->data[2] = INFINITY;
+    ck_assert(ag_params_nonfinite(P, &i) == L.b && i == 2);
+    L.W->data[4] = NAN;   /* an earlier parameter comes first */
+    ck_assert(ag_params_nonfinite(P, &i) == L.W && i == 4);
     ag_params_free(P);
 }
 END_TEST
@@ -477,7 +495,7 @@ Suite *nn_suite(void)
     Suite *s = suite_create("nn");
     TCase *l = tcase_create("layers");
     tcase_set_tags(l, "linear embedding layernorm");
-    ADD_TESTS(l, test_linear_layer, test_embedding_and_layernorm_layers);
+    ADD_TESTS(l, test_linear_layer, test_params_nonfinite, test_embedding_and_layernorm_layers);
     suite_add_tcase(s, l);
     TCase *a = tcase_create("attention");
     tcase_set_tags(a, "attention");

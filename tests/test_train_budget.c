@@ -13,6 +13,8 @@
  *            late ends early and the later ones take as many batches
  *   probe    before anything is timed, a probe's time of one item: a batch a split that cannot
  *            end before the deadline ends the run at once with a checkpoint, said in one line
+ *   item     ag_budget_probe_item times an item's second pass (the first is cold), in no-grad mode
+ *   mean     ag_ddp_eval_mean: an evaluation split's mean loss, ended by a stop or the clock
  *   duration ag_format_duration writes a budget as a log does: "0.5s", never "0s"; "1m30s",
  *            "1h30m"; a negative or NaN one "0s"
  *   loop     ag_train_run (loop.c) on the simulated clock, a toy model whose evaluation takes
@@ -26,6 +28,7 @@
  *            are the count the budget fixes */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +358,91 @@ START_TEST(test_probe)
 }
 END_TEST
 
+/* ag_budget_probe_item: the item's second pass is the one timed (the first is cold), in no-grad
+ * mode; nothing without a deadline. */
+typedef struct {
+    sim *s;
+    ag_ctx *ctx;
+    int calls;
+    bool grad_seen;
+} item_probe;
+
+static ag_status probe_forward(void *user, ag_error *err)
+{
+    item_probe *p = user;
+    (void)err;
+    p->grad_seen |= ag_ctx_grad_enabled(p->ctx);
+    p->s->now += p->calls++ == 0 ? 5.0 : 0.2;   /* cold, then 0.2 s */
+    return AG_OK;
+}
+
+START_TEST(test_probe_item)
+{
+    sim s = {.now = 100};
+    ag_ctx *ctx = ag_ctx_new();
+    item_probe p = {.s = &s, .ctx = ctx};
+    ag_error err = {0};
+    ag_budget none = {.eval_iters = 10};
+    ag_budget_start(&none);
+    ck_assert(ag_budget_probe_item(&none, 0, ctx, probe_forward, &p, 4, "window", &err) == AG_OK && p.calls == 0);
+    ag_budget b = budget_on(&s, 6.5, 1000, true, 10);
+    ck_assert_int_eq(ag_budget_probe_item(&b, 0, ctx, probe_forward, &p, 4, "window", &err), AG_OK);
+    ck_assert(p.calls == 2 && !p.grad_seen && ag_ctx_grad_enabled(ctx));
+    ck_assert(b.no_eval && b.out_of_time);   /* 2 x 0.8 s past the 1.3 s left */
+    ck_assert_msg(strstr(s.said, "one evaluation batch takes about 0.8 s (a window 0.2 s, 4 a batch)"), "%s", s.said);
+    ag_ctx_free(ctx);
+}
+END_TEST
+
+/* ag_ddp_eval_mean alone (no ag_ddp): the mean of the batches' losses; a stop ends it after the
+ * batch in hand; past the end on the budget's clock, no batch more; each batch timed on it. */
+typedef struct {
+    sim *s;
+    int calls;
+    volatile sig_atomic_t *stop;
+    int stop_at;
+} eval_sim;
+
+static ag_status eval_sim_batch(void *user, bool mine, double *loss, ag_error *err)
+{
+    eval_sim *e = user;
+    (void)err;
+    ck_assert(mine);   /* alone: every batch is this process's */
+    *loss = ++e->calls;
+    e->s->now += 0.1;
+    if (e->stop && e->calls == e->stop_at) *e->stop = SIGINT;
+    return e->calls == 99 ? AG_ERR_NOMEM : AG_OK;
+}
+
+START_TEST(test_eval_mean)
+{
+    sim s = {0};
+    ag_ctx *ctx = ag_ctx_new();
+    ag_error err = {0};
+    double mean;
+    long done;
+    ag_budget none = {.eval_iters = 10, .clock = sim_now, .clock_user = &s};   /* no budget, the clock simulated */
+    ag_budget_start(&none);
+    eval_sim e = {.s = &s};
+    ck_assert(ag_ddp_eval_mean(NULL, &none, ctx, eval_sim_batch, &e, NULL, INFINITY, &mean, &done, &err) == AG_OK);
+    ck_assert(done == 10 && mean == 5.5 && ag_ctx_grad_enabled(ctx));
+    ck_assert(fabs(none.batch_s - 0.1) < 1e-9);   /* each batch timed */
+    volatile sig_atomic_t stop = 0;
+    e = (eval_sim){.s = &s, .stop = &stop, .stop_at = 3};
+    ck_assert(ag_ddp_eval_mean(NULL, &none, ctx, eval_sim_batch, &e, &stop, INFINITY, &mean, &done, &err) == AG_OK);
+    ck_assert(done == 3 && mean == 2);   /* the batch in hand, then no more */
+    ag_budget b = budget_on(&s, 100, 1000, true, 10);
+    e = (eval_sim){.s = &s};
+    ck_assert(ag_ddp_eval_mean(NULL, &b, ctx, eval_sim_batch, &e, NULL, s.now + 0.25, &mean, &done, &err) == AG_OK);
+    ck_assert(done == 3 && mean == 2);   /* 0.3 s past the end of 0.25 s */
+    e = (eval_sim){.s = &s, .calls = 97};
+    ck_assert(ag_ddp_eval_mean(NULL, &none, ctx, eval_sim_batch, &e, NULL, INFINITY, &mean, &done, &err) ==
+              AG_ERR_NOMEM);
+    ck_assert(done == 1 && ag_ctx_grad_enabled(ctx));
+    ag_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_format_duration)
 {
     static const struct { double s; const char *want; } cases[] = {
@@ -378,6 +466,8 @@ Suite *train_budget_suite(void)
     TCase *t = tcase_create("simulated clock");
     tcase_add_test(t, test_format_duration);
     tcase_add_test(t, test_probe);
+    tcase_add_test(t, test_probe_item);
+    tcase_add_test(t, test_eval_mean);
     ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
               test_evaluations_bounded);
     suite_add_tcase(s, t);

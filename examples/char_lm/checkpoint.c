@@ -46,7 +46,7 @@ static ag_status write_model(const char *dir, const ag_gpt *g, const lm_config *
     lm_config c = *cfg;
     c.model = g->cfg;
     c.model.vocab_size = v->V;
-    char *config = lm_config_to_json(&c);
+    char *config = ag_fields_to_json(&c, lm_fields, LM_N_FIELDS);
     ag_status st = ag_gpt_ckpt_write(path, g, MODEL_FORMAT, config, v, iter, run_id, err);
     free(config);
     return st;

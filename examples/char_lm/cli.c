@@ -161,7 +161,7 @@ static ag_status finish_train(lm_train_args *t, ag_error *err)
         return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other (--resume continues "
                                           "--out's own run)");
     /* lr_decay_iters follows max_iters unless given */
-    const lm_field *decay = lm_field_by_key("lr_decay_iters");
+    const ag_field *decay = ag_field_by_key(lm_fields, LM_N_FIELDS, "lr_decay_iters");
     if (!t->given[decay - lm_fields]) t->cfg.lr_decay_iters = t->cfg.max_iters;
     /* a budget and no recipe: the budget picks one from the speed it measures (recipe.h), and
      * the flags are checked against it then */

@@ -1,17 +1,13 @@
-/* client.c -- char_lm as a client of the library's trainer (train/train.h: ag_train_client):
- * the calls ag_train_run makes, in its signatures, user an lm_run (run.h), and the options it
- * runs with (lm_client, lm_client_opts). The trainer steps, evaluates, checkpoints (in char_lm's
- * files: lm_ckpt_format), writes metrics.csv and keeps the time budget; these calls are what is
- * char_lm's: a batch of windows, the pass split over threads, its optimizers, the losses of both
- * splits, the attention statistics, the log's words. */
+/* client.c -- char_lm as a client of the library's trainer: the calls of ag_train_client
+ * (train/train.h says what each does), user an lm_run (run.h), and the options it runs with
+ * (lm_client, lm_client_opts). What is char_lm's: a batch of windows, the pass split over
+ * threads, its optimizers, the losses of both splits, the attention statistics, the log's words. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
-
-// --- a step ---
 
 // --- --time-budget: the trainer keeps it (train/budget.h); the count it fixes goes into the config ---
 
@@ -45,22 +41,17 @@ static ag_status draw(void *user, ag_rng *rng, ag_error *err)
     if (o->before_step) o->before_step(R->ctl.it, R->learn.m.g, o->hook_user);
     R->rep.step_t0 = ag_now_s();
     ag_rng fixed = lm_overfit_rng(c);   /* --overfit-batch: the same B windows at every step */
-    lm_draw_windows(R->data.off, c->batch_size, R->data.n_train, c->model.block_size, c->overfit_batch ? &fixed : rng);
+    ag_windows_draw(R->data.off, c->batch_size, R->data.n_train, c->model.block_size, c->overfit_batch ? &fixed : rng);
     return AG_OK;   // off [B]
 }
 
-/* Why a forward gave no usable loss: an op that went non-finite (--detect-anomaly names it),
- * another error, or a loss that is NaN or Inf. AG_OK when loss is a finite number. */
-static ag_status loss_failed(const lm_run *R, long it, ag_status s, const char *why, bool have, double lv,
-                             ag_error *err)
+/* Why a pass gave no loss: an op that went non-finite (--detect-anomaly names it), or another
+ * error. A loss that is NaN or Inf the trainer says ("iteration 5: the loss is nan; ..."). */
+static ag_status pass_failed(const lm_run *R, ag_status s, const char *why, ag_error *err)
 {
-    if (s != AG_ERR_NONFINITE && (!have || s))
-        return ag_seterr(err, s ? s : AG_ERR_ARG, "iteration %ld: %s", it, why ? why : "forward failed");
-    if (isfinite(lv) && !s) return AG_OK;
     if (s == AG_ERR_NONFINITE)
-        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", it, why, LM_KEPT(R));
-    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the loss is %g; stopped before the optimizer step; %s "
-                     "(try a lower --lr)", it, lm_shown(lv), LM_KEPT(R));
+        return ag_seterr(err, s, "iteration %ld: %s; stopped before the optimizer step; %s", R->ctl.it, why, LM_KEPT(R));
+    return ag_seterr(err, s, "iteration %ld: %s", R->ctl.it, why);
 }
 
 static ag_status pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_error *err)
@@ -70,27 +61,22 @@ static ag_status pass(void *user, ag_ctx *ctx, ag_micro *mb, double *loss, ag_er
     int T = R->cfg.model.block_size;
     ag_error why = {0};
     (void)ctx;   /* the shards hold theirs, made for it (ag_gpt_shards_new) */
-    lm_fill_windows(D->x, D->y, D->text.ids, D->off + mb->first, mb->b, T);   // x, y [b,T] token ids
+    ag_windows_fill(D->x, D->y, D->text.ids, D->off + mb->first, mb->b, T);   // x, y [b,T] token ids
     const ag_forward_opts fo = { .train = true, .seed = mb->seed, .composed_attention = R->cfg.detect_anomaly };
     *loss = 0;
     ag_status s = ag_gpt_shards_pass(R->learn.shards, D->x, D->y, mb->b, T, &fo, mb->dloss, loss, &why);
-    return loss_failed(R, R->ctl.it, s, s ? why.msg : NULL, s == AG_OK || s == AG_ERR_NONFINITE, s ? 0 : *loss, err);
+    return s ? pass_failed(R, s, why.msg, err) : AG_OK;
 }
 
 /* --detect-anomaly: the optimizer is no op on the tape, so check what it wrote. */
 static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *err)
 {
-    const ag_params *P = R->learn.m.g->params;
-    const char *optimizer = ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer);
-    for (int e = 0; e < P->n; e++) {
-        const ag_tensor *t = P->entries[e].t;
-        for (size_t i = 0; i < ag_numel(t); i++)
-            if (!isfinite(t->data[i]))
-                return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu "
-                                 "is %g; lr %g); %s", it, optimizer, t->name, i, lm_shown((double)t->data[i]), lr,
-                                 LM_KEPT(R));
-    }
-    return AG_OK;
+    size_t i;
+    const ag_tensor *t = ag_params_nonfinite(R->learn.m.g->params, &i);
+    if (!t) return AG_OK;
+    return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu is %g; lr %g); "
+                     "%s", it, ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer), t->name, i,
+                     lm_shown((double)t->data[i]), lr, LM_KEPT(R));
 }
 
 static ag_status update(void *user, ag_params *P, double lr, long t, double clip, ag_error *err)
@@ -110,7 +96,10 @@ static ag_status update(void *user, ag_params *P, double lr, long t, double clip
 }
 
 /* The seed of step it's dropout masks: --seed's stream "dropout" at it (run.h). */
-static uint64_t step_seed(void *user, long it) { return lm_dropout_seed(((lm_run *)user)->cfg.seed, it); }
+static uint64_t step_seed(void *user, long it)
+{
+    return ag_seed_at(((lm_run *)user)->cfg.seed, LM_TAG_DROP, (uint64_t)it);
+}
 
 /* After step it: its loss for the tests (opts.losses), its time for metrics.csv's tokens/s. */
 static void after_step(void *user, long it, double loss, double lr)
@@ -154,26 +143,17 @@ static void progress_text(void *user, long it, long steps, double loss, double l
              b->deadline ? "left" : "ETA", eta);
 }
 
-/* --log-attn-stats: one batch (validation split, else training) through the model with every
- * layer's attention weights recorded; rep.entropy[l] and rep.peak[l] get their statistics. */
-static ag_status attn_stats(lm_run *R, long it, ag_error *err)
+/* B windows of the validation split (else the training one) in data.x, from --seed's stream tag
+ * at it: a batch of their own for the statistics, so that the run's losses do not change. */
+static void side_batch(lm_run *R, uint64_t tag, long it, int B)
 {
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
     lm_data *D = &R->data;
-    lm_report *rep = &R->rep;
-    ag_ctx *ctx = R->learn.ctx;
-    ag_rng rng;
-    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_STATS, (uint64_t)it));
+    int T = R->cfg.model.block_size;
     bool val = D->n_val > 0;
-    lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
-    lm_fill_windows(D->x, D->y, D->text.ids + (val ? D->n_train : 0), D->off, B, T);   // x [B,T]
-    ag_ctx_reset(ctx);
-    ag_status s = ag_gpt_attn_record(ctx, R->learn.m.g, D->x, B, T, rep->attn);      // attn[l] [B,H,T,T]
-    if (s) ag_seterr(err, s, "attention statistics: %s", ag_ctx_error(ctx));
-    for (int l = 0; s == AG_OK && l < L; l++)
-        ag_attn_stats(rep->attn[l]->data, B, R->cfg.model.n_head, T, &rep->entropy[l], &rep->peak[l]);
-    ag_ctx_reset(ctx);
-    return s;
+    ag_rng rng;
+    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, tag, (uint64_t)it));
+    ag_windows_draw(D->off, B, val ? D->n_val : D->n_train, T, &rng);
+    ag_windows_fill(D->x, D->y, D->text.ids + (val ? D->n_train : 0), D->off, B, T);   // x [B,T]
 }
 
 /* The evaluation at iteration it, said once the trainer judged it (not diverged): first the
@@ -186,7 +166,11 @@ static void eval_text(void *user, long it, double tl, double vl, double score, c
     buf[0] = '\0';
     (void)score;   /* char_lm's loss is its measure */
     R->ctl.saved_at = it;   /* its checkpoint follows */
-    if (R->cfg.log_attn_stats && !R->ctl.pending.status) attn_stats(R, it, &R->ctl.pending);
+    if (R->cfg.log_attn_stats && !R->ctl.pending.status) {   /* --log-attn-stats: rep.entropy, rep.peak */
+        side_batch(R, LM_TAG_STATS, it, R->cfg.batch_size);   // x [B,T]
+        ag_gpt_attn_layer_stats(R->learn.ctx, R->learn.m.g, R->data.x, R->cfg.batch_size, R->cfg.model.block_size,
+                                R->rep.attn, R->rep.entropy, R->rep.peak, &R->ctl.pending);
+    }
     if (R->rep.plot_ok && it > 0 && !final_eval(R)) lm_log_plots(R, false);
     ag_msg_append(buf, n, &len, "iter %ld: train %.4f", it, tl);
     if (R->data.n_val > 0) ag_msg_append(buf, n, &len, " val %.4f", vl);
@@ -203,48 +187,27 @@ ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, doubl
 {
     lm_data *D = &R->data;
     int T = R->cfg.model.block_size;
-    lm_fill_windows(D->x, D->y, ids, D->off, b, T);                              // x, y [b,T]
-    ag_ctx_reset(ctx);
-    ag_tensor *l = NULL;
     const ag_forward_opts fo = { .composed_attention = R->cfg.detect_anomaly };   /* as in the step */
-    ag_gpt_forward(ctx, R->learn.m.g, D->x, D->y, b, T, &fo, &l);               // loss [1]
-    *loss = l ? (double)l->data[0] : NAN;
-    ag_status s = l ? AG_OK : ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
-    if (s) ag_seterr(err, s, "evaluation: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-    return s;
+    ag_windows_fill(D->x, D->y, ids, D->off, b, T);   // x, y [b,T]
+    return ag_gpt_loss(ctx, R->learn.m.g, D->x, D->y, b, T, &fo, "evaluation", loss, err);
 }
 
-/* Mean loss over eval_iters random batches of ids [n] from ctl.eval_rng (fewer under --time-budget:
- * its batch count, and none after the clock passes end; *done says how many). A stop signal
- * ends it after the batch in hand; with several ranks they agree on it, and on the clock,
- * every round of batches. */
-static ag_status estimate(lm_run *R, ag_ctx *ctx, const int *ids, size_t n, double end, double *out, long *done,
-                          ag_error *err)
+/* The split an evaluation reads, ids [n], for eval_batch. */
+typedef struct {
+    lm_run *R;
+    const int *ids;
+    size_t n;
+} lm_split;
+
+/* An evaluation batch of B windows from ctl.eval_rng, after the test hook, and its loss when it
+ * is this rank's (ag_ddp_eval_mean). */
+static ag_status eval_batch(void *user, bool mine, double *loss, ag_error *err)
 {
-    int B = R->cfg.batch_size, ranks = ag_ddp_ranks(R->ctl.ddp);
-    double sum = 0, loss;
-    ag_status s = AG_OK;
-    bool late = false;
-    long k, want = ag_budget_eval_batches(&R->ctl.budget);
-    ag_ctx_set_grad(ctx, false);
-    for (k = 0; k < want; k++) {
-        if (k % ranks == 0 && (s = ag_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
-        if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
-        if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(&R->ctl.budget, end, &late, err)) || late)) break;
-        double t0 = lm_budget_now(R->o);
-        if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
-        lm_draw_windows(R->data.off, B, n, R->cfg.model.block_size, &R->ctl.eval_rng);
-        if (!ag_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (train/ddp.h) */
-        if ((s = lm_client_forward(R, ctx, ids, B, &loss, err))) break;
-        sum += loss;
-        ag_budget_batch(&R->ctl.budget, lm_budget_now(R->o) - t0);
-    }
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true);
-    if (s == AG_OK) s = ag_ddp_sum(R->ctl.ddp, &sum, err);   /* every rank's batches */
-    *done = k;
-    *out = k > 0 ? sum / (double)k : NAN;
-    return s;
+    const lm_split *sp = user;
+    lm_run *R = sp->R;
+    if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
+    ag_windows_draw(R->data.off, R->cfg.batch_size, sp->n, R->cfg.model.block_size, &R->ctl.eval_rng);
+    return mine ? lm_client_forward(R, R->learn.ctx, sp->ids, R->cfg.batch_size, loss, err) : AG_OK;
 }
 
 /* The training split's loss at iteration ctl.it (its evaluation bounded by the budget from here;
@@ -256,8 +219,9 @@ static ag_status evaluate_train(void *user, ag_ctx *ctx, double *tl, ag_error *e
     take_count(R);   /* a count the budget fitted again before this evaluation's checkpoint */
     ag_budget_eval_start(&R->ctl.budget, final_eval(R));
     ag_rng_seed(&R->ctl.eval_rng, ag_seed_at(R->cfg.seed, LM_TAG_EVAL, (uint64_t)R->ctl.it));
-    return estimate(R, ctx, D->text.ids, D->n_train, ag_budget_eval_end(&R->ctl.budget, D->n_val > 0), tl,
-                    &R->ctl.eval_done, err);
+    lm_split sp = {R, D->text.ids, D->n_train};
+    return ag_ddp_eval_mean(R->ctl.ddp, &R->ctl.budget, ctx, eval_batch, &sp, R->o->stop,
+                            ag_budget_eval_end(&R->ctl.budget, D->n_val > 0), tl, &R->ctl.eval_done, err);
 }
 
 /* Then the validation split's (NaN without one; score NaN), and what the budget learns of it. */
@@ -267,8 +231,9 @@ static ag_status evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag
     const lm_data *D = &R->data;
     long done = R->ctl.eval_done;   /* the training split's, which goes on to draw from the same stream */
     *vl = *score = NAN;
-    ag_status s = D->n_val > 0 ? estimate(R, ctx, D->text.ids + D->n_train, D->n_val,
-                                          ag_budget_eval_end(&R->ctl.budget, false), vl, &done, err) : AG_OK;
+    lm_split sp = {R, D->text.ids + D->n_train, D->n_val};
+    ag_status s = D->n_val > 0 ? ag_ddp_eval_mean(R->ctl.ddp, &R->ctl.budget, ctx, eval_batch, &sp, R->o->stop,
+                                                  ag_budget_eval_end(&R->ctl.budget, false), vl, &done, err) : AG_OK;
     if (done < R->ctl.eval_done) R->ctl.eval_done = done;
     if (s || lm_run_stop_requested(R)) return s;   /* cut short: the trainer saves as it is */
     ag_budget_eval_done(&R->ctl.budget, R->ctl.it, final_eval(R), R->ctl.eval_done);
@@ -285,45 +250,27 @@ static ag_status evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag
 static ag_status activations_forward(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err)
 {
     lm_run *R = user;
-    int B = R->cfg.batch_size < 8 ? R->cfg.batch_size : 8, T = R->cfg.model.block_size;
-    lm_data *D = &R->data;
-    ag_rng rng;
+    int B = R->cfg.batch_size < 8 ? R->cfg.batch_size : 8;
     (void)seed, (void)err;   /* char_lm's own stream; a failure is on the ctx */
-    ag_rng_seed(&rng, ag_seed_at(R->cfg.seed, LM_TAG_ACTS, (uint64_t)it));
-    bool val = D->n_val > 0;
-    lm_draw_windows(D->off, B, val ? D->n_val : D->n_train, T, &rng);
-    lm_fill_windows(D->x, D->y, D->text.ids + (val ? D->n_train : 0), D->off, B, T);   // x [B,T]
-    ag_gpt_forward(ctx, R->learn.m.g, D->x, NULL, B, T, &(ag_forward_opts){.composed_attention = true}, NULL);
+    side_batch(R, LM_TAG_ACTS, it, B);   // x [B,T]
+    const ag_forward_opts fo = {.composed_attention = true};
+    ag_gpt_forward(ctx, R->learn.m.g, R->data.x, NULL, B, R->cfg.model.block_size, &fo, NULL);
     return AG_OK;
 }
 
 // --- the run ---
 
-/* Before iteration start, nothing timed: one window of the training text through the model in
- * no-grad mode (twice: the first pass is cold, the arena grows; its own stream, so that the
- * batch sampler and the evaluations stay as they are) tells what an evaluation batch of B windows
- * costs (ag_budget_probe: too little time for one a split ends the run at once with a
- * checkpoint). A test's simulated clock gives it no time (before_batch is a batch's). */
-static ag_status probe(lm_run *R, long it, ag_error *err)
+/* --time-budget, before anything is timed: one window of the training text (a stream of its own:
+ * the batches and evaluations stay as they are) through the model, what the budget's probe times
+ * (ag_budget_probe_item). A test's simulated clock gives it no time (before_batch is a batch's). */
+static ag_status probe_window(void *user, ag_error *err)
 {
-    ag_ctx *ctx = R->learn.ctx;
-    ag_budget *b = &R->ctl.budget;
-    if (!b->deadline || b->eval_s >= 0 || b->step_s > 0) return AG_OK;
+    lm_run *R = user;
+    double loss;
     ag_rng rng;
     ag_rng_seed(&rng, ag_splitmix64(R->cfg.seed ^ LM_TAG_EVAL ^ LM_SEED_SALT));
-    lm_draw_windows(R->data.off, 1, R->data.n_train, R->cfg.model.block_size, &rng);
-    ag_status s = AG_OK;
-    double window = 0, loss;
-    bool last = false;
-    ag_ctx_set_grad(ctx, false);
-    for (int k = 0; k < 2 && s == AG_OK; k++) {
-        double t0 = lm_budget_now(R->o);
-        s = lm_client_forward(R, ctx, R->data.text.ids, 1, &loss, err);   // x, y [1,T]; loss [1]
-        window = lm_budget_now(R->o) - t0;
-    }
-    ag_ctx_reset(ctx);
-    ag_ctx_set_grad(ctx, true);
-    return s ? s : ag_budget_probe(b, it, window, R->cfg.batch_size, "window", &last, err);
+    ag_windows_draw(R->data.off, 1, R->data.n_train, R->cfg.model.block_size, &rng);
+    return lm_client_forward(R, R->learn.ctx, R->data.text.ids, 1, &loss, err);   // x, y [1,T]; loss [1]
 }
 
 /* Once the trainer opened the run: its ctx made ready (--detect-anomaly, the shards), the
@@ -340,7 +287,8 @@ static ag_status start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_err
         return ag_seterr(err, why.status, "%s", why.msg);
     if (!R->o->trace) lm_log_header(R);   /* with --trace-shapes it came before the trace */
     ag_status s = ag_log_written(R->o->log, R->o->out_dir, err);   /* a full disk under the header: at once */
-    return s ? s : probe(R, st->step, err);
+    return s ? s : ag_budget_probe_item(&R->ctl.budget, st->step, ctx, probe_window, R, R->cfg.batch_size, "window",
+                                        err);
 }
 
 /* The trainer's warnings and notes, as char_lm says them. */

@@ -24,18 +24,18 @@ _Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) =
 /* A switch added with issue 6: optional in older checkpoints; its values are those of sw, an
  * ag_switch (src/nn/switches.h), which --help lists under the row's help. */
 #define ENUM(key, flag, field, sw, help) \
-    {key, flag, LM_T_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false}
+    {key, flag, AG_FIELD_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false}
 #define FLAG(key, flag, field, shape, help) \
-    {key, flag, LM_T_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false}
+    {key, flag, AG_FIELD_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false}
 
-const lm_field lm_fields[] = {
-    ROW("vocab_size", NULL, LM_T_INT, model.vocab_size, 1, 1114112, 0, 0, 1,
+const ag_field lm_fields[] = {
+    ROW("vocab_size", NULL, AG_FIELD_INT, model.vocab_size, 1, 1114112, 0, 0, 1,
         "distinct code points of the corpus"),
-    ROW("n_layer", "--n-layer", LM_T_INT, model.n_layer, 1, 256, 0, 0, 1, "Transformer blocks"),
-    ROW("n_head", "--n-head", LM_T_INT, model.n_head, 1, 1024, 0, 0, 1, "attention heads"),
-    ROW("n_embd", "--n-embd", LM_T_INT, model.n_embd, 1, 16384, 0, 0, 1, "channels C"),
-    ROW("block_size", "--block-size", LM_T_INT, model.block_size, 1, 16384, 0, 0, 1, "context length T"),
-    ROW("dropout", "--dropout", LM_T_DOUBLE, model.dropout, 0, 1, 0, 1, 0, "dropout probability"),
+    ROW("n_layer", "--n-layer", AG_FIELD_INT, model.n_layer, 1, 256, 0, 0, 1, "Transformer blocks"),
+    ROW("n_head", "--n-head", AG_FIELD_INT, model.n_head, 1, 1024, 0, 0, 1, "attention heads"),
+    ROW("n_embd", "--n-embd", AG_FIELD_INT, model.n_embd, 1, 16384, 0, 0, 1, "channels C"),
+    ROW("block_size", "--block-size", AG_FIELD_INT, model.block_size, 1, 16384, 0, 0, 1, "context length T"),
+    ROW("dropout", "--dropout", AG_FIELD_DOUBLE, model.dropout, 0, 1, 0, 1, 0, "dropout probability"),
     ENUM("norm_position", "--norm-position", model.norm_position, ag_norm_position_switch,
          "where each block's two norms sit (ln_f stays in every case)"),
     ENUM("norm", "--norm", model.norm, ag_norm_switch, "the kind of ln1, ln2 and ln_f (their names stay)"),
@@ -43,58 +43,53 @@ const lm_field lm_fields[] = {
     ENUM("init", "--init", model.init, ag_init_switch, "how the Linear weights are drawn"),
     FLAG("no_scale", "--no-scale", model.no_scale, 1, "scores without 1/sqrt(D)"),
     ENUM("mask_fill", "--mask-fill", model.mask_fill, ag_mask_fill_switch, "the score of a masked (future) position"),
-    ROW("batch_size", "--batch-size", LM_T_INT, batch_size, 1, 1 << 20, 0, 0, 0, "windows per batch B"),
-    ROW("max_iters", "--max-iters", LM_T_LONG, max_iters, 0, BIG, 0, 0, 0, "optimizer steps"),
-    ROW("lr", "--lr", LM_T_DOUBLE, lr, 0, INF, 1, 0, 0, "peak learning rate"),
-    ROW("min_lr", "--min-lr", LM_T_DOUBLE, min_lr, 0, INF, 0, 0, 0, "final learning rate"),
-    ROW("warmup_iters", "--warmup-iters", LM_T_LONG, warmup_iters, 0, BIG, 0, 0, 0, "linear warmup steps"),
-    ROW("lr_decay_iters", "--lr-decay-iters", LM_T_LONG, lr_decay_iters, 0, BIG, 0, 0, 0,
+    ROW("batch_size", "--batch-size", AG_FIELD_INT, batch_size, 1, 1 << 20, 0, 0, 0, "windows per batch B"),
+    ROW("max_iters", "--max-iters", AG_FIELD_LONG, max_iters, 0, BIG, 0, 0, 0, "optimizer steps"),
+    ROW("lr", "--lr", AG_FIELD_DOUBLE, lr, 0, INF, 1, 0, 0, "peak learning rate"),
+    ROW("min_lr", "--min-lr", AG_FIELD_DOUBLE, min_lr, 0, INF, 0, 0, 0, "final learning rate"),
+    ROW("warmup_iters", "--warmup-iters", AG_FIELD_LONG, warmup_iters, 0, BIG, 0, 0, 0, "linear warmup steps"),
+    ROW("lr_decay_iters", "--lr-decay-iters", AG_FIELD_LONG, lr_decay_iters, 0, BIG, 0, 0, 0,
         "cosine decay ends here (default: max-iters)"),
-    ROW("weight_decay", "--weight-decay", LM_T_DOUBLE, weight_decay, 0, INF, 0, 0, 0, "decay of 2-D weights"),
-    ROW("beta1", "--beta1", LM_T_DOUBLE, beta1, 0, 1, 0, 1, 0, "Adam beta1"),
-    ROW("beta2", "--beta2", LM_T_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),
-    ROW("grad_clip", "--grad-clip", LM_T_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
+    ROW("weight_decay", "--weight-decay", AG_FIELD_DOUBLE, weight_decay, 0, INF, 0, 0, 0, "decay of 2-D weights"),
+    ROW("beta1", "--beta1", AG_FIELD_DOUBLE, beta1, 0, 1, 0, 1, 0, "Adam beta1"),
+    ROW("beta2", "--beta2", AG_FIELD_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),
+    ROW("grad_clip", "--grad-clip", AG_FIELD_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
         "global gradient norm limit (0: off)"),
-    {"optimizer", "--optimizer", LM_T_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
+    {"optimizer", "--optimizer", AG_FIELD_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
      "the update rule", false},
-    ROW("momentum", "--momentum", LM_T_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
-    ROW("val_fraction", "--val-fraction", LM_T_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
+    ROW("momentum", "--momentum", AG_FIELD_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
+    ROW("val_fraction", "--val-fraction", AG_FIELD_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
         "share of tokens that validates (0: none)"),
-    ROW("eval_interval", "--eval-interval", LM_T_LONG, eval_interval, 1, BIG, 0, 0, 0,
+    ROW("eval_interval", "--eval-interval", AG_FIELD_LONG, eval_interval, 1, BIG, 0, 0, 0,
         "steps between evaluations and checkpoints"),
-    ROW("eval_iters", "--eval-iters", LM_T_LONG, eval_iters, 1, 1e6, 0, 0, 0, "batches per split in an evaluation"),
-    ROW("seed", "--seed", LM_T_U64, seed, 0, 9223372036854775807.0, 0, 0, 0, "random seed"),
+    ROW("eval_iters", "--eval-iters", AG_FIELD_LONG, eval_iters, 1, 1e6, 0, 0, 0, "batches per split in an evaluation"),
+    ROW("seed", "--seed", AG_FIELD_U64, seed, 0, 9223372036854775807.0, 0, 0, 0, "random seed"),
     FLAG("detect_anomaly", "--detect-anomaly", detect_anomaly, 0, "name the first op that goes non-finite"),
     FLAG("log_attn_stats", "--log-attn-stats", log_attn_stats, 0, "attention entropy and peak per layer"),
     FLAG("log_dynamics", "--log-dynamics", log_dynamics, 0, "gradient norms and update ratios per layer"),
     FLAG("log_activations", "--log-activations", log_activations, 0, "residual stream, MLP activations, scores"),
     /* issue 21: optional, so that older checkpoints read as runs without a budget */
-    {"time_budget", "--time-budget", LM_T_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
+    {"time_budget", "--time-budget", AG_FIELD_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
      "the run ends within this many seconds (0: no budget); on the command line a duration", true},
-    {"budget_iters", NULL, LM_T_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
+    {"budget_iters", NULL, AG_FIELD_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
      "the steps --time-budget fixed after timing the first ones (0: not yet)", false},
     /* issue 33 (lessons 16 and 17): optional, so that older checkpoints read as plain runs */
-    {"lr_find", "--lr-find", LM_T_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
+    {"lr_find", "--lr-find", AG_FIELD_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
      "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)", false},
     FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
-    {"init_scale", "--init-scale", LM_T_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
+    {"init_scale", "--init-scale", AG_FIELD_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
      "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false},
 };
-const int lm_n_fields = LM_N_FIELDS;
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 
 const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", "10min", NULL};
 
 // --- presets and validation ---
 
-/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores: the best that
- * bench/budget_sweep.sh found for 1 and 5, 5's with lr 6e-3 decaying to lr/100 and weight decay
- * 0.3 (it overfits by its end); for 10, the 5-minute recipe with dropout 0.05, context 256 and lr
- * 8e-3 decaying to lr/100: the best of the runs in wall time (the rounds that found them: git show
- * d89a286:docs/performance.md). Each ends by its time_budget (its iters is only a ceiling).
- * Without --config, --time-budget picks one of the three by the steps it would get (recipe.h;
- * docs/performance.md, "The recipe follows the compute"). Each is its values over the common
- * ones, in the table's keys (the library reads them: ag_fields_set); lr_decay_iters = max_iters. */
+/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores, S, M and L of recipe.h
+ * (bench/budget_sweep.sh found them; docs/performance.md, "The recipe follows the compute", says
+ * how and why each), each ended by its time_budget (its iters only a ceiling). Each is its values
+ * over the common ones, in the table's keys (ag_fields_set); lr_decay_iters = max_iters. */
 static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
                                     "val_fraction=0.1 eval_iters=20 seed=1337";
 static const struct { const char *name, *values; } presets[] = {
@@ -127,7 +122,7 @@ ag_status lm_config_preset(lm_config *c, const char *name)
 
 ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err)
 {
-    for (int i = 0; i < lm_n_fields; i++)   /* vocab_size: 0 until the data decides it */
+    for (int i = 0; i < LM_N_FIELDS; i++)   /* vocab_size: 0 until the data decides it */
         if ((check_vocab || lm_fields[i].offset != offsetof(lm_config, model.vocab_size)) &&
             ag_field_check(c, &lm_fields[i], err))
             return AG_ERR_ARG;

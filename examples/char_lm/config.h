@@ -1,13 +1,9 @@
 /* config.h -- every hyper-parameter of a char_lm run in one struct, the named configurations
- * of ../shared/MODEL.md (tiny, baby, small) and the budget recipes (1min, 5min, 10min), and one table that describes each field once:
- * its command-line flag, its JSON key in a checkpoint, its type and its valid range. The
- * command-line parser (cli.c), the checkpoint writer and reader (checkpoint.c) and --resume's
- * "may this change?" check (train_setup.c) all walk that table, so a new hyper-parameter is one
- * struct field plus one table row. The table is the library's kind (src/train/fields.h), which
- * parses, checks, formats and writes it as JSON; what is char_lm's own is here and in config.c.
- *
- * Nothing here prints or exits: errors come back as a status and a one-line message in an
- * ag_error. */
+ * of ../shared/MODEL.md (tiny, baby, small) and the budget recipes (1min, 5min, 10min), and one
+ * table that describes each field once (flag, JSON key, type, range: the library's kind of table,
+ * src/train/fields.h, which parses, checks, formats and writes it). cli.c, checkpoint.c and
+ * --resume's "may this change?" check walk that table: a new hyper-parameter is one struct field
+ * plus one table row. Nothing here prints or exits: errors are a status and one line in err. */
 #ifndef LM_CONFIG_H
 #define LM_CONFIG_H
 
@@ -17,7 +13,7 @@
 #include "attograd.h"
 
 /* The optimizer, a switch like the model's (src/nn/switches.h): one row per value, the first
- * the default; train.c's update() is the `switch` that runs each. */
+ * the default; client.c's update() is the `switch` that runs each. */
 #define LM_OPTIMIZERS(X) \
     X(LM_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
     X(LM_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
@@ -26,8 +22,7 @@ typedef enum { LM_OPTIMIZERS(AG_SWITCH_CONSTANT) } lm_optimizer;
 extern const ag_switch lm_optimizer_switch;
 
 typedef struct {
-    ag_gpt_config model;    /* vocab_size, n_layer, n_head, n_embd, block_size, dropout, and the
-                               switches norm_position, norm, mlp, init, no_scale, mask_fill */
+    ag_gpt_config model;    /* the GPT's shape, dropout and switches (nn.h) */
     int batch_size;         /* B */
     long max_iters;         /* optimizer steps in the whole run */
     double lr, min_lr;
@@ -46,44 +41,22 @@ typedef struct {
     bool log_attn_stats;    /* attention entropy and peak weight per layer at each evaluation */
     bool log_activations;   /* per block residual RMS, MLP activation inputs, score range (lesson 14) */
     bool log_dynamics;      /* per layer gradient norms and update/weight ratios at each log step */
-    double time_budget;     /* --time-budget in seconds: the run ends within it (src/train/budget.c);
-                               0: none */
-    long budget_iters;      /* the steps --time-budget fixed once it had timed the first ones, then
-                               also max_iters (and lr_decay_iters); 0: not fixed (yet) */
-    double lr_find;         /* > 0: the range test (lesson 16): lr from this up to lr, exponentially
-                               over max_iters steps, instead of the schedule (train.h: ag_lr_range_at) */
+    double time_budget;     /* --time-budget in seconds (train/budget.h); 0: none */
+    long budget_iters;      /* the steps --time-budget fixed (then max_iters too); 0: not (yet) */
+    double lr_find;         /* > 0: the range test (lesson 16, train.h: ag_lr_range_at), not the schedule */
     bool overfit_batch;     /* every step trains on the same B windows (lesson 17) */
 } lm_config;
 
-/* The table: one row per field of lm_config, the library's kind of row (src/train/fields.h:
- * key, flag, type, offset, range, shape, optional, sw, help, duration); its shape mark: part of
- * the model's shape, which a resumed run may not change; optional: the switches and fields added
- * after the first checkpoints (absent from an older one: 0, MODEL.md's default). */
-typedef ag_field lm_field;
-#define LM_T_INT AG_FIELD_INT
-#define LM_T_LONG AG_FIELD_LONG
-#define LM_T_DOUBLE AG_FIELD_DOUBLE
-#define LM_T_U64 AG_FIELD_U64
-#define LM_T_ENUM AG_FIELD_ENUM
-#define LM_T_BOOL AG_FIELD_BOOL
-
+/* One row per field of lm_config (fields.h: ag_field). shape: part of the model's shape, which a
+ * resumed run may not change; optional: added after the first checkpoints (absent: 0, MODEL.md's
+ * default). Read as JSON by ag_fields_to_json(c, lm_fields, LM_N_FIELDS). */
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
 #define LM_N_FIELDS 37            /* rows in lm_fields (config.c checks it) */
-extern const lm_field lm_fields[LM_N_FIELDS];
-extern const int lm_n_fields;
-
-/* The library's operations on this table (fields.h says what each does and its messages). */
-static inline const lm_field *lm_field_by_key(const char *key) { return ag_field_by_key(lm_fields, LM_N_FIELDS, key); }
-/* --time-budget's duration: "90s", "5m", "1h30m", "1.5h", "none"; at most LM_MAX_BUDGET_S. */
-static inline ag_status lm_parse_duration(const char *flag, const char *s, double *seconds, ag_error *err)
-{
-    return ag_parse_duration(flag, s, LM_MAX_BUDGET_S, seconds, err);
-}
+extern const ag_field lm_fields[LM_N_FIELDS];
 
 /* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
- * 10min, each with its time_budget: docs/performance.md, "Recipes per budget") and the common
- * defaults. vocab_size is left 0 (the data decides it). AG_ERR_ARG if the name is unknown (or,
- * a bug, a preset's text in config.c is not the table's: ag_fields_set). */
+ * 10min, each with its time_budget) and the common defaults, vocab_size 0 (the data decides it).
+ * AG_ERR_ARG if the name is unknown (or, a bug, a preset's text is not the table's). */
 ag_status lm_config_preset(lm_config *c, const char *name);
 extern const char *const lm_config_names[];   /* NULL-terminated */
 
@@ -94,14 +67,8 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
  * only read: one written before these checks must still sample): --min-lr <= --lr. AG_ERR_ARG. */
 ag_status lm_config_check_training(const lm_config *c, ag_error *err);
 
-/* The whole config as one flat JSON object, keys in table order (ag_fields_to_json):
- * {"vocab_size": 65, "n_layer": 2, ..., "norm_position": "pre", ..., "optimizer": "adamw", ...,
- * "no_scale": false, ...}. malloc'd; NULL on OOM. */
-static inline char *lm_config_to_json(const lm_config *c) { return ag_fields_to_json(c, lm_fields, LM_N_FIELDS); }
-/* Reads a JSON object written by lm_config_to_json. Every key of the table must be present
- * with the right type, except the optional ones (the switches added after the first
- * checkpoints: absent means MODEL.md's default); unknown keys are an error too.
- * AG_ERR_FORMAT and a message. */
+/* Reads a JSON object written by ag_fields_to_json of lm_fields: every key present with the
+ * right type, except the optional ones; no unknown key. AG_ERR_FORMAT and a message. */
 ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err);
 
 /* The sampler of --overfit-batch (lesson 17): seeded from c->seed alone, so every step draws

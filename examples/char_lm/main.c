@@ -144,7 +144,7 @@ static void write_card(const char *dir, const lm_model *m, const run_facts *f, c
     ag_error e = {0};
     ag_kernels_id kid = AG_KERNELS_FAST;
     (void)ag_kernels_from_env(&kid, &e);
-    char *config = m ? lm_config_to_json(&m->cfg) : NULL;
+    char *config = m ? ag_fields_to_json(&m->cfg, lm_fields, LM_N_FIELDS) : NULL;
     long steps = f->r->iter - f->start;
     ag_run_report card = {.commit = LM_COMMIT, .config_json = config, .threads = ag_threads(), .steps = steps,
                           .kernels = kid == AG_KERNELS_REFERENCE ? "reference" : "fast", .iter = f->r->iter,
@@ -237,7 +237,7 @@ static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_erro
     double t0 = ag_now_s(), step;
     ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, stop, &step, e);
     if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
-    lm_recipe_choice ch;
+    ag_recipe_choice ch;
     lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
     if ((s = lm_recipe_apply(&o->cfg, a->given, ch.pick, e))) return s;
     char line[256];

@@ -11,7 +11,7 @@
  *   train_log.c    what the run says beside the trainer: its header, the plots, the end
  *   train_agree.c  several ranks: before they start, that they hold the same run
  *   checkpoint.h   the checkpoint files (lm_ckpt_format: the trainer writes them); train/ddp.h
- *                  the ranks and micro-batches; batch.h the batches and the dropout seed of a step
+ *                  the ranks and micro-batches; data/corpus.h the batches (ag_windows_draw, _fill)
  *
  * Internal to lm_train: nothing outside these files includes it. */
 #ifndef LM_RUN_H
@@ -19,7 +19,6 @@
 
 #include <stdio.h>
 #include <sys/types.h>
-#include "batch.h"
 #include "checkpoint.h"
 #include "train/train.h"
 #include "train.h"
@@ -92,7 +91,7 @@ typedef struct {
     lm_control ctl;
 } lm_run;
 
-// --- train.c: batches (batch.h), signals, the run on the trainer ---
+// --- train.c: signals, the run on the trainer ---
 
 /* The stop request: this process's signal, or with several ranks the one they agreed on at
  * the last step's reduction, so that all stop at the same iteration (train/ddp.h). 0: none. */

@@ -31,7 +31,7 @@ static void free_model(void *user, void *m)
 static char *run_json(void *model)
 {
     const lm_model *m = model;
-    char *cfg = lm_config_to_json(&m->cfg);
+    char *cfg = ag_fields_to_json(&m->cfg, lm_fields, LM_N_FIELDS);
     json_t *config = cfg ? json_loads(cfg, 0, NULL) : NULL;
     free(cfg);
     json_t *o = json_pack("{s:o*,s:i,s:i}", "config", config, "vocab_size", m->vocab.V, "block_size",

@@ -16,18 +16,6 @@
 #include "tensor/debug.h"   /* ag_now_s */
 #include "trace.h"
 
-// --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Vocabulary and data"),
-// the library's (data/corpus.h), so that a program replaying a step draws the same ---
-
-void lm_draw_windows(size_t *off, int B, size_t n, int T, ag_rng *rng) { ag_windows_draw(off, B, n, T, rng); }
-
-void lm_fill_windows(int *x, int *y, const int *ids, const size_t *off, int b, int T)
-{
-    ag_windows_fill(x, y, ids, off, b, T);
-}
-
-uint64_t lm_dropout_seed(uint64_t seed, long it) { return ag_seed_at(seed, LM_TAG_DROP, (uint64_t)it); }
-
 // --- signals, the run directory ---
 
 int lm_run_stop_requested(const lm_run *R)

@@ -77,7 +77,7 @@ static void item_value(const void *user, int i, uint64_t v, char *buf, size_t n)
 static const char *item_name(const void *user, int i)
 {
     (void)user;
-    const lm_field *f = i < LM_N_FIELDS ? &lm_fields[i] : NULL;
+    const ag_field *f = i < LM_N_FIELDS ? &lm_fields[i] : NULL;
     return !f ? extra_names[i - LM_N_FIELDS] : f->flag ? f->flag : f->key;
 }
 

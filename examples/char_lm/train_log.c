@@ -38,7 +38,7 @@ void lm_log_header(const lm_run *R)
             c->model.n_layer, c->model.n_head, c->model.n_embd, c->model.block_size, c->model.vocab_size,
             R->learn.m.g->params->total);
     char sw[512];
-    if (ag_fields_switches(c, lm_fields, lm_n_fields, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);   /* not MODEL.md's default */
+    if (ag_fields_switches(c, lm_fields, LM_N_FIELDS, sw, sizeof sw)) fprintf(f, "switches: %s\n", sw);   /* not MODEL.md's default */
     char steps[32], decay[32];   /* "?" while --time-budget has the count to fit */
     bool to_fit = c->time_budget > 0 && !c->budget_iters;
     snprintf(steps, sizeof steps, to_fit ? "?" : "%ld", c->max_iters);

@@ -19,7 +19,7 @@ static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const
 {
     const lm_train_opts *o = R->o;
     R->cfg = resume ? *ck : o->cfg;
-    return ag_fields_merge(&R->cfg, &o->cfg, ck, lm_fields, lm_n_fields, o->given, o->config_given, resume, dir, err);
+    return ag_fields_merge(&R->cfg, &o->cfg, ck, lm_fields, LM_N_FIELDS, o->given, o->config_given, resume, dir, err);
 }
 
 /* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */

@@ -19,6 +19,18 @@ ag_status ag_gpt_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int 
     return s;
 }
 
+ag_status ag_gpt_attn_layer_stats(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A,
+                                  double *entropy, double *peak, ag_error *err)
+{
+    ag_ctx_reset(ctx);
+    ag_status s = ag_gpt_attn_record(ctx, g, ids, B, T, A);   // A[l] [B,H,T,T]
+    if (s) ag_seterr(err, s, "attention statistics: %s", ag_ctx_error(ctx));
+    for (int l = 0; s == AG_OK && l < g->cfg.n_layer; l++)
+        ag_attn_stats(A[l]->data, B, g->cfg.n_head, T, &entropy[l], &peak[l]);
+    ag_ctx_reset(ctx);
+    return s;
+}
+
 /* Recording takes the composed attention (attention.c), whose scores, scaled scores, masked
  * scores and weights are each [1,H,T,T] and all stay in the arena with the causal mask [T,T]:
  * per layer 4 H T^2 + T^2 where ag_gpt_step_bytes counts the fused path's H T^2 (issue 19 review:

@@ -1,4 +1,6 @@
-/* gpt_eval.c -- the deterministic loss of a GPT on a token sequence (nn.h: ag_gpt_eval_ids). */
+/* gpt_eval.c -- a GPT's mean loss on a batch as a number (nn.h: ag_gpt_loss), and its
+ * deterministic loss on a token sequence (ag_gpt_eval_ids). */
+#include <math.h>
 #include <stdlib.h>
 #include "nn.h"
 
@@ -11,6 +13,18 @@ static void get_windows(const int *ids, size_t w0, int B, int T, int *x, int *y)
             x[b * T + t] = ids[i];
             y[b * T + t] = ids[i + 1];
         }
+}
+
+ag_status ag_gpt_loss(ag_ctx *ctx, ag_gpt *g, const int *x, const int *y, int B, int T, const ag_forward_opts *opts,
+                      const char *what, double *loss, ag_error *err)
+{
+    ag_ctx_reset(ctx);
+    ag_tensor *l = NULL;
+    ag_gpt_forward(ctx, g, x, y, B, T, opts, &l);   // l [1]: the batch's mean loss
+    *loss = l ? (double)l->data[0] : NAN;
+    ag_status s = l ? AG_OK : ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
+    if (s) ag_seterr(err, s, "%s: %s", what, ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
+    return s;
 }
 
 ag_status ag_gpt_eval_ids(ag_gpt *g, const int *ids, size_t n, int batch, double *loss, size_t *tokens,
@@ -35,15 +49,9 @@ ag_status ag_gpt_eval_ids(ag_gpt *g, const int *ids, size_t n, int batch, double
     for (size_t w0 = 0; w0 < n_win; w0 += (size_t)batch) {
         int B = (int)(n_win - w0 < (size_t)batch ? n_win - w0 : (size_t)batch);
         get_windows(ids, w0, B, T, x, y);
-        ag_ctx_reset(ctx);
-        ag_tensor *l = NULL;
-        ag_gpt_forward(ctx, g, x, y, B, T, NULL, &l);   /* l [1]: the batch's mean loss */
-        if (!l) {
-            st = ag_ctx_status(ctx) ? ag_ctx_status(ctx) : AG_ERR_ARG;
-            ag_seterr(err, st, "eval: %s", ag_ctx_error(ctx) ? ag_ctx_error(ctx) : "forward failed");
-            goto out;
-        }
-        sum += (double)l->data[0] * B * T;   /* the batch mean times its token count */
+        double l;
+        if ((st = ag_gpt_loss(ctx, g, x, y, B, T, NULL, "eval", &l, err))) goto out;
+        sum += l * B * T;   /* the batch mean times its token count */
     }
     *tokens = n_win * (size_t)T;
     *loss = sum / (double)*tokens;

@@ -2,7 +2,8 @@
  * a lower bound of its parameters, the bytes of one step's arena and of a sampler's cache, a
  * shard's extra bytes, a training run's total, and the shards that fit. The figures come from
  * the tensors a step keeps (nn.h says which) and were checked against the peak RSS of char_lm's
- * runs (README's Limits); train.h's ag_machine_bytes gives what they are compared with. */
+ * runs (README's Limits); train.h's ag_machine_bytes gives what they are compared with. And a
+ * step's FLOPs (ag_gpt_step_flops), what a time budget's recipe costs. */
 #include <stdio.h>
 #include "nn.h"
 
@@ -53,4 +54,11 @@ const char *ag_gpt_shape_str(const ag_gpt_config *m, int B, char *buf)
     snprintf(buf, AG_GPT_SHAPE_LEN, "block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d)", m->block_size,
              m->n_layer, m->n_head, m->n_embd, B);
     return buf;
+}
+
+double ag_gpt_step_flops(const ag_gpt_config *m, int B)
+{
+    double L = m->n_layer, C = m->n_embd, T = m->block_size, V = m->vocab_size;
+    double per_token = 6 * (12 * L * C * C + 2 * C * V) + 24 * L * T * C;
+    return per_token * T * B * (m->dropout > 0 ? 1.1 : 1.0);
 }

@@ -342,6 +342,21 @@ double ag_gpt_shard_bytes(const ag_gpt_config *m, int b);
  * first (B split as ag_gpt_shards_pass splits it). Within 9% of the peak RSS of char_lm's tiny
  * and baby at 1 to 8 shards (README's Limits has the table). */
 double ag_gpt_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
+/* Training FLOPs of one step of B windows (forward and backward; the attention products counted
+ * twice, they run at about half the rate of the others; dropout 1.1x): per token
+ * 6 (12 L C^2 + 2 C V) + 24 L T C, times B T (bench/budget_sweep.sh's model; train/recipe.h's cost). */
+double ag_gpt_step_flops(const ag_gpt_config *m, int B);
+/* A GPT's training step on random tokens, for a time budget to time (gpt_probe.c; train/recipe.h:
+ * ag_recipe_probe): the model of cfg from seed, B windows of tokens drawn below cfg->vocab_size
+ * from seed (each target the next token), split over `shards` threads (ag_gpt_shards_pass); a
+ * step is forward, backward, the clip at 1 and AdamW at lr 1e-4 (t: the updates so far, this one
+ * included), *loss its loss before the update (loss may be NULL). *out NULL, the status and a
+ * message on failure (AG_ERR_NOMEM, the model's). */
+typedef struct ag_gpt_probe ag_gpt_probe;
+ag_status ag_gpt_probe_new(const ag_gpt_config *cfg, int B, uint64_t seed, int shards, ag_gpt_probe **out,
+                           ag_error *err);
+ag_status ag_gpt_probe_step(ag_gpt_probe *p, long t, double *loss, ag_error *err);
+void ag_gpt_probe_free(ag_gpt_probe *p);   /* NULL ok */
 /* The most shards, 1 to want, whose ag_gpt_train_bytes fit in have bytes (1 when none do). */
 int ag_gpt_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
 /* The shape a step's bytes depend on, for a message (train.h: ag_check_memory), in buf
@@ -395,6 +410,10 @@ typedef void (*ag_seen_fn)(const ag_real *logits, int V, void *user);
  * an op's status. */
 ag_status ag_gpt_generate(ag_gpt *g, const int *prompt, size_t n_prompt, const ag_sample_opts *o, ag_emit_fn emit,
                           ag_seen_fn seen, void *user, int *out, ag_error *err);
+/* x, y [B,T] through g (ctx reset first; opts may be NULL) to their mean loss, as a number in
+ * *loss (NaN on failure, with the status and "<what>: <the ctx's message>" in err). */
+ag_status ag_gpt_loss(ag_ctx *ctx, ag_gpt *g, const int *x, const int *y, int B, int T, const ag_forward_opts *opts,
+                      const char *what, double *loss, ag_error *err);
 /* The deterministic loss of g on ids [n] (gpt_eval.c; char_lm eval's: ../shared/MODEL.md,
  * "Evaluation"): the sequence cut into consecutive windows of T+1 tokens starting at 0, T, 2T,
  * ... (T = block_size), every target of every whole window counted once, so *tokens =
@@ -414,6 +433,11 @@ int ag_sample_logits(const ag_real *logits, int V, double temperature, int top_k
  * layer l's [B,H,T,T] weights in ctx (valid until ag_ctx_reset). A [n_layer]. The model's layers
  * are left as they were. On error NULL pointers and the ctx's status and message. */
 ag_status ag_gpt_attn_record(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A);
+/* --log-attn-stats: ag_gpt_attn_record of ids [B*T] into A [n_layer] (ctx reset before and after),
+ * then ag_attn_stats of each layer l's weights into entropy[l], peak[l]. A failure: its status
+ * and "attention statistics: <the ctx's message>" in err. */
+ag_status ag_gpt_attn_layer_stats(ag_ctx *ctx, ag_gpt *g, const int *ids, int B, int T, ag_tensor **A,
+                                  double *entropy, double *peak, ag_error *err);
 /* Bytes recording takes for one prompt of T tokens: the forward at B=1 (ag_gpt_step_bytes) and
  * per layer the composed path's scores, scaled and masked scores and weights (4 H T^2 where the
  * fused path counts H T^2) with the causal mask T^2, and n_maps [T,T] more for the heat maps

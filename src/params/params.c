@@ -1,5 +1,6 @@
 /* params.c -- registration, flat allocation, init and lookup of a model's parameters. */
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -208,6 +209,16 @@ ag_tensor *ag_params_find(const ag_params *P, const char *name)
 {
     for (int i = 0; i < P->n; i++)
         if (strcmp(P->entries[i].t->name, name) == 0) return P->entries[i].t;
+    return NULL;
+}
+
+const ag_tensor *ag_params_nonfinite(const ag_params *P, size_t *i)
+{
+    for (int e = 0; e < P->n; e++) {
+        const ag_tensor *t = P->entries[e].t;
+        for (*i = 0; *i < ag_numel(t); (*i)++)
+            if (!isfinite(t->data[*i])) return t;
+    }
     return NULL;
 }
 

@@ -65,6 +65,9 @@ void ag_params_init(ag_params *P, uint64_t seed);
 void ag_params_zero_grad(ag_params *P);
 /* The parameter with this name, or NULL. */
 ag_tensor *ag_params_find(const ag_params *P, const char *name);
+/* The first parameter, in registration order, with an element that is not finite, and that
+ * element's index in *i; NULL when every weight is finite (a check after an optimizer step). */
+const ag_tensor *ag_params_nonfinite(const ag_params *P, size_t *i);
 /* Why the first failing call on P failed, one line; NULL while none failed (or P is NULL). */
 const char *ag_params_error(const ag_params *P);
 

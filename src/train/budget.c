@@ -352,6 +352,24 @@ ag_status ag_budget_probe(ag_budget *b, long it, double item_s, int items, const
     return AG_OK;
 }
 
+ag_status ag_budget_probe_item(ag_budget *b, long it, ag_ctx *ctx, ag_status (*forward)(void *user, ag_error *err),
+                               void *user, int items, const char *item, ag_error *err)
+{
+    if (!b->deadline || b->eval_s >= 0 || b->step_s > 0) return AG_OK;
+    ag_status s = AG_OK;
+    double item_s = 0;
+    bool last = false;
+    ag_ctx_set_grad(ctx, false);
+    for (int k = 0; k < 2 && s == AG_OK; k++) {
+        double t0 = ag_budget_now(b);
+        s = forward(user, err);
+        item_s = ag_budget_now(b) - t0;
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
+    return s ? s : ag_budget_probe(b, it, item_s, items, item, &last, err);
+}
+
 void ag_format_duration(char *buf, size_t n, double s)
 {
     if (!(s >= 0) || s > 4e6) s = 0;

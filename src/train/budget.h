@@ -103,6 +103,13 @@ double ag_budget_eval_time(const ag_budget *b);
 ag_status ag_budget_probe(ag_budget *b, long it, double item_s, int items, const char *item, bool *last,
                           ag_error *err);
 
+/* ag_budget_probe with the item's time measured: forward(user, err) puts one item of an
+ * evaluation batch through the model on ctx in no-grad mode, twice (the first is cold: an arena
+ * grows), the second timed on the budget's clock. Nothing without a deadline or once anything
+ * is timed (a resumed run's). forward's error is returned. */
+ag_status ag_budget_probe_item(ag_budget *b, long it, ag_ctx *ctx, ag_status (*forward)(void *user, ag_error *err),
+                               void *user, int items, const char *item, ag_error *err);
+
 // --- evaluations bounded by the deadline ---
 
 /* Before an evaluation (last: the final one): when it must end. The run's first one, nothing

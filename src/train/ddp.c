@@ -161,6 +161,34 @@ ag_status ag_ddp_sum(ag_ddp *D, double *v, ag_error *err)
     return ag_dist_allreduce(D->o.dist, v, 1, AG_DIST_DOUBLE, AG_DIST_SUM, err);
 }
 
+ag_status ag_ddp_eval_mean(ag_ddp *D, ag_budget *b, ag_ctx *ctx, ag_eval_batch_fn batch, void *user,
+                           const volatile sig_atomic_t *stop, double end, double *mean, long *done, ag_error *err)
+{
+    int ranks = ag_ddp_ranks(D);
+    double sum = 0, loss;
+    ag_status s = AG_OK;
+    bool late = false;
+    long k, want = ag_budget_eval_batches(b);
+    ag_ctx_set_grad(ctx, false);
+    for (k = 0; k < want; k++) {
+        if (k % ranks == 0 && (s = ag_ddp_agree_stop(D, err))) break;   /* a round */
+        if (ranks > 1 ? ag_ddp_stop(D) : stop && *stop) break;        /* a signal ends it at once */
+        if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(b, end, &late, err)) || late)) break;
+        double t0 = ag_budget_now(b);
+        bool mine = ag_ddp_mine(D, k);
+        if ((s = batch(user, mine, &loss, err))) break;
+        if (!mine) continue;   /* another rank's batch */
+        sum += loss;
+        ag_budget_batch(b, ag_budget_now(b) - t0);
+    }
+    ag_ctx_reset(ctx);
+    ag_ctx_set_grad(ctx, true);
+    if (s == AG_OK) s = ag_ddp_sum(D, &sum, err);   /* every rank's batches */
+    *done = k;
+    *mean = k > 0 ? sum / (double)k : NAN;
+    return s;
+}
+
 ag_status ag_ddp_check_weights(ag_ddp *D, long it, ag_error *err)
 {
     if (!D || D->N == 1) return AG_OK;

@@ -56,6 +56,7 @@
 #include "../dist/dist.h"
 #include "../nn/nn.h"
 #include "../params/params.h"
+#include "budget.h"   /* ag_ddp_eval_mean's bound */
 
 typedef struct ag_ddp ag_ddp;
 
@@ -166,6 +167,17 @@ ag_status ag_ddp_agree_stop(ag_ddp *D, ag_error *err);
 bool ag_ddp_mine(const ag_ddp *D, long k);
 /* *v becomes the sum of every rank's *v. */
 ag_status ag_ddp_sum(ag_ddp *D, double *v, ag_error *err);
+
+/* One split of an evaluation, dealt over the ranks and bounded by b's clock, in no-grad mode on
+ * ctx: ag_budget_eval_batches(b) batches, fewer when the clock passes end (ag_budget_eval_late,
+ * every round of N batches but the first), each timed into b (ag_budget_batch). Every rank calls
+ * batch for every batch k (it draws it: the stream is one process's) and mine says whether k is
+ * this rank's, whose loss it then gives. A stop ends it after the batch in hand: *stop alone (may
+ * be NULL), with several ranks the one they agree on every round (ag_ddp_agree_stop). *mean: the
+ * mean over every rank's batches (NaN: none); *done: the batches. batch's error ends it. */
+typedef ag_status (*ag_eval_batch_fn)(void *user, bool mine, double *loss, ag_error *err);
+ag_status ag_ddp_eval_mean(ag_ddp *D, ag_budget *b, ag_ctx *ctx, ag_eval_batch_fn batch, void *user,
+                           const volatile sig_atomic_t *stop, double end, double *mean, long *done, ag_error *err);
 
 /* Every rank's weights equal rank 0's, bit for bit, or AG_ERR_IO naming a rank that differs. */
 ag_status ag_ddp_check_weights(ag_ddp *D, long it, ag_error *err);

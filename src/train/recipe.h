@@ -8,8 +8,8 @@
  *   ag_recipe_pick    every candidate's step time and steps in the budget left, and the pick
  *   ag_recipe_line    the one line that says the choice and why
  *
- * char_lm's recipes S, M, L and the FLOPs of a GPT config are its own (examples/char_lm/recipe.c;
- * docs/performance.md, "The recipe follows the compute"). */
+ * char_lm's recipes S, M, L are its own (examples/char_lm/recipe.c), a GPT's FLOPs and step
+ * nn.h's (ag_gpt_step_flops, ag_gpt_probe); docs/performance.md, "The recipe follows the compute". */
 #ifndef AG_TRAIN_RECIPE_H
 #define AG_TRAIN_RECIPE_H
 

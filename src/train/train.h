@@ -795,7 +795,7 @@ struct ag_train_client {
      * --detect-anomaly) stops the run before the step is counted. NULL: AdamW. */
     ag_status (*update)(void *user, ag_params *P, double lr, long t, double clip, ag_error *err);
     /* Optional: the seed of step it's dropout masks, from which each micro-batch's mb->seed is
-     * drawn (ag_ddp_micro): char_lm's is its --seed's stream "dropout" at it (lm_dropout_seed),
+     * drawn (ag_ddp_micro): char_lm's is its --seed's stream "dropout" at it (ag_seed_at),
      * so that its masks are those of the runs it made before. NULL: the loop's, from opts->seed. */
     uint64_t (*step_seed)(void *user, long it);
 };

@@ -82,13 +82,15 @@ START_TEST(test_durations)
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         double v = -1;
         ag_error e = {0};
-        ck_assert_msg(lm_parse_duration("--time-budget", good[i].s, &v, &e) == AG_OK, "'%s': %s", good[i].s, e.msg);
+        ck_assert_msg(ag_parse_duration("--time-budget", good[i].s, LM_MAX_BUDGET_S, &v, &e) == AG_OK, "'%s': %s",
+                      good[i].s, e.msg);
         ck_assert_msg(v == good[i].v, "'%s' is %g s, not %g", good[i].s, v, good[i].v);
     }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         double v = -1;
         ag_error e = {0};
-        ck_assert_msg(lm_parse_duration("--time-budget", bad[i], &v, &e) == AG_ERR_ARG, "'%s' was taken", bad[i]);
+        ck_assert_msg(ag_parse_duration("--time-budget", bad[i], LM_MAX_BUDGET_S, &v, &e) == AG_ERR_ARG,
+                      "'%s' was taken", bad[i]);
         ck_assert_msg(v == -1 && strstr(e.msg, "--time-budget") && !strchr(e.msg, '\n'), "'%s': %s", bad[i], e.msg);
     }
 }
@@ -131,7 +133,7 @@ static lm_train_args parse_train(const char *const *words)
 START_TEST(test_presets_imply_their_budget)
 {
     static const struct { const char *name; double s; } presets[] = {{"1min", 60}, {"5min", 300}, {"10min", 600}};
-    int k = (int)(lm_field_by_key("time_budget") - lm_fields);
+    int k = (int)(ag_field_by_key(lm_fields, LM_N_FIELDS, "time_budget") - lm_fields);
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         lm_train_args a = parse_train((const char *const[]){"--config", presets[i].name, NULL});
         ck_assert_msg(a.cfg.time_budget == presets[i].s, "%s: %g s", presets[i].name, a.cfg.time_budget);
@@ -158,7 +160,7 @@ END_TEST
 
 static int picked(double budget_s, double step_s)
 {
-    lm_recipe_choice ch;
+    ag_recipe_choice ch;
     lm_recipe_pick(budget_s, 0.02 * budget_s, step_s, &ch);
     return ch.pick;
 }
@@ -192,7 +194,7 @@ END_TEST
 
 START_TEST(test_recipe_steps_and_line)
 {
-    lm_recipe_choice ch;
+    ag_recipe_choice ch;
     lm_recipe_pick(600, 3, SLOW_STEP_S, &ch);
     /* M gets what is left, less the reserve, over its step: (600 - 3 - 1) 0.95 / 0.0365 */
     ck_assert_int_eq(ch.steps[1], (long)floor(596 * 0.95 / SLOW_STEP_S));
@@ -286,7 +288,7 @@ static lm_train_opts opts(const char *out, lm_config c)
  * its losses into losses; given: LM_N_FIELDS flags, zeroed, that live as long as the options */
 static lm_train_opts resumed(const char *run, double budget_s, bool *given, double *losses, long n_losses)
 {
-    given[lm_field_by_key("time_budget") - lm_fields] = true;
+    given[ag_field_by_key(lm_fields, LM_N_FIELDS, "time_budget") - lm_fields] = true;
     lm_train_opts o = opts(run, budgeted(budget_s));
     o.resume = true;
     o.overwrite = false;

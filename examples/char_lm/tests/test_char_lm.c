@@ -167,8 +167,8 @@ START_TEST(test_cli_good_args)
     ck_assert(cli.train.cfg.lr == 3e-4);
     ck_assert_int_eq(cli.train.cfg.lr_decay_iters, 80);        /* follows --max-iters */
     ck_assert(cli.train.resume && cli.train.config_given);
-    ck_assert(cli.train.given[lm_field_by_key("lr") - lm_fields]);
-    ck_assert(!cli.train.given[lm_field_by_key("n_embd") - lm_fields]);
+    ck_assert(cli.train.given[ag_field_by_key(lm_fields, LM_N_FIELDS, "lr") - lm_fields]);
+    ck_assert(!cli.train.given[ag_field_by_key(lm_fields, LM_N_FIELDS, "n_embd") - lm_fields]);
 
     /* the default config is baby, and --config may come after the flags it is overridden by */
     argc = fx_split_args("train --n-layer 3 --data c.txt --out d --lr-decay-iters 500", argv);
@@ -211,13 +211,13 @@ START_TEST(test_config_json_roundtrip)
     a.min_lr = 1.0 / 3.0;
     a.optimizer = LM_SGD;
     a.seed = 9007199254740993ull;   /* 2^53 + 1: not a double */
-    char *js = lm_config_to_json(&a);
+    char *js = ag_fields_to_json(&a, lm_fields, LM_N_FIELDS);
     ck_assert_ptr_nonnull(js);
     ck_assert_ptr_nonnull(strstr(js, "\"vocab_size\": 65"));
     ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"sgd\""));
     ck_assert_ptr_nonnull(strstr(js, "\"dropout\": 0.0"));
     ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_OK);
-    for (int i = 0; i < lm_n_fields; i++)
+    for (int i = 0; i < LM_N_FIELDS; i++)
         ck_assert_msg(ag_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
     ck_assert_int_eq(lm_config_from_json(&b, "{\"n_layer\": 2}", fx_fresh_cause()), AG_ERR_FORMAT);
@@ -370,7 +370,7 @@ START_TEST(test_checkpoint_roundtrip)
     ck_assert_int_eq(m.iter, 7);
     ck_assert_int_eq(m.vocab.V, c.vocab.V);
     ck_assert_int_eq(memcmp(m.vocab.cp, c.vocab.cp, (size_t)c.vocab.V * sizeof *c.vocab.cp), 0);
-    for (int i = 0; i < lm_n_fields; i++)
+    for (int i = 0; i < LM_N_FIELDS; i++)
         ck_assert_msg(ag_field_equal(&m.cfg, &cfg, &lm_fields[i]), "config %s", lm_fields[i].key);
     ag_params *Q = m.g->params;
     ck_assert_uint_eq(Q->total, P->total);
@@ -422,7 +422,7 @@ START_TEST(test_resume_equals_uninterrupted)
     ck_assert_int_eq(r.iter, 10);
 
     bool given[LM_N_FIELDS] = {0};
-    given[lm_field_by_key("max_iters") - lm_fields] = true;
+    given[ag_field_by_key(lm_fields, LM_N_FIELDS, "max_iters") - lm_fields] = true;
     lm_config c2 = c;        /* only max_iters counts: the rest comes from the checkpoint */
     c2.lr = 99;
     lm_train_opts o2 = fx_opts(fx_in_dir("parts"), c2);
@@ -461,7 +461,7 @@ START_TEST(test_resume_refuses_other_shape_or_data)
     fx_train_ok(&o, &r);
 
     bool given[LM_N_FIELDS] = {0};
-    given[lm_field_by_key("n_embd") - lm_fields] = true;
+    given[ag_field_by_key(lm_fields, LM_N_FIELDS, "n_embd") - lm_fields] = true;
     lm_config c = tiny(10);
     c.model.n_embd = 32;
     lm_train_opts o2 = fx_opts(fx_in_dir("run"), c);

@@ -160,7 +160,7 @@ START_TEST(test_dynamics_resume)
     o.resume = true;
     o.cfg.max_iters = 24;
     bool given[LM_N_FIELDS] = {0};
-    for (int i = 0; i < lm_n_fields; i++) given[i] = lm_fields[i].flag && !strcmp(lm_fields[i].flag, "--max-iters");
+    for (int i = 0; i < LM_N_FIELDS; i++) given[i] = lm_fields[i].flag && !strcmp(lm_fields[i].flag, "--max-iters");
     o.given = given;
     train_ok(&o);
     double rows[16][16];

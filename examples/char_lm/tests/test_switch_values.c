@@ -1,6 +1,6 @@
 /* test_switch_values.c -- issue 11: each switch's values live in one table (the model's in
  * src/nn/switches.h, char_lm's optimizer in examples/char_lm/config.h), and everything that
- * offers them follows it. For every value of every switch of char_lm (each LM_T_ENUM row of
+ * offers them follows it. For every value of every switch of char_lm (each AG_FIELD_ENUM row of
  * its config table):
  *   - its name parses back to it, from the command line, and formats back to the name;
  *   - an unknown name, and a number past the table, are refused with a message that lists
@@ -21,14 +21,14 @@
 #include "tcases.h"
 
 /* The rows of lm_fields that are switches, one after another: for (f = NULL; (f = next_switch(f));) */
-static const lm_field *next_switch(const lm_field *f)
+static const ag_field *next_switch(const ag_field *f)
 {
-    for (f = f ? f + 1 : lm_fields; f < lm_fields + lm_n_fields; f++)
-        if (f->type == LM_T_ENUM) return f;
+    for (f = f ? f + 1 : lm_fields; f < lm_fields + LM_N_FIELDS; f++)
+        if (f->type == AG_FIELD_ENUM) return f;
     return NULL;
 }
 
-static bool is_model_field(const lm_field *f)
+static bool is_model_field(const ag_field *f)
 {
     size_t at = offsetof(lm_config, model);
     return f->offset >= at && f->offset < at + sizeof(ag_gpt_config);
@@ -70,7 +70,7 @@ static ag_status parse_train(lm_cli *cli, const char *flag, const char *value, a
 START_TEST(test_every_name_parses_back)
 {
     int switches = 0;
-    for (const lm_field *f = NULL; (f = next_switch(f)); switches++) {
+    for (const ag_field *f = NULL; (f = next_switch(f)); switches++) {
         const ag_switch *sw = f->sw;
         ck_assert_msg(sw && sw->n >= 2, "%s: a switch of two values at least", f->key);
         for (int v = 0; v < sw->n; v++) {
@@ -94,7 +94,7 @@ END_TEST
 
 START_TEST(test_refusals_list_the_table)
 {
-    for (const lm_field *f = NULL; (f = next_switch(f));) {
+    for (const ag_field *f = NULL; (f = next_switch(f));) {
         const ag_switch *sw = f->sw;
         char want[1024];
         lm_cli cli;
@@ -154,7 +154,7 @@ START_TEST(test_help_shows_every_value)
 {
     const char *usage = lm_cli_usage(LM_CMD_TRAIN);
     ck_assert_ptr_null(strchr(usage, '@'));         /* every "@key" line was replaced */
-    for (const lm_field *f = NULL; (f = next_switch(f));) {
+    for (const ag_field *f = NULL; (f = next_switch(f));) {
         const char *from, *to;
         flag_lines(usage, f->flag, &from, &to);
         for (int v = 0; v < f->sw->n; v++) {
@@ -172,18 +172,18 @@ END_TEST
 
 START_TEST(test_json_keeps_every_value)
 {
-    for (const lm_field *f = NULL; (f = next_switch(f));) {
+    for (const ag_field *f = NULL; (f = next_switch(f));) {
         for (int v = 0; v < f->sw->n; v++) {
             lm_config a = tiny(), b;
             ag_error err = { 0 };
             ck_assert_int_eq(ag_field_parse(&a, f, f->sw->names[v], &err), AG_OK);
-            char *js = lm_config_to_json(&a), key[128];
+            char *js = ag_fields_to_json(&a, lm_fields, LM_N_FIELDS), key[128];
             ck_assert_ptr_nonnull(js);
             snprintf(key, sizeof key, "\"%s\": \"%s\", ", f->key, f->sw->names[v]);
             char *at = strstr(js, key);
             ck_assert_msg(at != NULL, "%s lacks %s", js, key);
             ck_assert_msg(lm_config_from_json(&b, js, &err) == AG_OK, "%s: %s", key, err.msg);
-            for (int i = 0; i < lm_n_fields; i++)
+            for (int i = 0; i < LM_N_FIELDS; i++)
                 ck_assert_msg(ag_field_equal(&a, &b, &lm_fields[i]), "%s: %s differs", key, lm_fields[i].key);
             memmove(at, at + strlen(key), strlen(at + strlen(key)) + 1);   /* an older checkpoint */
             if (f->optional) {
@@ -217,7 +217,7 @@ static void forward_backward(const ag_gpt_config *cfg, const char *what)
 
 START_TEST(test_model_runs_every_value)
 {
-    for (const lm_field *f = NULL; (f = next_switch(f));) {
+    for (const ag_field *f = NULL; (f = next_switch(f));) {
         if (!is_model_field(f)) continue;
         for (int v = 0; v < f->sw->n; v++) {
             lm_config c = { .model = { .vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 4,

@@ -363,24 +363,24 @@ END_TEST
 // the switches in the config, the CLI and the checkpoint
 
 /* The rows of lm_fields that the switches added (issue 6 and after): each is a switch table's
- * row (LM_T_ENUM, its values from src/nn/switches.h) or an on/off flag (LM_T_BOOL), and may be
+ * row (AG_FIELD_ENUM, its values from src/nn/switches.h) or an on/off flag (AG_FIELD_BOOL), and may be
  * missing from an older checkpoint. The keys below come from here, so a new switch is covered
  * as it stands: for (f = NULL; (f = next_switch_row(f));). (The other optional rows, issue
  * 21's time_budget and budget_iters, are numbers: examples/char_lm/tests/test_budget.c.) */
-static const lm_field *next_switch_row(const lm_field *f)
+static const ag_field *next_switch_row(const ag_field *f)
 {
-    for (f = f ? f + 1 : lm_fields; f < lm_fields + lm_n_fields; f++)
-        if (f->optional && f->type != LM_T_DOUBLE && f->type != LM_T_LONG) {
-            ck_assert_msg((f->type == LM_T_ENUM && f->sw) || f->type == LM_T_BOOL, "%s: a switch row", f->key);
+    for (f = f ? f + 1 : lm_fields; f < lm_fields + LM_N_FIELDS; f++)
+        if (f->optional && f->type != AG_FIELD_DOUBLE && f->type != AG_FIELD_LONG) {
+            ck_assert_msg((f->type == AG_FIELD_ENUM && f->sw) || f->type == AG_FIELD_BOOL, "%s: a switch row", f->key);
             return f;
         }
     return NULL;
 }
 
 /* The name a switch row stores in the JSON for value v ("post", "true") */
-static const char *row_value(const lm_field *f, int v)
+static const char *row_value(const ag_field *f, int v)
 {
-    return f->type == LM_T_BOOL ? (v ? "true" : "false") : f->sw->names[v];
+    return f->type == AG_FIELD_BOOL ? (v ? "true" : "false") : f->sw->names[v];
 }
 
 /* Every switch row away from its default: a table's last value, a flag on. */
@@ -388,18 +388,18 @@ static lm_config all_switches(void)
 {
     lm_config c = small(2);
     c.model.vocab_size = 40;
-    for (const lm_field *f = NULL; (f = next_switch_row(f));)
-        ck_assert_int_eq(ag_field_parse(&c, f, row_value(f, f->type == LM_T_BOOL ? 1 : f->sw->n - 1), NULL), AG_OK);
+    for (const ag_field *f = NULL; (f = next_switch_row(f));)
+        ck_assert_int_eq(ag_field_parse(&c, f, row_value(f, f->type == AG_FIELD_BOOL ? 1 : f->sw->n - 1), NULL), AG_OK);
     return c;
 }
 
 /* Asserts that js holds "key": value for every switch row, its value in c */
 static void assert_json_switches(const char *js, const lm_config *c)
 {
-    for (const lm_field *f = NULL; (f = next_switch_row(f));) {
+    for (const ag_field *f = NULL; (f = next_switch_row(f));) {
         char want[128];
         const char *v = row_value(f, (int)ag_field_get(c, f));
-        snprintf(want, sizeof want, f->type == LM_T_BOOL ? "\"%s\": %s" : "\"%s\": \"%s\"", f->key, v);
+        snprintf(want, sizeof want, f->type == AG_FIELD_BOOL ? "\"%s\": %s" : "\"%s\": \"%s\"", f->key, v);
         ck_assert_msg(strstr(js, want), "%s lacks %s", js, want);
     }
 }
@@ -408,22 +408,22 @@ START_TEST(test_config_json_switches)
 {
     lm_config a = all_switches(), b;
     ck_assert(a.model.norm_position == AG_POST_LN && a.model.mask_fill == AG_MASK_NEG_1E9 && a.log_attn_stats);
-    char *js = lm_config_to_json(&a);
+    char *js = ag_fields_to_json(&a, lm_fields, LM_N_FIELDS);
     ck_assert_ptr_nonnull(js);
     assert_json_switches(js, &a);
     ck_assert_ptr_nonnull(strstr(js, "\"optimizer\": \"adamw\""));
     ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_OK);
-    for (int i = 0; i < lm_n_fields; i++)
+    for (int i = 0; i < LM_N_FIELDS; i++)
         ck_assert_msg(ag_field_equal(&a, &b, &lm_fields[i]), "%s differs after the round trip", lm_fields[i].key);
     free(js);
 
     /* the defaults as JSON, then without the switches' keys (a checkpoint from before them) */
     lm_config d = small(2);
     d.model.vocab_size = 40;
-    js = lm_config_to_json(&d);
+    js = ag_fields_to_json(&d, lm_fields, LM_N_FIELDS);
     assert_json_switches(js, &d);
     ck_assert_ptr_nonnull(strstr(js, "\"norm_position\": \"pre\", \"norm\": \"layernorm\""));
-    for (const lm_field *f = NULL; (f = next_switch_row(f));) {   /* cut "key": value, */
+    for (const ag_field *f = NULL; (f = next_switch_row(f));) {   /* cut "key": value, */
         char pat[64];
         snprintf(pat, sizeof pat, ", \"%s\": ", f->key);
         char *p = strstr(js, pat);
@@ -435,12 +435,12 @@ START_TEST(test_config_json_switches)
     ck_assert_ptr_null(strstr(js, "norm"));
     a = all_switches();
     ck_assert_msg(lm_config_from_json(&a, js, fx_fresh_cause()) == AG_OK, "%s: %s", fx_cause.msg, js);
-    for (int i = 0; i < lm_n_fields; i++) ck_assert(ag_field_equal(&a, &d, &lm_fields[i]));
+    for (int i = 0; i < LM_N_FIELDS; i++) ck_assert(ag_field_equal(&a, &d, &lm_fields[i]));
     free(js);
 
     /* a bad value */
     ck_assert_int_eq(lm_config_from_json(&b, "{\"norm\": \"batchnorm\"}", fx_fresh_cause()), AG_ERR_FORMAT);
-    js = lm_config_to_json(&d);
+    js = ag_fields_to_json(&d, lm_fields, LM_N_FIELDS);
     char *p = strstr(js, "\"gelu\"");
     memcpy(p, "\"relu\"", 6);
     ck_assert_int_eq(lm_config_from_json(&b, js, fx_fresh_cause()), AG_ERR_FORMAT);
@@ -461,7 +461,7 @@ START_TEST(test_cli_switches)
               m->init == AG_WEIGHTS_XAVIER && m->no_scale && m->mask_fill == AG_MASK_NEG_1E9);
     ck_assert(cli.train.cfg.detect_anomaly && cli.train.cfg.log_attn_stats);
     ck_assert(cli.train.trace.shapes && cli.train.trace.only);
-    ck_assert(cli.train.given[lm_field_by_key("no_scale") - lm_fields]);
+    ck_assert(cli.train.given[ag_field_by_key(lm_fields, LM_N_FIELDS, "no_scale") - lm_fields]);
     argc = fx_split_args("train --data c --out d", argv);   /* the defaults: MODEL.md's */
     ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     m = &cli.train.cfg.model;
@@ -511,7 +511,7 @@ START_TEST(test_switches_in_checkpoint)
     lm_model_free(&m);
 
     bool given[LM_N_FIELDS] = { 0 };
-    given[lm_field_by_key("norm_position") - lm_fields] = true;
+    given[ag_field_by_key(lm_fields, LM_N_FIELDS, "norm_position") - lm_fields] = true;
     lm_config c2 = c;
     c2.max_iters = 4;
     c2.model.norm_position = AG_PRE_LN;

@@ -1,24 +1,10 @@
-/* main.c -- the char_lm program: the only code that prints errors and picks exit codes.
- *
- *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [flags]   (see --help)
- *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N] [--temperature F]
- *                  [--top-k N] [--seed N]
- *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
- *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
- *   char_lm serve  --run DIR [--port 8080] [--host 127.0.0.1]   (src/serve/serve.h)
- * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
- * --trace-only (the trace, then stop); --trace-graph FILE.dot writes that pass's tape as dot.
- *
- * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
- * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
- * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
- * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
- * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed);
- * 75 (AG_EXIT_REQUEUE) train stopped by its checkpoint signal (SIGUSR1, or
- * --checkpoint-signal's) after writing a checkpoint: a batch system's pre-emption, which a
- * job script answers with a requeue (docs/distributed.md). Every error is one line on stderr:
- * "char_lm: error: ...". A second `train` on a directory in use is a usage error (2), naming
- * the pid that holds it. Under mpirun only rank 0 prints an error of the command line. */
+/* main.c -- the char_lm program: its commands (train, sample, eval, attn, serve: `char_lm
+ * <command> --help`), the only code that prints errors and picks exit codes: 0 success, 2 a
+ * usage error (AG_ERR_ARG: a bad flag, arguments that do not fit the data or the checkpoint, a
+ * run directory in use), 1 any other, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP, 75
+ * (AG_EXIT_REQUEUE) train stopped by its checkpoint signal after a checkpoint (README.md,
+ * "Signals are answered at once"; train/program.h). Every error is one line on stderr,
+ * "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
 #define _GNU_SOURCE   /* open_memstream */
 #include <math.h>
 #include <signal.h>
@@ -26,12 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "attn.h"
+#include "tools.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "eval.h"
-#include "sample.h"
-#include "trace.h"
 #include "recipe.h"
 #include "train.h"
 
@@ -63,7 +46,7 @@ static bool print_token(int id, void *user)
 }
 
 /* Prints the prompt (as given) and then each new character as it comes. */
-static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
+static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const ag_sample_opts *so, ag_error *err)
 {
     printer p = {&m->vocab, out, err, false};
     int *ids = NULL;
@@ -167,7 +150,7 @@ static void write_card(const char *dir, const lm_model *m, const run_facts *f, c
  * it cannot be kept: then it goes straight to stdout). */
 static ag_status sample_kept(lm_model *m, char **text, ag_error *err)
 {
-    lm_sample_opts so = {200, 1.0, 0, 1337, stop};
+    ag_sample_opts so = {200, 1.0, 0, 1337, stop};
     size_t len = 0;
     *text = NULL;
     FILE *mem = open_memstream(text, &len);
@@ -302,8 +285,9 @@ static int cmd_train(const lm_train_args *a)
 
 // --- sample, eval, attn ---
 
-/* --trace-shapes for sample: the forward over the prompt (its last block_size characters). */
-static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
+/* --trace-shapes for sample: the forward over the prompt (its last block_size characters); graph:
+ * --trace-graph's file, or NULL. */
+static ag_status trace_prompt(lm_model *m, const char *prompt, const char *graph, ag_error *err)
 {
     const char *p = prompt && *prompt ? prompt : "\n";
     int *ids = NULL;
@@ -313,7 +297,8 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
         int T = n > (size_t)m->g->cfg.block_size ? m->g->cfg.block_size : (int)n;
         char what[96];
         snprintf(what, sizeof what, "the prompt (B=1, T=%d; sampling then feeds one position at a time)", T);
-        s = lm_trace_forward(stdout, m->g, ids + (n - (size_t)T), NULL, 1, T, false, what, err);
+        const ag_gpt_trace_opts o = {.what = what, .graph = graph};
+        s = ag_gpt_trace(stdout, m->g, ids + (n - (size_t)T), NULL, 1, T, &o, err);
     }
     free(ids);
     return s;
@@ -329,7 +314,6 @@ static ag_status load_to_read(const char *dir, const char *from, lm_model *m, ag
 
 static int cmd_sample(const lm_sample_args *a)
 {
-    lm_trace_set_graph(a->trace.graph);
     ag_threads_default(0);
     ag_stop_catch(false, 0);
     ag_error e = {0};
@@ -338,9 +322,9 @@ static int cmd_sample(const lm_sample_args *a)
     if (s) return fail(s, &e);
     char shape[AG_GPT_SHAPE_LEN];
     s = ag_check_memory(ag_gpt_sample_bytes(&m.g->cfg), "sample", ag_gpt_shape_str(&m.g->cfg, 1, shape), &e);
-    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, a->trace.graph, &e);
     if (s == AG_OK && !a->trace.only) {
-        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
+        ag_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
         s = sample_to(stdout, &m, a->prompt, &so, &e);
     }
     lm_model_free(&m);

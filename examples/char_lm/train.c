@@ -14,7 +14,7 @@
 #include <string.h>
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
-#include "trace.h"
+#include "tools.h"
 
 // --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Vocabulary and data"),
 // the library's (data/corpus.h), so that a program replaying a step draws the same ---

@@ -32,7 +32,7 @@
  * library's trainer, ag_train_run, which runs this loop with char_lm's client: client.c).
  *
  * --trace-shapes (opts.trace): after the model is built, one forward pass of a few training
- * windows is printed op by op (trace.h); opts.trace_only stops there (nothing is written).
+ * windows is printed op by op (tools.h); opts.trace_only stops there (nothing is written).
  * --detect-anomaly (cfg.detect_anomaly): the training ctx checks every op output and every
  * gradient, so the first one that goes NaN/Inf stops the step with AG_ERR_NONFINITE and a
  * message naming the op, its shape and its layer (attention then runs op by op, so the op is

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "attn_heads.h"
+#include "tools.h"
 #include "train/train.h"   /* ag_lr_range_at, ag_lr_range_read: --lr-find */
 #include "proc.h"
 #include "tcases.h"

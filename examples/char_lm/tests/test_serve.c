@@ -15,8 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "attn.h"
-#include "attn_heads.h"
+#include "tools.h"
 #include "proc.h"
 #include "train/train.h"
 #include "tcases.h"

@@ -1,10 +1,60 @@
-/* attn.c -- `char_lm attn` on the library's attention tools (see attn.h, attn_heads.h): the
- * prompt's characters checked and labelled, one layer drawn, every head named. */
+/* tools.c -- char_lm's sample, eval, trace and attn on the library's tools (see tools.h): the
+ * prompt's and the file's characters encoded, the prompt checked and labelled for attn, one
+ * layer drawn, every head named. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attn.h"
-#include "attn_heads.h"
+#include "tools.h"
+
+ag_status lm_sample_text(lm_model *m, const char *prompt, const ag_sample_opts *o, ag_emit_fn emit, void *user,
+                         int **prompt_ids, size_t *n_prompt, ag_error *err)
+{
+    int *ids = NULL;
+    size_t n = 0;
+    if (!prompt || !*prompt) {
+        int nl = ag_vocab_id(&m->vocab, '\n');
+        if (!(ids = malloc(sizeof *ids))) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
+        ids[0] = nl >= 0 ? nl : 0;
+        n = 1;
+    } else {
+        ag_status st = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
+        if (st) return st;
+    }
+    ag_status st = ag_gpt_generate(m->g, ids, n, o, emit, NULL, user, NULL, err);
+    if (prompt_ids && st == AG_OK) {
+        *prompt_ids = ids;
+        *n_prompt = n;
+    } else {
+        free(ids);
+    }
+    return st;
+}
+
+ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err)
+{
+    ag_corpus c;
+    ag_status st = ag_corpus_load_vocab(path, &m->vocab, &c, err);
+    if (st) return st;
+    ag_error why = {0};
+    st = ag_gpt_eval_ids(m->g, c.ids, c.n, LM_EVAL_BATCH, loss, tokens, &why);
+    if (st) ag_seterr(err, st, "%s: %s", path, why.msg);
+    ag_corpus_free(&c);
+    return st;
+}
+
+// --- --trace-shapes, --trace-graph ---
+
+static const char *graph_path;   /* set by lm_trace_set_graph (main.c, from --trace-graph) */
+void lm_trace_set_graph(const char *path) { graph_path = path; }
+
+ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
+                        ag_error *err)
+{
+    const ag_gpt_trace_opts o = { .train = train, .what = what, .graph = graph_path, .unit = "characters" };
+    return ag_gpt_trace_windows(out, g, ids, n, &o, err);
+}
+
+// --- attn ---
 
 void lm_attn_label(uint32_t cp, char out[16])
 {

@@ -5,7 +5,6 @@
  * (AG_EXIT_REQUEUE) train stopped by its checkpoint signal after a checkpoint (README.md,
  * "Signals are answered at once"; train/program.h). Every error is one line on stderr,
  * "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
-#define _GNU_SOURCE   /* open_memstream */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,104 +81,44 @@ static lm_train_opts train_opts(const lm_train_args *a)
         .log = stdout,
         .warn = stderr,
         .plot = true,
+        .report = true,
+        .commit = LM_COMMIT,
         .stop = stop,
         .trace = a->trace.shapes ? stdout : NULL,
         .trace_only = a->trace.only,
     };
 }
 
-/* The pictures a train may draw into its directory. */
-static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
-
 /* Every picture this run wrote into dir, one per line: a learner told of loss.png alone never
  * opened dynamics.png (issue 33). */
 static void print_pictures(const char *dir, time_t since)
 {
-    const char *shown[sizeof pics / sizeof pics[0] + 1];
-    ag_run_pictures(dir, pics, sizeof pics / sizeof pics[0], since, shown);
+    const char *shown[16];
+    size_t n = 0;
+    while (lm_pictures[n]) n++;
+    ag_run_pictures(dir, lm_pictures, n, since, shown);
     for (size_t k = 0; shown[k]; k++) printf("%spicture: %s/%s\n", k ? "" : "\n", dir, shown[k]);
 }
 
-/* What the run's report card needs from cmd_train: when it began, where it started from. */
-typedef struct {
-    const lm_train_result *r;
-    double t0;     /* ag_now_s() before lm_train */
-    long start;    /* the iteration it started from (a --resume's checkpoint), else 0 */
-} run_facts;
-
-/* The iteration of the checkpoint that a --resume of dir starts from; 0 when none is read. */
-static long resumed_from(const char *dir)
-{
-    char where[4096];
-    ag_ckpt_id id;
-    ag_error ignored = {0};
-    if (lm_ckpt_resolve(dir, where, sizeof where, &ignored) || lm_ckpt_identify(where, &id, &ignored)) return 0;
-    return id.iter;
-}
-
-/* DIR/report.md (train/train.h: ag_report_write), from the run and the model it saved (m NULL:
- * not loaded, no config); a failure is a warning, never the run's. */
-static void write_card(const char *dir, const lm_model *m, const run_facts *f, const char *sample, time_t since)
-{
-    const char *shown[sizeof pics / sizeof pics[0] + 1];   /* as print_pictures: this run's */
-    char best[64];
-    ag_run_pictures(dir, pics, sizeof pics / sizeof pics[0], since, shown);
-    ag_error e = {0};
-    ag_kernels_id kid = AG_KERNELS_FAST;
-    (void)ag_kernels_from_env(&kid, &e);
-    char *config = m ? lm_config_to_json(&m->cfg) : NULL;
-    long steps = f->r->iter - f->start;
-    ag_run_report card = {.commit = LM_COMMIT, .config_json = config, .threads = ag_threads(), .steps = steps,
-                          .kernels = kid == AG_KERNELS_REFERENCE ? "reference" : "fast", .iter = f->r->iter,
-                          .out_of_time = f->r->out_of_time, .wall_s = ag_now_s() - f->t0, .tokens = NAN,
-                          .train_loss = f->r->train_loss, .val_loss = f->r->val_loss, .best_loss = NAN,
-                          .sample = sample, .pictures = shown};
-    if (m) card.tokens = (double)steps * m->cfg.batch_size * m->cfg.model.block_size;
-    ag_ckpt_id id;
-    char where[4096];
-    if (!ag_ckpt_pointer(dir, LM_BEST, best, &e) && ag_path_join(where, sizeof where, dir, best) &&
-        !lm_ckpt_identify(where, &id, &e)) {
-        card.best = best;
-        card.best_loss = id.eval;
-    }
-    if (ag_report_write(dir, &card, &e)) fprintf(stderr, "char_lm: warning: %s\n", e.msg);
-    free(config);
-}
-
-/* The sample of show_result on stdout, its text kept for the report card in *text (NULL when
- * it cannot be kept: then it goes straight to stdout). */
-static ag_status sample_kept(lm_model *m, char **text, ag_error *err)
-{
-    ag_sample_opts so = {200, 1.0, 0, 1337, stop};
-    size_t len = 0;
-    *text = NULL;
-    FILE *mem = open_memstream(text, &len);
-    ag_status s = sample_to(mem ? mem : stdout, m, NULL, &so, err);
-    if (mem && fclose(mem) == 0 && *text) fputs(*text, stdout);
-    return s;
-}
-
-/* After training: a taste of what the model learned (not when the time budget ran out: the
- * budget holds the whole command, issue 35), then where the pictures and the rest are, and
- * the run's report card, DIR/report.md. */
-static int show_result(const char *dir, const run_facts *f, time_t since)
+/* After training: a taste of what the model learned, the sample on the run's card (train_log.c;
+ * none when the time budget ran out: the budget holds the whole command, issue 35; a run with
+ * nothing to do samples its checkpoint as the card would), then where the pictures and the
+ * rest are. */
+static int show_result(const char *dir, const lm_train_result *r, time_t since)
 {
     ag_error e = {0};
     lm_model m;
-    bool out_of_time = f->r->out_of_time;
-    char *text = NULL;
-    ag_status s = out_of_time ? AG_OK : lm_model_load(dir, &m, &e);
+    bool load = !r->out_of_time && !r->sample;
+    ag_status s = load ? lm_model_load(dir, &m, &e) : AG_OK;
     if (s) return fail(s, &e);
-    if (out_of_time) {
-        printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
-    } else {
-        printf("\nsample (200 characters, temperature 1.0):\n");
-        s = sample_kept(&m, &text, &e);
+    if (r->out_of_time) printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
+    else printf("\nsample (200 characters, temperature 1.0):\n");
+    if (r->sample) printf("%s%s", r->sample, *r->sample ? "\n" : "");
+    if (load) {
+        s = sample_to(stdout, &m, NULL, &(ag_sample_opts){200, 1.0, 0, 1337, stop}, &e);
+        lm_model_free(&m);
     }
     if (s == AG_OK) s = ag_flushed(stdout, "stdout", &e);
-    if (s == AG_OK && !*stop) write_card(dir, out_of_time ? NULL : &m, f, text, since);
-    if (!out_of_time) lm_model_free(&m);
-    free(text);
     if (s) return fail(s, &e);
     if (*stop) return ag_stopped_code(*stop);
     print_pictures(dir, since);
@@ -257,7 +196,6 @@ static int cmd_train(const lm_train_args *a)
     one_voice(&o, rank, &quiet);
     lm_train_result r;
     time_t since = time(NULL);
-    run_facts facts = {&r, ag_now_s(), a->resume && rank == 0 ? resumed_from(a->out) : 0};
     s = a->pick_recipe ? choose_recipe(&o, a, &e) : AG_OK;
     bool probe_stopped = s == AG_OK && a->pick_recipe && !(o.budget_spent > 0);   /* a stop signal */
     if (s == AG_OK && !probe_stopped) s = lm_train(&o, &r, &e);
@@ -273,13 +211,15 @@ static int cmd_train(const lm_train_args *a)
      * 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting
      * rank saw run out (the lowest of them speaks: dist.h). A stop: the signal all ranks agreed
      * on, 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 the checkpoint signal. */
-    if (s || r.interrupted)
+    if (s || r.interrupted) {
+        free(r.sample);
         return ag_leave_run(d, "error: ", s, &e, r.error_shared || (s == AG_ERR_ARG && r.ranks_compared),
                             r.stop_signal);
+    }
     ag_dist_end(d, true);
-    if (a->trace.only || rank > 0) return 0;
-    int code = show_result(a->out, &facts, since);
-    if (code == 0 && a->cfg.lr_find > 0) report_lr_find(a->out);
+    int code = a->trace.only || rank > 0 ? 0 : show_result(a->out, &r, since);
+    if (code == 0 && rank == 0 && !a->trace.only && a->cfg.lr_find > 0) report_lr_find(a->out);
+    free(r.sample);
     return code;
 }
 

@@ -90,6 +90,8 @@ typedef struct {
     FILE *log;                   /* progress and evaluation lines, or NULL: quiet */
     FILE *warn;                  /* warnings (no gnuplot, ...), or NULL */
     bool plot;                   /* draw loss.png with gnuplot */
+    bool report;                 /* DIR/report.md at the end, its sample kept in lm_train_result */
+    const char *commit;          /*   and the build's commit on it (NULL: unknown) */
     long log_every;              /* progress line every this many steps when log is not a
                                     terminal (0: 10); on a terminal every step, in place */
     lm_progress progress;        /* which of the two (lm_progress) */
@@ -143,8 +145,11 @@ typedef struct {
                                     argument error after that is the same on every rank */
     bool error_shared;           /* several ranks: the error is every rank's alike (rank 0's
                                     own, sent to all, or the builds differ): rank 0 says it */
+    char *sample;                /* opts.report: the card's sample (malloc'd: the caller frees it), or NULL */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);
+/* The pictures a train may draw into its directory, NULL-terminated (train_log.c). */
+extern const char *const lm_pictures[];
 
 #endif

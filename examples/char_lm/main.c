@@ -27,44 +27,6 @@ static int fail(ag_status s, const ag_error *e) { return ag_say_error("error: ",
 
 static const volatile sig_atomic_t *stop;   /* ag_stop_flag(): the signal that stops a run, or 0 */
 
-typedef struct {
-    const ag_vocab *v;
-    FILE *out;
-    ag_error *err;
-    bool printed;   /* something went out: the prompt or a character */
-} printer;
-
-static bool print_token(int id, void *user)
-{
-    printer *p = user;
-    p->printed = true;
-    char buf[5];
-    ag_vocab_utf8(p->v, id, buf);
-    fputs(buf, p->out);
-    return ag_flushed(p->out, "stdout", p->err) == AG_OK;
-}
-
-/* Prints the prompt (as given) and then each new character as it comes. */
-static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const ag_sample_opts *so, ag_error *err)
-{
-    printer p = {&m->vocab, out, err, false};
-    int *ids = NULL;
-    size_t n = 0;
-    /* encode first so a bad prompt fails before anything is printed */
-    if (prompt && *prompt) {
-        ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
-        if (s) return s;
-        free(ids);
-        fputs(prompt, out);
-        p.printed = true;
-        if ((s = ag_flushed(out, "stdout", err))) return s;
-    }
-    ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
-    if (p.printed) fputs("\n", out);   /* nothing out (a model refused at once): no empty line */
-    ag_status f = ag_flushed(out, "stdout", err);
-    return s ? s : f;
-}
-
 // --- train ---
 
 static lm_train_opts train_opts(const lm_train_args *a)
@@ -113,9 +75,9 @@ static int show_result(const char *dir, const lm_train_result *r, time_t since)
     if (s) return fail(s, &e);
     if (r->out_of_time) printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
     else printf("\nsample (200 characters, temperature 1.0):\n");
-    if (r->sample) printf("%s%s", r->sample, *r->sample ? "\n" : "");
+    if (r->sample) fputs(r->sample, stdout);
     if (load) {
-        s = sample_to(stdout, &m, NULL, &(ag_sample_opts){200, 1.0, 0, 1337, stop}, &e);
+        s = lm_sample_print(stdout, &m, NULL, &(ag_sample_opts){200, 1.0, 0, 1337, stop}, &e);
         lm_model_free(&m);
     }
     if (s == AG_OK) s = ag_flushed(stdout, "stdout", &e);
@@ -265,7 +227,7 @@ static int cmd_sample(const lm_sample_args *a)
     if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, a->trace.graph, &e);
     if (s == AG_OK && !a->trace.only) {
         ag_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
-        s = sample_to(stdout, &m, a->prompt, &so, &e);
+        s = lm_sample_print(stdout, &m, a->prompt, &so, &e);
     }
     lm_model_free(&m);
     if (s) return fail(s, &e);
@@ -317,7 +279,7 @@ static int cmd_attn(const lm_attn_args *a)
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     int H = m.g->cfg.n_head;
-    lm_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
+    ag_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
     if (!heads) s = ag_seterr(&e, AG_ERR_NOMEM, "attn: out of memory");
     if (!s && !*stop) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, heads, &e);
     lm_model_free(&m);
@@ -328,7 +290,8 @@ static int cmd_attn(const lm_attn_args *a)
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
     for (int h = 0; h < H; h++)   /* lesson 8's patterns, named; entropy against uniform rows' */
-        printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h, heads[h].pattern,
+        printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h,
+               lm_attn_patterns[heads[h].pattern],
                heads[h].entropy, heads[h].uniform, heads[h].peak);
     free(heads);
     if ((s = ag_flushed(stdout, "stdout", &e))) return fail(s, &e);

@@ -30,6 +30,43 @@ ag_status lm_sample_text(lm_model *m, const char *prompt, const ag_sample_opts *
     return st;
 }
 
+typedef struct {
+    const ag_vocab *v;
+    FILE *out;
+    ag_error *err;
+    bool printed;   /* something went out: the prompt or a character */
+} printer;
+
+static bool print_token(int id, void *user)
+{
+    printer *p = user;
+    p->printed = true;
+    char buf[5];
+    ag_vocab_utf8(p->v, id, buf);
+    fputs(buf, p->out);
+    return ag_flushed(p->out, "stdout", p->err) == AG_OK;
+}
+
+ag_status lm_sample_print(FILE *out, lm_model *m, const char *prompt, const ag_sample_opts *so, ag_error *err)
+{
+    printer p = {&m->vocab, out, err, false};
+    int *ids = NULL;
+    size_t n = 0;
+    /* encode first so a bad prompt fails before anything is printed */
+    if (prompt && *prompt) {
+        ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
+        if (s) return s;
+        free(ids);
+        fputs(prompt, out);
+        p.printed = true;
+        if ((s = ag_flushed(out, "stdout", err))) return s;
+    }
+    ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
+    if (p.printed) fputs("\n", out);   /* nothing out (a model refused at once): no empty line */
+    ag_status f = ag_flushed(out, "stdout", err);
+    return s ? s : f;
+}
+
 ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err)
 {
     ag_corpus c;
@@ -72,13 +109,6 @@ const char *const lm_attn_patterns[AG_ATTN_MIXED + 1] = {
     "uniform", "self (diagonal)", "previous character", "first position (sink)", "mixed",
 };
 
-void lm_attn_head_summary(const ag_real *a, int T, lm_attn_head *out)
-{
-    ag_attn_head h;
-    ag_attn_head_summary(a, T, &h);
-    *out = (lm_attn_head){lm_attn_patterns[h.pattern], h.entropy, h.uniform, h.peak};
-}
-
 /* --layer and --head against the model, and the prompt: every character in the vocabulary, at
  * most block_size of them. On success *ids (malloc'd [*n]) holds the prompt's tokens. */
 static ag_status check_args(lm_model *m, const char *prompt, int layer, int head, int **ids, size_t *n,
@@ -103,7 +133,7 @@ static ag_status check_args(lm_model *m, const char *prompt, int layer, int head
 
 /* Records the attention of ids [T], names layer's heads into heads (NULL: not) and draws them
  * (every one when head is -1) into png, the axes labelled with the prompt's characters. */
-static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, lm_attn_head *heads,
+static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, ag_attn_head *heads,
                       ag_error *err)
 {
     ag_gpt *g = m->g;
@@ -116,7 +146,7 @@ static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, c
     else if ((s = ag_gpt_attn_record(ctx, g, ids, 1, T, A))) ag_seterr(err, s, "attn: %s", ag_ctx_error(ctx));
     if (s == AG_OK) s = ag_attn_check(A[layer], layer, "attn", err);
     for (int h = 0; s == AG_OK && heads && h < g->cfg.n_head; h++)   // A[layer] [1,H,T,T]
-        lm_attn_head_summary(A[layer]->data + (size_t)h * T * T, T, &heads[h]);
+        ag_attn_head_summary(A[layer]->data + (size_t)h * T * T, T, &heads[h]);
     if (s == AG_OK) {
         for (int i = 0; i < T; i++) lm_attn_label(m->vocab.cp[ids[i]], labels[i]), lab[i] = labels[i];
         char title[160];
@@ -143,7 +173,7 @@ static ag_status check_memory(const lm_model *m, int T, int head, ag_error *err)
     return ag_check_memory(ag_gpt_attn_bytes(&m->g->cfg, T, n_maps), "attn", ag_gpt_shape_str(&at, 1, shape), err);
 }
 
-ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, lm_attn_head *heads,
+ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_attn_head *heads,
                        ag_error *err)
 {
     int *ids = NULL;

@@ -17,6 +17,9 @@
  * may be NULL to skip) receives the encoded prompt. */
 ag_status lm_sample_text(lm_model *m, const char *prompt, const ag_sample_opts *o, ag_emit_fn emit, void *user,
                          int **prompt_ids, size_t *n_prompt, ag_error *err);
+/* The same on out (stdout in messages): the prompt as given (a bad one fails before anything is
+ * printed), each new character as it comes, then a newline when anything went out. */
+ag_status lm_sample_print(FILE *out, lm_model *m, const char *prompt, const ag_sample_opts *o, ag_error *err);
 
 /* eval: the deterministic loss of the model on a file (../shared/MODEL.md, "Evaluation"), its
  * characters (one outside the vocabulary is AG_ERR_ARG, naming it and its position) cut into
@@ -32,15 +35,7 @@ void lm_trace_set_graph(const char *path);
 ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
                         ag_error *err);
 
-/* attn: one line per head, what its map looks like named (lesson 8's patterns), with its mean
- * entropy and peak (as ag_attn_head's). */
-typedef struct {
-    const char *pattern;   /* lm_attn_patterns': "uniform", "self (diagonal)", "previous character", ... */
-    double entropy, uniform, peak;
-} lm_attn_head;
-/* ag_attn_head_summary of a [T,T], the pattern in char_lm's words. */
-void lm_attn_head_summary(const ag_real *a, int T, lm_attn_head *out);
-/* The heads' patterns in char_lm's words ("previous character"), by ag_attn_pattern. */
+/* attn: the heads' patterns (ag_attn_head_summary's) in char_lm's words ("previous character"). */
 extern const char *const lm_attn_patterns[AG_ATTN_MIXED + 1];
 
 /* attn: encodes the prompt (every character in the vocabulary, at most block_size of them),
@@ -49,7 +44,7 @@ extern const char *const lm_attn_patterns[AG_ATTN_MIXED + 1];
  * before allocating any of it, names the layer's every head into heads [n_head] (NULL: not) and
  * draws png, from one recording. AG_ERR_ARG for a bad argument, AG_ERR_IO when the files cannot
  * be written or gnuplot fails (err says which). */
-ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, lm_attn_head *heads,
+ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_attn_head *heads,
                        ag_error *err);
 /* The label of a character on the heat map's axes: itself, or "\n", "\t", "␣" (space), "\r",
  * "U+0001" for other control characters. out holds at least 8 bytes. */

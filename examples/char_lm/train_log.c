@@ -112,19 +112,6 @@ static void last_pictures(void *user, long step)
 
 static char *config_json(void *user) { return lm_config_to_json(&((lm_run *)user)->cfg); }
 
-typedef struct {
-    const ag_vocab *v;
-    FILE *out;
-} keeper;
-
-static bool keep_char(int id, void *user)
-{
-    const keeper *k = user;
-    char buf[5];
-    ag_vocab_utf8(k->v, id, buf);
-    return fputs(buf, k->out) >= 0;
-}
-
 /* The card's sample, which main.c prints after the run (rep.sample): 200 characters at
  * temperature 1.0 from seed 1337; none when the time budget ran out (it holds the whole
  * command, issue 35). */
@@ -137,10 +124,10 @@ static ag_status card_sample(void *user, ag_ctx *ctx, char **text, ag_error *err
     (void)ctx;
     *text = NULL;
     if (R->ctl.budget.out_of_time) return AG_OK;
-    keeper k = {&m.vocab, open_memstream(text, &len)};
-    if (!k.out) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
-    ag_status s = lm_sample_text(&m, NULL, &so, keep_char, &k, NULL, NULL, err);
-    if (fclose(k.out) != 0 && s == AG_OK) s = ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
+    FILE *mem = open_memstream(text, &len);
+    if (!mem) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
+    ag_status s = lm_sample_print(mem, &m, NULL, &so, err);
+    if (fclose(mem) != 0 && s == AG_OK) s = ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
     if (s == AG_OK && *text && !(R->rep.sample = strdup(*text))) s = ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     return s;
 }

@@ -156,23 +156,18 @@ static int cmd_train(const lm_train_args *a)
     o.tune_threads = !a->threads && ag_dist_size(d) == 1;   /* the default: 2, or 1 while faster */
     FILE *quiet;
     one_voice(&o, rank, &quiet);
-    lm_train_result r;
+    lm_train_result r = {0};
     time_t since = time(NULL);
     s = a->pick_recipe ? choose_recipe(&o, a, &e) : AG_OK;
     bool probe_stopped = s == AG_OK && a->pick_recipe && !(o.budget_spent > 0);   /* a stop signal */
     if (s == AG_OK && !probe_stopped) s = lm_train(&o, &r, &e);
-    else r = (lm_train_result){0};
+    if (quiet) fclose(quiet);
     if (probe_stopped) {
-        if (quiet) fclose(quiet);
         ag_dist_end(d, false);
         return ag_stopped_code(*stop ? *stop : SIGTERM);
     }
-    if (quiet) fclose(quiet);
-    /* A failure: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
-     * argument error once the ranks have compared their setups (the same on every rank), nor rank
-     * 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting
-     * rank saw run out (the lowest of them speaks: dist.h). A stop: the signal all ranks agreed
-     * on, 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 the checkpoint signal. */
+    /* A failure or a stop, said once for the job and its exit code: train/program.h's ag_leave_run
+     * (an error every rank met alike: after the ranks compared their setups, or rank 0's sent to all). */
     if (s || r.interrupted) {
         free(r.sample);
         return ag_leave_run(d, "error: ", s, &e, r.error_shared || (s == AG_ERR_ARG && r.ranks_compared),

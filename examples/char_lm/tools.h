@@ -2,7 +2,7 @@
  * (nn.h: ag_gpt_generate), eval (ag_gpt_eval_ids), attn (ag_gpt_attn_record,
  * ag_attn_head_summary; train/plot_attn.h: ag_plot_attention), the shape trace (nn/trace.h:
  * ag_gpt_trace) and serve's model (serve/serve.h), each on the model's characters. Nothing here
- * prints or exits. */
+ * exits; only lm_sample_print prints, on the FILE it is given. */
 #ifndef LM_TOOLS_H
 #define LM_TOOLS_H
 

@@ -48,6 +48,7 @@ static lm_train_opts train_opts(const lm_train_args *a)
         .stop = stop,
         .trace = a->trace.shapes ? stdout : NULL,
         .trace_only = a->trace.only,
+        .trace_graph = a->trace.graph,
     };
 }
 
@@ -133,7 +134,6 @@ static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_erro
 
 static int cmd_train(const lm_train_args *a)
 {
-    lm_trace_set_graph(a->trace.graph);   /* --trace-graph FILE.dot */
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
@@ -230,18 +230,18 @@ static int cmd_sample(const lm_sample_args *a)
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */
-static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
+static ag_status trace_file(lm_model *m, const char *path, const char *graph, ag_error *err)
 {
     ag_corpus c;
+    const ag_gpt_trace_opts o = {.what = path, .graph = graph, .unit = "characters"};
     ag_status s = ag_corpus_load_vocab(path, &m->vocab, &c, err);
-    if (s == AG_OK) s = lm_trace_text(stdout, m->g, c.ids, c.n, false, path, err);
+    if (s == AG_OK) s = ag_gpt_trace_windows(stdout, m->g, c.ids, c.n, &o, err);
     ag_corpus_free(&c);
     return s;
 }
 
 static int cmd_eval(const lm_eval_args *a)
 {
-    lm_trace_set_graph(a->trace.graph);
     ag_threads_default(0);
     ag_error e = {0};
     lm_model m;
@@ -250,7 +250,7 @@ static int cmd_eval(const lm_eval_args *a)
     char shape[AG_GPT_SHAPE_LEN];
     s = ag_check_memory(ag_gpt_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), "eval",
                         ag_gpt_shape_str(&m.g->cfg, LM_EVAL_BATCH, shape), &e);
-    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, a->trace.graph, &e);
     double loss = 0;
     size_t tokens = 0;
     bool evaluate = s == AG_OK && !a->trace.only;

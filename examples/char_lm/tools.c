@@ -79,18 +79,6 @@ ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *toke
     return st;
 }
 
-// --- --trace-shapes, --trace-graph ---
-
-static const char *graph_path;   /* set by lm_trace_set_graph (main.c, from --trace-graph) */
-void lm_trace_set_graph(const char *path) { graph_path = path; }
-
-ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
-                        ag_error *err)
-{
-    const ag_gpt_trace_opts o = { .train = train, .what = what, .graph = graph_path, .unit = "characters" };
-    return ag_gpt_trace_windows(out, g, ids, n, &o, err);
-}
-
 // --- attn ---
 
 void lm_attn_label(uint32_t cp, char out[16])

@@ -1,7 +1,7 @@
 /* tools.h -- char_lm's commands beside train, on the library's tools for a GPT: sample
  * (nn.h: ag_gpt_generate), eval (ag_gpt_eval_ids), attn (ag_gpt_attn_record,
- * ag_attn_head_summary; train/plot_attn.h: ag_plot_attention), the shape trace (nn/trace.h:
- * ag_gpt_trace) and serve's model (serve/serve.h), each on the model's characters. Nothing here
+ * ag_attn_head_summary; train/plot_attn.h: ag_plot_attention) and serve's model
+ * (serve/serve.h), each on the model's characters. Nothing here
  * exits; only lm_sample_print prints, on the FILE it is given. */
 #ifndef LM_TOOLS_H
 #define LM_TOOLS_H
@@ -26,14 +26,6 @@ ag_status lm_sample_print(FILE *out, lm_model *m, const char *prompt, const ag_s
  * windows, LM_EVAL_BATCH a forward pass (AG_ERR_ARG when shorter than one window). */
 #define LM_EVAL_BATCH 16
 ag_status lm_eval_file(lm_model *m, const char *path, double *loss, size_t *tokens, ag_error *err);
-
-/* --trace-graph FILE.dot (lesson 18): from now on lm_trace_text also writes its tape to path
- * as Graphviz dot (NULL: no file); path must outlive the traces. */
-void lm_trace_set_graph(const char *path);
-/* --trace-shapes: ag_gpt_trace_windows of ids [n], the text: "B=3 windows of T=8 characters
- * from <what>"; train turns dropout on. */
-ag_status lm_trace_text(FILE *out, ag_gpt *g, const int *ids, size_t n, bool train, const char *what,
-                        ag_error *err);
 
 /* attn: the heads' patterns (ag_attn_head_summary's) in char_lm's words ("previous character"). */
 extern const char *const lm_attn_patterns[AG_ATTN_MIXED + 1];

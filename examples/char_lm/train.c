@@ -14,7 +14,6 @@
 #include <string.h>
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
-#include "tools.h"
 
 // --- a batch: windows of T+1 tokens at random offsets (MODEL.md, "Vocabulary and data"),
 // the library's (data/corpus.h), so that a program replaying a step draws the same ---
@@ -100,7 +99,9 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
 static ag_status trace(lm_run *R, ag_error *err)
 {
     lm_log_header(R);
-    return lm_trace_text(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, true, "the training text", err);
+    const ag_gpt_trace_opts to = {.train = true, .what = "the training text", .graph = R->o->trace_graph,
+                                  .unit = "characters"};
+    return ag_gpt_trace_windows(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, &to, err);
 }
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)

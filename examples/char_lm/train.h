@@ -102,6 +102,7 @@ typedef struct {
     long n_losses;               /*   for it < n_losses (tests compare runs with it) */
     FILE *trace;                 /* --trace-shapes: the trace goes here (NULL: none) */
     bool trace_only;             /* --trace-only: stop after the trace */
+    const char *trace_graph;     /* --trace-graph FILE.dot: the traced pass's tape there too (NULL: none) */
     /* A hook for tests and experiments: called before each optimizer step with the model
      * (e.g. to poison a weight and watch --detect-anomaly catch it). NULL: none. */
     void (*before_step)(long it, ag_gpt *g, void *user);

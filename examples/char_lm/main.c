@@ -286,8 +286,7 @@ static int cmd_attn(const lm_attn_args *a)
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
     for (int h = 0; h < H; h++)   /* lesson 8's patterns, named; entropy against uniform rows' */
         printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h,
-               lm_attn_patterns[heads[h].pattern],
-               heads[h].entropy, heads[h].uniform, heads[h].peak);
+               lm_attn_patterns[heads[h].pattern], heads[h].entropy, heads[h].uniform, heads[h].peak);
     free(heads);
     if ((s = ag_flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;

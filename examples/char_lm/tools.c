@@ -119,34 +119,23 @@ static ag_status check_args(lm_model *m, const char *prompt, int layer, int head
                      cfg->block_size);
 }
 
-/* Records the attention of ids [T], names layer's heads into heads (NULL: not) and draws them
- * (every one when head is -1) into png, the axes labelled with the prompt's characters. */
+/* Draws layer's attention for ids [T] (every head when head is -1) into png, the axes labelled
+ * with the prompt's characters, and names its heads into heads (NULL: not). */
 static ag_status draw(lm_model *m, const int *ids, int T, int layer, int head, const char *png, ag_attn_head *heads,
                       ag_error *err)
 {
-    ag_gpt *g = m->g;
-    ag_ctx *ctx = ag_ctx_new();
-    ag_tensor **A = calloc((size_t)g->cfg.n_layer, sizeof *A);
     char (*labels)[16] = malloc((size_t)T * sizeof *labels);
     const char **lab = malloc((size_t)T * sizeof *lab);   /* [T] pointers to labels[i] */
-    ag_status s = AG_OK;
-    if (!ctx || !A || !labels || !lab) s = ag_seterr(err, AG_ERR_NOMEM, "attn: out of memory");
-    else if ((s = ag_gpt_attn_record(ctx, g, ids, 1, T, A))) ag_seterr(err, s, "attn: %s", ag_ctx_error(ctx));
-    if (s == AG_OK) s = ag_attn_check(A[layer], layer, "attn", err);
-    for (int h = 0; s == AG_OK && heads && h < g->cfg.n_head; h++)   // A[layer] [1,H,T,T]
-        ag_attn_head_summary(A[layer]->data + (size_t)h * T * T, T, &heads[h]);
-    if (s == AG_OK) {
-        for (int i = 0; i < T; i++) lm_attn_label(m->vocab.cp[ids[i]], labels[i]), lab[i] = labels[i];
-        char title[160];
-        snprintf(title, sizeof title, "char_lm attn: layer %d%s, %d characters (row: query, column: key; blank: "
-                 "masked future)", layer, head < 0 ? ", every head" : "", T);
-        ag_attn_picture p = {A[layer]->data, g->cfg.n_head, T, layer, head, lab, title, "char_lm attn", "--out"};
-        s = ag_plot_attention(png, &p, err);   // A[layer] [1,H,T,T]
-    }
+    ag_status s = labels && lab ? AG_OK : ag_seterr(err, AG_ERR_NOMEM, "attn: out of memory");
+    for (int i = 0; s == AG_OK && i < T; i++) lm_attn_label(m->vocab.cp[ids[i]], labels[i]), lab[i] = labels[i];
+    char title[160];
+    snprintf(title, sizeof title, "char_lm attn: layer %d%s, %d characters (row: query, column: key; blank: "
+             "masked future)", layer, head < 0 ? ", every head" : "", T);
+    ag_attn_picture p = {.T = T, .layer = layer, .head = head, .labels = lab, .title = title, .by = "char_lm attn",
+                         .what = "--out"};
+    if (s == AG_OK) s = ag_gpt_plot_attention(m->g, ids, png, &p, heads, "attn", err);
     free(lab);
     free(labels);
-    free(A);
-    ag_ctx_free(ctx);
     return s;
 }
 

@@ -1,6 +1,5 @@
-/* tools.c -- char_lm's sample, eval, trace and attn on the library's tools (see tools.h): the
- * prompt's and the file's characters encoded, the prompt checked and labelled for attn, one
- * layer drawn, every head named. */
+/* tools.c -- char_lm's sample, eval and attn on the library's tools (see tools.h): the prompt's
+ * and the file's characters encoded, attn's arguments checked and its axes labelled. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

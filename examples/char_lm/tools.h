@@ -34,7 +34,7 @@ extern const char *const lm_attn_patterns[AG_ATTN_MIXED + 1];
  * checks layer (0 .. n_layer-1) and head (0 .. n_head-1, or -1: every head in a grid), refuses
  * (AG_ERR_NOMEM, with the figure) a prompt whose ag_gpt_attn_bytes exceed the machine's memory
  * before allocating any of it, names the layer's every head into heads [n_head] (NULL: not) and
- * draws png, from one recording. AG_ERR_ARG for a bad argument, AG_ERR_IO when the files cannot
+ * draws png, from one recording (train/plot_attn.h: ag_gpt_plot_attention). AG_ERR_ARG for a bad argument, AG_ERR_IO when the files cannot
  * be written or gnuplot fails (err says which). */
 ag_status lm_attn_draw(lm_model *m, const char *prompt, int layer, int head, const char *png, ag_attn_head *heads,
                        ag_error *err);

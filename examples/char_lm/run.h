@@ -170,8 +170,6 @@ void lm_run_free(lm_run *R);
 // --- train_log.c ---
 
 void lm_log_warn(const lm_run *R, const char *msg);
-/* One line of the log (printf-style; on a terminal the progress line is cleared first). */
-void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void lm_log_header(const lm_run *R);
 /* loss.png (and attn.png, dynamics.png, activations.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);

@@ -5,7 +5,6 @@
  * no log. */
 #define _GNU_SOURCE   /* open_memstream */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +15,6 @@
 void lm_log_warn(const lm_run *R, const char *msg)
 {
     if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
-}
-
-void lm_log_line(const lm_run *R, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ag_progress_vline(&R->rep.prog, fmt, ap);   /* the progress line cleared first (train/train.h) */
-    va_end(ap);
 }
 
 // --- the log ---

@@ -9,7 +9,8 @@
  *   - ag_gpt_step_flops: a step's FLOPs by its formula; ag_gpt_probe: its steps train, or a bad
  *     config is refused with the model's error;
  *   - ag_attn_stats and ag_attn_head_summary on known rows (uniform, one-hot, patterns);
- *   - ag_plot_attention and ag_plot_attn_stats: the weights and scripts they write;
+ *   - ag_plot_attention and ag_plot_attn_stats: the weights and scripts they write; ag_gpt_plot_attention:
+ *     a GPT's recorded, its heads named, drawn;
  *   - ag_serve_gpt_attention: every head's rows, named with the names given;
  *   - ag_gpt_eval_ids: the mean over every whole window's targets, one forward each, the same
  *     whatever the batch; a text shorter than a window refused. */
@@ -279,6 +280,37 @@ START_TEST(plots_write_weights_and_scripts)
 }
 END_TEST
 
+/* ag_gpt_plot_attention: the heads of the layer named, the weights written where the picture goes
+ * (gnuplot or not), a bad name refused with the command's words */
+START_TEST(gpt_plot_attention_draws_and_names)
+{
+    char root[] = "/tmp/ag_gpt_tools_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    ag_gpt *g = model(4);
+    int ids[5] = {1, 2, 3, 2, 1};
+    const char *labels[5] = {"a", "b", "c", "b", "a"};
+    ag_attn_head heads[2];
+    memset(heads, 0xff, sizeof heads);   /* NaN and no pattern until named */
+    ag_attn_picture p = {.T = 5, .layer = 1, .head = -1, .labels = labels, .title = "t", .by = "a test", .what = "--png"};
+    ag_error err = {0};
+    ag_status s = ag_gpt_plot_attention(g, ids, proc_path(root, "g.png"), &p, heads, "test", &err);
+    ck_assert_msg(s == AG_OK || s == AG_ERR_IO, "%s", err.msg);   /* AG_ERR_IO: no gnuplot here */
+    ck_assert(p.H == 2 && p.A != NULL);
+    for (int h = 0; h < 2; h++)
+        ck_assert((unsigned)heads[h].pattern <= AG_ATTN_MIXED &&
+                  heads[h].entropy <= heads[h].uniform + 1e-9 && heads[h].peak > 0 && heads[h].peak <= 1 + 1e-9);
+    char *dat = proc_read_file(proc_path(root, "g.dat"), NULL);
+    ck_assert_ptr_nonnull(dat);
+    ck_assert_ptr_nonnull(strstr(dat, "1.000000 NaN NaN NaN NaN\n"));   /* row 0 of head 0: itself */
+    free(dat);
+    err = (ag_error){0};
+    ck_assert_int_eq(ag_gpt_plot_attention(g, ids, proc_path(root, "g.jpg"), &p, NULL, "test", &err), AG_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--png must end in .png"));
+    ag_gpt_free(g);
+    proc_remove_tree(root);
+}
+END_TEST
+
 static void digit(const void *u, int id, char *out) { (void)u, snprintf(out, 16, "<%d>", id); }
 
 START_TEST(serve_attention_names_heads)
@@ -407,8 +439,8 @@ Suite *gpt_tools_suite(void)
     TCase *t = tcase_create("gpt_tools");
     ADD_TESTS(t, eval_ids_every_window_once, sample_logits_draws, generate_same_seed_same_ids, generate_through_the_sliding_window,
               generate_stops_and_refuses, attention_rows_sum_to_one, stats_of_known_rows,
-              plots_write_weights_and_scripts, serve_attention_names_heads, attn_layer_stats_per_layer,
-              step_flops_formula, probe_steps_train);
+              plots_write_weights_and_scripts, gpt_plot_attention_draws_and_names, serve_attention_names_heads,
+              attn_layer_stats_per_layer, step_flops_formula, probe_steps_train);
     suite_add_tcase(s, t);
     return s;
 }

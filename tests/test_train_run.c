@@ -31,6 +31,9 @@
  *   no_val        with evaluate_train, a NaN validation loss (no held-out split): the training
  *                 loss picks DIR/best, and no divergence is seen in the NaN; opts.no_report: no
  *                 DIR/report.md from the loop, opts.no_pictures: no loss.png (own_columns': both)
+ *   own_card      a client's card: its config as JSON (no trainer's table), its rate unit, no score
+ *                 row without a score, the pictures of its own that this run drew (opts.pictures),
+ *                 its end call before the card
  *   own_columns   a client's training loss (evaluate_train) and metrics.csv columns of its own
  *                 (columns, row), and opts.eval_at_start: an evaluation at step 0 too.
  *   own_words     a client's log lines (progress_text, eval_text) and metrics.csv without the
@@ -792,6 +795,56 @@ static void tiny_row(void *user, long it, bool step, bool evaluated, char *buf, 
     snprintf(buf, n, "%ld,%s", it, !step ? "l" : evaluated ? "e" : "");
 }
 
+static char card_dir[256];
+static int card_ends;   /* the end calls, each before DIR/report.md exists */
+
+static void card_end(void *user, long step)
+{
+    (void)user;
+    ck_assert_int_eq(step, 20);
+    ck_assert_msg(access(proc_path(card_dir, "report.md"), F_OK) != 0, "the card came before the end call");
+    proc_write_file(proc_path(card_dir, "mine.png"), "png", 3);   /* a picture of the program's */
+    card_ends++;
+}
+
+static char *card_json(void *user)
+{
+    (void)user;
+    return strdup("{\"d\": 1}");
+}
+
+START_TEST(own_card)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    snprintf(card_dir, sizeof card_dir, "%s/card", root);
+    const char *const pics[] = {"mine.png", "other.png", NULL};
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .no_score = true, .end = card_end,
+                               .config_json = card_json, .config = "d = 2", .unit = "windows",
+                               .units_per_step = 8, .rate_unit = "tokens"};
+    const ag_train_opts o = {.out_dir = card_dir, .steps = 20, .seed = 5, .every = 10, .no_pictures = true,
+                             .pictures = pics, .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0},
+                             .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    card_ends = 0;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(card_ends, 1);
+    char *md = proc_read_file(proc_path(card_dir, "report.md"), NULL);
+    ck_assert_ptr_nonnull(md);
+    ck_assert_msg(strstr(md, "```json\n{\"d\": 1}\n```\n") && !strstr(md, "| key | value |"), "%s", md);
+    ck_assert_msg(strstr(md, "| tokens/s | ") && !strstr(md, "windows/s") && !strstr(md, "final score"), "%s", md);
+    ck_assert_msg(strstr(md, "![mine.png](mine.png)\n") && !strstr(md, "other.png"), "%s", md);
+    ck_assert_msg(access(proc_path(card_dir, "loss.gp"), F_OK) != 0, "opts.no_pictures, yet the loop drew loss.png");
+    free(md);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(own_columns)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
@@ -1475,6 +1528,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_update);
     tcase_add_test(tc, own_pass);
     tcase_add_test(tc, overwrite);
+    tcase_add_test(tc, own_card);
     tcase_add_test(tc, own_columns);
     tcase_add_test(tc, no_val);
     tcase_add_test(tc, progress_tty);

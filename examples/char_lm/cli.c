@@ -76,7 +76,7 @@ static const ag_field sample_rows[] = {
 static const ag_field eval_rows[] = {
     TEXT(lm_eval_args, "--ckpt", ckpt), TEXT(lm_eval_args, "--data", data), FROM(lm_eval_args),
 };
-static const ag_field attn_rows[] = {   /* --layer, --head: the model's bound is checked in attn.c */
+static const ag_field attn_rows[] = {   /* --layer, --head: the model's bound is checked in tools.c */
     TEXT(lm_attn_args, "--ckpt", ckpt), TEXT(lm_attn_args, "--prompt", prompt), TEXT(lm_attn_args, "--out", out),
     FROM(lm_attn_args), ROW(lm_attn_args, "--layer", INT, layer, 0, 1 << 20, NULL),
     ROW(lm_attn_args, "--head", INT, head, 0, 1 << 20, NULL),

@@ -67,7 +67,7 @@ typedef struct {
     const char *ckpt;          /* --ckpt, required */
     const char *from;          /* --from, as sample's */
     const char *prompt;        /* --prompt, required, non-empty */
-    int layer;                 /* --layer, default 0 (checked against the model in attn.c) */
+    int layer;                 /* --layer, default 0 (checked against the model in tools.c) */
     int head;                  /* --head, -1 (default): every head of the layer in a grid */
     const char *out;           /* --out, required: the .png (a .dat and a .gp beside it) */
 } lm_attn_args;

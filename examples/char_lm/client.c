@@ -158,7 +158,7 @@ static void side_batch(lm_run *R, uint64_t tag, long it, int B)
 
 /* The evaluation at iteration it, said once the trainer judged it (not diverged): first the
  * attention statistics it shows (a failure stops the run at the next call), the plots while
- * the run goes on (the final ones come after it: lm_train), then its line. */
+ * the run goes on (the final ones at its end: lm_log_card), then its line. */
 static void eval_text(void *user, long it, double tl, double vl, double score, char *buf, size_t n)
 {
     lm_run *R = user;

@@ -1,37 +1,19 @@
-/* main.c -- the char_lm program: the only code that prints errors and picks exit codes.
- *
- *   char_lm train  --data FILE --out DIR [--config tiny|baby|small] [flags]   (see --help)
- *   char_lm sample --ckpt DIR [--from latest|best] [--prompt TEXT] [--max-new-tokens N] [--temperature F]
- *                  [--top-k N] [--seed N]
- *   char_lm eval   --ckpt DIR [--from latest|best] --data FILE
- *   char_lm attn   --ckpt DIR [--from latest|best] --prompt TEXT [--layer L] [--head H] --out FILE.png
- *   char_lm serve  --run DIR [--port 8080] [--host 127.0.0.1]   (src/serve/serve.h)
- * train, sample and eval take --trace-shapes (one forward pass printed op by op first) and
- * --trace-only (the trace, then stop); --trace-graph FILE.dot writes that pass's tape as dot.
- *
- * Exit codes: 0 success; 2 a usage error (bad flag or value, or arguments that do not fit the
- * data or the checkpoint: AG_ERR_ARG); 1 any other error (a file that cannot be read, a corrupt
- * checkpoint, a non-finite loss or a diverged run, an output that cannot be written, even
- * stdout after --help); 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (train after
- * writing a checkpoint, sample after the character in hand, attn with its gnuplot killed);
- * 75 (AG_EXIT_REQUEUE) train stopped by its checkpoint signal (SIGUSR1, or
- * --checkpoint-signal's) after writing a checkpoint: a batch system's pre-emption, which a
- * job script answers with a requeue (docs/distributed.md). Every error is one line on stderr:
- * "char_lm: error: ...". A second `train` on a directory in use is a usage error (2), naming
- * the pid that holds it. Under mpirun only rank 0 prints an error of the command line. */
-#define _GNU_SOURCE   /* open_memstream */
+/* main.c -- the char_lm program: its commands (train, sample, eval, attn, serve: `char_lm
+ * <command> --help`), the only code that prints errors and picks exit codes: 0 success, 2 a
+ * usage error (AG_ERR_ARG: a bad flag, arguments that do not fit the data or the checkpoint, a
+ * run directory in use), 1 any other, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP, 75
+ * (AG_EXIT_REQUEUE) train stopped by its checkpoint signal after a checkpoint (README.md,
+ * "Signals are answered at once"; train/program.h). Every error is one line on stderr,
+ * "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "attn.h"
+#include "tools.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "eval.h"
-#include "sample.h"
-#include "trace.h"
 #include "recipe.h"
 #include "train.h"
 
@@ -44,44 +26,6 @@
 static int fail(ag_status s, const ag_error *e) { return ag_say_error("error: ", s, e); }
 
 static const volatile sig_atomic_t *stop;   /* ag_stop_flag(): the signal that stops a run, or 0 */
-
-typedef struct {
-    const ag_vocab *v;
-    FILE *out;
-    ag_error *err;
-    bool printed;   /* something went out: the prompt or a character */
-} printer;
-
-static bool print_token(int id, void *user)
-{
-    printer *p = user;
-    p->printed = true;
-    char buf[5];
-    ag_vocab_utf8(p->v, id, buf);
-    fputs(buf, p->out);
-    return ag_flushed(p->out, "stdout", p->err) == AG_OK;
-}
-
-/* Prints the prompt (as given) and then each new character as it comes. */
-static ag_status sample_to(FILE *out, lm_model *m, const char *prompt, const lm_sample_opts *so, ag_error *err)
-{
-    printer p = {&m->vocab, out, err, false};
-    int *ids = NULL;
-    size_t n = 0;
-    /* encode first so a bad prompt fails before anything is printed */
-    if (prompt && *prompt) {
-        ag_status s = ag_vocab_encode(&m->vocab, "--prompt", prompt, strlen(prompt), &ids, &n, err);
-        if (s) return s;
-        free(ids);
-        fputs(prompt, out);
-        p.printed = true;
-        if ((s = ag_flushed(out, "stdout", err))) return s;
-    }
-    ag_status s = lm_sample_text(m, prompt, so, print_token, &p, NULL, NULL, err);
-    if (p.printed) fputs("\n", out);   /* nothing out (a model refused at once): no empty line */
-    ag_status f = ag_flushed(out, "stdout", err);
-    return s ? s : f;
-}
 
 // --- train ---
 
@@ -99,104 +43,45 @@ static lm_train_opts train_opts(const lm_train_args *a)
         .log = stdout,
         .warn = stderr,
         .plot = true,
+        .report = true,
+        .commit = LM_COMMIT,
         .stop = stop,
         .trace = a->trace.shapes ? stdout : NULL,
         .trace_only = a->trace.only,
+        .trace_graph = a->trace.graph,
     };
 }
-
-/* The pictures a train may draw into its directory. */
-static const char *const pics[] = {"loss.png", "dynamics.png", "attn.png", "activations.png"};
 
 /* Every picture this run wrote into dir, one per line: a learner told of loss.png alone never
  * opened dynamics.png (issue 33). */
 static void print_pictures(const char *dir, time_t since)
 {
-    const char *shown[sizeof pics / sizeof pics[0] + 1];
-    ag_run_pictures(dir, pics, sizeof pics / sizeof pics[0], since, shown);
+    const char *shown[16];
+    size_t n = 0;
+    while (lm_pictures[n]) n++;
+    ag_run_pictures(dir, lm_pictures, n, since, shown);
     for (size_t k = 0; shown[k]; k++) printf("%spicture: %s/%s\n", k ? "" : "\n", dir, shown[k]);
 }
 
-/* What the run's report card needs from cmd_train: when it began, where it started from. */
-typedef struct {
-    const lm_train_result *r;
-    double t0;     /* ag_now_s() before lm_train */
-    long start;    /* the iteration it started from (a --resume's checkpoint), else 0 */
-} run_facts;
-
-/* The iteration of the checkpoint that a --resume of dir starts from; 0 when none is read. */
-static long resumed_from(const char *dir)
-{
-    char where[4096];
-    ag_ckpt_id id;
-    ag_error ignored = {0};
-    if (lm_ckpt_resolve(dir, where, sizeof where, &ignored) || lm_ckpt_identify(where, &id, &ignored)) return 0;
-    return id.iter;
-}
-
-/* DIR/report.md (train/train.h: ag_report_write), from the run and the model it saved (m NULL:
- * not loaded, no config); a failure is a warning, never the run's. */
-static void write_card(const char *dir, const lm_model *m, const run_facts *f, const char *sample, time_t since)
-{
-    const char *shown[sizeof pics / sizeof pics[0] + 1];   /* as print_pictures: this run's */
-    char best[64];
-    ag_run_pictures(dir, pics, sizeof pics / sizeof pics[0], since, shown);
-    ag_error e = {0};
-    ag_kernels_id kid = AG_KERNELS_FAST;
-    (void)ag_kernels_from_env(&kid, &e);
-    char *config = m ? ag_fields_to_json(&m->cfg, lm_fields, LM_N_FIELDS) : NULL;
-    long steps = f->r->iter - f->start;
-    ag_run_report card = {.commit = LM_COMMIT, .config_json = config, .threads = ag_threads(), .steps = steps,
-                          .kernels = kid == AG_KERNELS_REFERENCE ? "reference" : "fast", .iter = f->r->iter,
-                          .out_of_time = f->r->out_of_time, .wall_s = ag_now_s() - f->t0, .tokens = NAN,
-                          .train_loss = f->r->train_loss, .val_loss = f->r->val_loss, .best_loss = NAN,
-                          .sample = sample, .pictures = shown};
-    if (m) card.tokens = (double)steps * m->cfg.batch_size * m->cfg.model.block_size;
-    ag_ckpt_id id;
-    char where[4096];
-    if (!ag_ckpt_pointer(dir, AG_CKPT_BEST, best, &e) && ag_path_join(where, sizeof where, dir, best) &&
-        !lm_ckpt_identify(where, &id, &e)) {
-        card.best = best;
-        card.best_loss = id.eval;
-    }
-    if (ag_report_write(dir, &card, &e)) fprintf(stderr, "char_lm: warning: %s\n", e.msg);
-    free(config);
-}
-
-/* The sample of show_result on stdout, its text kept for the report card in *text (NULL when
- * it cannot be kept: then it goes straight to stdout). */
-static ag_status sample_kept(lm_model *m, char **text, ag_error *err)
-{
-    lm_sample_opts so = {200, 1.0, 0, 1337, stop};
-    size_t len = 0;
-    *text = NULL;
-    FILE *mem = open_memstream(text, &len);
-    ag_status s = sample_to(mem ? mem : stdout, m, NULL, &so, err);
-    if (mem && fclose(mem) == 0 && *text) fputs(*text, stdout);
-    return s;
-}
-
-/* After training: a taste of what the model learned (not when the time budget ran out: the
- * budget holds the whole command, issue 35), then where the pictures and the rest are, and
- * the run's report card, DIR/report.md. */
-static int show_result(const char *dir, const run_facts *f, time_t since)
+/* After training: a taste of what the model learned, the sample on the run's card (train_log.c;
+ * none when the time budget ran out: the budget holds the whole command, issue 35; a run with
+ * nothing to do samples its checkpoint as the card would), then where the pictures and the
+ * rest are. */
+static int show_result(const char *dir, const lm_train_result *r, time_t since)
 {
     ag_error e = {0};
     lm_model m;
-    bool out_of_time = f->r->out_of_time;
-    char *text = NULL;
-    ag_status s = out_of_time ? AG_OK : lm_model_load(dir, &m, &e);
+    bool load = !r->out_of_time && !r->sample;
+    ag_status s = load ? lm_model_load(dir, &m, &e) : AG_OK;
     if (s) return fail(s, &e);
-    if (out_of_time) {
-        printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
-    } else {
-        printf("\nsample (200 characters, temperature 1.0):\n");
-        s = sample_kept(&m, &text, &e);
+    if (r->out_of_time) printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
+    else printf("\nsample (200 characters, temperature 1.0):\n");
+    if (r->sample) fputs(r->sample, stdout);
+    if (load) {
+        s = lm_sample_print(stdout, &m, NULL, &(ag_sample_opts){200, 1.0, 0, 1337, stop}, &e);
+        lm_model_free(&m);
     }
     if (s == AG_OK) s = ag_flushed(stdout, "stdout", &e);
-    if (s == AG_OK && !*stop) write_card(dir, out_of_time ? NULL : &m, f, text, since);
-    if (!out_of_time) lm_model_free(&m);
-    free(text);
     if (s) return fail(s, &e);
     if (*stop) return ag_stopped_code(*stop);
     print_pictures(dir, since);
@@ -249,7 +134,6 @@ static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_erro
 
 static int cmd_train(const lm_train_args *a)
 {
-    lm_trace_set_graph(a->trace.graph);   /* --trace-graph FILE.dot */
     ag_error e = {0};
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
@@ -272,38 +156,35 @@ static int cmd_train(const lm_train_args *a)
     o.tune_threads = !a->threads && ag_dist_size(d) == 1;   /* the default: 2, or 1 while faster */
     FILE *quiet;
     one_voice(&o, rank, &quiet);
-    lm_train_result r;
+    lm_train_result r = {0};
     time_t since = time(NULL);
-    run_facts facts = {&r, ag_now_s(), a->resume && rank == 0 ? resumed_from(a->out) : 0};
     s = a->pick_recipe ? choose_recipe(&o, a, &e) : AG_OK;
     bool probe_stopped = s == AG_OK && a->pick_recipe && !(o.budget_spent > 0);   /* a stop signal */
     if (s == AG_OK && !probe_stopped) s = lm_train(&o, &r, &e);
-    else r = (lm_train_result){0};
+    if (quiet) fclose(quiet);
     if (probe_stopped) {
-        if (quiet) fclose(quiet);
         ag_dist_end(d, false);
         return ag_stopped_code(*stop ? *stop : SIGTERM);
     }
-    if (quiet) fclose(quiet);
-    /* A failure: rank 0 says why; another rank only when it is news, as "rank R: ...": not an
-     * argument error once the ranks have compared their setups (the same on every rank), nor rank
-     * 0's own failure sent to every rank (a run directory in use), nor a wait that every waiting
-     * rank saw run out (the lowest of them speaks: dist.h). A stop: the signal all ranks agreed
-     * on, 130 SIGINT, 143 SIGTERM, 129 SIGHUP, 75 the checkpoint signal. */
-    if (s || r.interrupted)
+    /* A failure or a stop, said once for the job and its exit code: train/program.h's ag_leave_run
+     * (an error every rank met alike: after the ranks compared their setups, or rank 0's sent to all). */
+    if (s || r.interrupted) {
+        free(r.sample);
         return ag_leave_run(d, "error: ", s, &e, r.error_shared || (s == AG_ERR_ARG && r.ranks_compared),
                             r.stop_signal);
+    }
     ag_dist_end(d, true);
-    if (a->trace.only || rank > 0) return 0;
-    int code = show_result(a->out, &facts, since);
-    if (code == 0 && a->cfg.lr_find > 0) report_lr_find(a->out);
+    int code = a->trace.only || rank > 0 ? 0 : show_result(a->out, &r, since);
+    if (code == 0 && rank == 0 && !a->trace.only && a->cfg.lr_find > 0) report_lr_find(a->out);
+    free(r.sample);
     return code;
 }
 
 // --- sample, eval, attn ---
 
-/* --trace-shapes for sample: the forward over the prompt (its last block_size characters). */
-static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
+/* --trace-shapes for sample: the forward over the prompt (its last block_size characters); graph:
+ * --trace-graph's file, or NULL. */
+static ag_status trace_prompt(lm_model *m, const char *prompt, const char *graph, ag_error *err)
 {
     const char *p = prompt && *prompt ? prompt : "\n";
     int *ids = NULL;
@@ -313,7 +194,8 @@ static ag_status trace_prompt(lm_model *m, const char *prompt, ag_error *err)
         int T = n > (size_t)m->g->cfg.block_size ? m->g->cfg.block_size : (int)n;
         char what[96];
         snprintf(what, sizeof what, "the prompt (B=1, T=%d; sampling then feeds one position at a time)", T);
-        s = lm_trace_forward(stdout, m->g, ids + (n - (size_t)T), NULL, 1, T, false, what, err);
+        const ag_gpt_trace_opts o = {.what = what, .graph = graph};
+        s = ag_gpt_trace(stdout, m->g, ids + (n - (size_t)T), NULL, 1, T, &o, err);
     }
     free(ids);
     return s;
@@ -329,7 +211,6 @@ static ag_status load_to_read(const char *dir, const char *from, lm_model *m, ag
 
 static int cmd_sample(const lm_sample_args *a)
 {
-    lm_trace_set_graph(a->trace.graph);
     ag_threads_default(0);
     ag_stop_catch(false, 0);
     ag_error e = {0};
@@ -338,10 +219,10 @@ static int cmd_sample(const lm_sample_args *a)
     if (s) return fail(s, &e);
     char shape[AG_GPT_SHAPE_LEN];
     s = ag_check_memory(ag_gpt_sample_bytes(&m.g->cfg), "sample", ag_gpt_shape_str(&m.g->cfg, 1, shape), &e);
-    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, a->trace.graph, &e);
     if (s == AG_OK && !a->trace.only) {
-        lm_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
-        s = sample_to(stdout, &m, a->prompt, &so, &e);
+        ag_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
+        s = lm_sample_print(stdout, &m, a->prompt, &so, &e);
     }
     lm_model_free(&m);
     if (s) return fail(s, &e);
@@ -349,18 +230,18 @@ static int cmd_sample(const lm_sample_args *a)
 }
 
 /* --trace-shapes for eval: the forward over the first windows of the file. */
-static ag_status trace_file(lm_model *m, const char *path, ag_error *err)
+static ag_status trace_file(lm_model *m, const char *path, const char *graph, ag_error *err)
 {
     ag_corpus c;
+    const ag_gpt_trace_opts o = {.what = path, .graph = graph, .unit = "characters"};
     ag_status s = ag_corpus_load_vocab(path, &m->vocab, &c, err);
-    if (s == AG_OK) s = lm_trace_text(stdout, m->g, c.ids, c.n, false, path, err);
+    if (s == AG_OK) s = ag_gpt_trace_windows(stdout, m->g, c.ids, c.n, &o, err);
     ag_corpus_free(&c);
     return s;
 }
 
 static int cmd_eval(const lm_eval_args *a)
 {
-    lm_trace_set_graph(a->trace.graph);
     ag_threads_default(0);
     ag_error e = {0};
     lm_model m;
@@ -369,7 +250,7 @@ static int cmd_eval(const lm_eval_args *a)
     char shape[AG_GPT_SHAPE_LEN];
     s = ag_check_memory(ag_gpt_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), "eval",
                         ag_gpt_shape_str(&m.g->cfg, LM_EVAL_BATCH, shape), &e);
-    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, &e);
+    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, a->trace.graph, &e);
     double loss = 0;
     size_t tokens = 0;
     bool evaluate = s == AG_OK && !a->trace.only;
@@ -393,7 +274,7 @@ static int cmd_attn(const lm_attn_args *a)
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     int H = m.g->cfg.n_head;
-    lm_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
+    ag_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
     if (!heads) s = ag_seterr(&e, AG_ERR_NOMEM, "attn: out of memory");
     if (!s && !*stop) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, heads, &e);
     lm_model_free(&m);
@@ -404,8 +285,8 @@ static int cmd_attn(const lm_attn_args *a)
     else printf("%s: layer %d, every head", a->out, a->layer);
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
     for (int h = 0; h < H; h++)   /* lesson 8's patterns, named; entropy against uniform rows' */
-        printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h, heads[h].pattern,
-               heads[h].entropy, heads[h].uniform, heads[h].peak);
+        printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h,
+               lm_attn_patterns[heads[h].pattern], heads[h].entropy, heads[h].uniform, heads[h].peak);
     free(heads);
     if ((s = ag_flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;

@@ -60,6 +60,7 @@ typedef struct {
     ag_progress prog;        /* the log before the trainer's (the setup's notes, --progress) */
     bool plot_ok;            /* draw loss.png (no more after a failure) */
     pid_t plot_pid;          /* a loss.png still being drawn in the background, or 0 */
+    char *sample;            /* the card's sample (lm_log_card), for lm_train_result's */
     double t_start;          /* the run's start (after the setup) */
     double step_t0, step_s;  /* the step in hand's start, the last step's time (metrics.csv's tokens/s) */
 } lm_report;
@@ -168,11 +169,12 @@ void lm_run_free(lm_run *R);
 // --- train_log.c ---
 
 void lm_log_warn(const lm_run *R, const char *msg);
-/* One line of the log (printf-style; on a terminal the progress line is cleared first). */
-void lm_log_line(const lm_run *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void lm_log_header(const lm_run *R);
 /* loss.png (and attn.png, dynamics.png, activations.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
+/* The trainer's end of the run in char_lm's words: the last pictures (lm_pictures, this run's on
+ * the card), and with o->report the card, its config and sample char_lm's. */
+void lm_log_card(lm_run *R, ag_train_client *c, ag_train_opts *o);
 
 #endif

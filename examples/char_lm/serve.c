@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "attn.h"
-#include "sample.h"
+#include "tools.h"
 
 static void *load(void *user, const char *dir, const char *path, long *iter, ag_error *err)
 {

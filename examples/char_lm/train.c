@@ -14,7 +14,6 @@
 #include <string.h>
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
-#include "trace.h"
 
 // --- signals, the run directory ---
 
@@ -66,8 +65,9 @@ static void budget_setup(lm_run *R)
 static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
 {
     char cols[16384];   /* metrics.csv's own columns: 2 a layer of up to 256 */
-    const ag_train_client c = lm_client(R, cols, sizeof cols);
-    const ag_train_opts to = lm_client_opts(R);
+    ag_train_client c = lm_client(R, cols, sizeof cols);
+    ag_train_opts to = lm_client_opts(R);
+    lm_log_card(R, &c, &to);   /* the last pictures, the card */
     ag_train_result res;
     R->ck = (lm_ckpt_user){.g = R->learn.m.g, .cfg = &R->cfg, .vocab = &R->data.text.vocab, .data = R->learn.st};
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
@@ -79,8 +79,7 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     r->interrupted = res.stop_signal != 0;
     r->out_of_time = res.out_of_time;
     if (!isnan(res.val_loss) || !isnan(res.train_loss)) r->train_loss = res.train_loss, r->val_loss = res.val_loss;
-    if (s == AG_OK && !r->interrupted && !R->ctl.budget.no_eval && R->rep.plot_ok && r->iter > 0)
-        lm_log_plots(R, true);   /* the final ones, waited for */
+    r->sample = R->rep.sample;
     return s;
 }
 
@@ -88,7 +87,9 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
 static ag_status trace(lm_run *R, ag_error *err)
 {
     lm_log_header(R);
-    return lm_trace_text(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, true, "the training text", err);
+    const ag_gpt_trace_opts to = {.train = true, .what = "the training text", .graph = R->o->trace_graph,
+                                  .unit = "characters"};
+    return ag_gpt_trace_windows(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, &to, err);
 }
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)

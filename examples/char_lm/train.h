@@ -32,7 +32,7 @@
  * library's trainer, ag_train_run, which runs this loop with char_lm's client: client.c).
  *
  * --trace-shapes (opts.trace): after the model is built, one forward pass of a few training
- * windows is printed op by op (trace.h); opts.trace_only stops there (nothing is written).
+ * windows is printed op by op (tools.h); opts.trace_only stops there (nothing is written).
  * --detect-anomaly (cfg.detect_anomaly): the training ctx checks every op output and every
  * gradient, so the first one that goes NaN/Inf stops the step with AG_ERR_NONFINITE and a
  * message naming the op, its shape and its layer (attention then runs op by op, so the op is
@@ -90,6 +90,8 @@ typedef struct {
     FILE *log;                   /* progress and evaluation lines, or NULL: quiet */
     FILE *warn;                  /* warnings (no gnuplot, ...), or NULL */
     bool plot;                   /* draw loss.png with gnuplot */
+    bool report;                 /* DIR/report.md at the end, its sample kept in lm_train_result */
+    const char *commit;          /*   and the build's commit on it (NULL: unknown) */
     long log_every;              /* progress line every this many steps when log is not a
                                     terminal (0: 10); on a terminal every step, in place */
     lm_progress progress;        /* which of the two (lm_progress) */
@@ -100,6 +102,7 @@ typedef struct {
     long n_losses;               /*   for it < n_losses (tests compare runs with it) */
     FILE *trace;                 /* --trace-shapes: the trace goes here (NULL: none) */
     bool trace_only;             /* --trace-only: stop after the trace */
+    const char *trace_graph;     /* --trace-graph FILE.dot: the traced pass's tape there too (NULL: none) */
     /* A hook for tests and experiments: called before each optimizer step with the model
      * (e.g. to poison a weight and watch --detect-anomaly catch it). NULL: none. */
     void (*before_step)(long it, ag_gpt *g, void *user);
@@ -143,8 +146,11 @@ typedef struct {
                                     argument error after that is the same on every rank */
     bool error_shared;           /* several ranks: the error is every rank's alike (rank 0's
                                     own, sent to all, or the builds differ): rank 0 says it */
+    char *sample;                /* opts.report: the card's sample (malloc'd: the caller frees it), or NULL */
 } lm_train_result;
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err);
+/* The pictures a train may draw into its directory, NULL-terminated (train_log.c). */
+extern const char *const lm_pictures[];
 
 #endif

@@ -3,25 +3,18 @@
  * --log-attn-stats attn.png, --log-dynamics dynamics.png, --log-activations activations.png
  * (train/train.h, train/plot_attn.h). Rank 0 alone writes files (train/ddp.h); the others have
  * no log. */
+#define _GNU_SOURCE   /* open_memstream */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
+#include "tools.h"   /* lm_sample_text */
 #include "tensor/debug.h"   /* ag_now_s */
 
 void lm_log_warn(const lm_run *R, const char *msg)
 {
     if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
-}
-
-void lm_log_line(const lm_run *R, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ag_progress_vline(&R->rep.prog, fmt, ap);   /* the progress line cleared first (train/train.h) */
-    va_end(ap);
 }
 
 // --- the log ---
@@ -96,4 +89,49 @@ void lm_log_plots(lm_run *R, bool last)
         lm_log_warn(R, why.msg);
         rep->plot_ok = false;
     }
+}
+
+// --- the end of a run: the last pictures and the card, the trainer's (train/train.h) ---
+
+const char *const lm_pictures[] = {"loss.png", "dynamics.png", "attn.png", "activations.png", NULL};
+
+static void last_pictures(void *user, long step)
+{
+    lm_run *R = user;
+    if (!R->ctl.budget.no_eval && R->rep.plot_ok && step > 0) lm_log_plots(R, true);   /* the final ones, waited for */
+}
+
+static char *config_json(void *user) { return lm_config_to_json(&((lm_run *)user)->cfg); }
+
+/* The card's sample, which main.c prints after the run (rep.sample): 200 characters at
+ * temperature 1.0 from seed 1337; none when the time budget ran out (it holds the whole
+ * command, issue 35). */
+static ag_status card_sample(void *user, ag_ctx *ctx, char **text, ag_error *err)
+{
+    lm_run *R = user;
+    lm_model m = {.g = R->learn.m.g, .vocab = R->data.text.vocab};   /* the model as its last checkpoint holds it */
+    const ag_sample_opts so = {200, 1.0, 0, 1337, R->o->stop};
+    size_t len = 0;
+    (void)ctx;
+    *text = NULL;
+    if (R->ctl.budget.out_of_time) return AG_OK;
+    FILE *mem = open_memstream(text, &len);
+    if (!mem) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
+    ag_status s = lm_sample_print(mem, &m, NULL, &so, err);
+    if (fclose(mem) != 0 && s == AG_OK) s = ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
+    if (s == AG_OK && *text && !(R->rep.sample = strdup(*text))) s = ag_seterr(err, AG_ERR_NOMEM, "out of memory");
+    return s;
+}
+
+void lm_log_card(lm_run *R, ag_train_client *c, ag_train_opts *o)
+{
+    c->end = last_pictures;
+    o->pictures = lm_pictures;
+    if (!R->o->report) return;
+    o->no_report = false;
+    c->config_json = config_json;
+    c->rate_unit = "tokens";
+    c->units_per_step = (double)R->cfg.batch_size * R->cfg.model.block_size;
+    c->commit = R->o->commit;
+    c->sample = card_sample;
 }

@@ -169,8 +169,8 @@ static int default_shards(const lm_run *R, int micro)
 {
     int threads = ag_threads(), n = ag_gpt_shards_default(&R->cfg.model, micro);
     if (n < threads && R->cfg.model.dropout == 0)
-        lm_log_line(R, "shards: %d, not %d (one per thread): %s", n, threads,
-                    n == micro ? "a pass has no more windows" : "this machine has no more cores");
+        ag_progress_line(&R->rep.prog, "shards: %d, not %d (one per thread): %s", n, threads,
+                         n == micro ? "a pass has no more windows" : "this machine has no more cores");
     return n;
 }
 
@@ -206,7 +206,8 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
                          "a gradient buffer of the model's size and an arena for its windows), more than %s; at "
                          "most %d fit", asked, n, need, room, fit);
     if (fit < n)
-        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n, need, room);
+        ag_progress_line(&R->rep.prog, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n,
+                         need, room);
     R->learn.n_shards = fit;
     return AG_OK;
 }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include "program.h"   /* ag_run_pictures */
 #include "train.h"
 #include "train_impl.h"
 #include "../data/hash.h"     /* ag_fnv1a: the build's layout */
@@ -40,6 +42,7 @@ typedef struct {
     long saved_at;            /* the step of the last checkpoint written (-1: none yet) */
     uint64_t replaces;        /* opts->overwrite: the old run, removed after our first commit (0: none) */
     double t0, step_s;        /* the run's start, the last step's time (the thread tuner's, the log's) */
+    time_t since;             /*   the start as a file's time: the pictures this run drew (opts->pictures) */
     ag_train_opts *run;       /* the opts as the run goes: steps and sched follow a budget's count */
     ag_budget *budget;        /* the steps and evaluations timed, the deadline kept: opts->budget, */
     ag_budget own_budget;     /*   or the loop's own, of opts->time_budget_s */
@@ -570,6 +573,12 @@ static void note(const loop *L, const char *fmt, ...)
     else if (o->log) fprintf(o->log, "note: %s\n", line);
 }
 
+/* What the card's rate counts: the client's rate_unit, its unit, or items. */
+static const char *unit_name(const ag_train_client *c)
+{
+    return c->rate_unit ? c->rate_unit : c->unit ? c->unit : "items";
+}
+
 /* DIR/report.md, the card of the run that ended (a failure is a note on the log, never the run's). */
 static void report(loop *L, const char *const *pics)
 {
@@ -578,11 +587,14 @@ static void report(loop *L, const char *const *pics)
     char best[64] = "";
     ag_error e = {0};
     char *config = config_lines(L);
-    ag_run_report rep = {.commit = c->commit, .config_kv = config, .threads = ag_threads(), .steps = r->step - r->start,
-                         .iter = r->step, .out_of_time = r->out_of_time, .wall_s = r->wall_s,
-                         .tokens = (double)(r->step - r->start) * c->units_per_step, .unit = c->unit ? c->unit : "items",
+    char *json = c->config_json ? c->config_json(c->user) : NULL;
+    ag_run_report rep = {.commit = c->commit, .config_kv = json ? NULL : config, .config_json = json,
+                         .threads = ag_threads(), .steps = r->step - r->start, .iter = r->step,
+                         .out_of_time = r->out_of_time, .wall_s = r->wall_s,
+                         .tokens = (double)(r->step - r->start) * c->units_per_step, .unit = unit_name(c),
                          .train_loss = r->train_loss, .val_loss = r->val_loss, .best_loss = L->st.best_loss,
-                         .score_name = c->score_name ? c->score_name : "score", .score = r->score, .pictures = pics};
+                         .score_name = c->no_score ? NULL : c->score_name ? c->score_name : "score", .score = r->score,
+                         .pictures = pics};
     rep.kernels = ag_ctx_kernels(L->ctx) == AG_KERNELS_REFERENCE ? "reference" : "fast";
     if (ag_ckpt_pointer(L->o->out_dir, AG_CKPT_BEST, best, &e) == AG_OK) rep.best = best;
     ag_error_clear(&e);
@@ -597,6 +609,7 @@ static void report(loop *L, const char *const *pics)
         ag_error_clear(&e);
     }
     if (ag_report_write(L->o->out_dir, &rep, &e)) note(L, "no report.md: %s", e.msg);
+    free(json);
     free(config);
     free(text);
 }
@@ -613,9 +626,13 @@ static void picture(const loop *L, ag_status s, const char *png, const char ***p
 static void pictures(loop *L)
 {
     ag_error e = {0};
-    const char *pics[5] = {NULL}, **pic = pics, *dir = L->o->out_dir;
+    const char *pics[16] = {NULL}, **pic = pics, *dir = L->o->out_dir;
     const ag_loss_plot none = {.title = L->c->name, .floor = NAN, .with_val = true};
-    if (!L->o->no_pictures) {   /* else the program's own, drawn as the run went */
+    if (L->c->end) L->c->end(L->c->user, L->r->step);   /* the program's last pictures */
+    size_t n = 0;
+    while (L->o->no_pictures && L->o->pictures && L->o->pictures[n] && n < 15) n++;
+    if (L->o->no_pictures) ag_run_pictures(dir, L->o->pictures, n, L->since, pics);   /* the program's own */
+    else {
         picture(L, ag_plot_loss(dir, L->c->plot ? L->c->plot : &none, &e), "loss.png", &pic, &e);
         if (L->dyn) picture(L, ag_plot_dynamics(dir, ag_dynamics_log_layers(L->dyn), &e), "dynamics.png", &pic, &e);
         if (L->acts)
@@ -645,7 +662,7 @@ ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_trai
     if (!err) err = &own;
     ag_train_opts mine = *o;   /* rank 0's log alone */
     if (ag_dist_rank(o->dist) != 0) mine.log = NULL, mine.warn = NULL;
-    loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(),
+    loop L = {.c = c, .o = &mine, .run = &mine, .r = r, .writer = ag_dist_rank(o->dist) == 0, .saved_at = -1, .t0 = ag_now_s(), .since = time(NULL),
               .eval_cols = ""};
     L.lock = o->lock ? o->lock : &L.own_lock;
     set_budget(&L, o);

@@ -778,8 +778,12 @@ struct ag_train_client {
     /* For the report card (DIR/report.md), all optional: */
     const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
                                   the card shows them, then the trainer's options (train.steps, ...) */
+    /* Or the config at the run's end as one JSON object (malloc'd, the loop frees it; NULL: none),
+     * shown as is in place of config and the trainer's options (char_lm's, as its checkpoints keep it) */
+    char *(*config_json)(void *user);
     const char *unit;          /* what a step trains on ("strings": the card's strings/s; NULL: items) */
     double units_per_step;     /*   and how many (0: no rate on the card) */
+    const char *rate_unit;     /*   what they count when not unit (char_lm's "tokens": B x T a step of B windows) */
     const char *commit;        /* the build's commit ("d89a286"; NULL: unknown) */
     /* loss.png's title, floor line (a uniform guess's loss, ln V for V classes) and validation
      * curve (optional; NULL: titled with name, no floor, the validation curve drawn) */
@@ -787,6 +791,9 @@ struct ag_train_client {
     /* A short sample of the trained model for the card, in no-grad mode: its text in *text
      * (malloc'd; the loop frees it, whatever the status). NULL: no sample. */
     ag_status (*sample)(void *user, ag_ctx *ctx, char **text, ag_error *err);
+    /* Optional: on rank 0 once the run ended in its last checkpoint at step (not after a signal or
+     * a failure), before the card: the program's last pictures (char_lm's, drawn as the run went). */
+    void (*end)(void *user, long step);
     const ag_train_format *format;   /* its checkpoint files (NULL: the loop's own) */
     /* Optional: the optimizer's update of every weight from its gradient times clip (the clip's
      * factor, 1 when under it), t the updates the weights have had, this one included, in place
@@ -894,8 +901,9 @@ typedef struct {
     bool no_pictures;          /* no pictures from the loop at the end (loss.png, dynamics.png,
                                   activations.png, lr_find.png, r->lr_find unread): the program
                                   draws its own (char_lm's, in the background as the run goes) */
-    bool no_report;            /* no DIR/report.md from the loop: the program writes its own card
-                                  (char_lm's, after the sample it prints) */
+    const char *const *pictures;   /* with no_pictures: the names of the program's pictures in DIR
+                                  (NULL-terminated, at most 15), on the card those this run drew */
+    bool no_report;            /* no DIR/report.md from the loop (the program writes its own card, or none) */
     bool eval_at_start;        /* a fresh run evaluates and checkpoints at its step 0 too (char_lm's
                                   iteration 0: the untrained model's loss, a checkpoint to go back to) */
     const char *diverge_floor_name;   /* the floor in the divergence message ("2 ln V"; NULL: its value) */

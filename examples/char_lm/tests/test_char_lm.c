@@ -17,8 +17,7 @@
 #include <unistd.h>
 #include "checkpoint.h"
 #include "cli.h"
-#include "eval.h"
-#include "sample.h"
+#include "tools.h"
 #include "train.h"
 #include "lm_fixture.h"
 #include "proc.h"
@@ -591,7 +590,7 @@ START_TEST(test_sampling_reproducible)
     ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
 
     int a[40], b[40], d[40], e[40], *pa = a;
-    lm_sample_opts so = {40, 1.0, 0, 7, NULL};
+    ag_sample_opts so = {40, 1.0, 0, 7, NULL};
     ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(pa - a, 40);
     int *pb = b;

@@ -46,7 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "alloc_count.h"
-#include "attn.h"
+#include "tools.h"
 #include "checkpoint.h"
 #include "lm_fixture.h"
 #include "proc.h"

@@ -15,8 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "attn.h"
-#include "attn_heads.h"
+#include "tools.h"
 #include "proc.h"
 #include "train/train.h"
 #include "tcases.h"
@@ -253,9 +252,9 @@ START_TEST(attention_equals_cli)
             double entropy, peak;   /* the entropy of attn's own weights, as --log-attn-stats computes it */
             ag_attn_stats(W + (size_t)h * T * T, 1, 1, T, &entropy, &peak);
             ck_assert(fabs(json_number_value(json_object_get(hd, "entropy")) - entropy) < 1e-4);
-            lm_attn_head named;   /* the name `char_lm attn` prints for these weights */
-            lm_attn_head_summary(W + (size_t)h * T * T, T, &named);
-            ck_assert_str_eq(json_string_value(json_object_get(hd, "pattern")), named.pattern);
+            ag_attn_head named;   /* the name `char_lm attn` prints for these weights */
+            ag_attn_head_summary(W + (size_t)h * T * T, T, &named);
+            ck_assert_str_eq(json_string_value(json_object_get(hd, "pattern")), lm_attn_patterns[named.pattern]);
         }
         free(W);
     }

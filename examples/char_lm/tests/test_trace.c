@@ -27,11 +27,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "attn.h"
+#include "tools.h"
 #include "checkpoint.h"
 #include "cli.h"
-#include "eval.h"
-#include "sample.h"
 #include "train.h"
 #include "lm_fixture.h"
 #include "proc.h"
@@ -545,7 +543,7 @@ static bool collect(int id, void *user)
 static void check_sample(lm_model *m)
 {
     int got[60], *pg = got;
-    lm_sample_opts so = { 60, 1.0, 0, 3, NULL };
+    ag_sample_opts so = { 60, 1.0, 0, 3, NULL };
     ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(pg - got, 60);
     char text[60 * 4 + 1];
@@ -599,7 +597,7 @@ START_TEST(test_chinese_corpus)
     int best = 0, e[1];
     for (int i = 1; i < m.vocab.V; i++)
         if (last[i] > last[best]) best = i;
-    lm_sample_opts so = { 1, 1.0, 1, 1, NULL };
+    ag_sample_opts so = { 1, 1.0, 1, 1, NULL };
     ck_assert_int_eq(ag_gpt_generate(m.g, ids, np, &so, NULL, NULL, NULL, e, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(e[0], best);
     ag_ctx_free(ctx);

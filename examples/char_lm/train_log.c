@@ -101,7 +101,7 @@ static void last_pictures(void *user, long step)
     if (!R->ctl.budget.no_eval && R->rep.plot_ok && step > 0) lm_log_plots(R, true);   /* the final ones, waited for */
 }
 
-static char *config_json(void *user) { return lm_config_to_json(&((lm_run *)user)->cfg); }
+static char *config_json(void *user) { return ag_fields_to_json(&((lm_run *)user)->cfg, lm_fields, LM_N_FIELDS); }
 
 /* The card's sample, which main.c prints after the run (rep.sample): 200 characters at
  * temperature 1.0 from seed 1337; none when the time budget ran out (it holds the whole

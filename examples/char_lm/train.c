@@ -1,14 +1,7 @@
-/* train.c -- char_lm's training run (train.h has the whole recipe, MODEL.md the math): the
- * setup (train_setup.c: the lock, the text, the model, a checkpoint's with --resume or
- * --init-from, the ranks' agreement), then the library's trainer, ag_train_run
- * (train/train.h), with char_lm's client (client.c): the trainer runs the steps (the learning
- * rate, the client's batch, its pass over the threads, the clip, its optimizer), the
- * evaluations, the checkpoints in char_lm's files (checkpoint.h: lm_ckpt_format), metrics.csv,
- * the progress line, the time budget, the signals and the ranks (train/ddp.h); then the final
- * plots and the last lines (train_log.c).
- *
- * Shapes use MODEL.md's letters: B windows per step, T = block_size, V the vocabulary; with
- * several ranks or --grad-accum a micro-batch has b = B / (ranks x K) windows. */
+/* train.c -- char_lm's training run (train.h; MODEL.md the math): the setup (train_setup.c),
+ * then the library's trainer (train/train.h: ag_train_run) with char_lm's client (client.c),
+ * then the final plots and the last lines (train_log.c). Shapes use MODEL.md's letters: B
+ * windows per step, T = block_size, V the vocabulary. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,8 +118,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
         if (o->trace) s = trace(&R, err);             /* --trace-shapes */
     }
     if (s == AG_OK && !lm_run_nothing_to_do(&R, r)) { /* --trace-only; --max-iters reached before */
-        s = lm_run_writer(&R) ? lm_run_open_dir(&R, err) : AG_OK;   /* mkdir -p, the lock, --overwrite */
-        if (s == AG_OK) s = train_loop(&R, r, err);
+        s = train_loop(&R, r, err);                   /* the trainer makes DIR, refuses another run's */
         if (s == AG_OK) lm_log_end(&R, r);
     }
     lm_run_free(&R);

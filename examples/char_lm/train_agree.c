@@ -162,8 +162,3 @@ ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_
     free(s);
     return st;
 }
-
-ag_status lm_run_share_outcome(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
-{
-    return ag_share_outcome(R->o->dist, mine, why, &R->ctl.shared, err);   /* ddp.h: said once */
-}

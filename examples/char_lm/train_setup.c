@@ -163,52 +163,19 @@ static void new_state(lm_run *R)
 
 // --- buffers, ranks, the lock ---
 
-/* The default shards (ag_gpt_shards_default, nn.h), with a note when they are fewer than the
- * threads (--threads 1024 once made 1024 gradient buffers, issue 35). */
-static int default_shards(const lm_run *R, int micro)
-{
-    int threads = ag_threads(), n = ag_gpt_shards_default(&R->cfg.model, micro);
-    if (n < threads && R->cfg.model.dropout == 0)
-        lm_log_line(R, "shards: %d, not %d (one per thread): %s", n, threads,
-                    n == micro ? "a pass has no more windows" : "this machine has no more cores");
-    return n;
-}
-
-/* --shards: each pass's windows split over the threads (nn.h), by default without dropout; a
- * --shards the run cannot honour (more than a pass's windows) is refused, one that does not fit in
- * memory too (each shard beyond the first keeps a gradient buffer and an arena, ag_gpt_shard_bytes), and a
- * default one that does not fit is lowered with a note. Without dropout the shards compute the
- * one-shard pass's numbers within rounding; with it each shard draws its own masks, and the
- * 10-minute recipe (dropout 0.05, tuned on the plain pass) trained worse that way
- * (docs/performance.md), so a model with dropout keeps one shard unless --shards asks. Each
- * rank splits its own micro-batches. */
+/* --shards (nn.h: ag_gpt_shards_choose), each rank's of its own micro-batches; a model with
+ * dropout keeps one unless asked: the 10-minute recipe was tuned on the plain pass
+ * (docs/performance.md). */
 static ag_status choose_shards(lm_run *R, ag_error *err)
 {
-    const lm_config *c = &R->cfg;
-    int asked = R->o->shards, N = ag_dist_size(R->o->dist);
-    int K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
-    int micro = c->batch_size / (N * K);   /* the windows of one pass */
-    R->learn.n_shards = 1;
-    if (asked > micro && micro > 0) {
-        char ranks[32] = "";
-        if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
-                         "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
-    }
-    int n = asked ? asked : default_shards(R, micro);
-    char room[64], need[24];
-    double have = ag_machine_bytes(room);
-    int ranks = ag_local_ranks(R->o->dist);   /* on this machine, a run each */
-    int fit = have > 0 ? ag_gpt_shards_that_fit(&c->model, c->batch_size, n, ranks, have) : n;
-    ag_bytes_str(ag_gpt_train_bytes(&c->model, c->batch_size, n, ranks), need);
-    if (fit < n && asked)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
-                         "a gradient buffer of the model's size and an arena for its windows), more than %s; at "
-                         "most %d fit", asked, n, need, room, fit);
-    if (fit < n)
-        lm_log_line(R, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n, need, room);
-    R->learn.n_shards = fit;
-    return AG_OK;
+    char room[64], note[512];
+    const ag_dist *d = R->o->dist;
+    const ag_gpt_shards_ask a = {.batch = R->cfg.batch_size, .ranks = ag_dist_size(d), .accum = R->o->grad_accum,
+                                 .local = ag_local_ranks(d), .asked = R->o->shards, .have = ag_machine_bytes(room),
+                                 .room = room};
+    ag_status s = ag_gpt_shards_choose(&R->cfg.model, &a, &R->learn.n_shards, note, sizeof note, err);
+    if (s == AG_OK && note[0]) lm_log_line(R, "%s", note);
+    return s;
 }
 
 /* The step's buffers and the attention statistics' (the trainer's ctx, and the shards made
@@ -230,39 +197,18 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* The lock on --out, before anything there is read (a --resume) or written. A directory that
- * does not exist yet is made and locked by the trainer (ag_train_run); --trace-only writes nothing. */
-static ag_status lock_out_dir(lm_run *R, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    struct stat sb;
-    if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
-    return ag_lock_take(&R->ctl.lock, o->out_dir, err);
-}
-
-/* --resume in a directory whose latest was lost: the newest whole checkpoint made live again,
- * with a warning that says so (or an error naming what is there). */
-static ag_status recover_latest(lm_run *R, ag_error *err)
-{
-    char note[1536];
-    ag_error why = {0};
-    if (!R->o->resume) return AG_OK;
-    ag_status s = ag_ckpt_recover(R->o->out_dir, &lm_ckpt_kind, note, sizeof note, &why);
-    if (s == AG_OK && note[0]) lm_log_warn(R, note);
-    return s ? ag_seterr(err, s, "--resume: %s", why.msg) : AG_OK;
-}
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
 
 /* Rank 0 (or one process), before any rank reads anything of the run: --out checked, locked
- * (rank 0 holds the lock for the job, and the other ranks never read the directory: a second
- * job on it is refused on every rank alike), a lost latest recovered, and with --resume or
- * --init-from the checkpoint read. */
+ * (rank 0 holds the lock for the job: a second job on it is refused on every rank alike) and a
+ * lost latest recovered (train/train.h: ag_train_prepare), then the checkpoint read. */
 static ag_status open_run(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    ag_status s;
-    if ((s = ag_ckpt_outside_runs(o->out_dir, &lm_ckpt_kind, err))) return s;   /* before anything there is locked or read */
-    if ((s = lock_out_dir(R, err)) || (s = recover_latest(R, err))) return s;
-    return o->resume || o->init_from ? read_checkpoint(R, err) : AG_OK;
+    const ag_train_opts to = {.out_dir = o->out_dir, .resume = o->resume, .warn = warn, .warn_user = R,
+                              .lock = o->trace && o->trace_only ? NULL : &R->ctl.lock};   /* --trace-only: no lock */
+    ag_status s = ag_train_prepare(&to, &lm_ckpt_kind, err);
+    return s == AG_OK && (o->resume || o->init_from) ? read_checkpoint(R, err) : s;
 }
 
 /* What the run will cost, before anything of that size exists: its memory on this machine (a
@@ -320,18 +266,9 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
     ag_error_clear(&why);
     mine = prepare(R, &why);
-    if ((s = lm_run_share_outcome(R, mine, &why, err))) return s;   /* an error anywhere: said once */
+    if ((s = ag_share_outcome(o->dist, mine, &why, &R->ctl.shared, err))) return s;   /* an error anywhere: said once */
     if (!R->data.off) return AG_OK;   /* a stop signal ended prepare (one process alone) */
     return lm_run_agree(R, err);      /* the ranks hold the same run (train_agree.c); the trainer splits it */
-}
-
-/* What a killed run left in the run directory, removed: this run's superseded checkpoints
- * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
-static void warn(void *R, const char *line) { lm_log_warn(R, line); }
-
-static void tidy(lm_run *R, uint64_t also)
-{
-    if (lm_run_writer(R)) ag_ckpt_tidy(R->o->out_dir, &lm_ckpt_kind, also, warn, R);   /* rank 0's directory */
 }
 
 bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
@@ -344,7 +281,8 @@ bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
         return true;
     }
     if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
-    tidy(R, 0);   /* a kill after the last commit may have left the superseded checkpoint */
+    if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
+        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
     if (o->log)
         fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
                 R->cfg.max_iters);
@@ -354,34 +292,6 @@ bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
         r->val_loss = st->eval_val;
     }
     return true;
-}
-
-// --- the run directory ---
-
-/* A new run where one already is: refused without --overwrite (hours of training are one
- * forgotten --resume away from lost); with it, the trainer starts over it, saying so, and the
- * old run (the one its latest names) goes once the new run's first checkpoint is committed. */
-static ag_status refuse_run(lm_run *R, ag_error *err)
-{
-    const char *dir = R->o->out_dir;
-    char found[512];
-    int k = ag_ckpt_list(dir, found, sizeof found);
-    if (R->o->overwrite) return AG_OK;
-    return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts over, "
-                     "or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-}
-
-ag_status lm_run_open_dir(lm_run *R, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    if (!R->ctl.lock.held || R->ctl.resumed || !lm_ckpt_exists(o->out_dir)) return AG_OK;   /* a new DIR: the trainer's */
-    char gone[512], note[1024];   /* killed at its first commit, the same command again (issue 35) */
-    if (ag_ckpt_drop_orphans(o->out_dir, &lm_ckpt_kind, ag_weights_hash(R->learn.m.g->params), gone, sizeof gone)) {
-        snprintf(note, sizeof note, "%s: removed %s, the first checkpoint of this same run (its untrained weights), "
-                 "left uncommitted by a kill; starting the run again", o->out_dir, gone);
-        lm_log_warn(R, note);
-    }
-    return lm_ckpt_exists(o->out_dir) ? refuse_run(R, err) : AG_OK;
 }
 
 void lm_run_free(lm_run *R)

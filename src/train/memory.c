@@ -79,13 +79,6 @@ double ag_machine_bytes(char *what)
     return have;
 }
 
-const char *ag_bytes_str(double bytes, char *buf)
-{
-    bool tera = bytes >= 1e12;
-    snprintf(buf, 24, "%.1f %s", bytes / (tera ? 1e12 : 1e9), tera ? "TB" : "GB");
-    return buf;
-}
-
 int ag_local_ranks(const ag_dist *d)
 {
     int size = ag_dist_size(d);

@@ -533,8 +533,6 @@ double ag_machine_bytes(char *what);
  * memory/.../memory.limit_in_bytes are read in the process's cgroup and each one above it ("max",
  * or 2^62 and more, is no limit; a directory missing from a container's view is skipped). */
 double ag_cgroup_bytes(const char *root, const char *self);
-/* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
-const char *ag_bytes_str(double bytes, char *buf);
 /* The ranks of d's job on this machine, which share its memory: what mpirun says
  * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else 1. */
 int ag_local_ranks(const ag_dist *d);
@@ -834,7 +832,8 @@ typedef struct {
     bool overwrite;            /* a fresh run (no resume) in a DIR that holds a run starts over it,
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
-                                  names the old run's); false: such a DIR is refused */
+                                  names the old run's); false: such a DIR is refused ("DIR already
+                                  holds a checkpoint: --resume continues it, ...") */
     void (*warn)(void *user, const char *line);   /* the run's warnings (what the tidy of DIR left
                                   alone, a lost latest found, --overwrite's start) and notes (no
                                   picture, no report.md), each one line without its newline, in
@@ -905,6 +904,13 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
+/* For a program that reads DIR's checkpoint itself before ag_train_run (o->resumed: char_lm
+ * builds its model from it), on rank 0 before it reads anything there: the start of the loop's
+ * own opening of DIR, under the rules above: DIR refused inside another run directory (k: the
+ * program's checkpoints), locked into o->lock when it exists (o->lock NULL: not locked, for a
+ * run that writes nothing), and with o->resume a lost latest found again (a warning, as the
+ * loop's: o->warn). Only out_dir, resume, lock, warn, warn_user and log of o are read. */
+ag_status ag_train_prepare(const ag_train_opts *o, const ag_ckpt_kind *k, ag_error *err);
 /* What ag_train_run's ranks exchange, as one word: its protocol (the order of its collectives) and
  * the sizes of what it sends (its state, a real, an error). A program that compares the builds
  * itself (opts->build_checked) mixes it into its ag_build's layout, so that two builds whose

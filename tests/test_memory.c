@@ -171,7 +171,8 @@ START_TEST(shards_choose)
     snprintf(want, sizeof want, "shards: 1, not %d (one per thread): a pass has no more windows", ag_threads());
     ck_assert_int_eq(n, 1);
     ck_assert_str_eq(note, ag_threads() > 1 ? want : "");
-    a = (ag_gpt_shards_ask){.batch = 64, .ranks = 1, .local = 1, .have = ag_gpt_train_bytes(&m, 64, 1, 1) + 1, .room = "R"};
+    a = (ag_gpt_shards_ask){.batch = 64, .ranks = 1, .local = 1, .room = "R"};
+    a.have = ag_gpt_train_bytes(&m, 64, 1, 1) + 1;
     int dflt = ag_gpt_shards_default(&m, 64);
     ck_assert_int_eq(ag_gpt_shards_choose(&m, &a, &n, note, sizeof note, &err), AG_OK);
     ck_assert_int_eq(n, 1);   /* lowered, with a note, when the default is more */

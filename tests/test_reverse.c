@@ -463,7 +463,8 @@ START_TEST(bad_inputs)
     run_expect(A("train", "--out", "y", "--steps", "2"), 0, NULL, &r);
     proc_result_free(&r);
     run_expect(A("train", "--out", "y", "--steps", "2"), 1, NULL, &r);   /* a second fresh run over it */
-    ck_assert_msg(strstr(r.err, "already holds a checkpoint: --resume continues it") && proc_lines(r.err) == 1, "stderr: %s", r.err);
+    ck_assert_msg(strstr(r.err, "already holds a checkpoint: --resume continues it") && proc_lines(r.err) == 1,
+                  "stderr: %s", r.err);
     proc_result_free(&r);
 }
 END_TEST

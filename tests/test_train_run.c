@@ -1452,8 +1452,8 @@ START_TEST(prepare)
     tiny_build(&legacy);
     const char *ck = proc_ckpt(out);
     for (int i = 0; i < 2; i++) ck_assert_int_eq(rename(proc_path(ck, tf_files[i]), proc_path(root, tf_files[i])), 0);
-    const ag_train_client c = {.name = "tiny", .params = legacy.P, .user = &legacy, .batch = BATCH,
-                               .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_legacy};
+    const ag_train_client c = {.name = "tiny", .params = legacy.P, .user = &legacy, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_legacy};
     const ag_train_opts fresh = {.out_dir = root, .steps = 2, .seed = 5, .every = 1, .threads = 1,
                                  .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}};
     ag_train_result r;

@@ -47,16 +47,13 @@ double lm_budget_now(const lm_train_opts *o) { return o->clock ? o->clock(o->hoo
 
 // --- the run ---
 
-/* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start; the
- * recipe's probe before it spent part of it. The trainer sets the rest (the ranks, the log). */
+/* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start (its
+ * seconds, the recipe's probe before it and the clock: the setup's take_config). The trainer sets
+ * the rest (the ranks, the log). */
 static void budget_setup(lm_run *R)
 {
     const lm_config *c = &R->cfg;
     ag_budget *b = &R->ctl.budget;
-    b->budget_s = c->time_budget;
-    b->spent_s = R->o->budget_spent;   /* the recipe's probe (recipe.h) */
-    b->clock = R->o->clock;
-    b->clock_user = R->o->hook_user;
     ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
     b->steps = c->max_iters;
     b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */

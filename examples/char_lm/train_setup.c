@@ -1,54 +1,16 @@
-/* train_setup.c -- a training run before its first step and after its last (run.h): the lock
- * on the run directory, the text, the model (new, or a checkpoint's with --resume or
- * --init-from, whose config is merged with the flags), the optimizer's state, the buffers and
- * the ranks; then the run directory itself, and freeing it all. */
+/* train_setup.c -- a training run before its first step (run.h): the text, the model (new, or a
+ * checkpoint's with --resume or --init-from, whose config is merged with the flags), where the
+ * run stands, the buffers and the ranks; and freeing it all. The run directory is the
+ * trainer's (train/train.h: ag_train_prepare, ag_train_run). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "run.h"
 
-
-// --- the model and its config ---
-
-/* The model's shape may not change on --resume / --init-from: a flag (or --config) that says
- * otherwise is an error (train/fields.h: ag_fields_merge). Other fields: the checkpoint's
- * (resume) or the command line's. */
-static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const char *dir, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    R->cfg = resume ? *ck : o->cfg;
-    return ag_fields_merge(&R->cfg, &o->cfg, ck, lm_fields, lm_n_fields, o->given, o->config_given, resume, dir, err);
-}
-
-/* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
+/* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB, and so
+ * does the budget's end (issue 35, M1: 100 MB on a loaded machine took a 1 s budget 10 s). */
 static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
-
-/* --time-budget (one process) ran out during the setup, which it counts from lm_train's start.
- * Not when the recipe's probe before it already took it all (a machine that slow, or under
- * ASan): that run ends at iteration 0 as before, the probe's line saying how slow a step is. */
-static bool setup_late(const lm_run *R)
-{
-    double budget = R->cfg.time_budget, spent = R->o->budget_spent;
-    return budget > 0 && spent < budget && ag_dist_size(R->o->dist) <= 1 &&
-           lm_budget_now(R->o) - R->ctl.budget.t0 + spent > budget;
-}
-
-/* The text's load ends within a MiB of the budget's end too (issue 35, M1: 100 MB on a loaded
- * machine took a 1 s budget 10 s). */
-static bool stop_reading(void *R) { return lm_run_signal_seen(R) || setup_late(R); }
-
-/* After the text's load: AG_ERR_ARG when it took the whole budget, nothing trained or written. */
-static ag_status check_setup_time(const lm_run *R, ag_error *err)
-{
-    if (!setup_late(R)) return AG_OK;
-    char d[32];
-    ag_format_duration(d, sizeof d, R->cfg.time_budget);
-    return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s used): nothing trained or "
-                     "written; give a longer --time-budget", d, R->o->data_path,
-                     lm_budget_now(R->o) - R->ctl.budget.t0 + R->o->budget_spent);
-}
+static bool stop_reading(void *R) { return lm_run_signal_seen(R) || ag_budget_setup_late(&((lm_run *)R)->ctl.budget); }
 
 /* --resume, --init-from (rank 0, or one process): the checkpoint's model, and with --resume
  * Adam's moments and where the run stood, read one right after the other under the lock. */
@@ -65,33 +27,37 @@ static ag_status read_checkpoint(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* --resume, --init-from: the checkpoint's config (read by rank 0, lm_run_share_start) merged
- * with the flags, and the text encoded with its vocabulary (a stop signal: the text stays
- * empty). */
-static ag_status load_checkpoint(lm_run *R, ag_error *err)
+/* The flags, merged on --resume / --init-from with the checkpoint's config (read by rank 0,
+ * lm_run_share_start), whose model shape may not change (train/fields.h: ag_fields_merge); the
+ * budget counts the setup from lm_train's start (train/budget.h: ag_budget_setup_late). */
+static ag_status take_config(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_model *m = &R->learn.m;
-    const char *dir = o->resume ? o->out_dir : o->init_from;
-    ag_error why = {0};
-    ag_status s;
-    if ((s = merge_config(R, &m->cfg, o->resume, dir, err))) return s;
+    ag_status s = AG_OK;
+    R->cfg = o->resume ? m->cfg : o->cfg;
+    if (o->resume || o->init_from)
+        s = ag_fields_merge(&R->cfg, &o->cfg, &m->cfg, lm_fields, lm_n_fields, o->given, o->config_given, o->resume,
+                            o->resume ? o->out_dir : o->init_from, err);
     if (m->g) m->g->cfg.dropout = R->cfg.model.dropout;   /* the other ranks build theirs later */
-    ag_corpus_opts co = {.vocab = &m->vocab, .stop = stop_reading, .user = R};
-    if ((s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why)))
-        return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
-    return AG_OK;
+    ag_budget *b = &R->ctl.budget;
+    b->budget_s = R->cfg.time_budget, b->spent_s = o->budget_spent, b->ranks = ag_dist_size(o->dist);
+    b->clock = o->clock, b->clock_user = o->hook_user;
+    return s;
 }
 
-/* A new run: the command line's config, the text and its own vocabulary (a stop signal: the
- * text stays empty). */
+/* The text, with the checkpoint's vocabulary on --resume / --init-from, else its own (a stop
+ * signal or the budget's end: the text stays empty). */
 static ag_status load_text(lm_run *R, ag_error *err)
 {
-    R->cfg = R->o->cfg;
-    ag_corpus *text = &R->data.text;
-    ag_status s = ag_corpus_load_with(R->o->data_path, &(ag_corpus_opts){.stop = stop_reading, .user = R}, text, err);
-    if (s == AG_OK) R->cfg.model.vocab_size = text->vocab.V;
-    return s;
+    const lm_train_opts *o = R->o;
+    const char *ck = o->resume ? o->out_dir : o->init_from;
+    ag_error why = {0};
+    ag_corpus_opts co = {.vocab = ck ? &R->learn.m.vocab : NULL, .stop = stop_reading, .user = R};
+    ag_status s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why);
+    if (s) return ck ? ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, ck) : ag_seterr(err, s, "%s", why.msg);
+    if (!ck) R->cfg.model.vocab_size = R->data.text.vocab.V;
+    return AG_OK;
 }
 
 static ag_status new_model(lm_run *R, ag_error *err)
@@ -233,9 +199,9 @@ static ag_status prepare(lm_run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     lm_data *D = &R->data;
     ag_status s;
-    if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
+    if ((s = take_config(R, err)) || (s = load_text(R, err))) return s;
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
-    if ((s = check_setup_time(R, err))) return s;
+    if ((s = ag_budget_setup_check(&R->ctl.budget, o->data_path, err))) return s;   /* nothing trained or written */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
     if ((s = check_cost(R, err)) || (s = choose_shards(R, err))) return s;
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))

@@ -349,7 +349,8 @@ ag_status ag_train_prepare(const ag_train_opts *o, const ag_ckpt_kind *k, ag_err
 {
     struct stat sb;
     ag_status s = ag_ckpt_outside_runs(o->out_dir, k, err);   /* before anything there is locked or read */
-    if (s == AG_OK && o->lock && stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) s = ag_lock_take(o->lock, o->out_dir, err);
+    if (s == AG_OK && o->lock && stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+        s = ag_lock_take(o->lock, o->out_dir, err);   /* a DIR not there yet: the loop's to make and lock */
     return s == AG_OK && o->resume ? recover(o->out_dir, k, o, err) : s;
 }
 

@@ -78,9 +78,9 @@ static void check_fields_agree(ag_dist *d, int rank, int N)
     mine[3] = rank == 0 ? 0x1234567800000000ull : 0xabcdef0123456789ull;
     char want[256], others[16] = "rank 1";
     if (N == 3) snprintf(others, sizeof others, "ranks 1 2");
-    snprintf(want, sizeof want, "differ: the text: hash 12345678 on rank 0, hash abcdef01 on %s; --layers: 4 on rank%s 0%s, "
-             "6 on rank %d; lr: 0.25 on rank 0, 0.5 on %s; the count: 12 on rank%s 0%s, 13 on rank %d", others,
-             N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1, others, N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1);
+    snprintf(want, sizeof want, "differ: the text: hash 12345678 on rank 0, hash abcdef01 on %s; --layers: 4 on "
+             "rank%s 0%s, 6 on rank %d; lr: 0.25 on rank 0, 0.5 on %s; the count: 12 on rank%s 0%s, 13 on rank %d",
+             others, N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1, others, N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1);
     CHECK(N > 3 || (ag_fields_agree(d, &c, &fd, mine, &compared, &e) == AG_ERR_ARG && strcmp(e.msg, want) == 0),
           "fields disagree: '%s', not '%s'", e.msg, want);
     const ag_fields_digest renamed = {.fields = fcfg_rows, .n_fields = 2, .extra = (const char *const[]){"a", "b"},

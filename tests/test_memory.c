@@ -4,8 +4,8 @@
  *                   the estimate of char_lm's baby within 10% of the peak RSS it measured
  *   cgroup_limit    train.h's ag_cgroup_bytes: the lowest memory limit on the cgroup's path, v2
  *                   and v1, one missing from a container's view skipped; ag_machine_bytes
- *   refusals        ag_check_memory and ag_check_checkpointable: AG_OK within the limits, else
- *                   AG_ERR_ARG with the figures (char_lm's messages, which its tests grep)
+ *   refusals        ag_check_memory, ag_check_checkpointable and a GPT's ag_gpt_check_train: AG_OK
+ *                   within the limits, else AG_ERR_ARG with the figures (char_lm's messages)
  *   shards_choose   nn.h's ag_gpt_shards_choose: --shards past a pass's windows or the memory
  *                   refused, a default lowered to what fits, the notes that say so */
 #include <check.h>
@@ -136,6 +136,15 @@ START_TEST(refusals)
     ck_assert_int_eq(ag_check_checkpointable(most + 1, "train", "m", &err), AG_ERR_ARG);
     snprintf(want, sizeof want, "train: m has at least %.0f parameters; Adam's state (8 bytes each) would not fit "
              "the 4 GiB a checkpoint file holds (at most %.0f parameters); refused before training", most + 1, most);
+    ck_assert_str_eq(err.msg, want);
+    ag_error_clear(&err);   /* a GPT's run: its memory at one shard, named by its shape */
+    ag_gpt_config g = {.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 32};
+    ck_assert_msg(ag_gpt_check_train(&g, 8, 1, "train", &err) == AG_OK, "%s", err.msg);
+    g.n_layer = 4096, g.n_embd = 8192, g.n_head = 8;
+    char shape[AG_GPT_SHAPE_LEN];
+    snprintf(want, sizeof want, "train: %s needs about %s of memory for one step, more than %s; refused before "
+             "allocating", ag_gpt_shape_str(&g, 8, shape), ag_bytes_str(ag_gpt_train_bytes(&g, 8, 1, 3), buf), room);
+    ck_assert_int_eq(ag_gpt_check_train(&g, 8, 3, "train", &err), AG_ERR_ARG);
     ck_assert_str_eq(err.msg, want);
 }
 END_TEST

@@ -38,8 +38,7 @@ bool lm_run_writer(const lm_run *R) { return ag_dist_rank(R->o->dist) == 0; }
 
 const char *lm_run_kept(const lm_run *R, char *buf)
 {
-    if (lm_run_writer(R)) ag_ckpt_kept(R->o->out_dir, buf, LM_KEPT_MAX);   /* rank 0 holds the directory */
-    else snprintf(buf, LM_KEPT_MAX, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
+    ag_train_kept(lm_run_writer(R), R->o->out_dir, "iteration", R->ctl.saved_at, buf, LM_KEPT_MAX);
     return buf;
 }
 
@@ -49,16 +48,14 @@ double lm_budget_now(const lm_train_opts *o) { return o->clock ? o->clock(o->hoo
 
 /* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start (its
  * seconds, the recipe's probe before it and the clock: the setup's take_config). The trainer sets
- * the rest (the ranks, the log). */
+ * the rest (the steps, the evaluations, the ranks, the log). */
 static void budget_setup(lm_run *R)
 {
     const lm_config *c = &R->cfg;
     ag_budget *b = &R->ctl.budget;
     ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
-    b->steps = c->max_iters;
     b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */
     b->warmup = c->warmup_iters;
-    b->eval_every = c->eval_interval;
     b->eval_iters = c->eval_iters;
     b->splits = R->data.n_val > 0 ? 2 : 1;
     b->final_s = R->rep.plot_ok ? 0.5 : 0;   /* the final evaluation draws loss.png and waits for it */

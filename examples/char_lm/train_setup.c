@@ -177,20 +177,6 @@ static ag_status open_run(lm_run *R, ag_error *err)
     return s == AG_OK && (o->resume || o->init_from) ? read_checkpoint(R, err) : s;
 }
 
-/* What the run will cost, before anything of that size exists: its memory on this machine (a
- * run on each of its ranks) and Adam's state in one checkpoint file (train.h). */
-static ag_status check_cost(const lm_run *R, ag_error *err)
-{
-    const ag_gpt_config *m = &R->cfg.model;
-    int B = R->cfg.batch_size;
-    char shape[AG_GPT_SHAPE_LEN], model[AG_GPT_SHAPE_LEN];
-    snprintf(model, sizeof model, "n_layer %d x n_embd %d (vocab %d, block_size %d)", m->n_layer, m->n_embd,
-             m->vocab_size, m->block_size);
-    double run = ag_gpt_train_bytes(m, B, 1, ag_local_ranks(R->o->dist));
-    ag_status s = ag_check_memory(run, "train", ag_gpt_shape_str(m, B, shape), err);
-    return s ? s : ag_check_checkpointable(ag_gpt_min_params(m), "train", model, err);
-}
-
 /* This rank's own setup after rank 0 opened the run: the text (and a checkpoint's config merged
  * with the flags), the config's checks, the memory, the shards, the split, the model, where the
  * run stands and the buffers. A stop signal (one process alone) ends it early with AG_OK. */
@@ -203,7 +189,9 @@ static ag_status prepare(lm_run *R, ag_error *err)
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = ag_budget_setup_check(&R->ctl.budget, o->data_path, err))) return s;   /* nothing trained or written */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
-    if ((s = check_cost(R, err)) || (s = choose_shards(R, err))) return s;
+    if ((s = ag_gpt_check_train(&R->cfg.model, R->cfg.batch_size, ag_local_ranks(o->dist), "train", err)) ||
+        (s = choose_shards(R, err)))   /* what the run will cost, before anything of that size exists */
+        return s;
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
     if (lm_run_signal_seen(R)) return AG_OK;

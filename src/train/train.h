@@ -546,6 +546,10 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
  * training, not at the first checkpoint after hours of it. model names it in the message
  * ("<who>: <model> has at least N parameters; ..."). */
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err);
+/* Both for a GPT's training run (nn.h) of batch B on each of `ranks` ranks of this machine, before
+ * anything of that size exists: ag_gpt_train_bytes at one shard, then Adam's state
+ * (ag_gpt_min_params parameters), the shape and the model named as char_lm's messages name them. */
+ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const char *who, ag_error *err);
 
 // --- the progress line of a run's log (progress.c) ---
 
@@ -916,6 +920,10 @@ ag_status ag_train_prepare(const ag_train_opts *o, const ag_ckpt_kind *k, ag_err
  * itself (opts->build_checked) mixes it into its ag_build's layout, so that two builds whose
  * loops would exchange other things meet only at its handshake. */
 uint64_t ag_train_layout(void);
+/* What a run that stops on an error keeps, for its message, in buf [n]: the writer (rank 0) reads
+ * DIR (ag_ckpt_kept); another rank, which never reads DIR, says "the checkpoint of <count>
+ * <saved_at> is kept" (its last save, as far as it knows). */
+void ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n);
 /* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */

@@ -147,7 +147,7 @@ static void progress_text(void *user, long it, long steps, double loss, double l
     const lm_run *R = user;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     char eta[32], of[24];   /* with --time-budget: the time left, and "?" until the count is fixed */
-    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : ema_s * (double)(steps - it - 1));
+    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - ag_budget_now(b) : ema_s * (double)(steps - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", steps);
     snprintf(buf, n, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr, (double)B * T / ema_s,
@@ -231,13 +231,13 @@ static ag_status estimate(lm_run *R, ag_ctx *ctx, const int *ids, size_t n, doub
         if (k % ranks == 0 && (s = ag_ddp_agree_stop(R->ctl.ddp, err))) break;   /* a round */
         if (lm_run_stop_requested(R)) break;          /* a signal ends it at once */
         if (k > 0 && k % ranks == 0 && ((s = ag_budget_eval_late(&R->ctl.budget, end, &late, err)) || late)) break;
-        double t0 = lm_budget_now(R->o);
+        double t0 = ag_budget_now(&R->ctl.budget);
         if (R->o->before_batch) R->o->before_batch(R->o->hook_user);
         lm_draw_windows(R->data.off, B, n, R->cfg.model.block_size, &R->ctl.eval_rng);
         if (!ag_ddp_mine(R->ctl.ddp, k)) continue;   /* another rank's batch (train/ddp.h) */
         if ((s = lm_client_forward(R, ctx, ids, B, &loss, err))) break;
         sum += loss;
-        ag_budget_batch(&R->ctl.budget, lm_budget_now(R->o) - t0);
+        ag_budget_batch(&R->ctl.budget, ag_budget_now(&R->ctl.budget) - t0);
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);
@@ -317,9 +317,9 @@ static ag_status probe(lm_run *R, long it, ag_error *err)
     bool last = false;
     ag_ctx_set_grad(ctx, false);
     for (int k = 0; k < 2 && s == AG_OK; k++) {
-        double t0 = lm_budget_now(R->o);
+        double t0 = ag_budget_now(&R->ctl.budget);
         s = lm_client_forward(R, ctx, R->data.text.ids, 1, &loss, err);   // x, y [1,T]; loss [1]
-        window = lm_budget_now(R->o) - t0;
+        window = ag_budget_now(&R->ctl.budget) - t0;
     }
     ag_ctx_reset(ctx);
     ag_ctx_set_grad(ctx, true);

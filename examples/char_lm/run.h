@@ -93,8 +93,6 @@ bool lm_run_writer(const lm_run *R);
 #define LM_KEPT_MAX 1024
 #define LM_KEPT(R) lm_run_kept(R, (char[LM_KEPT_MAX]){""})
 const char *lm_run_kept(const lm_run *R, char *buf);
-/* The budget's clock: o->clock if given (a test's), else ag_now_s. */
-double lm_budget_now(const lm_train_opts *o);
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
 
@@ -123,14 +121,6 @@ ag_status lm_run_agree(lm_run *R, ag_error *err);
 /* Everything before the trainer (lock, data, model, optimizer state, buffers, the ranks'
  * agreement); a stop signal ends it early with AG_OK: the caller looks at the signal. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
-/* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
- * (r says where it stands; the run directory is tidied all the same). */
-bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r);
-/* Rank 0's run directory, locked since the setup, before the trainer opens it (a new one it
- * makes and locks itself): a first checkpoint of this same run that a kill left uncommitted
- * removed, refused when it holds another run's checkpoint (unless --overwrite: the trainer then
- * starts over it). */
-ag_status lm_run_open_dir(lm_run *R, ag_error *err);
 /* Everything the run holds, the lock last. */
 void lm_run_free(lm_run *R);
 

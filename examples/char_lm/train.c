@@ -42,8 +42,6 @@ const char *lm_run_kept(const lm_run *R, char *buf)
     return buf;
 }
 
-double lm_budget_now(const lm_train_opts *o) { return o->clock ? o->clock(o->hook_user) : ag_now_s(); }
-
 // --- the run ---
 
 /* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start (its
@@ -90,9 +88,37 @@ static ag_status trace(lm_run *R, ag_error *err)
     return lm_trace_text(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, true, "the training text", err);
 }
 
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
+
+/* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
+ * (r says where it stands; the run directory is tidied all the same). */
+static bool nothing_to_do(lm_run *R, lm_train_result *r)
+{
+    const lm_train_opts *o = R->o;
+    const lm_train_state *st = &R->learn.st;
+    long start = R->ctl.start;
+    if (o->trace && o->trace_only) {
+        r->iter = start;
+        return true;
+    }
+    if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
+    if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
+        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
+    if (o->log)
+        fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
+                R->cfg.max_iters);
+    r->iter = start;
+    if (st->has_eval) {
+        r->train_loss = st->eval_train;
+        r->val_loss = st->eval_val;
+    }
+    return true;
+}
+
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
-    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget.t0 = lm_budget_now(o)};   /* --time-budget counts from here */
+    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget = {.clock = o->clock, .clock_user = o->hook_user}};
+    R.ctl.budget.t0 = ag_budget_now(&R.ctl.budget);   /* --time-budget counts from here */
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
     r->ranks_compared = R.ctl.compared;
@@ -111,7 +137,7 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
         r->train_loss = r->val_loss = NAN;
         if (o->trace) s = trace(&R, err);             /* --trace-shapes */
     }
-    if (s == AG_OK && !lm_run_nothing_to_do(&R, r)) { /* --trace-only; --max-iters reached before */
+    if (s == AG_OK && !nothing_to_do(&R, r)) {        /* --trace-only; --max-iters reached before */
         s = train_loop(&R, r, err);                   /* the trainer makes DIR, refuses another run's */
         if (s == AG_OK) lm_log_end(&R, r);
     }

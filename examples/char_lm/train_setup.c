@@ -12,24 +12,9 @@
 static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
 static bool stop_reading(void *R) { return lm_run_signal_seen(R) || ag_budget_setup_late(&((lm_run *)R)->ctl.budget); }
 
-/* --resume, --init-from (rank 0, or one process): the checkpoint's model, and with --resume
- * Adam's moments and where the run stood, read one right after the other under the lock. */
-static ag_status read_checkpoint(lm_run *R, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    lm_model *m = &R->learn.m;
-    const char *dir = o->resume ? o->out_dir : o->init_from;
-    ag_error why = {0};
-    ag_status s = lm_model_load(dir, m, &why);
-    if (s) return ag_seterr(err, s, "%s: %s", o->resume ? "--resume" : "--init-from", why.msg);
-    if (o->resume && (s = lm_train_state_load(o->out_dir, m->g, &R->learn.st, &why)))
-        return ag_seterr(err, s, "--resume: %s", why.msg);
-    return AG_OK;
-}
-
 /* The flags, merged on --resume / --init-from with the checkpoint's config (read by rank 0,
  * lm_run_share_start), whose model shape may not change (train/fields.h: ag_fields_merge); the
- * budget counts the setup from lm_train's start (train/budget.h: ag_budget_setup_late). */
+ * budget counts the setup from lm_train's start, on its clock (train/budget.h: ag_budget_setup_late). */
 static ag_status take_config(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -42,7 +27,6 @@ static ag_status take_config(lm_run *R, ag_error *err)
     if (m->g) m->g->cfg.dropout = R->cfg.model.dropout;   /* the other ranks build theirs later */
     ag_budget *b = &R->ctl.budget;
     b->budget_s = R->cfg.time_budget, b->spent_s = o->budget_spent, b->ranks = ag_dist_size(o->dist);
-    b->clock = o->clock, b->clock_user = o->hook_user;
     return s;
 }
 
@@ -57,16 +41,6 @@ static ag_status load_text(lm_run *R, ag_error *err)
     ag_status s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why);
     if (s) return ck ? ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, ck) : ag_seterr(err, s, "%s", why.msg);
     if (!ck) R->cfg.model.vocab_size = R->data.text.vocab.V;
-    return AG_OK;
-}
-
-static ag_status new_model(lm_run *R, ag_error *err)
-{
-    ag_error why = {0};
-    lm_model *m = &R->learn.m;
-    m->cfg = R->cfg;
-    if (!(m->g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
-        return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
     return AG_OK;
 }
 
@@ -167,14 +141,21 @@ static void warn(void *R, const char *line) { lm_log_warn(R, line); }
 
 /* Rank 0 (or one process), before any rank reads anything of the run: --out checked, locked
  * (rank 0 holds the lock for the job: a second job on it is refused on every rank alike) and a
- * lost latest recovered (train/train.h: ag_train_prepare), then the checkpoint read. */
+ * lost latest recovered (train/train.h: ag_train_prepare); then with --resume or --init-from
+ * the checkpoint's model, and with --resume Adam's moments and where the run stood. */
 static ag_status open_run(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     const ag_train_opts to = {.out_dir = o->out_dir, .resume = o->resume, .warn = warn, .warn_user = R,
                               .lock = o->trace && o->trace_only ? NULL : &R->ctl.lock};   /* --trace-only: no lock */
+    const char *flag = o->resume ? "--resume" : "--init-from";
+    ag_error why = {0};
     ag_status s = ag_train_prepare(&to, &lm_ckpt_kind, err);
-    return s == AG_OK && (o->resume || o->init_from) ? read_checkpoint(R, err) : s;
+    if (s || !(o->resume || o->init_from)) return s;
+    if ((s = lm_model_load(o->resume ? o->out_dir : o->init_from, &R->learn.m, &why)) ||
+        (o->resume && (s = lm_train_state_load(o->out_dir, R->learn.m.g, &R->learn.st, &why))))
+        return ag_seterr(err, s, "%s: %s", flag, why.msg);
+    return AG_OK;
 }
 
 /* This rank's own setup after rank 0 opened the run: the text (and a checkpoint's config merged
@@ -195,13 +176,16 @@ static ag_status prepare(lm_run *R, ag_error *err)
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
     if (lm_run_signal_seen(R)) return AG_OK;
-    if (!R->learn.m.g && (s = new_model(R, err))) return s;
-    if (lm_run_signal_seen(R)) return AG_OK;
-    if (o->resume) {
-        if ((s = resume_state(R, err))) return s;
-    } else {
-        new_state(R);
+    lm_model *m = &R->learn.m;
+    if (!m->g) {   /* a new run's model (a checkpoint's was read) */
+        ag_error why = {0};
+        m->cfg = R->cfg;
+        if (!(m->g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
+            return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
     }
+    if (lm_run_signal_seen(R)) return AG_OK;
+    if (o->resume && (s = resume_state(R, err))) return s;
+    if (!o->resume) new_state(R);
     R->learn.st.n_train = D->n_train;
     R->learn.st.n_val = D->n_val;
     R->ctl.start = R->learn.st.iter;
@@ -223,29 +207,6 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     if ((s = ag_share_outcome(o->dist, mine, &why, &R->ctl.shared, err))) return s;   /* an error anywhere: said once */
     if (!R->data.off) return AG_OK;   /* a stop signal ended prepare (one process alone) */
     return lm_run_agree(R, err);      /* the ranks hold the same run (train_agree.c); the trainer splits it */
-}
-
-bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
-{
-    const lm_train_opts *o = R->o;
-    const lm_train_state *st = &R->learn.st;
-    long start = R->ctl.start;
-    if (o->trace && o->trace_only) {
-        r->iter = start;
-        return true;
-    }
-    if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
-    if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
-        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
-    if (o->log)
-        fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
-                R->cfg.max_iters);
-    r->iter = start;
-    if (st->has_eval) {
-        r->train_loss = st->eval_train;
-        r->val_loss = st->eval_val;
-    }
-    return true;
 }
 
 void lm_run_free(lm_run *R)

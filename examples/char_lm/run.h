@@ -80,34 +80,29 @@ typedef struct {
 
 // --- train.c: batches (batch.h), signals, the run on the trainer ---
 
-/* The stop request: this process's signal, or with several ranks the one they agreed on
- * (ag_ddp_stop). 0: none. */
+/* The stop request: this process's signal, or the ranks' agreed one (ag_ddp_stop). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
 /* A stop signal came to this process alone, for the checks inside the setup (several ranks
  * wait for the first step's reduction, so that none leaves a collective the others are in). */
 bool lm_run_signal_seen(const lm_run *R);
 /* This process writes the run directory: rank 0, or alone. */
 bool lm_run_writer(const lm_run *R);
-/* What a run that stops on an error keeps, for its message (ag_ckpt_kept), in buf
- * [LM_KEPT_MAX]; LM_KEPT(R) in a buffer that lives as long as the enclosing block. */
-#define LM_KEPT_MAX 1024
-#define LM_KEPT(R) lm_run_kept(R, (char[LM_KEPT_MAX]){""})
-const char *lm_run_kept(const lm_run *R, char *buf);
+/* What a stopped run keeps, for its message, in a buffer that lives as long as the block. */
+#define LM_KEPT(R) \
+    ag_train_kept(lm_run_writer(R), (R)->o->out_dir, "iteration", (R)->ctl.saved_at, (char[1024]){""}, 1024)
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
 
 // --- client.c: char_lm's calls of ag_train_client (train/train.h says what each does), user an lm_run ---
 
-/* The trainer's client of R (metrics.csv's columns in cols [n]) and its options. */
-ag_train_client lm_client(lm_run *R, char *cols, size_t n);
+ag_train_client lm_client(lm_run *R, char *cols, size_t n);   /* metrics.csv's own columns in cols [n] */
 ag_train_opts lm_client_opts(lm_run *R);
 /* b windows of ids at data.off through the model in no-grad mode: their mean loss in *loss. */
 ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, double *loss, ag_error *err);
 
 // --- train_agree.c: several ranks (alone, each is AG_OK or mine as it is; an error is every rank's alike) ---
 
-/* Before anything else: one build on every rank (train/ddp.h: ag_build_handshake). */
-ag_status lm_run_handshake(lm_run *R, ag_error *err);
+ag_status lm_run_handshake(lm_run *R, ag_error *err);   /* first: one build on all (ag_build_handshake) */
 /* Rank 0 opened the run (outcome mine, its message in why) while the others waited: every rank
  * gets that outcome and the checkpoint's config, vocabulary and train state (no other rank
  * reads the run directory; the weights follow in ag_ddp_share_start). */
@@ -121,8 +116,7 @@ ag_status lm_run_agree(lm_run *R, ag_error *err);
 /* Everything before the trainer (lock, data, model, optimizer state, buffers, the ranks'
  * agreement); a stop signal ends it early with AG_OK: the caller looks at the signal. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
-/* Everything the run holds, the lock last. */
-void lm_run_free(lm_run *R);
+void lm_run_free(lm_run *R);   /* everything the run holds, the lock last */
 
 // --- train_log.c ---
 

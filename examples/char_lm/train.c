@@ -36,12 +36,6 @@ bool lm_run_signal_seen(const lm_run *R)
 
 bool lm_run_writer(const lm_run *R) { return ag_dist_rank(R->o->dist) == 0; }
 
-const char *lm_run_kept(const lm_run *R, char *buf)
-{
-    ag_train_kept(lm_run_writer(R), R->o->out_dir, "iteration", R->ctl.saved_at, buf, LM_KEPT_MAX);
-    return buf;
-}
-
 // --- the run ---
 
 /* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start (its
@@ -79,13 +73,6 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     if (s == AG_OK && !r->interrupted && !R->ctl.budget.no_eval && R->rep.plot_ok && r->iter > 0)
         lm_log_plots(R, true);   /* the final ones, waited for */
     return s;
-}
-
-/* --trace-shapes: the run's header, then one forward pass of a few training windows, op by op. */
-static ag_status trace(lm_run *R, ag_error *err)
-{
-    lm_log_header(R);
-    return lm_trace_text(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, true, "the training text", err);
 }
 
 static void warn(void *R, const char *line) { lm_log_warn(R, line); }
@@ -135,7 +122,10 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
         r->n_params = (long)R.learn.m.g->params->total;
         r->vocab_size = R.data.text.vocab.V;
         r->train_loss = r->val_loss = NAN;
-        if (o->trace) s = trace(&R, err);             /* --trace-shapes */
+        if (o->trace) {   /* --trace-shapes: the header, then a forward of a few training windows, op by op */
+            lm_log_header(&R);
+            s = lm_trace_text(o->trace, R.learn.m.g, R.data.text.ids, R.data.n_train, true, "the training text", err);
+        }
     }
     if (s == AG_OK && !nothing_to_do(&R, r)) {        /* --trace-only; --max-iters reached before */
         s = train_loop(&R, r, err);                   /* the trainer makes DIR, refuses another run's */

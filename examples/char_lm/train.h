@@ -26,8 +26,7 @@ typedef struct {
     const char *out_dir;         /* checkpoint directory; created (with parents) if missing */
     const char *init_from;       /* a checkpoint directory, or NULL */
     bool resume;
-    bool overwrite;              /* start over in an out_dir that holds a checkpoint; without
-                                    it (and without resume) that is an AG_ERR_ARG */
+    bool overwrite;              /* as ag_train_opts' (without it such an out_dir: AG_ERR_ARG) */
     lm_config cfg;               /* every hyper-parameter (vocab_size is ignored: the data's) */
     const bool *given;           /* [LM_N_FIELDS] flags the user gave, or NULL (none) */
     bool config_given;           /* --config was given (its model shape must match on resume) */
@@ -49,16 +48,11 @@ typedef struct {
     void *hook_user;
     double (*clock)(void *user);
     void (*before_batch)(void *user);
-    /* The ranks (NULL: alone) and --grad-accum, as ag_train_opts' dist and grad_accum: every
-     * rank calls lm_train with the same options; rank 0 alone should be given a log. */
-    ag_dist *dist;
-    int grad_accum;
-    /* --shards (nn.h: ag_gpt_shards_choose; 0: its default) */
-    int shards;
-    /* The default --threads: the thread tuner between steps (ag_thread_tuner, speed.h). */
-    bool tune_threads;
-    /* Seconds of --time-budget spent before lm_train: the recipe's probe (recipe.h). */
-    double budget_spent;
+    ag_dist *dist;               /* as ag_train_opts': every rank calls lm_train with the same */
+    int grad_accum;              /*   options; rank 0 alone should be given a log */
+    int shards;                  /* --shards (nn.h: ag_gpt_shards_choose; 0: its default) */
+    bool tune_threads;           /* the default --threads: ag_thread_tuner between steps */
+    double budget_spent;         /* seconds of --time-budget before lm_train (recipe.h's probe) */
 } lm_train_opts;
 
 typedef struct {
@@ -67,11 +61,9 @@ typedef struct {
     double train_loss, val_loss; /* the last evaluation (val NaN without a validation split) */
     long n_params;
     int vocab_size;
-    int stop_signal;             /* interrupted: the signal that stopped it (with several
-                                    ranks, the one they agreed on, whichever rank caught it) */
+    int stop_signal;             /* interrupted: the signal (with several ranks, the one they agreed on) */
     bool out_of_time;            /* --time-budget ended it before max_iters (ag_train_result's) */
-    bool ranks_compared;         /* several ranks compared their setups: an argument error
-                                    after that is the same on every rank */
+    bool ranks_compared;         /* several ranks compared their setups: an argument error is alike */
     bool error_shared;           /* several ranks: the error is every rank's alike: rank 0 says it */
 } lm_train_result;
 

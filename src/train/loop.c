@@ -101,10 +101,11 @@ static ag_status forward_backward(loop *L, long it, ag_micro *mb, double *lv, ag
     return AG_OK;
 }
 
-void ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n)
+const char *ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n)
 {
     if (writer) ag_ckpt_kept(dir, buf, n);   /* read from DIR: what is there */
     else snprintf(buf, n, "the checkpoint of %s %ld is kept", count, saved_at);
+    return buf;
 }
 
 /* What a step is called in messages: the client's word ("iteration") or "step". */

@@ -920,10 +920,10 @@ ag_status ag_train_prepare(const ag_train_opts *o, const ag_ckpt_kind *k, ag_err
  * itself (opts->build_checked) mixes it into its ag_build's layout, so that two builds whose
  * loops would exchange other things meet only at its handshake. */
 uint64_t ag_train_layout(void);
-/* What a run that stops on an error keeps, for its message, in buf [n]: the writer (rank 0) reads
- * DIR (ag_ckpt_kept); another rank, which never reads DIR, says "the checkpoint of <count>
- * <saved_at> is kept" (its last save, as far as it knows). */
-void ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n);
+/* What a run that stops on an error keeps, for its message, in buf [n] (returned): the writer
+ * (rank 0) reads DIR (ag_ckpt_kept); another rank, which never reads DIR, says "the checkpoint
+ * of <count> <saved_at> is kept" (its last save, as far as it knows). */
+const char *ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n);
 /* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */

@@ -1,9 +1,8 @@
-/* run.h -- one training run of char_lm (lm_train, train.h) on the library's trainer
- * (train/train.h: ag_train_run): char_lm's state, grouped by concern, and the calls between
- * its files: train.c (lm_train: read it first), client.c (ag_train_client's calls),
- * train_setup.c (before the trainer: the text, the model, the buffers), train_log.c (what the
- * run says beside the trainer), train_agree.c (several ranks hold the same run).
- * Internal to lm_train: nothing outside these files includes it. */
+/* run.h -- one training run of char_lm (lm_train, train.h) on the library's trainer: its state,
+ * grouped by concern, and the calls between its files: train.c (lm_train: read it first),
+ * client.c (ag_train_client's calls), train_setup.c (before the trainer), train_log.c (what the
+ * run says beside the trainer), train_agree.c (several ranks hold the same run). Internal to
+ * lm_train: nothing outside these files includes it. */
 #ifndef LM_RUN_H
 #define LM_RUN_H
 

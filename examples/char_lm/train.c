@@ -1,7 +1,6 @@
-/* train.c -- char_lm's training run (train.h; MODEL.md the math): the setup (train_setup.c),
- * then the library's trainer (train/train.h: ag_train_run) with char_lm's client (client.c),
- * then the final plots and the last lines (train_log.c). Shapes use MODEL.md's letters: B
- * windows per step, T = block_size, V the vocabulary. */
+/* train.c -- char_lm's training run (train.h): the setup (train_setup.c), the library's trainer
+ * (train/train.h: ag_train_run) with char_lm's client (client.c), the final plots and the last
+ * lines (train_log.c). Shapes use MODEL.md's letters: B windows a step, T = block_size, V. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,29 +28,11 @@ int lm_run_stop_requested(const lm_run *R)
     return R->o->stop ? *R->o->stop : 0;
 }
 
-bool lm_run_signal_seen(const lm_run *R)
-{
-    return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop;   /* no ddp yet in the setup */
-}
+bool lm_run_signal_seen(const lm_run *R) { return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop; }
 
 bool lm_run_writer(const lm_run *R) { return ag_dist_rank(R->o->dist) == 0; }
 
 // --- the run ---
-
-/* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start (its
- * seconds, the recipe's probe before it and the clock: the setup's take_config). The trainer sets
- * the rest (the steps, the evaluations, the ranks, the log). */
-static void budget_setup(lm_run *R)
-{
-    const lm_config *c = &R->cfg;
-    ag_budget *b = &R->ctl.budget;
-    ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
-    b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */
-    b->warmup = c->warmup_iters;
-    b->eval_iters = c->eval_iters;
-    b->splits = R->data.n_val > 0 ? 2 : 1;
-    b->final_s = R->rep.plot_ok ? 0.5 : 0;   /* the final evaluation draws loss.png and waits for it */
-}
 
 /* The trainer's run from where the setup left it, as lm_train reports it. */
 static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
@@ -63,7 +44,6 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     R->ck = (lm_ckpt_user){.g = R->learn.m.g, .cfg = &R->cfg, .vocab = &R->data.text.vocab, .data = R->learn.st};
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
     R->rep.t_start = ag_now_s();
-    budget_setup(R);
     ag_status s = ag_train_run(&c, &to, &res, err);
     r->iter = res.step;
     r->stop_signal = res.stop_signal;
@@ -83,18 +63,14 @@ static bool nothing_to_do(lm_run *R, lm_train_result *r)
 {
     const lm_train_opts *o = R->o;
     const lm_train_state *st = &R->learn.st;
-    long start = R->ctl.start;
-    if (o->trace && o->trace_only) {
-        r->iter = start;
-        return true;
-    }
+    long start = r->iter = R->ctl.start;   /* where it stands (a run's result replaces it) */
+    if (o->trace && o->trace_only) return true;
     if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
     if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
         ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
     if (o->log)
         fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
                 R->cfg.max_iters);
-    r->iter = start;
     if (st->has_eval) {
         r->train_loss = st->eval_train;
         r->val_loss = st->eval_val;

@@ -1,17 +1,12 @@
 /* train.h -- char_lm's training run, a library function the program and the tests both call:
  * lm_train runs char_lm's client (client.c) on the library's trainer, which keeps the loop,
- * exact resume, --time-budget, the divergence rule, the checkpoints and the signals (see
- * train/train.h: ag_train_run, ag_train_opts; ../shared/MODEL.md, "Optimisation" and
- * "Evaluation"). What is char_lm's: --resume takes the checkpoint's hyper-parameters except the
- * flags marked in opts.given, --init-from a checkpoint's weights and vocabulary for a new run,
- * and neither may change the model's shape (AG_ERR_ARG: train/fields.h, ag_fields_merge);
- * --trace-shapes prints one forward pass op by op (trace.h); --detect-anomaly checks every op
- * and gradient (tensor/debug.h); --log-attn-stats adds attn_entropy_L<l> and attn_max_L<l> to
- * metrics.csv at each evaluation (nn.h: ag_attn_stats; query 0 left out).
- *
- * ERRORS: a status and one line in err; main.c prints it and exits 2 for AG_ERR_ARG (the
- * arguments do not fit the data or the checkpoint), 1 for the rest. The run directory's lock,
- * refusals and what a killed run left are the trainer's (train/train.h: ag_train_prepare). */
+ * exact resume, --time-budget, the divergence rule, the run directory and the signals (see
+ * train/train.h: ag_train_run, ag_train_opts, ag_train_prepare; ../shared/MODEL.md). char_lm's
+ * own: --resume takes the checkpoint's hyper-parameters but the flags in opts.given, --init-from
+ * its weights and vocabulary for a new run, neither may change the model's shape (AG_ERR_ARG:
+ * train/fields.h, ag_fields_merge); --trace-shapes (trace.h); --log-attn-stats (nn.h:
+ * ag_attn_stats). Errors: a status and one line in err; main.c exits 2 for AG_ERR_ARG (the
+ * arguments do not fit the data or the checkpoint), 1 for the rest. */
 #ifndef LM_TRAIN_H
 #define LM_TRAIN_H
 

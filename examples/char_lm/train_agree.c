@@ -14,10 +14,8 @@
 #ifndef LM_VERSION
 #define LM_VERSION "unversioned"   /* the Makefile gives its VERSION */
 #endif
-/* The collectives a run makes before the trainer's, in order (the handshake, rank 0's outcome,
- * its checkpoint, each rank's setup outcome, the digests): raised whenever they change. The
- * trainer's are in its layout (ag_train_layout); it makes no handshake of its own
- * (ag_train_opts.build_checked). */
+/* The collectives before the trainer's (the handshake, rank 0's outcome and checkpoint, each
+ * rank's outcome, the digests), in order: raised when they change (the trainer's: ag_train_layout). */
 #define LM_PROTOCOL 5
 
 /* What a digest holds after the config's fields (the data first when they differ). */

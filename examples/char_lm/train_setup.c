@@ -13,8 +13,9 @@ static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
 static bool stop_reading(void *R) { return lm_run_signal_seen(R) || ag_budget_setup_late(&((lm_run *)R)->ctl.budget); }
 
 /* The flags, merged on --resume / --init-from with the checkpoint's config (read by rank 0,
- * lm_run_share_start), whose model shape may not change (train/fields.h: ag_fields_merge); the
- * budget counts the setup from lm_train's start, on its clock (train/budget.h: ag_budget_setup_late). */
+ * lm_run_share_start), whose model shape may not change (train/fields.h: ag_fields_merge); then
+ * --time-budget, the trainer's (train/budget.h), which counts from lm_train's start, the setup
+ * too (ag_budget_setup_late), and the recipe's probe before it. The trainer sets the rest. */
 static ag_status take_config(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -25,8 +26,16 @@ static ag_status take_config(lm_run *R, ag_error *err)
         s = ag_fields_merge(&R->cfg, &o->cfg, &m->cfg, lm_fields, lm_n_fields, o->given, o->config_given, o->resume,
                             o->resume ? o->out_dir : o->init_from, err);
     if (m->g) m->g->cfg.dropout = R->cfg.model.dropout;   /* the other ranks build theirs later */
+    const lm_config *c = &R->cfg;
     ag_budget *b = &R->ctl.budget;
-    b->budget_s = R->cfg.time_budget, b->spent_s = o->budget_spent, b->ranks = ag_dist_size(o->dist);
+    b->budget_s = c->time_budget;
+    b->spent_s = o->budget_spent;
+    b->ranks = ag_dist_size(o->dist);
+    ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
+    b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */
+    b->warmup = c->warmup_iters;
+    b->eval_iters = c->eval_iters;
+    b->final_s = R->rep.plot_ok ? 0.5 : 0;   /* the final evaluation draws loss.png and waits for it */
     return s;
 }
 
@@ -46,8 +55,7 @@ static ag_status load_text(lm_run *R, ag_error *err)
 
 // --- where the run stands ---
 
-/* --resume: where the run stood (read with the model: read_checkpoint), which must be the same
- * text. */
+/* --resume: where the run stood (read with the model: open_run), which must be the same text. */
 static ag_status resume_state(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -101,7 +109,7 @@ static void new_state(lm_run *R)
     st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
 }
 
-// --- buffers, ranks, the lock ---
+// --- the shards, the buffers, the ranks ---
 
 /* --shards (nn.h: ag_gpt_shards_choose), each rank's of its own micro-batches; a model with
  * dropout keeps one unless asked: the 10-minute recipe was tuned on the plain pass
@@ -122,8 +130,7 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
  * for it, come with the run: lm_client's start). */
 static ag_status alloc_buffers(lm_run *R, ag_error *err)
 {
-    const lm_config *c = &R->cfg;
-    int B = c->batch_size, T = c->model.block_size, L = c->model.n_layer;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
     lm_data *D = &R->data;
     lm_report *rep = &R->rep;
     D->off = malloc((size_t)B * sizeof *D->off);
@@ -175,6 +182,7 @@ static ag_status prepare(lm_run *R, ag_error *err)
         return s;
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
+    R->ctl.budget.splits = D->n_val > 0 ? 2 : 1;   /* what an evaluation reads */
     if (lm_run_signal_seen(R)) return AG_OK;
     lm_model *m = &R->learn.m;
     if (!m->g) {   /* a new run's model (a checkpoint's was read) */

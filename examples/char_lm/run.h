@@ -107,7 +107,7 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err);   /* first: one build on a
  * reads the run directory; the weights follow in ag_ddp_share_start). */
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
 /* What each rank holds (the config, the model, the text, where the run starts ...) is the same
- * on all, compared before anything sized by it is sent (train/ddp.h: ag_ranks_agree). */
+ * on all, compared before anything sized by it is sent (train/ddp.h: ag_fields_agree). */
 ag_status lm_run_agree(lm_run *R, ag_error *err);
 
 // --- train_setup.c ---

@@ -1466,6 +1466,36 @@ START_TEST(prepare)
 }
 END_TEST
 
+/* A fresh run killed between its first checkpoint and its commit leaves the checkpoint and no
+ * latest: the same command again removes it, said in a warning that names the untrained weights
+ * when the run checkpoints its step 0 (eval_at_start, char_lm's words). */
+START_TEST(orphan_said)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], lines[4][512] = {{0}}, name[64], want[700];
+    tiny m;
+    tiny_begin(root, &m, out);
+    m.kill_at = -1;   /* a save at step 0 */
+    ck_assert_int_eq(mkdir(out, 0777), 0);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_origin};
+    ag_train_state st = {.best_loss = INFINITY, .best_step = -1, .eval_step = -1, .run_id = 7,
+                         .origin = ag_weights_hash(m.P)};   /* tf_origin's: the untrained weights' */
+    ag_error err = {0};
+    ck_assert_msg(ag_train_save(NULL, out, &c, &st, false, false, name, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(unlink(proc_path(out, "latest")), 0);   /* killed before the commit */
+    ag_train_opts o = {.out_dir = out, .steps = 2, .seed = 5, .every = 1, .eval_at_start = true, .threads = 1,
+                       .warn = warned_line, .warn_user = lines, .sched = {.lr = 0.1, .min_lr = 0.1},
+                       .adam = {0.9, 0.99, 1e-8, 0.0}};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    snprintf(want, sizeof want, "%s: removed ckpt-00000000, the first checkpoint of this same run (its untrained "
+             "weights), left uncommitted by a kill; starting the run again", out);
+    ck_assert_str_eq(lines[0], want);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 /* own_resumed's format: tiny's, its reads counted */
 static int tf_reads;
 static ag_status tf_read_counted(const ag_train_client *c, const char *where, ag_train_state *st, bool all,
@@ -1531,6 +1561,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_update);
     tcase_add_test(tc, own_pass);
     tcase_add_test(tc, prepare);
+    tcase_add_test(tc, orphan_said);
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_columns);
     tcase_add_test(tc, no_val);

@@ -4,8 +4,10 @@
  *                   the estimate of char_lm's baby within 10% of the peak RSS it measured
  *   cgroup_limit    train.h's ag_cgroup_bytes: the lowest memory limit on the cgroup's path, v2
  *                   and v1, one missing from a container's view skipped; ag_machine_bytes
- *   refusals        ag_check_memory and ag_check_checkpointable: AG_OK within the limits, else
- *                   AG_ERR_ARG with the figures (char_lm's messages, which its tests grep) */
+ *   refusals        ag_check_memory, ag_check_checkpointable and a GPT's ag_gpt_check_train: AG_OK
+ *                   within the limits, else AG_ERR_ARG with the figures (char_lm's messages)
+ *   shards_choose   nn.h's ag_gpt_shards_choose: --shards past a pass's windows or the memory
+ *                   refused, a default lowered to what fits, the notes that say so */
 #include <check.h>
 #include <limits.h>
 #include <math.h>
@@ -135,6 +137,58 @@ START_TEST(refusals)
     snprintf(want, sizeof want, "train: m has at least %.0f parameters; Adam's state (8 bytes each) would not fit "
              "the 4 GiB a checkpoint file holds (at most %.0f parameters); refused before training", most + 1, most);
     ck_assert_str_eq(err.msg, want);
+    ag_error_clear(&err);   /* a GPT's run: its memory at one shard, named by its shape */
+    ag_gpt_config g = {.vocab_size = 65, .block_size = 64, .n_layer = 2, .n_head = 2, .n_embd = 32};
+    ck_assert_msg(ag_gpt_check_train(&g, 8, 1, "train", &err) == AG_OK, "%s", err.msg);
+    g.n_layer = 4096, g.n_embd = 8192, g.n_head = 8;
+    char shape[AG_GPT_SHAPE_LEN];
+    snprintf(want, sizeof want, "train: %s needs about %s of memory for one step, more than %s; refused before "
+             "allocating", ag_gpt_shape_str(&g, 8, shape), ag_bytes_str(ag_gpt_train_bytes(&g, 8, 1, 3), buf), room);
+    ck_assert_int_eq(ag_gpt_check_train(&g, 8, 3, "train", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
+/* The shards a run takes: asked ones kept or refused with the figures, the default lowered to
+ * what fits, each lowering said in a note. */
+START_TEST(shards_choose)
+{
+    const ag_gpt_config m = {.vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
+    ag_gpt_shards_ask a = {.batch = 16, .ranks = 2, .accum = 2, .local = 1, .asked = 5, .have = 1e15, .room = "R"};
+    char note[256], need[24], want[512];
+    int n = 0;
+    ag_error err = {0};
+    ck_assert_int_eq(ag_gpt_shards_choose(&m, &a, &n, note, sizeof note, &err), AG_ERR_ARG);   /* 16 / (2 x 2) = 4 */
+    ck_assert_str_eq(err.msg, "--shards 5 is more than the 4 windows a step's pass has (--batch-size 16, 2 ranks x "
+                              "--grad-accum 2)");
+    a.asked = 4;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_gpt_shards_choose(&m, &a, &n, note, sizeof note, &err), AG_OK);
+    ck_assert_int_eq(n, 4);
+    ck_assert_str_eq(note, "");
+    a.have = ag_gpt_train_bytes(&m, 16, 2, 1) + 1;   /* room for 2 shards, not 4 */
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_gpt_shards_choose(&m, &a, &n, note, sizeof note, &err), AG_ERR_ARG);
+    snprintf(want, sizeof want, "--shards 4: 4 shards need about %s of memory (each beyond the first keeps a gradient "
+             "buffer of the model's size and an arena for its windows), more than R; at most 2 fit",
+             ag_bytes_str(ag_gpt_train_bytes(&m, 16, 4, 1), need));
+    ck_assert_str_eq(err.msg, want);
+    int was = ag_threads();
+    ag_threads_init(8);   /* the default: one per thread, at most the windows (1 a pass) */
+    a = (ag_gpt_shards_ask){.batch = 1, .ranks = 1, .local = 1};
+    ck_assert_int_eq(ag_gpt_shards_choose(&m, &a, &n, note, sizeof note, &err), AG_OK);
+    snprintf(want, sizeof want, "shards: 1, not %d (one per thread): a pass has no more windows", ag_threads());
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(note, ag_threads() > 1 ? want : "");
+    a = (ag_gpt_shards_ask){.batch = 64, .ranks = 1, .local = 1, .room = "R"};
+    a.have = ag_gpt_train_bytes(&m, 64, 1, 1) + 1;
+    int dflt = ag_gpt_shards_default(&m, 64);
+    ck_assert_int_eq(ag_gpt_shards_choose(&m, &a, &n, note, sizeof note, &err), AG_OK);
+    ck_assert_int_eq(n, 1);   /* lowered, with a note, when the default is more */
+    snprintf(want, sizeof want, "shards: 1, not %d: %d would need about %s of memory, more than R", dflt, dflt,
+             ag_bytes_str(ag_gpt_train_bytes(&m, 64, dflt, 1), need));
+    ck_assert_msg(dflt == 1 ? !note[0] : strstr(note, want) != NULL, "note: %s", note);
+    ag_threads_init(was);
 }
 END_TEST
 
@@ -145,6 +199,7 @@ Suite *memory_suite(void)
     tcase_add_test(tc, gpt_estimates);
     tcase_add_test(tc, cgroup_limit);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, shards_choose);
     suite_add_tcase(s, tc);
     return s;
 }

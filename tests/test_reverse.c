@@ -463,7 +463,8 @@ START_TEST(bad_inputs)
     run_expect(A("train", "--out", "y", "--steps", "2"), 0, NULL, &r);
     proc_result_free(&r);
     run_expect(A("train", "--out", "y", "--steps", "2"), 1, NULL, &r);   /* a second fresh run over it */
-    ck_assert_msg(strstr(r.err, "holds a run already") && proc_lines(r.err) == 1, "stderr: %s", r.err);
+    ck_assert_msg(strstr(r.err, "already holds a checkpoint: --resume continues it") && proc_lines(r.err) == 1,
+                  "stderr: %s", r.err);
     proc_result_free(&r);
 }
 END_TEST
@@ -514,7 +515,7 @@ START_TEST(run_dir_kept)
     ck_assert_int_eq(unlink(proc_path(root, "a/latest")), 0);   /* two runs' checkpoints: which one is not guessed */
     expect_says(A("train", "--out", "a", "--steps", "50", "--resume"), 1, false, "holds the checkpoints of several runs");
     proc_write_file(proc_path(root, "a/latest"), "ckpt-00000040\n", 14);
-    expect_says(A("train", "--out", "a", "--steps", "50"), 1, false, "holds a run already");
+    expect_says(A("train", "--out", "a", "--steps", "50"), 1, false, "already holds a checkpoint: --resume");
     expect_says(A("train", "--out", "a/ckpt-00000040/x", "--steps", "2"), 1, false,
                 "lies inside the run directory");
     ck_assert_msg(!there("a/ckpt-00000040/x"), "a run was made inside another");

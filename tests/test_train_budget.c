@@ -443,6 +443,31 @@ START_TEST(test_eval_mean)
 }
 END_TEST
 
+/* A program's setup that took the budget: refused with the figures; not on several ranks, not
+ * without a budget, not when what was spent before (a probe) took it all already. */
+START_TEST(test_setup_late)
+{
+    sim s = {.now = 100};
+    ag_budget b = {.budget_s = 2, .t0 = 100, .spent_s = 0.5, .clock = sim_now, .clock_user = &s};
+    ag_error err = {0};
+    s.now = 101.4;   /* 1.9 s of 2 */
+    ck_assert(!ag_budget_setup_late(&b));
+    ck_assert_int_eq(ag_budget_setup_check(&b, "data.txt", &err), AG_OK);
+    s.now = 101.75;
+    ck_assert(ag_budget_setup_late(&b));
+    ck_assert_int_eq(ag_budget_setup_check(&b, "data.txt", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "time budget: 2s ran out while reading data.txt (2.25 s used): nothing trained or "
+                              "written; give a longer --time-budget");
+    b.ranks = 2;
+    ck_assert(!ag_budget_setup_late(&b));
+    b.ranks = 1;
+    b.spent_s = 2;
+    ck_assert(!ag_budget_setup_late(&b));
+    b.budget_s = 0;
+    ck_assert(!ag_budget_setup_late(&b));
+}
+END_TEST
+
 START_TEST(test_format_duration)
 {
     static const struct { double s; const char *want; } cases[] = {
@@ -468,6 +493,7 @@ Suite *train_budget_suite(void)
     tcase_add_test(t, test_probe);
     tcase_add_test(t, test_probe_item);
     tcase_add_test(t, test_eval_mean);
+    tcase_add_test(t, test_setup_late);
     ADD_TESTS(t, test_timed_from_the_sixth_step, test_bound_only, test_refit_after_a_slowdown, test_pause_not_timed,
               test_evaluations_bounded);
     suite_add_tcase(s, t);

@@ -742,7 +742,11 @@ START_TEST(overwrite)
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);   /* a run is there: refused */
-    ck_assert_msg(strstr(err.msg, "holds a run already"), "%s", err.msg);
+    char refused[600];   /* the ckpt-N found, in the directory's order */
+    snprintf(refused, sizeof refused, "%s already holds a checkpoint: --resume continues it, --overwrite starts over, "
+             "or choose another --out (found: ckpt-000000", out);
+    ck_assert_msg(strncmp(err.msg, refused, strlen(refused)) == 0 && strstr(err.msg, "ckpt-00000010") &&
+                  strstr(err.msg, "ckpt-00000030"), "%s", err.msg);
     struct stat sb;
     ck_assert_int_eq(stat(old_ckpt, &sb), 0);
     o.overwrite = true;
@@ -1463,6 +1467,90 @@ START_TEST(own_format_legacy)
 }
 END_TEST
 
+/* ag_train_prepare, for a program that reads DIR itself first: a DIR inside a run refused, DIR
+ * locked (a second program refused; NULL: not locked; a DIR not there yet: the loop's), a lost
+ * latest found again with --resume, said through warn; a DIR with the older layout's files alone
+ * is refused to a fresh run as one with a checkpoint. */
+START_TEST(prepare)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], inside[300], lines[4][512] = {{0}};
+    tiny m;
+    tiny_begin(root, &m, out);
+    m.format = &tf_format;
+    tiny_train(&m, root, "run", 20, 10, false);
+    snprintf(inside, sizeof inside, "%s/ckpt-00000010", out);
+    ag_lock lock = {0}, other = {0};
+    ag_error err = {0};
+    ag_train_opts o = {.out_dir = inside, .lock = &lock, .resume = true, .warn = warned_line, .warn_user = lines};
+    ck_assert_int_eq(ag_train_prepare(&o, &tf_kind, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "lies inside the run directory") && !lock.held, "%s", err.msg);
+    o.out_dir = out;
+    ag_error_clear(&err);
+    ck_assert_int_eq(unlink(proc_path(out, "latest")), 0);
+    ck_assert_msg(ag_train_prepare(&o, &tf_kind, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(lock.held && lock_tried(out) == AG_ERR_ARG, "DIR is not locked");
+    ck_assert_msg(strstr(lines[0], "latest was missing: it names ckpt-00000020 again"), "warned: %s", lines[0]);
+    tf_latest_is(root, "run", "ckpt-00000020");
+    o.lock = &other;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_train_prepare(&o, &tf_kind, &err), AG_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "is in use by another") && !other.held, "%s", err.msg);
+    o.lock = NULL;   /* a run that writes nothing: not locked */
+    ag_error_clear(&err);
+    ck_assert_msg(ag_train_prepare(&o, &tf_kind, &err) == AG_OK, "%s", err.msg);
+    ag_lock_drop(&lock);
+    o.out_dir = proc_path(root, "new");   /* not there yet: made and locked by the loop */
+    o.lock = &lock;
+    o.resume = false;
+    ck_assert_msg(ag_train_prepare(&o, &tf_kind, &err) == AG_OK && !lock.held, "%s", err.msg);
+    tiny legacy;
+    tiny_build(&legacy);
+    const char *ck = proc_ckpt(out);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(rename(proc_path(ck, tf_files[i]), proc_path(root, tf_files[i])), 0);
+    const ag_train_client c = {.name = "tiny", .params = legacy.P, .user = &legacy, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_legacy};
+    const ag_train_opts fresh = {.out_dir = root, .steps = 2, .seed = 5, .every = 1, .threads = 1,
+                                 .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}};
+    ag_train_result r;
+    ag_error_clear(&err);
+    ck_assert_int_eq(ag_train_run(&c, &fresh, &r, &err), AG_ERR_ARG);   /* root holds the older layout's files */
+    ck_assert_msg(strstr(err.msg, "already holds a checkpoint: --resume continues it"), "%s", err.msg);
+    ag_params_free(legacy.P);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* A fresh run killed between its first checkpoint and its commit leaves the checkpoint and no
+ * latest: the same command again removes it, said in a warning that names the untrained weights
+ * when the run checkpoints its step 0 (eval_at_start, char_lm's words). */
+START_TEST(orphan_said)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256], lines[4][512] = {{0}}, name[64], want[700];
+    tiny m;
+    tiny_begin(root, &m, out);
+    m.kill_at = -1;   /* a save at step 0 */
+    ck_assert_int_eq(mkdir(out, 0777), 0);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_origin};
+    ag_train_state st = {.best_loss = INFINITY, .best_step = -1, .eval_step = -1, .run_id = 7,
+                         .origin = ag_weights_hash(m.P)};   /* tf_origin's: the untrained weights' */
+    ag_error err = {0};
+    ck_assert_msg(ag_train_save(NULL, out, &c, &st, false, false, name, &err) == AG_OK, "%s", err.msg);
+    ck_assert_int_eq(unlink(proc_path(out, "latest")), 0);   /* killed before the commit */
+    ag_train_opts o = {.out_dir = out, .steps = 2, .seed = 5, .every = 1, .eval_at_start = true, .threads = 1,
+                       .warn = warned_line, .warn_user = lines, .sched = {.lr = 0.1, .min_lr = 0.1},
+                       .adam = {0.9, 0.99, 1e-8, 0.0}};
+    ag_train_result r;
+    ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
+    snprintf(want, sizeof want, "%s: removed ckpt-00000000, the first checkpoint of this same run (its untrained "
+             "weights), left uncommitted by a kill; starting the run again", out);
+    ck_assert_str_eq(lines[0], want);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 /* own_resumed's format: tiny's, its reads counted */
 static int tf_reads;
 static ag_status tf_read_counted(const ag_train_client *c, const char *where, ag_train_state *st, bool all,
@@ -1527,6 +1615,8 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_format_origin);
     tcase_add_test(tc, own_update);
     tcase_add_test(tc, own_pass);
+    tcase_add_test(tc, prepare);
+    tcase_add_test(tc, orphan_said);
     tcase_add_test(tc, overwrite);
     tcase_add_test(tc, own_card);
     tcase_add_test(tc, own_columns);

@@ -51,7 +51,7 @@ const char *lm_cli_usage(lm_command cmd)
 
 static const char *const from_names[] = {"latest", "best"};   /* AG_CKPT_LATEST, AG_CKPT_BEST */
 static const ag_switch from_switch = {"from", 2, from_names, NULL};
-static const char *const progress_names[] = {"auto", "lines", "tty"};   /* lm_progress's order */
+static const char *const progress_names[] = {"auto", "lines", "tty"};   /* ag_progress_mode's order */
 static const ag_switch progress_switch = {"progress", 3, progress_names, NULL};
 
 static const ag_field train_rows[] = {

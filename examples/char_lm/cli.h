@@ -37,7 +37,7 @@ typedef struct {
     int shards;                /* --shards N, each step's windows over N threads; 0: the default */
     int grad_accum;            /* --grad-accum K, micro-batches per step; 0: one (train/ddp.h) */
     double dist_timeout;       /* --dist-timeout: seconds a rank waits for the others (0: no limit) */
-    lm_progress progress;      /* --progress auto (default), lines or tty (train.h) */
+    ag_progress_mode progress;     /* --progress auto (default), lines or tty (train.h) */
     int checkpoint_signal;     /* --checkpoint-signal: a signal that, as SIGUSR1 always does, stops
                                   with a checkpoint and exit 75 (main.c); default SIGUSR1 */
     lm_trace_args trace;

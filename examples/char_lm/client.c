@@ -136,7 +136,7 @@ static void progress_text(void *user, long it, long steps, double loss, double l
     const lm_run *R = user;
     int B = R->cfg.batch_size, T = R->cfg.model.block_size;
     char eta[32], of[24];   /* with --time-budget: the time left, and "?" until the count is fixed */
-    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : ema_s * (double)(steps - it - 1));
+    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - ag_budget_now(b) : ema_s * (double)(steps - it - 1));
     if (b->fixing) snprintf(of, sizeof of, "?");
     else snprintf(of, sizeof of, "%ld", steps);
     snprintf(buf, n, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr, (double)B * T / ema_s,

@@ -1,14 +1,6 @@
-/* train.c -- char_lm's training run (train.h has the whole recipe, MODEL.md the math): the
- * setup (train_setup.c: the lock, the text, the model, a checkpoint's with --resume or
- * --init-from, the ranks' agreement), then the library's trainer, ag_train_run
- * (train/train.h), with char_lm's client (client.c): the trainer runs the steps (the learning
- * rate, the client's batch, its pass over the threads, the clip, its optimizer), the
- * evaluations, the checkpoints in char_lm's files (checkpoint.h: lm_ckpt_format), metrics.csv,
- * the progress line, the time budget, the signals and the ranks (train/ddp.h); then the final
- * plots and the last lines (train_log.c).
- *
- * Shapes use MODEL.md's letters: B windows per step, T = block_size, V the vocabulary; with
- * several ranks or --grad-accum a micro-batch has b = B / (ranks x K) windows. */
+/* train.c -- char_lm's training run (train.h): the setup (train_setup.c), the library's trainer
+ * (train/train.h: ag_train_run) with char_lm's client (client.c), the final plots and the last
+ * lines (train_log.c). Shapes use MODEL.md's letters: B windows a step, T = block_size, V. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,43 +15,11 @@ int lm_run_stop_requested(const lm_run *R)
     return R->o->stop ? *R->o->stop : 0;
 }
 
-bool lm_run_signal_seen(const lm_run *R)
-{
-    return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop;   /* no ddp yet in the setup */
-}
+bool lm_run_signal_seen(const lm_run *R) { return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop; }
 
 bool lm_run_writer(const lm_run *R) { return ag_dist_rank(R->o->dist) == 0; }
 
-const char *lm_run_kept(const lm_run *R, char *buf)
-{
-    if (lm_run_writer(R)) ag_ckpt_kept(R->o->out_dir, buf, LM_KEPT_MAX);   /* rank 0 holds the directory */
-    else snprintf(buf, LM_KEPT_MAX, "the checkpoint of iteration %ld is kept", R->ctl.saved_at);
-    return buf;
-}
-
-double lm_budget_now(const lm_train_opts *o) { return o->clock ? o->clock(o->hook_user) : ag_now_s(); }
-
 // --- the run ---
-
-/* --time-budget: the trainer's budget (train/budget.h), counted from lm_train's start; the
- * recipe's probe before it spent part of it. The trainer sets the rest (the ranks, the log). */
-static void budget_setup(lm_run *R)
-{
-    const lm_config *c = &R->cfg;
-    ag_budget *b = &R->ctl.budget;
-    b->budget_s = c->time_budget;
-    b->spent_s = R->o->budget_spent;   /* the recipe's probe (recipe.h) */
-    b->clock = R->o->clock;
-    b->clock_user = R->o->hook_user;
-    ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
-    b->steps = c->max_iters;
-    b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */
-    b->warmup = c->warmup_iters;
-    b->eval_every = c->eval_interval;
-    b->eval_iters = c->eval_iters;
-    b->splits = R->data.n_val > 0 ? 2 : 1;
-    b->final_s = R->rep.plot_ok ? 0.5 : 0;   /* the final evaluation draws loss.png and waits for it */
-}
 
 /* The trainer's run from where the setup left it, as lm_train reports it. */
 static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
@@ -72,7 +32,6 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     R->ck = (lm_ckpt_user){.g = R->learn.m.g, .cfg = &R->cfg, .vocab = &R->data.text.vocab, .data = R->learn.st};
     R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
     R->rep.t_start = ag_now_s();
-    budget_setup(R);
     ag_status s = ag_train_run(&c, &to, &res, err);
     r->iter = res.step;
     r->stop_signal = res.stop_signal;
@@ -83,18 +42,33 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     return s;
 }
 
-/* --trace-shapes: the run's header, then one forward pass of a few training windows, op by op. */
-static ag_status trace(lm_run *R, ag_error *err)
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
+
+/* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
+ * (r says where it stands; the run directory is tidied all the same). */
+static bool nothing_to_do(lm_run *R, lm_train_result *r)
 {
-    lm_log_header(R);
-    const ag_gpt_trace_opts to = {.train = true, .what = "the training text", .graph = R->o->trace_graph,
-                                  .unit = "characters"};
-    return ag_gpt_trace_windows(R->o->trace, R->learn.m.g, R->data.text.ids, R->data.n_train, &to, err);
+    const lm_train_opts *o = R->o;
+    const lm_train_state *st = &R->learn.st;
+    long start = r->iter = R->ctl.start;   /* where it stands (a run's result replaces it) */
+    if (o->trace && o->trace_only) return true;
+    if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
+    if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
+        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
+    if (o->log)
+        fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
+                R->cfg.max_iters);
+    if (st->has_eval) {
+        r->train_loss = st->eval_train;
+        r->val_loss = st->eval_val;
+    }
+    return true;
 }
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
-    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget.t0 = lm_budget_now(o)};   /* --time-budget counts from here */
+    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget = {.clock = o->clock, .clock_user = o->hook_user}};
+    R.ctl.budget.t0 = ag_budget_now(&R.ctl.budget);   /* --time-budget counts from here */
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
     r->ranks_compared = R.ctl.compared;
@@ -111,11 +85,15 @@ ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
         r->n_params = (long)R.learn.m.g->params->total;
         r->vocab_size = R.data.text.vocab.V;
         r->train_loss = r->val_loss = NAN;
-        if (o->trace) s = trace(&R, err);             /* --trace-shapes */
+        if (o->trace) {   /* --trace-shapes: the header, then a forward of a few training windows, op by op */
+            lm_log_header(&R);
+            const ag_gpt_trace_opts to = {.train = true, .what = "the training text", .graph = o->trace_graph,
+                                          .unit = "characters"};
+            s = ag_gpt_trace_windows(o->trace, R.learn.m.g, R.data.text.ids, R.data.n_train, &to, err);
+        }
     }
-    if (s == AG_OK && !lm_run_nothing_to_do(&R, r)) { /* --trace-only; --max-iters reached before */
-        s = lm_run_writer(&R) ? lm_run_open_dir(&R, err) : AG_OK;   /* mkdir -p, the lock, --overwrite */
-        if (s == AG_OK) s = train_loop(&R, r, err);
+    if (s == AG_OK && !nothing_to_do(&R, r)) {        /* --trace-only; --max-iters reached before */
+        s = train_loop(&R, r, err);                   /* the trainer makes DIR, refuses another run's */
         if (s == AG_OK) lm_log_end(&R, r);
     }
     lm_run_free(&R);

@@ -63,7 +63,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
         fprintf(f, "done: %ld iterations in %s; checkpoint in %s\n", r->iter - R->ctl.start, el, R->o->out_dir);
     const ag_budget *b = &R->ctl.budget;
     if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
-        double used = lm_budget_now(R->o) - b->t0, budget = b->deadline - b->t0;
+        double used = ag_budget_now(b) - b->t0, budget = b->deadline - b->t0;
         fprintf(f, "time budget: %.2f s of %.3g s used (%+.2f s)\n", used, budget, used - budget);
     }
     fflush(f);

@@ -1,113 +1,61 @@
-/* train_setup.c -- a training run before its first step and after its last (run.h): the lock
- * on the run directory, the text, the model (new, or a checkpoint's with --resume or
- * --init-from, whose config is merged with the flags), the optimizer's state, the buffers and
- * the ranks; then the run directory itself, and freeing it all. */
+/* train_setup.c -- a training run before its first step (run.h): the text, the model (new, or a
+ * checkpoint's with --resume or --init-from, whose config is merged with the flags), where the
+ * run stands, the buffers and the ranks; and freeing it all. The run directory is the
+ * trainer's (train/train.h: ag_train_prepare, ag_train_run). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "run.h"
 
-
-// --- the model and its config ---
-
-/* The model's shape may not change on --resume / --init-from: a flag (or --config) that says
- * otherwise is an error (train/fields.h: ag_fields_merge). Other fields: the checkpoint's
- * (resume) or the command line's. */
-static ag_status merge_config(lm_run *R, const lm_config *ck, bool resume, const char *dir, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    R->cfg = resume ? *ck : o->cfg;
-    return ag_fields_merge(&R->cfg, &o->cfg, ck, lm_fields, LM_N_FIELDS, o->given, o->config_given, resume, dir, err);
-}
-
-/* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB. */
+/* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB, and so
+ * does the budget's end (issue 35, M1: 100 MB on a loaded machine took a 1 s budget 10 s). */
 static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
+static bool stop_reading(void *R) { return lm_run_signal_seen(R) || ag_budget_setup_late(&((lm_run *)R)->ctl.budget); }
 
-/* --time-budget (one process) ran out during the setup, which it counts from lm_train's start.
- * Not when the recipe's probe before it already took it all (a machine that slow, or under
- * ASan): that run ends at iteration 0 as before, the probe's line saying how slow a step is. */
-static bool setup_late(const lm_run *R)
-{
-    double budget = R->cfg.time_budget, spent = R->o->budget_spent;
-    return budget > 0 && spent < budget && ag_dist_size(R->o->dist) <= 1 &&
-           lm_budget_now(R->o) - R->ctl.budget.t0 + spent > budget;
-}
-
-/* The text's load ends within a MiB of the budget's end too (issue 35, M1: 100 MB on a loaded
- * machine took a 1 s budget 10 s). */
-static bool stop_reading(void *R) { return lm_run_signal_seen(R) || setup_late(R); }
-
-/* After the text's load: AG_ERR_ARG when it took the whole budget, nothing trained or written. */
-static ag_status check_setup_time(const lm_run *R, ag_error *err)
-{
-    if (!setup_late(R)) return AG_OK;
-    char d[32];
-    ag_format_duration(d, sizeof d, R->cfg.time_budget);
-    return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s used): nothing trained or "
-                     "written; give a longer --time-budget", d, R->o->data_path,
-                     lm_budget_now(R->o) - R->ctl.budget.t0 + R->o->budget_spent);
-}
-
-/* --resume, --init-from (rank 0, or one process): the checkpoint's model, and with --resume
- * Adam's moments and where the run stood, read one right after the other under the lock. */
-static ag_status read_checkpoint(lm_run *R, ag_error *err)
+/* The flags, merged on --resume / --init-from with the checkpoint's config (read by rank 0,
+ * lm_run_share_start), whose model shape may not change (train/fields.h: ag_fields_merge); then
+ * --time-budget, the trainer's (train/budget.h), which counts from lm_train's start, the setup
+ * too (ag_budget_setup_late), and the recipe's probe before it. The trainer sets the rest. */
+static ag_status take_config(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_model *m = &R->learn.m;
-    const char *dir = o->resume ? o->out_dir : o->init_from;
-    ag_error why = {0};
-    ag_status s = lm_model_load(dir, m, &why);
-    if (s) return ag_seterr(err, s, "%s: %s", o->resume ? "--resume" : "--init-from", why.msg);
-    if (o->resume && (s = lm_train_state_load(o->out_dir, m->g, &R->learn.st, &why)))
-        return ag_seterr(err, s, "--resume: %s", why.msg);
-    return AG_OK;
-}
-
-/* --resume, --init-from: the checkpoint's config (read by rank 0, lm_run_share_start) merged
- * with the flags, and the text encoded with its vocabulary (a stop signal: the text stays
- * empty). */
-static ag_status load_checkpoint(lm_run *R, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    lm_model *m = &R->learn.m;
-    const char *dir = o->resume ? o->out_dir : o->init_from;
-    ag_error why = {0};
-    ag_status s;
-    if ((s = merge_config(R, &m->cfg, o->resume, dir, err))) return s;
+    ag_status s = AG_OK;
+    R->cfg = o->resume ? m->cfg : o->cfg;
+    if (o->resume || o->init_from)
+        s = ag_fields_merge(&R->cfg, &o->cfg, &m->cfg, lm_fields, LM_N_FIELDS, o->given, o->config_given, o->resume,
+                            o->resume ? o->out_dir : o->init_from, err);
     if (m->g) m->g->cfg.dropout = R->cfg.model.dropout;   /* the other ranks build theirs later */
-    ag_corpus_opts co = {.vocab = &m->vocab, .stop = stop_reading, .user = R};
-    if ((s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why)))
-        return ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, dir);
-    return AG_OK;
-}
-
-/* A new run: the command line's config, the text and its own vocabulary (a stop signal: the
- * text stays empty). */
-static ag_status load_text(lm_run *R, ag_error *err)
-{
-    R->cfg = R->o->cfg;
-    ag_corpus *text = &R->data.text;
-    ag_status s = ag_corpus_load_with(R->o->data_path, &(ag_corpus_opts){.stop = stop_reading, .user = R}, text, err);
-    if (s == AG_OK) R->cfg.model.vocab_size = text->vocab.V;
+    const lm_config *c = &R->cfg;
+    ag_budget *b = &R->ctl.budget;
+    b->budget_s = c->time_budget;
+    b->spent_s = o->budget_spent;
+    b->ranks = ag_dist_size(o->dist);
+    ag_format_duration(b->as_said, sizeof b->as_said, c->time_budget);
+    b->fit = c->budget_iters == 0;   /* a resumed run whose checkpoint has the count: a bound only */
+    b->warmup = c->warmup_iters;
+    b->eval_iters = c->eval_iters;
+    b->final_s = R->rep.plot_ok ? 0.5 : 0;   /* the final evaluation draws loss.png and waits for it */
     return s;
 }
 
-static ag_status new_model(lm_run *R, ag_error *err)
+/* The text, with the checkpoint's vocabulary on --resume / --init-from, else its own (a stop
+ * signal or the budget's end: the text stays empty). */
+static ag_status load_text(lm_run *R, ag_error *err)
 {
+    const lm_train_opts *o = R->o;
+    const char *ck = o->resume ? o->out_dir : o->init_from;
     ag_error why = {0};
-    lm_model *m = &R->learn.m;
-    m->cfg = R->cfg;
-    if (!(m->g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
-        return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
+    ag_corpus_opts co = {.vocab = ck ? &R->learn.m.vocab : NULL, .stop = stop_reading, .user = R};
+    ag_status s = ag_corpus_load_with(o->data_path, &co, &R->data.text, &why);
+    if (s) return ck ? ag_seterr(err, s, "%s (the vocabulary of %s)", why.msg, ck) : ag_seterr(err, s, "%s", why.msg);
+    if (!ck) R->cfg.model.vocab_size = R->data.text.vocab.V;
     return AG_OK;
 }
 
 // --- where the run stands ---
 
-/* --resume: where the run stood (read with the model: read_checkpoint), which must be the same
- * text. */
+/* --resume: where the run stood (read with the model: open_run), which must be the same text. */
 static ag_status resume_state(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -161,63 +109,28 @@ static void new_state(lm_run *R)
     st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
 }
 
-// --- buffers, ranks, the lock ---
+// --- the shards, the buffers, the ranks ---
 
-/* The default shards (ag_gpt_shards_default, nn.h), with a note when they are fewer than the
- * threads (--threads 1024 once made 1024 gradient buffers, issue 35). */
-static int default_shards(const lm_run *R, int micro)
-{
-    int threads = ag_threads(), n = ag_gpt_shards_default(&R->cfg.model, micro);
-    if (n < threads && R->cfg.model.dropout == 0)
-        ag_progress_line(&R->rep.prog, "shards: %d, not %d (one per thread): %s", n, threads,
-                         n == micro ? "a pass has no more windows" : "this machine has no more cores");
-    return n;
-}
-
-/* --shards: each pass's windows split over the threads (nn.h), by default without dropout; a
- * --shards the run cannot honour (more than a pass's windows) is refused, one that does not fit in
- * memory too (each shard beyond the first keeps a gradient buffer and an arena, ag_gpt_shard_bytes), and a
- * default one that does not fit is lowered with a note. Without dropout the shards compute the
- * one-shard pass's numbers within rounding; with it each shard draws its own masks, and the
- * 10-minute recipe (dropout 0.05, tuned on the plain pass) trained worse that way
- * (docs/performance.md), so a model with dropout keeps one shard unless --shards asks. Each
- * rank splits its own micro-batches. */
+/* --shards (nn.h: ag_gpt_shards_choose), each rank's of its own micro-batches; a model with
+ * dropout keeps one unless asked: the 10-minute recipe was tuned on the plain pass
+ * (docs/performance.md). */
 static ag_status choose_shards(lm_run *R, ag_error *err)
 {
-    const lm_config *c = &R->cfg;
-    int asked = R->o->shards, N = ag_dist_size(R->o->dist);
-    int K = R->o->grad_accum > 1 ? R->o->grad_accum : 1;
-    int micro = c->batch_size / (N * K);   /* the windows of one pass */
-    R->learn.n_shards = 1;
-    if (asked > micro && micro > 0) {
-        char ranks[32] = "";
-        if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
-                         "%s--grad-accum %d)", asked, micro, c->batch_size, ranks, K);
-    }
-    int n = asked ? asked : default_shards(R, micro);
-    char room[64], need[24];
-    double have = ag_machine_bytes(room);
-    int ranks = ag_local_ranks(R->o->dist);   /* on this machine, a run each */
-    int fit = have > 0 ? ag_gpt_shards_that_fit(&c->model, c->batch_size, n, ranks, have) : n;
-    ag_bytes_str(ag_gpt_train_bytes(&c->model, c->batch_size, n, ranks), need);
-    if (fit < n && asked)
-        return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
-                         "a gradient buffer of the model's size and an arena for its windows), more than %s; at "
-                         "most %d fit", asked, n, need, room, fit);
-    if (fit < n)
-        ag_progress_line(&R->rep.prog, "shards: %d, not %d: %d would need about %s of memory, more than %s", fit, n, n,
-                         need, room);
-    R->learn.n_shards = fit;
-    return AG_OK;
+    char room[64], note[512];
+    const ag_dist *d = R->o->dist;
+    const ag_gpt_shards_ask a = {.batch = R->cfg.batch_size, .ranks = ag_dist_size(d), .accum = R->o->grad_accum,
+                                 .local = ag_local_ranks(d), .asked = R->o->shards, .have = ag_machine_bytes(room),
+                                 .room = room};
+    ag_status s = ag_gpt_shards_choose(&R->cfg.model, &a, &R->learn.n_shards, note, sizeof note, err);
+    if (s == AG_OK && note[0]) ag_progress_line(&R->rep.prog, "%s", note);
+    return s;
 }
 
 /* The step's buffers and the attention statistics' (the trainer's ctx, and the shards made
  * for it, come with the run: lm_client's start). */
 static ag_status alloc_buffers(lm_run *R, ag_error *err)
 {
-    const lm_config *c = &R->cfg;
-    int B = c->batch_size, T = c->model.block_size, L = c->model.n_layer;
+    int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
     lm_data *D = &R->data;
     lm_report *rep = &R->rep;
     D->off = malloc((size_t)B * sizeof *D->off);
@@ -231,53 +144,25 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* The lock on --out, before anything there is read (a --resume) or written. A directory that
- * does not exist yet is made and locked by the trainer (ag_train_run); --trace-only writes nothing. */
-static ag_status lock_out_dir(lm_run *R, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    struct stat sb;
-    if ((o->trace && o->trace_only) || stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return AG_OK;
-    return ag_lock_take(&R->ctl.lock, o->out_dir, err);
-}
-
-/* --resume in a directory whose latest was lost: the newest whole checkpoint made live again,
- * with a warning that says so (or an error naming what is there). */
-static ag_status recover_latest(lm_run *R, ag_error *err)
-{
-    char note[1536];
-    ag_error why = {0};
-    if (!R->o->resume) return AG_OK;
-    ag_status s = ag_ckpt_recover(R->o->out_dir, &lm_ckpt_kind, note, sizeof note, &why);
-    if (s == AG_OK && note[0]) lm_log_warn(R, note);
-    return s ? ag_seterr(err, s, "--resume: %s", why.msg) : AG_OK;
-}
+static void warn(void *R, const char *line) { lm_log_warn(R, line); }
 
 /* Rank 0 (or one process), before any rank reads anything of the run: --out checked, locked
- * (rank 0 holds the lock for the job, and the other ranks never read the directory: a second
- * job on it is refused on every rank alike), a lost latest recovered, and with --resume or
- * --init-from the checkpoint read. */
+ * (rank 0 holds the lock for the job: a second job on it is refused on every rank alike) and a
+ * lost latest recovered (train/train.h: ag_train_prepare); then with --resume or --init-from
+ * the checkpoint's model, and with --resume Adam's moments and where the run stood. */
 static ag_status open_run(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    ag_status s;
-    if ((s = ag_ckpt_outside_runs(o->out_dir, &lm_ckpt_kind, err))) return s;   /* before anything there is locked or read */
-    if ((s = lock_out_dir(R, err)) || (s = recover_latest(R, err))) return s;
-    return o->resume || o->init_from ? read_checkpoint(R, err) : AG_OK;
-}
-
-/* What the run will cost, before anything of that size exists: its memory on this machine (a
- * run on each of its ranks) and Adam's state in one checkpoint file (train.h). */
-static ag_status check_cost(const lm_run *R, ag_error *err)
-{
-    const ag_gpt_config *m = &R->cfg.model;
-    int B = R->cfg.batch_size;
-    char shape[AG_GPT_SHAPE_LEN], model[AG_GPT_SHAPE_LEN];
-    snprintf(model, sizeof model, "n_layer %d x n_embd %d (vocab %d, block_size %d)", m->n_layer, m->n_embd,
-             m->vocab_size, m->block_size);
-    double run = ag_gpt_train_bytes(m, B, 1, ag_local_ranks(R->o->dist));
-    ag_status s = ag_check_memory(run, "train", ag_gpt_shape_str(m, B, shape), err);
-    return s ? s : ag_check_checkpointable(ag_gpt_min_params(m), "train", model, err);
+    const ag_train_opts to = {.out_dir = o->out_dir, .resume = o->resume, .warn = warn, .warn_user = R,
+                              .lock = o->trace && o->trace_only ? NULL : &R->ctl.lock};   /* --trace-only: no lock */
+    const char *flag = o->resume ? "--resume" : "--init-from";
+    ag_error why = {0};
+    ag_status s = ag_train_prepare(&to, &lm_ckpt_kind, err);
+    if (s || !(o->resume || o->init_from)) return s;
+    if ((s = lm_model_load(o->resume ? o->out_dir : o->init_from, &R->learn.m, &why)) ||
+        (o->resume && (s = lm_train_state_load(o->out_dir, R->learn.m.g, &R->learn.st, &why))))
+        return ag_seterr(err, s, "%s: %s", flag, why.msg);
+    return AG_OK;
 }
 
 /* This rank's own setup after rank 0 opened the run: the text (and a checkpoint's config merged
@@ -288,21 +173,27 @@ static ag_status prepare(lm_run *R, ag_error *err)
     const lm_train_opts *o = R->o;
     lm_data *D = &R->data;
     ag_status s;
-    if ((s = o->resume || o->init_from ? load_checkpoint(R, err) : load_text(R, err))) return s;
+    if ((s = take_config(R, err)) || (s = load_text(R, err))) return s;
     if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
-    if ((s = check_setup_time(R, err))) return s;
+    if ((s = ag_budget_setup_check(&R->ctl.budget, o->data_path, err))) return s;   /* nothing trained or written */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
-    if ((s = check_cost(R, err)) || (s = choose_shards(R, err))) return s;
+    if ((s = ag_gpt_check_train(&R->cfg.model, R->cfg.batch_size, ag_local_ranks(o->dist), "train", err)) ||
+        (s = choose_shards(R, err)))   /* what the run will cost, before anything of that size exists */
+        return s;
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
+    R->ctl.budget.splits = D->n_val > 0 ? 2 : 1;   /* what an evaluation reads */
     if (lm_run_signal_seen(R)) return AG_OK;
-    if (!R->learn.m.g && (s = new_model(R, err))) return s;
-    if (lm_run_signal_seen(R)) return AG_OK;
-    if (o->resume) {
-        if ((s = resume_state(R, err))) return s;
-    } else {
-        new_state(R);
+    lm_model *m = &R->learn.m;
+    if (!m->g) {   /* a new run's model (a checkpoint's was read) */
+        ag_error why = {0};
+        m->cfg = R->cfg;
+        if (!(m->g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
+            return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
     }
+    if (lm_run_signal_seen(R)) return AG_OK;
+    if (o->resume && (s = resume_state(R, err))) return s;
+    if (!o->resume) new_state(R);
     R->learn.st.n_train = D->n_train;
     R->learn.st.n_val = D->n_val;
     R->ctl.start = R->learn.st.iter;
@@ -321,68 +212,9 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
     ag_error_clear(&why);
     mine = prepare(R, &why);
-    if ((s = lm_run_share_outcome(R, mine, &why, err))) return s;   /* an error anywhere: said once */
+    if ((s = ag_share_outcome(o->dist, mine, &why, &R->ctl.shared, err))) return s;   /* an error anywhere: said once */
     if (!R->data.off) return AG_OK;   /* a stop signal ended prepare (one process alone) */
     return lm_run_agree(R, err);      /* the ranks hold the same run (train_agree.c); the trainer splits it */
-}
-
-/* What a killed run left in the run directory, removed: this run's superseded checkpoints
- * (those of run also too), temporary files; what is not this run's stays, named in a warning. */
-static void warn(void *R, const char *line) { lm_log_warn(R, line); }
-
-static void tidy(lm_run *R, uint64_t also)
-{
-    if (lm_run_writer(R)) ag_ckpt_tidy(R->o->out_dir, &lm_ckpt_kind, also, warn, R);   /* rank 0's directory */
-}
-
-bool lm_run_nothing_to_do(lm_run *R, lm_train_result *r)
-{
-    const lm_train_opts *o = R->o;
-    const lm_train_state *st = &R->learn.st;
-    long start = R->ctl.start;
-    if (o->trace && o->trace_only) {
-        r->iter = start;
-        return true;
-    }
-    if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
-    tidy(R, 0);   /* a kill after the last commit may have left the superseded checkpoint */
-    if (o->log)
-        fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
-                R->cfg.max_iters);
-    r->iter = start;
-    if (st->has_eval) {
-        r->train_loss = st->eval_train;
-        r->val_loss = st->eval_val;
-    }
-    return true;
-}
-
-// --- the run directory ---
-
-/* A new run where one already is: refused without --overwrite (hours of training are one
- * forgotten --resume away from lost); with it, the trainer starts over it, saying so, and the
- * old run (the one its latest names) goes once the new run's first checkpoint is committed. */
-static ag_status refuse_run(lm_run *R, ag_error *err)
-{
-    const char *dir = R->o->out_dir;
-    char found[512];
-    int k = ag_ckpt_list(dir, found, sizeof found);
-    if (R->o->overwrite) return AG_OK;
-    return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts over, "
-                     "or choose another --out%s%s%s", dir, k ? " (found: " : "", found, k ? ")" : "");
-}
-
-ag_status lm_run_open_dir(lm_run *R, ag_error *err)
-{
-    const lm_train_opts *o = R->o;
-    if (!R->ctl.lock.held || R->ctl.resumed || !lm_ckpt_exists(o->out_dir)) return AG_OK;   /* a new DIR: the trainer's */
-    char gone[512], note[1024];   /* killed at its first commit, the same command again (issue 35) */
-    if (ag_ckpt_drop_orphans(o->out_dir, &lm_ckpt_kind, ag_weights_hash(R->learn.m.g->params), gone, sizeof gone)) {
-        snprintf(note, sizeof note, "%s: removed %s, the first checkpoint of this same run (its untrained weights), "
-                 "left uncommitted by a kill; starting the run again", o->out_dir, gone);
-        lm_log_warn(R, note);
-    }
-    return lm_ckpt_exists(o->out_dir) ? refuse_run(R, err) : AG_OK;
 }
 
 void lm_run_free(lm_run *R)

@@ -2,10 +2,13 @@
  * a lower bound of its parameters, the bytes of one step's arena and of a sampler's cache, a
  * shard's extra bytes, a training run's total, and the shards that fit. The figures come from
  * the tensors a step keeps (nn.h says which) and were checked against the peak RSS of char_lm's
- * runs (README's Limits); train.h's ag_machine_bytes gives what they are compared with. And a
- * step's FLOPs (ag_gpt_step_flops), what a time budget's recipe costs. */
+ * runs (README's Limits); train.h's ag_machine_bytes gives what they are compared with. Then
+ * the shards a run takes, within them, and a step's FLOPs (ag_gpt_step_flops), what a time
+ * budget's recipe costs. */
 #include <stdio.h>
+#include <string.h>
 #include "nn.h"
+#include "../tensor/speed.h"   /* ag_threads */
 
 double ag_gpt_min_params(const ag_gpt_config *m)
 {
@@ -54,6 +57,51 @@ const char *ag_gpt_shape_str(const ag_gpt_config *m, int B, char *buf)
     snprintf(buf, AG_GPT_SHAPE_LEN, "block_size %d x n_layer %d (n_head %d, n_embd %d, batch %d)", m->block_size,
              m->n_layer, m->n_head, m->n_embd, B);
     return buf;
+}
+
+const char *ag_bytes_str(double bytes, char *buf)
+{
+    bool tera = bytes >= 1e12;
+    snprintf(buf, 24, "%.1f %s", bytes / (tera ? 1e12 : 1e9), tera ? "TB" : "GB");
+    return buf;
+}
+
+/* The default for a pass of `micro` windows, a line in note when it is fewer than the threads
+ * (--threads 1024 once made 1024 gradient buffers, issue 35). */
+static int default_shards(const ag_gpt_config *m, int micro, char *note, size_t nn)
+{
+    int threads = ag_threads(), n = ag_gpt_shards_default(m, micro);
+    if (n < threads && m->dropout == 0)
+        snprintf(note, nn, "shards: %d, not %d (one per thread): %s", n, threads,
+                 n == micro ? "a pass has no more windows" : "this machine has no more cores");
+    return n;
+}
+
+ag_status ag_gpt_shards_choose(const ag_gpt_config *m, const ag_gpt_shards_ask *a, int *n, char *note, size_t nn,
+                               ag_error *err)
+{
+    int K = a->accum > 1 ? a->accum : 1, N = a->ranks > 1 ? a->ranks : 1;
+    int micro = a->batch / (N * K);   /* the windows of one pass */
+    char ranks[32] = "", need[24];
+    *n = 1;
+    note[0] = '\0';
+    if (N > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", N);
+    if (a->asked > micro && micro > 0)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d is more than the %d windows a step's pass has (--batch-size %d, "
+                         "%s--grad-accum %d)", a->asked, micro, a->batch, ranks, K);
+    int want = a->asked ? a->asked : default_shards(m, micro, note, nn);
+    int fit = a->have > 0 ? ag_gpt_shards_that_fit(m, a->batch, want, a->local, a->have) : want;
+    ag_bytes_str(ag_gpt_train_bytes(m, a->batch, want, a->local), need);
+    if (fit < want && a->asked)
+        return ag_seterr(err, AG_ERR_ARG, "--shards %d: %d shards need about %s of memory (each beyond the first keeps "
+                         "a gradient buffer of the model's size and an arena for its windows), more than %s; at "
+                         "most %d fit", a->asked, want, need, a->room, fit);
+    size_t used = strlen(note);
+    if (fit < want)
+        snprintf(note + used, nn - used, "%sshards: %d, not %d: %d would need about %s of memory, more than %s",
+                 used ? "\n" : "", fit, want, want, need, a->room);
+    *n = fit;
+    return AG_OK;
 }
 
 double ag_gpt_step_flops(const ag_gpt_config *m, int B)

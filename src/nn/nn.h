@@ -359,6 +359,25 @@ ag_status ag_gpt_probe_step(ag_gpt_probe *p, long t, double *loss, ag_error *err
 void ag_gpt_probe_free(ag_gpt_probe *p);   /* NULL ok */
 /* The most shards, 1 to want, whose ag_gpt_train_bytes fit in have bytes (1 when none do). */
 int ag_gpt_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);
+/* bytes as "%.1f GB" (or TB from 1e12) in buf [24], for these figures' messages; returns buf. */
+const char *ag_bytes_str(double bytes, char *buf);
+
+/* What a training run asks of its shards (ag_gpt_shards_choose). */
+typedef struct {
+    int batch;          /* B, a step's windows: a pass has B / (ranks x accum) of them */
+    int ranks, accum;   /* the job's ranks and each rank's micro-batches (--grad-accum) */
+    int local;          /* the ranks on this machine, which share its memory */
+    int asked;          /* the shards asked for (--shards), 0: the default (ag_gpt_shards_default) */
+    double have;        /* the bytes this process may take (train.h: ag_machine_bytes; 0: unknown), */
+    const char *room;   /*   as the messages name them ("this machine's 25.3 GB") */
+} ag_gpt_shards_ask;
+/* The shards of a training run's passes in *n: a's asked ones, refused (AG_ERR_ARG) when they
+ * are more than a pass's windows or their ag_gpt_train_bytes exceed have; the default, lowered
+ * to what fits (ag_gpt_shards_that_fit). Where the default is fewer than the threads (without
+ * dropout) or was lowered, note [nn] gets a line saying why ("shards: 2, not 4 (one per
+ * thread): a pass has no more windows"; two lines when both), else "". */
+ag_status ag_gpt_shards_choose(const ag_gpt_config *m, const ag_gpt_shards_ask *a, int *n, char *note, size_t nn,
+                               ag_error *err);
 /* The shape a step's bytes depend on, for a message (train.h: ag_check_memory), in buf
  * [AG_GPT_SHAPE_LEN]: "block_size 64 x n_layer 4 (n_head 4, n_embd 128, batch 12)"; returns buf. */
 #define AG_GPT_SHAPE_LEN 128

@@ -4,12 +4,14 @@
  * order, stops the job at once with a message naming both, instead of corrupting a broadcast
  * sized by its own structs), rank 0's opening of the run (ag_share_start), each rank's setup
  * outcome (ag_share_outcome: an error said once, not once per rank), and what each rank holds
- * (ag_ranks_agree: a digest of the program's items, a difference named item by item). */
+ * (ag_ranks_agree: a digest of the program's items, a difference named item by item;
+ * ag_fields_agree: a config's fields among them). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ddp.h"
+#include "../data/hash.h"   /* ag_fnv1a */
 
 /* A record of 64 words, its size and layout fixed for good, so that any two builds meet at it:
  * the magic, the protocol, the layout hash, and the version's text. 512 bytes is more than the
@@ -199,4 +201,43 @@ ag_status ag_ranks_agree(ag_dist *dist, const uint64_t *mine, const ag_digest *d
     }
     free(all);
     return s;
+}
+
+// --- a config's fields and a program's items (ag_fields_agree) ---
+
+static const char *field_name(const void *user, int i)
+{
+    const ag_fields_digest *fd = user;
+    const ag_field *f = i < fd->n_fields ? &fd->fields[i] : NULL;
+    return !f ? fd->extra[i - fd->n_fields] : f->flag ? f->flag : f->key;
+}
+
+static void field_value(const void *user, int i, uint64_t v, char *buf, size_t n)
+{
+    const ag_fields_digest *fd = user;
+    if (i < fd->n_fields) ag_field_format_bits(&fd->fields[i], v, buf, n);
+    else if ((fd->hashes >> (i - fd->n_fields)) & 1) snprintf(buf, n, "hash %08llx", (unsigned long long)(v >> 32));
+    else snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+static bool field_first(const void *user, int i)
+{
+    const ag_fields_digest *fd = user;
+    return i >= fd->n_fields && ((fd->first >> (i - fd->n_fields)) & 1);
+}
+
+ag_status ag_fields_agree(ag_dist *dist, const void *cfg, const ag_fields_digest *fd, uint64_t *mine,
+                          bool *compared, ag_error *err)
+{
+    for (int i = 0; i < fd->n_fields; i++) mine[i] = ag_field_bits(cfg, &fd->fields[i]);
+    const ag_digest d = {.n = fd->n_fields + fd->n_extra, .name = field_name, .value = field_value,
+                         .first = field_first, .user = fd, .what = fd->what};
+    return ag_ranks_agree(dist, mine, &d, compared, err);
+}
+
+uint64_t ag_fields_digest_layout(const ag_fields_digest *fd, uint64_t h)
+{
+    h = ag_fields_layout(fd->fields, fd->n_fields, h);
+    for (int i = 0; i < fd->n_extra; i++) h = ag_fnv1a(h, fd->extra[i], strlen(fd->extra[i]));
+    return h;
 }

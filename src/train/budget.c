@@ -62,6 +62,21 @@
 
 double ag_budget_now(const ag_budget *b) { return b->clock ? b->clock(b->clock_user) : ag_now_s(); }
 
+bool ag_budget_setup_late(const ag_budget *b)
+{
+    return b->budget_s > 0 && b->spent_s < b->budget_s && b->ranks <= 1 &&
+           ag_budget_now(b) - b->t0 + b->spent_s > b->budget_s;
+}
+
+ag_status ag_budget_setup_check(const ag_budget *b, const char *reading, ag_error *err)
+{
+    if (!ag_budget_setup_late(b)) return AG_OK;
+    char d[32];
+    ag_format_duration(d, sizeof d, b->budget_s);
+    return ag_seterr(err, AG_ERR_ARG, "time budget: %s ran out while reading %s (%.3g s used): nothing trained or "
+                     "written; give a longer --time-budget", d, reading, ag_budget_now(b) - b->t0 + b->spent_s);
+}
+
 ag_status ag_budget_sum(const ag_budget *b, double *v, ag_error *err)
 {
     return b->sum ? b->sum(b->sum_user, v, err) : AG_OK;

@@ -82,6 +82,15 @@ typedef struct {
 double ag_budget_now(const ag_budget *b);
 /* The sum of *v over the ranks (b->sum; one process: *v as it is). */
 ag_status ag_budget_sum(const ag_budget *b, double *v, ag_error *err);
+/* Before ag_budget_start (budget_s, t0, spent_s, clock and ranks set): the program's own setup
+ * since t0 (reading its data) took what was left of the budget, on one process (several ranks
+ * agree at the first step). Not when spent_s took it all already (a probe on a machine that
+ * slow): that run ends at its start as any that has no room. */
+bool ag_budget_setup_late(const ag_budget *b);
+/* AG_ERR_ARG when ag_budget_setup_late, what the setup was reading named: "time budget: 5m ran
+ * out while reading data.txt (0.0184 s used): nothing trained or written; give a longer
+ * --time-budget". */
+ag_status ag_budget_setup_check(const ag_budget *b, const char *reading, ag_error *err);
 /* The deadline, and the clock's first reading; nothing without a budget. */
 void ag_budget_start(ag_budget *b);
 /* Before iteration it and its evaluation: the step that ended timed; when an evaluation is due,

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "../dist/dist.h"
+#include "fields.h"   /* ag_fields_agree: a config's fields */
 #include "../nn/nn.h"
 #include "../params/params.h"
 #include "budget.h"   /* ag_ddp_eval_mean's bound */
@@ -113,6 +114,24 @@ typedef struct {
  * *compared (when not NULL) is set once every rank has every digest (alone: at once): from then
  * on an argument error is the same on every rank, so rank 0 alone need say it. */
 ag_status ag_ranks_agree(ag_dist *dist, const uint64_t *mine, const ag_digest *d, bool *compared, ag_error *err);
+
+/* The digest most programs compare: a config's fields (fields.h: each its ag_field_bits, named by
+ * its flag, else its key, and shown as the field says), then items of the program's own. */
+typedef struct {
+    const ag_field *fields;     /* [n_fields] the config's table */
+    int n_fields;
+    const char *const *extra;   /* [n_extra] the names of the items after the fields ("the text") */
+    int n_extra;
+    unsigned hashes;            /* bit x: extra item x is a hash, shown "hash 5c1e0a3f"; else decimal */
+    unsigned first;             /* bit x: extra item x is named first when it differs (the data) */
+    const char *what;           /* as ag_digest's */
+} ag_fields_digest;
+/* ag_ranks_agree of mine [n_fields + n_extra]: its first n_fields words are filled here from cfg
+ * (an object of the table's type), the rest are the caller's. */
+ag_status ag_fields_agree(ag_dist *dist, const void *cfg, const ag_fields_digest *fd, uint64_t *mine,
+                          bool *compared, ag_error *err);
+/* h extended (FNV-1a) by fd's layout: the table's (ag_fields_layout), then the extras' names. */
+uint64_t ag_fields_digest_layout(const ag_fields_digest *fd, uint64_t h);
 
 /* msg [n], whose first *len bytes are written, gets the printf-style text after them (cut where
  * msg is full; *len moves on): for messages that list ranks. */

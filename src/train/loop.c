@@ -104,6 +104,13 @@ static ag_status forward_backward(loop *L, long it, ag_micro *mb, double *lv, ag
     return AG_OK;
 }
 
+const char *ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n)
+{
+    if (writer) ag_ckpt_kept(dir, buf, n);   /* read from DIR: what is there */
+    else snprintf(buf, n, "the checkpoint of %s %ld is kept", count, saved_at);
+    return buf;
+}
+
 /* What a step is called in messages: the client's word ("iteration") or "step". */
 static const char *count_word(const loop *L) { return L->c->count ? L->c->count : "step"; }
 
@@ -113,8 +120,7 @@ static const char *count_word(const loop *L) { return L->c->count ? L->c->count 
 static ag_status stopped(const loop *L, long it, const char *what, const char *rest, ag_error *err)
 {
     char kept[1024];
-    if (L->writer) ag_ckpt_kept(L->o->out_dir, kept, sizeof kept);   /* read from DIR: what is there */
-    else snprintf(kept, sizeof kept, "the checkpoint of %s %ld is kept", count_word(L), L->saved_at);
+    ag_train_kept(L->writer, L->o->out_dir, count_word(L), L->saved_at, kept, sizeof kept);
     return ag_seterr(err, AG_ERR_NONFINITE, "%s %ld: %s%s; %s (try a lower %s)", count_word(L), it, what, rest, kept,
                      L->c->lr_name ? L->c->lr_name : "learning rate");
 }

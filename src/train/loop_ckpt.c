@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "train.h"
 #include "train_impl.h"
 
@@ -323,30 +324,43 @@ static ag_status fresh(const char *dir, const ag_train_client *c, const ag_train
     st->origin = f->origin ? f->origin(c, o->seed) : 0;   /* the client's (char_lm's: its weights' hash) */
     if (!st->origin) st->origin = ag_seed_mix(ag_weights_hash(c->params), o->seed) | 1;   /* the same weights and batches */
     if (ag_ckpt_drop_orphans(dir, f->kind, st->origin, gone, sizeof gone)) {
-        snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run, left uncommitted by a "
-                 "kill; starting the run again", dir, gone);
+        snprintf(msg, sizeof msg, "%s: removed %s, the first checkpoint of this same run%s, left uncommitted by a "
+                 "kill; starting the run again", dir, gone, o->eval_at_start ? " (its untrained weights)" : "");
         warn((void *)o, msg);
     }
     bool held = ag_ckpt_pointer(dir, AG_CKPT_LATEST, name, &none) == AG_OK || errno != ENOENT;
     if (o->overwrite && (held || ag_ckpt_list(dir, gone, sizeof gone) > 0)) return start_over(dir, c, o, replaces);
-    if (held)
-        return ag_seterr(err, AG_ERR_ARG, "%s holds a run already (%s/latest): add --resume to go on with it, or "
-                         "choose another directory", dir, dir);
-    if (ag_ckpt_list(dir, gone, sizeof gone) > 0)
-        return ag_seterr(err, AG_ERR_ARG, "%s holds checkpoints (%s) but no latest: add --resume to go on with the "
-                         "newest, or choose another directory", dir, gone);
-    return AG_OK;
+    if (o->overwrite || !ag_ckpt_exists(dir, f->kind)) return AG_OK;
+    int k = ag_ckpt_list(dir, gone, sizeof gone);
+    return ag_seterr(err, AG_ERR_ARG, "%s already holds a checkpoint: --resume continues it, --overwrite starts over, "
+                     "or choose another --out%s%s%s", dir, k ? " (found: " : "", gone, k ? ")" : "");
 }
 
-/* --resume: a lost latest found again (said on the log), then DIR/latest read. */
-static ag_status resume(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
-                        ag_error *err)
+/* --resume: a lost latest found again (said as a warning). */
+static ag_status recover(const char *dir, const ag_ckpt_kind *k, const ag_train_opts *o, ag_error *err)
 {
     char note[1536];
     ag_error why = {0};
-    if (ag_ckpt_recover(dir, format_of(c)->kind, note, sizeof note, &why))
-        return ag_seterr(err, why.status, "--resume: %s", why.msg);
+    if (ag_ckpt_recover(dir, k, note, sizeof note, &why)) return ag_seterr(err, why.status, "--resume: %s", why.msg);
     if (note[0]) warn((void *)o, note);
+    return AG_OK;
+}
+
+ag_status ag_train_prepare(const ag_train_opts *o, const ag_ckpt_kind *k, ag_error *err)
+{
+    struct stat sb;
+    ag_status s = ag_ckpt_outside_runs(o->out_dir, k, err);   /* before anything there is locked or read */
+    if (s == AG_OK && o->lock && stat(o->out_dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+        s = ag_lock_take(o->lock, o->out_dir, err);   /* a DIR not there yet: the loop's to make and lock */
+    return s == AG_OK && o->resume ? recover(o->out_dir, k, o, err) : s;
+}
+
+/* --resume: a lost latest found again (said as a warning), then DIR/latest read. */
+static ag_status resume(const char *dir, const ag_train_client *c, const ag_train_opts *o, ag_train_state *st,
+                        ag_error *err)
+{
+    ag_status s = recover(dir, format_of(c)->kind, o, err);
+    if (s) return s;
     if (!o->resumed) return load_latest(dir, c, st, err);
     *st = *o->resumed;   /* the program's read of it, its weights in params: not read again */
     st->prev_hash = ag_weights_hash(c->params);

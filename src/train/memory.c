@@ -79,13 +79,6 @@ double ag_machine_bytes(char *what)
     return have;
 }
 
-const char *ag_bytes_str(double bytes, char *buf)
-{
-    bool tera = bytes >= 1e12;
-    snprintf(buf, 24, "%.1f %s", bytes / (tera ? 1e12 : 1e9), tera ? "TB" : "GB");
-    return buf;
-}
-
 int ag_local_ranks(const ag_dist *d)
 {
     int size = ag_dist_size(d);
@@ -102,6 +95,15 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
     if (have <= 0 || bytes <= have) return AG_OK;   /* unknown: nothing to compare with */
     return ag_seterr(err, AG_ERR_ARG, "%s: %s needs about %s of memory for one step, more than %s; refused before "
                      "allocating", who, shape, ag_bytes_str(bytes, need), room);
+}
+
+ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const char *who, ag_error *err)
+{
+    char shape[AG_GPT_SHAPE_LEN], model[AG_GPT_SHAPE_LEN];
+    snprintf(model, sizeof model, "n_layer %d x n_embd %d (vocab %d, block_size %d)", m->n_layer, m->n_embd,
+             m->vocab_size, m->block_size);
+    ag_status s = ag_check_memory(ag_gpt_train_bytes(m, B, 1, ranks), who, ag_gpt_shape_str(m, B, shape), err);
+    return s ? s : ag_check_checkpointable(ag_gpt_min_params(m), who, model, err);
 }
 
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err)

@@ -536,8 +536,6 @@ double ag_machine_bytes(char *what);
  * memory/.../memory.limit_in_bytes are read in the process's cgroup and each one above it ("max",
  * or 2^62 and more, is no limit; a directory missing from a container's view is skipped). */
 double ag_cgroup_bytes(const char *root, const char *self);
-/* bytes as "%.1f GB" (or TB from 1e12) in buf [24]; returns buf. */
-const char *ag_bytes_str(double bytes, char *buf);
 /* The ranks of d's job on this machine, which share its memory: what mpirun says
  * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else 1. */
 int ag_local_ranks(const ag_dist *d);
@@ -551,6 +549,10 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
  * training, not at the first checkpoint after hours of it. model names it in the message
  * ("<who>: <model> has at least N parameters; ..."). */
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err);
+/* Both for a GPT's training run (nn.h) of batch B on each of `ranks` ranks of this machine, before
+ * anything of that size exists: ag_gpt_train_bytes at one shard, then Adam's state
+ * (ag_gpt_min_params parameters), the shape and the model named as char_lm's messages name them. */
+ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const char *who, ag_error *err);
 
 // --- the progress line of a run's log (progress.c) ---
 
@@ -882,7 +884,8 @@ typedef struct {
     bool overwrite;            /* a fresh run (no resume) in a DIR that holds a run starts over it,
                                   a warning on log saying so: that run's checkpoints are removed
                                   once this run's first is committed (until then DIR/latest still
-                                  names the old run's); false: such a DIR is refused */
+                                  names the old run's); false: such a DIR is refused ("DIR already
+                                  holds a checkpoint: --resume continues it, ...") */
     void (*warn)(void *user, const char *line);   /* the run's warnings (what the tidy of DIR left
                                   alone, a lost latest found, --overwrite's start) and notes (no
                                   picture, no report.md), each one line without its newline, in
@@ -954,11 +957,22 @@ double ag_divergence_limit(double floor, double best, bool have_best);
  * rules of ckpt_keep.c: a DIR inside another run's is refused, a --resume finds a lost latest
  * again, and a run removes its own superseded checkpoints and nothing else (warnings on log). */
 ag_status ag_train_run(const ag_train_client *c, const ag_train_opts *o, ag_train_result *r, ag_error *err);
+/* For a program that reads DIR's checkpoint itself before ag_train_run (o->resumed: char_lm
+ * builds its model from it), on rank 0 before it reads anything there: the start of the loop's
+ * own opening of DIR, under the rules above: DIR refused inside another run directory (k: the
+ * program's checkpoints), locked into o->lock when it exists (o->lock NULL: not locked, for a
+ * run that writes nothing), and with o->resume a lost latest found again (a warning, as the
+ * loop's: o->warn). Only out_dir, resume, lock, warn, warn_user and log of o are read. */
+ag_status ag_train_prepare(const ag_train_opts *o, const ag_ckpt_kind *k, ag_error *err);
 /* What ag_train_run's ranks exchange, as one word: its protocol (the order of its collectives) and
  * the sizes of what it sends (its state, a real, an error). A program that compares the builds
  * itself (opts->build_checked) mixes it into its ag_build's layout, so that two builds whose
  * loops would exchange other things meet only at its handshake. */
 uint64_t ag_train_layout(void);
+/* What a run that stops on an error keeps, for its message, in buf [n] (returned): the writer
+ * (rank 0) reads DIR (ag_ckpt_kept); another rank, which never reads DIR, says "the checkpoint
+ * of <count> <saved_at> is kept" (its last save, as far as it knows). */
+const char *ag_train_kept(bool writer, const char *dir, const char *count, long saved_at, char *buf, size_t n);
 /* The weights of DIR/latest into c->params (only name, params and format are read), its step in *step:
  * for a program's eval or sample. DIR may be a ckpt-N directory itself, and a train writing DIR
  * meanwhile is no matter (ag_ckpt_read). A checkpoint of another model is AG_ERR_FORMAT. */

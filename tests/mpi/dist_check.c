@@ -9,6 +9,7 @@
  * MPI_Bcast on the world as its first collective, which the others' ag_dist_init never
  * matches (test_mpi.c: they must give up within --dist-timeout, not hang). */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "dist/dist.h"
@@ -49,6 +50,44 @@ static const char *item_name(const void *user, int i)
 }
 static bool item_first(const void *user, int i) { return (void)user, i == 2; }
 
+/* ag_fields_agree: a config's fields named by their flags (a key without one) and shown as the
+ * field says, the program's items after them by their names, a hash shown as one, the data's
+ * items first; the layout changes with an item's name */
+typedef struct {
+    int layers;
+    double lr;
+} fcfg;
+static const ag_field fcfg_rows[] = {
+    {"layers", "--layers", AG_FIELD_INT, offsetof(fcfg, layers), 1, 64, 0, 0, true, false, NULL, "blocks", false},
+    {"lr", NULL, AG_FIELD_DOUBLE, offsetof(fcfg, lr), 0, 1, true, false, false, false, NULL, "rate", false},
+};
+static void check_fields_agree(ag_dist *d, int rank, int N)
+{
+    static const char *const extra[] = {"the count", "the text"};
+    const ag_fields_digest fd = {.fields = fcfg_rows, .n_fields = 2, .extra = extra, .n_extra = 2,
+                                 .hashes = 1u << 1, .first = 1u << 1, .what = "differ"};
+    fcfg c = {.layers = 4, .lr = 0.5};
+    uint64_t mine[4] = {0, 0, 12, 0xabcdef0123456789ull};
+    ag_error e = {0};
+    bool compared = false;
+    CHECK(ag_fields_agree(d, &c, &fd, mine, &compared, &e) == AG_OK && compared, "fields agree: %s", e.msg);
+    CHECK(mine[0] == 4, "the fields' words were not filled (%llu)", (unsigned long long)mine[0]);
+    c.layers = rank == N - 1 ? 6 : 4;
+    c.lr = rank == 0 ? 0.25 : 0.5;
+    mine[2] = 12 + (rank == N - 1);
+    mine[3] = rank == 0 ? 0x1234567800000000ull : 0xabcdef0123456789ull;
+    char want[256], others[16] = "rank 1";
+    if (N == 3) snprintf(others, sizeof others, "ranks 1 2");
+    snprintf(want, sizeof want, "differ: the text: hash 12345678 on rank 0, hash abcdef01 on %s; --layers: 4 on "
+             "rank%s 0%s, 6 on rank %d; lr: 0.25 on rank 0, 0.5 on %s; the count: 12 on rank%s 0%s, 13 on rank %d",
+             others, N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1, others, N > 2 ? "s" : "", N > 2 ? " 1" : "", N - 1);
+    CHECK(N > 3 || (ag_fields_agree(d, &c, &fd, mine, &compared, &e) == AG_ERR_ARG && strcmp(e.msg, want) == 0),
+          "fields disagree: '%s', not '%s'", e.msg, want);
+    const ag_fields_digest renamed = {.fields = fcfg_rows, .n_fields = 2, .extra = (const char *const[]){"a", "b"},
+                                      .n_extra = 2};
+    CHECK(ag_fields_digest_layout(&fd, 1) != ag_fields_digest_layout(&renamed, 1), "the layout ignores the names");
+}
+
 /* train/ddp.h's agreements: digests that differ are named item by item (the first ones first),
  * the ranks grouped by value, alike on every rank; rank 0's failed start is every rank's */
 static void check_agree(ag_dist *d, int rank, int N)
@@ -69,6 +108,7 @@ static void check_agree(ag_dist *d, int rank, int N)
     CHECK(ag_share_start(d, rank == 0 ? AG_ERR_IO : AG_OK, &why, &alike, &e) == AG_ERR_IO && alike &&
           strcmp(e.msg, "rank 0's reason") == 0, "share_start: %s", e.msg);
     CHECK(ag_share_start(d, AG_OK, &why, NULL, &e) == AG_OK, "share_start: %s", e.msg);
+    check_fields_agree(d, rank, N);
 }
 
 /* ag_train_run's handshake (loop.c), its first exchange: a rank of another commit is refused on

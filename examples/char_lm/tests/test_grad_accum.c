@@ -197,10 +197,10 @@ START_TEST(test_flags)
     char *mode[] = {"char_lm", "train", "--data", "c", "--out", "d", "--allreduce", "overlap", NULL};
     ck_assert_int_eq(lm_cli_parse(&cli, 8, mode, &e), AG_ERR_ARG);   /* gone: it did not pay (distributed.md) */
     ck_assert_msg(strstr(e.msg, "unknown flag '--allreduce'"), "%s", e.msg);
-    ck_assert(cli.train.dist_timeout == LM_DIST_TIMEOUT_S && cli.train.progress == LM_PROGRESS_AUTO);
+    ck_assert(cli.train.dist_timeout == LM_DIST_TIMEOUT_S && cli.train.progress == AG_PROGRESS_AUTO);
     char *dist[] = {"char_lm", "train", "--data", "c", "--out", "d", "--dist-timeout", "2.5", "--progress=lines", NULL};
     ck_assert_int_eq(lm_cli_parse(&cli, 9, dist, &e), AG_OK);
-    ck_assert(cli.train.dist_timeout == 2.5 && cli.train.progress == LM_PROGRESS_LINES);
+    ck_assert(cli.train.dist_timeout == 2.5 && cli.train.progress == AG_PROGRESS_LINES);
     const char *bad[][2] = {{"--dist-timeout", "-1"}, {"--dist-timeout", "soon"}, {"--progress", "never"}};
     for (int i = 0; i < 3; i++) {
         char *argv[] = {"char_lm", "train", "--data", "c", "--out", "d", (char *)bad[i][0], (char *)bad[i][1], NULL};

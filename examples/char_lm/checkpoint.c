@@ -90,21 +90,9 @@ ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_e
     return st;
 }
 
-ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
-{
-    return lm_model_load_as(dir, AG_CKPT_LATEST, m, err);
-}
-
 // --- the run directory: the library's unit with char_lm's files (train/train.h) ---
 
-ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
-{
-    return ag_ckpt_resolve(dir, AG_CKPT_LATEST, &lm_ckpt_kind, buf, n, NULL, 0, err);
-}
-
-bool lm_ckpt_exists(const char *dir) { return ag_ckpt_exists(dir, &lm_ckpt_kind); }
-
-ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err)
+static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
     return ag_state_identify(&state_kind, path, id, err);
 }
@@ -117,7 +105,7 @@ static const char *const run_files[] = {"attn.png", "attn.gp", "activations.csv"
                                         "activations.gp", "lr_find.png", "lr_find.gp", NULL};
 
 const ag_ckpt_kind lm_ckpt_kind = {.files = ckpt_files, .run_files = run_files, .legacy = true,
-                                   .identify = lm_ckpt_identify, .file_id = ag_gpt_ckpt_file_id, .pick_flag = "--ckpt"};
+                                   .identify = identify, .file_id = ag_gpt_ckpt_file_id, .pick_flag = "--ckpt"};
 
 // --- train_state.safetensors, as ag_train_run's format (train/train.h: ag_train_format) ---
 
@@ -152,7 +140,7 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     char where[PATHLEN];
     ag_train_state st = {0};
     memset(s, 0, sizeof *s);
-    ag_status rs = lm_ckpt_resolve(dir, where, sizeof where, err);
+    ag_status rs = ag_ckpt_resolve(dir, AG_CKPT_LATEST, &lm_ckpt_kind, where, sizeof where, NULL, 0, err);
     return rs ? rs : read_state(where, g->params, &st, s, err);
 }
 

@@ -58,7 +58,7 @@ static ag_status read_checkpoint(lm_run *R, ag_error *err)
     lm_model *m = &R->learn.m;
     const char *dir = o->resume ? o->out_dir : o->init_from;
     ag_error why = {0};
-    ag_status s = lm_model_load(dir, m, &why);
+    ag_status s = lm_model_load_as(dir, AG_CKPT_LATEST, m, &why);
     if (s) return ag_seterr(err, s, "%s: %s", o->resume ? "--resume" : "--init-from", why.msg);
     if (o->resume && (s = lm_train_state_load(o->out_dir, m->g, &R->learn.st, &why)))
         return ag_seterr(err, s, "--resume: %s", why.msg);
@@ -375,14 +375,14 @@ static ag_status refuse_run(lm_run *R, ag_error *err)
 ag_status lm_run_open_dir(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    if (!R->ctl.lock.held || R->ctl.resumed || !lm_ckpt_exists(o->out_dir)) return AG_OK;   /* a new DIR: the trainer's */
+    if (!R->ctl.lock.held || R->ctl.resumed || !ag_ckpt_exists(o->out_dir, &lm_ckpt_kind)) return AG_OK;   /* a new DIR */
     char gone[512], note[1024];   /* killed at its first commit, the same command again (issue 35) */
     if (ag_ckpt_drop_orphans(o->out_dir, &lm_ckpt_kind, ag_weights_hash(R->learn.m.g->params), gone, sizeof gone)) {
         snprintf(note, sizeof note, "%s: removed %s, the first checkpoint of this same run (its untrained weights), "
                  "left uncommitted by a kill; starting the run again", o->out_dir, gone);
         lm_log_warn(R, note);
     }
-    return lm_ckpt_exists(o->out_dir) ? refuse_run(R, err) : AG_OK;
+    return ag_ckpt_exists(o->out_dir, &lm_ckpt_kind) ? refuse_run(R, err) : AG_OK;
 }
 
 void lm_run_free(lm_run *R)

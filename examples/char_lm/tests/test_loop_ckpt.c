@@ -131,7 +131,7 @@ START_TEST(test_loop_writes_char_lm_files)
     snprintf(dir, sizeof dir, "%s/run", root);
     lm_model m;
     ag_error err = {0};
-    ck_assert_msg(lm_model_load(dir, &m, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(lm_model_load_as(dir, AG_CKPT_LATEST, &m, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.iter, 6);
     ck_assert_int_eq(m.vocab.V, g.text.vocab.V);
     lm_train_state st;

@@ -20,13 +20,13 @@ _Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) =
 /* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help (the library's
  * ag_field, src/train/fields.h; not optional, not a duration). */
 #define ROW(key, flag, type, field, lo, hi, lo_open, hi_open, shape, help) \
-    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help, false}
+    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help, false, false}
 /* A switch added with issue 6: optional in older checkpoints; its values are those of sw, an
  * ag_switch (src/nn/switches.h), which --help lists under the row's help. */
 #define ENUM(key, flag, field, sw, help) \
-    {key, flag, AG_FIELD_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false}
+    {key, flag, AG_FIELD_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false, false}
 #define FLAG(key, flag, field, shape, help) \
-    {key, flag, AG_FIELD_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false}
+    {key, flag, AG_FIELD_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false, false}
 
 const ag_field lm_fields[] = {
     ROW("vocab_size", NULL, AG_FIELD_INT, model.vocab_size, 1, 1114112, 0, 0, 1,
@@ -56,7 +56,7 @@ const ag_field lm_fields[] = {
     ROW("grad_clip", "--grad-clip", AG_FIELD_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
         "global gradient norm limit (0: off)"),
     {"optimizer", "--optimizer", AG_FIELD_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
-     "the update rule", false},
+     "the update rule", false, false},
     ROW("momentum", "--momentum", AG_FIELD_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
     ROW("val_fraction", "--val-fraction", AG_FIELD_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
         "share of tokens that validates (0: none)"),
@@ -70,15 +70,15 @@ const ag_field lm_fields[] = {
     FLAG("log_activations", "--log-activations", log_activations, 0, "residual stream, MLP activations, scores"),
     /* issue 21: optional, so that older checkpoints read as runs without a budget */
     {"time_budget", "--time-budget", AG_FIELD_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
-     "the run ends within this many seconds (0: no budget); on the command line a duration", true},
+     "the run ends within this many seconds (0: no budget); on the command line a duration", true, false},
     {"budget_iters", NULL, AG_FIELD_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
-     "the steps --time-budget fixed after timing the first ones (0: not yet)", false},
+     "the steps --time-budget fixed after timing the first ones (0: not yet)", false, false},
     /* issue 33 (lessons 16 and 17): optional, so that older checkpoints read as plain runs */
     {"lr_find", "--lr-find", AG_FIELD_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
-     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)", false},
+     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)", false, false},
     FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
     {"init_scale", "--init-scale", AG_FIELD_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
-     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false},
+     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false, false},
 };
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 

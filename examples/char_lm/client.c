@@ -130,19 +130,6 @@ static void row(void *user, long it, bool step, bool evaluated, char *buf, size_
 
 // --- the log's words ---
 
-static void progress_text(void *user, long it, long steps, double loss, double lr, double ema_s, const ag_budget *b,
-                          char *buf, size_t n)
-{
-    const lm_run *R = user;
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    char eta[32], of[24];   /* with --time-budget: the time left, and "?" until the count is fixed */
-    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - lm_budget_now(R->o) : ema_s * (double)(steps - it - 1));
-    if (b->fixing) snprintf(of, sizeof of, "?");
-    else snprintf(of, sizeof of, "%ld", steps);
-    snprintf(buf, n, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr, (double)B * T / ema_s,
-             b->deadline ? "left" : "ETA", eta);
-}
-
 /* B windows of the validation split (else the training one) in data.x, from --seed's stream tag
  * at it: a batch of their own for the statistics, so that the run's losses do not change. */
 static void side_batch(lm_run *R, uint64_t tag, long it, int B)
@@ -306,7 +293,8 @@ ag_train_client lm_client(lm_run *R, char *cols, size_t n)
                              .draw = draw, .pass = pass, .update = update, .step_seed = step_seed, .start = start,
                              .after_step = after_step, .evaluate = evaluate, .evaluate_train = evaluate_train,
                              .activations_forward = activations_forward, .columns = cols, .row = row,
-                             .no_score = true, .progress_text = progress_text, .eval_text = eval_text,
+                             .no_score = true, .eval_text = eval_text, .progress_word = "iter", .progress_rate = "tok/s",
+                             .units_per_step = (double)c->batch_size * c->model.block_size,
                              .count = "iteration", .lr_name = "--lr", .format = &lm_ckpt_format, .unit = "windows"};
 }
 

@@ -775,6 +775,12 @@ struct ag_train_client {
     void (*progress_text)(void *user, long it, long steps, double loss, double lr, double ema_s,
                           const ag_budget *budget, char *buf, size_t n);
     void (*eval_text)(void *user, long it, double train_loss, double val_loss, double score, char *buf, size_t n);
+    /* Optional, without progress_text: the progress line after step it as "<progress_word> it/steps
+     * loss L  lr R  N <progress_rate>  ETA T" (char_lm's "iter 10/200  loss 2.3100  lr 1.00e-03
+     * 52000 tok/s  ETA 1m05s"): N units_per_step over the smoothed step time (no rate without both);
+     * with a deadline "left T" (the budget's time left), and "?" for steps while the budget fixes it. */
+    const char *progress_word;
+    const char *progress_rate;
     /* For the report card (DIR/report.md), all optional: */
     const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
                                   the card shows them, then the trainer's options (train.steps, ...) */

@@ -75,7 +75,7 @@ static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *e
     const ag_tensor *t = ag_params_nonfinite(R->learn.m.g->params, &i);
     if (!t) return AG_OK;
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu is %g; lr %g); "
-                     "%s", it, ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer), t->name, i,
+                     "%s", it, ag_switch_name(&ag_optimizer_switch, R->cfg.optimizer), t->name, i,
                      lm_shown((double)t->data[i]), lr, LM_KEPT(R));
 }
 
@@ -84,14 +84,7 @@ static ag_status update(void *user, ag_params *P, double lr, long t, double clip
     const lm_run *R = user;
     const lm_config *c = &R->cfg;
     ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
-    switch (c->optimizer) {
-    case LM_ADAMW: ag_adamw_step_scaled(P, &ac, lr, t, clip); break;   /* the clip folded in */
-    case LM_ADAM: ag_adam_step_scaled(P, &ac, lr, t, clip); break;
-    case LM_SGD:
-        if (clip != 1) ag_scale_grads(P, clip);
-        ag_sgd_step(P, lr, c->momentum);
-        break;
-    }
+    ag_optimizer_step(c->optimizer, P, &ac, c->momentum, lr, t, clip);
     return c->detect_anomaly ? weights_finite(R, R->ctl.it, lr, err) : AG_OK;
 }
 

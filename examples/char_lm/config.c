@@ -9,10 +9,8 @@
 #define INF HUGE_VAL
 #define BIG 1e9   /* iteration counts: far beyond any run, still exact in a double and in JSON */
 
-AG_SWITCH_DEFINE(lm_optimizer_switch, "optimizer", LM_OPTIMIZERS);
-
 /* The enums the table reads and writes as int. */
-_Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
+_Static_assert(sizeof(ag_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
                sizeof(ag_norm_kind) == sizeof(int) && sizeof(ag_mlp_kind) == sizeof(int) &&
                sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int),
                "enums are int-sized");
@@ -55,7 +53,7 @@ const ag_field lm_fields[] = {
     ROW("beta2", "--beta2", AG_FIELD_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),
     ROW("grad_clip", "--grad-clip", AG_FIELD_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
         "global gradient norm limit (0: off)"),
-    {"optimizer", "--optimizer", AG_FIELD_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
+    {"optimizer", "--optimizer", AG_FIELD_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &ag_optimizer_switch,
      "the update rule", false, false},
     ROW("momentum", "--momentum", AG_FIELD_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
     ROW("val_fraction", "--val-fraction", AG_FIELD_DOUBLE, val_fraction, 0, 1, 0, 1, 0,

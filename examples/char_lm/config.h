@@ -10,15 +10,6 @@
 #include <stdint.h>
 #include "attograd.h"
 
-/* The optimizer, a switch like the model's (src/nn/switches.h): one row per value, the first
- * the default; client.c's update() is the `switch` that runs each. */
-#define LM_OPTIMIZERS(X) \
-    X(LM_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
-    X(LM_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
-    X(LM_SGD,   "sgd",   "plain SGD, with --momentum")
-typedef enum { LM_OPTIMIZERS(AG_SWITCH_CONSTANT) } lm_optimizer;
-extern const ag_switch lm_optimizer_switch;
-
 typedef struct {
     ag_gpt_config model;    /* the GPT's shape, dropout and switches (nn.h) */
     int batch_size;         /* B */
@@ -29,7 +20,7 @@ typedef struct {
     double weight_decay;
     double beta1, beta2;
     double grad_clip;       /* global-norm clip; 0 disables */
-    lm_optimizer optimizer;
+    ag_optimizer optimizer; /* optim.h: adamw, adam, sgd */
     double momentum;        /* SGD only */
     double val_fraction;    /* the last fraction of the tokens validates; 0: no validation */
     long eval_interval;     /* evaluate (and checkpoint) every this many steps */

@@ -208,7 +208,7 @@ START_TEST(test_config_json_roundtrip)
     a.model.vocab_size = 65;
     a.lr = 0.1;             /* not exact in binary: the JSON must still read back bit-equal */
     a.min_lr = 1.0 / 3.0;
-    a.optimizer = LM_SGD;
+    a.optimizer = AG_SGD;
     a.seed = 9007199254740993ull;   /* 2^53 + 1: not a double */
     char *js = ag_fields_to_json(&a, lm_fields, LM_N_FIELDS);
     ck_assert_ptr_nonnull(js);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "train/fields.h"
+#include "train/train.h"   /* ag_ckpt_from_switch, ag_progress_switch */
 #include "tcases.h"
 
 typedef struct {
@@ -533,6 +534,26 @@ START_TEST(required_rows)
 }
 END_TEST
 
+/* The library's switches for a program's flags: --from latest|best, --progress auto|lines|tty. */
+START_TEST(library_switches)
+{
+    typedef struct { const char *from; int progress; } args;
+    static const ag_field rows[] = {
+        {.flag = "--from", .type = AG_FIELD_STR, .offset = offsetof(args, from), .sw = &ag_ckpt_from_switch},
+        {.flag = "--progress", .type = AG_FIELD_ENUM, .offset = offsetof(args, progress), .sw = &ag_progress_switch},
+    };
+    char *argv[] = {"prog", "run", "--from", AG_CKPT_BEST, "--progress", "tty", "--from", "middle", NULL};
+    args a = {0};
+    ag_error err = {0};
+    const ag_field_table tab = {rows, 2, &a, NULL};
+    ck_assert(ag_args_parse(6, argv, 2, &tab, 1, NULL, NULL, "prog", "run", &err) == AG_OK);
+    ck_assert(strcmp(a.from, "best") == 0 && a.progress == AG_PROGRESS_TTY);
+    ck_assert_int_eq(ag_args_parse(8, argv, 2, &tab, 1, NULL, NULL, "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--from must be latest or best (got 'middle')");
+    ck_assert_str_eq(ag_switch_name(&ag_progress_switch, AG_PROGRESS_LINES), "lines");
+}
+END_TEST
+
 /* A preset as its values: "key=value" pairs, each read as its flag's value is. */
 START_TEST(set_from_text)
 {
@@ -648,7 +669,8 @@ Suite *fields_suite(void)
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
     ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text, whole_command_line);
-    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout, switches_on, required_rows);
+    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout, switches_on, required_rows,
+              library_switches);
     suite_add_tcase(s, tc);
     return s;
 }

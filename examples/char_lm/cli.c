@@ -1,10 +1,7 @@
-/* cli.c -- char_lm's command line: each subcommand's flags are rows of a table (the library's
- * kind, src/train/fields.h: a text, a name of a few, a signal, a switch, a number in a range),
- * and the library's loop (ag_args_parse) reads every argument into the field of its row, with its
- * one-line error. `train` reads the hyper-parameters of config.c's table the same way, and the
- * lines of its switches in `train --help` come from it (ag_field_usage). What no row says is
- * here: --config read first, --kernels, --dist-timeout's own messages, and the checks between
- * flags. Nothing is printed: errors come back as a one-line message for main.c. */
+/* cli.c -- char_lm's command line: each subcommand's flags are rows of tables (train/fields.h),
+ * read by the library's loop (ag_args_parse) with their one-line errors; train's hyper-parameters
+ * are config.c's table, and the --help lines of its switches come from it. What no row says is
+ * here: --config first, --kernels, --dist-timeout's own messages, the checks between flags. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -48,12 +45,7 @@ const char *lm_cli_usage(lm_command cmd)
 #define TEXT(st, fl, field) ROW(st, fl, STR, field, 0, 0, NULL)
 #define NEED(st, fl, field) {.flag = fl, .type = AG_FIELD_STR, .offset = offsetof(st, field), .required = true}
 #define ON(st, fl, field) ROW(st, fl, BOOL, field, 0, 1, NULL)
-#define FROM(st) ROW(st, "--from", STR, from, 0, 0, &from_switch)
-
-static const char *const from_names[] = {"latest", "best"};   /* AG_CKPT_LATEST, AG_CKPT_BEST */
-static const ag_switch from_switch = {"from", 2, from_names, NULL};
-static const char *const progress_names[] = {"auto", "lines", "tty"};   /* lm_progress's order */
-static const ag_switch progress_switch = {"progress", 3, progress_names, NULL};
+#define FROM(st) ROW(st, "--from", STR, from, 0, 0, &ag_ckpt_from_switch)
 
 static const ag_field train_rows[] = {
     NEED(lm_train_args, "--data", data), NEED(lm_train_args, "--out", out),
@@ -63,7 +55,7 @@ static const ag_field train_rows[] = {
     ROW(lm_train_args, "--threads", INT, threads, 1, 1024, NULL),
     ROW(lm_train_args, "--shards", INT, shards, 1, 1024, NULL),
     ROW(lm_train_args, "--grad-accum", INT, grad_accum, 1, 1 << 20, NULL),
-    ROW(lm_train_args, "--progress", ENUM, progress, 0, 0, &progress_switch),
+    ROW(lm_train_args, "--progress", ENUM, progress, 0, 0, &ag_progress_switch),
     ROW(lm_train_args, "--checkpoint-signal", SIGNAL, checkpoint_signal, 0, 0, NULL),
 };
 static const ag_field sample_rows[] = {

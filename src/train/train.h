@@ -248,6 +248,8 @@ char *ag_csv_layer_head(const char *first, const char *const *cols, int n_layer)
  * (ag_ckpt_point) is what commits a checkpoint. */
 #define AG_CKPT_LATEST "latest"
 #define AG_CKPT_BEST "best"
+/* The two as the names a flag may take (fields.h: a text row's sw; char_lm's --from latest|best). */
+extern const ag_switch ag_ckpt_from_switch;
 
 /* "ckpt-", 8 to 18 digits, perhaps "-b": the names a checkpoint gets. */
 bool ag_ckpt_name_ok(const char *name);
@@ -559,6 +561,8 @@ ag_status ag_check_checkpointable(double params, const char *who, const char *mo
  * output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot tell); lines,
  * always the latter; tty, always the former. */
 typedef enum { AG_PROGRESS_AUTO = 0, AG_PROGRESS_LINES, AG_PROGRESS_TTY } ag_progress_mode;
+/* Their names in that order, for a flag (fields.h: an enum row's sw; char_lm's --progress). */
+extern const ag_switch ag_progress_switch;
 
 typedef struct {
     FILE *log;          /* where the lines go (NULL: nowhere, every call does nothing) */

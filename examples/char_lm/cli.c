@@ -25,9 +25,7 @@ static const char *const usages[] = {
 #include "help/attn.inc"
 };
 
-// --- train --help: each switch's lines come from its table ---
-
-/* train's with each line "@key" replaced by the lines of that switch (the library's) */
+/* train's with each line "@key" replaced by the lines of that switch (ag_fields_usage_text) */
 const char *lm_cli_usage(lm_command cmd)
 {
     static char text[32768];   /* train's whole help is about 10 KB: room for the flags to come */
@@ -38,8 +36,7 @@ const char *lm_cli_usage(lm_command cmd)
 
 // --- the flags: each a row of a table, read by the library's flag loop (fields.h) ---
 
-/* A row of a flag that is not a hyper-parameter: no JSON key (a flag only), so its whole numbers
- * read as ag_parse_long reads them; names: the switch whose names it must be, or NULL. */
+/* A row of a flag that is no hyper-parameter (no JSON key: fields.h says how it reads); names: a switch. */
 #define ROW(st, fl, ty, field, l, h, names) \
     {.flag = fl, .type = AG_FIELD_##ty, .offset = offsetof(st, field), .lo = l, .hi = h, .sw = names}
 #define TEXT(st, fl, field) ROW(st, fl, STR, field, 0, 0, NULL)

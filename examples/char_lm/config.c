@@ -15,12 +15,10 @@ _Static_assert(sizeof(ag_optimizer) == sizeof(int) && sizeof(ag_norm_position) =
                sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int),
                "enums are int-sized");
 
-/* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help (the library's
- * ag_field, src/train/fields.h; not optional, not a duration). */
+/* A plain ag_field (train/fields.h): key, flag, type, field, lo, hi, lo_open, hi_open, shape, help. */
 #define ROW(key, flag, type, field, lo, hi, lo_open, hi_open, shape, help) \
     {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help, false, false}
-/* A switch added with issue 6: optional in older checkpoints; its values are those of sw, an
- * ag_switch (src/nn/switches.h), which --help lists under the row's help. */
+/* A switch added with issue 6: optional in older checkpoints; its values those of sw (nn/switches.h). */
 #define ENUM(key, flag, field, sw, help) \
     {key, flag, AG_FIELD_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false, false}
 #define FLAG(key, flag, field, shape, help) \
@@ -84,10 +82,9 @@ const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", 
 
 // --- presets and validation ---
 
-/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores, S, M and L of recipe.h
- * (bench/budget_sweep.sh found them; docs/performance.md, "The recipe follows the compute", says
- * how and why each), each ended by its time_budget (its iters only a ceiling). Each is its values
- * over the common ones, in the table's keys (ag_fields_set); lr_decay_iters = max_iters. */
+/* MODEL.md's three, then the recipes S, M and L of recipe.h (docs/performance.md, "The recipe
+ * follows the compute"), each ended by its time_budget (its iters only a ceiling). Each is its
+ * values over the common ones (ag_fields_set); lr_decay_iters = max_iters. */
 static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
                                     "val_fraction=0.1 eval_iters=20 seed=1337";
 static const struct { const char *name, *values; } presets[] = {
@@ -120,10 +117,9 @@ ag_status lm_config_preset(lm_config *c, const char *name)
 
 ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err)
 {
-    for (int i = 0; i < LM_N_FIELDS; i++)   /* vocab_size: 0 until the data decides it */
-        if ((check_vocab || lm_fields[i].offset != offsetof(lm_config, model.vocab_size)) &&
-            ag_field_check(c, &lm_fields[i], err))
-            return AG_ERR_ARG;
+    lm_config v = *c;
+    if (!check_vocab) v.model.vocab_size = 1;   /* 0 until the data decides it */
+    if (ag_fields_check(&v, lm_fields, LM_N_FIELDS, err)) return AG_ERR_ARG;
     if (c->model.n_embd % c->model.n_head != 0)
         return ag_seterr(err, AG_ERR_ARG, "--n-head %d does not divide --n-embd %d", c->model.n_head,
                          c->model.n_embd);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "train/fields.h"
+#include "train/train.h"   /* ag_ckpt_from_switch, ag_progress_switch */
 #include "tcases.h"
 
 typedef struct {
@@ -24,15 +25,16 @@ typedef struct {
 
 #define F(x) offsetof(cfg, x)
 static const ag_field rows[] = {
-    {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, true, false, NULL, "blocks", false},
-    {"steps", "--steps", AG_FIELD_LONG, F(steps), 0, 1e9, 0, 0, false, false, NULL, "optimizer steps", false},
-    {"lr", "--lr", AG_FIELD_DOUBLE, F(lr), 0, HUGE_VAL, true, false, false, false, NULL, "peak rate", false},
-    {"dropout", "--dropout", AG_FIELD_DOUBLE, F(dropout), 0, 1, false, true, false, false, NULL, "probability", false},
-    {"budget", "--budget", AG_FIELD_DOUBLE, F(budget), 0, 7200, 0, 0, false, false, NULL, "the time", true},
-    {"seed", "--seed", AG_FIELD_U64, F(seed), 0, 9223372036854775807.0, 0, 0, false, false, NULL, "seed", false},
-    {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, true, false, &ag_mlp_switch, "the MLP", false},
-    {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, false, NULL, "say less", false},
-    {"added", NULL, AG_FIELD_DOUBLE, F(added), 0, 10, 0, 0, false, true, NULL, "no flag", false},
+    {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, true, false, NULL, "blocks", false, false},
+    {"steps", "--steps", AG_FIELD_LONG, F(steps), 0, 1e9, 0, 0, false, false, NULL, "optimizer steps", false, false},
+    {"lr", "--lr", AG_FIELD_DOUBLE, F(lr), 0, HUGE_VAL, true, false, false, false, NULL, "peak rate", false, false},
+    {"dropout", "--dropout", AG_FIELD_DOUBLE, F(dropout), 0, 1, false, true, false, false, NULL,
+     "probability", false, false},
+    {"budget", "--budget", AG_FIELD_DOUBLE, F(budget), 0, 7200, 0, 0, false, false, NULL, "the time", true, false},
+    {"seed", "--seed", AG_FIELD_U64, F(seed), 0, 9223372036854775807.0, 0, 0, false, false, NULL, "seed", false, false},
+    {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, true, false, &ag_mlp_switch, "the MLP", false, false},
+    {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, false, NULL, "say less", false, false},
+    {"added", NULL, AG_FIELD_DOUBLE, F(added), 0, 10, 0, 0, false, true, NULL, "no flag", false, false},
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
@@ -490,9 +492,65 @@ START_TEST(whole_command_line)
         ck_assert_int_eq(ag_args_parse(7, args, 2, tabs, 2, twice_flag, &twice, "prog", "run", &err), AG_ERR_ARG);
         ck_assert_str_eq(err.msg, bad[i][2]);   /* the first error, not the later --steps x */
     }
+    char *cfg_only[] = {"prog", "run", "--frob", "--layers", "3", "stray", "--lr", "x", NULL};
+    c = base();   /* a first pass: the config's flags only, every other argument passed over */
+    ag_error_clear(&err);
+    ck_assert(ag_args_parse(8, cfg_only, 2, tabs, 1, ag_arg_pass_over, NULL, "prog", "run", &err) == AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--lr: not a finite number: 'x'");
+    ck_assert(c.layers == 3);
+    ag_error_clear(&err);
+    ck_assert(ag_args_parse(6, cfg_only, 2, tabs, 1, ag_arg_pass_over, NULL, "prog", "run", &err) == AG_OK);
     ag_error_clear(&err);   /* without a handler of its own, --twice is unknown too */
     ck_assert_int_eq(ag_args_parse(7, argv, 2, tabs, 2, NULL, NULL, "prog", "run", &err), AG_ERR_ARG);
     ck_assert_str_eq(err.msg, "unknown flag '--twice' for run (see: prog run --help)");
+}
+END_TEST
+
+/* Required rows: checked after every argument was read, in the table's order, with
+ * ag_arg_required's words; an error of a flag comes first. */
+START_TEST(required_rows)
+{
+    static const ag_field need[] = {
+        {.flag = "--data", .type = AG_FIELD_STR, .offset = R(data), .required = true},
+        {.flag = "--name", .type = AG_FIELD_STR, .offset = R(name), .required = true},
+        {.flag = "--threads", .type = AG_FIELD_INT, .offset = R(threads), .lo = 1, .hi = 8},
+    };
+    const struct { int argc; char *argv[6]; const char *msg; } cases[] = {
+        {2, {"prog", "run"}, "--data is required (see: prog run --help)"},
+        {4, {"prog", "run", "--name", "n"}, "--data is required (see: prog run --help)"},
+        {4, {"prog", "run", "--data", "d"}, "--name is required (see: prog run --help)"},
+        {6, {"prog", "run", "--name", "n", "--data", ""}, "--data must not be empty"},
+        {4, {"prog", "run", "--threads", "0"}, "--threads must be in [1, 8] (got 0)"},
+        {6, {"prog", "run", "--name", "n", "--data", "d"}, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run r = {0};
+        ag_error err = {0};
+        const ag_field_table tab = {need, 3, &r, NULL};
+        ag_status s = ag_args_parse(cases[i].argc, (char **)cases[i].argv, 2, &tab, 1, NULL, NULL, "prog", "run", &err);
+        ck_assert_int_eq(s, *cases[i].msg ? AG_ERR_ARG : AG_OK);
+        ck_assert_str_eq(err.msg, cases[i].msg);
+    }
+}
+END_TEST
+
+/* The library's switches for a program's flags: --from latest|best, --progress auto|lines|tty. */
+START_TEST(library_switches)
+{
+    typedef struct { const char *from; int progress; } args;
+    static const ag_field rows[] = {
+        {.flag = "--from", .type = AG_FIELD_STR, .offset = offsetof(args, from), .sw = &ag_ckpt_from_switch},
+        {.flag = "--progress", .type = AG_FIELD_ENUM, .offset = offsetof(args, progress), .sw = &ag_progress_switch},
+    };
+    char *argv[] = {"prog", "run", "--from", AG_CKPT_BEST, "--progress", "tty", "--from", "middle", NULL};
+    args a = {0};
+    ag_error err = {0};
+    const ag_field_table tab = {rows, 2, &a, NULL};
+    ck_assert(ag_args_parse(6, argv, 2, &tab, 1, NULL, NULL, "prog", "run", &err) == AG_OK);
+    ck_assert(strcmp(a.from, "best") == 0 && a.progress == AG_PROGRESS_TTY);
+    ck_assert_int_eq(ag_args_parse(8, argv, 2, &tab, 1, NULL, NULL, "prog", "run", &err), AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "--from must be latest or best (got 'middle')");
+    ck_assert_str_eq(ag_switch_name(&ag_progress_switch, AG_PROGRESS_LINES), "lines");
 }
 END_TEST
 
@@ -585,10 +643,10 @@ END_TEST
 START_TEST(switches_on)
 {
     static const ag_field sw[] = {
-        {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, false, true, &ag_mlp_switch, "the MLP", false},
-        {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, false, true, NULL, "blocks", false},
-        {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "say less", false},
-        {"hidden", NULL, AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "no flag", false},
+        {"mlp", "--mlp", AG_FIELD_ENUM, F(mlp), 0, 0, 0, 0, false, true, &ag_mlp_switch, "the MLP", false, false},
+        {"layers", "--layers", AG_FIELD_INT, F(layers), 1, 64, 0, 0, false, true, NULL, "blocks", false, false},
+        {"quiet", "--quiet", AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "say less", false, false},
+        {"hidden", NULL, AG_FIELD_BOOL, F(quiet), 0, 1, 0, 0, false, true, NULL, "no flag", false, false},
     };
     cfg c = base();
     char buf[64];
@@ -611,7 +669,8 @@ Suite *fields_suite(void)
     ADD_TESTS(tc, lookup_and_access, parse_good_values, parse_errors_one_line_each, ranges_of_a_struct,
               json_round_trip, json_refused, usage_lines, flag_loop, command_line_messages, real_format);
     ADD_TESTS(tc, text_rows, signal_rows, keyless_numbers, table_flag_loop, set_from_text, whole_command_line);
-    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout, switches_on);
+    ADD_TESTS(tc, merge_with_checkpoint, bits_and_layout, switches_on, required_rows,
+              library_switches);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -290,6 +290,32 @@ START_TEST(test_clip_folded_into_the_update)
 }
 END_TEST
 
+/* ag_optimizer_step: each rule by name is its own step, the clip applied as that step applies
+ * it (folded into Adam's, the gradients scaled first for SGD), bit for bit. */
+START_TEST(test_optimizer_by_name)
+{
+    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    ck_assert_int_eq(ag_optimizer_switch.n, 3);
+    ck_assert_str_eq(ag_switch_name(&ag_optimizer_switch, AG_SGD), "sgd");
+    for (int k = AG_ADAMW; k <= AG_SGD; k++) {
+        ag_params *A = big_store(), *B = big_store();
+        size_t bytes = A->total * sizeof(ag_real);
+        double scale = ag_clip_scale(ag_grad_norm(A), 1.0);
+        ag_optimizer_step((ag_optimizer)k, A, &cfg, 0.9, 1e-2, 1, scale);
+        if (k == AG_ADAMW) ag_adamw_step_scaled(B, &cfg, 1e-2, 1, scale);
+        else if (k == AG_ADAM) ag_adam_step_scaled(B, &cfg, 1e-2, 1, scale);
+        else {
+            ag_scale_grads(B, scale);
+            ag_sgd_step(B, 1e-2, 0.9);
+        }
+        ck_assert_msg(memcmp(A->data, B->data, bytes) == 0 && memcmp(A->m, B->m, bytes) == 0, "%s",
+                      ag_switch_name(&ag_optimizer_switch, k));
+        ag_params_free(A);
+        ag_params_free(B);
+    }
+}
+END_TEST
+
 /* The fast twin of the Adam step (src/optim/fast/adam.c: each thread a share of every
  * parameter, the widest vector target) is adam.c's plain loop, bit for bit. An element's update
  * reads only its own p, g, m and v, so "w" alone in a small store (adam.c's loop: the store is
@@ -357,7 +383,7 @@ Suite *optim_suite(void)
     tcase_set_tags(c, "adam sgd");
     tcase_add_checked_fixture(c, setup, teardown);
     ADD_TESTS(c, test_clip_scales_above_threshold, test_clip_leaves_small_grads,
-                 test_clip_folded_into_the_update);
+                 test_clip_folded_into_the_update, test_optimizer_by_name);
     suite_add_tcase(s, c);
     TCase *th = tcase_create("threads");
     tcase_set_tags(th, "adam");

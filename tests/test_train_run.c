@@ -984,6 +984,34 @@ START_TEST(own_words)
 }
 END_TEST
 
+/* The ETA line in the client's words (progress_word, progress_rate): the step as counted from 0,
+ * the rate of units_per_step, and with a deadline the time left. */
+START_TEST(eta_words)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    tiny m;
+    tiny_build(&m);
+    ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                         .loss = tiny_loss, .evaluate = tiny_eval, .progress_word = "iter", .progress_rate = "pairs/s",
+                         .units_per_step = BATCH};
+    ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_LINES,
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+    char *t = run_logged(&c, o, root, "eta", out);
+    ck_assert_msg(strstr(t, "iter 4/10  loss ") && strstr(t, "  lr 1.00e-01  ") && strstr(t, " pairs/s  ETA ") &&
+                  strstr(t, "\niter 9/10  loss ") && !strstr(t, "step 5/10"), "%s", t);
+    free(t);
+    o.time_budget_s = 3600;   /* a deadline: the time left */
+    c.units_per_step = 0;     /* no rate */
+    t = run_logged(&c, o, root, "left", out);
+    ck_assert_msg(strstr(t, "iter 4/10  loss ") && strstr(t, "  left ") && !strstr(t, "ETA") && !strstr(t, "/s"),
+                  "%s", t);
+    free(t);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
 START_TEST(progress_tty)
 {
     char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
@@ -1623,6 +1651,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, no_val);
     tcase_add_test(tc, progress_tty);
     tcase_add_test(tc, own_words);
+    tcase_add_test(tc, eta_words);
     tcase_add_test(tc, own_stop);
     tcase_add_test(tc, in_words);
     tcase_add_test(tc, parents);

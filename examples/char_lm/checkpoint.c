@@ -1,7 +1,5 @@
-/* checkpoint.c -- model.safetensors and train_state.safetensors of a char_lm run (checkpoint.h):
- * char_lm's config, vocabulary and text fields around the library's GPT weights file
- * (nn/gpt_ckpt.h) and state file (train/train.h: ag_state_kind); the run directory is the
- * library's (ag_ckpt_save, ag_ckpt_resolve), lm_ckpt_format the files as ag_train_run's. */
+/* checkpoint.c -- char_lm's config, vocabulary and text fields around the library's GPT weights
+ * file and state file (checkpoint.h); lm_ckpt_format the files as ag_train_run's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,9 +58,8 @@ void lm_model_free(lm_model *m)
     memset(m, 0, sizeof *m);
 }
 
-/* where's model.safetensors into m: its metadata (ag_gpt_ckpt_meta: the config, the
- * vocabulary, the iteration, the run), then its weights into P, or without P into a new model
- * of its config, m->g (on error, m freed). */
+/* where's model.safetensors into m: its metadata (ag_gpt_ckpt_meta), then its weights into P, or
+ * without P into a new model of its config, m->g (on error, m freed). */
 static ag_status read_in(const char *where, lm_model *m, ag_params *P, ag_error *err)
 {
     char path[PATHLEN];
@@ -80,7 +77,6 @@ static ag_status read_in(const char *where, lm_model *m, ag_params *P, ag_error 
 
 static ag_status read_model(const char *where, void *user, ag_error *err) { return read_in(where, user, NULL, err); }
 
-/* A reader does not hold the run's lock: the library reads again when latest moved on meanwhile. */
 ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err)
 {
     char note[sizeof m->note];
@@ -90,34 +86,21 @@ ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_e
     return st;
 }
 
-ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err)
-{
-    return lm_model_load_as(dir, AG_CKPT_LATEST, m, err);
-}
-
 // --- the run directory: the library's unit with char_lm's files (train/train.h) ---
 
-ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err)
-{
-    return ag_ckpt_resolve(dir, AG_CKPT_LATEST, &lm_ckpt_kind, buf, n, NULL, 0, err);
-}
-
-bool lm_ckpt_exists(const char *dir) { return ag_ckpt_exists(dir, &lm_ckpt_kind); }
-
-ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err)
+static ag_status identify(const char *path, ag_ckpt_id *id, ag_error *err)
 {
     return ag_state_identify(&state_kind, path, id, err);
 }
 
-/* The files of a checkpoint directory (what ag_ckpt_remove may remove from one), and those of a
- * run directory that char_lm writes besides the library's (every picture, script and table a
- * train or --lr-find writes there). */
+/* ag_ckpt_kind's files and run_files (train/train.h): those of a checkpoint, then every picture,
+ * script and table a train or --lr-find writes into the run directory besides the library's. */
 static const char *const ckpt_files[] = {MODEL_FILE, STATE_FILE, NULL};
 static const char *const run_files[] = {"attn.png", "attn.gp", "activations.csv", "activations.png",
                                         "activations.gp", "lr_find.png", "lr_find.gp", NULL};
 
 const ag_ckpt_kind lm_ckpt_kind = {.files = ckpt_files, .run_files = run_files, .legacy = true,
-                                   .identify = lm_ckpt_identify, .file_id = ag_gpt_ckpt_file_id, .pick_flag = "--ckpt"};
+                                   .identify = identify, .file_id = ag_gpt_ckpt_file_id, .pick_flag = "--ckpt"};
 
 // --- train_state.safetensors, as ag_train_run's format (train/train.h: ag_train_format) ---
 
@@ -152,13 +135,12 @@ ag_status lm_train_state_load(const char *dir, ag_gpt *g, lm_train_state *s, ag_
     char where[PATHLEN];
     ag_train_state st = {0};
     memset(s, 0, sizeof *s);
-    ag_status rs = lm_ckpt_resolve(dir, where, sizeof where, err);
+    ag_status rs = ag_ckpt_resolve(dir, AG_CKPT_LATEST, &lm_ckpt_kind, where, sizeof where, NULL, 0, err);
     return rs ? rs : read_state(where, g->params, &st, s, err);
 }
 
-/* The format's read: the weights (their metadata checked: a char_lm checkpoint, its config and
- * vocabulary whole), and with all the moments and where the run stood (the text's fields into
- * the client's lm_ckpt_user, for its check of the text). */
+/* The format's read: the weights (their metadata checked), and with all the moments and where
+ * the run stood (the text's fields into the client's lm_ckpt_user, for its check of the text). */
 static ag_status fmt_read(const ag_train_client *c, const char *where, ag_train_state *st, bool all, ag_error *err)
 {
     lm_ckpt_user *u = c->user;

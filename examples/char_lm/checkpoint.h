@@ -1,8 +1,6 @@
-/* checkpoint.h -- char_lm's checkpoint directory (../shared/MODEL.md, "Checkpoint files"): DIR/latest,
- * DIR/best and the ckpt-<iter>/ they name (train/train.h: ag_ckpt_save), each with model.safetensors
- * (nn/gpt_ckpt.h: the weights; format "char_lm-1", config, vocab, iter, run_id) and train_state.safetensors
- * (train/train.h: ag_state_kind, its fields; "char_lm-train-1", the moments, n_tokens, n_train, n_val,
- * data_hash). Older run directories (both files in DIR itself) and a ckpt-N load too. Nothing
+/* checkpoint.h -- char_lm's checkpoint files (../shared/MODEL.md, "Checkpoint files"): the library's
+ * run directory (train/train.h: ag_ckpt_save), each checkpoint a model.safetensors (nn/gpt_ckpt.h)
+ * and a train_state.safetensors (train/train.h: ag_state_kind) with char_lm's fields. Nothing
  * prints; errors are a status and one line in err, naming the file. */
 #ifndef LM_CHECKPOINT_H
 #define LM_CHECKPOINT_H
@@ -38,18 +36,13 @@ typedef struct {
                            one the next save follows (0: none) */
 } lm_train_state;
 
-/* char_lm's checkpoints for the library's rules (train/train.h: ag_ckpt_kind), and with it
- * ag_ckpt_resolve of DIR/latest, ag_ckpt_exists, ag_state_identify. */
+/* char_lm's checkpoints for the library's rules (train/train.h: ag_ckpt_kind; ag_ckpt_resolve,
+ * ag_ckpt_exists with it). */
 extern const ag_ckpt_kind lm_ckpt_kind;
-ag_status lm_ckpt_resolve(const char *dir, char *buf, size_t n, ag_error *err);
-bool lm_ckpt_exists(const char *dir);
-ag_status lm_ckpt_identify(const char *path, ag_ckpt_id *id, ag_error *err);
 
-/* Reads the checkpoint's model.safetensors (DIR resolved as lm_ckpt_resolve says), checked
- * (nn/gpt_ckpt.h), into a new model. On error *m is zeroed. */
-ag_status lm_model_load(const char *dir, lm_model *m, ag_error *err);
-/* The same from DIR/<which> (AG_CKPT_LATEST, AG_CKPT_BEST), read again when the run's writer
- * moved DIR/<which> on while it was read (ag_ckpt_read); what was wrong with DIR/best in m->note. */
+/* Reads DIR/<which>'s model.safetensors (AG_CKPT_LATEST, AG_CKPT_BEST: ag_ckpt_read, read again
+ * when the writer moved it on), checked (nn/gpt_ckpt.h), into a new model; what was wrong with
+ * DIR/best in m->note. On error *m is zeroed. */
 ag_status lm_model_load_as(const char *dir, const char *which, lm_model *m, ag_error *err);
 void lm_model_free(lm_model *m);   /* NULL ok; leaves *m zeroed */
 

@@ -1,10 +1,7 @@
-/* cli.c -- char_lm's command line: each subcommand's flags are rows of a table (the library's
- * kind, src/train/fields.h: a text, a name of a few, a signal, a switch, a number in a range),
- * and the library's loop (ag_args_parse) reads every argument into the field of its row, with its
- * one-line error. `train` reads the hyper-parameters of config.c's table the same way, and the
- * lines of its switches in `train --help` come from it (ag_field_usage). What no row says is
- * here: --config read first, --kernels, --dist-timeout's own messages, and the checks between
- * flags. Nothing is printed: errors come back as a one-line message for main.c. */
+/* cli.c -- char_lm's command line: each subcommand's flags are rows of tables (train/fields.h),
+ * read by the library's loop (ag_args_parse) with their one-line errors; train's hyper-parameters
+ * are config.c's table, and the --help lines of its switches come from it. What no row says is
+ * here: --config first, --kernels, --dist-timeout's own messages, the checks between flags. */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -28,9 +25,7 @@ static const char *const usages[] = {
 #include "help/attn.inc"
 };
 
-// --- train --help: each switch's lines come from its table ---
-
-/* train's with each line "@key" replaced by the lines of that switch (the library's) */
+/* train's with each line "@key" replaced by the lines of that switch (ag_fields_usage_text) */
 const char *lm_cli_usage(lm_command cmd)
 {
     static char text[32768];   /* train's whole help is about 10 KB: room for the flags to come */
@@ -41,32 +36,27 @@ const char *lm_cli_usage(lm_command cmd)
 
 // --- the flags: each a row of a table, read by the library's flag loop (fields.h) ---
 
-/* A row of a flag that is not a hyper-parameter: no JSON key (a flag only), so its whole numbers
- * read as ag_parse_long reads them; names: the switch whose names it must be, or NULL. */
+/* A row of a flag that is no hyper-parameter (no JSON key: fields.h says how it reads); names: a switch. */
 #define ROW(st, fl, ty, field, l, h, names) \
     {.flag = fl, .type = AG_FIELD_##ty, .offset = offsetof(st, field), .lo = l, .hi = h, .sw = names}
 #define TEXT(st, fl, field) ROW(st, fl, STR, field, 0, 0, NULL)
+#define NEED(st, fl, field) {.flag = fl, .type = AG_FIELD_STR, .offset = offsetof(st, field), .required = true}
 #define ON(st, fl, field) ROW(st, fl, BOOL, field, 0, 1, NULL)
-#define FROM(st) ROW(st, "--from", STR, from, 0, 0, &from_switch)
-
-static const char *const from_names[] = {"latest", "best"};   /* AG_CKPT_LATEST, AG_CKPT_BEST */
-static const ag_switch from_switch = {"from", 2, from_names, NULL};
-static const char *const progress_names[] = {"auto", "lines", "tty"};   /* ag_progress_mode's order */
-static const ag_switch progress_switch = {"progress", 3, progress_names, NULL};
+#define FROM(st) ROW(st, "--from", STR, from, 0, 0, &ag_ckpt_from_switch)
 
 static const ag_field train_rows[] = {
-    TEXT(lm_train_args, "--data", data), TEXT(lm_train_args, "--out", out),
+    NEED(lm_train_args, "--data", data), NEED(lm_train_args, "--out", out),
     TEXT(lm_train_args, "--config", config_name),   /* read first (parse_train), again in its place */
     ROW(lm_train_args, "--init-from", STR, init_from, 1, 0, NULL),
     ON(lm_train_args, "--resume", resume), ON(lm_train_args, "--overwrite", overwrite),
     ROW(lm_train_args, "--threads", INT, threads, 1, 1024, NULL),
     ROW(lm_train_args, "--shards", INT, shards, 1, 1024, NULL),
     ROW(lm_train_args, "--grad-accum", INT, grad_accum, 1, 1 << 20, NULL),
-    ROW(lm_train_args, "--progress", ENUM, progress, 0, 0, &progress_switch),
+    ROW(lm_train_args, "--progress", ENUM, progress, 0, 0, &ag_progress_switch),
     ROW(lm_train_args, "--checkpoint-signal", SIGNAL, checkpoint_signal, 0, 0, NULL),
 };
 static const ag_field sample_rows[] = {
-    TEXT(lm_sample_args, "--ckpt", ckpt), TEXT(lm_sample_args, "--prompt", prompt), FROM(lm_sample_args),
+    NEED(lm_sample_args, "--ckpt", ckpt), TEXT(lm_sample_args, "--prompt", prompt), FROM(lm_sample_args),
     ROW(lm_sample_args, "--max-new-tokens", LONG, max_new_tokens, 0, 10000000, NULL),
     ROW(lm_sample_args, "--top-k", INT, top_k, 0, 1114112, NULL),
     ROW(lm_sample_args, "--seed", U64, seed, 0, 9223372036854775807.0, NULL),
@@ -74,10 +64,10 @@ static const ag_field sample_rows[] = {
      .hi = HUGE_VAL, .lo_open = true},
 };
 static const ag_field eval_rows[] = {
-    TEXT(lm_eval_args, "--ckpt", ckpt), TEXT(lm_eval_args, "--data", data), FROM(lm_eval_args),
+    NEED(lm_eval_args, "--ckpt", ckpt), NEED(lm_eval_args, "--data", data), FROM(lm_eval_args),
 };
 static const ag_field attn_rows[] = {   /* --layer, --head: the model's bound is checked in tools.c */
-    TEXT(lm_attn_args, "--ckpt", ckpt), TEXT(lm_attn_args, "--prompt", prompt), TEXT(lm_attn_args, "--out", out),
+    NEED(lm_attn_args, "--ckpt", ckpt), NEED(lm_attn_args, "--prompt", prompt), NEED(lm_attn_args, "--out", out),
     FROM(lm_attn_args), ROW(lm_attn_args, "--layer", INT, layer, 0, 1 << 20, NULL),
     ROW(lm_attn_args, "--head", INT, head, 0, 1 << 20, NULL),
 };
@@ -91,11 +81,6 @@ static const ag_field trace_rows[] = {
 // --- what no row says ---
 
 static const char *const cmd_names[] = {"", "train", "sample", "eval", "attn"};   /* [lm_command] */
-
-static ag_status require(const char *v, const char *flag, lm_command cmd, ag_error *err)
-{
-    return ag_arg_required(v, flag, "char_lm", cmd_names[cmd], err);
-}
 
 /* The tables' loop (ag_args_parse) over a subcommand's arguments. */
 static ag_status parse_flags(lm_command cmd, const ag_field_table *tabs, int n, ag_arg_fn other, void *user,
@@ -118,14 +103,6 @@ static ag_status kernels_flag(void *trace, ag_arg *f, bool *found, ag_error *err
 static void trace_done(lm_trace_args *t) { t->shapes = t->shapes || t->only || t->graph; }
 
 // --- train ---
-
-/* Pass 1, before the preset: --config, wherever it stands; every other argument passed over. */
-static ag_status pass_over(void *user, ag_arg *f, bool *found, ag_error *err)
-{
-    (void)user, (void)f, (void)err;
-    *found = true;
-    return AG_OK;
-}
 
 /* --dist-timeout S: seconds, 0: no limit (its messages are older than the table's) */
 static ag_status dist_timeout(lm_train_args *t, ag_arg *f, ag_error *err)
@@ -151,12 +128,10 @@ static ag_status train_other(void *args, ag_arg *f, bool *found, ag_error *err)
     return dist_timeout(t, f, err);
 }
 
-/* What no single flag can check: the required ones, --resume against --init-from, the whole config. */
+/* What no single flag can check: --resume against --init-from, the whole config. */
 static ag_status finish_train(lm_train_args *t, ag_error *err)
 {
     trace_done(&t->trace);
-    if (require(t->data, "--data", LM_CMD_TRAIN, err) || require(t->out, "--out", LM_CMD_TRAIN, err))
-        return AG_ERR_ARG;
     if (t->resume && t->init_from)
         return ag_seterr(err, AG_ERR_ARG, "--resume and --init-from exclude each other (--resume continues "
                                           "--out's own run)");
@@ -180,7 +155,7 @@ static ag_status parse_train(lm_train_args *t, int argc, char **argv, ag_error *
         {lm_fields, LM_N_FIELDS, &t->cfg, t->given}, {train_rows, N(train_rows), t, NULL},
         {trace_rows, N(trace_rows), &t->trace, NULL},
     };
-    ag_status s = parse_flags(LM_CMD_TRAIN, &config, 1, pass_over, NULL, argc, argv, err);
+    ag_status s = parse_flags(LM_CMD_TRAIN, &config, 1, ag_arg_pass_over, NULL, argc, argv, err);   /* --config first */
     int k;   /* the preset's name: one of config.c's */
     if (s == AG_OK) s = ag_parse_choice("--config", lm_config_names, t->config_name, &k, err);
     if (s == AG_OK) lm_config_preset(&t->cfg, t->config_name);
@@ -196,16 +171,14 @@ static ag_status parse_sample(lm_sample_args *s, int argc, char **argv, ag_error
     const ag_field_table tabs[] = {{sample_rows, N(sample_rows), s, NULL}, {trace_rows, N(trace_rows), &s->trace, NULL}};
     if (parse_flags(LM_CMD_SAMPLE, tabs, N(tabs), kernels_flag, &s->trace, argc, argv, err)) return AG_ERR_ARG;
     trace_done(&s->trace);
-    return require(s->ckpt, "--ckpt", LM_CMD_SAMPLE, err);
+    return AG_OK;
 }
 
 static ag_status parse_eval(lm_eval_args *e, int argc, char **argv, ag_error *err)
 {
     *e = (lm_eval_args){.from = "latest"};
     const ag_field_table tabs[] = {{eval_rows, N(eval_rows), e, NULL}, {trace_rows, N(trace_rows), &e->trace, NULL}};
-    if (parse_flags(LM_CMD_EVAL, tabs, N(tabs), kernels_flag, &e->trace, argc, argv, err) ||
-        require(e->ckpt, "--ckpt", LM_CMD_EVAL, err) || require(e->data, "--data", LM_CMD_EVAL, err))
-        return AG_ERR_ARG;
+    if (parse_flags(LM_CMD_EVAL, tabs, N(tabs), kernels_flag, &e->trace, argc, argv, err)) return AG_ERR_ARG;
     trace_done(&e->trace);
     return AG_OK;
 }
@@ -214,10 +187,7 @@ static ag_status parse_attn(lm_attn_args *a, int argc, char **argv, ag_error *er
 {
     *a = (lm_attn_args){.head = -1, .from = "latest"};
     const ag_field_table tab = {attn_rows, N(attn_rows), a, NULL};
-    if (parse_flags(LM_CMD_ATTN, &tab, 1, NULL, NULL, argc, argv, err) ||
-        require(a->ckpt, "--ckpt", LM_CMD_ATTN, err) || require(a->prompt, "--prompt", LM_CMD_ATTN, err) ||
-        require(a->out, "--out", LM_CMD_ATTN, err))
-        return AG_ERR_ARG;
+    if (parse_flags(LM_CMD_ATTN, &tab, 1, NULL, NULL, argc, argv, err)) return AG_ERR_ARG;
     size_t n = strlen(a->out);
     if (n < 5 || strcmp(a->out + n - 4, ".png") != 0)
         return ag_seterr(err, AG_ERR_ARG, "--out must end in .png (got '%s')", a->out);

@@ -1,8 +1,7 @@
 /* cli.h -- char_lm's command line: train, sample, eval and attn (their flags: help/<command>.txt),
- * parsed and checked with no I/O. Everything that can be checked without reading a file is
- * checked here, before any work (unknown flags, values, ranges, relations such as n_embd %
- * n_head); main.c prints the message as "char_lm: error: <message>" and exits 2. The parsed
- * strings point into argv. */
+ * parsed with no I/O. All that can be checked without reading a file is checked here, before any
+ * work; main.c prints the message as "char_lm: error: <message>" and exits 2. The parsed strings
+ * point into argv. */
 #ifndef LM_CLI_H
 #define LM_CLI_H
 

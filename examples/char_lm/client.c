@@ -1,7 +1,7 @@
 /* client.c -- char_lm as a client of the library's trainer: the calls of ag_train_client
  * (train/train.h says what each does), user an lm_run (run.h), and the options it runs with
  * (lm_client, lm_client_opts). What is char_lm's: a batch of windows, the pass split over
- * threads, its optimizers, the losses of both splits, the attention statistics, the log's words. */
+ * threads, the losses of both splits, the attention statistics, the evaluation's words. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +28,8 @@ static bool final_eval(const lm_run *R) { return R->ctl.it >= R->ctl.budget.step
 
 // --- a step ---
 
-/* The step's batch: B windows of the training split, drawn by the run's sampler (checkpointed);
- * first the test hook before a step, and a failure left by the log's words (the attention
- * statistics). */
+/* The step's batch: B windows of the training split, drawn by the run's sampler; first the test
+ * hook, and a failure left by the evaluation's attention statistics. */
 static ag_status draw(void *user, ag_rng *rng, ag_error *err)
 {
     lm_run *R = user;
@@ -45,8 +44,7 @@ static ag_status draw(void *user, ag_rng *rng, ag_error *err)
     return AG_OK;   // off [B]
 }
 
-/* Why a pass gave no loss: an op that went non-finite (--detect-anomaly names it), or another
- * error. A loss that is NaN or Inf the trainer says ("iteration 5: the loss is nan; ..."). */
+/* Why a pass gave no loss: an op that went non-finite (--detect-anomaly names it), or another error. */
 static ag_status pass_failed(const lm_run *R, ag_status s, const char *why, ag_error *err)
 {
     if (s == AG_ERR_NONFINITE)
@@ -75,7 +73,7 @@ static ag_status weights_finite(const lm_run *R, long it, double lr, ag_error *e
     const ag_tensor *t = ag_params_nonfinite(R->learn.m.g->params, &i);
     if (!t) return AG_OK;
     return ag_seterr(err, AG_ERR_NONFINITE, "iteration %ld: the %s step made %s non-finite (element %zu is %g; lr %g); "
-                     "%s", it, ag_switch_name(&lm_optimizer_switch, R->cfg.optimizer), t->name, i,
+                     "%s", it, ag_switch_name(&ag_optimizer_switch, R->cfg.optimizer), t->name, i,
                      lm_shown((double)t->data[i]), lr, LM_KEPT(R));
 }
 
@@ -84,14 +82,7 @@ static ag_status update(void *user, ag_params *P, double lr, long t, double clip
     const lm_run *R = user;
     const lm_config *c = &R->cfg;
     ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
-    switch (c->optimizer) {
-    case LM_ADAMW: ag_adamw_step_scaled(P, &ac, lr, t, clip); break;   /* the clip folded in */
-    case LM_ADAM: ag_adam_step_scaled(P, &ac, lr, t, clip); break;
-    case LM_SGD:
-        if (clip != 1) ag_scale_grads(P, clip);
-        ag_sgd_step(P, lr, c->momentum);
-        break;
-    }
+    ag_optimizer_step(c->optimizer, P, &ac, c->momentum, lr, t, clip);
     return c->detect_anomaly ? weights_finite(R, R->ctl.it, lr, err) : AG_OK;
 }
 
@@ -128,20 +119,7 @@ static void row(void *user, long it, bool step, bool evaluated, char *buf, size_
     }
 }
 
-// --- the log's words ---
-
-static void progress_text(void *user, long it, long steps, double loss, double lr, double ema_s, const ag_budget *b,
-                          char *buf, size_t n)
-{
-    const lm_run *R = user;
-    int B = R->cfg.batch_size, T = R->cfg.model.block_size;
-    char eta[32], of[24];   /* with --time-budget: the time left, and "?" until the count is fixed */
-    ag_format_duration(eta, sizeof eta, b->deadline ? b->deadline - ag_budget_now(b) : ema_s * (double)(steps - it - 1));
-    if (b->fixing) snprintf(of, sizeof of, "?");
-    else snprintf(of, sizeof of, "%ld", steps);
-    snprintf(buf, n, "iter %ld/%s  loss %.4f  lr %.2e  %.0f tok/s  %s %s", it, of, loss, lr, (double)B * T / ema_s,
-             b->deadline ? "left" : "ETA", eta);
-}
+// --- the evaluation's words ---
 
 /* B windows of the validation split (else the training one) in data.x, from --seed's stream tag
  * at it: a batch of their own for the statistics, so that the run's losses do not change. */
@@ -243,9 +221,8 @@ static ag_status evaluate(void *user, ag_ctx *ctx, double *vl, double *score, ag
     return AG_OK;
 }
 
-/* --log-activations (lesson 14): the forward the trainer reads at an evaluation: a batch of up
- * to 8 windows (the validation split, else the training one) from its own stream, so that the
- * run's losses do not change, attention op by op so that its scores are a tensor of their own. */
+/* --log-activations (lesson 14): up to 8 windows (as side_batch's) from a stream of their own,
+ * attention op by op so that its scores are a tensor of their own. */
 #define LM_TAG_ACTS 0x616374697673ull   /* "activs": the activation statistics' batch */
 static ag_status activations_forward(void *user, ag_ctx *ctx, uint64_t seed, long it, ag_error *err)
 {
@@ -260,9 +237,8 @@ static ag_status activations_forward(void *user, ag_ctx *ctx, uint64_t seed, lon
 
 // --- the run ---
 
-/* --time-budget, before anything is timed: one window of the training text (a stream of its own:
- * the batches and evaluations stay as they are) through the model, what the budget's probe times
- * (ag_budget_probe_item). A test's simulated clock gives it no time (before_batch is a batch's). */
+/* --time-budget: one window of the training text (a stream of its own: the batches and
+ * evaluations stay as they are), what the budget's probe times (ag_budget_probe_item). */
 static ag_status probe_window(void *user, ag_error *err)
 {
     lm_run *R = user;
@@ -306,7 +282,8 @@ ag_train_client lm_client(lm_run *R, char *cols, size_t n)
                              .draw = draw, .pass = pass, .update = update, .step_seed = step_seed, .start = start,
                              .after_step = after_step, .evaluate = evaluate, .evaluate_train = evaluate_train,
                              .activations_forward = activations_forward, .columns = cols, .row = row,
-                             .no_score = true, .progress_text = progress_text, .eval_text = eval_text,
+                             .no_score = true, .eval_text = eval_text, .progress_word = "iter",
+                             .progress_rate = "tok/s", .units_per_step = (double)c->batch_size * c->model.block_size,
                              .count = "iteration", .lr_name = "--lr", .format = &lm_ckpt_format, .unit = "windows"};
 }
 

@@ -9,24 +9,20 @@
 #define INF HUGE_VAL
 #define BIG 1e9   /* iteration counts: far beyond any run, still exact in a double and in JSON */
 
-AG_SWITCH_DEFINE(lm_optimizer_switch, "optimizer", LM_OPTIMIZERS);
-
 /* The enums the table reads and writes as int. */
-_Static_assert(sizeof(lm_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
+_Static_assert(sizeof(ag_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
                sizeof(ag_norm_kind) == sizeof(int) && sizeof(ag_mlp_kind) == sizeof(int) &&
                sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int),
                "enums are int-sized");
 
-/* A plain row: key, flag, type, offset, lo, hi, lo_open, hi_open, shape, help (the library's
- * ag_field, src/train/fields.h; not optional, not a duration). */
+/* A plain ag_field (train/fields.h): key, flag, type, field, lo, hi, lo_open, hi_open, shape, help. */
 #define ROW(key, flag, type, field, lo, hi, lo_open, hi_open, shape, help) \
-    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help, false}
-/* A switch added with issue 6: optional in older checkpoints; its values are those of sw, an
- * ag_switch (src/nn/switches.h), which --help lists under the row's help. */
+    {key, flag, type, F(field), lo, hi, lo_open, hi_open, shape, false, NULL, help, false, false}
+/* A switch added with issue 6: optional in older checkpoints; its values those of sw (nn/switches.h). */
 #define ENUM(key, flag, field, sw, help) \
-    {key, flag, AG_FIELD_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false}
+    {key, flag, AG_FIELD_ENUM, F(field), 0, 0, 0, 0, 1, true, &(sw), help, false, false}
 #define FLAG(key, flag, field, shape, help) \
-    {key, flag, AG_FIELD_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false}
+    {key, flag, AG_FIELD_BOOL, F(field), 0, 1, 0, 0, shape, true, NULL, help, false, false}
 
 const ag_field lm_fields[] = {
     ROW("vocab_size", NULL, AG_FIELD_INT, model.vocab_size, 1, 1114112, 0, 0, 1,
@@ -55,8 +51,8 @@ const ag_field lm_fields[] = {
     ROW("beta2", "--beta2", AG_FIELD_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),
     ROW("grad_clip", "--grad-clip", AG_FIELD_DOUBLE, grad_clip, 0, INF, 0, 0, 0,
         "global gradient norm limit (0: off)"),
-    {"optimizer", "--optimizer", AG_FIELD_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &lm_optimizer_switch,
-     "the update rule", false},
+    {"optimizer", "--optimizer", AG_FIELD_ENUM, F(optimizer), 0, 0, 0, 0, 0, false, &ag_optimizer_switch,
+     "the update rule", false, false},
     ROW("momentum", "--momentum", AG_FIELD_DOUBLE, momentum, 0, 1, 0, 1, 0, "SGD momentum"),
     ROW("val_fraction", "--val-fraction", AG_FIELD_DOUBLE, val_fraction, 0, 1, 0, 1, 0,
         "share of tokens that validates (0: none)"),
@@ -70,15 +66,15 @@ const ag_field lm_fields[] = {
     FLAG("log_activations", "--log-activations", log_activations, 0, "residual stream, MLP activations, scores"),
     /* issue 21: optional, so that older checkpoints read as runs without a budget */
     {"time_budget", "--time-budget", AG_FIELD_DOUBLE, F(time_budget), 0, LM_MAX_BUDGET_S, 0, 0, 0, true, NULL,
-     "the run ends within this many seconds (0: no budget); on the command line a duration", true},
+     "the run ends within this many seconds (0: no budget); on the command line a duration", true, false},
     {"budget_iters", NULL, AG_FIELD_LONG, F(budget_iters), 0, BIG, 0, 0, 0, true, NULL,
-     "the steps --time-budget fixed after timing the first ones (0: not yet)", false},
+     "the steps --time-budget fixed after timing the first ones (0: not yet)", false, false},
     /* issue 33 (lessons 16 and 17): optional, so that older checkpoints read as plain runs */
     {"lr_find", "--lr-find", AG_FIELD_DOUBLE, F(lr_find), 0, INF, 0, 0, 0, true, NULL,
-     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)", false},
+     "the range test: lr from this up to --lr, exponentially over --max-iters (0: off)", false, false},
     FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
     {"init_scale", "--init-scale", AG_FIELD_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
-     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false},
+     "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false, false},
 };
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 
@@ -86,10 +82,9 @@ const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", 
 
 // --- presets and validation ---
 
-/* MODEL.md's three, then the recipes for 1, 5 and 10 minutes on 2 cores, S, M and L of recipe.h
- * (bench/budget_sweep.sh found them; docs/performance.md, "The recipe follows the compute", says
- * how and why each), each ended by its time_budget (its iters only a ceiling). Each is its values
- * over the common ones, in the table's keys (ag_fields_set); lr_decay_iters = max_iters. */
+/* MODEL.md's three, then the recipes S, M and L of recipe.h (docs/performance.md, "The recipe
+ * follows the compute"), each ended by its time_budget (its iters only a ceiling). Each is its
+ * values over the common ones (ag_fields_set); lr_decay_iters = max_iters. */
 static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
                                     "val_fraction=0.1 eval_iters=20 seed=1337";
 static const struct { const char *name, *values; } presets[] = {
@@ -122,10 +117,9 @@ ag_status lm_config_preset(lm_config *c, const char *name)
 
 ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err)
 {
-    for (int i = 0; i < LM_N_FIELDS; i++)   /* vocab_size: 0 until the data decides it */
-        if ((check_vocab || lm_fields[i].offset != offsetof(lm_config, model.vocab_size)) &&
-            ag_field_check(c, &lm_fields[i], err))
-            return AG_ERR_ARG;
+    lm_config v = *c;
+    if (!check_vocab) v.model.vocab_size = 1;   /* 0 until the data decides it */
+    if (ag_fields_check(&v, lm_fields, LM_N_FIELDS, err)) return AG_ERR_ARG;
     if (c->model.n_embd % c->model.n_head != 0)
         return ag_seterr(err, AG_ERR_ARG, "--n-head %d does not divide --n-embd %d", c->model.n_head,
                          c->model.n_embd);

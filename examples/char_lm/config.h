@@ -1,9 +1,7 @@
 /* config.h -- every hyper-parameter of a char_lm run in one struct, the named configurations
- * of ../shared/MODEL.md (tiny, baby, small) and the budget recipes (1min, 5min, 10min), and one
- * table that describes each field once (flag, JSON key, type, range: the library's kind of table,
- * src/train/fields.h, which parses, checks, formats and writes it). cli.c, checkpoint.c and
- * --resume's "may this change?" check walk that table: a new hyper-parameter is one struct field
- * plus one table row. Nothing here prints or exits: errors are a status and one line in err. */
+ * (../shared/MODEL.md; the budget recipes 1min, 5min, 10min), and one table that describes each
+ * field once (the library's kind, train/fields.h): a new hyper-parameter is one struct field plus
+ * one table row. Nothing here prints or exits: errors are a status and one line in err. */
 #ifndef LM_CONFIG_H
 #define LM_CONFIG_H
 
@@ -11,15 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "attograd.h"
-
-/* The optimizer, a switch like the model's (src/nn/switches.h): one row per value, the first
- * the default; client.c's update() is the `switch` that runs each. */
-#define LM_OPTIMIZERS(X) \
-    X(LM_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
-    X(LM_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
-    X(LM_SGD,   "sgd",   "plain SGD, with --momentum")
-typedef enum { LM_OPTIMIZERS(AG_SWITCH_CONSTANT) } lm_optimizer;
-extern const ag_switch lm_optimizer_switch;
 
 typedef struct {
     ag_gpt_config model;    /* the GPT's shape, dropout and switches (nn.h) */
@@ -31,7 +20,7 @@ typedef struct {
     double weight_decay;
     double beta1, beta2;
     double grad_clip;       /* global-norm clip; 0 disables */
-    lm_optimizer optimizer;
+    ag_optimizer optimizer; /* optim.h: adamw, adam, sgd */
     double momentum;        /* SGD only */
     double val_fraction;    /* the last fraction of the tokens validates; 0: no validation */
     long eval_interval;     /* evaluate (and checkpoint) every this many steps */
@@ -47,16 +36,14 @@ typedef struct {
     bool overfit_batch;     /* every step trains on the same B windows (lesson 17) */
 } lm_config;
 
-/* One row per field of lm_config (fields.h: ag_field). shape: part of the model's shape, which a
- * resumed run may not change; optional: added after the first checkpoints (absent: 0, MODEL.md's
- * default). Read as JSON by ag_fields_to_json(c, lm_fields, LM_N_FIELDS). */
+/* One row per field of lm_config (train/fields.h: ag_field; shape: part of the model's shape,
+ * which a resumed run may not change; optional: absent from older checkpoints, read as 0). */
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
 #define LM_N_FIELDS 37            /* rows in lm_fields (config.c checks it) */
 extern const ag_field lm_fields[LM_N_FIELDS];
 
-/* Fills c with the named configuration (tiny, baby, small; the budget recipes 1min, 5min and
- * 10min, each with its time_budget) and the common defaults, vocab_size 0 (the data decides it).
- * AG_ERR_ARG if the name is unknown (or, a bug, a preset's text is not the table's). */
+/* Fills c with the named configuration (lm_config_names) over the common defaults, vocab_size 0
+ * (the data decides it). AG_ERR_ARG if the name is unknown (a bug: its text not the table's). */
 ag_status lm_config_preset(lm_config *c, const char *name);
 extern const char *const lm_config_names[];   /* NULL-terminated */
 
@@ -67,12 +54,10 @@ ag_status lm_config_validate(const lm_config *c, bool check_vocab, ag_error *err
  * only read: one written before these checks must still sample): --min-lr <= --lr. AG_ERR_ARG. */
 ag_status lm_config_check_training(const lm_config *c, ag_error *err);
 
-/* Reads a JSON object written by ag_fields_to_json of lm_fields: every key present with the
- * right type, except the optional ones; no unknown key. AG_ERR_FORMAT and a message. */
+/* ag_fields_from_json of lm_fields, then lm_config_validate: AG_ERR_FORMAT and a message. */
 ag_status lm_config_from_json(lm_config *c, const char *json, ag_error *err);
 
-/* The sampler of --overfit-batch (lesson 17): seeded from c->seed alone, so every step draws
- * the same windows. */
+/* The sampler of --overfit-batch (lesson 17), from c->seed alone: every step the same windows. */
 ag_rng lm_overfit_rng(const lm_config *c);
 
 #endif

@@ -72,7 +72,7 @@ static int show_result(const char *dir, const lm_train_result *r, time_t since)
     ag_error e = {0};
     lm_model m;
     bool load = !r->out_of_time && !r->sample;
-    ag_status s = load ? lm_model_load(dir, &m, &e) : AG_OK;
+    ag_status s = load ? lm_model_load_as(dir, AG_CKPT_LATEST, &m, &e) : AG_OK;
     if (s) return fail(s, &e);
     if (r->out_of_time) printf("\nno sample: the time budget ran out (char_lm sample --ckpt %s)\n", dir);
     else printf("\nsample (200 characters, temperature 1.0):\n");

@@ -2,8 +2,7 @@
 #include <stdio.h>
 #include "recipe.h"
 
-/* The table, smallest first. Where each min_steps comes from: docs/performance.md, "The
- * recipe follows the compute". */
+/* The table, smallest first (each min_steps: docs/performance.md, "The recipe follows the compute"). */
 const lm_recipe lm_recipes[LM_N_RECIPES] = {
     {"S", "1min", 0},          /* 3 x 96, context 64, lr 3e-3 */
     {"M", "5min", 4000},       /* 4 x 96, context 128, lr 6e-3, weight decay 0.3 */

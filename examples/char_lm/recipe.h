@@ -1,12 +1,8 @@
 /* recipe.h -- `train --time-budget D` without --config: the recipe follows the compute (issue 36).
- * A recipe needs a number of steps, not of minutes, so the choice goes by steps: a few training
- * steps of the reference recipe (M) timed on random tokens for about 2% of the budget
- * (lm_recipe_probe), every recipe's step predicted by its FLOPs (nn.h: ag_gpt_step_flops), the
- * largest that gets its min_steps taken (lm_recipe_pick). The probe loop, the prediction, the pick
- * and the line are the library's (train/recipe.h); the table is char_lm's. Why these thresholds:
- * docs/performance.md, "The recipe follows the compute". The chosen recipe goes into the run's
- * config as a preset would (given flags override it), and so into every checkpoint: --resume
- * continues it exactly, and does not choose again. */
+ * The probe, the prediction, the pick and the line are the library's (train/recipe.h); the table
+ * is char_lm's; why these thresholds: docs/performance.md, "The recipe follows the compute". The
+ * chosen recipe goes into the run's config as a preset would (given flags override it), and so
+ * into every checkpoint: --resume continues it exactly, and does not choose again. */
 #ifndef LM_RECIPE_H
 #define LM_RECIPE_H
 
@@ -25,20 +21,15 @@ typedef struct {
 #define LM_RECIPE_PROBE 1    /* the recipe whose steps the probe times (M) */
 extern const lm_recipe lm_recipes[LM_N_RECIPES];
 
-/* The choice for a budget of budget_s seconds, probe_s of which the probe took, the reference
- * recipe's step measured at probe_step_s (ag_recipe_pick over lm_recipes). */
+/* ag_recipe_pick and ag_recipe_line over lm_recipes, each a preset's GPT ("(4 x 96, context 128)"). */
 void lm_recipe_pick(double budget_s, double probe_s, double probe_step_s, ag_recipe_choice *ch);
-/* Its line (ag_recipe_line), e.g. "time budget 10m00s at 0.0365 s a step: about 15,512 steps ->
- * recipe M (4 x 96, context 128); L would get 5,416, it needs 9,000". */
 void lm_recipe_line(char *buf, size_t n, const ag_recipe_choice *ch);
 /* cfg becomes the picked recipe's preset, then every field given[] marks is taken back from
  * the flags (cfg as parsed), time_budget included; lr_decay_iters follows max_iters unless
  * given. Validated: AG_ERR_ARG and a message when the flags do not fit the recipe. */
 ag_status lm_recipe_apply(lm_config *cfg, const bool *given, int pick, ag_error *err);
-/* The reference recipe's step time on this machine (ag_recipe_probe of ag_gpt_probe_step, nn.h),
- * vocabulary V, its windows split over the threads as char_lm's default does, the ranks of d
- * sharing the mean. When *stop turns non-zero (stop may be NULL) it ends after the step in hand,
- * and *step_s is 0 on every rank. */
+/* The reference recipe's step time (ag_recipe_probe of ag_gpt_probe_step, nn.h), vocabulary V,
+ * its windows split over the threads as char_lm's default does, over the ranks of d. */
 ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, const volatile sig_atomic_t *stop, double *step_s,
                           ag_error *err);
 

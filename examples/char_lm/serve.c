@@ -15,7 +15,7 @@ static void *load(void *user, const char *dir, const char *path, long *iter, ag_
     (void)user, (void)dir;
     lm_model *m = calloc(1, sizeof *m);
     if (!m) ag_seterr(err, AG_ERR_NOMEM, "serve: out of memory");
-    else if (lm_model_load(path, m, err)) m = (free(m), NULL);
+    else if (lm_model_load_as(path, AG_CKPT_LATEST, m, err)) m = (free(m), NULL);
     if (m) *iter = m->iter;
     return m;
 }

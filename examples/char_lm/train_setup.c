@@ -159,7 +159,7 @@ static ag_status open_run(lm_run *R, ag_error *err)
     ag_error why = {0};
     ag_status s = ag_train_prepare(&to, &lm_ckpt_kind, err);
     if (s || !(o->resume || o->init_from)) return s;
-    if ((s = lm_model_load(o->resume ? o->out_dir : o->init_from, &R->learn.m, &why)) ||
+    if ((s = lm_model_load_as(o->resume ? o->out_dir : o->init_from, AG_CKPT_LATEST, &R->learn.m, &why)) ||
         (o->resume && (s = lm_train_state_load(o->out_dir, R->learn.m.g, &R->learn.st, &why))))
         return ag_seterr(err, s, "%s: %s", flag, why.msg);
     return AG_OK;

@@ -6,6 +6,7 @@
 #define AG_OPTIM_H
 
 #include "../params/params.h"
+#include "../nn/switches.h"   /* ag_switch */
 
 typedef struct {
     double beta1, beta2, eps;    /* 0.9, 0.99, 1e-8 */
@@ -22,6 +23,19 @@ void ag_adamw_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t,
 void ag_adam_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale);
 /* p -= lr * g, or with momentum > 0: buf = momentum*buf + g; p -= lr*buf (buf is P->m). */
 void ag_sgd_step(ag_params *P, double lr, double momentum);
+
+/* The update rules by name, a switch (nn/switches.h) that a program's flag can offer (char_lm's
+ * --optimizer): one row per value, the first the default. */
+#define AG_OPTIMIZERS(X) \
+    X(AG_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
+    X(AG_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
+    X(AG_SGD,   "sgd",   "plain SGD, with --momentum")
+typedef enum { AG_OPTIMIZERS(AG_SWITCH_CONSTANT) } ag_optimizer;
+extern const ag_switch ag_optimizer_switch;
+/* One update by rule k, every gradient taken as clip * g: AdamW or Adam with c (the clip folded
+ * in), SGD with momentum (the gradients scaled first when clip is not 1). t as ag_adamw_step's. */
+void ag_optimizer_step(ag_optimizer k, ag_params *P, const ag_adam_cfg *c, double momentum, double lr, long t,
+                       double clip);
 
 typedef struct {
     double lr, min_lr;

@@ -10,6 +10,9 @@
 #include <unistd.h>
 #include "train.h"
 
+static const char *const from_names[] = {AG_CKPT_LATEST, AG_CKPT_BEST};
+const ag_switch ag_ckpt_from_switch = {"from", 2, from_names, NULL};
+
 #define PATHLEN 4096
 
 /* "ckpt-", at least 8 digits, perhaps "-b": so never a '/' or a "..", and never a directory a

@@ -19,7 +19,7 @@
  *                                       a command line walked flag by flag ("--lr 3e-4" or
  *                                       "--lr=3e-4"), a table's flag read into its field, a
  *                                       whole command line read by tables
- *   ag_arg_unknown, ag_arg_required, ag_args_want_help, ag_parse_choice
+ *   ag_arg_unknown, ag_arg_required, ag_arg_pass_over, ag_args_want_help, ag_parse_choice
  *                                       what every command line says alike: a flag unknown or
  *                                       missing, --help, one of a few names
  *   ag_parse_duration, ag_parse_long, ag_parse_signal, ag_format_real
@@ -71,6 +71,8 @@ typedef struct {
     const char *help;       /* what the field is: its --help line (ag_field_usage) */
     bool duration;          /* AG_FIELD_DOUBLE in seconds, a duration on the command line
                                ("90s", "5m", "none": 0; ag_parse_duration, at most hi) */
+    bool required;          /* AG_FIELD_STR: ag_args_parse refuses a command line without it
+                               (ag_arg_required), after every argument was read */
 } ag_field;
 
 /* The row of tab (n rows) with this JSON key or this flag ("--n-embd"), or NULL. */
@@ -198,9 +200,14 @@ typedef struct {
 typedef ag_status (*ag_arg_fn)(void *user, ag_arg *a, bool *found, ag_error *err);
 /* A whole command line: every argument of argv from first on, in order, read by the first of the
  * ntabs tables that has its flag (ag_fields_arg), else by other(user, ...) when other is not
- * NULL, else refused (ag_arg_unknown, with prog and cmd). The first error stops it. */
+ * NULL, else refused (ag_arg_unknown, with prog and cmd). The first error stops it. Then each
+ * required row, in the tables' order, must have been given a text (ag_arg_required). */
 ag_status ag_args_parse(int argc, char **argv, int first, const ag_field_table *tabs, int ntabs, ag_arg_fn other,
                         void *user, const char *prog, const char *cmd, ag_error *err);
+
+/* An ag_arg_fn that takes every argument and reads none: a first pass over a command line that
+ * reads one table's flags only (char_lm's --config, the preset the other flags then override). */
+ag_status ag_arg_pass_over(void *user, ag_arg *a, bool *found, ag_error *err);
 
 /* AG_ERR_ARG for an argument no handler took: "unknown flag '--x' for train (see: char_lm train
  * --help)", or for one that is not a flag "unexpected argument 'x' (see: char_lm train --help)". */

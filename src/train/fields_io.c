@@ -235,6 +235,13 @@ ag_status ag_arg_unknown(const ag_arg *a, const char *prog, const char *cmd, ag_
     return ag_seterr(err, AG_ERR_ARG, "unexpected argument '%s' (see: %s %s --help)", arg, prog, cmd);
 }
 
+ag_status ag_arg_pass_over(void *user, ag_arg *a, bool *found, ag_error *err)
+{
+    (void)user, (void)a, (void)err;
+    *found = true;
+    return AG_OK;
+}
+
 ag_status ag_arg_required(const char *v, const char *flag, const char *prog, const char *cmd, ag_error *err)
 {
     if (v && *v) return AG_OK;
@@ -292,5 +299,10 @@ ag_status ag_args_parse(int argc, char **argv, int first, const ag_field_table *
         if (!found && other) s = other(user, &a, &found, err);
         if (!found) s = ag_arg_unknown(&a, prog, cmd, err);
     }
+    for (int t = 0; t < ntabs; t++)
+        for (int i = 0; s == AG_OK && i < tabs[t].n; i++)
+            if (tabs[t].rows[i].required)
+                s = ag_arg_required(*AT(tabs[t].obj, &tabs[t].rows[i], const char *), tabs[t].rows[i].flag, prog, cmd,
+                                    err);
     return s;
 }

@@ -232,13 +232,31 @@ static ag_status step(loop *L, long it, ag_error *err)
     return ag_log_written(L->o->log, L->o->out_dir, err);   /* a full disk under the log stops the run at once */
 }
 
-/* The progress line after step it, in the client's words (progress_text) or the loop's. */
+/* The progress line with an ETA in the client's progress_word (train.h). */
+static void eta_line(const loop *L, long it, double lv, double lr, char *buf, size_t n)
+{
+    const ag_train_client *c = L->c;
+    const ag_budget *b = L->budget;
+    bool left = b && b->deadline;
+    char eta[32], of[24] = "?", rate[48] = "";
+    double eta_s = left ? b->deadline - ag_budget_now(b) : L->prog.ema_s * (double)(L->o->steps - it - 1);
+    ag_format_duration(eta, sizeof eta, eta_s);
+    if (!b || !b->fixing) snprintf(of, sizeof of, "%ld", L->o->steps);
+    if (c->progress_rate && c->units_per_step > 0)
+        snprintf(rate, sizeof rate, "  %.0f %s", c->units_per_step / L->prog.ema_s, c->progress_rate);
+    snprintf(buf, n, "%s %ld/%s  loss %.4f  lr %.2e%s  %s %s", c->progress_word, it, of, lv, lr, rate,
+             left ? "left" : "ETA", eta);
+}
+
+/* The progress line after step it, in the client's words (progress_text), its ETA line or the loop's. */
 static void progress(loop *L, long it, double lv, double lr)
 {
     const ag_train_client *c = L->c;
     char line[512];
     if (c->progress_text)
         c->progress_text(c->user, it, L->o->steps, lv, lr, L->prog.ema_s, L->budget, line, sizeof line);
+    else if (c->progress_word)
+        eta_line(L, it, lv, lr, line, sizeof line);
     else
         snprintf(line, sizeof line, "step %ld/%ld | loss %.4f | lr %.2e | %.1f ms", it + 1, L->o->steps, lv, lr,
                  1e3 * L->step_s);

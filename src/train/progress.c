@@ -10,6 +10,9 @@
 #include "../tensor/debug.h"   /* ag_now_s */
 
 #define CLEAR "\r\033[K"       /* back to the line's start, and the line erased */
+
+static const char *const progress_names[] = {"auto", "lines", "tty"};   /* [ag_progress_mode] */
+const ag_switch ag_progress_switch = {"progress", 3, progress_names, NULL};
 #define REDRAW_S 0.1           /* a terminal's line is redrawn at most this often */
 
 void ag_progress_init(ag_progress *p, FILE *log, ag_progress_mode mode, int ranks)

@@ -248,6 +248,8 @@ char *ag_csv_layer_head(const char *first, const char *const *cols, int n_layer)
  * (ag_ckpt_point) is what commits a checkpoint. */
 #define AG_CKPT_LATEST "latest"
 #define AG_CKPT_BEST "best"
+/* The two as the names a flag may take (fields.h: a text row's sw; char_lm's --from latest|best). */
+extern const ag_switch ag_ckpt_from_switch;
 
 /* "ckpt-", 8 to 18 digits, perhaps "-b": the names a checkpoint gets. */
 bool ag_ckpt_name_ok(const char *name);
@@ -561,6 +563,8 @@ ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const cha
  * output is a pseudo-terminal even when mpirun's goes to a file, so isatty cannot tell); lines,
  * always the latter; tty, always the former. */
 typedef enum { AG_PROGRESS_AUTO = 0, AG_PROGRESS_LINES, AG_PROGRESS_TTY } ag_progress_mode;
+/* Their names in that order, for a flag (fields.h: an enum row's sw; char_lm's --progress). */
+extern const ag_switch ag_progress_switch;
 
 typedef struct {
     FILE *log;          /* where the lines go (NULL: nowhere, every call does nothing) */
@@ -777,6 +781,12 @@ struct ag_train_client {
     void (*progress_text)(void *user, long it, long steps, double loss, double lr, double ema_s,
                           const ag_budget *budget, char *buf, size_t n);
     void (*eval_text)(void *user, long it, double train_loss, double val_loss, double score, char *buf, size_t n);
+    /* Optional, without progress_text: the progress line after step it as "<progress_word> it/steps
+     * loss L  lr R  N <progress_rate>  ETA T" (char_lm's "iter 10/200  loss 2.3100  lr 1.00e-03
+     * 52000 tok/s  ETA 1m05s"): N units_per_step over the smoothed step time (no rate without both);
+     * with a deadline "left T" (the budget's time left), and "?" for steps while the budget fixes it. */
+    const char *progress_word;
+    const char *progress_rate;
     /* For the report card (DIR/report.md), all optional: */
     const char *config;        /* the program's own config, "key = value" lines ("d_model = 64\n..."):
                                   the card shows them, then the trainer's options (train.steps, ...) */

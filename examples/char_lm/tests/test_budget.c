@@ -313,7 +313,7 @@ static lm_config checkpoint_of(const char *run, long *iter)
 {
     lm_model m;
     ag_error e = {0};
-    ck_assert_msg(lm_model_load(run, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(run, AG_CKPT_LATEST, &m, &e) == AG_OK, "%s", e.msg);
     lm_config c = m.cfg;
     if (iter) *iter = m.iter;
     lm_model_free(&m);
@@ -658,7 +658,7 @@ START_TEST(test_setup_past_the_budget)
     ag_status s = lm_train(&o, &r, &e);
     ck_assert_msg(s == AG_ERR_ARG && strstr(e.msg, "ran out while reading") && !strchr(e.msg, '\n'), "%s: %s",
                   ag_status_str(s), e.msg);
-    ck_assert_msg(!lm_ckpt_exists(run), "a checkpoint was written");
+    ck_assert_msg(!ag_ckpt_exists(run, &lm_ckpt_kind), "a checkpoint was written");
 }
 END_TEST
 

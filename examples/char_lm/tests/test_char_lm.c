@@ -208,7 +208,7 @@ START_TEST(test_config_json_roundtrip)
     a.model.vocab_size = 65;
     a.lr = 0.1;             /* not exact in binary: the JSON must still read back bit-equal */
     a.min_lr = 1.0 / 3.0;
-    a.optimizer = LM_SGD;
+    a.optimizer = AG_SGD;
     a.seed = 9007199254740993ull;   /* 2^53 + 1: not a double */
     char *js = ag_fields_to_json(&a, lm_fields, LM_N_FIELDS);
     ck_assert_ptr_nonnull(js);
@@ -365,7 +365,7 @@ START_TEST(test_checkpoint_roundtrip)
     ck_assert_int_eq(fx_ckpt_save(fx_dir, g, &cfg, &c.vocab, &st, fx_fresh_cause()), AG_OK);
 
     lm_model m;
-    ck_assert_msg(lm_model_load(fx_dir, &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(lm_model_load_as(fx_dir, AG_CKPT_LATEST, &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(m.iter, 7);
     ck_assert_int_eq(m.vocab.V, c.vocab.V);
     ck_assert_int_eq(memcmp(m.vocab.cp, c.vocab.cp, (size_t)c.vocab.V * sizeof *c.vocab.cp), 0);
@@ -387,11 +387,11 @@ START_TEST(test_checkpoint_roundtrip)
     ag_st_tensor one = {"tok_emb.weight", 2, {c.vocab.V, 64}, P->data};
     ag_st_meta meta[] = {{"format", "char_lm-1"}};
     char live[4096];
-    ck_assert_int_eq(lm_ckpt_resolve(fx_dir, live, sizeof live, NULL), AG_OK);
+    ck_assert_int_eq(ag_ckpt_resolve(fx_dir, AG_CKPT_LATEST, &lm_ckpt_kind, live, sizeof live, NULL, 0, NULL), AG_OK);
     ck_assert_ptr_nonnull(strstr(live, "/ckpt-00000007"));
     snprintf(live + strlen(live), sizeof live - strlen(live), "/model.safetensors");
     ck_assert_int_eq(ag_st_save(live, &one, 1, meta, 1, NULL, NULL), AG_OK);
-    ck_assert_int_ne(lm_model_load(fx_dir, &m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_ne(lm_model_load_as(fx_dir, AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
     ck_assert_ptr_nonnull(strstr(fx_cause.msg, "model.safetensors"));
     ag_gpt_free(g);
     ag_corpus_free(&c);
@@ -502,7 +502,7 @@ START_TEST(test_init_from)
     lm_train_result r;
     fx_train_ok(&o, &r);
     lm_model a;
-    ck_assert_int_eq(lm_model_load(fx_in_dir("a"), &a, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("a"), AG_CKPT_LATEST, &a, fx_fresh_cause()), AG_OK);
 
     /* a text that uses part of the vocabulary; the new run keeps the old vocabulary */
     const char *text = "The cat sat on the mat. The dog ran to the barn. "
@@ -516,7 +516,7 @@ START_TEST(test_init_from)
     o2.data_path = fx_in_dir("sub.txt");
     fx_train_ok(&o2, &r);
     lm_model b;
-    ck_assert_int_eq(lm_model_load(fx_in_dir("b"), &b, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("b"), AG_CKPT_LATEST, &b, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(b.vocab.V, a.vocab.V);
     ck_assert_int_eq(memcmp(a.g->params->data, b.g->params->data, a.g->params->total * sizeof(ag_real)), 0);
     lm_model_free(&b);
@@ -563,7 +563,8 @@ START_TEST(test_nonfinite_stops_before_the_step)
     ck_assert_msg(strstr(fx_cause.msg, "iteration") && strstr(fx_cause.msg, "kept: ") &&
                   strstr(fx_cause.msg, "run/ckpt-00000000, the latest and the best"), "%s", fx_cause.msg);
     lm_model m;
-    ck_assert_msg(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()) == AG_OK, "%s",
+                  fx_cause.msg);
     ck_assert_int_eq(m.iter, 0);
     lm_model_free(&m);
 }
@@ -587,7 +588,7 @@ START_TEST(test_sampling_reproducible)
     lm_train_result r;
     fx_train_ok(&o, &r);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
 
     int a[40], b[40], d[40], e[40], *pa = a;
     ag_sample_opts so = {40, 1.0, 0, 7, NULL};
@@ -682,7 +683,7 @@ START_TEST(test_eval_counts_whole_windows)
     lm_train_result r;
     fx_train_ok(&o, &r);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
     FILE *fp = fopen(fx_corpus, "rb");
     char text[101] = {0};
     ck_assert_uint_eq(fread(text, 1, 100, fp), 100);

@@ -65,8 +65,8 @@ static double max_weight_diff(const char *a, const char *b)
 {
     lm_model ma, mb;
     ag_error e = {0};
-    ck_assert_msg(lm_model_load(a, &ma, &e) == AG_OK, "%s", e.msg);
-    ck_assert_msg(lm_model_load(b, &mb, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(a, AG_CKPT_LATEST, &ma, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(b, AG_CKPT_LATEST, &mb, &e) == AG_OK, "%s", e.msg);
     double worst = 0;
     const ag_params *P = ma.g->params;
     for (int k = 0; k < P->n; k++) {

@@ -2,7 +2,7 @@
  * (checkpoint.h: lm_ckpt_format, an ag_train_format; issue 31's first step of moving char_lm's
  * train onto ag_train_run): a GPT client of ag_train_run over a small text.
  *
- *   files    the run's DIR/latest holds char_lm's two files: lm_model_load and
+ *   files    the run's DIR/latest holds char_lm's two files: lm_model_load_as and
  *            lm_train_state_load read them (the iteration, the optimizer's t, the text's hash,
  *            the evaluation saved at it, the best), as `char_lm sample` and --resume do
  *   resume   a run stopped at iteration 6 and resumed by ag_train_run from those files ends
@@ -131,7 +131,7 @@ START_TEST(test_loop_writes_char_lm_files)
     snprintf(dir, sizeof dir, "%s/run", root);
     lm_model m;
     ag_error err = {0};
-    ck_assert_msg(lm_model_load(dir, &m, &err) == AG_OK, "%s", err.msg);
+    ck_assert_msg(lm_model_load_as(dir, AG_CKPT_LATEST, &m, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.iter, 6);
     ck_assert_int_eq(m.vocab.V, g.text.vocab.V);
     lm_train_state st;

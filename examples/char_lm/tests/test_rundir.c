@@ -403,7 +403,7 @@ START_TEST(test_layout)
     ck_assert_str_eq(latest_name(ck), "ckpt-00000003");
     ck_assert(!exists(ck, "ckpt-00000003-b"));
     lm_model m;
-    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(ck, AG_CKPT_LATEST, &m, &e) == AG_OK, "%s", e.msg);
     ck_assert(m.iter == 3 && m.run_id == 0x1234);
     lm_model_free(&m);
 
@@ -478,7 +478,7 @@ START_TEST(test_clean)
                   "run's)") && strstr(left, "ckpt-00000005 (this run's, newer than the live one)") &&
                   !strstr(left, "ckpt-mine"), "left: %s", left);
     lm_model m;
-    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(ck, AG_CKPT_LATEST, &m, &e) == AG_OK, "%s", e.msg);
     ck_assert_int_eq(m.iter, 3);
     lm_model_free(&m);
     ag_gpt_free(g);
@@ -1092,7 +1092,7 @@ START_TEST(test_planted_directory)
     for (size_t i = 0; i < sizeof planted / sizeof *planted; i++)
         ck_assert_msg(exists(ck, planted[i]), "%s was removed", planted[i]);
     lm_model m;
-    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(ck, AG_CKPT_LATEST, &m, &e) == AG_OK, "%s", e.msg);
     ck_assert_int_eq(m.iter, 7);
     lm_model_free(&m);
     ag_gpt_free(g);
@@ -1170,7 +1170,7 @@ START_TEST(test_attn_memory)
     ck_assert_msg(fx_ckpt_save(ck, g, &cfg, &c.vocab, &st, &e) == AG_OK, "%s", e.msg);
     ag_gpt_free(g);
     lm_model m;
-    ck_assert_msg(lm_model_load(ck, &m, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(ck, AG_CKPT_LATEST, &m, &e) == AG_OK, "%s", e.msg);
     char *prompt = malloc(8193);
     ck_assert_ptr_nonnull(prompt);
     memset(prompt, 'e', 8192);

@@ -175,7 +175,7 @@ static void make_ckpt(lm_model *m)
 {
     lm_config c = small(0);
     fx_train_ok(&(lm_train_opts){ .data_path = fx_corpus, .out_dir = fx_in_dir("run"), .cfg = c }, NULL);
-    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, m, fx_fresh_cause()), AG_OK);
 }
 
 /* loss.png during training: drawn in the background at each evaluation but the last, which is
@@ -301,7 +301,8 @@ START_TEST(test_detect_anomaly_names_the_op)
                   "%s", fx_cause.msg);
     ck_assert_ptr_null(strchr(fx_cause.msg, '\n'));
     lm_model m;
-    ck_assert_msg(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()) == AG_OK, "%s",
+                  fx_cause.msg);
     ck_assert_int_eq(m.iter, 0);
     ck_assert(m.cfg.detect_anomaly);
     lm_model_free(&m);
@@ -331,7 +332,8 @@ START_TEST(test_detect_anomaly_after_the_step)
     ck_assert_int_eq(lm_train(&o, &r, fx_fresh_cause()), AG_ERR_NONFINITE);
     ck_assert_msg(strstr(fx_cause.msg, "iteration 0: the adamw step made") && strstr(fx_cause.msg, "non-finite"), "%s", fx_cause.msg);
     lm_model m;
-    ck_assert_msg(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()) == AG_OK, "%s",
+                  fx_cause.msg);
     ck_assert_int_eq(m.iter, 0);
     lm_model_free(&m);
 }
@@ -348,7 +350,8 @@ START_TEST(test_poisoned_model_never_written)
     ck_assert_int_eq(fx_ckpt_save(fx_in_dir("run"), m.g, &m.cfg, &m.vocab, &st, fx_fresh_cause()), AG_ERR_NONFINITE);
     ck_assert_msg(strstr(fx_cause.msg, "lm_head.weight") && strstr(fx_cause.msg, "not written"), "%s", fx_cause.msg);
     lm_model_free(&m);
-    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);   /* still the old one */
+    /* still the old one */
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(m.iter, 0);
     lm_train_state s2;
     ck_assert_int_eq(lm_train_state_load(fx_in_dir("run"), m.g, &s2, fx_fresh_cause()), AG_OK);
@@ -495,7 +498,7 @@ START_TEST(test_switches_in_checkpoint)
     o.n_losses = 2;
     fx_train_ok(&o, NULL);
     lm_model m;
-    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
     ck_assert(m.cfg.model.norm_position == AG_POST_LN && m.cfg.model.norm == AG_NORM_KIND_COUNT - 1 &&
               m.cfg.model.mlp == AG_MLP_SWIGLU && m.cfg.model.init == AG_WEIGHTS_XAVIER && m.cfg.model.no_scale &&
               m.cfg.model.mask_fill == AG_MASK_NEG_1E9);
@@ -573,7 +576,7 @@ START_TEST(test_chinese_corpus)
     ck_assert_msg(lm_train(&o, &r, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(r.vocab_size, 74);   /* 71 distinct hanzi, "，", "。" and the newline */
     lm_model m;
-    ck_assert_int_eq(lm_model_load(fx_in_dir("run"), &m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("run"), AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(m.vocab.cp[0], '\n');
     ck_assert_int_ge(ag_vocab_id(&m.vocab, 0x6708), 0);   /* 月 */
     check_sample(&m);                                  /* through the KV cache */
@@ -582,7 +585,7 @@ START_TEST(test_chinese_corpus)
     c.model.norm_position = AG_POST_LN;                /* the cache runs Post-LN blocks too */
     lm_train_opts o2 = fx_opts(fx_in_dir("post"), c);
     ck_assert_msg(lm_train(&o2, &r, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_model_load(fx_in_dir("post"), &m, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(lm_model_load_as(fx_in_dir("post"), AG_CKPT_LATEST, &m, fx_fresh_cause()), AG_OK);
     check_sample(&m);
 
     /* greedy sampling through the cache = the argmax of a full forward over the prompt */

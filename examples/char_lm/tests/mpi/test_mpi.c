@@ -225,8 +225,8 @@ static double assert_same_weights(const char *dir, const char *ref, double tol)
     snprintf(pb, sizeof pb, "%s/%s", root, ref);
     lm_model a, b;
     ag_error e = {0};
-    ck_assert_msg(lm_model_load(pa, &a, &e) == AG_OK, "%s", e.msg);
-    ck_assert_msg(lm_model_load(pb, &b, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(pa, AG_CKPT_LATEST, &a, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_model_load_as(pb, AG_CKPT_LATEST, &b, &e) == AG_OK, "%s", e.msg);
     const ag_params *P = a.g->params, *Q = b.g->params;
     ck_assert_int_eq(P->total, Q->total);
     ck_assert_int_eq(a.iter, b.iter);

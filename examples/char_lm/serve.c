@@ -63,7 +63,7 @@ static ag_status sample(void *model, const ag_serve_req *r, ag_serve_sink *k, co
 }
 
 /* A character as `char_lm attn` labels it on the heat map's axes. */
-static void attn_label(const void *vocab, int id, char *out) { lm_attn_label(((const ag_vocab *)vocab)->cp[id], out); }
+static void attn_label(const void *vocab, int id, char *out) { ag_chars_label(((const ag_vocab *)vocab)->cp[id], out); }
 
 static char *attention(void *model, const ag_serve_req *r, int *status, char *why, size_t n)
 {
@@ -76,7 +76,7 @@ static char *attention(void *model, const ag_serve_req *r, int *status, char *wh
         snprintf(why, n, "%s", e.msg);
         return NULL;
     }
-    char *out = ag_serve_gpt_attention(m->g, m->iter, ids, (int)T, attn_label, &m->vocab, lm_attn_patterns, why, n);
+    char *out = ag_serve_gpt_attention(m->g, m->iter, ids, (int)T, attn_label, &m->vocab, ag_chars_pattern_names, why, n);
     free(ids);
     *status = out ? 200 : 500;
     return out;

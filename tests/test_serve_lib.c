@@ -2,7 +2,8 @@
  * which has no attention and no run_json: what any program other than char_lm gets (char_lm's
  * serve, seen from a client: examples/char_lm/tests/test_serve.c), and serve's request
  * parameters alone (src/serve/params.c); a GPT over characters served with the library's sample
- * and attention for one (ag_serve_chars_sample, ag_serve_chars_attention). */
+ * and attention for one (ag_serve_chars_sample, ag_serve_chars_attention); the command whole
+ * (ag_serve_main): its exit codes. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -245,6 +246,68 @@ START_TEST(library_serves_chars)
 }
 END_TEST
 
+/* ag_serve_main(&toy, argv [argc]) in a thread, stdout and stderr into dir/out and dir/err */
+typedef struct {
+    int argc;
+    char **argv;
+    int code;
+} main_call;
+
+static void *main_thread(void *arg)
+{
+    main_call *m = arg;
+    m->code = ag_serve_main(&toy, m->argc, m->argv, "error: ");
+    fflush(stdout);
+    return NULL;
+}
+
+static int serve_main(const char *dir, int argc, char **argv, bool interrupt)
+{
+    fflush(stdout), fflush(stderr);
+    int out = dup(1), err = dup(2);
+    ck_assert(freopen(proc_path(dir, "out"), "w", stdout) && freopen(proc_path(dir, "err"), "w", stderr));
+    main_call m = {argc, argv, -1};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, main_thread, &m), 0);
+    for (int i = 0; interrupt && i < 500; i++) {   /* the URL out: the server is up */
+        char *text = proc_read_file(proc_path(dir, "out"), NULL);
+        bool up = text && strstr(text, "http://");
+        free(text);
+        if (up) break;
+        usleep(10000);
+    }
+    if (interrupt) kill(getpid(), SIGINT);
+    pthread_join(th, NULL);
+    fflush(stdout), fflush(stderr);
+    dup2(out, 1), dup2(err, 2), close(out), close(err);
+    return m.code;
+}
+
+/* The command whole: a bad flag's line and 2, --help's usage and 0, a run Ctrl-C ends and 130. */
+START_TEST(serve_main_exit_codes)
+{
+    char dir[64] = "/tmp/ag_serve_main_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ag_train_name("prog", "PROG");
+    char *bad[] = {"prog", "serve", "--bogus"}, *help[] = {"prog", "serve", "--help"};
+    ck_assert_int_eq(serve_main(dir, 3, bad, false), 2);
+    char *text = proc_read_file(proc_path(dir, "err"), NULL);
+    ck_assert_str_eq(text, "prog: error: unknown flag '--bogus' for serve (see: prog serve --help)\n");
+    free(text);
+    ck_assert_int_eq(serve_main(dir, 3, help, false), 0);
+    ck_assert_ptr_nonnull(strstr(text = proc_read_file(proc_path(dir, "out"), NULL), "usage: prog serve --run DIR"));
+    free(text);
+    proc_write_file(proc_path(dir, "latest"), "ckpt-00000007\n", 14);
+    ck_assert_int_eq(mkdir(proc_path(dir, "ckpt-00000007"), 0777), 0);
+    char *run[] = {"prog", "serve", "--run", dir, "--port", "0"};
+    ck_assert_int_eq(serve_main(dir, 6, run, true), 130);
+    ck_assert_ptr_nonnull(strstr(text = proc_read_file(proc_path(dir, "out"), NULL), "prog serve: http://127.0.0.1:"));
+    free(text);
+    ag_train_name("attograd", "AG");
+    proc_remove_tree(dir);
+}
+END_TEST
+
 /* A model of vocabulary v and a context of 8 characters. */
 static int check8(void *v, const char *prompt, char *why, size_t n)
 {
@@ -278,7 +341,7 @@ Suite *serve_lib_suite(void)
 {
     Suite *s = suite_create("serve_lib");
     TCase *tc = tcase_create("params");
-    ADD_TESTS(tc, params_one_line, library_serves_any_model, library_serves_chars);
+    ADD_TESTS(tc, params_one_line, library_serves_any_model, library_serves_chars, serve_main_exit_codes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,10 +1,7 @@
 /* main.c -- the char_lm program: its commands (train, sample, eval, attn, serve: `char_lm
- * <command> --help`), the only code that prints errors and picks exit codes: 0 success, 2 a
- * usage error (AG_ERR_ARG: a bad flag, arguments that do not fit the data or the checkpoint, a
- * run directory in use), 1 any other, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP, 75
- * (AG_EXIT_REQUEUE) train stopped by its checkpoint signal after a checkpoint (README.md,
- * "Signals are answered at once"; train/program.h). Every error is one line on stderr,
- * "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
+ * <command> --help`), the only code that prints errors and picks exit codes (train/program.h:
+ * ag_exit_code, ag_stopped_code; README.md, "Signals are answered at once"). Every error is one
+ * line on stderr, "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,17 +49,6 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
-/* Every picture this run wrote into dir, one per line: a learner told of loss.png alone never
- * opened dynamics.png (issue 33). */
-static void print_pictures(const char *dir, time_t since)
-{
-    const char *shown[16];
-    size_t n = 0;
-    while (lm_pictures[n]) n++;
-    ag_run_pictures(dir, lm_pictures, n, since, shown);
-    for (size_t k = 0; shown[k]; k++) printf("%spicture: %s/%s\n", k ? "" : "\n", dir, shown[k]);
-}
-
 /* After training: a taste of what the model learned, the sample on the run's card (train_log.c;
  * none when the time budget ran out: the budget holds the whole command, issue 35; a run with
  * nothing to do samples its checkpoint as the card would), then where the pictures and the
@@ -84,7 +70,7 @@ static int show_result(const char *dir, const lm_train_result *r, time_t since)
     if (s == AG_OK) s = ag_flushed(stdout, "stdout", &e);
     if (s) return fail(s, &e);
     if (*stop) return ag_stopped_code(*stop);
-    print_pictures(dir, since);
+    ag_say_pictures(stdout, dir, lm_pictures, since);   /* every picture this run wrote (issue 33) */
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
     return 0;
 }
@@ -275,27 +261,14 @@ static ag_status use_kernels(const lm_cli *cli, ag_error *err)
     return ag_kernels_from_env(&id, err);
 }
 
-/* serve: the library's (src/serve/serve.h), flags and all; the model is serve.c's */
-static int cmd_serve(int argc, char **argv)
-{
-    ag_error e = {0};
-    ag_serve_args a;
-    bool help;
-    if (ag_serve_parse(&a, argc, argv, &help, &e)) return fail(AG_ERR_ARG, &e);
-    if (help) return ag_serve_usage(stdout, &lm_serve_client), fflush(stdout) == 0 ? 0 : 1;
-    ag_stop_catch(false, 0);
-    ag_status s = ag_serve_run(&lm_serve_client, &a, stop, stdout, stderr, NULL, &e);
-    if (s) return fail(s, &e);
-    return ag_stopped_code(*stop);
-}
-
 int main(int argc, char **argv)
 {
     ag_train_name("char_lm", "CHAR_LM");   /* the run machinery's messages and variables (train/train.h) */
     ag_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (program.h) */
     stop = ag_stop_flag();
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
-    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return cmd_serve(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0)   /* the library's (serve/serve.h); the model: serve.c */
+        return ag_serve_main(&lm_serve_client, argc, argv, "error: ");
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return ag_say_error_once("error: ", AG_ERR_ARG, &e);   /* every rank's alike */

@@ -148,5 +148,11 @@ void ag_serve_usage(FILE *f, const ag_serve_client *c);
  * the one that ended it is in *stopped_by (may be NULL). */
 ag_status ag_serve_run(const ag_serve_client *c, const ag_serve_args *a, const volatile sig_atomic_t *stop,
                        FILE *out, FILE *warn, int *stopped_by, ag_error *err);
+/* `PROGRAM serve ...` whole, for a main (argv[1] is "serve"): a bad flag is one line on stderr,
+ * "<program>: <lead>..." (train/program.h: ag_say_error), and 2; --help prints c's usage on
+ * stdout, 0 (1 when stdout fails); else ag_serve_run until SIGINT, SIGTERM or SIGHUP
+ * (ag_stop_catch), and the exit code ag_stopped_code gives that signal, or a failure's line
+ * and ag_exit_code's. */
+int ag_serve_main(const ag_serve_client *c, int argc, char **argv, const char *lead);
 
 #endif

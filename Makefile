@@ -576,6 +576,8 @@ PUBLIC_HEADERS += src/train/train.h src/train/budget.h src/train/ddp.h src/dist/
 # src/train/program.h: a program's error line, threads, launch and stop signals; recipe.h: the
 # recipe a time budget picks from the measured step speed
 PUBLIC_HEADERS += src/train/program.h src/train/recipe.h
+# src/train/chars.h: a GPT over characters sampled, evaluated, its attention drawn (char_lm's tools)
+PUBLIC_HEADERS += src/train/chars.h
 # src/train/fields.h: a program's config as a table (flags, ranges, JSON, usage lines)
 PUBLIC_HEADERS += src/train/fields.h
 # src/serve: a page and a JSON API over a run, for any model (libmicrohttpd: the .pc's Libs.private)

@@ -14,7 +14,8 @@
  *            a program's config as a table of fields: its flags, checks, JSON and usage lines
  *            (fields.h); what a program's main does around them: its error line and exit code,
  *            its threads, its place in an mpirun job, its stop signals (program.h); the recipe
- *            a time budget picks from the step speed it measures (recipe.h)
+ *            a time budget picks from the step speed it measures (recipe.h); a GPT over
+ *            characters sampled, evaluated, its attention drawn, its forward traced (chars.h)
  *   serve/   a page and a JSON API over a run directory, for any model the program describes
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
@@ -43,6 +44,7 @@
 #include "train/fields.h"
 #include "train/program.h"
 #include "train/recipe.h"
+#include "train/chars.h"
 #include "serve/serve.h"
 
 #endif

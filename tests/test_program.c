@@ -192,6 +192,16 @@ START_TEST(test_pictures_and_flush)
     ck_assert_str_eq(shown[0], "loss.png");
     ck_assert_str_eq(shown[1], "attn.png");
     ck_assert_ptr_null(shown[2]);
+    const char *listed[] = {"loss.png", "old.png", "none.png", "attn.png", NULL};
+    char *said = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&said, &len);
+    ag_say_pictures(out, root, listed, since);
+    fclose(out);
+    char want[256];
+    snprintf(want, sizeof want, "\npicture: %s/loss.png\npicture: %s/attn.png\n", root, root);
+    ck_assert_str_eq(said, want);
+    free(said);
     proc_remove_tree(root);
     ag_error e = {0};
     FILE *full = fopen("/dev/full", "w");

@@ -1,7 +1,9 @@
 /* test_serve_lib.c -- the library's serve (src/serve/serve.h) with a model of the test's own,
  * which has no attention and no run_json: what any program other than char_lm gets (char_lm's
  * serve, seen from a client: examples/char_lm/tests/test_serve.c), and serve's request
- * parameters alone (src/serve/params.c). */
+ * parameters alone (src/serve/params.c); a GPT over characters served with the library's sample
+ * and attention for one (ag_serve_chars_sample, ag_serve_chars_attention); the command whole
+ * (ag_serve_main): its exit codes. */
 #include <check.h>
 #include <jansson.h>
 #include <math.h>
@@ -13,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "proc.h"
-#include "serve/serve.h"
+#include "attograd.h"
 #include "tcases.h"
 
 static int port;
@@ -69,22 +71,45 @@ static ag_status toy_sample(void *model, const ag_serve_req *r, ag_serve_sink *k
     return AG_OK;
 }
 
+static const ag_serve_client toy = {.what = "sample", .load = toy_load, .free = toy_free, .check = toy_check,
+                                    .sample = toy_sample};
+
 typedef struct {
+    const ag_serve_client *c;
     ag_serve_args a;
-    const volatile sig_atomic_t *stop;
-    FILE *out;
+    volatile sig_atomic_t stop;
+    FILE *out, *in;
+    pthread_t th;
     ag_status s;
 } toy_server;
 
 static void *toy_thread(void *arg)
 {
     toy_server *t = arg;
-    static const ag_serve_client toy = {.what = "sample", .load = toy_load, .free = toy_free, .check = toy_check,
-                                        .sample = toy_sample};
     ag_error e = {0};
-    t->s = ag_serve_run(&toy, &t->a, t->stop, t->out, NULL, NULL, &e);
+    t->s = ag_serve_run(t->c, &t->a, &t->stop, t->out, NULL, NULL, &e);
     fclose(t->out);
     return NULL;
+}
+
+/* c served over dir in a thread of its own, its port in port */
+static void serve_start(toy_server *t, const ag_serve_client *c, const char *dir)
+{
+    char line[256] = "";
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    *t = (toy_server){.c = c, .a = {dir, "127.0.0.1", 0}, .out = fdopen(p[1], "w"), .in = fdopen(p[0], "r")};
+    ck_assert_int_eq(pthread_create(&t->th, NULL, toy_thread, t), 0);
+    ck_assert_msg(fgets(line, sizeof line, t->in) && strstr(line, "http://127.0.0.1:"), "no URL: %s", line);
+    port = atoi(strstr(line, "http://127.0.0.1:") + strlen("http://127.0.0.1:"));
+}
+
+static void serve_stop(toy_server *t)
+{
+    t->stop = 1;
+    pthread_join(t->th, NULL);
+    fclose(t->in);
+    ck_assert_int_eq(t->s, AG_OK);
 }
 
 /* o as compact JSON, in a buffer that the next call reuses. */
@@ -114,7 +139,7 @@ static void toy_files(void)
 
 START_TEST(library_serves_any_model)
 {
-    char dir[64] = "/tmp/ag_serve_toy_XXXXXX", line[256] = "";
+    char dir[64] = "/tmp/ag_serve_toy_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     proc_write_file(proc_path(dir, "latest"), "ckpt-00000007\n", 14);
     proc_write_file(proc_path(dir, "metrics.csv"), "iter,loss\n0,1.5\n1,", 18);   /* a row being written */
@@ -122,15 +147,8 @@ START_TEST(library_serves_any_model)
     proc_write_file(proc_path(dir, "loss.png"), "\x89PNG\0...", 8);
     ck_assert_int_eq(symlink("report.md", proc_path(dir, "dynamics.png")), 0);   /* a link is not followed */
     ck_assert_int_eq(mkdir(proc_path(dir, "ckpt-00000007"), 0777), 0);
-    static volatile sig_atomic_t stop;
-    int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    toy_server t = {.a = {dir, "127.0.0.1", 0}, .stop = &stop, .out = fdopen(p[1], "w")};
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, toy_thread, &t), 0);
-    FILE *in = fdopen(p[0], "r");
-    ck_assert_msg(fgets(line, sizeof line, in) && strstr(line, "http://127.0.0.1:"), "no URL: %s", line);
-    port = atoi(strstr(line, "http://127.0.0.1:") + strlen("http://127.0.0.1:"));
+    static toy_server t;
+    serve_start(&t, &toy, dir);
     json_t *o = call("GET", "/api/run", NULL, 200);
     ck_assert_int_eq(json_integer_value(json_object_get(o, "iter")), 7);
     ck_assert_str_eq(json_string_value(json_object_get(o, "checkpoint")), "ckpt-00000007");
@@ -154,10 +172,138 @@ START_TEST(library_serves_any_model)
     o = call("GET", "/api/metrics", NULL, 200);
     ck_assert_int_eq(json_array_size(json_object_get(o, "rows")), 1);
     json_decref(o);
-    stop = 1;
+    serve_stop(&t);
+    proc_remove_tree(dir);
+}
+END_TEST
+
+/* A GPT over the characters "\n ab" (untrained), served with the library's sample and attention
+ * for a model of characters (ag_serve_chars_sample, ag_serve_chars_attention). */
+typedef struct {
+    ag_gpt *g;
+    ag_vocab v;
+} chars_model;
+
+static void *chars_load(void *user, const char *dir, const char *ckpt, long *iter, ag_error *err)
+{
+    (void)dir, (void)ckpt, (void)err;
+    *iter = 7;
+    return user;
+}
+
+static int chars_check(void *model, const char *prompt, char *why, size_t n)
+{
+    return ag_serve_check_chars(&((chars_model *)model)->v, 8, prompt, why, n);
+}
+
+static ag_status chars_sample(void *model, const ag_serve_req *r, ag_serve_sink *k, const volatile sig_atomic_t *stop,
+                              ag_error *err)
+{
+    chars_model *m = model;
+    return ag_serve_chars_sample(m->g, &m->v, r, k, stop, err);
+}
+
+static char *chars_attention(void *model, const ag_serve_req *r, int *status, char *why, size_t n)
+{
+    chars_model *m = model;
+    return ag_serve_chars_attention(m->g, 7, &m->v, r, status, why, n);
+}
+
+START_TEST(library_serves_chars)
+{
+    chars_model m;
+    ag_error e = {0};
+    ck_assert_msg(ag_vocab_from_json("v", "[10, 32, 97, 98]", &m.v, &e) == AG_OK, "%s", e.msg);
+    ag_gpt_config cfg = {.vocab_size = 4, .n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 8};
+    ck_assert_ptr_nonnull(m.g = ag_gpt_new(&cfg, 3, &e));
+    const ag_serve_client c = {.what = "sample, attention", .user = &m, .load = chars_load, .free = toy_free,
+                               .check = chars_check, .sample = chars_sample, .attention = chars_attention};
+    char dir[64] = "/tmp/ag_serve_chars_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    proc_write_file(proc_path(dir, "latest"), "ckpt-00000007\n", 14);
+    ck_assert_int_eq(mkdir(proc_path(dir, "ckpt-00000007"), 0777), 0);
+    static toy_server t;
+    serve_start(&t, &c, dir);
+    json_t *o = call("POST", "/api/sample", "{\"prompt\": \"ab\", \"n\": 5, \"stream\": false}", 200);
+    const char *text = json_string_value(json_object_get(o, "text"));
+    ck_assert_msg(text && strlen(text) == 5 && !text[strspn(text, "\n ab")], "%s", text);   /* its characters */
+    json_t *tok = json_array_get(json_object_get(o, "tokens"), 0);
+    ck_assert_int_eq(json_string_value(json_object_get(tok, "c"))[0], text[0]);
+    json_decref(o);
+    o = call("POST", "/api/attention", "{\"prompt\": \"a b\\n\"}", 200);
+    ck_assert_str_eq(json_dumps_tmp(json_object_get(o, "chars")), "[\"a\",\"\u2423\",\"b\",\"\\\\n\"]");
+    json_t *head = json_array_get(json_array_get(json_object_get(o, "layers"), 1), 0);
+    const char *pattern = json_string_value(json_object_get(head, "pattern"));
+    bool named = false;
+    for (int k = 0; k <= AG_ATTN_MIXED; k++) named |= strcmp(pattern, ag_chars_pattern_names[k]) == 0;
+    ck_assert_msg(named && json_integer_value(json_object_get(o, "iter")) == 7, "%s", pattern);
+    json_decref(o);
+    json_decref(call("POST", "/api/attention", "{\"prompt\": \"abc\"}", 400));   /* not in the vocabulary */
+    serve_stop(&t);
+    proc_remove_tree(dir);
+    ag_gpt_free(m.g);
+    ag_vocab_free(&m.v);
+}
+END_TEST
+
+/* ag_serve_main(&toy, argv [argc]) in a thread, stdout and stderr into dir/out and dir/err */
+typedef struct {
+    int argc;
+    char **argv;
+    int code;
+} main_call;
+
+static void *main_thread(void *arg)
+{
+    main_call *m = arg;
+    m->code = ag_serve_main(&toy, m->argc, m->argv, "error: ");
+    fflush(stdout);
+    return NULL;
+}
+
+static int serve_main(const char *dir, int argc, char **argv, bool interrupt)
+{
+    fflush(stdout), fflush(stderr);
+    int out = dup(1), err = dup(2);
+    ck_assert(freopen(proc_path(dir, "out"), "w", stdout) && freopen(proc_path(dir, "err"), "w", stderr));
+    main_call m = {argc, argv, -1};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, main_thread, &m), 0);
+    for (int i = 0; interrupt && i < 500; i++) {   /* the URL out: the server is up */
+        char *text = proc_read_file(proc_path(dir, "out"), NULL);
+        bool up = text && strstr(text, "http://");
+        free(text);
+        if (up) break;
+        usleep(10000);
+    }
+    if (interrupt) kill(getpid(), SIGINT);
     pthread_join(th, NULL);
-    fclose(in);
-    ck_assert_int_eq(t.s, AG_OK);
+    fflush(stdout), fflush(stderr);
+    dup2(out, 1), dup2(err, 2), close(out), close(err);
+    return m.code;
+}
+
+/* The command whole: a bad flag's line and 2, --help's usage and 0, a run Ctrl-C ends and 130. */
+START_TEST(serve_main_exit_codes)
+{
+    char dir[64] = "/tmp/ag_serve_main_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ag_train_name("prog", "PROG");
+    char *bad[] = {"prog", "serve", "--bogus"}, *help[] = {"prog", "serve", "--help"};
+    ck_assert_int_eq(serve_main(dir, 3, bad, false), 2);
+    char *text = proc_read_file(proc_path(dir, "err"), NULL);
+    ck_assert_str_eq(text, "prog: error: unknown flag '--bogus' for serve (see: prog serve --help)\n");
+    free(text);
+    ck_assert_int_eq(serve_main(dir, 3, help, false), 0);
+    ck_assert_ptr_nonnull(strstr(text = proc_read_file(proc_path(dir, "out"), NULL), "usage: prog serve --run DIR"));
+    free(text);
+    proc_write_file(proc_path(dir, "latest"), "ckpt-00000007\n", 14);
+    ck_assert_int_eq(mkdir(proc_path(dir, "ckpt-00000007"), 0777), 0);
+    char *run[] = {"prog", "serve", "--run", dir, "--port", "0"};
+    ck_assert_int_eq(serve_main(dir, 6, run, true), 130);
+    ck_assert_ptr_nonnull(strstr(text = proc_read_file(proc_path(dir, "out"), NULL), "prog serve: http://127.0.0.1:"));
+    free(text);
+    ag_train_name("attograd", "AG");
     proc_remove_tree(dir);
 }
 END_TEST
@@ -195,7 +341,7 @@ Suite *serve_lib_suite(void)
 {
     Suite *s = suite_create("serve_lib");
     TCase *tc = tcase_create("params");
-    ADD_TESTS(tc, params_one_line, library_serves_any_model);
+    ADD_TESTS(tc, params_one_line, library_serves_any_model, library_serves_chars, serve_main_exit_codes);
     suite_add_tcase(s, tc);
     return s;
 }

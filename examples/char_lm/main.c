@@ -1,10 +1,7 @@
 /* main.c -- the char_lm program: its commands (train, sample, eval, attn, serve: `char_lm
- * <command> --help`), the only code that prints errors and picks exit codes: 0 success, 2 a
- * usage error (AG_ERR_ARG: a bad flag, arguments that do not fit the data or the checkpoint, a
- * run directory in use), 1 any other, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP, 75
- * (AG_EXIT_REQUEUE) train stopped by its checkpoint signal after a checkpoint (README.md,
- * "Signals are answered at once"; train/program.h). Every error is one line on stderr,
- * "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
+ * <command> --help`), the only code that prints errors and picks exit codes (train/program.h:
+ * ag_exit_code, ag_stopped_code; README.md, "Signals are answered at once"). Every error is one
+ * line on stderr, "char_lm: error: ...", under mpirun said by rank 0 alone when every rank meets it. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,17 +49,6 @@ static lm_train_opts train_opts(const lm_train_args *a)
     };
 }
 
-/* Every picture this run wrote into dir, one per line: a learner told of loss.png alone never
- * opened dynamics.png (issue 33). */
-static void print_pictures(const char *dir, time_t since)
-{
-    const char *shown[16];
-    size_t n = 0;
-    while (lm_pictures[n]) n++;
-    ag_run_pictures(dir, lm_pictures, n, since, shown);
-    for (size_t k = 0; shown[k]; k++) printf("%spicture: %s/%s\n", k ? "" : "\n", dir, shown[k]);
-}
-
 /* After training: a taste of what the model learned, the sample on the run's card (train_log.c;
  * none when the time budget ran out: the budget holds the whole command, issue 35; a run with
  * nothing to do samples its checkpoint as the card would), then where the pictures and the
@@ -78,13 +64,13 @@ static int show_result(const char *dir, const lm_train_result *r, time_t since)
     else printf("\nsample (200 characters, temperature 1.0):\n");
     if (r->sample) fputs(r->sample, stdout);
     if (load) {
-        s = lm_sample_print(stdout, &m, NULL, &(ag_sample_opts){200, 1.0, 0, 1337, stop}, &e);
+        s = ag_chars_print(stdout, m.g, &m.vocab, NULL, &(ag_sample_opts){200, 1.0, 0, 1337, stop}, &e);
         lm_model_free(&m);
     }
     if (s == AG_OK) s = ag_flushed(stdout, "stdout", &e);
     if (s) return fail(s, &e);
     if (*stop) return ag_stopped_code(*stop);
-    print_pictures(dir, since);
+    ag_say_pictures(stdout, dir, lm_pictures, since);   /* every picture this run wrote (issue 33) */
     printf("metrics: %s/metrics.csv\nmore text: ./build/char_lm sample --ckpt %s\n", dir, dir);
     return 0;
 }
@@ -182,25 +168,6 @@ static int cmd_train(const lm_train_args *a)
 
 // --- sample, eval, attn ---
 
-/* --trace-shapes for sample: the forward over the prompt (its last block_size characters); graph:
- * --trace-graph's file, or NULL. */
-static ag_status trace_prompt(lm_model *m, const char *prompt, const char *graph, ag_error *err)
-{
-    const char *p = prompt && *prompt ? prompt : "\n";
-    int *ids = NULL;
-    size_t n = 0;
-    ag_status s = ag_vocab_encode(&m->vocab, "--prompt", p, strlen(p), &ids, &n, err);
-    if (s == AG_OK) {
-        int T = n > (size_t)m->g->cfg.block_size ? m->g->cfg.block_size : (int)n;
-        char what[96];
-        snprintf(what, sizeof what, "the prompt (B=1, T=%d; sampling then feeds one position at a time)", T);
-        const ag_gpt_trace_opts o = {.what = what, .graph = graph};
-        s = ag_gpt_trace(stdout, m->g, ids + (n - (size_t)T), NULL, 1, T, &o, err);
-    }
-    free(ids);
-    return s;
-}
-
 /* The model --ckpt and --from name, and a warning for what the loader read around (a bad best). */
 static ag_status load_to_read(const char *dir, const char *from, lm_model *m, ag_error *e)
 {
@@ -219,25 +186,14 @@ static int cmd_sample(const lm_sample_args *a)
     if (s) return fail(s, &e);
     char shape[AG_GPT_SHAPE_LEN];
     s = ag_check_memory(ag_gpt_sample_bytes(&m.g->cfg), "sample", ag_gpt_shape_str(&m.g->cfg, 1, shape), &e);
-    if (s == AG_OK && a->trace.shapes) s = trace_prompt(&m, a->prompt, a->trace.graph, &e);
+    if (s == AG_OK && a->trace.shapes) s = ag_chars_trace_prompt(stdout, m.g, &m.vocab, a->prompt, a->trace.graph, &e);
     if (s == AG_OK && !a->trace.only) {
         ag_sample_opts so = {a->max_new_tokens, a->temperature, a->top_k, a->seed, stop};
-        s = lm_sample_print(stdout, &m, a->prompt, &so, &e);
+        s = ag_chars_print(stdout, m.g, &m.vocab, a->prompt, &so, &e);
     }
     lm_model_free(&m);
     if (s) return fail(s, &e);
     return *stop ? ag_stopped_code(*stop) : 0;
-}
-
-/* --trace-shapes for eval: the forward over the first windows of the file. */
-static ag_status trace_file(lm_model *m, const char *path, const char *graph, ag_error *err)
-{
-    ag_corpus c;
-    const ag_gpt_trace_opts o = {.what = path, .graph = graph, .unit = "characters"};
-    ag_status s = ag_corpus_load_vocab(path, &m->vocab, &c, err);
-    if (s == AG_OK) s = ag_gpt_trace_windows(stdout, m->g, c.ids, c.n, &o, err);
-    ag_corpus_free(&c);
-    return s;
 }
 
 static int cmd_eval(const lm_eval_args *a)
@@ -248,13 +204,13 @@ static int cmd_eval(const lm_eval_args *a)
     ag_status s = load_to_read(a->ckpt, a->from, &m, &e);
     if (s) return fail(s, &e);
     char shape[AG_GPT_SHAPE_LEN];
-    s = ag_check_memory(ag_gpt_step_bytes(&m.g->cfg, LM_EVAL_BATCH, false), "eval",
-                        ag_gpt_shape_str(&m.g->cfg, LM_EVAL_BATCH, shape), &e);
-    if (s == AG_OK && a->trace.shapes) s = trace_file(&m, a->data, a->trace.graph, &e);
+    s = ag_check_memory(ag_gpt_step_bytes(&m.g->cfg, AG_CHARS_EVAL_BATCH, false), "eval",
+                        ag_gpt_shape_str(&m.g->cfg, AG_CHARS_EVAL_BATCH, shape), &e);
+    if (s == AG_OK && a->trace.shapes) s = ag_chars_trace_file(stdout, m.g, &m.vocab, a->data, a->trace.graph, &e);
     double loss = 0;
     size_t tokens = 0;
     bool evaluate = s == AG_OK && !a->trace.only;
-    if (evaluate) s = lm_eval_file(&m, a->data, &loss, &tokens, &e);
+    if (evaluate) s = ag_chars_eval_file(m.g, &m.vocab, a->data, &loss, &tokens, &e);
     lm_model_free(&m);
     if (s == AG_OK && evaluate && !isfinite(loss))   /* JSON has no NaN: an error, not "-nan" */
         s = ag_seterr(&e, AG_ERR_NONFINITE, "%s: the loss is %g: this model's weights give no finite loss", a->data,
@@ -276,7 +232,7 @@ static int cmd_attn(const lm_attn_args *a)
     int H = m.g->cfg.n_head;
     ag_attn_head *heads = calloc((size_t)H, sizeof *heads);   /* [H] */
     if (!heads) s = ag_seterr(&e, AG_ERR_NOMEM, "attn: out of memory");
-    if (!s && !*stop) s = lm_attn_draw(&m, a->prompt, a->layer, a->head, a->out, heads, &e);
+    if (!s && !*stop) s = ag_chars_attention(m.g, &m.vocab, a->prompt, a->layer, a->head, a->out, heads, &e);
     lm_model_free(&m);
     if (*stop || s) free(heads);
     if (*stop) return ag_stopped_code(*stop);   /* whatever the interrupted plot said */
@@ -286,7 +242,7 @@ static int cmd_attn(const lm_attn_args *a)
     printf(" (the weights and the gnuplot script are beside it, .dat and .gp)\n");
     for (int h = 0; h < H; h++)   /* lesson 8's patterns, named; entropy against uniform rows' */
         printf("layer %d, head %d: %-22s entropy %.3f (uniform %.3f), peak %.3f\n", a->layer, h,
-               lm_attn_patterns[heads[h].pattern], heads[h].entropy, heads[h].uniform, heads[h].peak);
+               ag_chars_pattern_names[heads[h].pattern], heads[h].entropy, heads[h].uniform, heads[h].peak);
     free(heads);
     if ((s = ag_flushed(stdout, "stdout", &e))) return fail(s, &e);
     return 0;
@@ -305,27 +261,14 @@ static ag_status use_kernels(const lm_cli *cli, ag_error *err)
     return ag_kernels_from_env(&id, err);
 }
 
-/* serve: the library's (src/serve/serve.h), flags and all; the model is serve.c's */
-static int cmd_serve(int argc, char **argv)
-{
-    ag_error e = {0};
-    ag_serve_args a;
-    bool help;
-    if (ag_serve_parse(&a, argc, argv, &help, &e)) return fail(AG_ERR_ARG, &e);
-    if (help) return ag_serve_usage(stdout, &lm_serve_client), fflush(stdout) == 0 ? 0 : 1;
-    ag_stop_catch(false, 0);
-    ag_status s = ag_serve_run(&lm_serve_client, &a, stop, stdout, stderr, NULL, &e);
-    if (s) return fail(s, &e);
-    return ag_stopped_code(*stop);
-}
-
 int main(int argc, char **argv)
 {
     ag_train_name("char_lm", "CHAR_LM");   /* the run machinery's messages and variables (train/train.h) */
     ag_omp_bounded_spin(argv);   /* speed only: re-runs itself once with GOMP_SPINCOUNT (program.h) */
     stop = ag_stop_flag();
     signal(SIGPIPE, SIG_IGN);    /* `| head -c1`: a write fails with EPIPE, said in one line, never a silent death */
-    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return cmd_serve(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0)   /* the library's (serve/serve.h); the model: serve.c */
+        return ag_serve_main(&lm_serve_client, argc, argv, "error: ");
     static lm_cli cli;   /* static: the train args are a few hundred bytes, no need on the stack */
     ag_error e = {0};
     if (lm_cli_parse(&cli, argc, argv, &e)) return ag_say_error_once("error: ", AG_ERR_ARG, &e);   /* every rank's alike */

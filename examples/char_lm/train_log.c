@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
-#include "tools.h"   /* lm_sample_text */
 #include "tensor/debug.h"   /* ag_now_s */
 
 void lm_log_warn(const lm_run *R, const char *msg)
@@ -109,7 +108,6 @@ static char *config_json(void *user) { return ag_fields_to_json(&((lm_run *)user
 static ag_status card_sample(void *user, ag_ctx *ctx, char **text, ag_error *err)
 {
     lm_run *R = user;
-    lm_model m = {.g = R->learn.m.g, .vocab = R->data.text.vocab};   /* the model as its last checkpoint holds it */
     const ag_sample_opts so = {200, 1.0, 0, 1337, R->o->stop};
     size_t len = 0;
     (void)ctx;
@@ -117,7 +115,7 @@ static ag_status card_sample(void *user, ag_ctx *ctx, char **text, ag_error *err
     if (R->ctl.budget.out_of_time) return AG_OK;
     FILE *mem = open_memstream(text, &len);
     if (!mem) return ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
-    ag_status s = lm_sample_print(mem, &m, NULL, &so, err);
+    ag_status s = ag_chars_print(mem, R->learn.m.g, &R->data.text.vocab, NULL, &so, err);   /* as last saved */
     if (fclose(mem) != 0 && s == AG_OK) s = ag_seterr(err, AG_ERR_NOMEM, "sampling: out of memory");
     if (s == AG_OK && *text && !(R->rep.sample = strdup(*text))) s = ag_seterr(err, AG_ERR_NOMEM, "out of memory");
     return s;

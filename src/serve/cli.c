@@ -1,8 +1,9 @@
 /* cli.c -- serve's command line (serve.h): `PROGRAM serve --run DIR [--port N] [--host ADDR]`,
- * the program's name from ag_train_name. */
+ * the program's name from ag_train_name, and the command whole (ag_serve_main). */
 #include <stdlib.h>
 #include <string.h>
 #include "serve.h"
+#include "../train/program.h"   /* ag_say_error, ag_stop_catch, ag_stopped_code */
 #include "../train/train.h"   /* ag_flag_is */
 #include "../train/train_impl.h"   /* ag__train_program */
 
@@ -59,4 +60,17 @@ ag_status ag_serve_parse(ag_serve_args *a, int argc, char **argv, bool *help, ag
     }
     if (!*help && !a->run) return ag_seterr(err, AG_ERR_ARG, "--run is required (see: %s serve --help)", p);
     return AG_OK;
+}
+
+int ag_serve_main(const ag_serve_client *c, int argc, char **argv, const char *lead)
+{
+    ag_error e = {0};
+    ag_serve_args a;
+    bool help;
+    if (ag_serve_parse(&a, argc, argv, &help, &e)) return ag_say_error(lead, AG_ERR_ARG, &e);
+    if (help) return ag_serve_usage(stdout, c), fflush(stdout) == 0 ? 0 : 1;
+    const volatile sig_atomic_t *stop = ag_stop_catch(false, 0);
+    ag_status s = ag_serve_run(c, &a, stop, stdout, stderr, NULL, &e);
+    if (s) return ag_say_error(lead, s, &e);
+    return ag_stopped_code(*stop);
 }

@@ -1,11 +1,14 @@
 /* gpt.c -- a GPT's sample and attention as serve sends them (serve.h), for a client whose model
  * is an ag_gpt: generation (nn.h: ag_gpt_generate) streamed token by token with each token's
  * distribution, and every head's attention recorded (ag_gpt_attn_record), summarized and named
- * as a program's `attn` names it. The client brings the token ids and their labels. */
+ * as a program's `attn` names it. The client brings the token ids and their labels, or for a
+ * GPT over characters (train/chars.h) only its vocabulary. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "serve.h"
+#include "../train/chars.h"   /* ag_chars_label, ag_chars_pattern_names */
 
 // --- a sample ---
 
@@ -96,5 +99,40 @@ char *ag_serve_gpt_attention(ag_gpt *g, long iter, const int *ids, int T, ag_ser
     json_decref(o);
     free(A);
     ag_ctx_free(ctx);
+    return out;
+}
+
+// --- a GPT over characters (train/chars.h): the prompt's characters, each token its character ---
+
+static void char_label(const void *v, int id, char *out) { ag_vocab_utf8(v, id, out); }
+
+/* a character on the heat map's axes, as the program's `attn` labels it */
+static void axis_label(const void *v, int id, char *out) { ag_chars_label(((const ag_vocab *)v)->cp[id], out); }
+
+ag_status ag_serve_chars_sample(ag_gpt *g, const ag_vocab *v, const ag_serve_req *r, ag_serve_sink *k,
+                                const volatile sig_atomic_t *stop, ag_error *err)
+{
+    int *ids = NULL;
+    size_t n = 0;
+    ag_status st = ag_vocab_encode(v, "prompt", r->prompt, strlen(r->prompt), &ids, &n, err);
+    if (st == AG_OK) st = ag_serve_gpt_sample(g, ids, n, r, k, stop, char_label, v, err);
+    free(ids);
+    return st;
+}
+
+char *ag_serve_chars_attention(ag_gpt *g, long iter, const ag_vocab *v, const ag_serve_req *r, int *status, char *why,
+                               size_t n)
+{
+    ag_error e = {0};
+    int *ids = NULL;
+    size_t T = 0;
+    *status = 400;
+    if (ag_vocab_encode(v, "prompt", r->prompt, strlen(r->prompt), &ids, &T, &e)) {
+        snprintf(why, n, "%s", e.msg);
+        return NULL;
+    }
+    char *out = ag_serve_gpt_attention(g, iter, ids, (int)T, axis_label, v, ag_chars_pattern_names, why, n);
+    free(ids);
+    *status = out ? 200 : 500;
     return out;
 }

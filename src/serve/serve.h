@@ -10,7 +10,8 @@
  *   api.c     the answers as JSON: a token with its distribution, the run, its CSVs, its report
  *   params.c  a request's parameters, parsed and checked (fuzz/fuzz_serve.c); the command line
  *   store.c   the model every request shares, swapped when DIR/latest moves
- *   gpt.c     a GPT's sample and attention, for a client whose model is an ag_gpt (nn.h)
+ *   gpt.c     a GPT's sample and attention, for a client whose model is an ag_gpt (nn.h), of
+ *             characters or of its own tokens
  *
  * serve reads only the run's own files, by names fixed here: no path in a request reaches the
  * file system. It never takes the run's lock. Nothing here prints but ag_serve_run's one line
@@ -118,6 +119,13 @@ ag_status ag_serve_gpt_sample(ag_gpt *g, const int *ids, size_t n, const ag_serv
  * forward fails (a client's 500). */
 char *ag_serve_gpt_attention(ag_gpt *g, long iter, const int *ids, int T, ag_serve_label_fn label, const void *u,
                              const char *const *names, char *why, size_t n);
+/* The same for a GPT over characters: r's prompt encoded with v (a character outside it is
+ * AG_ERR_ARG, or 400 with why), each token labelled by its character, the attention's axes as
+ * train/chars.h's ag_chars_label and the heads named by ag_chars_pattern_names. */
+ag_status ag_serve_chars_sample(ag_gpt *g, const ag_vocab *v, const ag_serve_req *r, ag_serve_sink *k,
+                                const volatile sig_atomic_t *stop, ag_error *err);
+char *ag_serve_chars_attention(ag_gpt *g, long iter, const ag_vocab *v, const ag_serve_req *r, int *status, char *why,
+                               size_t n);
 
 // --- the command line and the server (params.c, http.c) ---
 
@@ -140,5 +148,11 @@ void ag_serve_usage(FILE *f, const ag_serve_client *c);
  * the one that ended it is in *stopped_by (may be NULL). */
 ag_status ag_serve_run(const ag_serve_client *c, const ag_serve_args *a, const volatile sig_atomic_t *stop,
                        FILE *out, FILE *warn, int *stopped_by, ag_error *err);
+/* `PROGRAM serve ...` whole, for a main (argv[1] is "serve"): a bad flag is one line on stderr,
+ * "<program>: <lead>..." (train/program.h: ag_say_error), and 2; --help prints c's usage on
+ * stdout, 0 (1 when stdout fails); else ag_serve_run until SIGINT, SIGTERM or SIGHUP
+ * (ag_stop_catch), and the exit code ag_stopped_code gives that signal, or a failure's line
+ * and ag_exit_code's. */
+int ag_serve_main(const ag_serve_client *c, int argc, char **argv, const char *lead);
 
 #endif

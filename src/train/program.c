@@ -157,6 +157,15 @@ size_t ag_run_pictures(const char *dir, const char *const *names, size_t n, time
     return k;
 }
 
+void ag_say_pictures(FILE *out, const char *dir, const char *const *names, time_t since)
+{
+    const char *shown[17];
+    size_t n = 0;
+    while (names[n] && n < 16) n++;
+    ag_run_pictures(dir, names, n, since, shown);
+    for (size_t k = 0; shown[k]; k++) fprintf(out, "%spicture: %s/%s\n", k ? "" : "\n", dir, shown[k]);
+}
+
 void ag_omp_bounded_spin(char **argv)
 {
 #ifdef __linux__

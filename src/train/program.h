@@ -18,7 +18,8 @@
  *   ag_stop_catch, ag_stop_flag, ag_stopped_code
  *                                 SIGINT, SIGTERM, SIGHUP and the checkpoint signals into one
  *                                 flag; the exit code of a run they stopped
- *   ag_run_pictures, ag_flushed   the pictures a run wrote; a FILE's output out of the process
+ *   ag_run_pictures, ag_say_pictures, ag_flushed
+ *                                 the pictures a run wrote, said; a FILE's output out of the process
  *   ag_omp_bounded_spin           OpenMP's idle threads spinning briefly, before the program works */
 #ifndef AG_PROGRAM_H
 #define AG_PROGRAM_H
@@ -92,6 +93,9 @@ int ag_stopped_code(int sig);
 /* Of names[0..n), those of files in dir modified at `since` or later (this run's pictures),
  * in order into shown (n + 1 entries, NULL-terminated). Returns how many. */
 size_t ag_run_pictures(const char *dir, const char *const *names, size_t n, time_t since, const char **shown);
+/* Those pictures of names (NULL-terminated, at most 16) on out, after a blank line, one
+ * "picture: <dir>/<name>" line each: a learner told of loss.png alone never opened the rest. */
+void ag_say_pictures(FILE *out, const char *dir, const char *const *names, time_t since);
 /* What was written to out is out of the process: else AG_ERR_IO "<name>: write failed: ..."
  * (a full disk, a closed pipe: an error now, not minutes of writing into nothing). */
 ag_status ag_flushed(FILE *out, const char *name, ag_error *err);

@@ -238,7 +238,7 @@ START_TEST(test_untrained_loss_is_ln_v)
     ck_assert_ptr_nonnull(g);
     double loss;
     size_t tokens;
-    ck_assert_int_eq(ag_gpt_eval_ids(g, c.ids, c.n, LM_EVAL_BATCH, &loss, &tokens, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_gpt_eval_ids(g, c.ids, c.n, AG_CHARS_EVAL_BATCH, &loss, &tokens, fx_fresh_cause()), AG_OK);
     /* N(0, 0.02) weights make nearly uniform predictions: loss ~ ln V */
     ck_assert_msg(fabs(loss - log(c.vocab.V)) < 0.05, "untrained loss %f, ln V = %f", loss, log(c.vocab.V));
     ag_gpt_free(g);
@@ -592,14 +592,14 @@ START_TEST(test_sampling_reproducible)
 
     int a[40], b[40], d[40], e[40], *pa = a;
     ag_sample_opts so = {40, 1.0, 0, 7, NULL};
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pa, NULL, NULL, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_chars_generate(m.g, &m.vocab, "The cat", &so, collect, &pa, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(pa - a, 40);
     int *pb = b;
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pb, NULL, NULL, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_chars_generate(m.g, &m.vocab, "The cat", &so, collect, &pb, fx_fresh_cause()), AG_OK);
     ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
     so.seed = 8;
     int *pd = d;
-    ck_assert_int_eq(lm_sample_text(&m, "The cat", &so, collect, &pd, NULL, NULL, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_chars_generate(m.g, &m.vocab, "The cat", &so, collect, &pd, fx_fresh_cause()), AG_OK);
     ck_assert_int_ne(memcmp(a, d, sizeof a), 0);
     for (int i = 0; i < 40; i++) ck_assert(a[i] >= 0 && a[i] < m.vocab.V);
 
@@ -625,7 +625,7 @@ START_TEST(test_sampling_reproducible)
     ag_ctx_free(ctx);
 
     /* a prompt character outside the vocabulary: AG_ERR_ARG naming it */
-    ck_assert_int_eq(lm_sample_text(&m, "The é", &so, NULL, NULL, NULL, NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_generate(m.g, &m.vocab, "The é", &so, NULL, NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "U+00E9"), "%s", fx_cause.msg);
     lm_model_free(&m);
 }
@@ -692,26 +692,33 @@ START_TEST(test_eval_counts_whole_windows)
 
     double loss;
     size_t tokens;
-    ck_assert_msg(lm_eval_file(&m, fx_in_dir("hundred.txt"), &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    const char *hundred = fx_in_dir("hundred.txt");
+    ck_assert_msg(ag_chars_eval_file(m.g, &m.vocab, hundred, &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s",
+                  fx_cause.msg);
     ck_assert_uint_eq(tokens, 96);
     ag_tensor *W = ag_params_find(m.g->params, "lm_head.weight"), *b = ag_params_find(m.g->params, "lm_head.bias");
     memset(W->data, 0, ag_numel(W) * sizeof(ag_real));
     memset(b->data, 0, ag_numel(b) * sizeof(ag_real));
-    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("hundred.txt"), &loss, &tokens, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_chars_eval_file(m.g, &m.vocab, fx_in_dir("hundred.txt"), &loss, &tokens, fx_fresh_cause()),
+                     AG_OK);
     ck_assert_msg(fabs(loss - log(m.vocab.V)) < 1e-5, "loss %.7f, ln V %.7f", loss, log(m.vocab.V));
 
     /* 97 characters: still 12 windows (the last ends at 96); 96: only 11 */
     proc_write_file(fx_in_dir("n97.txt"), text, 97);
-    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("n97.txt"), &loss, &tokens, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_chars_eval_file(m.g, &m.vocab, fx_in_dir("n97.txt"), &loss, &tokens, fx_fresh_cause()),
+                     AG_OK);
     ck_assert_uint_eq(tokens, 96);
     proc_write_file(fx_in_dir("n96.txt"), text, 96);
-    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("n96.txt"), &loss, &tokens, fx_fresh_cause()), AG_OK);
+    ck_assert_int_eq(ag_chars_eval_file(m.g, &m.vocab, fx_in_dir("n96.txt"), &loss, &tokens, fx_fresh_cause()),
+                     AG_OK);
     ck_assert_uint_eq(tokens, 88);
     /* shorter than one window, or a character the model does not know */
     proc_write_file(fx_in_dir("n8.txt"), text, 8);
-    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("n8.txt"), &loss, &tokens, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_eval_file(m.g, &m.vocab, fx_in_dir("n8.txt"), &loss, &tokens, fx_fresh_cause()),
+                     AG_ERR_ARG);
     proc_write_file(fx_in_dir("odd.txt"), "The cat sat on the mat, said the king; and the dog ran. #", 57);
-    ck_assert_int_eq(lm_eval_file(&m, fx_in_dir("odd.txt"), &loss, &tokens, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_eval_file(m.g, &m.vocab, fx_in_dir("odd.txt"), &loss, &tokens, fx_fresh_cause()),
+                     AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "not in the vocabulary"), "%s", fx_cause.msg);
     lm_model_free(&m);
 }

@@ -33,23 +33,23 @@ START_TEST(test_attn_head_patterns)
     ag_attn_head h;
     one_key(a, 0, self);
     ag_attn_head_summary(a, T, &h);
-    ck_assert_str_eq(lm_attn_patterns[h.pattern], "uniform");
+    ck_assert_str_eq(ag_chars_pattern_names[h.pattern], "uniform");
     ck_assert_double_eq_tol(h.entropy, h.uniform, 1e-6);
     struct { int (*key)(int); const char *name; } want[] = {
         {self, "self (diagonal)"}, {prev, "previous character"}, {first, "first position (sink)"}};
     for (int k = 0; k < 3; k++) {
         one_key(a, 0.9, want[k].key);
         ag_attn_head_summary(a, T, &h);
-        ck_assert_str_eq(lm_attn_patterns[h.pattern], want[k].name);
+        ck_assert_str_eq(ag_chars_pattern_names[h.pattern], want[k].name);
         ck_assert(h.entropy < 0.9 * h.uniform && h.peak > 0.9);
     }
     one_key(a, 1, self);   /* sharp, but on the key two back (row 1: uniform): none of the three named */
     for (int t = 1; t < T; t++)
         for (int j = 0; j <= t; j++) a[t * T + j] = (ag_real)(t == 1 ? 0.5 : j == t - 2);
     ag_attn_head_summary(a, T, &h);
-    ck_assert_str_eq(lm_attn_patterns[h.pattern], "mixed");
+    ck_assert_str_eq(ag_chars_pattern_names[h.pattern], "mixed");
     ag_attn_head_summary(a, 1, &h);
-    ck_assert_str_eq(lm_attn_patterns[h.pattern], "uniform");
+    ck_assert_str_eq(ag_chars_pattern_names[h.pattern], "uniform");
     ck_assert_double_eq(h.peak, 1);
 }
 END_TEST

@@ -1177,7 +1177,7 @@ START_TEST(test_attn_memory)
     prompt[8192] = '\0';
     long long peak;
     alloc_count_start();
-    ag_status s = lm_attn_draw(&m, prompt, 0, -1, proc_path(dir, "heat.png"), NULL, &e);
+    ag_status s = ag_chars_attention(m.g, &m.vocab, prompt, 0, -1, proc_path(dir, "heat.png"), NULL, &e);
     alloc_count_stop(&peak);
     ck_assert_msg(s == AG_ERR_ARG && strstr(e.msg, "attn: block_size 8192") && strstr(e.msg, "refused before "
                   "allocating"), "%s", e.msg);

@@ -254,7 +254,7 @@ START_TEST(attention_equals_cli)
             ck_assert(fabs(json_number_value(json_object_get(hd, "entropy")) - entropy) < 1e-4);
             ag_attn_head named;   /* the name `char_lm attn` prints for these weights */
             ag_attn_head_summary(W + (size_t)h * T * T, T, &named);
-            ck_assert_str_eq(json_string_value(json_object_get(hd, "pattern")), lm_attn_patterns[named.pattern]);
+            ck_assert_str_eq(json_string_value(json_object_get(hd, "pattern")), ag_chars_pattern_names[named.pattern]);
         }
         free(W);
     }

@@ -208,7 +208,7 @@ START_TEST(test_attn_png)
     if (!has_gnuplot()) return;   /* the drawing needs gnuplot; the checks below do not */
     lm_model m;
     make_ckpt(&m);
-    ck_assert_msg(lm_attn_draw(&m, "the cat sat", 1, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(ag_chars_attention(m.g, &m.vocab, "the cat sat", 1, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     FILE *fp = fopen(fx_in_dir("a.png"), "rb");
     ck_assert_ptr_nonnull(fp);
     unsigned char sig[8];
@@ -237,7 +237,7 @@ START_TEST(test_attn_png)
     ck_assert_msg(strstr(gp, "set xtics (\"t\" 0, \"h\" 1, \"e\" 2, \"\xe2\x90\xa3\" 3"), "%s", gp);
 
     /* every head of a layer: one panel each */
-    ck_assert_msg(lm_attn_draw(&m, "a\nb", 0, -1, fx_in_dir("all.png"), NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(ag_chars_attention(m.g, &m.vocab, "a\nb", 0, -1, fx_in_dir("all.png"), NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     ck_assert_int_eq(access(fx_in_dir("all.png"), F_OK), 0);
     lm_model_free(&m);
 }
@@ -247,18 +247,18 @@ START_TEST(test_attn_rejects_bad_args)
 {
     lm_model m;
     make_ckpt(&m);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 2, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "the cat", 2, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "--layer 2") && strstr(fx_cause.msg, "2 layers"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", 0, 2, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "the cat", 0, 2, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "--head 2") && strstr(fx_cause.msg, "2 heads"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat", -1, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the cat sat on the mat", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()),
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "the cat", -1, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "the cat sat on the mat", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()),
                      AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "block_size 16"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "the Zebra", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "the Zebra", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, "not in the vocabulary"), "%s", fx_cause.msg);
-    ck_assert_int_eq(lm_attn_draw(&m, "", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
-    ck_assert_int_eq(lm_attn_draw(&m, "the", 0, 0, fx_in_dir("a.jpg"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "", 0, 0, fx_in_dir("a.png"), NULL, fx_fresh_cause()), AG_ERR_ARG);
+    ck_assert_int_eq(ag_chars_attention(m.g, &m.vocab, "the", 0, 0, fx_in_dir("a.jpg"), NULL, fx_fresh_cause()), AG_ERR_ARG);
     ck_assert_msg(strstr(fx_cause.msg, ".png"), "%s", fx_cause.msg);
     ck_assert_ptr_null(strchr(fx_cause.msg, '\n'));
     ck_assert_int_ne(access(fx_in_dir("a.png"), F_OK), 0);   /* nothing drawn */
@@ -507,7 +507,8 @@ START_TEST(test_switches_in_checkpoint)
     ck_assert(m.g->blocks[0].attn.scale == 1 && m.g->blocks[0].attn.mask_fill == (ag_real)-1e9);
     double loss;
     size_t tokens;
-    ck_assert_msg(lm_eval_file(&m, fx_corpus, &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(ag_chars_eval_file(m.g, &m.vocab, fx_corpus, &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s",
+                  fx_cause.msg);
     ck_assert(isfinite(loss) && loss < log(m.vocab.V) + 1);
     lm_model_free(&m);
 
@@ -547,7 +548,8 @@ static void check_sample(lm_model *m)
 {
     int got[60], *pg = got;
     ag_sample_opts so = { 60, 1.0, 0, 3, NULL };
-    ck_assert_msg(lm_sample_text(m, "床前", &so, collect, &pg, NULL, NULL, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
+    ck_assert_msg(ag_chars_generate(m->g, &m->vocab, "床前", &so, collect, &pg, fx_fresh_cause()) == AG_OK, "%s",
+                  fx_cause.msg);
     ck_assert_int_eq(pg - got, 60);
     char text[60 * 4 + 1];
     size_t n = 0;

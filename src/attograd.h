@@ -14,13 +14,15 @@
  *            a program's config as a table of fields: its flags, checks, JSON and usage lines
  *            (fields.h); what a program's main does around them: its error line and exit code,
  *            its threads, its place in an mpirun job, its stop signals (program.h); the recipe
- *            a time budget picks from the step speed it measures (recipe.h); a GPT over
- *            characters sampled, evaluated, its attention drawn, its forward traced (chars.h)
+ *            a time budget picks from the step speed it measures (recipe.h). It names no model
+ *   lm/      language models, above train/ and nn/: a GPT's run checked against the machine's
+ *            memory, its attention drawn; a GPT over characters sampled, evaluated, its
+ *            attention drawn, its forward traced (lm.h)
  *   serve/   a page and a JSON API over a run directory, for any model the program describes
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
  * Dependencies point one way: nn, optim -> params -> tensor; io, check -> tensor;
- * programs -> all. (src/dist, the transport of data-parallel training, comes with train/ddp.h:
+ * lm -> train, nn, data (never back: tools/layers.py checks train/); programs -> all. (src/dist, the transport of data-parallel training, comes with train/ddp.h:
  * the library holds the one-process one, dist_none.c; an MPI program links dist_mpi.o before
  * the library, dist/dist.h says how.) */
 #ifndef ATTOGRAD_H
@@ -44,7 +46,7 @@
 #include "train/fields.h"
 #include "train/program.h"
 #include "train/recipe.h"
-#include "train/chars.h"
+#include "lm/lm.h"
 #include "serve/serve.h"
 
 #endif

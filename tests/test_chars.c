@@ -1,4 +1,4 @@
-/* test_chars.c -- a GPT over characters (train/chars.h), through the library's headers alone:
+/* test_chars.c -- a GPT over characters (lm/lm.h), through the library's headers alone:
  *   - ag_chars_generate: an empty prompt starts at the newline, the same seed gives the same
  *     characters, a character outside the vocabulary is refused naming it;
  *   - ag_chars_print: the prompt then the sample and a newline; a bad prompt prints nothing;

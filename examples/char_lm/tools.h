@@ -1,5 +1,5 @@
 /* tools.h -- char_lm's commands beside train: sample, eval, attn and --trace-shapes are the
- * library's for a GPT over characters (train/chars.h); serve's model is serve.c's. */
+ * library's for a GPT over characters (lm/lm.h); serve's model is serve.c's. */
 #ifndef LM_TOOLS_H
 #define LM_TOOLS_H
 

@@ -2,13 +2,13 @@
  * is an ag_gpt: generation (nn.h: ag_gpt_generate) streamed token by token with each token's
  * distribution, and every head's attention recorded (ag_gpt_attn_record), summarized and named
  * as a program's `attn` names it. The client brings the token ids and their labels, or for a
- * GPT over characters (train/chars.h) only its vocabulary. */
+ * GPT over characters (lm/lm.h) only its vocabulary. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "serve.h"
-#include "../train/chars.h"   /* ag_chars_label, ag_chars_pattern_names */
+#include "../lm/lm.h"   /* ag_chars_label, ag_chars_pattern_names */
 
 // --- a sample ---
 
@@ -102,7 +102,7 @@ char *ag_serve_gpt_attention(ag_gpt *g, long iter, const int *ids, int T, ag_ser
     return out;
 }
 
-// --- a GPT over characters (train/chars.h): the prompt's characters, each token its character ---
+// --- a GPT over characters (lm/lm.h): the prompt's characters, each token its character ---
 
 static void char_label(const void *v, int id, char *out) { ag_vocab_utf8(v, id, out); }
 

@@ -121,7 +121,7 @@ char *ag_serve_gpt_attention(ag_gpt *g, long iter, const int *ids, int T, ag_ser
                              const char *const *names, char *why, size_t n);
 /* The same for a GPT over characters: r's prompt encoded with v (a character outside it is
  * AG_ERR_ARG, or 400 with why), each token labelled by its character, the attention's axes as
- * train/chars.h's ag_chars_label and the heads named by ag_chars_pattern_names. */
+ * lm/lm.h's ag_chars_label and the heads named by ag_chars_pattern_names. */
 ag_status ag_serve_chars_sample(ag_gpt *g, const ag_vocab *v, const ag_serve_req *r, ag_serve_sink *k,
                                 const volatile sig_atomic_t *stop, ag_error *err);
 char *ag_serve_chars_attention(ag_gpt *g, long iter, const ag_vocab *v, const ag_serve_req *r, int *status, char *why,

@@ -97,15 +97,6 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
                      "allocating", who, shape, ag_bytes_str(bytes, need), room);
 }
 
-ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const char *who, ag_error *err)
-{
-    char shape[AG_GPT_SHAPE_LEN], model[AG_GPT_SHAPE_LEN];
-    snprintf(model, sizeof model, "n_layer %d x n_embd %d (vocab %d, block_size %d)", m->n_layer, m->n_embd,
-             m->vocab_size, m->block_size);
-    ag_status s = ag_check_memory(ag_gpt_train_bytes(m, B, 1, ranks), who, ag_gpt_shape_str(m, B, shape), err);
-    return s ? s : ag_check_checkpointable(ag_gpt_min_params(m), who, model, err);
-}
-
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err)
 {
     double most = (double)(AG_ST_MAX_FILE - AG_ST_MAX_HEADER) / 8;

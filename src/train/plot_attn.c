@@ -201,25 +201,3 @@ ag_status ag_plot_attention(const char *png, const ag_attn_picture *p, ag_error 
     snprintf(png_name, sizeof png_name, "%s.png", base);
     return ag_plot_run(dir, script, png_name, err);
 }
-
-ag_status ag_gpt_plot_attention(ag_gpt *g, const int *ids, const char *png, ag_attn_picture *p, ag_attn_head *heads,
-                                const char *cmd, ag_error *err)
-{
-    int T = p->T, L = p->layer;
-    ag_ctx *ctx = ag_ctx_new();
-    ag_tensor **A = calloc((size_t)g->cfg.n_layer, sizeof *A);   /* [n_layer] of [1,H,T,T] */
-    ag_status s = AG_OK;
-    if (!ctx || !A) s = ag_seterr(err, AG_ERR_NOMEM, "%s: out of memory", cmd);
-    else if ((s = ag_gpt_attn_record(ctx, g, ids, 1, T, A))) ag_seterr(err, s, "%s: %s", cmd, ag_ctx_error(ctx));
-    if (s == AG_OK) s = ag_attn_check(A[L], L, cmd, err);
-    for (int h = 0; s == AG_OK && heads && h < g->cfg.n_head; h++)   // A[L] [1,H,T,T]
-        ag_attn_head_summary(A[L]->data + (size_t)h * T * T, T, &heads[h]);
-    if (s == AG_OK) {
-        p->A = A[L]->data;
-        p->H = g->cfg.n_head;
-        s = ag_plot_attention(png, p, err);
-    }
-    free(A);
-    ag_ctx_free(ctx);
-    return s;
-}

@@ -1,12 +1,11 @@
-/* plot_attn.h -- pictures of attention, for any model that records its weights (nn.h:
- * ag_gpt_attn_record): heat maps of one layer's heads (a GPT's, recorded here too), and the
- * entropy and peak of every layer over a run. Drawn by the library's plotter (train.h: ag_plot_script, ag_plot_run, every wait
- * for gnuplot bounded). Nothing prints: if gnuplot is missing or fails, the status is AG_ERR_IO
- * and err says so in one line. */
+/* plot_attn.h -- pictures of attention, for any model that records its weights (a GPT's:
+ * nn.h's ag_gpt_attn_record, drawn by lm/lm.h's ag_gpt_plot_attention): heat maps of one
+ * layer's heads, and the entropy and peak of every layer over a run. Drawn by the library's
+ * plotter (train.h: ag_plot_script, ag_plot_run, every wait for gnuplot bounded). Nothing
+ * prints: if gnuplot is missing or fails, the status is AG_ERR_IO and err says so in one line. */
 #ifndef AG_TRAIN_PLOT_ATTN_H
 #define AG_TRAIN_PLOT_ATTN_H
 
-#include "../nn/nn.h"   /* ag_gpt, ag_attn_head */
 #include "../tensor/real.h"
 #include "../tensor/tensor.h"
 
@@ -28,13 +27,6 @@ typedef struct {
  * T x T block per panel, blocks separated by two blank lines: gnuplot's "index"; NaN above the
  * diagonal) and <base>.gp, the script gnuplot runs in png's directory. */
 ag_status ag_plot_attention(const char *png, const ag_attn_picture *p, ag_error *err);
-
-/* One sequence ids [p->T] through g, its attention recorded (nn.h: ag_gpt_attn_record) and
- * checked (ag_attn_check), layer p->layer's every head summarized into heads [n_head] (NULL:
- * not; ag_attn_head_summary) and drawn into png as ag_plot_attention draws p, whose A and H are
- * filled here. A failure's message begins "<cmd>: " ("attn: out of memory"). */
-ag_status ag_gpt_plot_attention(ag_gpt *g, const int *ids, const char *png, ag_attn_picture *p, ag_attn_head *heads,
-                                const char *cmd, ag_error *err);
 
 /* DIR/attn.gp and DIR/attn.png from DIR/metrics.csv's attn_entropy_L<l> and attn_max_L<l>
  * columns (col + 2l and col + 1 + 2l, counted from 1), one curve per layer in two panels, each

@@ -551,10 +551,6 @@ ag_status ag_check_memory(double bytes, const char *who, const char *shape, ag_e
  * training, not at the first checkpoint after hours of it. model names it in the message
  * ("<who>: <model> has at least N parameters; ..."). */
 ag_status ag_check_checkpointable(double params, const char *who, const char *model, ag_error *err);
-/* Both for a GPT's training run (nn.h) of batch B on each of `ranks` ranks of this machine, before
- * anything of that size exists: ag_gpt_train_bytes at one shard, then Adam's state
- * (ag_gpt_min_params parameters), the shape and the model named as char_lm's messages name them. */
-ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const char *who, ag_error *err);
 
 // --- the progress line of a run's log (progress.c) ---
 

@@ -1,17 +1,39 @@
-/* chars.h -- the tools a program around a GPT over characters needs beside training (char_lm's
- * sample, eval, attn and --trace-shapes): its text encoded with the model's vocabulary
- * (data/corpus.h: ag_vocab; a character outside it is AG_ERR_ARG, "--prompt: character 'é'
- * (U+00E9) at position 3 ..."), then the library's tools for a GPT (nn.h: ag_gpt_generate,
- * ag_gpt_eval_ids; plot_attn.h: ag_gpt_plot_attention; nn/trace.h: ag_gpt_trace). Nothing
- * exits; only ag_chars_print and the traces print, on the FILE they are given. */
-#ifndef AG_TRAIN_CHARS_H
-#define AG_TRAIN_CHARS_H
+/* lm.h -- language models on the library: the pieces a program around a GPT needs that sit
+ * above both the trainer (src/train, which names no model) and the nets (src/nn). Two parts:
+ *
+ *   a GPT on the trainer's tools (gpt.c): its training run checked against the machine's memory
+ *     and the checkpoint's size (ag_gpt_check_train), its attention recorded and drawn
+ *     (ag_gpt_plot_attention, on train/plot_attn.h's heat maps);
+ *   a GPT over characters (chars.c; char_lm's sample, eval, attn and --trace-shapes): its text
+ *     encoded with the model's vocabulary (data/corpus.h: ag_vocab; a character outside it is
+ *     AG_ERR_ARG, "--prompt: character 'é' (U+00E9) at position 3 ..."), then the library's
+ *     tools for a GPT (nn.h: ag_gpt_generate, ag_gpt_eval_ids; ag_gpt_plot_attention; nn/trace.h:
+ *     ag_gpt_trace).
+ *
+ * Nothing exits; only ag_chars_print and the traces print, on the FILE they are given. */
+#ifndef AG_LM_H
+#define AG_LM_H
 
 #include <stdint.h>
 #include <stdio.h>
 #include "../data/corpus.h"
 #include "../nn/nn.h"
-#include "plot_attn.h"
+#include "../train/plot_attn.h"
+
+// --- a GPT on the trainer's tools (gpt.c) ---
+
+/* Both for a GPT's training run (nn.h) of batch B on each of `ranks` ranks of this machine, before
+ * anything of that size exists: ag_gpt_train_bytes at one shard, then Adam's state
+ * (ag_gpt_min_params parameters), the shape and the model named as char_lm's messages name them. */
+ag_status ag_gpt_check_train(const ag_gpt_config *m, int B, int ranks, const char *who, ag_error *err);
+/* One sequence ids [p->T] through g, its attention recorded (nn.h: ag_gpt_attn_record) and
+ * checked (ag_attn_check), layer p->layer's every head summarized into heads [n_head] (NULL:
+ * not; ag_attn_head_summary) and drawn into png as ag_plot_attention draws p, whose A and H are
+ * filled here. A failure's message begins "<cmd>: " ("attn: out of memory"). */
+ag_status ag_gpt_plot_attention(ag_gpt *g, const int *ids, const char *png, ag_attn_picture *p, ag_attn_head *heads,
+                                const char *cmd, ag_error *err);
+
+// --- a GPT over characters (chars.c) ---
 
 /* sample: prompt (UTF-8; NULL or "": a newline if the vocabulary has one, else token 0) encoded
  * with v, then generated from (ag_gpt_generate; each new id to emit). */

@@ -1,11 +1,11 @@
 /* chars.c -- a GPT over characters: sample, eval, attn and the traces on the model's vocabulary
- * (see chars.h). */
-#include "chars.h"
+ * (see lm.h). */
+#include "lm.h"
 #include <stdlib.h>
 #include <string.h>
 #include "../nn/trace.h"
-#include "program.h"   /* ag_flushed */
-#include "train_impl.h"   /* ag__train_program */
+#include "../train/program.h"   /* ag_flushed */
+#include "../train/train_impl.h"   /* ag__train_program */
 
 ag_status ag_chars_generate(ag_gpt *g, const ag_vocab *v, const char *prompt, const ag_sample_opts *o,
                             ag_emit_fn emit, void *user, ag_error *err)

@@ -22,9 +22,10 @@
  *            (serve.h: HTTP by libmicrohttpd, linked only by programs that serve)
  *
  * Dependencies point one way: nn, optim -> params -> tensor; io, check -> tensor;
- * lm -> train, nn, data (never back: tools/layers.py checks train/); programs -> all. (src/dist, the transport of data-parallel training, comes with train/ddp.h:
- * the library holds the one-process one, dist_none.c; an MPI program links dist_mpi.o before
- * the library, dist/dist.h says how.) */
+ * lm -> train, nn, data (never back: tools/layers.py checks train/); programs -> all.
+ * (src/dist, the transport of data-parallel training, comes with train/ddp.h: the library
+ * holds the one-process one, dist_none.c; an MPI program links dist_mpi.o before the library,
+ * dist/dist.h says how.) */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
 

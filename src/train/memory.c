@@ -2,7 +2,7 @@
  * (the machine's, or its cgroup's limit where lower: a container, a Slurm job), the ranks of a
  * job on this machine, and the refusals of a run that cannot fit, in memory or in a checkpoint
  * file, before anything of its size is allocated. The model's own estimate is its program's
- * (nn.h: ag_gpt_train_bytes for a GPT; ag_train_client's step_bytes). */
+ * (ag_train_client's step_bytes; a GPT's: nn.h's ag_gpt_train_bytes, lm/lm.h's ag_gpt_check_train). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -58,8 +58,8 @@ typedef struct {
     double lr;
 } fcfg;
 static const ag_field fcfg_rows[] = {
-    {"layers", "--layers", AG_FIELD_INT, offsetof(fcfg, layers), 1, 64, 0, 0, true, false, NULL, "blocks", false},
-    {"lr", NULL, AG_FIELD_DOUBLE, offsetof(fcfg, lr), 0, 1, true, false, false, false, NULL, "rate", false},
+    {"layers", "--layers", AG_FIELD_INT, offsetof(fcfg, layers), 1, 64, 0, 0, true, false, NULL, "blocks", false, false},
+    {"lr", NULL, AG_FIELD_DOUBLE, offsetof(fcfg, lr), 0, 1, true, false, false, false, NULL, "rate", false, false},
 };
 static void check_fields_agree(ag_dist *d, int rank, int N)
 {

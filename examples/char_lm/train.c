@@ -7,19 +7,11 @@
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-// --- signals, the run directory ---
-
 int lm_run_stop_requested(const lm_run *R)
 {
     if (ag_ddp_ranks(R->ctl.ddp) > 1) return ag_ddp_stop(R->ctl.ddp);
     return R->o->stop ? *R->o->stop : 0;
 }
-
-bool lm_run_signal_seen(const lm_run *R) { return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop; }
-
-bool lm_run_writer(const lm_run *R) { return ag_dist_rank(R->o->dist) == 0; }
-
-// --- the run ---
 
 /* The trainer's run from where the setup left it, as lm_train reports it. */
 static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
@@ -42,8 +34,6 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     return s;
 }
 
-static void warn(void *R, const char *line) { lm_log_warn(R, line); }
-
 /* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
  * (r says where it stands; the run directory is tidied all the same). */
 static bool nothing_to_do(lm_run *R, lm_train_result *r)
@@ -53,8 +43,8 @@ static bool nothing_to_do(lm_run *R, lm_train_result *r)
     long start = r->iter = R->ctl.start;   /* where it stands (a run's result replaces it) */
     if (o->trace && o->trace_only) return true;
     if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
-    if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
-        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
+    if (ag_dist_rank(o->dist) == 0)   /* a kill after the last commit may have left the superseded checkpoint */
+        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, lm_log_warn, R);
     if (o->log)
         fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
                 R->cfg.max_iters);

@@ -12,8 +12,9 @@
 #include "tools.h"   /* lm_sample_text */
 #include "tensor/debug.h"   /* ag_now_s */
 
-void lm_log_warn(const lm_run *R, const char *msg)
+void lm_log_warn(void *user, const char *msg)
 {
+    const lm_run *R = user;
     if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
 }
 

@@ -314,7 +314,7 @@ ag_train_opts lm_client_opts(lm_run *R)
     const lm_config *c = &R->cfg;
     long log_every = o->log_every > 0 ? o->log_every : 10;
     return (ag_train_opts){.out_dir = o->out_dir, .make_parents = true, .steps = c->max_iters, .resume = o->resume,
-                           .resumed = R->ctl.resumed ? &R->learn.from : NULL,   /* read by the setup */
+                           .resumed = R->o->resume ? &R->learn.from : NULL,   /* read by the setup */
                            .overwrite = o->overwrite, .seed = ag_seed_at(c->seed, 0, LM_TAG_BATCH),
                            .every = c->eval_interval, .log_every = log_every, .log_first = true,
                            .sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters}, .grad_clip = c->grad_clip,

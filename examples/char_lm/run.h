@@ -52,7 +52,6 @@ typedef struct {
 /* Where the run stands, and what may end it. */
 typedef struct {
     long start;              /* the first iteration of this run: 0, or where --resume picks up */
-    bool resumed;
     long saved_at;           /* the iteration of the last checkpoint, as far as this rank knows (-1: none) */
     ag_lock lock;            /* on out_dir, for the whole run: the trainer's too */
     ag_ddp *ddp;             /* the trainer's split over ranks (train/ddp.h), NULL outside it */
@@ -61,13 +60,12 @@ typedef struct {
     ag_rng eval_rng;         /* an evaluation's batches, both splits: from (seed, it) afresh */
     long eval_done;          /*   its fewest batches of a split (--time-budget may cut them) */
     ag_error pending;        /* a failure of the attention statistics (in the log's words call), for the next call */
-    bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
-    bool shared;             /* the error is every rank's alike: rank 0 alone says it */
 } lm_control;
 
 typedef struct {
     lm_ckpt_user ck;         /* first: what lm_ckpt_format reads of the trainer's client (checkpoint.h) */
     const lm_train_opts *o;
+    lm_train_result *res;    /* lm_train's: the setup sets ranks_compared and error_shared */
     lm_config cfg;           /* every hyper-parameter: the flags, merged with a checkpoint's */
     lm_data data;
     lm_learner learn;
@@ -110,8 +108,7 @@ void lm_log_header(const lm_run *R);
 /* loss.png (and attn.png, dynamics.png, activations.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
-/* The trainer's end of the run in char_lm's words: the last pictures (lm_pictures, this run's on
- * the card), and with o->report the card, its config and sample char_lm's. */
+/* The trainer's end of the run (its last pictures, with o->report its card) in char_lm's words. */
 void lm_log_card(lm_run *R, ag_train_client *c, ag_train_opts *o);
 
 #endif

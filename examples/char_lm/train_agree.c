@@ -43,7 +43,7 @@ ag_status lm_run_agree(lm_run *R, ag_error *err)
     x[A_STEP] = (uint64_t)st->step;
     x[A_SAMPLER] = ag_fnv1a(AG_FNV1A_INIT, &st->rng, sizeof st->rng);
     x[A_REAL] = sizeof(ag_real);
-    return ag_fields_agree(R->o->dist, &R->cfg, &digest, mine, &R->ctl.compared, err);   /* ddp.h: said once */
+    return ag_fields_agree(R->o->dist, &R->cfg, &digest, mine, &R->res->ranks_compared, err);   /* ddp.h: said once */
 }
 
 ag_status lm_run_handshake(lm_run *R, ag_error *err)
@@ -53,10 +53,8 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err)
                         LM_N_FIELDS + A_N, ag_train_layout()};   /* the trainer's exchanges after these */
     const ag_build b = {.program = "char_lm_mpi", .version = LM_VERSION, .protocol = LM_PROTOCOL,
                         .layout = ag_fnv1a(ag_fields_digest_layout(&digest, AG_FNV1A_INIT), sizes, sizeof sizes)};
-    return ag_build_handshake(R->o->dist, &b, &R->ctl.shared, err);   /* ddp.h: the record, its message */
+    return ag_build_handshake(R->o->dist, &b, &R->res->error_shared, err);   /* ddp.h: the record, its message */
 }
-
-// --- rank 0 reads the run directory, and tells the others ---
 
 /* What rank 0 sends after its outcome (ag_share_start), laid out alike on every rank (the handshake). */
 typedef struct {
@@ -70,7 +68,7 @@ typedef struct {
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
 {
     ag_dist *d = R->o->dist;
-    ag_status st = ag_share_start(d, mine, why, &R->ctl.shared, err);   /* ddp.h: rank 0's failure, said once */
+    ag_status st = ag_share_start(d, mine, why, &R->res->error_shared, err);   /* ddp.h: rank 0's failure, said once */
     if (st || ag_dist_size(d) == 1) return st;
     lm_model *m = &R->learn.m;
     bool root = ag_dist_rank(d) == 0;

@@ -46,7 +46,7 @@ void lm_log_header(const lm_run *R)
         fprintf(f, "time budget: %s; %s\n", d, c->budget_iters ? "the step count above is the one it fixed"
                 : "the first steps are timed, then the step count (and the decay) is fitted to it");
     }
-    if (R->ctl.resumed) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
+    if (R->o->resume) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
     if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
     fflush(f);
 }

@@ -80,7 +80,6 @@ static ag_status resume_state(lm_run *R, ag_error *err)
                          "it trained on would become validation text): drop the flag, or start a new run with "
                          "--init-from", R->cfg.val_fraction, o->out_dir, st->n_train, st->n_val, R->data.n_train,
                          R->data.n_val);
-    R->ctl.resumed = true;
     bool ev = st->has_eval;   /* where the run stood, as the format's read would give it the trainer */
     R->learn.from = (ag_train_state){.step = st->iter, .rng = st->rng, .run_id = st->run_id, .best_step = st->best_iter,
                                      .best_loss = st->best_iter >= 0 ? st->best_loss : INFINITY,
@@ -95,7 +94,8 @@ static void new_state(lm_run *R)
 {
     lm_train_state *st = &R->learn.st;
     const ag_corpus *text = &R->data.text;
-    *st = (lm_train_state){.best_iter = -1, .best_loss = NAN, .n_tokens = text->n};   /* no evaluation yet */
+    *st = (lm_train_state){.best_iter = -1, .best_loss = NAN, .n_tokens = text->n,   /* no evaluation yet */
+                           .n_train = R->data.n_train, .n_val = R->data.n_val};
     ag_rng_seed(&st->rng, ag_seed_at(R->cfg.seed, 0, LM_TAG_BATCH));
     st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
 }
@@ -178,8 +178,6 @@ static ag_status prepare(lm_run *R, ag_error *err)
     if (signal_seen(R)) return AG_OK;
     if (o->resume && (s = resume_state(R, err))) return s;
     if (!o->resume) new_state(R);
-    R->learn.st.n_train = D->n_train;
-    R->learn.st.n_val = D->n_val;
     R->ctl.start = R->learn.st.iter;
     ag_progress_init(&R->rep.prog, o->log, o->progress, ag_dist_size(o->dist));
     return alloc_buffers(R, err);
@@ -196,7 +194,7 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
     ag_error_clear(&why);
     mine = prepare(R, &why);
-    if ((s = ag_share_outcome(o->dist, mine, &why, &R->ctl.shared, err))) return s;   /* an error anywhere: said once */
+    if ((s = ag_share_outcome(o->dist, mine, &why, &R->res->error_shared, err))) return s;   /* anyone's: said once */
     if (!R->data.off) return AG_OK;   /* a stop signal ended prepare (one process alone) */
     return lm_run_agree(R, err);      /* the ranks hold the same run (train_agree.c); the trainer splits it */
 }

@@ -7,7 +7,8 @@
  *   quiet    no log: nothing is due, nothing written
  *   ema      the step time smoothed: the first as it is, then 0.9 old + 0.1 new
  *   again    loss.png drawn in the background, a drawing still in progress never doubled, the
- *            last one waited for: then loss.png is there and nothing is left running */
+ *            last one waited for: then loss.png is there and nothing is left running
+ *   wait     a drawing waited for without asking how it went (done and err NULL): reaped */
 #include <check.h>
 #include <math.h>
 #include <signal.h>
@@ -114,6 +115,9 @@ START_TEST(test_progress_plot_again)
     ck_assert_msg(kill(first, 0) != 0, "the first gnuplot (pid %ld) was never reaped", (long)first);
     struct stat sb;
     ck_assert_msg(stat(proc_path(root, "loss.png"), &sb) == 0 && sb.st_size > 0, "no loss.png");
+    ck_assert_msg(ag_plot_loss_start(root, &lp, &pid, &err) == AG_OK && pid > 0, "%s", err.msg);
+    (void)ag_plot_loss_wait(pid, true, NULL, root, NULL);   /* waited for, how it went not asked */
+    ck_assert_msg(kill(pid, 0) != 0, "gnuplot (pid %ld) was never reaped", (long)pid);
     proc_remove_tree(root);
 }
 END_TEST

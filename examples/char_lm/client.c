@@ -161,7 +161,8 @@ static void eval_text(void *user, long it, double tl, double vl, double score, c
 // --- an evaluation: the mean loss of eval_iters random batches of each split in no-grad mode, from
 // an RNG seeded by (seed, it) afresh each time, so that evaluating never changes training ---
 
-ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, double *loss, ag_error *err)
+/* b windows of ids at data.off through the model in no-grad mode: their mean loss in *loss. */
+static ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, double *loss, ag_error *err)
 {
     lm_data *D = &R->data;
     int T = R->cfg.model.block_size;
@@ -267,9 +268,6 @@ static ag_status start(void *user, ag_ctx *ctx, const ag_train_state *st, ag_err
                                         err);
 }
 
-/* The trainer's warnings and notes, as char_lm says them. */
-static void warn(void *R, const char *line) { lm_log_warn(R, line); }
-
 ag_train_client lm_client(lm_run *R, char *cols, size_t n)
 {
     static const char *const attn[] = {"attn_entropy", "attn_max", NULL};
@@ -293,7 +291,7 @@ ag_train_opts lm_client_opts(lm_run *R)
     const lm_config *c = &R->cfg;
     long log_every = o->log_every > 0 ? o->log_every : 10;
     return (ag_train_opts){.out_dir = o->out_dir, .make_parents = true, .steps = c->max_iters, .resume = o->resume,
-                           .resumed = R->ctl.resumed ? &R->learn.from : NULL,   /* read by the setup */
+                           .resumed = R->o->resume ? &R->learn.from : NULL,   /* read by the setup */
                            .overwrite = o->overwrite, .seed = ag_seed_at(c->seed, 0, LM_TAG_BATCH),
                            .every = c->eval_interval, .log_every = log_every, .log_first = true,
                            .sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters}, .grad_clip = c->grad_clip,
@@ -302,7 +300,7 @@ ag_train_opts lm_client_opts(lm_run *R)
                            .budget = &R->ctl.budget, .dist = o->dist, .grad_accum = o->grad_accum,
                            .ddp_out = &R->ctl.ddp, .stop = o->stop, .progress = o->progress,
                            .build_checked = true,   /* the setup's handshake, first of all (train_agree.c) */
-                           .warn = warn, .warn_user = R, .lock = &R->ctl.lock, .no_pictures = true, .no_report = true,
-                           .eval_at_start = true, .diverge_floor_name = "2 ln V",
+                           .warn = lm_log_warn, .warn_user = R, .lock = &R->ctl.lock, .no_pictures = true,
+                           .no_report = true, .eval_at_start = true, .diverge_floor_name = "2 ln V",
                            .diverge_floor = 2 * log((double)R->data.text.vocab.V)};
 }

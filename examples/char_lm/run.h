@@ -1,8 +1,6 @@
-/* run.h -- one training run of char_lm (lm_train, train.h) on the library's trainer: its state,
- * grouped by concern, and the calls between its files: train.c (lm_train: read it first),
- * client.c (ag_train_client's calls), train_setup.c (before the trainer), train_log.c (what the
- * run says beside the trainer), train_agree.c (several ranks hold the same run). Internal to
- * lm_train: nothing outside these files includes it. */
+/* run.h -- one training run of char_lm (lm_train, train.h) on the library's trainer: its state and the
+ * calls between its files (train.c first, then client.c, train_setup.c, train_log.c, train_agree.c).
+ * Internal to lm_train: nothing outside these files includes it. */
 #ifndef LM_RUN_H
 #define LM_RUN_H
 
@@ -54,7 +52,6 @@ typedef struct {
 /* Where the run stands, and what may end it. */
 typedef struct {
     long start;              /* the first iteration of this run: 0, or where --resume picks up */
-    bool resumed;
     long saved_at;           /* the iteration of the last checkpoint, as far as this rank knows (-1: none) */
     ag_lock lock;            /* on out_dir, for the whole run: the trainer's too */
     ag_ddp *ddp;             /* the trainer's split over ranks (train/ddp.h), NULL outside it */
@@ -63,13 +60,12 @@ typedef struct {
     ag_rng eval_rng;         /* an evaluation's batches, both splits: from (seed, it) afresh */
     long eval_done;          /*   its fewest batches of a split (--time-budget may cut them) */
     ag_error pending;        /* a failure of the attention statistics (in the log's words call), for the next call */
-    bool compared;           /* the ranks have compared what they hold (lm_run_agree) */
-    bool shared;             /* the error is every rank's alike: rank 0 alone says it */
 } lm_control;
 
 typedef struct {
     lm_ckpt_user ck;         /* first: what lm_ckpt_format reads of the trainer's client (checkpoint.h) */
     const lm_train_opts *o;
+    lm_train_result *res;    /* lm_train's: the setup sets ranks_compared and error_shared */
     lm_config cfg;           /* every hyper-parameter: the flags, merged with a checkpoint's */
     lm_data data;
     lm_learner learn;
@@ -81,51 +77,38 @@ typedef struct {
 
 /* The stop request: this process's signal, or the ranks' agreed one (ag_ddp_stop). 0: none. */
 int lm_run_stop_requested(const lm_run *R);
-/* A stop signal came to this process alone, for the checks inside the setup (several ranks
- * wait for the first step's reduction, so that none leaves a collective the others are in). */
-bool lm_run_signal_seen(const lm_run *R);
-/* This process writes the run directory: rank 0, or alone. */
-bool lm_run_writer(const lm_run *R);
-/* What a stopped run keeps, for its message, in a buffer that lives as long as the block. */
-#define LM_KEPT(R) \
-    ag_train_kept(lm_run_writer(R), (R)->o->out_dir, "iteration", (R)->ctl.saved_at, (char[1024]){""}, 1024)
+/* What a stopped run keeps (rank 0 writes DIR), for its message, in a buffer that lives as long as the block. */
+#define LM_KEPT(R) ag_train_kept(ag_dist_rank((R)->o->dist) == 0, (R)->o->out_dir, "iteration", (R)->ctl.saved_at, \
+                                 (char[1024]){""}, 1024)
 /* A number for a message: NaN without its sign, so that it reads "nan", never "-nan". */
 static inline double lm_shown(double v) { return v != v ? __builtin_nan("") : v; }
 
-// --- client.c: char_lm's calls of ag_train_client (train/train.h says what each does), user an lm_run ---
+// --- client.c: char_lm's ag_train_client (train/train.h), user an lm_run ---
 
 ag_train_client lm_client(lm_run *R, char *cols, size_t n);   /* metrics.csv's own columns in cols [n] */
 ag_train_opts lm_client_opts(lm_run *R);
-/* b windows of ids at data.off through the model in no-grad mode: their mean loss in *loss. */
-ag_status lm_client_forward(lm_run *R, ag_ctx *ctx, const int *ids, int b, double *loss, ag_error *err);
 
-// --- train_agree.c: several ranks (alone, each is AG_OK or mine as it is; an error is every rank's alike) ---
+// --- train_agree.c: several ranks, as train/ddp.h's calls (alone: AG_OK, or mine) ---
 
-ag_status lm_run_handshake(lm_run *R, ag_error *err);   /* first: one build on all (ag_build_handshake) */
-/* Rank 0 opened the run (outcome mine, its message in why) while the others waited: every rank
- * gets that outcome and the checkpoint's config, vocabulary and train state (no other rank
- * reads the run directory; the weights follow in ag_ddp_share_start). */
+ag_status lm_run_handshake(lm_run *R, ag_error *err);   /* ag_build_handshake */
+/* ag_share_start, then rank 0's checkpoint config, vocabulary and state to all (the weights: ag_ddp_share_start) */
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err);
-/* What each rank holds (the config, the model, the text, where the run starts ...) is the same
- * on all, compared before anything sized by it is sent (train/ddp.h: ag_fields_agree). */
-ag_status lm_run_agree(lm_run *R, ag_error *err);
+ag_status lm_run_agree(lm_run *R, ag_error *err);   /* ag_fields_agree of what each rank holds */
 
 // --- train_setup.c ---
 
-/* Everything before the trainer (lock, data, model, optimizer state, buffers, the ranks'
- * agreement); a stop signal ends it early with AG_OK: the caller looks at the signal. */
+/* Everything before the trainer; a stop signal ends it early with AG_OK: the caller looks at it. */
 ag_status lm_run_setup(lm_run *R, ag_error *err);
 void lm_run_free(lm_run *R);   /* everything the run holds, the lock last */
 
 // --- train_log.c ---
 
-void lm_log_warn(const lm_run *R, const char *msg);
+void lm_log_warn(void *R, const char *msg);   /* an lm_run: ag_train_opts' warn */
 void lm_log_header(const lm_run *R);
 /* loss.png (and attn.png, dynamics.png, activations.png) in the background; the last one waited for. */
 void lm_log_plots(lm_run *R, bool last);
 void lm_log_end(const lm_run *R, const lm_train_result *r);
-/* The trainer's end of the run in char_lm's words: the last pictures (lm_pictures, this run's on
- * the card), and with o->report the card, its config and sample char_lm's. */
+/* The trainer's end of the run (its last pictures, with o->report its card) in char_lm's words. */
 void lm_log_card(lm_run *R, ag_train_client *c, ag_train_opts *o);
 
 #endif

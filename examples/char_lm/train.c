@@ -1,25 +1,16 @@
-/* train.c -- char_lm's training run (train.h): the setup (train_setup.c), the library's trainer
- * (train/train.h: ag_train_run) with char_lm's client (client.c), the final plots and the last
- * lines (train_log.c). Shapes use MODEL.md's letters: B windows a step, T = block_size, V. */
+/* train.c -- char_lm's training run (train.h): the setup (train_setup.c), the trainer (ag_train_run) with
+ * char_lm's client (client.c), the last lines (train_log.c). Shapes: MODEL.md's B, T = block_size, V. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-// --- signals, the run directory ---
-
 int lm_run_stop_requested(const lm_run *R)
 {
     if (ag_ddp_ranks(R->ctl.ddp) > 1) return ag_ddp_stop(R->ctl.ddp);
     return R->o->stop ? *R->o->stop : 0;
 }
-
-bool lm_run_signal_seen(const lm_run *R) { return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop; }
-
-bool lm_run_writer(const lm_run *R) { return ag_dist_rank(R->o->dist) == 0; }
-
-// --- the run ---
 
 /* The trainer's run from where the setup left it, as lm_train reports it. */
 static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
@@ -30,7 +21,7 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     lm_log_card(R, &c, &to);   /* the last pictures, the card */
     ag_train_result res;
     R->ck = (lm_ckpt_user){.g = R->learn.m.g, .cfg = &R->cfg, .vocab = &R->data.text.vocab, .data = R->learn.st};
-    R->ctl.saved_at = R->ctl.resumed ? R->ctl.start : -1;
+    R->ctl.saved_at = R->o->resume ? R->ctl.start : -1;
     R->rep.t_start = ag_now_s();
     ag_status s = ag_train_run(&c, &to, &res, err);
     r->iter = res.step;
@@ -42,8 +33,6 @@ static ag_status train_loop(lm_run *R, lm_train_result *r, ag_error *err)
     return s;
 }
 
-static void warn(void *R, const char *line) { lm_log_warn(R, line); }
-
 /* True when there is nothing to train: --trace-only, or a resumed run already at --max-iters
  * (r says where it stands; the run directory is tidied all the same). */
 static bool nothing_to_do(lm_run *R, lm_train_result *r)
@@ -52,9 +41,9 @@ static bool nothing_to_do(lm_run *R, lm_train_result *r)
     const lm_train_state *st = &R->learn.st;
     long start = r->iter = R->ctl.start;   /* where it stands (a run's result replaces it) */
     if (o->trace && o->trace_only) return true;
-    if (!R->ctl.resumed || start < R->cfg.max_iters) return false;
-    if (lm_run_writer(R))   /* a kill after the last commit may have left the superseded checkpoint */
-        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, warn, R);
+    if (!o->resume || start < R->cfg.max_iters) return false;
+    if (ag_dist_rank(o->dist) == 0)   /* a kill after the last commit may have left the superseded checkpoint */
+        ag_ckpt_tidy(o->out_dir, &lm_ckpt_kind, 0, lm_log_warn, R);
     if (o->log)
         fprintf(o->log, "%s is already at iteration %ld (--max-iters %ld): nothing to do\n", o->out_dir, start,
                 R->cfg.max_iters);
@@ -67,12 +56,11 @@ static bool nothing_to_do(lm_run *R, lm_train_result *r)
 
 ag_status lm_train(const lm_train_opts *o, lm_train_result *r, ag_error *err)
 {
-    lm_run R = {.o = o, .rep.plot_ok = o->plot, .ctl.budget = {.clock = o->clock, .clock_user = o->hook_user}};
+    lm_run R = {.o = o, .res = r, .rep.plot_ok = o->plot,
+                .ctl.budget = {.clock = o->clock, .clock_user = o->hook_user}};
     R.ctl.budget.t0 = ag_budget_now(&R.ctl.budget);   /* --time-budget counts from here */
     memset(r, 0, sizeof *r);
     ag_status s = lm_run_setup(&R, err);             /* lock, data, model, optimizer state, buffers */
-    r->ranks_compared = R.ctl.compared;
-    r->error_shared = R.ctl.shared;
     if (s == AG_OK && lm_run_stop_requested(&R)) {   /* a signal during the setup: nothing written */
         r->interrupted = true;
         r->stop_signal = lm_run_stop_requested(&R);   /* main.c exits 128 + it, as after a step */

@@ -1,12 +1,8 @@
-/* train.h -- char_lm's training run, a library function the program and the tests both call:
- * lm_train runs char_lm's client (client.c) on the library's trainer, which keeps the loop,
- * exact resume, --time-budget, the divergence rule, the run directory and the signals (see
- * train/train.h: ag_train_run, ag_train_opts, ag_train_prepare; ../shared/MODEL.md). char_lm's
- * own: --resume takes the checkpoint's hyper-parameters but the flags in opts.given, --init-from
- * its weights and vocabulary for a new run, neither may change the model's shape (AG_ERR_ARG:
- * train/fields.h, ag_fields_merge); --trace-shapes (trace.h); --log-attn-stats (nn.h:
- * ag_attn_stats). Errors: a status and one line in err; main.c exits 2 for AG_ERR_ARG (the
- * arguments do not fit the data or the checkpoint), 1 for the rest. */
+/* train.h -- char_lm's training run, which the program and the tests call: lm_train runs char_lm's
+ * client (client.c) on the library's trainer (train/train.h: ag_train_run; ../shared/MODEL.md).
+ * --resume takes the checkpoint's hyper-parameters but the flags in opts.given, --init-from its weights
+ * and vocabulary; neither may change the model's shape (ag_fields_merge). Errors: a status and one line
+ * in err; main.c exits 2 for AG_ERR_ARG (the arguments do not fit the data or the checkpoint), else 1. */
 #ifndef LM_TRAIN_H
 #define LM_TRAIN_H
 
@@ -38,10 +34,9 @@ typedef struct {
     FILE *trace;                 /* --trace-shapes: the trace goes here (NULL: none) */
     bool trace_only;             /* --trace-only: stop after the trace */
     const char *trace_graph;     /* --trace-graph FILE.dot: the traced pass's tape there too (NULL: none) */
-    /* Tests' hooks (NULL: none): before each optimizer step with the model (a poisoned weight
-     * for --detect-anomaly); the clock --time-budget reads (NULL: ag_now_s), which a test's
-     * before_step advances, and before_batch before each evaluation batch, so that what the
-     * budget decides does not depend on how busy the machine is. */
+    /* Tests' hooks (NULL: none): before each optimizer step (a poisoned weight for --detect-anomaly);
+     * the clock --time-budget reads (NULL: ag_now_s), which before_step and before_batch (before each
+     * evaluation batch) advance, so that what the budget decides does not depend on the machine's load. */
     void (*before_step)(long it, ag_gpt *g, void *user);
     void *hook_user;
     double (*clock)(void *user);

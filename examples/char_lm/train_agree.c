@@ -1,9 +1,6 @@
-/* train_agree.c -- a run on several ranks, before its first step (run.h): one build on all
- * (lm_run_handshake), rank 0's opening of the run directory and its checkpoint sent to the
- * others (lm_run_share_start: only rank 0 reads the directory), and what each rank holds
- * (lm_run_agree), so that a rank started with another build, --data or flag stops the job at
- * once, the difference named ("the vocabulary: hash 5c1e0a3f on rank 0, 0f9d2b61 on rank 1"),
- * instead of corrupting a broadcast sized by its own model (train/ddp.h says how). */
+/* train_agree.c -- a run on several ranks, before its first step (run.h; train/ddp.h says how): one
+ * build on all, rank 0's checkpoint sent to the others, and what each rank holds compared, so that a
+ * rank started with another build, --data or flag stops the job at once, the difference named. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +13,7 @@
 #endif
 /* The collectives before the trainer's (the handshake, rank 0's outcome and checkpoint, each
  * rank's outcome, the digests), in order: raised when they change (the trainer's: ag_train_layout). */
-#define LM_PROTOCOL 5
+#define LM_PROTOCOL 6
 
 /* What a digest holds after the config's fields (the data first when they differ). */
 enum { A_PARAMS, A_VOCAB, A_TOKENS, A_TEXT, A_ACCUM, A_SHARDS, A_THREADS, A_ITER, A_STEP, A_SAMPLER, A_REAL, A_N };
@@ -46,7 +43,7 @@ ag_status lm_run_agree(lm_run *R, ag_error *err)
     x[A_STEP] = (uint64_t)st->step;
     x[A_SAMPLER] = ag_fnv1a(AG_FNV1A_INIT, &st->rng, sizeof st->rng);
     x[A_REAL] = sizeof(ag_real);
-    return ag_fields_agree(R->o->dist, &R->cfg, &digest, mine, &R->ctl.compared, err);   /* ddp.h: said once */
+    return ag_fields_agree(R->o->dist, &R->cfg, &digest, mine, &R->res->ranks_compared, err);   /* ddp.h: said once */
 }
 
 ag_status lm_run_handshake(lm_run *R, ag_error *err)
@@ -56,18 +53,14 @@ ag_status lm_run_handshake(lm_run *R, ag_error *err)
                         LM_N_FIELDS + A_N, ag_train_layout()};   /* the trainer's exchanges after these */
     const ag_build b = {.program = "char_lm_mpi", .version = LM_VERSION, .protocol = LM_PROTOCOL,
                         .layout = ag_fnv1a(ag_fields_digest_layout(&digest, AG_FNV1A_INIT), sizes, sizeof sizes)};
-    return ag_build_handshake(R->o->dist, &b, &R->ctl.shared, err);   /* ddp.h: the record, its message */
+    return ag_build_handshake(R->o->dist, &b, &R->res->error_shared, err);   /* ddp.h: the record, its message */
 }
 
-// --- rank 0 reads the run directory, and tells the others ---
-
-/* What rank 0 sends after its outcome (ag_share_start): the checkpoint's config and state (the
- * handshake made sure that every rank lays them out alike). */
+/* What rank 0 sends after its outcome (ag_share_start), laid out alike on every rank (the handshake). */
 typedef struct {
     bool checkpoint;        /* a checkpoint follows: */
     lm_config cfg;          /*   the model's config, */
-    long iter;              /*   its iteration and run, */
-    uint64_t run_id;
+    uint64_t run_id;        /*   its run, */
     int V;                  /*   its vocabulary's size (the code points come next), */
     lm_train_state st;      /*   and with --resume, where the run stands */
 } lm_shared;
@@ -75,19 +68,19 @@ typedef struct {
 ag_status lm_run_share_start(lm_run *R, ag_status mine, const ag_error *why, ag_error *err)
 {
     ag_dist *d = R->o->dist;
-    ag_status st = ag_share_start(d, mine, why, &R->ctl.shared, err);   /* ddp.h: rank 0's failure, said once */
+    ag_status st = ag_share_start(d, mine, why, &R->res->error_shared, err);   /* ddp.h: rank 0's failure, said once */
     if (st || ag_dist_size(d) == 1) return st;
     lm_model *m = &R->learn.m;
     bool root = ag_dist_rank(d) == 0;
     lm_shared s;
     memset(&s, 0, sizeof s);   /* its padding too: every byte sent is set */
     if ((s.checkpoint = root && m->g))
-        s.cfg = m->cfg, s.iter = m->iter, s.run_id = m->run_id, s.V = m->vocab.V, s.st = R->learn.st;
+        s.cfg = m->cfg, s.run_id = m->run_id, s.V = m->vocab.V, s.st = R->learn.st;
     if ((st = ag_dist_bcast(d, &s, sizeof s, 0, err)) || !s.checkpoint) return st;
     if (!root) {   /* the vocabulary's code points follow */
         if (s.V <= 0 || !(m->vocab.cp = malloc((size_t)s.V * sizeof *m->vocab.cp)))
             return ag_seterr(err, AG_ERR_NOMEM, "out of memory");
-        m->vocab.V = s.V, m->cfg = s.cfg, m->iter = s.iter, m->run_id = s.run_id, R->learn.st = s.st;
+        m->vocab.V = s.V, m->cfg = s.cfg, m->run_id = s.run_id, R->learn.st = s.st;
     }
     return ag_dist_bcast(d, m->vocab.cp, (size_t)s.V * sizeof *m->vocab.cp, 0, err);
 }

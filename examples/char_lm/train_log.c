@@ -11,8 +11,9 @@
 #include "run.h"
 #include "tensor/debug.h"   /* ag_now_s */
 
-void lm_log_warn(const lm_run *R, const char *msg)
+void lm_log_warn(void *user, const char *msg)
 {
+    const lm_run *R = user;
     if (R->o->warn) fprintf(R->o->warn, "char_lm: warning: %s\n", msg);
 }
 
@@ -44,7 +45,7 @@ void lm_log_header(const lm_run *R)
         fprintf(f, "time budget: %s; %s\n", d, c->budget_iters ? "the step count above is the one it fixed"
                 : "the first steps are timed, then the step count (and the decay) is fitted to it");
     }
-    if (R->ctl.resumed) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
+    if (R->o->resume) fprintf(f, "resuming at iteration %ld\n", R->learn.st.iter);
     if (R->o->init_from) fprintf(f, "initialised from %s\n", R->o->init_from);
     fflush(f);
 }

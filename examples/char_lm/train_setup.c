@@ -1,21 +1,21 @@
-/* train_setup.c -- a training run before its first step (run.h): the text, the model (new, or a
- * checkpoint's with --resume or --init-from, whose config is merged with the flags), where the
- * run stands, the buffers and the ranks; and freeing it all. The run directory is the
- * trainer's (train/train.h: ag_train_prepare, ag_train_run). */
+/* train_setup.c -- a run before its first step (run.h): the text, the model (new, or a checkpoint's),
+ * where the run stands, the buffers, the ranks; and freeing it all (the run directory: ag_train_prepare). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
 
+/* A stop signal came to this process alone (several ranks wait for the first step's reduction, so
+ * that none leaves a collective the others are in). */
+static bool signal_seen(const lm_run *R) { return ag_dist_size(R->o->dist) <= 1 && R->o->stop && *R->o->stop; }
+
 /* ag_corpus_opts.stop: a stop signal ends even the load of a huge text within a MiB, and so
  * does the budget's end (issue 35, M1: 100 MB on a loaded machine took a 1 s budget 10 s). */
-static bool stop_loading(void *R) { return lm_run_signal_seen(R); }
-static bool stop_reading(void *R) { return lm_run_signal_seen(R) || ag_budget_setup_late(&((lm_run *)R)->ctl.budget); }
+static bool stop_loading(void *R) { return signal_seen(R); }
+static bool stop_reading(void *R) { return signal_seen(R) || ag_budget_setup_late(&((lm_run *)R)->ctl.budget); }
 
-/* The flags, merged on --resume / --init-from with the checkpoint's config (read by rank 0,
- * lm_run_share_start), whose model shape may not change (train/fields.h: ag_fields_merge); then
- * --time-budget, the trainer's (train/budget.h), which counts from lm_train's start, the setup
- * too (ag_budget_setup_late), and the recipe's probe before it. The trainer sets the rest. */
+/* The flags, merged on --resume / --init-from with the checkpoint's config (train/fields.h:
+ * ag_fields_merge); then --time-budget (train/budget.h), from lm_train's start and the recipe's probe. */
 static ag_status take_config(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -39,8 +39,7 @@ static ag_status take_config(lm_run *R, ag_error *err)
     return s;
 }
 
-/* The text, with the checkpoint's vocabulary on --resume / --init-from, else its own (a stop
- * signal or the budget's end: the text stays empty). */
+/* The text, with the checkpoint's vocabulary if any (a stop signal or the budget's end: empty). */
 static ag_status load_text(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
@@ -69,24 +68,18 @@ static ag_status resume_state(lm_run *R, ag_error *err)
         return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of run %s but "
                          "train_state.safetensors of run %s: the two files are not one checkpoint", o->out_dir, a, b);
     }
-    if (!st->run_id) st->run_id = ag_new_run_id();   /* a checkpoint older than run ids */
-    if (st->iter != m->iter)
-        return ag_seterr(err, AG_ERR_FORMAT, "--resume: %s holds model.safetensors of iteration %ld but "
-                         "train_state.safetensors of iteration %ld (a write was interrupted?)", o->out_dir,
-                         m->iter, st->iter);
     if ((st->n_tokens != text->n || st->data_hash != ag_ids_hash_until(text->ids, text->n, stop_loading, R)) &&
-        !lm_run_signal_seen(R))   /* a signal abandons the hash: then lm_train stops, nothing written */
+        !signal_seen(R))   /* a signal abandons the hash: then lm_train stops, nothing written */
         return ag_seterr(err, AG_ERR_ARG, "--resume: %s is not the text the run in %s was trained on (%zu tokens, "
                          "the run had %zu); to train on it from these weights use --init-from", o->data_path,
                          o->out_dir, text->n, st->n_tokens);
     /* a resumed run keeps its split: no text it trained on ever becomes validation text */
-    if ((st->n_train != R->data.n_train || st->n_val != R->data.n_val) && !lm_run_signal_seen(R))
+    if ((st->n_train != R->data.n_train || st->n_val != R->data.n_val) && !signal_seen(R))
         return ag_seterr(err, AG_ERR_ARG, "--val-fraction %g: the run in %s splits its text into %zu training and "
                          "%zu validation tokens, this would make it %zu and %zu; a resumed run keeps its split (text "
                          "it trained on would become validation text): drop the flag, or start a new run with "
                          "--init-from", R->cfg.val_fraction, o->out_dir, st->n_train, st->n_val, R->data.n_train,
                          R->data.n_val);
-    R->ctl.resumed = true;
     bool ev = st->has_eval;   /* where the run stood, as the format's read would give it the trainer */
     R->learn.from = (ag_train_state){.step = st->iter, .rng = st->rng, .run_id = st->run_id, .best_step = st->best_iter,
                                      .best_loss = st->best_iter >= 0 ? st->best_loss : INFINITY,
@@ -95,25 +88,22 @@ static ag_status resume_state(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* A new run's state: the batch sampler seeded from --seed (run.h), and the text it trains on. */
+/* A new run's state (its run id: the trainer's): the batch sampler seeded from --seed (run.h), and
+ * the text it trains on. */
 static void new_state(lm_run *R)
 {
     lm_train_state *st = &R->learn.st;
     const ag_corpus *text = &R->data.text;
-    memset(st, 0, sizeof *st);
-    st->run_id = ag_new_run_id();
-    st->best_iter = -1;   /* no evaluation yet */
-    st->best_loss = NAN;
+    *st = (lm_train_state){.best_iter = -1, .best_loss = NAN, .n_tokens = text->n,   /* no evaluation yet */
+                           .n_train = R->data.n_train, .n_val = R->data.n_val};
     ag_rng_seed(&st->rng, ag_seed_at(R->cfg.seed, 0, LM_TAG_BATCH));
-    st->n_tokens = text->n;
     st->data_hash = ag_ids_hash_until(text->ids, text->n, stop_loading, R);   /* 0 after a signal: never saved */
 }
 
 // --- the shards, the buffers, the ranks ---
 
-/* --shards (nn.h: ag_gpt_shards_choose), each rank's of its own micro-batches; a model with
- * dropout keeps one unless asked: the 10-minute recipe was tuned on the plain pass
- * (docs/performance.md). */
+/* --shards (nn.h: ag_gpt_shards_choose) of each rank's micro-batches; with dropout one unless asked:
+ * the 10-minute recipe was tuned on the plain pass (docs/performance.md). */
 static ag_status choose_shards(lm_run *R, ag_error *err)
 {
     char room[64], note[512];
@@ -126,8 +116,7 @@ static ag_status choose_shards(lm_run *R, ag_error *err)
     return s;
 }
 
-/* The step's buffers and the attention statistics' (the trainer's ctx, and the shards made
- * for it, come with the run: lm_client's start). */
+/* The step's buffers and the attention statistics' (the ctx and the shards: lm_client's start). */
 static ag_status alloc_buffers(lm_run *R, ag_error *err)
 {
     int B = R->cfg.batch_size, T = R->cfg.model.block_size, L = R->cfg.model.n_layer;
@@ -144,16 +133,12 @@ static ag_status alloc_buffers(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-static void warn(void *R, const char *line) { lm_log_warn(R, line); }
-
-/* Rank 0 (or one process), before any rank reads anything of the run: --out checked, locked
- * (rank 0 holds the lock for the job: a second job on it is refused on every rank alike) and a
- * lost latest recovered (train/train.h: ag_train_prepare); then with --resume or --init-from
- * the checkpoint's model, and with --resume Adam's moments and where the run stood. */
+/* Rank 0 (or one process), before any rank reads the run: --out as ag_train_prepare takes it (rank 0
+ * holds the lock for the job); the checkpoint's model, and with --resume its moments and state. */
 static ag_status open_run(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
-    const ag_train_opts to = {.out_dir = o->out_dir, .resume = o->resume, .warn = warn, .warn_user = R,
+    const ag_train_opts to = {.out_dir = o->out_dir, .resume = o->resume, .warn = lm_log_warn, .warn_user = R,
                               .lock = o->trace && o->trace_only ? NULL : &R->ctl.lock};   /* --trace-only: no lock */
     const char *flag = o->resume ? "--resume" : "--init-from";
     ag_error why = {0};
@@ -165,16 +150,15 @@ static ag_status open_run(lm_run *R, ag_error *err)
     return AG_OK;
 }
 
-/* This rank's own setup after rank 0 opened the run: the text (and a checkpoint's config merged
- * with the flags), the config's checks, the memory, the shards, the split, the model, where the
- * run stands and the buffers. A stop signal (one process alone) ends it early with AG_OK. */
+/* This rank's own setup after rank 0 opened the run, in order; a stop signal (one process alone)
+ * ends it early with AG_OK. */
 static ag_status prepare(lm_run *R, ag_error *err)
 {
     const lm_train_opts *o = R->o;
     lm_data *D = &R->data;
     ag_status s;
     if ((s = take_config(R, err)) || (s = load_text(R, err))) return s;
-    if (lm_run_signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
+    if (signal_seen(R)) return AG_OK;   /* during the load too: then the text is empty */
     if ((s = ag_budget_setup_check(&R->ctl.budget, o->data_path, err))) return s;   /* nothing trained or written */
     if ((s = lm_config_validate(&R->cfg, true, err)) || (s = lm_config_check_training(&R->cfg, err))) return s;
     if ((s = ag_gpt_check_train(&R->cfg.model, R->cfg.batch_size, ag_local_ranks(o->dist), "train", err)) ||
@@ -183,7 +167,7 @@ static ag_status prepare(lm_run *R, ag_error *err)
     if ((s = ag_corpus_split(&D->text, R->cfg.val_fraction, R->cfg.model.block_size, &D->n_train, &D->n_val, err)))
         return s;
     R->ctl.budget.splits = D->n_val > 0 ? 2 : 1;   /* what an evaluation reads */
-    if (lm_run_signal_seen(R)) return AG_OK;
+    if (signal_seen(R)) return AG_OK;
     lm_model *m = &R->learn.m;
     if (!m->g) {   /* a new run's model (a checkpoint's was read) */
         ag_error why = {0};
@@ -191,11 +175,9 @@ static ag_status prepare(lm_run *R, ag_error *err)
         if (!(m->g = ag_gpt_new(&R->cfg.model, R->cfg.seed, &why)))
             return ag_seterr(err, AG_ERR_NOMEM, "cannot build the model: %s", why.msg);
     }
-    if (lm_run_signal_seen(R)) return AG_OK;
+    if (signal_seen(R)) return AG_OK;
     if (o->resume && (s = resume_state(R, err))) return s;
     if (!o->resume) new_state(R);
-    R->learn.st.n_train = D->n_train;
-    R->learn.st.n_val = D->n_val;
     R->ctl.start = R->learn.st.iter;
     ag_progress_init(&R->rep.prog, o->log, o->progress, ag_dist_size(o->dist));
     return alloc_buffers(R, err);
@@ -212,7 +194,7 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
     if ((s = lm_run_share_start(R, mine, &why, err))) return s;   /* its outcome, its checkpoint: to all */
     ag_error_clear(&why);
     mine = prepare(R, &why);
-    if ((s = ag_share_outcome(o->dist, mine, &why, &R->ctl.shared, err))) return s;   /* an error anywhere: said once */
+    if ((s = ag_share_outcome(o->dist, mine, &why, &R->res->error_shared, err))) return s;   /* anyone's: said once */
     if (!R->data.off) return AG_OK;   /* a stop signal ended prepare (one process alone) */
     return lm_run_agree(R, err);      /* the ranks hold the same run (train_agree.c); the trainer splits it */
 }
@@ -220,11 +202,8 @@ ag_status lm_run_setup(lm_run *R, ag_error *err)
 void lm_run_free(lm_run *R)
 {
     lm_report *rep = &R->rep;
-    if (rep->plot_pid > 0) { /* a run that stops early still leaves a whole picture */
-        ag_error ignored = {0};
-        bool done;
-        (void)ag_plot_loss_wait(rep->plot_pid, true, &done, R->o->out_dir, &ignored);
-    }
+    if (rep->plot_pid > 0)   /* a run that stops early still leaves a whole picture */
+        (void)ag_plot_loss_wait(rep->plot_pid, true, NULL, R->o->out_dir, NULL);
     free(R->data.off);
     free(R->data.x);
     free(R->data.y);

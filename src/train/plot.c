@@ -276,7 +276,8 @@ ag_status ag_plot_loss_start(const char *dir, const ag_loss_plot *p, pid_t *pid,
 
 ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err)
 {
-    return reap_gnuplot(pid, block, done, dir, "loss.gp", "loss.png", err);
+    bool ended;
+    return reap_gnuplot(pid, block, done ? done : &ended, dir, "loss.gp", "loss.png", err);
 }
 
 ag_status ag_plot_loss_again(const char *dir, const ag_loss_plot *p, pid_t *pid, bool last, ag_error *err)

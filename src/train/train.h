@@ -173,7 +173,8 @@ ag_status ag_plot_loss(const char *dir, const ag_loss_plot *p, ag_error *err);
  * process, for ag_plot_loss_wait. */
 ag_status ag_plot_loss_start(const char *dir, const ag_loss_plot *p, pid_t *pid, ag_error *err);
 /* Reaps the plot started as pid: block waits for it (bounded, as said above); without block
- * only *done tells whether it has ended yet. Once *done, the status is ag_plot_loss's. */
+ * only *done tells whether it has ended yet. Once *done, the status is ag_plot_loss's. done and
+ * err may be NULL (a run that stops early waits for its picture, whatever became of it). */
 ag_status ag_plot_loss_wait(pid_t pid, bool block, bool *done, const char *dir, ag_error *err);
 
 /* loss.png redrawn while a run goes on, from one evaluation to the next (*pid: the drawing in

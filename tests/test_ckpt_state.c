@@ -181,7 +181,8 @@ START_TEST(test_refuse)
     refused(&other, "a", g, "s.safetensors: not a toy train state (metadata format toy-train-1, expected "
             "\"toy-train-2\")");
     const char *const more[] = {"n_all", "n_fit", "n_held", "n_more", NULL};
-    other = toy, other.keys = more;
+    const uint64_t more_most[] = {1000, 1000, 1000, 1000};   /* a bound for each key */
+    other = toy, other.keys = more, other.most = more_most;
     refused(&other, "a", g, "s.safetensors: metadata has no \"n_more\"");
     save("b", g, 6, &st, odd);
     refused(&toy, "b", g, "s.safetensors: inconsistent metadata (n_fit + n_held != n_all)");

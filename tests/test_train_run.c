@@ -110,7 +110,7 @@ typedef struct {
     int term_at_eval;        /* stop_in_eval: SIGTERM during this call of tiny_eval, its loss NaN (0: never) */
     double losses[16];       /* parents: each step's loss (after_step), */
     long stepped, started_at;   /*   how many steps, the step the start call saw */
-    long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (0: never) */
+    long kill_at;            /*   SIGKILL halfway through the checkpoint of this step (-1: never) */
     int drawn;
     const double *evals;     /* diverged: the evaluation losses in turn (NULL: 1 each) */
     int evaluated;

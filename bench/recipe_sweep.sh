@@ -9,9 +9,10 @@
 # A recipe is S, M or L (the presets 1min, 5min, 10min: recipe.c's table). Each run trains the
 # recipe for exactly STEPS steps (KEY=V: a config field over the recipe's, weight_decay=0.5 ->
 # --weight-decay 0.5), warmup and cosine over them as --time-budget would lay them out, on one
-# thread under nice, JOBS runs at a time (1), with no evaluation but iteration 0's and the last; then `char_lm eval` of the whole validation split (the last 10% of the text, every target
-# once). The loss at a step count does not depend on the machine's speed, so the sweep is valid
-# beside other work. Two recipes compare at equal TIME when their steps are in the ratio of
+# thread under nice, JOBS runs at a time (1), with no evaluation but iteration 0's and the last;
+# then `char_lm eval` of the whole validation split (the last 10% of the text, every target once).
+# The loss at a step count does not depend on the machine's speed, so the sweep is valid beside
+# other work. Two recipes compare at equal TIME when their steps are in the ratio of
 # their step times (nn.h's ag_gpt_step_flops: S 0.32x of M, L 2.86x; measured on the developers'
 # 2 cores about 0.37x and 2.75x). Prints one line per run: recipe, steps, wall seconds, the
 # run's own last evaluation (train, val; 5 batches), the whole split's val.

@@ -12,7 +12,8 @@
 /* The enums the table reads and writes as int. */
 _Static_assert(sizeof(ag_optimizer) == sizeof(int) && sizeof(ag_norm_position) == sizeof(int) &&
                sizeof(ag_norm_kind) == sizeof(int) && sizeof(ag_mlp_kind) == sizeof(int) &&
-               sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int),
+               sizeof(ag_weight_init) == sizeof(int) && sizeof(ag_mask_fill) == sizeof(int) &&
+               sizeof(ag_lr_shape) == sizeof(int),
                "enums are int-sized");
 
 /* A plain ag_field (train/fields.h): key, flag, type, field, lo, hi, lo_open, hi_open, shape, help. */
@@ -45,7 +46,10 @@ const ag_field lm_fields[] = {
     ROW("min_lr", "--min-lr", AG_FIELD_DOUBLE, min_lr, 0, INF, 0, 0, 0, "final learning rate"),
     ROW("warmup_iters", "--warmup-iters", AG_FIELD_LONG, warmup_iters, 0, BIG, 0, 0, 0, "linear warmup steps"),
     ROW("lr_decay_iters", "--lr-decay-iters", AG_FIELD_LONG, lr_decay_iters, 0, BIG, 0, 0, 0,
-        "cosine decay ends here (default: max-iters)"),
+        "the decay ends here (default: max-iters)"),
+    /* optional, so that older checkpoints read as cosine */
+    {"lr_schedule", "--lr-schedule", AG_FIELD_ENUM, F(lr_schedule), 0, 0, 0, 0, 0, true, &ag_lr_shape_switch,
+     "how the rate falls from --lr to --min-lr after the warmup", false, false},
     ROW("weight_decay", "--weight-decay", AG_FIELD_DOUBLE, weight_decay, 0, INF, 0, 0, 0, "decay of 2-D weights"),
     ROW("beta1", "--beta1", AG_FIELD_DOUBLE, beta1, 0, 1, 0, 1, 0, "Adam beta1"),
     ROW("beta2", "--beta2", AG_FIELD_DOUBLE, beta2, 0, 1, 0, 1, 0, "Adam beta2"),

@@ -16,7 +16,8 @@ typedef struct {
     long max_iters;         /* optimizer steps in the whole run */
     double lr, min_lr;
     long warmup_iters;
-    long lr_decay_iters;    /* cosine reaches min_lr here; defaults to max_iters */
+    long lr_decay_iters;    /* the decay reaches min_lr here; defaults to max_iters */
+    ag_lr_shape lr_schedule; /* optim.h: cosine (MODEL.md) or linear */
     double weight_decay;
     double beta1, beta2;
     double grad_clip;       /* global-norm clip; 0 disables */
@@ -39,7 +40,7 @@ typedef struct {
 /* One row per field of lm_config (train/fields.h: ag_field; shape: part of the model's shape,
  * which a resumed run may not change; optional: absent from older checkpoints, read as 0). */
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
-#define LM_N_FIELDS 37            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 38            /* rows in lm_fields (config.c checks it) */
 extern const ag_field lm_fields[LM_N_FIELDS];
 
 /* Fills c with the named configuration (lm_config_names) over the common defaults, vocab_size 0

@@ -37,11 +37,19 @@ extern const ag_switch ag_optimizer_switch;
 void ag_optimizer_step(ag_optimizer k, ag_params *P, const ag_adam_cfg *c, double momentum, double lr, long t,
                        double clip);
 
+/* How the rate falls from lr to min_lr after the warmup, a switch (char_lm's --lr-schedule). */
+#define AG_LR_SHAPES(X) \
+    X(AG_LR_COSINE, "cosine", "half a cosine from lr down to min_lr (MODEL.md)") \
+    X(AG_LR_LINEAR, "linear", "a straight line from lr down to min_lr")
+typedef enum { AG_LR_SHAPES(AG_SWITCH_CONSTANT) } ag_lr_shape;
+extern const ag_switch ag_lr_shape_switch;
+
 typedef struct {
     double lr, min_lr;
     long warmup_iters, lr_decay_iters;
+    ag_lr_shape shape;           /* 0: cosine */
 } ag_lr_schedule;
-/* Linear warmup, then cosine decay to min_lr (MODEL.md); it is 0-based. */
+/* Linear warmup, then cosine (or linear) decay to min_lr (MODEL.md); it is 0-based. */
 double ag_lr_at(const ag_lr_schedule *s, long it);
 
 /* Global L2 norm of all gradients (computed in double). */

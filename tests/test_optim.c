@@ -187,7 +187,7 @@ END_TEST
 
 START_TEST(test_lr_schedule)
 {
-    ag_lr_schedule s = { 1e-3, 1e-4, 10, 110 };
+    ag_lr_schedule s = { 1e-3, 1e-4, 10, 110, AG_LR_COSINE };
     double lr = 1e-3, min_lr = 1e-4;
     ck_assert_double_eq_tol(ag_lr_at(&s, 0), lr * 1 / 11, 1e-15);    /* warmup: lr (it+1)/(warmup+1) */
     ck_assert_double_eq_tol(ag_lr_at(&s, 4), lr * 5 / 11, 1e-15);
@@ -199,8 +199,27 @@ START_TEST(test_lr_schedule)
     ck_assert_double_eq_tol(ag_lr_at(&s, 111), min_lr, 1e-15);       /* past decay */
     ck_assert_double_eq_tol(ag_lr_at(&s, 100000), min_lr, 1e-15);
     for (long it = 10; it < 110; it++) ck_assert(ag_lr_at(&s, it + 1) < ag_lr_at(&s, it)); /* decays */
-    ag_lr_schedule nowarm = { 1e-3, 1e-4, 0, 100 };
+    ag_lr_schedule nowarm = { 1e-3, 1e-4, 0, 100, AG_LR_COSINE };
     ck_assert_double_eq_tol(ag_lr_at(&nowarm, 0), lr, 1e-15);
+}
+END_TEST
+
+/* --lr-schedule linear: the same warmup and ends, a straight line between */
+START_TEST(test_lr_schedule_linear)
+{
+    ag_lr_schedule s = { 1e-3, 0, 10, 110, AG_LR_LINEAR };
+    ag_lr_schedule cos_s = { 1e-3, 0, 10, 110, AG_LR_COSINE };
+    ck_assert_double_eq_tol(ag_lr_at(&s, 4), ag_lr_at(&cos_s, 4), 1e-18);   /* warmup unchanged */
+    ck_assert_double_eq_tol(ag_lr_at(&s, 10), 1e-3, 1e-15);                 /* r = 0 */
+    ck_assert_double_eq_tol(ag_lr_at(&s, 35), 0.75e-3, 1e-15);              /* r = 1/4: 3/4 of lr */
+    ck_assert_double_eq_tol(ag_lr_at(&s, 60), 0.5e-3, 1e-15);               /* r = 1/2: both agree */
+    ck_assert_double_eq_tol(ag_lr_at(&cos_s, 60), 0.5e-3, 1e-15);
+    ck_assert_double_eq_tol(ag_lr_at(&s, 85), 0.25e-3, 1e-15);
+    ck_assert(ag_lr_at(&s, 35) < ag_lr_at(&cos_s, 35));                      /* below the cosine early, */
+    ck_assert(ag_lr_at(&s, 85) > ag_lr_at(&cos_s, 85));                      /* above it late */
+    ck_assert(ag_lr_at(&s, 110) == 0 && ag_lr_at(&s, 500) == 0);            /* down to min_lr 0 */
+    for (long it = 11; it < 110; it++)                                      /* equal steps down */
+        ck_assert_double_eq_tol(ag_lr_at(&s, it) - ag_lr_at(&s, it + 1), 1e-5, 1e-15);
 }
 END_TEST
 
@@ -378,6 +397,7 @@ Suite *optim_suite(void)
     suite_add_tcase(s, o);
     TCase *l = tcase_create("schedule");
     tcase_add_test(l, test_lr_schedule);
+    tcase_add_test(l, test_lr_schedule_linear);
     suite_add_tcase(s, l);
     TCase *c = tcase_create("clip");
     tcase_set_tags(c, "adam sgd");

@@ -348,7 +348,7 @@ static double last_step_lr(const char *run)
  * (metrics.csv writes 6 digits), and the decay reached --min-lr at its last iteration. */
 static void assert_ends_at_min_lr(const char *run, const lm_config *c)
 {
-    ag_lr_schedule sc = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters};
+    ag_lr_schedule sc = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters, c->lr_schedule};
     double lr = last_step_lr(run), want = ag_lr_at(&sc, c->max_iters - 1);
     ck_assert_msg(fabs(lr - want) <= 1e-5 * want && want - c->min_lr < 0.05 * (c->lr - c->min_lr),
                   "last step's lr %g, the schedule's %g, min_lr %g", lr, want, c->min_lr);

@@ -301,6 +301,34 @@ START_TEST(test_pinned_tiny_run)
 }
 END_TEST
 
+/* --lr-schedule linear reaches the loop: metrics.csv's rate falls in equal steps after the warmup
+ * (the cosine's would not), and ends at --min-lr 0 */
+START_TEST(test_linear_schedule_run)
+{
+    lm_config c = tiny(15);
+    c.min_lr = 0;
+    c.lr_schedule = AG_LR_LINEAR;
+    lm_train_opts o = fx_opts(fx_in_dir("lin"), c);
+    lm_train_result r;
+    fx_train_ok(&o, &r);
+    FILE *fp = fopen(fx_in_dir("lin/metrics.csv"), "r");
+    ck_assert_ptr_nonnull(fp);
+    char line[256];
+    double lr[16] = {0};
+    long it;
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));   /* the header */
+    for (int i = 0; i < 15; i++) {
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
+        ck_assert_int_eq(sscanf(line, "%ld,%lf", &it, &lr[i]), 2);
+        ck_assert_int_eq(it, i);
+    }
+    fclose(fp);
+    double step = c.lr / 10;   /* 10 iterations from warmup 5 to 15: lr down by a tenth each */
+    for (int i = 5; i < 15; i++)
+        ck_assert_msg(fabs(lr[i] - (c.lr - (i - 5) * step)) <= 1e-6 * c.lr, "iter %d: lr %g", i, lr[i]);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 // checkpoints
 
@@ -733,7 +761,7 @@ Suite *char_lm_suite(void)
     suite_add_tcase(s, cli);
 
     TCase *run = fx_tcase(s, "train", root_setup, setup);
-    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_checkpoint_roundtrip,
+    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_linear_schedule_run, test_checkpoint_roundtrip,
                    test_resume_equals_uninterrupted, test_resume_refuses_other_shape_or_data, test_init_from,
                    test_data_too_short, test_nonfinite_stops_before_the_step, test_both_kernel_tables);
 

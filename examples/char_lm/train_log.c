@@ -36,9 +36,10 @@ void lm_log_header(const lm_run *R)
     bool to_fit = c->time_budget > 0 && !c->budget_iters;
     snprintf(steps, sizeof steps, to_fit ? "?" : "%ld", c->max_iters);
     snprintf(decay, sizeof decay, to_fit && c->lr_decay_iters == c->max_iters ? "?" : "%ld", c->lr_decay_iters);
-    fprintf(f, "training: %s, lr %g -> %g (warmup %ld, decay to %s), batch %d, %s steps, eval every %ld; "
+    fprintf(f, "training: %s, lr %g -> %g (warmup %ld, %s decay to %s), batch %d, %s steps, eval every %ld; "
             "checkpoint %s\n", ag_switch_name(&ag_optimizer_switch, c->optimizer), c->lr, c->min_lr, c->warmup_iters,
-            decay, c->batch_size, steps, c->eval_interval, R->o->out_dir);
+            ag_switch_name(&ag_lr_shape_switch, c->lr_schedule), decay, c->batch_size, steps, c->eval_interval,
+            R->o->out_dir);
     if (c->time_budget > 0) {
         char d[32];
         ag_format_duration(d, sizeof d, c->time_budget);

@@ -6,8 +6,8 @@
  *                           min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr)     cosine decay
  *                           min_lr + (1 - r) (lr - min_lr)                 or linear decay
  *
- * Linear decay to min_lr 0 beat the cosine on long runs of small models (Bergsma et al. 2025,
- * "Straight to zero"); char_lm's --lr-schedule linear, measured in docs/performance.md.
+ * The linear decay to min_lr 0 was reported to beat the cosine on long runs (Bergsma et al. 2025,
+ * "Straight to zero"); char_lm's --lr-schedule linear measured it (docs/performance.md).
  * A pure function of the iteration, so a resumed run gets the same rate. Cannot fail. */
 #include <math.h>
 #include "optim.h"

@@ -569,8 +569,9 @@ static char *config_lines(const loop *L)
     if (L->c->config) fprintf(fp, "%s\n", L->c->config);
     fprintf(fp, "train.steps = %ld\ntrain.every = %ld\ntrain.seed = %llu\ntrain.time_budget_s = %g\n", o->steps,
             o->every, (unsigned long long)o->seed, o->time_budget_s);
-    fprintf(fp, "train.lr = %g\ntrain.min_lr = %g\ntrain.warmup_iters = %ld\ntrain.lr_decay_iters = %ld\n",
-            o->sched.lr, o->sched.min_lr, o->sched.warmup_iters, o->sched.lr_decay_iters);
+    fprintf(fp, "train.lr = %g\ntrain.min_lr = %g\ntrain.warmup_iters = %ld\ntrain.lr_decay_iters = %ld\n"
+            "train.lr_schedule = %s\n", o->sched.lr, o->sched.min_lr, o->sched.warmup_iters, o->sched.lr_decay_iters,
+            ag_switch_name(&ag_lr_shape_switch, o->sched.shape));
     fprintf(fp, "train.adam = beta1 %g, beta2 %g, eps %g, weight_decay %g\ntrain.grad_clip = %g\n", o->adam.beta1,
             o->adam.beta2, o->adam.eps, o->adam.weight_decay, o->grad_clip);
     fprintf(fp, "train.threads = %d\ntrain.resume = %s\ntrain.log_dynamics = %ld\n", o->threads,

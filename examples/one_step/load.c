@@ -10,7 +10,8 @@
 typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_FLAG, K_SWITCH } key_kind;
 
 #define AT(field) offsetof(step_config, field)
-/* the config's keys one_step reads (char_lm writes more); init_scale is younger than the rest */
+/* the config's keys one_step reads (char_lm writes more); init_scale and lr_schedule are younger
+ * than the rest */
 static const struct {
     const char *key;
     key_kind kind;
@@ -27,6 +28,7 @@ static const struct {
     {"init_scale", K_REAL, AT(model.init_scale), NULL}, {"batch_size", K_INT, AT(batch_size), NULL},
     {"lr", K_REAL, AT(lr), NULL}, {"min_lr", K_REAL, AT(min_lr), NULL},
     {"warmup_iters", K_LONG, AT(warmup_iters), NULL}, {"lr_decay_iters", K_LONG, AT(lr_decay_iters), NULL},
+    {"lr_schedule", K_SWITCH, AT(lr_schedule), &ag_lr_shape_switch},
     {"weight_decay", K_REAL, AT(weight_decay), NULL}, {"beta1", K_REAL, AT(beta1), NULL},
     {"beta2", K_REAL, AT(beta2), NULL}, {"grad_clip", K_REAL, AT(grad_clip), NULL}, {"seed", K_U64, AT(seed), NULL},
 };
@@ -59,6 +61,7 @@ static ag_status read_config(const char *json, const char *path, step_config *c,
     for (size_t i = 0; i < sizeof keys / sizeof keys[0] && s == AG_OK; i++) {
         json_t *v = json_object_get(root, keys[i].key);
         if (!v && strcmp(keys[i].key, "init_scale") == 0) continue;   /* an older run: as drawn */
+        if (!v && strcmp(keys[i].key, "lr_schedule") == 0) continue;  /* an older run: the cosine */
         if (!v || !read_key((char *)c + keys[i].at, keys[i].kind, keys[i].sw, v))
             s = ag_seterr(err, AG_ERR_FORMAT, "%s: config: %s \"%s\"", path, v ? "bad value for" : "missing",
                           keys[i].key);

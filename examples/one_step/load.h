@@ -15,6 +15,7 @@ typedef struct {
     ag_gpt_config model;
     int batch_size;
     long warmup_iters, lr_decay_iters;
+    ag_lr_shape lr_schedule;   /* cosine or linear (optim.h) */
     double lr, min_lr, weight_decay, beta1, beta2, grad_clip;
     uint64_t seed;
     bool adamw;         /* the run's optimizer is AdamW (one_step replays no other) */

@@ -84,7 +84,7 @@ static int step(step_ckpt *st, const ag_corpus *text, double *loss_out, ag_error
     if (!off || !x || !y || !ctx) goto out;
     ag_ctx_set_recycle_grads(ctx, true);   /* as char_lm: only the parameters' gradients are read */
 
-    // the learning rate at it: a linear warmup to lr, then a cosine decay to min_lr
+    // the learning rate at it: a linear warmup to lr, then a cosine (or linear) decay to min_lr
     const ag_lr_schedule sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters, c->lr_schedule};
     double lr = ag_lr_at(&sched, it);
     // the batch: B windows of the training split, from the sampler saved in the checkpoint

@@ -294,7 +294,8 @@ ag_train_opts lm_client_opts(lm_run *R)
                            .resumed = R->o->resume ? &R->learn.from : NULL,   /* read by the setup */
                            .overwrite = o->overwrite, .seed = ag_seed_at(c->seed, 0, LM_TAG_BATCH),
                            .every = c->eval_interval, .log_every = log_every, .log_first = true,
-                           .sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters, c->lr_schedule}, .grad_clip = c->grad_clip,
+                           .sched = {c->lr, c->min_lr, c->warmup_iters, c->lr_decay_iters, c->lr_schedule},
+                           .grad_clip = c->grad_clip,
                            .log_dynamics = c->log_dynamics ? log_every : 0, .log_activations = c->log_activations,
                            .lr_find_lo = c->lr_find, .threads = o->tune_threads ? ag_threads() : 0, .log = o->log,
                            .budget = &R->ctl.budget, .dist = o->dist, .grad_accum = o->grad_accum,

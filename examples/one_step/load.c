@@ -10,8 +10,7 @@
 typedef enum { K_INT, K_LONG, K_REAL, K_U64, K_FLAG, K_SWITCH } key_kind;
 
 #define AT(field) offsetof(step_config, field)
-/* the config's keys one_step reads (char_lm writes more); init_scale and lr_schedule are younger
- * than the rest */
+/* the config's keys one_step reads (char_lm writes more) */
 static const struct {
     const char *key;
     key_kind kind;
@@ -32,6 +31,13 @@ static const struct {
     {"weight_decay", K_REAL, AT(weight_decay), NULL}, {"beta1", K_REAL, AT(beta1), NULL},
     {"beta2", K_REAL, AT(beta2), NULL}, {"grad_clip", K_REAL, AT(grad_clip), NULL}, {"seed", K_U64, AT(seed), NULL},
 };
+
+/* the keys younger than the rest: an older run without one reads as 0 (init_scale 0: the weights as
+ * drawn; lr_schedule 0: the cosine) */
+static bool optional_key(const char *key)
+{
+    return strcmp(key, "init_scale") == 0 || strcmp(key, "lr_schedule") == 0;
+}
 
 /* v into the field at p as kind says; false when v is not of that kind */
 static bool read_key(void *p, key_kind kind, const ag_switch *sw, json_t *v)
@@ -60,8 +66,7 @@ static ag_status read_config(const char *json, const char *path, step_config *c,
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0] && s == AG_OK; i++) {
         json_t *v = json_object_get(root, keys[i].key);
-        if (!v && strcmp(keys[i].key, "init_scale") == 0) continue;   /* an older run: as drawn */
-        if (!v && strcmp(keys[i].key, "lr_schedule") == 0) continue;  /* an older run: the cosine */
+        if (!v && optional_key(keys[i].key)) continue;   /* an older run: 0, from the memset */
         if (!v || !read_key((char *)c + keys[i].at, keys[i].kind, keys[i].sw, v))
             s = ag_seterr(err, AG_ERR_FORMAT, "%s: config: %s \"%s\"", path, v ? "bad value for" : "missing",
                           keys[i].key);

@@ -761,8 +761,8 @@ Suite *char_lm_suite(void)
     suite_add_tcase(s, cli);
 
     TCase *run = fx_tcase(s, "train", root_setup, setup);
-    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_linear_schedule_run, test_checkpoint_roundtrip,
-                   test_resume_equals_uninterrupted, test_resume_refuses_other_shape_or_data, test_init_from,
+    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_linear_schedule_run,
+                   test_checkpoint_roundtrip, test_resume_equals_uninterrupted, test_resume_refuses_other_shape_or_data, test_init_from,
                    test_data_too_short, test_nonfinite_stops_before_the_step, test_both_kernel_tables);
 
     TCase *smp = fx_tcase(s, "sample_eval", root_setup, setup);

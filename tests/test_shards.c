@@ -167,6 +167,40 @@ START_TEST(one_thread_and_two_give_the_same_bits)
 }
 END_TEST
 
+/* with dropout, shard j is the plain pass of its own windows under its own masks, those of
+ * seed ag_seed_mix(S, j), weighed b_j / B: so n shards draw masks from the same distribution
+ * as one, and differ from it only by which masks they drew (3 and 4 windows of 7 here) */
+START_TEST(dropout_shards_are_plain_passes_with_their_own_masks)
+{
+    rig r;
+    rig_init(&r, 2, 0.2);
+    const uint64_t S = 12345;
+    const int B = 7, first[2] = { 0, 3 }, b[2] = { 3, 4 };
+    ag_params_zero_grad(r.g->params);
+    double want_loss = 0;
+    for (int j = 0; j < 2; j++) {
+        ag_ctx *ctx = ag_ctx_new();
+        const ag_forward_opts fo = { .train = true, .seed = ag_seed_mix(S, (uint64_t)j) };
+        ag_tensor *loss = NULL;
+        ag_gpt_forward(ctx, r.g, r.ids + first[j] * T, r.targets + first[j] * T, b[j], T, &fo, &loss);
+        ck_assert_ptr_nonnull(loss);
+        const ag_real share = (ag_real)b[j] / B;
+        ck_assert_int_eq(ag_backward_from(ctx, loss, &share), AG_OK);
+        want_loss += (double)loss->data[0] * b[j] / B;
+        ag_ctx_free(ctx);
+    }
+    ag_real *want = grads_of(r.g);
+    ag_params_zero_grad(r.g->params);
+    double l = NAN;
+    ag_error err = { 0 };
+    ck_assert_int_eq(ag_gpt_shards_pass(r.s, r.ids, r.targets, B, T, &(ag_forward_opts){ .train = true, .seed = S }, 1,
+                                        &l, &err), AG_OK);
+    assert_close(want, r.g->params->grad, r.g->params->total, want_loss, l);
+    free(want);
+    rig_free(&r);
+}
+END_TEST
+
 /* one shard is the plain pass itself, bit for bit: its ops split over both threads, the
  * pass's own dropout masks and dloss (a micro-batch's 1/3); what char_lm's step and
  * examples/one_step both take with dropout */
@@ -293,6 +327,7 @@ Suite *shards_suite(void)
     TCase *tc = tcase_create("core");
     ADD_TESTS(tc, two_even_shards_equal_the_plain_pass, uneven_shards_weigh_by_their_windows,
                   a_shard_without_windows_is_skipped, one_thread_and_two_give_the_same_bits,
+                  dropout_shards_are_plain_passes_with_their_own_masks,
                   one_shard_is_the_plain_pass_bit_for_bit, micro_batches_tile_the_step,
                   a_replica_shares_the_weights_and_keeps_its_gradients,
                   a_failing_first_shard_says_why_and_leaves_no_gradient_behind,

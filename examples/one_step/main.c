@@ -91,7 +91,7 @@ static int step(step_ckpt *st, const ag_corpus *text, double *loss_out, ag_error
     ag_windows_draw(off, B, st->n_train, T, &st->rng);                          // off [B]
     ag_windows_fill(x, y, text->ids, off, B, T);                                // x, y [B,T]
     // forward, loss, backward, the windows split over the workers as char_lm splits them (nn.h:
-    // one shard with dropout, else one per thread); dropout masks from --seed's stream at it
+    // one shard per thread); dropout masks from --seed's stream at it, each shard its own
     ag_params_zero_grad(P);                                                     // dW = 0
     double loss = 0;
     const ag_forward_opts fo = {.train = true, .seed = ag_seed_at(c->seed, TAG_DROPOUT, (uint64_t)it)};

@@ -71,7 +71,7 @@ const char *ag_bytes_str(double bytes, char *buf)
 static int default_shards(const ag_gpt_config *m, int micro, char *note, size_t nn)
 {
     int threads = ag_threads(), n = ag_gpt_shards_default(m, micro);
-    if (n < threads && m->dropout == 0)
+    if (n < threads)
         snprintf(note, nn, "shards: %d, not %d (one per thread): %s", n, threads,
                  n == micro ? "a pass has no more windows" : "this machine has no more cores");
     return n;

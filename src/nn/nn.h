@@ -277,10 +277,10 @@ typedef struct {
 } ag_micro;
 bool ag_micro_of(int N, int rank, int K, int j, int B, uint64_t step_seed, ag_micro *mb);
 
-/* The shards a pass of `windows` windows takes by default: 1 with dropout (each shard would
- * draw its own masks, and the 10-minute recipe's dropout was tuned on the plain pass); else one
- * per thread (ag_threads, at least 2), at most the machine's cores and the windows. char_lm's
- * step and examples/one_step both take it, so they split alike. */
+/* The shards a pass of `windows` windows takes by default: one per thread (ag_threads, at
+ * least 2), at most the machine's cores and the windows, with dropout too (each shard draws its
+ * own masks, from the same distribution as one pass's: tests/test_shards.c). char_lm's step and
+ * examples/one_step both take it, so they split alike. */
 int ag_gpt_shards_default(const ag_gpt_config *cfg, int windows);
 
 /* n shards (n >= 1) of a pass of g in ctx: shard 0 runs on g and ctx themselves, shards 1..n-1

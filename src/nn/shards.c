@@ -48,7 +48,7 @@ bool ag_micro_of(int N, int rank, int K, int j, int B, uint64_t step_seed, ag_mi
 
 int ag_gpt_shards_default(const ag_gpt_config *cfg, int windows)
 {
-    if (!cfg || cfg->dropout > 0) return 1;   /* each shard would draw its own masks */
+    if (!cfg) return 1;
     int threads = ag_threads(), n = threads > 2 ? threads : 2;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores >= 2 && n > cores) n = (int)cores;   /* a shard beyond them only costs memory */

@@ -2,6 +2,8 @@
  *
  *   gpt_estimates   nn.h's ag_gpt_*_bytes part by part, against the tensors a step keeps, and
  *                   the estimate of char_lm's baby within 10% of the peak RSS it measured
+ *   step_estimate_with_dropout  the estimate of a 10min-preset step, with and without its
+ *                   dropout, within 3% of the arena the step takes
  *   cgroup_limit    train.h's ag_cgroup_bytes: the lowest memory limit on the cgroup's path, v2
  *                   and v1, one missing from a container's view skipped; ag_machine_bytes
  *   refusals        ag_check_memory, ag_check_checkpointable and a GPT's ag_gpt_check_train: AG_OK
@@ -70,6 +72,38 @@ START_TEST(gpt_estimates)
     }
     char shape[AG_GPT_SHAPE_LEN];
     ck_assert_str_eq(ag_gpt_shape_str(m, 12, shape), "block_size 64 x n_layer 4 (n_head 4, n_embd 128, batch 12)");
+}
+END_TEST
+
+/* The estimate against the arena a real step takes: two training steps (forward, backward) of
+ * the 10min preset's shape at 6 windows, without dropout and with its 0.05 (the dropped
+ * attention weights and each dropout site's output and mask, 40% more): the arena's high-water
+ * mark within 3% of ag_gpt_step_bytes either way */
+START_TEST(step_estimate_with_dropout)
+{
+    enum { B = 6, T = 256 };
+    static int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = i % 65, targets[i] = i * 7 % 65;
+    for (int k = 0; k < 2; k++) {
+        const ag_gpt_config m = {.vocab_size = 65, .n_layer = 4, .n_head = 4, .n_embd = 96, .block_size = T,
+                                 .dropout = k ? 0.05 : 0};
+        ag_gpt *g = ag_gpt_new(&m, 7, NULL);
+        ag_ctx *ctx = ag_ctx_new();
+        ck_assert(g && ctx);
+        ag_ctx_set_recycle_grads(ctx, true);   /* as char_lm's step */
+        for (int step = 0; step < 2; step++) {
+            ag_ctx_reset(ctx);
+            ag_tensor *loss = NULL;
+            ag_gpt_forward(ctx, g, ids, targets, B, T, &(ag_forward_opts){.train = true, .seed = 3}, &loss);
+            ck_assert_ptr_nonnull(loss);
+            ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
+        }
+        double high = (double)ag_ctx_get_stats(ctx).arena_high_water, est = ag_gpt_step_bytes(&m, B, true);
+        ck_assert_msg(fabs(est / high - 1) < 0.03, "dropout %g: %.1f MiB estimated, %.1f the arena's high-water mark",
+                      m.dropout, est / 1048576, high / 1048576);
+        ag_ctx_free(ctx);
+        ag_gpt_free(g);
+    }
 }
 END_TEST
 
@@ -197,6 +231,7 @@ Suite *memory_suite(void)
     Suite *s = suite_create("memory");
     TCase *tc = tcase_create("memory");
     tcase_add_test(tc, gpt_estimates);
+    tcase_add_test(tc, step_estimate_with_dropout);
     tcase_add_test(tc, cgroup_limit);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, shards_choose);

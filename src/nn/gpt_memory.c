@@ -21,7 +21,8 @@ double ag_gpt_step_bytes(const ag_gpt_config *m, int B, bool train)
     double T = m->block_size, C = m->n_embd, H = m->n_head, V = m->vocab_size;
     double fwd = m->n_layer * (B * H * T * T + 18 * B * T * C) + B * T * (3 * C + 2 * V);
     double kept = m->n_layer * 4 * B * T * C, grads = B * T * (16 * C + V);   /* train's more (nn.h) */
-    return (train ? fwd + kept + grads : fwd) * sizeof(ag_real);
+    double dropped = m->dropout > 0 ? m->n_layer * B * H * T * T + (1 + 2 * m->n_layer) * 2 * B * T * C : 0;
+    return (train ? fwd + kept + grads + dropped : fwd) * sizeof(ag_real);
 }
 
 double ag_gpt_sample_bytes(const ag_gpt_config *m)

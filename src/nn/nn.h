@@ -307,9 +307,12 @@ ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *target
  * Bytes of memory one step takes, estimated from the tensors a step keeps: per layer the
  * attention weights [B,H,T,T] and about 18 [B,T,C] tensors, the logits [B,T,V] twice. A train
  * step's forward keeps 4 [B,T,C] more per layer for its backward, and the backward's gradients
- * (recycled) peak at about 16 [B,T,C] and a [B,T,V] more. The train step's arena high-water
- * mark (ag_ctx_get_stats) of char_lm's default model is within 9% of it from 1 window up (tiny,
- * baby, small and 19 other shapes; the fixed bytes of a step's nodes make 1 window the lowest).
+ * (recycled) peak at about 16 [B,T,C] and a [B,T,V] more. With dropout it also keeps the
+ * dropped attention weights [B,H,T,T] per layer and, at each of the 1 + 2 n_layer dropout
+ * sites, its output and mask [B,T,C]. The train step's arena high-water mark
+ * (ag_ctx_get_stats) of char_lm's default model is within 9% of it from 1 window up (tiny,
+ * baby, small and 19 other shapes; the fixed bytes of a step's nodes make 1 window the lowest);
+ * of the 10min preset's (dropout 0.05), within 1% at 6 and 12 windows (tests/test_memory.c).
  * ag_gpt_sample_bytes: the KV cache, 2 [T,C] per layer, and one position's tensors. */
 double ag_gpt_step_bytes(const ag_gpt_config *m, int B, bool train);
 double ag_gpt_sample_bytes(const ag_gpt_config *m);

@@ -98,9 +98,11 @@ START_TEST(step_estimate_with_dropout)
             ck_assert_ptr_nonnull(loss);
             ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
         }
+#ifndef AG_ARENA_DEBUG /* the sanitizer build poisons released gradient buffers instead of reusing them */
         double high = (double)ag_ctx_get_stats(ctx).arena_high_water, est = ag_gpt_step_bytes(&m, B, true);
         ck_assert_msg(fabs(est / high - 1) < 0.03, "dropout %g: %.1f MiB estimated, %.1f the arena's high-water mark",
                       m.dropout, est / 1048576, high / 1048576);
+#endif
         ag_ctx_free(ctx);
         ag_gpt_free(g);
     }

@@ -312,7 +312,8 @@ ag_status ag_gpt_shards_pass(ag_gpt_shards *s, const int *ids, const int *target
  * sites, its output and mask [B,T,C]. The train step's arena high-water mark
  * (ag_ctx_get_stats) of char_lm's default model is within 9% of it from 1 window up (tiny,
  * baby, small and 19 other shapes; the fixed bytes of a step's nodes make 1 window the lowest);
- * of the 10min preset's (dropout 0.05), within 1% at 6 and 12 windows (tests/test_memory.c).
+ * of the 10min preset's (dropout 0.05), within 1% at 6 and 12 windows (tests/test_memory.c
+ * holds 6 windows, with and without dropout, to 3%).
  * ag_gpt_sample_bytes: the KV cache, 2 [T,C] per layer, and one position's tensors. */
 double ag_gpt_step_bytes(const ag_gpt_config *m, int B, bool train);
 double ag_gpt_sample_bytes(const ag_gpt_config *m);

@@ -102,8 +102,7 @@ static void new_state(lm_run *R)
 
 // --- the shards, the buffers, the ranks ---
 
-/* --shards (nn.h: ag_gpt_shards_choose) of each rank's micro-batches; with dropout one unless asked:
- * the 10-minute recipe was tuned on the plain pass (docs/performance.md). */
+/* --shards (nn.h: ag_gpt_shards_choose) of each rank's micro-batches, or the default: one per thread. */
 static ag_status choose_shards(lm_run *R, ag_error *err)
 {
     char room[64], note[512];

@@ -62,18 +62,25 @@ static void rig_free(rig *r)
     ag_gpt_free(r->g);
 }
 
-/* the plain pass: forward, backward in ctx; g's gradients from zero; returns the loss */
-static double plain_pass(ag_gpt *g, const int *ids, const int *targets, int B)
+/* a plain pass of b windows in a ctx of its own, dropout masks from seed: g's gradients +=
+ * dloss dl/dW; returns its mean loss l */
+static double pass_into(ag_gpt *g, const int *ids, const int *targets, int b, uint64_t seed, ag_real dloss)
 {
     ag_ctx *ctx = ag_ctx_new();
-    ag_params_zero_grad(g->params);
     ag_tensor *loss = NULL;
-    ag_gpt_forward(ctx, g, ids, targets, B, T, &(ag_forward_opts){ .train = true }, &loss);
+    ag_gpt_forward(ctx, g, ids, targets, b, T, &(ag_forward_opts){ .train = true, .seed = seed }, &loss);
     ck_assert_ptr_nonnull(loss);
-    ck_assert_int_eq(ag_backward(ctx, loss), AG_OK);
+    ck_assert_int_eq(ag_backward_from(ctx, loss, &dloss), AG_OK);
     double l = (double)loss->data[0];
     ag_ctx_free(ctx);
     return l;
+}
+
+/* the plain pass: g's gradients from zero; returns the loss */
+static double plain_pass(ag_gpt *g, const int *ids, const int *targets, int B)
+{
+    ag_params_zero_grad(g->params);
+    return pass_into(g, ids, targets, B, 0, 1);
 }
 
 /* the same as n shards on `threads` threads; g's gradients from zero */
@@ -178,17 +185,9 @@ START_TEST(dropout_shards_are_plain_passes_with_their_own_masks)
     const int B = 7, first[2] = { 0, 3 }, b[2] = { 3, 4 };
     ag_params_zero_grad(r.g->params);
     double want_loss = 0;
-    for (int j = 0; j < 2; j++) {
-        ag_ctx *ctx = ag_ctx_new();
-        const ag_forward_opts fo = { .train = true, .seed = ag_seed_mix(S, (uint64_t)j) };
-        ag_tensor *loss = NULL;
-        ag_gpt_forward(ctx, r.g, r.ids + first[j] * T, r.targets + first[j] * T, b[j], T, &fo, &loss);
-        ck_assert_ptr_nonnull(loss);
-        const ag_real share = (ag_real)b[j] / B;
-        ck_assert_int_eq(ag_backward_from(ctx, loss, &share), AG_OK);
-        want_loss += (double)loss->data[0] * b[j] / B;
-        ag_ctx_free(ctx);
-    }
+    for (int j = 0; j < 2; j++)
+        want_loss += pass_into(r.g, r.ids + first[j] * T, r.targets + first[j] * T, b[j], ag_seed_mix(S, (uint64_t)j),
+                               (ag_real)b[j] / B) * b[j] / B;
     ag_real *want = grads_of(r.g);
     ag_params_zero_grad(r.g->params);
     double l = NAN;
@@ -202,8 +201,7 @@ START_TEST(dropout_shards_are_plain_passes_with_their_own_masks)
 END_TEST
 
 /* one shard is the plain pass itself, bit for bit: its ops split over both threads, the
- * pass's own dropout masks and dloss (a micro-batch's 1/3); what char_lm's step and
- * examples/one_step both take with dropout */
+ * pass's own dropout masks and dloss (a micro-batch's 1/3); what `--shards 1` takes */
 START_TEST(one_shard_is_the_plain_pass_bit_for_bit)
 {
     rig r;
@@ -211,12 +209,8 @@ START_TEST(one_shard_is_the_plain_pass_bit_for_bit)
     const ag_real third = (ag_real)(1.0 / 3);
     const ag_forward_opts fo = { .train = true, .seed = 5 };
     ag_params_zero_grad(r.g->params);
-    ag_tensor *loss = NULL;
-    ag_gpt_forward(r.ctx, r.g, r.ids, r.targets, BMAX, T, &fo, &loss);
-    ck_assert_int_eq(ag_backward_from(r.ctx, loss, &third), AG_OK);
-    double lp = (double)loss->data[0];
+    double lp = pass_into(r.g, r.ids, r.targets, BMAX, fo.seed, third);
     ag_real *want = grads_of(r.g);
-    ag_ctx_reset(r.ctx);
     ag_params_zero_grad(r.g->params);
     double l = NAN;
     ag_error err = { 0 };

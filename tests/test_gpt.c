@@ -105,6 +105,43 @@ START_TEST(test_gpt_params_as_model_md)
 }
 END_TEST
 
+/* --no-embedding-decay: tok_emb and pos_emb lose their decay flag and nothing else does, and an
+ * AdamW step with zero gradients (decay alone moves a weight: p *= 1 - lr wd) leaves them as they
+ * were while the Linear weights shrink; MODEL.md's model shrinks both. */
+START_TEST(test_no_embedding_decay)
+{
+    ag_gpt_config cfg = { .vocab_size = 7, .n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 4 };
+    ag_error err = { 0 };
+    ag_gpt *plain = ag_gpt_new(&cfg, 5, &err);
+    cfg.no_embedding_decay = true;
+    ag_gpt *g = ag_gpt_new(&cfg, 5, &err);
+    ck_assert_msg(plain && g, "ag_gpt_new: %s", err.msg);
+    const ag_params *P = g->params, *Q = plain->params;
+    for (int i = 0; i < P->n; i++) {
+        const char *name = P->entries[i].t->name;
+        bool embedding = strcmp(name, "tok_emb.weight") == 0 || strcmp(name, "pos_emb.weight") == 0;
+        ck_assert_msg(P->entries[i].decay == (Q->entries[i].decay && !embedding), "%s: decay %d", name,
+                      P->entries[i].decay);
+    }
+    const ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.5 };
+    const double lr = 0.1, keep = 1 - lr * 0.5;
+    ag_params_zero_grad(g->params), ag_params_zero_grad(plain->params);
+    ag_tensor *emb = ag_params_find(P, "tok_emb.weight"), *head = ag_params_find(P, "lm_head.weight");
+    ag_real e0 = emb->data[3], h0 = head->data[3];
+    ag_adamw_step(g->params, &ac, lr, 1);
+    ag_adamw_step(plain->params, &ac, lr, 1);
+    ck_assert_msg(emb->data[3] == e0, "tok_emb moved: %g -> %g", (double)e0, (double)emb->data[3]);
+    ck_assert_msg(fabs(head->data[3] - keep * h0) <= 1e-6 * fabs(h0), "lm_head: %g, want %g", (double)head->data[3],
+                  keep * h0);
+    ag_real pe = ag_params_find(Q, "tok_emb.weight")->data[3];
+    ck_assert_msg(fabs(pe - keep * e0) <= 1e-6 * fabs(e0), "MODEL.md's tok_emb: %g, want %g", (double)pe, keep * e0);
+    ck_assert_int_eq(ag_params_set_decay(g->params, "tok_emb.bias", true), AG_ERR_ARG);   /* no such name */
+    ck_assert_str_eq(ag_params_error(g->params), "tok_emb.bias: no such parameter (its weight decay cannot be set)");
+    ag_gpt_free(g);
+    ag_gpt_free(plain);
+}
+END_TEST
+
 START_TEST(test_gpt_bad_config)
 {
     const struct { ag_gpt_config cfg; const char *word; } bad[] = {
@@ -628,7 +665,7 @@ Suite *gpt_suite(void)
     Suite *s = suite_create("gpt");
     TCase *m = tcase_create("model");
     tcase_set_tags(m, "gpt");
-    ADD_TESTS(m, test_gpt_params_as_model_md, test_gpt_bad_config, test_gpt_new_says_why, test_splitmix64,
+    ADD_TESTS(m, test_gpt_params_as_model_md, test_no_embedding_decay, test_gpt_bad_config, test_gpt_new_says_why, test_splitmix64,
                  test_gpt_untrained_loss_is_ln_v, test_gpt_tape_scopes, test_gpt_dropout,
                  test_kv_cache_matches_full_forward, test_forward_opts_honoured,
                  test_block_cached_equals_full);

@@ -129,6 +129,8 @@ static ag_status add_layers(ag_gpt *g)
     const ag_block_opts bo = { cfg->norm_position, cfg->norm, cfg->mlp };
     ag_status s = ag_embedding_layer_init(&g->tok_emb, P, "tok_emb", V, C, INIT_STD);
     if (s == AG_OK) s = ag_embedding_layer_init(&g->pos_emb, P, "pos_emb", cfg->block_size, C, INIT_STD);
+    if (s == AG_OK && cfg->no_embedding_decay) s = ag_params_set_decay(P, "tok_emb.weight", false);
+    if (s == AG_OK && cfg->no_embedding_decay) s = ag_params_set_decay(P, "pos_emb.weight", false);
     for (int l = 0; l < L && s == AG_OK; l++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "blocks.%d", l);

@@ -212,6 +212,8 @@ typedef struct {
     ag_mask_fill mask_fill;          /* the score of a masked position */
     double init_scale;               /* 0 (or 1): the weights as drawn; else every drawn weight (not
                                         the norms' gains, not the biases) times this (lesson 15) */
+    bool no_embedding_decay;         /* tok_emb and pos_emb not decayed (only the Linear weights, as
+                                        minGPT's groups); MODEL.md decays them */
 } ag_gpt_config;
 
 typedef struct {

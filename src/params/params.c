@@ -120,6 +120,13 @@ ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *sh
     return t;
 }
 
+ag_status ag_params_set_decay(ag_params *P, const char *name, bool decay)
+{
+    for (int i = 0; i < P->n; i++)
+        if (strcmp(P->entries[i].t->name, name) == 0) return P->entries[i].decay = decay, AG_OK;
+    return ag_params_fail(P, AG_ERR_ARG, "%s: no such parameter (its weight decay cannot be set)", name);
+}
+
 ag_status ag_params_name(ag_params *P, char *name, size_t size, const char *prefix, const char *suffix)
 {
     int n = snprintf(name, size, "%s.%s", prefix, suffix);

@@ -63,6 +63,9 @@ ag_status ag_params_alloc_grads(ag_params *P, const ag_params *weights);
 /* Fills every parameter by its init rule from a seeded RNG, in registration order. */
 void ag_params_init(ag_params *P, uint64_t seed);
 void ag_params_zero_grad(ag_params *P);
+/* Whether AdamW decays the parameter with this name (its `decay` flag, set when it was
+ * registered): a parameter group of one. AG_ERR_ARG, recorded in P, when none has that name. */
+ag_status ag_params_set_decay(ag_params *P, const char *name, bool decay);
 /* The parameter with this name, or NULL. */
 ag_tensor *ag_params_find(const ag_params *P, const char *name);
 /* The first parameter, in registration order, with an element that is not finite, and that

@@ -384,7 +384,8 @@ test-reference:                                   ## the whole suite on a REFERE
 # step more, and one_step from the first, compared with the copy: the same loss, and every
 # weight and Adam moment bit for bit, or the target fails. Then the same without dropout, where
 # both split the windows over the threads (char_lm's default flags either way), and with the
-# linear decay (--lr-schedule linear: one_step reads the shape from the config)
+# linear decay and the embeddings not decayed (--lr-schedule linear --no-embedding-decay: one_step
+# reads both from the config)
 STEP_DIR = $(B)/test_step
 STEP_RUN = $(TEST_ENV) ./$(B)/char_lm train --data $(STEP_DIR)/text.txt
 STEP_FLAGS = --config tiny --max-iters 12 --warmup-iters 5 --lr-decay-iters 100 --eval-iters 2
@@ -392,8 +393,8 @@ STEP_FLAGS = --config tiny --max-iters 12 --warmup-iters 5 --lr-decay-iters 100 
 test-step: $(B)/char_lm $(B)/one_step             ## examples/one_step replays char_lm's next step exactly
 	rm -rf $(STEP_DIR) && mkdir -p $(STEP_DIR)
 	head -c 20000 data/tinyshakespeare.txt > $(STEP_DIR)/text.txt
-	set -e; for run in "a --dropout 0.1" "c" "l --lr-schedule linear"; do set -- $$run; \
-	  $(STEP_RUN) --out $(STEP_DIR)/$$1 $(STEP_FLAGS) $$2 $$3 > $(STEP_DIR)/$$1.log; \
+	set -e; for run in "a --dropout 0.1" "c" "l --lr-schedule linear --no-embedding-decay"; do set -- $$run; \
+	  $(STEP_RUN) --out $(STEP_DIR)/$$1 $(STEP_FLAGS) $$2 $$3 $$4 > $(STEP_DIR)/$$1.log; \
 	  cp -r $(STEP_DIR)/$$1 $(STEP_DIR)/$$1-next; \
 	  $(STEP_RUN) --out $(STEP_DIR)/$$1-next --resume --max-iters 13 > $(STEP_DIR)/$$1-next.log; \
 	  $(TEST_ENV) ./$(B)/one_step $(STEP_DIR)/$$1 $(STEP_DIR)/text.txt $(STEP_DIR)/$$1-next; done

@@ -79,6 +79,9 @@ const ag_field lm_fields[] = {
     FLAG("overfit_batch", "--overfit-batch", overfit_batch, 0, "train on one fixed batch (overfit it first)"),
     {"init_scale", "--init-scale", AG_FIELD_DOUBLE, F(model.init_scale), 0, 1e6, 0, 0, 1, true, NULL,
      "every drawn weight times this at the start (0 or 1: as drawn; lesson 15)", false, false},
+    /* issue 36: optional, so that older checkpoints read as MODEL.md's decay of the embeddings */
+    FLAG("no_embedding_decay", "--no-embedding-decay", model.no_embedding_decay, 0,
+         "no weight decay on tok_emb and pos_emb (only on the Linear weights)"),
 };
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 

@@ -455,11 +455,11 @@ START_TEST(test_cli_switches)
     char *argv[34];
     lm_cli cli;
     int argc = fx_split_args("train --data c --out d --norm-position post --norm=rmsnorm --mlp swiglu --init xavier "
-                          "--no-scale --mask-fill -1e9 --detect-anomaly --log-attn-stats --trace-only", argv);
+                          "--no-scale --mask-fill -1e9 --no-embedding-decay --detect-anomaly --log-attn-stats --trace-only", argv);
     ck_assert_msg(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()) == AG_OK, "%s", fx_cause.msg);
     const ag_gpt_config *m = &cli.train.cfg.model;
     ck_assert(m->norm_position == AG_POST_LN && m->norm == AG_RMSNORM && m->mlp == AG_MLP_SWIGLU &&
-              m->init == AG_WEIGHTS_XAVIER && m->no_scale && m->mask_fill == AG_MASK_NEG_1E9);
+              m->init == AG_WEIGHTS_XAVIER && m->no_scale && m->mask_fill == AG_MASK_NEG_1E9 && m->no_embedding_decay);
     ck_assert(cli.train.cfg.detect_anomaly && cli.train.cfg.log_attn_stats);
     ck_assert(cli.train.trace.shapes && cli.train.trace.only);
     ck_assert(cli.train.given[ag_field_by_key(lm_fields, LM_N_FIELDS, "no_scale") - lm_fields]);
@@ -467,7 +467,7 @@ START_TEST(test_cli_switches)
     ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
     m = &cli.train.cfg.model;
     ck_assert(m->norm_position == AG_PRE_LN && m->norm == AG_LAYERNORM && m->mlp == AG_MLP_GELU &&
-              m->init == AG_WEIGHTS_NORMAL && !m->no_scale && m->mask_fill == AG_MASK_NEG_INF);
+              m->init == AG_WEIGHTS_NORMAL && !m->no_scale && m->mask_fill == AG_MASK_NEG_INF && !m->no_embedding_decay);
     ck_assert(!cli.train.trace.shapes);
     argc = fx_split_args("sample --ckpt d --trace-shapes", argv);
     ck_assert_int_eq(lm_cli_parse(&cli, argc, argv, fx_fresh_cause()), AG_OK);
@@ -505,6 +505,8 @@ START_TEST(test_switches_in_checkpoint)
     ck_assert_ptr_nonnull(ag_params_find(m.g->params, "blocks.1.mlp.w_down.weight"));
     ck_assert_ptr_null(ag_params_find(m.g->params, "ln_f.bias"));
     ck_assert(m.g->blocks[0].attn.scale == 1 && m.g->blocks[0].attn.mask_fill == (ag_real)-1e9);
+    ck_assert(m.cfg.model.no_embedding_decay && !m.g->params->entries[0].decay && !m.g->params->entries[1].decay &&
+              m.g->params->entries[2].decay == (m.g->params->entries[2].t->ndim == 2));   /* tok_emb, pos_emb, then a block's */
     double loss;
     size_t tokens;
     ck_assert_msg(ag_chars_eval_file(m.g, &m.vocab, fx_corpus, &loss, &tokens, fx_fresh_cause()) == AG_OK, "%s",

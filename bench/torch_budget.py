@@ -43,6 +43,7 @@ p.add_argument("--min-lr", type=float, default=1e-4)
 p.add_argument("--warmup-iters", type=int, default=100)
 p.add_argument("--max-iters", type=int, default=10**9)
 p.add_argument("--weight-decay", type=float, default=0.1)
+p.add_argument("--no-embedding-decay", action="store_true", help="decay the Linear weights only (char_lm's flag)")
 p.add_argument("--beta2", type=float, default=0.99)
 p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 p.add_argument("--blas-threads", type=int, default=2, help="OpenBLAS threads")
@@ -207,8 +208,9 @@ def main():
     t0 = time.perf_counter()   # the budget starts here
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False   # fp32, as attograd
     model = GPT(len(chars), args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout).to(args.device)
-    decay = [p_ for p_ in model.parameters() if p_.dim() == 2]
-    no_decay = [p_ for p_ in model.parameters() if p_.dim() != 2]
+    embedding = ("tok_emb.weight", "pos_emb.weight") if args.no_embedding_decay else ()
+    decay = [p_ for n, p_ in model.named_parameters() if p_.dim() == 2 and n not in embedding]
+    no_decay = [p_ for n, p_ in model.named_parameters() if p_.dim() != 2 or n in embedding]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, args.beta2), eps=1e-8)

@@ -8,6 +8,8 @@
  *                 (the checkpoint keeps the losses since the last evaluation); a checkpoint
  *                 without them, from before, resumes with that cell empty.
  *   too_big_refused  a client whose step the machine cannot hold is refused before DIR is made.
+ *   alone_under_mpirun  a build without MPI that mpirun started several times is refused before
+ *                 DIR is made (each process would train on its own into one DIR).
  *   moved_mid_run `mv DIR DIR.old; mkdir DIR` while the run goes on: its checkpoint goes into the
  *                 directory it locked (DIR.old), nothing into the new DIR, and the run stops
  *                 saying where it went (issue 35's guarantee, char_lm's since, the library's now).
@@ -299,6 +301,31 @@ START_TEST(too_big_refused)
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);
     ck_assert_msg(strstr(err.msg, "tiny: a model of 6 parameters at batch 16 needs about 1000000.0 TB of memory for "
                          "one step, more than ") && strstr(err.msg, "; refused before allocating"), "%s", err.msg);
+    ck_assert(access(out, F_OK) != 0);
+    ag_params_free(m.P);
+    proc_remove_tree(root);
+}
+END_TEST
+
+/* A build without MPI that mpirun started several times (its environment says so): refused
+ * before DIR is made, as char_lm is, since each process would write its own run into DIR. */
+START_TEST(alone_under_mpirun)
+{
+    char root[] = "/tmp/ag_train_run_XXXXXX", out[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    snprintf(out, sizeof out, "%s/run", root);
+    tiny m;
+    tiny_build(&m);
+    const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
+                               .loss = tiny_loss, .evaluate = tiny_eval};
+    const ag_train_opts o = {.out_dir = out, .steps = 1, .every = 1, .sched = {.lr = 0.1}, .threads = 1};
+    ag_train_result r;
+    ag_error err = {0};
+    setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    ag_status s = ag_train_run(&c, &o, &r, &err);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    ck_assert_int_eq(s, AG_ERR_ARG);
+    ck_assert_str_eq(err.msg, "this tiny has no MPI, so under mpirun each process would train on its own; run its MPI build");
     ck_assert(access(out, F_OK) != 0);
     ag_params_free(m.P);
     proc_remove_tree(root);
@@ -1664,6 +1691,7 @@ Suite *train_run_suite(void)
     tcase_add_test(tc, own_batch_flag);
     tcase_add_test(tc, own_format_legacy);
     tcase_add_test(tc, own_resumed);
+    tcase_add_test(tc, alone_under_mpirun);
     suite_add_tcase(s, tc);
     return s;
 }

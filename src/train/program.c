@@ -44,6 +44,7 @@ int ag_say_error_once(const char *lead, ag_status s, const ag_error *e)
 
 int ag_say_rank_error(const ag_dist *d, const char *lead, ag_status s, const ag_error *e, bool alike)
 {
+    if (ag_launched_alone(d)) return ag_say_error_once(lead, s, e);   /* each process is a "rank 0" */
     int rank = ag_dist_rank(d), voice = ag_dist_voice(d);
     if (voice >= 0 && voice != rank) return ag_exit_code(s);
     if (rank == 0) return ag_say_error(lead, s, e);

@@ -50,7 +50,8 @@ int ag_say_error(const char *lead, ag_status s, const ag_error *e);
 int ag_say_error_once(const char *lead, ag_status s, const ag_error *e);
 /* The line of a failed rank of job d: rank 0 says it; another rank says "rank R: ..." unless
  * the error is `alike` on every rank (rank 0 says it) or ag_dist_voice names another rank (a
- * wait that several ranks saw run out). Returns ag_exit_code(s). */
+ * wait that several ranks saw run out). A program without MPI that mpirun started several
+ * times (ag_launched_alone): ag_say_error_once. Returns ag_exit_code(s). */
 int ag_say_rank_error(const ag_dist *d, const char *lead, ag_status s, const ag_error *e, bool alike);
 
 /* A rank's way out of a run that failed (s) or that a signal stopped after its checkpoint (s

@@ -243,8 +243,15 @@ START_TEST(flag_loop)
     a = ag_args(3, argv2, 2);
     ck_assert(ag_args_next(&a) && a.inline_value && strcmp(a.value, "true") == 0);
     ag_error_clear(&err);
-    ck_assert_int_eq(ag_field_arg(&c, row("quiet"), &a, &err), AG_ERR_ARG);
-    ck_assert_str_eq(err.msg, "--quiet takes no value");
+    c.quiet = false;
+    ck_assert_int_eq(ag_field_arg(&c, row("quiet"), &a, &err), AG_OK);   /* a bool's value inline */
+    ck_assert(c.quiet);
+    char *argv3[] = {"prog", "cmd", "--quiet=false", "--quiet=yes", "--quiet", NULL};
+    a = ag_args(5, argv3, 2);
+    ck_assert(ag_args_next(&a) && ag_field_arg(&c, row("quiet"), &a, &err) == AG_OK && !c.quiet);
+    ck_assert(ag_args_next(&a) && ag_field_arg(&c, row("quiet"), &a, &err) == AG_ERR_ARG && !c.quiet);
+    ck_assert_str_eq(err.msg, "--quiet must be true or false (got 'yes')");
+    ck_assert(ag_args_next(&a) && ag_field_arg(&c, row("quiet"), &a, &err) == AG_OK && c.quiet);
     ck_assert(!ag_args_next(&a));
     long v = 0;
     ag_error_clear(&err);

@@ -178,10 +178,12 @@ bool ag_args_next(ag_arg *a);
 /* The value of a flag that takes one, into a->value: written inline, or the next argument.
  * AG_ERR_ARG and "--lr needs a value" when there is none. */
 ag_status ag_arg_value(ag_arg *a, ag_error *err);
-/* AG_ERR_ARG and "--resume takes no value" when a switch was written "--resume=..." */
+/* AG_ERR_ARG and "--help takes no value" when a program's own switch (not a table's bool row,
+ * which takes one inline: ag_field_arg) was written "--help=..." */
 ag_status ag_arg_no_value(const ag_arg *a, ag_error *err);
-/* a, the flag of row f, read into obj: a bool row takes no value and sets true; any other row
- * takes one and parses it (ag_field_parse). */
+/* a, the flag of row f, read into obj: a bool row sets true, or takes its value inline only
+ * ("--no-scale=false": a preset's switch undone; "=true", "=1", "=0" too); any other row takes
+ * one and parses it (ag_field_parse). */
 ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err);
 /* a, when it is the flag of a row of tab, read into obj (ag_field_arg), and given[row] := true
  * (given may be NULL); *found says whether a row had the flag (AG_OK and false: none had). */

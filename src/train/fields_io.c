@@ -270,9 +270,8 @@ ag_status ag_parse_choice(const char *flag, const char *const *names, const char
 
 ag_status ag_field_arg(void *obj, const ag_field *f, ag_arg *a, ag_error *err)
 {
-    if (f->type == AG_FIELD_BOOL) {
-        if (ag_arg_no_value(a, err)) return AG_ERR_ARG;
-        a->value = "true";
+    if (f->type == AG_FIELD_BOOL) {   /* --no-scale, or --no-scale=false to undo a preset's */
+        if (!a->inline_value) a->value = "true";
     } else if (ag_arg_value(a, err)) {
         return AG_ERR_ARG;
     }

@@ -3,14 +3,15 @@
 # docs/performance.md, "The recipe follows the compute").
 #
 #   bench/recipe_sweep.sh RECIPE:STEPS[:KEY=V,...]...   e.g. M:3000 S:8500 M:20000:dropout=0.1,seed=2
-#   bench/recipe_sweep.sh M:11400:no_embedding_decay,seed=2   (a KEY alone: a flag)
+#   bench/recipe_sweep.sh M:11400:no_embedding_decay=false,seed=2   (M as it was before the switch)
 #   OUT=$(mktemp -d) NICE=10 bench/recipe_sweep.sh M:3000 S:8500
 #   JOBS=2 bench/recipe_sweep.sh ...           two runs at a time, one thread each (2 cores)
 #
 # A recipe is S, M or L (the presets 1min, 5min, 10min: recipe.c's table). Each run trains the
 # recipe for exactly STEPS steps (KEY=V: a config field over the recipe's, weight_decay=0.5 ->
-# --weight-decay 0.5; KEY alone: a flag), warmup and cosine over them as --time-budget would lay them out, on one
-# thread under nice, JOBS runs at a time (1), with no evaluation but iteration 0's and the last;
+# --weight-decay=0.5, no_embedding_decay=false undoes the preset's switch; KEY alone: a switch
+# on), warmup and cosine over them as --time-budget would lay them out, on one thread under
+# nice, JOBS runs at a time (1), with no evaluation but iteration 0's and the last;
 # then `char_lm eval` of the whole validation split (the last 10% of the text, every target once).
 # The loss at a step count does not depend on the machine's speed, so the sweep is valid beside
 # other work. Two recipes compare at equal TIME when their steps are in the ratio of
@@ -27,12 +28,14 @@ make --no-print-directory build/char_lm >/dev/null
 [ -f "$OUT/val.txt" ] || python3 -c "import sys; t = open(sys.argv[1], encoding='utf-8').read(); sys.stdout.write(t[int(0.9 * len(t)):])" \
     "$DATA" >"$OUT/val.txt"
 preset() { case $1 in S) echo 1min ;; M) echo 5min ;; L) echo 10min ;; *) echo "recipe_sweep.sh: no recipe '$1' (S, M or L)" >&2; exit 2 ;; esac; }
-# KEY=V -> --key V; a KEY alone is a flag: no_embedding_decay -> --no-embedding-decay
+# KEY=V -> --key=V (a switch too: no_embedding_decay=false); a KEY alone: --key
 flags() {
     local kv; local IFS=,
     for kv in $1; do
-        printf -- '--%s ' "$(echo "${kv%%=*}" | tr _ -)"
-        case $kv in *=*) printf -- '%s ' "${kv#*=}" ;; esac
+        case $kv in
+        *=*) printf -- '--%s=%s ' "$(echo "${kv%%=*}" | tr _ -)" "${kv#*=}" ;;
+        *) printf -- '--%s ' "$(echo "$kv" | tr _ -)" ;;
+        esac
     done
 }
 one() {

@@ -119,6 +119,14 @@ START_TEST(test_launcher)
     ck_assert(!ag_launched_alone(NULL));
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
     ck_assert(ag_launched_alone(NULL));   /* one process of four, without MPI */
+    ag_error e = {0};
+    ck_assert_int_eq(ag_refuse_launched_alone(NULL, NULL, NULL, &e), AG_ERR_ARG);
+    ck_assert_str_eq(e.msg, "this program has no MPI, so under mpirun each process would train on its own; run its "
+                            "MPI build");
+    setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+    ag_error_clear(&e);
+    ck_assert_int_eq(ag_refuse_launched_alone(NULL, "x", "x_mpi", &e), AG_OK);
+    ck_assert_int_eq(e.status, AG_OK);
     unsetenv("OMPI_COMM_WORLD_RANK"), unsetenv("PMI_RANK"), unsetenv("OMPI_COMM_WORLD_SIZE"), unsetenv("PMI_SIZE");
 }
 END_TEST

@@ -124,11 +124,9 @@ static int cmd_train(const lm_train_args *a)
     ag_dist *d;   /* the ranks of an mpirun job (char_lm_mpi), or this process alone */
     ag_status s = ag_dist_init(&d, a->dist_timeout, &e);   /* the joining too, within --dist-timeout */
     if (s) return fail(s, &e);
-    if (ag_launched_alone(d)) {   /* build/char_lm under mpirun -np N: N runs writing one directory */
-        ag_seterr(&e, AG_ERR_ARG, "this char_lm has no MPI, so under mpirun each process would train on its own; "
-                  "run build/char_lm_mpi (make builds it where mpicc is installed)");
+    /* build/char_lm under mpirun -np N: N runs writing one directory, said before the probe */
+    if (ag_refuse_launched_alone(d, "char_lm", "build/char_lm_mpi (make builds it where mpicc is installed)", &e))
         return ag_say_error_once("error: ", AG_ERR_ARG, &e);
-    }
     int rank = ag_dist_rank(d);
     /* --threads at most the cores, or 2 (ranks share the cores: 1); a rank bound to fewer, said */
     ag_threads_default(a->threads ? ag_threads_capped(a->threads, d) : ag_dist_size(d) > 1 ? 1 : 0);

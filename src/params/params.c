@@ -120,11 +120,20 @@ ag_tensor *ag_params_add(ag_params *P, const char *name, int ndim, const int *sh
     return t;
 }
 
-ag_status ag_params_set_decay(ag_params *P, const char *name, bool decay)
+/* the entry of the parameter with this name, or NULL */
+static ag_param_entry *entry_named(const ag_params *P, const char *name)
 {
     for (int i = 0; i < P->n; i++)
-        if (strcmp(P->entries[i].t->name, name) == 0) return P->entries[i].decay = decay, AG_OK;
-    return ag_params_fail(P, AG_ERR_ARG, "%s: no such parameter (its weight decay cannot be set)", name);
+        if (strcmp(P->entries[i].t->name, name) == 0) return &P->entries[i];
+    return NULL;
+}
+
+ag_status ag_params_set_decay(ag_params *P, const char *name, bool decay)
+{
+    ag_param_entry *e = entry_named(P, name);
+    if (!e) return ag_params_fail(P, AG_ERR_ARG, "%s: no such parameter (its weight decay cannot be set)", name);
+    e->decay = decay;
+    return AG_OK;
 }
 
 ag_status ag_params_name(ag_params *P, char *name, size_t size, const char *prefix, const char *suffix)
@@ -214,9 +223,8 @@ void ag_params_zero_grad(ag_params *P)
 
 ag_tensor *ag_params_find(const ag_params *P, const char *name)
 {
-    for (int i = 0; i < P->n; i++)
-        if (strcmp(P->entries[i].t->name, name) == 0) return P->entries[i].t;
-    return NULL;
+    const ag_param_entry *e = entry_named(P, name);
+    return e ? e->t : NULL;
 }
 
 const ag_tensor *ag_params_nonfinite(const ag_params *P, size_t *i)

@@ -467,9 +467,7 @@ uint64_t ag_train_layout(void)
  * mpirun started N times is refused: N runs would write one DIR (program.h). */
 static ag_status same_build(const loop *L, ag_error *err)
 {
-    if (ag_launched_alone(L->o->dist))
-        return ag_seterr(err, AG_ERR_ARG, "this %s has no MPI, so under mpirun each process would train on its own; run "
-                         "its MPI build", L->c->name ? L->c->name : "this program");
+    if (ag_refuse_launched_alone(L->o->dist, L->c->name, NULL, err)) return AG_ERR_ARG;
     if (L->o->build_checked) return AG_OK;
     const uint64_t sizes[] = {sizeof(ag_real), sizeof L->st, sizeof(ag_error)};
     const ag_build b = {.program = L->c->name, .version = L->c->commit, .protocol = LOOP_PROTOCOL,

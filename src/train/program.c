@@ -84,6 +84,13 @@ bool ag_launched_alone(const ag_dist *d)
     return ag_dist_size(d) == 1 && n && atoi(n) > 1;
 }
 
+ag_status ag_refuse_launched_alone(const ag_dist *d, const char *program, const char *mpi_build, ag_error *err)
+{
+    if (!ag_launched_alone(d)) return AG_OK;
+    return ag_seterr(err, AG_ERR_ARG, "this %s has no MPI, so under mpirun each process would train on its own; run %s",
+                     program ? program : "program", mpi_build ? mpi_build : "its MPI build");
+}
+
 void ag_threads_default(int threads)
 {
     if (threads <= 0) {

@@ -68,6 +68,10 @@ int ag_launcher_rank(void);
 /* d is this process alone, but its launcher started several (OMPI_COMM_WORLD_SIZE or
  * PMI_SIZE above 1): a program built without MPI, whose processes would each run on their own. */
 bool ag_launched_alone(const ag_dist *d);
+/* AG_ERR_ARG when ag_launched_alone(d): "this <program> has no MPI, so under mpirun each process
+ * would train on its own; run <mpi_build>" (NULL: "its MPI build"); else AG_OK. ag_train_run
+ * checks it before DIR is made; a program may earlier (char_lm, before its recipe probe). */
+ag_status ag_refuse_launched_alone(const ag_dist *d, const char *program, const char *mpi_build, ag_error *err);
 
 /* ag_threads_init(threads), or for threads <= 0 two threads, one on a machine of one core. */
 void ag_threads_default(int threads);

@@ -9,9 +9,9 @@
  *                                 the line of an error every rank of a job meets alike, said by
  *                                 rank 0 alone; a rank's own, "rank R: ..."
  *   ag_leave_run                  a rank's way out of a run that failed or a signal stopped
- *   ag_launcher_rank, ag_launched_alone
+ *   ag_launcher_rank, ag_launched_alone, ag_refuse_launched_alone
  *                                 this process's rank by the launcher's word; a program without
- *                                 MPI started as one of several processes
+ *                                 MPI started as one of several processes, and its refusal
  *   ag_threads_default, ag_threads_capped, ag_threads_warn_bound
  *                                 --threads or 2; --threads above the cores; a rank bound to
  *                                 fewer cores than its threads

@@ -4,9 +4,11 @@
  *   pick   each candidate's step time by its cost ratio, the steps it gets in the budget left,
  *          the last that gets its min_steps (else the first); a bad table is one line
  *   line   the choice and why, without and with a next one up
+ *   close  the next one up close to its min_steps: its step timed too, the pick again
  *   probe  three warm-up steps not timed, then steps until 2% of the budget, their mean; the
  *          ranks' sum; a stop (here or on another rank) makes it 0; a step's error ends it */
 #include <check.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 #include "tcases.h"
@@ -56,6 +58,40 @@ START_TEST(test_recipe_line)
     ck_assert_str_eq(line, "time budget 10m01s at 1 s a step: about 570 steps -> recipe L");
     ag_recipe_line(line, 20, table, 3, &ch, "x");   /* cut, still a string */
     ck_assert_uint_eq(strlen(line), 19);
+}
+END_TEST
+
+START_TEST(test_recipe_close_call)
+{
+    ag_recipe_choice ch;
+    ag_error e = {0};
+    char line[256];
+    /* M at 0.5 s: L's 190 steps are 63% of its 300, no close call; the top one picked, none */
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.5, &ch, &e), AG_OK);
+    ck_assert_int_eq(ag_recipe_close_call(table, &ch), -1);
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.25, &ch, &e), AG_OK);
+    ck_assert(ch.pick == 2 && ag_recipe_close_call(table, &ch) == -1);
+    /* M at 0.4 s: L predicted 237 steps (79%): timed; at 0.6 s (not 0.8) it gets 316 and is taken */
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.4, &ch, &e), AG_OK);
+    ck_assert(ch.pick == 1 && ch.steps[2] == 237 && ag_recipe_close_call(table, &ch) == 2);
+    ag_recipe_timed(table, 2, 0.6, 0, &ch);
+    ck_assert(ch.pick == 2 && ch.steps[2] == 316 && ch.steps[1] == 475 && ch.timed[2]);
+    ck_assert_int_eq(ag_recipe_close_call(table, &ch), -1);
+    /* timed slower, its probe's 10 s spent: M stays, with fewer steps, and the line says L was timed */
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.4, &ch, &e), AG_OK);
+    ag_recipe_timed(table, 2, 0.9, 10, &ch);
+    ck_assert(ch.pick == 1 && ch.probe_s == 10 && ch.steps[1] == 451 && ch.steps[2] == 200);
+    ck_assert_int_eq(ag_recipe_close_call(table, &ch), -1);   /* timed already */
+    ag_recipe_line(line, sizeof line, table, 3, &ch, NULL);
+    ck_assert_str_eq(line, "time budget 3m21s at 0.4 s a step: about 451 steps -> recipe M; L would get 200 "
+                           "(its steps timed too), it needs 300");
+    /* the ones above the timed one follow its measured ratio: M timed at 3x S's 0.1 s, L at 2x M */
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 0, 201, 0, 0.1, &ch, &e), AG_OK);
+    ag_recipe_timed(table, 1, 0.3, 0, &ch);
+    ck_assert(ch.step_s[0] == 0.1 && ch.step_s[1] == 0.3 && fabs(ch.step_s[2] - 0.6) < 1e-12 && !ch.timed[2]);
+    /* nothing measured (a stop): nothing changes */
+    ag_recipe_timed(table, 2, 0, 0, &ch);
+    ck_assert(fabs(ch.step_s[2] - 0.6) < 1e-12 && !ch.timed[2]);
 }
 END_TEST
 
@@ -127,7 +163,7 @@ Suite *recipe_suite(void)
 {
     Suite *s = suite_create("recipe");
     TCase *choice = tcase_create("choice"), *timed = tcase_create("probe on a simulated clock");
-    ADD_TESTS(choice, test_recipe_pick, test_recipe_line);
+    ADD_TESTS(choice, test_recipe_pick, test_recipe_line, test_recipe_close_call);
     tcase_add_test(timed, test_recipe_probe);
     suite_add_tcase(s, choice);
     suite_add_tcase(s, timed);

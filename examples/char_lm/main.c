@@ -101,15 +101,23 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
     if (o->trace && (*quiet = fopen("/dev/null", "w"))) o->trace = *quiet;
 }
 
-/* --time-budget without --config: the reference recipe's steps timed, the recipe picked and
- * said in one line (recipe.h); that time counts against the budget. */
+/* --time-budget without --config: the reference recipe's steps timed, the recipe picked (in a
+ * close call the next one up timed too) and said in one line (recipe.h); that time counts
+ * against the budget. */
 static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
 {
     double t0 = ag_now_s(), step;
-    ag_status s = lm_recipe_probe(o->dist, 65, o->cfg.time_budget, stop, &step, e);
+    ag_status s = lm_recipe_probe(o->dist, LM_RECIPE_PROBE, 65, o->cfg.time_budget, stop, &step, e);
     if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
     ag_recipe_choice ch;
     lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
+    int up = lm_recipe_close_call(&ch);
+    if (up >= 0) {
+        double t1 = ag_now_s();
+        s = lm_recipe_probe(o->dist, up, 65, o->cfg.time_budget, stop, &step, e);
+        if (s || !(step > 0)) return s;
+        lm_recipe_timed(up, step, ag_now_s() - t1, &ch);
+    }
     if ((s = lm_recipe_apply(&o->cfg, a->given, ch.pick, e))) return s;
     char line[256];
     lm_recipe_line(line, sizeof line, &ch);

@@ -36,6 +36,20 @@ void lm_recipe_pick(double budget_s, double probe_s, double probe_step_s, ag_rec
     ag_recipe_pick(t, LM_N_RECIPES, LM_RECIPE_PROBE, budget_s, probe_s, probe_step_s, ch, &e);   /* a fit table */
 }
 
+int lm_recipe_close_call(const ag_recipe_choice *ch)
+{
+    ag_recipe t[LM_N_RECIPES];
+    table(t);
+    return ag_recipe_close_call(t, ch);
+}
+
+void lm_recipe_timed(int i, double step_s, double probe_s, ag_recipe_choice *ch)
+{
+    ag_recipe t[LM_N_RECIPES];
+    table(t);
+    ag_recipe_timed(t, i, step_s, probe_s, ch);
+}
+
 void lm_recipe_line(char *buf, size_t n, const ag_recipe_choice *ch)
 {
     ag_recipe t[LM_N_RECIPES];
@@ -69,10 +83,10 @@ static ag_status probe_sum(void *user, double *v, int n, ag_error *err)
     return ag_dist_allreduce(user, v, (size_t)n, AG_DIST_DOUBLE, AG_DIST_SUM, err);
 }
 
-ag_status lm_recipe_probe(ag_dist *d, int V, double budget_s, const volatile sig_atomic_t *stop, double *step_s,
-                          ag_error *err)
+ag_status lm_recipe_probe(ag_dist *d, int recipe, int V, double budget_s, const volatile sig_atomic_t *stop,
+                          double *step_s, ag_error *err)
 {
-    lm_config c = recipe_config(LM_RECIPE_PROBE);
+    lm_config c = recipe_config(recipe);
     ag_gpt_probe *p;
     c.model.vocab_size = V;
     *step_s = 0;

@@ -28,6 +28,18 @@ static ag_status check_table(const ag_recipe *table, int n, int ref, ag_error *e
     return AG_OK;
 }
 
+/* Each candidate's steps in what is left of the budget after the probes, and the pick: the last
+ * that gets its min_steps, else the first. */
+static void count_and_pick(const ag_recipe *table, int n, ag_recipe_choice *ch)
+{
+    double left = fmax(0, ch->budget_s - ch->probe_s - SETUP_S) * RUN_SHARE;
+    ch->pick = 0;
+    for (int i = 0; i < n; i++) {
+        ch->steps[i] = ch->step_s[i] > 0 ? (long)fmin(floor(left / ch->step_s[i]), 1e9) : 0;
+        if (ch->steps[i] >= table[i].min_steps) ch->pick = i;
+    }
+}
+
 ag_status ag_recipe_pick(const ag_recipe *table, int n, int ref, double budget_s, double probe_s, double ref_step_s,
                          ag_recipe_choice *ch, ag_error *err)
 {
@@ -36,13 +48,29 @@ ag_status ag_recipe_pick(const ag_recipe *table, int n, int ref, double budget_s
     if (s) return s;
     ch->budget_s = budget_s;
     ch->probe_s = probe_s;
-    double left = fmax(0, budget_s - probe_s - SETUP_S) * RUN_SHARE, per_cost = ref_step_s / table[ref].cost;
-    for (int i = 0; i < n; i++) {
-        ch->step_s[i] = per_cost * table[i].cost;
-        ch->steps[i] = ch->step_s[i] > 0 ? (long)fmin(floor(left / ch->step_s[i]), 1e9) : 0;
-        if (ch->steps[i] >= table[i].min_steps) ch->pick = i;   /* the last that gets its steps */
-    }
+    ch->n = n;
+    ch->timed[ref] = true;
+    for (int i = 0; i < n; i++) ch->step_s[i] = ref_step_s / table[ref].cost * table[i].cost;
+    count_and_pick(table, n, ch);
     return AG_OK;
+}
+
+int ag_recipe_close_call(const ag_recipe *table, const ag_recipe_choice *ch)
+{
+    int up = ch->pick + 1;
+    if (up >= ch->n || ch->timed[up]) return -1;
+    return ch->steps[up] >= AG_RECIPE_CLOSE * (double)table[up].min_steps ? up : -1;
+}
+
+void ag_recipe_timed(const ag_recipe *table, int i, double step_s, double probe_s, ag_recipe_choice *ch)
+{
+    if (i < 0 || i >= ch->n || !(step_s > 0) || !(ch->step_s[i] > 0)) return;   /* nothing measured */
+    double scale = step_s / ch->step_s[i];   /* the larger ones: as much off as i's prediction */
+    for (int j = i + 1; j < ch->n; j++) ch->step_s[j] *= scale;
+    ch->step_s[i] = step_s;
+    ch->timed[i] = true;
+    ch->probe_s += probe_s;
+    count_and_pick(table, ch->n, ch);
 }
 
 void ag_recipe_line(char *buf, size_t n, const ag_recipe *table, int n_table, const ag_recipe_choice *ch,
@@ -58,7 +86,8 @@ void ag_recipe_line(char *buf, size_t n, const ag_recipe *table, int n_table, co
         char got[32], need[32];
         ag_format_thousands(got, sizeof got, ch->steps[p + 1]);
         ag_format_thousands(need, sizeof need, table[p + 1].min_steps);
-        snprintf(buf + w, n - (size_t)w, "; %s would get %s, it needs %s", table[p + 1].name, got, need);
+        snprintf(buf + w, n - (size_t)w, "; %s would get %s%s, it needs %s", table[p + 1].name, got,
+                 ch->timed[p + 1] ? " (its steps timed too)" : "", need);
     }
 }
 

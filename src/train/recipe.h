@@ -6,6 +6,8 @@
  *   ag_recipe_probe   time steps of the reference recipe for ~2% of the budget (a client's step
  *                     function; a stop signal ends it; the ranks share the mean)
  *   ag_recipe_pick    every candidate's step time and steps in the budget left, and the pick
+ *   ag_recipe_close_call, ag_recipe_timed   the next one up close to its steps: its own steps
+ *                     timed too, and the pick again
  *   ag_recipe_line    the one line that says the choice and why
  *
  * char_lm's recipes S, M, L are its own (examples/char_lm/recipe.c), a GPT's FLOPs and step
@@ -14,6 +16,7 @@
 #define AG_TRAIN_RECIPE_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include "../tensor/tensor.h"
 
@@ -27,10 +30,12 @@ typedef struct {
 
 typedef struct {
     int pick;                        /* index into the table */
+    int n;                           /* candidates in the table */
     double budget_s;                 /* the whole budget */
     double probe_s;                  /* the probe's time, spent of the budget */
     double step_s[AG_RECIPE_MAX];    /* each candidate's predicted step time */
     long steps[AG_RECIPE_MAX];       /* the steps each would get */
+    bool timed[AG_RECIPE_MAX];       /* its step time measured, not predicted */
 } ag_recipe_choice;
 
 /* The choice among table[n] (smallest first) for a budget of budget_s seconds, probe_s of which
@@ -41,6 +46,15 @@ typedef struct {
  * when n is not 1..AG_RECIPE_MAX, ref not in the table or a cost not > 0. */
 ag_status ag_recipe_pick(const ag_recipe *table, int n, int ref, double budget_s, double probe_s, double ref_step_s,
                          ag_recipe_choice *ch, ag_error *err);
+
+/* A close call: the next recipe up from the pick, not yet timed, is predicted at least
+ * AG_RECIPE_CLOSE of its min_steps, so its own step time could take it (a cost ratio is a model:
+ * FLOPs miss how well a machine runs each shape). Its index, to time its steps too, or -1. */
+#define AG_RECIPE_CLOSE 0.75
+int ag_recipe_close_call(const ag_recipe *table, const ag_recipe_choice *ch);
+/* Candidate i's step measured at step_s, its probe probe_s more of the budget: i and the larger
+ * ones take the measured over the predicted ratio, every count the budget left, the pick again. */
+void ag_recipe_timed(const ag_recipe *table, int i, double step_s, double probe_s, ag_recipe_choice *ch);
 
 /* "time budget 10m00s at 0.0365 s a step: about 15,512 steps -> recipe M (WHAT); L would get
  * 5,416, it needs 9,000": the pick, what describes it (NULL: no brackets), and why not the next

@@ -241,11 +241,14 @@ START_TEST(test_recipe_probe)
     ag_threads_init(1);
     double step = -1;
     ag_error e = {0};
-    ck_assert_msg(lm_recipe_probe(NULL, 65, 1, NULL, &step, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_recipe_probe(NULL, LM_RECIPE_PROBE, 65, 1, NULL, &step, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(step > 0 && step < 10, "%g s", step);
+    /* any recipe of the table: L's, timed in a close call (main.c) */
+    ck_assert_msg(lm_recipe_probe(NULL, 2, 65, 1, NULL, &step, &e) == AG_OK, "%s", e.msg);
     ck_assert_msg(step > 0 && step < 10, "%g s", step);
     /* a stop signal before it: one step, then a step time of 0 (main.c: stopped, nothing written) */
     volatile sig_atomic_t stop = SIGINT;
-    ck_assert_msg(lm_recipe_probe(NULL, 65, 600, &stop, &step, &e) == AG_OK, "%s", e.msg);
+    ck_assert_msg(lm_recipe_probe(NULL, LM_RECIPE_PROBE, 65, 600, &stop, &step, &e) == AG_OK, "%s", e.msg);
     ck_assert(step == 0);
 }
 END_TEST

@@ -32,8 +32,8 @@ typedef struct {
     int pick;                        /* index into the table */
     int n;                           /* candidates in the table */
     double budget_s;                 /* the whole budget */
-    double probe_s;                  /* the probe's time, spent of the budget */
-    double step_s[AG_RECIPE_MAX];    /* each candidate's predicted step time */
+    double probe_s;                  /* the probes' time, spent of the budget */
+    double step_s[AG_RECIPE_MAX];    /* each candidate's step time: predicted, or measured where timed */
     long steps[AG_RECIPE_MAX];       /* the steps each would get */
     bool timed[AG_RECIPE_MAX];       /* its step time measured, not predicted */
 } ag_recipe_choice;

@@ -360,7 +360,7 @@ mutate:                                           ## mutation testing of the bac
 # the model, the optimizers): make check runs them on the reference table too, and the arm64
 # stage those that check ops (ARM64_SUITES). Add a suite here when it checks an op.
 KERNEL_SUITES = gradcheck grad_gaps attention_ops elementwise matmul norm_loss rmsnorm swiglu nn gpt padding \
-                optim softmax fast_ref_rows fast_ref_products fast_targets fused parallel
+                optim muon softmax fast_ref_rows fast_ref_products fast_targets fused parallel
 # make check on the reference table: the kernel suites (and the model's other numeric ones) of the
 # default binaries with AG_KERNELS=reference, every ctx on the plain kernels the lessons teach
 # (the kernel switch made a second library for that redundant), and the one thing only a library
@@ -571,7 +571,7 @@ PREFIX  ?= /usr/local
 VERSION  = 0.1.0
 PUBLIC_HEADERS = src/attograd.h src/tensor/real.h src/tensor/tensor.h src/tensor/ops.h src/tensor/rng.h src/tensor/speed.h \
                  src/tensor/debug.h src/nn/nn.h src/nn/switches.h src/nn/trace.h src/nn/gpt_ckpt.h src/params/params.h \
-                 src/io/safetensors.h src/optim/optim.h src/check/gradcheck.h
+                 src/io/safetensors.h src/optim/optim.h src/optim/muon.h src/check/gradcheck.h
 # src/data: the corpus loader and the FNV-1a hash, for programs that train on text
 PUBLIC_HEADERS += src/data/corpus.h src/data/hash.h
 # src/train: the run machinery of any training program (the lock, whole files, loss.png, the

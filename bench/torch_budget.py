@@ -45,6 +45,8 @@ p.add_argument("--max-iters", type=int, default=10**9)
 p.add_argument("--weight-decay", type=float, default=0.1)
 p.add_argument("--no-embedding-decay", action="store_true", help="decay the Linear weights only (char_lm's flag)")
 p.add_argument("--beta2", type=float, default=0.99)
+p.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
+               help="muon: Muon on the blocks' weight matrices, AdamW on the rest (char_lm's src/optim/muon.c)")
 p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 p.add_argument("--blas-threads", type=int, default=2, help="OpenBLAS threads")
 p.add_argument("--seed", type=int, default=1337)
@@ -129,6 +131,52 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T), reduction="sum")
 
 
+def newton_schulz5(G):
+    """src/optim/muon.c's NS5: about U V^T of G = U S V^T, five quintic rounds, kept wide."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    X = G / (G.norm() + 1e-7)
+    tall = X.size(0) > X.size(1)
+    if tall:
+        X = X.T
+    for _ in range(5):
+        A = X @ X.T
+        X = a * X + (b * A + c * (A @ A)) @ X
+    return X.T if tall else X
+
+
+class Muon(torch.optim.Optimizer):
+    """src/optim/muon.c: buf = mu buf + g; u = g + mu buf; p -= lr wd p; p -= lr 0.2 sqrt(max dim) NS5(u)."""
+
+    def __init__(self, params, lr, weight_decay, momentum=0.95):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self):
+        for g in self.param_groups:
+            for p_ in g["params"]:
+                buf = self.state[p_].setdefault("buf", torch.zeros_like(p_))
+                buf.mul_(g["momentum"]).add_(p_.grad)
+                u = newton_schulz5(p_.grad.add(buf, alpha=g["momentum"]))
+                p_.mul_(1 - g["lr"] * g["weight_decay"])
+                p_.add_(u, alpha=-g["lr"] * 0.2 * max(p_.shape) ** 0.5)
+
+
+class Optimizers:
+    """Several optimizers stepped as one (Muon's matrices and AdamW's rest)."""
+
+    def __init__(self, *opts):
+        self.opts = opts
+        self.param_groups = [g for o in opts for g in o.param_groups]
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for o in self.opts:
+            o.step()
+
+
 def lr_at(it, n):
     a = args
     if it < a.warmup_iters:
@@ -196,6 +244,20 @@ def whole_split_loss(model, ids):
     return tot / cnt
 
 
+def make_optimizer(model):
+    """AdamW with MODEL.md's groups; with --optimizer muon the blocks' matrices go to Muon."""
+    embedding = ("tok_emb.weight", "pos_emb.weight") if args.no_embedding_decay else ()
+    muon = args.optimizer == "muon"
+    hidden = [p_ for n, p_ in model.named_parameters() if muon and p_.dim() == 2 and n.startswith("blocks.")]
+    decay = [p_ for n, p_ in model.named_parameters()
+             if p_.dim() == 2 and n not in embedding and not (muon and n.startswith("blocks."))]
+    no_decay = [p_ for n, p_ in model.named_parameters() if p_.dim() != 2 or n in embedding]
+    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                               {"params": no_decay, "weight_decay": 0.0}],
+                              lr=args.lr, betas=(0.9, args.beta2), eps=1e-8)
+    return Optimizers(Muon(hidden, args.lr, args.weight_decay), adamw) if muon else adamw
+
+
 def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -208,12 +270,7 @@ def main():
     t0 = time.perf_counter()   # the budget starts here
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False   # fp32, as attograd
     model = GPT(len(chars), args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout).to(args.device)
-    embedding = ("tok_emb.weight", "pos_emb.weight") if args.no_embedding_decay else ()
-    decay = [p_ for n, p_ in model.named_parameters() if p_.dim() == 2 and n not in embedding]
-    no_decay = [p_ for n, p_ in model.named_parameters() if p_.dim() != 2 or n in embedding]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, args.beta2), eps=1e-8)
+    opt = make_optimizer(model)
     iters, train_s, out_of_time, last = train(model, opt, data[:n_train], t0)
     val = whole_split_loss(model, data[n_train:])
     print(json.dumps({"iters": iters, "train_s": round(train_s, 2),

@@ -6,7 +6,7 @@
  *   nn/      layers (Linear ... GPT) composed from the ops; a trained GPT's generation (KV cache,
  *            temperature, top-k) and its attention weights, statistics and head patterns
  *   io/      safetensors files (checkpoints)
- *   optim/   SGD, Adam, AdamW, the learning-rate schedule, gradient clipping
+ *   optim/   SGD, Adam, AdamW, Muon, the learning-rate schedule, gradient clipping
  *   check/   ag_gradcheck: a central-difference check of any op's or layer's backward
  *   train/   the run machinery of any training program: the run directory's lock, files replaced
  *            whole, fault points, loss.png by gnuplot (train.h); attention heat maps and
@@ -41,6 +41,7 @@
 #include "nn/gpt_ckpt.h"
 #include "io/safetensors.h"
 #include "optim/optim.h"
+#include "optim/muon.h"
 #include "check/gradcheck.h"
 #include "train/train.h"
 #include "train/plot_attn.h"

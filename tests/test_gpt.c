@@ -82,6 +82,8 @@ START_TEST(test_gpt_params_as_model_md)
         ck_assert_int_eq(e->t->shape[0], shape[i][0]);
         if (ndim == 2) ck_assert_int_eq(e->t->shape[1], shape[i][1]);
         ck_assert_msg(e->decay == (ndim == 2), "%s: decay %d", want[i], e->decay); /* 2-D weights only */
+        bool hidden = ndim == 2 && strncmp(want[i], "blocks.", 7) == 0;   /* Muon's: not the embeddings, not the head */
+        ck_assert_msg(e->hidden == hidden, "%s: hidden %d", want[i], e->hidden);
         total += ag_numel(e->t);
         /* init: LN weight 1, biases 0, weights N(0, 0.02) or N(0, 0.02/sqrt(2L)) for w_o, fc2 */
         bool is_out = strstr(want[i], "w_o.weight") || strstr(want[i], "fc2.weight");

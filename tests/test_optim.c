@@ -314,7 +314,7 @@ END_TEST
 START_TEST(test_optimizer_by_name)
 {
     const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
-    ck_assert_int_eq(ag_optimizer_switch.n, 3);
+    ck_assert_int_eq(ag_optimizer_switch.n, 4);   /* and muon: tests/test_muon.c */
     ck_assert_str_eq(ag_switch_name(&ag_optimizer_switch, AG_SGD), "sgd");
     for (int k = AG_ADAMW; k <= AG_SGD; k++) {
         ag_params *A = big_store(), *B = big_store();

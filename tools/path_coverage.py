@@ -40,6 +40,7 @@ NOT_RUN = {
     ("src/optim/adam.c", "ag_adam_step"): API + " (Adam, L2)",
     ("src/optim/adam.c", "ag_adam_step_scaled"): API + " (Adam, L2)",
     ("src/optim/adam.c", "ag_adamw_step"): "AdamW without the clip factor: char_lm folds the clip in (_scaled)",
+    ("src/optim/adam.c", "ag_adamw_step_not_hidden"): "Muon's other half (--optimizer muon): a default run is AdamW's",
     ("src/optim/clip.c", "ag_clip_grad_norm"): "clipping as a pass of its own: char_lm folds the factor into AdamW",
     ("src/optim/clip.c", "ag_scale_grads"): "clipping as a pass of its own: char_lm folds the factor into AdamW",
 }

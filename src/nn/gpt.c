@@ -142,6 +142,7 @@ static ag_status add_layers(ag_gpt *g)
     }
     if (s == AG_OK) s = final_norm_init(g);
     if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);
+    if (s == AG_OK) s = ag_params_set_hidden(P, "lm_head.weight", false);   /* the output head: Muon leaves it to AdamW */
     return s;
 }
 

@@ -17,6 +17,7 @@ ag_status ag_linear_layer_init(ag_linear_layer *L, ag_params *P, const char *pre
     L->b = NULL;
     int sw[2] = { out, in }, sb[1] = { out };
     ag_status s = ag_params_register(&L->W, P, prefix, "weight", 2, sw, AG_INIT_NORMAL, std, true); // [out,in]
+    if (s == AG_OK) s = ag_params_set_hidden(P, L->W->name, true);   /* a model unsets its output head's */
     if (s == AG_OK && bias) s = ag_params_register(&L->b, P, prefix, "bias", 1, sb, AG_INIT_ZEROS, 0, false); // [out]
     return s;
 }

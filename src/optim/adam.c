@@ -15,6 +15,7 @@
 #include <math.h>
 #include "adam_coef.h"
 #include "fast/adam.h"
+#include "muon.h"   /* ag_adamw_step_not_hidden */
 #include "../tensor/speed.h" /* AG_KERNELS_FAST */
 
 /* In ag_real, in the order PyTorch's AdamW uses (p *= 1 - lr wd; m = b1 m + (1-b1) g;
@@ -46,14 +47,15 @@ static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, si
     }
 }
 
-/* One step: every parameter, every element of it. */
-static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double grad_scale)
+/* One step: every parameter (the hidden matrices too, unless Muon's take them), every element. */
+static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double scale, bool hidden)
 {
-    ag_real gs = (ag_real)grad_scale;
+    ag_real gs = (ag_real)scale;
     adam_coef k[2] = { coef_of(c, lr, t, decoupled, gs, false), coef_of(c, lr, t, decoupled, gs, true) };
-    if (P->kernels == AG_KERNELS_FAST && ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
+    if (hidden && P->kernels == AG_KERNELS_FAST && ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
     for (int e = 0; e < P->n; e++) {
         const ag_param_entry *E = &P->entries[e];
+        if (E->hidden && !hidden) continue;
         size_t o = E->offset;
         adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, ag_numel(E->t), k[E->decay]);
     }
@@ -63,11 +65,13 @@ static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool
 
 void ag_adamw_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale)
 {
-    adam_run(P, c, lr, t, true, grad_scale);
+    adam_run(P, c, lr, t, true, grad_scale, true);
 }
 void ag_adam_step_scaled(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale)
 {
-    adam_run(P, c, lr, t, false, grad_scale);
+    adam_run(P, c, lr, t, false, grad_scale, true);
 }
-void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_run(P, c, lr, t, true, 1); }
-void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_run(P, c, lr, t, false, 1); }
+void ag_adamw_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_run(P, c, lr, t, true, 1, true); }
+void ag_adam_step(ag_params *P, const ag_adam_cfg *c, double lr, long t) { adam_run(P, c, lr, t, false, 1, true); }
+void ag_adamw_step_not_hidden(ag_params *P, const ag_adam_cfg *c, double lr, long t, double scale)
+{ adam_run(P, c, lr, t, true, scale, false); }

@@ -1,7 +1,7 @@
 /* optim.h -- optimizers over the flat buffers of an ag_params, the learning-rate schedule and
  * global-norm gradient clipping, exactly as ../shared/MODEL.md defines them. src/optim/ owns
  * what happens between two steps' backwards: every update is a loop over the parameters'
- * flat buffers (src/params/params.h), and none of these can fail. */
+ * flat buffers (src/params/params.h), and none of these can fail but Muon's first step. */
 #ifndef AG_OPTIM_H
 #define AG_OPTIM_H
 
@@ -29,13 +29,14 @@ void ag_sgd_step(ag_params *P, double lr, double momentum);
 #define AG_OPTIMIZERS(X) \
     X(AG_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
     X(AG_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
-    X(AG_SGD,   "sgd",   "plain SGD, with --momentum")
+    X(AG_SGD,   "sgd",   "plain SGD, with --momentum") \
+    X(AG_MUON,  "muon",  "Muon on the hidden matrices (muon.h), AdamW on the rest")
 typedef enum { AG_OPTIMIZERS(AG_SWITCH_CONSTANT) } ag_optimizer;
 extern const ag_switch ag_optimizer_switch;
-/* One update by rule k, every gradient taken as clip * g: AdamW or Adam with c (the clip folded
- * in), SGD with momentum (the gradients scaled first when clip is not 1). t as ag_adamw_step's. */
-void ag_optimizer_step(ag_optimizer k, ag_params *P, const ag_adam_cfg *c, double momentum, double lr, long t,
-                       double clip);
+/* One update by rule k, every gradient taken as clip * g: AdamW, Adam or Muon with c (the clip
+ * folded in), SGD with momentum (scaled first). t as ag_adamw_step's. Fails as ag_muon_step can. */
+ag_status ag_optimizer_step(ag_optimizer k, ag_params *P, const ag_adam_cfg *c, double momentum, double lr, long t,
+                            double clip);
 
 /* How the rate falls from lr to min_lr after the warmup, a switch (char_lm's --lr-schedule). */
 #define AG_LR_SHAPES(X) \

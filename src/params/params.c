@@ -32,6 +32,7 @@ void ag_params_free(ag_params *P)
     free(P->grad);
     free(P->m);
     free(P->v);
+    free(P->work);
     free(P);
 }
 
@@ -101,12 +102,8 @@ static ag_status add(ag_tensor **out, ag_params *P, const char *name, int ndim, 
     ag_tensor_set_shape(t, ndim, shape);
     t->requires_grad = true;
     t->name = nm;
-    ag_param_entry *e = &P->entries[P->n++];
-    e->t = t;
-    e->offset = P->total;
-    e->init = init;
-    e->init_std = init_std;
-    e->decay = decay;
+    P->entries[P->n++] = (ag_param_entry){ .t = t, .offset = P->total, .init = init, .init_std = init_std,
+                                           .decay = decay, .hidden = false };   /* a Linear marks its weight */
     P->total += ag_numel(t);
     *out = t;
     return AG_OK;
@@ -133,6 +130,15 @@ ag_status ag_params_set_decay(ag_params *P, const char *name, bool decay)
     ag_param_entry *e = entry_named(P, name);
     if (!e) return ag_params_fail(P, AG_ERR_ARG, "%s: no such parameter (its weight decay cannot be set)", name);
     e->decay = decay;
+    return AG_OK;
+}
+
+ag_status ag_params_set_hidden(ag_params *P, const char *name, bool hidden)
+{
+    ag_param_entry *e = entry_named(P, name);
+    if (!e) return ag_params_fail(P, AG_ERR_ARG, "%s: no such parameter (it cannot be marked hidden)", name);
+    if (e->t->ndim != 2) return ag_params_fail(P, AG_ERR_ARG, "%s: %d-D, only a matrix can be hidden", name, e->t->ndim);
+    e->hidden = hidden;
     return AG_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct {
     ag_init_kind init;
     double init_std;     /* for AG_INIT_NORMAL */
     bool decay;          /* AdamW weight decay applies (2-D weights only) */
+    bool hidden;         /* a hidden layer's matrix (a Linear's, not the head's): Muon's (optim/muon.h) */
 } ag_param_entry;
 
 typedef struct ag_params {
@@ -40,6 +41,8 @@ typedef struct ag_params {
     ag_real *grad;       /* [total] */
     ag_real *m;          /* [total] Adam first moment */
     ag_real *v;          /* [total] Adam second moment */
+    ag_real *work;       /* an optimizer's scratch (Muon's), made at its first step */
+    size_t work_n;       /* its elements */
     ag_error err;        /* why the first failing call failed (see ERRORS above) */
     int kernels;         /* the optimizers' kernel table, an ag_kernels_id (speed.h): fast/adam.c
                             or adam.c's loop; from AG_KERNELS, as a ctx's */
@@ -66,6 +69,9 @@ void ag_params_zero_grad(ag_params *P);
 /* Whether AdamW decays the parameter with this name (its `decay` flag, set when it was
  * registered): a parameter group of one. AG_ERR_ARG, recorded in P, when none has that name. */
 ag_status ag_params_set_decay(ag_params *P, const char *name, bool decay);
+/* Sets a matrix's `hidden` flag (a Linear sets its weight's; a model unsets its head's); AG_ERR_ARG
+ * as ag_params_set_decay, or for a parameter that is not 2-D. */
+ag_status ag_params_set_hidden(ag_params *P, const char *name, bool hidden);
 /* The parameter with this name, or NULL. */
 ag_tensor *ag_params_find(const ag_params *P, const char *name);
 /* The first parameter, in registration order, with an element that is not finite, and that

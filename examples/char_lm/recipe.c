@@ -5,8 +5,8 @@
 /* The table, smallest first (each min_steps: docs/performance.md, "The recipe follows the compute"). */
 const lm_recipe lm_recipes[LM_N_RECIPES] = {
     {"S", "1min", 0},          /* 3 x 96, context 64, lr 3e-3 */
-    {"M", "5min", 4000},       /* 4 x 96, context 128, lr 6e-3, weight decay 0.3 */
-    {"L", "10min", 9000},      /* 4 x 96, context 256, lr 8e-3, dropout 0.05, weight decay 0.3 (not the embeddings) */
+    {"M", "5min", 4000},       /* 4 x 96, context 128, lr 6e-3, weight decay 0.3, Muon */
+    {"L", "10min", 9000},      /* 4 x 96, context 256, lr 8e-3, dropout 0.05, weight decay 0.3 (not the embeddings), Muon */
 };
 
 /* The preset of recipe i (the table names only presets that exist). */
@@ -91,6 +91,7 @@ ag_status lm_recipe_probe(ag_dist *d, int recipe, int V, double budget_s, const 
     c.model.vocab_size = V;
     *step_s = 0;
     ag_status s = ag_gpt_probe_new(&c.model, c.batch_size, c.seed, ag_threads() > 2 ? ag_threads() : 2, &p, err);
+    if (s == AG_OK) ag_gpt_probe_use(p, c.optimizer);   /* the recipe's own (Muon's costs more) */
     ag_recipe_probe_opts o = {.step = probe_step, .user = p, .sum = probe_sum, .sum_user = d, .stop = stop};
     if (s == AG_OK) s = ag_recipe_probe(&o, budget_s, step_s, err);
     ag_gpt_probe_free(p);

@@ -12,6 +12,7 @@ struct ag_gpt_probe {
     ag_gpt_shards *shards;
     int *x, *y;        /* [B*T] random tokens, the targets the next ones */
     int B, T;
+    int optimizer;     /* an ag_optimizer: AdamW unless ag_gpt_probe_use says */
 };
 
 void ag_gpt_probe_free(ag_gpt_probe *p)
@@ -60,15 +61,19 @@ ag_status ag_gpt_probe_new(const ag_gpt_config *cfg, int B, uint64_t seed, int s
     return s;
 }
 
+void ag_gpt_probe_use(ag_gpt_probe *p, int optimizer) { p->optimizer = optimizer; }
+
 ag_status ag_gpt_probe_step(ag_gpt_probe *p, long t, double *loss, ag_error *err)
 {
     static const ag_adam_cfg adam = {0.9, 0.99, 1e-8, 0.1};
+    ag_params *P = p->g->params;
     double lv;
-    ag_params_zero_grad(p->g->params);
+    ag_params_zero_grad(P);
     ag_status s = ag_gpt_shards_pass(p->shards, p->x, p->y, p->B, p->T, &(ag_forward_opts){.train = true}, 1, &lv, err);
     if (loss) *loss = lv;
-    if (s == AG_OK)
-        ag_adamw_step_scaled(p->g->params, &adam, 1e-4, t, ag_clip_scale(ag_grad_norm(p->g->params), 1.0));
+    double clip = ag_clip_scale(ag_grad_norm(P), 1.0);
+    if (s == AG_OK && (s = ag_optimizer_step((ag_optimizer)p->optimizer, P, &adam, 0, 1e-4, t, clip)))
+        ag_seterr(err, s, "%s", ag_params_error(P));   /* Muon's scratch */
     ag_ctx_reset(p->ctx);
     return s;
 }

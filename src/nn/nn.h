@@ -356,12 +356,13 @@ double ag_gpt_step_flops(const ag_gpt_config *m, int B);
  * ag_recipe_probe): the model of cfg from seed, B windows of tokens drawn below cfg->vocab_size
  * from seed (each target the next token), split over `shards` threads (ag_gpt_shards_pass); a
  * step is forward, backward, the clip at 1 and AdamW at lr 1e-4 (t: the updates so far, this one
- * included), *loss its loss before the update (loss may be NULL). *out NULL, the status and a
- * message on failure (AG_ERR_NOMEM, the model's). */
+ * included; ag_gpt_probe_use: another ag_optimizer of optim.h, the run's), *loss its loss before
+ * the update (loss may be NULL). *out NULL, the status and a message on failure (AG_ERR_NOMEM). */
 typedef struct ag_gpt_probe ag_gpt_probe;
 ag_status ag_gpt_probe_new(const ag_gpt_config *cfg, int B, uint64_t seed, int shards, ag_gpt_probe **out,
                            ag_error *err);
 ag_status ag_gpt_probe_step(ag_gpt_probe *p, long t, double *loss, ag_error *err);
+void ag_gpt_probe_use(ag_gpt_probe *p, int optimizer);
 void ag_gpt_probe_free(ag_gpt_probe *p);   /* NULL ok */
 /* The most shards, 1 to want, whose ag_gpt_train_bytes fit in have bytes (1 when none do). */
 int ag_gpt_shards_that_fit(const ag_gpt_config *m, int B, int want, int ranks, double have);

@@ -406,8 +406,8 @@ START_TEST(step_flops_formula)
 }
 END_TEST
 
-/* ag_gpt_probe: its steps train on its tokens (the loss falls), split over shards or not; a bad
- * config is the model's error, no probe. */
+/* ag_gpt_probe: its steps train on its tokens (the loss falls), split over shards or not, with
+ * AdamW or the optimizer ag_gpt_probe_use names; a bad config is the model's error, no probe. */
 START_TEST(probe_steps_train)
 {
     ag_gpt_config cfg = {.vocab_size = V, .n_layer = 1, .n_head = 2, .n_embd = 16, .block_size = TB};
@@ -426,6 +426,16 @@ START_TEST(probe_steps_train)
         ag_gpt_probe_free(p);
     }
     ck_assert(fabs(first[0] - first[1]) < 1e-4);   /* the same model and tokens */
+    ag_gpt_probe *q;   /* with the run's optimizer, Muon: it trains too, and not as AdamW did */
+    ck_assert_msg(ag_gpt_probe_new(&cfg, 4, 7, 1, &q, &err) == AG_OK, "%s", err.msg);
+    ag_gpt_probe_use(q, AG_MUON);
+    double lq = 0, fq = 0;
+    for (long t = 1; t <= 40; t++) {
+        ck_assert_int_eq(ag_gpt_probe_step(q, t, &lq, &err), AG_OK);
+        if (t == 1) fq = lq;
+    }
+    ck_assert_msg(lq < fq - 1e-3 && fabs(lq - last[0]) > 1e-6, "%g -> %g (AdamW: %g)", fq, lq, last[0]);
+    ag_gpt_probe_free(q);
     cfg.n_head = 3;
     ag_gpt_probe *p = (ag_gpt_probe *)&cfg;
     ck_assert(ag_gpt_probe_new(&cfg, 4, 7, 1, &p, &err) != AG_OK && p == NULL && err.msg[0]);

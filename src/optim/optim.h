@@ -30,7 +30,7 @@ void ag_sgd_step(ag_params *P, double lr, double momentum);
     X(AG_ADAMW, "adamw", "Adam, weight decay decoupled, on 2-D weights only") \
     X(AG_ADAM,  "adam",  "Adam, weight decay as L2 in the gradient") \
     X(AG_SGD,   "sgd",   "plain SGD, with --momentum") \
-    X(AG_MUON,  "muon",  "Muon on the hidden matrices (muon.h), AdamW on the rest")
+    X(AG_MUON,  "muon",  "Muon on the hidden weight matrices, AdamW on the rest")
 typedef enum { AG_OPTIMIZERS(AG_SWITCH_CONSTANT) } ag_optimizer;
 extern const ag_switch ag_optimizer_switch;
 /* One update by rule k, every gradient taken as clip * g: AdamW, Adam or Muon with c (the clip

@@ -8,7 +8,9 @@ torch_ref.py lacks, and a time budget laid out the way `char_lm train --time-bud
 
   - the first steps are timed (from the second) until they add up to 2% of the budget and
     number 3, or the warmup ends; then the step count N is fixed so that the steps end 2% of the
-    budget early, and the cosine decays to min_lr at N (nanoGPT's get_lr);
+    budget early, and the cosine decays to min_lr at N (nanoGPT's get_lr); every 5% of the
+    budget N is fitted again to the steps since (taken when it moves by more than 2%), as
+    char_lm refits at each evaluation: the first steps of a run are often the slowest;
   - before each step: if one more step (the larger of the smoothed and the last step time)
     would end past the deadline, the run stops there.
 
@@ -63,7 +65,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-CAL_SHARE, CAL_MIN_STEPS, RESERVE_SHARE = 0.02, 3, 0.02   # as src/train/budget.c
+CAL_SHARE, CAL_MIN_STEPS, RESERVE_SHARE, REFIT_MIN = 0.02, 3, 0.02, 0.02   # as src/train/budget.c
+REFIT_SHARE = 0.05   # the count fitted again every 5% of the budget (char_lm: at each evaluation)
 
 
 class MultiHeadAttention(nn.Module):
@@ -196,7 +199,7 @@ def train(model, opt, train_ids, t0):
     B, T = args.batch_size, args.block_size
     gen = torch.Generator().manual_seed(args.seed)
     deadline = t0 + args.time_budget
-    n, fixing = args.max_iters, True
+    n, fixing, fit_at, fit_it = args.max_iters, True, 0.0, 0
     timed_s, timed, step_s, step_last = 0.0, 0, 0.0, 0.0
     out_of_time, loss_v, it = False, float("nan"), 0
     while it < n:
@@ -208,7 +211,14 @@ def train(model, opt, train_ids, t0):
             n = fit_count(it, timed_s / timed if timed else step_s,
                           deadline - now - RESERVE_SHARE * args.time_budget)
             fixing = False
+            fit_at, fit_it = now, it
             print(json.dumps({"fixed_count": n, "at": it, "step_s": round(timed_s / max(timed, 1), 5)}), flush=True)
+        elif not fixing and now - fit_at >= REFIT_SHARE * args.time_budget and it > fit_it:
+            m = fit_count(it, (now - fit_at) / (it - fit_it), deadline - now - RESERVE_SHARE * args.time_budget)
+            if abs(m - n) > REFIT_MIN * n:
+                print(json.dumps({"refit_count": m, "at": it, "was": n}), flush=True)
+                n = m
+            fit_at, fit_it = now, it
         for g in opt.param_groups:
             g["lr"] = lr_at(it, n)
         ix = torch.randint(len(train_ids) - T, (B,), generator=gen).tolist()

@@ -71,8 +71,8 @@ ag_status ag_gpt_probe_step(ag_gpt_probe *p, long t, double *loss, ag_error *err
     ag_params_zero_grad(P);
     ag_status s = ag_gpt_shards_pass(p->shards, p->x, p->y, p->B, p->T, &(ag_forward_opts){.train = true}, 1, &lv, err);
     if (loss) *loss = lv;
-    double clip = ag_clip_scale(ag_grad_norm(P), 1.0);
-    if (s == AG_OK && (s = ag_optimizer_step((ag_optimizer)p->optimizer, P, &adam, 0, 1e-4, t, clip)))
+    if (s == AG_OK && (s = ag_optimizer_step((ag_optimizer)p->optimizer, P, &adam, 0, 1e-4, t,
+                                             ag_clip_scale(ag_grad_norm(P), 1.0))))
         ag_seterr(err, s, "%s", ag_params_error(P));   /* Muon's scratch */
     ag_ctx_reset(p->ctx);
     return s;

@@ -48,14 +48,15 @@ static void adam_update(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, si
 }
 
 /* One step: every parameter (the hidden matrices too, unless Muon's take them), every element. */
-static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double scale, bool hidden)
+static void adam_run(ag_params *P, const ag_adam_cfg *c, double lr, long t, bool decoupled, double scale,
+                     bool with_hidden)
 {
     ag_real gs = (ag_real)scale;
     adam_coef k[2] = { coef_of(c, lr, t, decoupled, gs, false), coef_of(c, lr, t, decoupled, gs, true) };
-    if (hidden && P->kernels == AG_KERNELS_FAST && ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
+    if (with_hidden && P->kernels == AG_KERNELS_FAST && ag__adam_fast(P, k)) return;   /* the fast twin, fast/adam.c */
     for (int e = 0; e < P->n; e++) {
         const ag_param_entry *E = &P->entries[e];
-        if (E->hidden && !hidden) continue;
+        if (E->hidden && !with_hidden) continue;
         size_t o = E->offset;
         adam_update(P->data + o, P->grad + o, P->m + o, P->v + o, ag_numel(E->t), k[E->decay]);
     }

@@ -32,7 +32,7 @@ void ag_muon_orthogonalize(ag_real *X, int m, int n, ag_real *work)
 {
     const ag_real a = (ag_real)3.4445, b = (ag_real)-4.7750, c = (ag_real)2.0315;
     size_t mn = (size_t)m * n, mm = (size_t)m * m;
-    ag_real *Y = work, *A = Y + mn, *B = A + mm;
+    ag_real *out = X, *Y = work, *A = Y + mn, *B = A + mm;
     double ss = 0;
     for (size_t i = 0; i < mn; i++) ss += (double)X[i] * X[i];
     ag_real inv = (ag_real)(1 / (sqrt(ss) + 1e-7));                    /* X / ||X||_F: every s <= 1 */
@@ -43,8 +43,11 @@ void ag_muon_orthogonalize(ag_real *X, int m, int n, ag_real *work)
         for (size_t i = 0; i < mm; i++) B[i] += b * A[i];                // B += b A
         memcpy(Y, X, mn * sizeof *X);
         ag_gemm(false, false, m, n, m, 1, B, m, X, n, a, Y, n);          // Y = a X + B X   [m,n]
-        memcpy(X, Y, mn * sizeof *X);
+        ag_real *next = Y;                                                /* the next round reads Y */
+        Y = X;
+        X = next;
     }
+    if (X != out) memcpy(out, X, mn * sizeof *X);
 }
 
 /* Each thread's scratch: the largest hidden matrix's X, Y [m n] and A, B [m m], m its smaller side. */

@@ -26,7 +26,7 @@
 
 enum { V = 65, B = 12, T = 64, C = 128, L = 4 };   /* baby (MODEL.md), Tiny Shakespeare's 65 characters */
 
-static const ag_adam_cfg adamw = { 0.9, 0.99, 1e-8, 0.1 };
+static const ag_adam_cfg adamw = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
 
 static double cpu_s(void)
 {

@@ -49,6 +49,8 @@ p.add_argument("--no-embedding-decay", action="store_true", help="decay the Line
 p.add_argument("--beta2", type=float, default=0.99)
 p.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
                help="muon: Muon on the blocks' weight matrices, AdamW on the rest (char_lm's src/optim/muon.c)")
+p.add_argument("--adamw-lr-scale", type=float, default=1.0,
+               help="with --optimizer muon: AdamW's rest at lr times this (char_lm's flag; 0 is 1)")
 p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
 p.add_argument("--blas-threads", type=int, default=2, help="OpenBLAS threads")
 p.add_argument("--seed", type=int, default=1337)
@@ -220,7 +222,7 @@ def train(model, opt, train_ids, t0):
                 n = m
             fit_at, fit_it = now, it
         for g in opt.param_groups:
-            g["lr"] = lr_at(it, n)
+            g["lr"] = lr_at(it, n) * g.get("lr_scale", 1.0)
         ix = torch.randint(len(train_ids) - T, (B,), generator=gen).tolist()
         x = torch.stack([train_ids[i:i + T] for i in ix]).to(args.device)
         y = torch.stack([train_ids[i + 1:i + 1 + T] for i in ix]).to(args.device)
@@ -262,9 +264,10 @@ def make_optimizer(model):
     decay = [p_ for n, p_ in model.named_parameters()
              if p_.dim() == 2 and n not in embedding and not (muon and n.startswith("blocks."))]
     no_decay = [p_ for n, p_ in model.named_parameters() if p_.dim() != 2 or n in embedding]
-    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                               {"params": no_decay, "weight_decay": 0.0}],
-                              lr=args.lr, betas=(0.9, args.beta2), eps=1e-8)
+    rest = args.adamw_lr_scale if muon and args.adamw_lr_scale > 0 else 1.0   # muon.c: 0 is 1
+    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay, "lr_scale": rest},
+                               {"params": no_decay, "weight_decay": 0.0, "lr_scale": rest}],
+                              lr=args.lr * rest, betas=(0.9, args.beta2), eps=1e-8)
     return Optimizers(Muon(hidden, args.lr, args.weight_decay), adamw) if muon else adamw
 
 

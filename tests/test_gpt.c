@@ -17,7 +17,7 @@
 #define KV_TOL 1e-5
 #endif
 
-static const ag_adam_cfg adamw = { 0.9, 0.99, 1e-8, 0.1 };
+static const ag_adam_cfg adamw = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
 
 static ag_gpt *gpt_new(int V, int L, int H, int C, int T_max, double dropout, uint64_t seed)
 {
@@ -125,7 +125,7 @@ START_TEST(test_no_embedding_decay)
         ck_assert_msg(P->entries[i].decay == (Q->entries[i].decay && !embedding), "%s: decay %d", name,
                       P->entries[i].decay);
     }
-    const ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.5 };
+    const ag_adam_cfg ac = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.5};
     const double lr = 0.1, keep = 1 - lr * 0.5;
     ag_params_zero_grad(g->params), ag_params_zero_grad(plain->params);
     ag_tensor *emb = ag_params_find(P, "tok_emb.weight"), *head = ag_params_find(P, "lm_head.weight");

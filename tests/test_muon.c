@@ -7,6 +7,7 @@
  *                  lr 0.2 sqrt(max dim) NS5(u) after the decay, v untouched; everything else
  *                  AdamW's bits; two steps, the clip factor taken in the first
  *   by_name        ag_optimizer_step(AG_MUON) is ag_muon_step; the scratch made once
+ *   lr_scale       adamw_lr_scale: the rest at lr times it (AdamW's bits), the matrices as before
  *   flags          ag_params_set_hidden refuses a name it lacks and a vector */
 #include <check.h>
 #include <math.h>
@@ -106,7 +107,7 @@ static void muon_expected(double *p, double *buf, const ag_real *g, int r, int k
 
 START_TEST(test_muon_step)
 {
-    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    const ag_adam_cfg cfg = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     ag_params *A = store(), *B = store();
     double p[2][15], buf[2][15] = { { 0 } };
     for (int h = 0; h < 2; h++)
@@ -137,7 +138,7 @@ END_TEST
 
 START_TEST(test_muon_by_name)
 {
-    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.3 };
+    const ag_adam_cfg cfg = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.3};
     ag_params *A = store(), *B = store();
     size_t bytes = A->total * sizeof(ag_real);
     ag_real *work = NULL;
@@ -154,6 +155,30 @@ START_TEST(test_muon_by_name)
     ck_assert_str_eq(ag_switch_name(&ag_optimizer_switch, AG_MUON), "muon");
     ag_params_free(A);
     ag_params_free(B);
+}
+END_TEST
+
+/* adamw_lr_scale: the rest moves as AdamW at lr times the scale (its bits), the hidden matrices
+ * as with one lr; 0 is 1 (an initializer without the field) */
+START_TEST(test_muon_adamw_lr_scale)
+{
+    const ag_adam_cfg half = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.3, .adamw_lr_scale = 0.5};
+    ag_adam_cfg one = half, unset = half;
+    one.adamw_lr_scale = 1, unset.adamw_lr_scale = 0;
+    ag_params *A = store(), *B = store(), *C = store(), *D = store();
+    size_t hidden = 30 * sizeof(ag_real), rest = (A->total - 30) * sizeof(ag_real);
+    for (int step = 1; step <= 2; step++) {
+        set_grads(A, step), set_grads(B, step), set_grads(C, step), set_grads(D, step);
+        ck_assert_int_eq(ag_muon_step(A, &half, 1e-2, step, 0.7), AG_OK);
+        ag_adamw_step_scaled(B, &half, 0.5e-2, step, 0.7);                     /* the rest's bits */
+        ck_assert_int_eq(ag_muon_step(C, &one, 1e-2, step, 0.7), AG_OK);       /* the matrices' */
+        ck_assert_int_eq(ag_muon_step(D, &unset, 1e-2, step, 0.7), AG_OK);
+        ck_assert(memcmp(A->data + 30, B->data + 30, rest) == 0 && memcmp(A->m + 30, B->m + 30, rest) == 0);
+        ck_assert(memcmp(A->data, C->data, hidden) == 0 && memcmp(A->m, C->m, hidden) == 0);
+        ck_assert(memcmp(A->data + 30, C->data + 30, rest) != 0);             /* the scale moved the rest */
+        ck_assert(memcmp(C->data, D->data, A->total * sizeof(ag_real)) == 0);  /* 0 is 1 */
+    }
+    ag_params_free(A), ag_params_free(B), ag_params_free(C), ag_params_free(D);
 }
 END_TEST
 
@@ -176,7 +201,7 @@ Suite *muon_suite(void)
     Suite *s = suite_create("muon");
     TCase *c = tcase_create("muon");
     tcase_set_tags(c, "muon");
-    ADD_TESTS(c, test_orthogonalize, test_muon_step, test_muon_by_name, test_hidden_flags);
+    ADD_TESTS(c, test_orthogonalize, test_muon_step, test_muon_by_name, test_muon_adamw_lr_scale, test_hidden_flags);
     suite_add_tcase(s, c);
     return s;
 }

@@ -98,7 +98,7 @@ END_TEST
 
 // --- Adam and AdamW ---
 
-static const ag_adam_cfg adam_cfg = { 0.9, 0.99, 1e-8, 0.1 };
+static const ag_adam_cfg adam_cfg = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
 
 START_TEST(test_adamw_steps)
 {
@@ -279,7 +279,7 @@ static ag_params *big_store(void)
 
 START_TEST(test_clip_folded_into_the_update)
 {
-    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    const ag_adam_cfg cfg = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     for (int decoupled = 0; decoupled < 2; decoupled++) {
         ag_params *A = big_store(), *B = big_store();
         size_t bytes = A->total * sizeof(ag_real);
@@ -313,7 +313,7 @@ END_TEST
  * it (folded into Adam's, the gradients scaled first for SGD), bit for bit. */
 START_TEST(test_optimizer_by_name)
 {
-    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    const ag_adam_cfg cfg = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     ck_assert_int_eq(ag_optimizer_switch.n, 4);   /* and muon: tests/test_muon.c */
     ck_assert_str_eq(ag_switch_name(&ag_optimizer_switch, AG_SGD), "sgd");
     for (int k = AG_ADAMW; k <= AG_SGD; k++) {
@@ -355,7 +355,7 @@ static ag_params *small_store(void)
 
 START_TEST(test_adam_fast_equals_plain)
 {
-    const ag_adam_cfg cfg = { 0.9, 0.99, 1e-8, 0.1 };
+    const ag_adam_cfg cfg = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     int threads = omp_get_max_threads();
     for (int decoupled = 0; decoupled < 2; decoupled++) {
         void (*step)(ag_params *, const ag_adam_cfg *, double, long, double) =

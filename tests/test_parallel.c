@@ -206,7 +206,7 @@ static ag_real *train_on(int threads, int steps)
     int x[B * T], y[B * T];
     ag_rng r;
     ag_rng_seed(&r, 6);
-    const ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.1 };
+    const ag_adam_cfg ac = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     for (int it = 0; it < steps; it++) {
         for (int i = 0; i < B * T; i++) x[i] = (int)ag_rng_below(&r, V), y[i] = (int)ag_rng_below(&r, V);
         ag_tensor *loss = NULL;

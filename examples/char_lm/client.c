@@ -81,7 +81,8 @@ static ag_status update(void *user, ag_params *P, double lr, long t, double clip
 {
     const lm_run *R = user;
     const lm_config *c = &R->cfg;
-    ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
+    ag_adam_cfg ac = {.beta1 = c->beta1, .beta2 = c->beta2, .eps = 1e-8, .weight_decay = c->weight_decay,
+                      .adamw_lr_scale = c->adamw_lr_scale};
     ag_status s = ag_optimizer_step(c->optimizer, P, &ac, c->momentum, lr, t, clip);
     if (s) return ag_seterr(err, s, "%s", ag_params_error(P));
     return c->detect_anomaly ? weights_finite(R, R->ctl.it, lr, err) : AG_OK;

@@ -82,6 +82,10 @@ const ag_field lm_fields[] = {
     /* issue 36: optional, so that older checkpoints read as MODEL.md's decay of the embeddings */
     FLAG("no_embedding_decay", "--no-embedding-decay", model.no_embedding_decay, 0,
          "no weight decay on tok_emb and pos_emb (only on the Linear weights)"),
+    /* issue 36: optional, so that older checkpoints read as one lr for all (0: 1) */
+    {"adamw_lr_scale", "--adamw-lr-scale", AG_FIELD_DOUBLE, F(adamw_lr_scale), 0, 1e6, 0, 0, 0, true, NULL,
+     "with --optimizer muon: what AdamW moves (embeddings, head, biases, norms) at --lr times this (0 or 1: "
+     "--lr)", false, false},
 };
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 
@@ -104,7 +108,7 @@ static const struct { const char *name, *values; } presets[] = {
     {"1min", "n_layer=3 n_head=4 n_embd=96 block_size=64 batch_size=12 max_iters=1000000 lr=3e-3 min_lr=3e-4 "
              "warmup_iters=50 eval_interval=2000 time_budget=1m"},
     {"5min", "n_layer=4 n_head=4 n_embd=96 block_size=128 batch_size=12 max_iters=1000000 lr=6e-3 min_lr=6e-5 "
-             "warmup_iters=100 eval_interval=2000 weight_decay=0.3 optimizer=muon time_budget=5m"},
+             "warmup_iters=100 eval_interval=2000 weight_decay=0.3 optimizer=muon adamw_lr_scale=0.5 time_budget=5m"},
     {"10min", "n_layer=4 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
               "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 "
               "optimizer=muon time_budget=10m"},

@@ -23,6 +23,7 @@ typedef struct {
     double grad_clip;       /* global-norm clip; 0 disables */
     ag_optimizer optimizer; /* optim.h: adamw, adam, sgd */
     double momentum;        /* SGD only */
+    double adamw_lr_scale;  /* Muon only: the lr of what AdamW moves, times lr (0: 1) */
     double val_fraction;    /* the last fraction of the tokens validates; 0: no validation */
     long eval_interval;     /* evaluate (and checkpoint) every this many steps */
     long eval_iters;        /* random batches per split in one evaluation */
@@ -40,7 +41,7 @@ typedef struct {
 /* One row per field of lm_config (train/fields.h: ag_field; shape: part of the model's shape,
  * which a resumed run may not change; optional: absent from older checkpoints, read as 0). */
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
-#define LM_N_FIELDS 39            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 40            /* rows in lm_fields (config.c checks it) */
 extern const ag_field lm_fields[LM_N_FIELDS];
 
 /* Fills c with the named configuration (lm_config_names) over the common defaults, vocab_size 0

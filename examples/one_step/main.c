@@ -101,7 +101,7 @@ static int step(step_ckpt *st, const ag_corpus *text, double *loss_out, ag_error
     // the clip: the factor that brings the global norm of dW down to grad_clip (1 under it)
     double norm = ag_grad_norm(P), gscale = ag_clip_scale(norm, c->grad_clip);
     // AdamW with g = gscale dW, t = the updates the weights have had, this one included
-    const ag_adam_cfg ac = {c->beta1, c->beta2, 1e-8, c->weight_decay};
+    const ag_adam_cfg ac = {.beta1 = c->beta1, .beta2 = c->beta2, .eps = 1e-8, .weight_decay = c->weight_decay};
     ag_adamw_step_scaled(P, &ac, lr, ++st->step, gscale);
     *loss_out = loss;
     printf("iteration %ld: loss %.6f, lr %.6g, gradient norm %.4f, clip factor %.4f, AdamW t = %ld\n", it, *loss_out,

@@ -75,7 +75,7 @@ static bool check_gradient(ag_ctx *ctx, ag_params *P, mlp *m, bool *ok)
 /* 300 steps of AdamW without decay, lr 0.05; *loss = the last step's loss */
 static bool train(ag_ctx *ctx, ag_params *P, const mlp *m, double *loss)
 {
-    ag_adam_cfg adam = { 0.9, 0.99, 1e-8, 0.0 };
+    ag_adam_cfg adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0};
     for (long it = 1; it <= 300; it++) {
         ag_ctx_reset(ctx);
         ag_params_zero_grad(P);

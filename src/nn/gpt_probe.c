@@ -65,7 +65,7 @@ void ag_gpt_probe_use(ag_gpt_probe *p, int optimizer) { p->optimizer = optimizer
 
 ag_status ag_gpt_probe_step(ag_gpt_probe *p, long t, double *loss, ag_error *err)
 {
-    static const ag_adam_cfg adam = {0.9, 0.99, 1e-8, 0.1};
+    static const ag_adam_cfg adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     ag_params *P = p->g->params;
     double lv;
     ag_params_zero_grad(P);

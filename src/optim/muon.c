@@ -20,7 +20,9 @@
  * coefficients trade that for speed). X is kept wide (rows <= cols, transposed when the weight
  * is tall), so that A is the small side squared. P->v is unused for a hidden matrix (zeros in a
  * checkpoint). Why it pays: a gradient of a weight matrix is dominated by a few directions;
- * orthogonalized, the rare directions learn as fast as the common ones (Jordan's post). */
+ * orthogonalized, the rare directions learn as fast as the common ones (Jordan's post).
+ * The rest takes AdamW at lr times c->adamw_lr_scale (char_lm's --adamw-lr-scale; the 5min and
+ * 10min recipes take 0.5: docs/performance.md, "Muon for M and L"). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -115,7 +117,8 @@ ag_status ag_muon_step(ag_params *P, const ag_adam_cfg *c, double lr, long t, do
     int threads = omp_get_max_threads();
     ag_status s = make_work(P, per * (size_t)threads);
     if (s) return s;
-    ag_adamw_step_not_hidden(P, c, lr, t, grad_scale);
+    double rest_lr = lr * (c->adamw_lr_scale > 0 ? c->adamw_lr_scale : 1);   /* 0: as the matrices */
+    ag_adamw_step_not_hidden(P, c, rest_lr, t, grad_scale);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int e = 0; e < P->n; e++)
         if (P->entries[e].hidden)

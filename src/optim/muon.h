@@ -11,7 +11,8 @@
 #define AG_MUON_SCALE 0.2       /* the update's size: 0.2 sqrt(max(rows, cols)) */
 
 /* One step, every gradient taken as grad_scale * g (a clip folded in, as ag_adamw_step_scaled):
- * the hidden matrices by Muon, their momentum in P->m (P->v stays 0), the rest by AdamW with c.
+ * the hidden matrices by Muon, their momentum in P->m (P->v stays 0), the rest by AdamW with c,
+ * at lr times c->adamw_lr_scale (0: 1).
  * AG_ERR_NOMEM, why in P->err, when its scratch (P->work, made at the first step, again only if
  * the threads grow) cannot be made; it cannot fail otherwise. */
 ag_status ag_muon_step(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale);

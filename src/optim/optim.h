@@ -12,6 +12,8 @@ typedef struct {
     double beta1, beta2, eps;    /* 0.9, 0.99, 1e-8 */
     double weight_decay;         /* AdamW: decoupled, on params registered with decay only;
                                     Adam: L2 added to the gradient of those params */
+    double adamw_lr_scale;       /* Muon only: what AdamW moves there (embeddings, head, biases,
+                                    norms) takes lr times this; 0 (left out) is 1 */
 } ag_adam_cfg;
 
 /* t is the step count, starting at 1 (bias correction). Uses P->m and P->v. */

@@ -119,7 +119,7 @@ int main(void)
     ag_real *p = malloc(N * sizeof *p), *m = calloc(N, sizeof *m), *v = calloc(N, sizeof *v), *q = malloc(N * sizeof *q);
     if (!p || !m || !v || !q) return 2;
     memcpy(p, P->data, N * sizeof *p);                               /* your copy of the model */
-    const ag_adam_cfg ac = { 0.9, 0.99, 1e-8, 0.1 };
+    const ag_adam_cfg ac = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
     const ag_lr_schedule sched = { 1e-2, 1e-3, 2, STEPS, AG_LR_COSINE };   /* warmup 2, cosine to step 5 */
     double max_norm = 0.5, w_p = 0, w_m = 0, w_v = 0, w_lr = 0, w_norm = 0, w_text = 0;
     ag_rng rng;

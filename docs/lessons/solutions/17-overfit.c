@@ -5,7 +5,8 @@
  * Then the check is turned on the usual mistakes: each must fail, named. */
 #include "overfit.h"
 
-static const ag_adam_cfg adam = { 0.9, 0.99, 1e-8, 0.0 };   /* no weight decay: only the batch counts */
+/* no weight decay: only the batch counts */
+static const ag_adam_cfg adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0};
 
 static double my_step(ag_gpt *g, ag_ctx *ctx, const int *x, const int *y, int B, int T, long it)
 {

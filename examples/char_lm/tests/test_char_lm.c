@@ -303,6 +303,42 @@ END_TEST
 
 /* --lr-schedule linear reaches the loop: metrics.csv's rate falls in equal steps after the warmup
  * (the cosine's would not), and ends at --min-lr 0 */
+/* --adamw-lr-scale reaches Muon's update: one step (no warmup) at scales 1, 0.5 and 0.25 from
+ * the same start. AdamW's first step is linear in its lr (decay and m/sqrt(v) alike), so tok_emb
+ * lies on one line, w(s) = w0 + s D with D not 0; the hidden w_q moves the same at every scale. */
+static void scaled_run(const char *name, double scale, lm_model *m)
+{
+    lm_config c = tiny(1);
+    c.optimizer = AG_MUON, c.adamw_lr_scale = scale, c.warmup_iters = 0;
+    lm_train_opts o = fx_opts(fx_in_dir(name), c);
+    fx_train_ok(&o, NULL);
+    ag_error err = {0};
+    ck_assert_msg(lm_model_load_as(fx_in_dir(name), AG_CKPT_LATEST, m, &err) == AG_OK, "%s", err.msg);
+}
+
+START_TEST(test_adamw_lr_scale_run)
+{
+    lm_model m[3];
+    scaled_run("s1", 1, &m[0]), scaled_run("s05", 0.5, &m[1]), scaled_run("s025", 0.25, &m[2]);
+    const ag_tensor *e[3], *q[3];
+    for (int k = 0; k < 3; k++) {
+        e[k] = ag_params_find(m[k].g->params, "tok_emb.weight");
+        q[k] = ag_params_find(m[k].g->params, "blocks.0.attn.w_q.weight");
+        ck_assert(e[k] && q[k]);
+    }
+    double moved = 0;
+    for (size_t i = 0; i < ag_numel(e[0]); i++) {
+        double w1 = e[0]->data[i], w05 = e[1]->data[i], w0 = 2 * w05 - w1, d = w1 - w0;
+        moved = fmax(moved, fabs(d));
+        ck_assert_msg(fabs(e[2]->data[i] - (w0 + 0.25 * d)) < 1e-6, "tok_emb[%zu]", i);
+    }
+    ck_assert(moved > 1e-4);                                       /* the scale moved it */
+    ck_assert(memcmp(q[0]->data, q[1]->data, ag_numel(q[0]) * sizeof(ag_real)) == 0 &&
+              memcmp(q[0]->data, q[2]->data, ag_numel(q[0]) * sizeof(ag_real)) == 0);
+    for (int k = 0; k < 3; k++) lm_model_free(&m[k]);
+}
+END_TEST
+
 START_TEST(test_linear_schedule_run)
 {
     lm_config c = tiny(15);
@@ -761,7 +797,7 @@ Suite *char_lm_suite(void)
     suite_add_tcase(s, cli);
 
     TCase *run = fx_tcase(s, "train", root_setup, setup);
-    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_linear_schedule_run,
+    ADD_TESTS(run, test_untrained_loss_is_ln_v, test_pinned_tiny_run, test_linear_schedule_run, test_adamw_lr_scale_run,
                    test_checkpoint_roundtrip, test_resume_equals_uninterrupted, test_resume_refuses_other_shape_or_data, test_init_from,
                    test_data_too_short, test_nonfinite_stops_before_the_step, test_both_kernel_tables);
 

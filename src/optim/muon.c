@@ -21,8 +21,8 @@
  * is tall), so that A is the small side squared. P->v is unused for a hidden matrix (zeros in a
  * checkpoint). Why it pays: a gradient of a weight matrix is dominated by a few directions;
  * orthogonalized, the rare directions learn as fast as the common ones (Jordan's post).
- * The rest takes AdamW at lr times c->adamw_lr_scale (char_lm's --adamw-lr-scale; the 5min and
- * 10min recipes take 0.5: docs/performance.md, "Muon for M and L"). */
+ * The rest takes AdamW at lr times c->adamw_lr_scale (char_lm's --adamw-lr-scale; the 5min
+ * recipe takes 0.5: docs/performance.md, "Muon for M and L"). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>

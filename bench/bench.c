@@ -263,8 +263,8 @@ static bool trainer_init(trainer *tr, const bench_config *bc, const ag_corpus *d
     ag_gpt_config cfg = { .vocab_size = data->vocab.V, .n_layer = bc->n_layer, .n_head = bc->n_head,
                           .n_embd = bc->n_embd, .block_size = T, .dropout = bc->dropout }; /* the rest: 0 */
     ag_error err = { 0 };
-    *tr = (trainer){ .B = B, .T = T, .ac = { 0.9, 0.99, 1e-8, 0.1 }, .sched = { 1e-3, 1e-4, 100, 2000, AG_LR_COSINE },
-                     .n_train = (size_t)(0.9 * (double)data->n) };
+    *tr = (trainer){ .B = B, .T = T, .ac = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1},
+                     .sched = { 1e-3, 1e-4, 100, 2000, AG_LR_COSINE }, .n_train = (size_t)(0.9 * (double)data->n) };
     tr->g = ag_gpt_new(&cfg, 1337, &err);
     tr->ctx = ag_ctx_new();
     tr->x = malloc((size_t)B * T * sizeof(int));

@@ -89,6 +89,9 @@
 #include "attograd.h"
 #include "proc.h"
 
+/* AdamW as MODEL.md has it, without weight decay (its fields named: a new one reads as 0) */
+#define ADAM_NO_DECAY {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0}
+
 enum { IN = 2, OUT = 2, BATCH = 16 };
 
 typedef struct {
@@ -189,7 +192,7 @@ static void tiny_train(tiny *m, const char *root, const char *name, long steps, 
                                .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval, .format = m->format};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .seed = 5, .every = every, .resume = resume,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s: %s", name, err.msg);
@@ -340,7 +343,7 @@ START_TEST(moved_mid_run)
                                .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
     const ag_train_opts o = {.out_dir = run, .steps = 30, .seed = 5, .every = 10,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);
@@ -604,7 +607,7 @@ static ag_status tiny_diverge(tiny *m, const char *root, const char *name, doubl
                                .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = floor,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     return ag_train_run(&c, &o, &r, err);
 }
@@ -653,7 +656,7 @@ START_TEST(own_update)
     ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                          .loss = tiny_loss, .evaluate = tiny_eval, .update = tiny_update};
     ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .sched = {.lr = 0.1, .min_lr = 0.1},
-                       .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -720,7 +723,7 @@ START_TEST(own_pass)
                                .step_seed = tiny_step_seed};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -759,7 +762,7 @@ START_TEST(overwrite)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval};
     ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 6, .every = 10, .log = log,
-                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);   /* a run is there: refused */
@@ -851,7 +854,7 @@ START_TEST(own_card)
                                .config_json = card_json, .config = "d = 2", .unit = "windows",
                                .units_per_step = 8, .rate_unit = "tokens"};
     const ag_train_opts o = {.out_dir = card_dir, .steps = 20, .seed = 5, .every = 10, .no_pictures = true,
-                             .pictures = pics, .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0},
+                             .pictures = pics, .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY,
                              .threads = 1};
     ag_train_result r;
     ag_error err = {0};
@@ -881,7 +884,7 @@ START_TEST(own_columns)
                                .loss = tiny_loss, .evaluate = tiny_eval, .evaluate_train = tiny_eval_train,
                                .columns = "extra,more", .row = tiny_row};
     const ag_train_opts o = {.out_dir = out, .steps = 20, .seed = 5, .every = 10, .eval_at_start = true,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -965,7 +968,7 @@ START_TEST(no_val)
                                .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train_seq};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .diverge_floor = 10,
                              .no_report = true, .no_pictures = true, .sched = {.lr = 0.1, .min_lr = 0.1},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -990,7 +993,7 @@ START_TEST(own_words)
                                .loss = tiny_loss, .evaluate = tiny_eval_nan, .evaluate_train = tiny_eval_train,
                                .no_score = true, .progress_text = tiny_progress, .eval_text = tiny_said};
     const ag_train_opts o = {.steps = 10, .seed = 5, .every = 5, .log_every = 5, .progress = AG_PROGRESS_LINES,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     char *t = run_logged(&c, o, root, "words", out);
     ck_assert_msg(strstr(t, "it 4 of 10, ema set, budget no\nE 5 train 7.0 val nan\n  second line\nit 9 of 10, "), "%s",
                   t);
@@ -1017,7 +1020,7 @@ START_TEST(eta_words)
                          .loss = tiny_loss, .evaluate = tiny_eval, .progress_word = "iter", .progress_rate = "pairs/s",
                          .units_per_step = BATCH};
     ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_LINES,
-                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     char *t = run_logged(&c, o, root, "eta", out);
     ck_assert_msg(strstr(t, "iter 4/10  loss ") && strstr(t, "  lr 1.00e-01  ") && strstr(t, " pairs/s  ETA ") &&
                   strstr(t, "\niter 9/10  loss ") && !strstr(t, "step 5/10"), "%s", t);
@@ -1042,7 +1045,7 @@ START_TEST(progress_tty)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval};
     ag_train_opts o = {.steps = 10, .seed = 5, .every = 10, .log_every = 5, .progress = AG_PROGRESS_TTY,
-                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     char *t = run_logged(&c, o, root, "tty", out);
     const char first[] = "\r\033[Kstep 1/10 | loss ";   /* the first step: drawn at once */
     ck_assert_msg(strncmp(t, first, strlen(first)) == 0, "%s", t);
@@ -1080,7 +1083,7 @@ START_TEST(own_stop)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .stop = &flag,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -1102,7 +1105,7 @@ static void words_run(const ag_train_client *c, const char *root, const char *na
     snprintf(out, sizeof out, "%s/%s", root, name);
     const ag_train_opts o = {.out_dir = out, .steps = 10, .seed = 5, .every = 2, .diverge_floor = 1.4,
                              .diverge_floor_name = "2 ln V", .sched = {.lr = 0.1, .min_lr = 0.1},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(c, &o, &r, &err), AG_ERR_NONFINITE);
@@ -1160,7 +1163,7 @@ START_TEST(parents)
                                .loss = tiny_loss, .evaluate = tiny_eval, .start = tiny_started,
                                .after_step = tiny_after};
     ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .sched = {.lr = 0.1, .min_lr = 0.1},
-                       .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);   /* root/a is missing */
@@ -1237,7 +1240,7 @@ START_TEST(own_acts)
     const ag_train_client c = {.name = "gpt", .params = m.g->params, .user = &m, .batch = GB, .draw = gpt_draw,
                                .loss = gpt_loss, .evaluate = gpt_eval, .activations_forward = gpt_acts};
     const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .log_activations = true,
-                             .sched = {.lr = 0.01, .min_lr = 0.01}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.01, .min_lr = 0.01}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(m.forwards, 2);   /* the evaluations at 3 and 6 */
@@ -1302,7 +1305,7 @@ static int fsize_run(const char *root, tiny *m)
     const ag_train_client c = {.name = "tiny", .params = m->P, .user = m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval, .after_step = fsize_after};
     const ag_train_opts o = {.out_dir = out, .steps = 5000, .seed = 5, .every = 5000,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ag_status s = ag_train_run(&c, &o, &r, &err);
@@ -1340,7 +1343,7 @@ START_TEST(full_disk)
                                .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 30, .log = full, .log_every = 1,
                              .progress = AG_PROGRESS_LINES, .sched = {.lr = 0.1, .min_lr = 0.1},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_IO);
@@ -1382,7 +1385,7 @@ START_TEST(own_lock)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval};
     ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .lock = &lock,
-                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(r.step, 6);
@@ -1418,7 +1421,7 @@ START_TEST(stop_in_eval)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval, .after_step = tiny_after};
     const ag_train_opts o = {.out_dir = out, .steps = 40, .seed = 5, .every = 10, .diverge_floor = 1,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);   /* no divergence seen in its NaN */
@@ -1449,7 +1452,7 @@ START_TEST(own_ddp)
     const ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval_ddp};
     const ag_train_opts o = {.out_dir = out, .steps = 6, .seed = 5, .every = 3, .grad_accum = 2, .ddp_out = &m.ddp,
-                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
@@ -1468,7 +1471,7 @@ START_TEST(own_batch_flag)
     ag_train_client c = {.name = "tiny", .params = m.P, .user = &m, .batch = BATCH, .batch_flag = "--points",
                          .unit = "points", .draw = tiny_draw, .loss = tiny_loss, .evaluate = tiny_eval};
     ag_train_opts o = {.out_dir = out, .steps = 3, .seed = 5, .every = 3, .grad_accum = 5,
-                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                       .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_int_eq(ag_train_run(&c, &o, &r, &err), AG_ERR_ARG);
@@ -1559,7 +1562,7 @@ START_TEST(prepare)
     const ag_train_client c = {.name = "tiny", .params = legacy.P, .user = &legacy, .batch = BATCH, .draw = tiny_draw,
                                .loss = tiny_loss, .evaluate = tiny_eval, .format = &tf_format_legacy};
     const ag_train_opts fresh = {.out_dir = root, .steps = 2, .seed = 5, .every = 1, .threads = 1,
-                                 .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = {0.9, 0.99, 1e-8, 0.0}};
+                                 .sched = {.lr = 0.1, .min_lr = 0.1}, .adam = ADAM_NO_DECAY};
     ag_train_result r;
     ag_error_clear(&err);
     ck_assert_int_eq(ag_train_run(&c, &fresh, &r, &err), AG_ERR_ARG);   /* root holds the older layout's files */
@@ -1589,7 +1592,7 @@ START_TEST(orphan_said)
     ck_assert_int_eq(unlink(proc_path(out, "latest")), 0);   /* killed before the commit */
     ag_train_opts o = {.out_dir = out, .steps = 2, .seed = 5, .every = 1, .eval_at_start = true, .threads = 1,
                        .warn = warned_line, .warn_user = lines, .sched = {.lr = 0.1, .min_lr = 0.1},
-                       .adam = {0.9, 0.99, 1e-8, 0.0}};
+                       .adam = ADAM_NO_DECAY};
     ag_train_result r;
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     snprintf(want, sizeof want, "%s: removed ckpt-00000000, the first checkpoint of this same run (its untrained "
@@ -1638,7 +1641,7 @@ START_TEST(own_resumed)
     tf_reads = 0;
     const ag_train_opts o = {.out_dir = out, .steps = 30, .seed = 5, .every = 10, .resume = true, .resumed = &st,
                              .sched = {.lr = 0.1, .min_lr = 0.1, .lr_decay_iters = 30},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = ADAM_NO_DECAY, .threads = 1};
     ag_train_result r;
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s", err.msg);
     ck_assert_int_eq(tf_reads, 0);

@@ -109,7 +109,8 @@ static ag_status run(model *m, const char *dir, const char *name, long steps, bo
                                .units_per_step = BATCH, .plot = &plot};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .resume = resume, .seed = 7, .every = 100,
                              .sched = {.lr = 3e-2, .min_lr = 3e-3, .warmup_iters = 10, .lr_decay_iters = STEPS},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1, .log = stdout};
+                             .adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0},
+                             .grad_clip = 1.0, .threads = 1, .log = stdout};
     ag_status s = ag_train_run(&c, &o, r, err);
     if (s == AG_OK)
         printf("%s: steps %ld -> %ld, held-out loss %.4f, accuracy %.4f (%s/%s)\n", name, r->start, r->step,

@@ -307,7 +307,8 @@ static int usage(const char *why, const ag_train_opts *defaults)
 static int parse(int argc, char **argv, bool *train, ag_train_opts *o)
 {
     *o = (ag_train_opts){.steps = 10000, .seed = 1, .every = 250, .log_every = 250, .grad_clip = 1.0, .threads = 1,
-                         .sched = {.lr = LR, .min_lr = 1e-4, .warmup_iters = 100}, .adam = {0.9, 0.99, 1e-8, 0.01},
+                         .sched = {.lr = LR, .min_lr = 1e-4, .warmup_iters = 100},
+                         .adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01},
                          .log = stdout};
     if (argc < 2 || (strcmp(argv[1], "train") && strcmp(argv[1], "eval")))
         return usage("the command is train, eval or serve", o);

@@ -142,7 +142,8 @@ static ag_status own_run(own_model *m, const own_calls *k, const char *dir, cons
                                .score_name = "accuracy", .unit = "points", .units_per_step = OM_BATCH};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .resume = resume, .seed = 19, .every = 50,
                              .sched = {.lr = 2e-2, .min_lr = 2e-3, .warmup_iters = 10, .lr_decay_iters = OM_STEPS},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .grad_clip = 1.0, .threads = 1, .grad_accum = accum};
+                             .adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0},
+                             .grad_clip = 1.0, .threads = 1, .grad_accum = accum};
     return ag_train_run(&c, &o, r, err);
 }
 

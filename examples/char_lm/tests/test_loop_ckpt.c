@@ -100,7 +100,7 @@ static void g_train(gpt_client *g, const char *root, const char *name, long step
                                .loss = g_loss, .evaluate = g_eval, .format = &lm_ckpt_format};
     const ag_train_opts o = {.out_dir = out, .steps = steps, .seed = 3, .every = 3, .resume = resume,
                              .sched = {.lr = 1e-3, .min_lr = 1e-4, .warmup_iters = 2, .lr_decay_iters = 9},
-                             .adam = {0.9, 0.99, 1e-8, 0.0}, .threads = 1};
+                             .adam = {.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0}, .threads = 1};
     ag_train_result r;
     ag_error err = {0};
     ck_assert_msg(ag_train_run(&c, &o, &r, &err) == AG_OK, "%s: %s", name, err.msg);

@@ -301,8 +301,6 @@ START_TEST(test_pinned_tiny_run)
 }
 END_TEST
 
-/* --lr-schedule linear reaches the loop: metrics.csv's rate falls in equal steps after the warmup
- * (the cosine's would not), and ends at --min-lr 0 */
 /* --adamw-lr-scale reaches Muon's update: one step (no warmup) at scales 1, 0.5 and 0.25 from
  * the same start. AdamW's first step is linear in its lr (decay and m/sqrt(v) alike), so tok_emb
  * lies on one line, w(s) = w0 + s D with D not 0; the hidden w_q moves the same at every scale. */
@@ -339,6 +337,8 @@ START_TEST(test_adamw_lr_scale_run)
 }
 END_TEST
 
+/* --lr-schedule linear reaches the loop: metrics.csv's rate falls in equal steps after the warmup
+ * (the cosine's would not), and ends at --min-lr 0 */
 START_TEST(test_linear_schedule_run)
 {
     lm_config c = tiny(15);

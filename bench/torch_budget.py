@@ -267,7 +267,7 @@ def make_optimizer(model):
     rest = args.adamw_lr_scale if muon and args.adamw_lr_scale > 0 else 1.0   # muon.c: 0 is 1
     adamw = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay, "lr_scale": rest},
                                {"params": no_decay, "weight_decay": 0.0, "lr_scale": rest}],
-                              lr=args.lr * rest, betas=(0.9, args.beta2), eps=1e-8)
+                              lr=args.lr, betas=(0.9, args.beta2), eps=1e-8)   # train() sets each group's lr
     return Optimizers(Muon(hidden, args.lr, args.weight_decay), adamw) if muon else adamw
 
 

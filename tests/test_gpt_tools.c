@@ -6,7 +6,8 @@
  *     ids are refused with one line;
  *   - ag_gpt_attn_record: every layer's rows sum to 1 (ag_attn_check), NaN weights are refused;
  *   - ag_gpt_attn_layer_stats: every layer's ag_attn_stats of those weights;
- *   - ag_gpt_step_flops: a step's FLOPs by its formula; ag_gpt_probe: its steps train, or a bad
+ *   - ag_gpt_step_flops: a step's FLOPs by its formula; ag_gpt_muon_flops: NS5's on the hidden
+ *     matrices the model has; ag_gpt_probe: its steps train, or a bad
  *     config is refused with the model's error;
  *   - ag_attn_stats and ag_attn_head_summary on known rows (uniform, one-hot, patterns);
  *   - ag_plot_attention and ag_plot_attn_stats: the weights and scripts they write; ag_gpt_plot_attention:
@@ -406,6 +407,30 @@ START_TEST(step_flops_formula)
 }
 END_TEST
 
+/* ag_gpt_muon_flops: NS5's FLOPs (ag_muon_flops, 5 (4 m^2 n + 2 m^3), m the smaller side) on
+ * every matrix the model marks hidden, counted from the model itself, GELU's MLP and SwiGLU's. */
+START_TEST(muon_flops_of_the_hidden)
+{
+    ck_assert(ag_muon_flops(2, 3) == 5 * (4 * 4 * 3 + 2 * 8) && ag_muon_flops(3, 2) == ag_muon_flops(2, 3));
+    for (int k = 0; k < 2; k++) {
+        ag_gpt_config c = {.vocab_size = 5, .n_layer = 2, .n_head = 2, .n_embd = 12, .block_size = 4,
+                           .mlp = k ? AG_MLP_SWIGLU : AG_MLP_GELU};
+        ag_error err = {0};
+        ag_gpt *g = ag_gpt_new(&c, 1, &err);
+        ck_assert_msg(g, "%s", err.msg);
+        double sum = 0;
+        int hidden = 0;
+        for (int e = 0; e < g->params->n; e++) {
+            const ag_param_entry *p = &g->params->entries[e];
+            if (p->hidden) sum += ag_muon_flops(p->t->shape[0], p->t->shape[1]), hidden++;
+        }
+        ck_assert_int_eq(hidden, c.n_layer * (k ? 7 : 6));
+        ck_assert_msg(sum == ag_gpt_muon_flops(&c), "%g against %g", sum, ag_gpt_muon_flops(&c));
+        ag_gpt_free(g);
+    }
+}
+END_TEST
+
 /* ag_gpt_probe: its steps train on its tokens (the loss falls), split over shards or not, with
  * AdamW or the optimizer ag_gpt_probe_use names; a bad config is the model's error, no probe. */
 START_TEST(probe_steps_train)
@@ -450,7 +475,8 @@ Suite *gpt_tools_suite(void)
     ADD_TESTS(t, eval_ids_every_window_once, sample_logits_draws, generate_same_seed_same_ids, generate_through_the_sliding_window,
               generate_stops_and_refuses, attention_rows_sum_to_one, stats_of_known_rows,
               plots_write_weights_and_scripts, gpt_plot_attention_draws_and_names, serve_attention_names_heads,
-              attn_layer_stats_per_layer, step_flops_formula, probe_steps_train);
+              attn_layer_stats_per_layer, step_flops_formula, muon_flops_of_the_hidden,
+              probe_steps_train);
     suite_add_tcase(s, t);
     return s;
 }

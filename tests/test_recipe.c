@@ -66,12 +66,12 @@ START_TEST(test_recipe_close_call)
     ag_recipe_choice ch;
     ag_error e = {0};
     char line[256];
-    /* AG_RECIPE_CLOSE of L's 300 is 180: M at 0.53 s, L's 179 steps, no close call; at 0.52 s,
-     * 182, one; the top one picked, none */
-    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.53, &ch, &e), AG_OK);
-    ck_assert(ch.pick == 1 && ch.steps[2] == 179 && ag_recipe_close_call(table, &ch) == -1);
-    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.52, &ch, &e), AG_OK);
-    ck_assert(ch.pick == 1 && ch.steps[2] == 182 && ag_recipe_close_call(table, &ch) == 2);
+    /* AG_RECIPE_CLOSE of L's 300 is 225: M at 0.424 s, L's 224 steps, no close call; at
+     * 0.422 s, 225, one; the top one picked, none */
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.424, &ch, &e), AG_OK);
+    ck_assert(ch.pick == 1 && ch.steps[2] == 224 && ag_recipe_close_call(table, &ch) == -1);
+    ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.422, &ch, &e), AG_OK);
+    ck_assert(ch.pick == 1 && ch.steps[2] == 225 && ag_recipe_close_call(table, &ch) == 2);
     ck_assert_int_eq(ag_recipe_pick(table, 3, 1, 201, 0, 0.25, &ch, &e), AG_OK);
     ck_assert(ch.pick == 2 && ag_recipe_close_call(table, &ch) == -1);
     /* M at 0.4 s: L predicted 237 steps (79%): timed; at 0.6 s (not 0.8) it gets 316 and is taken */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "nn.h"
+#include "../optim/muon.h"    /* ag_muon_flops */
 #include "../tensor/speed.h"   /* ag_threads */
 
 double ag_gpt_min_params(const ag_gpt_config *m)
@@ -110,4 +111,12 @@ double ag_gpt_step_flops(const ag_gpt_config *m, int B)
     double L = m->n_layer, C = m->n_embd, T = m->block_size, V = m->vocab_size;
     double per_token = 6 * (12 * L * C * C + 2 * C * V) + 24 * L * T * C;
     return per_token * T * B * (m->dropout > 0 ? 1.1 : 1.0);
+}
+
+double ag_gpt_muon_flops(const ag_gpt_config *m)
+{
+    int C = m->n_embd, F = ag_swiglu_width(C);
+    double attn = 4 * ag_muon_flops(C, C);                                       /* W_q, W_k, W_v, W_o */
+    double mlp = m->mlp == AG_MLP_SWIGLU ? 3 * ag_muon_flops(C, F) : 2 * ag_muon_flops(C, 4 * C);
+    return m->n_layer * (attn + mlp);
 }

@@ -352,6 +352,11 @@ double ag_gpt_train_bytes(const ag_gpt_config *m, int B, int shards, int ranks);
  * twice, they run at about half the rate of the others; dropout 1.1x): per token
  * 6 (12 L C^2 + 2 C V) + 24 L T C, times B T (bench/budget_sweep.sh's model; train/recipe.h's cost). */
 double ag_gpt_step_flops(const ag_gpt_config *m, int B);
+/* What Muon (optim/muon.h) adds to a step: NS5 on every hidden matrix (each block's W_q, W_k,
+ * W_v, W_o and its MLP's), whatever the batch. Muon's recipes add it to ag_gpt_step_flops: a
+ * larger context or batch leaves it as it is, so a step that grows by a ratio of FLOPs costs
+ * less than the ratio with it. */
+double ag_gpt_muon_flops(const ag_gpt_config *m);
 /* A GPT's training step on random tokens, for a time budget to time (gpt_probe.c; train/recipe.h:
  * ag_recipe_probe): the model of cfg from seed, B windows of tokens drawn below cfg->vocab_size
  * from seed (each target the next token), split over `shards` threads (ag_gpt_shards_pass); a

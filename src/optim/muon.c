@@ -52,6 +52,12 @@ void ag_muon_orthogonalize(ag_real *X, int m, int n, ag_real *work)
     if (X != out) memcpy(out, X, mn * sizeof *X);
 }
 
+double ag_muon_flops(int rows, int cols)
+{
+    double m = rows < cols ? rows : cols, n = rows < cols ? cols : rows;
+    return 5 * (2 * m * m * n + 2 * m * m * m + 2 * m * m * n);
+}
+
 /* Each thread's scratch: the largest hidden matrix's X, Y [m n] and A, B [m m], m its smaller side. */
 static size_t work_per_thread(const ag_params *P)
 {

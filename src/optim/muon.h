@@ -20,6 +20,10 @@ ag_status ag_muon_step(ag_params *P, const ag_adam_cfg *c, double lr, long t, do
 /* NS5 in place: X [m,n] row-major, m <= n, becomes about U V^T of X = U S V^T (every singular
  * value mapped into about 0.7-1.2). work holds m n + 2 m m elements. Cannot fail. */
 void ag_muon_orthogonalize(ag_real *X, int m, int n, ag_real *work);
+/* NS5's FLOPs on a rows x cols matrix, m its smaller side and n its larger: five rounds of
+ * X X^T (2 m m n), A A (2 m m m) and B X (2 m m n). A step's share of a time budget's cost
+ * (nn.h: ag_gpt_muon_flops). */
+double ag_muon_flops(int rows, int cols);
 
 /* AdamW's step (adam.c) on every parameter but the hidden matrices: Muon's other half. */
 void ag_adamw_step_not_hidden(ag_params *P, const ag_adam_cfg *c, double lr, long t, double grad_scale);

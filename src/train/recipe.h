@@ -49,18 +49,17 @@ ag_status ag_recipe_pick(const ag_recipe *table, int n, int ref, double budget_s
 
 /* A close call: the next recipe up from the pick, not yet timed, is predicted at least
  * AG_RECIPE_CLOSE of its min_steps, so its own step time could take it (a cost ratio is a model:
- * FLOPs miss how well a machine runs each shape, and the optimizer's share of a step: char_lm's
- * L, whose matrices Muon orthogonalizes are M's, is predicted at 2.86x M's step and ran at
- * 2.18-2.32x, so 0.77 of its steps predicted were all it needed; 0.6 leaves room for a machine
- * where the gap is wider). Its index, to time its steps too, or -1. */
-#define AG_RECIPE_CLOSE 0.6
+ * FLOPs miss how well a machine runs each shape; a cost that leaves out a share of the step
+ * that does not grow with the recipe, an optimizer's, overrates the larger one). Its index, to
+ * time its steps too, or -1. */
+#define AG_RECIPE_CLOSE 0.75
 int ag_recipe_close_call(const ag_recipe *table, const ag_recipe_choice *ch);
 /* Candidate i's step measured at step_s, its probe probe_s more of the budget: i and the larger
  * ones take the measured over the predicted ratio, every count the budget left, the pick again. */
 void ag_recipe_timed(const ag_recipe *table, int i, double step_s, double probe_s, ag_recipe_choice *ch);
 
-/* "time budget 10m00s at 0.0415 s a step: about 13,548 steps -> recipe M (WHAT); L would get
- * 5,807 (its steps timed too), it needs 7,000": the pick, what describes it (NULL: no brackets),
+/* "time budget 10m00s at 0.0387 s a step: about 14,534 steps -> recipe M (WHAT); L would get
+ * 6,581 (its steps timed too), it needs 7,000": the pick, what describes it (NULL: no brackets),
  * and why not the next one up (when there is one). One line, no newline. */
 void ag_recipe_line(char *buf, size_t n, const ag_recipe *table, int n_table, const ag_recipe_choice *ch,
                     const char *what);

@@ -65,7 +65,7 @@ void lm_log_end(const lm_run *R, const lm_train_result *r)
     const ag_budget *b = &R->ctl.budget;
     if (b->deadline) {   /* the budget counts from lm_train's start, the setup included */
         double used = ag_budget_now(b) - b->t0, budget = b->deadline - b->t0;
-        fprintf(f, "time budget: %.2f s of %.3g s used (%+.2f s)\n", used, budget, used - budget);
+        fprintf(f, "time budget: %.2f s of %g s used (%+.2f s)\n", used, budget, used - budget);
     }
     fflush(f);
 }

@@ -5,7 +5,7 @@
 /* The table, smallest first (each min_steps: docs/performance.md, "The recipe follows the compute"). */
 const lm_recipe lm_recipes[LM_N_RECIPES] = {
     {"S", "1min", 0},          /* 3 x 96, context 64, lr 3e-3 */
-    {"M", "5min", 4000},       /* 4 x 96, context 128, lr 6e-3 (AdamW's half 3e-3), weight decay 0.3, Muon */
+    {"M", "5min", 1200},       /* 4 x 96, context 128, lr 6e-3 (AdamW's half 3e-3), weight decay 0.3, Muon */
     {"L", "10min", 7000},      /* 4 x 96, context 256, lr 8e-3, dropout 0.05, weight decay 0.3 (not the embeddings), Muon */
 };
 

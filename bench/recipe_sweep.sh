@@ -16,8 +16,9 @@
 # The loss at a step count does not depend on the machine's speed, so the sweep is valid beside
 # other work. Two recipes compare at equal TIME when their steps are in the ratio of
 # their step times (examples/char_lm/recipe.c's cost, nn.h's ag_gpt_step_flops with Muon's
-# ag_gpt_muon_flops for M and L: S 0.27x of M, L 2.58x; measured 0.31x and 2.0-2.6x). Prints one line per run: recipe, steps, wall seconds, the
-# run's own last evaluation (train, val; 5 batches), the whole split's val.
+# ag_gpt_muon_flops for M and L: S 0.27x of M, L 2.58x; measured 0.31x and 2.0-2.6x).
+# Prints one line per run: recipe, steps, wall seconds, the run's own last evaluation (train,
+# val; 5 batches), the whole split's val.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}

@@ -216,9 +216,9 @@ START_TEST(test_recipe_steps_and_line)
 }
 END_TEST
 
-/* With Muon's NS5 in its cost (recipe.c) L's step is predicted at 2.58x M's; it ran at 2.2-2.3x
- * (M 0.0258 s, L 0.0598 on the developers' 2 cores; 0.052 and 0.118 on one; 0.0435 and 0.097
- * with the Haswell kernels), so where L is predicted short of its steps but close, its own steps
+/* With Muon's NS5 in its cost (recipe.c) L's step is predicted at 2.58x M's; it ran at 2.0-2.6x
+ * (here: M 0.0258 s, L 0.0598 on the developers' 2 cores; 0.052 and 0.118 on one; 0.0435 and
+ * 0.097 with the Haswell kernels), so where L is predicted short of its steps but close, its own steps
  * are timed (main.c). The probe takes 3 s at most (src/train/recipe.c). */
 START_TEST(test_recipe_close_call_muon)
 {

@@ -143,11 +143,13 @@ $(B)/gen/suites.inc: SUITE_FILES = $(TEST_FILES)
 $(B)/gen/suites.inc: SUITE_SRC = $(TEST_SRC)
 $(B)/gen/lm/suites.inc: SUITE_FILES = $(LM_TEST_FILES)
 $(B)/gen/lm/suites.inc: SUITE_SRC = $(LM_TEST_SRC)
+# (Written beside it in a file of this make's own, $@.PID: make test's jobs run sub-makes side by
+# side, and with one shared name a make could read another's half-written file, find it changed
+# and relink a binary that a job was running.)
 $(B)/gen/suites.inc $(B)/gen/lm/suites.inc: FORCE
 	@mkdir -p $(dir $@)
-	@awk -v files="$(SUITE_FILES)" '$(SUITE_AWK)' $(SUITE_SRC) < /dev/null > $@.all || { rm -f $@.all; exit 1; }
-	@sort $@.all > $@.tmp; rm -f $@.all
-	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+	@t=$@.$$$$; awk -v files="$(SUITE_FILES)" '$(SUITE_AWK)' $(SUITE_SRC) < /dev/null > $$t.all || { rm -f $$t.all; exit 1; }; \
+	  sort $$t.all > $$t; rm -f $$t.all; cmp -s $$t $@ || mv $$t $@; rm -f $$t
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
 $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen $(TEST_OPT)
 $(B)/f32/examples/char_lm/tests/%.o $(B)/f64/examples/char_lm/tests/%.o: \
@@ -450,7 +452,7 @@ COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)
 COMMIT_MAINS = $(B)/f32/examples/char_lm/main.o $(B)/f32/examples/reverse/main.o
 $(B)/gen/commit: FORCE
 	@mkdir -p $(dir $@)
-	@echo '$(COMMIT)' > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+	@t=$@.$$$$; echo '$(COMMIT)' > $$t; cmp -s $$t $@ || mv $$t $@; rm -f $$t
 $(COMMIT_MAINS): $(B)/gen/commit
 $(B)/f32/examples/char_lm/main.o: DEFS += $(if $(COMMIT),-DLM_COMMIT='"$(COMMIT)"')
 $(B)/f32/examples/reverse/main.o: DEFS += $(if $(COMMIT),-DAG_COMMIT='"$(COMMIT)"')

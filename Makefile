@@ -175,8 +175,10 @@ $(B)/f64/lm/run_tests.o: tests/run_tests.c $(B)/gen/lm/suites.inc
 # either way: the same results. TEST_OPT= for CFLAGS' level.
 TEST_OPT ?= -O1
 
-# the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak)
-TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
+# the heap is counted through these wrappers (tests/alloc_count.h: the corpus loader's peak);
+# check's write for each passing assertion is left out (tests/check_quiet.c: test_f64 took 44.8 s,
+# 10.7 of them in the kernel, against 52.3 and 13.8 with it, one run each)
+TEST_WRAP = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=_mark_point
 $(B)/test_f32: $(TEST_SRC:%.c=$(B)/f32/%.o) $(LIB32)
 	$(CC) $(LDFLAGS_EXTRA) $(TEST_WRAP) -o $@ $^ $(CHECK_LIBS) $(LIBS) $(SERVE_LIBS)
 $(B)/test_f64: $(TEST_SRC:%.c=$(B)/f64/%.o) $(LIB64)

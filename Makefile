@@ -241,7 +241,7 @@ slow_first = $(filter $(1),$(SLOW_SUITES)) $(filter-out $(SLOW_SUITES),$(1))
 TEST_BINS = $(call test_bins,$(B)) $(B)/char_lm $(B)/one_step $(B)/reverse $(B)/bench $(B)/attention_demo \
             $(if $(HAVE_MPI),$(B)/dist_check $(B)/test_mpi $(B)/char_lm_mpi $(B)/char_lm_mpi_other $(B)/reverse_mpi $(B)/reverse_mpi_other)
 # MPI's job mostly waits (its tests side by side: 30 s of CPU in 46 s, measured at load 7-9):
-# '~', beside the NPROC slots. The lessons' job is the slowest of the rest (82 s in make test on a
+# '~', beside the JOB_SLOTS. The lessons' job is the slowest of the rest (82 s in make test on a
 # quiet machine): first. (The page in headless chromium, 8 s of CPU and 25 s in make test, is
 # make check's: it tests serve's page, not what a learner's change to an op or a layer breaks.)
 TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,lessons,$(SUB_MAKE) test-lessons) \
@@ -249,6 +249,13 @@ TEST_JOBS = $(if $(HAVE_MPI),$(call job,~mpi,$(SUB_MAKE) test-mpi)) $(call job,l
               $(if $(filter $(s),$(ONCE_SUITES)),,$(call suite_job,f64,$(B)/test_f64,$(s)))) \
             $(call job,step,$(SUB_MAKE) test-step) \
             $(call job,install,$(SUB_MAKE) test-install) $(call job,readable,$(SUB_MAKE) test-readable)
+# one job more than the cores: some jobs hold their slot while they wait (rundir's locks and
+# timeouts: 64 s for 27 s of CPU in make test; the lessons' processes; budget's wall clock,
+# signals, the error table's processes, safetensors_limits' 100 MB file). In a run of make check
+# at load 8-12, f64/errors took 20 s for 2 s of CPU, f64/budget 24 s for 4 s, while the arm64 job
+# beside them took 2.3 s for each second of its CPU. A third job uses the core they leave: make
+# test's jobs on 2 cores, built, took 128, 133 and 123 s with 3 slots, 143 and 147 s with 2.
+JOB_SLOTS = $(shell echo $$(($(NPROC) + 1)))
 # the last `make test` that passed, for `make check`: newer than every binary and tracked file.
 # Compared by find, not `make -q`: suites.inc hangs on FORCE, so make -q called every binary
 # stale and make check ran all of make test's jobs again.
@@ -266,7 +273,7 @@ test: deps                                        ## every suite (numeric ones o
 	@$(MAKE) --no-print-directory test-jobs
 .PHONY: test-jobs
 test-jobs: $(TEST_BINS)
-	+@$(PY_PATH); $(call run_jobs,$(TEST_JOBS),test)
+	+@$(PY_PATH); $(call run_jobs,$(TEST_JOBS),test,$(JOB_SLOTS))
 	@touch $(TEST_STAMP)
 
 # `make test-op OP=gelu`, after editing one op: rebuilds the test binaries (the op's object and
@@ -303,12 +310,6 @@ test-op:                                          ## OP=gelu: one op's tests (gr
 # then its reverse and budget, the arm64 products, the fuzzers' fixed seconds), the short ones
 # last (the reference table's, the single checks).
 CHECK_BUILDS = ref-build asan-build vg-build fuzz-build clang-build cov-build arm64-build
-# one job more than the cores: some of make check's jobs hold their slot while they wait
-# (rundir's locks and timeouts, budget's wall clock, signals, the error table's processes,
-# safetensors_limits' 100 MB file). In a run at load 8-12, f64/errors took 20 s for 2 s of CPU,
-# f64/safetensors_limits 13 s for 1 s, f64/budget 24 s for 4 s, while the arm64 job beside them
-# took 2.3 s for each second of its CPU. A third job uses the core they leave.
-CHECK_SLOTS = $(shell echo $$(($(NPROC) + 1)))
 CHECK_JOBS = $(ASAN_JOBS) $(ARM64_JOBS) $(call fuzz_jobs,$(CHECK_FUZZ_SECONDS)) $(VG_RUNS_JOB) \
              $(foreach s,$(call slow_first,$(filter $(ONCE_SUITES),$(call suites_of,$(B)))),$(call suite_job,f64,$(B)/test_f64,$(s))) \
              $(CLANG_JOBS) $(REF_JOBS) $(call job,path-coverage,$(PATH_COVERAGE)) $(call job,browser,$(SUB_MAKE) browser-run) \
@@ -321,7 +322,7 @@ check: deps                                       ## the full matrix: program su
 check-jobs: $(TEST_BINS) $(CHECK_BUILDS)
 	+@$(PY_PATH); again=1; if $(test_passed); then again=; \
 	  echo "check: make test passed on these very files ($(TEST_STAMP)): its jobs are not run again"; fi; \
-	$(call run_jobs,if [ -n "$$again" ]; then $(TEST_JOBS) fi; $(CHECK_JOBS),check,$(CHECK_SLOTS)) && \
+	$(call run_jobs,if [ -n "$$again" ]; then $(TEST_JOBS) fi; $(CHECK_JOBS),check,$(JOB_SLOTS)) && \
 	  { [ -z "$$again" ] || touch $(TEST_STAMP); }
 
 # what a reader is promised (issue 17): no function over 60 lines, and docs/reading-order.md's

@@ -87,7 +87,7 @@ START_TEST(test_recipe_close_call)
     ck_assert_int_eq(ag_recipe_close_call(table, &ch), -1);   /* timed already */
     ag_recipe_line(line, sizeof line, table, 3, &ch, NULL);
     ck_assert_str_eq(line, "time budget 3m21s at 0.4 s a step: about 451 steps -> recipe M; L would get 200 "
-                           "(its steps timed too), it needs 300");
+                           "(its steps timed), it needs 300");
     /* the ones above the timed one follow its measured ratio: M timed at 3x S's 0.1 s, L at 2x M */
     ck_assert_int_eq(ag_recipe_pick(table, 3, 0, 201, 0, 0.1, &ch, &e), AG_OK);
     ag_recipe_timed(table, 1, 0.3, 0, &ch);

@@ -87,7 +87,7 @@ void ag_recipe_line(char *buf, size_t n, const ag_recipe *table, int n_table, co
         ag_format_thousands(got, sizeof got, ch->steps[p + 1]);
         ag_format_thousands(need, sizeof need, table[p + 1].min_steps);
         snprintf(buf + w, n - (size_t)w, "; %s would get %s%s, it needs %s", table[p + 1].name, got,
-                 ch->timed[p + 1] ? " (its steps timed too)" : "", need);
+                 ch->timed[p + 1] ? " (its steps timed)" : "", need);
     }
 }
 

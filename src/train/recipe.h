@@ -59,7 +59,7 @@ int ag_recipe_close_call(const ag_recipe *table, const ag_recipe_choice *ch);
 void ag_recipe_timed(const ag_recipe *table, int i, double step_s, double probe_s, ag_recipe_choice *ch);
 
 /* "time budget 10m00s at 0.0387 s a step: about 14,534 steps -> recipe M (WHAT); L would get
- * 6,581 (its steps timed too), it needs 7,000": the pick, what describes it (NULL: no brackets),
+ * 6,581 (its steps timed), it needs 7,000": the pick, what describes it (NULL: no brackets),
  * and why not the next one up (when there is one). One line, no newline. */
 void ag_recipe_line(char *buf, size_t n, const ag_recipe *table, int n_table, const ag_recipe_choice *ch,
                     const char *what);

@@ -148,7 +148,8 @@ $(B)/gen/lm/suites.inc: SUITE_SRC = $(LM_TEST_SRC)
 # and relink a binary that a job was running.)
 $(B)/gen/suites.inc $(B)/gen/lm/suites.inc: FORCE
 	@mkdir -p $(dir $@)
-	@t=$@.$$$$; awk -v files="$(SUITE_FILES)" '$(SUITE_AWK)' $(SUITE_SRC) < /dev/null > $$t.all || { rm -f $$t.all; exit 1; }; \
+	@t=$@.$$$$; \
+	  awk -v files="$(SUITE_FILES)" '$(SUITE_AWK)' $(SUITE_SRC) < /dev/null > $$t.all || { rm -f $$t.all; exit 1; }; \
 	  sort $$t.all > $$t; rm -f $$t.all; cmp -s $$t $@ || mv $$t $@; rm -f $$t
 $(B)/f32/tests/run_tests.o $(B)/f64/tests/run_tests.o: $(B)/gen/suites.inc
 $(B)/f32/tests/%.o $(B)/f64/tests/%.o: EXTRA_CFLAGS += -Itests -I$(B)/gen $(TEST_OPT)

@@ -76,17 +76,17 @@ START_TEST(gpt_estimates)
 END_TEST
 
 /* The estimate against the arena a real step takes: two training steps (forward, backward) of
- * the 10min preset's shape at 6 windows, without dropout and with its 0.05 (the dropped
- * attention weights and each dropout site's output and mask, 40% more): the arena's high-water
- * mark within 3% of ag_gpt_step_bytes either way */
+ * the 10min preset's shape at 6 windows, without dropout, with its 0.05 (the dropped
+ * attention weights and each dropout site's output and mask, 40% more), and with its rope too
+ * (q and k turned): the arena's high-water mark within 3% of ag_gpt_step_bytes each time */
 START_TEST(step_estimate_with_dropout)
 {
     enum { B = 6, T = 256 };
     static int ids[B * T], targets[B * T];
     for (int i = 0; i < B * T; i++) ids[i] = i % 65, targets[i] = i * 7 % 65;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         const ag_gpt_config m = {.vocab_size = 65, .n_layer = 4, .n_head = 4, .n_embd = 96, .block_size = T,
-                                 .dropout = k ? 0.05 : 0};
+                                 .dropout = k ? 0.05 : 0, .rope = k == 2};
         ag_gpt *g = ag_gpt_new(&m, 7, NULL);
         ag_ctx *ctx = ag_ctx_new();
         ck_assert(g && ctx);
@@ -100,8 +100,8 @@ START_TEST(step_estimate_with_dropout)
         }
 #ifndef AG_ARENA_DEBUG /* the sanitizer build poisons released gradient buffers instead of reusing them */
         double high = (double)ag_ctx_get_stats(ctx).arena_high_water, est = ag_gpt_step_bytes(&m, B, true);
-        ck_assert_msg(fabs(est / high - 1) < 0.03, "dropout %g: %.1f MiB estimated, %.1f the arena's high-water mark",
-                      m.dropout, est / 1048576, high / 1048576);
+        ck_assert_msg(fabs(est / high - 1) < 0.03, "dropout %g, rope %d: %.1f MiB estimated, %.1f the arena's "
+                      "high-water mark", m.dropout, m.rope, est / 1048576, high / 1048576);
 #endif
         ag_ctx_free(ctx);
         ag_gpt_free(g);

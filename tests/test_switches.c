@@ -319,6 +319,17 @@ START_TEST(test_grad_post_rmsnorm_swiglu)
 }
 END_TEST
 
+/* RoPE in every block, keys' bias trained: q and k turned before the scores, fused attention */
+START_TEST(test_grad_rope)
+{
+    ag_gpt_config c = small_cfg();
+    c.rope = true;
+    check_grad(c, "gpt loss, RoPE");
+    c.composed_attention = true;
+    check_grad(c, "gpt loss, RoPE, attention op by op");
+}
+END_TEST
+
 START_TEST(test_grad_post_noscale_1e9)
 {
     ag_gpt_config c = small_cfg();
@@ -372,6 +383,11 @@ START_TEST(test_kv_cache_exact_for_every_switch)
     c.mlp = AG_MLP_SWIGLU;
     c.composed_attention = true;
     check_kv_cache_exact(c);
+    /* RoPE: the cached position is turned by its own index, cache->len */
+    c = (ag_gpt_config){ .vocab_size = 7, .n_layer = 2, .n_head = 2, .n_embd = 16, .block_size = 8, .rope = true };
+    check_kv_cache_exact(c);
+    c.composed_attention = true;
+    check_kv_cache_exact(c);
 }
 END_TEST
 
@@ -385,7 +401,7 @@ Suite *switches_suite(void)
     suite_add_tcase(s, m);
     TCase *g = tcase_create("grad");
     tcase_set_timeout(g, 600);
-    ADD_TESTS(g, test_grad_post_rmsnorm_swiglu, test_grad_post_noscale_1e9);
+    ADD_TESTS(g, test_grad_post_rmsnorm_swiglu, test_grad_post_noscale_1e9, test_grad_rope);
     suite_add_tcase(s, g);
     return s;
 }

@@ -15,6 +15,8 @@
  * by default; 1 with --no-scale, and the scores of wide heads grow like sqrt(D), so softmax
  * saturates) and A->mask_fill (-inf by default; a finite -1e9 gives weights exp(-1e9 - max) = 0
  * in float and double alike, so the same result on a causal mask).
+ * A->rope (--rope) turns q and k by their position (ag_rope, ops/rope.c) before the scores:
+ * q_p . k_s then depends on p - s, the distance, beside what pos_emb added to x.
  * Sampling with a KV cache takes the same lines for one new position p: its k and v join the
  * cache (kv_cache.c), and the query attends over the cached k and v of positions 0..p, with no
  * mask since p may see them all.
@@ -46,6 +48,7 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
     A->composed = false;
     A->scale = (ag_real)(1.0 / sqrt((double)(C / H)));
     A->mask_fill = -INFINITY;
+    A->rope = false;
     char name[128];
     const char *sub[4] = { "w_q", "w_k", "w_v", "w_o" };
     ag_linear_layer *lin[4] = { &A->w_q, &A->w_k, &A->w_v, &A->w_o };
@@ -61,7 +64,8 @@ ag_status ag_mha_init(ag_mha *A, ag_params *P, const char *prefix, int C, int H,
      * (the bias wandered 1e-3 in 1,500 steps, a path set by the order of the sums, so runs on N
      * ranks parted there: docs/distributed.md). Anything between the scores and the softmax that
      * is not a shift of the whole row (a softcap, a norm on k) gives b_k a real gradient: then
-     * drop this line. */
+     * drop this line. RoPE is one (b_k turned by key position s shifts each key differently):
+     * ag_gpt_new turns the gradient back on with cfg->rope. */
     if (s == AG_OK) A->w_k.b->requires_grad = false;
     return s;
 }
@@ -152,6 +156,11 @@ ag_tensor *ag_mha_forward(ag_ctx *ctx, const ag_mha *A, ag_tensor *x, ag_tensor 
     ag_tensor *q = ag_linear_layer_forward(ctx, &A->w_q, x);       // [B,T,C]
     ag_tensor *k = ag_linear_layer_forward(ctx, &A->w_k, x);       // [B,T,C]
     ag_tensor *v = ag_linear_layer_forward(ctx, &A->w_v, x);       // [B,T,C]
+    if (A->rope) {  /* the positions of x: 0..T-1, or the cached one's */
+        int first = opts->cache ? opts->cache->len : 0;
+        q = ag_rope(ctx, q, A->H, first);                           // [B,T,C] turned by position
+        k = ag_rope(ctx, k, A->H, first);                           // [B,T,C]
+    }
     ag_tensor *o = attention(ctx, A, q, k, v, mask, dropout, opts); // [B,T,C]
     ag_tensor *y = ag_linear_layer_forward(ctx, &A->w_o, o);       // [B,T,C]
     ag_ctx_set_scope(ctx, outer);

@@ -89,6 +89,9 @@ static ag_status check_config(const ag_gpt_config *cfg, ag_error *err)
         return ag_seterr(err, AG_ERR_ARG, "dropout must be in [0, 1) (got %g)", cfg->dropout);
     if (!(cfg->init_scale >= 0 && cfg->init_scale <= 1e6))
         return ag_seterr(err, AG_ERR_ARG, "init_scale must be in [0, 1e6] (got %g)", cfg->init_scale);
+    if (cfg->rope && (cfg->n_embd / cfg->n_head) % 2 != 0)   /* ag_rope turns the head's channels in pairs */
+        return ag_seterr(err, AG_ERR_ARG, "rope needs an even head size n_embd / n_head (got %d)",
+                         cfg->n_embd / cfg->n_head);
     /* each switch against its table: "mlp must be gelu or swiglu (got 7)" */
     ag_status s = ag_switch_check(&ag_norm_position_switch, (int)cfg->norm_position, err);
     if (s == AG_OK) s = ag_switch_check(&ag_norm_switch, (int)cfg->norm, err);
@@ -139,6 +142,8 @@ static ag_status add_layers(ag_gpt *g)
         A->composed = cfg->composed_attention;
         if (cfg->no_scale) A->scale = 1;
         A->mask_fill = mask_fill_value(cfg->mask_fill);
+        A->rope = cfg->rope;
+        if (s == AG_OK) A->w_k.b->requires_grad = cfg->rope;   /* turned by position, b_k has a gradient */
     }
     if (s == AG_OK) s = final_norm_init(g);
     if (s == AG_OK) s = ag_linear_layer_init(&g->lm_head, P, "lm_head", C, V, true, INIT_STD);

@@ -23,7 +23,9 @@ double ag_gpt_step_bytes(const ag_gpt_config *m, int B, bool train)
     double fwd = m->n_layer * (B * H * T * T + 18 * B * T * C) + B * T * (3 * C + 2 * V);
     double kept = m->n_layer * 4 * B * T * C, grads = B * T * (16 * C + V);   /* train's more (nn.h) */
     double dropped = m->dropout > 0 ? m->n_layer * B * H * T * T + (1 + 2 * m->n_layer) * 2 * B * T * C : 0;
-    return (train ? fwd + kept + grads + dropped : fwd) * sizeof(ag_real);
+    /* rope: q and k turned, 2 B T C a layer, and a quarter as much again at the backward's peak (measured) */
+    double turned = m->rope ? m->n_layer * 2 * B * T * C : 0, turned_grads = turned / 4;
+    return (train ? fwd + turned + kept + grads + dropped + turned_grads : fwd + turned) * sizeof(ag_real);
 }
 
 double ag_gpt_sample_bytes(const ag_gpt_config *m)

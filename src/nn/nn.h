@@ -132,6 +132,8 @@ typedef struct {
     ag_real mask_fill;                     /* the score of a masked position: -INFINITY
                                               (MODEL.md, set by init) or a finite stand-in such
                                               as -1e9, which takes the composed path */
+    bool rope;                             /* q and k turned by their position (ag_rope) before
+                                              the scores; false (MODEL.md, set by init) */
     char scope[64];                        /* "blocks.0.attn", for --trace-shapes */
 } ag_mha;
 /* Registers w_q, w_k, w_v (N(0, std)) and w_o (N(0, std_out)); scale 1/sqrt(D), mask_fill
@@ -214,6 +216,8 @@ typedef struct {
                                         the norms' gains, not the biases) times this (lesson 15) */
     bool no_embedding_decay;         /* tok_emb and pos_emb not decayed (only the Linear weights, as
                                         minGPT's groups); MODEL.md decays them */
+    bool rope;                       /* q and k rotated by their position (RoPE, ag_rope) in every
+                                        block, beside pos_emb; MODEL.md has pos_emb alone */
 } ag_gpt_config;
 
 typedef struct {

@@ -68,6 +68,7 @@ void ag_trace_note(const ag_node *n, char *buf, size_t len)
         {"rmsnorm", "each row / its root mean square; * w"},
         {"split_heads", "H heads of D channels each"},
         {"merge_heads", "heads side by side again"},
+        {"rope", "each head's channel pairs turned by the position (RoPE)"},
         {"attention", "fused: softmax(q k^T * scale, causal) v, heads merged"},
         {"reshape", "a view: the same numbers, another shape"},
         {"transpose", "the last two sizes swapped"},

@@ -111,6 +111,13 @@ ag_tensor *ag_rmsnorm(ag_ctx *ctx, ag_tensor *x, ag_tensor *w, ag_real eps);
  * AG_ERR_SHAPE "ag_mul: shapes differ: [2,3] * [3,2] ..."). a == b (x * x) is fine. */
 ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
 
+/* ---- rope (ops/rope.c) ---- */
+/* Rotary position embedding: x [B,T,C] of H heads -> [B,T,C], each head's channel pair
+ * (2i, 2i+1) of the token at position pos0 + t turned by the angle (pos0 + t) 10000^(-2i/D).
+ * Applied to q and k, it makes their dot product depend on the positions' difference only.
+ * AG_ERR_SHAPE unless x is [B,T,C], H divides C, D = C/H is even and pos0 >= 0. */
+ag_tensor *ag_rope(ag_ctx *ctx, ag_tensor *x, int H, int pos0);
+
 /* ---- silu (ops/silu.c) ---- */
 /* x * sigmoid(x), elementwise: [...] -> [...]. Finite for every finite x (silu(-1000) = 0,
  * silu(1000) = 1000): the sigmoid never computes exp of a large positive number. */

@@ -86,6 +86,8 @@ const ag_field lm_fields[] = {
     {"adamw_lr_scale", "--adamw-lr-scale", AG_FIELD_DOUBLE, F(adamw_lr_scale), 0, 1e6, 0, 0, 0, true, NULL,
      "with --optimizer muon: what AdamW moves (embeddings, head, biases, norms) at --lr times this (0 or 1: "
      "--lr)", false, false},
+    /* issue 36: optional, so that older checkpoints read as pos_emb alone (MODEL.md) */
+    FLAG("rope", "--rope", model.rope, 1, "q and k turned by their position (RoPE), beside pos_emb"),
 };
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 

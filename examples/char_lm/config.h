@@ -41,7 +41,7 @@ typedef struct {
 /* One row per field of lm_config (train/fields.h: ag_field; shape: part of the model's shape,
  * which a resumed run may not change; optional: absent from older checkpoints, read as 0). */
 #define LM_MAX_BUDGET_S 3.6e6     /* --time-budget: at most 1000h */
-#define LM_N_FIELDS 40            /* rows in lm_fields (config.c checks it) */
+#define LM_N_FIELDS 41            /* rows in lm_fields (config.c checks it) */
 extern const ag_field lm_fields[LM_N_FIELDS];
 
 /* Fills c with the named configuration (lm_config_names) over the common defaults, vocab_size 0

@@ -31,14 +31,16 @@ static const struct {
     {"weight_decay", K_REAL, AT(weight_decay), NULL}, {"beta1", K_REAL, AT(beta1), NULL},
     {"beta2", K_REAL, AT(beta2), NULL}, {"grad_clip", K_REAL, AT(grad_clip), NULL}, {"seed", K_U64, AT(seed), NULL},
     {"no_embedding_decay", K_FLAG, AT(model.no_embedding_decay), NULL},
+    {"rope", K_FLAG, AT(model.rope), NULL},
 };
 
 /* the keys younger than the rest: an older run without one reads as 0 (init_scale 0: the weights as
- * drawn; lr_schedule 0: the cosine; no_embedding_decay false: MODEL.md's decay) */
+ * drawn; lr_schedule 0: the cosine; no_embedding_decay false: MODEL.md's decay; rope false: pos_emb
+ * alone) */
 static bool optional_key(const char *key)
 {
     return strcmp(key, "init_scale") == 0 || strcmp(key, "lr_schedule") == 0 ||
-           strcmp(key, "no_embedding_decay") == 0;
+           strcmp(key, "no_embedding_decay") == 0 || strcmp(key, "rope") == 0;
 }
 
 /* v into the field at p as kind says; false when v is not of that kind */

@@ -56,7 +56,8 @@ c = json.loads(json.loads(f.read(n))["__metadata__"]["config"])
 print(" ".join("--%s %s" % (k.replace("_", "-"), c[k]) for k in
                ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "dropout", "lr", "min_lr", "warmup_iters",
                 "weight_decay", "beta2", "optimizer")) + (" --no-embedding-decay" if c.get("no_embedding_decay") else "")
-      + (" --adamw-lr-scale %s" % c["adamw_lr_scale"] if c.get("adamw_lr_scale") else ""))
+      + (" --adamw-lr-scale %s" % c["adamw_lr_scale"] if c.get("adamw_lr_scale") else "")
+      + (" --rope" if c.get("rope") else ""))
 PY
 }
 

@@ -4,7 +4,8 @@
 The model is ../shared/bench/torch_ref.py's (MODEL.md: Pre-LN GPT, learned positions, biases,
 no weight tying, N(0, 0.02) init), with MODEL.md's dropout (on the embedding sum, the attention
 weights after softmax, after w_o and after fc2; nanoGPT places it the same way), which
-torch_ref.py lacks, and a time budget laid out the way `char_lm train --time-budget` lays it:
+torch_ref.py lacks, with --rope char_lm's rotary positions (on q and k, beside the learned ones),
+and a time budget laid out the way `char_lm train --time-budget` lays it:
 
   - the first steps are timed (from the second) until they add up to 2% of the budget and
     number 3, or the warmup ends; then the step count N is fixed so that the steps end 2% of the
@@ -46,6 +47,7 @@ p.add_argument("--warmup-iters", type=int, default=100)
 p.add_argument("--max-iters", type=int, default=10**9)
 p.add_argument("--weight-decay", type=float, default=0.1)
 p.add_argument("--no-embedding-decay", action="store_true", help="decay the Linear weights only (char_lm's flag)")
+p.add_argument("--rope", action="store_true", help="rotary positions on q and k, beside pos_emb (char_lm's flag)")
 p.add_argument("--beta2", type=float, default=0.99)
 p.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
                help="muon: Muon on the blocks' weight matrices, AdamW on the rest (char_lm's src/optim/muon.c)")
@@ -71,10 +73,24 @@ CAL_SHARE, CAL_MIN_STEPS, RESERVE_SHARE, REFIT_MIN = 0.02, 3, 0.02, 0.02   # as 
 REFIT_SHARE = 0.05   # the count fitted again every 5% of the budget (char_lm: at each evaluation)
 
 
+def rope(x, cos, sin):
+    """RoPE on [B,H,T,D]: the pair (2i, 2i+1) at position p turned by p * 10000^(-2i/D):
+    y[2i] = x[2i] cos - x[2i+1] sin, y[2i+1] = x[2i] sin + x[2i+1] cos (cos, sin: [T, D/2])."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
 class MultiHeadAttention(nn.Module):
-    def __init__(self, C, H, T, dropout):
+    def __init__(self, C, H, T, dropout, use_rope=False):
         super().__init__()
-        self.H = H
+        self.H, self.use_rope = H, use_rope
+        if use_rope:
+            D = C // H
+            assert D % 2 == 0, "rope needs an even head size"
+            theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)   # theta_i = 10000^(-2i/D)
+            a = torch.arange(T, dtype=torch.float64)[:, None] * theta   # [T, D/2]: p * theta_i
+            self.register_buffer("cos", a.cos().float(), persistent=False)
+            self.register_buffer("sin", a.sin().float(), persistent=False)
         self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(C, C) for _ in range(4))
         self.attn_drop = nn.Dropout(dropout)
         self.resid_drop = nn.Dropout(dropout)
@@ -87,6 +103,8 @@ class MultiHeadAttention(nn.Module):
         q = self.w_q(x).view(B, T, H, D).transpose(1, 2)   # [B,H,T,D]
         k = self.w_k(x).view(B, T, H, D).transpose(1, 2)
         v = self.w_v(x).view(B, T, H, D).transpose(1, 2)
+        if self.use_rope:
+            q, k = rope(q, self.cos[:T], self.sin[:T]), rope(k, self.cos[:T], self.sin[:T])
         s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))   # [B,H,T,T]
         s = s.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         a = self.attn_drop(F.softmax(s, dim=-1))
@@ -95,10 +113,10 @@ class MultiHeadAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, C, H, T, dropout):
+    def __init__(self, C, H, T, dropout, use_rope=False):
         super().__init__()
         self.ln1 = nn.LayerNorm(C, eps=1e-5)
-        self.attn = MultiHeadAttention(C, H, T, dropout)
+        self.attn = MultiHeadAttention(C, H, T, dropout, use_rope)
         self.ln2 = nn.LayerNorm(C, eps=1e-5)
         self.fc1 = nn.Linear(C, 4 * C)
         self.fc2 = nn.Linear(4 * C, C)
@@ -110,12 +128,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, L, H, C, T, dropout):
+    def __init__(self, V, L, H, C, T, dropout, use_rope=False):
         super().__init__()
         self.tok_emb = nn.Embedding(V, C)
         self.pos_emb = nn.Embedding(T, C)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList([Block(C, H, T, dropout) for _ in range(L)])
+        self.blocks = nn.ModuleList([Block(C, H, T, dropout, use_rope) for _ in range(L)])
         self.ln_f = nn.LayerNorm(C, eps=1e-5)
         self.lm_head = nn.Linear(C, V)
         for m in self.modules():
@@ -282,7 +300,8 @@ def main():
     n_train = int(0.9 * len(data))
     t0 = time.perf_counter()   # the budget starts here
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False   # fp32, as attograd
-    model = GPT(len(chars), args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout).to(args.device)
+    model = GPT(len(chars), args.n_layer, args.n_head, args.n_embd, args.block_size, args.dropout,
+                args.rope).to(args.device)
     opt = make_optimizer(model)
     iters, train_s, out_of_time, last = train(model, opt, data[:n_train], t0)
     val = whole_split_loss(model, data[n_train:])
@@ -290,7 +309,7 @@ def main():
                       "tokens_per_s": round(iters * args.batch_size * args.block_size / train_s, 1),
                       "out_of_time": out_of_time, "val_loss_whole": round(val, 4), "train_loss_last": round(last, 4),
                       "threads": args.threads, "blas_threads": args.blas_threads, "torch": torch.__version__,
-                      "device": args.device}),
+                      "device": args.device, "rope": args.rope}),
           flush=True)
 
 

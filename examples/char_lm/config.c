@@ -113,7 +113,7 @@ static const struct { const char *name, *values; } presets[] = {
              "warmup_iters=100 eval_interval=2000 weight_decay=0.3 optimizer=muon adamw_lr_scale=0.5 time_budget=5m"},
     {"10min", "n_layer=4 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
               "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 "
-              "optimizer=muon time_budget=10m"},
+              "optimizer=muon rope=true time_budget=10m"},
 };
 
 ag_status lm_config_preset(lm_config *c, const char *name)

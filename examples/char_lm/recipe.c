@@ -1,12 +1,13 @@
 /* recipe.c -- the recipe a time budget picks from the compute it measures (recipe.h). */
 #include <stdio.h>
+#include <string.h>
 #include "recipe.h"
 
 /* The table, smallest first (each min_steps: docs/performance.md, "The recipe follows the compute"). */
 const lm_recipe lm_recipes[LM_N_RECIPES] = {
     {"S", "1min", 0},          /* 3 x 96, context 64, lr 3e-3 */
     {"M", "5min", 1200},       /* 4 x 96, context 128, lr 6e-3 (AdamW's half 3e-3), weight decay 0.3, Muon */
-    {"L", "10min", 7000},      /* 4 x 96, context 256, lr 8e-3, dropout 0.05, weight decay 0.3 (not the embeddings), Muon */
+    {"L", "10min", 7000},      /* 4 x 96, context 256, RoPE, lr 8e-3, dropout 0.05, decay 0.3 (not the embeddings), Muon */
 };
 
 /* The preset of recipe i (the table names only presets that exist). */
@@ -57,10 +58,11 @@ void lm_recipe_line(char *buf, size_t n, const ag_recipe_choice *ch)
 {
     ag_recipe t[LM_N_RECIPES];
     lm_config c = recipe_config(ch->pick);
-    char shape[64];   /* "4 x 96, context 128" (", dropout 0.05") */
-    int w = snprintf(shape, sizeof shape, "%d x %d, context %d", c.model.n_layer, c.model.n_embd, c.model.block_size);
-    if (c.model.dropout > 0 && w >= 0 && (size_t)w < sizeof shape)
-        snprintf(shape + w, sizeof shape - (size_t)w, ", dropout %g", c.model.dropout);
+    char shape[64];   /* "4 x 96, context 128" (", RoPE") (", dropout 0.05") */
+    snprintf(shape, sizeof shape, "%d x %d, context %d%s", c.model.n_layer, c.model.n_embd, c.model.block_size,
+             c.model.rope ? ", RoPE" : "");
+    size_t w = strlen(shape);
+    if (c.model.dropout > 0) snprintf(shape + w, sizeof shape - w, ", dropout %g", c.model.dropout);
     table(t);
     ag_recipe_line(buf, n, t, LM_N_RECIPES, ch, shape);
 }

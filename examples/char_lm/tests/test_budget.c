@@ -211,7 +211,7 @@ START_TEST(test_recipe_steps_and_line)
                   && strstr(line, "; L would get 6,003, it needs 7,000") && !strchr(line, '\n'), "%s", line);
     lm_recipe_pick(600, 3, DEV_STEP_S, &ch);
     lm_recipe_line(line, sizeof line, &ch);
-    ck_assert_msg(strstr(line, "-> recipe L (4 x 96, context 256, dropout 0.05)") && !strstr(line, "would get"), "%s",
+    ck_assert_msg(strstr(line, "-> recipe L (4 x 96, context 256, RoPE, dropout 0.05)") && !strstr(line, "would get"), "%s",
                   line);
 }
 END_TEST

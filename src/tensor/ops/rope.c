@@ -1,6 +1,6 @@
 /* rope.c -- rotary position embedding (RoPE, Su et al. 2021, "RoFormer"): q and k rotated by
  * their position, so that the score q_p . k_s depends on where the two tokens are only through
- * p - s (a rotation by a angle and one by b angle meet as one by a - b).
+ * p - s (two vectors turned by angles a and b have the dot product of one turned by a - b).
  *
  * x [B,T,C] holds H heads of D = C/H channels; each head's D channels are D/2 pairs (2i, 2i+1).
  * The pair i of the token at position p = pos0 + t is turned by the angle p theta_i:

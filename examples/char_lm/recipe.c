@@ -7,7 +7,7 @@
 const lm_recipe lm_recipes[LM_N_RECIPES] = {
     {"S", "1min", 0},          /* 3 x 96, context 64, lr 3e-3 */
     {"M", "5min", 1200},       /* 4 x 96, context 128, lr 6e-3 (AdamW's half 3e-3), weight decay 0.3, Muon */
-    {"L", "10min", 7000},      /* 4 x 96, context 256, RoPE, lr 8e-3, dropout 0.05, decay 0.3 (not the embeddings), Muon */
+    {"L", "10min", 2000},      /* 4 x 96, context 256, RoPE, lr 8e-3, dropout 0.05, decay 0.3 (not the embeddings), Muon */
 };
 
 /* The preset of recipe i (the table names only presets that exist). */

@@ -171,19 +171,21 @@ START_TEST(test_recipe_from_the_speed)
     enum { S, M, L };
     ck_assert_str_eq(lm_recipes[M].name, "M");
     /* the developers' machine: M from 1,200 steps, which 26.6 s hold and 26.5 s do not (M's
-     * steps: 95% of the budget less 2% and 1 s, over its step), so a minute is M's, 10 minutes L's */
+     * steps: 95% of the budget less 2% and 1 s, over its step), so a minute is M's; L from 2,000
+     * steps, predicted at 2.58x M's step (recipe.c): 2 minutes (2,165) are L's */
     ck_assert_int_eq(picked(26.5, DEV_STEP_S), S);
     ck_assert_int_eq(picked(26.6, DEV_STEP_S), M);
     ck_assert_int_eq(picked(60, DEV_STEP_S), M);
-    ck_assert_int_eq(picked(300, DEV_STEP_S), M);
+    ck_assert_int_eq(picked(120, DEV_STEP_S), L);
     ck_assert_int_eq(picked(600, DEV_STEP_S), L);
-    /* 1.8x slower: 10 minutes hold too few steps for context 256 (there it lost to M: issue 36) */
-    ck_assert_int_eq(picked(600, SLOW_STEP_S), M);
-    ck_assert_int_eq(picked(300, SLOW_STEP_S), M);
+    /* 1.8x slower: 2 minutes hold too few steps for context 256 (1,174), 5 minutes enough (2,951) */
+    ck_assert_int_eq(picked(600, SLOW_STEP_S), L);
+    ck_assert_int_eq(picked(300, SLOW_STEP_S), L);
+    ck_assert_int_eq(picked(120, SLOW_STEP_S), M);
     ck_assert_int_eq(picked(60, SLOW_STEP_S), M);
     ck_assert_int_eq(picked(45, SLOW_STEP_S), S);
-    /* twice as fast: 5 minutes are L's */
-    ck_assert_int_eq(picked(300, DEV_STEP_S / 2.2), L);
+    /* twice as fast: a minute is L's (2,364) */
+    ck_assert_int_eq(picked(60, DEV_STEP_S / 2.2), L);
     /* more time, or a faster machine, never picks a smaller recipe */
     for (double speed = 0.25; speed <= 4; speed *= 1.25) {
         int last = 0;
@@ -200,15 +202,15 @@ END_TEST
 START_TEST(test_recipe_steps_and_line)
 {
     ag_recipe_choice ch;
-    lm_recipe_pick(600, 3, SLOW_STEP_S, &ch);
-    /* M gets what is left, less the reserve, over its step: (600 - 3 - 1) 0.95 / 0.0365 */
-    ck_assert_int_eq(ch.steps[1], (long)floor(596 * 0.95 / SLOW_STEP_S));
+    lm_recipe_pick(120, 3, SLOW_STEP_S, &ch);
+    /* M gets what is left, less the reserve, over its step: (120 - 3 - 1) 0.95 / 0.0365 */
+    ck_assert_int_eq(ch.steps[1], (long)floor(116 * 0.95 / SLOW_STEP_S));
     ck_assert(ch.step_s[0] < ch.step_s[1] && ch.step_s[1] < ch.step_s[2]);   /* by their FLOPs */
     ck_assert(fabs(ch.step_s[1] - SLOW_STEP_S) < 1e-12);
     char line[256];
     lm_recipe_line(line, sizeof line, &ch);
-    ck_assert_msg(strstr(line, "time budget 10m00s at 0.0365 s a step: about 15,512 steps -> recipe M (4 x 96, context 128)")
-                  && strstr(line, "; L would get 6,003, it needs 7,000") && !strchr(line, '\n'), "%s", line);
+    ck_assert_msg(strstr(line, "time budget 2m00s at 0.0365 s a step: about 3,019 steps -> recipe M (4 x 96, context 128)")
+                  && strstr(line, "; L would get 1,168, it needs 2,000") && !strchr(line, '\n'), "%s", line);
     lm_recipe_pick(600, 3, DEV_STEP_S, &ch);
     lm_recipe_line(line, sizeof line, &ch);
     ck_assert_msg(strstr(line, "-> recipe L (4 x 96, context 256, RoPE, dropout 0.05)") && !strstr(line, "would get"), "%s",
@@ -226,13 +228,17 @@ START_TEST(test_recipe_close_call_muon)
     ag_recipe_choice ch;
     lm_recipe_pick(600, 3, 0.0258, &ch);    /* 10 minutes: L's steps predicted, enough */
     ck_assert_msg(ch.pick == L && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
-    lm_recipe_pick(900, 3, 0.052, &ch);     /* one thread, 15 minutes: L predicted short (6,335), timed, taken */
+    lm_recipe_pick(300, 3, 0.0258, &ch);    /* 5 minutes: 4,218, enough */
+    ck_assert_msg(ch.pick == L && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
+    lm_recipe_pick(270, 3, 0.052, &ch);     /* one thread, 4m30s: L predicted short (1,883), timed (2,141), taken */
     ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == L, "%ld", ch.steps[L]);
     lm_recipe_timed(L, 0.118, 3, &ch);
     ck_assert_msg(ch.pick == L && ch.timed[L] && ch.steps[L] >= lm_recipes[L].min_steps, "%ld", ch.steps[L]);
-    lm_recipe_pick(600, 3, 0.0435, &ch);    /* Haswell, 10 minutes: 5,037 predicted (5,807 if timed), not close */
-    ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
-    lm_recipe_pick(300, 3, 0.0258, &ch);    /* 5 minutes: 4,218, not close */
+    lm_recipe_pick(120, 3, 0.0258, &ch);    /* 2 minutes: 1,653 predicted, timed (with RoPE 0.0649 s), still short */
+    ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == L, "%ld", ch.steps[L]);
+    lm_recipe_timed(L, 0.0649, 3, &ch);
+    ck_assert_msg(ch.pick == M && ch.timed[L] && ch.steps[L] < lm_recipes[L].min_steps, "%ld", ch.steps[L]);
+    lm_recipe_pick(120, 3, 0.052, &ch);     /* one thread, 2 minutes: 820, not close */
     ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
 }
 END_TEST

@@ -95,7 +95,7 @@ done
 
 first="$OUT/${budgets[0]}-attograd-1.log"
 # the recipe line gives the step of the recipe it picked (recipe.c: lm_recipe_line)
-echo "this machine: $(sed -n 's/^time budget \([^ ]*\) at \([0-9.e-]*\) s a step.*-> recipe \([A-Z]\).*/recipe \3 at \2 s a step (the \1 budget'"'"'s pick)/p' "$first")" \
+echo "this machine: $(sed -n 's/^time budget \([^ ]*\) at \([0-9.e-]*\) s a step.*-> recipe \([A-Z]*\).*/recipe \3 at \2 s a step (the \1 budget'"'"'s pick)/p' "$first")" \
      "(threads: ${THREADS:-the default})"
 echo
 echo "| budget | round | recipe picked | attograd: steps, time | val (its last evaluation) | **val, whole split** | PyTorch, the same recipe: steps | **val, whole split** | PyTorch - attograd | nanoGPT's recipe: steps | **val, whole split** |"
@@ -103,7 +103,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for b in "${budgets[@]}"; do
     for r in $(seq "$ROUNDS"); do
         a="$OUT/$b-attograd-$r"
-        pick=$(sed -n 's/^time budget .* -> recipe \([A-Z]\) (\([^)]*\)).*/\1 (\2)/p' "$a.log")
+        pick=$(sed -n 's/^time budget .* -> recipe \([A-Z]*\) (\([^)]*\)).*/\1 (\2)/p' "$a.log")
         steps=$(sed -n 's/^done: \([0-9]*\) iterations.*/\1/p' "$a.log")
         [ -n "$steps" ] || steps="$(sed -n 's/.*out of time at iteration \([0-9]*\).*/\1 (out of time)/p' "$a.log")"
         wall=$(sed -n 's/^time budget: \([0-9.]*\) s of .*/\1/p' "$a.log")

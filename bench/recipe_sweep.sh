@@ -7,7 +7,7 @@
 #   OUT=$(mktemp -d) NICE=10 bench/recipe_sweep.sh M:3000 S:8500
 #   JOBS=2 bench/recipe_sweep.sh ...           two runs at a time, one thread each (2 cores)
 #
-# A recipe is S, M or L (the presets 1min, 5min, 10min: recipe.c's table). Each run trains the
+# A recipe is S, M, L or XL (the presets 1min, 5min, 10min, 20min: recipe.c's table). Each run trains the
 # recipe for exactly STEPS steps (KEY=V: a config field over the recipe's, weight_decay=0.5 ->
 # --weight-decay=0.5, no_embedding_decay=false undoes the preset's switch; KEY alone: a switch
 # on), warmup and cosine over them as --time-budget would lay them out, on one thread under
@@ -28,7 +28,7 @@ DATA=data/tinyshakespeare.txt
 make --no-print-directory build/char_lm >/dev/null
 [ -f "$OUT/val.txt" ] || python3 -c "import sys; t = open(sys.argv[1], encoding='utf-8').read(); sys.stdout.write(t[int(0.9 * len(t)):])" \
     "$DATA" >"$OUT/val.txt"
-preset() { case $1 in S) echo 1min ;; M) echo 5min ;; L) echo 10min ;; *) echo "recipe_sweep.sh: no recipe '$1' (S, M or L)" >&2; exit 2 ;; esac; }
+preset() { case $1 in S) echo 1min ;; M) echo 5min ;; L) echo 10min ;; XL) echo 20min ;; *) echo "recipe_sweep.sh: no recipe '$1' (S, M, L or XL)" >&2; exit 2 ;; esac; }
 # KEY=V -> --key=V (a switch too: no_embedding_decay=false); a KEY alone: --key
 flags() {
     local kv; local IFS=,

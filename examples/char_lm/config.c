@@ -91,11 +91,11 @@ const ag_field lm_fields[] = {
 };
 _Static_assert(sizeof lm_fields / sizeof lm_fields[0] == LM_N_FIELDS, "LM_N_FIELDS");
 
-const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", "10min", NULL};
+const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", "10min", "20min", NULL};
 
 // --- presets and validation ---
 
-/* MODEL.md's three, then the recipes S, M and L of recipe.h (docs/performance.md, "The recipe
+/* MODEL.md's three, then the recipes S, M, L and XL of recipe.h (docs/performance.md, "The recipe
  * follows the compute"), each ended by its time_budget (its iters only a ceiling). Each is its
  * values over the common ones (ag_fields_set); lr_decay_iters = max_iters. */
 static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
@@ -114,6 +114,9 @@ static const struct { const char *name, *values; } presets[] = {
     {"10min", "n_layer=4 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
               "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 "
               "optimizer=muon rope=true time_budget=10m"},
+    {"20min", "n_layer=6 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
+              "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 "
+              "optimizer=muon rope=true time_budget=20m"},
 };
 
 ag_status lm_config_preset(lm_config *c, const char *name)

@@ -1,7 +1,7 @@
 /* config.h -- every hyper-parameter of a char_lm run in one struct, the named configurations
- * (../shared/MODEL.md; the budget recipes 1min, 5min, 10min), and one table that describes each
- * field once (the library's kind, train/fields.h): a new hyper-parameter is one struct field plus
- * one table row. Nothing here prints or exits: errors are a status and one line in err. */
+ * (../shared/MODEL.md; the budget recipes 1min, 5min, 10min, 20min), and one table that describes
+ * each field once (the library's kind, train/fields.h): a new hyper-parameter is one struct field
+ * plus one table row. Nothing here prints or exits: errors are a status and one line in err. */
 #ifndef LM_CONFIG_H
 #define LM_CONFIG_H
 

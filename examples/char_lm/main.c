@@ -86,7 +86,7 @@ static void report_lr_find(const char *dir)
     printf("\nlr-find over %d steps: the loss falls fastest at lr %.2g (%.3f per e-fold of lr); lowest %.3f at lr "
            "%.2g", r.steps, r.steepest_lr, r.steepest_slope, r.min_loss, r.min_lr);
     if (r.diverged_lr > 0) printf("; diverged from lr %.2g (the loss twice its lowest)", r.diverged_lr);
-    printf("\nthe presets' lr: 1e-3 (tiny, baby, small), 3e-3 (1min), 6e-3 (5min), 8e-3 (10min)\n");
+    printf("\nthe presets' lr: 1e-3 (tiny, baby, small), 3e-3 (1min), 6e-3 (5min), 8e-3 (10min, 20min)\n");
     if (s == AG_OK) printf("picture: %s/lr_find.png (data: lr_find.csv)\n", dir);
 }
 
@@ -102,8 +102,8 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
 }
 
 /* --time-budget without --config: the reference recipe's steps timed, the recipe picked (in a
- * close call the next one up timed too) and said in one line (recipe.h); that time counts
- * against the budget. */
+ * close call the next one up timed too, and so on) and said in one line (recipe.h); that time
+ * counts against the budget. */
 static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
 {
     double t0 = ag_now_s(), step;
@@ -111,8 +111,7 @@ static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_erro
     if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
     ag_recipe_choice ch;
     lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
-    int up = lm_recipe_close_call(&ch);
-    if (up >= 0) {
+    for (int up; (up = lm_recipe_close_call(&ch)) >= 0;) {   /* each one up timed once at most */
         double t1 = ag_now_s();
         s = lm_recipe_probe(o->dist, up, 65, o->cfg.time_budget, stop, &step, e);
         if (s || !(step > 0)) return s;

@@ -8,6 +8,7 @@ const lm_recipe lm_recipes[LM_N_RECIPES] = {
     {"S", "1min", 0},          /* 3 x 96, context 64, lr 3e-3 */
     {"M", "5min", 1200},       /* 4 x 96, context 128, lr 6e-3 (AdamW's half 3e-3), weight decay 0.3, Muon */
     {"L", "10min", 2000},      /* 4 x 96, context 256, RoPE, lr 8e-3, dropout 0.05, decay 0.3 (not the embeddings), Muon */
+    {"XL", "20min", 4000},     /* L with 6 layers */
 };
 
 /* The preset of recipe i (the table names only presets that exist). */
@@ -19,7 +20,7 @@ static lm_config recipe_config(int i)
 }
 
 /* The library's table: each recipe's name, FLOPs a step (V: Tiny Shakespeare's; its share is
- * small), Muon's with it (the same for M and L: without it L's step was predicted at 2.86x M's;
+ * small), Muon's with it (the same for M, L and XL: without it L's step was predicted at 2.86x M's;
  * with it 2.58x; it ran at 2.0-2.6x) and threshold. */
 static void table(ag_recipe *t)
 {

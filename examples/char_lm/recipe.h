@@ -12,12 +12,12 @@
 #include "config.h"
 
 typedef struct {
-    const char *name;        /* "S", "M", "L": what the choice line names */
+    const char *name;        /* "S", "M", "L", "XL": what the choice line names */
     const char *preset;      /* its hyper-parameters: config.c's preset of this name */
     long min_steps;          /* taken when it gets at least this many steps in the budget */
 } lm_recipe;
 
-#define LM_N_RECIPES 3
+#define LM_N_RECIPES 4
 #define LM_RECIPE_PROBE 1    /* the recipe whose steps the probe times (M) */
 extern const lm_recipe lm_recipes[LM_N_RECIPES];
 

@@ -132,7 +132,8 @@ static lm_train_args parse_train(const char *const *words)
 
 START_TEST(test_presets_imply_their_budget)
 {
-    static const struct { const char *name; double s; } presets[] = {{"1min", 60}, {"5min", 300}, {"10min", 600}};
+    static const struct { const char *name; double s; } presets[] = {
+        {"1min", 60}, {"5min", 300}, {"10min", 600}, {"20min", 1200}};
     int k = (int)(ag_field_by_key(lm_fields, LM_N_FIELDS, "time_budget") - lm_fields);
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         lm_train_args a = parse_train((const char *const[]){"--config", presets[i].name, NULL});
@@ -168,17 +169,22 @@ static int picked(double budget_s, double step_s)
 
 START_TEST(test_recipe_from_the_speed)
 {
-    enum { S, M, L };
+    enum { S, M, L, XL };
     ck_assert_str_eq(lm_recipes[M].name, "M");
+    ck_assert_str_eq(lm_recipes[XL].name, "XL");
     /* the developers' machine: M from 1,200 steps, which 26.6 s hold and 26.5 s do not (M's
      * steps: 95% of the budget less 2% and 1 s, over its step), so a minute is M's; L from 2,000
-     * steps, predicted at 2.58x M's step (recipe.c): 2 minutes (2,165) are L's */
+     * steps, predicted at 2.58x M's step (recipe.c): 2 minutes (2,165) are L's; XL from 4,000,
+     * predicted at 1.49x L's: 5 minutes (3,643) are L's, 10 (7,300) XL's */
     ck_assert_int_eq(picked(26.5, DEV_STEP_S), S);
     ck_assert_int_eq(picked(26.6, DEV_STEP_S), M);
     ck_assert_int_eq(picked(60, DEV_STEP_S), M);
     ck_assert_int_eq(picked(120, DEV_STEP_S), L);
-    ck_assert_int_eq(picked(600, DEV_STEP_S), L);
-    /* 1.8x slower: 2 minutes hold too few steps for context 256 (1,174), 5 minutes enough (2,951) */
+    ck_assert_int_eq(picked(300, DEV_STEP_S), L);
+    ck_assert_int_eq(picked(600, DEV_STEP_S), XL);
+    /* 1.8x slower: 2 minutes hold too few steps for context 256 (1,174), 5 minutes enough (2,951);
+     * 10 minutes too few for 6 layers (3,960), 15 enough (5,943) */
+    ck_assert_int_eq(picked(900, SLOW_STEP_S), XL);
     ck_assert_int_eq(picked(600, SLOW_STEP_S), L);
     ck_assert_int_eq(picked(300, SLOW_STEP_S), L);
     ck_assert_int_eq(picked(120, SLOW_STEP_S), M);
@@ -205,16 +211,19 @@ START_TEST(test_recipe_steps_and_line)
     lm_recipe_pick(120, 3, SLOW_STEP_S, &ch);
     /* M gets what is left, less the reserve, over its step: (120 - 3 - 1) 0.95 / 0.0365 */
     ck_assert_int_eq(ch.steps[1], (long)floor(116 * 0.95 / SLOW_STEP_S));
-    ck_assert(ch.step_s[0] < ch.step_s[1] && ch.step_s[1] < ch.step_s[2]);   /* by their FLOPs */
+    ck_assert(ch.step_s[0] < ch.step_s[1] && ch.step_s[1] < ch.step_s[2] && ch.step_s[2] < ch.step_s[3]);   /* FLOPs */
     ck_assert(fabs(ch.step_s[1] - SLOW_STEP_S) < 1e-12);
     char line[256];
     lm_recipe_line(line, sizeof line, &ch);
     ck_assert_msg(strstr(line, "time budget 2m00s at 0.0365 s a step: about 3,019 steps -> recipe M (4 x 96, context 128)")
                   && strstr(line, "; L would get 1,168, it needs 2,000") && !strchr(line, '\n'), "%s", line);
+    lm_recipe_pick(300, 3, DEV_STEP_S, &ch);
+    lm_recipe_line(line, sizeof line, &ch);
+    ck_assert_msg(strstr(line, "-> recipe L (4 x 96, context 256, RoPE, dropout 0.05); XL would get 3,"), "%s", line);
     lm_recipe_pick(600, 3, DEV_STEP_S, &ch);
     lm_recipe_line(line, sizeof line, &ch);
-    ck_assert_msg(strstr(line, "-> recipe L (4 x 96, context 256, RoPE, dropout 0.05)") && !strstr(line, "would get"), "%s",
-                  line);
+    ck_assert_msg(strstr(line, "-> recipe XL (6 x 96, context 256, RoPE, dropout 0.05)") && !strstr(line, "would get"),
+                  "%s", line);
 }
 END_TEST
 
@@ -224,22 +233,27 @@ END_TEST
  * are timed (main.c). The probe takes 3 s at most (src/train/recipe.c). */
 START_TEST(test_recipe_close_call_muon)
 {
-    enum { M = 1, L = 2 };
+    enum { M = 1, L = 2, XL = 3 };
     ag_recipe_choice ch;
-    lm_recipe_pick(600, 3, 0.0258, &ch);    /* 10 minutes: L's steps predicted, enough */
-    ck_assert_msg(ch.pick == L && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
+    lm_recipe_pick(600, 3, 0.0258, &ch);    /* 10 minutes: XL's steps predicted (5,688), enough */
+    ck_assert_msg(ch.pick == XL && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[XL]);
     lm_recipe_pick(300, 3, 0.0258, &ch);    /* 5 minutes: 4,218, enough */
     ck_assert_msg(ch.pick == L && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
     lm_recipe_pick(270, 3, 0.052, &ch);     /* one thread, 4m30s: L predicted short (1,883), timed (2,141), taken */
     ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == L, "%ld", ch.steps[L]);
     lm_recipe_timed(L, 0.118, 3, &ch);
     ck_assert_msg(ch.pick == L && ch.timed[L] && ch.steps[L] >= lm_recipes[L].min_steps, "%ld", ch.steps[L]);
+    ck_assert_int_eq(lm_recipe_close_call(&ch), -1);   /* XL: 1,418 */
     lm_recipe_pick(120, 3, 0.0258, &ch);    /* 2 minutes: 1,653 predicted, timed (with RoPE 0.0649 s), still short */
     ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == L, "%ld", ch.steps[L]);
     lm_recipe_timed(L, 0.0649, 3, &ch);
     ck_assert_msg(ch.pick == M && ch.timed[L] && ch.steps[L] < lm_recipes[L].min_steps, "%ld", ch.steps[L]);
     lm_recipe_pick(120, 3, 0.052, &ch);     /* one thread, 2 minutes: 820, not close */
     ck_assert_msg(ch.pick == M && lm_recipe_close_call(&ch) == -1, "%ld", ch.steps[L]);
+    lm_recipe_pick(600, 3, 0.0435, &ch);    /* the Haswell kernels, 10 minutes: XL predicted close (3,373), */
+    ck_assert_msg(ch.pick == L && lm_recipe_close_call(&ch) == XL, "%ld", ch.steps[XL]);
+    lm_recipe_timed(XL, 0.127, 3, &ch);     /* timed (its run, 2026-12-06): 4,435, taken */
+    ck_assert_msg(ch.pick == XL && ch.steps[XL] >= lm_recipes[XL].min_steps, "%ld", ch.steps[XL]);
 }
 END_TEST
 

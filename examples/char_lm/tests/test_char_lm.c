@@ -103,7 +103,7 @@ static const struct {
     {"train --data c.txt --out d --seed -1", "--seed: not a whole number >= 0"},
     {"train --data c.txt --out d --seed 18446744073709551615", "--seed must be in"},
     {"train --data c.txt --out d --optimizer lion", "--optimizer must be "},
-    {"train --data c.txt --out d --config huge", "--config must be tiny, baby, small, 1min, 5min or 10min"},
+    {"train --data c.txt --out d --config huge", "--config must be tiny, baby, small, 1min, 5min, 10min or 20min"},
     {"train --data c.txt --out d --threads 0", "--threads must be in [1, 1024]"},
     {"train --data c.txt --out d --resume=yes", "--resume must be true or false (got 'yes')"},
     {"train --data c.txt --out d --resume --init-from e", "--resume and --init-from exclude each other"},

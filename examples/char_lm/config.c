@@ -97,9 +97,13 @@ const char *const lm_config_names[] = {"tiny", "baby", "small", "1min", "5min", 
 
 /* MODEL.md's three, then the recipes S, M, L and XL of recipe.h (docs/performance.md, "The recipe
  * follows the compute"), each ended by its time_budget (its iters only a ceiling). Each is its
- * values over the common ones (ag_fields_set); lr_decay_iters = max_iters. */
+ * values over the common ones (ag_fields_set: a later key wins, so XL is L's values, then 6
+ * layers); lr_decay_iters = max_iters. */
 static const char preset_common[] = "lr=1e-3 min_lr=1e-4 weight_decay=0.1 beta1=0.9 beta2=0.99 grad_clip=1 "
                                     "val_fraction=0.1 eval_iters=20 seed=1337";
+#define L_VALUES "n_layer=4 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 " \
+                 "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 " \
+                 "optimizer=muon rope=true time_budget=10m"
 static const struct { const char *name, *values; } presets[] = {
     {"tiny", "n_layer=2 n_head=2 n_embd=64 block_size=32 batch_size=16 max_iters=500 warmup_iters=50 "
              "eval_interval=100"},
@@ -111,12 +115,8 @@ static const struct { const char *name, *values; } presets[] = {
              "warmup_iters=50 eval_interval=2000 time_budget=1m"},
     {"5min", "n_layer=4 n_head=4 n_embd=96 block_size=128 batch_size=12 max_iters=1000000 lr=6e-3 min_lr=6e-5 "
              "warmup_iters=100 eval_interval=2000 weight_decay=0.3 optimizer=muon adamw_lr_scale=0.5 time_budget=5m"},
-    {"10min", "n_layer=4 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
-              "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 "
-              "optimizer=muon rope=true time_budget=10m"},
-    {"20min", "n_layer=6 n_head=4 n_embd=96 block_size=256 batch_size=12 max_iters=1000000 lr=8e-3 min_lr=8e-5 "
-              "warmup_iters=100 eval_interval=2000 weight_decay=0.3 no_embedding_decay=true dropout=0.05 "
-              "optimizer=muon rope=true time_budget=20m"},
+    {"10min", L_VALUES},
+    {"20min", L_VALUES " n_layer=6 time_budget=20m"},
 };
 
 ag_status lm_config_preset(lm_config *c, const char *name)

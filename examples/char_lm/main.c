@@ -102,8 +102,8 @@ static void one_voice(lm_train_opts *o, int rank, FILE **quiet)
 }
 
 /* --time-budget without --config: the reference recipe's steps timed, the recipe picked (in a
- * close call the next one up timed too, and so on) and said in one line (recipe.h); that time
- * counts against the budget. */
+ * close call the next one up timed too) and said in one line (recipe.h); that time counts
+ * against the budget. */
 static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_error *e)
 {
     double t0 = ag_now_s(), step;
@@ -111,7 +111,8 @@ static ag_status choose_recipe(lm_train_opts *o, const lm_train_args *a, ag_erro
     if (s || !(step > 0)) return s;   /* stopped (here or on another rank): nothing written */
     ag_recipe_choice ch;
     lm_recipe_pick(o->cfg.time_budget, ag_now_s() - t0, step, &ch);
-    for (int up; (up = lm_recipe_close_call(&ch)) >= 0;) {   /* each one up timed once at most */
+    int up = lm_recipe_close_call(&ch);
+    if (up >= 0) {   /* one up at most: for XL to be close after L is timed, L must run 2.2x faster */
         double t1 = ag_now_s();
         s = lm_recipe_probe(o->dist, up, 65, o->cfg.time_budget, stop, &step, e);
         if (s || !(step > 0)) return s;

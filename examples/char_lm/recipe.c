@@ -20,8 +20,8 @@ static lm_config recipe_config(int i)
 }
 
 /* The library's table: each recipe's name, FLOPs a step (V: Tiny Shakespeare's; its share is
- * small), Muon's with it (the same for M, L and XL: without it L's step was predicted at 2.86x M's;
- * with it 2.58x; it ran at 2.0-2.6x) and threshold. */
+ * small), Muon's with it (the same for M and L, 1.5x for XL's 6 layers: without it L's step was
+ * predicted at 2.86x M's; with it 2.58x; it ran at 2.0-2.6x) and threshold. */
 static void table(ag_recipe *t)
 {
     for (int i = 0; i < LM_N_RECIPES; i++) {

@@ -144,6 +144,12 @@ START_TEST(test_presets_imply_their_budget)
         a = parse_train((const char *const[]){"--time-budget=none", "--config", presets[i].name, NULL});
         ck_assert(a.cfg.time_budget == 0 && a.given[k]);
     }
+    lm_config L, XL;   /* XL is L with 6 layers (config.c: a preset over its base) */
+    ck_assert(lm_config_preset(&L, "10min") == AG_OK && lm_config_preset(&XL, "20min") == AG_OK);
+    ck_assert(L.model.n_layer == 4 && XL.model.n_layer == 6 && XL.time_budget == 1200);
+    XL.model.n_layer = L.model.n_layer;
+    XL.time_budget = L.time_budget;
+    ck_assert(memcmp(&L, &XL, sizeof L) == 0);
     lm_train_args a = parse_train((const char *const[]){"--config", "baby", NULL});
     ck_assert(a.cfg.time_budget == 0);
     a = parse_train((const char *const[]){"--time-budget", "1h30m", NULL});
@@ -801,6 +807,8 @@ Suite *budget_suite(void)
     ADD_TESTS(parse, test_durations, test_presets_imply_their_budget, test_duration_wording,
                      test_recipe_from_the_speed, test_recipe_steps_and_line, test_recipe_close_call_muon, test_recipe_flags,
                      test_recipe_probe);
+    tcase_set_timeout(parse, 120);   /* a bound for a hang: the probe's real steps of M and L took over
+                                        check's 4 s once, in f64 */
     suite_add_tcase(s, parse);
     TCase *run = tcase_create("runs");
     tcase_add_checked_fixture(run, setup, teardown);
